@@ -1,0 +1,57 @@
+"""The one Python exception for kanal's ErrorCode, and the code -> (retriable, gRPC status) table.
+
+The table is read from the `retriable` and `grpc_status` options on each ErrorCode value in
+errors.proto, so the .proto stays the single source for every language.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import grpc
+
+from kanal.v1 import errors_pb2
+
+ErrorCode = errors_pb2.ErrorCode
+
+_STATUS_BY_NUMBER = {status.value[0]: status for status in grpc.StatusCode}
+
+
+@functools.cache
+def is_retriable(code: int) -> bool:
+    """Whether the same request may succeed later unchanged (errors.proto `retriable` option)."""
+    options = ErrorCode.DESCRIPTOR.values_by_number[code].GetOptions()
+    return bool(options.Extensions[errors_pb2.retriable])
+
+
+@functools.cache
+def grpc_status(code: int) -> grpc.StatusCode:
+    """The gRPC status a whole-call failure with this code maps to (errors.proto `grpc_status` option)."""
+    options = ErrorCode.DESCRIPTOR.values_by_number[code].GetOptions()
+    return _STATUS_BY_NUMBER[options.Extensions[errors_pb2.grpc_status]]
+
+
+def error_name(code: int) -> str:
+    """The enum name of a code, for messages; the number itself when the code is unknown."""
+    value = ErrorCode.DESCRIPTOR.values_by_number.get(code)
+    return value.name if value is not None else str(code)
+
+
+class KanalError(Exception):
+    """An expected failure with an ErrorCode: raised by cores, turned into a per-item error or a gRPC
+    status at the boundary. Anything that is not a KanalError is a bug and is reported as one."""
+
+    def __init__(self, code: int, message: str) -> None:
+        if code == ErrorCode.NONE:
+            raise ValueError("KanalError needs a code other than NONE")
+        super().__init__(f"{error_name(code)}: {message}")
+        self.code = code
+        self.message = message
+
+    @property
+    def retriable(self) -> bool:
+        return is_retriable(self.code)
+
+    @property
+    def name(self) -> str:
+        return error_name(self.code)

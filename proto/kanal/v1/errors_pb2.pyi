@@ -1,0 +1,125 @@
+from google.protobuf import descriptor_pb2 as _descriptor_pb2
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from typing import ClassVar as _ClassVar
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NONE: _ClassVar[ErrorCode]
+    UNKNOWN_SERVER_ERROR: _ClassVar[ErrorCode]
+    INVALID_REQUEST: _ClassVar[ErrorCode]
+    CORRUPT_MESSAGE: _ClassVar[ErrorCode]
+    MESSAGE_TOO_LARGE: _ClassVar[ErrorCode]
+    UNKNOWN_TOPIC_OR_PARTITION: _ClassVar[ErrorCode]
+    OFFSET_OUT_OF_RANGE: _ClassVar[ErrorCode]
+    NOT_LEADER_OR_FOLLOWER: _ClassVar[ErrorCode]
+    LEADER_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    REQUEST_TIMED_OUT: _ClassVar[ErrorCode]
+    NOT_ENOUGH_REPLICAS: _ClassVar[ErrorCode]
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND: _ClassVar[ErrorCode]
+    INVALID_REQUIRED_ACKS: _ClassVar[ErrorCode]
+    FENCED_LEADER_EPOCH: _ClassVar[ErrorCode]
+    UNKNOWN_LEADER_EPOCH: _ClassVar[ErrorCode]
+    STALE_CONTROLLER_EPOCH: _ClassVar[ErrorCode]
+    NOT_CONTROLLER: _ClassVar[ErrorCode]
+    BROKER_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    STALE_BROKER_EPOCH: _ClassVar[ErrorCode]
+    TOPIC_ALREADY_EXISTS: _ClassVar[ErrorCode]
+    INVALID_TOPIC: _ClassVar[ErrorCode]
+    INVALID_PARTITIONS: _ClassVar[ErrorCode]
+    INVALID_REPLICATION_FACTOR: _ClassVar[ErrorCode]
+    INVALID_CONFIG: _ClassVar[ErrorCode]
+    INVALID_TIMESTAMP: _ClassVar[ErrorCode]
+    DUPLICATE_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
+    OUT_OF_ORDER_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
+    INVALID_PRODUCER_EPOCH: _ClassVar[ErrorCode]
+    UNKNOWN_PRODUCER_ID: _ClassVar[ErrorCode]
+    COORDINATOR_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    NOT_COORDINATOR: _ClassVar[ErrorCode]
+    COORDINATOR_LOAD_IN_PROGRESS: _ClassVar[ErrorCode]
+    ILLEGAL_GENERATION: _ClassVar[ErrorCode]
+    UNKNOWN_MEMBER_ID: _ClassVar[ErrorCode]
+    REBALANCE_IN_PROGRESS: _ClassVar[ErrorCode]
+    INCONSISTENT_GROUP_PROTOCOL: _ClassVar[ErrorCode]
+    INVALID_GROUP_ID: _ClassVar[ErrorCode]
+    GROUP_ID_NOT_FOUND: _ClassVar[ErrorCode]
+    NON_EMPTY_GROUP: _ClassVar[ErrorCode]
+    INVALID_SESSION_TIMEOUT: _ClassVar[ErrorCode]
+    FENCED_INSTANCE_ID: _ClassVar[ErrorCode]
+    MEMBER_ID_REQUIRED: _ClassVar[ErrorCode]
+    THROTTLING_QUOTA_EXCEEDED: _ClassVar[ErrorCode]
+    INVALID_UPDATE_VERSION: _ClassVar[ErrorCode]
+    INELIGIBLE_REPLICA: _ClassVar[ErrorCode]
+    STORAGE_ERROR: _ClassVar[ErrorCode]
+    OFFSET_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    POLICY_VIOLATION: _ClassVar[ErrorCode]
+    UNSUPPORTED_COMPRESSION_TYPE: _ClassVar[ErrorCode]
+    INVALID_RECORD: _ClassVar[ErrorCode]
+    AUTHENTICATION_FAILED: _ClassVar[ErrorCode]
+    AUTHORIZATION_FAILED: _ClassVar[ErrorCode]
+    INVALID_TRUNCATION: _ClassVar[ErrorCode]
+    CONTROLLER_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    DUPLICATE_BROKER_REGISTRATION: _ClassVar[ErrorCode]
+    INVALID_QUOTA: _ClassVar[ErrorCode]
+NONE: ErrorCode
+UNKNOWN_SERVER_ERROR: ErrorCode
+INVALID_REQUEST: ErrorCode
+CORRUPT_MESSAGE: ErrorCode
+MESSAGE_TOO_LARGE: ErrorCode
+UNKNOWN_TOPIC_OR_PARTITION: ErrorCode
+OFFSET_OUT_OF_RANGE: ErrorCode
+NOT_LEADER_OR_FOLLOWER: ErrorCode
+LEADER_NOT_AVAILABLE: ErrorCode
+REQUEST_TIMED_OUT: ErrorCode
+NOT_ENOUGH_REPLICAS: ErrorCode
+NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode
+INVALID_REQUIRED_ACKS: ErrorCode
+FENCED_LEADER_EPOCH: ErrorCode
+UNKNOWN_LEADER_EPOCH: ErrorCode
+STALE_CONTROLLER_EPOCH: ErrorCode
+NOT_CONTROLLER: ErrorCode
+BROKER_NOT_AVAILABLE: ErrorCode
+STALE_BROKER_EPOCH: ErrorCode
+TOPIC_ALREADY_EXISTS: ErrorCode
+INVALID_TOPIC: ErrorCode
+INVALID_PARTITIONS: ErrorCode
+INVALID_REPLICATION_FACTOR: ErrorCode
+INVALID_CONFIG: ErrorCode
+INVALID_TIMESTAMP: ErrorCode
+DUPLICATE_SEQUENCE_NUMBER: ErrorCode
+OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode
+INVALID_PRODUCER_EPOCH: ErrorCode
+UNKNOWN_PRODUCER_ID: ErrorCode
+COORDINATOR_NOT_AVAILABLE: ErrorCode
+NOT_COORDINATOR: ErrorCode
+COORDINATOR_LOAD_IN_PROGRESS: ErrorCode
+ILLEGAL_GENERATION: ErrorCode
+UNKNOWN_MEMBER_ID: ErrorCode
+REBALANCE_IN_PROGRESS: ErrorCode
+INCONSISTENT_GROUP_PROTOCOL: ErrorCode
+INVALID_GROUP_ID: ErrorCode
+GROUP_ID_NOT_FOUND: ErrorCode
+NON_EMPTY_GROUP: ErrorCode
+INVALID_SESSION_TIMEOUT: ErrorCode
+FENCED_INSTANCE_ID: ErrorCode
+MEMBER_ID_REQUIRED: ErrorCode
+THROTTLING_QUOTA_EXCEEDED: ErrorCode
+INVALID_UPDATE_VERSION: ErrorCode
+INELIGIBLE_REPLICA: ErrorCode
+STORAGE_ERROR: ErrorCode
+OFFSET_NOT_AVAILABLE: ErrorCode
+POLICY_VIOLATION: ErrorCode
+UNSUPPORTED_COMPRESSION_TYPE: ErrorCode
+INVALID_RECORD: ErrorCode
+AUTHENTICATION_FAILED: ErrorCode
+AUTHORIZATION_FAILED: ErrorCode
+INVALID_TRUNCATION: ErrorCode
+CONTROLLER_NOT_AVAILABLE: ErrorCode
+DUPLICATE_BROKER_REGISTRATION: ErrorCode
+INVALID_QUOTA: ErrorCode
+RETRIABLE_FIELD_NUMBER: _ClassVar[int]
+retriable: _descriptor.FieldDescriptor
+GRPC_STATUS_FIELD_NUMBER: _ClassVar[int]
+grpc_status: _descriptor.FieldDescriptor

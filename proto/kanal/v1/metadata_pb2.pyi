@@ -1,0 +1,216 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class PartitionChangeCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CAUSE_UNSPECIFIED: _ClassVar[PartitionChangeCause]
+    CAUSE_ISR_SHRINK: _ClassVar[PartitionChangeCause]
+    CAUSE_ISR_EXPAND: _ClassVar[PartitionChangeCause]
+    CAUSE_LEADER_FENCED: _ClassVar[PartitionChangeCause]
+    CAUSE_REPLICA_FENCED: _ClassVar[PartitionChangeCause]
+    CAUSE_LEADER_RECOVERED: _ClassVar[PartitionChangeCause]
+    CAUSE_PREFERRED_ELECTION: _ClassVar[PartitionChangeCause]
+    CAUSE_UNCLEAN_ELECTION: _ClassVar[PartitionChangeCause]
+
+class ConfigResourceType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONFIG_RESOURCE_UNSPECIFIED: _ClassVar[ConfigResourceType]
+    CONFIG_RESOURCE_TOPIC: _ClassVar[ConfigResourceType]
+    CONFIG_RESOURCE_BROKER: _ClassVar[ConfigResourceType]
+CAUSE_UNSPECIFIED: PartitionChangeCause
+CAUSE_ISR_SHRINK: PartitionChangeCause
+CAUSE_ISR_EXPAND: PartitionChangeCause
+CAUSE_LEADER_FENCED: PartitionChangeCause
+CAUSE_REPLICA_FENCED: PartitionChangeCause
+CAUSE_LEADER_RECOVERED: PartitionChangeCause
+CAUSE_PREFERRED_ELECTION: PartitionChangeCause
+CAUSE_UNCLEAN_ELECTION: PartitionChangeCause
+CONFIG_RESOURCE_UNSPECIFIED: ConfigResourceType
+CONFIG_RESOURCE_TOPIC: ConfigResourceType
+CONFIG_RESOURCE_BROKER: ConfigResourceType
+
+class RegisterBrokerRecord(_message.Message):
+    __slots__ = ("broker_id", "incarnation_id", "broker_epoch", "endpoint", "rack", "fenced", "metrics_endpoint")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    FENCED_FIELD_NUMBER: _ClassVar[int]
+    METRICS_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    incarnation_id: str
+    broker_epoch: int
+    endpoint: str
+    rack: str
+    fenced: bool
+    metrics_endpoint: str
+    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., fenced: _Optional[bool] = ..., metrics_endpoint: _Optional[str] = ...) -> None: ...
+
+class BrokerRegistrationChangeRecord(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch", "fenced", "reason")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FENCED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    fenced: bool
+    reason: str
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., fenced: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class UnregisterBrokerRecord(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class TopicRecord(_message.Message):
+    __slots__ = ("name", "topic_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: str
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[str] = ...) -> None: ...
+
+class PartitionRecord(_message.Message):
+    __slots__ = ("topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    topic_id: str
+    partition_id: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ...) -> None: ...
+
+class ReplicaList(_message.Message):
+    __slots__ = ("broker_ids",)
+    BROKER_IDS_FIELD_NUMBER: _ClassVar[int]
+    broker_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, broker_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class PartitionChangeRecord(_message.Message):
+    __slots__ = ("topic_id", "partition_id", "leader", "isr", "cause", "reason")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    topic_id: str
+    partition_id: int
+    leader: int
+    isr: ReplicaList
+    cause: PartitionChangeCause
+    reason: str
+    def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., leader: _Optional[int] = ..., isr: _Optional[_Union[ReplicaList, _Mapping]] = ..., cause: _Optional[_Union[PartitionChangeCause, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RemoveTopicRecord(_message.Message):
+    __slots__ = ("topic_id",)
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    topic_id: str
+    def __init__(self, topic_id: _Optional[str] = ...) -> None: ...
+
+class ConfigRecord(_message.Message):
+    __slots__ = ("resource_type", "resource_name", "key", "value")
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    resource_type: ConfigResourceType
+    resource_name: str
+    key: str
+    value: str
+    def __init__(self, resource_type: _Optional[_Union[ConfigResourceType, str]] = ..., resource_name: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class ClientQuotaRecord(_message.Message):
+    __slots__ = ("entity_type", "entity_name", "key", "value")
+    ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_NAME_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    entity_type: str
+    entity_name: str
+    key: str
+    value: float
+    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+
+class ProducerIdsRecord(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch", "next_producer_id")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., next_producer_id: _Optional[int] = ...) -> None: ...
+
+class NoOpRecord(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MetadataRecord(_message.Message):
+    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op")
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REGISTER_BROKER_FIELD_NUMBER: _ClassVar[int]
+    BROKER_REGISTRATION_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    UNREGISTER_BROKER_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_QUOTA_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_IDS_FIELD_NUMBER: _ClassVar[int]
+    NO_OP_FIELD_NUMBER: _ClassVar[int]
+    time_ms: int
+    principal: str
+    request_id: str
+    register_broker: RegisterBrokerRecord
+    broker_registration_change: BrokerRegistrationChangeRecord
+    unregister_broker: UnregisterBrokerRecord
+    topic: TopicRecord
+    partition: PartitionRecord
+    partition_change: PartitionChangeRecord
+    remove_topic: RemoveTopicRecord
+    config: ConfigRecord
+    client_quota: ClientQuotaRecord
+    producer_ids: ProducerIdsRecord
+    no_op: NoOpRecord
+    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ...) -> None: ...
+
+class MetadataBatch(_message.Message):
+    __slots__ = ("controller_epoch", "records")
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    controller_epoch: int
+    records: _containers.RepeatedCompositeFieldContainer[MetadataRecord]
+    def __init__(self, controller_epoch: _Optional[int] = ..., records: _Optional[_Iterable[_Union[MetadataRecord, _Mapping]]] = ...) -> None: ...
+
+class MetadataSnapshot(_message.Message):
+    __slots__ = ("next_offset", "controller_epoch", "records")
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    next_offset: int
+    controller_epoch: int
+    records: _containers.RepeatedCompositeFieldContainer[MetadataRecord]
+    def __init__(self, next_offset: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., records: _Optional[_Iterable[_Union[MetadataRecord, _Mapping]]] = ...) -> None: ...
