@@ -1,1 +1,97 @@
-"""kanal package."""
+"""kanal.metadata: the pure metadata state machine (MetadataImage + apply) and the controller's decisions.
+
+No I/O, no threads, no clocks, no global randomness: time (`now_ms`) and a `random.Random` are arguments.
+See README.md in this folder for the rules.
+"""
+
+from kanal.metadata.alter_partition import decide_alter_partition
+from kanal.metadata.apply import apply, apply_batch, check_image
+from kanal.metadata.broker_liveness import decide_broker_heartbeat, decide_session_expirations
+from kanal.metadata.broker_registration import (
+    decide_register_broker,
+    decide_unregister_broker,
+    describe_brokers,
+)
+from kanal.metadata.client_quota_admin import decide_alter_client_quotas, describe_client_quotas
+from kanal.metadata.config_admin import decide_alter_configs, describe_configs
+from kanal.metadata.config_resource import effective_topic_config, topic_config_texts
+from kanal.metadata.decision import Decision, Stamp
+from kanal.metadata.election import Election, decide_preferred_leader_elections, elect, elect_preferred
+from kanal.metadata.ids import (
+    NO_LEADER,
+    BrokerEpoch,
+    BrokerId,
+    ControllerEpoch,
+    LeaderEpoch,
+    MetadataOffset,
+    PartitionEpoch,
+    PartitionId,
+    ProducerId,
+    TopicId,
+)
+from kanal.metadata.image import (
+    CLUSTER_DEFAULT_BROKER,
+    BrokerRegistration,
+    MetadataImage,
+    PartitionState,
+    TopicImage,
+)
+from kanal.metadata.invariant import MetadataInvariantError
+from kanal.metadata.placement import place_replicas
+from kanal.metadata.producer_ids import PRODUCER_ID_BLOCK_SIZE, decide_allocate_producer_ids
+from kanal.metadata.snapshot import image_from_snapshot, image_to_snapshot
+from kanal.metadata.topic_admin import (
+    TOPIC_PARTITIONS_MAX,
+    decide_create_partitions,
+    decide_create_topics,
+    decide_delete_topics,
+)
+
+__all__ = [
+    "CLUSTER_DEFAULT_BROKER",
+    "NO_LEADER",
+    "PRODUCER_ID_BLOCK_SIZE",
+    "TOPIC_PARTITIONS_MAX",
+    "BrokerEpoch",
+    "BrokerId",
+    "BrokerRegistration",
+    "ControllerEpoch",
+    "Decision",
+    "Election",
+    "LeaderEpoch",
+    "MetadataImage",
+    "MetadataInvariantError",
+    "MetadataOffset",
+    "PartitionEpoch",
+    "PartitionId",
+    "PartitionState",
+    "ProducerId",
+    "Stamp",
+    "TopicId",
+    "TopicImage",
+    "apply",
+    "apply_batch",
+    "check_image",
+    "decide_allocate_producer_ids",
+    "decide_alter_client_quotas",
+    "decide_alter_configs",
+    "decide_alter_partition",
+    "decide_broker_heartbeat",
+    "decide_create_partitions",
+    "decide_create_topics",
+    "decide_delete_topics",
+    "decide_preferred_leader_elections",
+    "decide_register_broker",
+    "decide_session_expirations",
+    "decide_unregister_broker",
+    "describe_brokers",
+    "describe_client_quotas",
+    "describe_configs",
+    "effective_topic_config",
+    "elect",
+    "elect_preferred",
+    "image_from_snapshot",
+    "image_to_snapshot",
+    "place_replicas",
+    "topic_config_texts",
+]

@@ -24,8 +24,9 @@ def proto_files() -> list[Path]:
 
 def generate(out_root: Path) -> None:
     """Run protoc (from grpcio-tools) over every .proto, writing stubs under out_root/kanal/v1."""
-    from grpc_tools import protoc  # a build-time tool: imported here so the runtime never needs it
     import importlib.resources
+
+    from grpc_tools import protoc  # a build-time tool: imported here so the runtime never needs it
 
     well_known = str(importlib.resources.files("grpc_tools") / "_proto")
     (out_root / "kanal" / "v1").mkdir(parents=True, exist_ok=True)

@@ -2,9 +2,12 @@
 consumer, Spark reader). The formats themselves are specified in records.proto; in short:
 
     producer bytes   a serialized RecordBatch without base_offset / partition_leader_epoch
-    stored batch     producer bytes + 14-byte broker suffix:
+    stored batch     producer bytes + 19-byte broker suffix:
                        0x09 <base_offset u64 LE> 0x15 <partition_leader_epoch i32 LE>
-    log entry        <N u32 BE> <CRC-32 of the N bytes u32 BE> <N bytes: a stored batch>
+                       0x65 <last_offset_delta u32 LE>
+    log entry        <N u32 BE> <entry CRC u32 BE> <N bytes: a stored batch>
+                     entry CRC = CRC-32 of the stored batch minus the `records` payload, which the
+                     producer CRC already covers (one CRC pass over the payload per append)
 
 Everything here is pure: bytes in, bytes or messages out.
 """
@@ -17,7 +20,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
-
 from kanal.v1 import codecs, records_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -26,14 +28,145 @@ Record = records_pb2.Record
 
 ENTRY_HEADER = struct.Struct(">II")
 ENTRY_HEADER_BYTES = ENTRY_HEADER.size  # 8
-BROKER_SUFFIX = struct.Struct("<BQBi")
-BROKER_SUFFIX_BYTES = BROKER_SUFFIX.size  # 14
+BROKER_SUFFIX = struct.Struct("<BQBiBI")
+BROKER_SUFFIX_BYTES = BROKER_SUFFIX.size  # 19
 _SUFFIX_TAG_BASE_OFFSET = (1 << 3) | 1  # field 1, wire type 1 (64-bit)
 _SUFFIX_TAG_LEADER_EPOCH = (2 << 3) | 5  # field 2, wire type 5 (32-bit)
+_SUFFIX_TAG_LAST_OFFSET_DELTA = (12 << 3) | 5  # field 12, wire type 5 (32-bit)
 CRC_HEADER = struct.Struct(">qiiqqiii")  # the 44-byte header the producer CRC covers
 # A batch must hold at least one record; this bounds how many a batch may claim, so a damaged header
 # cannot make a reader allocate for billions.
 RECORDS_PER_BATCH_MAX = 1 << 24
+
+
+@dataclass(slots=True)
+class BatchHeader:
+    """A batch's fields read straight off its wire bytes, plus where its `records` payload lies.
+
+    The append path uses this instead of a protobuf parse, so the payload is never copied."""
+
+    base_offset: int = 0
+    partition_leader_epoch: int = 0
+    producer_id: int = 0
+    producer_epoch: int = 0
+    base_sequence: int = 0
+    first_timestamp_ms: int = 0
+    max_timestamp_ms: int = 0
+    record_count: int = 0
+    codec: int = 0
+    crc: int = 0
+    last_offset_delta: int = 0
+    records_start: int = 0
+    records_end: int = 0
+
+
+_VARINT_FIELDS = {
+    3: "producer_id",
+    4: "producer_epoch",
+    5: "base_sequence",
+    6: "first_timestamp_ms",
+    7: "max_timestamp_ms",
+    8: "record_count",
+    9: "codec",
+}
+_U64 = struct.Struct("<Q")
+_I32 = struct.Struct("<i")
+_U32 = struct.Struct("<I")
+
+
+def _read_varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise KanalError(ErrorCode.CORRUPT_MESSAGE, "batch has a truncated or overlong varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def scan_batch(buf: bytes | memoryview) -> BatchHeader:
+    """Walk the protobuf wire format of a RecordBatch (producer bytes or stored) without copying the
+    payload. Later occurrences of a field win, as in any protobuf parser. CORRUPT_MESSAGE when the bytes
+    are not a well-formed message."""
+    header = BatchHeader()
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        key, pos = _read_varint(buf, pos, end)
+        field, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            value, pos = _read_varint(buf, pos, end)
+            name = _VARINT_FIELDS.get(field)
+            if name is not None:
+                if value >= 1 << 63:  # negative int64/int32: two's complement in 10 bytes
+                    value -= 1 << 64
+                elif field in (4, 5, 8) and value >= 1 << 31:
+                    value -= 1 << 32
+                setattr(header, name, value)
+        elif wire_type == 1:
+            if pos + 8 > end:
+                raise KanalError(ErrorCode.CORRUPT_MESSAGE, "batch has a truncated 64-bit field")
+            if field == 1:
+                header.base_offset = _U64.unpack_from(buf, pos)[0]
+            pos += 8
+        elif wire_type == 5:
+            if pos + 4 > end:
+                raise KanalError(ErrorCode.CORRUPT_MESSAGE, "batch has a truncated 32-bit field")
+            if field == 2:
+                header.partition_leader_epoch = _I32.unpack_from(buf, pos)[0]
+            elif field == 11:
+                header.crc = _U32.unpack_from(buf, pos)[0]
+            elif field == 12:
+                header.last_offset_delta = _U32.unpack_from(buf, pos)[0]
+            pos += 4
+        elif wire_type == 2:
+            length, pos = _read_varint(buf, pos, end)
+            if pos + length > end:
+                raise KanalError(ErrorCode.CORRUPT_MESSAGE, "batch has a truncated length-delimited field")
+            if field == 10:
+                header.records_start, header.records_end = pos, pos + length
+            pos += length
+        else:
+            raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"batch has unsupported wire type {wire_type}")
+    return header
+
+
+def header_crc(header: BatchHeader, buf: bytes | memoryview) -> int:
+    """The producer CRC of a scanned batch, computed over the payload in place."""
+    packed = CRC_HEADER.pack(
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        header.first_timestamp_ms,
+        header.max_timestamp_ms,
+        header.record_count,
+        header.last_offset_delta,
+        header.codec,
+    )
+    view = memoryview(buf)
+    return zlib.crc32(view[header.records_start : header.records_end], zlib.crc32(packed))
+
+
+def entry_crc(header: BatchHeader, stored_parts: Sequence[bytes | memoryview]) -> int:
+    """The entry CRC (records.proto) of a stored batch given as consecutive parts (batch bytes, then
+    optionally the suffix); `header` locates the records payload inside the first part."""
+    first = memoryview(stored_parts[0])
+    crc = zlib.crc32(first[: header.records_start])
+    crc = zlib.crc32(first[header.records_end :], crc)
+    for part in stored_parts[1:]:
+        crc = zlib.crc32(part, crc)
+    return crc
+
+
+def check_scanned(header: BatchHeader, buf: bytes | memoryview) -> None:
+    """Producer CRC and header rules of a scanned batch; CORRUPT_MESSAGE / INVALID_RECORD when broken."""
+    if header_crc(header, buf) != header.crc:
+        raise KanalError(ErrorCode.CORRUPT_MESSAGE, "batch CRC does not match its contents")
+    check_header(header)
 
 
 def producer_crc(batch: RecordBatch) -> int:
@@ -127,19 +260,49 @@ def encode_batch(
     return batch.SerializeToString()
 
 
+def broker_suffix(base_offset: int, leader_epoch: int, last_offset_delta: int) -> bytes:
+    """The 19 bytes a leader appends to a producer's batch (records.proto)."""
+    return BROKER_SUFFIX.pack(
+        _SUFFIX_TAG_BASE_OFFSET,
+        base_offset,
+        _SUFFIX_TAG_LEADER_EPOCH,
+        leader_epoch,
+        _SUFFIX_TAG_LAST_OFFSET_DELTA,
+        last_offset_delta,
+    )
+
+
 def with_broker_suffix(batch: bytes, base_offset: int, leader_epoch: int) -> bytes:
-    """The stored form of a batch: its bytes followed by the broker suffix."""
-    return batch + BROKER_SUFFIX.pack(_SUFFIX_TAG_BASE_OFFSET, base_offset, _SUFFIX_TAG_LEADER_EPOCH, leader_epoch)
+    """The stored form of a producer batch: its bytes followed by the broker suffix."""
+    return batch + broker_suffix(base_offset, leader_epoch, scan_batch(batch).last_offset_delta)
 
 
-def read_broker_suffix(stored: bytes | memoryview) -> tuple[int, int]:
-    """(base_offset, leader_epoch) of a stored batch without parsing it."""
+@dataclass(frozen=True, slots=True)
+class SuffixFields:
+    """What the broker suffix says about a stored batch."""
+
+    base_offset: int
+    leader_epoch: int
+    last_offset_delta: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+
+def parse_broker_suffix(suffix: bytes | memoryview) -> SuffixFields:
+    """Decode exactly BROKER_SUFFIX_BYTES bytes; CORRUPT_MESSAGE when they are not a broker suffix."""
+    tag1, base_offset, tag2, leader_epoch, tag3, last_delta = BROKER_SUFFIX.unpack(suffix)
+    if (tag1, tag2, tag3) != (_SUFFIX_TAG_BASE_OFFSET, _SUFFIX_TAG_LEADER_EPOCH, _SUFFIX_TAG_LAST_OFFSET_DELTA):
+        raise KanalError(ErrorCode.CORRUPT_MESSAGE, "stored batch does not end with a broker suffix")
+    return SuffixFields(base_offset, leader_epoch, last_delta)
+
+
+def read_broker_suffix(stored: bytes | memoryview) -> SuffixFields:
+    """The broker fields of a stored batch, read from its last bytes without parsing it."""
     if len(stored) < BROKER_SUFFIX_BYTES:
         raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"stored batch of {len(stored)} bytes has no broker suffix")
-    tag1, base_offset, tag2, leader_epoch = BROKER_SUFFIX.unpack_from(stored, len(stored) - BROKER_SUFFIX_BYTES)
-    if tag1 != _SUFFIX_TAG_BASE_OFFSET or tag2 != _SUFFIX_TAG_LEADER_EPOCH:
-        raise KanalError(ErrorCode.CORRUPT_MESSAGE, "stored batch does not end with a broker suffix")
-    return base_offset, leader_epoch
+    return parse_broker_suffix(memoryview(stored)[len(stored) - BROKER_SUFFIX_BYTES :])
 
 
 def parse_batch(data: bytes | memoryview, *, verify_crc: bool = True) -> RecordBatch:
@@ -154,7 +317,7 @@ def parse_batch(data: bytes | memoryview, *, verify_crc: bool = True) -> RecordB
     return batch
 
 
-def check_header(batch: RecordBatch) -> None:
+def check_header(batch: RecordBatch | BatchHeader) -> None:
     """Header rules every stored batch keeps; INVALID_RECORD when one is broken."""
     if not 1 <= batch.record_count <= RECORDS_PER_BATCH_MAX:
         raise KanalError(ErrorCode.INVALID_RECORD, f"record_count {batch.record_count} out of range")
@@ -182,7 +345,7 @@ def decode_records(batch: RecordBatch) -> list[Record]:
 
 def frame_entry(stored: bytes) -> bytes:
     """A log entry: entry header + stored batch."""
-    return ENTRY_HEADER.pack(len(stored), zlib.crc32(stored)) + stored
+    return ENTRY_HEADER.pack(len(stored), entry_crc(scan_batch(stored), [stored])) + stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,13 +357,14 @@ class Entry:
     batch: memoryview
 
     @property
-    def base_offset(self) -> int:
-        return read_broker_suffix(self.batch)[0]
+    def suffix(self) -> SuffixFields:
+        return read_broker_suffix(self.batch)
 
 
 def iter_entries(buf: bytes | memoryview, *, verify_crc: bool = True) -> Iterator[Entry]:
-    """Log entries of a buffer of concatenated entries, in order. A damaged or incomplete entry raises
-    CORRUPT_MESSAGE with its position; the caller decides whether that is a torn tail or an error."""
+    """Log entries of a buffer of concatenated entries, in order. With verify_crc, both CRCs and the
+    header rules are checked. A damaged or incomplete entry raises CorruptEntry (CORRUPT_MESSAGE) with its
+    position; the caller decides whether that is a torn tail or an error."""
     view = memoryview(buf)
     end = len(view)
     pos = 0
@@ -211,8 +375,16 @@ def iter_entries(buf: bytes | memoryview, *, verify_crc: bool = True) -> Iterato
         if length < BROKER_SUFFIX_BYTES or pos + ENTRY_HEADER_BYTES + length > end:
             raise CorruptEntry(pos, f"entry length {length} does not fit the {end - pos} bytes left")
         body = view[pos + ENTRY_HEADER_BYTES : pos + ENTRY_HEADER_BYTES + length]
-        if verify_crc and zlib.crc32(body) != crc:
-            raise CorruptEntry(pos, "entry CRC does not match")
+        if verify_crc:
+            try:
+                header = scan_batch(body)
+                if entry_crc(header, [body]) != crc:
+                    raise CorruptEntry(pos, "entry CRC does not match")
+                check_scanned(header, body)
+            except CorruptEntry:
+                raise
+            except KanalError as exc:
+                raise CorruptEntry(pos, exc.message) from None
         yield Entry(pos, ENTRY_HEADER_BYTES + length, body)
         pos += ENTRY_HEADER_BYTES + length
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 
 import grpc
-
 from kanal.v1 import errors_pb2
 
 ErrorCode = errors_pb2.ErrorCode

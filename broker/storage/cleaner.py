@@ -1,0 +1,161 @@
+"""Compaction (cleanup.policy=compact): keep the latest record per key in the closed segments.
+
+Rules:
+- The key map covers the whole log, the active segment included, so a record is superseded as soon as
+  a later record with the same key exists anywhere. Only closed segments are rewritten.
+- Records without a key cannot be superseded and are kept.
+- A tombstone (null value) that is the latest for its key is kept until its batch's max timestamp is
+  older than delete.retention.ms, so consumers that are behind still see the delete.
+- Batches younger than min.compaction.lag.ms (when it is above 0) are kept whole.
+- Offsets are preserved: a rewritten batch keeps its base offset, leader epoch, producer fields,
+  timestamps and last_offset_delta; it holds fewer records (record_count) and a new producer CRC. A batch
+  with nothing left is dropped; a segment may become empty but keeps its file and base offset.
+
+A segment is rewritten into `<base>.log.cleaned`, fsynced, its index files deleted, then renamed over the
+original (atomic), and its indexes are rebuilt. A crash before the rename leaves the original intact (the
+.cleaned file is removed on open); after it, the missing indexes are rebuilt on open.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kanal.broker.storage.segment import LogSegment
+from kanal.v1 import records_pb2
+from kanal.v1.batch import (
+    ENTRY_HEADER_BYTES,
+    broker_suffix,
+    decode_records,
+    encode_batch,
+    frame_entry,
+    parse_batch,
+)
+
+if TYPE_CHECKING:
+    from kanal.broker.storage.log import Log
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStats:
+    segments_rewritten: int = 0
+    records_removed: int = 0
+    tombstones_removed: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+
+def compact_log(log: Log, now_ms: int) -> CompactionStats:
+    if log.config.cleanup_policy != "compact" or len(log.segments) < 2:
+        return CompactionStats()
+    latest = _latest_offsets(log.segments)
+    tombstone_horizon_ms = now_ms - log.config.delete_retention_ms
+    # 0 means no lag at all (not "protect batches stamped in the future").
+    lag_ms = log.config.compaction_lag_ms_min
+    lag_horizon_ms = now_ms - lag_ms if lag_ms else None
+    rewritten = removed = tombstones = before = after = 0
+    for index, seg in enumerate(log.segments[:-1]):
+        entries, seg_removed, seg_tombstones = _clean_segment(seg, latest, tombstone_horizon_ms, lag_horizon_ms)
+        if not seg_removed:
+            continue
+        before += seg.size
+        new_seg = _swap(seg, entries)
+        after += new_seg.size
+        log._replace_segment(index, new_seg)
+        rewritten += 1
+        removed += seg_removed
+        tombstones += seg_tombstones
+    return CompactionStats(rewritten, removed, tombstones, before, after)
+
+
+def _latest_offsets(segments: tuple[LogSegment, ...]) -> dict[bytes, int]:
+    latest: dict[bytes, int] = {}
+    for seg in segments:
+        for entry in seg.verified_entries():
+            batch = _read_batch(seg, entry.location)
+            for record in decode_records(batch):
+                if record.HasField("key"):
+                    latest[record.key] = batch.base_offset + record.offset_delta
+    return latest
+
+
+def _read_batch(seg: LogSegment, location) -> records_pb2.RecordBatch:
+    body = seg.read_bytes(location.position + ENTRY_HEADER_BYTES, location.size - ENTRY_HEADER_BYTES)
+    return parse_batch(body)
+
+
+def _clean_segment(
+    seg: LogSegment, latest: dict[bytes, int], tombstone_horizon_ms: int, lag_horizon_ms: int | None
+) -> tuple[list[bytes], int, int]:
+    """The segment's entries after cleaning, with how many records and tombstones were removed."""
+    out: list[bytes] = []
+    removed = tombstones = 0
+    for entry in seg.verified_entries():
+        location = entry.location
+        batch = _read_batch(seg, location)
+        records = decode_records(batch)
+        if lag_horizon_ms is not None and batch.max_timestamp_ms > lag_horizon_ms:
+            kept = records
+        else:
+            kept = []
+            for record in records:
+                offset = batch.base_offset + record.offset_delta
+                if record.HasField("key") and latest[record.key] != offset:
+                    removed += 1
+                elif record.HasField("key") and not record.HasField("value") and (
+                    batch.max_timestamp_ms <= tombstone_horizon_ms
+                ):
+                    removed += 1
+                    tombstones += 1
+                else:
+                    kept.append(record)
+        if len(kept) == len(records):
+            out.append(seg.read_bytes(location.position, location.size))
+        elif kept:
+            out.append(_rewrite_batch(batch, kept))
+    return out, removed, tombstones
+
+
+def _rewrite_batch(batch: records_pb2.RecordBatch, kept: list[records_pb2.Record]) -> bytes:
+    producer_bytes = encode_batch(
+        records_pb2.RecordList(records=kept).SerializeToString(),
+        record_count=len(kept),
+        last_offset_delta=batch.last_offset_delta,
+        first_timestamp_ms=batch.first_timestamp_ms,
+        max_timestamp_ms=batch.max_timestamp_ms,
+        codec=batch.codec,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+    )
+    suffix = broker_suffix(batch.base_offset, batch.partition_leader_epoch, batch.last_offset_delta)
+    return frame_entry(producer_bytes + suffix)
+
+
+def _swap(seg: LogSegment, entries: list[bytes]) -> LogSegment:
+    cleaned = seg.log_path.with_name(seg.log_path.name + ".cleaned")
+    with open(cleaned, "wb") as f:
+        f.writelines(entries)
+        f.flush()
+        os.fsync(f.fileno())
+    directory, base, interval = seg.directory, seg.base_offset, seg._index_interval_bytes
+    # Indexes go first: a crash after this point finds them missing and rebuilds them from whichever
+    # .log is in place, the original (the .cleaned file is then discarded) or the cleaned one.
+    seg.close()
+    seg.offset_index.delete()
+    seg.time_index.delete()
+    os.replace(cleaned, seg.log_path)
+    _fsync_directory(directory)
+    new_seg = LogSegment(directory, base, interval)
+    new_seg._open_fd()
+    new_seg.recover()  # checks the rewritten entries and rebuilds both indexes
+    return new_seg
+
+
+def _fsync_directory(path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

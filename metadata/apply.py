@@ -1,0 +1,464 @@
+"""apply: the only way a MetadataImage changes.
+
+`apply_batch(image, batch, base_offset)` applies one MetadataBatch (one Raft entry, one RecordBatch in the
+metadata segment log) atomically; `apply(image, record)` applies a single record. The same functions run
+on the active controller, the standbys, the brokers, in tests and in the Spark replay, so each of them
+holds the same image at the same offset.
+
+Rules apply_batch keeps:
+
+- `base_offset` must equal `image.next_offset`: a gap or an overlap means the caller lost or repeated a
+  batch, and the image would silently stop matching the log.
+- A batch whose controller_epoch is below the highest seen was written by a deposed controller (pysyncobj
+  forwards a proposal to the new leader, so it can land after the new controller's batches; it was
+  decided on an image that may be stale). Its records keep their offsets but change nothing, and
+  apply_batch returns False. Every replica of the log decides this the same way, so nothing diverges.
+- Every record is checked against the image before it changes anything: the first one that does not fit
+  (an unknown partition, a leader outside the ISR, a fenced leader, ...) raises MetadataInvariantError
+  and the whole batch is rolled back, so the image is never left half-changed.
+- When the batch ends: every topic created in it has a partition, and every broker fenced or
+  unregistered in it leads no partition and is in no ISR of a partition that has a leader.
+
+Epochs: a PartitionChange that sets `leader` must change it and bumps leader_epoch; every
+PartitionChange bumps partition_epoch. A RegisterBroker for an id that is registered is an error: a new
+incarnation first unregisters the old one in the same batch (see broker_registration.py). A
+BrokerRegistrationChange for an older broker epoch changes nothing, as metadata.proto specifies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, MutableMapping, MutableSequence
+from typing import Any
+
+from kanal.metadata.client_quota import QUOTA_ENTITY_TYPES, QUOTA_KEYS
+from kanal.metadata.config_resource import check_broker_resource_name, check_config_value
+from kanal.metadata.ids import (
+    NO_LEADER,
+    BrokerEpoch,
+    BrokerId,
+    ControllerEpoch,
+    LeaderEpoch,
+    MetadataOffset,
+    PartitionEpoch,
+    PartitionId,
+    ProducerId,
+    TopicId,
+)
+from kanal.metadata.image import BrokerRegistration, MetadataImage, PartitionState, TopicImage
+from kanal.metadata.invariant import MetadataInvariantError
+from kanal.metadata.topic_name import check_topic_name
+from kanal.v1 import metadata_pb2
+from kanal.v1.error import KanalError
+from kanal.v1.metadata_pb2 import MetadataBatch, MetadataRecord
+
+
+class _Journal:
+    """Undo steps for every change made while applying a batch, so a failed batch can be rolled back."""
+
+    __slots__ = ("_undo",)
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], None]] = []
+
+    def put(self, mapping: MutableMapping[Any, Any], key: Any, value: Any) -> None:
+        if key in mapping:
+            old = mapping[key]
+            self._undo.append(lambda: mapping.__setitem__(key, old))
+        else:
+            self._undo.append(lambda: mapping.__delitem__(key))
+        mapping[key] = value
+
+    def delete(self, mapping: MutableMapping[Any, Any], key: Any) -> None:
+        old = mapping.pop(key)
+        self._undo.append(lambda: mapping.__setitem__(key, old))
+
+    def replace(self, items: MutableSequence[Any], index: int, value: Any) -> None:
+        old = items[index]
+        self._undo.append(lambda: items.__setitem__(index, old))
+        items[index] = value
+
+    def append(self, items: MutableSequence[Any], value: Any) -> None:
+        self._undo.append(items.pop)
+        items.append(value)
+
+    def set(self, obj: object, name: str, value: Any) -> None:
+        old = getattr(obj, name)
+        self._undo.append(lambda: setattr(obj, name, old))
+        setattr(obj, name, value)
+
+    def rollback(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+class _Context:
+    """What one apply call changed, for the end-of-batch checks."""
+
+    __slots__ = ("created_topics", "departed_brokers", "journal")
+
+    def __init__(self) -> None:
+        self.journal = _Journal()
+        self.created_topics: list[TopicImage] = []
+        self.departed_brokers: set[BrokerId] = set()
+
+
+def apply(image: MetadataImage, record: MetadataRecord) -> None:
+    """Apply one record at offset `image.next_offset` and advance it by one.
+
+    Raises MetadataInvariantError (leaving the image unchanged) when the record does not fit. The
+    end-of-batch checks do not run: a TopicRecord alone is legal here, its partitions may follow.
+    """
+    ctx = _Context()
+    try:
+        _apply_record(image, record, ctx)
+        ctx.journal.set(image, "next_offset", MetadataOffset(image.next_offset + 1))
+    except BaseException:
+        # BaseException too: an interrupt halfway must not leave a half-applied record behind.
+        ctx.journal.rollback()
+        raise
+
+
+def apply_batch(image: MetadataImage, batch: MetadataBatch, base_offset: int) -> bool:
+    """Apply one batch whose first record is at `base_offset`, all records or none.
+
+    Returns True when applied, False when the batch came from a deposed controller (its controller
+    epoch is below the highest seen) and was fenced: its offsets are consumed, nothing else changes.
+    Raises MetadataInvariantError, leaving the image as it was, when a record does not fit.
+    """
+    if base_offset != image.next_offset:
+        raise MetadataInvariantError(
+            f"batch at offset {base_offset} does not follow the image, which ends at {image.next_offset}"
+        )
+    if not batch.records:
+        # An empty batch would take no offset and leave no audit trace: a decision with no records is
+        # not written at all.
+        raise MetadataInvariantError(f"empty metadata batch at offset {base_offset}")
+    end = MetadataOffset(base_offset + len(batch.records))
+    if batch.controller_epoch < image.controller_epoch:
+        image.next_offset = end
+        return False
+    ctx = _Context()
+    try:
+        ctx.journal.set(image, "controller_epoch", ControllerEpoch(batch.controller_epoch))
+        for record in batch.records:
+            _apply_record(image, record, ctx)
+        _check_batch_end(image, ctx)
+        ctx.journal.set(image, "next_offset", end)
+    except BaseException:
+        ctx.journal.rollback()
+        raise
+    return True
+
+
+def check_image(image: MetadataImage) -> None:
+    """Run the end-of-batch checks over the whole image (used after loading a snapshot)."""
+    ctx = _Context()
+    ctx.created_topics.extend(image.topics.values())
+    ctx.departed_brokers.update(b for b, reg in image.brokers.items() if reg.fenced)
+    _check_batch_end(image, ctx)
+
+
+# -- dispatch ------------------------------------------------------------------------------------------
+
+
+def _apply_record(image: MetadataImage, record: MetadataRecord, ctx: _Context) -> None:
+    kind = record.WhichOneof("record")
+    if kind is None:
+        raise MetadataInvariantError(f"metadata record without a body: {record}")
+    _HANDLERS[kind](image, getattr(record, kind), ctx)
+
+
+def _fail(message: str) -> MetadataInvariantError:
+    return MetadataInvariantError(message)
+
+
+# -- brokers -------------------------------------------------------------------------------------------
+
+
+def _register_broker(image: MetadataImage, r: metadata_pb2.RegisterBrokerRecord, ctx: _Context) -> None:
+    if r.broker_id < 0:
+        raise _fail(f"RegisterBroker with negative broker id {r.broker_id}")
+    existing = image.brokers.get(BrokerId(r.broker_id))
+    if existing is not None:
+        raise _fail(
+            f"RegisterBroker for broker {r.broker_id}, which is registered already ({existing!r}); "
+            "a new incarnation must follow an UnregisterBroker"
+        )
+    if r.broker_epoch < 0 or not r.incarnation_id or not r.endpoint:
+        raise _fail(f"RegisterBroker for broker {r.broker_id} needs an epoch >= 0, incarnation and endpoint")
+    registration = BrokerRegistration(
+        broker_id=BrokerId(r.broker_id),
+        incarnation_id=r.incarnation_id,
+        broker_epoch=BrokerEpoch(r.broker_epoch),
+        endpoint=r.endpoint,
+        rack=r.rack,
+        fenced=r.fenced,
+        metrics_endpoint=r.metrics_endpoint,
+    )
+    ctx.journal.put(image.brokers, registration.broker_id, registration)
+
+
+def _registration_change(
+    image: MetadataImage, r: metadata_pb2.BrokerRegistrationChangeRecord, ctx: _Context
+) -> None:
+    existing = image.brokers.get(BrokerId(r.broker_id))
+    if existing is None:
+        raise _fail(f"BrokerRegistrationChange for unregistered broker {r.broker_id}")
+    if r.broker_epoch < existing.broker_epoch:
+        return  # metadata.proto: a change for an older registration is ignored (it no longer exists).
+    if r.broker_epoch > existing.broker_epoch:
+        raise _fail(
+            f"BrokerRegistrationChange for broker {r.broker_id} epoch {r.broker_epoch}, "
+            f"newer than its registration epoch {existing.broker_epoch}"
+        )
+    if r.fenced == existing.fenced:
+        state = "fenced" if r.fenced else "unfenced"
+        raise _fail(f"BrokerRegistrationChange leaves broker {r.broker_id} {state}: it changes nothing")
+    ctx.journal.put(image.brokers, existing.broker_id, _with_fenced(existing, r.fenced))
+    if r.fenced:
+        ctx.departed_brokers.add(existing.broker_id)
+
+
+def _with_fenced(reg: BrokerRegistration, fenced: bool) -> BrokerRegistration:
+    return BrokerRegistration(
+        reg.broker_id,
+        reg.incarnation_id,
+        reg.broker_epoch,
+        reg.endpoint,
+        reg.rack,
+        fenced,
+        reg.metrics_endpoint,
+    )
+
+
+def _unregister_broker(image: MetadataImage, r: metadata_pb2.UnregisterBrokerRecord, ctx: _Context) -> None:
+    existing = image.brokers.get(BrokerId(r.broker_id))
+    if existing is None or existing.broker_epoch != r.broker_epoch:
+        raise _fail(
+            f"UnregisterBroker for broker {r.broker_id} epoch {r.broker_epoch}, not registered as such"
+        )
+    if not existing.fenced:
+        # Fencing first moves its leaderships away; unregistering a live leader would strand partitions.
+        raise _fail(f"UnregisterBroker for broker {r.broker_id}, which is not fenced")
+    ctx.journal.delete(image.brokers, existing.broker_id)
+    ctx.departed_brokers.add(existing.broker_id)
+
+
+# -- topics and partitions -----------------------------------------------------------------------------
+
+
+def _topic(image: MetadataImage, r: metadata_pb2.TopicRecord, ctx: _Context) -> None:
+    try:
+        check_topic_name(r.name)
+    except KanalError as exc:
+        raise _fail(f"TopicRecord with an illegal name: {exc.message}") from None
+    if r.name in image.topics:
+        raise _fail(f"TopicRecord for {r.name!r}, which exists already")
+    if not r.topic_id or r.topic_id in image.topics_by_id:
+        raise _fail(f"TopicRecord for {r.name!r} with an empty or used topic id {r.topic_id!r}")
+    topic = TopicImage(r.name, TopicId(r.topic_id))
+    ctx.journal.put(image.topics, topic.name, topic)
+    ctx.journal.put(image.topics_by_id, topic.topic_id, topic)
+    ctx.created_topics.append(topic)
+
+
+def _remove_topic(image: MetadataImage, r: metadata_pb2.RemoveTopicRecord, ctx: _Context) -> None:
+    topic = image.topics_by_id.get(TopicId(r.topic_id))
+    if topic is None:
+        raise _fail(f"RemoveTopic for unknown topic id {r.topic_id!r}")
+    ctx.journal.delete(image.topics, topic.name)
+    ctx.journal.delete(image.topics_by_id, topic.topic_id)
+
+
+def _partition(image: MetadataImage, r: metadata_pb2.PartitionRecord, ctx: _Context) -> None:
+    topic = image.topics_by_id.get(TopicId(r.topic_id))
+    if topic is None:
+        raise _fail(f"PartitionRecord for unknown topic id {r.topic_id!r}")
+    where = f"{topic.name}-{r.partition_id}"
+    # Partition ids are dense (0..n-1) and created in order, so a topic's partitions are a list.
+    if r.partition_id != len(topic.partitions):
+        raise _fail(f"PartitionRecord {where}: the next partition of {topic.name} is {len(topic.partitions)}")
+    if r.leader_epoch < 0 or r.partition_epoch < 0:
+        raise _fail(f"PartitionRecord {where} with a negative epoch")
+    replicas = tuple(BrokerId(b) for b in r.replicas)
+    isr = tuple(BrokerId(b) for b in r.isr)
+    leader = BrokerId(r.leader)
+    _check_partition_shape(image, where, replicas, isr, leader)
+    state = PartitionState(
+        PartitionId(r.partition_id),
+        replicas,
+        isr,
+        leader,
+        LeaderEpoch(r.leader_epoch),
+        PartitionEpoch(r.partition_epoch),
+    )
+    ctx.journal.append(topic.partitions, state)
+
+
+def _partition_change(image: MetadataImage, r: metadata_pb2.PartitionChangeRecord, ctx: _Context) -> None:
+    topic = image.topics_by_id.get(TopicId(r.topic_id))
+    if topic is None or not 0 <= r.partition_id < len(topic.partitions):
+        raise _fail(f"PartitionChange for unknown partition {r.topic_id}/{r.partition_id}")
+    old = topic.partitions[r.partition_id]
+    where = f"{topic.name}-{r.partition_id}"
+    if r.cause == metadata_pb2.CAUSE_UNSPECIFIED:
+        raise _fail(f"PartitionChange {where} without a cause")
+    has_leader = r.HasField("leader")
+    has_isr = r.HasField("isr")
+    leader = BrokerId(r.leader) if has_leader else old.leader
+    isr = tuple(BrokerId(b) for b in r.isr.broker_ids) if has_isr else old.isr
+    if has_leader and leader == old.leader:
+        raise _fail(f"PartitionChange {where} sets the leader to the current leader {leader}")
+    if not has_leader and isr == old.isr:
+        raise _fail(f"PartitionChange {where} changes neither the leader nor the ISR")
+    _check_partition_shape(image, where, old.replicas, isr, leader)
+    new = PartitionState(
+        old.partition_id,
+        old.replicas,
+        isr,
+        leader,
+        LeaderEpoch(old.leader_epoch + 1) if has_leader else old.leader_epoch,
+        PartitionEpoch(old.partition_epoch + 1),
+    )
+    ctx.journal.replace(topic.partitions, r.partition_id, new)
+
+
+def _check_partition_shape(
+    image: MetadataImage,
+    where: str,
+    replicas: tuple[BrokerId, ...],
+    isr: tuple[BrokerId, ...],
+    leader: BrokerId,
+) -> None:
+    if not replicas or len(set(replicas)) != len(replicas) or min(replicas) < 0:
+        raise _fail(f"partition {where}: replicas {list(replicas)} must be distinct broker ids, at least one")
+    # The ISR is never empty: when the last in-sync replica goes, it stays listed (KRaft's rule) so
+    # that an election knows which replica holds every committed record.
+    if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(replicas):
+        raise _fail(
+            f"partition {where}: ISR {list(isr)} must be distinct replicas of {list(replicas)}, at least one"
+        )
+    if leader == NO_LEADER:
+        return
+    if leader not in isr:
+        raise _fail(f"partition {where}: leader {leader} is not in the ISR {list(isr)}")
+    for broker in isr:
+        # Fenced brokers lead nothing and leave every ISR that has a leader; an election that put one
+        # back would give the partition a replica nobody checks on.
+        if not image.is_live(broker):
+            raise _fail(f"partition {where}: ISR member {broker} of a led partition is not a live broker")
+
+
+# -- configs, quotas, producer ids ---------------------------------------------------------------------
+
+
+def _config(image: MetadataImage, r: metadata_pb2.ConfigRecord, ctx: _Context) -> None:
+    if r.resource_type == metadata_pb2.CONFIG_RESOURCE_TOPIC:
+        topic = image.topics.get(r.resource_name)
+        if topic is None:
+            raise _fail(f"ConfigRecord for unknown topic {r.resource_name!r}")
+        configs = topic.configs
+    elif r.resource_type == metadata_pb2.CONFIG_RESOURCE_BROKER:
+        try:
+            check_broker_resource_name(r.resource_name)
+        except KanalError as exc:
+            raise _fail(f"ConfigRecord: {exc.message}") from None
+        configs = image.broker_configs.get(r.resource_name, {})
+    else:
+        raise _fail(f"ConfigRecord with unknown resource type {r.resource_type}")
+    where = f"{metadata_pb2.ConfigResourceType.Name(r.resource_type)} {r.resource_name!r}"
+    if r.HasField("value"):
+        try:
+            check_config_value(r.key, r.value)
+        except KanalError as exc:
+            raise _fail(f"ConfigRecord for {where}: {exc.message}") from None
+        if (
+            r.resource_type == metadata_pb2.CONFIG_RESOURCE_BROKER
+            and r.resource_name not in image.broker_configs
+        ):
+            ctx.journal.put(image.broker_configs, r.resource_name, configs)
+        ctx.journal.put(configs, r.key, r.value)
+        return
+    if r.key not in configs:
+        raise _fail(f"ConfigRecord removes {r.key!r} from {where}, where it is not set")
+    ctx.journal.delete(configs, r.key)
+    # Keep the image canonical: no empty config maps (a snapshot could not reproduce them).
+    if not configs and r.resource_type == metadata_pb2.CONFIG_RESOURCE_BROKER:
+        ctx.journal.delete(image.broker_configs, r.resource_name)
+
+
+def _client_quota(image: MetadataImage, r: metadata_pb2.ClientQuotaRecord, ctx: _Context) -> None:
+    if r.entity_type not in QUOTA_ENTITY_TYPES or r.key not in QUOTA_KEYS:
+        raise _fail(f"ClientQuotaRecord with unknown entity type {r.entity_type!r} or key {r.key!r}")
+    entity = (r.entity_type, r.entity_name)
+    quotas = image.client_quotas.get(entity)
+    if r.HasField("value"):
+        if not math.isfinite(r.value) or r.value <= 0:
+            raise _fail(f"ClientQuotaRecord sets {r.key} of {entity} to {r.value}, not a finite number > 0")
+        if quotas is None:
+            quotas = {}
+            ctx.journal.put(image.client_quotas, entity, quotas)
+        ctx.journal.put(quotas, r.key, r.value)
+        return
+    if quotas is None or r.key not in quotas:
+        raise _fail(f"ClientQuotaRecord removes {r.key} of {entity}, which is not set")
+    ctx.journal.delete(quotas, r.key)
+    if not quotas:
+        ctx.journal.delete(image.client_quotas, entity)
+
+
+def _producer_ids(image: MetadataImage, r: metadata_pb2.ProducerIdsRecord, ctx: _Context) -> None:
+    # Producer ids are never handed out twice: the counter only grows.
+    if r.next_producer_id <= image.next_producer_id:
+        raise _fail(
+            f"ProducerIdsRecord moves next producer id from {image.next_producer_id} to {r.next_producer_id}"
+        )
+    # broker_id -1 marks the record a snapshot writes, which restores the counter for no broker.
+    if r.broker_id >= 0:
+        reg = image.brokers.get(BrokerId(r.broker_id))
+        if reg is None or reg.broker_epoch != r.broker_epoch:
+            raise _fail(f"ProducerIdsRecord for broker {r.broker_id} epoch {r.broker_epoch}, not registered")
+    ctx.journal.set(image, "next_producer_id", ProducerId(r.next_producer_id))
+
+
+def _no_op(image: MetadataImage, r: metadata_pb2.NoOpRecord, ctx: _Context) -> None:
+    """Changes nothing: it only makes a new controller's epoch visible in the log."""
+
+
+_HANDLERS: dict[str, Callable[[MetadataImage, Any, _Context], None]] = {
+    "register_broker": _register_broker,
+    "broker_registration_change": _registration_change,
+    "unregister_broker": _unregister_broker,
+    "topic": _topic,
+    "partition": _partition,
+    "partition_change": _partition_change,
+    "remove_topic": _remove_topic,
+    "config": _config,
+    "client_quota": _client_quota,
+    "producer_ids": _producer_ids,
+    "no_op": _no_op,
+}
+
+
+# -- end of batch --------------------------------------------------------------------------------------
+
+
+def _check_batch_end(image: MetadataImage, ctx: _Context) -> None:
+    for topic in ctx.created_topics:
+        # A topic is created with its partitions in one batch; a topic without any could never be used.
+        if image.topics.get(topic.name) is topic and not topic.partitions:
+            raise _fail(f"topic {topic.name} was created without partitions")
+    gone = {b for b in ctx.departed_brokers if not image.is_live(b)}
+    if not gone:
+        return
+    for topic, partition in image.iter_partitions():
+        if partition.leader in gone:
+            raise _fail(
+                f"{topic.name}-{partition.partition_id} is still led by fenced broker {partition.leader}"
+            )
+        if partition.leader != NO_LEADER and gone.intersection(partition.isr):
+            raise _fail(
+                f"{topic.name}-{partition.partition_id} keeps fenced brokers "
+                f"{sorted(gone & set(partition.isr))} in its ISR"
+            )

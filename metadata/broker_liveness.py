@@ -1,0 +1,107 @@
+"""Broker liveness decisions: heartbeats (unfence, controlled shutdown) and session expiry (fence).
+
+Heartbeats never go through Raft; only the state changes they cause do. The shell keeps each broker's
+last heartbeat time (in memory, on the active controller) and passes it in.
+
+- A fenced broker is unfenced once it has caught up: its heartbeat reports a metadata offset past its own
+  RegisterBrokerRecord (offset > broker_epoch, KRaft's rule), or past `catch_up_offset` when the shell
+  asks for more. Offline partitions it is in sync for get it as leader (CAUSE_LEADER_RECOVERED).
+- `want_shutdown` fences the broker at once ("controlled shutdown"), moving its leaderships away; the
+  reply says shutdown_ready once the broker leads nothing (true as soon as the records are applied).
+- A live broker whose last heartbeat is more than the session timeout ago is fenced ("session
+  timeout"). A new active controller knows no heartbeat times: it must start every registered broker's
+  session at its activation time (as KRaft does), or it would fence the whole cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kanal.metadata.decision import Decision, Stamp
+from kanal.metadata.fencing import fence_records, unfence_records
+from kanal.metadata.ids import BrokerId
+from kanal.metadata.image import MetadataImage
+from kanal.v1 import controller_pb2
+from kanal.v1.error import ErrorCode
+
+
+def decide_broker_heartbeat(
+    image: MetadataImage,
+    request: controller_pb2.BrokerHeartbeatRequest,
+    *,
+    now_ms: int,
+    principal: str,
+    request_id: str,
+    catch_up_offset: int | None = None,
+) -> Decision[controller_pb2.BrokerHeartbeatResponse]:
+    """Answer a heartbeat; records only when the broker's fenced state changes.
+
+    The reply's controller_epoch is the image's; the shell may overwrite it with its own term and fills
+    active_controller when it is not the active controller.
+    """
+    stamp = Stamp(now_ms, principal, request_id)
+    reg = image.brokers.get(BrokerId(request.broker_id))
+    if reg is None or reg.broker_epoch != request.broker_epoch:
+        current = "not registered" if reg is None else f"registered with epoch {reg.broker_epoch}"
+        return Decision(
+            [],
+            controller_pb2.BrokerHeartbeatResponse(
+                error=ErrorCode.STALE_BROKER_EPOCH,
+                error_message=f"broker {request.broker_id} epoch {request.broker_epoch} is stale "
+                f"({current}); register again",
+                fenced=True,
+                metadata_end_offset=image.next_offset,
+                controller_epoch=image.controller_epoch,
+            ),
+        )
+    if request.want_shutdown:
+        records = fence_records(image, [reg.broker_id], stamp, "controlled shutdown")
+        fenced, shutdown_ready = True, True
+    elif reg.fenced:
+        required = reg.broker_epoch + 1 if catch_up_offset is None else catch_up_offset
+        caught_up = request.metadata_offset >= required
+        reason = f"caught up to metadata offset {request.metadata_offset}"
+        records = unfence_records(image, reg.broker_id, stamp, reason) if caught_up else []
+        fenced, shutdown_ready = not caught_up, False
+    else:
+        records, fenced, shutdown_ready = [], False, False
+    return Decision(
+        records,
+        controller_pb2.BrokerHeartbeatResponse(
+            fenced=fenced,
+            metadata_end_offset=image.next_offset + len(records),
+            controller_epoch=image.controller_epoch,
+            shutdown_ready=shutdown_ready,
+        ),
+    )
+
+
+def decide_session_expirations(
+    image: MetadataImage,
+    last_heartbeat_ms: Mapping[int, int],
+    *,
+    now_ms: int,
+    session_timeout_ms: int,
+    principal: str = "controller",
+    request_id: str,
+) -> Decision[list[BrokerId]]:
+    """Fence every live broker whose last heartbeat is more than `session_timeout_ms` before `now_ms`.
+
+    The reply is the list of brokers fenced. Every live broker needs a heartbeat time (the shell starts
+    sessions at registration and at its own activation); a missing one is a caller bug (ValueError).
+    """
+    if session_timeout_ms <= 0:
+        raise ValueError(f"session_timeout_ms must be > 0, got {session_timeout_ms}")
+    stamp = Stamp(now_ms, principal, request_id)
+    expired: list[BrokerId] = []
+    for broker_id in sorted(image.live_brokers()):
+        last = last_heartbeat_ms.get(broker_id)
+        if last is None:
+            raise ValueError(
+                f"no heartbeat time for live broker {broker_id}; start its session at registration "
+                "or controller activation"
+            )
+        if now_ms - last > session_timeout_ms:
+            expired.append(broker_id)
+    records = fence_records(image, expired, stamp, f"session timeout after {session_timeout_ms} ms")
+    return Decision(records, expired)

@@ -1,0 +1,136 @@
+"""Broker registration decisions: a broker process announces itself (RegisterBroker), or leaves for good.
+
+Registration rules:
+
+- A broker registers on every start with a new random incarnation id and starts fenced; its broker
+  epoch is the metadata offset of its RegisterBrokerRecord (computed from `image.next_offset`, so the shell
+  must decide against an image that includes every batch it has proposed).
+- The same incarnation registering again with the same endpoint, rack and metrics endpoint is a retry
+  (the reply was lost): no records, the current epoch is returned.
+- A different incarnation for a registered id replaces the old registration at once, even when the old
+  one is still live: the usual cause is a restart faster than the session timeout, and making the new
+  process wait for the old session to expire would keep its partitions without a leader for that long.
+  The old registration is fenced (its leaderships move, see fencing.py), unregistered, and the new one
+  registered, all in one batch. Two live processes configured with the same id therefore take turns
+  replacing each other (each sees STALE_BROKER_EPOCH and registers again); the audit trail shows it.
+  (KRaft refuses with DUPLICATE_BROKER_REGISTRATION until the old session expires; kanal prefers fast
+  restarts.)
+"""
+
+from __future__ import annotations
+
+from kanal.metadata.decision import Decision, Stamp
+from kanal.metadata.fencing import fence_records
+from kanal.metadata.ids import BrokerId
+from kanal.metadata.image import MetadataImage
+from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
+from kanal.v1.error import ErrorCode, KanalError
+
+
+def decide_register_broker(
+    image: MetadataImage,
+    request: controller_pb2.RegisterBrokerRequest,
+    *,
+    now_ms: int,
+    principal: str,
+    request_id: str,
+) -> Decision[controller_pb2.RegisterBrokerResponse]:
+    """Register (or re-register) a broker; the reply carries the broker epoch to heartbeat with."""
+    stamp = Stamp(now_ms, principal, request_id)
+    try:
+        _check_request(request)
+    except KanalError as exc:
+        return Decision([], controller_pb2.RegisterBrokerResponse(error=exc.code, error_message=exc.message))
+    broker_id = BrokerId(request.broker_id)
+    existing = image.brokers.get(broker_id)
+    records: list[metadata_pb2.MetadataRecord] = []
+    if existing is not None:
+        if existing.incarnation_id == request.incarnation_id:
+            same = (existing.endpoint, existing.rack, existing.metrics_endpoint) == (
+                request.endpoint,
+                request.rack,
+                request.metrics_endpoint,
+            )
+            if same:
+                return Decision([], controller_pb2.RegisterBrokerResponse(broker_epoch=existing.broker_epoch))
+            return Decision(
+                [],
+                controller_pb2.RegisterBrokerResponse(
+                    error=ErrorCode.INVALID_REQUEST,
+                    error_message=f"incarnation {request.incarnation_id} of broker {broker_id} registered "
+                    "again with another endpoint or rack; a process keeps them for its whole run",
+                ),
+            )
+        reason = f"replaced by incarnation {request.incarnation_id}"
+        records.extend(fence_records(image, [broker_id], stamp, reason))
+        records.append(
+            stamp.record(
+                unregister_broker=metadata_pb2.UnregisterBrokerRecord(
+                    broker_id=broker_id,
+                    broker_epoch=existing.broker_epoch,
+                )
+            )
+        )
+    # The epoch is the offset this record will have: the batch starts at image.next_offset.
+    broker_epoch = image.next_offset + len(records)
+    records.append(
+        stamp.record(
+            register_broker=metadata_pb2.RegisterBrokerRecord(
+                broker_id=broker_id,
+                incarnation_id=request.incarnation_id,
+                broker_epoch=broker_epoch,
+                endpoint=request.endpoint,
+                rack=request.rack,
+                fenced=True,
+                metrics_endpoint=request.metrics_endpoint,
+            )
+        )
+    )
+    return Decision(records, controller_pb2.RegisterBrokerResponse(broker_epoch=broker_epoch))
+
+
+def decide_unregister_broker(
+    image: MetadataImage, broker_id: int, *, now_ms: int, principal: str, request_id: str
+) -> Decision[None]:
+    """Remove a broker for good (decommissioning): fence it if live, then unregister it.
+
+    Raises KanalError(BROKER_NOT_AVAILABLE) for an unknown broker. Its replicas stay assigned (reassign
+    them separately); partitions it alone was in sync for stay offline.
+    """
+    stamp = Stamp(now_ms, principal, request_id)
+    reg = image.brokers.get(BrokerId(broker_id))
+    if reg is None:
+        raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not registered")
+    records = fence_records(image, [reg.broker_id], stamp, "unregistered")
+    records.append(
+        stamp.record(
+            unregister_broker=metadata_pb2.UnregisterBrokerRecord(
+                broker_id=reg.broker_id,
+                broker_epoch=reg.broker_epoch,
+            )
+        )
+    )
+    return Decision(records, None)
+
+
+def describe_brokers(image: MetadataImage) -> list[admin_pb2.BrokerDescription]:
+    """Registered brokers for DescribeCluster, by id."""
+    return [
+        admin_pb2.BrokerDescription(
+            broker_id=reg.broker_id,
+            endpoint=reg.endpoint,
+            rack=reg.rack,
+            fenced=reg.fenced,
+            broker_epoch=reg.broker_epoch,
+        )
+        for _, reg in sorted(image.brokers.items())
+    ]
+
+
+def _check_request(request: controller_pb2.RegisterBrokerRequest) -> None:
+    if request.broker_id < 0:
+        raise KanalError(ErrorCode.INVALID_REQUEST, f"broker id must be >= 0, got {request.broker_id}")
+    if not request.incarnation_id:
+        raise KanalError(ErrorCode.INVALID_REQUEST, "a registration needs an incarnation id")
+    if not request.endpoint:
+        raise KanalError(ErrorCode.INVALID_REQUEST, "a registration needs the broker's endpoint (host:port)")

@@ -1,0 +1,164 @@
+"""MetadataImage: the cluster as the metadata log describes it, at one offset.
+
+A plain object: brokers and their registrations, topics and their partitions (replicas, ISR, leader and
+epochs), topic and broker configs, client quotas, the next producer id, the highest controller epoch seen
+and the next metadata offset. It changes only through `kanal.metadata.apply` (records in, state changed),
+so every replica of it (active controller, standbys, brokers, Spark replay) is the same function of the
+log. Images compare equal when they describe the same cluster at the same offset.
+
+Partition states and broker registrations are frozen values: a change replaces them, which keeps
+`apply_batch`'s rollback a matter of putting the old objects back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from kanal.metadata.ids import (
+    NO_LEADER,
+    BrokerEpoch,
+    BrokerId,
+    ControllerEpoch,
+    LeaderEpoch,
+    MetadataOffset,
+    PartitionEpoch,
+    PartitionId,
+    ProducerId,
+    TopicId,
+)
+
+# Broker config resource name that holds cluster-wide defaults (Kafka's "<default>" entity).
+CLUSTER_DEFAULT_BROKER = ""
+
+# An empty image: no producer id handed out, no controller epoch seen, no offset applied.
+_FIRST_PRODUCER_ID = ProducerId(0)
+_NO_CONTROLLER_EPOCH = ControllerEpoch(-1)
+_FIRST_OFFSET = MetadataOffset(0)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """One registered broker."""
+
+    broker_id: BrokerId
+    incarnation_id: str
+    broker_epoch: BrokerEpoch
+    endpoint: str
+    rack: str
+    fenced: bool
+    metrics_endpoint: str = ""
+
+    def __repr__(self) -> str:
+        state = "fenced" if self.fenced else "live"
+        rack = f" rack={self.rack}" if self.rack else ""
+        return f"<Broker {self.broker_id} epoch={self.broker_epoch} {self.endpoint}{rack} {state}>"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """One partition: assigned replicas (preferred leader first), ISR, leader and epochs."""
+
+    partition_id: PartitionId
+    replicas: tuple[BrokerId, ...]
+    isr: tuple[BrokerId, ...]
+    leader: BrokerId
+    leader_epoch: LeaderEpoch
+    partition_epoch: PartitionEpoch
+
+    @property
+    def offline(self) -> bool:
+        return self.leader == NO_LEADER
+
+    @property
+    def preferred_leader(self) -> BrokerId:
+        return self.replicas[0]
+
+    def __repr__(self) -> str:
+        return (
+            f"<Partition {self.partition_id} leader={self.leader} epoch={self.leader_epoch} "
+            f"pepoch={self.partition_epoch} replicas={list(self.replicas)} isr={list(self.isr)}>"
+        )
+
+
+@dataclass(eq=True, slots=True)
+class TopicImage:
+    """One topic: name, id, config overrides (key -> text) and partitions (list index = partition id)."""
+
+    name: str
+    topic_id: TopicId
+    partitions: list[PartitionState] = field(default_factory=list)
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        offline = sum(1 for p in self.partitions if p.offline)
+        return f"<Topic {self.name} id={self.topic_id} partitions={len(self.partitions)} offline={offline}>"
+
+
+@dataclass(eq=True)
+class MetadataImage:
+    """The whole cluster metadata at `next_offset` (exclusive). Start empty: `MetadataImage()`."""
+
+    brokers: dict[BrokerId, BrokerRegistration] = field(default_factory=dict)
+    topics: dict[str, TopicImage] = field(default_factory=dict)
+    # The same TopicImage objects by id; derived from `topics`, so left out of equality.
+    topics_by_id: dict[TopicId, TopicImage] = field(default_factory=dict, compare=False)
+    # Broker resource name (decimal broker id, or "" for cluster-wide defaults) -> key -> text.
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # (entity_type, entity_name) -> quota key -> value.
+    client_quotas: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    next_producer_id: ProducerId = _FIRST_PRODUCER_ID
+    controller_epoch: ControllerEpoch = _NO_CONTROLLER_EPOCH
+    next_offset: MetadataOffset = _FIRST_OFFSET
+
+    # -- lookups -----------------------------------------------------------------------------------
+
+    def topic_by_id(self, topic_id: str) -> TopicImage | None:
+        return self.topics_by_id.get(TopicId(topic_id))
+
+    def partition(self, topic_id: str, partition_id: int) -> PartitionState | None:
+        topic = self.topics_by_id.get(TopicId(topic_id))
+        if topic is None or not 0 <= partition_id < len(topic.partitions):
+            return None
+        return topic.partitions[partition_id]
+
+    def live_brokers(self) -> dict[BrokerId, BrokerRegistration]:
+        """Registered, unfenced brokers: the ones that may lead, be in an ISR and get new replicas."""
+        return {b: reg for b, reg in self.brokers.items() if not reg.fenced}
+
+    def is_live(self, broker_id: int) -> bool:
+        reg = self.brokers.get(BrokerId(broker_id))
+        return reg is not None and not reg.fenced
+
+    def iter_partitions(self) -> Iterator[tuple[TopicImage, PartitionState]]:
+        for topic in self.topics.values():
+            for partition in topic.partitions:
+                yield topic, partition
+
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.topics.values())
+
+    def copy(self) -> MetadataImage:
+        """An independent image equal to this one (states are frozen, so containers are all we copy)."""
+        topics = {
+            name: TopicImage(t.name, t.topic_id, list(t.partitions), dict(t.configs))
+            for name, t in self.topics.items()
+        }
+        return MetadataImage(
+            brokers=dict(self.brokers),
+            topics=topics,
+            topics_by_id={t.topic_id: t for t in topics.values()},
+            broker_configs={k: dict(v) for k, v in self.broker_configs.items()},
+            client_quotas={k: dict(v) for k, v in self.client_quotas.items()},
+            next_producer_id=self.next_producer_id,
+            controller_epoch=self.controller_epoch,
+            next_offset=self.next_offset,
+        )
+
+    def __repr__(self) -> str:
+        fenced = sum(1 for b in self.brokers.values() if b.fenced)
+        return (
+            f"<MetadataImage offset={self.next_offset} controller_epoch={self.controller_epoch} "
+            f"brokers={len(self.brokers)} fenced={fenced} topics={len(self.topics)} "
+            f"partitions={self.partition_count()}>"
+        )

@@ -1,0 +1,129 @@
+"""Snapshots: image -> records -> image is the identity."""
+
+from __future__ import annotations
+
+import pytest
+from kanal.metadata import (
+    Decision,
+    MetadataImage,
+    MetadataInvariantError,
+    Stamp,
+    apply,
+    decide_allocate_producer_ids,
+    decide_alter_client_quotas,
+    decide_alter_configs,
+    image_from_snapshot,
+    image_to_snapshot,
+)
+from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
+
+
+def rich_image(harness) -> MetadataImage:
+    """Brokers live and fenced, topics with configs, an offline partition, broker configs, quotas, ids."""
+    h = harness
+    h.add_brokers([0, 1, 2, 3], racks=["a", "a", "b", "b"])
+    h.create_topic("orders", 6, 3, {"retention.ms": "1000", "cleanup.policy": "compact"})
+    h.create_topic("solo", 2, 1)
+    h.commit(
+        decide_alter_configs(
+            h.image,
+            admin_pb2.AlterConfigsRequest(
+                changes=[
+                    admin_pb2.AlterConfigsRequest.Change(
+                        resource=admin_pb2.ConfigResource(type=metadata_pb2.CONFIG_RESOURCE_BROKER, name=""),
+                        ops=[admin_pb2.AlterConfigOp(key="min.insync.replicas", value="2")],
+                    ),
+                    admin_pb2.AlterConfigsRequest.Change(
+                        resource=admin_pb2.ConfigResource(type=metadata_pb2.CONFIG_RESOURCE_BROKER, name="2"),
+                        ops=[admin_pb2.AlterConfigOp(key="segment.bytes", value="4096")],
+                    ),
+                ]
+            ),
+            **h.ctx(),
+        )
+    )
+    h.commit(
+        decide_alter_client_quotas(
+            h.image,
+            admin_pb2.AlterClientQuotasRequest(
+                entries=[
+                    admin_pb2.AlterClientQuotasRequest.Entry(
+                        entity=admin_pb2.QuotaEntity(entity_type="user", entity_name="alice"),
+                        values=[admin_pb2.QuotaValue(key="producer_byte_rate", value=1024.5)],
+                    ),
+                ]
+            ),
+            **h.ctx(),
+        )
+    )
+    reg = h.image.brokers[1]
+    h.commit(
+        decide_allocate_producer_ids(
+            h.image,
+            controller_pb2.AllocateProducerIdsRequest(broker_id=1, broker_epoch=reg.broker_epoch),
+            **h.ctx(),
+        )
+    )
+    solo_leaders = {p.leader for p in h.image.topics["solo"].partitions}
+    h.fence(*sorted(solo_leaders))  # "solo" goes offline, "orders" moves leaders
+    h.controller_epoch = 3
+    h.commit(
+        Decision([Stamp(h.now_ms, "controller", "elected").record(no_op=metadata_pb2.NoOpRecord())], None)
+    )
+    return h.image
+
+
+def test_round_trip_gives_an_equal_image(harness) -> None:
+    image = rich_image(harness)
+    assert any(p.offline for p in image.topics["solo"].partitions)
+    assert any(b.fenced for b in image.brokers.values())
+    assert any(p.leader_epoch > 0 for p in image.topics["orders"].partitions)
+    snapshot = image_to_snapshot(image)
+    assert snapshot.next_offset == image.next_offset
+    assert snapshot.controller_epoch == image.controller_epoch == 3
+    restored = image_from_snapshot(metadata_pb2.MetadataSnapshot.FromString(snapshot.SerializeToString()))
+    assert restored == image
+    assert restored.topics_by_id.keys() == image.topics_by_id.keys()
+    assert image_to_snapshot(restored) == snapshot
+
+
+def test_applying_snapshot_records_to_an_empty_image_rebuilds_the_state(harness) -> None:
+    image = rich_image(harness)
+    snapshot = image_to_snapshot(image)
+    rebuilt = MetadataImage()
+    for record in snapshot.records:
+        apply(rebuilt, record)
+    assert rebuilt.next_offset == len(snapshot.records)
+    rebuilt.next_offset = image.next_offset
+    rebuilt.controller_epoch = image.controller_epoch
+    assert rebuilt == image
+
+
+def test_snapshot_is_deterministic_and_stamped_as_a_copy(harness) -> None:
+    image = rich_image(harness)
+    first, second = image_to_snapshot(image), image_to_snapshot(image.copy())
+    assert first.SerializeToString(deterministic=True) == second.SerializeToString(deterministic=True)
+    assert {(r.time_ms, r.principal, r.request_id) for r in first.records} == {
+        (0, "snapshot", f"snapshot-{image.next_offset}")
+    }
+
+
+def test_empty_image_round_trips() -> None:
+    empty = MetadataImage()
+    assert image_from_snapshot(image_to_snapshot(empty)) == empty
+
+
+def test_snapshot_whose_records_do_not_fit_is_refused(harness) -> None:
+    snapshot = image_to_snapshot(rich_image(harness))
+    records = list(snapshot.records)
+    assert records[4].WhichOneof("record") == "topic"
+    broken = metadata_pb2.MetadataSnapshot(
+        next_offset=1, records=records[:4] + records[5:]
+    )  # a topic record gone
+    with pytest.raises(MetadataInvariantError):
+        image_from_snapshot(broken)
+    topic_only = metadata_pb2.MetadataSnapshot(
+        next_offset=1, records=[r for r in records if r.WhichOneof("record") in ("register_broker", "topic")]
+    )
+    with pytest.raises(MetadataInvariantError, match="without partitions"):
+        image_from_snapshot(topic_only)
