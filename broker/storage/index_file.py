@@ -45,10 +45,11 @@ class IndexFile:
                 column.append(value)
         self._pending.clear()
 
-    def append(self, *fields: int) -> None:
-        for column, value in zip(self.columns, fields):
-            column.append(value)
-        self._pending += self._entry.pack(*fields)
+    def append(self, first: int, second: int) -> None:
+        """Add one two-column entry (both indexes have two columns; this is on the append path)."""
+        self.columns[0].append(first)
+        self.columns[1].append(second)
+        self._pending += self._entry.pack(first, second)
 
     def truncate_entries(self, count: int) -> None:
         """Keep only the first `count` entries, in memory and on disk."""

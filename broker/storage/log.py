@@ -204,7 +204,7 @@ class Log:
             )
         header = scan_batch(batch)
         check_scanned(header, batch)
-        if header.codec not in _KNOWN_CODECS:
+        if header.codec not in _KNOWN_CODECS:  # a codec added later in the proto, unknown to this broker
             raise KanalError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.codec}")
         limit = self.config.timestamp_difference_ms_max
         if limit is not None and (
@@ -264,12 +264,14 @@ class Log:
             )
 
     def _after_append(self, leader_epoch: int, base_offset: int, now_ms: int) -> None:
-        if self.epoch_cache.assign(leader_epoch, base_offset):
+        latest = self.epoch_cache.latest_epoch
+        if (latest is None or leader_epoch > latest) and self.epoch_cache.assign(leader_epoch, base_offset):
             self.epoch_cache.save()
         self._unflushed_batches += 1
         if self._oldest_unflushed_ms is None:
             self._oldest_unflushed_ms = now_ms
-        self.maybe_flush(now_ms)
+        if self.config.flush_batches_max is not None or self.config.flush_interval_ms is not None:
+            self.maybe_flush(now_ms)
 
     def _maybe_roll(self, entry_size: int, last_offset: int, now_ms: int) -> None:
         active = self.active_segment

@@ -1,0 +1,337 @@
+"""The partition log's behaviours one at a time: bad input, rolls, retention, indexes, compaction, flushes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from kanal.broker.storage.log import CLEAN_SHUTDOWN_FILE, Log
+from kanal.broker.storage.log_config import LogConfig
+from kanal.v1 import records_pb2
+from kanal.v1.batch import (
+    NewRecord,
+    build_batch,
+    decode_records,
+    frame_entry,
+    iter_entries,
+    parse_batch,
+    with_broker_suffix,
+)
+from kanal.v1.error import ErrorCode, KanalError
+
+NOW = 1_700_000_000_000
+
+
+def batch(n: int = 3, *, ts: int = NOW, key: bytes | None = None, value: bytes | None = b"v", size: int = 0) -> bytes:
+    payload = value if not size else os.urandom(size)
+    return build_batch([NewRecord(key=key, value=payload, timestamp_ms=ts + i) for i in range(n)])
+
+
+def offsets_in(data: bytes) -> list[int]:
+    out = []
+    for entry in iter_entries(data):
+        b = parse_batch(entry.batch)
+        out += [b.base_offset + r.offset_delta for r in decode_records(b)]
+    return out
+
+
+def snapshot(log: Log) -> tuple:
+    """Everything an error must leave unchanged: bounds, sizes and the bytes of every file."""
+    return (log.log_start_offset, log.log_end_offset, log.size_bytes,
+            {p.name: p.read_bytes() for p in sorted(log.directory.iterdir())})
+
+
+@pytest.fixture
+def log(tmp_path: Path):
+    log = Log.open(tmp_path / "orders-0", LogConfig(segment_bytes_max=4096, batch_bytes_max=2048,
+                                                    index_interval_bytes=256))
+    yield log
+    log.close()
+
+
+def test_offsets_are_assigned_densely_from_zero(log):
+    infos = [log.append(batch(3), leader_epoch=0, now_ms=NOW) for _ in range(4)]
+    assert [(i.base_offset, i.last_offset) for i in infos] == [(0, 2), (3, 5), (6, 8), (9, 11)]
+    assert log.log_end_offset == 12
+    assert offsets_in(log.read(0, 1 << 20).data) == list(range(12))
+
+
+class TestBadInputChangesNothing:
+    def test_wrong_crc(self, log):
+        log.append(batch(), leader_epoch=0, now_ms=NOW)
+        bad = parse_batch(batch())
+        bad.crc ^= 0xFFFF
+        before = snapshot(log)
+        with pytest.raises(KanalError) as err:
+            log.append(bad.SerializeToString(), leader_epoch=0, now_ms=NOW)
+        assert err.value.code == ErrorCode.CORRUPT_MESSAGE
+        assert snapshot(log) == before
+
+    def test_garbage_bytes(self, log):
+        before = snapshot(log)
+        with pytest.raises(KanalError) as err:
+            log.append(b"\xff\xff\xff garbage", leader_epoch=0, now_ms=NOW)
+        assert err.value.code == ErrorCode.CORRUPT_MESSAGE
+        assert snapshot(log) == before
+
+    def test_batch_over_max_message_bytes(self, log):
+        before = snapshot(log)
+        with pytest.raises(KanalError) as err:
+            log.append(batch(1, size=3000), leader_epoch=0, now_ms=NOW)
+        assert err.value.code == ErrorCode.MESSAGE_TOO_LARGE
+        assert snapshot(log) == before
+
+    def test_empty_batch(self, log):
+        empty = records_pb2.RecordBatch(record_count=0, first_timestamp_ms=NOW, max_timestamp_ms=NOW)
+        from kanal.v1.batch import producer_crc
+        empty.crc = producer_crc(empty)
+        before = snapshot(log)
+        with pytest.raises(KanalError) as err:
+            log.append(empty.SerializeToString(), leader_epoch=0, now_ms=NOW)
+        assert err.value.code == ErrorCode.INVALID_RECORD
+        assert snapshot(log) == before
+
+    def test_stale_leader_epoch(self, log):
+        log.append(batch(), leader_epoch=5, now_ms=NOW)
+        before = snapshot(log)
+        with pytest.raises(KanalError) as err:
+            log.append(batch(), leader_epoch=4, now_ms=NOW)
+        assert err.value.code == ErrorCode.FENCED_LEADER_EPOCH
+        assert snapshot(log) == before
+
+    def test_timestamp_too_far_from_now(self, tmp_path):
+        log = Log.open(tmp_path / "t-0", LogConfig(timestamp_difference_ms_max=1000))
+        with pytest.raises(KanalError) as err:
+            log.append(batch(ts=NOW - 5000), leader_epoch=0, now_ms=NOW)
+        assert err.value.code == ErrorCode.INVALID_TIMESTAMP
+        assert log.log_end_offset == 0
+        log.close()
+
+    @pytest.mark.parametrize("offset", [-1, 7])
+    def test_read_outside_the_log(self, log, offset):
+        log.append(batch(), leader_epoch=0, now_ms=NOW)
+        with pytest.raises(KanalError) as err:
+            log.read(offset, 1000)
+        assert err.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+    def test_read_below_the_log_start(self, log):
+        for _ in range(3):
+            log.append(batch(), leader_epoch=0, now_ms=NOW)
+        log.advance_log_start(4)
+        with pytest.raises(KanalError) as err:
+            log.read(3, 1000)
+        assert err.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert offsets_in(log.read(4, 1000).data)[0] <= 4
+
+    def test_truncation_below_the_high_watermark(self, log):
+        for _ in range(3):
+            log.append(batch(), leader_epoch=0, now_ms=NOW)
+        before = snapshot(log)
+        with pytest.raises(KanalError) as err:
+            log.truncate_to(3, high_watermark=6)
+        assert err.value.code == ErrorCode.INVALID_TRUNCATION
+        assert snapshot(log) == before
+
+    def test_replicated_entries_that_do_not_follow_the_end(self, log):
+        log.append(batch(), leader_epoch=0, now_ms=NOW)
+        stale = frame_entry(with_broker_suffix(batch(), 0, 0))  # offsets 0..2 again
+        before = snapshot(log)
+        with pytest.raises(KanalError) as err:
+            log.append_replicated(stale, now_ms=NOW)
+        assert err.value.code == ErrorCode.CORRUPT_MESSAGE
+        assert snapshot(log) == before
+
+
+def test_reading_at_the_end_or_at_the_limit_returns_nothing(log):
+    log.append(batch(), leader_epoch=0, now_ms=NOW)
+    log.append(batch(), leader_epoch=0, now_ms=NOW)
+    assert log.read(6, 1000).data == b""
+    assert offsets_in(log.read(0, 1 << 20, offset_limit=3).data) == [0, 1, 2]
+    assert log.read(3, 1000, offset_limit=3).data == b""
+
+
+def test_read_mid_batch_starts_at_the_batch_holding_the_offset(log):
+    log.append(batch(5), leader_epoch=0, now_ms=NOW)
+    log.append(batch(5), leader_epoch=0, now_ms=NOW)
+    assert offsets_in(log.read(7, 1).data) == [5, 6, 7, 8, 9]  # one whole batch even past bytes_max
+
+
+def test_segments_roll_by_size_and_reads_cross_them(log):
+    for _ in range(40):
+        log.append(batch(2, size=100), leader_epoch=0, now_ms=NOW)
+    assert len(log.segments) > 2
+    assert all(seg.size <= 4096 for seg in log.segments)
+    offset, seen = 0, []
+    while offset < log.log_end_offset:
+        got = offsets_in(log.read(offset, 500).data)
+        seen += got
+        offset = got[-1] + 1
+    assert seen == list(range(80))
+
+
+def test_segments_roll_by_age(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_age_ms_max=60_000))
+    log.append(batch(ts=NOW), leader_epoch=0, now_ms=NOW)
+    log.append(batch(ts=NOW + 1000), leader_epoch=0, now_ms=NOW + 1000)
+    assert len(log.segments) == 1
+    # Age counts from the first batch's newest timestamp (NOW + 2).
+    log.append(batch(ts=NOW + 60_001), leader_epoch=0, now_ms=NOW + 60_001)
+    assert len(log.segments) == 1
+    log.append(batch(ts=NOW + 60_002), leader_epoch=0, now_ms=NOW + 60_002)
+    assert len(log.segments) == 2 and log.active_segment.base_offset == 9
+    log.close()
+
+
+def test_retention_by_time_keeps_the_active_segment(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes_max=2048, batch_bytes_max=1024, retention_ms=10_000))
+    for i in range(20):
+        log.append(batch(2, ts=NOW + i * 1000, size=200), leader_epoch=0, now_ms=NOW + i * 1000)
+    segments = len(log.segments)
+    assert log.delete_old_segments(NOW + 20_000) > 0
+    assert 0 < len(log.segments) < segments
+    assert all(seg.max_timestamp_ms >= NOW + 10_000 for seg in log.segments[:-1])
+    assert log.delete_old_segments(NOW + 10**9) > 0
+    assert len(log.segments) == 1 and log.log_end_offset == 40  # the active segment always stays
+    assert log.log_start_offset == log.active_segment.base_offset
+    log.close()
+
+
+def test_retention_by_size(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes_max=2048, batch_bytes_max=1024,
+                                               retention_ms=None, retention_bytes=5000))
+    for _ in range(30):
+        log.append(batch(2, size=200), leader_epoch=0, now_ms=NOW)
+    assert log.delete_old_segments(NOW) > 0
+    # Kafka's rule: the oldest segments go while the log without them would still hold retention.bytes.
+    assert log.size_bytes >= 5000
+    assert log.size_bytes - log.segments[0].size < 5000
+    log.close()
+
+
+def test_offset_for_timestamp(log):
+    for i in range(10):
+        log.append(batch(2, ts=NOW + i * 100), leader_epoch=0, now_ms=NOW)
+    assert log.offset_for_timestamp(NOW + 301) == (7, NOW + 301)
+    assert log.offset_for_timestamp(NOW - 5) == (0, NOW)
+    assert log.offset_for_timestamp(NOW + 10**6) is None
+
+
+def test_compaction_keeps_the_latest_value_per_key_and_offsets(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes_max=1024, batch_bytes_max=512,
+                                               cleanup_policy="compact", delete_retention_ms=1000))
+    for i in range(30):
+        key = b"k%d" % (i % 3)
+        log.append(build_batch([NewRecord(key=key, value=b"v%d" % i, timestamp_ms=NOW + i)]),
+                   leader_epoch=0, now_ms=NOW)
+    log.append(build_batch([NewRecord(key=b"k0", value=None, timestamp_ms=NOW + 30)]), leader_epoch=0, now_ms=NOW)
+    log.roll()
+    stats = log.compact(NOW + 31)
+    assert stats.records_removed > 0
+    left = []
+    for entry in iter_entries(log.read(0, 1 << 20).data):
+        b = parse_batch(entry.batch)
+        left += [(b.base_offset + r.offset_delta, r.key, r.value if r.HasField("value") else None)
+                 for r in decode_records(b)]
+    assert left == [(28, b"k1", b"v28"), (29, b"k2", b"v29"), (30, b"k0", None)]
+    # Once the tombstone is older than delete.retention.ms it goes too.
+    log.compact(NOW + 31 + 1000)
+    assert [o for o in offsets_in(log.read(0, 1 << 20).data)] == [28, 29]
+    assert log.log_end_offset == 31  # offsets are never reused
+    log.close()
+
+
+def test_damaged_index_is_rebuilt_on_open(tmp_path):
+    config = LogConfig(segment_bytes_max=2048, batch_bytes_max=1024, index_interval_bytes=100)
+    log = Log.open(tmp_path / "t-0", config)
+    for _ in range(20):
+        log.append(batch(2, size=100), leader_epoch=0, now_ms=NOW)
+    log.close()
+    first = log.segments[0]
+    first.offset_index.path.write_bytes(first.offset_index.path.read_bytes()[:-3])  # torn entry
+    log.segments[1].time_index.path.unlink()
+    log = Log.open(tmp_path / "t-0", config)
+    assert offsets_in(log.read(0, 1 << 20).data)[:4] == [0, 1, 2, 3]
+    for offset in range(0, 40, 7):
+        assert offsets_in(log.read(offset, 1).data)[0] <= offset
+    assert len(log.segments[0].offset_index) > 1
+    log.close()
+
+
+def test_clean_close_skips_recovery_and_unclean_close_recovers_a_torn_tail(tmp_path):
+    config = LogConfig()
+    log = Log.open(tmp_path / "t-0", config)
+    for _ in range(5):
+        log.append(batch(), leader_epoch=0, now_ms=NOW)
+    log.close()
+    assert (tmp_path / "t-0" / CLEAN_SHUTDOWN_FILE).exists()
+    log = Log.open(tmp_path / "t-0", config)
+    assert not (tmp_path / "t-0" / CLEAN_SHUTDOWN_FILE).exists()  # a crash from now on is unclean
+    log.close_unclean()
+    path = log.active_segment.log_path
+    path.write_bytes(path.read_bytes()[:-10])
+    log = Log.open(tmp_path / "t-0", config)
+    assert log.recovered_bytes_cut > 0 and log.log_end_offset == 12
+    assert offsets_in(log.read(0, 1 << 20).data) == list(range(12))
+    info = log.append(batch(), leader_epoch=0, now_ms=NOW)  # appends continue where the valid log ends
+    assert info.base_offset == 12
+    log.close()
+
+
+def test_bit_rot_in_a_flushed_segment_is_caught_by_the_consumer_crc(tmp_path):
+    config = LogConfig(segment_bytes_max=1024, batch_bytes_max=512)
+    log = Log.open(tmp_path / "t-0", config)
+    for _ in range(10):
+        log.append(batch(2, size=60), leader_epoch=0, now_ms=NOW)
+    log.close()
+    seg = log.segments[0]
+    raw = bytearray(seg.log_path.read_bytes())
+    raw[60] ^= 0x01  # inside the first batch's records payload
+    seg.log_path.write_bytes(bytes(raw))
+    log = Log.open(tmp_path / "t-0", config)  # clean open: flushed segments are trusted, not re-read
+    data = log.read(0, 100).data
+    with pytest.raises(KanalError) as err:
+        list(iter_entries(data))
+    assert err.value.code == ErrorCode.CORRUPT_MESSAGE
+    log.close()
+
+
+def test_flush_policy_by_batch_count_and_by_age(tmp_path, monkeypatch):
+    fsyncs = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (fsyncs.append(fd), real(fd)))
+    log = Log.open(tmp_path / "a-0", LogConfig(flush_batches_max=3))
+    for _ in range(7):
+        log.append(batch(), leader_epoch=0, now_ms=NOW)
+    assert len(fsyncs) == 2
+    fsyncs.clear()
+    log2 = Log.open(tmp_path / "b-0", LogConfig(flush_interval_ms=50))
+    log2.append(batch(), leader_epoch=0, now_ms=NOW)
+    log2.append(batch(), leader_epoch=0, now_ms=NOW + 10)
+    assert not fsyncs
+    assert log2.maybe_flush(NOW + 50) and len(fsyncs) == 1
+    assert not log2.maybe_flush(NOW + 200)  # nothing new to flush
+    log.close()
+    log2.close()
+
+
+def test_leader_epochs_are_tracked_and_truncated(log):
+    log.append(batch(), leader_epoch=1, now_ms=NOW)  # 0..2
+    log.append(batch(), leader_epoch=1, now_ms=NOW)  # 3..5
+    log.append(batch(), leader_epoch=3, now_ms=NOW)  # 6..8
+    assert log.epoch_cache.entries() == [(1, 0), (3, 6)]
+    assert log.end_offset_for_epoch(1) == (1, 6)
+    assert log.end_offset_for_epoch(2) == (1, 6)
+    assert log.end_offset_for_epoch(3) == (3, 9)
+    assert log.end_offset_for_epoch(0) is None
+    log.truncate_to(6, high_watermark=0)
+    assert log.epoch_cache.entries() == [(1, 0)] and log.log_end_offset == 6
+
+
+def test_config_from_topic_configs_rejects_bad_values():
+    config = LogConfig.from_topic_configs({"segment.bytes": "1048576", "retention.ms": "-1"})
+    assert config.segment_bytes_max == 1048576 and config.retention_ms is None
+    for bad in ({"segment.bytes": "12"}, {"cleanup.policy": "shred"}, {"no.such.key": "1"}):
+        with pytest.raises(KanalError) as err:
+            LogConfig.from_topic_configs(bad)
+        assert err.value.code == ErrorCode.INVALID_CONFIG

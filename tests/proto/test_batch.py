@@ -1,0 +1,147 @@
+"""Record batches and log entries as bytes (records.proto): CRC, broker suffix, framing, the wire walker."""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kanal.v1 import records_pb2
+from kanal.v1.batch import (
+    BROKER_SUFFIX_BYTES,
+    NewRecord,
+    build_batch,
+    decode_records,
+    frame_entry,
+    iter_entries,
+    parse_batch,
+    producer_crc,
+    read_broker_suffix,
+    scan_batch,
+    with_broker_suffix,
+)
+from kanal.v1.codecs import compress, decompress
+from kanal.v1.error import ErrorCode, KanalError
+
+# A test vector for implementers in other languages: this producer batch, its CRC and its stored entry.
+VECTOR_RECORDS = [
+    NewRecord(key=b"k1", value=b"v1", timestamp_ms=1_700_000_000_000),
+    NewRecord(key=None, value=b"v2", timestamp_ms=1_700_000_000_005, headers=[("h", b"x")]),
+]
+VECTOR_CRC = 0x302DE62B  # RecordBatch.crc of vector_batch()
+VECTOR_RECORDS_CRC = 0x5C172603  # CRC-32C of its serialized RecordList
+
+
+def vector_batch() -> bytes:
+    return build_batch(VECTOR_RECORDS, producer_id=7, producer_epoch=1, base_sequence=3)
+
+
+def test_crc32c_check_value():
+    assert crc32c.crc32c(b"123456789") == 0xE3069283
+
+
+def test_producer_crc_covers_the_documented_44_byte_header_and_the_records():
+    batch = parse_batch(vector_batch())
+    header = struct.pack(">qiiqqiii", 7, 1, 3, 1_700_000_000_000, 1_700_000_000_005, 2, 1, 0)
+    assert len(header) == 44
+    assert batch.crc == crc32c.crc32c(header + batch.records)
+
+
+def test_crc_vector_is_stable():
+    # Changing these values means changing the wire format: every client must agree on them.
+    batch = parse_batch(vector_batch())
+    assert batch.crc == VECTOR_CRC
+    assert crc32c.crc32c(decompress(batch.codec, batch.records)) == VECTOR_RECORDS_CRC
+
+
+def test_broker_suffix_sets_offsets_without_reencoding():
+    raw = vector_batch()
+    stored = with_broker_suffix(raw, base_offset=1234, leader_epoch=5)
+    assert stored[: len(raw)] == raw and len(stored) == len(raw) + BROKER_SUFFIX_BYTES
+    parsed = parse_batch(stored)  # an ordinary protobuf parser reads the broker fields
+    assert (parsed.base_offset, parsed.partition_leader_epoch, parsed.last_offset_delta) == (1234, 5, 1)
+    suffix = read_broker_suffix(stored)
+    assert (suffix.base_offset, suffix.leader_epoch, suffix.last_offset) == (1234, 5, 1235)
+
+
+def test_records_round_trip_with_keys_values_headers_and_nulls():
+    batch = parse_batch(with_broker_suffix(vector_batch(), 10, 0))
+    records = decode_records(batch)
+    assert [(r.offset_delta, r.key if r.HasField("key") else None, r.value) for r in records] == [
+        (0, b"k1", b"v1"),
+        (1, None, b"v2"),
+    ]
+    assert records[1].headers[0].key == "h" and records[1].headers[0].value == b"x"
+    assert batch.first_timestamp_ms + records[1].timestamp_delta_ms == 1_700_000_000_005
+
+
+def test_tombstone_value_is_distinguished_from_empty():
+    batch = parse_batch(build_batch([NewRecord(key=b"k", value=None), NewRecord(key=b"k", value=b"")]))
+    a, b = decode_records(batch)
+    assert not a.HasField("value") and b.HasField("value") and b.value == b""
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_every_codec_round_trips(codec):
+    records = [NewRecord(key=b"k%d" % i, value=b"value-%d" % i * 20, timestamp_ms=i) for i in range(50)]
+    batch = parse_batch(build_batch(records, codec=codec))
+    assert batch.codec == codec
+    assert [r.value for r in decode_records(batch)] == [r.value for r in records]
+
+
+def test_corrupt_compressed_payload_is_a_corrupt_message():
+    with pytest.raises(KanalError) as err:
+        decompress(records_pb2.COMPRESSION_ZSTD, b"not zstd at all")
+    assert err.value.code == ErrorCode.CORRUPT_MESSAGE
+    assert decompress(records_pb2.COMPRESSION_GZIP, compress(records_pb2.COMPRESSION_GZIP, b"abc")) == b"abc"
+
+
+def test_any_flipped_byte_in_a_stored_entry_is_detected():
+    entry = frame_entry(with_broker_suffix(vector_batch(), 99, 2))
+    for i in range(len(entry)):
+        damaged = bytearray(entry)
+        damaged[i] ^= 0x5A
+        with pytest.raises(KanalError) as err:
+            list(iter_entries(bytes(damaged)))
+        assert err.value.code == ErrorCode.CORRUPT_MESSAGE, i
+
+
+def test_crc_mismatch_is_rejected():
+    batch = parse_batch(vector_batch())
+    batch.crc ^= 1
+    with pytest.raises(KanalError) as err:
+        parse_batch(batch.SerializeToString())
+    assert err.value.code == ErrorCode.CORRUPT_MESSAGE
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    producer_id=st.integers(-(1 << 63), (1 << 63) - 1),
+    producer_epoch=st.integers(-(1 << 31), (1 << 31) - 1),
+    base_sequence=st.integers(-(1 << 31), (1 << 31) - 1),
+    count=st.integers(1, 5),
+    ts=st.integers(-(1 << 40), 1 << 40),
+    codec=st.sampled_from([0, 1, 2, 3, 4]),
+)
+def test_wire_walker_agrees_with_the_protobuf_parser(producer_id, producer_epoch, base_sequence, count, ts, codec):
+    raw = build_batch(
+        [NewRecord(value=b"v", timestamp_ms=ts + i) for i in range(count)],
+        codec=codec, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+    )
+    stored = with_broker_suffix(raw, 2**40 + 3, 17)
+    walked, parsed = scan_batch(stored), parse_batch(stored)
+    for name in ("base_offset", "partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence",
+                 "first_timestamp_ms", "max_timestamp_ms", "record_count", "codec", "crc", "last_offset_delta"):
+        assert getattr(walked, name) == getattr(parsed, name), name
+    assert stored[walked.records_start : walked.records_end] == parsed.records
+    assert producer_crc(parsed) == parsed.crc
+
+
+def test_truncated_bytes_do_not_parse():
+    raw = vector_batch()
+    for cut in (1, 5, len(raw) // 2, len(raw) - 1):
+        with pytest.raises(KanalError) as err:
+            scan_batch(raw[:cut])
+        assert err.value.code == ErrorCode.CORRUPT_MESSAGE
