@@ -14,7 +14,6 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("kanal.raft.controller_main", "run one controller of the Raft metadata quorum"),
     "demo": ("kanal.deploy.demo", "run kanal's main job end to end on the embedded default"),
-    "bench-log": ("kanal.deploy.bench_log", "measure partition-log append and read throughput"),
 }
 
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Set up kanal in ./.venv on a fresh machine: `bash deploy/bootstrap.sh [EXTRAS]`, e.g. `test`.
+# Needs Python >= 3.11; installs Debian's python3-venv when the venv module is missing (as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-}"
+python="${PYTHON:-python3}"
+
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+  echo "kanal needs Python >= 3.11; $python is $("$python" --version 2>&1)" >&2
+  exit 1
+}
+if [ ! -x .venv/bin/python ]; then
+  if ! "$python" -m venv .venv 2>/dev/null; then
+    rm -rf .venv
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+      apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+      "$python" -m venv .venv
+    else
+      echo "python3 -m venv failed: install your distribution's python3-venv package" >&2
+      exit 1
+    fi
+  fi
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+if [ -n "$extras" ]; then
+  .venv/bin/python -m pip install -q -e ".[$extras]"
+else
+  .venv/bin/python -m pip install -q -e .
+fi
