@@ -145,3 +145,36 @@ def test_truncated_bytes_do_not_parse():
         with pytest.raises(KanalError) as err:
             scan_batch(raw[:cut])
         assert err.value.code == ErrorCode.CORRUPT_MESSAGE
+
+
+HEADERS = st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=8))), max_size=3)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    records=st.lists(
+        st.tuples(st.one_of(st.none(), st.binary(max_size=300)), st.one_of(st.none(), st.binary(max_size=20000)),
+                  st.integers(-(1 << 45), 1 << 45), HEADERS),
+        min_size=1, max_size=20,
+    ),
+    many=st.booleans(),
+)
+def test_hand_encoder_writes_exactly_what_protobuf_writes(records, many):
+    from kanal.v1.batch import encode_record_list
+
+    news = [NewRecord(key=k, value=v, timestamp_ms=ts, headers=h) for k, v, ts, h in records]
+    if many:  # offset deltas beyond the small-varint table
+        news = news * (20000 // len(news) + 1)
+    first = news[0].timestamp_ms
+    expected = records_pb2.RecordList()
+    for delta, rec in enumerate(news):
+        out = expected.records.add(offset_delta=delta, timestamp_delta_ms=rec.timestamp_ms - first)
+        if rec.key is not None:
+            out.key = rec.key
+        if rec.value is not None:
+            out.value = rec.value
+        for hkey, hvalue in rec.headers:
+            header = out.headers.add(key=hkey)
+            if hvalue is not None:
+                header.value = hvalue
+    assert encode_record_list(news, first) == expected.SerializeToString()
