@@ -13,6 +13,7 @@ import sys
 # subcommand -> (module with main(argv), one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("kanal.raft.controller_main", "run one controller of the Raft metadata quorum"),
+    "broker": ("kanal.broker.broker_main", "run one broker (partition replicas, produce and fetch)"),
     "demo": ("kanal.deploy.demo", "run kanal's main job end to end on the embedded default"),
 }
 

@@ -1,0 +1,85 @@
+"""BrokerConfig: a broker process's settings, typed and validated at start-up.
+
+Every field names its unit; bounds are checked in __post_init__ and a bad value stops the process with
+one clear line (INVALID_CONFIG). Topic-level settings (retention, segment size, min.insync.replicas, ...)
+are not here: they come from the metadata log per topic (kanal.metadata.topic_config).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kanal.v1.error import ErrorCode, KanalError
+
+
+def parse_endpoint(text: str) -> tuple[str, int]:
+    """'host:port' -> (host, port); INVALID_CONFIG when malformed."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise KanalError(ErrorCode.INVALID_CONFIG, f"{text!r} is not host:port")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    # This broker's id, unique in the cluster.
+    broker_id: int
+    # host:port the gRPC listener binds and advertises.
+    listen: str
+    # host:port of every controller's gRPC listener.
+    controllers: tuple[str, ...]
+    # Where partition logs live (one directory per partition).
+    data_dir: Path
+    # Rack for rack-aware placement; empty when unknown.
+    rack: str = ""
+    # host:port for the Prometheus metrics endpoint; empty disables it.
+    metrics_listen: str = ""
+    # Heartbeat period to the active controller.
+    heartbeat_interval_ms: int = 1000
+    # A follower out of date for longer than this is removed from the ISR (replica.lag.time.max.ms).
+    replica_lag_ms_max: int = 10_000
+    # Long-poll wait of follower fetches (replica.fetch.wait.max.ms).
+    replica_fetch_wait_ms_max: int = 500
+    # Bytes per partition a follower fetch asks for.
+    replica_fetch_partition_bytes_max: int = 1 << 20
+    # Long-poll wait of metadata fetches from the controller.
+    metadata_fetch_wait_ms_max: int = 500
+    # How long a call to the controller may take before it is retried elsewhere.
+    controller_request_timeout_ms: int = 5000
+    # Threads serving gRPC calls (long polls hold one each).
+    request_threads: int = 32
+    # Upper bound on one fetch response, over all partitions.
+    fetch_response_bytes_max: int = 50 << 20
+    # Upper bound on how long a consumer long poll may wait.
+    fetch_wait_ms_max: int = 30_000
+    # How often retention and time-based flushes run.
+    log_maintenance_interval_ms: int = 1000
+    # gRPC message size limit (send and receive); must hold the largest batch plus framing.
+    grpc_message_bytes_max: int = 64 << 20
+    # Where the controller quorum's gRPC listeners are, parsed from `controllers`.
+    controller_endpoints: tuple[tuple[str, int], ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        _check(self.broker_id >= 0, f"broker_id must be >= 0, got {self.broker_id}")
+        parse_endpoint(self.listen)
+        if self.metrics_listen:
+            parse_endpoint(self.metrics_listen)
+        _check(len(self.controllers) >= 1, "at least one controller endpoint is needed")
+        object.__setattr__(self, "controller_endpoints", tuple(parse_endpoint(c) for c in self.controllers))
+        _check(100 <= self.heartbeat_interval_ms <= 60_000, "heartbeat_interval_ms must be in [100, 60000]")
+        _check(self.replica_lag_ms_max > self.replica_fetch_wait_ms_max,
+               "replica_lag_ms_max must exceed replica_fetch_wait_ms_max, or idle followers leave the ISR")
+        _check(10 <= self.replica_fetch_wait_ms_max <= 10_000, "replica_fetch_wait_ms_max must be in [10, 10000]")
+        _check(1024 <= self.replica_fetch_partition_bytes_max <= 1 << 30, "replica fetch size out of bounds")
+        _check(10 <= self.metadata_fetch_wait_ms_max <= 10_000, "metadata_fetch_wait_ms_max must be in [10, 10000]")
+        _check(100 <= self.controller_request_timeout_ms <= 120_000, "controller_request_timeout_ms out of bounds")
+        _check(4 <= self.request_threads <= 1024, "request_threads must be in [4, 1024]")
+        _check(1 << 10 <= self.fetch_response_bytes_max <= 1 << 30, "fetch_response_bytes_max out of bounds")
+        _check(self.grpc_message_bytes_max >= self.fetch_response_bytes_max + (1 << 20),
+               "grpc_message_bytes_max must hold a whole fetch response")
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise KanalError(ErrorCode.INVALID_CONFIG, message)

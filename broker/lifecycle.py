@@ -1,0 +1,106 @@
+"""BrokerLifecycle: registration with the controller quorum, heartbeats, fencing state, controlled shutdown.
+
+A broker registers with a fresh incarnation id on every start and gets a broker epoch; it then
+heartbeats every heartbeat_interval_ms with the metadata offset it has applied. The controller unfences
+it once it has caught up and fences it when heartbeats stop; a STALE_BROKER_EPOCH answer means the
+registration was replaced or lost, and the broker registers again. On shutdown the broker asks to be
+fenced first (want_shutdown), so its leaderships move before it stops serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from kanal.broker.controller_client import ControllerClient
+from kanal.v1 import controller_pb2
+from kanal.v1.error import ErrorCode, KanalError
+
+log = logging.getLogger(__name__)
+
+
+class BrokerLifecycle:
+    def __init__(self, client: ControllerClient, *, broker_id: int, endpoint: str, rack: str,
+                 metrics_endpoint: str, heartbeat_interval_ms: int, metadata_offset: Callable[[], int]) -> None:
+        self._client = client
+        self.broker_id = broker_id
+        self._endpoint = endpoint
+        self._rack = rack
+        self._metrics_endpoint = metrics_endpoint
+        self._interval_s = heartbeat_interval_ms / 1000
+        self._metadata_offset = metadata_offset
+        self.incarnation_id = str(uuid.uuid4())
+        self.broker_epoch = -1
+        self.fenced = True
+        self.controller_epoch = -1
+
+    def __repr__(self) -> str:
+        state = "fenced" if self.fenced else "unfenced"
+        return f"<BrokerLifecycle broker={self.broker_id} epoch={self.broker_epoch} {state}>"
+
+    def register(self, timeout_s: float) -> None:
+        """Register (retrying while no controller is active) until `timeout_s` runs out."""
+        request = controller_pb2.RegisterBrokerRequest(
+            broker_id=self.broker_id, incarnation_id=self.incarnation_id, endpoint=self._endpoint,
+            rack=self._rack, metrics_endpoint=self._metrics_endpoint,
+        )
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                reply = self._client.call("RegisterBroker", request,
+                                          timeout_s=max(0.1, min(5.0, deadline - time.monotonic())))
+                if reply.error == ErrorCode.NONE:
+                    self.broker_epoch = reply.broker_epoch
+                    log.info("registered broker %d with epoch %d", self.broker_id, self.broker_epoch)
+                    return
+                problem = KanalError(reply.error, reply.error_message or "registration refused")
+                if not problem.retriable:
+                    raise problem
+            except KanalError as exc:
+                if not exc.retriable:
+                    raise
+                problem = exc
+            if time.monotonic() >= deadline:
+                raise problem
+            time.sleep(0.2)
+
+    def heartbeat(self, *, want_shutdown: bool = False) -> controller_pb2.BrokerHeartbeatResponse:
+        request = controller_pb2.BrokerHeartbeatRequest(
+            broker_id=self.broker_id, broker_epoch=self.broker_epoch,
+            metadata_offset=self._metadata_offset(), want_shutdown=want_shutdown,
+        )
+        reply = self._client.call("BrokerHeartbeat", request, timeout_s=max(1.0, self._interval_s * 2))
+        if reply.error == ErrorCode.STALE_BROKER_EPOCH:
+            log.warning("broker epoch %d is stale; registering again", self.broker_epoch)
+            self.register(timeout_s=10)
+            return reply
+        if reply.error != ErrorCode.NONE:
+            raise KanalError(reply.error, reply.error_message or "heartbeat refused")
+        if reply.fenced != self.fenced:
+            log.info("broker %d is now %s", self.broker_id, "fenced" if reply.fenced else "unfenced")
+        self.fenced = reply.fenced
+        self.controller_epoch = reply.controller_epoch
+        return reply
+
+    def run(self, stop: threading.Event) -> None:
+        """The heartbeat thread: one heartbeat per interval until `stop` is set."""
+        while not stop.wait(self._interval_s):
+            try:
+                self.heartbeat()
+            except KanalError as exc:
+                log.warning("heartbeat failed: %s", exc)
+
+    def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask to be fenced so leaderships move away; True once the controller says it may stop."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if self.heartbeat(want_shutdown=True).shutdown_ready:
+                    return True
+            except KanalError as exc:
+                log.warning("controlled shutdown heartbeat failed: %s", exc)
+            time.sleep(min(0.1, self._interval_s))
+        return False

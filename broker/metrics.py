@@ -1,0 +1,38 @@
+"""The broker's Prometheus metrics, named after Kafka's MBeans so dashboards translate directly.
+
+One registry per broker process (not the global default), served on `metrics_listen` by
+prometheus_client's HTTP server.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class BrokerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.under_replicated_partitions = Gauge(
+            "kanal_replica_manager_under_replicated_partitions",
+            "Partitions led here whose ISR is smaller than their replica set", registry=r)
+        self.offline_partitions = Gauge(
+            "kanal_offline_partitions_count", "Partitions with no leader, as this broker's metadata says", registry=r)
+        self.leader_partitions = Gauge("kanal_replica_manager_leader_count", "Partitions led here", registry=r)
+        self.partitions = Gauge("kanal_replica_manager_partition_count", "Replicas hosted here", registry=r)
+        self.isr_shrinks = Counter("kanal_replica_manager_isr_shrinks", "ISR shrinks this broker made", registry=r)
+        self.isr_expands = Counter("kanal_replica_manager_isr_expands", "ISR expansions this broker made", registry=r)
+        self.requests = Counter("kanal_network_requests", "Requests served", ["request"], registry=r)
+        self.request_errors = Counter("kanal_network_request_errors", "Per-item errors returned",
+                                      ["request", "error"], registry=r)
+        self.request_latency = Histogram("kanal_network_request_latency_seconds", "Time to answer a request",
+                                         ["request"], buckets=_LATENCY_BUCKETS_S, registry=r)
+        self.bytes_in = Counter("kanal_broker_topic_bytes_in", "Bytes appended by producers", registry=r)
+        self.bytes_out = Counter("kanal_broker_topic_bytes_out", "Bytes returned to consumers", registry=r)
+        self.replication_bytes_in = Counter("kanal_broker_replication_bytes_in", "Bytes appended by follower fetchers",
+                                            registry=r)
+        self.messages_in = Counter("kanal_broker_topic_messages_in", "Records appended by producers", registry=r)
+        self.metadata_offset = Gauge("kanal_broker_metadata_offset", "Metadata log offset applied", registry=r)
+        self.fenced = Gauge("kanal_broker_fenced", "1 while the controller has this broker fenced", registry=r)

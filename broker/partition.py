@@ -1,0 +1,388 @@
+"""Partition: one replica this broker hosts: its log, its role (leader or follower), and what the role needs.
+
+The leader appends producer batches (idempotence checked by ProducerStateTable), tracks followers and
+the high-water mark through LeaderState (the pure replication core: HW = min LEO over the ISR, ISR
+shrink/expand proposals, acks=all completion), and answers follower fetches, first checking whether the
+follower's log diverged (divergence.py). A follower appends what its fetcher copied, with the leader's
+offsets, truncates when the leader reports divergence, and takes the HW from the leader's replies.
+
+This class is the shell around those cores: it owns the lock, the Log, the clocks, and the waiting.
+Times: `now_ms` (wall clock) stamps appends and drives retention; `mono_ms` (monotonic) drives the
+replication core, which must never see time go backwards.
+
+One lock per partition serialises its log and state; `changed` (a Condition on it) wakes acks=all
+producers when their produce completes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kanal.broker.divergence import EpochEndOffset, diverging_epoch, truncation_step
+from kanal.broker.leader_state import LeaderState, ReplicationConfig, ReplicationEffects
+from kanal.broker.producer_state import Duplicate, ProducerBatch, ProducerStateTable, Reject, producer_batches_in
+from kanal.broker.storage.log import Log
+from kanal.broker.storage.log_config import LogConfig
+from kanal.v1 import broker_pb2
+from kanal.v1.batch import scan_batch
+from kanal.v1.error import ErrorCode, KanalError
+
+if TYPE_CHECKING:
+    from kanal.broker.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+LEADER, FOLLOWER = "leader", "follower"
+_REPLAY_CHUNK_BYTES = 8 << 20
+_request_ids = itertools.count(1)
+
+
+def mono_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """What the metadata image says about this partition."""
+
+    topic_id: str
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+class Partition:
+    def __init__(self, topic: str, partition_id: int, directory: Path, config: LogConfig, broker_id: int,
+                 min_insync_replicas: int, manager: ReplicaManager) -> None:
+        self.topic = topic
+        self.partition_id = partition_id
+        self.broker_id = broker_id
+        self.directory = directory
+        self.manager = manager
+        self.log = Log.open(directory, config)
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.role: str | None = None
+        self.assignment: Assignment | None = None
+        self.high_watermark = 0
+        self.min_insync_replicas = min_insync_replicas
+        self.deleted = False
+        self._leader: LeaderState | None = None
+        self._completions: dict[int, int] = {}
+        self.producers = self._replay_producer_state()
+
+    def __repr__(self) -> str:
+        a = self.assignment
+        return (f"<Partition {self.topic}-{self.partition_id} {self.role} leader={a.leader if a else -1} "
+                f"epoch={a.leader_epoch if a else -1} leo={self.log.log_end_offset} hw={self.high_watermark} "
+                f"isr={list(a.isr) if a else []}>")
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition_id}"
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.assignment.leader_epoch if self.assignment else -1
+
+    def _replay_producer_state(self) -> ProducerStateTable:
+        """Idempotence state rebuilt from the batches in the log (their headers only)."""
+        table = ProducerStateTable()
+        offset = self.log.log_start_offset
+        while offset < self.log.log_end_offset:
+            data = self.log.read(offset, _REPLAY_CHUNK_BYTES).data
+            if not data:
+                break
+            batches = list(producer_batches_in(data))
+            table = ProducerStateTable.rebuild(batches, start=table)
+            offset = max(offset + 1, batches[-1].last_offset + 1) if batches else self.log.log_end_offset
+        return table
+
+    # ---- role changes (from the metadata image) ----
+
+    def become_leader(self, assignment: Assignment, ineligible: set[int], lag_ms_max: int) -> None:
+        with self.lock:
+            now = mono_ms()
+            if self._leader is not None and self._leader.active and self._leader.leader_epoch <= assignment.leader_epoch:
+                effects = self._leader.on_partition_change(
+                    replicas=assignment.replicas, isr=assignment.isr, leader=assignment.leader,
+                    leader_epoch=assignment.leader_epoch, partition_epoch=assignment.partition_epoch, now_ms=now)
+            else:
+                self._leader = LeaderState(
+                    topic=self.topic, partition=self.partition_id, leader_id=self.broker_id,
+                    replicas=assignment.replicas, isr=assignment.isr, leader_epoch=assignment.leader_epoch,
+                    partition_epoch=assignment.partition_epoch, log_end_offset=self.log.log_end_offset,
+                    high_watermark=self.high_watermark, now_ms=now,
+                    config=ReplicationConfig(replica_lag_ms_max=lag_ms_max))
+                effects = ReplicationEffects(high_watermark=self._leader.high_watermark)
+            self._leader.set_ineligible_replicas(ineligible, now)
+            self.role = LEADER
+            self.assignment = assignment
+            self._apply(effects)
+
+    def update_assignment(self, assignment: Assignment, ineligible: set[int]) -> None:
+        """Same leader (this broker), a newer partition epoch: the ISR or replicas changed."""
+        with self.lock:
+            self.assignment = assignment
+            if self._leader is not None and self._leader.active:
+                now = mono_ms()
+                self._leader.set_ineligible_replicas(ineligible, now)
+                self._apply(self._leader.on_partition_change(
+                    replicas=assignment.replicas, isr=assignment.isr, leader=assignment.leader,
+                    leader_epoch=assignment.leader_epoch, partition_epoch=assignment.partition_epoch, now_ms=now))
+
+    def become_follower(self, assignment: Assignment) -> None:
+        with self.lock:
+            self._resign()
+            self.role = FOLLOWER
+            self.assignment = assignment
+            self.changed.notify_all()
+
+    def _resign(self) -> None:
+        if self._leader is not None and self._leader.active:
+            self._apply(self._leader.resign(mono_ms()))
+        self._leader = None
+
+    # ---- effects of the replication core ----
+
+    def _apply(self, effects: ReplicationEffects) -> None:
+        """Carry out what the core decided (called with the lock held)."""
+        if effects.high_watermark is not None and effects.high_watermark > self.high_watermark:
+            self.high_watermark = effects.high_watermark
+            self.manager.notify_data()
+        for completion in effects.completed:
+            self._completions[completion.request_id] = completion.error
+        if effects.completed:
+            self.changed.notify_all()
+        if effects.isr is not None and self.assignment is not None:
+            old = set(self.assignment.isr)
+            if len(effects.isr) < len(old):
+                self.manager.metrics.isr_shrinks.inc()
+            elif len(effects.isr) > len(old):
+                self.manager.metrics.isr_expands.inc()
+            a = self.assignment
+            self.assignment = Assignment(a.topic_id, a.replicas, tuple(effects.isr), a.leader, a.leader_epoch,
+                                         self._leader.partition_epoch if self._leader else a.partition_epoch)
+        if effects.alter_partition is not None:
+            self.manager.send_alter_partition(self, effects.alter_partition)
+
+    def on_alter_partition_answer(self, proposal, *, error: int, isr=(), leader_epoch: int = -1,
+                                  partition_epoch: int = -1) -> None:
+        with self.lock:
+            if self._leader is None or not self._leader.active:
+                return
+            self._apply(self._leader.on_alter_partition_response(
+                proposal, error=error, isr=isr, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+                now_ms=mono_ms()))
+
+    # ---- checks ----
+
+    def require_leader(self, epoch: int = -1) -> LeaderState:
+        if self.deleted:
+            raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.name} was deleted")
+        if self.role != LEADER or self._leader is None:
+            raise KanalError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} does not lead {self.name}")
+        self._leader.check_leader_epoch(epoch)
+        return self._leader
+
+    # ---- produce ----
+
+    def append_as_leader(self, batches: list[bytes], acks: int, now_ms: int,
+                         out: broker_pb2.ProduceResponse.PartitionResult) -> int | None:
+        """Append producer batches; returns the offset the HW must reach for acks=all."""
+        with self.lock:
+            leader = self.require_leader()
+            if acks == -1:
+                leader.check_acks_all(self.min_insync_replicas)
+            first_base = None
+            required = None
+            appended = 0
+            for raw in batches:
+                header = scan_batch(raw)
+                if header.producer_id:
+                    verdict = self.producers.validate_header(header)
+                    if isinstance(verdict, Reject):
+                        raise verdict.to_error()
+                    if isinstance(verdict, Duplicate):
+                        # Already stored: answer with the original offsets (acks=all still waits for them).
+                        first_base = verdict.base_offset if first_base is None else first_base
+                        required = max(required or 0, verdict.last_offset + 1)
+                        continue
+                info = self.log.append(raw, leader_epoch=self.leader_epoch, now_ms=now_ms)
+                if header.producer_id:
+                    self.producers.record(ProducerBatch.from_header(header, info.base_offset))
+                first_base = info.base_offset if first_base is None else first_base
+                required = max(required or 0, info.last_offset + 1)
+                appended += len(raw)
+                self.manager.metrics.messages_in.inc(header.record_count)
+            self.manager.metrics.bytes_in.inc(appended)
+            if appended:
+                self._apply(leader.on_leader_append(self.log.log_end_offset, mono_ms()))
+            out.base_offset = first_base if first_base is not None else -1
+            out.log_start_offset = self.log.log_start_offset
+            return required if acks == -1 else None
+
+    def wait_replicated(self, required: int, deadline: float) -> None:
+        """Block until the HW reaches `required` (acks=all); raises the produce's failure."""
+        with self.lock:
+            leader = self.require_leader()
+            request_id = next(_request_ids)
+            timeout_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            self._apply(leader.add_pending_produce(request_id, required, self.min_insync_replicas, timeout_ms,
+                                                   mono_ms()))
+            while request_id not in self._completions:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if self._leader is not None and self._leader.active:
+                        self._apply(self._leader.expire(mono_ms()))
+                    if request_id not in self._completions:
+                        self.changed.wait(0.01)  # the core completes it on the next expire
+                    continue
+                self.changed.wait(remaining)
+            error = self._completions.pop(request_id)
+        if error != ErrorCode.NONE:
+            raise KanalError(error, f"{self.name}: acks=all produce up to {required} did not complete")
+
+    # ---- fetch ----
+
+    def read_for_consumer(self, preq, bytes_max: int, out: broker_pb2.FetchResponse.PartitionData) -> int:
+        with self.lock:
+            self.require_leader(preq.current_leader_epoch)
+            self._fill_bounds(out)
+            data = self.log.read(preq.fetch_offset, bytes_max, offset_limit=self.high_watermark).data
+        out.records = data
+        return len(data)
+
+    def read_for_follower(self, replica_id: int, preq, bytes_max: int, out: broker_pb2.FetchResponse.PartitionData
+                          ) -> int:
+        with self.lock:
+            leader = self.require_leader(preq.current_leader_epoch)
+            self._fill_bounds(out)
+            divergence = diverging_epoch(self.log.epoch_cache.entries(), self.log.log_end_offset,
+                                         preq.last_fetched_epoch, preq.fetch_offset)
+            if divergence is not None:
+                out.diverging_epoch = divergence.epoch
+                out.diverging_end_offset = divergence.end_offset
+                return 0
+            if preq.fetch_offset < self.log.log_start_offset:
+                raise KanalError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                 f"{self.name}: fetch from {preq.fetch_offset} is below the log start "
+                                 f"{self.log.log_start_offset}")
+            self._apply(leader.on_follower_fetch(replica_id, preq.fetch_offset, mono_ms()))
+            out.high_watermark = self.high_watermark
+            data = self.log.read(preq.fetch_offset, bytes_max).data
+        out.records = data
+        return len(data)
+
+    def _fill_bounds(self, out) -> None:
+        out.high_watermark = self.high_watermark
+        out.log_end_offset = self.log.log_end_offset
+        out.log_start_offset = self.log.log_start_offset
+        out.leader_epoch = self.leader_epoch
+
+    # ---- follower side ----
+
+    def apply_fetched(self, leader_id: int, p: broker_pb2.FetchResponse.PartitionData) -> int:
+        """What our fetcher got from the leader for this partition; returns bytes appended."""
+        with self.lock:
+            if self.role != FOLLOWER or self.assignment is None or self.assignment.leader != leader_id:
+                return 0  # the leadership moved while the fetch was in flight
+            if p.error == ErrorCode.OFFSET_OUT_OF_RANGE and self.log.log_end_offset < p.log_start_offset:
+                log.info("%r is behind the leader's log start %d: restarting the log there", self, p.log_start_offset)
+                self.log.truncate_fully_and_start_at(p.log_start_offset)
+                self.producers = ProducerStateTable()
+                return 0
+            if p.error:
+                return 0
+            if p.diverging_epoch >= 0:
+                step = truncation_step(self.log.epoch_cache.entries(), self.log.log_end_offset, self.high_watermark,
+                                       EpochEndOffset(p.diverging_epoch, p.diverging_end_offset))
+                if step.below_high_watermark:
+                    log.error("%r truncates below its high-water mark: %s", self, step.reason)
+                log.info("%r diverged from leader %d: truncating to %d (%s)", self, leader_id, step.truncate_to,
+                         step.reason)
+                self.log.truncate_to(step.truncate_to, high_watermark=min(self.high_watermark, step.truncate_to))
+                self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+                self.producers = self._replay_producer_state()
+                return 0
+            appended = 0
+            if p.records:
+                self.log.append_replicated(p.records, now_ms=wall_ms())
+                for batch in producer_batches_in(p.records):
+                    if batch.producer_id:
+                        self.producers.record(batch)
+                appended = len(p.records)
+            new_hw = min(p.high_watermark, self.log.log_end_offset)
+            if new_hw > self.high_watermark:
+                self.high_watermark = new_hw
+            return appended
+
+    def fetch_position(self) -> tuple[int, int, int]:
+        """(fetch offset, current leader epoch, epoch of our last batch) for the next follower fetch."""
+        with self.lock:
+            latest = self.log.epoch_cache.latest_epoch
+            return self.log.log_end_offset, self.leader_epoch, -1 if latest is None else latest
+
+    # ---- offsets ----
+
+    def list_offset(self, timestamp_ms: int) -> tuple[int, int]:
+        with self.lock:
+            leader = self.require_leader()
+            if timestamp_ms == -2:
+                return self.log.log_start_offset, -1
+            if timestamp_ms == -1:
+                if not leader.high_watermark_established:
+                    raise KanalError(ErrorCode.OFFSET_NOT_AVAILABLE, f"{self.name}: new leader, HW not settled yet")
+                return self.high_watermark, -1
+            if timestamp_ms < 0:
+                raise KanalError(ErrorCode.INVALID_REQUEST, f"timestamp {timestamp_ms} is not -2, -1 or >= 0")
+            found = self.log.offset_for_timestamp(timestamp_ms)
+            if found is None or found[0] >= self.high_watermark:
+                return -1, -1
+            return found
+
+    # ---- maintenance ----
+
+    def maintenance(self, now_ms: int, compact_due: bool) -> None:
+        with self.lock:
+            if self.deleted:
+                return
+            if self._leader is not None and self._leader.active:
+                now = mono_ms()
+                self._apply(self._leader.maybe_shrink_isr(now))
+                self._apply(self._leader.expire(now))
+            if self.log.config.cleanup_policy == "delete":
+                self.log.delete_old_segments(now_ms)
+            elif compact_due:
+                self.log.compact(now_ms)
+            self.log.maybe_flush(now_ms)
+
+    # ---- removal ----
+
+    def delete(self) -> None:
+        with self.lock:
+            self._resign()
+            self.deleted = True
+            self.role = None
+            self.log.close()
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.changed.notify_all()
+
+    def close(self) -> None:
+        with self.lock:
+            self._resign()
+            if not self.deleted:
+                self.log.close()

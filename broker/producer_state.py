@@ -1,0 +1,322 @@
+"""ProducerStateTable: idempotent-producer state of one partition, for deduplicating retried batches.
+
+For each producer id that wrote to the partition the table keeps the producer epoch and the metadata of
+its last `BATCHES_PER_PRODUCER_MAX` (5) batches: first and last sequence, base and last offset. Five,
+because an idempotent producer keeps at most five requests in flight per partition (Kafka's
+max.in.flight.requests.per.connection <= 5), so a retry is always of one of its last five batches.
+
+The leader, for every producer batch, in one critical section (the partition lock):
+
+    verdict = table.validate(producer_id, producer_epoch, base_sequence, last_offset_delta)
+    Append     -> info = log.append(...); table.record(..., info.base_offset, max_timestamp_ms)
+    Duplicate  -> answer DUPLICATE_SEQUENCE_NUMBER with the original base offset (a success); no append
+    Reject     -> answer the error; no append
+
+Followers and log replay call `record` for every batch they store, without `validate`: the log is the
+truth, and a replica rebuilt from it must end up with exactly the leader's table.
+
+Validation rules (same epoch = the epoch already registered for the producer id):
+
+| case                                                   | verdict                                   |
+|--------------------------------------------------------|-------------------------------------------|
+| producer_id 0 (not idempotent)                         | Append, nothing tracked                   |
+| negative id / epoch / sequence, sequence > 2^31-1       | Reject INVALID_RECORD                     |
+| unknown producer id, base_sequence 0                   | Append (a new producer)                   |
+| unknown producer id, base_sequence != 0                | Reject UNKNOWN_PRODUCER_ID (see below)    |
+| epoch older than registered                            | Reject INVALID_PRODUCER_EPOCH (a zombie)  |
+| epoch newer than registered, base_sequence 0           | Append (the producer bumped its epoch)    |
+| epoch newer than registered, base_sequence != 0        | Reject OUT_OF_ORDER_SEQUENCE_NUMBER       |
+| same epoch, same first and last sequence as one of the | Duplicate(original base and last offset)  |
+| last five batches                                      |                                           |
+| same epoch, base_sequence = last sequence + 1 (wrapping| Append                                    |
+| 2^31-1 -> 0)                                           |                                           |
+| same epoch, anything else (a gap, an overlap, a retry  | Reject OUT_OF_ORDER_SEQUENCE_NUMBER       |
+| older than the last five)                              |                                           |
+
+A batch's sequences are base_sequence .. base_sequence + last_offset_delta (mod 2^31), as in Kafka: they
+count offsets, not records, so a batch keeps its sequence range after compaction removed records from it.
+
+Unknown producer with a non-zero sequence. Kafka before 2.5 answered UNKNOWN_PRODUCER_ID here; since
+KIP-360 it accepts any sequence from an unknown producer, because Kafka dropped a producer's state when
+retention deleted its last batch, so a live producer could become unknown through no fault of its own.
+kanal keeps producer state across retention (it lives in snapshots and only expires by time,
+`remove_expired`), so an unknown producer sending sequence N > 0 means its earlier batches are not in
+this log: they were lost (acks=1 and a leader change, an unclean election) or expired. Writing the batch
+would hide that gap, so kanal answers UNKNOWN_PRODUCER_ID. The client tells the cases apart with the
+ProduceResponse's log_start_offset: when it is past the producer's last acknowledged offset, retention
+removed the state and the producer may bump its epoch (InitProducerId with its id and epoch) and restart
+at sequence 0; otherwise acknowledged data is gone and it must report it.
+
+Rebuilding: `ProducerStateTable.rebuild(batches)` replays batches in log order (a broker restart, a new
+leader, a follower that truncated its log): the result equals the table built incrementally. The shell
+replays from the newest producer-state snapshot at or below the log end (producer_snapshot.py) instead of
+from the log start. There is no incremental truncation: after a truncation the shell reloads the newest
+snapshot at or below the new log end and replays, because the five-batch window cannot be rolled back.
+
+Pure: no I/O, no clocks, no threads. One owner serialises calls (the partition lock).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import NewType
+
+from kanal.broker.storage.ids import Offset
+from kanal.metadata.ids import ProducerId
+from kanal.v1.batch import BatchHeader, iter_entries, scan_batch
+from kanal.v1.error import ErrorCode, KanalError, error_name
+
+# An idempotent producer's epoch, bumped by InitProducerId; an older epoch is a fenced zombie.
+ProducerEpoch = NewType("ProducerEpoch", int)
+# A per-(producer id, partition) record counter, 0 .. SEQUENCE_MAX, wrapping to 0.
+SequenceNumber = NewType("SequenceNumber", int)
+
+# The RecordBatch.producer_id of batches from producers that are not idempotent (records.proto).
+NO_PRODUCER_ID = ProducerId(0)
+SEQUENCE_MAX = SequenceNumber(2**31 - 1)
+# Kafka's max.in.flight.requests.per.connection bound for idempotence; see the module docstring.
+BATCHES_PER_PRODUCER_MAX = 5
+
+
+def add_sequence(sequence: int, delta: int) -> SequenceNumber:
+    """`sequence + delta` on the wrapping sequence ring (2^31-1 + 1 = 0)."""
+    return SequenceNumber((sequence + delta) % (SEQUENCE_MAX + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """What the table remembers of one stored batch."""
+
+    first_sequence: SequenceNumber
+    last_sequence: SequenceNumber
+    base_offset: Offset
+    last_offset: Offset
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    """One producer id's state in this partition: its epoch and its last batches, oldest first."""
+
+    producer_id: ProducerId
+    producer_epoch: ProducerEpoch
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_PER_PRODUCER_MAX))
+    # max_timestamp_ms of its last batch (the producer's clock, as in Kafka), for expiry.
+    last_timestamp_ms: int = 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProducerEntry):
+            return NotImplemented
+        return (self.producer_id, self.producer_epoch, list(self.batches), self.last_timestamp_ms) == (
+            other.producer_id, other.producer_epoch, list(other.batches), other.last_timestamp_ms)
+
+    def __repr__(self) -> str:
+        last = self.batches[-1] if self.batches else None
+        tail = f"last_seq={last.last_sequence} last_offset={last.last_offset}" if last else "empty"
+        return f"<ProducerEntry id={self.producer_id} epoch={self.producer_epoch} {tail} batches={len(self.batches)}>"
+
+    @property
+    def last_sequence(self) -> SequenceNumber:
+        return self.batches[-1].last_sequence
+
+    def find_duplicate(self, first_sequence: int, last_sequence: int) -> BatchMetadata | None:
+        for batch in self.batches:
+            if batch.first_sequence == first_sequence and batch.last_sequence == last_sequence:
+                return batch
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerBatch:
+    """The fields of one stored batch that producer state needs, for `record` and replay."""
+
+    producer_id: ProducerId
+    producer_epoch: ProducerEpoch
+    base_sequence: SequenceNumber
+    base_offset: Offset
+    last_offset: Offset
+    max_timestamp_ms: int
+
+    @classmethod
+    def from_header(cls, header: BatchHeader, base_offset: int | None = None) -> ProducerBatch:
+        """From a scanned batch: a stored one carries its base offset; for producer bytes, pass the
+        offset the append assigned."""
+        base = header.base_offset if base_offset is None else base_offset
+        return cls(ProducerId(header.producer_id), ProducerEpoch(header.producer_epoch),
+                   SequenceNumber(header.base_sequence), Offset(base), Offset(base + header.last_offset_delta),
+                   header.max_timestamp_ms)
+
+
+def producer_batches_in(entries: bytes | memoryview) -> Iterator[ProducerBatch]:
+    """The batches of a buffer of log entries (what Log.read returns), for replay. Reads headers only; the
+    CRCs were checked when the log was appended to and recovered."""
+    for entry in iter_entries(entries, verify_crc=False):
+        yield ProducerBatch.from_header(scan_batch(entry.batch), entry.suffix.base_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Store the batch, then `record` it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A retry of a stored batch: answer DUPLICATE_SEQUENCE_NUMBER with these offsets; do not store it."""
+
+    base_offset: Offset
+    last_offset: Offset
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """Refuse the batch with this error; nothing is stored."""
+
+    error: int  # an ErrorCode
+    message: str
+
+    def __repr__(self) -> str:
+        return f"<Reject {error_name(self.error)}: {self.message}>"
+
+    def to_error(self) -> KanalError:
+        return KanalError(self.error, self.message)
+
+
+Verdict = Append | Duplicate | Reject
+APPEND = Append()
+
+
+class ProducerStateTable:
+    def __init__(self) -> None:
+        self._producers: dict[ProducerId, ProducerEntry] = {}
+        # Every batch below this offset has been recorded (batches must be recorded in log order).
+        self._next_offset = Offset(0)
+
+    def __repr__(self) -> str:
+        return f"<ProducerStateTable producers={len(self._producers)} next_offset={self._next_offset}>"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProducerStateTable):
+            return NotImplemented
+        return self._next_offset == other._next_offset and self._producers == other._producers
+
+    def __len__(self) -> int:
+        return len(self._producers)
+
+    @property
+    def next_offset(self) -> Offset:
+        """One past the last recorded batch: where replay continues."""
+        return self._next_offset
+
+    def entry(self, producer_id: int) -> ProducerEntry | None:
+        return self._producers.get(ProducerId(producer_id))
+
+    def entries(self) -> list[ProducerEntry]:
+        """Every producer's entry, by producer id."""
+        return [self._producers[pid] for pid in sorted(self._producers)]
+
+    # ---- the produce path ----
+
+    def validate(self, producer_id: int, producer_epoch: int, base_sequence: int, last_offset_delta: int) -> Verdict:
+        """Decide what to do with a producer batch before it is appended (table in the module docstring).
+        Changes nothing."""
+        if producer_id == NO_PRODUCER_ID:
+            return APPEND
+        if producer_id < 0 or producer_epoch < 0 or not 0 <= base_sequence <= SEQUENCE_MAX or last_offset_delta < 0:
+            return Reject(ErrorCode.INVALID_RECORD,
+                          f"producer id {producer_id}, epoch {producer_epoch}, base sequence {base_sequence} or "
+                          f"last offset delta {last_offset_delta} is out of range")
+        entry = self._producers.get(ProducerId(producer_id))
+        if entry is None:
+            if base_sequence == 0:
+                return APPEND
+            return Reject(ErrorCode.UNKNOWN_PRODUCER_ID,
+                          f"producer {producer_id} is unknown here and sent sequence {base_sequence}, not 0: its "
+                          "earlier batches are not in this log")
+        if producer_epoch < entry.producer_epoch:
+            return Reject(ErrorCode.INVALID_PRODUCER_EPOCH,
+                          f"producer {producer_id} epoch {producer_epoch} is older than {entry.producer_epoch}")
+        if producer_epoch > entry.producer_epoch:
+            if base_sequence != 0:
+                return Reject(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                              f"producer {producer_id} new epoch {producer_epoch} must start at sequence 0, "
+                              f"not {base_sequence}")
+            return APPEND
+        last_sequence = add_sequence(base_sequence, last_offset_delta)
+        original = entry.find_duplicate(base_sequence, last_sequence)
+        if original is not None:
+            return Duplicate(original.base_offset, original.last_offset)
+        expected = add_sequence(entry.last_sequence, 1)
+        if base_sequence != expected:
+            return Reject(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                          f"producer {producer_id} epoch {producer_epoch} sent sequence {base_sequence}, "
+                          f"expected {expected}")
+        return APPEND
+
+    def validate_header(self, header: BatchHeader) -> Verdict:
+        """`validate` for a scanned producer batch."""
+        return self.validate(header.producer_id, header.producer_epoch, header.base_sequence,
+                             header.last_offset_delta)
+
+    def record(self, batch: ProducerBatch) -> None:
+        """Remember a stored batch (after a leader append, a follower append, or in replay). Never
+        rejects: the log is the truth. A batch with another epoch than the registered one starts the
+        producer afresh with that epoch (in a log written by validating leaders it is always newer)."""
+        if batch.base_offset < self._next_offset or batch.last_offset < batch.base_offset:
+            # Recording out of log order would make the table differ from a replay of the log.
+            raise ValueError(f"batch [{batch.base_offset}, {batch.last_offset}] recorded out of order: the table "
+                             f"already covers offsets below {self._next_offset}")
+        self._next_offset = Offset(batch.last_offset + 1)
+        if batch.producer_id == NO_PRODUCER_ID:
+            return
+        delta = batch.last_offset - batch.base_offset
+        meta = BatchMetadata(batch.base_sequence, add_sequence(batch.base_sequence, delta),
+                             batch.base_offset, batch.last_offset)
+        entry = self._producers.get(batch.producer_id)
+        if entry is None or entry.producer_epoch != batch.producer_epoch:
+            entry = ProducerEntry(batch.producer_id, batch.producer_epoch)
+            self._producers[batch.producer_id] = entry
+        entry.batches.append(meta)  # the deque's maxlen drops the oldest of six
+        entry.last_timestamp_ms = batch.max_timestamp_ms
+
+    def advance_to(self, offset: int) -> None:
+        """Note that the log holds no further batches below `offset` (the shell skipped recording some,
+        e.g. a follower that started its log at the leader's log start)."""
+        if offset < self._next_offset:
+            raise ValueError(f"cannot move the table back from {self._next_offset} to {offset}")
+        self._next_offset = Offset(offset)
+
+    # ---- rebuilding and expiry ----
+
+    @classmethod
+    def rebuild(cls, batches: Iterable[ProducerBatch], *, start: ProducerStateTable | None = None) -> ProducerStateTable:
+        """Replay batches in log order, on top of `start` (a loaded snapshot; it is changed) or an empty
+        table."""
+        table = start if start is not None else cls()
+        for batch in batches:
+            table.record(batch)
+        return table
+
+    @classmethod
+    def from_entries(cls, entries: Iterable[ProducerEntry], next_offset: int) -> ProducerStateTable:
+        """A table holding exactly these entries (a snapshot being loaded)."""
+        table = cls()
+        for entry in entries:
+            if entry.producer_id in table._producers:
+                raise ValueError(f"producer {entry.producer_id} appears twice")
+            if not entry.batches:
+                raise ValueError(f"producer {entry.producer_id} has no batches")
+            table._producers[entry.producer_id] = entry
+        table._next_offset = Offset(next_offset)
+        return table
+
+    def remove_expired(self, now_ms: int, producer_id_expiration_ms: int) -> list[ProducerId]:
+        """Forget producers whose last batch is at least `producer_id_expiration_ms` old (Kafka's
+        producer.id.expiration.ms, default one day). This is what bounds the table. Returns the ids
+        removed; a later batch from one of them with sequence != 0 gets UNKNOWN_PRODUCER_ID."""
+        if producer_id_expiration_ms < 0:
+            raise ValueError(f"producer_id_expiration_ms must be >= 0, got {producer_id_expiration_ms}")
+        expired = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp_ms >= producer_id_expiration_ms]
+        for pid in expired:
+            del self._producers[pid]
+        return sorted(expired)

@@ -1,0 +1,106 @@
+"""ReplicaFetcher: the thread that copies a leader's partitions to this broker, one per leader followed.
+
+Each round is one Fetch (replica_id = this broker) for every partition this broker follows on that
+leader, from each log's end, carrying the current leader epoch and the epoch of our last batch so the
+leader can report divergence. Partition.apply_fetched appends, truncates or resets as the answer says.
+A failed round backs off briefly; leadership changes come through the metadata image, which updates the
+fetcher's partition list.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+import grpc
+
+from kanal.broker.config import BrokerConfig
+from kanal.v1 import broker_pb2, broker_pb2_grpc
+
+if TYPE_CHECKING:
+    from kanal.broker.partition import Partition
+    from kanal.broker.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+_BACKOFF_S = 0.1
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaManager, leader_id: int, endpoint: str, config: BrokerConfig,
+                 broker_epoch) -> None:
+        self._manager = manager
+        self.leader_id = leader_id
+        self.endpoint = endpoint
+        self._config = config
+        self._broker_epoch = broker_epoch
+        self._partitions: list[Partition] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        options = [("grpc.max_receive_message_length", config.grpc_message_bytes_max),
+                   ("grpc.max_send_message_length", config.grpc_message_bytes_max)]
+        self._channel = grpc.insecure_channel(endpoint, options=options)
+        self._stub = broker_pb2_grpc.BrokerStub(self._channel)
+        self._thread = threading.Thread(target=self._run, name=f"replica-fetcher-{leader_id}", daemon=True)
+
+    def __repr__(self) -> str:
+        return f"<ReplicaFetcher leader={self.leader_id} {self.endpoint} partitions={len(self._partitions)}>"
+
+    def set_partitions(self, partitions: list[Partition]) -> None:
+        with self._lock:
+            self._partitions = list(partitions)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self._config.replica_fetch_wait_ms_max / 1000 + 5)
+        self._channel.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                partitions = list(self._partitions)
+            if not partitions:
+                self._stop.wait(_BACKOFF_S)
+                continue
+            request = broker_pb2.FetchRequest(
+                replica_id=self._config.broker_id, replica_epoch=self._broker_epoch(),
+                max_wait_ms=self._config.replica_fetch_wait_ms_max, min_bytes=1,
+                max_bytes=self._config.fetch_response_bytes_max,
+            )
+            by_key = {}
+            topics: dict[str, broker_pb2.FetchRequest.TopicRequest] = {}
+            for part in partitions:
+                offset, epoch, last_epoch = part.fetch_position()
+                topic = topics.get(part.topic) or topics.setdefault(part.topic, request.topics.add(topic=part.topic))
+                topic.partitions.add(partition=part.partition_id, fetch_offset=offset, current_leader_epoch=epoch,
+                                     last_fetched_epoch=last_epoch,
+                                     max_bytes=self._config.replica_fetch_partition_bytes_max)
+                by_key[(part.topic, part.partition_id)] = part
+            try:
+                reply = self._stub.Fetch(request, timeout=self._config.replica_fetch_wait_ms_max / 1000 + 10)
+            except grpc.RpcError as exc:
+                log.debug("fetch from leader %d failed: %s", self.leader_id, exc.code().name)
+                self._stop.wait(_BACKOFF_S)
+                continue
+            appended = 0
+            errors = 0
+            for topic_data in reply.topics:
+                for p in topic_data.partitions:
+                    part = by_key.get((topic_data.topic, p.partition))
+                    if part is None:
+                        continue
+                    if p.error:
+                        errors += 1
+                    try:
+                        appended += part.apply_fetched(self.leader_id, p)
+                    except Exception:  # a broken partition must not stop replication of the others
+                        log.exception("applying fetched data to %r failed", part)
+                        errors += 1
+            if appended:
+                self._manager.metrics.replication_bytes_in.inc(appended)
+                self._manager.notify_data()
+            if errors and not appended:
+                self._stop.wait(_BACKOFF_S)

@@ -1,0 +1,135 @@
+"""BrokerServer: one broker process's parts wired together, started and stopped in order.
+
+Threads: the gRPC pool (request_threads; long polls hold one each), the metadata follower, the
+heartbeat loop, the log-maintenance loop, and one replica fetcher per leader this broker follows. State
+lives in the replica manager (per-partition locks) and the metadata image (swapped whole, read without
+locks).
+
+Start: open logs → controller client → register → follow metadata (replicas are created as the image
+names them) → serve gRPC → report SERVING on gRPC health once the image has caught up with the metadata log's end
+and the controller has unfenced the broker. Stop: controlled shutdown (leaderships move away first), stop
+serving, stop threads, close logs cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
+
+from kanal.broker.config import BrokerConfig, parse_endpoint
+from kanal.broker.controller_client import ControllerClient
+from kanal.broker.lifecycle import BrokerLifecycle
+from kanal.broker.metadata_follower import MetadataFollower
+from kanal.broker.metrics import BrokerMetrics
+from kanal.broker.producer_ids import ProducerIdManager
+from kanal.broker.replica_manager import ReplicaManager
+from kanal.broker.service import BrokerService
+from kanal.v1 import broker_pb2, broker_pb2_grpc
+
+log = logging.getLogger(__name__)
+SERVICE_NAME = broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.metrics = BrokerMetrics()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._grpc: grpc.Server | None = None
+        self._metrics_server = None
+        self.health = health.HealthServicer()
+        Path(config.data_dir).mkdir(parents=True, exist_ok=True)
+        self.controllers = ControllerClient(
+            [f"{h}:{p}" for h, p in config.controller_endpoints],
+            request_timeout_ms=config.controller_request_timeout_ms,
+            message_bytes_max=config.grpc_message_bytes_max,
+        )
+        self.replicas = ReplicaManager(config, self.controllers, self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch)
+        self.metadata = MetadataFollower(
+            self.controllers, fetch_bytes_max=8 << 20, fetch_wait_ms=config.metadata_fetch_wait_ms_max,
+            on_change=self._on_metadata,
+        )
+        self.lifecycle = BrokerLifecycle(
+            self.controllers, broker_id=config.broker_id, endpoint=config.listen, rack=config.rack,
+            metrics_endpoint=config.metrics_listen, heartbeat_interval_ms=config.heartbeat_interval_ms,
+            metadata_offset=lambda: self.metadata.offset,
+        )
+        self.producer_ids = ProducerIdManager(
+            lambda req: self.controllers.call("AllocateProducerIds", req), config.broker_id,
+            lambda: self.lifecycle.broker_epoch,
+        )
+
+    def __repr__(self) -> str:
+        return f"<BrokerServer {self.config.broker_id} at {self.config.listen}>"
+
+    def _on_metadata(self, old, new) -> None:
+        self.metrics.metadata_offset.set(new.next_offset)
+        self.replicas.on_metadata(old, new)
+
+    def start(self, *, register_timeout_s: float = 60.0) -> None:
+        options = [("grpc.max_receive_message_length", self.config.grpc_message_bytes_max),
+                   ("grpc.max_send_message_length", self.config.grpc_message_bytes_max),
+                   ("grpc.so_reuseport", 0)]
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self.config.request_threads), options=options)
+        broker_pb2_grpc.add_BrokerServicer_to_server(BrokerService(self), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection((SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME), server)
+        self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if server.add_insecure_port(self.config.listen) == 0:
+            raise OSError(f"cannot listen on {self.config.listen}")
+        server.start()
+        self._grpc = server
+        if self.config.metrics_listen:
+            host, port = parse_endpoint(self.config.metrics_listen)
+            self._metrics_server, _ = start_http_server(port, addr=host, registry=self.metrics.registry)
+        self.lifecycle.register(timeout_s=register_timeout_s)
+        self._spawn("metadata-follower", self.metadata.run)
+        self._spawn("heartbeat", self.lifecycle.run)
+        self._spawn("log-maintenance", self._maintenance)
+        self._spawn("readiness", self._wait_ready)
+
+    def _spawn(self, name: str, target) -> None:
+        thread = threading.Thread(target=target, args=(self._stop,), name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _wait_ready(self, stop: threading.Event) -> None:
+        """SERVING once the image has reached the metadata end the controller reported and the controller
+        has unfenced this broker (before that it can lead nothing, and topics cannot be placed on it)."""
+        while not stop.is_set():
+            caught_up = self.metadata.end_offset and self.metadata.offset >= self.metadata.end_offset
+            if caught_up and not self.lifecycle.fenced:
+                self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+                self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+                return
+            stop.wait(0.05)
+
+    def _maintenance(self, stop: threading.Event) -> None:
+        interval_s = self.config.log_maintenance_interval_ms / 1000
+        while not stop.wait(interval_s):
+            self.replicas.maintenance(int(time.time() * 1000))
+            self.metrics.fenced.set(1 if self.lifecycle.fenced else 0)
+
+    def stop(self, *, controlled: bool = True, grace_s: float = 5.0) -> None:
+        if controlled and self.lifecycle.broker_epoch >= 0:
+            self.lifecycle.controlled_shutdown(timeout_s=grace_s)
+        self.health.enter_graceful_shutdown()
+        self._stop.set()
+        if self._grpc is not None:
+            self._grpc.stop(grace=1.0).wait(grace_s)
+        self.replicas.close()
+        for thread in self._threads:
+            thread.join(timeout=grace_s)
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+        self.controllers.close()

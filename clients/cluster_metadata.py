@@ -1,0 +1,158 @@
+"""ClusterMetadata: a client's view of the cluster (brokers, topics, partition leaders), from the
+Metadata RPC of any bootstrap broker, and a pool of gRPC channels to the brokers.
+
+Thread-safe: the view is replaced whole on refresh; channels are created once per endpoint.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1.error import ErrorCode, KanalError
+
+_MESSAGE_BYTES_MAX = 64 << 20
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", _MESSAGE_BYTES_MAX),
+    ("grpc.max_send_message_length", _MESSAGE_BYTES_MAX),
+]
+
+
+def parse_bootstrap(bootstrap: str) -> list[str]:
+    endpoints = [e.strip() for e in bootstrap.split(",") if e.strip()]
+    for e in endpoints:
+        host, sep, port = e.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise KanalError(ErrorCode.INVALID_CONFIG, f"bootstrap endpoint {e!r} is not host:port")
+    if not endpoints:
+        raise KanalError(ErrorCode.INVALID_CONFIG, "bootstrap needs at least one host:port")
+    return endpoints
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    brokers: dict[int, str]  # broker id -> endpoint
+    topics: dict[str, list[PartitionInfo]]
+    topic_errors: dict[str, int]
+
+
+class ClusterMetadata:
+    def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.request_timeout_s = request_timeout_ms / 1000
+        self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[str, broker_pb2_grpc.BrokerStub] = {}
+        self._lock = threading.Lock()
+        self.view = ClusterView({}, {}, {})
+        self._wanted: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"<ClusterMetadata brokers={sorted(self.view.brokers)} topics={sorted(self.view.topics)}>"
+
+    def stub(self, endpoint: str) -> broker_pb2_grpc.BrokerStub:
+        stub = self._stubs.get(endpoint)
+        if stub is None:
+            with self._lock:
+                stub = self._stubs.get(endpoint)
+                if stub is None:
+                    channel = grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS)
+                    self._channels[endpoint] = channel
+                    stub = self._stubs[endpoint] = broker_pb2_grpc.BrokerStub(channel)
+        return stub
+
+    def any_stub(self) -> broker_pb2_grpc.BrokerStub:
+        """A stub to some broker that answers, for calls any broker can serve."""
+        return self.stub(self._endpoint_that_answers(time.monotonic() + self.request_timeout_s))
+
+    def _endpoint_that_answers(self, deadline: float) -> str:
+        candidates = list(dict.fromkeys([*self.view.brokers.values(), *self.bootstrap]))
+        problems = []
+        while True:
+            for endpoint in candidates:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                ready = grpc.channel_ready_future(self._channel(endpoint))
+                try:
+                    ready.result(timeout=min(remaining, 2.0))
+                    return endpoint
+                except grpc.FutureTimeoutError:
+                    problems.append(endpoint)
+                finally:
+                    ready.cancel()  # stops its polling thread, which would outlive a closed channel
+            if time.monotonic() >= deadline:
+                raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE,
+                                 f"no broker reachable at {', '.join(dict.fromkeys(problems)) or candidates}")
+
+    def _channel(self, endpoint: str) -> grpc.Channel:
+        self.stub(endpoint)
+        return self._channels[endpoint]
+
+    def refresh(self, topics: list[str] | None = None) -> ClusterView:
+        """Ask a broker for the brokers and the given topics (plus every topic asked for before)."""
+        if topics:
+            self._wanted.update(topics)
+        deadline = time.monotonic() + self.request_timeout_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            endpoint = self._endpoint_that_answers(deadline)
+            try:
+                reply = self.stub(endpoint).Metadata(broker_pb2.MetadataRequest(topics=sorted(self._wanted)),
+                                                     timeout=max(0.1, deadline - time.monotonic()))
+            except grpc.RpcError as exc:
+                last = exc
+                time.sleep(0.05)
+                continue
+            self.view = _view_of(reply)
+            return self.view
+        raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"metadata refresh failed: {last}")
+
+    def partitions(self, topic: str, *, refresh_if_missing: bool = True) -> list[PartitionInfo]:
+        parts = self.view.topics.get(topic)
+        if parts is None and refresh_if_missing:
+            parts = self.refresh([topic]).topics.get(topic)
+        if parts is None:
+            code = self.view.topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            raise KanalError(code, f"topic {topic!r} is not known to the cluster")
+        return parts
+
+    def leader_endpoint(self, topic: str, partition: int) -> str | None:
+        parts = self.view.topics.get(topic)
+        if parts is None or partition >= len(parts):
+            return None
+        return self.view.brokers.get(parts[partition].leader)
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()
+            self._stubs.clear()
+
+
+def _view_of(reply: broker_pb2.MetadataResponse) -> ClusterView:
+    brokers = {b.broker_id: b.endpoint for b in reply.brokers}
+    topics, errors = {}, {}
+    for t in reply.topics:
+        if t.error:
+            errors[t.name] = t.error
+            continue
+        topics[t.name] = [
+            PartitionInfo(t.name, p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+            for p in sorted(t.partitions, key=lambda p: p.partition)
+        ]
+    return ClusterView(brokers, topics, errors)

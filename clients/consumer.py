@@ -1,0 +1,376 @@
+"""Consumer: read records from partitions assigned by hand (consumer groups come with the coordinator).
+
+    consumer = Consumer(ConsumerConfig(bootstrap="127.0.0.1:9092", auto_offset_reset="earliest"))
+    consumer.assign([("orders", 0), ("orders", 1)])
+    for record in consumer.poll(1.0): ...
+
+A background fetcher thread keeps a bounded buffer of records ahead of poll(): it sends one Fetch per
+leader (all of that leader's assigned partitions in it, long-polling with fetch_min_bytes /
+fetch_max_wait_ms), checks both CRCs of every batch, decodes it, and skips records below the position
+(a fetch starts at the batch holding the offset). A leader change or a dead broker refreshes metadata;
+an offset out of range follows auto_offset_reset. seek() discards what was fetched for that partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Iterable
+
+import grpc
+
+from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.v1 import broker_pb2, records_pb2
+from kanal.v1.batch import iter_entries, parse_batch
+from kanal.v1.codecs import decompress
+from kanal.v1.error import ErrorCode, KanalError
+
+log = logging.getLogger(__name__)
+TopicPartition = tuple[str, int]
+EARLIEST, LATEST = -2, -1
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    bootstrap: str
+    # Where to start when a partition has no position or its position is out of range:
+    # "earliest", "latest", or "none" (raise OFFSET_OUT_OF_RANGE from poll).
+    auto_offset_reset: str = "latest"
+    # Most records one poll() returns.
+    max_poll_records: int = 500
+    # A fetch waits until this many bytes are available (fetch.min.bytes)...
+    fetch_min_bytes: int = 1
+    # ...or this long (fetch.max.wait.ms).
+    fetch_max_wait_ms: int = 500
+    # Bytes one fetch may return over all partitions (fetch.max.bytes).
+    fetch_max_bytes: int = 50 * 1024 * 1024
+    # Bytes one fetch may return per partition (max.partition.fetch.bytes).
+    partition_fetch_bytes_max: int = 1024 * 1024
+    # Bytes of fetched, not yet polled records kept per partition before its fetching pauses.
+    prefetch_bytes_max: int = 4 * 1024 * 1024
+    request_timeout_ms: int = 30_000
+    client_id: str = "kanal-consumer"
+
+    def __post_init__(self) -> None:
+        if self.auto_offset_reset not in ("earliest", "latest", "none"):
+            raise KanalError(ErrorCode.INVALID_CONFIG, "auto_offset_reset must be earliest, latest or none")
+        for name, lo, hi in (("max_poll_records", 1, 1_000_000), ("fetch_min_bytes", 0, 1 << 30),
+                             ("fetch_max_wait_ms", 0, 300_000), ("fetch_max_bytes", 1024, 1 << 30),
+                             ("partition_fetch_bytes_max", 1024, 1 << 30), ("prefetch_bytes_max", 1024, 1 << 32),
+                             ("request_timeout_ms", 100, 600_000)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or not lo <= value <= hi:
+                raise KanalError(ErrorCode.INVALID_CONFIG, f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+
+
+class ConsumerRecord:
+    __slots__ = ("topic", "partition", "offset", "timestamp_ms", "key", "value", "headers", "leader_epoch")
+
+    def __init__(self, topic, partition, offset, timestamp_ms, key, value, headers, leader_epoch) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp_ms = timestamp_ms
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.leader_epoch = leader_epoch
+
+    def __repr__(self) -> str:
+        return f"<ConsumerRecord {self.topic}-{self.partition}@{self.offset} key={self.key!r}>"
+
+
+class _PartitionState:
+    __slots__ = ("position", "fetch_offset", "generation", "buffer", "buffered_bytes", "reset", "error")
+
+    def __init__(self) -> None:
+        self.position: int | None = None  # next offset poll() returns
+        self.fetch_offset: int | None = None  # next offset to fetch
+        self.generation = 0  # bumped by seek: fetches started before it are discarded
+        self.buffer: deque[ConsumerRecord] = deque()
+        self.buffered_bytes = 0
+        self.reset: int | None = None  # EARLIEST / LATEST / an offset to look up
+        self.error: KanalError | None = None
+
+
+class Consumer:
+    def __init__(self, config: ConsumerConfig) -> None:
+        self.config = config
+        self._metadata = ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms)
+        self._metadata.refresh()  # fail fast on an unreachable bootstrap
+        self._states: dict[TopicPartition, _PartitionState] = {}
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self._running = True
+        self._fetcher = threading.Thread(target=self._run_fetcher, name="kanal-consumer-fetcher", daemon=True)
+        self._fetcher.start()
+
+    def __repr__(self) -> str:
+        return f"<Consumer {self.config.client_id} assigned={sorted(self._states)}>"
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- assignment and positions ----
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        wanted = [(t, int(p)) for t, p in partitions]
+        for topic, partition in wanted:
+            parts = self._metadata.partitions(topic)
+            if not 0 <= partition < len(parts):
+                raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
+        with self._lock:
+            self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
+            for state in self._states.values():
+                if state.position is None and state.reset is None:
+                    state.reset = EARLIEST if self.config.auto_offset_reset == "earliest" else LATEST
+            self._arrived.notify_all()
+
+    def assignment(self) -> list[TopicPartition]:
+        return sorted(self._states)
+
+    def _state(self, tp: TopicPartition) -> _PartitionState:
+        state = self._states.get(tp)
+        if state is None:
+            raise KanalError(ErrorCode.INVALID_REQUEST, f"{tp[0]}-{tp[1]} is not assigned to this consumer")
+        return state
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        with self._lock:
+            state = self._state(tp)
+            self._discard(state)
+            state.position = state.fetch_offset = offset
+            state.reset = None
+            self._arrived.notify_all()
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._seek_special(partitions, EARLIEST)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._seek_special(partitions, LATEST)
+
+    def seek_to_timestamp(self, tp: TopicPartition, timestamp_ms: int) -> None:
+        """Move to the first record at or after `timestamp_ms` (or the end when there is none)."""
+        self._seek_special([tp], timestamp_ms)
+
+    def _seek_special(self, partitions: Iterable[TopicPartition] | None, where: int) -> None:
+        with self._lock:
+            for tp in list(partitions) if partitions is not None else list(self._states):
+                state = self._state(tp)
+                self._discard(state)
+                state.position = state.fetch_offset = None
+                state.reset = where
+            self._arrived.notify_all()
+
+    @staticmethod
+    def _discard(state: _PartitionState) -> None:
+        state.generation += 1
+        state.buffer.clear()
+        state.buffered_bytes = 0
+        state.error = None
+
+    def position(self, tp: TopicPartition, timeout_s: float = 30.0) -> int:
+        """The offset of the next record poll() returns for `tp` (resolving a pending reset first)."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            state = self._state(tp)
+            while state.position is None:
+                if state.error is not None:
+                    raise state.error
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KanalError(ErrorCode.REQUEST_TIMED_OUT, f"no position for {tp} yet")
+                self._arrived.wait(remaining)
+            return state.position
+
+    # ---- polling ----
+
+    def poll(self, timeout_s: float = 1.0) -> list[ConsumerRecord]:
+        """Up to max_poll_records records, waiting up to timeout_s for the first one."""
+        deadline = time.monotonic() + timeout_s
+        out: list[ConsumerRecord] = []
+        with self._lock:
+            while True:
+                for state in self._states.values():
+                    if state.error is not None:
+                        error, state.error = state.error, None
+                        raise error
+                    while state.buffer and len(out) < self.config.max_poll_records:
+                        record = state.buffer.popleft()
+                        state.buffered_bytes -= len(record.value or b"") + len(record.key or b"")
+                        out.append(record)
+                        state.position = record.offset + 1
+                if out:
+                    self._arrived.notify_all()  # buffer space freed: the fetcher may go on
+                    return out
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return out
+                self._arrived.wait(remaining)
+
+    def close(self) -> None:
+        self._running = False
+        with self._lock:
+            self._arrived.notify_all()
+        self._fetcher.join(timeout=5)
+        self._metadata.close()
+
+    # ---- the fetcher thread ----
+
+    def _run_fetcher(self) -> None:
+        while self._running:
+            try:
+                self._resolve_resets()
+                plan = self._plan()
+                if not plan:
+                    with self._lock:
+                        self._arrived.wait(0.05)
+                    continue
+                calls = []
+                for endpoint, (request, generations) in plan.items():
+                    timeout = self.config.fetch_max_wait_ms / 1000 + self.config.request_timeout_ms / 1000
+                    calls.append((endpoint, generations, self._metadata.stub(endpoint).Fetch.future(request, timeout=timeout)))
+                for endpoint, generations, call in calls:
+                    self._handle(endpoint, generations, call)
+            except KanalError as exc:
+                log.warning("consumer fetcher: %s", exc)
+                time.sleep(0.1)
+
+    def _plan(self) -> dict[str, tuple[broker_pb2.FetchRequest, dict[TopicPartition, int]]]:
+        plan: dict[str, tuple[broker_pb2.FetchRequest, dict[TopicPartition, int]]] = {}
+        with self._lock:
+            items = [(tp, s.fetch_offset, s.generation) for tp, s in self._states.items()
+                     if s.fetch_offset is not None and s.buffered_bytes < self.config.prefetch_bytes_max
+                     and s.error is None]
+        refresh = False
+        for (topic, partition), offset, generation in items:
+            endpoint = self._metadata.leader_endpoint(topic, partition)
+            if endpoint is None:
+                refresh = True
+                continue
+            if endpoint not in plan:
+                plan[endpoint] = (broker_pb2.FetchRequest(
+                    replica_id=-1, max_wait_ms=self.config.fetch_max_wait_ms, min_bytes=self.config.fetch_min_bytes,
+                    max_bytes=self.config.fetch_max_bytes), {})
+            request, generations = plan[endpoint]
+            topic_req = next((t for t in request.topics if t.topic == topic), None) or request.topics.add(topic=topic)
+            topic_req.partitions.add(partition=partition, fetch_offset=offset,
+                                     max_bytes=self.config.partition_fetch_bytes_max, current_leader_epoch=-1,
+                                     last_fetched_epoch=-1)
+            generations[(topic, partition)] = generation
+        if refresh:
+            self._refresh()
+        return plan
+
+    def _refresh(self) -> None:
+        try:
+            self._metadata.refresh(sorted({t for t, _ in self._states}))
+        except KanalError as exc:
+            log.warning("metadata refresh failed: %s", exc)
+
+    def _handle(self, endpoint: str, generations: dict[TopicPartition, int], call: grpc.Future) -> None:
+        try:
+            reply = call.result()
+        except grpc.RpcError as exc:
+            log.info("fetch from %s failed: %s", endpoint, exc.code().name)
+            self._refresh()
+            time.sleep(0.05)
+            return
+        refresh = False
+        for topic_data in reply.topics:
+            for p in topic_data.partitions:
+                tp = (topic_data.topic, p.partition)
+                if p.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    self._out_of_range(tp, generations[tp], p.error_message)
+                    continue
+                if p.error:
+                    refresh = True
+                    continue
+                if p.records:
+                    records, next_offset = self._decode(tp, p.records)
+                    self._deliver(tp, generations[tp], records, next_offset)
+        if refresh:
+            self._refresh()
+
+    def _decode(self, tp: TopicPartition, data: bytes) -> tuple[list[ConsumerRecord], int]:
+        topic, partition = tp
+        out: list[ConsumerRecord] = []
+        next_offset = -1
+        for entry in iter_entries(data, verify_crc=True):  # entry CRC and producer CRC both checked
+            batch = parse_batch(entry.batch, verify_crc=False)
+            base, first_ts, epoch = batch.base_offset, batch.first_timestamp_ms, batch.partition_leader_epoch
+            for r in records_pb2.RecordList.FromString(decompress(batch.codec, batch.records)).records:
+                out.append(ConsumerRecord(
+                    topic, partition, base + r.offset_delta, first_ts + r.timestamp_delta_ms,
+                    r.key if r.HasField("key") else None, r.value if r.HasField("value") else None,
+                    [(h.key, h.value if h.HasField("value") else None) for h in r.headers] if r.headers else [],
+                    epoch))
+            next_offset = base + batch.last_offset_delta + 1
+        return out, next_offset
+
+    def _deliver(self, tp: TopicPartition, generation: int, records: list[ConsumerRecord], next_offset: int) -> None:
+        with self._lock:
+            state = self._states.get(tp)
+            if state is None or state.generation != generation or state.fetch_offset is None:
+                return  # reassigned or sought meanwhile
+            start = state.fetch_offset
+            fresh = [r for r in records if r.offset >= start]
+            state.buffer.extend(fresh)
+            state.buffered_bytes += sum(len(r.value or b"") + len(r.key or b"") for r in fresh)
+            state.fetch_offset = max(start, next_offset)
+            if fresh:
+                self._arrived.notify_all()
+
+    def _out_of_range(self, tp: TopicPartition, generation: int, message: str) -> None:
+        with self._lock:
+            state = self._states.get(tp)
+            if state is None or state.generation != generation:
+                return
+            if self.config.auto_offset_reset == "none":
+                state.error = KanalError(ErrorCode.OFFSET_OUT_OF_RANGE, message)
+                state.fetch_offset = None
+            else:
+                self._discard(state)
+                state.position = state.fetch_offset = None
+                state.reset = EARLIEST if self.config.auto_offset_reset == "earliest" else LATEST
+            self._arrived.notify_all()
+
+    def _resolve_resets(self) -> None:
+        with self._lock:
+            pending = [(tp, s.reset, s.generation) for tp, s in self._states.items() if s.reset is not None]
+        for (topic, partition), where, generation in pending:
+            endpoint = self._metadata.leader_endpoint(topic, partition)
+            if endpoint is None:
+                self._refresh()
+                continue
+            request = broker_pb2.ListOffsetsRequest()
+            request.topics.add(topic=topic).partitions.add(partition=partition, timestamp_ms=where)
+            try:
+                reply = self._metadata.stub(endpoint).ListOffsets(request, timeout=self.config.request_timeout_ms / 1000)
+            except grpc.RpcError:
+                self._refresh()
+                continue
+            answer = reply.topics[0].partitions[0]
+            if answer.error:
+                self._refresh()
+                continue
+            offset = answer.offset
+            if offset < 0:  # no record at or after that timestamp: the end
+                request.topics[0].partitions[0].timestamp_ms = LATEST
+                try:
+                    offset = self._metadata.stub(endpoint).ListOffsets(
+                        request, timeout=self.config.request_timeout_ms / 1000).topics[0].partitions[0].offset
+                except grpc.RpcError:
+                    continue
+            with self._lock:
+                state = self._states.get((topic, partition))
+                if state is not None and state.generation == generation and state.reset is not None:
+                    state.position = state.fetch_offset = offset
+                    state.reset = None
+                    self._arrived.notify_all()

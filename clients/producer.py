@@ -1,0 +1,296 @@
+"""Producer: send records to kanal, batched per partition, with retries and idempotence.
+
+    producer = Producer(ProducerConfig(bootstrap="127.0.0.1:9092"))
+    future = producer.produce("orders", b"value", key=b"customer-7")
+    producer.flush()
+    future.result().offset
+
+produce() places the record (explicit partition; else murmur3 of the key, as every kanal client does;
+else a sticky partition that changes when its batch is sealed), appends it to the accumulator and returns
+at once. A background sender thread drains sealed or lingered batches, groups them by leader, and sends one
+Produce call per broker carrying batches for many partitions (at most max_in_flight calls per broker, one
+batch per partition). Retriable errors (leader moved, broker down, timeouts, not enough replicas) refresh
+metadata and retry the same bytes after retry_backoff_ms until delivery_timeout_ms; with idempotence the
+leader drops a retried batch it already has, so each record is written once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+import grpc
+
+from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.clients.producer_config import ProducerConfig
+from kanal.clients.record_accumulator import (
+    DeliveryCallback,
+    ProducerBatch,
+    RecordAccumulator,
+    RecordFuture,
+    RecordMetadata,
+)
+from kanal.v1 import broker_pb2
+from kanal.v1.batch import NewRecord, build_batch
+from kanal.v1.error import ErrorCode, KanalError, is_retriable
+from kanal.v1.partitioning import partition_for_key
+
+log = logging.getLogger(__name__)
+
+Partitioner = Callable[[str, bytes | None, int], int]  # (topic, key, partition count) -> partition
+_RECORD_OVERHEAD_BYTES = 16
+_METADATA_REFRESH_MIN_S = 0.05
+__all__ = ["Producer", "ProducerConfig", "RecordMetadata", "RecordFuture"]
+
+
+def _as_bytes(value: bytes | bytearray | memoryview | str | None, what: str) -> bytes | None:
+    if value is None or type(value) is bytes:
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
+
+
+class Producer:
+    def __init__(self, config: ProducerConfig, *, partitioner: Partitioner | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.config = config
+        self._metadata = ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms)
+        self._accumulator = RecordAccumulator(
+            batch_size_bytes=config.batch_size_bytes, linger_ms=config.linger_ms,
+            buffer_memory_bytes=config.buffer_memory_bytes, delivery_timeout_ms=config.delivery_timeout_ms,
+        )
+        self._partitioner = partitioner
+        self._rng = rng or random.Random()
+        self._sticky: dict[str, int] = {}
+        self._partition_counts: dict[str, int] = {}
+        self._in_flight_calls: dict[str, int] = defaultdict(int)
+        self._calls_lock = threading.Lock()
+        self._producer_id = 0
+        self._producer_epoch = 0
+        self._sequences: dict[tuple[str, int], int] = defaultdict(int)
+        self._last_refresh_s = 0.0
+        self._closed = False
+        self._running = True
+        self._metadata.refresh()  # fail fast on an unreachable bootstrap
+        if config.enable_idempotence:
+            self._init_producer_id()
+        self._sender = threading.Thread(target=self._run_sender, name="kanal-producer-sender", daemon=True)
+        self._sender.start()
+
+    def __repr__(self) -> str:
+        return f"<Producer {self.config.client_id} pid={self._producer_id} {self._accumulator!r}>"
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- the caller's side ----
+
+    def produce(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
+                partition: int | None = None, headers: Sequence[tuple[str, bytes | None]] | None = None,
+                timestamp: int | None = None, on_delivery: DeliveryCallback | None = None) -> RecordFuture:
+        """Queue one record; returns a future of its RecordMetadata. Raises at once for a closed
+        producer, an unknown topic or partition, or a record over record_bytes_max."""
+        if self._closed:
+            raise KanalError(ErrorCode.INVALID_REQUEST, "the producer is closed")
+        value = _as_bytes(value, "value")
+        key = _as_bytes(key, "key")
+        count = self._partition_counts.get(topic) or self._partition_count(topic)
+        if partition is None:
+            if self._partitioner is not None:
+                partition = self._partitioner(topic, key, count)
+            elif key is not None:
+                partition = partition_for_key(key, count)
+            else:
+                partition = self._sticky.get(topic)
+                if partition is None:
+                    partition = self._sticky[topic] = self._rng.randrange(count)
+        elif not 0 <= partition < count:
+            raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
+        size = _RECORD_OVERHEAD_BYTES + (len(value) if value else 0) + (len(key) if key else 0)
+        if headers:
+            size += sum(len(k) + (len(v) if v else 0) for k, v in headers)
+        if size > self.config.record_bytes_max:
+            raise KanalError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"record of {size} bytes is over record_bytes_max ({self.config.record_bytes_max})")
+        record = NewRecord(value, key, int(time.time() * 1000) if timestamp is None else timestamp,
+                           tuple(headers) if headers else ())
+        batch, index, sealed = self._accumulator.append(topic, partition, record, size,
+                                                        self.config.max_block_ms / 1000)
+        if sealed and key is None and partition == self._sticky.get(topic):
+            self._sticky[topic] = self._rng.randrange(count)  # sticky partitioner: move on once a batch is full
+        if on_delivery is not None:
+            batch.callbacks.append((index, on_delivery))
+        return RecordFuture(batch, index)
+
+    def _partition_count(self, topic: str) -> int:
+        count = len(self._metadata.partitions(topic))
+        self._partition_counts[topic] = count
+        return count
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Send everything buffered now and wait until it is acknowledged (or failed)."""
+        self._accumulator.begin_flush()
+        try:
+            return self._accumulator.wait_all_done(timeout_s)
+        finally:
+            self._accumulator.end_flush()
+
+    def close(self, timeout_s: float | None = 30.0) -> None:
+        """Flush, then stop the sender. Records not delivered by the timeout fail with REQUEST_TIMED_OUT."""
+        if self._closed:
+            return
+        self._closed = True
+        self.flush(timeout_s)
+        self._running = False
+        with self._accumulator.wakeup:
+            self._accumulator.wakeup.notify_all()
+        self._sender.join(timeout=5)
+        for batch in self._accumulator.abort_all(KanalError(ErrorCode.REQUEST_TIMED_OUT, "producer closed")):
+            self._finish(batch, -1, KanalError(ErrorCode.REQUEST_TIMED_OUT, "the producer was closed"))
+        self._metadata.close()
+
+    # ---- the sender ----
+
+    def _init_producer_id(self) -> None:
+        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        while True:
+            try:
+                reply = self._metadata.any_stub().InitProducerId(broker_pb2.InitProducerIdRequest(),
+                                                                 timeout=self.config.request_timeout_ms / 1000)
+                if reply.error == ErrorCode.NONE:
+                    self._producer_id, self._producer_epoch = reply.producer_id, reply.producer_epoch
+                    self._sequences.clear()
+                    return
+                error = KanalError(reply.error, reply.error_message or "InitProducerId failed")
+            except grpc.RpcError as exc:
+                error = KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"InitProducerId: {exc.code().name}")
+            if not error.retriable or time.monotonic() > deadline:
+                raise error
+            time.sleep(self.config.retry_backoff_ms / 1000)
+
+    def _run_sender(self) -> None:
+        acc = self._accumulator
+        while True:
+            now = time.monotonic()
+            batches, sleep_s = acc.drain(now, self._sendable)
+            if batches:
+                self._send(batches, now)
+            elif not self._running and acc.unfinished == 0:
+                return
+            else:
+                with acc.wakeup:
+                    acc.wakeup.wait(sleep_s if self._running else 0.01)
+
+    def _sendable(self, key: tuple[str, int]) -> bool:
+        endpoint = self._metadata.leader_endpoint(*key)
+        if endpoint is None:
+            self._maybe_refresh()
+            return False
+        return self._in_flight_calls[endpoint] < self.config.max_in_flight
+
+    def _maybe_refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._last_refresh_s < _METADATA_REFRESH_MIN_S:
+            return
+        self._last_refresh_s = now
+        try:
+            self._metadata.refresh()
+        except KanalError as exc:
+            log.warning("metadata refresh failed: %s", exc)
+
+    def _send(self, batches: list[ProducerBatch], now: float) -> None:
+        by_leader: dict[str, list[ProducerBatch]] = defaultdict(list)
+        for batch in batches:
+            if now > batch.deadline_s:
+                self._finish(batch, -1, batch.error or KanalError(
+                    ErrorCode.REQUEST_TIMED_OUT, f"not acknowledged within delivery_timeout_ms "
+                                                 f"({self.config.delivery_timeout_ms})"))
+                continue
+            endpoint = self._metadata.leader_endpoint(batch.topic, batch.partition)
+            if endpoint is None:
+                self._accumulator.requeue(batch, now + self.config.retry_backoff_ms / 1000)
+                continue
+            self._encode(batch)
+            by_leader[endpoint].append(batch)
+        for endpoint, group in by_leader.items():
+            request = broker_pb2.ProduceRequest(acks=self.config.acks_value, timeout_ms=self.config.request_timeout_ms)
+            topics: dict[str, broker_pb2.ProduceRequest.TopicData] = {}
+            for batch in group:
+                batch.attempts += 1
+                topic = topics.get(batch.topic)
+                if topic is None:
+                    topic = topics[batch.topic] = request.topics.add(topic=batch.topic)
+                topic.partitions.add(partition=batch.partition, batches=[batch.encoded])
+            with self._calls_lock:
+                self._in_flight_calls[endpoint] += 1
+            call = self._metadata.stub(endpoint).Produce.future(request, timeout=self.config.request_timeout_ms / 1000)
+            call.add_done_callback(lambda f, e=endpoint, g=group: self._on_reply(f, e, g))
+
+    def _encode(self, batch: ProducerBatch) -> None:
+        if batch.encoded is not None:
+            return
+        if self.config.enable_idempotence:
+            key = (batch.topic, batch.partition)
+            batch.producer_id = self._producer_id
+            batch.base_sequence = self._sequences[key]
+            self._sequences[key] = (batch.base_sequence + len(batch.records)) % (1 << 31)
+            batch.encoded = build_batch(batch.records, codec=self.config.codec, producer_id=self._producer_id,
+                                        producer_epoch=self._producer_epoch, base_sequence=batch.base_sequence)
+        else:
+            batch.encoded = build_batch(batch.records, codec=self.config.codec)
+
+    def _on_reply(self, future: grpc.Future, endpoint: str, group: list[ProducerBatch]) -> None:
+        with self._calls_lock:
+            self._in_flight_calls[endpoint] -= 1
+        try:
+            reply = future.result()
+        except grpc.RpcError as exc:
+            problem = KanalError(ErrorCode.REQUEST_TIMED_OUT if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                                 else ErrorCode.BROKER_NOT_AVAILABLE, f"{endpoint}: {exc.code().name}")
+            for batch in group:
+                self._retry_or_fail(batch, problem)
+            self._force_refresh()
+            return
+        results = {(t.topic, p.partition): p for t in reply.topics for p in t.partitions}
+        refresh = False
+        for batch in group:
+            result = results.get((batch.topic, batch.partition))
+            if result is None:
+                self._retry_or_fail(batch, KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, "no result for the batch"))
+            elif result.error in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                self._finish(batch, result.base_offset, None)
+            else:
+                error = KanalError(result.error, result.error_message or "produce failed")
+                refresh |= result.error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+                                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH)
+                self._retry_or_fail(batch, error)
+        if refresh:
+            self._force_refresh()
+
+    def _force_refresh(self) -> None:
+        self._last_refresh_s = 0.0
+        self._maybe_refresh()
+
+    def _retry_or_fail(self, batch: ProducerBatch, error: KanalError) -> None:
+        now = time.monotonic()
+        if is_retriable(error.code) and now < batch.deadline_s:
+            batch.error = error
+            self._accumulator.requeue(batch, now + self.config.retry_backoff_ms / 1000)
+        else:
+            self._finish(batch, -1, error)
+
+    def _finish(self, batch: ProducerBatch, base_offset: int, error: KanalError | None) -> None:
+        try:
+            batch.complete(base_offset, error)
+        finally:
+            self._accumulator.completed(batch)

@@ -1,0 +1,231 @@
+"""LocalCluster: a kanal cluster of real processes on 127.0.0.1 — controllers and brokers — for `kanal dev`,
+tests and benchmarks.
+
+Every node is a `python -m kanal.deploy.cli controller|broker ...` child process on free loopback ports
+chosen at start, with its data under `<data_dir>/<node>/` and its output in `<data_dir>/logs/<node>.log`.
+Nodes can be killed (SIGKILL), paused (SIGSTOP), resumed (SIGCONT), stopped (SIGTERM, then SIGKILL after
+a deadline) and restarted with the same ports and data. Everything started is stopped by PID in `stop()`
+(and on context exit); nothing else is ever signalled.
+
+Readiness is the gRPC health service of each node reporting SERVING, waited for with a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free TCP ports on 127.0.0.1 (held open together while choosing, so they differ)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@dataclass
+class Node:
+    """One process of the cluster."""
+
+    kind: str  # "controller" or "broker"
+    node_id: int
+    endpoint: str  # gRPC host:port
+    args: list[str]
+    log_path: Path
+    process: subprocess.Popen | None = None
+    extra: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        pid = self.process.pid if self.process else None
+        return f"<{self.kind} {self.node_id} {self.endpoint} pid={pid} {state}>"
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-{self.node_id}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, env: dict[str, str]) -> None:
+        if self.running:
+            raise RuntimeError(f"{self.name} is already running")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        out = open(self.log_path, "ab")
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "kanal.deploy.cli", self.kind, *self.args],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            )
+        finally:
+            out.close()
+
+    def signal(self, sig: int) -> None:
+        if self.running:
+            os.kill(self.process.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, no shutdown work."""
+        if self.running:
+            self.process.kill()
+            self.process.wait(10)
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM (a clean shutdown), then SIGKILL if it has not exited by the deadline."""
+        if not self.running:
+            return
+        self.resume()  # a paused process cannot handle SIGTERM
+        self.process.terminate()
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
+class LocalCluster:
+    def __init__(self, data_dir: Path | None = None, *, controllers: int = 3, brokers: int = 3,
+                 controller_flags: list[str] | None = None, broker_flags: list[str] | None = None,
+                 cluster_secret: str = "kanal-local") -> None:
+        if not 1 <= controllers <= 7:
+            raise ValueError("controllers must be in [1, 7]")
+        if not 0 <= brokers <= 64:
+            raise ValueError("brokers must be in [0, 64]")
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="kanal-cluster-"))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        ports = free_ports(2 * controllers + 2 * brokers)
+        self.controllers: list[Node] = []
+        peers = ",".join(
+            f"{i}=127.0.0.1:{ports[2 * i + 1]}=127.0.0.1:{ports[2 * i]}" for i in range(controllers)
+        )
+        for i in range(controllers):
+            grpc_port, raft_port = ports[2 * i], ports[2 * i + 1]
+            args = ["--id", str(i), "--listen", f"127.0.0.1:{grpc_port}", "--raft", f"127.0.0.1:{raft_port}",
+                    "--peers", peers, "--data-dir", str(self.data_dir / f"controller-{i}"),
+                    "--cluster-secret", cluster_secret, *(controller_flags or [])]
+            self.controllers.append(Node("controller", i, f"127.0.0.1:{grpc_port}", args,
+                                         self.data_dir / "logs" / f"controller-{i}.log"))
+        controller_endpoints = ",".join(n.endpoint for n in self.controllers)
+        self.brokers: list[Node] = []
+        base = 2 * controllers
+        for b in range(brokers):
+            grpc_port, metrics_port = ports[base + 2 * b], ports[base + 2 * b + 1]
+            args = ["--id", str(b), "--listen", f"127.0.0.1:{grpc_port}", "--controllers", controller_endpoints,
+                    "--data-dir", str(self.data_dir / f"broker-{b}"), "--metrics", f"127.0.0.1:{metrics_port}",
+                    *(broker_flags or [])]
+            node = Node("broker", b, f"127.0.0.1:{grpc_port}", args, self.data_dir / "logs" / f"broker-{b}.log")
+            node.extra["metrics"] = f"127.0.0.1:{metrics_port}"
+            self.brokers.append(node)
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self._env = env
+
+    def __repr__(self) -> str:
+        return f"<LocalCluster {len(self.controllers)} controllers, {len(self.brokers)} brokers in {self.data_dir}>"
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def nodes(self) -> list[Node]:
+        return [*self.controllers, *self.brokers]
+
+    @property
+    def bootstrap(self) -> str:
+        """Comma-separated broker endpoints, for clients."""
+        return ",".join(n.endpoint for n in self.brokers)
+
+    @property
+    def controller_endpoints(self) -> str:
+        return ",".join(n.endpoint for n in self.controllers)
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Start every node and wait until each reports SERVING."""
+        try:
+            for node in self.nodes:
+                node.start(self._env)
+            self.wait_ready(self.nodes, timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_node(self, node: Node, timeout_s: float = 60.0, wait: bool = True) -> None:
+        node.start(self._env)
+        if wait:
+            self.wait_ready([node], timeout_s)
+
+    def restart(self, node: Node, timeout_s: float = 60.0) -> None:
+        node.stop()
+        self.start_node(node, timeout_s)
+
+    def wait_ready(self, nodes: list[Node], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for node in nodes:
+            while not serving(node.endpoint, timeout_s=0.5):
+                if not node.running:
+                    raise RuntimeError(f"{node.name} exited with {node.process.returncode}; "
+                                       f"last output:\n{self.tail(node)}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{node.name} not SERVING after {timeout_s}s; last output:\n{self.tail(node)}")
+                time.sleep(0.05)
+
+    def tail(self, node: Node, lines: int = 30) -> str:
+        try:
+            return "\n".join(node.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no output)"
+
+    def stop(self) -> None:
+        """Stop every node this cluster started, by PID."""
+        for node in reversed(self.nodes):
+            try:
+                node.stop(timeout_s=10)
+            except Exception:  # keep stopping the others; a stuck node is killed by stop() itself
+                node.kill()
+
+    def remove_data(self) -> None:
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def serving(endpoint: str, timeout_s: float = 1.0) -> bool:
+    """Whether the gRPC health service at `endpoint` says SERVING."""
+    with grpc.insecure_channel(endpoint) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
+        except grpc.RpcError:
+            return False
+    return reply.status == health_pb2.HealthCheckResponse.SERVING

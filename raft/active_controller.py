@@ -1,0 +1,508 @@
+"""ActiveController: the Raft leader's job — deciding, proposing, and watching broker sessions.
+
+Becoming active. The controller epoch is the Raft term. When pysyncobj makes this node leader in term T,
+the loop thread proposes an unconditional NoOp batch with epoch T and waits for it to apply: from then on
+every older proposal of any controller is rejected (command.py), and the committed image is complete.
+It then copies the committed image as its *speculative image*, starts every registered broker's session
+at that moment (broker_sessions.py) and becomes active. Leadership lost or a new term: it deactivates.
+
+Deciding. Every decision runs under one lock (decisions are serialized) against the speculative image:
+the committed image plus every batch this controller has proposed and not yet seen applied — so each
+decision sees the effect of all earlier ones, as kanal.metadata requires. Its records become one batch
+(one Raft entry), proposed as a conditional command whose parent is the previous proposal (or the
+committed head) and applied to the speculative image at once. Up to `inflight_proposals_max` proposals
+may be in flight (1 = wait for each batch to apply before the next decision). The caller then waits,
+without the lock, until the proposal's fate is known (proposal_pipeline.py) and the batch is durable:
+
+- applied: the decision's reply is sent;
+- rejected (it can never apply: the chain moved on without it, its epoch is stale, or pysyncobj dropped
+  it): the speculative image is rebuilt from the committed one and the request is decided again, as long
+  as this controller is active and the deadline allows — so a failover is never half-applied and
+  rarely visible;
+- no fate by the deadline (no quorum): REQUEST_TIMED_OUT; the batch may still be applied later.
+
+Correctness never rests on "am I leader?": a decision taken by a deposed controller on a stale image
+cannot apply, because its parent is not the committed head. The leader check only avoids useless work.
+
+Sessions. The loop thread also runs decide_session_expirations every `session_check_interval_ms` with the
+clock's now_ms: a broker silent for longer than the session timeout is fenced and its leaderships move
+(kanal.metadata's rules). Heartbeats update the times; one that shows a fenced broker caught up unfences
+it (decide_broker_heartbeat). Heartbeats go through Raft only when they change a broker's state.
+
+Locks, in the order they may be taken: the decision lock, then the store's lock or the pipeline
+condition (the pipeline condition is a leaf). The Applier thread and pysyncobj's thread take only the
+pipeline condition.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from kanal.metadata import (
+    Decision,
+    MetadataImage,
+    MetadataInvariantError,
+    apply_batch,
+    decide_broker_heartbeat,
+    decide_register_broker,
+    decide_session_expirations,
+)
+from kanal.raft.broker_sessions import BrokerSessions
+from kanal.raft.clock import Clock
+from kanal.raft.command import UNCONDITIONAL_OFFSET, ProposalId, ProposalIdSource, Verdict, encode_command
+from kanal.raft.controller_config import ControllerConfig
+from kanal.raft.metadata_store import AppliedEntry, MetadataStore
+from kanal.raft.proposal_pipeline import Fate, ProposalPipeline, Settled
+from kanal.v1 import controller_pb2, metadata_pb2
+from kanal.v1.error import ErrorCode, KanalError
+
+_log = logging.getLogger("kanal.raft.controller")
+R = TypeVar("R")
+
+CONTROLLER_PRINCIPAL = "controller"
+# Decisions re-taken after their proposal was rejected, at most, per request.
+DECISION_ATTEMPTS_MAX = 4
+
+
+class Raft(Protocol):
+    """What the active controller needs from the Raft node (raft_node.RaftNode; tests use fakes)."""
+
+    def propose(self, command: bytes, on_definite_failure: Callable[[int], None]) -> None: ...
+    def is_leader(self) -> bool: ...
+    def term(self) -> int: ...
+    def leader_address(self) -> str | None: ...
+
+
+class _Waiter:
+    """A caller waiting for one proposal's fate."""
+
+    __slots__ = ("_event", "end_offset", "fate")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.fate: Fate | None = None
+        self.end_offset = -1
+
+    def settle(self, settled: Settled) -> None:
+        self.fate = settled.fate
+        self.end_offset = settled.end_offset
+        self._event.set()
+
+    def wait(self, timeout_s: float) -> Fate | None:
+        self._event.wait(max(0.0, timeout_s))
+        return self.fate
+
+
+class ActiveController:
+    def __init__(
+        self,
+        config: ControllerConfig,
+        store: MetadataStore,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        ids: ProposalIdSource | None = None,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._clock = clock or Clock()
+        self._rng = rng or random.Random()
+        self._ids = ids or ProposalIdSource()
+        self._raft: Raft | None = None
+        # Decision lock: the speculative image, its head, the epoch and the sessions.
+        self._lock = threading.Lock()
+        self._epoch: int | None = None
+        self._spec: MetadataImage | None = None
+        self._spec_last = ProposalId.NONE
+        self._spec_stale = False
+        self._sessions = BrokerSessions()
+        # Pipeline condition (a leaf lock): proposals in flight, their waiters, the committed head.
+        self._pipeline_cond = threading.Condition()
+        self._pipeline = ProposalPipeline()
+        self._waiters: dict[ProposalId, _Waiter] = {}
+        self._committed_head = ProposalId.NONE
+        # Activation state changes, for callers waiting for this controller to become active.
+        self._state_cond = threading.Condition()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._on_step: Callable[[], None] = lambda: None
+        self._thread = threading.Thread(target=self._run, name="active-controller", daemon=True)
+
+    def __repr__(self) -> str:
+        state = f"active epoch={self._epoch}" if self._epoch is not None else "standby"
+        return f"<ActiveController {self._config.controller_id} {state} inflight={len(self._pipeline)}>"
+
+    # -- life cycle --------------------------------------------------------------------------------
+
+    def start(self, raft: Raft, on_step: Callable[[], None] | None = None) -> None:
+        """Start the loop thread. `on_step` runs after every loop step (the server updates health)."""
+        self._raft = raft
+        if on_step is not None:
+            self._on_step = on_step
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def wake(self) -> None:
+        """Raft state changed (pysyncobj's thread): look at it now rather than at the next tick."""
+        self._wake.set()
+
+    # -- what the service asks ---------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int | None:
+        return self._epoch
+
+    def is_active(self) -> bool:
+        raft = self._require_raft()
+        epoch = self._epoch
+        return epoch is not None and raft.is_leader() and raft.term() == epoch
+
+    def active_hint(self) -> controller_pb2.ControllerHint:
+        """Where the active controller is, as far as this one knows (-1 and "" when unknown)."""
+        address = self._require_raft().leader_address()
+        voter = self._config.voter_by_raft(address) if address else None
+        if voter is None:
+            return controller_pb2.ControllerHint(controller_id=-1, endpoint="")
+        return controller_pb2.ControllerHint(controller_id=voter.controller_id, endpoint=str(voter.grpc))
+
+    def not_active_error(self) -> KanalError:
+        """NOT_CONTROLLER naming the active controller, or CONTROLLER_NOT_AVAILABLE when none is known."""
+        raft = self._require_raft()
+        hint = self.active_hint()
+        if raft.is_leader():
+            return KanalError(ErrorCode.CONTROLLER_NOT_AVAILABLE, "this controller is still becoming active")
+        if hint.controller_id < 0 or hint.controller_id == self._config.controller_id:
+            return KanalError(
+                ErrorCode.CONTROLLER_NOT_AVAILABLE,
+                "no active controller: an election is in progress or no quorum of controllers is reachable",
+            )
+        return KanalError(
+            ErrorCode.NOT_CONTROLLER,
+            f"controller {hint.controller_id} at {hint.endpoint} is the active controller",
+        )
+
+    def write(
+        self, decide: Callable[[MetadataImage, int], Decision[R]], *, deadline_s: float
+    ) -> tuple[R, int]:
+        """Decide against the speculative image, propose the records, wait until they are applied and
+        durable. Returns the reply and the durable metadata end offset after it. `deadline_s` is a
+        time.monotonic() value. KanalError: NOT_CONTROLLER / CONTROLLER_NOT_AVAILABLE when this
+        controller is not active, REQUEST_TIMED_OUT when no fate came in time (outcome unknown),
+        INVALID_REQUEST when the batch would be too large, UNKNOWN_SERVER_ERROR for a bad decision."""
+        for _ in range(DECISION_ATTEMPTS_MAX):
+            self._await_activation(deadline_s)
+            waiter, reply = self._decide_and_propose(decide, deadline_s)
+            if waiter is None:
+                return reply, self._store.durable_end_offset
+            fate = waiter.wait(deadline_s - time.monotonic())
+            if fate is Fate.APPLIED:
+                return reply, waiter.end_offset
+            if fate is None:
+                self._spec_stale = True
+                raise KanalError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    "the write was proposed but not committed in time (no quorum?); it may still be applied",
+                )
+            if time.monotonic() >= deadline_s:
+                break
+            # Rejected: certainly not applied. Decide again on a fresh image if still active.
+        if not self.is_active():
+            raise self.not_active_error()
+        raise KanalError(ErrorCode.REQUEST_TIMED_OUT, "the write was rejected by newer decisions until its deadline")
+
+    def register_broker(
+        self, request: controller_pb2.RegisterBrokerRequest, *, request_id: str, deadline_s: float
+    ) -> controller_pb2.RegisterBrokerResponse:
+        principal = f"broker-{request.broker_id}"
+
+        def decide(image: MetadataImage, now_ms: int) -> Decision[controller_pb2.RegisterBrokerResponse]:
+            decision = decide_register_broker(
+                image, request, now_ms=now_ms, principal=principal, request_id=request_id
+            )
+            if decision.reply.error == ErrorCode.NONE:
+                self._sessions.touch(request.broker_id, now_ms)
+            return decision
+
+        reply, _ = self.write(decide, deadline_s=deadline_s)
+        return reply
+
+    def broker_heartbeat(
+        self, request: controller_pb2.BrokerHeartbeatRequest, *, request_id: str, deadline_s: float
+    ) -> controller_pb2.BrokerHeartbeatResponse:
+        principal = f"broker-{request.broker_id}"
+
+        def decide(image: MetadataImage, now_ms: int) -> Decision[controller_pb2.BrokerHeartbeatResponse]:
+            decision = decide_broker_heartbeat(
+                image, request, now_ms=now_ms, principal=principal, request_id=request_id
+            )
+            if decision.reply.error == ErrorCode.NONE:
+                self._sessions.touch(request.broker_id, now_ms)
+            return decision
+
+        reply, end = self.write(decide, deadline_s=deadline_s)
+        # The decision's offsets count in-flight batches; brokers need the committed, durable end.
+        reply.metadata_end_offset = end
+        reply.controller_epoch = self._epoch if self._epoch is not None else reply.controller_epoch
+        return reply
+
+    def decide_with(
+        self,
+        decide: Callable[..., Decision[R]],
+        request: object,
+        *,
+        principal: str,
+        request_id: str,
+        deadline_s: float,
+        with_rng: bool = False,
+    ) -> R:
+        """A write for one of kanal.metadata's decide_* functions taking (image, request, now_ms=,
+        principal=, request_id= [, rng=])."""
+
+        def run(image: MetadataImage, now_ms: int) -> Decision[R]:
+            extra = {"rng": self._rng} if with_rng else {}
+            return decide(image, request, now_ms=now_ms, principal=principal, request_id=request_id, **extra)
+
+        reply, _ = self.write(run, deadline_s=deadline_s)
+        return reply
+
+    # -- completion (Applier thread, pysyncobj thread) ---------------------------------------------
+
+    def on_applied(self, entries: list[AppliedEntry]) -> None:
+        """A durable group of committed entries (Applier thread): settle the proposals they decide."""
+        with self._pipeline_cond:
+            settled = self._pipeline.on_applied(entries, self._committed_head)
+            for entry in entries:
+                if entry.verdict is Verdict.APPLY:
+                    self._committed_head = entry.proposal
+            self._finish(settled)
+
+    def on_snapshot_loaded(self) -> None:
+        """The store's image was replaced by a snapshot (pysyncobj's thread)."""
+        _, head = self._store.copy_image()
+        end = self._store.durable_end_offset
+        with self._pipeline_cond:
+            self._committed_head = head
+            self._finish(self._pipeline.on_reset(head, end))
+        self._spec_stale = True
+
+    def _on_definite_failure(self, proposal: ProposalId, reason: int) -> None:
+        _log.debug("pysyncobj dropped %r (reason %d)", proposal, reason)
+        with self._pipeline_cond:
+            self._finish(self._pipeline.reject(proposal, self._store.durable_end_offset))
+
+    def _finish(self, settled: list[Settled]) -> None:
+        # Called with the pipeline condition held.
+        for s in settled:
+            waiter = self._waiters.pop(s.proposal, None)
+            if waiter is not None:
+                waiter.settle(s)
+            if s.fate is Fate.REJECTED:
+                self._spec_stale = True
+        if settled:
+            self._pipeline_cond.notify_all()
+
+    # -- deciding and proposing --------------------------------------------------------------------
+
+    def _require_raft(self) -> Raft:
+        if self._raft is None:
+            raise RuntimeError("ActiveController.start() was not called")
+        return self._raft
+
+    def _await_activation(self, deadline_s: float) -> None:
+        raft = self._require_raft()
+        with self._state_cond:
+            while not self.is_active():
+                # Only a controller that Raft made leader is worth waiting for: it is activating.
+                left = deadline_s - time.monotonic()
+                if not raft.is_leader() or left <= 0:
+                    raise self.not_active_error()
+                self._state_cond.wait(min(left, 0.05))
+
+    def _decide_and_propose(
+        self, decide: Callable[[MetadataImage, int], Decision[R]], deadline_s: float
+    ) -> tuple[_Waiter | None, R]:
+        with self._lock:
+            epoch = self._epoch
+            if epoch is None or self._spec is None or not self.is_active():
+                raise self.not_active_error()
+            self._wait_for_room(deadline_s)
+            if self._spec_stale:
+                self._resync(deadline_s)
+            decision = decide(self._spec, self._clock.now_ms())
+            if not decision.records:
+                return None, decision.reply
+            return self._propose(decision.records, epoch), decision.reply
+
+    def _wait_for_room(self, deadline_s: float) -> None:
+        with self._pipeline_cond:
+            while len(self._pipeline) >= self._config.inflight_proposals_max:
+                left = deadline_s - time.monotonic()
+                if left <= 0:
+                    raise KanalError(
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        f"{len(self._pipeline)} proposals are in flight and none was committed in time",
+                    )
+                self._pipeline_cond.wait(left)
+
+    def _resync(self, deadline_s: float) -> None:
+        """Rebuild the speculative image from the committed one, after a proposal failed. Waits (within
+        the deadline) for the proposals in flight to settle, so the next decision does not race them;
+        if they do not, deciding anyway is still safe (conditional commands)."""
+        wait_until = min(deadline_s, time.monotonic() + self._config.election_timeout_ms_max / 1000)
+        with self._pipeline_cond:
+            while len(self._pipeline) and time.monotonic() < wait_until:
+                self._pipeline_cond.wait(max(0.0, min(wait_until - time.monotonic(), 0.05)))
+        self._spec_stale = False
+        self._spec, self._spec_last = self._store.copy_image()
+        _log.info("rebuilt the speculative image from the committed one at offset %d", self._spec.next_offset)
+
+    def _propose(self, records: list[metadata_pb2.MetadataRecord], epoch: int) -> _Waiter:
+        # Called with the decision lock held, self._spec set.
+        spec = self._spec
+        if spec is None:
+            raise RuntimeError("proposing without a speculative image")
+        batch = metadata_pb2.MetadataBatch(controller_epoch=epoch, records=records)
+        batch_bytes = batch.SerializeToString()
+        if len(batch_bytes) > self._config.metadata_batch_bytes_max:
+            raise KanalError(
+                ErrorCode.INVALID_REQUEST,
+                f"the request needs a metadata batch of {len(batch_bytes)} bytes, above the limit of "
+                f"{self._config.metadata_batch_bytes_max}; split it into smaller requests",
+            )
+        base = spec.next_offset
+        proposal = self._ids.next()
+        parent = self._spec_last
+        command = encode_command(proposal, parent, base, batch_bytes)
+        try:
+            applied = apply_batch(spec, batch, base)
+        except MetadataInvariantError as exc:
+            # A decision whose records do not fit the image it was decided on: a bug in the decision,
+            # caught before anything reached the log (apply_batch left the image unchanged).
+            _log.error("decision does not apply to the speculative image: %s", exc, exc_info=exc)
+            self._spec_stale = True
+            raise KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {exc}") from exc
+        if not applied:
+            self._spec_stale = True
+            raise KanalError(ErrorCode.NOT_CONTROLLER, f"epoch {epoch} is older than the image's")
+        self._spec_last = proposal
+        waiter = self._register(proposal, parent)
+        self._require_raft().propose(command, lambda reason: self._on_definite_failure(proposal, reason))
+        return waiter
+
+    def _register(self, proposal: ProposalId, parent: ProposalId) -> _Waiter:
+        waiter = _Waiter()
+        with self._pipeline_cond:
+            self._pipeline.add(proposal, parent)
+            self._waiters[proposal] = waiter
+        return waiter
+
+    # -- the loop thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        interval_s = self._config.session_check_interval_ms / 1000
+        while not self._stopping.is_set():
+            self._wake.wait(interval_s)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self._step()
+            except KanalError as exc:
+                _log.warning("active-controller step: %s", exc)
+            except Exception:  # a bug: report it loudly, keep the loop (and the controller) alive
+                _log.exception("active-controller step failed")
+            try:
+                self._on_step()
+            except Exception:
+                _log.exception("active-controller step hook failed")
+
+    def _step(self) -> None:
+        raft = self._require_raft()
+        leader, term = raft.is_leader(), raft.term()
+        if self._epoch is not None and (not leader or term != self._epoch):
+            self._deactivate(f"Raft leadership lost (leader={leader}, term={term})")
+        if leader and self._epoch is None:
+            self._activate(term)
+        if self._epoch is not None:
+            self._expire_sessions()
+
+    def _activate(self, term: int) -> None:
+        raft = self._require_raft()
+        now_ms = self._clock.now_ms()
+        noop = metadata_pb2.MetadataRecord(
+            time_ms=now_ms,
+            principal=CONTROLLER_PRINCIPAL,
+            request_id=f"activate-{self._config.controller_id}-{term}",
+            no_op=metadata_pb2.NoOpRecord(),
+        )
+        batch = metadata_pb2.MetadataBatch(controller_epoch=term, records=[noop])
+        proposal = self._ids.next()
+        waiter = self._register(proposal, ProposalId.NONE)
+        raft.propose(
+            encode_command(proposal, ProposalId.NONE, UNCONDITIONAL_OFFSET, batch),
+            lambda reason: self._on_definite_failure(proposal, reason),
+        )
+        fate = waiter.wait(self._config.request_timeout_ms / 1000)
+        if fate is not Fate.APPLIED or not raft.is_leader() or raft.term() != term:
+            _log.warning("activation at epoch %d did not complete (NoOp %s)", term, fate)
+            return
+        with self._lock:
+            spec, head = self._store.copy_image()
+            if spec.controller_epoch != term:
+                _log.warning("activation at epoch %d overtaken by epoch %d", term, spec.controller_epoch)
+                return
+            self._spec, self._spec_last, self._spec_stale = spec, head, False
+            self._sessions.start_all(spec.brokers, self._clock.now_ms())
+            with self._pipeline_cond:
+                self._finish(self._pipeline.reject_all(spec.next_offset))
+            self._spec_stale = False
+            self._epoch = term
+        with self._state_cond:
+            self._state_cond.notify_all()
+        _log.info(
+            "active controller at epoch %d: metadata offset %d, %d brokers' sessions started",
+            term,
+            spec.next_offset,
+            len(spec.brokers),
+        )
+
+    def _deactivate(self, why: str) -> None:
+        with self._lock:
+            epoch, self._epoch = self._epoch, None
+            self._spec = None
+            self._spec_last = ProposalId.NONE
+            self._sessions.clear()
+        with self._state_cond:
+            self._state_cond.notify_all()
+        _log.info("no longer the active controller (epoch %s): %s", epoch, why)
+
+    def _expire_sessions(self) -> None:
+        timeout_ms = self._config.session_timeout_ms
+
+        def decide(image: MetadataImage, now_ms: int) -> Decision[list[int]]:
+            self._sessions.ensure(image.live_brokers(), now_ms)
+            decision = decide_session_expirations(
+                image,
+                self._sessions.last_heartbeat_ms,
+                now_ms=now_ms,
+                session_timeout_ms=timeout_ms,
+                principal=CONTROLLER_PRINCIPAL,
+                request_id=f"session-expiry-{uuid.uuid4().hex[:16]}",
+            )
+            if decision.reply:
+                _log.info("fencing brokers %s: no heartbeat for more than %d ms", decision.reply, timeout_ms)
+            return decision
+
+        deadline_s = time.monotonic() + self._config.request_timeout_ms / 1000
+        self.write(decide, deadline_s=deadline_s)

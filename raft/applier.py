@@ -1,0 +1,116 @@
+"""Applier: the thread that applies committed Raft entries to the MetadataStore, in order.
+
+pysyncobj calls the replicated method for each committed entry from its own tick thread, the thread that
+also sends heartbeats and counts votes. Applying a 10,000-partition batch takes a few hundred
+milliseconds of Python, which would hold back heartbeats long enough to start needless elections, so the
+replicated method only hands the entry's bytes to this thread (`submit`). The applier takes whatever is
+queued (up to `group_entries_max`), applies each entry, fsyncs the metadata log once for the whole group
+(group commit), and then reports the group to `on_applied`, which completes the waiting writes: no write
+is acknowledged before its batch is durable.
+
+Order is kept (one queue, one thread). pysyncobj believes an entry applied as soon as it is queued; its
+two hooks that need the state to match its own view (writing a snapshot, loading one) call `drain()`
+first. The queue is bounded: when the applier falls behind, `submit` blocks pysyncobj's thread, which
+then stops acknowledging entries (back-pressure through Raft itself).
+
+A failure while applying is a broken invariant: `fatal` stops the process (fatal.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from kanal.raft.metadata_store import AppliedEntry, MetadataStore
+
+_log = logging.getLogger("kanal.raft.applier")
+
+
+class Applier:
+    def __init__(
+        self,
+        store: MetadataStore,
+        on_applied: Callable[[list[AppliedEntry]], None],
+        fatal: Callable[[str, BaseException], object],
+        *,
+        queue_entries_max: int = 10_000,
+        group_entries_max: int = 1_000,
+    ) -> None:
+        if queue_entries_max < 1 or group_entries_max < 1:
+            raise ValueError("queue_entries_max and group_entries_max must be >= 1")
+        self._store = store
+        self._on_applied = on_applied
+        self._fatal = fatal
+        self._queue_entries_max = queue_entries_max
+        self._group_entries_max = group_entries_max
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._cond = threading.Condition()
+        self._submitted = 0
+        self._done = 0
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="metadata-applier", daemon=True)
+
+    def __repr__(self) -> str:
+        return f"<Applier submitted={self._submitted} done={self._done} queued={len(self._queue)}>"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Apply what is queued, then end the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout_s)
+
+    def submit(self, data: bytes) -> None:
+        """Queue one committed entry (pysyncobj's thread). Blocks while the queue is full."""
+        with self._cond:
+            while len(self._queue) >= self._queue_entries_max and not self._stopping:
+                self._cond.wait(0.1)
+            self._queue.append(data)
+            self._submitted += 1
+            self._cond.notify_all()
+
+    def drain(self, timeout_s: float | None = None) -> bool:
+        """Wait until every submitted entry is applied and durable; False if the time ran out."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cond:
+            target = self._submitted
+            while self._done < target:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    @property
+    def idle(self) -> bool:
+        with self._cond:
+            return self._done == self._submitted
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                group = [self._queue.popleft() for _ in range(min(len(self._queue), self._group_entries_max))]
+                self._cond.notify_all()
+            try:
+                applied = [self._store.apply(data) for data in group]
+                self._store.flush()
+            except BaseException as exc:  # noqa: BLE001 - every failure here is a broken invariant
+                self._fatal(f"applying a committed metadata entry failed: {exc}", exc)
+                return
+            try:
+                self._on_applied(applied)
+            except Exception:  # a bug in completing waiters; the state itself is intact
+                _log.exception("completing writes after %d applied entries failed", len(applied))
+            with self._cond:
+                self._done += len(group)
+                self._cond.notify_all()

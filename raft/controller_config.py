@@ -1,0 +1,311 @@
+"""ControllerConfig: one controller process's settings, typed and validated, and the `kanal controller` flags.
+
+Every field carries its unit in its name, a default and bounds; `ControllerConfig(...)` checks them and
+the relations between them (for example the Raft heartbeat must be well below the election timeout) and
+raises ControllerConfigError with a one-line message. `parse_controller_args(argv)` builds one from the
+command line; unknown flags and bad values are ConfigErrors too, so `kanal controller` can print one line
+and exit with status 2.
+
+Durability: the metadata log is fsynced before any write is acknowledged (group commit: one fsync for
+every batch applied together), so a machine crash cannot lose an acknowledged write on this controller.
+pysyncobj's own journal is written through mmap and not fsynced: after a machine crash a controller
+relies on the other voters for Raft entries it had not applied yet (a majority of machines crashing
+together can lose committed but not yet applied entries, a pysyncobj limit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Voters in the quorum: 1 (a development controller) .. 7 (more only slows every commit down).
+VOTERS_MAX = 7
+_CLUSTER_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_HOST = re.compile(r"^[A-Za-z0-9.-]{1,253}$|^\[[0-9A-Fa-f:.]{2,45}\]$")
+
+
+class ControllerConfigError(ValueError):
+    """A flag or setting is missing, unknown or out of bounds; the message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """host:port, validated (host: a name, an IPv4 address, or [IPv6]; port 1..65535)."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str, what: str) -> Address:
+        host, sep, port_text = text.rpartition(":")
+        if not sep or not host or not port_text.isdigit():
+            raise ControllerConfigError(f"{what}: expected HOST:PORT, got {text!r}")
+        if not _HOST.match(host):
+            raise ControllerConfigError(f"{what}: {host!r} is not a host name or address")
+        port = int(port_text)
+        if not 1 <= port <= 65535:
+            raise ControllerConfigError(f"{what}: port {port} is outside 1..65535")
+        return cls(host, port)
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Voter:
+    """One controller of the quorum: its id, its Raft (pysyncobj) address and its gRPC endpoint."""
+
+    controller_id: int
+    raft: Address
+    grpc: Address
+
+    @classmethod
+    def parse(cls, text: str) -> Voter:
+        parts = text.split("=")
+        if len(parts) != 3 or not parts[0].strip().isdigit():
+            raise ControllerConfigError(
+                f"--peers: expected ID=RAFTHOST:RAFTPORT=GRPCHOST:GRPCPORT, got {text!r}"
+            )
+        return cls(
+            int(parts[0]),
+            Address.parse(parts[1].strip(), f"--peers {parts[0]} raft"),
+            Address.parse(parts[2].strip(), f"--peers {parts[0]} grpc"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.controller_id}={self.raft}={self.grpc}"
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    """Settings of one controller. Times in milliseconds, sizes in bytes."""
+
+    # This controller's id; must be one of `voters`. 0 .. 2^31-1.
+    controller_id: int
+    # gRPC listener (bind address). The endpoint other processes use is this voter's `grpc` address.
+    listen: Address
+    # Raft address (pysyncobj binds it and the other voters dial it); must equal this voter's `raft`.
+    raft: Address
+    # Every voter of the quorum, this one included, 1 .. VOTERS_MAX, distinct ids and addresses.
+    voters: tuple[Voter, ...]
+    # Holds `__cluster_metadata-0/` (the metadata log) and `raft/` (pysyncobj's journal and dump).
+    data_dir: Path
+    # Shared secret of the quorum: encrypts and authenticates Raft traffic (pysyncobj `password`).
+    # None: Raft traffic is plain and unauthenticated (pysyncobj unpickles what it receives), so the
+    # Raft port must then only be reachable by the other controllers.
+    cluster_secret: str | None = field(default=None, repr=False)
+    # Reported by DescribeCluster. 1..64 of [A-Za-z0-9._-].
+    cluster_id: str = "kanal"
+    # A broker without a heartbeat for longer than this is fenced. 100 .. 600,000 (KRaft: 9,000).
+    session_timeout_ms: int = 9_000
+    # How often the active controller looks for expired sessions. 10 .. 10,000, < session timeout.
+    session_check_interval_ms: int = 100
+    # Raft election timeout: a follower that hears nothing from the leader for a random time in
+    # [election_timeout_ms, 2 * election_timeout_ms] starts an election. 100 .. 60,000.
+    election_timeout_ms: int = 500
+    # Raft heartbeat (append-entries) period. 5 .. election_timeout_ms / 3 (pysyncobj's rule).
+    raft_heartbeat_interval_ms: int = 50
+    # Upper bound on a write's wait for its commit, and on a forwarded call; the caller's gRPC deadline
+    # shortens it. 100 .. 120,000.
+    request_timeout_ms: int = 5_000
+    # Decisions proposed and not yet applied, at most (1 = strictly one decision in flight). 1 .. 1,024.
+    inflight_proposals_max: int = 16
+    # Largest metadata batch (one Raft entry, one RecordBatch) a decision may produce. A 10,000-partition
+    # topic is about 0.7 MB. 64 KiB .. 3 MiB: a FetchMetadata reply holds at least one batch and must stay
+    # under gRPC's default 4 MiB receive limit.
+    metadata_batch_bytes_max: int = 3 * 1024 * 1024
+    # pysyncobj compacts its journal into a dump (a metadata snapshot) after this many entries ...
+    raft_compaction_entries: int = 20_000
+    # ... or after this long. The dump is written in pysyncobj's thread, so it is kept rare. 1,000 .. 10^9.
+    raft_compaction_interval_ms: int = 600_000
+    # FetchMetadata long polls wait at most this long. 0 .. 60,000.
+    fetch_wait_ms_max: int = 10_000
+    # gRPC server threads (long polls hold one each). 4 .. 256.
+    grpc_threads: int = 32
+    # Python logging level name.
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        _bound("--id", self.controller_id, 0, 2**31 - 1)
+        if not 1 <= len(self.voters) <= VOTERS_MAX:
+            raise ControllerConfigError(f"--peers: 1 .. {VOTERS_MAX} voters needed, got {len(self.voters)}")
+        ids = [v.controller_id for v in self.voters]
+        if len(set(ids)) != len(ids):
+            raise ControllerConfigError(f"--peers: controller ids must be distinct, got {ids}")
+        for what, addresses in (("raft", [v.raft for v in self.voters]), ("grpc", [v.grpc for v in self.voters])):
+            if len(set(addresses)) != len(addresses):
+                raise ControllerConfigError(f"--peers: {what} addresses must be distinct")
+        me = self.voter(self.controller_id)
+        if me is None:
+            raise ControllerConfigError(f"--peers does not list this controller (--id {self.controller_id})")
+        if me.raft != self.raft:
+            raise ControllerConfigError(f"--raft {self.raft} differs from --peers entry {me}")
+        if self.cluster_secret is not None and not 8 <= len(self.cluster_secret) <= 1024:
+            raise ControllerConfigError("--cluster-secret must be 8 .. 1024 characters")
+        if not _CLUSTER_ID.match(self.cluster_id):
+            raise ControllerConfigError(f"--cluster-id must be 1..64 of [A-Za-z0-9._-], got {self.cluster_id!r}")
+        _bound("--session-timeout-ms", self.session_timeout_ms, 100, 600_000)
+        _bound("--session-check-interval-ms", self.session_check_interval_ms, 10, 10_000)
+        if self.session_check_interval_ms >= self.session_timeout_ms:
+            raise ControllerConfigError("--session-check-interval-ms must be below --session-timeout-ms")
+        _bound("--election-timeout-ms", self.election_timeout_ms, 100, 60_000)
+        _bound("--raft-heartbeat-interval-ms", self.raft_heartbeat_interval_ms, 5, 60_000)
+        if self.raft_heartbeat_interval_ms * 3 >= self.election_timeout_ms:
+            raise ControllerConfigError("--raft-heartbeat-interval-ms must be below --election-timeout-ms / 3")
+        _bound("--request-timeout-ms", self.request_timeout_ms, 100, 120_000)
+        _bound("--inflight-proposals-max", self.inflight_proposals_max, 1, 1_024)
+        _bound("--metadata-batch-bytes-max", self.metadata_batch_bytes_max, 64 * 1024, 3 * 1024 * 1024)
+        _bound("--raft-compaction-entries", self.raft_compaction_entries, 10, 10**9)
+        _bound("--raft-compaction-interval-ms", self.raft_compaction_interval_ms, 1_000, 10**9)
+        _bound("--fetch-wait-ms-max", self.fetch_wait_ms_max, 0, 60_000)
+        _bound("--grpc-threads", self.grpc_threads, 4, 256)
+        if self.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ControllerConfigError(f"--log-level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
+
+    # -- derived settings ---------------------------------------------------------------------------
+
+    @property
+    def election_timeout_ms_max(self) -> int:
+        return 2 * self.election_timeout_ms
+
+    @property
+    def leader_fallback_timeout_ms(self) -> int:
+        """A leader that hears from no majority for this long steps down (pysyncobj default: 30 s).
+        Three maximal election timeouts: long enough not to flap, short enough that writes sent to a cut-off
+        leader fail fast with CONTROLLER_NOT_AVAILABLE instead of waiting for their whole timeout."""
+        return 3 * self.election_timeout_ms_max
+
+    @property
+    def me(self) -> Voter:
+        voter = self.voter(self.controller_id)
+        if voter is None:  # __post_init__ checked it; this keeps mypy and -O honest
+            raise ControllerConfigError(f"controller {self.controller_id} is not a voter")
+        return voter
+
+    @property
+    def others(self) -> tuple[Voter, ...]:
+        return tuple(v for v in self.voters if v.controller_id != self.controller_id)
+
+    def voter(self, controller_id: int) -> Voter | None:
+        for v in self.voters:
+            if v.controller_id == controller_id:
+                return v
+        return None
+
+    def voter_by_raft(self, raft_address: str) -> Voter | None:
+        for v in self.voters:
+            if str(v.raft) == raft_address:
+                return v
+        return None
+
+    @property
+    def raft_dir(self) -> Path:
+        return self.data_dir / "raft"
+
+    def __repr__(self) -> str:
+        secret = "set" if self.cluster_secret else "none"
+        return (
+            f"<ControllerConfig id={self.controller_id} listen={self.listen} raft={self.raft} "
+            f"voters={[str(v) for v in self.voters]} data_dir={self.data_dir} secret={secret}>"
+        )
+
+
+def _bound(flag: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ControllerConfigError(f"{flag} must be in [{low}, {high}], got {value}")
+
+
+# -- command line -----------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting, so errors stay one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ControllerConfigError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = ControllerConfig.__dataclass_fields__
+    p = _Parser(
+        prog="kanal controller",
+        description="Run one controller of the kanal metadata quorum (Raft on pysyncobj).",
+        allow_abbrev=False,
+    )
+    p.add_argument("--id", type=_int("--id"), required=True, help="this controller's id (one of --peers)")
+    p.add_argument("--listen", required=True, help="gRPC listen address HOST:PORT")
+    p.add_argument("--raft", required=True, help="Raft address HOST:PORT (bound here, dialled by peers)")
+    p.add_argument(
+        "--peers",
+        required=True,
+        help="every voter, this one included: ID=RAFTHOST:RAFTPORT=GRPCHOST:GRPCPORT,...",
+    )
+    p.add_argument("--data-dir", required=True, help="directory for the metadata log and Raft files")
+    secret = p.add_mutually_exclusive_group()
+    secret.add_argument("--cluster-secret", help="shared Raft secret (visible in ps; prefer the file)")
+    secret.add_argument("--cluster-secret-file", help="file whose first line is the shared Raft secret")
+    p.add_argument("--cluster-id", default=d["cluster_id"].default)
+    for flag, name in (
+        ("--session-timeout-ms", "session_timeout_ms"),
+        ("--session-check-interval-ms", "session_check_interval_ms"),
+        ("--election-timeout-ms", "election_timeout_ms"),
+        ("--raft-heartbeat-interval-ms", "raft_heartbeat_interval_ms"),
+        ("--request-timeout-ms", "request_timeout_ms"),
+        ("--inflight-proposals-max", "inflight_proposals_max"),
+        ("--metadata-batch-bytes-max", "metadata_batch_bytes_max"),
+        ("--raft-compaction-entries", "raft_compaction_entries"),
+        ("--raft-compaction-interval-ms", "raft_compaction_interval_ms"),
+        ("--fetch-wait-ms-max", "fetch_wait_ms_max"),
+        ("--grpc-threads", "grpc_threads"),
+    ):
+        default = d[name].default
+        p.add_argument(flag, dest=name, type=_int(flag), default=default, help=f"default {default}")
+    p.add_argument("--log-level", default=d["log_level"].default, help="DEBUG, INFO, WARNING or ERROR")
+    return p
+
+
+def parse_controller_args(argv: Sequence[str]) -> ControllerConfig:
+    """The config the flags describe; ControllerConfigError (one line) when they are wrong."""
+    args = build_parser().parse_args(list(argv))
+    voters = tuple(Voter.parse(item) for item in args.peers.split(",") if item.strip())
+    secret = args.cluster_secret
+    if args.cluster_secret_file is not None:
+        try:
+            secret = Path(args.cluster_secret_file).read_text().splitlines()[0].strip()
+        except (OSError, IndexError) as exc:
+            raise ControllerConfigError(f"--cluster-secret-file: cannot read a secret: {exc}") from None
+    return ControllerConfig(
+        controller_id=args.id,
+        listen=Address.parse(args.listen, "--listen"),
+        raft=Address.parse(args.raft, "--raft"),
+        voters=voters,
+        data_dir=Path(args.data_dir),
+        cluster_secret=secret,
+        cluster_id=args.cluster_id,
+        session_timeout_ms=args.session_timeout_ms,
+        session_check_interval_ms=args.session_check_interval_ms,
+        election_timeout_ms=args.election_timeout_ms,
+        raft_heartbeat_interval_ms=args.raft_heartbeat_interval_ms,
+        request_timeout_ms=args.request_timeout_ms,
+        inflight_proposals_max=args.inflight_proposals_max,
+        metadata_batch_bytes_max=args.metadata_batch_bytes_max,
+        raft_compaction_entries=args.raft_compaction_entries,
+        raft_compaction_interval_ms=args.raft_compaction_interval_ms,
+        fetch_wait_ms_max=args.fetch_wait_ms_max,
+        grpc_threads=args.grpc_threads,
+        log_level=args.log_level,
+    )
+
+
+def _int(flag: str):  # noqa: ANN202 - an argparse type callable
+    def convert(text: str) -> int:
+        try:
+            return int(text, 10)
+        except ValueError:
+            raise ControllerConfigError(f"{flag}: expected an integer, got {text!r}") from None
+
+    convert.__name__ = "integer"  # argparse names the type in its message: "invalid integer value"
+    return convert

@@ -1,0 +1,142 @@
+"""ControllerServer: one controller process assembled — metadata log, store, applier, Raft node, active
+controller, gRPC server (Controller service, grpc.health.v1, reflection).
+
+Start order: the metadata log is opened (recovered if the last run crashed); the gRPC server starts
+(NOT_SERVING), so peers can fetch from this controller even while it catches up; the Applier and the
+active-controller loop start; then pysyncobj, which replays its journal (and snapshot) into the Applier.
+Health turns SERVING once pysyncobj has caught up with the leader's commit index (its "ready") and a
+leader is known; it turns NOT_SERVING again while no leader is known (an election, or no quorum).
+
+Stop order (SIGTERM): gRPC stops taking calls, the loop stops, pysyncobj stops, the Applier applies what
+it has, the metadata log is closed cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from kanal.raft.active_controller import ActiveController
+from kanal.raft.applier import Applier
+from kanal.raft.controller_config import ControllerConfig
+from kanal.raft.controller_service import ControllerService
+from kanal.raft.fatal import stop_process
+from kanal.raft.metadata_log import open_metadata_log
+from kanal.raft.metadata_store import MetadataStore
+from kanal.raft.peer_client import CHANNEL_OPTIONS, PeerClient
+from kanal.raft.raft_node import RaftNode
+from kanal.v1 import controller_pb2, controller_pb2_grpc
+
+_log = logging.getLogger("kanal.raft.server")
+
+SERVICE_NAME = controller_pb2.DESCRIPTOR.services_by_name["Controller"].full_name
+
+
+class StartupError(Exception):
+    """The controller could not start (a port in use, a data directory it cannot use, ...)."""
+
+
+class ControllerServer:
+    def __init__(self, config: ControllerConfig) -> None:
+        self.config = config
+        self._stopped = threading.Event()
+        try:
+            config.data_dir.mkdir(parents=True, exist_ok=True)
+            self.log = open_metadata_log(config.data_dir, config.metadata_batch_bytes_max)
+        except OSError as exc:
+            raise StartupError(f"cannot open the metadata log under {config.data_dir}: {exc}") from exc
+        self.store = MetadataStore(self.log)
+        self.peers = PeerClient(config)
+        self.controller = ActiveController(config, self.store)
+        self.applier = Applier(self.store, self.controller.on_applied, stop_process)
+        self.raft: RaftNode | None = None
+        self.health = health.HealthServicer()
+        self._serving: bool | None = None
+        self.grpc_server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=config.grpc_threads, thread_name_prefix="grpc"),
+            options=CHANNEL_OPTIONS,
+        )
+
+    def __repr__(self) -> str:
+        return f"<ControllerServer {self.config.controller_id} grpc={self.config.listen} raft={self.config.raft}>"
+
+    def start(self) -> None:
+        self._set_serving(False)
+        controller_pb2_grpc.add_ControllerServicer_to_server(
+            ControllerService(self.config, self.controller, self.store, self._quorum_status, self.peers),
+            self.grpc_server,
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+            self.grpc_server,
+        )
+        try:
+            port = self.grpc_server.add_insecure_port(str(self.config.listen))
+        except RuntimeError as exc:
+            raise StartupError(f"cannot listen on {self.config.listen}: {exc}") from exc
+        if port == 0:
+            raise StartupError(f"cannot listen on {self.config.listen}")
+        self.grpc_server.start()
+        self.applier.start()
+        self.raft = RaftNode(
+            self.config,
+            self.store,
+            self.applier,
+            fetch_missing=self._fetch_missing,
+            on_snapshot_loaded=self.controller.on_snapshot_loaded,
+            on_state_changed=self.controller.wake,
+        )
+        try:
+            self.raft.waitBinded()
+        except Exception as exc:
+            raise StartupError(f"cannot bind the Raft address {self.config.raft}: {exc}") from exc
+        self.controller.start(self.raft, on_step=self._update_health)
+        _log.info("controller %d started: gRPC %s, Raft %s", self.config.controller_id, self.config.listen, self.config.raft)
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self._set_serving(False)
+        self.grpc_server.stop(grace_s).wait(grace_s + 1)
+        self.controller.stop()
+        if self.raft is not None:
+            self.raft.destroy_synchronous()
+        self.applier.stop()
+        self.peers.close()
+        self.store.close()
+        _log.info("controller %d stopped", self.config.controller_id)
+
+    def _quorum_status(self):  # noqa: ANN202
+        if self.raft is None:
+            raise RuntimeError("the Raft node is not started")
+        return self.raft.status()
+
+    def _fetch_missing(self, start: int, end: int):  # noqa: ANN202
+        prefer = []
+        if self.raft is not None and self.raft.leader_address():
+            leader = self.config.voter_by_raft(self.raft.leader_address() or "")
+            if leader is not None:
+                prefer.append(leader.controller_id)
+        _log.info("fetching metadata offsets [%d, %d) from the other controllers", start, end)
+        return self.peers.fetch_range(start, end, prefer)
+
+    def _update_health(self) -> None:
+        raft = self.raft
+        serving = raft is not None and raft.isReady() and raft.leader_address() is not None
+        self._set_serving(serving)
+
+    def _set_serving(self, serving: bool) -> None:
+        if serving == self._serving:
+            return
+        self._serving = serving
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", SERVICE_NAME):
+            self.health.set(name, status)
+        _log.info("health: %s", "SERVING" if serving else "NOT_SERVING")

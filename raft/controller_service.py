@@ -1,0 +1,323 @@
+"""ControllerService: the kanal.v1.Controller gRPC service — a thin shell over the ActiveController.
+
+Who answers what:
+- Broker calls (RegisterBroker, BrokerHeartbeat, AlterPartition, AllocateProducerIds) are answered only
+  by the active controller. A standby answers with error NOT_CONTROLLER and `active_controller` set (or
+  CONTROLLER_NOT_AVAILABLE when no controller is active): a broker keeps its session with the active
+  controller itself, so it should talk to it directly.
+- Admin writes (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, AlterClientQuotas) reaching a
+  standby are forwarded to the active controller, so a tool may use any controller; their replies have
+  no field to name the active controller. A forwarded call is not forwarded again.
+- Reads (FetchMetadata, DescribeConfigs, DescribeClientQuotas, DescribeCluster, DescribeQuorum) are
+  answered by any controller from its own committed state, which may trail the active controller's by
+  the few milliseconds it takes an entry to apply there.
+
+Errors. Per-item failures are in the replies (kanal.metadata's decisions). A call that fails as a whole
+carries the ErrorCode in the reply's `error` field where it has one (broker calls, FetchMetadata), else
+as a gRPC status (kanal.v1.error.grpc_status) with trailing metadata `kanal-error-code` (the number) and
+`kanal-error-message`. Anything that is not a KanalError is a bug: logged with its traceback and answered
+INTERNAL with UNKNOWN_SERVER_ERROR.
+
+Deadlines: a write waits at most `request_timeout_ms`, less when the caller's gRPC deadline is sooner
+(the reply must reach the caller before it gives up). Principal: "anonymous" for admin calls (TLS is not
+wired yet), "broker-<id>" for broker calls. Request id: the request's, or "<controller id>-<random>".
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from kanal.metadata import (
+    decide_allocate_producer_ids,
+    decide_alter_client_quotas,
+    decide_alter_configs,
+    decide_alter_partition,
+    decide_create_partitions,
+    decide_create_topics,
+    decide_delete_topics,
+    describe_brokers,
+    describe_client_quotas,
+    describe_configs,
+)
+from kanal.raft.active_controller import ActiveController
+from kanal.raft.controller_config import ControllerConfig
+from kanal.raft.metadata_store import MetadataStore
+from kanal.raft.peer_client import FORWARDED_METADATA_KEY, PeerClient
+from kanal.raft.quorum_status import QuorumStatus
+from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc
+from kanal.v1.error import ErrorCode, KanalError, grpc_status
+
+_log = logging.getLogger("kanal.raft.service")
+
+ANONYMOUS_PRINCIPAL = "anonymous"
+ERROR_CODE_KEY = "kanal-error-code"
+ERROR_MESSAGE_KEY = "kanal-error-message"
+# FetchMetadata: bytes per reply when the request says 0, and at most (at least one batch is returned
+# whatever the limit, and a batch is at most metadata_batch_bytes_max).
+FETCH_BYTES_DEFAULT = 1024 * 1024
+FETCH_BYTES_MAX = 3 * 1024 * 1024
+# Part of the caller's remaining deadline kept back so the reply arrives before the caller gives up.
+_DEADLINE_MARGIN_S = 0.05
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _rpc(method: F) -> F:
+    """Turn escaping errors into a gRPC status with kanal's trailing metadata."""
+
+    @functools.wraps(method)
+    def wrapper(self: ControllerService, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return method(self, request, context)
+        except KanalError as exc:
+            code, message = exc.code, exc.message
+        except _Forwarded as fwd:
+            context.set_trailing_metadata(fwd.trailing)
+            context.abort(fwd.status, fwd.details)
+        except Exception as exc:  # noqa: BLE001 - a bug: report it, never swallow it
+            _log.exception("%s failed", method.__name__)
+            code, message = ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}"
+        abort_with(context, code, message)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def abort_with(context: grpc.ServicerContext, code: int, message: str) -> None:
+    context.set_trailing_metadata(((ERROR_CODE_KEY, str(int(code))), (ERROR_MESSAGE_KEY, _ascii(message))))
+    context.abort(grpc_status(code), message)
+
+
+def _ascii(text: str) -> str:
+    # Metadata values must be printable ASCII.
+    return text.encode("ascii", "backslashreplace").decode("ascii").replace("\n", " ")[:1024]
+
+
+class _Forwarded(Exception):
+    """The active controller answered a forwarded call with a gRPC error: pass it on unchanged."""
+
+    def __init__(self, status: grpc.StatusCode, details: str, trailing: tuple[tuple[str, str], ...]) -> None:
+        super().__init__(details)
+        self.status = status
+        self.details = details
+        self.trailing = trailing
+
+
+class ControllerService(controller_pb2_grpc.ControllerServicer):
+    def __init__(
+        self,
+        config: ControllerConfig,
+        controller: ActiveController,
+        store: MetadataStore,
+        quorum_status: Callable[[], QuorumStatus],
+        peers: PeerClient,
+    ) -> None:
+        self._config = config
+        self._controller = controller
+        self._store = store
+        self._quorum_status = quorum_status
+        self._peers = peers
+
+    def __repr__(self) -> str:
+        return f"<ControllerService controller={self._config.controller_id}>"
+
+    # -- broker calls ------------------------------------------------------------------------------
+
+    @_rpc
+    def RegisterBroker(self, request, context):  # noqa: N802 - gRPC method names
+        try:
+            return self._controller.register_broker(
+                request, request_id=self._request_id(""), deadline_s=self._deadline(context)
+            )
+        except KanalError as exc:
+            return controller_pb2.RegisterBrokerResponse(
+                error=exc.code, error_message=exc.message, active_controller=self._hint(exc)
+            )
+
+    @_rpc
+    def BrokerHeartbeat(self, request, context):  # noqa: N802
+        try:
+            return self._controller.broker_heartbeat(
+                request, request_id=self._request_id(""), deadline_s=self._deadline(context)
+            )
+        except KanalError as exc:
+            return controller_pb2.BrokerHeartbeatResponse(
+                error=exc.code,
+                error_message=exc.message,
+                active_controller=self._hint(exc),
+                metadata_end_offset=self._store.durable_end_offset,
+                controller_epoch=self._store.controller_epoch,
+            )
+
+    @_rpc
+    def AlterPartition(self, request, context):  # noqa: N802
+        try:
+            return self._controller.decide_with(
+                decide_alter_partition,
+                request,
+                principal=f"broker-{request.broker_id}",
+                request_id=self._request_id(""),
+                deadline_s=self._deadline(context),
+            )
+        except KanalError as exc:
+            _log.info("AlterPartition from broker %d failed: %s", request.broker_id, exc)
+            return controller_pb2.AlterPartitionResponse(error=exc.code, active_controller=self._hint(exc))
+
+    @_rpc
+    def AllocateProducerIds(self, request, context):  # noqa: N802
+        try:
+            return self._controller.decide_with(
+                decide_allocate_producer_ids,
+                request,
+                principal=f"broker-{request.broker_id}",
+                request_id=self._request_id(""),
+                deadline_s=self._deadline(context),
+            )
+        except KanalError as exc:
+            _log.info("AllocateProducerIds from broker %d failed: %s", request.broker_id, exc)
+            return controller_pb2.AllocateProducerIdsResponse(error=exc.code, active_controller=self._hint(exc))
+
+    @_rpc
+    def FetchMetadata(self, request, context):  # noqa: N802
+        if request.max_bytes < 0 or request.max_wait_ms < 0:
+            raise KanalError(ErrorCode.INVALID_REQUEST, "max_bytes and max_wait_ms must be >= 0")
+        bytes_max = min(request.max_bytes or FETCH_BYTES_DEFAULT, FETCH_BYTES_MAX)
+        wait_s = min(request.max_wait_ms, self._config.fetch_wait_ms_max) / 1000
+        wait_s = min(wait_s, max(0.0, self._deadline(context) - time.monotonic()))
+        try:
+            result = self._store.fetch(request.offset, bytes_max, wait_s)
+        except KanalError as exc:
+            if exc.code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                raise
+            return controller_pb2.FetchMetadataResponse(
+                error=exc.code,
+                error_message=exc.message,
+                end_offset=self._store.durable_end_offset,
+                controller_epoch=self._store.controller_epoch,
+            )
+        return controller_pb2.FetchMetadataResponse(
+            entries=result.entries,
+            end_offset=result.end_offset,
+            start_offset=result.start_offset,
+            controller_epoch=result.controller_epoch,
+        )
+
+    # -- admin writes ------------------------------------------------------------------------------
+
+    @_rpc
+    def CreateTopics(self, request, context):  # noqa: N802
+        return self._admin_write("CreateTopics", decide_create_topics, request, context, with_rng=True)
+
+    @_rpc
+    def DeleteTopics(self, request, context):  # noqa: N802
+        return self._admin_write("DeleteTopics", decide_delete_topics, request, context)
+
+    @_rpc
+    def CreatePartitions(self, request, context):  # noqa: N802
+        return self._admin_write("CreatePartitions", decide_create_partitions, request, context, with_rng=True)
+
+    @_rpc
+    def AlterConfigs(self, request, context):  # noqa: N802
+        return self._admin_write("AlterConfigs", decide_alter_configs, request, context)
+
+    @_rpc
+    def AlterClientQuotas(self, request, context):  # noqa: N802
+        return self._admin_write("AlterClientQuotas", decide_alter_client_quotas, request, context)
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    @_rpc
+    def DescribeConfigs(self, request, context):  # noqa: N802
+        return self._store.read(lambda image: describe_configs(image, request))
+
+    @_rpc
+    def DescribeClientQuotas(self, request, context):  # noqa: N802
+        return self._store.read(lambda image: describe_client_quotas(image, request))
+
+    @_rpc
+    def DescribeQuorum(self, request, context):  # noqa: N802
+        return self._quorum_status().describe(self._store.durable_end_offset)
+
+    @_rpc
+    def DescribeCluster(self, request, context):  # noqa: N802
+        return admin_pb2.DescribeClusterResponse(
+            cluster_id=self._config.cluster_id,
+            brokers=self._store.read(describe_brokers),
+            quorum=self._quorum_status().describe(self._store.durable_end_offset),
+        )
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _admin_write(
+        self,
+        method: str,
+        decide: Callable[..., Any],
+        request: Any,
+        context: grpc.ServicerContext,
+        *,
+        with_rng: bool = False,
+    ) -> Any:
+        deadline_s = self._deadline(context)
+        if not request.request_id:
+            request.request_id = self._request_id("")
+        forwarded = any(key == FORWARDED_METADATA_KEY for key, _ in context.invocation_metadata())
+        try:
+            return self._controller.decide_with(
+                decide,
+                request,
+                principal=ANONYMOUS_PRINCIPAL,
+                request_id=request.request_id,
+                deadline_s=deadline_s,
+                with_rng=with_rng,
+            )
+        except KanalError as exc:
+            if exc.code != ErrorCode.NOT_CONTROLLER or forwarded:
+                raise
+            return self._forward(method, request, deadline_s)
+
+    def _forward(self, method: str, request: Any, deadline_s: float) -> Any:
+        hint = self._controller.active_hint()
+        if hint.controller_id < 0 or hint.controller_id == self._config.controller_id:
+            raise self._controller.not_active_error()
+        call = getattr(self._peers.stub(hint.controller_id), method)
+        try:
+            return call(
+                request,
+                timeout=max(0.001, deadline_s - time.monotonic()),
+                metadata=((FORWARDED_METADATA_KEY, str(self._config.controller_id)),),
+            )
+        except grpc.RpcError as exc:
+            trailing = tuple((k, v) for k, v in (exc.trailing_metadata() or ()) if isinstance(v, str))
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and not any(
+                k == ERROR_CODE_KEY for k, _ in trailing
+            ):
+                # The transport failed (the active controller died, or the call ran out of time): the
+                # caller learns it as a retriable controller error, not as a bare gRPC failure.
+                code = (
+                    ErrorCode.REQUEST_TIMED_OUT
+                    if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                    else ErrorCode.CONTROLLER_NOT_AVAILABLE
+                )
+                raise KanalError(code, f"forwarding to controller {hint.controller_id} failed: {exc.details()}")
+            raise _Forwarded(exc.code(), exc.details() or "", trailing) from None
+
+    def _deadline(self, context: grpc.ServicerContext) -> float:
+        budget_s = self._config.request_timeout_ms / 1000
+        remaining = context.time_remaining()
+        if remaining is not None:
+            budget_s = min(budget_s, max(0.0, remaining - min(_DEADLINE_MARGIN_S, remaining / 10)))
+        return time.monotonic() + budget_s
+
+    def _request_id(self, given: str) -> str:
+        return given or f"{self._config.controller_id}-{uuid.uuid4().hex}"
+
+    def _hint(self, exc: KanalError) -> controller_pb2.ControllerHint | None:
+        if exc.code in (ErrorCode.NOT_CONTROLLER, ErrorCode.CONTROLLER_NOT_AVAILABLE):
+            return self._controller.active_hint()
+        return None

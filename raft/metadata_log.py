@@ -1,0 +1,235 @@
+"""The metadata log: every applied MetadataBatch, in order, in the shared segment format.
+
+Directory `<data_dir>/__cluster_metadata-0/`, written with kanal.broker.storage.log.Log (segment layout in
+broker/storage/log.py and segment.py). Each applied MetadataBatch is one RecordBatch (one log entry):
+
+    record i        value = the i-th MetadataRecord's bytes exactly as they came in the Raft entry
+                    (sliced out of the MetadataBatch, not re-serialized), no key, no headers,
+                    timestamp = that record's time_ms
+    batch           partition_leader_epoch = the MetadataBatch's controller_epoch; no producer id;
+                    base offset = the metadata offset of its first record
+    append time     `now_ms` given to Log.append is the batch's largest record time, so segment rolls
+                    happen at the same batches on every controller
+
+Everything in a batch comes from the Raft entry, so every controller's files hold the same bytes. A reader
+rebuilds MetadataBatch(controller_epoch=partition_leader_epoch, records=[values]) and applies it with
+kanal.metadata.apply_batch at the entry's base offset (`decode_entry(...).metadata_batch()`). No retention: the log keeps every
+offset (log start 0), so FetchMetadata can always serve a follower from any offset.
+
+Exactly once (MetadataLogWriter). pysyncobj replays its journal after a restart, so an entry can be
+applied again that the log already holds. The metadata offset is the key: a batch for base offset B is
+appended when the log ends at B, skipped when the log already goes past B (after checking that the
+stored batch is exactly the one being applied), and a log that ends before B has lost batches: a broken
+invariant that stops the controller.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kanal.broker.storage.log import Log
+from kanal.broker.storage.log_config import LogConfig
+from kanal.v1.batch import (
+    BROKER_SUFFIX_BYTES,
+    NewRecord,
+    build_batch,
+    decode_records,
+    iter_entries,
+    parse_batch,
+    read_broker_suffix,
+)
+from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.metadata_pb2 import MetadataBatch, MetadataRecord
+
+METADATA_LOG_DIR_NAME = "__cluster_metadata-0"
+# Segment size of the metadata log; a metadata batch is at most a few MiB.
+METADATA_SEGMENT_BYTES_MAX = 64 * 1024 * 1024
+_TAG_RECORDS = (2 << 3) | 2  # MetadataBatch.records: field 2, length-delimited
+
+
+class MetadataLogGapError(Exception):
+    """The metadata log does not hold what the applied entries say it must (a gap, or a different batch
+    at an offset). A broken invariant: the controller stops."""
+
+
+def metadata_log_config(batch_bytes_max: int) -> LogConfig:
+    # A RecordBatch wraps each MetadataRecord in a Record (offset and timestamp deltas, framing): allow
+    # twice the metadata batch limit, which the active controller enforces before proposing.
+    return LogConfig(
+        segment_bytes_max=METADATA_SEGMENT_BYTES_MAX,
+        batch_bytes_max=min(2 * batch_bytes_max, METADATA_SEGMENT_BYTES_MAX - 1),
+        retention_ms=None,
+        retention_bytes=None,
+        cleanup_policy="delete",
+        flush_batches_max=None,  # MetadataStore fsyncs once per group of applied batches
+        flush_interval_ms=None,
+        timestamp_difference_ms_max=None,
+    )
+
+
+def open_metadata_log(data_dir: Path, batch_bytes_max: int) -> Log:
+    return Log.open(data_dir / METADATA_LOG_DIR_NAME, metadata_log_config(batch_bytes_max))
+
+
+# -- the entry format ------------------------------------------------------------------------------
+
+
+def record_values(batch_bytes: bytes) -> list[bytes]:
+    """The serialized MetadataRecords of a serialized MetadataBatch, byte for byte, in order."""
+    values = []
+    view = memoryview(batch_bytes)
+    pos, end = 0, len(view)
+    while pos < end:
+        key, pos = _varint(view, pos, end)
+        wire_type = key & 7
+        if key == _TAG_RECORDS:
+            length, pos = _varint(view, pos, end)
+            if pos + length > end:
+                raise KanalError(ErrorCode.CORRUPT_MESSAGE, "MetadataBatch has a truncated record")
+            values.append(bytes(view[pos : pos + length]))
+            pos += length
+        elif wire_type == 0:
+            _, pos = _varint(view, pos, end)
+        elif wire_type == 2:
+            length, pos = _varint(view, pos, end)
+            pos += length
+        elif wire_type == 1:
+            pos += 8
+        elif wire_type == 5:
+            pos += 4
+        else:
+            raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"MetadataBatch has wire type {wire_type}")
+    if pos != end:
+        raise KanalError(ErrorCode.CORRUPT_MESSAGE, "MetadataBatch ends inside a field")
+    return values
+
+
+def _varint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise KanalError(ErrorCode.CORRUPT_MESSAGE, "MetadataBatch has a truncated varint")
+        byte = view[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+@dataclass(frozen=True, slots=True)
+class LogBatch:
+    """One stored batch of the metadata log, as bytes: where it starts, its controller epoch, and each
+    record's value (a serialized MetadataRecord) and timestamp."""
+
+    base_offset: int
+    controller_epoch: int
+    values: tuple[bytes, ...]
+    timestamps_ms: tuple[int, ...]
+
+    @property
+    def end_offset(self) -> int:
+        return self.base_offset + len(self.values)
+
+    def metadata_batch(self) -> MetadataBatch:
+        return MetadataBatch(
+            controller_epoch=self.controller_epoch,
+            records=[MetadataRecord.FromString(v) for v in self.values],
+        )
+
+    def __repr__(self) -> str:
+        return f"<LogBatch [{self.base_offset}, {self.end_offset}) epoch={self.controller_epoch}>"
+
+
+def encode_batch(values: Sequence[bytes], timestamps_ms: Sequence[int]) -> bytes:
+    """Producer bytes of the RecordBatch that stores these record values with these timestamps."""
+    if len(values) != len(timestamps_ms) or not values:
+        raise ValueError(f"{len(values)} record values with {len(timestamps_ms)} timestamps")
+    return build_batch([NewRecord(value=v, timestamp_ms=t) for v, t in zip(values, timestamps_ms)])
+
+
+def decode_entry(stored: bytes | memoryview) -> LogBatch:
+    """One stored batch of the metadata log (CORRUPT_MESSAGE when damaged)."""
+    record_batch = parse_batch(stored)
+    records = decode_records(record_batch)
+    return LogBatch(
+        base_offset=record_batch.base_offset,
+        controller_epoch=record_batch.partition_leader_epoch,
+        values=tuple(r.value for r in records),
+        timestamps_ms=tuple(record_batch.first_timestamp_ms + r.timestamp_delta_ms for r in records),
+    )
+
+
+def iter_batches(entries: bytes) -> Iterator[LogBatch]:
+    """Each batch of framed log entries (a Log.read or a FetchMetadata reply), CRCs checked."""
+    for entry in iter_entries(entries, verify_crc=True):
+        yield decode_entry(entry.batch)
+
+
+def read_all(log: Log, bytes_max: int = 1 << 20) -> list[LogBatch]:
+    """Every batch of a metadata log, in order (tests, tools)."""
+    out: list[LogBatch] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        for batch in iter_batches(log.read(offset, bytes_max).data):
+            out.append(batch)
+            offset = batch.end_offset
+    return out
+
+
+# -- exactly-once writer ---------------------------------------------------------------------------
+
+
+class WriteResult(enum.Enum):
+    APPENDED = "appended"
+    # The log already held this batch (pysyncobj replayed an entry after a restart).
+    ALREADY_WRITTEN = "already-written"
+
+
+class MetadataLogWriter:
+    """Appends applied batches to the metadata log exactly once. Not thread-safe: the store's applier
+    thread is its only caller."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+    def write(self, batch: LogBatch) -> WriteResult:
+        """Store `batch` at its base offset; see the module doc for the rules."""
+        end = self.log.log_end_offset
+        base_offset = batch.base_offset
+        producer_bytes = encode_batch(batch.values, batch.timestamps_ms)
+        if end == base_offset:
+            now_ms = max(batch.timestamps_ms)
+            info = self.log.append(producer_bytes, leader_epoch=batch.controller_epoch, now_ms=now_ms)
+            if info.base_offset != base_offset or info.last_offset != batch.end_offset - 1:
+                raise MetadataLogGapError(f"batch for offset {base_offset} landed at {info.base_offset}")
+            return WriteResult.APPENDED
+        if end < base_offset:
+            raise MetadataLogGapError(
+                f"the metadata log ends at offset {end} but the next applied batch starts at {base_offset}: "
+                f"{base_offset - end} metadata records are missing from {self.log.directory}"
+            )
+        self._check_stored(base_offset, len(batch.values), producer_bytes)
+        return WriteResult.ALREADY_WRITTEN
+
+    def _check_stored(self, base_offset: int, count: int, producer_bytes: bytes) -> None:
+        # A replayed batch must be exactly the stored one; anything else means this controller's log and
+        # its Raft journal tell different histories, and going on would serve a wrong log to brokers.
+        if base_offset < self.log.log_start_offset:
+            return  # below the log start there is nothing left to compare with
+        data = self.log.read(base_offset, 1).data
+        stored = next(iter_entries(data, verify_crc=False)).batch
+        suffix = read_broker_suffix(stored)
+        if suffix.base_offset != base_offset or suffix.last_offset != base_offset + count - 1:
+            raise MetadataLogGapError(
+                f"replayed batch [{base_offset}, {base_offset + count}) does not line up with the stored "
+                f"batch [{suffix.base_offset}, {suffix.last_offset + 1}]"
+            )
+        if bytes(stored[: len(stored) - BROKER_SUFFIX_BYTES]) != producer_bytes:
+            raise MetadataLogGapError(f"the stored batch at offset {base_offset} differs from the replayed one")
+
+    def __repr__(self) -> str:
+        return f"<MetadataLogWriter {self.log!r}>"

@@ -1,0 +1,230 @@
+"""MetadataStore: this controller's committed metadata — the image, the last applied proposal, the log.
+
+State:
+- `image`: kanal.metadata's MetadataImage of every applied batch (next_offset = metadata log end).
+- `last_proposal`: the proposal id of the last applied batch: the head of the chain that conditional
+  commands name as their parent (command.py).
+- the metadata log (metadata_log.py) and its durable end: the offset below which every batch is fsynced.
+  Readers (FetchMetadata, heartbeat replies, write acknowledgements) only ever see durable offsets.
+
+Writes come from one thread at a time, in Raft order: `apply` for each committed entry, `flush` after a
+group of them (one fsync for the group), `install` when pysyncobj loads a snapshot. Readers use
+`read`, `copy_image` and `fetch`, which take the lock. A broken invariant on the write side
+(MetadataInvariantError, MetadataLogGapError, CommandFormatError, a storage error) is not caught here:
+the caller stops the process, because the image and the log could no longer be trusted to match the
+other controllers'.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from kanal.broker.storage.log import Log
+from kanal.metadata import MetadataImage, MetadataInvariantError, apply_batch, image_from_snapshot, image_to_snapshot
+from kanal.raft.command import ProposalId, Verdict, decode_command, judge
+from kanal.raft.metadata_log import LogBatch, MetadataLogGapError, MetadataLogWriter, record_values
+from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.metadata_pb2 import MetadataSnapshot
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedEntry:
+    """How one committed command was judged, and the metadata log end after it."""
+
+    proposal: ProposalId
+    verdict: Verdict
+    end_offset: int
+
+    def __repr__(self) -> str:
+        return f"<Applied {self.proposal!r} {self.verdict.value} end={self.end_offset}>"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """Whole log entries from the requested offset, and the log's durable bounds."""
+
+    entries: bytes
+    start_offset: int
+    end_offset: int
+    controller_epoch: int
+
+
+class MetadataStore:
+    def __init__(self, log: Log) -> None:
+        self._log = log
+        self._writer = MetadataLogWriter(log)
+        self._lock = threading.Lock()
+        self._durable = threading.Condition(self._lock)
+        self._image = MetadataImage()
+        self._last_proposal = ProposalId.NONE
+        self._dirty = False
+        # Whatever the log holds at start was written by an earlier run and survived recovery.
+        self._durable_end = log.log_end_offset
+
+    def __repr__(self) -> str:
+        return (
+            f"<MetadataStore image_end={self._image.next_offset} durable_end={self._durable_end} "
+            f"log_end={self._log.log_end_offset} last={self._last_proposal!r}>"
+        )
+
+    # -- the write side (one thread at a time) -----------------------------------------------------
+
+    def apply(self, data: bytes) -> AppliedEntry:
+        """Judge and apply one committed Raft entry; append it to the log exactly once."""
+        command = decode_command(data)
+        batch = command.parse_batch()
+        with self._lock:
+            image = self._image
+            verdict = judge(
+                command,
+                batch.controller_epoch,
+                highest_epoch=image.controller_epoch,
+                last_proposal=self._last_proposal,
+            )
+            if verdict is not Verdict.APPLY:
+                return AppliedEntry(command.proposal, verdict, image.next_offset)
+            base = image.next_offset
+            if not command.unconditional and command.expected_base_offset != base:
+                # The parent matched, so the image is the one the batch was decided on; its offset
+                # must match too. If not, the chain of ids and the offsets disagree: a bug.
+                raise MetadataInvariantError(
+                    f"{command!r} follows its parent but expects offset {command.expected_base_offset}, "
+                    f"the image ends at {base}"
+                )
+            values = record_values(command.batch_bytes)
+            if not apply_batch(image, batch, base):
+                raise MetadataInvariantError(f"{command!r} was fenced by apply_batch after judge accepted it")
+            self._last_proposal = command.proposal
+            self._writer.write(
+                LogBatch(base, batch.controller_epoch, tuple(values), tuple(r.time_ms for r in batch.records))
+            )
+            self._dirty = True
+            return AppliedEntry(command.proposal, Verdict.APPLY, image.next_offset)
+
+    def flush(self) -> int:
+        """fsync what was appended since the last flush and publish it to readers; the durable end.
+
+        The log may run ahead of the image (after a restart, until pysyncobj's replay reaches the log
+        end), never behind it."""
+        with self._lock:
+            if self._dirty:
+                self._log.flush()
+                self._dirty = False
+            end = self._log.log_end_offset
+            if end < self._image.next_offset:
+                raise MetadataLogGapError(
+                    f"the metadata log ends at {end}, before the image at {self._image.next_offset}"
+                )
+            if self._durable_end != end:
+                self._durable_end = end
+                self._durable.notify_all()
+            return end
+
+    def snapshot(self) -> tuple[MetadataSnapshot, ProposalId]:
+        """The image as a snapshot, and the last proposal, after fsyncing the log: a snapshot must never
+        get ahead of the durable log, or a restart would find the log behind the image."""
+        self.flush()
+        with self._lock:
+            return image_to_snapshot(self._image), self._last_proposal
+
+    def install(
+        self,
+        snapshot: MetadataSnapshot,
+        last_proposal: ProposalId,
+        fetch_missing: Callable[[int, int], Iterable[LogBatch]],
+    ) -> None:
+        """Replace the image with a snapshot's (a restart, or a snapshot sent by the leader).
+
+        When the log ends before the snapshot, the missing batches are fetched (`fetch_missing(from,
+        to)`, from another controller's metadata log) and appended first, so the log never has a gap."""
+        image = image_from_snapshot(snapshot)
+        self.flush()
+        with self._lock:
+            end = self._log.log_end_offset
+        if end < image.next_offset:
+            for batch in fetch_missing(end, image.next_offset):
+                with self._lock:
+                    if batch.base_offset < image.next_offset:
+                        self._writer.write(batch)
+            with self._lock:
+                if self._log.log_end_offset != image.next_offset:
+                    raise MetadataLogGapError(
+                        f"after fetching missing batches the log ends at {self._log.log_end_offset}, "
+                        f"the snapshot at {image.next_offset}"
+                    )
+                self._log.flush()
+        with self._lock:
+            # A log past the snapshot is fine: pysyncobj replays the entries after the snapshot and the
+            # writer skips them once it has checked they are the batches it holds.
+            self._image = image
+            self._last_proposal = last_proposal
+            self._durable_end = self._log.log_end_offset
+            self._durable.notify_all()
+
+    # -- the read side (any thread) ----------------------------------------------------------------
+
+    def read(self, reader: Callable[[MetadataImage], T]) -> T:
+        """Run `reader` on the committed image under the lock (it must not keep references to it)."""
+        with self._lock:
+            return reader(self._image)
+
+    def copy_image(self) -> tuple[MetadataImage, ProposalId]:
+        """An independent copy of the committed image and the id of its last batch."""
+        with self._lock:
+            return self._image.copy(), self._last_proposal
+
+    @property
+    def durable_end_offset(self) -> int:
+        with self._lock:
+            return self._durable_end
+
+    @property
+    def controller_epoch(self) -> int:
+        with self._lock:
+            return self._image.controller_epoch
+
+    def wait_durable(self, offset: int, timeout_s: float) -> bool:
+        """Wait until the durable end reaches `offset`; False when the time ran out first."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while self._durable_end < offset:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._durable.wait(left)
+            return True
+
+    def fetch(self, offset: int, bytes_max: int, wait_s: float) -> FetchResult:
+        """Whole entries from `offset` below the durable end; waits up to `wait_s` when there are none.
+
+        OFFSET_OUT_OF_RANGE below the log start. An offset past the durable end is not an error: the
+        caller followed a controller that is further along; it gets no entries and this log's end."""
+        if bytes_max < 1:
+            raise KanalError(ErrorCode.INVALID_REQUEST, f"max_bytes must be >= 1, got {bytes_max}")
+        deadline = time.monotonic() + max(0.0, wait_s)
+        with self._lock:
+            while True:
+                start = self._log.log_start_offset
+                if offset < start:
+                    raise KanalError(
+                        ErrorCode.OFFSET_OUT_OF_RANGE,
+                        f"offset {offset} is below the metadata log start {start}; load a snapshot",
+                    )
+                if offset < self._durable_end:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return FetchResult(b"", start, self._durable_end, self._image.controller_epoch)
+                self._durable.wait(left)
+            data = self._log.read(offset, bytes_max, offset_limit=self._durable_end).data
+            return FetchResult(data, start, self._durable_end, self._image.controller_epoch)
+
+    def close(self) -> None:
+        with self._lock:
+            self._log.close()

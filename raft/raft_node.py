@@ -1,0 +1,184 @@
+"""RaftNode: pysyncobj wired the safe way for the controller quorum.
+
+- `useFork=False`: the controller runs a gRPC server, which must never be forked.
+- Commands are bytes (command.py: a conditional MetadataBatch). pysyncobj wraps them in its own pickled
+  `(method id, (bytes,))` envelope on the wire and in its journal; nothing of kanal's is pickled, and the
+  replicated method refuses anything but bytes.
+- Snapshots ("full dumps") use raft_snapshot.py's format through pysyncobj's custom serializer hooks.
+- `password` = the cluster secret: Raft traffic is encrypted and authenticated (Fernet; needs the
+  `cryptography` package), so a process without the secret can neither read the log nor send pysyncobj
+  a pickle to load.
+- `leaderFallbackTimeout` = three maximal election timeouts (pysyncobj's default is 30 s): a leader cut
+  off from the majority steps down quickly, so writes sent to it fail fast.
+- `commandsWaitLeader=False`: a proposal with no leader fails at once instead of waiting in a queue.
+- `appendEntriesUseBatch=False`: entries are sent as soon as they are proposed, not on the next
+  heartbeat; `appendEntriesBatchSizeBytes` is above any entry, so a big entry is never split (pysyncobj's
+  split path mislabels the last chunk for some sizes).
+
+Threads: pysyncobj's tick thread runs the Raft protocol and calls the replicated method for each
+committed entry, which only queues it for the Applier (applier.py). The snapshot hooks also run on the
+tick thread; they drain the Applier first so the image matches pysyncobj's last applied entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+
+from kanal.raft.applier import Applier
+from kanal.raft.controller_config import ControllerConfig
+from kanal.raft.fatal import stop_process
+from kanal.raft.metadata_log import LogBatch
+from kanal.raft.metadata_store import MetadataStore
+from kanal.raft.quorum_status import QuorumStatus, from_status
+from kanal.raft.raft_snapshot import RaftSnapshot, read_snapshot_file, write_snapshot_file
+
+_log = logging.getLogger("kanal.raft.node")
+
+# pysyncobj failures after which the command is certainly not in any Raft log: it never reached a leader,
+# or its log slot was taken by another entry. (LEADER_CHANGED and UNKNOWN_OUTCOME leave the fate open.)
+DEFINITE_FAILURES = frozenset(
+    {
+        FAIL_REASON.QUEUE_FULL,
+        FAIL_REASON.MISSING_LEADER,
+        FAIL_REASON.DISCARDED,
+        FAIL_REASON.NOT_LEADER,
+        FAIL_REASON.REQUEST_DENIED,
+    }
+)
+# How long the snapshot hooks wait for the Applier to catch up before giving up.
+_DRAIN_TIMEOUT_S = 60.0
+
+
+class RaftNode(SyncObj):
+    def __init__(
+        self,
+        config: ControllerConfig,
+        store: MetadataStore,
+        applier: Applier,
+        *,
+        fetch_missing: Callable[[int, int], Iterable[LogBatch]],
+        on_snapshot_loaded: Callable[[], None],
+        on_state_changed: Callable[[], None],
+    ) -> None:
+        # Set before SyncObj.__init__: its tick thread starts inside it and may load a snapshot at once.
+        self._kanal_config = config
+        self._kanal_store = store
+        self._kanal_applier = applier
+        self._kanal_fetch_missing = fetch_missing
+        self._kanal_on_snapshot_loaded = on_snapshot_loaded
+        self._kanal_on_state_changed = on_state_changed
+        self._kanal_status_lock = threading.Lock()
+        config.raft_dir.mkdir(parents=True, exist_ok=True)
+        election_s = config.election_timeout_ms / 1000
+        entry_bytes_max = 4 * config.metadata_batch_bytes_max
+        conf = SyncObjConf(
+            password=config.cluster_secret,
+            autoTick=True,
+            autoTickPeriod=max(0.002, config.raft_heartbeat_interval_ms / 5000),
+            raftMinTimeout=election_s,
+            raftMaxTimeout=config.election_timeout_ms_max / 1000,
+            appendEntriesPeriod=config.raft_heartbeat_interval_ms / 1000,
+            connectionTimeout=2 * config.election_timeout_ms_max / 1000,
+            connectionRetryTime=election_s / 2,
+            leaderFallbackTimeout=config.leader_fallback_timeout_ms / 1000,
+            appendEntriesUseBatch=False,
+            appendEntriesBatchSizeBytes=entry_bytes_max,
+            sendBufferSize=1 << 20,
+            recvBufferSize=1 << 20,
+            logCompactionMinEntries=config.raft_compaction_entries,
+            logCompactionMinTime=config.raft_compaction_interval_ms / 1000,
+            logCompactionBatchSize=1 << 20,
+            # Bind exactly the configured address (pysyncobj would bind 0.0.0.0), and give up after a few
+            # seconds when it is taken instead of retrying forever.
+            bindAddress=str(config.raft),
+            bindRetryTime=0.3,
+            maxBindRetries=10,
+            journalFile=str(config.raft_dir / "journal"),
+            fullDumpFile=str(config.raft_dir / "dump"),
+            useFork=False,
+            serializer=self._write_snapshot,
+            deserializer=self._read_snapshot,
+            commandsWaitLeader=False,
+            dynamicMembershipChange=False,
+            onStateChanged=lambda old, new: self._kanal_on_state_changed(),
+        )
+        super().__init__(str(config.raft), [str(v.raft) for v in config.others], conf)
+
+    def __repr__(self) -> str:
+        return f"<RaftNode {self._kanal_config.raft} leader={self.leader_address()} term={self.raftCurrentTerm}>"
+
+    # -- the replicated state machine --------------------------------------------------------------
+
+    @replicated
+    def apply_metadata_command(self, command: bytes) -> None:
+        # Committed entry, in Raft order, on pysyncobj's tick thread: hand it to the Applier.
+        if not isinstance(command, bytes):
+            stop_process(f"a committed Raft entry carries {type(command).__name__}, not a metadata command")
+        self._kanal_applier.submit(command)
+
+    def propose(self, command: bytes, on_definite_failure: Callable[[int], None]) -> None:
+        """Hand a command to pysyncobj. Its fate comes back through the Applier; `on_definite_failure`
+        (called on pysyncobj's thread) reports the cases where it certainly never entered the log."""
+
+        def callback(_result: Any, error: int) -> None:
+            if error in DEFINITE_FAILURES:
+                on_definite_failure(error)
+
+        self.apply_metadata_command(command, callback=callback)
+
+    # -- snapshots ---------------------------------------------------------------------------------
+
+    def _write_snapshot(self, path: str, raft_data: tuple[Any, ...]) -> None:
+        # pysyncobj catches exceptions here and retries later; log them so they are not lost.
+        try:
+            last_entry, previous_entry = raft_data[0], raft_data[1]
+            if not self._kanal_applier.drain(_DRAIN_TIMEOUT_S):
+                raise TimeoutError("the applier did not catch up for a snapshot")
+            metadata, last_proposal = self._kanal_store.snapshot()
+            snapshot = RaftSnapshot(tuple(last_entry), tuple(previous_entry), last_proposal, metadata)
+            write_snapshot_file(Path(path), snapshot)
+            _log.info("wrote %r", snapshot)
+        except Exception:
+            _log.exception("writing a Raft snapshot failed; pysyncobj keeps its journal and retries")
+            raise
+
+    def _read_snapshot(self, path: str) -> tuple[Any, ...]:
+        # pysyncobj would log and carry on with a half-loaded state: any failure stops the process.
+        try:
+            snapshot = read_snapshot_file(Path(path))
+            if not self._kanal_applier.drain(_DRAIN_TIMEOUT_S):
+                raise TimeoutError("the applier did not catch up before a snapshot load")
+            self._kanal_store.install(snapshot.metadata, snapshot.last_proposal, self._kanal_fetch_missing)
+            _log.info("loaded %r", snapshot)
+            self._kanal_on_snapshot_loaded()
+            return (snapshot.last_entry, snapshot.previous_entry, ())
+        except BaseException as exc:  # noqa: BLE001
+            stop_process(f"loading the Raft snapshot {path} failed: {exc}", exc)
+
+    # -- what the rest of the controller asks ------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        return self._isLeader()
+
+    def term(self) -> int:
+        return self.raftCurrentTerm
+
+    def leader_address(self) -> str | None:
+        leader = self._getLeader()
+        return None if leader is None else leader.address
+
+    def status(self) -> QuorumStatus:
+        # getStatus walks dicts pysyncobj's thread may resize; retry the rare collision.
+        with self._kanal_status_lock:
+            for _ in range(10):
+                try:
+                    return from_status(self.getStatus(), self._kanal_config)
+                except RuntimeError:
+                    continue
+            return from_status(self.getStatus(), self._kanal_config)
