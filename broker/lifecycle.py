@@ -49,6 +49,8 @@ class BrokerLifecycle:
         )
         deadline = time.monotonic() + timeout_s
         while True:
+            # Every failure is retried until the deadline, as Kafka brokers do: while the quorum starts up
+            # or elects a leader, any controller may answer with an error that is over a moment later.
             try:
                 reply = self._client.call("RegisterBroker", request,
                                           timeout_s=max(0.1, min(5.0, deadline - time.monotonic())))
@@ -57,14 +59,11 @@ class BrokerLifecycle:
                     log.info("registered broker %d with epoch %d", self.broker_id, self.broker_epoch)
                     return
                 problem = KanalError(reply.error, reply.error_message or "registration refused")
-                if not problem.retriable:
-                    raise problem
             except KanalError as exc:
-                if not exc.retriable:
-                    raise
                 problem = exc
             if time.monotonic() >= deadline:
                 raise problem
+            log.info("registration not accepted yet (%s); retrying", problem)
             time.sleep(0.2)
 
     def heartbeat(self, *, want_shutdown: bool = False) -> controller_pb2.BrokerHeartbeatResponse:

@@ -34,5 +34,7 @@ class BrokerMetrics:
         self.replication_bytes_in = Counter("kanal_broker_replication_bytes_in", "Bytes appended by follower fetchers",
                                             registry=r)
         self.messages_in = Counter("kanal_broker_topic_messages_in", "Records appended by producers", registry=r)
+        self.fetch_purgatory = Gauge("kanal_fetch_purgatory_size", "Long-poll fetches waiting for data",
+                                     ["kind"], registry=r)
         self.metadata_offset = Gauge("kanal_broker_metadata_offset", "Metadata log offset applied", registry=r)
         self.fenced = Gauge("kanal_broker_fenced", "1 while the controller has this broker fenced", registry=r)

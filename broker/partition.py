@@ -81,6 +81,7 @@ class Partition:
         self.min_insync_replicas = min_insync_replicas
         self.deleted = False
         self._leader: LeaderState | None = None
+        self._ineligible: set[int] = set()
         self._completions: dict[int, int] = {}
         self.producers = self._replay_producer_state()
 
@@ -129,6 +130,7 @@ class Partition:
                     config=ReplicationConfig(replica_lag_ms_max=lag_ms_max))
                 effects = ReplicationEffects(high_watermark=self._leader.high_watermark)
             self._leader.set_ineligible_replicas(ineligible, now)
+            self._ineligible = set(ineligible)
             self.role = LEADER
             self.assignment = assignment
             self._apply(effects)
@@ -140,9 +142,17 @@ class Partition:
             if self._leader is not None and self._leader.active:
                 now = mono_ms()
                 self._leader.set_ineligible_replicas(ineligible, now)
+                self._ineligible = set(ineligible)
                 self._apply(self._leader.on_partition_change(
                     replicas=assignment.replicas, isr=assignment.isr, leader=assignment.leader,
                     leader_epoch=assignment.leader_epoch, partition_epoch=assignment.partition_epoch, now_ms=now))
+
+    def set_ineligible(self, ineligible: set[int]) -> None:
+        """Brokers that may not join the ISR now (fenced); lifts a pause after a refused proposal."""
+        with self.lock:
+            if self._leader is not None and self._leader.active and ineligible != self._ineligible:
+                self._leader.set_ineligible_replicas(ineligible, mono_ms())
+                self._ineligible = set(ineligible)
 
     def become_follower(self, assignment: Assignment) -> None:
         with self.lock:

@@ -111,6 +111,10 @@ class ReplicaManager:
                     log.info("leading %r", part)
                 elif current != assignment:
                     part.update_assignment(assignment, ineligible)
+                else:
+                    # Fencing changes arrive without a partition change: a broker that came back must
+                    # become eligible for the ISR again, or its partitions stay under-replicated.
+                    part.set_ineligible(ineligible)
             else:
                 if part.role != FOLLOWER or current is None or current != assignment:
                     part.become_follower(assignment)
@@ -206,6 +210,7 @@ class ReplicaManager:
         wait_s = min(max(request.max_wait_ms, 0), self.config.fetch_wait_ms_max) / 1000
         deadline = time.monotonic() + wait_s
         bytes_max = min(request.max_bytes or self.config.fetch_response_bytes_max, self.config.fetch_response_bytes_max)
+        purgatory = self._metrics.fetch_purgatory.labels("follower" if is_follower else "consumer")
         while True:
             reply, total = self._fetch_once(request, is_follower, bytes_max)
             errors = any(p.error for t in reply.topics for p in t.partitions)
@@ -215,7 +220,11 @@ class ReplicaManager:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                self._data_arrived.wait(remaining)
+                purgatory.inc()
+                try:
+                    self._data_arrived.wait(remaining)
+                finally:
+                    purgatory.dec()
         if not is_follower:
             self._metrics.bytes_out.inc(total)
         return reply

@@ -16,6 +16,7 @@ from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
 
 _MESSAGE_BYTES_MAX = 64 << 20
+_ATTEMPT_TIMEOUT_S = 2.0  # one broker's chance to answer before the next is tried
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", _MESSAGE_BYTES_MAX),
     ("grpc.max_send_message_length", _MESSAGE_BYTES_MAX),
@@ -59,6 +60,7 @@ class ClusterMetadata:
         self._lock = threading.Lock()
         self.view = ClusterView({}, {}, {})
         self._wanted: set[str] = set()
+        self._good: str | None = None  # the broker that answered last
 
     def __repr__(self) -> str:
         return f"<ClusterMetadata brokers={sorted(self.view.brokers)} topics={sorted(self.view.topics)}>"
@@ -75,51 +77,41 @@ class ClusterMetadata:
         return stub
 
     def any_stub(self) -> broker_pb2_grpc.BrokerStub:
-        """A stub to some broker that answers, for calls any broker can serve."""
-        return self.stub(self._endpoint_that_answers(time.monotonic() + self.request_timeout_s))
+        """A stub to a broker that answered recently, for calls any broker can serve."""
+        if self._good is None:
+            self.refresh()
+        return self.stub(self._good)
 
-    def _endpoint_that_answers(self, deadline: float) -> str:
-        candidates = list(dict.fromkeys([*self.view.brokers.values(), *self.bootstrap]))
-        problems = []
+    def refresh(self, topics: list[str] | None = None) -> ClusterView:
+        """Ask a broker for the brokers and the given topics (plus every topic asked for before). Brokers
+        are tried in turn (known ones first, then the bootstrap list) until one answers or the request
+        timeout passes: BROKER_NOT_AVAILABLE names the ones that did not."""
+        if topics:
+            self._wanted.update(topics)
+        deadline = time.monotonic() + self.request_timeout_s
+        problems: dict[str, str] = {}
         while True:
+            candidates = list(dict.fromkeys([*(e for e in [self._good] if e), *self.view.brokers.values(),
+                                             *self.bootstrap]))
             for endpoint in candidates:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                ready = grpc.channel_ready_future(self._channel(endpoint))
                 try:
-                    ready.result(timeout=min(remaining, 2.0))
-                    return endpoint
-                except grpc.FutureTimeoutError:
-                    problems.append(endpoint)
-                finally:
-                    ready.cancel()  # stops its polling thread, which would outlive a closed channel
+                    reply = self.stub(endpoint).Metadata(broker_pb2.MetadataRequest(topics=sorted(self._wanted)),
+                                                         timeout=min(remaining, _ATTEMPT_TIMEOUT_S))
+                except grpc.RpcError as exc:
+                    problems[endpoint] = exc.code().name
+                    if self._good == endpoint:
+                        self._good = None
+                    continue
+                self._good = endpoint
+                self.view = _view_of(reply)
+                return self.view
             if time.monotonic() >= deadline:
-                raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE,
-                                 f"no broker reachable at {', '.join(dict.fromkeys(problems)) or candidates}")
-
-    def _channel(self, endpoint: str) -> grpc.Channel:
-        self.stub(endpoint)
-        return self._channels[endpoint]
-
-    def refresh(self, topics: list[str] | None = None) -> ClusterView:
-        """Ask a broker for the brokers and the given topics (plus every topic asked for before)."""
-        if topics:
-            self._wanted.update(topics)
-        deadline = time.monotonic() + self.request_timeout_s
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            endpoint = self._endpoint_that_answers(deadline)
-            try:
-                reply = self.stub(endpoint).Metadata(broker_pb2.MetadataRequest(topics=sorted(self._wanted)),
-                                                     timeout=max(0.1, deadline - time.monotonic()))
-            except grpc.RpcError as exc:
-                last = exc
-                time.sleep(0.05)
-                continue
-            self.view = _view_of(reply)
-            return self.view
-        raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"metadata refresh failed: {last}")
+                detail = ", ".join(f"{e} ({why})" for e, why in problems.items()) or ", ".join(candidates)
+                raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"no broker answered: {detail}")
+            time.sleep(0.05)
 
     def partitions(self, topic: str, *, refresh_if_missing: bool = True) -> list[PartitionInfo]:
         parts = self.view.topics.get(topic)

@@ -15,6 +15,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("kanal.raft.controller_main", "run one controller of the Raft metadata quorum"),
     "broker": ("kanal.broker.broker_main", "run one broker (partition replicas, produce and fetch)"),
     "demo": ("kanal.deploy.demo", "run kanal's main job end to end on the embedded default"),
+    "dev": ("kanal.deploy.dev", "run a local cluster (3 controllers, 3 brokers) on loopback until Ctrl-C"),
+    "topics": ("kanal.clients.cli", "create, list, describe, delete or alter topics"),
+    "produce": ("kanal.clients.cli", "produce one record per line of stdin or a file"),
+    "consume": ("kanal.clients.cli", "print records of a topic"),
+    "cluster": ("kanal.clients.cli", "describe the cluster: brokers and the controller quorum"),
+    "configs": ("kanal.clients.cli", "describe or alter topic and broker configs"),
+    "quotas": ("kanal.clients.cli", "describe or alter client quotas"),
+    "perf": ("kanal.clients.cli", "load generators: perf produce, perf consume"),
 }
 
 
@@ -35,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"kanal: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(SUBCOMMANDS[name][0])
-    return int(module.main(rest) or 0)
+    module_name = SUBCOMMANDS[name][0]
+    module = importlib.import_module(module_name)
+    # Client commands share one parser that knows every subcommand; server commands get their flags only.
+    return int(module.main(args if module_name == "kanal.clients.cli" else rest) or 0)
 
 
 if __name__ == "__main__":

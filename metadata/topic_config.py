@@ -86,7 +86,7 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
         ConfigKey("segment.bytes", _int(1024, 1 << 31), 1024 * MiB,
                   "Roll to a new segment file when the active one would exceed this many bytes."),
         ConfigKey("segment.ms", _int(1), 7 * DAY_MS,
-                  "Roll when the active segment's first batch is older than this."),
+                  "Roll when a batch's timestamp is this far past the active segment's first batch."),
         ConfigKey("segment.index.bytes", _int(4096, 1 << 31), 10 * MiB,
                   "Roll when the active segment's offset index would exceed this many bytes."),
         ConfigKey("index.interval.bytes", _int(0, 1 << 30), 4096,

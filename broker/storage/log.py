@@ -218,7 +218,7 @@ class Log:
         stored_size = len(batch) + len(suffix)
         head = ENTRY_HEADER.pack(stored_size, entry_crc(header, [batch, suffix]))
         entry_size = len(head) + stored_size
-        self._maybe_roll(entry_size, last, now_ms)
+        self._maybe_roll(entry_size, last, header.max_timestamp_ms)
         self.active_segment.append([head, batch, suffix], entry_size, base, last, header.max_timestamp_ms)
         self._after_append(leader_epoch, base, now_ms)
         return AppendInfo(Offset(base), Offset(last), header.max_timestamp_ms, entry_size)
@@ -247,7 +247,7 @@ class Log:
         for entry in checked:
             suffix = entry.suffix
             header = scan_batch(entry.batch)
-            self._maybe_roll(entry.size, suffix.last_offset, now_ms)
+            self._maybe_roll(entry.size, suffix.last_offset, header.max_timestamp_ms)
             part = view[entry.position : entry.position + entry.size]
             self.active_segment.append([part], entry.size, suffix.base_offset, suffix.last_offset,
                                        header.max_timestamp_ms)
@@ -273,12 +273,15 @@ class Log:
         if self.config.flush_batches_max is not None or self.config.flush_interval_ms is not None:
             self.maybe_flush(now_ms)
 
-    def _maybe_roll(self, entry_size: int, last_offset: int, now_ms: int) -> None:
+    def _maybe_roll(self, entry_size: int, last_offset: int, batch_timestamp_ms: int) -> None:
+        """Roll before an entry that would not fit, or whose timestamp is segment_age_ms_max past the
+        segment's first batch (Kafka's rule: time is read from the records, not the clock, so a batch
+        stamped long ago does not roll a segment per append, and replicas roll at the same places)."""
         active = self.active_segment
         if not active.fits(entry_size, last_offset, self.config.segment_bytes_max,
                            self.config.segment_index_entries_max) or (
             active.first_batch_timestamp_ms is not None
-            and now_ms - active.first_batch_timestamp_ms >= self.config.segment_age_ms_max
+            and batch_timestamp_ms - active.first_batch_timestamp_ms >= self.config.segment_age_ms_max
         ):
             self.roll()
 

@@ -20,7 +20,7 @@ class LogConfig:
 
     # Roll when the active segment would grow past this (bytes). 1 KiB .. 2 GiB (positions are u32).
     segment_bytes_max: int = 1024 * 1024 * 1024
-    # Roll when the active segment's first batch is older than this (ms).
+    # Roll when a batch's timestamp is this far past the active segment's first batch (ms).
     segment_age_ms_max: int = 7 * 24 * 3600 * 1000
     # Roll when the offset index would hold more entries than this.
     segment_index_entries_max: int = (10 * 1024 * 1024) // 8

@@ -170,16 +170,19 @@ def test_segments_roll_by_size_and_reads_cross_them(log):
     assert seen == list(range(80))
 
 
-def test_segments_roll_by_age(tmp_path):
+def test_segments_roll_by_age_of_the_records(tmp_path):
+    # Age is read from the records (Kafka's rule): a batch whose timestamp is segment_age_ms_max past the
+    # segment's first batch (max timestamp NOW + 2) starts a new segment, whatever the clock says.
     log = Log.open(tmp_path / "t-0", LogConfig(segment_age_ms_max=60_000))
     log.append(batch(ts=NOW), leader_epoch=0, now_ms=NOW)
-    log.append(batch(ts=NOW + 1000), leader_epoch=0, now_ms=NOW + 1000)
+    log.append(batch(ts=NOW + 59_000), leader_epoch=0, now_ms=NOW + 10**9)
     assert len(log.segments) == 1
-    # Age counts from the first batch's newest timestamp (NOW + 2).
-    log.append(batch(ts=NOW + 60_001), leader_epoch=0, now_ms=NOW + 60_001)
-    assert len(log.segments) == 1
-    log.append(batch(ts=NOW + 60_002), leader_epoch=0, now_ms=NOW + 60_002)
-    assert len(log.segments) == 2 and log.active_segment.base_offset == 9
+    log.append(batch(ts=NOW + 60_000), leader_epoch=0, now_ms=NOW)
+    assert len(log.segments) == 2 and log.active_segment.base_offset == 6
+    old = batch(ts=NOW - 10**12)  # stamped decades ago: no roll storm, one segment keeps taking them
+    for _ in range(3):
+        log.append(old, leader_epoch=0, now_ms=NOW)
+    assert len(log.segments) == 2
     log.close()
 
 

@@ -1,0 +1,272 @@
+"""Produce / consume throughput and end-to-end latency against a cluster the benchmark starts itself.
+
+    python benchmarks/cluster_bench.py [--seconds 8] [--quick]
+
+Cases (100-byte and 1 KiB records):
+  broker_produce   pre-encoded batches of 1,000 records sent by N processes over raw gRPC: what the broker
+                   takes in when the client costs nothing (acks=1 on a one-broker cluster; acks=all with
+                   RF=3, min.insync.replicas=2, on three brokers)
+  client_produce   the same through kanal's Producer with default settings (what `kanal perf produce` does)
+  broker_fetch     raw Fetch calls over the data just written, no decoding: what the broker serves
+  client_consume   kanal's Consumer, decoding and CRC-checking every record
+  latency          one producer paced at 2,000 records/s (linger 0), one consumer; p50/p99 of receive time
+                   minus the send time carried in each record
+Prints one JSON object. Every loop is bounded by record count and by --seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.clients.consumer import Consumer, ConsumerConfig
+from kanal.clients.producer import Producer
+from kanal.clients.producer_config import ProducerConfig
+from kanal.deploy.local_cluster import LocalCluster
+from kanal.v1 import admin_pb2, broker_pb2
+from kanal.v1.batch import NewRecord, build_batch
+
+RECORDS_PER_BATCH = 1000
+
+
+def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, **configs: str) -> None:
+    md = ClusterMetadata(cluster.bootstrap)
+    try:
+        request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
+            name=name, partitions=partitions, replication_factor=rf,
+            configs=[admin_pb2.ConfigEntry(key=k, value=v) for k, v in configs.items()])])
+        result = md.any_stub().CreateTopics(request, timeout=30).results[0]
+        if result.error:
+            raise SystemExit(f"cannot create {name}: {result.error_message}")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            parts = md.refresh([name]).topics.get(name)
+            if parts and all(p.leader >= 0 for p in parts):
+                return
+            time.sleep(0.05)
+        raise SystemExit(f"{name} has no leaders")
+    finally:
+        md.close()
+
+
+# ---- worker processes (multiprocessing: Python clients are bound by one core each) ----
+
+def _raw_producer(bootstrap: str, topic: str, partitions: list[int], record_bytes: int, acks: int,
+                  batches_max: int, seconds: float, out: mp.Queue) -> None:
+    md = ClusterMetadata(bootstrap)
+    view = md.refresh([topic])
+    batch = build_batch([NewRecord(os.urandom(record_bytes), timestamp_ms=int(time.time() * 1000))
+                         for _ in range(RECORDS_PER_BATCH)])
+    sent = 0
+    started = time.perf_counter()
+    deadline = started + seconds
+    while sent < batches_max and time.perf_counter() < deadline:
+        by_leader: dict[int, broker_pb2.ProduceRequest] = {}
+        for p in partitions:
+            leader = view.topics[topic][p].leader
+            request = by_leader.setdefault(leader, broker_pb2.ProduceRequest(acks=acks, timeout_ms=30000))
+            request.topics.add(topic=topic).partitions.add(partition=p, batches=[batch])
+        futures = [md.stub(view.brokers[l]).Produce.future(r, timeout=60) for l, r in by_leader.items()]
+        for f in futures:
+            for t in f.result().topics:
+                for pr in t.partitions:
+                    if pr.error:
+                        raise SystemExit(f"produce failed: {pr.error_message}")
+        sent += len(partitions)
+    out.put((sent * RECORDS_PER_BATCH, time.perf_counter() - started))
+    md.close()
+
+
+def _client_producer(bootstrap: str, topic: str, record_bytes: int, acks: str, records_max: int, seconds: float,
+                     out: mp.Queue) -> None:
+    producer = Producer(ProducerConfig(bootstrap=bootstrap, acks=acks, enable_idempotence=(acks == "all")))
+    value = os.urandom(record_bytes)
+    started = time.perf_counter()
+    deadline = started + seconds
+    sent = 0
+    while sent < records_max and time.perf_counter() < deadline:
+        for _ in range(1000):
+            producer.produce(topic, value)
+        sent += 1000
+    producer.flush(120)
+    elapsed = time.perf_counter() - started
+    producer.close()
+    out.put((sent, elapsed))
+
+
+def run_parallel(target, args_list: list[tuple]) -> tuple[int, float]:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args, queue)) for args in args_list]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join(60)
+    return sum(r[0] for r in results), max(r[1] for r in results)
+
+
+def rates(records: int, seconds: float, record_bytes: int) -> dict:
+    return {"records": records, "seconds": round(seconds, 2), "records_s": round(records / seconds),
+            "mb_s": round(records * record_bytes / seconds / 1e6, 1)}
+
+
+# ---- consume ----
+
+def raw_fetch(cluster: LocalCluster, topic: str, partitions: int, seconds: float) -> tuple[int, float]:
+    """Fetch every partition from 0 to its end without decoding; returns (bytes, seconds)."""
+    md = ClusterMetadata(cluster.bootstrap)
+    view = md.refresh([topic])
+    offsets = {p: 0 for p in range(partitions)}
+    done: set[int] = set()
+    total = 0
+    started = time.perf_counter()
+    from kanal.v1.batch import iter_entries
+    while len(done) < partitions and time.perf_counter() - started < seconds:
+        for p in range(partitions):
+            if p in done:
+                continue
+            request = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, max_bytes=8 << 20)
+            request.topics.add(topic=topic).partitions.add(partition=p, fetch_offset=offsets[p], max_bytes=4 << 20,
+                                                           current_leader_epoch=-1)
+            reply = md.stub(view.brokers[view.topics[topic][p].leader]).Fetch(request, timeout=30)
+            data = reply.topics[0].partitions[0]
+            if not data.records:
+                done.add(p)
+                continue
+            total += len(data.records)
+            last = None
+            for entry in iter_entries(data.records, verify_crc=False):
+                last = entry
+            offsets[p] = last.suffix.last_offset + 1
+            if offsets[p] >= data.high_watermark:
+                done.add(p)
+    md.close()
+    return total, time.perf_counter() - started
+
+
+def client_consume(cluster: LocalCluster, topic: str, partitions: int, records_max: int, seconds: float) -> tuple[int, float]:
+    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="earliest",
+                                       max_poll_records=10_000))
+    consumer.assign([(topic, p) for p in range(partitions)])
+    got = 0
+    started = time.perf_counter()
+    while got < records_max and time.perf_counter() - started < seconds:
+        got += len(consumer.poll(1.0))
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return got, elapsed
+
+
+def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float) -> dict:
+    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="1", enable_idempotence=False, linger_ms=0))
+    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=100))
+    consumer.assign([(topic, 0)])
+    consumer.position((topic, 0))
+    samples: list[float] = []
+    import threading
+
+    stop = threading.Event()
+
+    def consume():
+        while not stop.is_set():
+            for r in consumer.poll(0.2):
+                samples.append(time.time_ns() / 1e6 - int(r.value[:20]) / 1e6)
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    count = int(rate_s * seconds)
+    interval = 1 / rate_s
+    started = time.perf_counter()
+    for i in range(count):
+        target = started + i * interval
+        while time.perf_counter() < target:
+            time.sleep(max(0.0, min(0.0005, target - time.perf_counter())))
+        producer.produce(topic, b"%020d" % time.time_ns() + b"x" * 80, partition=0)
+    producer.flush(30)
+    deadline = time.monotonic() + 10
+    while len(samples) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    reader.join(5)
+    producer.close()
+    consumer.close()
+    samples.sort()
+    q = statistics.quantiles(samples, n=100) if len(samples) > 100 else [float("nan")] * 99
+    return {"rate_records_s": rate_s, "records": count, "received": len(samples),
+            "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3), "max_ms": round(samples[-1], 3) if samples else None}
+
+
+def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, sizes: list[int]) -> dict:
+    data_dir = Path(tempfile.mkdtemp(prefix="kanal-bench-", dir=args.dir))
+    cluster = LocalCluster(data_dir, controllers=3, brokers=brokers)
+    cluster.start(timeout_s=90)
+    out: dict = {"brokers": brokers, "replication_factor": rf, "acks": acks_client}
+    try:
+        for size in sizes:
+            partitions = 6
+            extra = {"min.insync.replicas": "2"} if rf == 3 else {}
+            case: dict = {}
+            for producers in args.producers:
+                topic = f"raw-{size}-{producers}"
+                create_topic(cluster, topic, partitions, rf, **extra)
+                per = [list(range(i, partitions, producers)) for i in range(producers)]
+                n, s = run_parallel(_raw_producer, [(cluster.bootstrap, topic, ps, size, acks_raw, args.batches_max,
+                                                     args.seconds) for ps in per])
+                case[f"broker_produce_{producers}p"] = rates(n, s, size)
+                topic_c = f"client-{size}-{producers}"
+                create_topic(cluster, topic_c, partitions, rf, **extra)
+                n, s = run_parallel(_client_producer, [(cluster.bootstrap, topic_c, size, acks_client,
+                                                        args.batches_max * RECORDS_PER_BATCH, args.seconds)
+                                                       for _ in range(producers)])
+                case[f"client_produce_{producers}p"] = rates(n, s, size)
+            raw_topic = f"raw-{size}-{args.producers[0]}"
+            total_bytes, s = raw_fetch(cluster, raw_topic, partitions, args.seconds * 2)
+            records = case[f"broker_produce_{args.producers[0]}p"]["records"]
+            case["broker_fetch"] = {"mb_s": round(total_bytes / s / 1e6, 1),
+                                    "records_s": round(records * (total_bytes / max(1, records * (size + 10))) / s)}
+            n, s = client_consume(cluster, raw_topic, partitions, records, args.seconds * 2)
+            case["client_consume"] = rates(n, s, size)
+            out[f"{size}B"] = case
+        create_topic(cluster, "latency", 1, rf, **({"min.insync.replicas": "2"} if rf == 3 else {}))
+        out["latency"] = latency(cluster, "latency", 2000, args.latency_seconds)
+    finally:
+        cluster.stop()
+        cluster.remove_data()
+        import shutil
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=8.0, help="time bound of each produce/consume loop")
+    parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--batches-max", type=int, default=3000, help="bound on batches of 1,000 per producer")
+    parser.add_argument("--producers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
+    parser.add_argument("--dir", default=None, help="where the cluster's data goes (default: a temp dir)")
+    parser.add_argument("--quick", action="store_true", help="100-byte records only")
+    args = parser.parse_args()
+    if not 0.5 <= args.seconds <= 300:
+        parser.error("--seconds must be in [0.5, 300]")
+    sizes = [100] if args.quick else [100, 1024]
+    result = {
+        "benchmark": "cluster",
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "one_broker_acks_1": bench_cluster(1, 1, 1, "1", args, sizes),
+        "three_brokers_acks_all_rf3": bench_cluster(3, 3, -1, "all", args, sizes),
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

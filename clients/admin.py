@@ -1,0 +1,137 @@
+"""Admin: topics, partitions, configs, quotas and the cluster, through any broker (which forwards writes to
+the active controller). Per-item failures raise KanalError naming the item; `results` calls return them.
+
+    admin = Admin("127.0.0.1:9092")
+    admin.create_topic("orders", partitions=6, replication_factor=3, configs={"retention.ms": "86400000"})
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from kanal.clients.cluster_metadata import ClusterMetadata, PartitionInfo
+from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2
+from kanal.v1.error import ErrorCode, KanalError
+
+TOPIC = metadata_pb2.CONFIG_RESOURCE_TOPIC
+BROKER = metadata_pb2.CONFIG_RESOURCE_BROKER
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: str
+    internal: bool
+    partitions: list[PartitionInfo]
+    configs: dict[str, str]
+
+
+class Admin:
+    def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000) -> None:
+        self._metadata = ClusterMetadata(bootstrap, request_timeout_ms=request_timeout_ms)
+        self._timeout_s = request_timeout_ms / 1000
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._metadata.close()
+
+    def _call(self, method: str, request):
+        try:
+            return getattr(self._metadata.any_stub(), method)(request, timeout=self._timeout_s)
+        except grpc.RpcError as exc:
+            code = dict(exc.trailing_metadata() or ()).get("kanal-error-code")
+            raise KanalError(int(code) if code else ErrorCode.BROKER_NOT_AVAILABLE,
+                             exc.details() or exc.code().name) from None
+
+    # ---- topics ----
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     configs: dict[str, str] | None = None, *, wait_s: float = 30.0) -> str:
+        """Create a topic; returns its id once every partition has a leader (or raises)."""
+        request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
+            name=name, partitions=partitions, replication_factor=replication_factor,
+            configs=[admin_pb2.ConfigEntry(key=k, value=v) for k, v in (configs or {}).items()])])
+        result = self._call("CreateTopics", request).results[0]
+        _raise_for(result.error, f"topic {name}: {result.error_message}")
+        self._wait(lambda: (parts := self._metadata.refresh([name]).topics.get(name)) is not None
+                   and all(p.leader >= 0 for p in parts), wait_s, f"leaders for {name}")
+        return result.topic_id
+
+    def delete_topic(self, name: str) -> None:
+        result = self._call("DeleteTopics", admin_pb2.DeleteTopicsRequest(names=[name])).results[0]
+        _raise_for(result.error, f"topic {name}: {result.error_message}")
+
+    def create_partitions(self, name: str, total: int) -> None:
+        request = admin_pb2.CreatePartitionsRequest(targets=[admin_pb2.CreatePartitionsRequest.Target(name=name, count=total)])
+        result = self._call("CreatePartitions", request).results[0]
+        _raise_for(result.error, f"topic {name}: {result.error_message}")
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        reply = self._call("Metadata", broker_pb2.MetadataRequest())
+        return sorted(t.name for t in reply.topics if include_internal or not t.is_internal)
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        reply = self._call("Metadata", broker_pb2.MetadataRequest(topics=[name]))
+        topic = reply.topics[0]
+        _raise_for(topic.error, f"topic {name}")
+        partitions = [PartitionInfo(name, p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+                      for p in sorted(topic.partitions, key=lambda p: p.partition)]
+        configs = {e.key: e.value for e in self.describe_configs(TOPIC, name) if not e.is_default}
+        return TopicDescription(name, topic.topic_id, topic.is_internal, partitions, configs)
+
+    # ---- configs ----
+
+    def describe_configs(self, resource_type: int, name: str) -> list[admin_pb2.ConfigEntry]:
+        request = admin_pb2.DescribeConfigsRequest(resources=[admin_pb2.ConfigResource(type=resource_type, name=name)])
+        result = self._call("DescribeConfigs", request).results[0]
+        _raise_for(result.error, f"configs of {name}: {result.error_message}")
+        return list(result.entries)
+
+    def alter_configs(self, resource_type: int, name: str, set_: dict[str, str] | None = None,
+                      delete: list[str] | None = None) -> None:
+        ops = [admin_pb2.AlterConfigOp(key=k, op=admin_pb2.AlterConfigOp.SET, value=v) for k, v in (set_ or {}).items()]
+        ops += [admin_pb2.AlterConfigOp(key=k, op=admin_pb2.AlterConfigOp.DELETE) for k in (delete or [])]
+        request = admin_pb2.AlterConfigsRequest(changes=[admin_pb2.AlterConfigsRequest.Change(
+            resource=admin_pb2.ConfigResource(type=resource_type, name=name), ops=ops)])
+        result = self._call("AlterConfigs", request).results[0]
+        _raise_for(result.error, f"configs of {name}: {result.error_message}")
+
+    # ---- quotas ----
+
+    def alter_client_quota(self, entity_type: str, entity_name: str, values: dict[str, float | None]) -> None:
+        """Set quotas (a value) or remove them (None) for one entity ("user" or "client-id")."""
+        entry = admin_pb2.AlterClientQuotasRequest.Entry(
+            entity=admin_pb2.QuotaEntity(entity_type=entity_type, entity_name=entity_name),
+            values=[admin_pb2.QuotaValue(key=k, value=v or 0.0, remove=v is None) for k, v in values.items()])
+        result = self._call("AlterClientQuotas", admin_pb2.AlterClientQuotasRequest(entries=[entry])).results[0]
+        _raise_for(result.error, f"quota of {entity_type} {entity_name!r}: {result.error_message}")
+
+    def describe_client_quotas(self, entity_type: str = "", entity_name: str = "") -> dict[tuple[str, str], dict[str, float]]:
+        reply = self._call("DescribeClientQuotas", admin_pb2.DescribeClientQuotasRequest(
+            entity_type=entity_type, entity_name=entity_name))
+        return {(e.entity.entity_type, e.entity.entity_name): {v.key: v.value for v in e.values} for e in reply.entries}
+
+    # ---- cluster ----
+
+    def describe_cluster(self) -> admin_pb2.DescribeClusterResponse:
+        return self._call("DescribeCluster", admin_pb2.DescribeClusterRequest())
+
+    def _wait(self, condition, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                raise KanalError(ErrorCode.REQUEST_TIMED_OUT, f"timed out waiting for {what}")
+            time.sleep(0.05)
+
+
+def _raise_for(code: int, message: str) -> None:
+    if code != ErrorCode.NONE:
+        raise KanalError(code, message)

@@ -1,0 +1,405 @@
+"""The `kanal` client commands: topics, produce, consume, cluster, configs, quotas, perf.
+
+Every command takes --bootstrap HOST:PORT[,...]; without it, $KANAL_BOOTSTRAP, else the cluster that
+`kanal dev` is running (it writes its address to ~/.kanal/dev.json). Describe and list commands print
+text or, with --output json, JSON. Errors are one line on stderr and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from kanal.clients.admin import BROKER, TOPIC, Admin
+from kanal.clients.consumer import Consumer, ConsumerConfig
+from kanal.clients.producer import Producer
+from kanal.clients.producer_config import ProducerConfig
+from kanal.v1.error import KanalError
+
+DEV_STATE = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal")) / "dev.json"
+
+
+def default_bootstrap() -> str:
+    if os.environ.get("KANAL_BOOTSTRAP"):
+        return os.environ["KANAL_BOOTSTRAP"]
+    try:
+        return json.loads(DEV_STATE.read_text())["bootstrap"]
+    except (FileNotFoundError, KeyError, ValueError):
+        raise KanalError(7, "no --bootstrap given, $KANAL_BOOTSTRAP unset, and no `kanal dev` cluster running "
+                            f"({DEV_STATE} not found)") from None
+
+
+def _bootstrap(args) -> str:
+    return args.bootstrap or default_bootstrap()
+
+
+def _print(args, text_lines, data) -> None:
+    if args.output == "json":
+        print(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        for line in text_lines:
+            print(line)
+
+
+def _configs(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise KanalError(23, f"--config expects key=value, got {pair!r}")
+        out[key] = value
+    return out
+
+
+# ---- topics ----
+
+def topics_create(args) -> int:
+    with Admin(_bootstrap(args)) as admin:
+        topic_id = admin.create_topic(args.name, args.partitions, args.replication_factor, _configs(args.config))
+    print(f"created topic {args.name} ({topic_id}) with {args.partitions} partitions, "
+          f"replication factor {args.replication_factor}")
+    return 0
+
+
+def topics_list(args) -> int:
+    with Admin(_bootstrap(args)) as admin:
+        names = admin.list_topics(include_internal=args.internal)
+    _print(args, names, names)
+    return 0
+
+
+def topics_describe(args) -> int:
+    with Admin(_bootstrap(args)) as admin:
+        names = [args.name] if args.name else admin.list_topics()
+        descriptions = [admin.describe_topic(n) for n in names]
+    data = [{"name": d.name, "topic_id": d.topic_id, "internal": d.internal, "configs": d.configs,
+             "partitions": [{"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
+                             "replicas": list(p.replicas), "isr": list(p.isr)} for p in d.partitions]}
+            for d in descriptions]
+    lines = []
+    for d in descriptions:
+        configs = ",".join(f"{k}={v}" for k, v in sorted(d.configs.items())) or "-"
+        lines.append(f"topic {d.name}  id {d.topic_id}  partitions {len(d.partitions)}  configs {configs}")
+        for p in d.partitions:
+            lines.append(f"  partition {p.partition:>3}  leader {p.leader:>3}  epoch {p.leader_epoch:>3}  "
+                         f"replicas {list(p.replicas)}  isr {list(p.isr)}")
+    _print(args, lines, data)
+    return 0
+
+
+def topics_delete(args) -> int:
+    with Admin(_bootstrap(args)) as admin:
+        admin.delete_topic(args.name)
+    print(f"deleted topic {args.name}")
+    return 0
+
+
+def topics_alter(args) -> int:
+    with Admin(_bootstrap(args)) as admin:
+        if args.partitions:
+            admin.create_partitions(args.name, args.partitions)
+        if args.config or args.delete_config:
+            admin.alter_configs(TOPIC, args.name, _configs(args.config), args.delete_config)
+    print(f"altered topic {args.name}")
+    return 0
+
+
+# ---- produce / consume ----
+
+def produce(args) -> int:
+    config = ProducerConfig(bootstrap=_bootstrap(args), acks=args.acks, enable_idempotence=args.acks == "all",
+                            compression=args.compression, linger_ms=args.linger_ms)
+    source = open(args.file, "rb") if args.file else sys.stdin.buffer
+    failures = []
+    count = 0
+    with Producer(config) as producer:
+        for line in source:
+            line = line.rstrip(b"\r\n")
+            key = None
+            if args.key_separator:
+                key, sep, value = line.partition(args.key_separator.encode())
+                if not sep:
+                    key, value = None, line
+            else:
+                value = line
+            headers = [(k, v.encode()) for k, _, v in (h.partition("=") for h in args.header or [])]
+            producer.produce(args.topic, value, key=key, partition=args.partition, headers=headers,
+                             on_delivery=lambda err, meta: err and failures.append(err))
+            count += 1
+        producer.flush()
+    if failures:
+        raise failures[0]
+    print(f"produced {count} records to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def consume(args) -> int:
+    if args.group:
+        raise KanalError(2, "--group needs consumer groups, which this kanal does not have yet; "
+                            "consume without --group (by hand) for now")
+    with Admin(_bootstrap(args)) as admin:
+        partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
+    if args.partition is not None:
+        partitions = [args.partition]
+    config = ConsumerConfig(bootstrap=_bootstrap(args), auto_offset_reset="earliest" if args.from_beginning else "latest")
+    consumer = Consumer(config)
+    seen = 0
+    idle_deadline = time.monotonic() + args.timeout_s if args.timeout_s else None
+    try:
+        consumer.assign([(args.topic, p) for p in partitions])
+        for p in partitions:
+            tp = (args.topic, p)
+            if args.offset is not None:
+                consumer.seek(tp, args.offset)
+            elif args.from_timestamp is not None:
+                consumer.seek_to_timestamp(tp, args.from_timestamp)
+            elif args.from_beginning:
+                consumer.seek_to_beginning([tp])
+        while args.max_messages is None or seen < args.max_messages:
+            records = consumer.poll(0.5)
+            if not records:
+                if idle_deadline is not None and time.monotonic() > idle_deadline:
+                    break
+                continue
+            if idle_deadline is not None:
+                idle_deadline = time.monotonic() + args.timeout_s
+            for r in records:
+                if args.max_messages is not None and seen >= args.max_messages:
+                    break
+                seen += 1
+                if args.output == "json":
+                    print(json.dumps({"topic": r.topic, "partition": r.partition, "offset": r.offset,
+                                      "timestamp": r.timestamp_ms, "key": _text(r.key), "value": _text(r.value),
+                                      "headers": {k: _text(v) for k, v in r.headers}}), flush=True)
+                else:
+                    key = "" if r.key is None else _text(r.key) + (args.key_separator or "\t")
+                    print(f"{key if args.print_key else ''}{_text(r.value)}", flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+    return 0
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("utf-8", errors="backslashreplace")
+
+
+# ---- cluster, configs, quotas ----
+
+def cluster_describe(args) -> int:
+    with Admin(_bootstrap(args)) as admin:
+        reply = admin.describe_cluster()
+    q = reply.quorum
+    data = {"cluster_id": reply.cluster_id,
+            "brokers": [{"id": b.broker_id, "endpoint": b.endpoint, "rack": b.rack, "fenced": b.fenced,
+                         "epoch": b.broker_epoch} for b in reply.brokers],
+            "quorum": {"leader": q.leader_id, "term": q.term, "commit_index": q.commit_index,
+                       "voters": [{"id": v.controller_id, "endpoint": v.endpoint, "active": v.is_active,
+                                   "lag": v.lag, "reachable": v.reachable} for v in q.voters]}}
+    lines = [f"cluster {reply.cluster_id}"]
+    lines += [f"  broker {b.broker_id:>3}  {b.endpoint}  {'fenced' if b.fenced else 'active'}"
+              + (f"  rack {b.rack}" if b.rack else "") for b in reply.brokers]
+    lines.append(f"  controllers: leader {q.leader_id}, term {q.term}, commit index {q.commit_index}")
+    lines += [f"    controller {v.controller_id:>2}  {v.endpoint}  {'active' if v.is_active else 'standby'}  "
+              f"lag {v.lag}" for v in q.voters]
+    _print(args, lines, data)
+    return 0
+
+
+def configs(args) -> int:
+    resource = TOPIC if args.topic else BROKER
+    name = args.topic or str(args.broker)
+    with Admin(_bootstrap(args)) as admin:
+        if args.set or args.delete:
+            admin.alter_configs(resource, name, _configs(args.set), args.delete)
+        entries = admin.describe_configs(resource, name)
+    data = {e.key: {"value": e.value, "default": e.is_default} for e in entries}
+    _print(args, [f"{e.key}={e.value}{' (default)' if e.is_default else ''}" for e in entries], data)
+    return 0
+
+
+def quotas(args) -> int:
+    with Admin(_bootstrap(args)) as admin:
+        if args.set or args.delete:
+            values: dict[str, float | None] = {k: float(v) for k, v in _configs(args.set).items()}
+            values.update({k: None for k in args.delete or []})
+            admin.alter_client_quota(args.entity_type, args.entity_name or "", values)
+        found = admin.describe_client_quotas(args.entity_type or "", args.entity_name or "")
+    data = [{"entity_type": t, "entity_name": n, "quotas": q} for (t, n), q in sorted(found.items())]
+    _print(args, [f"{t} {n or '<default>'}: " + ", ".join(f"{k}={v:g}" for k, v in sorted(q.items()))
+                  for (t, n), q in sorted(found.items())], data)
+    return 0
+
+
+# ---- perf ----
+
+def perf_produce(args) -> int:
+    config = ProducerConfig(bootstrap=_bootstrap(args), acks=args.acks, enable_idempotence=args.acks == "all",
+                            compression=args.compression)
+    value = os.urandom(args.record_size)
+    latencies: list[float] = []
+    sent = 0
+    with Producer(config) as producer:
+        started = time.perf_counter()
+        last_report = started
+        while sent < args.num_records and time.perf_counter() - started < args.max_seconds:
+            chunk = min(1000, args.num_records - sent)
+            t0 = time.perf_counter()
+            futures = [producer.produce(args.topic, value) for _ in range(chunk)]
+            sent += chunk
+            if sent % 50_000 < chunk:  # sample the latency of one batch in 50
+                futures[-1].result(60)
+                latencies.append((time.perf_counter() - t0) * 1000)
+            now = time.perf_counter()
+            if now - last_report >= 1 and not args.quiet:
+                rate = sent / (now - started)
+                print(f"\r{sent:>12,} records  {rate:>12,.0f} records/s  {rate * args.record_size / 1e6:>8.1f} MB/s",
+                      end="", file=sys.stderr, flush=True)
+                last_report = now
+        producer.flush()
+        elapsed = time.perf_counter() - started
+    if not args.quiet:
+        print(file=sys.stderr)
+    summary = {"records": sent, "seconds": round(elapsed, 3), "records_s": round(sent / elapsed),
+               "mb_s": round(sent * args.record_size / elapsed / 1e6, 2), "record_size": args.record_size,
+               "acks": args.acks}
+    if len(latencies) >= 2:
+        q = statistics.quantiles(latencies, n=100) if len(latencies) >= 100 else sorted(latencies)
+        summary["latency_ms_p50"] = round(statistics.median(latencies), 2)
+        summary["latency_ms_p99"] = round(q[-1] if len(latencies) < 100 else q[98], 2)
+    print(json.dumps(summary))
+    return 0
+
+
+def perf_consume(args) -> int:
+    with Admin(_bootstrap(args)) as admin:
+        partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
+    consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), auto_offset_reset="earliest", max_poll_records=10_000))
+    consumer.assign([(args.topic, p) for p in partitions])
+    got = nbytes = 0
+    started = time.perf_counter()
+    idle_since = time.perf_counter()
+    while got < args.num_records and time.perf_counter() - started < args.max_seconds:
+        records = consumer.poll(0.5)
+        if not records:
+            if time.perf_counter() - idle_since > 3:
+                break
+            continue
+        idle_since = time.perf_counter()
+        got += len(records)
+        nbytes += sum(len(r.value or b"") for r in records)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    print(json.dumps({"records": got, "seconds": round(elapsed, 3), "records_s": round(got / elapsed),
+                      "mb_s": round(nbytes / elapsed / 1e6, 2)}))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--bootstrap", help="HOST:PORT[,...] of brokers (default: the running kanal dev cluster)")
+    common.add_argument("--output", choices=["text", "json"], default="text")
+    p = argparse.ArgumentParser(prog="kanal", description="kanal client commands")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    topics = sub.add_parser("topics", help="create, list, describe, delete, alter topics").add_subparsers(
+        dest="action", required=True)
+    c = topics.add_parser("create", parents=[common])
+    c.add_argument("name")
+    c.add_argument("--partitions", type=int, default=1)
+    c.add_argument("--replication-factor", type=int, default=1)
+    c.add_argument("--config", action="append", metavar="KEY=VALUE")
+    c.set_defaults(func=topics_create)
+    c = topics.add_parser("list", parents=[common])
+    c.add_argument("--internal", action="store_true", help="include internal topics")
+    c.set_defaults(func=topics_list)
+    c = topics.add_parser("describe", parents=[common])
+    c.add_argument("name", nargs="?")
+    c.set_defaults(func=topics_describe)
+    c = topics.add_parser("delete", parents=[common])
+    c.add_argument("name")
+    c.set_defaults(func=topics_delete)
+    c = topics.add_parser("alter", parents=[common])
+    c.add_argument("name")
+    c.add_argument("--partitions", type=int, help="new total partition count")
+    c.add_argument("--config", action="append", metavar="KEY=VALUE")
+    c.add_argument("--delete-config", action="append", metavar="KEY")
+    c.set_defaults(func=topics_alter)
+
+    c = sub.add_parser("produce", parents=[common], help="produce one record per input line")
+    c.add_argument("topic")
+    c.add_argument("--key-separator", help="split each line into key and value at the first SEP")
+    c.add_argument("--acks", choices=["0", "1", "all"], default="all")
+    c.add_argument("--partition", type=int)
+    c.add_argument("--header", action="append", metavar="KEY=VALUE")
+    c.add_argument("--file", help="read lines from FILE instead of stdin")
+    c.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    c.add_argument("--linger-ms", type=int, default=5)
+    c.set_defaults(func=produce)
+
+    c = sub.add_parser("consume", parents=[common], help="print records")
+    c.add_argument("topic")
+    c.add_argument("--from-beginning", action="store_true")
+    c.add_argument("--offset", type=int)
+    c.add_argument("--from-timestamp", type=int, help="milliseconds since the epoch")
+    c.add_argument("--partition", type=int)
+    c.add_argument("--max-messages", type=int)
+    c.add_argument("--group")
+    c.add_argument("--print-key", action="store_true")
+    c.add_argument("--key-separator", default="\t")
+    c.add_argument("--timeout-s", type=float, default=None, help="stop after this long without records")
+    c.set_defaults(func=consume)
+
+    cluster = sub.add_parser("cluster", help="describe the cluster").add_subparsers(dest="action", required=True)
+    c = cluster.add_parser("describe", parents=[common])
+    c.set_defaults(func=cluster_describe)
+
+    c = sub.add_parser("configs", parents=[common], help="describe or alter topic/broker configs")
+    target = c.add_mutually_exclusive_group(required=True)
+    target.add_argument("--topic")
+    target.add_argument("--broker", type=int)
+    c.add_argument("--set", action="append", metavar="KEY=VALUE")
+    c.add_argument("--delete", action="append", metavar="KEY")
+    c.set_defaults(func=configs)
+
+    c = sub.add_parser("quotas", parents=[common], help="describe or alter client quotas")
+    c.add_argument("--entity-type", choices=["user", "client-id"], default=None)
+    c.add_argument("--entity-name")
+    c.add_argument("--set", action="append", metavar="KEY=VALUE")
+    c.add_argument("--delete", action="append", metavar="KEY")
+    c.set_defaults(func=quotas)
+
+    perf = sub.add_parser("perf", help="load generators").add_subparsers(dest="action", required=True)
+    c = perf.add_parser("produce", parents=[common])
+    c.add_argument("topic")
+    c.add_argument("--num-records", type=int, default=1_000_000)
+    c.add_argument("--record-size", type=int, default=100)
+    c.add_argument("--acks", choices=["0", "1", "all"], default="1")
+    c.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    c.add_argument("--max-seconds", type=float, default=60)
+    c.add_argument("--quiet", action="store_true")
+    c.set_defaults(func=perf_produce)
+    c = perf.add_parser("consume", parents=[common])
+    c.add_argument("topic")
+    c.add_argument("--num-records", type=int, default=1_000_000)
+    c.add_argument("--max-seconds", type=float, default=60)
+    c.set_defaults(func=perf_consume)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except KanalError as exc:
+        print(f"kanal: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
