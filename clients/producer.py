@@ -78,6 +78,8 @@ class Producer:
         self._last_refresh_s = 0.0
         self._closed = False
         self._running = True
+        self._record_bytes_max = config.record_bytes_max
+        self._max_block_s = config.max_block_ms / 1000
         self._metadata.refresh()  # fail fast on an unreachable bootstrap
         if config.enable_idempotence:
             self._init_producer_id()
@@ -102,8 +104,11 @@ class Producer:
         producer, an unknown topic or partition, or a record over record_bytes_max."""
         if self._closed:
             raise KanalError(ErrorCode.INVALID_REQUEST, "the producer is closed")
-        value = _as_bytes(value, "value")
-        key = _as_bytes(key, "key")
+        # This runs once per record: the common case (bytes values, no headers) takes the short path.
+        if value.__class__ is not bytes and value is not None:
+            value = _as_bytes(value, "value")
+        if key.__class__ is not bytes and key is not None:
+            key = _as_bytes(key, "key")
         count = self._partition_counts.get(topic) or self._partition_count(topic)
         if partition is None:
             if self._partitioner is not None:
@@ -118,14 +123,15 @@ class Producer:
             raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
         size = _RECORD_OVERHEAD_BYTES + (len(value) if value else 0) + (len(key) if key else 0)
         if headers:
+            headers = tuple(headers)
             size += sum(len(k) + (len(v) if v else 0) for k, v in headers)
-        if size > self.config.record_bytes_max:
+        else:
+            headers = ()
+        if size > self._record_bytes_max:
             raise KanalError(ErrorCode.MESSAGE_TOO_LARGE,
-                             f"record of {size} bytes is over record_bytes_max ({self.config.record_bytes_max})")
-        record = NewRecord(value, key, int(time.time() * 1000) if timestamp is None else timestamp,
-                           tuple(headers) if headers else ())
-        batch, index, sealed = self._accumulator.append(topic, partition, record, size,
-                                                        self.config.max_block_ms / 1000)
+                             f"record of {size} bytes is over record_bytes_max ({self._record_bytes_max})")
+        record = NewRecord(value, key, int(time.time() * 1000) if timestamp is None else timestamp, headers)
+        batch, index, sealed = self._accumulator.append(topic, partition, record, size, self._max_block_s)
         if sealed and key is None and partition == self._sticky.get(topic):
             self._sticky[topic] = self._rng.randrange(count)  # sticky partitioner: move on once a batch is full
         if on_delivery is not None:
@@ -179,6 +185,16 @@ class Producer:
             time.sleep(self.config.retry_backoff_ms / 1000)
 
     def _run_sender(self) -> None:
+        try:
+            self._sender_loop()
+        except Exception as exc:  # a bug: fail every waiting record loudly instead of hanging them forever
+            log.exception("the producer's sender thread failed")
+            self._closed = True
+            error = KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, f"the producer's sender failed: {exc!r}")
+            for batch in self._accumulator.abort_all(error):
+                self._finish(batch, -1, error)
+
+    def _sender_loop(self) -> None:
         acc = self._accumulator
         while True:
             now = time.monotonic()

@@ -116,7 +116,7 @@ class RecordAccumulator:
                ) -> tuple[ProducerBatch, int, bool]:
         """Add a record; returns its batch, its index there, and whether that batch was just sealed."""
         with self._lock:
-            if self._buffered + size > self._buffer_max:
+            if self._buffered + size > self._buffer_max:  # rare: only then is back-pressure worked out
                 deadline = time.monotonic() + max_block_s
                 while self._buffered + size > self._buffer_max:
                     remaining = deadline - time.monotonic()
@@ -148,20 +148,28 @@ class RecordAccumulator:
         self._sealed.setdefault(key, deque()).append(batch)
 
     def drain(self, now: float, sendable: Callable[[TopicPartition], bool]) -> tuple[list[ProducerBatch], float]:
-        """Batches to send now (the first sealed batch of each partition without one in flight, lingered
-        open batches sealed on the way) and how long the sender may sleep before something is due."""
+        """Batches to send now — for each partition without a batch in flight, its first sealed batch, or
+        its open batch once it has lingered (or a flush asks) — and how long the sender may sleep before
+        something is due."""
         out: list[ProducerBatch] = []
         sleep_s = 1.0
         with self._lock:
-            for key, batch in list(self._open.items()):
-                due = batch.created_s + self._linger_s
-                if due <= now or self._flushing:
-                    self._seal(key, batch)
-                else:
-                    sleep_s = min(sleep_s, due - now)
-            for key, queue in self._sealed.items():
-                if not queue or key in self._in_flight:
+            for key in list(self._sealed.keys() | self._open.keys()):
+                if key in self._in_flight:
+                    # Keep the open batch open: records sent behind an in-flight batch gather into one
+                    # batch instead of one batch each (it is sealed when full, or here once it may go).
                     continue
+                queue = self._sealed.get(key)
+                if not queue:
+                    batch = self._open.get(key)
+                    if batch is None:
+                        continue
+                    due = batch.created_s + self._linger_s
+                    if due > now and not self._flushing:
+                        sleep_s = min(sleep_s, due - now)
+                        continue
+                    self._seal(key, batch)
+                    queue = self._sealed[key]
                 batch = queue[0]
                 if batch.retry_at_s > now:
                     sleep_s = min(sleep_s, batch.retry_at_s - now)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 from google.protobuf.message import DecodeError
@@ -191,9 +192,9 @@ def producer_crc(batch: RecordBatch) -> int:
     return crc32c.crc32c(batch.records, crc32c.crc32c(header))
 
 
-@dataclass(frozen=True, slots=True)
-class NewRecord:
-    """A record as a producer hands it over, with an absolute timestamp."""
+class NewRecord(NamedTuple):
+    """A record as a producer hands it over, with an absolute timestamp. A NamedTuple: a producer builds
+    one per record, and this is three times cheaper to create than a frozen dataclass."""
 
     value: bytes | None
     key: bytes | None = None
