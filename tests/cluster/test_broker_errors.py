@@ -1,0 +1,122 @@
+"""Bad input against a real broker: each gets a clear error, nothing is stored, and the broker keeps serving."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+
+from kanal.clients.admin import Admin
+from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1.batch import NewRecord, build_batch, parse_batch
+from kanal.v1.error import ErrorCode
+
+from .conftest import broker_node, create_topic, partition_info, wait_until
+
+pytestmark = pytest.mark.cluster
+
+
+def batch(*values: bytes) -> bytes:
+    return build_batch([NewRecord(v, timestamp_ms=int(time.time() * 1000)) for v in values])
+
+
+def produce(node, topic: str, partition: int, batches: list[bytes], acks: int = 1):
+    request = broker_pb2.ProduceRequest(acks=acks, timeout_ms=5000)
+    request.topics.add(topic=topic).partitions.add(partition=partition, batches=batches)
+    with grpc.insecure_channel(node.endpoint) as channel:
+        return broker_pb2_grpc.BrokerStub(channel).Produce(request, timeout=10).topics[0].partitions[0]
+
+
+def fetch(node, topic: str, partition: int, offset: int):
+    request = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, max_bytes=1 << 20)
+    request.topics.add(topic=topic).partitions.add(partition=partition, fetch_offset=offset, max_bytes=1 << 20,
+                                                   current_leader_epoch=-1)
+    with grpc.insecure_channel(node.endpoint) as channel:
+        return broker_pb2_grpc.BrokerStub(channel).Fetch(request, timeout=10).topics[0].partitions[0]
+
+
+@pytest.fixture(scope="module")
+def topic(cluster):
+    create_topic(cluster, "errors", partitions=1, replication_factor=3, max_message_bytes="2048")
+    info = partition_info(cluster, "errors", 0)
+    leader = broker_node(cluster, info.leader)
+    assert produce(leader, "errors", 0, [batch(b"first", b"second")]).error == ErrorCode.NONE
+    return "errors", info, leader
+
+
+def log_end(leader, topic: str) -> int:
+    return fetch(leader, topic, 0, 0).log_end_offset
+
+
+def test_unknown_topic_and_partition(cluster, topic):
+    name, _, leader = topic
+    assert produce(leader, "no-such-topic", 0, [batch(b"x")]).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert produce(leader, name, 7, [batch(b"x")]).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert fetch(leader, "no-such-topic", 0, 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_corrupt_crc_oversized_and_garbage_batches_store_nothing(cluster, topic):
+    name, _, leader = topic
+    before = log_end(leader, name)
+    damaged = parse_batch(batch(b"payload"))
+    damaged.crc ^= 1
+    assert produce(leader, name, 0, [damaged.SerializeToString()]).error == ErrorCode.CORRUPT_MESSAGE
+    assert produce(leader, name, 0, [batch(b"x" * 4000)]).error == ErrorCode.MESSAGE_TOO_LARGE
+    assert produce(leader, name, 0, [b"\x00\xff not a batch"]).error == ErrorCode.CORRUPT_MESSAGE
+    assert produce(leader, name, 0, []).error == ErrorCode.INVALID_REQUEST
+    assert log_end(leader, name) == before
+    assert produce(leader, name, 0, [batch(b"still serving")]).error == ErrorCode.NONE  # others still work
+    assert log_end(leader, name) == before + 1
+
+
+def test_produce_to_a_follower_names_the_leader(cluster, topic):
+    name, info, leader = topic
+    follower = broker_node(cluster, next(b for b in info.replicas if b != info.leader))
+    result = produce(follower, name, 0, [batch(b"x")])
+    assert result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert result.current_leader == info.leader and result.current_leader_endpoint == leader.endpoint
+
+
+def test_fetch_outside_the_log_is_offset_out_of_range(cluster, topic):
+    name, _, leader = topic
+    end = log_end(leader, name)
+    assert fetch(leader, name, 0, end + 100).error == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert fetch(leader, name, 0, -5).error == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert fetch(leader, name, 0, end).error == ErrorCode.NONE  # at the end: no data, no error
+
+
+def test_malformed_request_is_refused_as_a_whole(cluster, topic):
+    name, _, leader = topic
+    request = broker_pb2.ProduceRequest(acks=5, timeout_ms=1000)
+    request.topics.add(topic=name).partitions.add(partition=0, batches=[batch(b"x")])
+    with grpc.insecure_channel(leader.endpoint) as channel:
+        with pytest.raises(grpc.RpcError) as err:
+            broker_pb2_grpc.BrokerStub(channel).Produce(request, timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(ErrorCode.INVALID_REQUIRED_ACKS)
+    with grpc.insecure_channel(leader.endpoint) as channel:  # bytes that are no ProduceRequest at all
+        call = channel.unary_unary("/kanal.v1.Broker/Produce")
+        with pytest.raises(grpc.RpcError):
+            call(b"\xff\xff\xff\xff", timeout=10)
+    assert produce(leader, name, 0, [batch(b"after")]).error == ErrorCode.NONE
+
+
+def test_deleting_a_topic_removes_its_files_on_every_replica(cluster):
+    create_topic(cluster, "doomed", partitions=2, replication_factor=3)
+    dirs = [Path(cluster.data_dir) / f"broker-{b.node_id}" / f"doomed-{p}" for b in cluster.brokers for p in range(2)]
+    wait_until(lambda: all(d.is_dir() for d in dirs), 30, "every replica's directory")
+    with Admin(cluster.bootstrap) as admin:
+        admin.delete_topic("doomed")
+    wait_until(lambda: not any(d.exists() for d in dirs), 30, "the replicas' directories to go")
+
+
+def test_metrics_endpoint_has_kafka_like_names(cluster, topic):
+    text = urllib.request.urlopen(f"http://{cluster.brokers[0].extra['metrics']}/metrics", timeout=5).read().decode()
+    for name in ("kanal_replica_manager_under_replicated_partitions", "kanal_offline_partitions_count",
+                 "kanal_replica_manager_isr_shrinks_total", "kanal_replica_manager_isr_expands_total",
+                 "kanal_network_requests_total", "kanal_network_request_latency_seconds_bucket",
+                 "kanal_broker_topic_bytes_in_total", "kanal_broker_topic_bytes_out_total"):
+        assert name in text, name
