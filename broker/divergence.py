@@ -12,7 +12,8 @@ Two halves, pure functions over epoch-cache entries:
   the (epoch, end offset) to put in FetchResponse.diverging_epoch / diverging_end_offset, or None (-1 in
   the response) when the follower's log is a prefix of the leader's. The shell checks this *before* the
   offset range (a diverging follower may fetch past the leader's LEO) and answers a diverging follower
-  without records.
+  without records. A leader with an empty log (kanal records an epoch at the first append) reports a
+  follower holding offsets past its log end as diverging at (the follower's epoch, its log end).
 - the **follower**, given such an answer: `truncation_step(follower_entries, follower_leo,
   follower_hw, answer)`:
     * the follower knows the answer's epoch E: truncate to min(its own end of E, the leader's end of E,
@@ -111,7 +112,11 @@ def diverging_epoch(
         return None
     answer = leader_end_offset_for_epoch(leader_entries, last_fetched_epoch, leader_log_end_offset)
     if answer is None:
-        return None  # the leader's log is empty: nothing to compare against; the offset check decides
+        # The leader's log is empty (kanal records an epoch at its first append, not at the election):
+        # whatever the follower holds past the leader's log end is in no history the leader has.
+        if fetch_offset > leader_log_end_offset:
+            return EpochEndOffset(LeaderEpoch(last_fetched_epoch), Offset(leader_log_end_offset))
+        return None
     if answer.epoch < last_fetched_epoch or answer.end_offset < fetch_offset:
         return answer
     return None

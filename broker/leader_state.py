@@ -336,8 +336,7 @@ class LeaderState:
             self._proposals_blocked = True
             return self._effects_after_change()  # dropping pending additions may let the HW move
         if error != ErrorCode.NONE:
-            self._inflight = None
-            return self._effects_after_change()  # outcome unknown: keep the maximal ISR until the metadata says
+            return NO_EFFECTS  # outcome unknown: keep the maximal ISR until the metadata says
         new_isr = tuple(BrokerId(b) for b in isr)
         if (leader_epoch != self._leader_epoch or partition_epoch < self._partition_epoch
                 or any(b not in self._replicas for b in new_isr)):

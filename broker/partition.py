@@ -27,7 +27,13 @@ from typing import TYPE_CHECKING
 
 from kanal.broker.divergence import EpochEndOffset, diverging_epoch, truncation_step
 from kanal.broker.leader_state import LeaderState, ReplicationConfig, ReplicationEffects
-from kanal.broker.producer_state import Duplicate, ProducerBatch, ProducerStateTable, Reject, producer_batches_in
+from kanal.broker.producer_state import (
+    Duplicate,
+    ProducerBatch,
+    ProducerStateTable,
+    Reject,
+    producer_batches_in,
+)
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
 from kanal.v1 import broker_pb2
@@ -82,6 +88,7 @@ class Partition:
         self.deleted = False
         self._leader: LeaderState | None = None
         self._ineligible: set[int] = set()
+        self._last_proposal = None
         self._completions: dict[int, int] = {}
         self.producers = self._replay_producer_state()
 
@@ -187,7 +194,13 @@ class Partition:
             self.assignment = Assignment(a.topic_id, a.replicas, tuple(effects.isr), a.leader, a.leader_epoch,
                                          self._leader.partition_epoch if self._leader else a.partition_epoch)
         if effects.alter_partition is not None:
-            self.manager.send_alter_partition(self, effects.alter_partition)
+            resend = effects.alter_partition is self._last_proposal
+            self._last_proposal = effects.alter_partition
+            self.manager.send_alter_partition(self, effects.alter_partition, resend=resend)
+
+    def proposal_in_flight(self, proposal) -> bool:
+        with self.lock:
+            return self._leader is not None and self._leader.active and self._leader.alter_partition_in_flight is proposal
 
     def on_alter_partition_answer(self, proposal, *, error: int, isr=(), leader_epoch: int = -1,
                                   partition_epoch: int = -1) -> None:
@@ -336,8 +349,7 @@ class Partition:
                         self.producers.record(batch)
                 appended = len(p.records)
             new_hw = min(p.high_watermark, self.log.log_end_offset)
-            if new_hw > self.high_watermark:
-                self.high_watermark = new_hw
+            self.high_watermark = max(self.high_watermark, new_hw)
             return appended
 
     def fetch_position(self) -> tuple[int, int, int]:

@@ -28,8 +28,9 @@ mismatch, a count that does not fit the length, trailing bytes, out-of-range val
 differs from the file name. The shell then tries the next older snapshot, down to a full replay of the
 log: a snapshot is derived data, the log is the truth.
 
-Files are written to `<name>.tmp`, fsynced and renamed, so a crash leaves the old set intact (a stray
-.tmp is deleted by `list_snapshots`' caller through `delete_stray_files`).
+Files are written to `<name>.tmp`, fsynced and renamed, so a crash leaves the old set intact; the shell
+removes a stray `.snapshot.tmp` at open with `delete_stray_files`. Only this module touches the files; the
+table itself (producer_state.py) is pure.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
-
 from kanal.broker.producer_state import (
     BATCHES_PER_PRODUCER_MAX,
     SEQUENCE_MAX,

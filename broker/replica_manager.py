@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kanal.broker.config import BrokerConfig
@@ -32,6 +32,7 @@ ACKS_ALL = -1
 EARLIEST, LATEST = -2, -1
 _PRODUCE_TIMEOUT_MS_MAX = 300_000
 _COMPACTION_INTERVAL_MS = 30_000
+_ALTER_RESEND_BACKOFF_S = 0.1
 
 
 class ReplicaManager:
@@ -276,13 +277,21 @@ class ReplicaManager:
             except KanalError as exc:
                 log.warning("maintenance of %r: %s", part, exc)
 
-    def send_alter_partition(self, part: Partition, proposal) -> None:
-        """Send an ISR change to the controller off the request path; the answer goes back to the core."""
-        log.info("proposing %r", proposal)
-        self._alter_pool.submit(self._alter_partition, part, proposal)
+    def send_alter_partition(self, part: Partition, proposal, *, resend: bool = False) -> None:
+        """Send an ISR change to the controller off the request path; the answer goes back to the core. A
+        resend (the controller did not decide) waits a moment first, so a controller that is down is not
+        hammered, and goes only if the proposal is still the one in flight."""
+        if not resend:
+            log.info("proposing %r", proposal)
+        self._alter_pool.submit(self._alter_partition, part, proposal, _ALTER_RESEND_BACKOFF_S if resend else 0.0)
 
-    def _alter_partition(self, part: Partition, proposal) -> None:
+    def _alter_partition(self, part: Partition, proposal, delay_s: float) -> None:
         from kanal.v1 import controller_pb2
+
+        if delay_s:
+            time.sleep(delay_s)  # a backoff on a worker thread, not a synchronisation
+            if not part.proposal_in_flight(proposal):
+                return
 
         request = controller_pb2.AlterPartitionRequest(broker_id=self.broker_id, broker_epoch=self._broker_epoch())
         topic_id = part.assignment.topic_id if part.assignment else ""

@@ -1,0 +1,125 @@
+"""The `kanal` command line driven as a user would: `kanal dev` in one process, client commands in others."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import wait_until
+
+pytestmark = pytest.mark.cluster
+KANAL = [sys.executable, "-m", "kanal.deploy.cli"]
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory):
+    home = tmp_path_factory.mktemp("kanal-home")
+    env = dict(os.environ, KANAL_HOME=str(home), PYTHONUNBUFFERED="1")
+    env.pop("KANAL_BOOTSTRAP", None)
+    log = open(home / "dev.out", "w+")
+    proc = subprocess.Popen([*KANAL, "dev", "--data-dir", str(home / "data")], stdout=log, stderr=subprocess.STDOUT,
+                            env=env)
+    try:
+        wait_until(lambda: "ready. bootstrap:" in (home / "dev.out").read_text() or proc.poll() is not None, 120,
+                   "kanal dev to be ready")
+        assert proc.poll() is None, (home / "dev.out").read_text()
+        yield env, home, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        log.close()
+
+
+def kanal(env, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([*KANAL, *args], input=stdin, capture_output=True, text=True, env=env, timeout=120)
+    if check:
+        assert result.returncode == 0, f"kanal {' '.join(args)} failed: {result.stderr}"
+    return result
+
+
+def test_topics_produce_consume_describe(dev):
+    env, _, _ = dev
+    kanal(env, "topics", "create", "cli-orders", "--partitions", "3", "--replication-factor", "3",
+          "--config", "retention.ms=3600000")
+    assert "cli-orders" in json.loads(kanal(env, "topics", "list", "--output", "json").stdout)
+    described = json.loads(kanal(env, "topics", "describe", "cli-orders", "--output", "json").stdout)[0]
+    assert len(described["partitions"]) == 3 and described["configs"]["retention.ms"] == "3600000"
+    assert all(len(p["isr"]) == 3 for p in described["partitions"])
+    lines = "".join(f"customer-{i % 4}:order {i}\n" for i in range(30))
+    kanal(env, "produce", "cli-orders", "--key-separator", ":", "--acks", "all", stdin=lines)
+    out = kanal(env, "consume", "cli-orders", "--from-beginning", "--max-messages", "30", "--output", "json").stdout
+    records = [json.loads(line) for line in out.splitlines()]
+    assert sorted(r["value"] for r in records) == sorted(f"order {i}" for i in range(30))
+    assert {r["key"] for r in records} == {f"customer-{i}" for i in range(4)}
+    by_key: dict[str, set[int]] = {}
+    for r in records:  # one key, one partition (the murmur3 rule)
+        by_key.setdefault(r["key"], set()).add(r["partition"])
+    assert all(len(parts) == 1 for parts in by_key.values())
+    assert set(records[0]) >= {"topic", "partition", "offset", "timestamp", "key", "value"}
+
+
+def test_cluster_and_configs(dev):
+    env, _, _ = dev
+    cluster = json.loads(kanal(env, "cluster", "describe", "--output", "json").stdout)
+    assert len(cluster["brokers"]) == 3 and not any(b["fenced"] for b in cluster["brokers"])
+    assert len(cluster["quorum"]["voters"]) == 3 and cluster["quorum"]["leader"] >= 0
+    kanal(env, "topics", "create", "cli-configs")
+    kanal(env, "configs", "--topic", "cli-configs", "--set", "retention.ms=1000")
+    configs = json.loads(kanal(env, "configs", "--topic", "cli-configs", "--output", "json").stdout)
+    assert configs["retention.ms"] == {"value": "1000", "default": False}
+
+
+def test_errors_are_one_line_and_nonzero(dev):
+    env, _, _ = dev
+    for args in (("topics", "describe", "no-such-topic"),
+                 ("topics", "create", "bad", "--partitions", "0"),
+                 ("topics", "create", "bad-config", "--config", "no.such.key=1"),
+                 ("produce", "no-such-topic")):
+        result = kanal(env, *args, stdin="x\n", check=False)
+        assert result.returncode != 0, args
+        assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("kanal: "), result.stderr
+    started = time.monotonic()
+    unreachable = kanal({**env, "KANAL_BOOTSTRAP": "127.0.0.1:9"}, "topics", "list", check=False)
+    assert unreachable.returncode != 0 and "BROKER_NOT_AVAILABLE" in unreachable.stderr
+    assert time.monotonic() - started < 100  # a clear error, not a hang
+
+
+def test_dev_stops_everything_it_started(tmp_path):
+    env = dict(os.environ, KANAL_HOME=str(tmp_path), PYTHONUNBUFFERED="1")
+    out = tmp_path / "out"
+    with open(out, "w") as log:
+        proc = subprocess.Popen([*KANAL, "dev", "--data-dir", str(tmp_path / "data"), "--brokers", "1"],
+                                stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_until(lambda: "ready. bootstrap:" in out.read_text() or proc.poll() is not None, 120, "kanal dev ready")
+        pids = [int(line.split(" pid ")[1].split()[0]) for line in out.read_text().splitlines() if " pid " in line]
+        assert len(pids) == 4 and (tmp_path / "dev.json").exists()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+    assert proc.returncode == 0
+    assert not (tmp_path / "dev.json").exists()
+    for pid in pids:
+        assert not _alive(pid), f"process {pid} still runs"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
