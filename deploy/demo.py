@@ -1,103 +1,111 @@
-"""`kanal demo`: kanal's main job end to end on the embedded default.
+"""`kanal demo`: kanal's main job end to end on the embedded default, a local cluster on loopback.
 
-Today the embedded default is a partition log on local disk (the storage engine every broker and the
-controllers' metadata log are built on): the demo produces keyed records in batches, reads them back
-with CRC checks, looks an offset up by time, crashes the log mid-write and recovers it, and compacts it.
-When the local cluster lands (`kanal dev`), this command runs the same story against it.
+It starts 3 controllers and 3 brokers as processes, creates a replicated topic, produces keyed records with
+acks=all, reads them all back, kills the leader of a partition mid-stream with SIGKILL, keeps producing,
+and checks that every acknowledged record is still there exactly once. Then it stops every process.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from kanal.broker.storage.log import Log
-from kanal.broker.storage.log_config import LogConfig
-from kanal.v1.batch import NewRecord, build_batch, decode_records, iter_entries, parse_batch
-from kanal.v1.partitioning import partition_for_key
-from kanal.v1.records_pb2 import COMPRESSION_ZSTD
+from kanal.clients.admin import Admin
+from kanal.clients.consumer import Consumer, ConsumerConfig
+from kanal.clients.producer import Producer, ProducerConfig
+from kanal.deploy.local_cluster import LocalCluster
 
-CUSTOMERS = 50
+TOPIC = "orders"
 PARTITIONS = 3
 
 
-def read_all(log: Log) -> list[tuple[int, bytes, bytes | None]]:
-    out, offset = [], log.log_start_offset
-    while offset < log.log_end_offset:
-        data = log.read(offset, 1 << 20).data
-        if not data:
-            break
-        for entry in iter_entries(data):  # checks both CRCs of every batch
-            batch = parse_batch(entry.batch)
-            for rec in decode_records(batch):
-                out.append((batch.base_offset + rec.offset_delta, rec.key, rec.value if rec.HasField("value") else None))
-            offset = entry.suffix.last_offset + 1
-    return out
+def say(text: str) -> None:
+    print(text, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kanal demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, default=None, help="where to keep the log (default: a temp dir, removed)")
-    parser.add_argument("--records", type=int, default=200_000, help="records to produce (1..10,000,000)")
+    parser.add_argument("--data-dir", type=Path, default=None, help="cluster data (default: a temp dir, removed)")
+    parser.add_argument("--records", type=int, default=100_000, help="records to produce (1..5,000,000)")
     args = parser.parse_args(argv)
-    if not 1 <= args.records <= 10_000_000:
-        parser.error("--records must be in [1, 10000000]")
+    if not 1 <= args.records <= 5_000_000:
+        parser.error("--records must be in [1, 5000000]")
     root = args.data_dir or Path(tempfile.mkdtemp(prefix="kanal-demo-"))
+    cluster = LocalCluster(root, controllers=3, brokers=3,
+                           controller_flags=["--session-timeout-ms", "3000"],
+                           broker_flags=["--heartbeat-interval-ms", "500", "--replica-lag-ms-max", "5000"])
+    say(f"kanal demo: starting 3 controllers and 3 brokers on 127.0.0.1 (data in {root})")
+    started = time.perf_counter()
     try:
-        return run(root, args.records)
+        cluster.start(timeout_s=120)
+        say(f"  cluster ready in {time.perf_counter() - started:.1f} s; bootstrap {cluster.bootstrap}")
+        return run(cluster, args.records)
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"kanal demo: {exc}", file=sys.stderr)
+        return 1
     finally:
+        cluster.stop()
+        say("  stopped every process")
         if args.data_dir is None:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def run(root: Path, total: int) -> int:
-    now_ms = int(time.time() * 1000)
-    config = LogConfig(segment_bytes_max=4 << 20, cleanup_policy="compact", delete_retention_ms=0)
-    partition = partition_for_key(b"customer-7", PARTITIONS)
-    directory = root / f"orders-{partition}"
-    print(f"kanal demo: partition log orders-{partition} in {directory}")
-    print(f"  key 'customer-7' -> partition {partition} of {PARTITIONS} (murmur3, seed 0)")
+def run(cluster: LocalCluster, total: int) -> int:
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
+        leaders = {p.partition: p.leader for p in admin.describe_topic(TOPIC).partitions}
+    say(f"  created topic {TOPIC}: {PARTITIONS} partitions, replication factor 3, leaders {leaders}")
 
-    log = Log.open(directory, config)
-    started = time.perf_counter()
-    produced = batches = 0
-    while produced < total:
-        n = min(1000, total - produced)
-        records = [
-            NewRecord(key=b"customer-%d" % ((produced + i) % CUSTOMERS), value=b"order %d" % (produced + i),
-                      timestamp_ms=now_ms + produced + i)
-            for i in range(n)
-        ]
-        log.append(build_batch(records, codec=COMPRESSION_ZSTD), leader_epoch=0, now_ms=now_ms)
-        produced += n
-        batches += 1
-    seconds = time.perf_counter() - started
-    print(f"  produced {produced:,} records in {batches:,} zstd batches: offsets [0, {log.log_end_offset}) "
-          f"in {len(log.segments)} segment(s), {log.size_bytes / 1e6:.1f} MB, "
-          f"{produced / seconds:,.0f} records/s (encoding included)")
+    acked: dict[tuple[int, int], bytes] = {}
+    failed: list = []
 
-    records = read_all(log)
-    if [r[0] for r in records] != list(range(produced)):
-        raise SystemExit("kanal demo: the log did not return every offset in order")
-    print(f"  read back {len(records):,} records, every CRC checked; last: offset {records[-1][0]} "
-          f"key={records[-1][1].decode()} value={records[-1][2].decode()}")
-    hit = log.offset_for_timestamp(now_ms + produced // 2)
-    print(f"  first record at or after t0+{produced // 2} ms: offset {hit[0]}")
+    def produce(producer: Producer, start: int, count: int) -> None:
+        for i in range(start, start + count):
+            value = b"order-%08d" % i
 
-    log.close_unclean()
-    active = sorted(directory.glob("*.log"))[-1]
-    active.write_bytes(active.read_bytes()[:-7])  # a crash tore the last write
-    log = Log.open(directory, config)
-    print(f"  crash: the last batch was torn; recovery cut {log.recovered_bytes_cut} bytes and the log ends at "
-          f"{log.log_end_offset} (every whole batch kept)")
+            def done(error, meta, value=value):
+                if error is None:
+                    acked[(meta.partition, meta.offset)] = value
+                else:
+                    failed.append(error)
 
-    log.roll()
-    stats = log.compact(now_ms + produced)
-    latest = read_all(log)
-    print(f"  compaction: {stats.records_removed:,} superseded records removed, {len(latest)} left "
-          f"(the latest per key, offsets kept: {latest[0][0]}..{latest[-1][0]})")
-    log.close()
-    return 0
+            producer.produce(TOPIC, value, key=b"customer-%d" % (i % 100), on_delivery=done)
+
+    half = total // 2
+    with Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", retry_backoff_ms=50)) as producer:
+        t0 = time.perf_counter()
+        produce(producer, 0, half)
+        producer.flush()
+        say(f"  produced {half:,} keyed records with acks=all, idempotent: "
+            f"{half / (time.perf_counter() - t0):,.0f} records/s")
+        victim = next(n for n in cluster.brokers if n.node_id == leaders[0])
+        victim.kill()
+        say(f"  SIGKILLed broker {victim.node_id}, leader of {TOPIC}-0, and kept producing")
+        t0 = time.perf_counter()
+        produce(producer, half, total - half)
+        producer.flush()
+        say(f"  produced {total - half:,} more records during the failover in {time.perf_counter() - t0:.1f} s")
+    with Admin(cluster.bootstrap) as admin:
+        new_leaders = {p.partition: p.leader for p in admin.describe_topic(TOPIC).partitions}
+    say(f"  leaders now {new_leaders}")
+
+    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="earliest", max_poll_records=10_000))
+    consumer.assign([(TOPIC, p) for p in range(PARTITIONS)])
+    read: dict[tuple[int, int], bytes] = {}
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + 60
+    while len(read) < len(acked) and time.monotonic() < deadline:
+        for r in consumer.poll(1.0):
+            read[(r.partition, r.offset)] = r.value
+    consumer.close()
+    say(f"  consumed {len(read):,} records in {time.perf_counter() - t0:.1f} s")
+    lost = [k for k, v in acked.items() if read.get(k) != v]
+    duplicates = len(read) - len(set(read.values()))
+    say(f"  acknowledged {len(acked):,}, failed {len(failed)}, lost {len(lost)}, duplicates {duplicates}")
+    ok = not failed and not lost and not duplicates and len(acked) == total
+    say("kanal demo: " + ("every acknowledged record survived the leader kill, exactly once" if ok else "FAILED"))
+    return 0 if ok else 1
