@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass
 
 import grpc
-
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
 

@@ -17,11 +17,10 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import grpc
-
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.v1 import broker_pb2, records_pb2
 from kanal.v1.batch import iter_entries, parse_batch
@@ -67,7 +66,7 @@ class ConsumerConfig:
 
 
 class ConsumerRecord:
-    __slots__ = ("topic", "partition", "offset", "timestamp_ms", "key", "value", "headers", "leader_epoch")
+    __slots__ = ("headers", "key", "leader_epoch", "offset", "partition", "timestamp_ms", "topic", "value")
 
     def __init__(self, topic, partition, offset, timestamp_ms, key, value, headers, leader_epoch) -> None:
         self.topic = topic
@@ -84,7 +83,7 @@ class ConsumerRecord:
 
 
 class _PartitionState:
-    __slots__ = ("position", "fetch_offset", "generation", "buffer", "buffered_bytes", "reset", "error")
+    __slots__ = ("buffer", "buffered_bytes", "error", "fetch_offset", "generation", "position", "reset")
 
     def __init__(self) -> None:
         self.position: int | None = None  # next offset poll() returns

@@ -24,7 +24,6 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import grpc
-
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.producer_config import ProducerConfig
 from kanal.clients.record_accumulator import (
@@ -44,7 +43,7 @@ log = logging.getLogger(__name__)
 Partitioner = Callable[[str, bytes | None, int], int]  # (topic, key, partition count) -> partition
 _RECORD_OVERHEAD_BYTES = 16
 _METADATA_REFRESH_MIN_S = 0.05
-__all__ = ["Producer", "ProducerConfig", "RecordMetadata", "RecordFuture"]
+__all__ = ["Producer", "ProducerConfig", "RecordFuture", "RecordMetadata"]
 
 
 def _as_bytes(value: bytes | bytearray | memoryview | str | None, what: str) -> bytes | None:

@@ -34,8 +34,23 @@ class RecordMetadata:
 
 
 class ProducerBatch:
-    __slots__ = ("topic", "partition", "records", "size_bytes", "created_s", "callbacks", "done", "base_offset",
-                 "error", "encoded", "base_sequence", "producer_id", "attempts", "retry_at_s", "deadline_s")
+    __slots__ = (
+        "attempts",
+        "base_offset",
+        "base_sequence",
+        "callbacks",
+        "created_s",
+        "deadline_s",
+        "done",
+        "encoded",
+        "error",
+        "partition",
+        "producer_id",
+        "records",
+        "retry_at_s",
+        "size_bytes",
+        "topic",
+    )
 
     def __init__(self, topic: str, partition: int, created_s: float, deadline_s: float) -> None:
         self.topic = topic

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
+from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.v1 import broker_pb2
-from kanal.clients.cluster_metadata import ClusterMetadata
 
 
 def end_offsets(cluster: LocalCluster, topic: str, partitions: int) -> dict[int, int]:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-
 from kanal.clients.admin import Admin
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.batch import NewRecord, build_batch, parse_batch
@@ -92,9 +91,8 @@ def test_malformed_request_is_refused_as_a_whole(cluster, topic):
     name, _, leader = topic
     request = broker_pb2.ProduceRequest(acks=5, timeout_ms=1000)
     request.topics.add(topic=name).partitions.add(partition=0, batches=[batch(b"x")])
-    with grpc.insecure_channel(leader.endpoint) as channel:
-        with pytest.raises(grpc.RpcError) as err:
-            broker_pb2_grpc.BrokerStub(channel).Produce(request, timeout=10)
+    with grpc.insecure_channel(leader.endpoint) as channel, pytest.raises(grpc.RpcError) as err:
+        broker_pb2_grpc.BrokerStub(channel).Produce(request, timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(ErrorCode.INVALID_REQUIRED_ACKS)
     with grpc.insecure_channel(leader.endpoint) as channel:  # bytes that are no ProduceRequest at all

@@ -7,16 +7,15 @@ import time
 import urllib.request
 from pathlib import Path
 
+import grpc
 import pytest
-
 from kanal.clients.admin import Admin
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
-import grpc
-
 from kanal.v1 import broker_pb2, broker_pb2_grpc
-from kanal.v1.batch import NewRecord as _NewRecord, build_batch
+from kanal.v1.batch import NewRecord as _NewRecord
+from kanal.v1.batch import build_batch
 from kanal.v1.error import ErrorCode
 
 from .conftest import broker_node, check_history, create_topic, partition_info, wait_until
