@@ -21,6 +21,10 @@ without the lock, until the proposal's fate is known (proposal_pipeline.py) and 
   rarely visible;
 - no fate by the deadline (no quorum): REQUEST_TIMED_OUT; the batch may still be applied later.
 
+A decision that writes nothing (a heartbeat that changes nothing, a validate-only request, a refused
+item) may still rest on batches in flight ("already exists" because the create is proposed): its reply
+waits for the last proposal the speculative image includes, with the same three outcomes.
+
 Correctness never rests on "am I leader?": a decision taken by a deposed controller on a stale image
 cannot apply, because its parent is not the committed head. The leader check only avoids useless work.
 
@@ -125,7 +129,7 @@ class ActiveController:
         # Pipeline condition (a leaf lock): proposals in flight, their waiters, the committed head.
         self._pipeline_cond = threading.Condition()
         self._pipeline = ProposalPipeline()
-        self._waiters: dict[ProposalId, _Waiter] = {}
+        self._waiters: dict[ProposalId, list[_Waiter]] = {}
         self._committed_head = ProposalId.NONE
         # Activation state changes, for callers waiting for this controller to become active.
         self._state_cond = threading.Condition()
@@ -140,11 +144,15 @@ class ActiveController:
 
     # -- life cycle --------------------------------------------------------------------------------
 
-    def start(self, raft: Raft, on_step: Callable[[], None] | None = None) -> None:
-        """Start the loop thread. `on_step` runs after every loop step (the server updates health)."""
+    def attach(self, raft: Raft, on_step: Callable[[], None] | None = None) -> None:
+        """Connect the Raft node. `on_step` runs after every loop step (the server updates health)."""
         self._raft = raft
         if on_step is not None:
             self._on_step = on_step
+
+    def start(self) -> None:
+        """Start the loop thread (after `attach`)."""
+        self._require_raft()
         self._thread.start()
 
     def stop(self, timeout_s: float = 5.0) -> None:
@@ -200,6 +208,7 @@ class ActiveController:
         time.monotonic() value. KanalError: NOT_CONTROLLER / CONTROLLER_NOT_AVAILABLE when this
         controller is not active, REQUEST_TIMED_OUT when no fate came in time (outcome unknown),
         INVALID_REQUEST when the batch would be too large, UNKNOWN_SERVER_ERROR for a bad decision."""
+        reply: R
         for _ in range(DECISION_ATTEMPTS_MAX):
             self._await_activation(deadline_s)
             waiter, reply = self._decide_and_propose(decide, deadline_s)
@@ -207,7 +216,7 @@ class ActiveController:
                 return reply, self._store.durable_end_offset
             fate = waiter.wait(deadline_s - time.monotonic())
             if fate is Fate.APPLIED:
-                return reply, waiter.end_offset
+                return reply, max(waiter.end_offset, self._store.durable_end_offset)
             if fate is None:
                 self._spec_stale = True
                 raise KanalError(
@@ -234,6 +243,7 @@ class ActiveController:
                 self._sessions.touch(request.broker_id, now_ms)
             return decision
 
+        reply: controller_pb2.RegisterBrokerResponse
         reply, _ = self.write(decide, deadline_s=deadline_s)
         return reply
 
@@ -250,6 +260,7 @@ class ActiveController:
                 self._sessions.touch(request.broker_id, now_ms)
             return decision
 
+        reply: controller_pb2.BrokerHeartbeatResponse
         reply, end = self.write(decide, deadline_s=deadline_s)
         # The decision's offsets count in-flight batches; brokers need the committed, durable end.
         reply.metadata_end_offset = end
@@ -265,7 +276,7 @@ class ActiveController:
         request_id: str,
         deadline_s: float,
         with_rng: bool = False,
-    ) -> R:
+    ) -> R:  # type: ignore[type-var]  # R is bound by `decide`; mypy cannot see kanal.metadata's types
         """A write for one of kanal.metadata's decide_* functions taking (image, request, now_ms=,
         principal=, request_id= [, rng=])."""
 
@@ -273,6 +284,7 @@ class ActiveController:
             extra = {"rng": self._rng} if with_rng else {}
             return decide(image, request, now_ms=now_ms, principal=principal, request_id=request_id, **extra)
 
+        reply: R
         reply, _ = self.write(run, deadline_s=deadline_s)
         return reply
 
@@ -289,7 +301,7 @@ class ActiveController:
 
     def on_snapshot_loaded(self) -> None:
         """The store's image was replaced by a snapshot (pysyncobj's thread)."""
-        _, head = self._store.copy_image()
+        head = self._store.last_proposal
         end = self._store.durable_end_offset
         with self._pipeline_cond:
             self._committed_head = head
@@ -304,8 +316,7 @@ class ActiveController:
     def _finish(self, settled: list[Settled]) -> None:
         # Called with the pipeline condition held.
         for s in settled:
-            waiter = self._waiters.pop(s.proposal, None)
-            if waiter is not None:
+            for waiter in self._waiters.pop(s.proposal, ()):
                 waiter.settle(s)
             if s.fate is Fate.REJECTED:
                 self._spec_stale = True
@@ -316,7 +327,8 @@ class ActiveController:
 
     def _require_raft(self) -> Raft:
         if self._raft is None:
-            raise RuntimeError("ActiveController.start() was not called")
+            # gRPC is up before pysyncobj (peers may fetch from a controller that is still starting).
+            raise KanalError(ErrorCode.CONTROLLER_NOT_AVAILABLE, "this controller is still starting")
         return self._raft
 
     def _await_activation(self, deadline_s: float) -> None:
@@ -341,7 +353,9 @@ class ActiveController:
                 self._resync(deadline_s)
             decision = decide(self._spec, self._clock.now_ms())
             if not decision.records:
-                return None, decision.reply
+                # The reply may rest on batches still in flight (a topic "already exists" because its
+                # create is not committed yet): it waits for the last of them, like a write would.
+                return self._watch(self._spec_last), decision.reply
             return self._propose(decision.records, epoch), decision.reply
 
     def _wait_for_room(self, deadline_s: float) -> None:
@@ -404,8 +418,17 @@ class ActiveController:
         waiter = _Waiter()
         with self._pipeline_cond:
             self._pipeline.add(proposal, parent)
-            self._waiters[proposal] = waiter
+            self._waiters[proposal] = [waiter]
         return waiter
+
+    def _watch(self, proposal: ProposalId) -> _Waiter | None:
+        """A waiter for a proposal still in flight; None when it is settled (or not ours)."""
+        with self._pipeline_cond:
+            if proposal not in self._pipeline:
+                return None
+            waiter = _Waiter()
+            self._waiters.setdefault(proposal, []).append(waiter)
+            return waiter
 
     # -- the loop thread ---------------------------------------------------------------------------
 
@@ -417,17 +440,19 @@ class ActiveController:
             if self._stopping.is_set():
                 return
             try:
-                self._step()
+                self.step()
             except KanalError as exc:
                 _log.warning("active-controller step: %s", exc)
-            except Exception:  # a bug: report it loudly, keep the loop (and the controller) alive
+            except Exception:  # noqa: BLE001 - a bug: report it loudly, keep the loop (and the controller) alive
                 _log.exception("active-controller step failed")
             try:
                 self._on_step()
-            except Exception:
+            except Exception:  # noqa: BLE001 - a bug in the hook (health): report it, keep the loop
                 _log.exception("active-controller step hook failed")
 
-    def _step(self) -> None:
+    def step(self) -> None:
+        """One loop step: follow Raft leadership (activate, deactivate), then expire sessions. The loop
+        thread calls it every session_check_interval_ms and on Raft state changes; tests call it."""
         raft = self._require_raft()
         leader, term = raft.is_leader(), raft.term()
         if self._epoch is not None and (not leader or term != self._epoch):
@@ -453,7 +478,10 @@ class ActiveController:
             encode_command(proposal, ProposalId.NONE, UNCONDITIONAL_OFFSET, batch),
             lambda reason: self._on_definite_failure(proposal, reason),
         )
-        fate = waiter.wait(self._config.request_timeout_ms / 1000)
+        deadline_s = time.monotonic() + self._config.request_timeout_ms / 1000
+        fate = None
+        while fate is None and not self._stopping.is_set() and time.monotonic() < deadline_s:
+            fate = waiter.wait(min(0.1, deadline_s - time.monotonic()))
         if fate is not Fate.APPLIED or not raft.is_leader() or raft.term() != term:
             _log.warning("activation at epoch %d did not complete (NoOp %s)", term, fate)
             return

@@ -109,7 +109,7 @@ class Applier:
                 return
             try:
                 self._on_applied(applied)
-            except Exception:  # a bug in completing waiters; the state itself is intact
+            except Exception:  # noqa: BLE001 - a bug in completing waiters; the state itself is intact
                 _log.exception("completing writes after %d applied entries failed", len(applied))
             with self._cond:
                 self._done += len(group)

@@ -300,7 +300,7 @@ def parse_controller_args(argv: Sequence[str]) -> ControllerConfig:
     )
 
 
-def _int(flag: str):  # noqa: ANN202 - an argparse type callable
+def _int(flag: str):
     def convert(text: str) -> int:
         try:
             return int(text, 10)

@@ -20,7 +20,6 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.applier import Applier
 from kanal.raft.controller_config import ControllerConfig
@@ -31,6 +30,7 @@ from kanal.raft.metadata_store import MetadataStore
 from kanal.raft.peer_client import CHANNEL_OPTIONS, PeerClient
 from kanal.raft.raft_node import RaftNode
 from kanal.v1 import controller_pb2, controller_pb2_grpc
+from kanal.v1.error import ErrorCode, KanalError
 
 _log = logging.getLogger("kanal.raft.server")
 
@@ -96,7 +96,8 @@ class ControllerServer:
             self.raft.waitBinded()
         except Exception as exc:
             raise StartupError(f"cannot bind the Raft address {self.config.raft}: {exc}") from exc
-        self.controller.start(self.raft, on_step=self._update_health)
+        self.controller.attach(self.raft, on_step=self._update_health)
+        self.controller.start()
         _log.info("controller %d started: gRPC %s, Raft %s", self.config.controller_id, self.config.listen, self.config.raft)
 
     def stop(self, grace_s: float = 2.0) -> None:
@@ -113,12 +114,12 @@ class ControllerServer:
         self.store.close()
         _log.info("controller %d stopped", self.config.controller_id)
 
-    def _quorum_status(self):  # noqa: ANN202
+    def _quorum_status(self):
         if self.raft is None:
-            raise RuntimeError("the Raft node is not started")
+            raise KanalError(ErrorCode.CONTROLLER_NOT_AVAILABLE, "this controller is still starting")
         return self.raft.status()
 
-    def _fetch_missing(self, start: int, end: int):  # noqa: ANN202
+    def _fetch_missing(self, start: int, end: int):
         prefer = []
         if self.raft is not None and self.raft.leader_address():
             leader = self.config.voter_by_raft(self.raft.leader_address() or "")

@@ -33,7 +33,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import grpc
-
 from kanal.metadata import (
     decide_allocate_producer_ids,
     decide_alter_client_quotas,
@@ -59,6 +58,9 @@ _log = logging.getLogger("kanal.raft.service")
 ANONYMOUS_PRINCIPAL = "anonymous"
 ERROR_CODE_KEY = "kanal-error-code"
 ERROR_MESSAGE_KEY = "kanal-error-message"
+# With NOT_CONTROLLER / CONTROLLER_NOT_AVAILABLE as a gRPC status: host:port of the active controller,
+# when known (replies without an `active_controller` field carry the hint here).
+ACTIVE_CONTROLLER_KEY = "kanal-active-controller"
 # FetchMetadata: bytes per reply when the request says 0, and at most (at least one batch is returned
 # whatever the limit, and a batch is at most metadata_batch_bytes_max).
 FETCH_BYTES_DEFAULT = 1024 * 1024
@@ -74,23 +76,29 @@ def _rpc(method: F) -> F:
 
     @functools.wraps(method)
     def wrapper(self: ControllerService, request: Any, context: grpc.ServicerContext) -> Any:
+        hint = ""
         try:
             return method(self, request, context)
         except KanalError as exc:
             code, message = exc.code, exc.message
+            active = self._hint(exc)
+            hint = active.endpoint if active is not None else ""
         except _Forwarded as fwd:
             context.set_trailing_metadata(fwd.trailing)
             context.abort(fwd.status, fwd.details)
         except Exception as exc:  # noqa: BLE001 - a bug: report it, never swallow it
             _log.exception("%s failed", method.__name__)
             code, message = ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}"
-        abort_with(context, code, message)
+        abort_with(context, code, message, active_controller=hint)
 
     return wrapper  # type: ignore[return-value]
 
 
-def abort_with(context: grpc.ServicerContext, code: int, message: str) -> None:
-    context.set_trailing_metadata(((ERROR_CODE_KEY, str(int(code))), (ERROR_MESSAGE_KEY, _ascii(message))))
+def abort_with(context: grpc.ServicerContext, code: int, message: str, *, active_controller: str = "") -> None:
+    trailing = [(ERROR_CODE_KEY, str(int(code))), (ERROR_MESSAGE_KEY, _ascii(message))]
+    if active_controller:
+        trailing.append((ACTIVE_CONTROLLER_KEY, active_controller))
+    context.set_trailing_metadata(tuple(trailing))
     context.abort(grpc_status(code), message)
 
 
@@ -130,7 +138,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     # -- broker calls ------------------------------------------------------------------------------
 
     @_rpc
-    def RegisterBroker(self, request, context):  # noqa: N802 - gRPC method names
+    def RegisterBroker(self, request, context):
         try:
             return self._controller.register_broker(
                 request, request_id=self._request_id(""), deadline_s=self._deadline(context)
@@ -141,7 +149,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             )
 
     @_rpc
-    def BrokerHeartbeat(self, request, context):  # noqa: N802
+    def BrokerHeartbeat(self, request, context):
         try:
             return self._controller.broker_heartbeat(
                 request, request_id=self._request_id(""), deadline_s=self._deadline(context)
@@ -156,7 +164,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             )
 
     @_rpc
-    def AlterPartition(self, request, context):  # noqa: N802
+    def AlterPartition(self, request, context):
         try:
             return self._controller.decide_with(
                 decide_alter_partition,
@@ -170,7 +178,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             return controller_pb2.AlterPartitionResponse(error=exc.code, active_controller=self._hint(exc))
 
     @_rpc
-    def AllocateProducerIds(self, request, context):  # noqa: N802
+    def AllocateProducerIds(self, request, context):
         try:
             return self._controller.decide_with(
                 decide_allocate_producer_ids,
@@ -184,7 +192,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             return controller_pb2.AllocateProducerIdsResponse(error=exc.code, active_controller=self._hint(exc))
 
     @_rpc
-    def FetchMetadata(self, request, context):  # noqa: N802
+    def FetchMetadata(self, request, context):
         if request.max_bytes < 0 or request.max_wait_ms < 0:
             raise KanalError(ErrorCode.INVALID_REQUEST, "max_bytes and max_wait_ms must be >= 0")
         bytes_max = min(request.max_bytes or FETCH_BYTES_DEFAULT, FETCH_BYTES_MAX)
@@ -211,41 +219,41 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     # -- admin writes ------------------------------------------------------------------------------
 
     @_rpc
-    def CreateTopics(self, request, context):  # noqa: N802
+    def CreateTopics(self, request, context):
         return self._admin_write("CreateTopics", decide_create_topics, request, context, with_rng=True)
 
     @_rpc
-    def DeleteTopics(self, request, context):  # noqa: N802
+    def DeleteTopics(self, request, context):
         return self._admin_write("DeleteTopics", decide_delete_topics, request, context)
 
     @_rpc
-    def CreatePartitions(self, request, context):  # noqa: N802
+    def CreatePartitions(self, request, context):
         return self._admin_write("CreatePartitions", decide_create_partitions, request, context, with_rng=True)
 
     @_rpc
-    def AlterConfigs(self, request, context):  # noqa: N802
+    def AlterConfigs(self, request, context):
         return self._admin_write("AlterConfigs", decide_alter_configs, request, context)
 
     @_rpc
-    def AlterClientQuotas(self, request, context):  # noqa: N802
+    def AlterClientQuotas(self, request, context):
         return self._admin_write("AlterClientQuotas", decide_alter_client_quotas, request, context)
 
     # -- reads -------------------------------------------------------------------------------------
 
     @_rpc
-    def DescribeConfigs(self, request, context):  # noqa: N802
+    def DescribeConfigs(self, request, context):
         return self._store.read(lambda image: describe_configs(image, request))
 
     @_rpc
-    def DescribeClientQuotas(self, request, context):  # noqa: N802
+    def DescribeClientQuotas(self, request, context):
         return self._store.read(lambda image: describe_client_quotas(image, request))
 
     @_rpc
-    def DescribeQuorum(self, request, context):  # noqa: N802
+    def DescribeQuorum(self, request, context):
         return self._quorum_status().describe(self._store.durable_end_offset)
 
     @_rpc
-    def DescribeCluster(self, request, context):  # noqa: N802
+    def DescribeCluster(self, request, context):
         return admin_pb2.DescribeClusterResponse(
             cluster_id=self._config.cluster_id,
             brokers=self._store.read(describe_brokers),
@@ -318,6 +326,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return given or f"{self._config.controller_id}-{uuid.uuid4().hex}"
 
     def _hint(self, exc: KanalError) -> controller_pb2.ControllerHint | None:
-        if exc.code in (ErrorCode.NOT_CONTROLLER, ErrorCode.CONTROLLER_NOT_AVAILABLE):
+        if exc.code not in (ErrorCode.NOT_CONTROLLER, ErrorCode.CONTROLLER_NOT_AVAILABLE):
+            return None
+        try:
             return self._controller.active_hint()
-        return None
+        except KanalError:  # still starting: no hint to give
+            return None

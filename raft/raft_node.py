@@ -28,8 +28,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
-
 from kanal.raft.applier import Applier
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.fatal import stop_process
@@ -37,6 +35,7 @@ from kanal.raft.metadata_log import LogBatch
 from kanal.raft.metadata_store import MetadataStore
 from kanal.raft.quorum_status import QuorumStatus, from_status
 from kanal.raft.raft_snapshot import RaftSnapshot, read_snapshot_file, write_snapshot_file
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
 _log = logging.getLogger("kanal.raft.node")
 
@@ -160,6 +159,7 @@ class RaftNode(SyncObj):
             return (snapshot.last_entry, snapshot.previous_entry, ())
         except BaseException as exc:  # noqa: BLE001
             stop_process(f"loading the Raft snapshot {path} failed: {exc}", exc)
+        raise RuntimeError("stop_process returned")  # unreachable: stop_process exits
 
     # -- what the rest of the controller asks ------------------------------------------------------
 

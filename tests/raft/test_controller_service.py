@@ -1,0 +1,278 @@
+"""The Controller gRPC service of a real quorum: bad input is refused with a clear error and changes
+nothing; standbys forward admin writes and name the active controller to brokers; reads, health and
+reflection work on every controller."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from kanal.metadata import MetadataImage, apply_batch
+from kanal.raft.metadata_log import iter_batches
+from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
+from kanal.v1.error import ErrorCode
+
+pytestmark = pytest.mark.cluster
+
+
+def _topic(name, partitions=1, rf=1, configs=()):
+    return admin_pb2.CreatableTopic(
+        name=name,
+        partitions=partitions,
+        replication_factor=rf,
+        configs=[admin_pb2.ConfigEntry(key=k, value=v) for k, v in configs],
+    )
+
+
+@pytest.fixture(scope="module")
+def env(live_quorum):
+    q, brokers = live_quorum
+    active = q.wait_active()
+    stub = q.stub(active)
+    reply = stub.CreateTopics(admin_pb2.CreateTopicsRequest(topics=[_topic("existing", 4, 3)]), timeout=10)
+    assert reply.results[0].error == 0
+    return q, brokers, active, stub
+
+
+def _unchanged_after(q, active, call):
+    """Run `call`; the active controller's metadata log end offset must not move."""
+    before = q.end_offset(active)
+    result = call()
+    assert q.end_offset(active) == before
+    return result
+
+
+@pytest.mark.parametrize(
+    ("topic", "code"),
+    [
+        (_topic("existing"), ErrorCode.TOPIC_ALREADY_EXISTS),
+        (_topic("zero", partitions=0), ErrorCode.INVALID_PARTITIONS),
+        (_topic("negative", partitions=-3), ErrorCode.INVALID_PARTITIONS),
+        (_topic("too-many", partitions=10_001), ErrorCode.INVALID_PARTITIONS),
+        (_topic("rf", rf=4), ErrorCode.INVALID_REPLICATION_FACTOR),  # 3 live brokers
+        (_topic("rf0", rf=0), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (_topic("bad/name"), ErrorCode.INVALID_TOPIC),
+        (_topic("__cluster_metadata"), ErrorCode.INVALID_TOPIC),
+        (_topic("cfg", configs=[("no.such.key", "1")]), ErrorCode.INVALID_CONFIG),
+        (_topic("cfg2", configs=[("retention.ms", "soon")]), ErrorCode.INVALID_CONFIG),
+    ],
+)
+def test_bad_create_topics_are_refused_and_change_nothing(env, topic, code):
+    q, _, active, stub = env
+    reply = _unchanged_after(
+        q, active, lambda: stub.CreateTopics(admin_pb2.CreateTopicsRequest(topics=[topic]), timeout=10)
+    )
+    assert reply.results[0].error == code
+    assert reply.results[0].error_message
+
+
+def test_bad_alter_configs_and_create_partitions_change_nothing(env):
+    q, _, active, stub = env
+    resource = admin_pb2.ConfigResource(type=metadata_pb2.CONFIG_RESOURCE_TOPIC, name="existing")
+    for op in (
+        admin_pb2.AlterConfigOp(key="no.such.key", value="1"),
+        admin_pb2.AlterConfigOp(key="cleanup.policy", value="sometimes"),
+    ):
+        reply = _unchanged_after(
+            q,
+            active,
+            lambda op=op: stub.AlterConfigs(
+                admin_pb2.AlterConfigsRequest(changes=[admin_pb2.AlterConfigsRequest.Change(resource=resource, ops=[op])]),
+                timeout=10,
+            ),
+        )
+        assert reply.results[0].error == ErrorCode.INVALID_CONFIG
+    shrink = _unchanged_after(
+        q,
+        active,
+        lambda: stub.CreatePartitions(
+            admin_pb2.CreatePartitionsRequest(targets=[admin_pb2.CreatePartitionsRequest.Target(name="existing", count=2)]),
+            timeout=10,
+        ),
+    )
+    assert shrink.results[0].error == ErrorCode.INVALID_PARTITIONS
+
+
+def test_stale_broker_epochs_are_refused(env):
+    q, brokers, active, stub = env
+    stale = brokers.epochs[2] + 1_000_000  # not broker 2's registration (nor any other broker's)
+    heartbeat = _unchanged_after(
+        q,
+        active,
+        lambda: stub.BrokerHeartbeat(
+            controller_pb2.BrokerHeartbeatRequest(broker_id=2, broker_epoch=stale, metadata_offset=1 << 40), timeout=10
+        ),
+    )
+    assert heartbeat.error == ErrorCode.STALE_BROKER_EPOCH and heartbeat.error_message
+    image_topic = _topic_state(q, active, "existing")
+    topic_id, partition = image_topic
+    item = controller_pb2.AlterPartitionRequest.Item(
+        topic_id=topic_id,
+        partition_id=0,
+        leader_epoch=partition.leader_epoch,
+        partition_epoch=partition.partition_epoch,
+        new_isr=[partition.leader],
+    )
+    stale_broker = _unchanged_after(
+        q,
+        active,
+        lambda: stub.AlterPartition(
+            controller_pb2.AlterPartitionRequest(
+                broker_id=partition.leader, broker_epoch=brokers.epochs[partition.leader] + 1_000_000, items=[item]
+            ),
+            timeout=10,
+        ),
+    )
+    assert stale_broker.error == ErrorCode.STALE_BROKER_EPOCH
+    old_version = controller_pb2.AlterPartitionRequest.Item()
+    old_version.CopyFrom(item)
+    old_version.partition_epoch = partition.partition_epoch + 5
+    stale_partition = _unchanged_after(
+        q,
+        active,
+        lambda: stub.AlterPartition(
+            controller_pb2.AlterPartitionRequest(
+                broker_id=partition.leader, broker_epoch=brokers.epochs[partition.leader], items=[old_version]
+            ),
+            timeout=10,
+        ),
+    )
+    assert stale_partition.error == 0
+    assert stale_partition.items[0].error == ErrorCode.INVALID_UPDATE_VERSION
+
+
+def _topic_state(q, i, name):
+    """(topic id, partition 0) as the metadata log of controller i says."""
+    image = MetadataImage()
+    for batch in q.fetch_all(i):
+        apply_batch(image, batch.metadata_batch(), batch.base_offset)
+    topic = image.topics[name]
+    return topic.topic_id, topic.partitions[0]
+
+
+def test_whole_call_errors_carry_the_kanal_error_code(env, kanal_error_code):
+    q, _, active, stub = env
+    with pytest.raises(grpc.RpcError) as info:
+        stub.FetchMetadata(controller_pb2.FetchMetadataRequest(offset=0, max_bytes=-1), timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert kanal_error_code(info.value) == ErrorCode.INVALID_REQUEST
+    # A request whose batch would be too large for one Raft entry is refused as a whole.
+    huge = admin_pb2.CreateTopicsRequest(topics=[_topic(f"huge-{n}", partitions=10_000) for n in range(6)])
+    with pytest.raises(grpc.RpcError) as info:
+        _unchanged_after(q, active, lambda: stub.CreateTopics(huge, timeout=60))
+    assert kanal_error_code(info.value) == ErrorCode.INVALID_REQUEST
+    assert "split it" in info.value.details()
+
+
+def test_fetch_metadata_below_the_log_start_is_offset_out_of_range(env):
+    q, _, active, stub = env
+    reply = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(offset=-1), timeout=5)
+    assert reply.error == ErrorCode.OFFSET_OUT_OF_RANGE and reply.error_message
+    assert reply.end_offset == q.end_offset(active)
+
+
+def test_fetch_metadata_long_polls_until_a_write(env):
+    q, _, active, stub = env
+    standby = next(i for i in q.ids if i != active)
+    end = q.end_offset(active)
+    pending = q.stub(standby).FetchMetadata.future(
+        controller_pb2.FetchMetadataRequest(offset=end, max_wait_ms=20_000), timeout=30
+    )
+    stub.CreateTopics(admin_pb2.CreateTopicsRequest(topics=[_topic("wakes-the-poll")]), timeout=10)
+    reply = pending.result()
+    batches = list(iter_batches(reply.entries))
+    assert batches and batches[0].base_offset == end
+    names = [r.topic.name for b in batches for r in b.metadata_batch().records if r.WhichOneof("record") == "topic"]
+    assert "wakes-the-poll" in names
+
+
+def test_standby_forwards_admin_writes_and_names_the_active_controller_to_brokers(env):
+    q, brokers, active, _ = env
+    standby = next(i for i in q.ids if i != active)
+    reply = q.stub(standby).CreateTopics(admin_pb2.CreateTopicsRequest(topics=[_topic("via-standby", 2, 2)]), timeout=10)
+    assert reply.results[0].error == 0 and reply.results[0].topic_id
+    heartbeat = q.stub(standby).BrokerHeartbeat(
+        controller_pb2.BrokerHeartbeatRequest(broker_id=1, broker_epoch=brokers.epochs[1]), timeout=10
+    )
+    assert heartbeat.error == ErrorCode.NOT_CONTROLLER
+    assert heartbeat.active_controller.controller_id == active
+    assert heartbeat.active_controller.endpoint == q.endpoint(active)
+    with pytest.raises(grpc.RpcError) as info:
+        q.stub(standby).DeleteTopics(
+            admin_pb2.DeleteTopicsRequest(names=["via-standby"]), timeout=10, metadata=(("kanal-forwarded", "1"),)
+        )
+    trailing = dict(info.value.trailing_metadata())
+    assert trailing["kanal-error-code"] == str(ErrorCode.NOT_CONTROLLER)
+    assert trailing["kanal-active-controller"] == q.endpoint(active)
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    register = q.stub(standby).RegisterBroker(
+        controller_pb2.RegisterBrokerRequest(broker_id=9, incarnation_id="x", endpoint="127.0.0.1:1"), timeout=10
+    )
+    assert register.error == ErrorCode.NOT_CONTROLLER and register.active_controller.controller_id == active
+
+
+def test_reads_health_and_reflection_on_every_controller(env):
+    q, _, active, _ = env
+    for i in q.ids:
+        stub = q.stub(i)
+        cluster = stub.DescribeCluster(admin_pb2.DescribeClusterRequest(), timeout=5)
+        assert cluster.cluster_id == "kanal"
+        assert [b.broker_id for b in cluster.brokers] == [1, 2, 3]
+        assert cluster.quorum.leader_id == active
+        assert {v.controller_id for v in cluster.quorum.voters} == {1, 2, 3}
+        configs = stub.DescribeConfigs(
+            admin_pb2.DescribeConfigsRequest(
+                resources=[admin_pb2.ConfigResource(type=metadata_pb2.CONFIG_RESOURCE_TOPIC, name="existing")]
+            ),
+            timeout=5,
+        )
+        assert configs.results[0].error == 0 and configs.results[0].entries
+        channel = grpc.insecure_channel(q.endpoint(i))
+        health = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service="kanal.v1.Controller"), timeout=5
+        )
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        responses = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+        )
+        services = {s.name for r in responses for s in r.list_services_response.service}
+        assert "kanal.v1.Controller" in services
+        channel.close()
+    quorum = q.stub(active).DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=5)
+    assert quorum.commit_index > 0
+    assert all(v.match_index >= 0 and v.lag >= 0 and v.reachable for v in quorum.voters)
+
+
+def test_producer_id_blocks_and_isr_changes_from_brokers(env):
+    q, brokers, active, stub = env
+    first = stub.AllocateProducerIds(
+        controller_pb2.AllocateProducerIdsRequest(broker_id=1, broker_epoch=brokers.epochs[1]), timeout=10
+    )
+    second = stub.AllocateProducerIds(
+        controller_pb2.AllocateProducerIdsRequest(broker_id=2, broker_epoch=brokers.epochs[2]), timeout=10
+    )
+    assert first.error == second.error == 0
+    assert second.first_producer_id == first.first_producer_id + first.block_size
+    topic_id, partition = _topic_state(q, active, "existing")
+    shrunk = [partition.leader]
+    reply = stub.AlterPartition(
+        controller_pb2.AlterPartitionRequest(
+            broker_id=partition.leader,
+            broker_epoch=brokers.epochs[partition.leader],
+            items=[
+                controller_pb2.AlterPartitionRequest.Item(
+                    topic_id=topic_id,
+                    partition_id=0,
+                    leader_epoch=partition.leader_epoch,
+                    partition_epoch=partition.partition_epoch,
+                    new_isr=shrunk,
+                )
+            ],
+        ),
+        timeout=10,
+    )
+    assert reply.error == 0 and reply.items[0].error == 0
+    assert list(reply.items[0].isr) == shrunk
+    assert reply.items[0].partition_epoch == partition.partition_epoch + 1
+    assert list(_topic_state(q, active, "existing")[1].isr) == shrunk
