@@ -17,12 +17,10 @@ other controllers'.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TypeVar
 
 from kanal.broker.storage.log import Log
@@ -74,9 +72,6 @@ class MetadataStore:
         self._dirty = False
         # Whatever the log holds at start was written by an earlier run and survived recovery.
         self._durable_end = log.log_end_offset
-        # A read-only descriptor of the active segment file, for fdatasync (see _sync_data).
-        self._sync_path: Path | None = None
-        self._sync_fd = -1
 
     def __repr__(self) -> str:
         return (
@@ -138,19 +133,9 @@ class MetadataStore:
             return end
 
     def _sync_data(self) -> None:
-        """fdatasync the active segment's .log file only. Log.flush would also fsync both index files
-        (three syncs per group instead of one, the largest cost of a write here); the indexes are derived
-        data that recovery rebuilds past the recovery point, so they need no sync for durability. A
-        segment that rolled was flushed whole by Log.roll. fsync acts on the file, so a descriptor of our
-        own serves."""
-        path = self._log.active_segment.log_path
-        if path != self._sync_path:
-            if self._sync_fd >= 0:
-                os.close(self._sync_fd)
-                self._sync_fd = -1
-            self._sync_fd = os.open(path, os.O_RDONLY)
-            self._sync_path = path
-        os.fdatasync(self._sync_fd)
+        """fdatasync the active segment's .log file only (Log.sync_data): one sync per group instead of
+        Log.flush's three; the indexes are derived data that recovery rebuilds."""
+        self._log.sync_data()
 
     def snapshot(self) -> tuple[MetadataSnapshot, ProposalId]:
         """The image as a snapshot, and the last proposal, after fsyncing the log: a snapshot must never
@@ -258,7 +243,4 @@ class MetadataStore:
 
     def close(self) -> None:
         with self._lock:
-            if self._sync_fd >= 0:
-                os.close(self._sync_fd)
-                self._sync_fd = -1
             self._log.close()

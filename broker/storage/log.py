@@ -314,6 +314,14 @@ class Log:
             return True
         return False
 
+    def sync_data(self) -> None:
+        """fdatasync only the active segment's .log file: what a crash must not lose. The indexes are
+        derived data that recovery rebuilds past the recovery point, so group commits (the metadata log)
+        skip their two extra syncs. Segments that rolled were flushed whole by roll()."""
+        self.active_segment.sync_data()
+        self._unflushed_batches = 0
+        self._oldest_unflushed_ms = None
+
     def flush(self) -> None:
         """fsync the active segment and its indexes (closed segments were flushed when they rolled)."""
         self.active_segment.flush()

@@ -311,6 +311,10 @@ class LogSegment:
 
     # ---- durability and lifetime ----
 
+    def sync_data(self) -> None:
+        """fdatasync the .log file only (see Log.sync_data)."""
+        os.fdatasync(self._fd)
+
     def flush(self) -> None:
         """fsync the log and both indexes."""
         os.fdatasync(self._fd)
