@@ -35,6 +35,7 @@ from kanal.v1 import admin_pb2, broker_pb2
 from kanal.v1.batch import NewRecord, build_batch
 
 RECORDS_PER_BATCH = 1000
+RAW_ROUNDS_IN_FLIGHT = 4
 
 
 def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, **configs: str) -> None:
@@ -68,21 +69,31 @@ def _raw_producer(bootstrap: str, topic: str, partitions: list[int], record_byte
     sent = 0
     started = time.perf_counter()
     deadline = started + seconds
+    by_leader: dict[int, broker_pb2.ProduceRequest] = {}
+    for p in partitions:
+        leader = view.topics[topic][p].leader
+        request = by_leader.setdefault(leader, broker_pb2.ProduceRequest(acks=acks, timeout_ms=30000))
+        request.topics.add(topic=topic).partitions.add(partition=p, batches=[batch])
+    # Keep RAW_ROUNDS_IN_FLIGHT rounds of requests outstanding, as a producer with max_in_flight does:
+    # this measures what the broker takes in, not one round trip of replication after another.
+    pending: list = []
     while sent < batches_max and time.perf_counter() < deadline:
-        by_leader: dict[int, broker_pb2.ProduceRequest] = {}
-        for p in partitions:
-            leader = view.topics[topic][p].leader
-            request = by_leader.setdefault(leader, broker_pb2.ProduceRequest(acks=acks, timeout_ms=30000))
-            request.topics.add(topic=topic).partitions.add(partition=p, batches=[batch])
-        futures = [md.stub(view.brokers[l]).Produce.future(r, timeout=60) for l, r in by_leader.items()]
-        for f in futures:
-            for t in f.result().topics:
-                for pr in t.partitions:
-                    if pr.error:
-                        raise SystemExit(f"produce failed: {pr.error_message}")
+        pending.append([md.stub(view.brokers[l]).Produce.future(r, timeout=60) for l, r in by_leader.items()])
         sent += len(partitions)
+        if len(pending) >= RAW_ROUNDS_IN_FLIGHT:
+            _check(pending.pop(0))
+    for round_ in pending:
+        _check(round_)
     out.put((sent * RECORDS_PER_BATCH, time.perf_counter() - started))
     md.close()
+
+
+def _check(futures) -> None:
+    for f in futures:
+        for t in f.result().topics:
+            for pr in t.partitions:
+                if pr.error:
+                    raise SystemExit(f"produce failed: {pr.error_message}")
 
 
 def _client_producer(bootstrap: str, topic: str, record_bytes: int, acks: str, records_max: int, seconds: float,

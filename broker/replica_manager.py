@@ -49,6 +49,9 @@ class ReplicaManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._lock = threading.Lock()  # guards the dict and the fetcher map, not partition state
         self._data_arrived = threading.Condition()  # long polls wait here; appends and HW moves notify
+        # Bumped by every notify: a long poll waits only if nothing arrived since it last read, so a
+        # notification between its read and its wait is not lost (it would otherwise sleep max_wait_ms).
+        self._data_generation = 0
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._image = MetadataImage()
 
@@ -77,6 +80,7 @@ class ReplicaManager:
 
     def notify_data(self) -> None:
         with self._data_arrived:
+            self._data_generation += 1
             self._data_arrived.notify_all()
 
     # ---- metadata ----
@@ -213,6 +217,7 @@ class ReplicaManager:
         bytes_max = min(request.max_bytes or self.config.fetch_response_bytes_max, self.config.fetch_response_bytes_max)
         purgatory = self._metrics.fetch_purgatory.labels("follower" if is_follower else "consumer")
         while True:
+            generation = self._data_generation
             reply, total = self._fetch_once(request, is_follower, bytes_max)
             errors = any(p.error for t in reply.topics for p in t.partitions)
             if total >= max(request.min_bytes, 1) or errors or not is_active():
@@ -221,6 +226,8 @@ class ReplicaManager:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
+                if self._data_generation != generation:
+                    continue  # something arrived while we were reading: read again, don't sleep
                 purgatory.inc()
                 try:
                     self._data_arrived.wait(remaining)
