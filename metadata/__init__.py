@@ -37,7 +37,7 @@ from kanal.metadata.image import (
     TopicImage,
 )
 from kanal.metadata.invariant import MetadataInvariantError
-from kanal.metadata.placement import place_replicas
+from kanal.metadata.placement import place_replicas, place_replicas_by_load
 from kanal.metadata.producer_ids import PRODUCER_ID_BLOCK_SIZE, decide_allocate_producer_ids
 from kanal.metadata.snapshot import image_from_snapshot, image_to_snapshot
 from kanal.metadata.topic_admin import (
@@ -93,5 +93,6 @@ __all__ = [
     "image_from_snapshot",
     "image_to_snapshot",
     "place_replicas",
+    "place_replicas_by_load",
     "topic_config_texts",
 ]

@@ -8,12 +8,26 @@ log. Images compare equal when they describe the same cluster at the same offset
 
 Partition states and broker registrations are frozen values: a change replaces them, which keeps
 `apply_batch`'s rollback a matter of putting the old objects back.
+
+Indexes. Decisions that would otherwise scan every partition or topic read three derived maps instead,
+kept up to date by `apply` (so an image restored from a snapshot, which is rebuilt through `apply`, has
+them too):
+
+- `replica_counts`: broker id -> partitions with a replica on it;
+- `preferred_leader_counts`: broker id -> partitions whose preferred leader (first replica) it is;
+- `collision_names`: `collision_key(name)` -> the topic names with that key.
+
+Placement weighs assignments, not current leaders: replica lists only change when partitions are created
+or removed, while leaders move with every failure and come back through preferred elections. A count is
+never 0 (the key is removed) and a name tuple never empty, so a from-scratch `build_indexes` gives equal
+maps. They are functions of `topics`, so equality ignores them; `check_image` checks they match.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kanal.metadata.ids import (
     NO_LEADER,
@@ -27,6 +41,7 @@ from kanal.metadata.ids import (
     ProducerId,
     TopicId,
 )
+from kanal.metadata.topic_name import collision_key
 
 # Broker config resource name that holds cluster-wide defaults (Kafka's "<default>" entity).
 CLUSTER_DEFAULT_BROKER = ""
@@ -110,6 +125,11 @@ class MetadataImage:
     next_producer_id: ProducerId = _FIRST_PRODUCER_ID
     controller_epoch: ControllerEpoch = _NO_CONTROLLER_EPOCH
     next_offset: MetadataOffset = _FIRST_OFFSET
+    # Indexes derived from `topics` (see the module docstring); kept by apply, left out of equality.
+    replica_counts: dict[BrokerId, int] = field(default_factory=dict, compare=False)
+    preferred_leader_counts: dict[BrokerId, int] = field(default_factory=dict, compare=False)
+    # Sorted names; more than one only if a log holds a collision the decisions would have refused.
+    collision_names: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
     # -- lookups -----------------------------------------------------------------------------------
 
@@ -153,7 +173,15 @@ class MetadataImage:
             next_producer_id=self.next_producer_id,
             controller_epoch=self.controller_epoch,
             next_offset=self.next_offset,
+            # Values are ints and tuples (immutable): a shallow copy of each map is independent.
+            replica_counts=dict(self.replica_counts),
+            preferred_leader_counts=dict(self.preferred_leader_counts),
+            collision_names=dict(self.collision_names),
         )
+
+    def indexes(self) -> ImageIndexes:
+        """The indexes as kept by apply (the live maps, not copies)."""
+        return ImageIndexes(self.replica_counts, self.preferred_leader_counts, self.collision_names)
 
     def __repr__(self) -> str:
         fenced = sum(1 for b in self.brokers.values() if b.fenced)
@@ -162,3 +190,28 @@ class MetadataImage:
             f"brokers={len(self.brokers)} fenced={fenced} topics={len(self.topics)} "
             f"partitions={self.partition_count()}>"
         )
+
+
+class ImageIndexes(NamedTuple):
+    """The derived maps of a MetadataImage (see the module docstring)."""
+
+    replica_counts: dict[BrokerId, int]
+    preferred_leader_counts: dict[BrokerId, int]
+    collision_names: dict[str, tuple[str, ...]]
+
+
+def build_indexes(topics: Iterable[TopicImage]) -> ImageIndexes:
+    """The indexes of these topics computed from scratch: O(partitions x replication factor).
+
+    What `apply` keeps incrementally must always equal this; `check_image` compares the two."""
+    holds: dict[BrokerId, int] = {}
+    leads: dict[BrokerId, int] = {}
+    names: dict[str, list[str]] = {}
+    for topic in topics:
+        names.setdefault(collision_key(topic.name), []).append(topic.name)
+        for partition in topic.partitions:
+            first = partition.replicas[0]
+            leads[first] = leads.get(first, 0) + 1
+            for broker in partition.replicas:
+                holds[broker] = holds.get(broker, 0) + 1
+    return ImageIndexes(holds, leads, {key: tuple(sorted(group)) for key, group in names.items()})

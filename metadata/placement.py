@@ -13,7 +13,10 @@ Rules, in priority order, for each new partition:
 4. Remaining ties are broken by a random order of the brokers drawn once per call from `rng`, so topics
    created on an empty cluster do not all start on the lowest broker id.
 
-The cost is O(partitions x replication factor x brokers).
+Two entry points with the same rules and results. `place_replicas_by_load` takes the existing load as
+per-broker counts (the controller reads them from the image's indexes) and costs O(new partitions x
+replication factor x brokers), whatever the cluster's size. `place_replicas` takes replica lists and
+counts them first, adding O(existing partitions x replication factor).
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 from kanal.metadata.ids import BrokerId
+
+_NO_LOAD: Mapping[BrokerId, int] = MappingProxyType({})
 
 
 def place_replicas(
@@ -41,21 +47,49 @@ def place_replicas(
     both only weigh the choice. Raises ValueError when the replication factor cannot be met (callers
     validate first and answer INVALID_REPLICATION_FACTOR).
     """
-    if partition_count < 0:
-        raise ValueError(f"partition_count must be >= 0, got {partition_count}")
-    if not 1 <= replication_factor <= len(brokers):
-        raise ValueError(f"replication factor {replication_factor} needs 1..{len(brokers)} live brokers")
+    _check_counts(brokers, partition_count, replication_factor)
+    topic_leads, topic_holds = count_load(topic_replicas)
+    cluster_leads, cluster_holds = count_load(cluster_replicas)
+    return place_replicas_by_load(
+        brokers,
+        partition_count,
+        replication_factor,
+        rng,
+        topic_leads=topic_leads,
+        topic_holds=topic_holds,
+        cluster_leads=cluster_leads,
+        cluster_holds=cluster_holds,
+    )
+
+
+def place_replicas_by_load(
+    brokers: Mapping[BrokerId, str],
+    partition_count: int,
+    replication_factor: int,
+    rng: random.Random,
+    *,
+    topic_leads: Mapping[BrokerId, int] = _NO_LOAD,
+    topic_holds: Mapping[BrokerId, int] = _NO_LOAD,
+    cluster_leads: Mapping[BrokerId, int] = _NO_LOAD,
+    cluster_holds: Mapping[BrokerId, int] = _NO_LOAD,
+) -> list[tuple[BrokerId, ...]]:
+    """`place_replicas` with the existing load given as counts (missing broker = 0).
+
+    `*_leads`: partitions each broker is the preferred leader (first replica) of; `*_holds`: partitions
+    it has a replica of. `topic_*` count the topic's existing partitions, `cluster_*` every other
+    partition. Brokers not in `brokers` may appear and are ignored. Reads only the live brokers' counts.
+    """
+    _check_counts(brokers, partition_count, replication_factor)
     ids = sorted(brokers)
     rank = {b: i for i, b in enumerate(rng.sample(ids, len(ids)))}
-    topic_leads: Counter[BrokerId] = Counter()
-    topic_holds: Counter[BrokerId] = Counter()
-    cluster_leads: Counter[BrokerId] = Counter()
-    cluster_holds: Counter[BrokerId] = Counter()
-    _count(topic_replicas, brokers, topic_leads, topic_holds)
-    _count(cluster_replicas, brokers, cluster_leads, cluster_holds)
+    # Working copies for the live brokers only: they grow as this call places replicas.
+    t_leads = {b: topic_leads.get(b, 0) for b in ids}
+    t_holds = {b: topic_holds.get(b, 0) for b in ids}
+    c_leads = {b: cluster_leads.get(b, 0) for b in ids}
+    c_holds = {b: cluster_holds.get(b, 0) for b in ids}
 
     def leader_key(b: BrokerId) -> tuple[int, int, int, int, int]:
-        return (topic_leads[b], topic_holds[b], cluster_leads[b], cluster_holds[b], rank[b])
+        return (t_leads[b], t_holds[b], c_leads[b], c_holds[b], rank[b])
 
     placements: list[tuple[BrokerId, ...]] = []
     for _ in range(partition_count):
@@ -65,28 +99,33 @@ def place_replicas(
         for _ in range(replication_factor - 1):
             follower = min(
                 (b for b in ids if b not in chosen),
-                key=lambda b: (racks_used[brokers[b]], topic_holds[b], cluster_holds[b], rank[b]),
+                key=lambda b: (racks_used[brokers[b]], t_holds[b], c_holds[b], rank[b]),
             )
             chosen.append(follower)
             racks_used[brokers[follower]] += 1
-        topic_leads[leader] += 1
-        cluster_leads[leader] += 1
+        t_leads[leader] += 1
+        c_leads[leader] += 1
         for b in chosen:
-            topic_holds[b] += 1
-            cluster_holds[b] += 1
+            t_holds[b] += 1
+            c_holds[b] += 1
         placements.append(tuple(chosen))
     return placements
 
 
-def _count(
-    replica_lists: Iterable[Sequence[int]],
-    brokers: Mapping[BrokerId, str],
-    leads: Counter[BrokerId],
-    holds: Counter[BrokerId],
-) -> None:
+def _check_counts(brokers: Mapping[BrokerId, str], partition_count: int, replication_factor: int) -> None:
+    if partition_count < 0:
+        raise ValueError(f"partition_count must be >= 0, got {partition_count}")
+    if not 1 <= replication_factor <= len(brokers):
+        raise ValueError(f"replication factor {replication_factor} needs 1..{len(brokers)} live brokers")
+
+
+def count_load(replica_lists: Iterable[Sequence[int]]) -> tuple[Counter[BrokerId], Counter[BrokerId]]:
+    """(preferred leads, replicas held) per broker over these replica lists: O(lists x length)."""
+    leads: Counter[BrokerId] = Counter()
+    holds: Counter[BrokerId] = Counter()
     for replicas in replica_lists:
-        if replicas and replicas[0] in brokers:
+        if replicas:
             leads[BrokerId(replicas[0])] += 1
         for b in replicas:
-            if b in brokers:
-                holds[BrokerId(b)] += 1
+            holds[BrokerId(b)] += 1
+    return leads, holds

@@ -7,14 +7,15 @@ ProducerIdsRecord with broker_id -1 (a counter restored for no broker). Records 
 principal "snapshot" and request id "snapshot-<next_offset>": a snapshot is a copy, not a decision, and
 must be the same bytes on every controller that writes it at the same offset.
 
-`image_from_snapshot(snapshot)` applies those records to an empty image, then sets next_offset and
-controller_epoch from the snapshot and checks the image-wide invariants. For every image `i`:
+`image_from_snapshot(snapshot)` applies those records to an empty image (as `apply` would, one record
+at a time, so the image's indexes are rebuilt too), then sets next_offset and controller_epoch from the
+snapshot and checks the image-wide invariants, indexes included. For every image `i`:
 `image_from_snapshot(image_to_snapshot(i)) == i`.
 """
 
 from __future__ import annotations
 
-from kanal.metadata.apply import apply, check_image
+from kanal.metadata.apply import apply_records, check_image
 from kanal.metadata.decision import Stamp
 from kanal.metadata.ids import ControllerEpoch, MetadataOffset
 from kanal.metadata.image import MetadataImage
@@ -115,8 +116,7 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
 def image_from_snapshot(snapshot: metadata_pb2.MetadataSnapshot) -> MetadataImage:
     """The image a snapshot describes; MetadataInvariantError when its records do not fit together."""
     image = MetadataImage()
-    for record in snapshot.records:
-        apply(image, record)
+    apply_records(image, snapshot.records)
     if snapshot.next_offset < 0:
         raise MetadataInvariantError(f"snapshot with negative next_offset {snapshot.next_offset}")
     image.next_offset = MetadataOffset(snapshot.next_offset)

@@ -15,18 +15,22 @@ result and contributes no records. Rules:
 - New partitions start with ISR = replicas, leader = the first replica, epochs 0; placement.py chooses
   the replicas. Topic ids are random UUIDs drawn from the `rng` argument.
 - validate_only runs every check and writes nothing (results carry no topic id).
+
+Cost: a decision reads the image's indexes (per-broker replica and preferred-leader counts, collision
+keys; image.py) instead of scanning it, so creating a topic costs O(its partitions x replication factor
+x live brokers) however many topics exist. Growing a topic also reads that topic's partitions.
 """
 
 from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Sequence
+from collections import Counter
 
 from kanal.metadata.decision import Decision, Stamp
 from kanal.metadata.ids import BrokerId, TopicId
-from kanal.metadata.image import MetadataImage
-from kanal.metadata.placement import place_replicas
+from kanal.metadata.image import MetadataImage, TopicImage
+from kanal.metadata.placement import count_load, place_replicas_by_load
 from kanal.metadata.topic_config import parse_topic_config
 from kanal.metadata.topic_name import INTERNAL_TOPICS, check_topic_name, collision_key
 from kanal.v1 import admin_pb2, metadata_pb2
@@ -38,22 +42,63 @@ TOPIC_PARTITIONS_MAX = 10_000
 
 
 class _Planner:
-    """What the decisions of one request have claimed so far: names, ids, and replicas placed."""
+    """What the decisions of one request have claimed so far: names, ids, and replicas placed.
+
+    Only this request's claims are held here; the image's are read from its indexes, so a planner
+    costs nothing per existing topic."""
 
     def __init__(self, image: MetadataImage, rng: random.Random) -> None:
         self.image = image
         self.rng = rng
         self.live = {b: reg.rack for b, reg in image.live_brokers().items()}
         self.names: set[str] = set()
-        self.collisions = {collision_key(name): name for name in image.topics}
-        self.topic_ids: set[str] = set(image.topics_by_id)
-        self.placed: list[Sequence[int]] = []
+        # Collision key -> name, for the topics this request creates.
+        self.new_collisions: dict[str, str] = {}
+        self.new_topic_ids: set[str] = set()
+        # Preferred leads and replicas of the partitions this request has placed.
+        self.placed_leads: Counter[BrokerId] = Counter()
+        self.placed_holds: Counter[BrokerId] = Counter()
 
-    def cluster_replicas(self, except_topic: str | None = None) -> list[Sequence[int]]:
-        lists: list[Sequence[int]] = [
-            p.replicas for t in self.image.topics.values() if t.name != except_topic for p in t.partitions
-        ]
-        return lists + self.placed
+    def collision(self, name: str) -> str | None:
+        """A topic, existing or claimed earlier in this request, whose name collides with `name`."""
+        key = collision_key(name)
+        claimed = self.new_collisions.get(key)
+        if claimed is not None:
+            return claimed
+        existing = self.image.collision_names.get(key)
+        return existing[0] if existing else None
+
+    def claim(self, name: str) -> None:
+        self.new_collisions[collision_key(name)] = name
+
+    def place(
+        self, partition_count: int, replication_factor: int, grown: TopicImage | None = None
+    ) -> list[tuple[BrokerId, ...]]:
+        """Place new partitions (of a new topic, or of `grown`) given the cluster's load and this
+        request's placements so far; the result counts as placed."""
+        topic_leads: Counter[BrokerId] = Counter()
+        topic_holds: Counter[BrokerId] = Counter()
+        if grown is not None:
+            topic_leads, topic_holds = count_load(p.replicas for p in grown.partitions)
+        # The rest of the cluster: the image's counts plus this request's placements, minus the grown
+        # topic's own partitions (they weigh as the topic's). Only live brokers are ever placed on.
+        leads, holds = self.image.preferred_leader_counts, self.image.replica_counts
+        cluster_leads = {b: leads.get(b, 0) + self.placed_leads[b] - topic_leads[b] for b in self.live}
+        cluster_holds = {b: holds.get(b, 0) + self.placed_holds[b] - topic_holds[b] for b in self.live}
+        placements = place_replicas_by_load(
+            self.live,
+            partition_count,
+            replication_factor,
+            self.rng,
+            topic_leads=topic_leads,
+            topic_holds=topic_holds,
+            cluster_leads=cluster_leads,
+            cluster_holds=cluster_holds,
+        )
+        new_leads, new_holds = count_load(placements)
+        self.placed_leads.update(new_leads)
+        self.placed_holds.update(new_holds)
+        return placements
 
     def check_replication_factor(self, replication_factor: int) -> None:
         if not 1 <= replication_factor <= len(self.live):
@@ -66,8 +111,8 @@ class _Planner:
     def new_topic_id(self) -> TopicId:
         while True:
             topic_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
-            if topic_id not in self.topic_ids:
-                self.topic_ids.add(topic_id)
+            if topic_id not in self.image.topics_by_id and topic_id not in self.new_topic_ids:
+                self.new_topic_ids.add(topic_id)
                 return TopicId(topic_id)
 
 
@@ -95,7 +140,7 @@ def decide_create_topics(
             planner.names.add(creatable.name)
             continue
         planner.names.add(creatable.name)
-        planner.collisions[collision_key(creatable.name)] = creatable.name
+        planner.claim(creatable.name)
         if request.validate_only:
             results.append(admin_pb2.CreateTopicResult(name=creatable.name))
             continue
@@ -112,15 +157,8 @@ def decide_create_topics(
                     )
                 )
             )
-        placements = place_replicas(
-            planner.live,
-            creatable.partitions,
-            creatable.replication_factor,
-            rng,
-            cluster_replicas=planner.cluster_replicas(),
-        )
+        placements = planner.place(creatable.partitions, creatable.replication_factor)
         records.extend(_partition_records(stamp, topic_id, 0, placements))
-        planner.placed.extend(placements)
         results.append(admin_pb2.CreateTopicResult(name=creatable.name, topic_id=topic_id))
     return Decision(records, admin_pb2.CreateTopicsResponse(results=results))
 
@@ -134,7 +172,7 @@ def _check_creatable(planner: _Planner, creatable: admin_pb2.CreatableTopic) -> 
         )
     if name in planner.image.topics:
         raise KanalError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-    other = planner.collisions.get(collision_key(name))
+    other = planner.collision(name)
     if other is not None:
         raise KanalError(
             ErrorCode.INVALID_TOPIC,
@@ -255,14 +293,6 @@ def decide_create_partitions(
         results.append(admin_pb2.TopicResult(name=target.name))
         if request.validate_only:
             continue
-        placements = place_replicas(
-            planner.live,
-            target.count - current,
-            replication_factor,
-            rng,
-            topic_replicas=[p.replicas for p in topic.partitions],
-            cluster_replicas=planner.cluster_replicas(except_topic=topic.name),
-        )
+        placements = planner.place(target.count - current, replication_factor, grown=topic)
         records.extend(_partition_records(stamp, topic.topic_id, current, placements))
-        planner.placed.extend(placements)
     return Decision(records, admin_pb2.CreatePartitionsResponse(results=results))

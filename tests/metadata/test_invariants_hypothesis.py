@@ -8,7 +8,8 @@ Invariants checked after every step:
 - broker epochs and the next producer id never decrease;
 - deciding never changes the image; every record carries the decision's stamp;
 - the snapshot round trip gives an equal image, and replaying every batch from an empty image gives the
-  same image as the one built step by step.
+  same image as the one built step by step;
+- the image's indexes (replica / preferred-leader counts, collision keys) equal a recomputation.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from kanal.metadata import (
     NO_LEADER,
     MetadataImage,
     apply_batch,
+    check_image,
     decide_allocate_producer_ids,
     decide_alter_configs,
     decide_alter_partition,
@@ -334,11 +336,16 @@ class MetadataMachine(RuleBasedStateMachine):
     def snapshot_round_trips(self) -> None:
         assert image_from_snapshot(image_to_snapshot(self.image)) == self.image
 
+    @invariant()
+    def indexes_equal_a_recomputation(self) -> None:
+        check_image(self.image)
+
     def teardown(self) -> None:
         replayed = MetadataImage()
         for batch in self.batches:
             assert apply_batch(replayed, batch, replayed.next_offset)
         assert replayed == self.image
+        assert replayed.indexes() == self.image.indexes()
 
 
 MetadataMachine.TestCase.settings = settings(
