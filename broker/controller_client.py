@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+
 from kanal.v1 import controller_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
 

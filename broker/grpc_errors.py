@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import grpc
+
 from kanal.v1.error import ErrorCode, KanalError, grpc_status
 
 log = logging.getLogger(__name__)

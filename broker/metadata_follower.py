@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 
 from kanal.broker.controller_client import ControllerClient
+from kanal.broker.fatal import stop_process
 from kanal.metadata import MetadataImage, apply_batch
 from kanal.metadata.log_codec import decode_metadata_entries
 from kanal.v1 import controller_pb2
@@ -89,3 +90,5 @@ class MetadataFollower:
             except KanalError as exc:
                 log.warning("metadata fetch failed, keeping the image at offset %d: %s", self.offset, exc)
                 stop.wait(_RETRY_WAIT_S)
+            except Exception as exc:  # noqa: BLE001 - a bug: a broker that stops following is a zombie
+                stop_process(f"the metadata follower failed at offset {self.offset}", exc)

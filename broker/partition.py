@@ -27,6 +27,12 @@ from typing import TYPE_CHECKING
 
 from kanal.broker.divergence import EpochEndOffset, diverging_epoch, truncation_step
 from kanal.broker.leader_state import LeaderState, ReplicationConfig, ReplicationEffects
+from kanal.broker.producer_snapshot import (
+    delete_snapshots_above,
+    delete_snapshots_below,
+    load_producer_state,
+    write_snapshot,
+)
 from kanal.broker.producer_state import (
     Duplicate,
     ProducerBatch,
@@ -107,17 +113,35 @@ class Partition:
         return self.assignment.leader_epoch if self.assignment else -1
 
     def _replay_producer_state(self) -> ProducerStateTable:
-        """Idempotence state rebuilt from the batches in the log (their headers only)."""
-        table = ProducerStateTable()
-        offset = self.log.log_start_offset
+        """Idempotence state: the newest snapshot at or below the log end (written at clean shutdown),
+        then the batches after it replayed from the log (headers only). Damaged snapshots are skipped
+        and deleted; with none, the whole log is replayed."""
+        delete_snapshots_above(self.directory, self.log.log_end_offset)
+        loaded = load_producer_state(self.directory, self.log.log_start_offset, self.log.log_end_offset)
+        for problem in loaded.damaged:
+            log.warning("%s: ignoring a damaged producer-state snapshot: %s", self.name, problem)
+            if problem.path is not None:
+                problem.path.unlink(missing_ok=True)
+        table = loaded.table
+        offset = loaded.replay_from_offset
         while offset < self.log.log_end_offset:
             data = self.log.read(offset, _REPLAY_CHUNK_BYTES).data
             if not data:
                 break
-            batches = list(producer_batches_in(data))
+            batches = [b for b in producer_batches_in(data) if b.base_offset >= table.next_offset]
             table = ProducerStateTable.rebuild(batches, start=table)
-            offset = max(offset + 1, batches[-1].last_offset + 1) if batches else self.log.log_end_offset
+            offset = max(offset + 1, table.next_offset)
+        if table.next_offset < self.log.log_end_offset:
+            table.advance_to(self.log.log_end_offset)  # compaction left a gap at the end
         return table
+
+    def _snapshot_producer_state(self) -> None:
+        """Write the idempotence state at the log end, so the next start replays nothing."""
+        end = self.log.log_end_offset
+        if self.producers.next_offset < end:
+            self.producers.advance_to(end)
+        write_snapshot(self.directory, self.producers, end)
+        delete_snapshots_below(self.directory, end)
 
     # ---- role changes (from the metadata image) ----
 
@@ -245,8 +269,8 @@ class Partition:
                         required = max(required or 0, verdict.last_offset + 1)
                         continue
                 info = self.log.append(raw, leader_epoch=self.leader_epoch, now_ms=now_ms)
-                if header.producer_id:
-                    self.producers.record(ProducerBatch.from_header(header, info.base_offset))
+                # Every batch is recorded, idempotent or not, so the table's position is the log end.
+                self.producers.record(ProducerBatch.from_header(header, info.base_offset))
                 first_base = info.base_offset if first_base is None else first_base
                 required = max(required or 0, info.last_offset + 1)
                 appended += len(raw)
@@ -326,7 +350,9 @@ class Partition:
             if p.error == ErrorCode.OFFSET_OUT_OF_RANGE and self.log.log_end_offset < p.log_start_offset:
                 log.info("%r is behind the leader's log start %d: restarting the log there", self, p.log_start_offset)
                 self.log.truncate_fully_and_start_at(p.log_start_offset)
+                delete_snapshots_above(self.directory, p.log_start_offset - 1)
                 self.producers = ProducerStateTable()
+                self.producers.advance_to(p.log_start_offset)
                 return 0
             if p.error:
                 return 0
@@ -345,8 +371,7 @@ class Partition:
             if p.records:
                 self.log.append_replicated(p.records, now_ms=wall_ms())
                 for batch in producer_batches_in(p.records):
-                    if batch.producer_id:
-                        self.producers.record(batch)
+                    self.producers.record(batch)
                 appended = len(p.records)
             new_hw = min(p.high_watermark, self.log.log_end_offset)
             self.high_watermark = max(self.high_watermark, new_hw)
@@ -407,4 +432,5 @@ class Partition:
         with self.lock:
             self._resign()
             if not self.deleted:
+                self._snapshot_producer_state()
                 self.log.close()

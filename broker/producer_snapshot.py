@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
+
 from kanal.broker.producer_state import (
     BATCHES_PER_PRODUCER_MAX,
     SEQUENCE_MAX,

@@ -14,6 +14,7 @@ import threading
 from typing import TYPE_CHECKING
 
 import grpc
+
 from kanal.broker.config import BrokerConfig
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 

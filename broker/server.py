@@ -22,6 +22,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
+
 from kanal.broker.config import BrokerConfig, parse_endpoint
 from kanal.broker.controller_client import ControllerClient
 from kanal.broker.lifecycle import BrokerLifecycle
@@ -31,7 +33,6 @@ from kanal.broker.producer_ids import ProducerIdManager
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.service import BrokerService
 from kanal.v1 import broker_pb2, broker_pb2_grpc
-from prometheus_client import start_http_server
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name

@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 import grpc
+
 from kanal.broker.grpc_errors import error_boundary
 from kanal.metadata import MetadataImage
 from kanal.v1 import broker_pb2, broker_pb2_grpc

@@ -47,7 +47,8 @@ from kanal.metadata.topic_name import collision_key
 CLUSTER_DEFAULT_BROKER = ""
 
 # An empty image: no producer id handed out, no controller epoch seen, no offset applied.
-_FIRST_PRODUCER_ID = ProducerId(0)
+# 0 means "not idempotent" in RecordBatch.producer_id, so ids handed out start at 1.
+_FIRST_PRODUCER_ID = ProducerId(1)
 _NO_CONTROLLER_EPOCH = ControllerEpoch(-1)
 _FIRST_OFFSET = MetadataOffset(0)
 

@@ -98,7 +98,7 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                     )
                 )
             )
-    if image.next_producer_id > 0:
+    if image.next_producer_id > MetadataImage().next_producer_id:  # only once ids were handed out
         records.append(
             stamp.record(
                 producer_ids=metadata_pb2.ProducerIdsRecord(

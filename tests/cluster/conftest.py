@@ -9,7 +9,7 @@ import pytest
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.v1 import admin_pb2
-from kanal.v1.error import ErrorCode
+from kanal.v1.error import ErrorCode, KanalError
 
 # Short timeouts so failures are detected in about a second, not Kafka's production 9-30 s.
 CONTROLLER_FLAGS = ["--session-timeout-ms", "2000"]
@@ -47,6 +47,13 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int = 1, replicat
                  **configs: str) -> list:
     """Create a topic through a broker and wait until every partition has a leader in the brokers' view."""
     md = ClusterMetadata(cluster.bootstrap)
+    per_broker: dict[str, ClusterMetadata] = {}
+
+    def md_for(node) -> ClusterMetadata:
+        if node.endpoint not in per_broker:
+            per_broker[node.endpoint] = ClusterMetadata(node.endpoint, request_timeout_ms=2000)
+        return per_broker[node.endpoint]
+
     try:
         request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
             name=name, partitions=partitions, replication_factor=replication_factor,
@@ -54,14 +61,27 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int = 1, replicat
         result = md.any_stub().CreateTopics(request, timeout=30).results[0]
         assert result.error == ErrorCode.NONE, result.error_message
 
-        def ready():
-            view = md.refresh([name])
-            parts = view.topics.get(name)
-            return parts if parts and all(p.leader >= 0 for p in parts) else None
+        def known_everywhere():
+            # Every running broker must have applied the topic: a leader that has not yet would answer
+            # NOT_LEADER_OR_FOLLOWER to the tests' hand-made requests, which do not retry.
+            views = []
+            for node in cluster.brokers:
+                if not node.running:
+                    continue
+                try:
+                    parts = md_for(node).refresh([name]).topics.get(name)
+                except KanalError:
+                    return None
+                if not parts or any(p.leader < 0 for p in parts):
+                    return None
+                views.append(parts)
+            return views[0] if views else None
 
-        return wait_until(ready, 30, f"leaders for {name}")
+        return wait_until(known_everywhere, 30, f"leaders for {name} on every broker")
     finally:
         md.close()
+        for other in per_broker.values():
+            other.close()
 
 
 def partition_info(cluster: LocalCluster, topic: str, partition: int):

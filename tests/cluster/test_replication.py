@@ -225,3 +225,28 @@ def test_retried_idempotent_batch_is_stored_once(cluster):
     assert raw_produce(cluster, topic, 0, gap, acks=-1).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert log_end(cluster, topic, 0) == 4
     assert [v for _, _, v in read_topic(cluster, topic, 1)] == [b"once-%d" % i for i in range(4)]
+
+
+def test_idempotence_state_survives_a_broker_restart(cluster):
+    topic = "idempotent-restart"
+    create_topic(cluster, topic, partitions=1, replication_factor=3)
+    md = ClusterMetadata(cluster.bootstrap)
+    try:
+        ids = md.any_stub().InitProducerId(broker_pb2.InitProducerIdRequest(), timeout=10)
+    finally:
+        md.close()
+    batches = [build_batch([NewRecord(b"r-%d-%d" % (n, i)) for i in range(3)], producer_id=ids.producer_id,
+                           producer_epoch=ids.producer_epoch, base_sequence=3 * n) for n in range(3)]
+    first = [raw_produce(cluster, topic, 0, b, acks=-1) for b in batches]
+    assert [r.base_offset for r in first] == [0, 3, 6]
+    leader = broker_node(cluster, partition_info(cluster, topic, 0).leader)
+    leader.stop()  # a clean shutdown writes the producer-state snapshot
+    snapshots = list((Path(cluster.data_dir) / f"broker-{leader.node_id}" / f"{topic}-0").glob("*.snapshot"))
+    assert [p.name for p in snapshots] == [f"{9:020d}.snapshot"]
+    cluster.start_node(leader)
+    # Whoever leads now (the restarted broker or a follower that took over), a retry of a stored batch is
+    # answered with its original offsets and not stored again.
+    wait_until(lambda: partition_info(cluster, topic, 0).leader >= 0, 30, "a leader")
+    again = raw_produce(cluster, topic, 0, batches[1], acks=-1)
+    assert again.error == ErrorCode.NONE and again.base_offset == 3
+    assert log_end(cluster, topic, 0) == 9

@@ -23,15 +23,15 @@ def test_blocks_never_overlap(cluster3) -> None:
         reply = h.commit(allocate(h, broker_id))
         assert reply.error == ErrorCode.NONE and reply.block_size == PRODUCER_ID_BLOCK_SIZE == 1000
         blocks.append(reply.first_producer_id)
-    assert blocks == [0, 1000, 2000, 3000]
-    assert h.image.next_producer_id == 4000
+    assert blocks == [1, 1001, 2001, 3001]  # 0 is never handed out: it means "not idempotent"
+    assert h.image.next_producer_id == 4001
 
 
 def test_deciding_twice_without_applying_gives_the_same_block(cluster3) -> None:
     h = cluster3
     first, second = allocate(h, 0), allocate(h, 1)
-    assert first.reply.first_producer_id == second.reply.first_producer_id == 0
-    assert h.image.next_producer_id == 0
+    assert first.reply.first_producer_id == second.reply.first_producer_id == 1
+    assert h.image.next_producer_id == 1
 
 
 def test_stale_or_unknown_broker_gets_nothing(cluster3) -> None:
@@ -47,4 +47,4 @@ def test_a_fenced_broker_may_allocate(cluster3) -> None:
     h = cluster3
     h.fence(2)
     reply = h.commit(allocate(h, 2))
-    assert reply.error == ErrorCode.NONE and h.image.next_producer_id == PRODUCER_ID_BLOCK_SIZE
+    assert reply.error == ErrorCode.NONE and h.image.next_producer_id == 1 + PRODUCER_ID_BLOCK_SIZE
