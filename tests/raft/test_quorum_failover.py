@@ -82,6 +82,8 @@ def test_snapshot_install_fills_the_log_of_a_controller_that_was_away(
     away = next(i for i in q.ids if i != active)
     q.kill(away)
     writer = admin_writer_factory(q)
+    # Settle first: a late election just after start can time out a write in flight (outcome unknown).
+    wait(lambda: writer.write_once(timeout_s=10) == "acked", 30, "the quorum to accept a write")
     for _ in range(150):
         assert writer.write_once(timeout_s=10) == "acked"
     q.start(away)

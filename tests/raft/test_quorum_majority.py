@@ -15,6 +15,9 @@ def test_with_two_of_three_down_writes_fail_and_nothing_is_half_applied(
     active = q.wait_active()
     fake_brokers_factory(q).register_live([1, 2, 3])
     writer = admin_writer_factory(q, topics_per_request=3)  # three topics per request: all or none
+    # Just after start a late peer can call one more election, which times out writes in flight (their
+    # outcome is unknown, which the final check allows). Once a write is acknowledged the quorum is settled.
+    wait(lambda: writer.write_once() == "acked", 30, "the new quorum to accept a write")
     for _ in range(20):
         assert writer.write_once() == "acked"
 
@@ -35,9 +38,14 @@ def test_with_two_of_three_down_writes_fail_and_nothing_is_half_applied(
             q.start(i)
     q.wait_active()
     q.wait_all_serving()
+    # The rejoining controllers may force one more election; once a write is acknowledged, every write
+    # must be (none may fail any more).
+    wait(lambda: writer.write_once(timeout_s=10) == "acked", 30, "the recovered quorum to accept a write")
+    failed_before_recovery = len(writer.failed)
     for _ in range(5):
         assert writer.write_once(timeout_s=10) == "acked"
-    assert len(writer.failed) == failed_while_down
+    assert len(writer.failed) == failed_before_recovery
+    assert failed_while_down >= 6
 
     names = writer.all_names(writer.acked + writer.failed + writer.unknown)
     for i in q.ids:
