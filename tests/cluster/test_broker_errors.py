@@ -112,6 +112,7 @@ def test_deleting_a_topic_removes_its_files_on_every_replica(cluster):
 
 
 def test_metrics_endpoint_has_kafka_like_names(cluster, topic):
+    fetch(cluster.brokers[0], topic[0], 0, 0)  # labelled series appear once a request was served
     text = urllib.request.urlopen(f"http://{cluster.brokers[0].extra['metrics']}/metrics", timeout=5).read().decode()
     for name in ("kanal_replica_manager_under_replicated_partitions", "kanal_offline_partitions_count",
                  "kanal_replica_manager_isr_shrinks_total", "kanal_replica_manager_isr_expands_total",
