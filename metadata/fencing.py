@@ -49,13 +49,7 @@ def fence_records(
         for partition in topic.partitions:
             if fenced.isdisjoint(partition.replicas):
                 continue
-            election = elect(partition, live, unclean)
-            if election is not None:
-                records.append(
-                    stamp.record(
-                        partition_change=election.to_record(topic.topic_id, partition.partition_id, context)
-                    )
-                )
+            _append_election(records, topic, partition, live, unclean, stamp, context)
     return records
 
 
@@ -90,13 +84,7 @@ def unfence_records(
                 continue
             if unclean is None:
                 unclean = unclean_election_enabled(topic.configs, cluster_defaults)
-            election = elect(partition, live, unclean)
-            if election is not None:
-                records.append(
-                    stamp.record(
-                        partition_change=election.to_record(topic.topic_id, partition.partition_id, context)
-                    )
-                )
+            _append_election(records, topic, partition, live, unclean, stamp, context)
     return records
 
 
@@ -111,11 +99,15 @@ def offline_election_records(
         for partition in topic.partitions:
             if partition.leader != NO_LEADER:
                 continue
-            election = elect(partition, live, unclean)
-            if election is not None:
-                records.append(
-                    stamp.record(
-                        partition_change=election.to_record(topic.topic_id, partition.partition_id, context)
-                    )
-                )
+            _append_election(records, topic, partition, live, unclean, stamp, context)
     return records
+
+
+def _append_election(records: list[metadata_pb2.MetadataRecord], topic, partition, live: set[BrokerId],
+                     unclean: bool, stamp: Stamp, context: str) -> None:
+    """Elect a leader for `partition` among `live` and, when that changes anything, add the stamped
+    PartitionChange record (the one step fencing, unfencing and unclean-election switches share)."""
+    election = elect(partition, live, unclean)
+    if election is not None:
+        records.append(stamp.record(partition_change=election.to_record(topic.topic_id, partition.partition_id,
+                                                                         context)))

@@ -230,38 +230,32 @@ class ActiveController:
             raise self.not_active_error()
         raise KanalError(ErrorCode.REQUEST_TIMED_OUT, "the write was rejected by newer decisions until its deadline")
 
-    def register_broker(
-        self, request: controller_pb2.RegisterBrokerRequest, *, request_id: str, deadline_s: float
-    ) -> controller_pb2.RegisterBrokerResponse:
+    def _broker_decider(self, decide_fn, request, request_id: str):
+        """A decision for a broker's own request (registration, heartbeat): stamped with the broker as
+        principal, and a successful one restarts the broker's session clock."""
         principal = f"broker-{request.broker_id}"
 
-        def decide(image: MetadataImage, now_ms: int) -> Decision[controller_pb2.RegisterBrokerResponse]:
-            decision = decide_register_broker(
-                image, request, now_ms=now_ms, principal=principal, request_id=request_id
-            )
+        def decide(image: MetadataImage, now_ms: int) -> Decision:
+            decision = decide_fn(image, request, now_ms=now_ms, principal=principal, request_id=request_id)
             if decision.reply.error == ErrorCode.NONE:
                 self._sessions.touch(request.broker_id, now_ms)
             return decision
 
+        return decide
+
+    def register_broker(
+        self, request: controller_pb2.RegisterBrokerRequest, *, request_id: str, deadline_s: float
+    ) -> controller_pb2.RegisterBrokerResponse:
         reply: controller_pb2.RegisterBrokerResponse
-        reply, _ = self.write(decide, deadline_s=deadline_s)
+        reply, _ = self.write(self._broker_decider(decide_register_broker, request, request_id), deadline_s=deadline_s)
         return reply
 
     def broker_heartbeat(
         self, request: controller_pb2.BrokerHeartbeatRequest, *, request_id: str, deadline_s: float
     ) -> controller_pb2.BrokerHeartbeatResponse:
-        principal = f"broker-{request.broker_id}"
-
-        def decide(image: MetadataImage, now_ms: int) -> Decision[controller_pb2.BrokerHeartbeatResponse]:
-            decision = decide_broker_heartbeat(
-                image, request, now_ms=now_ms, principal=principal, request_id=request_id
-            )
-            if decision.reply.error == ErrorCode.NONE:
-                self._sessions.touch(request.broker_id, now_ms)
-            return decision
-
         reply: controller_pb2.BrokerHeartbeatResponse
-        reply, end = self.write(decide, deadline_s=deadline_s)
+        reply, end = self.write(self._broker_decider(decide_broker_heartbeat, request, request_id),
+                                deadline_s=deadline_s)
         # The decision's offsets count in-flight batches; brokers need the committed, durable end.
         reply.metadata_end_offset = end
         reply.controller_epoch = self._epoch if self._epoch is not None else reply.controller_epoch
