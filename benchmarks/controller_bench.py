@@ -35,6 +35,7 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc
 
 NO_FORWARD = (("kanal-forwarded", "bench"),)

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 import grpc
+
 from kanal.clients.cluster_metadata import ClusterMetadata, PartitionInfo
 from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 import grpc
+
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
 

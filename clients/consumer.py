@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import grpc
+
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.v1 import broker_pb2, records_pb2
 from kanal.v1.batch import iter_entries, parse_batch

@@ -24,6 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import grpc
+
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.producer_config import ProducerConfig
 from kanal.clients.record_accumulator import (

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from google.protobuf.message import DecodeError
+
 from kanal.v1.metadata_pb2 import MetadataBatch
 
 MAGIC = b"KMC1"

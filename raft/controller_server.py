@@ -20,6 +20,7 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.applier import Applier
 from kanal.raft.controller_config import ControllerConfig

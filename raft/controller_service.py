@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import grpc
+
 from kanal.metadata import (
     decide_allocate_producer_ids,
     decide_alter_client_quotas,

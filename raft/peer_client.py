@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 import grpc
+
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.metadata_log import LogBatch, iter_batches
 from kanal.v1 import controller_pb2, controller_pb2_grpc

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from google.protobuf.message import DecodeError
+
 from kanal.raft.command import ProposalId
 from kanal.v1.metadata_pb2 import MetadataSnapshot
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kanal.broker.divergence import (
     EpochEndOffset,
     diverging_epoch,

@@ -4,6 +4,7 @@ changes, and acks=all completion."""
 from __future__ import annotations
 
 import pytest
+
 from kanal.broker.leader_state import LeaderState, ReplicationConfig
 from kanal.v1.error import ErrorCode, KanalError
 

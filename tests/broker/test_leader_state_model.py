@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
 from kanal.broker.leader_state import IsrProposal, LeaderState, ReplicationConfig, ReplicationEffects
 from kanal.v1.error import ErrorCode
 

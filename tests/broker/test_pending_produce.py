@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kanal.broker.pending_produce import PendingProduces
 from kanal.v1.error import ErrorCode
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import crc32c
 import pytest
+
 from kanal.broker.producer_snapshot import (
     MAGIC,
     SnapshotDamaged,

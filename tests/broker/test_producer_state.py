@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kanal.broker.producer_state import (
     APPEND,
     BATCHES_PER_PRODUCER_MAX,

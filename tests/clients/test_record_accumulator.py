@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from kanal.clients.record_accumulator import RecordAccumulator
 from kanal.v1.batch import NewRecord
 from kanal.v1.error import ErrorCode, KanalError

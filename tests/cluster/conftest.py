@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.v1 import admin_pb2

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+
 from kanal.clients.admin import Admin
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.batch import NewRecord, build_batch, parse_batch

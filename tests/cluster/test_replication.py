@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+
 from kanal.clients.admin import Admin
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.producer import Producer

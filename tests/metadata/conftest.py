@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 import pytest
+
 from kanal.metadata import (
     Decision,
     MetadataImage,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from kanal.metadata import decide_alter_partition
 from kanal.v1 import controller_pb2
 from kanal.v1 import metadata_pb2 as m

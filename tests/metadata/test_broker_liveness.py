@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from kanal.metadata import (
     NO_LEADER,
     decide_alter_partition,

@@ -11,6 +11,7 @@ import random
 from collections import Counter
 
 import pytest
+
 from kanal.metadata import (
     MetadataImage,
     apply_batch,

@@ -19,6 +19,7 @@ import random
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
 from kanal.metadata import (
     NO_LEADER,
     MetadataImage,

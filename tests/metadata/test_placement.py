@@ -6,6 +6,7 @@ import random
 from collections import Counter
 
 import pytest
+
 from kanal.metadata import BrokerId, decide_create_partitions, place_replicas
 from kanal.v1 import admin_pb2
 

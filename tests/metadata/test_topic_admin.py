@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from kanal.metadata import (
     TOPIC_PARTITIONS_MAX,
     decide_create_partitions,

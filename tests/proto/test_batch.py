@@ -8,6 +8,7 @@ import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kanal.v1 import records_pb2
 from kanal.v1.batch import (
     BROKER_SUFFIX_BYTES,

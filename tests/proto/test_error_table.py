@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+
 from kanal.v1.error import ErrorCode, KanalError, error_name, grpc_status, is_retriable
 
 

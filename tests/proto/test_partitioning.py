@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from kanal.v1.partitioning import partition_for_key
 
 VECTORS = json.loads((Path(__file__).resolve().parents[2] / "proto/kanal/v1/partitioner_vectors.json").read_text())

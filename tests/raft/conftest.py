@@ -27,12 +27,13 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from pysyncobj import HAS_CRYPTO
+
 from kanal.broker.storage.log import Log
 from kanal.metadata import MetadataImage, apply_batch
 from kanal.raft.command import UNCONDITIONAL_OFFSET, ProposalId, ProposalIdSource, encode_command
 from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME, LogBatch, metadata_log_config, read_all
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc, metadata_pb2
-from pysyncobj import HAS_CRYPTO
 
 T = TypeVar("T")
 

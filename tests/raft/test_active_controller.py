@@ -7,6 +7,7 @@ import random
 import time
 
 import pytest
+
 from kanal.metadata import decide_create_topics
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.command import UNCONDITIONAL_OFFSET, ProposalId, ProposalIdSource, encode_command

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+
 from kanal.v1 import admin_pb2
 
 pytestmark = pytest.mark.cluster

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from kanal.raft.command import (
     HEADER_BYTES,
     UNCONDITIONAL_OFFSET,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from kanal.raft.controller_config import ControllerConfigError, parse_controller_args
 from kanal.raft.controller_main import main
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from kanal.raft.metadata_log import (
     LogBatch,
     MetadataLogGapError,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+
 from kanal.metadata import MetadataInvariantError, image_to_snapshot
 from kanal.raft.command import ProposalId, Verdict
 from kanal.raft.metadata_log import MetadataLogGapError, read_all

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
 
 pytestmark = pytest.mark.cluster

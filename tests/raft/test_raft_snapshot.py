@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
+
 from kanal.metadata import image_from_snapshot, image_to_snapshot
 from kanal.raft.command import ProposalIdSource
 from kanal.raft.raft_snapshot import (

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import crc32c
 from google.protobuf.message import DecodeError
+
 from kanal.v1 import codecs, records_pb2
 from kanal.v1.error import ErrorCode, KanalError
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import zlib
 
 import cramjam
+
 from kanal.v1 import records_pb2
 from kanal.v1.error import ErrorCode, KanalError
 

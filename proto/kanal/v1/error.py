@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 import grpc
+
 from kanal.v1 import errors_pb2
 
 ErrorCode = errors_pb2.ErrorCode

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from kanal.broker.storage.log import CLEAN_SHUTDOWN_FILE, Log
 from kanal.broker.storage.log_config import LogConfig
 from kanal.v1 import records_pb2
