@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
+from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.producer_config import ProducerConfig
 from kanal.clients.record_accumulator import (
@@ -83,6 +84,8 @@ class Producer:
         self._metadata.refresh()  # fail fast on an unreachable bootstrap
         if config.enable_idempotence:
             self._init_producer_id()
+        # One thread per call the sender may have in flight to each of a few brokers; more calls queue.
+        self._calls = CallPool(min(64, config.max_in_flight * 4), "kanal-producer-call")
         self._sender = threading.Thread(target=self._run_sender, name="kanal-producer-sender", daemon=True)
         self._sender.start()
 
@@ -161,6 +164,7 @@ class Producer:
         with self._accumulator.wakeup:
             self._accumulator.wakeup.notify_all()
         self._sender.join(timeout=5)
+        self._calls.close(wait=True)
         for batch in self._accumulator.abort_all(KanalError(ErrorCode.REQUEST_TIMED_OUT, "producer closed")):
             self._finish(batch, -1, KanalError(ErrorCode.REQUEST_TIMED_OUT, "the producer was closed"))
         self._metadata.close()
@@ -249,8 +253,8 @@ class Producer:
                 topic.partitions.add(partition=batch.partition, batches=[batch.encoded])
             with self._calls_lock:
                 self._in_flight_calls[endpoint] += 1
-            call = self._metadata.stub(endpoint).Produce.future(request, timeout=self.config.request_timeout_ms / 1000)
-            call.add_done_callback(lambda f, e=endpoint, g=group: self._on_reply(f, e, g))
+            self._calls.submit(self._metadata.stub(endpoint).Produce, request, self.config.request_timeout_ms / 1000,
+                               lambda reply, error, e=endpoint, g=group: self._on_reply(reply, error, e, g))
 
     def _encode(self, batch: ProducerBatch) -> None:
         if batch.encoded is not None:
@@ -265,12 +269,11 @@ class Producer:
         else:
             batch.encoded = build_batch(batch.records, codec=self.config.codec)
 
-    def _on_reply(self, future: grpc.Future, endpoint: str, group: list[ProducerBatch]) -> None:
+    def _on_reply(self, reply: broker_pb2.ProduceResponse | None, exc: grpc.RpcError | None, endpoint: str,
+                  group: list[ProducerBatch]) -> None:
         with self._calls_lock:
             self._in_flight_calls[endpoint] -= 1
-        try:
-            reply = future.result()
-        except grpc.RpcError as exc:
+        if exc is not None:
             problem = KanalError(ErrorCode.REQUEST_TIMED_OUT if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                                  else ErrorCode.BROKER_NOT_AVAILABLE, f"{endpoint}: {exc.code().name}")
             for batch in group:

@@ -1,0 +1,66 @@
+"""CallPool: unary gRPC calls run as blocking calls on a few long-lived threads, each result handed to a
+callback.
+
+Why not `stub.Method.future(...)`: grpcio starts a "channel spin" thread whenever a channel goes from no
+managed call in flight to one, and lets it exit when the count drops back to zero. A client that has one
+call at a time in flight (a producer at low rates with linger 0, a consumer's long polls) therefore starts
+and ends a thread per call. Measured on this machine, paced at 2,000 calls/s: ~490 µs of client CPU per
+call with `future()`, ~340 µs with a blocking call on a pooled thread. On 2 cores shared with the brokers
+that difference decides end-to-end latency.
+
+Threading: `submit` never blocks; calls beyond `threads_max` queue in the executor. Callbacks run on the
+pool's threads, so they must be short and must not submit-and-wait on the same pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import grpc
+
+log = logging.getLogger(__name__)
+
+# (reply or None, the RpcError or None)
+CallCallback = Callable[[Any, grpc.RpcError | None], None]
+
+
+class CallPool:
+    def __init__(self, threads_max: int, name: str) -> None:
+        if threads_max < 1:
+            raise ValueError(f"threads_max must be >= 1, not {threads_max}")
+        self.threads_max = threads_max
+        self.name = name
+        self._executor = ThreadPoolExecutor(max_workers=threads_max, thread_name_prefix=name)
+
+    def __repr__(self) -> str:
+        return f"<CallPool {self.name} threads_max={self.threads_max}>"
+
+    def submit(self, method: Callable[..., Any], request: Any, timeout_s: float,
+               on_done: CallCallback | None = None) -> Future:
+        """Run `method(request, timeout=timeout_s)`; `on_done(reply, error)` when it ends. The returned
+        future holds the reply or raises the RpcError, for callers that wait."""
+        return self._executor.submit(self._call, method, request, timeout_s, on_done)
+
+    @staticmethod
+    def _call(method: Callable[..., Any], request: Any, timeout_s: float, on_done: CallCallback | None) -> Any:
+        try:
+            reply, error = method(request, timeout=timeout_s), None
+        except grpc.RpcError as exc:
+            reply, error = None, exc
+        if on_done is not None:
+            try:
+                on_done(reply, error)
+            except BaseException:
+                # A failing callback is a bug in the caller: say so loudly, nobody may be waiting on the future.
+                log.exception("the callback of a call to %s failed", method)
+                raise
+        if error is not None:
+            raise error
+        return reply
+
+    def close(self, wait: bool = True) -> None:
+        """Stop taking calls; with `wait`, return once the calls in flight (and their callbacks) ended."""
+        self._executor.shutdown(wait=wait, cancel_futures=not wait)
