@@ -25,6 +25,12 @@ def parse_args(argv: list[str]) -> BrokerConfig:
     p.add_argument("--heartbeat-interval-ms", type=int, default=1000)
     p.add_argument("--replica-lag-ms-max", type=int, default=10_000, help="replica.lag.time.max.ms")
     p.add_argument("--replica-fetch-wait-ms-max", type=int, default=500)
+    p.add_argument("--offsets-topic-partitions", type=int, default=50, help="offsets.topic.num.partitions")
+    p.add_argument("--offsets-topic-replication-factor", type=int, default=3)
+    p.add_argument("--group-session-timeout-ms-min", type=int, default=6000, help="group.min.session.timeout.ms")
+    p.add_argument("--group-session-timeout-ms-max", type=int, default=1_800_000, help="group.max.session.timeout.ms")
+    p.add_argument("--group-initial-rebalance-delay-ms", type=int, default=3000,
+                   help="group.initial.rebalance.delay.ms")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
@@ -34,6 +40,11 @@ def parse_args(argv: list[str]) -> BrokerConfig:
         data_dir=args.data_dir, rack=args.rack, metrics_listen=args.metrics,
         heartbeat_interval_ms=args.heartbeat_interval_ms, replica_lag_ms_max=args.replica_lag_ms_max,
         replica_fetch_wait_ms_max=args.replica_fetch_wait_ms_max,
+        offsets_topic_partitions=args.offsets_topic_partitions,
+        offsets_topic_replication_factor=args.offsets_topic_replication_factor,
+        group_session_timeout_ms_min=args.group_session_timeout_ms_min,
+        group_session_timeout_ms_max=args.group_session_timeout_ms_max,
+        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
     )
 
 

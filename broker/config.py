@@ -57,6 +57,18 @@ class BrokerConfig:
     log_maintenance_interval_ms: int = 1000
     # gRPC message size limit (send and receive); must hold the largest batch plus framing.
     grpc_message_bytes_max: int = 64 << 20
+    # Partitions of __consumer_offsets when this broker is the one that creates it
+    # (offsets.topic.num.partitions); fixed once the topic exists.
+    offsets_topic_partitions: int = 50
+    # Replication factor of __consumer_offsets, capped at the live brokers when it is created.
+    offsets_topic_replication_factor: int = 3
+    # How long a commit or group-state write may wait for the ISR before it fails (retriably).
+    offsets_commit_timeout_ms: int = 5000
+    # Bounds on the session timeout members may ask for (group.min/max.session.timeout.ms).
+    group_session_timeout_ms_min: int = 6000
+    group_session_timeout_ms_max: int = 1_800_000
+    # A group's first rebalance waits this long for more members (group.initial.rebalance.delay.ms).
+    group_initial_rebalance_delay_ms: int = 3000
     # Where the controller quorum's gRPC listeners are, parsed from `controllers`.
     controller_endpoints: tuple[tuple[str, int], ...] = field(init=False)
 
@@ -78,6 +90,13 @@ class BrokerConfig:
         _check(1 << 10 <= self.fetch_response_bytes_max <= 1 << 30, "fetch_response_bytes_max out of bounds")
         _check(self.grpc_message_bytes_max >= self.fetch_response_bytes_max + (1 << 20),
                "grpc_message_bytes_max must hold a whole fetch response")
+        _check(1 <= self.offsets_topic_partitions <= 1000, "offsets_topic_partitions must be in [1, 1000]")
+        _check(1 <= self.offsets_topic_replication_factor <= 16, "offsets_topic_replication_factor must be in [1, 16]")
+        _check(100 <= self.offsets_commit_timeout_ms <= 300_000, "offsets_commit_timeout_ms must be in [100, 300000]")
+        _check(1 <= self.group_session_timeout_ms_min <= self.group_session_timeout_ms_max <= 3_600_000,
+               "group session timeout bounds must satisfy 1 <= min <= max <= 3600000")
+        _check(0 <= self.group_initial_rebalance_delay_ms <= 300_000,
+               "group_initial_rebalance_delay_ms must be in [0, 300000]")
 
 
 def _check(ok: bool, message: str) -> None:

@@ -37,4 +37,9 @@ class BrokerMetrics:
         self.fetch_purgatory = Gauge("kanal_fetch_purgatory_size", "Long-poll fetches waiting for data",
                                      ["kind"], registry=r)
         self.metadata_offset = Gauge("kanal_broker_metadata_offset", "Metadata log offset applied", registry=r)
+        self.consumer_group_lag = Gauge(
+            "kanal_consumer_group_lag", "High-water mark minus committed offset, for groups coordinated here",
+            ["group", "topic", "partition"], registry=r)
+        self.groups = Gauge("kanal_group_coordinator_groups", "Groups coordinated here, by state", ["state"],
+                            registry=r)
         self.fenced = Gauge("kanal_broker_fenced", "1 while the controller has this broker fenced", registry=r)

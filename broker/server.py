@@ -26,6 +26,8 @@ from prometheus_client import start_http_server
 
 from kanal.broker.config import BrokerConfig, parse_endpoint
 from kanal.broker.controller_client import ControllerClient
+from kanal.broker.group import GroupLimits
+from kanal.broker.group_coordinator import GroupCoordinator
 from kanal.broker.lifecycle import BrokerLifecycle
 from kanal.broker.metadata_follower import MetadataFollower
 from kanal.broker.metrics import BrokerMetrics
@@ -63,6 +65,16 @@ class BrokerServer:
             metrics_endpoint=config.metrics_listen, heartbeat_interval_ms=config.heartbeat_interval_ms,
             metadata_offset=lambda: self.metadata.offset,
         )
+        self.groups = GroupCoordinator(
+            broker_id=config.broker_id, replicas=self.replicas, image=lambda: self.metadata.image,
+            controllers=self.controllers, metrics=self.metrics,
+            limits=GroupLimits(session_timeout_ms_min=config.group_session_timeout_ms_min,
+                               session_timeout_ms_max=config.group_session_timeout_ms_max,
+                               initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms),
+            offsets_partitions=config.offsets_topic_partitions,
+            offsets_replication_factor=config.offsets_topic_replication_factor,
+            write_timeout_ms=config.offsets_commit_timeout_ms,
+        )
         self.producer_ids = ProducerIdManager(
             lambda req: self.controllers.call("AllocateProducerIds", req), config.broker_id,
             lambda: self.lifecycle.broker_epoch,
@@ -74,6 +86,7 @@ class BrokerServer:
     def _on_metadata(self, old, new) -> None:
         self.metrics.metadata_offset.set(new.next_offset)
         self.replicas.on_metadata(old, new)
+        self.groups.reconcile()  # after the replicas: a partition it now leads is ready to be loaded
 
     def start(self, *, register_timeout_s: float = 60.0) -> None:
         options = [("grpc.max_receive_message_length", self.config.grpc_message_bytes_max),
@@ -96,6 +109,7 @@ class BrokerServer:
         self._spawn("metadata-follower", self.metadata.run)
         self._spawn("heartbeat", self.lifecycle.run)
         self._spawn("log-maintenance", self._maintenance)
+        self._spawn("group-coordinator", self.groups.run)
         self._spawn("readiness", self._wait_ready)
 
     def _spawn(self, name: str, target) -> None:
@@ -127,6 +141,7 @@ class BrokerServer:
         self._stop.set()
         if self._grpc is not None:
             self._grpc.stop(grace=1.0).wait(grace_s)
+        self.groups.close()
         self.replicas.close()
         for thread in self._threads:
             thread.join(timeout=grace_s)

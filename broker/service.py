@@ -84,6 +84,58 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return broker_pb2.InitProducerIdResponse(producer_id=self._server.producer_ids.next_id(), producer_epoch=0)
 
 
+    # ---- groups: failures of the whole call are answered in the reply's error field, as Kafka does ----
+
+    @error_boundary
+    def FindCoordinator(self, request, context):
+        return _in_band(broker_pb2.FindCoordinatorResponse, self._server.groups.find_coordinator, request)
+
+    @error_boundary
+    def JoinGroup(self, request, context):
+        host = context.peer().partition(":")[2].rpartition(":")[0]
+        return _in_band(broker_pb2.JoinGroupResponse, self._server.groups.join, request, host)
+
+    @error_boundary
+    def SyncGroup(self, request, context):
+        return _in_band(broker_pb2.SyncGroupResponse, self._server.groups.sync, request)
+
+    @error_boundary
+    def Heartbeat(self, request, context):
+        return _in_band(broker_pb2.HeartbeatResponse, self._server.groups.heartbeat, request)
+
+    @error_boundary
+    def LeaveGroup(self, request, context):
+        return _in_band(broker_pb2.LeaveGroupResponse, self._server.groups.leave, request)
+
+    @error_boundary
+    def OffsetCommit(self, request, context):
+        return _in_band(broker_pb2.OffsetCommitResponse, self._server.groups.commit, request)
+
+    @error_boundary
+    def OffsetFetch(self, request, context):
+        return _in_band(broker_pb2.OffsetFetchResponse, self._server.groups.fetch_offsets, request)
+
+    @error_boundary
+    def DescribeGroups(self, request, context):
+        return self._server.groups.describe(request)
+
+    @error_boundary
+    def ListGroups(self, request, context):
+        return self._server.groups.list_groups()
+
+    @error_boundary
+    def DeleteGroups(self, request, context):
+        return self._server.groups.delete_groups(request)
+
+
+def _in_band(response_type, handler, *args):
+    """Run a group handler; a KanalError becomes the reply's `error` and `error_message`."""
+    try:
+        return handler(*args)
+    except KanalError as exc:
+        return response_type(error=exc.code, error_message=exc.message)
+
+
 def _forwarder(method: str):
     @error_boundary
     def forward(self: BrokerService, request, context: grpc.ServicerContext):

@@ -1,0 +1,558 @@
+"""GroupCoordinator: the shell around the pure `Group` state machines of the groups this broker
+coordinates — the groups whose __consumer_offsets partition it leads.
+
+Ownership. The coordinator of group `g` is the leader of __consumer_offsets partition
+`mmh3(g) % partitions` (kanal.v1.partitioning, the producers' key formula). When this broker becomes
+leader of such a partition (at some leader epoch) it loads the partition — every record from the log
+start to the log end, through `group_records.apply_record` — on a loader thread; until then calls for its
+groups get COORDINATOR_LOAD_IN_PROGRESS. When it stops leading, the groups are dropped and pending calls
+get NOT_COORDINATOR; the new leader reloads them. The topic itself is created through the controller on
+the first FindCoordinator that needs it (50 partitions by default, compacted).
+
+Writes. Group metadata (after each rebalance) and committed offsets are written to the partition with
+acks=all through the replica manager, so an acknowledged commit is on every ISR member and survives the
+coordinator's death. A commit is answered only after its record is below the high-water mark; the
+in-memory offsets change only then (decide → records → apply).
+
+Locks. `_lock` guards the in-memory groups and is never held across I/O. A write lock per partition
+orders the writes of that partition with their apply (taken before `_lock`, never after), so the log and
+memory agree on which commit came last.
+
+Threads. gRPC threads call in; JoinGroup and a follower's SyncGroup park on their `_Call` until the
+state machine answers. One ticker thread expires sessions, completes joins at their deadlines, picks up
+leadership changes and refreshes the lag gauge; one loader thread loads partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+from kanal.broker.group import DEAD, Group, GroupLimits, Persist, Reply, check_group_id
+from kanal.broker.group_records import Record, apply_record, batch_of, group_record, iter_records, offset_record
+from kanal.broker.metrics import BrokerMetrics
+from kanal.metadata import MetadataImage
+from kanal.metadata.topic_name import CONSUMER_OFFSETS_TOPIC
+from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, groups_pb2
+from kanal.v1.batch import iter_entries
+from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.partitioning import partition_for_key
+
+log = logging.getLogger(__name__)
+
+_TICK_S = 0.05
+_LAG_REFRESH_S = 5.0
+_CALL_MARGIN_S = 5.0  # a parked call waits this much beyond the longest the state machine can take
+_LOAD_READ_BYTES_MAX = 4 << 20
+_PEER_CALL_TIMEOUT_S = 2.0
+_WRITE_LOCK_STRIPES = 64
+
+
+class _Call:
+    """A parked JoinGroup or SyncGroup: the token the state machine hands back in a Reply."""
+
+    __slots__ = ("_done", "response")
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self.response = None
+
+    def complete(self, response) -> None:
+        self.response = response
+        self._done.set()
+
+    def wait(self, timeout_s: float):
+        self._done.wait(timeout_s)
+        return self.response
+
+
+class GroupCoordinator:
+    def __init__(self, *, broker_id: int, replicas, image: Callable[[], MetadataImage], controllers,
+                 metrics: BrokerMetrics, limits: GroupLimits, offsets_partitions: int,
+                 offsets_replication_factor: int, write_timeout_ms: int) -> None:
+        self.broker_id = broker_id
+        self._replicas = replicas
+        self._image = image
+        self._controllers = controllers
+        self._metrics = metrics
+        self.limits = limits
+        self._offsets_partitions = offsets_partitions
+        self._offsets_rf = offsets_replication_factor
+        self._write_timeout_ms = write_timeout_ms
+        self._lock = threading.Lock()
+        # Striped by partition number: the topic's partition count is whatever the first creator chose.
+        self._write_locks = [threading.Lock() for _ in range(_WRITE_LOCK_STRIPES)]
+        self._owned: dict[int, int] = {}  # partition -> leader epoch, loaded and served
+        self._loading: dict[int, int] = {}  # partition -> leader epoch being loaded
+        self._groups: dict[str, Group] = {}
+        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="group-loader")
+        self._creating = threading.Lock()
+        self._peers: dict[str, broker_pb2_grpc.BrokerStub] = {}
+        self._channels: list[grpc.Channel] = []
+        self._exported_lag: set[tuple[str, str, str]] = set()
+
+    def __repr__(self) -> str:
+        return (f"<GroupCoordinator broker={self.broker_id} partitions={sorted(self._owned)} "
+                f"loading={sorted(self._loading)} groups={len(self._groups)}>")
+
+    # ---- ownership ----
+
+    def _partition_count(self, image: MetadataImage) -> int | None:
+        topic = image.topics.get(CONSUMER_OFFSETS_TOPIC)
+        return len(topic.partitions) if topic is not None else None
+
+    def partition_of(self, group_id: str, image: MetadataImage | None = None) -> int:
+        count = self._partition_count(image or self._image())
+        if count is None:
+            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{CONSUMER_OFFSETS_TOPIC} does not exist yet")
+        return partition_for_key(group_id.encode(), count)
+
+    def _require_owned(self, group_id: str) -> int:
+        """The partition of `group_id`, if this broker serves it now (call with `_lock` held)."""
+        check_group_id(group_id)
+        p = self.partition_of(group_id)
+        if p in self._owned:
+            return p
+        if p in self._loading:
+            raise KanalError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"loading {CONSUMER_OFFSETS_TOPIC}-{p}")
+        raise KanalError(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} does not coordinate {group_id!r}")
+
+    def _group(self, group_id: str, *, create: bool) -> Group | None:
+        group = self._groups.get(group_id)
+        if (group is None or group.state == DEAD) and create:
+            group = self._groups[group_id] = Group(group_id, self.limits)
+        return group
+
+    def reconcile(self) -> None:
+        """Load the partitions this broker now leads, drop the ones it no longer leads."""
+        image = self._image()
+        topic = image.topics.get(CONSUMER_OFFSETS_TOPIC)
+        led = {p.partition_id: p.leader_epoch for p in (topic.partitions if topic else ())
+               if p.leader == self.broker_id}
+        effects = []
+        with self._lock:
+            for p, epoch in [*self._owned.items(), *self._loading.items()]:
+                if led.get(p) != epoch:
+                    effects += self._unload(p, image)
+            for p, epoch in led.items():
+                if self._owned.get(p) != epoch and self._loading.get(p) != epoch:
+                    self._loading[p] = epoch
+                    self._loader.submit(self._load, p, epoch)
+        self._execute(-1, effects)
+
+    def _unload(self, p: int, image: MetadataImage) -> list:
+        self._owned.pop(p, None)
+        self._loading.pop(p, None)
+        count = self._partition_count(image)
+        effects = []
+        for gid in [g for g in self._groups if count is None or partition_for_key(g.encode(), count) == p]:
+            effects += self._groups.pop(gid).close(ErrorCode.NOT_COORDINATOR, "the coordinator moved: find it again")
+        log.info("no longer coordinating %s-%d", CONSUMER_OFFSETS_TOPIC, p)
+        return effects
+
+    def _load(self, p: int, epoch: int) -> None:
+        started = time.monotonic()
+        now_ms = int(time.time() * 1000)
+        groups: dict[str, Group] = {}
+        records = 0
+        try:
+            part = self._replicas.partition(CONSUMER_OFFSETS_TOPIC, p)
+            with part.lock:
+                offset = part.log.log_start_offset
+            while True:
+                with part.lock:
+                    if part.log.log_end_offset <= offset:
+                        break
+                    data = part.log.read(offset, _LOAD_READ_BYTES_MAX).data
+                if not data:
+                    break
+                for record in iter_records(data):
+                    apply_record(groups, record, self._new_group, now_ms)
+                    records += 1
+                offset = _next_offset(data)
+        except KanalError as exc:
+            log.warning("could not load %s-%d: %s; will retry", CONSUMER_OFFSETS_TOPIC, p, exc)
+            with self._lock:
+                if self._loading.get(p) == epoch:
+                    del self._loading[p]  # the ticker's reconcile starts it again
+            return
+        with self._lock:
+            if self._loading.get(p) != epoch:
+                return  # leadership moved on while loading
+            del self._loading[p]
+            self._owned[p] = epoch
+            self._groups.update(groups)
+        log.info("coordinating %s-%d at epoch %d: %d groups from %d records in %.0f ms", CONSUMER_OFFSETS_TOPIC,
+                 p, epoch, len(groups), records, (time.monotonic() - started) * 1000)
+
+    def _new_group(self, group_id: str) -> Group:
+        return Group(group_id, self.limits)
+
+    # ---- FindCoordinator ----
+
+    def find_coordinator(self, req: broker_pb2.FindCoordinatorRequest) -> broker_pb2.FindCoordinatorResponse:
+        check_group_id(req.key)
+        image = self._image()
+        if self._partition_count(image) is None:
+            self._create_offsets_topic(image)
+            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {CONSUMER_OFFSETS_TOPIC}; retry")
+        p = self.partition_of(req.key, image)
+        leader = image.topics[CONSUMER_OFFSETS_TOPIC].partitions[p].leader
+        broker = image.brokers.get(leader)
+        if leader < 0 or broker is None:
+            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{CONSUMER_OFFSETS_TOPIC}-{p} has no leader")
+        return broker_pb2.FindCoordinatorResponse(node_id=leader, endpoint=broker.endpoint)
+
+    def _create_offsets_topic(self, image: MetadataImage) -> None:
+        if not self._creating.acquire(blocking=False):
+            return  # another call is creating it
+        try:
+            rf = max(1, min(self._offsets_rf, len(image.live_brokers())))
+            request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
+                name=CONSUMER_OFFSETS_TOPIC, partitions=self._offsets_partitions, replication_factor=rf,
+                configs=[admin_pb2.ConfigEntry(key="cleanup.policy", value="compact")])])
+            result = self._controllers.call("CreateTopics", request).results[0]
+            if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                log.warning("creating %s failed: %s", CONSUMER_OFFSETS_TOPIC, result.error_message)
+            else:
+                log.info("created %s: %d partitions, replication factor %d", CONSUMER_OFFSETS_TOPIC,
+                         self._offsets_partitions, rf)
+        finally:
+            self._creating.release()
+
+    # ---- membership ----
+
+    def join(self, req: broker_pb2.JoinGroupRequest, client_host: str) -> broker_pb2.JoinGroupResponse:
+        call = _Call()
+        with self._lock:
+            p = self._require_owned(req.group_id)
+            group = self._group(req.group_id, create=True)
+            new_id = f"{req.client_id or 'member'}-{uuid.uuid4()}"
+            effects = group.join(call, req, client_host, _now_ms(), new_id)
+        self._execute(p, effects)
+        wait_s = req.rebalance_timeout_ms / 1000 + _CALL_MARGIN_S
+        return call.wait(wait_s) or broker_pb2.JoinGroupResponse(
+            error=ErrorCode.REBALANCE_IN_PROGRESS, error_message="join did not complete in time: rejoin")
+
+    def sync(self, req: broker_pb2.SyncGroupRequest) -> broker_pb2.SyncGroupResponse:
+        call = _Call()
+        with self._lock:
+            p = self._require_owned(req.group_id)
+            group = self._group(req.group_id, create=False)
+            if group is None:
+                raise KanalError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no members")
+            effects = group.sync(call, req, _now_ms())
+            # The leader must sync within its session, else it expires and the group rebalances.
+            wait_s = max((m.session_timeout_ms + m.rebalance_timeout_ms for m in group.members.values()),
+                         default=0) / 1000 + _CALL_MARGIN_S
+        self._execute(p, effects)
+        return call.wait(wait_s) or broker_pb2.SyncGroupResponse(
+            error=ErrorCode.REBALANCE_IN_PROGRESS, error_message="sync did not complete in time: rejoin")
+
+    def heartbeat(self, req: broker_pb2.HeartbeatRequest) -> broker_pb2.HeartbeatResponse:
+        with self._lock:
+            self._require_owned(req.group_id)
+            group = self._group(req.group_id, create=False)
+            if group is None:
+                raise KanalError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no members")
+            return group.heartbeat(req, _now_ms())
+
+    def leave(self, req: broker_pb2.LeaveGroupRequest) -> broker_pb2.LeaveGroupResponse:
+        with self._lock:
+            p = self._require_owned(req.group_id)
+            group = self._group(req.group_id, create=False)
+            if group is None:
+                raise KanalError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no members")
+            reply, effects = group.leave(req, _now_ms())
+        self._execute(p, effects)
+        return reply
+
+    # ---- effects ----
+
+    def _execute(self, p: int, effects: list) -> None:
+        failed: KanalError | None = None
+        for effect in effects:
+            if isinstance(effect, Persist):
+                try:
+                    self._persist(p, effect)
+                except KanalError as exc:
+                    log.warning("could not write group %s generation %d: %s", effect.group_id, effect.generation,
+                                exc)
+                    failed = exc
+                    with self._lock:
+                        group = self._groups.get(effect.group_id)
+                        more = group.persist_failed(effect.generation, _now_ms()) if group else []
+                    self._execute(p, more)
+            elif isinstance(effect, Reply):
+                response = effect.response
+                if failed is not None and isinstance(response, broker_pb2.SyncGroupResponse) and not response.error:
+                    response = broker_pb2.SyncGroupResponse(error=failed.code, error_message=failed.message)
+                effect.call.complete(response)
+
+    def _persist(self, p: int, effect: Persist) -> None:
+        with self._write_lock(p):
+            with self._lock:
+                group = self._groups.get(effect.group_id)
+                if group is None or group.generation != effect.generation:
+                    return  # a newer state of the group supersedes this one; it is written by its own effect
+            self._write(p, [group_record(effect.group_id, effect.value)])
+
+    def _write_lock(self, p: int) -> threading.Lock:
+        return self._write_locks[p % len(self._write_locks)]
+
+    def _write(self, p: int, records: list[Record]) -> None:
+        """Append records to __consumer_offsets-p with acks=all; raise unless every ISR member has them."""
+        request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=self._write_timeout_ms)
+        request.topics.add(topic=CONSUMER_OFFSETS_TOPIC).partitions.add(
+            partition=p, batches=[batch_of(records, _now_ms())])
+        result = self._replicas.produce(request).topics[0].partitions[0]
+        if result.error == ErrorCode.NONE:
+            return
+        if result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            raise KanalError(ErrorCode.NOT_COORDINATOR, "this broker stopped leading the group's partition")
+        raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"writing {CONSUMER_OFFSETS_TOPIC}-{p} failed: "
+                                                              f"{result.error_message}")
+
+    # ---- offsets ----
+
+    def commit(self, req: broker_pb2.OffsetCommitRequest) -> broker_pb2.OffsetCommitResponse:
+        reply = broker_pb2.OffsetCommitResponse()
+        now_ms = _now_ms()
+        image = self._image()
+        records: list[Record] = []
+        with self._lock:
+            p = self._require_owned(req.group_id)
+        with self._write_lock(p):
+            with self._lock:
+                p = self._require_owned(req.group_id)
+                group = self._group(req.group_id, create=False)
+                if group is not None:
+                    group.check_commit(req.generation_id, req.member_id, req.group_instance_id, now_ms)
+                elif req.generation_id >= 0 or req.member_id:
+                    raise KanalError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no members")
+            for topic in req.topics:
+                out = reply.topics.add(topic=topic.topic)
+                known = image.topics.get(topic.topic)
+                for pc in topic.partitions:
+                    item = out.partitions.add(partition=pc.partition)
+                    if known is None or not 0 <= pc.partition < len(known.partitions):
+                        item.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        item.error_message = f"unknown topic or partition {topic.topic}-{pc.partition}"
+                    elif pc.offset < 0:
+                        item.error = ErrorCode.INVALID_REQUEST
+                        item.error_message = f"offset {pc.offset} is negative"
+                    else:
+                        records.append(offset_record(req.group_id, topic.topic, pc.partition,
+                                                     groups_pb2.OffsetCommitValue(
+                                                         offset=pc.offset, leader_epoch=pc.leader_epoch,
+                                                         metadata=pc.metadata, commit_timestamp_ms=now_ms,
+                                                         generation_id=req.generation_id,
+                                                         member_id=req.member_id)))
+            if not records:
+                return reply
+            self._write(p, records)
+            with self._lock:
+                if p in self._owned:
+                    for record in records:
+                        apply_record(self._groups, record, self._new_group, now_ms)
+        return reply
+
+    def fetch_offsets(self, req: broker_pb2.OffsetFetchRequest) -> broker_pb2.OffsetFetchResponse:
+        reply = broker_pb2.OffsetFetchResponse()
+        with self._lock:
+            self._require_owned(req.group_id)
+            group = self._groups.get(req.group_id)
+            offsets = dict(group.offsets) if group is not None else {}
+        if req.topics:
+            wanted = [(t.topic, p) for t in req.topics for p in t.partitions]
+        else:
+            wanted = sorted(offsets)
+        for tp in wanted:
+            value = offsets.get(tp)
+            reply.offsets.add(topic=tp[0], partition=tp[1], offset=value.offset if value else -1,
+                              leader_epoch=value.leader_epoch if value else -1,
+                              metadata=value.metadata if value else "")
+        return reply
+
+    # ---- admin ----
+
+    def describe(self, req: broker_pb2.DescribeGroupsRequest) -> broker_pb2.DescribeGroupsResponse:
+        reply = broker_pb2.DescribeGroupsResponse()
+        for group_id in req.group_ids:
+            out = reply.groups.add(group_id=group_id)
+            try:
+                with self._lock:
+                    self._require_owned(group_id)
+                    group = self._groups.get(group_id)
+                    if group is None:
+                        raise KanalError(ErrorCode.GROUP_ID_NOT_FOUND, f"no group {group_id!r}")
+                    out.state = group.state
+                    out.protocol_type = group.protocol_type
+                    out.protocol_name = group.protocol_name
+                    out.generation_id = group.generation
+                    for m in group.members.values():
+                        member = out.members.add(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                                 client_id=m.client_id, client_host=m.client_host)
+                        if m.assignment:
+                            member.assignment.ParseFromString(m.assignment)
+                    committed = {tp: v.offset for tp, v in group.offsets.items()}
+            except KanalError as exc:
+                out.error = exc.code
+                continue
+            assigned = {(t.topic, p) for m in out.members for t in m.assignment.partitions for p in t.partitions}
+            tps = sorted(set(committed) | assigned)
+            ends = self.high_watermarks(tps)
+            for tp in tps:
+                end = ends.get(tp, -1)
+                offset = committed.get(tp, -1)
+                out.offsets.add(topic=tp[0], partition=tp[1], committed_offset=offset, log_end_offset=end,
+                                lag=max(0, end - max(offset, 0)) if end >= 0 else -1)
+        return reply
+
+    def list_groups(self) -> broker_pb2.ListGroupsResponse:
+        reply = broker_pb2.ListGroupsResponse()
+        with self._lock:
+            for group in sorted(self._groups.values(), key=lambda g: g.group_id):
+                reply.groups.add(group_id=group.group_id, protocol_type=group.protocol_type, state=group.state)
+        return reply
+
+    def delete_groups(self, req: broker_pb2.DeleteGroupsRequest) -> broker_pb2.DeleteGroupsResponse:
+        reply = broker_pb2.DeleteGroupsResponse()
+        for group_id in req.group_ids:
+            out = reply.results.add(group_id=group_id)
+            try:
+                self._delete_group(group_id)
+            except KanalError as exc:
+                out.error = exc.code
+        return reply
+
+    def _delete_group(self, group_id: str) -> None:
+        with self._lock:
+            p = self._require_owned(group_id)
+        with self._write_lock(p):
+            with self._lock:
+                self._require_owned(group_id)
+                group = self._groups.get(group_id)
+                if group is None:
+                    raise KanalError(ErrorCode.GROUP_ID_NOT_FOUND, f"no group {group_id!r}")
+                if not group.is_empty():
+                    raise KanalError(ErrorCode.NON_EMPTY_GROUP, f"group {group_id!r} has members")
+                records = [offset_record(group_id, t, part, None) for t, part in sorted(group.offsets)]
+                records.append(group_record(group_id, None))
+            self._write(p, records)
+            with self._lock:
+                group = self._groups.pop(group_id, None)
+                if group is not None:
+                    group.close(ErrorCode.GROUP_ID_NOT_FOUND, "the group was deleted")
+
+    # ---- log end offsets and lag ----
+
+    def high_watermarks(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """High-water marks of partitions: read here for the ones led here, asked of their leaders for the
+        others (one ListOffsets per leader). Partitions whose leader cannot answer are left out."""
+        image = self._image()
+        out: dict[tuple[str, int], int] = {}
+        remote: dict[int, list[tuple[str, int]]] = {}
+        for topic, p in tps:
+            t = image.topics.get(topic)
+            if t is None or not 0 <= p < len(t.partitions):
+                continue
+            leader = t.partitions[p].leader
+            if leader == self.broker_id:
+                try:
+                    out[(topic, p)] = self._replicas.partition(topic, p).high_watermark
+                except KanalError:
+                    pass  # deleted or moved meanwhile: unknown
+            elif leader >= 0:
+                remote.setdefault(leader, []).append((topic, p))
+        for leader, items in remote.items():
+            broker = image.brokers.get(leader)
+            if broker is None:
+                continue
+            request = broker_pb2.ListOffsetsRequest()
+            for topic, p in items:
+                request.topics.add(topic=topic).partitions.add(partition=p, timestamp_ms=-1)
+            try:
+                answer = self._peer(broker.endpoint).ListOffsets(request, timeout=_PEER_CALL_TIMEOUT_S)
+            except grpc.RpcError as exc:
+                log.info("high-water marks from broker %d: %s", leader, exc.code().name)
+                continue
+            for t in answer.topics:
+                for p in t.partitions:
+                    if p.error == ErrorCode.NONE:
+                        out[(t.topic, p.partition)] = p.offset
+        return out
+
+    def _peer(self, endpoint: str) -> broker_pb2_grpc.BrokerStub:
+        stub = self._peers.get(endpoint)
+        if stub is None:
+            channel = grpc.insecure_channel(endpoint)
+            self._channels.append(channel)
+            stub = self._peers[endpoint] = broker_pb2_grpc.BrokerStub(channel)
+        return stub
+
+    def refresh_lag_metrics(self) -> None:
+        """Export committed-offset lag per group and partition for the groups coordinated here."""
+        with self._lock:
+            committed = {(g.group_id, tp): v.offset for g in self._groups.values() for tp, v in g.offsets.items()}
+            states: dict[str, int] = {}
+            for g in self._groups.values():
+                states[g.state] = states.get(g.state, 0) + 1
+        ends = self.high_watermarks(sorted({tp for _, tp in committed}))
+        exported = set()
+        for (group_id, (topic, p)), offset in committed.items():
+            end = ends.get((topic, p))
+            if end is None:
+                continue
+            labels = (group_id, topic, str(p))
+            self._metrics.consumer_group_lag.labels(*labels).set(max(0, end - offset))
+            exported.add(labels)
+        for labels in self._exported_lag - exported:
+            self._metrics.consumer_group_lag.remove(*labels)
+        self._exported_lag = exported
+        for state in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable"):
+            self._metrics.groups.labels(state).set(states.get(state, 0))
+
+    # ---- the ticker ----
+
+    def run(self, stop: threading.Event) -> None:
+        last_lag = 0.0
+        while not stop.wait(_TICK_S):
+            self.reconcile()
+            now_ms = _now_ms()
+            with self._lock:
+                due = [(g, self.partition_of(g.group_id)) for g in self._groups.values()
+                       if (d := g.next_deadline_ms()) is not None and d <= now_ms]
+                work = [(p, g.tick(now_ms)) for g, p in due]
+            for p, effects in work:
+                self._execute(p, effects)
+            if time.monotonic() - last_lag >= _LAG_REFRESH_S:
+                last_lag = time.monotonic()
+                self.refresh_lag_metrics()
+
+    def close(self) -> None:
+        with self._lock:
+            effects = []
+            for p in list(self._owned) + list(self._loading):
+                effects += self._unload(p, self._image())
+        self._execute(-1, effects)
+        self._loader.shutdown(wait=False, cancel_futures=True)
+        for channel in self._channels:
+            channel.close()
+
+
+def _next_offset(data: bytes) -> int:
+    last = -1
+    for entry in iter_entries(data, verify_crc=False):
+        last = entry.suffix.last_offset
+    return last + 1
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
