@@ -1,0 +1,180 @@
+"""The audit job: the metadata log replayed into the cluster's history, as Parquet tables.
+
+    result = run_audit(spark, data_dir, out_dir, controllers=["127.0.0.1:9601", ...])
+
+Steps: Spark reads the log with `kanal-metadata` (whole segment files per task); the rows come to the
+driver in offset order as Arrow and are replayed there (replay.py: a state machine is sequential, and a
+metadata log is megabytes, not terabytes); the history goes back into Spark as DataFrames, is aggregated
+per partition and written as Parquet under `out_dir/<table>/`:
+
+| table | rows |
+|---|---|
+| events | every event, in log order (replay.Event's fields) |
+| topic_lifecycle | topic_created / topic_deleted, with principal and request id |
+| leader_changes | every leader change: leader before/after, new leader epoch, cause, reason |
+| isr_changes | every ISR change: before/after, shrink / expand, cause |
+| broker_events | registrations, fencing, unfencing (with fenced duration), unregistrations |
+| config_changes | topic/broker config and client quota changes, value before/after, principal |
+| partition_health | intervals a partition was under-replicated or offline, with durations |
+| broker_fencing | intervals a broker was fenced, with durations and reasons |
+| partition_summary | per partition: leader changes, last leader epoch, ISR shrinks/expands, ms under-replicated, ms offline |
+| damage | damaged log regions (file, byte, offset) found while reading |
+| image_check | per controller: whether the replayed image equals its image, and the differences |
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kanal.spark.columns import TIMESTAMP, Column, Table
+from kanal.spark.live_image import ControllerCheck, check_controllers
+from kanal.spark.replay import History, ReplayRow, replay
+
+_INT_LIST = pa.list_(pa.field("element", pa.int32()))
+
+EVENTS_TABLE = Table((
+    Column("offset", "bigint", pa.int64(), ""), Column("batch_offset", "bigint", pa.int64(), ""),
+    Column("controller_epoch", "bigint", pa.int64(), ""), Column("time", "timestamp", TIMESTAMP, ""),
+    Column("principal", "string", pa.string(), ""), Column("request_id", "string", pa.string(), ""),
+    Column("event", "string", pa.string(), ""), Column("topic", "string", pa.string(), ""),
+    Column("topic_id", "string", pa.string(), ""), Column("partition", "int", pa.int32(), ""),
+    Column("broker_id", "int", pa.int32(), ""), Column("broker_epoch", "bigint", pa.int64(), ""),
+    Column("leader_before", "int", pa.int32(), ""), Column("leader_after", "int", pa.int32(), ""),
+    Column("leader_epoch", "int", pa.int32(), ""), Column("isr_before", "array<int>", _INT_LIST, ""),
+    Column("isr_after", "array<int>", _INT_LIST, ""), Column("replicas", "array<int>", _INT_LIST, ""),
+    Column("isr_change", "string", pa.string(), ""), Column("cause", "string", pa.string(), ""),
+    Column("reason", "string", pa.string(), ""), Column("resource_type", "string", pa.string(), ""),
+    Column("resource", "string", pa.string(), ""), Column("key", "string", pa.string(), ""),
+    Column("value_before", "string", pa.string(), ""), Column("value_after", "string", pa.string(), ""),
+    Column("duration_ms", "bigint", pa.int64(), ""), Column("detail", "string", pa.string(), ""),
+))
+
+INTERVALS_TABLE = Table((
+    Column("kind", "string", pa.string(), ""), Column("topic", "string", pa.string(), ""),
+    Column("topic_id", "string", pa.string(), ""), Column("partition", "int", pa.int32(), ""),
+    Column("broker_id", "int", pa.int32(), ""), Column("broker_epoch", "bigint", pa.int64(), ""),
+    Column("start", "timestamp", TIMESTAMP, ""), Column("end", "timestamp", TIMESTAMP, ""),
+    Column("duration_ms", "bigint", pa.int64(), ""), Column("start_offset", "bigint", pa.int64(), ""),
+    Column("end_offset", "bigint", pa.int64(), ""), Column("start_reason", "string", pa.string(), ""),
+    Column("end_reason", "string", pa.string(), ""), Column("open", "boolean", pa.bool_(), ""),
+))
+
+BROKER_EVENTS = ("broker_registered", "broker_fenced", "broker_unfenced", "broker_unregistered")
+CONFIG_EVENTS = ("config_set", "config_removed", "quota_set", "quota_removed")
+
+
+@dataclass(slots=True)
+class AuditResult:
+    history: History
+    records_read: int
+    damage: list[str]
+    checks: list[ControllerCheck]
+    tables: dict[str, DataFrame] = field(default_factory=dict)
+    out_dir: Path | None = None
+
+    @property
+    def image_matches(self) -> bool | None:
+        """True when every reachable controller's image equals the replay's; None when none was checked."""
+        compared = [c for c in self.checks if c.reachable]
+        return all(c.equal for c in compared) if compared else None
+
+
+def read_replay_rows(spark: SparkSession, data_dir: str, *, fail_fast: bool = False) -> pa.Table:
+    """The metadata log's rows the replay needs, in offset order, as one Arrow table on the driver."""
+    df = (spark.read.format("kanal-metadata").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
+          .load(data_dir)
+          .select("offset", "batch_offset", "controller_epoch", F.unix_millis("time").alias("time_ms"), "record",
+                  "_corrupt"))
+    return df.orderBy("offset").toArrow()
+
+
+def _rows(table: pa.Table):
+    cols = [table.column(n).to_pylist() for n in
+            ("offset", "batch_offset", "controller_epoch", "time_ms", "record", "_corrupt")]
+    for values in zip(*cols):
+        yield ReplayRow(*values)
+
+
+def history_frames(spark: SparkSession, history: History) -> dict[str, DataFrame]:
+    events = [asdict(e) for e in history.events]
+    ev = {c: [e[c if c != "time" else "time_ms"] for e in events] for c in EVENTS_TABLE.names()}
+    events_df = spark.createDataFrame(pa.Table.from_batches([EVENTS_TABLE.batch(ev)]))
+    iv = {c: [] for c in INTERVALS_TABLE.names()}
+    for i in history.intervals:
+        for c in INTERVALS_TABLE.names():
+            value = {"start": i.start_ms, "end": i.end_ms, "duration_ms": i.duration_ms}.get(c, None)
+            iv[c].append(value if c in ("start", "end", "duration_ms") else getattr(i, c))
+    intervals_df = spark.createDataFrame(pa.Table.from_batches([INTERVALS_TABLE.batch(iv)]))
+    ordered = events_df.orderBy("offset")
+    tables = {
+        "events": ordered,
+        "topic_lifecycle": ordered.where(F.col("event").isin("topic_created", "topic_deleted"))
+        .select("offset", "time", "event", "topic", "topic_id", "principal", "request_id", "detail"),
+        "leader_changes": ordered.where(F.col("event") == "leader_change")
+        .select("offset", "time", "topic", "partition", "leader_before", "leader_after", "leader_epoch",
+                "isr_before", "isr_after", "cause", "reason", "principal"),
+        "isr_changes": ordered.where(F.col("isr_change").isNotNull())
+        .select("offset", "time", "topic", "partition", "isr_change", "isr_before", "isr_after", "replicas",
+                "cause", "reason", "principal"),
+        "broker_events": ordered.where(F.col("event").isin(*BROKER_EVENTS))
+        .select("offset", "time", "event", "broker_id", "broker_epoch", "reason", "duration_ms", "principal",
+                "detail"),
+        "config_changes": ordered.where(F.col("event").isin(*CONFIG_EVENTS))
+        .select("offset", "time", "event", "resource_type", "resource", "key", "value_before", "value_after",
+                "principal", "request_id"),
+        "partition_health": intervals_df.where(F.col("kind") != "fenced").orderBy("start_offset")
+        .drop("broker_id", "broker_epoch"),
+        "broker_fencing": intervals_df.where(F.col("kind") == "fenced").orderBy("start_offset")
+        .select("broker_id", "broker_epoch", "start", "end", "duration_ms", "start_reason", "end_reason", "open"),
+    }
+    tables["partition_summary"] = _partition_summary(events_df, intervals_df)
+    return tables
+
+
+def _partition_summary(events: DataFrame, intervals: DataFrame) -> DataFrame:
+    per_partition = (events.where(F.col("partition").isNotNull())
+                     .groupBy("topic", "topic_id", "partition")
+                     .agg(F.sum(F.when(F.col("event") == "leader_change", 1).otherwise(0)).alias("leader_changes"),
+                          F.max("leader_epoch").alias("last_leader_epoch"),
+                          F.sum(F.when(F.col("isr_change") == "shrink", 1).otherwise(0)).alias("isr_shrinks"),
+                          F.sum(F.when(F.col("isr_change") == "expand", 1).otherwise(0)).alias("isr_expands")))
+    trouble = (intervals.where(F.col("kind") != "fenced").groupBy("topic_id", "partition")
+               .agg(F.sum(F.when(F.col("kind") == "under_replicated", F.col("duration_ms")).otherwise(0))
+                    .alias("under_replicated_ms"),
+                    F.sum(F.when(F.col("kind") == "offline", F.col("duration_ms")).otherwise(0)).alias("offline_ms")))
+    return (per_partition.join(trouble, ["topic_id", "partition"], "left")
+            .fillna(0, ["under_replicated_ms", "offline_ms"]).orderBy("topic", "partition"))
+
+
+def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | None = None, *,
+              controllers: list[str] | None = None, fail_fast: bool = False) -> AuditResult:
+    """Read, replay, compare with the controllers (when endpoints are given), write the tables."""
+    rows = read_replay_rows(spark, str(data_dir), fail_fast=fail_fast)
+    corrupt = [c for c in rows.column("_corrupt").to_pylist() if c is not None]
+    history = replay(_rows(rows))
+    checks = check_controllers(controllers or [], history.image)
+    result = AuditResult(history, rows.num_rows - len(corrupt), corrupt, checks)
+    result.tables = history_frames(spark, history)
+    damage = pa.table({"damage": pa.array(corrupt, pa.string())})
+    result.tables["damage"] = spark.createDataFrame(damage)
+    result.tables["image_check"] = spark.createDataFrame(pa.table({
+        "controller": [c.endpoint for c in checks],
+        "reachable": [c.reachable for c in checks],
+        "equal": [c.equal for c in checks],
+        "compared_at_offset": pa.array([c.compared_at_offset for c in checks], pa.int64()),
+        "log_end_offset": pa.array([c.log_end_offset for c in checks], pa.int64()),
+        "in_memory_compared": [c.in_memory_compared for c in checks],
+        "error": pa.array([c.error for c in checks], pa.string()),
+        "differences": pa.array([c.differences for c in checks], pa.list_(pa.string())),
+    }))
+    if out_dir is not None:
+        out = Path(out_dir)
+        for name, df in result.tables.items():
+            df.coalesce(1).write.mode("overwrite").parquet(str(out / name))
+        result.out_dir = out
+    return result

@@ -1,0 +1,337 @@
+"""Replay: the metadata log applied in order, turned into the cluster's history. A pure core.
+
+Input: the log's records in offset order (`ReplayRow`: offset, batch, controller epoch, time, principal,
+request id, the serialized MetadataRecord, or a damage report). Output (`History`): one `Event` per
+thing that happened, intervals of partition trouble (under-replicated, offline) and broker fencing, and
+the final image.
+
+Two images. `image` is the one that counts: each batch goes through kanal.metadata.apply_batch, exactly as
+on the controllers, the brokers and in tests, so the final image is comparable with the controllers'.
+`trail` follows the same records one at a time with kanal.metadata.apply, so each event can say what a
+record changed (leader before and after, the ISR it shrank from, the config value it replaced). A batch
+that apply_batch fences (a deposed controller's) is skipped by both.
+
+Damage and invariant failures stop the replay: a state machine cannot skip a record and stay right. The
+stop is an event (`log_damage` or `replay_error`) and the final image is the one reached before it, so the
+comparison with the controllers reports the difference instead of hiding it.
+
+Intervals are closed by the record that ends them; those still open at the end of the log end at the last
+record's time with `open` set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import groupby
+
+from google.protobuf.message import DecodeError
+
+from kanal.metadata import MetadataImage, MetadataInvariantError, apply, apply_batch
+from kanal.v1 import metadata_pb2
+
+NO_LEADER = -1
+_CAUSES = metadata_pb2.PartitionChangeCause.Name
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRow:
+    offset: int
+    batch_offset: int | None
+    controller_epoch: int | None
+    time_ms: int | None
+    record: bytes | None
+    corrupt: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One thing that happened to the cluster, as a row of the audit's `events` table."""
+
+    offset: int
+    batch_offset: int
+    controller_epoch: int
+    time_ms: int
+    principal: str
+    request_id: str
+    event: str
+    topic: str | None = None
+    topic_id: str | None = None
+    partition: int | None = None
+    broker_id: int | None = None
+    broker_epoch: int | None = None
+    leader_before: int | None = None
+    leader_after: int | None = None
+    leader_epoch: int | None = None
+    isr_before: list[int] | None = None
+    isr_after: list[int] | None = None
+    replicas: list[int] | None = None
+    isr_change: str | None = None  # shrink, expand, replace
+    cause: str | None = None
+    reason: str | None = None
+    resource_type: str | None = None
+    resource: str | None = None
+    key: str | None = None
+    value_before: str | None = None
+    value_after: str | None = None
+    duration_ms: int | None = None  # unfence: how long the broker was fenced
+    detail: str | None = None
+
+
+@dataclass(slots=True)
+class Interval:
+    """A stretch of time a partition was in trouble or a broker was fenced."""
+
+    kind: str  # under_replicated, offline, fenced
+    start_ms: int
+    start_offset: int
+    topic: str | None = None
+    topic_id: str | None = None
+    partition: int | None = None
+    broker_id: int | None = None
+    broker_epoch: int | None = None
+    start_reason: str | None = None
+    end_ms: int | None = None
+    end_offset: int | None = None
+    end_reason: str | None = None
+    open: bool = False
+
+    @property
+    def duration_ms(self) -> int:
+        return (self.end_ms if self.end_ms is not None else self.start_ms) - self.start_ms
+
+
+@dataclass(slots=True)
+class History:
+    events: list[Event] = field(default_factory=list)
+    intervals: list[Interval] = field(default_factory=list)
+    image: MetadataImage = field(default_factory=MetadataImage)
+    records_applied: int = 0
+    batches_applied: int = 0
+    batches_fenced: int = 0
+    stopped: str | None = None  # why the replay stopped early, None when it reached the end
+    last_time_ms: int = 0
+
+
+def replay(rows: Iterable[ReplayRow]) -> History:
+    """Apply every batch in order and record what each record did."""
+    return _Replayer().run(rows)
+
+
+class _Replayer:
+    def __init__(self) -> None:
+        self.h = History()
+        self.trail = MetadataImage()
+        self.open: dict[tuple, Interval] = {}
+
+    def run(self, rows: Iterable[ReplayRow]) -> History:
+        for _key, group in groupby(rows, key=lambda r: (r.batch_offset, r.corrupt is not None)):
+            batch = list(group)
+            first = batch[0]
+            if first.corrupt is not None:
+                self._stop(first, "log_damage", first.corrupt)
+                break
+            if not self._batch(batch):
+                break
+        for interval in self.open.values():
+            interval.end_ms = self.h.last_time_ms
+            interval.open = True
+            self.h.intervals.append(interval)
+        self.open.clear()
+        self.h.intervals.sort(key=lambda i: (i.start_offset, i.kind, i.topic or "", i.partition or 0, i.broker_id or 0))
+        return self.h
+
+    def _stop(self, row: ReplayRow, event: str, why: str) -> None:
+        self.h.stopped = f"offset {row.offset}: {why}"
+        self.h.events.append(Event(row.offset, row.batch_offset if row.batch_offset is not None else row.offset,
+                                   row.controller_epoch or 0, row.time_ms or self.h.last_time_ms, "", "", event,
+                                   detail=why))
+
+    def _batch(self, rows: list[ReplayRow]) -> bool:
+        first = rows[0]
+        try:
+            records = [metadata_pb2.MetadataRecord.FromString(r.record or b"") for r in rows]
+        except DecodeError as exc:
+            self._stop(first, "replay_error", f"a record does not parse: {exc}")
+            return False
+        batch = metadata_pb2.MetadataBatch(controller_epoch=first.controller_epoch or 0, records=records)
+        base = first.batch_offset if first.batch_offset is not None else first.offset
+        try:
+            applied = apply_batch(self.h.image, batch, base)
+        except MetadataInvariantError as exc:
+            self._stop(first, "replay_error", str(exc))
+            return False
+        if not applied:
+            self.h.batches_fenced += 1
+            self.trail.next_offset = self.h.image.next_offset
+            self._event(first, records[0], "fenced_batch_skipped",
+                        detail=f"batch of {len(rows)} records from deposed controller epoch {batch.controller_epoch}")
+            return True
+        self.h.batches_applied += 1
+        for row, record in zip(rows, records):
+            self.h.last_time_ms = max(self.h.last_time_ms, record.time_ms)
+            self._record(row, record, batch)
+            self.h.records_applied += 1
+        return True
+
+    # -- events ------------------------------------------------------------------------------------
+
+    def _event(self, row: ReplayRow, record: metadata_pb2.MetadataRecord, event: str, **fields) -> Event:
+        e = Event(row.offset, row.batch_offset if row.batch_offset is not None else row.offset,
+                  row.controller_epoch or 0, record.time_ms, record.principal, record.request_id, event, **fields)
+        self.h.events.append(e)
+        return e
+
+    def _record(self, row: ReplayRow, record: metadata_pb2.MetadataRecord, batch: metadata_pb2.MetadataBatch) -> None:
+        kind = record.WhichOneof("record")
+        before = self.trail
+        handler = getattr(self, f"_on_{kind}", None)
+        # Read what the record is about before applying it to the trail, then apply, then describe.
+        context = handler(row, record, getattr(record, kind), before, batch, "before") if handler else None
+        apply(self.trail, record)
+        if handler:
+            handler(row, record, getattr(record, kind), self.trail, batch, context)
+
+    def _on_register_broker(self, row, record, r, image, batch, phase):
+        if phase == "before":
+            return
+        self._event(row, record, "broker_registered", broker_id=r.broker_id, broker_epoch=r.broker_epoch,
+                    detail=f"endpoint {r.endpoint} rack {r.rack or '-'} incarnation {r.incarnation_id}"
+                           f"{' fenced' if r.fenced else ''}")
+        self._end(("fenced", r.broker_id), row, record, "re-registered")
+        if r.fenced:
+            self._begin(("fenced", r.broker_id), Interval("fenced", record.time_ms, row.offset, broker_id=r.broker_id,
+                                                           broker_epoch=r.broker_epoch, start_reason="registered"))
+
+    def _on_broker_registration_change(self, row, record, r, image, batch, phase):
+        if phase == "before":
+            reg = image.brokers.get(r.broker_id)
+            return reg.fenced if reg is not None else None
+        was_fenced = phase
+        if r.fenced:
+            if was_fenced:
+                return
+            self._event(row, record, "broker_fenced", broker_id=r.broker_id, broker_epoch=r.broker_epoch,
+                        reason=r.reason)
+            self._begin(("fenced", r.broker_id), Interval("fenced", record.time_ms, row.offset, broker_id=r.broker_id,
+                                                           broker_epoch=r.broker_epoch, start_reason=r.reason))
+        elif was_fenced:
+            interval = self._end(("fenced", r.broker_id), row, record, r.reason)
+            self._event(row, record, "broker_unfenced", broker_id=r.broker_id, broker_epoch=r.broker_epoch,
+                        reason=r.reason, duration_ms=interval.duration_ms if interval else None)
+
+    def _on_unregister_broker(self, row, record, r, image, batch, phase):
+        if phase == "before":
+            return
+        self._end(("fenced", r.broker_id), row, record, "unregistered")
+        self._event(row, record, "broker_unregistered", broker_id=r.broker_id, broker_epoch=r.broker_epoch)
+
+    def _on_topic(self, row, record, r, image, batch, phase):
+        if phase == "before":
+            return
+        partitions = sum(1 for x in batch.records if x.WhichOneof("record") == "partition" and x.partition.topic_id == r.topic_id)
+        self._event(row, record, "topic_created", topic=r.name, topic_id=r.topic_id,
+                    detail=f"{partitions} partitions")
+
+    def _on_partition(self, row, record, r, image, batch, phase):
+        if phase == "before":
+            return
+        topic = image.topic_by_id(r.topic_id)
+        name = topic.name if topic else None
+        self._event(row, record, "partition_created", topic=name, topic_id=r.topic_id, partition=r.partition_id,
+                    leader_after=r.leader, leader_epoch=r.leader_epoch, isr_after=list(r.isr),
+                    replicas=list(r.replicas))
+        self._health(row, record, name, r.topic_id, r.partition_id, list(r.replicas), list(r.isr), r.leader,
+                     "created")
+
+    def _on_partition_change(self, row, record, r, image, batch, phase):
+        if phase == "before":
+            return image.partition(r.topic_id, r.partition_id)
+        old = phase
+        new = image.partition(r.topic_id, r.partition_id)
+        topic = image.topic_by_id(r.topic_id)
+        name = topic.name if topic else None
+        isr_before, isr_after = list(old.isr), list(new.isr)
+        change = None
+        if set(isr_after) < set(isr_before):
+            change = "shrink"
+        elif set(isr_after) > set(isr_before):
+            change = "expand"
+        elif set(isr_after) != set(isr_before):
+            change = "replace"
+        event = "leader_change" if old.leader != new.leader else f"isr_{change or 'unchanged'}"
+        self._event(row, record, event, topic=name, topic_id=r.topic_id, partition=r.partition_id,
+                    leader_before=old.leader, leader_after=new.leader, leader_epoch=new.leader_epoch,
+                    isr_before=isr_before, isr_after=isr_after, replicas=list(new.replicas), isr_change=change,
+                    cause=_CAUSES(r.cause), reason=r.reason)
+        self._health(row, record, name, r.topic_id, r.partition_id, list(new.replicas), isr_after, new.leader,
+                     r.reason or _CAUSES(r.cause))
+
+    def _on_remove_topic(self, row, record, r, image, batch, phase):
+        if phase == "before":
+            topic = image.topic_by_id(r.topic_id)
+            return (topic.name, len(topic.partitions)) if topic else (None, 0)
+        name, count = phase
+        self._event(row, record, "topic_deleted", topic=name, topic_id=r.topic_id, detail=f"{count} partitions")
+        for key in [k for k in self.open if k[0] != "fenced" and k[1] == r.topic_id]:
+            self._end(key, row, record, "topic deleted")
+
+    def _on_config(self, row, record, r, image, batch, phase):
+        if r.resource_type == metadata_pb2.CONFIG_RESOURCE_TOPIC:
+            resource_type = "topic"
+            topic = image.topics.get(r.resource_name)
+            configs = topic.configs if topic else {}
+        else:
+            resource_type = "broker"
+            configs = image.broker_configs.get(r.resource_name, {})
+        if phase == "before":
+            return configs.get(r.key)
+        after = r.value if r.HasField("value") else None
+        self._event(row, record, "config_set" if after is not None else "config_removed",
+                    topic=r.resource_name if resource_type == "topic" else None, resource_type=resource_type,
+                    resource=r.resource_name, key=r.key, value_before=phase, value_after=after)
+
+    def _on_client_quota(self, row, record, r, image, batch, phase):
+        if phase == "before":
+            value = image.client_quotas.get((r.entity_type, r.entity_name), {}).get(r.key)
+            return repr(value) if value is not None else None
+        after = repr(r.value) if r.HasField("value") else None
+        self._event(row, record, "quota_set" if after is not None else "quota_removed", resource_type=r.entity_type,
+                    resource=r.entity_name, key=r.key, value_before=phase, value_after=after)
+
+    def _on_producer_ids(self, row, record, r, image, batch, phase):
+        if phase == "before":
+            return
+        self._event(row, record, "producer_ids_allocated", broker_id=r.broker_id, broker_epoch=r.broker_epoch,
+                    detail=f"next producer id {r.next_producer_id}")
+
+    def _on_no_op(self, row, record, r, image, batch, phase):
+        if phase == "before":
+            return
+        self._event(row, record, "controller_activated", detail=f"controller epoch {batch.controller_epoch}")
+
+    # -- intervals ---------------------------------------------------------------------------------
+
+    def _begin(self, key: tuple, interval: Interval) -> None:
+        if key not in self.open:
+            self.open[key] = interval
+
+    def _end(self, key: tuple, row: ReplayRow, record: metadata_pb2.MetadataRecord, reason: str) -> Interval | None:
+        interval = self.open.pop(key, None)
+        if interval is None:
+            return None
+        interval.end_ms = record.time_ms
+        interval.end_offset = row.offset
+        interval.end_reason = reason
+        self.h.intervals.append(interval)
+        return interval
+
+    def _health(self, row, record, topic, topic_id, partition, replicas, isr, leader, reason) -> None:
+        states = {"under_replicated": len(set(isr)) < len(set(replicas)), "offline": leader == NO_LEADER}
+        for kind, now_in in states.items():
+            key = (kind, topic_id, partition)
+            if now_in:
+                self._begin(key, Interval(kind, record.time_ms, row.offset, topic=topic, topic_id=topic_id,
+                                          partition=partition, start_reason=reason))
+            else:
+                self._end(key, row, record, reason)
