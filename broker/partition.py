@@ -12,6 +12,13 @@ replication core, which must never see time go backwards.
 
 One lock per partition serialises its log and state; `changed` (a Condition on it) wakes acks=all
 producers when their produce completes.
+
+Long-poll fetches wait on their own `threading.Event`, registered here (under the lock, in the same
+critical section as their read, so no change between the read and the wait is missed) in one of two
+sets: followers wake when the log end moves, consumers when the high-water mark moves. Only the polls
+that can answer are woken: one broker-wide condition woke every poll on every append and HW move, and on
+2 cores those spurious wake-ups (each a thread hand-off and a re-read) cost more CPU than the replication.
+Role changes and deletion wake both sets, so a poll sees its new error at once.
 """
 
 from __future__ import annotations
@@ -96,6 +103,8 @@ class Partition:
         self._ineligible: set[int] = set()
         self._last_proposal = None
         self._completions: dict[int, int] = {}
+        self._log_end_waiters: set[threading.Event] = set()  # follower long polls: wake on appends
+        self._high_watermark_waiters: set[threading.Event] = set()  # consumer long polls: wake on HW moves
         self.producers = self._replay_producer_state()
 
     def __repr__(self) -> str:
@@ -165,6 +174,7 @@ class Partition:
             self.role = LEADER
             self.assignment = assignment
             self._apply(effects)
+            self._wake_all()
 
     def update_assignment(self, assignment: Assignment, ineligible: set[int]) -> None:
         """Same leader (this broker), a newer partition epoch: the ISR or replicas changed."""
@@ -191,6 +201,7 @@ class Partition:
             self.role = FOLLOWER
             self.assignment = assignment
             self.changed.notify_all()
+            self._wake_all()
 
     def _resign(self) -> None:
         if self._leader is not None and self._leader.active:
@@ -203,7 +214,7 @@ class Partition:
         """Carry out what the core decided (called with the lock held)."""
         if effects.high_watermark is not None and effects.high_watermark > self.high_watermark:
             self.high_watermark = effects.high_watermark
-            self.manager.notify_data()
+            self._wake(self._high_watermark_waiters)
         for completion in effects.completed:
             self._completions[completion.request_id] = completion.error
         if effects.completed:
@@ -277,6 +288,7 @@ class Partition:
                 self.manager.metrics.messages_in.inc(header.record_count)
             self.manager.metrics.bytes_in.inc(appended)
             if appended:
+                self._wake(self._log_end_waiters)
                 self._apply(leader.on_leader_append(self.log.log_end_offset, mono_ms()))
             out.base_offset = first_base if first_base is not None else -1
             out.log_start_offset = self.log.log_start_offset
@@ -305,17 +317,26 @@ class Partition:
 
     # ---- fetch ----
 
-    def read_for_consumer(self, preq, bytes_max: int, out: broker_pb2.FetchResponse.PartitionData) -> int:
+    def read_for_consumer(self, preq, bytes_max: int, out: broker_pb2.FetchResponse.PartitionData,
+                          waiter: threading.Event | None = None) -> int:
+        """Read below the HW. With `waiter`, it is set when the HW next moves (or the role changes) until
+        `remove_waiter`; registered before the read, under the lock, so no move after the read is missed."""
         with self.lock:
+            if waiter is not None:
+                self._high_watermark_waiters.add(waiter)
             self.require_leader(preq.current_leader_epoch)
             self._fill_bounds(out)
             data = self.log.read(preq.fetch_offset, bytes_max, offset_limit=self.high_watermark).data
         out.records = data
         return len(data)
 
-    def read_for_follower(self, replica_id: int, preq, bytes_max: int, out: broker_pb2.FetchResponse.PartitionData
-                          ) -> int:
+    def read_for_follower(self, replica_id: int, preq, bytes_max: int, out: broker_pb2.FetchResponse.PartitionData,
+                          waiter: threading.Event | None = None) -> int:
+        """Read up to the log end for a follower (recording its fetch offset). With `waiter`, it is set
+        when the log end next moves (or the role changes), as in read_for_consumer."""
         with self.lock:
+            if waiter is not None:
+                self._log_end_waiters.add(waiter)
             leader = self.require_leader(preq.current_leader_epoch)
             self._fill_bounds(out)
             divergence = diverging_epoch(self.log.epoch_cache.entries(), self.log.log_end_offset,
@@ -333,6 +354,26 @@ class Partition:
             data = self.log.read(preq.fetch_offset, bytes_max).data
         out.records = data
         return len(data)
+
+    def remove_waiter(self, waiter: threading.Event) -> None:
+        """A long poll that registered `waiter` in a read has ended."""
+        with self.lock:
+            self._log_end_waiters.discard(waiter)
+            self._high_watermark_waiters.discard(waiter)
+
+    def wake_waiters(self) -> None:
+        """Wake every long poll on this partition (the metadata changed: they re-check their errors)."""
+        with self.lock:
+            self._wake_all()
+
+    def _wake_all(self) -> None:
+        self._wake(self._log_end_waiters)
+        self._wake(self._high_watermark_waiters)
+
+    @staticmethod
+    def _wake(waiters: set[threading.Event]) -> None:
+        for waiter in waiters:
+            waiter.set()
 
     def _fill_bounds(self, out) -> None:
         out.high_watermark = self.high_watermark
@@ -427,6 +468,7 @@ class Partition:
             self.log.close()
             shutil.rmtree(self.directory, ignore_errors=True)
             self.changed.notify_all()
+            self._wake_all()
 
     def close(self) -> None:
         with self.lock:

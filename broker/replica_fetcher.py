@@ -100,7 +100,7 @@ class ReplicaFetcher:
                         log.exception("applying fetched data to %r failed", part)
                         errors += 1
             if appended:
+                # Nothing long-polls a follower's partitions (consumers read leaders), so nobody is woken.
                 self._manager.metrics.replication_bytes_in.inc(appended)
-                self._manager.notify_data()
             if errors and not appended:
                 self._stop.wait(_BACKOFF_S)

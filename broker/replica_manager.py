@@ -48,10 +48,6 @@ class ReplicaManager:
         self._broker_epoch = broker_epoch
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._lock = threading.Lock()  # guards the dict and the fetcher map, not partition state
-        self._data_arrived = threading.Condition()  # long polls wait here; appends and HW moves notify
-        # Bumped by every notify: a long poll waits only if nothing arrived since it last read, so a
-        # notification between its read and its wait is not lost (it would otherwise sleep max_wait_ms).
-        self._data_generation = 0
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._image = MetadataImage()
 
@@ -78,10 +74,11 @@ class ReplicaManager:
         broker = image.brokers.get(leader)
         return leader, broker.endpoint if broker is not None else ""
 
-    def notify_data(self) -> None:
-        with self._data_arrived:
-            self._data_generation += 1
-            self._data_arrived.notify_all()
+    def wake_long_polls(self) -> None:
+        """Wake every long-poll fetch so it re-reads (after a metadata change: roles, ISR, deletions).
+        Appends and HW moves wake only the polls of their own partition (Partition)."""
+        for part in list(self._partitions.values()):
+            part.wake_waiters()
 
     # ---- metadata ----
 
@@ -132,7 +129,7 @@ class ReplicaManager:
             log.info("deleted replica %s-%d", *key)
         self._update_fetchers(follow, new)
         self._update_gauges(new)
-        self.notify_data()
+        self.wake_long_polls()
 
     def _log_config(self, image: MetadataImage, topic: str) -> tuple[LogConfig, int]:
         """The partition log's settings and min.insync.replicas: cluster default < broker < topic."""
@@ -191,7 +188,6 @@ class ReplicaManager:
                         waits.append((part, required, out))
                 except KanalError as exc:
                     self._set_produce_error(out, topic_data.topic, data.partition, exc)
-        self.notify_data()
         deadline = time.monotonic() + timeout_ms / 1000
         for part, required, out in waits:
             try:
@@ -211,33 +207,43 @@ class ReplicaManager:
 
     def fetch(self, request: broker_pb2.FetchRequest, is_active: Callable[[], bool] = lambda: True
               ) -> broker_pb2.FetchResponse:
+        """Read every requested partition; with too little data (below min_bytes) and no error, wait for
+        one of them to change (its log end for a follower, its HW for a consumer) up to max_wait_ms."""
         is_follower = request.replica_id >= 0
         wait_s = min(max(request.max_wait_ms, 0), self.config.fetch_wait_ms_max) / 1000
         deadline = time.monotonic() + wait_s
         bytes_max = min(request.max_bytes or self.config.fetch_response_bytes_max, self.config.fetch_response_bytes_max)
-        purgatory = self._metrics.fetch_purgatory.labels("follower" if is_follower else "consumer")
-        while True:
-            generation = self._data_generation
-            reply, total = self._fetch_once(request, is_follower, bytes_max)
-            errors = any(p.error for t in reply.topics for p in t.partitions)
-            if total >= max(request.min_bytes, 1) or errors or not is_active():
-                break
-            with self._data_arrived:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+        # Set by the partitions read when they change; cleared before each read, so a change after the
+        # read (registered under the partition's lock) is never missed. None: no waiting at all.
+        waiter = threading.Event() if wait_s > 0 else None
+        registered: dict[int, Partition] = {}
+        try:
+            while True:
+                if waiter is not None:
+                    waiter.clear()
+                reply, total = self._fetch_once(request, is_follower, bytes_max, waiter, registered)
+                if total >= max(request.min_bytes, 1) or not is_active():
                     break
-                if self._data_generation != generation:
-                    continue  # something arrived while we were reading: read again, don't sleep
+                if any(p.error for t in reply.topics for p in t.partitions):
+                    break
+                remaining = deadline - time.monotonic()
+                if waiter is None or remaining <= 0:
+                    break
+                purgatory = self._metrics.fetch_purgatory.labels("follower" if is_follower else "consumer")
                 purgatory.inc()
                 try:
-                    self._data_arrived.wait(remaining)
+                    waiter.wait(remaining)
                 finally:
                     purgatory.dec()
+        finally:
+            for part in registered.values():
+                part.remove_waiter(waiter)
         if not is_follower:
             self._metrics.bytes_out.inc(total)
         return reply
 
-    def _fetch_once(self, request: broker_pb2.FetchRequest, is_follower: bool, bytes_max: int
+    def _fetch_once(self, request: broker_pb2.FetchRequest, is_follower: bool, bytes_max: int,
+                    waiter: threading.Event | None, registered: dict[int, Partition]
                     ) -> tuple[broker_pb2.FetchResponse, int]:
         reply = broker_pb2.FetchResponse()
         total = 0
@@ -247,11 +253,13 @@ class ReplicaManager:
                 out = out_topic.partitions.add(partition=preq.partition, diverging_epoch=-1)
                 try:
                     part = self.partition(topic_req.topic, preq.partition)
+                    if waiter is not None:
+                        registered[id(part)] = part
                     budget = max(1, min(preq.max_bytes or bytes_max, bytes_max - total))
                     if is_follower:
-                        total += part.read_for_follower(request.replica_id, preq, budget, out)
+                        total += part.read_for_follower(request.replica_id, preq, budget, out, waiter)
                     else:
-                        total += part.read_for_consumer(preq, budget, out)
+                        total += part.read_for_consumer(preq, budget, out, waiter)
                 except KanalError as exc:
                     out.error = exc.code
                     out.error_message = exc.message
