@@ -1,0 +1,162 @@
+"""The analytics job: what the partition logs hold, per topic and partition, as Parquet tables.
+
+    result = run_analytics(spark, data_dir=..., out_dir=...)       # or bootstrap="host:port"
+
+| table | rows |
+|---|---|
+| partition_stats | per topic/partition: records, bytes (key + value), first/last offset and time, producer ids seen, distinct keys |
+| throughput | per topic/partition/minute: records and bytes (records per minute over time) |
+| topic_keys | per topic: records, distinct keys, null keys, hottest key's count and its skew (hottest / mean per key) |
+| hot_keys | per topic: the `hot_keys_max` most frequent keys with their count and share of the topic |
+| producers | per topic/partition/producer id: records, first and last offset |
+| lag | per group/topic/partition/minute: log end offset, committed offset and lag at the end of that minute |
+| group_lag | per group/topic/partition now: committed offset, log end offset, lag |
+| damage | damaged regions found while reading (`_corrupt` rows) |
+
+Lag over time. Log end offset at the end of minute m = 1 + the highest offset whose timestamp is before the
+end of m (record timestamps); committed offset at the end of m = the last commit accepted before then
+(commit timestamps from `__consumer_offsets`). Both are carried forward over minutes without records or
+commits; lag = log end - committed. Data records with no key count as "null keys", not as a key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from kanal.spark.fetch_reader import cluster_metadata
+from kanal.spark.offsets_topic import COMMITS_DDL, OFFSETS_TOPIC, commits_from_batches
+from kanal.v1.error import ErrorCode
+
+HOT_KEYS_MAX_DEFAULT = 10
+_MINUTE = "1 minute"
+
+
+@dataclass(slots=True)
+class AnalyticsResult:
+    tables: dict[str, DataFrame] = field(default_factory=dict)
+    damage: list[str] = field(default_factory=list)
+    out_dir: Path | None = None
+
+
+def _reader(spark: SparkSession, data_dir: str | None, bootstrap: str | None, fail_fast: bool):
+    reader = spark.read.format("kanal-log").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
+    if bootstrap:
+        reader = reader.option("bootstrap", bootstrap)
+    return reader
+
+
+def _load(reader, data_dir: str | None) -> DataFrame:
+    return reader.load(data_dir) if data_dir else reader.load()
+
+
+def data_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: str | None = None,
+               topics: list[str] | None = None, fail_fast: bool = False) -> DataFrame:
+    """The data topics' records (internal `__` topics left out unless named)."""
+    reader = _reader(spark, data_dir, bootstrap, fail_fast).schema(
+        "topic string, partition int, offset bigint, timestamp timestamp, key binary, value_bytes int, "
+        "producer_id bigint, _corrupt string")
+    if topics:
+        reader = reader.option("topics", ",".join(topics))
+    return _load(reader, data_dir)
+
+
+def commits_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: str | None = None,
+                  fail_fast: bool = False) -> DataFrame:
+    """Offset commits decoded from `__consumer_offsets` (empty when the topic does not exist)."""
+    reader = (_reader(spark, data_dir, bootstrap, fail_fast).schema("offset bigint, key binary, value binary")
+              .option("topics", OFFSETS_TOPIC))
+    if bootstrap and not any(t.name == OFFSETS_TOPIC and t.error == ErrorCode.NONE
+                             for t in cluster_metadata(bootstrap, [OFFSETS_TOPIC]).topics):
+        return spark.createDataFrame([], COMMITS_DDL)  # no group has committed yet
+    return _load(reader, data_dir).mapInArrow(commits_from_batches, COMMITS_DDL)
+
+
+def analytics_tables(records: DataFrame, commits: DataFrame, hot_keys_max: int = HOT_KEYS_MAX_DEFAULT
+                     ) -> dict[str, DataFrame]:
+    good = records.where(F.col("_corrupt").isNull())
+    size = F.coalesce(F.length("key"), F.lit(0)) + F.col("value_bytes")
+    stats = (good.groupBy("topic", "partition").agg(
+        F.count(F.lit(1)).alias("records"), F.sum(size).alias("bytes"),
+        F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
+        F.min("timestamp").alias("first_time"), F.max("timestamp").alias("last_time"),
+        F.countDistinct("producer_id").alias("producer_ids"), F.countDistinct("key").alias("distinct_keys"))
+        .orderBy("topic", "partition"))
+    throughput = (good.groupBy("topic", "partition", F.window("timestamp", _MINUTE).start.alias("minute"))
+                  .agg(F.count(F.lit(1)).alias("records"), F.sum(size).alias("bytes"))
+                  .orderBy("topic", "partition", "minute"))
+    per_key = good.where(F.col("key").isNotNull()).groupBy("topic", "key").agg(F.count(F.lit(1)).alias("count"))
+    topic_totals = good.groupBy("topic").agg(F.count(F.lit(1)).alias("records"),
+                                             F.sum(F.when(F.col("key").isNull(), 1).otherwise(0)).alias("null_keys"))
+    key_stats = per_key.groupBy("topic").agg(F.count(F.lit(1)).alias("distinct_keys"),
+                                             F.max("count").alias("hottest_key_count"),
+                                             F.avg("count").alias("mean_per_key"))
+    topic_keys = (topic_totals.join(key_stats, "topic", "left")
+                  .withColumn("skew", F.col("hottest_key_count") / F.col("mean_per_key")).orderBy("topic"))
+    rank = Window.partitionBy("topic").orderBy(F.desc("count"), F.asc("key"))
+    hot_keys = (per_key.withColumn("rank", F.row_number().over(rank)).where(F.col("rank") <= hot_keys_max)
+                .join(topic_totals.select("topic", "records"), "topic")
+                .withColumn("share", F.col("count") / F.col("records")).drop("records")
+                .orderBy("topic", "rank"))
+    producers = (good.groupBy("topic", "partition", "producer_id")
+                 .agg(F.count(F.lit(1)).alias("records"), F.min("offset").alias("first_offset"),
+                      F.max("offset").alias("last_offset")).orderBy("topic", "partition", "producer_id"))
+    lag, group_lag = _lag(good, commits)
+    return {"partition_stats": stats, "throughput": throughput, "topic_keys": topic_keys, "hot_keys": hot_keys,
+            "producers": producers, "lag": lag, "group_lag": group_lag,
+            "damage": records.where(F.col("_corrupt").isNotNull()).select("topic", "partition", "offset", "_corrupt")}
+
+
+def _lag(good: DataFrame, commits: DataFrame) -> tuple[DataFrame, DataFrame]:
+    valid = commits.where(F.col("error").isNull() & ~F.col("tombstone"))
+    end_by_minute = (good.groupBy("topic", "partition", F.window("timestamp", _MINUTE).start.alias("minute"))
+                     .agg((F.max("offset") + 1).alias("minute_end_offset")))
+    last_commit = Window.partitionBy("group", "topic", "partition", "minute").orderBy(
+        F.desc("commit_time"), F.desc("log_offset"))
+    commit_by_minute = (valid.withColumn("minute", F.window("commit_time", _MINUTE).start)
+                        .withColumn("n", F.row_number().over(last_commit)).where(F.col("n") == 1)
+                        .select("group", "topic", "partition", "minute", "committed_offset"))
+    groups = valid.select("group", "topic", "partition").distinct()
+    # Every minute in which the partition got records or the group committed, per group.
+    minutes = (groups.join(end_by_minute.select("topic", "partition", "minute"), ["topic", "partition"])
+               .unionByName(commit_by_minute.select("group", "topic", "partition", "minute")).distinct())
+    filled = Window.partitionBy("group", "topic", "partition").orderBy("minute").rowsBetween(
+        Window.unboundedPreceding, Window.currentRow)
+    lag = (minutes.join(end_by_minute, ["topic", "partition", "minute"], "left")
+           .join(commit_by_minute, ["group", "topic", "partition", "minute"], "left")
+           .withColumn("log_end_offset", F.coalesce(F.max("minute_end_offset").over(filled), F.lit(0)))
+           .withColumn("committed_offset", F.last("committed_offset", ignorenulls=True).over(filled))
+           .where(F.col("committed_offset").isNotNull())
+           .withColumn("lag", F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0)))
+           .select("group", "topic", "partition", "minute", "log_end_offset", "committed_offset", "lag")
+           .orderBy("group", "topic", "partition", "minute"))
+    latest = Window.partitionBy("group", "topic", "partition").orderBy(F.desc("commit_time"), F.desc("log_offset"))
+    log_end = good.groupBy("topic", "partition").agg((F.max("offset") + 1).alias("log_end_offset"))
+    group_lag = (valid.withColumn("n", F.row_number().over(latest)).where(F.col("n") == 1)
+                 .join(log_end, ["topic", "partition"], "left").fillna(0, ["log_end_offset"])
+                 .withColumn("lag", F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0)))
+                 .select("group", "topic", "partition", "committed_offset", "commit_time", "log_end_offset", "lag")
+                 .orderBy("group", "topic", "partition"))
+    return lag, group_lag
+
+
+def run_analytics(spark: SparkSession, *, data_dir: str | Path | None = None, bootstrap: str | None = None,
+                  out_dir: str | Path | None = None, topics: list[str] | None = None,
+                  hot_keys_max: int = HOT_KEYS_MAX_DEFAULT, fail_fast: bool = False) -> AnalyticsResult:
+    """Read the data (files or a live cluster), build every table, write them as Parquet when out_dir."""
+    if not data_dir and not bootstrap:
+        raise ValueError("give data_dir or bootstrap")
+    path = str(data_dir) if data_dir else None
+    records = data_frame(spark, data_dir=path, bootstrap=bootstrap, topics=topics, fail_fast=fail_fast).cache()
+    commits = commits_frame(spark, data_dir=path, bootstrap=bootstrap, fail_fast=fail_fast).cache()
+    result = AnalyticsResult(analytics_tables(records, commits, hot_keys_max))
+    result.damage = [r["_corrupt"] for r in result.tables["damage"].collect()]
+    if out_dir is not None:
+        out = Path(out_dir)
+        for name, df in result.tables.items():
+            df.coalesce(1).write.mode("overwrite").parquet(str(out / name))
+        result.out_dir = out
+    return result
