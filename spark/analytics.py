@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from kanal.spark.fetch_reader import cluster_metadata
-from kanal.spark.offsets_topic import COMMITS_DDL, OFFSETS_TOPIC, commits_from_batches
+from kanal.spark.offsets_topic import COMMITS_DDL, OFFSETS_TOPIC, commits_frame_from_rows
 from kanal.v1.error import ErrorCode
 
 HOT_KEYS_MAX_DEFAULT = 10
@@ -72,7 +72,7 @@ def commits_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap
     if bootstrap and not any(t.name == OFFSETS_TOPIC and t.error == ErrorCode.NONE
                              for t in cluster_metadata(bootstrap, [OFFSETS_TOPIC]).topics):
         return spark.createDataFrame([], COMMITS_DDL)  # no group has committed yet
-    return _load(reader, data_dir).mapInArrow(commits_from_batches, COMMITS_DDL)
+    return commits_frame_from_rows(_load(reader, data_dir))
 
 
 def analytics_tables(records: DataFrame, commits: DataFrame, hot_keys_max: int = HOT_KEYS_MAX_DEFAULT

@@ -1,4 +1,4 @@
-"""OffsetsTopic: committed offsets decoded from `__consumer_offsets` rows, as a Spark mapInArrow function.
+"""OffsetsTopic: committed offsets decoded from `__consumer_offsets` rows, as a Spark column function.
 
 The record format is groups.proto's: key = a serialized GroupRecordKey, value = an OffsetCommitValue for an
 `offset` key (a GroupMetadataValue for a `group` key, which lag does not need), a null value = a
@@ -9,19 +9,16 @@ commit is reported, never skipped silently.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pyarrow as pa
 from google.protobuf.message import DecodeError
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from kanal.v1 import groups_pb2
 
 OFFSETS_TOPIC = "__consumer_offsets"
 COMMITS_DDL = ("`group` string, topic string, partition int, committed_offset bigint, commit_time timestamp, "
                "log_offset bigint, tombstone boolean, error string")
-_SCHEMA = pa.schema([("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
-                     ("committed_offset", pa.int64()), ("commit_time", pa.timestamp("us", tz="UTC")),
-                     ("log_offset", pa.int64()), ("tombstone", pa.bool_()), ("error", pa.string())])
 
 
 def decode_commit(key: bytes | None, value: bytes | None) -> tuple | None:
@@ -43,18 +40,20 @@ def decode_commit(key: bytes | None, value: bytes | None) -> tuple | None:
     return (k.group_id, k.topic, k.partition, v.offset, v.commit_timestamp_ms, False, None)
 
 
-def commits_from_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: rows (key, value, offset) of __consumer_offsets -> commit rows (COMMITS_DDL)."""
-    for batch in batches:
-        keys, values, offsets = (batch.column(n).to_pylist() for n in ("key", "value", "offset"))
-        out: list[list] = [[] for _ in range(8)]
-        for key, value, log_offset in zip(keys, values, offsets):
-            decoded = decode_commit(key, value)
-            if decoded is None:
-                continue
-            group, topic, partition, committed, commit_ms, tombstone, error = decoded
-            for col, item in zip(out, (group, topic, partition, committed,
-                                       commit_ms * 1000 if commit_ms is not None else None,
-                                       log_offset, tombstone, error)):
-                col.append(item)
-        yield pa.RecordBatch.from_arrays([pa.array(col, f.type) for col, f in zip(out, _SCHEMA)], schema=_SCHEMA)
+def commits_frame_from_rows(rows: DataFrame) -> DataFrame:
+    """Rows (offset, key, value) of __consumer_offsets -> commit rows (COMMITS_DDL). A plain Python UDF,
+    not mapInArrow, which would need pandas on every executor."""
+    decode = F.udf(lambda key, value: decode_commit(key, value), _DECODED, useArrow=False)
+    decoded = rows.select(F.col("offset").alias("log_offset"),
+                          decode(F.col("key"), F.col("value")).alias("c")).where(F.col("c").isNotNull())
+    return decoded.select(
+        F.col("c.group").alias("group"), F.col("c.topic").alias("topic"), F.col("c.partition").alias("partition"),
+        F.col("c.committed_offset").alias("committed_offset"),
+        F.timestamp_millis(F.col("c.commit_ms")).alias("commit_time"), "log_offset",
+        F.col("c.tombstone").alias("tombstone"), F.col("c.error").alias("error"))
+
+
+_DECODED = T.StructType([T.StructField("group", T.StringType()), T.StructField("topic", T.StringType()),
+                         T.StructField("partition", T.IntegerType()), T.StructField("committed_offset", T.LongType()),
+                         T.StructField("commit_ms", T.LongType()), T.StructField("tombstone", T.BooleanType()),
+                         T.StructField("error", T.StringType())])
