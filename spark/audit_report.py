@@ -1,0 +1,74 @@
+"""AuditReport: an AuditResult as a self-contained HTML page and a short text summary."""
+
+from __future__ import annotations
+
+from kanal.spark.audit import AuditResult
+from kanal.spark.html_report import Section, bar_chart, page, paragraph, table
+
+
+def _rows(result: AuditResult, name: str, *cols: str) -> list[tuple]:
+    return [tuple(r[c] for c in cols) for r in result.tables[name].select(*cols).collect()]
+
+
+def audit_summary(result: AuditResult) -> list[str]:
+    h = result.history
+    events = [e.event for e in h.events]
+    lines = [
+        (f"metadata log: {result.records_read} records, {h.batches_applied} batches applied, "
+        f"{h.batches_fenced} fenced batches skipped, image at offset {h.image.next_offset}"),
+        (f"topics created {events.count('topic_created')}, deleted {events.count('topic_deleted')}; "
+        f"leader changes {events.count('leader_change')}; broker fencings {events.count('broker_fenced')}, "
+        f"unfencings {events.count('broker_unfenced')}; config changes "
+        f"{sum(events.count(k) for k in ('config_set', 'config_removed', 'quota_set', 'quota_removed'))}"),
+    ]
+    if h.stopped:
+        lines.append(f"REPLAY STOPPED EARLY at {h.stopped}")
+    for d in result.damage:
+        lines.append(f"DAMAGE: {d}")
+    if not result.checks:
+        lines.append("image check: no controller endpoints given (use --controllers or a running kanal dev)")
+    for c in result.checks:
+        if not c.reachable:
+            lines.append(f"image check {c.endpoint}: unreachable ({c.error})")
+        elif c.equal:
+            memory = ", memory too" if c.in_memory_compared else ""
+            lines.append(f"image check {c.endpoint}: replayed image EQUALS the controller's (log at offset "
+                         f"{c.compared_at_offset}{memory})")
+        else:
+            lines.append(f"image check {c.endpoint}: DIFFERS ({c.error or ''} {len(c.differences)} differences)")
+            lines += [f"  {d}" for d in c.differences[:10]]
+    return lines
+
+
+def audit_html(result: AuditResult) -> str:
+    summary = Section("Summary", [paragraph(line, "bad" if any(w in line for w in ("DIFFERS", "DAMAGE", "STOPPED"))
+                                            else "") for line in audit_summary(result)])
+    stats = _rows(result, "partition_summary", "topic", "partition", "leader_changes", "last_leader_epoch",
+                  "isr_shrinks", "isr_expands", "under_replicated_ms", "offline_ms")
+    label = lambda r: f"{r[0] or '(deleted)'}-{r[1]}"
+    charts = Section("Partitions", [
+        "<h3>Leader changes per partition</h3>", bar_chart([(label(r), r[2]) for r in stats if r[2]]),
+        "<h3>Time under-replicated per partition</h3>",
+        bar_chart([(label(r), r[6] / 1000) for r in stats if r[6]], " s"),
+        "<h3>Time offline per partition</h3>", bar_chart([(label(r), r[7] / 1000) for r in stats if r[7]], " s"),
+        table(["topic", "partition", "leader changes", "last leader epoch", "ISR shrinks", "ISR expands",
+               "under-replicated ms", "offline ms"], stats),
+    ])
+    sections = [summary, charts]
+    for title, name, cols in (
+        ("Topic lifecycle", "topic_lifecycle", ("time", "event", "topic", "principal", "request_id", "detail")),
+        ("Leader changes", "leader_changes", ("time", "topic", "partition", "leader_before", "leader_after",
+                                              "leader_epoch", "cause", "reason")),
+        ("ISR changes", "isr_changes", ("time", "topic", "partition", "isr_change", "isr_before", "isr_after",
+                                        "cause")),
+        ("Brokers", "broker_events", ("time", "event", "broker_id", "broker_epoch", "reason", "duration_ms",
+                                      "principal")),
+        ("Broker fencing", "broker_fencing", ("broker_id", "start", "end", "duration_ms", "start_reason",
+                                              "end_reason", "open")),
+        ("Partition trouble", "partition_health", ("topic", "partition", "kind", "start", "end", "duration_ms",
+                                                   "start_reason", "end_reason", "open")),
+        ("Config and quota changes", "config_changes", ("time", "event", "resource_type", "resource", "key",
+                                                        "value_before", "value_after", "principal")),
+    ):
+        sections.append(Section(title, [table(cols, _rows(result, name, *cols))]))
+    return page("kanal audit", sections)

@@ -1,0 +1,112 @@
+"""What `kanal audit` and `kanal analytics` share: finding the `kanal dev` cluster, the Spark session, and a
+progress line while Spark works.
+
+Defaults come from `kanal dev`: it keeps its data in $KANAL_HOME/dev-data (~/.kanal/dev-data) and, while
+running, writes $KANAL_HOME/dev.json with the bootstrap brokers, the controllers and the data dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Self
+
+import grpc
+
+from kanal.v1 import admin_pb2, broker_pb2_grpc
+
+KANAL_HOME = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal"))
+PROGRESS_INTERVAL_S = 0.5
+
+
+def dev_state() -> dict:
+    """What a running `kanal dev` wrote ({} when none)."""
+    try:
+        return json.loads((KANAL_HOME / "dev.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
+    p.add_argument("--data-dir", type=Path, help="data dir, cluster dir or a copy (default: kanal dev's)")
+    p.add_argument("--bootstrap", help="brokers host:port,... (default: kanal dev's, when it runs)")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--out", type=Path, default=KANAL_HOME / default_out, help="where Parquet tables and "
+                   f"report.html go (default {KANAL_HOME / default_out})")
+    p.add_argument("--fail-fast", action="store_true", help="stop at the first damaged segment instead of "
+                   "reporting it and reading the rest")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def resolve_data_dir(args: argparse.Namespace) -> Path:
+    if args.data_dir:
+        return args.data_dir
+    state = dev_state()
+    return Path(state.get("data_dir") or KANAL_HOME / "dev-data")
+
+
+def controllers_of(bootstrap: str) -> list[str]:
+    """Controller endpoints from a broker's DescribeCluster (the quorum's voters)."""
+    for endpoint in [e.strip() for e in bootstrap.split(",") if e.strip()]:
+        with grpc.insecure_channel(endpoint) as channel:
+            try:
+                reply = broker_pb2_grpc.BrokerStub(channel).DescribeCluster(admin_pb2.DescribeClusterRequest(),
+                                                                          timeout=10)
+            except grpc.RpcError:
+                continue
+            return [v.endpoint for v in reply.quorum.voters if v.endpoint]
+    return []
+
+
+class Progress:
+    """A line on stderr saying what Spark is doing: the step, and tasks done of the running stages."""
+
+    def __init__(self, spark, enabled: bool = True) -> None:
+        self._tracker = spark.sparkContext.statusTracker()
+        self._enabled = enabled
+        self._step = ""
+        self._started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kanal-progress", daemon=True)
+        self._tty = sys.stderr.isatty()
+        self._last_line = ""
+        self._last_print = 0.0
+
+    def __enter__(self) -> Self:
+        if self._enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        if self._enabled and self._tty:
+            print(file=sys.stderr)
+
+    def step(self, text: str) -> None:
+        self._step = text
+        if self._enabled and not self._tty:
+            print(f"[{time.monotonic() - self._started:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(PROGRESS_INTERVAL_S):
+            done = total = 0
+            for stage_id in self._tracker.getActiveStageIds():
+                info = self._tracker.getStageInfo(stage_id)
+                if info is not None:
+                    done += info.numCompletedTasks
+                    total += info.numTasks
+            tasks = f" - Spark tasks {done}/{total}" if total else ""
+            line = f"[{time.monotonic() - self._started:6.1f}s] {self._step}{tasks}"
+            if self._tty:
+                print(f"\r{line:<100}", end="", file=sys.stderr, flush=True)
+            elif tasks and tasks != self._last_line and time.monotonic() - self._last_print >= 2.0:
+                # Not a terminal (a log, CI): a plain line when the task count moved, at most every 2 s.
+                self._last_line, self._last_print = tasks, time.monotonic()
+                print(line, file=sys.stderr, flush=True)
