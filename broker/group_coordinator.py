@@ -35,7 +35,14 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from kanal.broker.group import DEAD, Group, GroupLimits, Persist, Reply, check_group_id
-from kanal.broker.group_records import Record, apply_record, batch_of, group_record, iter_records, offset_record
+from kanal.broker.group_records import (
+    Record,
+    apply_record,
+    batch_of,
+    group_record,
+    iter_records,
+    offset_record,
+)
 from kanal.broker.metrics import BrokerMetrics
 from kanal.metadata import MetadataImage
 from kanal.metadata.topic_name import CONSUMER_OFFSETS_TOPIC
@@ -96,6 +103,7 @@ class GroupCoordinator:
         self._peers: dict[str, broker_pb2_grpc.BrokerStub] = {}
         self._channels: list[grpc.Channel] = []
         self._exported_lag: set[tuple[str, str, str]] = set()
+        self._reconciled_image = MetadataImage()  # the last image the replica manager had applied
 
     def __repr__(self) -> str:
         return (f"<GroupCoordinator broker={self.broker_id} partitions={sorted(self._owned)} "
@@ -129,9 +137,13 @@ class GroupCoordinator:
             group = self._groups[group_id] = Group(group_id, self.limits)
         return group
 
-    def reconcile(self) -> None:
-        """Load the partitions this broker now leads, drop the ones it no longer leads."""
-        image = self._image()
+    def reconcile(self, image: MetadataImage | None = None) -> None:
+        """Load the partitions this broker now leads, drop the ones it no longer leads. Called with each new
+        image once the replica manager has applied it (so the replicas exist); the ticker calls it without
+        one to retry a failed load against that same image."""
+        if image is not None:
+            self._reconciled_image = image
+        image = self._reconciled_image
         topic = image.topics.get(CONSUMER_OFFSETS_TOPIC)
         led = {p.partition_id: p.leader_epoch for p in (topic.partitions if topic else ())
                if p.leader == self.broker_id}

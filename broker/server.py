@@ -86,7 +86,7 @@ class BrokerServer:
     def _on_metadata(self, old, new) -> None:
         self.metrics.metadata_offset.set(new.next_offset)
         self.replicas.on_metadata(old, new)
-        self.groups.reconcile()  # after the replicas: a partition it now leads is ready to be loaded
+        self.groups.reconcile(new)  # after the replicas: a partition it now leads is ready to be loaded
 
     def start(self, *, register_timeout_s: float = 60.0) -> None:
         options = [("grpc.max_receive_message_length", self.config.grpc_message_bytes_max),

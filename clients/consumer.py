@@ -1,8 +1,21 @@
-"""Consumer: read records from partitions assigned by hand (consumer groups come with the coordinator).
+"""Consumer: read records from partitions assigned by hand, or as a member of a consumer group.
 
     consumer = Consumer(ConsumerConfig(bootstrap="127.0.0.1:9092", auto_offset_reset="earliest"))
     consumer.assign([("orders", 0), ("orders", 1)])
     for record in consumer.poll(1.0): ...
+
+    consumer = Consumer(ConsumerConfig(bootstrap=..., group_id="billing"))
+    consumer.subscribe(["orders"], on_assign=..., on_revoke=...)   # or subscribe(pattern=r"orders-.*")
+    while True:
+        for record in consumer.poll(1.0): ...      # auto-commits every auto_commit_interval_ms
+        consumer.commit()                          # or commit explicitly (enable_auto_commit=False)
+
+Groups: the rebalance runs inside poll(), so on_assign / on_revoke run on the caller's thread (as in
+Kafka's Java client). A heartbeat thread keeps the membership alive and notices rebalances; if poll() is
+not called for max_poll_interval_ms, it leaves the group so the partitions go to members that make
+progress. Eager assignors (range, roundrobin) revoke every partition before rejoining; cooperative-sticky
+revokes only the partitions that move, and rejoins once more so they reach their new owner. Positions of
+newly assigned partitions come from the group's committed offsets, else auto_offset_reset.
 
 A background fetcher thread keeps a bounded buffer of records ahead of poll(): it sends one Fetch per
 leader (all of that leader's assigned partitions in it, long-polling with fetch_min_bytes /
@@ -14,15 +27,20 @@ an offset out of range follows auto_offset_reset. seek() discards what was fetch
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Self
 
 import grpc
 
+from kanal.clients.assignors import ASSIGNORS
 from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.clients.group_membership import REJOIN_ERRORS, GroupMembership
 from kanal.v1 import broker_pb2, records_pb2
 from kanal.v1.batch import iter_entries, parse_batch
 from kanal.v1.codecs import decompress
@@ -53,6 +71,26 @@ class ConsumerConfig:
     prefetch_bytes_max: int = 4 * 1024 * 1024
     request_timeout_ms: int = 30_000
     client_id: str = "kanal-consumer"
+    # ---- groups (used when group_id is set) ----
+    # The consumer group (group.id); empty for a consumer without a group (assign() only, no commits).
+    group_id: str = ""
+    # Static membership (group.instance.id): a restart within the session keeps the partitions.
+    group_instance_id: str = ""
+    # The coordinator removes a member that sends no heartbeat for this long (session.timeout.ms).
+    session_timeout_ms: int = 45_000
+    # How often the background thread heartbeats (heartbeat.interval.ms); well below the session timeout.
+    heartbeat_interval_ms: int = 3_000
+    # Longest time between poll() calls before this member leaves the group (max.poll.interval.ms); also
+    # the rebalance timeout: how long the coordinator waits for members to rejoin.
+    max_poll_interval_ms: int = 300_000
+    # Commit the positions of what poll() returned, at most this often, from poll() and close().
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5_000
+    # Assignors offered, preferred first (partition.assignment.strategy): range, roundrobin,
+    # cooperative-sticky. The group uses the first one that every member offers.
+    partition_assignment_strategy: tuple[str, ...] = ("range", "cooperative-sticky")
+    # How often a pattern subscription looks for new or removed topics (metadata.max.age.ms).
+    metadata_max_age_ms: int = 300_000
 
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in ("earliest", "latest", "none"):
@@ -60,10 +98,20 @@ class ConsumerConfig:
         for name, lo, hi in (("max_poll_records", 1, 1_000_000), ("fetch_min_bytes", 0, 1 << 30),
                              ("fetch_max_wait_ms", 0, 300_000), ("fetch_max_bytes", 1024, 1 << 30),
                              ("partition_fetch_bytes_max", 1024, 1 << 30), ("prefetch_bytes_max", 1024, 1 << 32),
-                             ("request_timeout_ms", 100, 600_000)):
+                             ("request_timeout_ms", 100, 600_000), ("session_timeout_ms", 1, 3_600_000),
+                             ("heartbeat_interval_ms", 1, 3_600_000), ("max_poll_interval_ms", 1, 3_600_000),
+                             ("auto_commit_interval_ms", 1, 3_600_000), ("metadata_max_age_ms", 100, 86_400_000)):
             value = getattr(self, name)
             if not isinstance(value, int) or not lo <= value <= hi:
                 raise KanalError(ErrorCode.INVALID_CONFIG, f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise KanalError(ErrorCode.INVALID_CONFIG, "heartbeat_interval_ms must be below session_timeout_ms")
+        unknown = [a for a in self.partition_assignment_strategy if a not in ASSIGNORS]
+        if unknown or not self.partition_assignment_strategy:
+            raise KanalError(ErrorCode.INVALID_CONFIG, f"partition_assignment_strategy must name assignors among "
+                                                       f"{sorted(ASSIGNORS)}, got {self.partition_assignment_strategy}")
+        if self.group_instance_id and not self.group_id:
+            raise KanalError(ErrorCode.INVALID_CONFIG, "group_instance_id needs a group_id")
 
 
 class ConsumerRecord:
@@ -107,11 +155,34 @@ class Consumer:
         self._running = True
         self._fetcher = threading.Thread(target=self._run_fetcher, name="kanal-consumer-fetcher", daemon=True)
         self._fetcher.start()
+        # Group state: the subscription, the rebalance flag the heartbeat thread raises, commit bookkeeping.
+        self._group: GroupMembership | None = None
+        self._topics: list[str] = []
+        self._pattern: re.Pattern | None = None
+        self._pattern_checked = 0.0
+        self._on_assign: Callable[[list[TopicPartition]], None] | None = None
+        self._on_revoke: Callable[[list[TopicPartition]], None] | None = None
+        self._rejoin_needed = False
+        self._rebalancing = False
+        self._fatal: KanalError | None = None
+        self._last_poll = time.monotonic()
+        self._last_auto_commit = time.monotonic()
+        self._committed_positions: dict[TopicPartition, int] = {}
+        self._stopping = threading.Event()
+        self._commit_pool: ThreadPoolExecutor | None = None
+        self._heartbeater: threading.Thread | None = None
+        if config.group_id:
+            self._group = GroupMembership(
+                self._metadata, group_id=config.group_id, group_instance_id=config.group_instance_id,
+                client_id=config.client_id, session_timeout_ms=config.session_timeout_ms,
+                rebalance_timeout_ms=config.max_poll_interval_ms, assignors=config.partition_assignment_strategy,
+                request_timeout_ms=config.request_timeout_ms)
+            self._commit_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kanal-consumer-commit")
 
     def __repr__(self) -> str:
         return f"<Consumer {self.config.client_id} assigned={sorted(self._states)}>"
 
-    def __enter__(self) -> Consumer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -192,34 +263,264 @@ class Consumer:
     # ---- polling ----
 
     def poll(self, timeout_s: float = 1.0) -> list[ConsumerRecord]:
-        """Up to max_poll_records records, waiting up to timeout_s for the first one."""
+        """Up to max_poll_records records, waiting up to timeout_s for the first one. In a group, this is
+        also where rebalances and auto-commits happen."""
         deadline = time.monotonic() + timeout_s
-        out: list[ConsumerRecord] = []
-        with self._lock:
-            while True:
-                for state in self._states.values():
-                    if state.error is not None:
-                        error, state.error = state.error, None
-                        raise error
-                    while state.buffer and len(out) < self.config.max_poll_records:
-                        record = state.buffer.popleft()
-                        state.buffered_bytes -= len(record.value or b"") + len(record.key or b"")
-                        out.append(record)
-                        state.position = record.offset + 1
+        while True:
+            if self._group is not None:
+                self._last_poll = time.monotonic()
+                self._maintain_group()
+            with self._lock:
+                out = self._drain()
                 if out:
                     self._arrived.notify_all()  # buffer space freed: the fetcher may go on
                     return out
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return out
-                self._arrived.wait(remaining)
+                if not (self._group is not None and self._rejoin_needed):
+                    self._arrived.wait(remaining)
+
+    def _drain(self) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
+        for state in self._states.values():
+            if state.error is not None:
+                error, state.error = state.error, None
+                raise error
+            while state.buffer and len(out) < self.config.max_poll_records:
+                record = state.buffer.popleft()
+                state.buffered_bytes -= len(record.value or b"") + len(record.key or b"")
+                out.append(record)
+                state.position = record.offset + 1
+        return out
 
     def close(self) -> None:
+        if self._group is not None and self._running:
+            self._stopping.set()
+            if self.config.enable_auto_commit and self._group.generation >= 0:
+                self._commit_quietly(self.assignment(), "close")
+            self._group.leave()
+            if self._heartbeater is not None:
+                self._heartbeater.join(timeout=5)
+            self._commit_pool.shutdown(wait=True)
         self._running = False
         with self._lock:
             self._arrived.notify_all()
         self._fetcher.join(timeout=5)
         self._metadata.close()
+
+    # ---- groups ----
+
+    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | re.Pattern | None = None,
+                  on_assign: Callable[[list[TopicPartition]], None] | None = None,
+                  on_revoke: Callable[[list[TopicPartition]], None] | None = None) -> None:
+        """Join the group for `topics` (or every non-internal topic matching `pattern`); partitions are
+        assigned by the group from the next poll() on. `on_assign` / `on_revoke` are called from poll()
+        with the partitions gained or lost (commit there what you processed, if you commit by hand)."""
+        if self._group is None:
+            raise KanalError(ErrorCode.INVALID_CONFIG, "subscribe() needs a group_id in the ConsumerConfig")
+        if (topics is None) == (pattern is None):
+            raise KanalError(ErrorCode.INVALID_REQUEST, "subscribe() takes topics or a pattern, not both")
+        self._pattern = re.compile(pattern) if pattern is not None else None
+        self._topics = sorted(set(topics)) if topics is not None else self._matching_topics()
+        self._on_assign, self._on_revoke = on_assign, on_revoke
+        self._rejoin_needed = True
+        if self._heartbeater is None:
+            self._heartbeater = threading.Thread(target=self._run_heartbeats, name="kanal-consumer-heartbeat",
+                                                 daemon=True)
+            self._heartbeater.start()
+
+    def subscription(self) -> list[str]:
+        return list(self._topics)
+
+    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Commit `offsets` (next offset to read per partition), by default the positions of every
+        assigned partition. Raises KanalError; REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION /
+        UNKNOWN_MEMBER_ID mean the partitions may belong to another member now: the next poll() rejoins."""
+        group = self._require_group()
+        if offsets is None:
+            offsets = self._positions(self.assignment())
+        try:
+            group.commit(offsets, as_member=bool(self._topics) or self._pattern is not None)
+        except KanalError as exc:
+            if exc.code in REJOIN_ERRORS:
+                self._request_rejoin()
+            raise
+        self._committed_positions.update(offsets)
+
+    def commit_async(self, offsets: dict[TopicPartition, int] | None = None,
+                     callback: Callable[[dict[TopicPartition, int], KanalError | None], None] | None = None
+                     ) -> Future:
+        """commit() on a background thread; the future's result is None or the KanalError."""
+        if offsets is None:
+            offsets = self._positions(self.assignment())
+
+        def run() -> None:
+            try:
+                self.commit(offsets)
+            except KanalError as exc:
+                if callback is not None:
+                    callback(offsets, exc)
+                raise
+            if callback is not None:
+                callback(offsets, None)
+
+        return self._require_commit_pool().submit(run)
+
+    def committed(self, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets (None where nothing is committed)."""
+        found = self._require_group().committed(list(partitions) if partitions is not None else None)
+        return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
+
+    def _require_group(self) -> GroupMembership:
+        if self._group is None:
+            raise KanalError(ErrorCode.INVALID_CONFIG, "committing needs a group_id in the ConsumerConfig")
+        return self._group
+
+    def _require_commit_pool(self) -> ThreadPoolExecutor:
+        self._require_group()
+        return self._commit_pool
+
+    def _positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        with self._lock:
+            return {tp: s.position for tp in partitions if (s := self._states.get(tp)) is not None
+                    and s.position is not None}
+
+    def _request_rejoin(self) -> None:
+        with self._lock:
+            self._rejoin_needed = True
+            self._arrived.notify_all()
+
+    def _maintain_group(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        if not self._topics and self._pattern is None:
+            return  # assign() with a group id: commits only, no membership
+        if self._pattern is not None and time.monotonic() - self._pattern_checked >= \
+                self.config.metadata_max_age_ms / 1000:
+            topics = self._matching_topics()
+            if topics != self._topics:
+                self._topics = topics
+                self._rejoin_needed = True
+        if self._rejoin_needed or self._group.generation < 0:
+            self._rebalance()
+        if self.config.enable_auto_commit and \
+                time.monotonic() - self._last_auto_commit >= self.config.auto_commit_interval_ms / 1000:
+            self._last_auto_commit = time.monotonic()
+            self._commit_quietly(self.assignment(), "auto-commit")
+
+    def _matching_topics(self) -> list[str]:
+        self._pattern_checked = time.monotonic()
+        try:
+            reply = self._metadata.any_stub().Metadata(broker_pb2.MetadataRequest(),
+                                                       timeout=self.config.request_timeout_ms / 1000)
+        except grpc.RpcError as exc:
+            raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"listing topics for the pattern: {exc.code().name}") \
+                from None
+        return sorted(t.name for t in reply.topics if not t.is_internal and not t.error and
+                      self._pattern.fullmatch(t.name))
+
+    def _commit_quietly(self, partitions: list[TopicPartition], why: str) -> None:
+        offsets = {tp: o for tp, o in self._positions(partitions).items() if self._committed_positions.get(tp) != o}
+        try:
+            self.commit(offsets)
+        except KanalError as exc:
+            log.warning("%s of %s failed: %s", why, sorted(offsets), exc)
+
+    def _rebalance(self) -> None:
+        group = self._group
+        self._rebalancing = True
+        try:
+            owned = self.assignment()
+            if owned and not group.cooperative:
+                # Eager: give up everything before rejoining, so no partition ever has two owners.
+                self._revoke(owned)
+                owned = []
+            deadline = time.monotonic() + self.config.max_poll_interval_ms / 1000 + self.config.request_timeout_ms / 1000
+            while True:
+                with self._lock:
+                    self._rejoin_needed = False
+                try:
+                    assigned = group.join(self._topics, owned, self._partition_counts)
+                except KanalError as exc:
+                    if exc.code == ErrorCode.FENCED_INSTANCE_ID:
+                        self._fatal = exc
+                        raise
+                    if exc.code not in REJOIN_ERRORS or time.monotonic() > deadline:
+                        self._rejoin_needed = True
+                        raise
+                    log.info("rejoining group %s: %s", group.group_id, exc.message)
+                    continue
+                revoked = [tp for tp in owned if tp not in assigned]
+                added = [tp for tp in assigned if tp not in owned]
+                if revoked:
+                    self._revoke(revoked)
+                    owned = [tp for tp in owned if tp not in revoked]
+                self._set_group_partitions(owned, added)
+                if added and self._on_assign is not None:
+                    self._on_assign(added)
+                owned = owned + added
+                if not revoked or not group.cooperative:
+                    break
+                # Cooperative: the partitions just given up go to their new owners in one more round.
+        finally:
+            self._rebalancing = False
+
+    def _revoke(self, partitions: list[TopicPartition]) -> None:
+        if self.config.enable_auto_commit:
+            self._commit_quietly(partitions, "commit before revoking")
+        if self._on_revoke is not None:
+            self._on_revoke(partitions)
+        with self._lock:
+            for tp in partitions:
+                self._states.pop(tp, None)
+                self._committed_positions.pop(tp, None)
+            self._arrived.notify_all()
+
+    def _set_group_partitions(self, kept: list[TopicPartition], added: list[TopicPartition]) -> None:
+        """Own `kept` + `added`; `added` start at the group's committed offsets, else auto_offset_reset."""
+        committed = self._group.committed(added) if added else {}
+        with self._lock:
+            states = {tp: self._states[tp] for tp in kept if tp in self._states}
+            for tp in added:
+                state = _PartitionState()
+                offset = committed.get(tp, -1)
+                if offset >= 0:
+                    state.position = state.fetch_offset = offset
+                    self._committed_positions[tp] = offset
+                else:
+                    state.reset = EARLIEST if self.config.auto_offset_reset == "earliest" else LATEST
+                states[tp] = state
+            self._states = states
+            self._arrived.notify_all()
+
+    def _partition_counts(self, topics: list[str]) -> dict[str, int]:
+        view = self._metadata.refresh(topics) if topics else self._metadata.view
+        return {t: len(view.topics[t]) for t in topics if t in view.topics}
+
+    def _run_heartbeats(self) -> None:
+        interval_s = self.config.heartbeat_interval_ms / 1000
+        while not self._stopping.wait(interval_s):
+            group = self._group
+            if self._rebalancing or group.generation < 0:
+                continue
+            if time.monotonic() - self._last_poll > self.config.max_poll_interval_ms / 1000:
+                log.warning("poll() was not called for max_poll_interval_ms (%d ms): leaving group %s so its "
+                            "partitions go to members that make progress", self.config.max_poll_interval_ms,
+                            group.group_id)
+                group.leave()
+                self._request_rejoin()
+                continue
+            try:
+                code = group.heartbeat()
+            except KanalError as exc:
+                log.info("heartbeat to group %s failed: %s", group.group_id, exc)
+                continue
+            if code == ErrorCode.FENCED_INSTANCE_ID:
+                self._fatal = KanalError(code, "another consumer joined with this group_instance_id")
+                self._request_rejoin()
+            elif code in REJOIN_ERRORS:
+                self._request_rejoin()
 
     # ---- the fetcher thread ----
 

@@ -118,7 +118,7 @@ def test_silent_member_expires_after_its_session_and_the_group_rebalances():
 
 def test_waiting_members_do_not_expire():
     group = Group("g", LIMITS)
-    a, _ = join_new(group, 0)
+    _a, _ = join_new(group, 0)
     b, _ = join_new(group, 0)  # b waits in JoinGroup for a
     group.tick(SESSION_MS + 1)  # a is silent: it expires; b is parked in a call and stays
     assert set(group.members) == {b}
@@ -196,7 +196,7 @@ def test_protocol_is_the_one_every_member_supports_by_vote():
     group = Group("g", LIMITS)
     both = (("cooperative-sticky", b""), ("range", b""))
     a, _ = join_new(group, 0, protocols=both)
-    b, _ = join_new(group, 0, protocols=(("range", b""),))
+    _b, _ = join_new(group, 0, protocols=(("range", b""),))
     group.join("ra", join_req(member_id=a, protocols=both), "h", 0, "unused")
     assert group.state == COMPLETING and group.protocol_name == "range"
 

@@ -1,0 +1,239 @@
+"""GroupMembership: a consumer's side of the group protocol — finding the coordinator, JoinGroup and
+SyncGroup (computing the assignment when this member leads), Heartbeat, LeaveGroup, OffsetCommit and
+OffsetFetch. It holds the member id and generation; the Consumer decides when to rejoin and what to do
+with the partitions (consumer.py).
+
+Coordinator errors (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a broker that
+does not answer) are retried here, finding the coordinator again, until the call's deadline. Membership
+errors (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID) go back to the
+caller as KanalError: they mean "rejoin" or, for a fenced static member, "stop".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import grpc
+
+from kanal.clients.assignors import (
+    assignor,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.v1 import broker_pb2
+from kanal.v1.error import ErrorCode, KanalError
+
+log = logging.getLogger(__name__)
+TopicPartition = tuple[str, int]
+_COORDINATOR_ERRORS = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+_RETRY_BACKOFF_S = 0.1
+# Errors after which the member must join again (with a fresh member id for the first two).
+REJOIN_ERRORS = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.REBALANCE_IN_PROGRESS}
+
+
+class GroupMembership:
+    def __init__(self, metadata: ClusterMetadata, *, group_id: str, group_instance_id: str, client_id: str,
+                 session_timeout_ms: int, rebalance_timeout_ms: int, assignors: Iterable[str],
+                 request_timeout_ms: int) -> None:
+        self._metadata = metadata
+        self.group_id = group_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.assignors = [assignor(name) for name in assignors]
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.member_id = ""
+        self.generation = -1
+        self.protocol = ""
+        self._coordinator: str | None = None
+        self._lock = threading.Lock()  # one coordinator call at a time keeps member id and generation coherent
+
+    def __repr__(self) -> str:
+        return (f"<GroupMembership {self.group_id} member={self.member_id or '-'} gen={self.generation} "
+                f"protocol={self.protocol or '-'} coordinator={self._coordinator}>")
+
+    @property
+    def cooperative(self) -> bool:
+        chosen = next((a for a in self.assignors if a.name == self.protocol), None)
+        return chosen is not None and chosen.rebalance_protocol == "cooperative"
+
+    # ---- calls to the coordinator ----
+
+    def coordinator(self, deadline: float) -> str:
+        while self._coordinator is None:
+            try:
+                reply = self._metadata.any_stub().FindCoordinator(
+                    broker_pb2.FindCoordinatorRequest(key=self.group_id), timeout=self.request_timeout_s)
+            except grpc.RpcError as exc:
+                log.info("FindCoordinator failed: %s", exc.code().name)
+                self._metadata.refresh()
+                reply = None
+            if reply is not None and reply.error == ErrorCode.NONE:
+                self._coordinator = reply.endpoint
+                break
+            if reply is not None and reply.error not in _COORDINATOR_ERRORS:
+                raise KanalError(reply.error, reply.error_message)
+            self._wait_or_raise(deadline, "the group coordinator",
+                                reply.error_message if reply is not None else "no broker answered")
+        return self._coordinator
+
+    def call(self, method: str, request, *, timeout_s: float | None = None, rpc_timeout_s: float | None = None):
+        """Call the coordinator, following it when it moves, until the deadline; the reply may carry a
+        membership error for the caller to handle."""
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.request_timeout_s)
+        while True:
+            endpoint = self.coordinator(deadline)
+            try:
+                reply = getattr(self._metadata.stub(endpoint), method)(
+                    request, timeout=rpc_timeout_s or self.request_timeout_s)
+            except grpc.RpcError as exc:
+                self._coordinator = None
+                self._wait_or_raise(deadline, method, f"{endpoint}: {exc.code().name}")
+                continue
+            if reply.error in _COORDINATOR_ERRORS:
+                if reply.error != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                    self._coordinator = None
+                self._wait_or_raise(deadline, method, reply.error_message)
+                continue
+            return reply
+
+    @staticmethod
+    def _wait_or_raise(deadline: float, what: str, problem: str) -> None:
+        if time.monotonic() + _RETRY_BACKOFF_S > deadline:
+            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{what}: no coordinator answered in time ({problem})")
+        time.sleep(_RETRY_BACKOFF_S)  # a backoff between retries, not a synchronisation
+
+    # ---- joining ----
+
+    def join(self, topics: list[str], owned: list[TopicPartition],
+             partition_counts: Callable[[list[str]], dict[str, int]]) -> list[TopicPartition]:
+        """Join (or rejoin) and sync; returns this member's assignment. Raises KanalError with a
+        REJOIN_ERRORS code when the group moved on meanwhile (call again), FENCED_INSTANCE_ID when
+        another instance took this static membership."""
+        with self._lock:
+            protocols = [broker_pb2.GroupProtocol(name=a.name, metadata=encode_subscription(
+                topics, owned if a.rebalance_protocol == "cooperative" else (), generation=self.generation))
+                for a in self.assignors]
+            wait_s = self.rebalance_timeout_ms / 1000 + self.request_timeout_s
+            while True:
+                request = broker_pb2.JoinGroupRequest(
+                    group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
+                    rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
+                    group_instance_id=self.group_instance_id, protocol_type="consumer", protocols=protocols,
+                    client_id=self.client_id)
+                reply = self.call("JoinGroup", request, timeout_s=wait_s, rpc_timeout_s=wait_s)
+                if reply.error == ErrorCode.MEMBER_ID_REQUIRED:
+                    self.member_id = reply.member_id
+                    continue
+                if reply.error == ErrorCode.UNKNOWN_MEMBER_ID:
+                    self.member_id = ""
+                    self.generation = -1
+                    continue
+                if reply.error == ErrorCode.REBALANCE_IN_PROGRESS:
+                    continue
+                if reply.error:
+                    raise KanalError(reply.error, reply.error_message)
+                break
+            self.member_id = reply.member_id
+            self.generation = reply.generation_id
+            self.protocol = reply.protocol_name
+            assignments = []
+            if reply.leader == self.member_id and not reply.skip_assignment:
+                assignments = self._assign(reply, partition_counts)
+            sync = self.call("SyncGroup", broker_pb2.SyncGroupRequest(
+                group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
+                group_instance_id=self.group_instance_id, assignments=assignments, protocol_type="consumer",
+                protocol_name=self.protocol), timeout_s=wait_s, rpc_timeout_s=wait_s)
+            if sync.error:
+                if sync.error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+                    self._forget(sync.error)
+                raise KanalError(sync.error, sync.error_message)
+            return decode_assignment(sync.assignment)
+
+    def _assign(self, reply: broker_pb2.JoinGroupResponse, partition_counts) -> list[broker_pb2.SyncGroupAssignment]:
+        chosen = assignor(reply.protocol_name)
+        members = [decode_subscription(m.member_id, m.group_instance_id, m.metadata) for m in reply.members]
+        topics = sorted({t for m in members for t in m.topics})
+        plan = chosen.assign(partition_counts(topics), members)
+        log.info("group %s generation %d: %s assigned %d members", self.group_id, reply.generation_id,
+                 chosen.name, len(members))
+        return [broker_pb2.SyncGroupAssignment(member_id=m, assignment=encode_assignment(parts))
+                for m, parts in plan.items()]
+
+    def _forget(self, code: int) -> None:
+        if code == ErrorCode.UNKNOWN_MEMBER_ID:
+            self.member_id = ""
+        self.generation = -1
+
+    # ---- while a member ----
+
+    def heartbeat(self) -> int:
+        """One heartbeat; returns its error code (NONE, or a reason to rejoin)."""
+        if self.generation < 0:
+            return ErrorCode.NONE
+        reply = self.call("Heartbeat", broker_pb2.HeartbeatRequest(
+            group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
+            group_instance_id=self.group_instance_id))
+        if reply.error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+            self._forget(reply.error)
+        return reply.error
+
+    def leave(self) -> None:
+        """Leave the group (dynamic members; a static member's session simply runs out, so a quick
+        restart keeps its partitions)."""
+        if self.group_instance_id or not self.member_id:
+            return
+        try:
+            self.call("LeaveGroup", broker_pb2.LeaveGroupRequest(group_id=self.group_id, members=[
+                broker_pb2.LeaveGroupRequest.Member(member_id=self.member_id)]))
+        except KanalError as exc:
+            log.info("leaving group %s: %s", self.group_id, exc)
+        self.member_id = ""
+        self.generation = -1
+
+    def commit(self, offsets: dict[TopicPartition, int], *, as_member: bool = True) -> None:
+        """Store `offsets` (the next offset to consume per partition). Raises KanalError: a REJOIN_ERRORS
+        code when this member's generation is over (the commit was refused), or the first per-partition
+        error."""
+        if not offsets:
+            return
+        request = broker_pb2.OffsetCommitRequest(group_id=self.group_id, generation_id=-1)
+        if as_member:
+            request.generation_id = self.generation
+            request.member_id = self.member_id
+            request.group_instance_id = self.group_instance_id
+        by_topic: dict[str, broker_pb2.OffsetCommitRequest.Topic] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            if topic not in by_topic:
+                by_topic[topic] = request.topics.add(topic=topic)
+            by_topic[topic].partitions.add(partition=partition, offset=offset, leader_epoch=-1)
+        reply = self.call("OffsetCommit", request)
+        if reply.error:
+            if reply.error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+                self._forget(reply.error)
+            raise KanalError(reply.error, reply.error_message)
+        for t in reply.topics:
+            for p in t.partitions:
+                if p.error:
+                    raise KanalError(p.error, p.error_message or f"commit of {t.topic}-{p.partition} failed")
+
+    def committed(self, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+        """Committed offsets (-1 where none) of `partitions`, or of every partition the group committed."""
+        request = broker_pb2.OffsetFetchRequest(group_id=self.group_id)
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions or ():
+            by_topic.setdefault(topic, []).append(partition)
+        for topic, parts in sorted(by_topic.items()):
+            request.topics.add(topic=topic, partitions=sorted(parts))
+        reply = self.call("OffsetFetch", request)
+        if reply.error:
+            raise KanalError(reply.error, reply.error_message)
+        return {(o.topic, o.partition): o.offset for o in reply.offsets}
