@@ -38,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
 
     source = args.bootstrap or data_dir
     print(f"kanal analytics: reading {source} on {args.master}", file=sys.stderr, flush=True)
+    from pyspark.sql import SparkSession
+
+    # A session that already runs in this process (an embedding program, the tests) is left running.
+    owned = SparkSession.getActiveSession() is None
     spark = kanal_session(args.master, "kanal-analytics")
     try:
         with Progress(spark, not args.quiet) as progress:
@@ -51,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kanal analytics: failed: {exc}", file=sys.stderr)
         return 1
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
     for line in summary:
         print(line)
     print(f"tables and report: {args.out} (report.html)")

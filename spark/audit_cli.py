@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     from kanal.spark.session import kanal_session
 
     print(f"kanal audit: reading {data_dir} on {args.master}", file=sys.stderr, flush=True)
+    from pyspark.sql import SparkSession
+
+    # A session that already runs in this process (an embedding program, the tests) is left running.
+    owned = SparkSession.getActiveSession() is None
     spark = kanal_session(args.master, "kanal-audit")
     try:
         with Progress(spark, not args.quiet) as progress:
@@ -45,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kanal audit: failed: {exc}", file=sys.stderr)
         return 1
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
     for line in audit_summary(result):
         print(line)
     print(f"tables and report: {args.out} (report.html)")

@@ -31,7 +31,7 @@ def _commit(group: str, topic: str, partition: int, offset: int, at_ms: int) -> 
 
 
 @pytest.fixture(scope="module")
-def result(spark, tmp_path_factory):
+def data_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("analytics")
     # clicks-0: minute 0 gets offsets 0..99 from producer 7, minute 1 gets 100..149 from producer 8.
     minute0 = [NewRecord(value=b"x" * 100, key=_key(i), timestamp_ms=T0 + i * 100) for i in range(100)]
@@ -52,8 +52,13 @@ def result(spark, tmp_path_factory):
         [_commit("g1", "clicks", 0, 120, T0 + MINUTE_MS + 30_000)],
         [NewRecord(value=None, key=gone.SerializeToString(), timestamp_ms=T0 + MINUTE_MS + 40_000)],
     ])
+    return root
+
+
+@pytest.fixture(scope="module")
+def result(spark, data_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("analytics-out")
-    return run_analytics(spark, data_dir=root, out_dir=out, hot_keys_max=3)
+    return run_analytics(spark, data_dir=data_root, out_dir=out, hot_keys_max=3)
 
 
 def rows(df, *cols):
@@ -94,3 +99,15 @@ def test_lag_over_time_and_now(result):
                 "lag") == [("g1", "clicks", 0, 120, 150, 30)]
     assert result.damage == []
     assert (result.out_dir / "lag").is_dir() and list((result.out_dir / "lag").glob("*.parquet"))
+
+
+def test_analytics_command(spark, data_root, tmp_path, capsys):
+    from kanal.spark import analytics_cli
+
+    code = analytics_cli.main(["--data-dir", str(data_root), "--out", str(tmp_path), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "1 topics, 2 partitions, 180 records" in out and "group g1 on clicks-0: lag 30" in out
+    report = (tmp_path / "report.html").read_text()
+    assert report.count("<svg") >= 3 and "g1 clicks-0" in report and "<script" not in report
+    assert list((tmp_path / "throughput").glob("*.parquet"))

@@ -133,3 +133,22 @@ def test_data_counts_equal_produced(history, spark):
     live = spark.read.format("kanal-log").option("bootstrap", cluster.bootstrap).option("topics", TOPIC_NAME).load()
     live_counts = {r["partition"]: r["count"] for r in live.groupBy("partition").count().collect()}
     assert live_counts == dict(produced)
+
+
+def test_audit_command_writes_tables_and_report(history, spark, tmp_path, capsys):
+    from kanal.spark import audit_cli
+
+    cluster, _, _ = history
+    controllers = ",".join(n.endpoint for n in cluster.controllers)
+    code = audit_cli.main(["--data-dir", str(cluster.data_dir), "--controllers", controllers, "--out",
+                           str(tmp_path), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.count("replayed image EQUALS") == 3
+    for table in ("events", "topic_lifecycle", "leader_changes", "isr_changes", "broker_events", "config_changes",
+                  "partition_health", "broker_fencing", "partition_summary", "damage", "image_check"):
+        assert list((tmp_path / table).glob("*.parquet")), table
+    assert spark.read.parquet(str(tmp_path / "topic_lifecycle")).where(f"topic = '{TEMP_TOPIC}'").count() == 2
+    report = (tmp_path / "report.html").read_text()
+    assert "<svg" in report and "Leader changes per partition" in report and TOPIC_NAME in report
+    assert "<script" not in report and "<link" not in report and "https://" not in report
