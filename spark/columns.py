@@ -63,7 +63,9 @@ class Table:
         arrays = []
         for c in self.columns:
             data = values[c.name]
-            if c.arrow_type == TIMESTAMP:
+            if hasattr(data, "to_arrow"):  # a column that builds its own array (log_rows.HeaderColumn)
+                arrays.append(data.to_arrow(c.arrow_type))
+            elif c.arrow_type == TIMESTAMP:
                 arrays.append(pa.array(data, pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(TIMESTAMP))
             else:
                 arrays.append(pa.array(data, c.arrow_type))

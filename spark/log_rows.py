@@ -28,8 +28,11 @@ class RowBuffer:
     def __init__(self, table: Table) -> None:
         self.table = table
         self.names = table.names()
-        self.values: dict[str, list] = {n: [] for n in self.names}
+        self.values: dict[str, list] = self._empty()
         self.rows = 0
+
+    def _empty(self) -> dict:
+        return {n: HeaderColumn() if n == "headers" else [] for n in self.names}
 
     def full(self) -> bool:
         return self.rows >= ROWS_PER_ARROW_BATCH_MAX
@@ -38,7 +41,7 @@ class RowBuffer:
         if not self.rows:
             return None
         out = self.table.batch(self.values)
-        self.values = {n: [] for n in self.names}
+        self.values = self._empty()
         self.rows = 0
         return out
 
@@ -50,10 +53,42 @@ class RowBuffer:
         self.rows += count
 
 
-def _header_list(record) -> list:
-    if not record.headers:
-        return []
-    return [(h.key, h.value if h.HasField("value") else None) for h in record.headers]
+def _add_headers(col: HeaderColumn, records) -> None:
+    offsets, keys, values = col.offsets, col.keys, col.values
+    end = offsets[-1]
+    for r in records:
+        if r.headers:  # most records have none: one truthiness test, no list built
+            for h in r.headers:
+                keys.append(h.key)
+                values.append(h.value if h.HasField("value") else None)
+            end += len(r.headers)
+        offsets.append(end)
+
+
+class HeaderColumn:
+    """The headers column as Arrow builds a list array: one offset per row into flat key and value lists.
+    A Python list of lists per row would cost more than every other column together."""
+
+    def __init__(self) -> None:
+        self.offsets = [0]
+        self.keys: list[str] = []
+        self.values: list[bytes | None] = []
+
+    def extend(self, rows: list) -> None:
+        """Rows given as lists of (key, value) pairs, or None (damage rows carry no headers)."""
+        end = self.offsets[-1]
+        for row in rows:
+            for key, value in row or ():
+                self.keys.append(key)
+                self.values.append(value)
+                end += 1
+            self.offsets.append(end)
+
+    def to_arrow(self, arrow_type: pa.DataType) -> pa.Array:
+        item = arrow_type.value_type
+        flat = pa.StructArray.from_arrays([pa.array(self.keys, pa.string()), pa.array(self.values, pa.binary())],
+                                          fields=list(item))
+        return pa.ListArray.from_arrays(pa.array(self.offsets, pa.int32()), flat, type=arrow_type)
 
 
 def add_entry(buf: RowBuffer, topic: str, partition: int, entry: StoredEntry) -> None:
@@ -77,7 +112,7 @@ def add_entry(buf: RowBuffer, topic: str, partition: int, entry: StoredEntry) ->
         elif name == "value_bytes":
             col.extend([len(r.value) for r in records])
         elif name == "headers":
-            col.extend([_header_list(r) for r in records])
+            _add_headers(col, records)
         elif name == "topic":
             col.extend([topic] * n)
         elif name == "partition":

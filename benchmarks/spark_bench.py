@@ -1,0 +1,147 @@
+"""Spark readers' throughput: rows/s of `kanal-log` over 10 million 100-byte records and of `kanal-metadata`
+over 1 million metadata records on local[2], beside a plain single-process Python loop over the same files
+doing the same decoding. Prints one JSON object.
+
+    python benchmarks/spark_bench.py [--records 10000000] [--metadata-records 1000000] [--master local[2]]
+
+The files are written directly with the storage package (batches of 1,000 records, 4 partitions, 256 MiB
+segments), not through a cluster. Both timings include Spark's planning and task start-up; the Spark
+session itself is started before the clock runs. `kanal-log` is timed twice: with every column (what
+`spark.read.format("kanal-log").load(dir)` builds), and with a narrow schema (topic, partition, offset,
+timestamp: the columns a count per partition and minute needs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from kanal.broker.storage.log import Log
+from kanal.broker.storage.log_config import LogConfig
+from kanal.metadata.log_codec import encode_metadata_batch
+from kanal.spark.segment_files import data_partitions, metadata_copy
+from kanal.spark.segment_reader import StoredEntry, read_segment
+from kanal.v1 import metadata_pb2
+from kanal.v1.batch import NewRecord, build_batch, decode_records, parse_batch
+
+BATCH_RECORDS = 1000
+PARTITIONS = 4
+RECORD_VALUE_BYTES = 100
+T0 = 1_700_000_000_000
+CONFIG = LogConfig(segment_bytes_max=256 * 1024 * 1024, batch_bytes_max=4 * 1024 * 1024, retention_ms=None,
+                   timestamp_difference_ms_max=None)
+
+
+def write_data(root: Path, records: int) -> None:
+    batches = records // BATCH_RECORDS
+    # A handful of distinct batches, appended round-robin: building 10,000 batches would time the encoder.
+    templates = [build_batch([NewRecord(value=bytes([65 + (b + i) % 26]) * RECORD_VALUE_BYTES,
+                                        key=f"key-{(b * BATCH_RECORDS + i) % 10_000}".encode(),
+                                        timestamp_ms=T0 + b * 1000 + i) for i in range(BATCH_RECORDS)],
+                             producer_id=1 + b)
+                 for b in range(8)]
+    logs = [Log.open(root / "broker-0" / f"bench-{p}", CONFIG) for p in range(PARTITIONS)]
+    for b in range(batches):
+        logs[b % PARTITIONS].append(templates[b % len(templates)], leader_epoch=0, now_ms=T0)
+    for log in logs:
+        log.close()
+
+
+def write_metadata(root: Path, records: int) -> None:
+    log = Log.open(root / "controller-0" / "__cluster_metadata-0", CONFIG)
+    batch = metadata_pb2.MetadataBatch(controller_epoch=1, records=[
+        metadata_pb2.MetadataRecord(time_ms=T0 + i, principal="bench", request_id=f"r{i // 10}",
+                                    config=metadata_pb2.ConfigRecord(
+                                        resource_type=metadata_pb2.CONFIG_RESOURCE_BROKER, resource_name="",
+                                        key="retention.ms", value=str(i)))
+        for i in range(BATCH_RECORDS)])
+    producer_bytes = encode_metadata_batch(batch)
+    for _ in range(records // BATCH_RECORDS):
+        log.append(producer_bytes, leader_epoch=1, now_ms=T0)
+    log.close()
+
+
+def plain_log_loop(root: Path) -> int:
+    """What one Python process does over the same files: walk, check, decode, touch each record's fields."""
+    count = 0
+    for copy in data_partitions(root):
+        for seg in copy.segments:
+            for item in read_segment(seg.path, seg.base_offset):
+                if isinstance(item, StoredEntry):
+                    batch = parse_batch(item.batch, verify_crc=False)
+                    for r in decode_records(batch):
+                        _ = (item.base_offset + r.offset_delta, r.key, r.value, batch.first_timestamp_ms + r.timestamp_delta_ms)
+                        count += 1
+    return count
+
+
+def plain_metadata_loop(root: Path) -> int:
+    count = 0
+    for seg in metadata_copy(root).segments:
+        for item in read_segment(seg.path, seg.base_offset):
+            if isinstance(item, StoredEntry):
+                batch = parse_batch(item.batch, verify_crc=False)
+                for r in decode_records(batch):
+                    record = metadata_pb2.MetadataRecord.FromString(r.value)
+                    _ = (record.time_ms, record.principal, record.WhichOneof("record"))
+                    count += 1
+    return count
+
+
+def timed(fn) -> tuple[int, float]:
+    start = time.perf_counter()
+    n = fn()
+    return n, time.perf_counter() - start
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--records", type=int, default=10_000_000)
+    p.add_argument("--metadata-records", type=int, default=1_000_000)
+    p.add_argument("--master", default="local[2]")
+    args = p.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="kanal-spark-bench-"))
+    try:
+        t = time.perf_counter()
+        write_data(root, args.records)
+        write_metadata(root, args.metadata_records)
+        write_s = time.perf_counter() - t
+        data_bytes = sum(s.size_bytes for c in data_partitions(root) for s in c.segments)
+
+        from kanal.spark.session import kanal_session
+
+        spark = kanal_session(args.master, "kanal-bench")
+        load = lambda fmt, schema=None: (spark.read.format(fmt).schema(schema) if schema
+                                         else spark.read.format(fmt)).load(str(root))
+        log_n, log_s = timed(lambda: load("kanal-log").count())
+        narrow_n, narrow_s = timed(lambda: load("kanal-log", "topic string, partition int, offset bigint, "
+                                                             "timestamp timestamp").count())
+        meta_n, meta_s = timed(lambda: load("kanal-metadata").count())
+        spark.stop()
+        plain_n, plain_s = timed(lambda: plain_log_loop(root))
+        plain_meta_n, plain_meta_s = timed(lambda: plain_metadata_loop(root))
+        if not log_n == narrow_n == plain_n == args.records or not meta_n == plain_meta_n == args.metadata_records:
+            raise SystemExit(f"counts differ: {log_n} {narrow_n} {plain_n} / {meta_n} {plain_meta_n}")
+        print(json.dumps({
+            "master": args.master,
+            "files_written_s": round(write_s, 1),
+            "kanal_log": {"records": log_n, "record_value_bytes": RECORD_VALUE_BYTES, "data_bytes": data_bytes,
+                          "spark_all_columns_s": round(log_s, 2), "spark_all_columns_rows_per_s": round(log_n / log_s),
+                          "spark_narrow_schema_s": round(narrow_s, 2),
+                          "spark_narrow_schema_rows_per_s": round(narrow_n / narrow_s),
+                          "plain_python_loop_s": round(plain_s, 2),
+                          "plain_python_loop_rows_per_s": round(plain_n / plain_s)},
+            "kanal_metadata": {"records": meta_n, "spark_s": round(meta_s, 2), "spark_rows_per_s": round(meta_n / meta_s),
+                               "plain_python_loop_s": round(plain_meta_s, 2),
+                               "plain_python_loop_rows_per_s": round(plain_meta_n / plain_meta_s)},
+        }, indent=2))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
