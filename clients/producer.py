@@ -22,21 +22,17 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from typing import Self
 
 import grpc
 
 from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.clients.producer_batch import DeliveryCallback, ProducerBatch, RecordFuture, RecordMetadata
 from kanal.clients.producer_config import ProducerConfig
-from kanal.clients.record_accumulator import (
-    DeliveryCallback,
-    ProducerBatch,
-    RecordAccumulator,
-    RecordFuture,
-    RecordMetadata,
-)
+from kanal.clients.record_accumulator import RecordAccumulator
 from kanal.v1 import broker_pb2
-from kanal.v1.batch import NewRecord, build_batch
+from kanal.v1.batch import encode_batch
 from kanal.v1.error import ErrorCode, KanalError, is_retriable
 from kanal.v1.partitioning import partition_for_key
 
@@ -92,7 +88,7 @@ class Producer:
     def __repr__(self) -> str:
         return f"<Producer {self.config.client_id} pid={self._producer_id} {self._accumulator!r}>"
 
-    def __enter__(self) -> Producer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -133,12 +129,11 @@ class Producer:
         if size > self._record_bytes_max:
             raise KanalError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"record of {size} bytes is over record_bytes_max ({self._record_bytes_max})")
-        record = NewRecord(value, key, int(time.time() * 1000) if timestamp is None else timestamp, headers)
-        batch, index, sealed = self._accumulator.append(topic, partition, record, size, self._max_block_s)
+        batch, index, sealed = self._accumulator.append(
+            topic, partition, value, key, int(time.time() * 1000) if timestamp is None else timestamp, headers, size,
+            self._max_block_s, on_delivery)
         if sealed and key is None and partition == self._sticky.get(topic):
             self._sticky[topic] = self._rng.randrange(count)  # sticky partitioner: move on once a batch is full
-        if on_delivery is not None:
-            batch.callbacks.append((index, on_delivery))
         return RecordFuture(batch, index)
 
     def _partition_count(self, topic: str) -> int:
@@ -257,17 +252,21 @@ class Producer:
                                lambda reply, error, e=endpoint, g=group: self._on_reply(reply, error, e, g))
 
     def _encode(self, batch: ProducerBatch) -> None:
+        """The batch's producer bytes, made on its first send (the records were encoded as they came)."""
         if batch.encoded is not None:
             return
+        n = batch.record_count
         if self.config.enable_idempotence:
             key = (batch.topic, batch.partition)
             batch.producer_id = self._producer_id
             batch.base_sequence = self._sequences[key]
-            self._sequences[key] = (batch.base_sequence + len(batch.records)) % (1 << 31)
-            batch.encoded = build_batch(batch.records, codec=self.config.codec, producer_id=self._producer_id,
-                                        producer_epoch=self._producer_epoch, base_sequence=batch.base_sequence)
-        else:
-            batch.encoded = build_batch(batch.records, codec=self.config.codec)
+            self._sequences[key] = (batch.base_sequence + n) % (1 << 31)
+        batch.encoded = encode_batch(
+            batch.record_list(), record_count=n, last_offset_delta=n - 1,
+            first_timestamp_ms=batch.first_timestamp_ms, max_timestamp_ms=batch.max_timestamp_ms,
+            codec=self.config.codec, producer_id=batch.producer_id,
+            producer_epoch=self._producer_epoch if self.config.enable_idempotence else 0,
+            base_sequence=batch.base_sequence if self.config.enable_idempotence else 0)
 
     def _on_reply(self, reply: broker_pb2.ProduceResponse | None, exc: grpc.RpcError | None, endpoint: str,
                   group: list[ProducerBatch]) -> None:

@@ -12,98 +12,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from kanal.v1.batch import NewRecord
+from kanal.clients.producer_batch import DeliveryCallback, ProducerBatch
 from kanal.v1.error import ErrorCode, KanalError
 
 TopicPartition = tuple[str, int]
-DeliveryCallback = Callable[[Any, "RecordMetadata | None"], None]  # (error or None, metadata or None)
-
-
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    """Where an acknowledged record landed."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-
-
-class ProducerBatch:
-    __slots__ = (
-        "attempts",
-        "base_offset",
-        "base_sequence",
-        "callbacks",
-        "created_s",
-        "deadline_s",
-        "done",
-        "encoded",
-        "error",
-        "partition",
-        "producer_id",
-        "records",
-        "retry_at_s",
-        "size_bytes",
-        "topic",
-    )
-
-    def __init__(self, topic: str, partition: int, created_s: float, deadline_s: float) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.records: list[NewRecord] = []
-        self.size_bytes = 0
-        self.created_s = created_s
-        self.callbacks: list[tuple[int, DeliveryCallback]] = []
-        self.done = threading.Event()
-        self.base_offset = -1
-        self.error: KanalError | None = None
-        self.encoded: bytes | None = None  # encoded once, on first send; retries resend the same bytes
-        self.base_sequence = -1
-        self.producer_id = 0
-        self.attempts = 0
-        self.retry_at_s = 0.0
-        self.deadline_s = deadline_s
-
-    def __repr__(self) -> str:
-        return (f"<ProducerBatch {self.topic}-{self.partition} records={len(self.records)} "
-                f"bytes={self.size_bytes} attempts={self.attempts}>")
-
-    def complete(self, base_offset: int, error: KanalError | None) -> None:
-        self.base_offset = base_offset
-        self.error = error
-        self.done.set()
-        for index, callback in self.callbacks:
-            meta = None if error else RecordMetadata(self.topic, self.partition, base_offset + index,
-                                                     self.records[index].timestamp_ms)
-            callback(error, meta)
-
-
-class RecordFuture:
-    """The outcome of one produce() call; cheap (two slots), resolved when its batch is acknowledged."""
-
-    __slots__ = ("_batch", "_index")
-
-    def __init__(self, batch: ProducerBatch, index: int) -> None:
-        self._batch = batch
-        self._index = index
-
-    def done(self) -> bool:
-        return self._batch.done.is_set()
-
-    def result(self, timeout: float | None = None) -> RecordMetadata:
-        """Wait for the acknowledgement; raises the KanalError the batch failed with."""
-        if not self._batch.done.wait(timeout):
-            raise KanalError(ErrorCode.REQUEST_TIMED_OUT, "the record was not acknowledged in time")
-        batch = self._batch
-        if batch.error is not None:
-            raise batch.error
-        return RecordMetadata(batch.topic, batch.partition, batch.base_offset + self._index,
-                              batch.records[self._index].timestamp_ms)
 
 
 class RecordAccumulator:
@@ -127,36 +41,42 @@ class RecordAccumulator:
         return (f"<RecordAccumulator open={len(self._open)} sealed={sum(map(len, self._sealed.values()))} "
                 f"in_flight={len(self._in_flight)} buffered={self._buffered}>")
 
-    def append(self, topic: str, partition: int, record: NewRecord, size: int, max_block_s: float
-               ) -> tuple[ProducerBatch, int, bool]:
-        """Add a record; returns its batch, its index there, and whether that batch was just sealed."""
+    def append(self, topic: str, partition: int, value: bytes | None, key: bytes | None, timestamp_ms: int,
+               headers: Sequence[tuple[str, bytes | None]], size: int, max_block_s: float,
+               on_delivery: DeliveryCallback | None = None) -> tuple[ProducerBatch, int, bool]:
+        """Add a record (encoded into its partition's open batch at once); returns its batch, its index
+        there, and whether that batch was just sealed. `on_delivery` is registered before the batch can
+        be sent, so it is called however fast the batch completes."""
         with self._lock:
             if self._buffered + size > self._buffer_max:  # rare: only then is back-pressure worked out
                 deadline = time.monotonic() + max_block_s
                 while self._buffered + size > self._buffer_max:
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0 or not self._space.wait(remaining):
-                        if self._buffered + size > self._buffer_max:
-                            raise KanalError(ErrorCode.REQUEST_TIMED_OUT,
-                                             f"buffer_memory_bytes ({self._buffer_max}) stayed full for "
-                                             f"{max_block_s * 1000:.0f} ms")
-            now = time.monotonic()
-            key = (topic, partition)
-            batch = self._open.get(key)
-            if batch is None:
-                batch = self._open[key] = ProducerBatch(topic, partition, now, now + self._delivery_timeout_s)
+                    timed_out = remaining <= 0 or not self._space.wait(remaining)
+                    if timed_out and self._buffered + size > self._buffer_max:
+                        raise KanalError(ErrorCode.REQUEST_TIMED_OUT,
+                                         f"buffer_memory_bytes ({self._buffer_max}) stayed full for "
+                                         f"{max_block_s * 1000:.0f} ms")
+            tp = (topic, partition)
+            batch = self._open.get(tp)
+            if batch is not None:
+                index = batch.append(value, key, timestamp_ms, headers)
+            else:
+                now = time.monotonic()
+                batch = ProducerBatch(topic, partition, now, now + self._delivery_timeout_s)
+                index = batch.append(value, key, timestamp_ms, headers)  # a bad record leaves no empty batch
+                self._open[tp] = batch
                 self._unfinished += 1
-            index = len(batch.records)
-            batch.records.append(record)
+                self.wakeup.notify()  # the sender must learn the new linger deadline
+            if on_delivery is not None:
+                batch.callbacks.append((index, on_delivery))
             batch.size_bytes += size
             self._buffered += size
-            sealed = batch.size_bytes >= self._batch_size
-            if sealed:
-                self._seal(key, batch)
-                self.wakeup.notify()
-            elif index == 0:
-                self.wakeup.notify()  # the sender must learn the new linger deadline
-            return batch, index, sealed
+            if batch.size_bytes < self._batch_size:
+                return batch, index, False
+            self._seal(tp, batch)
+            self.wakeup.notify()
+            return batch, index, True
 
     def _seal(self, key: TopicPartition, batch: ProducerBatch) -> None:
         del self._open[key]

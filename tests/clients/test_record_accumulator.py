@@ -5,14 +5,17 @@ from __future__ import annotations
 import pytest
 
 from kanal.clients.record_accumulator import RecordAccumulator
-from kanal.v1.batch import NewRecord
 from kanal.v1.error import ErrorCode, KanalError
 
 
 def acc(**kw) -> RecordAccumulator:
-    settings = dict(batch_size_bytes=1000, linger_ms=5, buffer_memory_bytes=10_000, delivery_timeout_ms=60_000)
+    settings = {"batch_size_bytes": 1000, "linger_ms": 5, "buffer_memory_bytes": 10_000, "delivery_timeout_ms": 60_000}
     settings.update(kw)
     return RecordAccumulator(**settings)
+
+
+def put(a: RecordAccumulator, value: bytes, size: int, partition: int = 0, max_block_s: float = 1.0):
+    return a.append("t", partition, value, None, 0, (), size, max_block_s)
 
 
 def always(_key) -> bool:
@@ -21,7 +24,7 @@ def always(_key) -> bool:
 
 def test_a_batch_waits_for_linger_then_goes():
     a = acc()
-    batch, index, sealed = a.append("t", 0, NewRecord(b"x"), 10, 1.0)
+    batch, index, sealed = put(a, b"x", 10, 0, 1.0)
     assert (index, sealed) == (0, False)
     out, sleep_s = a.drain(batch.created_s + 0.001, always)
     assert out == [] and 0 < sleep_s <= 0.005
@@ -32,32 +35,32 @@ def test_a_batch_waits_for_linger_then_goes():
 def test_a_full_batch_is_sealed_at_once():
     a = acc(linger_ms=10_000)
     for i in range(10):
-        batch, _, sealed = a.append("t", 0, NewRecord(b"x"), 100, 1.0)
+        batch, _, sealed = put(a, b"x", 100, 0, 1.0)
     assert sealed
     out, _ = a.drain(batch.created_s, always)
-    assert out == [batch] and len(batch.records) == 10
+    assert out == [batch] and batch.record_count == 10
 
 
 def test_records_behind_an_in_flight_batch_gather_into_one_batch():
     # With linger 0, a steady stream must not become one batch (one round trip) per record.
     a = acc(linger_ms=0)
-    first, _, _ = a.append("t", 0, NewRecord(b"a"), 10, 1.0)
+    first, _, _ = put(a, b"a", 10, 0, 1.0)
     out, _ = a.drain(first.created_s, always)
     assert out == [first]
     for _ in range(5):
-        a.append("t", 0, NewRecord(b"b"), 10, 1.0)
+        put(a, b"b", 10, 0, 1.0)
         assert a.drain(first.created_s + 1, always)[0] == []  # partition busy: nothing goes, nothing seals
     first.complete(0, None)
     a.completed(first)
     out, _ = a.drain(first.created_s + 1, always)
-    assert len(out) == 1 and len(out[0].records) == 5
+    assert len(out) == 1 and out[0].record_count == 5
 
 
 def test_a_retried_batch_goes_before_later_ones_of_its_partition():
     a = acc(linger_ms=0)
-    first, _, _ = a.append("t", 0, NewRecord(b"1"), 10, 1.0)
+    first, _, _ = put(a, b"1", 10, 0, 1.0)
     out, _ = a.drain(first.created_s, always)
-    a.append("t", 0, NewRecord(b"2"), 10, 1.0)
+    put(a, b"2", 10, 0, 1.0)
     a.requeue(first, retry_at_s=first.created_s + 0.1)
     assert a.drain(first.created_s + 0.05, always)[0] == []  # backing off; the later batch waits too
     out, _ = a.drain(first.created_s + 0.2, always)
@@ -66,7 +69,28 @@ def test_a_retried_batch_goes_before_later_ones_of_its_partition():
 
 def test_buffer_memory_blocks_then_times_out():
     a = acc(buffer_memory_bytes=1000, batch_size_bytes=1000)
-    a.append("t", 0, NewRecord(b"x"), 900, 1.0)
+    put(a, b"x", 900, 0, 1.0)
     with pytest.raises(KanalError) as err:
-        a.append("t", 1, NewRecord(b"y"), 200, 0.01)
+        put(a, b"y", 200, 1, 0.01)
     assert err.value.code == ErrorCode.REQUEST_TIMED_OUT
+
+
+def test_a_callback_is_registered_before_its_batch_can_be_sent():
+    # Registered under the accumulator's lock: a batch acknowledged at once still calls every callback.
+    a = acc(linger_ms=0, batch_size_bytes=10)
+    seen = []
+    batch, index, sealed = a.append("t", 0, b"v", None, 7, (), 10, 1.0, lambda err, meta: seen.append((err, meta)))
+    assert sealed and index == 0
+    out, _ = a.drain(batch.created_s, always)
+    assert out == [batch]
+    batch.complete(41, None)
+    a.completed(batch)
+    assert [(err, meta.offset, meta.timestamp_ms) for err, meta in seen] == [(None, 41, 7)]
+
+
+def test_a_record_with_bad_headers_leaves_no_empty_batch():
+    a = acc()
+    with pytest.raises(TypeError):
+        a.append("t", 0, b"v", None, 0, [("k", "a str, not bytes")], 10, 1.0)
+    assert a.unfinished == 0
+    assert a.drain(1e9, always)[0] == []
