@@ -130,7 +130,7 @@ class Producer:
             raise KanalError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"record of {size} bytes is over record_bytes_max ({self._record_bytes_max})")
         batch, index, sealed = self._accumulator.append(
-            topic, partition, value, key, int(time.time() * 1000) if timestamp is None else timestamp, headers, size,
+            topic, partition, value, key, time.time_ns() // 1_000_000 if timestamp is None else timestamp, headers, size,
             self._max_block_s, on_delivery)
         if sealed and key is None and partition == self._sticky.get(topic):
             self._sticky[topic] = self._rng.randrange(count)  # sticky partitioner: move on once a batch is full

@@ -32,6 +32,7 @@ _TABLE_MAX = len(_SMALL_VARINTS)
 _RECORD_PREFIX = [b"\x0a" + v for v in _SMALL_VARINTS]
 _OFFSET_DELTA_FIELD = [b""] + [b"\x08" + v for v in _SMALL_VARINTS[1:]]  # 0 is the default: left out
 _VALUE_PREFIX = [b"\x22" + v for v in _SMALL_VARINTS]
+_TIMESTAMP_DELTA_FIELD = [b""] + [b"\x10" + v for v in _SMALL_VARINTS[1:]]  # field 2, zigzag varint
 
 
 def _headers_field(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
@@ -112,7 +113,7 @@ class ProducerBatch:
             ts_delta = timestamp_ms - self.first_timestamp_ms
             if ts_delta:
                 zigzag = (ts_delta << 1) ^ (ts_delta >> 63)
-                head += b"\x10" + (_SMALL_VARINTS[zigzag] if zigzag < _TABLE_MAX else _varint(zigzag))
+                head += _TIMESTAMP_DELTA_FIELD[zigzag] if zigzag < _TABLE_MAX else b"\x10" + _varint(zigzag)
             if timestamp_ms > self.max_timestamp_ms:  # noqa: PLR1730 -- a compare is 3x cheaper than max()
                 self.max_timestamp_ms = timestamp_ms
         else:
