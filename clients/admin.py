@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Self
 
 import grpc
 
 from kanal.clients.cluster_metadata import ClusterMetadata, PartitionInfo
+from kanal.clients.group_membership import GroupMembership
 from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -29,12 +31,23 @@ class TopicDescription:
     configs: dict[str, str]
 
 
+@dataclass(frozen=True)
+class GroupInfo:
+    group_id: str
+    state: str
+    protocol: str
+    generation: int
+    coordinator: int  # broker id
+    members: list[broker_pb2.GroupMemberDescription]
+    offsets: list[broker_pb2.PartitionLag]  # committed offset, log end (high-water mark) and lag per partition
+
+
 class Admin:
     def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000) -> None:
         self._metadata = ClusterMetadata(bootstrap, request_timeout_ms=request_timeout_ms)
         self._timeout_s = request_timeout_ms / 1000
 
-    def __enter__(self) -> Admin:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -118,6 +131,85 @@ class Admin:
         reply = self._call("DescribeClientQuotas", admin_pb2.DescribeClientQuotasRequest(
             entity_type=entity_type, entity_name=entity_name))
         return {(e.entity.entity_type, e.entity.entity_name): {v.key: v.value for v in e.values} for e in reply.entries}
+
+    # ---- consumer groups ----
+
+    def list_groups(self) -> dict[str, str]:
+        """Every group of the cluster -> its state (each broker lists the groups it coordinates)."""
+        groups: dict[str, str] = {}
+        for endpoint in sorted(self._metadata.refresh().brokers.values()):
+            try:
+                reply = self._metadata.stub(endpoint).ListGroups(broker_pb2.ListGroupsRequest(), timeout=self._timeout_s)
+            except grpc.RpcError as exc:
+                raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {endpoint}: {exc.code().name}") from None
+            groups.update({g.group_id: g.state for g in reply.groups})
+        return dict(sorted(groups.items()))
+
+    def _group(self, group_id: str) -> GroupMembership:
+        return GroupMembership.for_admin(self._metadata, group_id, int(self._timeout_s * 1000))
+
+    def describe_group(self, group_id: str) -> GroupInfo:
+        """Members, assignments, committed offsets, log end offsets and lag (computed by the coordinator)."""
+        handle = self._group(group_id)
+        reply = handle.call("DescribeGroups", broker_pb2.DescribeGroupsRequest(group_ids=[group_id])).groups[0]
+        _raise_for(reply.error, f"group {group_id!r}")
+        return GroupInfo(group_id, reply.state, reply.protocol_name, reply.generation_id, handle.coordinator_id,
+                         list(reply.members), sorted(reply.offsets, key=lambda o: (o.topic, o.partition)))
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete an empty group and its committed offsets (NON_EMPTY_GROUP while it has members)."""
+        reply = self._group(group_id).call("DeleteGroups", broker_pb2.DeleteGroupsRequest(group_ids=[group_id]))
+        _raise_for(reply.results[0].error, f"deleting group {group_id!r}")
+
+    def group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        return self._group(group_id).committed()
+
+    def reset_group_offsets(self, group_id: str, topic: str, *, to: str, value: int = 0,
+                            execute: bool = False) -> dict[tuple[str, int], int]:
+        """New committed offsets for every partition of `topic`: to="earliest" | "latest" | "offset" (value)
+        | "shift" (committed + value, clamped to the log) | "datetime" (value: ms since the epoch). Only
+        with execute=True are they committed — the group must have no members then, as in Kafka."""
+        if to not in ("earliest", "latest", "offset", "shift", "datetime"):
+            raise KanalError(ErrorCode.INVALID_REQUEST, f"unknown reset target {to!r}")
+        partitions = [p.partition for p in self._metadata.partitions(topic)]
+        earliest = self._list_offsets(topic, partitions, -2)
+        latest = self._list_offsets(topic, partitions, -1)
+        current = self.group_offsets(group_id) if to == "shift" else {}
+        plan = {}
+        for p in partitions:
+            if to == "earliest":
+                target = earliest[p]
+            elif to == "latest":
+                target = latest[p]
+            elif to == "offset":
+                target = value
+            elif to == "datetime":
+                found = self._list_offsets(topic, [p], value)[p]
+                target = found if found >= 0 else latest[p]
+            else:
+                base = current.get((topic, p), -1)
+                target = (base if base >= 0 else earliest[p]) + value
+            plan[(topic, p)] = min(max(target, earliest[p]), latest[p])
+        if execute:
+            handle = self._group(group_id)
+            handle.commit(plan, as_member=False)
+        return plan
+
+    def _list_offsets(self, topic: str, partitions: list[int], timestamp_ms: int) -> dict[int, int]:
+        out = {}
+        for p in partitions:
+            request = broker_pb2.ListOffsetsRequest()
+            request.topics.add(topic=topic).partitions.add(partition=p, timestamp_ms=timestamp_ms)
+            endpoint = self._metadata.leader_endpoint(topic, p)
+            if endpoint is None:
+                raise KanalError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{p} has no leader")
+            try:
+                answer = self._metadata.stub(endpoint).ListOffsets(request, timeout=self._timeout_s).topics[0].partitions[0]
+            except grpc.RpcError as exc:
+                raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"{endpoint}: {exc.code().name}") from None
+            _raise_for(answer.error, f"offsets of {topic}-{p}")
+            out[p] = answer.offset
+        return out
 
     # ---- cluster ----
 

@@ -54,7 +54,14 @@ class GroupMembership:
         self.generation = -1
         self.protocol = ""
         self._coordinator: str | None = None
+        self.coordinator_id = -1
         self._lock = threading.Lock()  # one coordinator call at a time keeps member id and generation coherent
+
+    @classmethod
+    def for_admin(cls, metadata: ClusterMetadata, group_id: str, request_timeout_ms: int) -> GroupMembership:
+        """A handle for calls about a group from outside it (describe, offsets, delete)."""
+        return cls(metadata, group_id=group_id, group_instance_id="", client_id="kanal-admin",
+                   session_timeout_ms=1, rebalance_timeout_ms=1, assignors=(), request_timeout_ms=request_timeout_ms)
 
     def __repr__(self) -> str:
         return (f"<GroupMembership {self.group_id} member={self.member_id or '-'} gen={self.generation} "
@@ -78,6 +85,7 @@ class GroupMembership:
                 reply = None
             if reply is not None and reply.error == ErrorCode.NONE:
                 self._coordinator = reply.endpoint
+                self.coordinator_id = reply.node_id
                 break
             if reply is not None and reply.error not in _COORDINATOR_ERRORS:
                 raise KanalError(reply.error, reply.error_message)
@@ -98,10 +106,11 @@ class GroupMembership:
                 self._coordinator = None
                 self._wait_or_raise(deadline, method, f"{endpoint}: {exc.code().name}")
                 continue
-            if reply.error in _COORDINATOR_ERRORS:
-                if reply.error != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            error = _call_error(reply)
+            if error in _COORDINATOR_ERRORS:
+                if error != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                     self._coordinator = None
-                self._wait_or_raise(deadline, method, reply.error_message)
+                self._wait_or_raise(deadline, method, ErrorCode.Name(error))
                 continue
             return reply
 
@@ -119,9 +128,11 @@ class GroupMembership:
         REJOIN_ERRORS code when the group moved on meanwhile (call again), FENCED_INSTANCE_ID when
         another instance took this static membership."""
         with self._lock:
+            # Only cooperative assignors need what the member owns and since when; eager subscriptions stay
+            # identical across restarts, so a restarted static member rejoins without a rebalance.
             protocols = [broker_pb2.GroupProtocol(name=a.name, metadata=encode_subscription(
-                topics, owned if a.rebalance_protocol == "cooperative" else (), generation=self.generation))
-                for a in self.assignors]
+                topics, owned, generation=self.generation) if a.rebalance_protocol == "cooperative"
+                else encode_subscription(topics)) for a in self.assignors]
             wait_s = self.rebalance_timeout_ms / 1000 + self.request_timeout_s
             while True:
                 request = broker_pb2.JoinGroupRequest(
@@ -237,3 +248,13 @@ class GroupMembership:
         if reply.error:
             raise KanalError(reply.error, reply.error_message)
         return {(o.topic, o.partition): o.offset for o in reply.offsets}
+
+
+def _call_error(reply) -> int:
+    """The error that decides whether to retry elsewhere: the reply's own, or for the per-group admin calls
+    (always about one group here) that group's."""
+    if isinstance(reply, broker_pb2.DescribeGroupsResponse):
+        return reply.groups[0].error if reply.groups else ErrorCode.NONE
+    if isinstance(reply, broker_pb2.DeleteGroupsResponse):
+        return reply.results[0].error if reply.results else ErrorCode.NONE
+    return reply.error

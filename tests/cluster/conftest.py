@@ -14,7 +14,9 @@ from kanal.v1.error import ErrorCode, KanalError
 
 # Short timeouts so failures are detected in about a second, not Kafka's production 9-30 s.
 CONTROLLER_FLAGS = ["--session-timeout-ms", "2000"]
-BROKER_FLAGS = ["--heartbeat-interval-ms", "200", "--replica-lag-ms-max", "1500", "--replica-fetch-wait-ms-max", "200"]
+BROKER_FLAGS = ["--heartbeat-interval-ms", "200", "--replica-lag-ms-max", "1500", "--replica-fetch-wait-ms-max", "200",
+                "--group-session-timeout-ms-min", "200", "--group-initial-rebalance-delay-ms", "100",
+                "--offsets-topic-partitions", "10"]
 
 
 def wait_until(condition: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05):
