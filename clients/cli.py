@@ -1,4 +1,4 @@
-"""The `kanal` client commands: topics, produce, consume, cluster, configs, quotas, perf.
+"""The `kanal` client commands: topics, produce, consume, groups, cluster, configs, quotas, perf.
 
 Every command takes --bootstrap HOST:PORT[,...]; without it, $KANAL_BOOTSTRAP, else the cluster that
 `kanal dev` is running (it writes its address to ~/.kanal/dev.json). Describe and list commands print
@@ -19,7 +19,7 @@ from kanal.clients.admin import BROKER, TOPIC, Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
-from kanal.v1.error import KanalError
+from kanal.v1.error import ErrorCode, KanalError
 
 DEV_STATE = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal")) / "dev.json"
 
@@ -139,18 +139,24 @@ def produce(args) -> int:
 
 
 def consume(args) -> int:
-    if args.group:
-        raise KanalError(2, "--group needs consumer groups, which this kanal does not have yet; "
-                            "consume without --group (by hand) for now")
+    """Print records. Without --group: partitions by hand, from --offset / --from-timestamp /
+    --from-beginning / the end. With --group: as a member of that group, from its committed offsets
+    (--from-beginning only decides where partitions without one start), committing what was printed."""
     with Admin(_bootstrap(args)) as admin:
         partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
-    if args.partition is not None:
-        partitions = [args.partition]
-    config = ConsumerConfig(bootstrap=_bootstrap(args), auto_offset_reset="earliest" if args.from_beginning else "latest")
-    consumer = Consumer(config)
-    seen = 0
-    idle_deadline = time.monotonic() + args.timeout_s if args.timeout_s else None
-    try:
+    reset = "earliest" if args.from_beginning else "latest"
+    if args.group:
+        if args.partition is not None or args.offset is not None or args.from_timestamp is not None:
+            raise KanalError(ErrorCode.INVALID_REQUEST, "--group assigns partitions itself: --partition, --offset "
+                                                        "and --from-timestamp do not apply")
+        # Commits are explicit: exactly what was printed, so --max-messages leaves the rest for the group.
+        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), auto_offset_reset=reset, group_id=args.group,
+                                           enable_auto_commit=False, client_id="kanal-console-consumer"))
+        consumer.subscribe([args.topic])
+    else:
+        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), auto_offset_reset=reset))
+        if args.partition is not None:
+            partitions = [args.partition]
         consumer.assign([(args.topic, p) for p in partitions])
         for p in partitions:
             tp = (args.topic, p)
@@ -160,6 +166,10 @@ def consume(args) -> int:
                 consumer.seek_to_timestamp(tp, args.from_timestamp)
             elif args.from_beginning:
                 consumer.seek_to_beginning([tp])
+    seen = 0
+    printed: dict[tuple[str, int], int] = {}
+    idle_deadline = time.monotonic() + args.timeout_s if args.timeout_s else None
+    try:
         while args.max_messages is None or seen < args.max_messages:
             records = consumer.poll(0.5)
             if not records:
@@ -172,17 +182,82 @@ def consume(args) -> int:
                 if args.max_messages is not None and seen >= args.max_messages:
                     break
                 seen += 1
-                if args.output == "json":
-                    print(json.dumps({"topic": r.topic, "partition": r.partition, "offset": r.offset,
-                                      "timestamp": r.timestamp_ms, "key": _text(r.key), "value": _text(r.value),
-                                      "headers": {k: _text(v) for k, v in r.headers}}), flush=True)
-                else:
-                    key = "" if r.key is None else _text(r.key) + (args.key_separator or "\t")
-                    print(f"{key if args.print_key else ''}{_text(r.value)}", flush=True)
+                _print_record(args, r)
+                printed[(r.topic, r.partition)] = r.offset + 1
+            if args.group and printed:
+                consumer.commit(dict(printed))
     except KeyboardInterrupt:
         pass
     finally:
         consumer.close()
+    return 0
+
+
+def _print_record(args, r) -> None:
+    if args.output == "json":
+        print(json.dumps({"topic": r.topic, "partition": r.partition, "offset": r.offset,
+                          "timestamp": r.timestamp_ms, "key": _text(r.key), "value": _text(r.value),
+                          "headers": {k: _text(v) for k, v in r.headers}}), flush=True)
+    else:
+        key = "" if r.key is None else _text(r.key) + (args.key_separator or "\t")
+        print(f"{key if args.print_key else ''}{_text(r.value)}", flush=True)
+
+
+# ---- groups ----
+
+def groups_list(args) -> int:
+    with Admin(_bootstrap(args)) as admin:
+        groups = admin.list_groups()
+    _print(args, [f"{g}\t{state}" for g, state in groups.items()], [{"group": g, "state": s} for g, s in groups.items()])
+    return 0
+
+
+def groups_describe(args) -> int:
+    with Admin(_bootstrap(args)) as admin:
+        info = admin.describe_group(args.group)
+    owner = {(t.topic, p): m.member_id for m in info.members for t in m.assignment.partitions for p in t.partitions}
+    data = {"group": info.group_id, "state": info.state, "protocol": info.protocol, "generation": info.generation,
+            "coordinator": info.coordinator,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                         "host": m.client_host,
+                         "partitions": [[t.topic, p] for t in m.assignment.partitions for p in t.partitions]}
+                        for m in info.members],
+            "offsets": [{"topic": o.topic, "partition": o.partition, "committed_offset": o.committed_offset,
+                         "log_end_offset": o.log_end_offset, "lag": o.lag,
+                         "member_id": owner.get((o.topic, o.partition), "")} for o in info.offsets]}
+    lines = [f"group {info.group_id}: {info.state}, protocol {info.protocol or '-'}, generation {info.generation}, "
+             f"coordinator broker {info.coordinator}, {len(info.members)} members",
+             f"{'TOPIC':<24} {'PARTITION':>9} {'COMMITTED':>10} {'LOG-END':>10} {'LAG':>8}  MEMBER"]
+    lines += [f"{o['topic']:<24} {o['partition']:>9} {o['committed_offset']:>10} {o['log_end_offset']:>10} "
+              f"{o['lag']:>8}  {o['member_id'] or '-'}" for o in data["offsets"]]
+    _print(args, lines, data)
+    return 0
+
+
+def groups_reset_offsets(args) -> int:
+    if args.to_earliest:
+        to, value = "earliest", 0
+    elif args.to_latest:
+        to, value = "latest", 0
+    elif args.to_offset is not None:
+        to, value = "offset", args.to_offset
+    elif args.shift_by is not None:
+        to, value = "shift", args.shift_by
+    else:
+        to, value = "datetime", args.to_datetime
+    with Admin(_bootstrap(args)) as admin:
+        plan = admin.reset_group_offsets(args.group, args.topic, to=to, value=value, execute=args.execute)
+    verb = "reset" if args.execute else "would reset (dry run; add --execute)"
+    _print(args, [f"{verb} {args.group} {t}-{p} to {o}" for (t, p), o in sorted(plan.items())],
+           {"group": args.group, "executed": args.execute,
+            "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(plan.items())]})
+    return 0
+
+
+def groups_delete(args) -> int:
+    with Admin(_bootstrap(args)) as admin:
+        admin.delete_group(args.group)
+    print(f"deleted group {args.group}")
     return 0
 
 
@@ -355,6 +430,28 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--key-separator", default="\t")
     c.add_argument("--timeout-s", type=float, default=None, help="stop after this long without records")
     c.set_defaults(func=consume)
+
+    groups = sub.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups").add_subparsers(
+        dest="action", required=True)
+    c = groups.add_parser("list", parents=[common])
+    c.set_defaults(func=groups_list)
+    c = groups.add_parser("describe", parents=[common], help="members, assignments, committed offsets and lag")
+    c.add_argument("group")
+    c.set_defaults(func=groups_describe)
+    c = groups.add_parser("reset-offsets", parents=[common], help="move an empty group's committed offsets")
+    c.add_argument("group")
+    c.add_argument("--topic", required=True)
+    target = c.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true")
+    target.add_argument("--to-latest", action="store_true")
+    target.add_argument("--to-offset", type=int)
+    target.add_argument("--shift-by", type=int)
+    target.add_argument("--to-datetime", type=int, metavar="MS", help="milliseconds since the epoch")
+    c.add_argument("--execute", action="store_true", help="commit the new offsets (default: show them)")
+    c.set_defaults(func=groups_reset_offsets)
+    c = groups.add_parser("delete", parents=[common], help="delete an empty group and its offsets")
+    c.add_argument("group")
+    c.set_defaults(func=groups_delete)
 
     cluster = sub.add_parser("cluster", help="describe the cluster").add_subparsers(dest="action", required=True)
     c = cluster.add_parser("describe", parents=[common])

@@ -79,6 +79,38 @@ def test_cluster_and_configs(dev):
     assert configs["retention.ms"] == {"value": "1000", "default": False}
 
 
+def test_groups_consume_describe_reset_delete(dev):
+    env, _, _ = dev
+    kanal(env, "topics", "create", "cli-events", "--partitions", "2", "--replication-factor", "3")
+    kanal(env, "produce", "cli-events", "--key-separator", ":", stdin="".join(f"k{i}:e{i}\n" for i in range(20)))
+    # A group reads part of the topic; the next member of the same group goes on from the committed offsets.
+    first = kanal(env, "consume", "cli-events", "--group", "cli-g", "--from-beginning", "--max-messages", "8",
+                  "--output", "json").stdout.splitlines()
+    rest = kanal(env, "consume", "cli-events", "--group", "cli-g", "--from-beginning", "--max-messages", "12",
+                 "--output", "json").stdout.splitlines()
+    seen = [(r["partition"], r["offset"]) for r in map(json.loads, first + rest)]
+    assert len(seen) == len(set(seen)) == 20, "the group re-read or skipped records"
+    assert json.loads(kanal(env, "groups", "list", "--output", "json").stdout) == [{"group": "cli-g",
+                                                                                    "state": "Empty"}]
+    described = json.loads(kanal(env, "groups", "describe", "cli-g", "--output", "json").stdout)
+    assert described["state"] == "Empty" and described["members"] == []
+    assert sum(o["log_end_offset"] for o in described["offsets"]) == 20
+    assert all(o["lag"] == 0 and o["committed_offset"] == o["log_end_offset"] for o in described["offsets"])
+    # Reset: a dry run changes nothing; --execute moves the offsets; the lag shows it.
+    dry = json.loads(kanal(env, "groups", "reset-offsets", "cli-g", "--topic", "cli-events", "--to-earliest",
+                           "--output", "json").stdout)
+    assert not dry["executed"] and all(o["offset"] == 0 for o in dry["offsets"])
+    assert all(o["lag"] == 0 for o in json.loads(kanal(env, "groups", "describe", "cli-g", "--output",
+                                                       "json").stdout)["offsets"])
+    kanal(env, "groups", "reset-offsets", "cli-g", "--topic", "cli-events", "--shift-by", "-3", "--execute")
+    lag = [o["lag"] for o in json.loads(kanal(env, "groups", "describe", "cli-g", "--output", "json").stdout)["offsets"]]
+    assert lag == [3, 3]
+    kanal(env, "groups", "delete", "cli-g")
+    assert json.loads(kanal(env, "groups", "list", "--output", "json").stdout) == []
+    missing = kanal(env, "groups", "describe", "cli-g", check=False)
+    assert missing.returncode != 0 and "GROUP_ID_NOT_FOUND" in missing.stderr
+
+
 def test_errors_are_one_line_and_nonzero(dev):
     env, _, _ = dev
     for args in (("topics", "describe", "no-such-topic"),
