@@ -163,12 +163,14 @@ def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | N
     damage = pa.table({"damage": pa.array(corrupt, pa.string())})
     result.tables["damage"] = spark.createDataFrame(damage)
     result.tables["image_check"] = spark.createDataFrame(pa.table({
-        "controller": [c.endpoint for c in checks],
-        "reachable": [c.reachable for c in checks],
-        "equal": [c.equal for c in checks],
+        # Explicit types: with no controllers given the lists are empty, and a null-typed column has no
+        # Parquet form.
+        "controller": pa.array([c.endpoint for c in checks], pa.string()),
+        "reachable": pa.array([c.reachable for c in checks], pa.bool_()),
+        "equal": pa.array([c.equal for c in checks], pa.bool_()),
         "compared_at_offset": pa.array([c.compared_at_offset for c in checks], pa.int64()),
         "log_end_offset": pa.array([c.log_end_offset for c in checks], pa.int64()),
-        "in_memory_compared": [c.in_memory_compared for c in checks],
+        "in_memory_compared": pa.array([c.in_memory_compared for c in checks], pa.bool_()),
         "error": pa.array([c.error for c in checks], pa.string()),
         "differences": pa.array([c.differences for c in checks], pa.list_(pa.string())),
     }))
