@@ -361,3 +361,58 @@ def test_describe_shows_lag_and_the_coordinator_exports_it(cluster):
         return f'kanal_consumer_group_lag{{group="laggy",partition="1",topic="{topic}"}} 7.0' in text
 
     wait_until(exported, 30, "the lag gauge on the coordinator")
+
+
+def test_pattern_subscription_picks_up_new_topics_and_auto_commits(cluster):
+    create_topic(cluster, "groups-pat-a", partitions=2)
+    acked = produce(cluster, "groups-pat-a", 100, "a")
+    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, group_id="pattern", auto_offset_reset="earliest",
+                                       session_timeout_ms=3000, heartbeat_interval_ms=300, metadata_max_age_ms=200,
+                                       auto_commit_interval_ms=100))
+    got: dict[tuple[str, int, int], str] = {}
+
+    def poll_until(condition, what: str) -> None:
+        deadline = time.monotonic() + 60
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            for r in consumer.poll(0.1):
+                got[(r.topic, r.partition, r.offset)] = r.value.decode()
+
+    try:
+        consumer.subscribe(pattern=r"groups-pat-.*")
+        poll_until(lambda: len(got) == len(acked), "the first topic's records")
+        create_topic(cluster, "groups-pat-b", partitions=1)
+        acked_b = produce(cluster, "groups-pat-b", 50, "b")
+        poll_until(lambda: len(got) == len(acked) + len(acked_b), "the new topic's records")
+        assert consumer.subscription() == ["groups-pat-a", "groups-pat-b"]
+        assert {(t, p, o): v for (t, p, o), v in got.items() if t == "groups-pat-b"} == {
+            ("groups-pat-b", p, o): v for (p, o), v in acked_b.items()}
+        # Auto-commit (from poll) stores the positions without an explicit commit.
+        ends = {("groups-pat-a", p): max(o for q, o in acked if q == p) + 1 for p in range(2)}
+        poll_until(lambda: consumer.committed(list(ends)) == ends, "auto-commit of the positions")
+        # commit_async resolves once the offsets are stored.
+        consumer.commit_async({("groups-pat-b", 0): 1}).result(30)
+        assert consumer.committed([("groups-pat-b", 0)]) == {("groups-pat-b", 0): 1}
+    finally:
+        consumer.close()
+
+
+def test_member_that_stops_polling_leaves_the_group_and_rejoins_on_its_next_poll(cluster):
+    topic = "groups-slow"
+    create_topic(cluster, topic, partitions=2)
+    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, group_id="slow", session_timeout_ms=3000,
+                                       heartbeat_interval_ms=100, max_poll_interval_ms=1000))
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "never assigned"
+            consumer.poll(0.1)
+        with Admin(cluster.bootstrap) as admin:
+            # No poll() for longer than max_poll_interval_ms: the member leaves so others can take over.
+            wait_until(lambda: not admin.describe_group("slow").members, 30, "the slow member to leave")
+            consumer.poll(0.1)  # processing resumes: it rejoins
+            wait_until(lambda: len(admin.describe_group("slow").members) == 1, 30, "the member to rejoin")
+        assert consumer.assignment() == [(topic, 0), (topic, 1)]
+    finally:
+        consumer.close()
