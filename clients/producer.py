@@ -188,10 +188,13 @@ class Producer:
             self._sender_loop()
         except Exception as exc:  # a bug: fail every waiting record loudly instead of hanging them forever
             log.exception("the producer's sender thread failed")
-            self._closed = True
-            error = KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, f"the producer's sender failed: {exc!r}")
-            for batch in self._accumulator.abort_all(error):
-                self._finish(batch, -1, error)
+            self._fail_all(exc)
+
+    def _fail_all(self, exc: Exception) -> None:
+        self._closed = True
+        error = KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, f"the producer's sender failed: {exc!r}")
+        for batch in self._accumulator.abort_all(error):
+            self._finish(batch, -1, error)
 
     def _sender_loop(self) -> None:
         acc = self._accumulator
@@ -294,6 +297,22 @@ class Producer:
                 self._retry_or_fail(batch, error)
         if refresh:
             self._force_refresh()
+        elif self._running:
+            self._send_ready()
+
+    def _send_ready(self) -> None:
+        """Send what this reply made sendable (its partitions are free again) from the reply's own thread:
+        CallPool runs the next call on it, where the sender thread would cost two more thread hand-offs per
+        round trip (wake the sender, wake a pool thread). The sender thread still handles lingering,
+        retries and everything a reply does not start."""
+        try:
+            now = time.monotonic()
+            batches, _ = self._accumulator.drain(now, self._sendable)
+            if batches:
+                self._send(batches, now)
+        except Exception as exc:  # a bug, as in the sender: fail every waiting record loudly
+            log.exception("sending from a reply's thread failed")
+            self._fail_all(exc)
 
     def _force_refresh(self) -> None:
         self._last_refresh_s = 0.0
