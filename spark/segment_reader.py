@@ -1,10 +1,10 @@
 """SegmentReader: the stored batches of one segment file, read-only, with damage reported, not hidden.
 
-The file format is the storage package's (broker/storage/segment.py): concatenated log entries
-`<N u32 BE> <entry CRC u32 BE> <N bytes: stored batch>`. The walk is kanal.v1.batch.iter_entries with
-both CRCs and the header rules checked (the same walker the broker uses for replicated entries), over an
-mmap of the file: nothing is copied until a batch is parsed, and nothing is written (Log.open would
-recover, i.e. rewrite, a log that was not closed cleanly; a reader of a live or copied data dir must not).
+The file format and the checks are the storage package's: the walk is
+kanal.broker.storage.segment_walk (the one broker recovery and compaction use: both CRCs, header rules,
+offsets in order and inside the segment's range) over a read-only mmap of the file, so nothing is copied
+until a batch is parsed and nothing is ever written (Log.open would recover, i.e. rewrite, a log that was
+not closed cleanly; a reader of a live or copied data dir must not).
 
 Damage. A torn tail (a crash, or a live segment caught mid-write), a flipped bit or an out-of-order batch
 ends the walk of that file at the first bad entry: entry lengths are only trustworthy up to there, so no
@@ -17,12 +17,11 @@ because its neighbours are still located by sound entry headers.
 
 from __future__ import annotations
 
-import mmap
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kanal.v1.batch import CorruptEntry, Entry, iter_entries
+from kanal.broker.storage.segment_walk import mapped_segment_file, walk_segment
+from kanal.v1.batch import CorruptEntry, Entry
 from kanal.v1.error import ErrorCode, KanalError
 
 
@@ -60,43 +59,16 @@ class StoredEntry:
 
 def read_segment(path: str, base_offset: int) -> Iterator[StoredEntry | SegmentDamage]:
     """Every intact entry of the segment file at `path`, in order, then a SegmentDamage if the file does
-    not end on an intact entry. Offsets must increase and start at or after `base_offset`."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            return
-        mapped = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-    finally:
-        os.close(fd)
-    view = memoryview(mapped)
-    try:
-        yield from _walk(path, view, base_offset)
-    finally:
+    not end on an intact entry."""
+    with mapped_segment_file(path) as view:
+        expected = base_offset
         try:
-            view.release()
-            mapped.close()
-        except BufferError:
-            pass  # a consumer still holds a batch view; the map is freed with the last one
-
-
-def _walk(path: str, view: memoryview, base_offset: int) -> Iterator[StoredEntry | SegmentDamage]:
-    size = len(view)
-    expected = base_offset
-    position = 0
-    try:
-        for entry in iter_entries(view, verify_crc=True):
-            position = entry.position
-            stored = _located(entry)
-            if stored.base_offset < expected:
-                yield SegmentDamage(path, position, expected, size - position,
-                                    f"batch at offset {stored.base_offset} is out of order")
-                return
-            expected = stored.last_offset + 1
-            position = entry.position + entry.size
-            yield stored
-    except CorruptEntry as exc:
-        yield SegmentDamage(path, exc.position, expected, size - exc.position, _reason(exc))
+            for entry in walk_segment(view, base_offset):
+                stored = _located(entry)
+                expected = stored.last_offset + 1
+                yield stored
+        except CorruptEntry as exc:
+            yield SegmentDamage(path, exc.position, expected, len(view) - exc.position, _reason(exc))
 
 
 def _located(entry: Entry) -> StoredEntry:

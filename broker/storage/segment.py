@@ -22,6 +22,7 @@ from pathlib import Path
 from kanal.broker.storage.ids import FilePosition, Offset
 from kanal.broker.storage.index_file import IndexDamaged
 from kanal.broker.storage.offset_index import RELATIVE_OFFSET_MAX, OffsetIndex
+from kanal.broker.storage.segment_walk import mapped_segment, walk_segment
 from kanal.broker.storage.time_index import TimeIndex
 from kanal.v1.batch import (
     BROKER_SUFFIX_BYTES,
@@ -30,8 +31,6 @@ from kanal.v1.batch import (
     BatchHeader,
     CorruptEntry,
     SuffixFields,
-    check_scanned,
-    entry_crc,
     parse_broker_suffix,
     scan_batch,
 )
@@ -218,32 +217,13 @@ class LogSegment:
             end += location.size
         return self.read_bytes(first.position, end - first.position)
 
-    def verified_entries(self, start: FilePosition = _FILE_START) -> Iterator[RecoveredEntry]:
-        """Entries from `start`, each fully checked (entry CRC, producer CRC, header rules, offsets in
-        order and inside the segment's range). Raises CorruptEntry at the first bad one."""
-        position = start
-        expected_min = self.base_offset
-        while position < self.size:
-            location = self.location_at(FilePosition(position))
-            body = self.read_bytes(position + ENTRY_HEADER_BYTES, location.size - ENTRY_HEADER_BYTES)
-            _length, crc = ENTRY_HEADER.unpack(self.read_bytes(position, ENTRY_HEADER_BYTES))
-            try:
-                header = scan_batch(body)
-                if entry_crc(header, [body]) != crc:
-                    raise CorruptEntry(position, "entry CRC does not match")
-                check_scanned(header, body)
-            except CorruptEntry:
-                raise
-            except KanalError as exc:
-                raise CorruptEntry(position, exc.message) from None
-            # Offsets must move forward and stay inside the segment: a batch that breaks this was not
-            # written by this log (or its suffix was damaged in a way the CRC happens not to see).
-            suffix = location.suffix
-            if suffix.base_offset < expected_min or suffix.last_offset - self.base_offset > RELATIVE_OFFSET_MAX:
-                raise CorruptEntry(position, f"batch offset {suffix.base_offset} is out of order")
-            expected_min = suffix.last_offset + 1
-            yield RecoveredEntry(location, header)
-            position += location.size
+    def verified_entries(self) -> Iterator[RecoveredEntry]:
+        """Every entry, fully checked by the one segment walk (segment_walk.py: both CRCs, header rules,
+        offsets in order and inside the segment's range). Raises CorruptEntry at the first bad one."""
+        with mapped_segment(self._fd, self.size) as view:
+            for entry in walk_segment(view, self.base_offset):
+                location = EntryLocation(FilePosition(entry.position), entry.size, entry.suffix)
+                yield RecoveredEntry(location, entry.header)
 
     # ---- recovery ----
 

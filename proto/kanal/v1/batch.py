@@ -407,11 +407,13 @@ def frame_entry(stored: bytes) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One log entry inside a buffer: where it starts, how long it is, and its stored batch."""
+    """One log entry inside a buffer: where it starts, how long it is, and its stored batch (with its
+    scanned header when the walk checked it)."""
 
     position: int
     size: int
     batch: memoryview
+    header: BatchHeader | None = None
 
     @property
     def suffix(self) -> SuffixFields:
@@ -432,6 +434,7 @@ def iter_entries(buf: bytes | memoryview, *, verify_crc: bool = True) -> Iterato
         if length < BROKER_SUFFIX_BYTES or pos + ENTRY_HEADER_BYTES + length > end:
             raise CorruptEntry(pos, f"entry length {length} does not fit the {end - pos} bytes left")
         body = view[pos + ENTRY_HEADER_BYTES : pos + ENTRY_HEADER_BYTES + length]
+        header = None
         if verify_crc:
             try:
                 header = scan_batch(body)
@@ -442,7 +445,7 @@ def iter_entries(buf: bytes | memoryview, *, verify_crc: bool = True) -> Iterato
                 raise
             except KanalError as exc:
                 raise CorruptEntry(pos, exc.message) from None
-        yield Entry(pos, ENTRY_HEADER_BYTES + length, body)
+        yield Entry(pos, ENTRY_HEADER_BYTES + length, body, header)
         pos += ENTRY_HEADER_BYTES + length
 
 
