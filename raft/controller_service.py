@@ -8,7 +8,8 @@ Who answers what:
 - Admin writes (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, AlterClientQuotas) reaching a
   standby are forwarded to the active controller, so a tool may use any controller; their replies have
   no field to name the active controller. A forwarded call is not forwarded again.
-- Reads (FetchMetadata, DescribeConfigs, DescribeClientQuotas, DescribeCluster, DescribeQuorum) are
+- Reads (FetchMetadata, DescribeConfigs, DescribeClientQuotas, DescribeCluster, DescribeQuorum,
+  DescribeMetadataImage) are
   answered by any controller from its own committed state, which may trail the active controller's by
   the few milliseconds it takes an entry to apply there.
 
@@ -45,6 +46,7 @@ from kanal.metadata import (
     describe_brokers,
     describe_client_quotas,
     describe_configs,
+    image_to_snapshot,
 )
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.controller_config import ControllerConfig
@@ -260,6 +262,10 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             brokers=self._store.read(describe_brokers),
             quorum=self._quorum_status().describe(self._store.durable_end_offset),
         )
+
+    @_rpc
+    def DescribeMetadataImage(self, request, context):
+        return controller_pb2.DescribeMetadataImageResponse(snapshot=self._store.read(image_to_snapshot))
 
     # -- helpers -----------------------------------------------------------------------------------
 

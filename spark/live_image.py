@@ -6,10 +6,9 @@ Two comparisons per reachable controller, both through canonical forms:
    applied with kanal.metadata.apply_batch up to the offset the replay reached, and compared with the
    replayed image through the snapshot form (image_diff.py). This catches a data dir copy that is
    damaged, stale or from another cluster.
-2. Its in-memory image, read with the controller's own read functions: DescribeCluster answers with
-   `describe_brokers(image)`, DescribeConfigs with `describe_configs(image, request)`. The same functions
-   run on the replayed image must give the same messages. Compared only when the controller's durable log
-   ends where the replay ended (a live cluster may have moved on).
+2. Its committed in-memory image, read with DescribeMetadataImage (the image in its snapshot form), and
+   compared with the replayed image the same way. Compared only when it holds exactly the records the
+   replay holds (a live cluster may have moved on).
 
 spark/ may import kanal.v1 (stubs included) but never kanal.clients or kanal.raft, so this speaks gRPC
 directly. Controllers are reached on the endpoints given; network errors are reported, not raised.
@@ -21,16 +20,10 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from kanal.metadata import (
-    MetadataImage,
-    MetadataInvariantError,
-    apply_batch,
-    describe_brokers,
-    describe_configs,
-)
+from kanal.metadata import MetadataImage, MetadataInvariantError, apply_batch, image_from_snapshot
 from kanal.metadata.log_codec import decode_metadata_entries
 from kanal.spark.image_diff import diff_images
-from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc, metadata_pb2
+from kanal.v1 import controller_pb2, controller_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError, error_name
 
 REQUEST_TIMEOUT_S = 30.0
@@ -86,8 +79,10 @@ def check_controller(endpoint: str, replayed: MetadataImage) -> ControllerCheck:
             check.compared_at_offset = live.next_offset
             check.differences = diff_images(replayed, live, "replay", f"controller {endpoint}")
             if end == replayed.next_offset:
-                check.differences += _in_memory_differences(stub, replayed, endpoint)
-                check.in_memory_compared = True
+                memory = _in_memory_differences(stub, replayed, endpoint)
+                if memory is not None:
+                    check.differences += memory
+                    check.in_memory_compared = True
         except grpc.RpcError as exc:
             check.reachable = False
             check.error = f"{exc.code().name}: {exc.details()}"
@@ -96,23 +91,14 @@ def check_controller(endpoint: str, replayed: MetadataImage) -> ControllerCheck:
     return check
 
 
-def _in_memory_differences(stub, replayed: MetadataImage, endpoint: str) -> list[str]:
-    out = []
-    cluster = stub.DescribeCluster(admin_pb2.DescribeClusterRequest(), timeout=REQUEST_TIMEOUT_S)
-    ours = sorted(describe_brokers(replayed), key=lambda b: b.broker_id)
-    theirs = sorted(cluster.brokers, key=lambda b: b.broker_id)
-    if [b.SerializeToString(deterministic=True) for b in ours] != [b.SerializeToString(deterministic=True) for b in theirs]:
-        out.append(f"brokers differ from controller {endpoint}'s memory: replay {[str(b).replace(chr(10), ' ') for b in ours]} "
-                   f"vs {[str(b).replace(chr(10), ' ') for b in theirs]}")
-    resources = [admin_pb2.ConfigResource(type=metadata_pb2.CONFIG_RESOURCE_TOPIC, name=name)
-                 for name in sorted(replayed.topics)]
-    if resources:
-        request = admin_pb2.DescribeConfigsRequest(resources=resources)
-        ours_configs = describe_configs(replayed, request)
-        theirs_configs = stub.DescribeConfigs(request, timeout=REQUEST_TIMEOUT_S)
-        if ours_configs.SerializeToString(deterministic=True) != theirs_configs.SerializeToString(deterministic=True):
-            out.append(f"topic configs differ from controller {endpoint}'s memory")
-    return out
+def _in_memory_differences(stub, replayed: MetadataImage, endpoint: str) -> list[str] | None:
+    """Differences from the controller's committed in-memory image (DescribeMetadataImage), or None when
+    that image holds a different set of records than the replay (a live cluster moved on meanwhile)."""
+    snapshot = stub.DescribeMetadataImage(controller_pb2.DescribeMetadataImageRequest(),
+                                          timeout=REQUEST_TIMEOUT_S).snapshot
+    if snapshot.next_offset != replayed.next_offset:
+        return None
+    return diff_images(replayed, image_from_snapshot(snapshot), "replay", f"controller {endpoint}'s memory")
 
 
 def check_controllers(endpoints: list[str], replayed: MetadataImage) -> list[ControllerCheck]:

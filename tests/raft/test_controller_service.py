@@ -9,10 +9,12 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from kanal.metadata import MetadataImage, apply_batch
+from kanal.metadata import MetadataImage, apply_batch, image_from_snapshot
 from kanal.raft.metadata_log import iter_batches
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode
+
+from .conftest import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -277,3 +279,32 @@ def test_producer_id_blocks_and_isr_changes_from_brokers(env):
     assert list(reply.items[0].isr) == shrunk
     assert reply.items[0].partition_epoch == partition.partition_epoch + 1
     assert list(_topic_state(q, active, "existing")[1].isr) == shrunk
+
+
+def test_every_controller_describes_the_image_its_log_replays_to(env):
+    q, _, _active, stub = env
+    stub.CreateTopics(admin_pb2.CreateTopicsRequest(topics=[_topic("imaged", 2, 2, [("retention.ms", "1000")])]),
+                      timeout=10)
+    for i in q.ids:
+        controller = q.stub(i)
+
+        def caught_up(controller=controller):
+            # Followers apply a moment after the active controller: wait for the write to land there.
+            snapshot = controller.DescribeMetadataImage(controller_pb2.DescribeMetadataImageRequest(),
+                                                        timeout=5).snapshot
+            return snapshot if any(r.WhichOneof("record") == "topic" and r.topic.name == "imaged"
+                                   for r in snapshot.records) else None
+
+        snapshot = wait_until(caught_up, 10, f"controller {i} to apply the write")
+        replayed = MetadataImage()
+        offset = 0
+        while offset < snapshot.next_offset:
+            reply = controller.FetchMetadata(controller_pb2.FetchMetadataRequest(offset=offset, max_bytes=1 << 20),
+                                             timeout=5)
+            for batch in iter_batches(reply.entries):
+                if batch.base_offset >= snapshot.next_offset:
+                    break
+                apply_batch(replayed, batch.metadata_batch(), batch.base_offset)
+            offset = replayed.next_offset
+        assert image_from_snapshot(snapshot) == replayed
+        assert "imaged" in replayed.topics

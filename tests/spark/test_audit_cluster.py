@@ -121,6 +121,7 @@ def test_replayed_image_equals_controllers(audit):
         assert check.reachable and check.error is None, check
         assert check.differences == [], check.differences
         assert check.compared_at_offset == audit.history.image.next_offset
+        assert check.in_memory_compared, "the controller's in-memory image was not compared"
     assert audit.image_matches is True
 
 

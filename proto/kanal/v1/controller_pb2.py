@@ -24,9 +24,10 @@ _sym_db = _symbol_database.Default()
 
 from kanal.v1 import admin_pb2 as kanal_dot_v1_dot_admin__pb2
 from kanal.v1 import errors_pb2 as kanal_dot_v1_dot_errors__pb2
+from kanal.v1 import metadata_pb2 as kanal_dot_v1_dot_metadata__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19kanal/v1/controller.proto\x12\x08kanal.v1\x1a\x14kanal/v1/admin.proto\x1a\x15kanal/v1/errors.proto\"9\n\x0e\x43ontrollerHint\x12\x15\n\rcontroller_id\x18\x01 \x01(\x05\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\"|\n\x15RegisterBrokerRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x0c\n\x04rack\x18\x04 \x01(\t\x12\x18\n\x10metrics_endpoint\x18\x05 \x01(\t\"\x9e\x01\n\x16RegisterBrokerResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x13.kanal.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12\x33\n\x11\x61\x63tive_controller\x18\x04 \x01(\x0b\x32\x18.kanal.v1.ControllerHint\"q\n\x16\x42rokerHeartbeatRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x17\n\x0fmetadata_offset\x18\x03 \x01(\x03\x12\x15\n\rwant_shutdown\x18\x04 \x01(\x08\"\xe8\x01\n\x17\x42rokerHeartbeatResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x13.kanal.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x0e\n\x06\x66\x65nced\x18\x03 \x01(\x08\x12\x1b\n\x13metadata_end_offset\x18\x04 \x01(\x03\x12\x33\n\x11\x61\x63tive_controller\x18\x05 \x01(\x0b\x32\x18.kanal.v1.ControllerHint\x12\x18\n\x10\x63ontroller_epoch\x18\x06 \x01(\x03\x12\x16\n\x0eshutdown_ready\x18\x07 \x01(\x08\"N\n\x14\x46\x65tchMetadataRequest\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x11\n\tmax_bytes\x18\x02 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\"\xa7\x01\n\x15\x46\x65tchMetadataResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x13.kanal.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x0f\n\x07\x65ntries\x18\x03 \x01(\x0c\x12\x12\n\nend_offset\x18\x04 \x01(\x03\x12\x14\n\x0cstart_offset\x18\x05 \x01(\x03\x12\x18\n\x10\x63ontroller_epoch\x18\x06 \x01(\x03\"\xe5\x01\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x33\n\x05items\x18\x03 \x03(\x0b\x32$.kanal.v1.AlterPartitionRequest.Item\x1an\n\x04Item\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x04 \x01(\x05\x12\x0f\n\x07new_isr\x18\x05 \x03(\x05\"\xb8\x02\n\x16\x41lterPartitionResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x13.kanal.v1.ErrorCode\x12\x34\n\x05items\x18\x02 \x03(\x0b\x32%.kanal.v1.AlterPartitionResponse.Item\x12\x33\n\x11\x61\x63tive_controller\x18\x03 \x01(\x0b\x32\x18.kanal.v1.ControllerHint\x1a\x8e\x01\n\x04Item\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\"\n\x05\x65rror\x18\x03 \x01(\x0e\x32\x13.kanal.v1.ErrorCode\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x06 \x01(\x05\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\xa5\x01\n\x1b\x41llocateProducerIdsResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x13.kanal.v1.ErrorCode\x12\x19\n\x11\x66irst_producer_id\x18\x02 \x01(\x03\x12\x12\n\nblock_size\x18\x03 \x01(\x05\x12\x33\n\x11\x61\x63tive_controller\x18\x04 \x01(\x0b\x32\x18.kanal.v1.ControllerHint2\xd6\t\n\nController\x12S\n\x0eRegisterBroker\x12\x1f.kanal.v1.RegisterBrokerRequest\x1a .kanal.v1.RegisterBrokerResponse\x12V\n\x0f\x42rokerHeartbeat\x12 .kanal.v1.BrokerHeartbeatRequest\x1a!.kanal.v1.BrokerHeartbeatResponse\x12P\n\rFetchMetadata\x12\x1e.kanal.v1.FetchMetadataRequest\x1a\x1f.kanal.v1.FetchMetadataResponse\x12S\n\x0e\x41lterPartition\x12\x1f.kanal.v1.AlterPartitionRequest\x1a .kanal.v1.AlterPartitionResponse\x12\x62\n\x13\x41llocateProducerIds\x12$.kanal.v1.AllocateProducerIdsRequest\x1a%.kanal.v1.AllocateProducerIdsResponse\x12M\n\x0c\x43reateTopics\x12\x1d.kanal.v1.CreateTopicsRequest\x1a\x1e.kanal.v1.CreateTopicsResponse\x12M\n\x0c\x44\x65leteTopics\x12\x1d.kanal.v1.DeleteTopicsRequest\x1a\x1e.kanal.v1.DeleteTopicsResponse\x12Y\n\x10\x43reatePartitions\x12!.kanal.v1.CreatePartitionsRequest\x1a\".kanal.v1.CreatePartitionsResponse\x12V\n\x0f\x44\x65scribeConfigs\x12 .kanal.v1.DescribeConfigsRequest\x1a!.kanal.v1.DescribeConfigsResponse\x12M\n\x0c\x41lterConfigs\x12\x1d.kanal.v1.AlterConfigsRequest\x1a\x1e.kanal.v1.AlterConfigsResponse\x12\\\n\x11\x41lterClientQuotas\x12\".kanal.v1.AlterClientQuotasRequest\x1a#.kanal.v1.AlterClientQuotasResponse\x12\x65\n\x14\x44\x65scribeClientQuotas\x12%.kanal.v1.DescribeClientQuotasRequest\x1a&.kanal.v1.DescribeClientQuotasResponse\x12S\n\x0e\x44\x65scribeQuorum\x12\x1f.kanal.v1.DescribeQuorumRequest\x1a .kanal.v1.DescribeQuorumResponse\x12V\n\x0f\x44\x65scribeCluster\x12 .kanal.v1.DescribeClusterRequest\x1a!.kanal.v1.DescribeClusterResponseB.\n\x0c\x64\x65v.kanal.v1Z\x1ekanal.dev/api/kanal/v1;kanalv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19kanal/v1/controller.proto\x12\x08kanal.v1\x1a\x14kanal/v1/admin.proto\x1a\x15kanal/v1/errors.proto\x1a\x17kanal/v1/metadata.proto\"9\n\x0e\x43ontrollerHint\x12\x15\n\rcontroller_id\x18\x01 \x01(\x05\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\"|\n\x15RegisterBrokerRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x0c\n\x04rack\x18\x04 \x01(\t\x12\x18\n\x10metrics_endpoint\x18\x05 \x01(\t\"\x9e\x01\n\x16RegisterBrokerResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x13.kanal.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12\x33\n\x11\x61\x63tive_controller\x18\x04 \x01(\x0b\x32\x18.kanal.v1.ControllerHint\"q\n\x16\x42rokerHeartbeatRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x17\n\x0fmetadata_offset\x18\x03 \x01(\x03\x12\x15\n\rwant_shutdown\x18\x04 \x01(\x08\"\xe8\x01\n\x17\x42rokerHeartbeatResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x13.kanal.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x0e\n\x06\x66\x65nced\x18\x03 \x01(\x08\x12\x1b\n\x13metadata_end_offset\x18\x04 \x01(\x03\x12\x33\n\x11\x61\x63tive_controller\x18\x05 \x01(\x0b\x32\x18.kanal.v1.ControllerHint\x12\x18\n\x10\x63ontroller_epoch\x18\x06 \x01(\x03\x12\x16\n\x0eshutdown_ready\x18\x07 \x01(\x08\"N\n\x14\x46\x65tchMetadataRequest\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x11\n\tmax_bytes\x18\x02 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\"\xa7\x01\n\x15\x46\x65tchMetadataResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x13.kanal.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x0f\n\x07\x65ntries\x18\x03 \x01(\x0c\x12\x12\n\nend_offset\x18\x04 \x01(\x03\x12\x14\n\x0cstart_offset\x18\x05 \x01(\x03\x12\x18\n\x10\x63ontroller_epoch\x18\x06 \x01(\x03\"\xe5\x01\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x33\n\x05items\x18\x03 \x03(\x0b\x32$.kanal.v1.AlterPartitionRequest.Item\x1an\n\x04Item\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x04 \x01(\x05\x12\x0f\n\x07new_isr\x18\x05 \x03(\x05\"\xb8\x02\n\x16\x41lterPartitionResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x13.kanal.v1.ErrorCode\x12\x34\n\x05items\x18\x02 \x03(\x0b\x32%.kanal.v1.AlterPartitionResponse.Item\x12\x33\n\x11\x61\x63tive_controller\x18\x03 \x01(\x0b\x32\x18.kanal.v1.ControllerHint\x1a\x8e\x01\n\x04Item\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\"\n\x05\x65rror\x18\x03 \x01(\x0e\x32\x13.kanal.v1.ErrorCode\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x06 \x01(\x05\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\xa5\x01\n\x1b\x41llocateProducerIdsResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x13.kanal.v1.ErrorCode\x12\x19\n\x11\x66irst_producer_id\x18\x02 \x01(\x03\x12\x12\n\nblock_size\x18\x03 \x01(\x05\x12\x33\n\x11\x61\x63tive_controller\x18\x04 \x01(\x0b\x32\x18.kanal.v1.ControllerHint\"\x1e\n\x1c\x44\x65scribeMetadataImageRequest\"M\n\x1d\x44\x65scribeMetadataImageResponse\x12,\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1a.kanal.v1.MetadataSnapshot2\xc0\n\n\nController\x12S\n\x0eRegisterBroker\x12\x1f.kanal.v1.RegisterBrokerRequest\x1a .kanal.v1.RegisterBrokerResponse\x12V\n\x0f\x42rokerHeartbeat\x12 .kanal.v1.BrokerHeartbeatRequest\x1a!.kanal.v1.BrokerHeartbeatResponse\x12P\n\rFetchMetadata\x12\x1e.kanal.v1.FetchMetadataRequest\x1a\x1f.kanal.v1.FetchMetadataResponse\x12S\n\x0e\x41lterPartition\x12\x1f.kanal.v1.AlterPartitionRequest\x1a .kanal.v1.AlterPartitionResponse\x12\x62\n\x13\x41llocateProducerIds\x12$.kanal.v1.AllocateProducerIdsRequest\x1a%.kanal.v1.AllocateProducerIdsResponse\x12M\n\x0c\x43reateTopics\x12\x1d.kanal.v1.CreateTopicsRequest\x1a\x1e.kanal.v1.CreateTopicsResponse\x12M\n\x0c\x44\x65leteTopics\x12\x1d.kanal.v1.DeleteTopicsRequest\x1a\x1e.kanal.v1.DeleteTopicsResponse\x12Y\n\x10\x43reatePartitions\x12!.kanal.v1.CreatePartitionsRequest\x1a\".kanal.v1.CreatePartitionsResponse\x12V\n\x0f\x44\x65scribeConfigs\x12 .kanal.v1.DescribeConfigsRequest\x1a!.kanal.v1.DescribeConfigsResponse\x12M\n\x0c\x41lterConfigs\x12\x1d.kanal.v1.AlterConfigsRequest\x1a\x1e.kanal.v1.AlterConfigsResponse\x12\\\n\x11\x41lterClientQuotas\x12\".kanal.v1.AlterClientQuotasRequest\x1a#.kanal.v1.AlterClientQuotasResponse\x12\x65\n\x14\x44\x65scribeClientQuotas\x12%.kanal.v1.DescribeClientQuotasRequest\x1a&.kanal.v1.DescribeClientQuotasResponse\x12S\n\x0e\x44\x65scribeQuorum\x12\x1f.kanal.v1.DescribeQuorumRequest\x1a .kanal.v1.DescribeQuorumResponse\x12V\n\x0f\x44\x65scribeCluster\x12 .kanal.v1.DescribeClusterRequest\x1a!.kanal.v1.DescribeClusterResponse\x12h\n\x15\x44\x65scribeMetadataImage\x12&.kanal.v1.DescribeMetadataImageRequest\x1a\'.kanal.v1.DescribeMetadataImageResponseB.\n\x0c\x64\x65v.kanal.v1Z\x1ekanal.dev/api/kanal/v1;kanalv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,32 +35,36 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kanal.v1.controller_pb2', _
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\014dev.kanal.v1Z\036kanal.dev/api/kanal/v1;kanalv1'
-  _globals['_CONTROLLERHINT']._serialized_start=84
-  _globals['_CONTROLLERHINT']._serialized_end=141
-  _globals['_REGISTERBROKERREQUEST']._serialized_start=143
-  _globals['_REGISTERBROKERREQUEST']._serialized_end=267
-  _globals['_REGISTERBROKERRESPONSE']._serialized_start=270
-  _globals['_REGISTERBROKERRESPONSE']._serialized_end=428
-  _globals['_BROKERHEARTBEATREQUEST']._serialized_start=430
-  _globals['_BROKERHEARTBEATREQUEST']._serialized_end=543
-  _globals['_BROKERHEARTBEATRESPONSE']._serialized_start=546
-  _globals['_BROKERHEARTBEATRESPONSE']._serialized_end=778
-  _globals['_FETCHMETADATAREQUEST']._serialized_start=780
-  _globals['_FETCHMETADATAREQUEST']._serialized_end=858
-  _globals['_FETCHMETADATARESPONSE']._serialized_start=861
-  _globals['_FETCHMETADATARESPONSE']._serialized_end=1028
-  _globals['_ALTERPARTITIONREQUEST']._serialized_start=1031
-  _globals['_ALTERPARTITIONREQUEST']._serialized_end=1260
-  _globals['_ALTERPARTITIONREQUEST_ITEM']._serialized_start=1150
-  _globals['_ALTERPARTITIONREQUEST_ITEM']._serialized_end=1260
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=1263
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=1575
-  _globals['_ALTERPARTITIONRESPONSE_ITEM']._serialized_start=1433
-  _globals['_ALTERPARTITIONRESPONSE_ITEM']._serialized_end=1575
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=1577
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=1646
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=1649
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=1814
-  _globals['_CONTROLLER']._serialized_start=1817
-  _globals['_CONTROLLER']._serialized_end=3055
+  _globals['_CONTROLLERHINT']._serialized_start=109
+  _globals['_CONTROLLERHINT']._serialized_end=166
+  _globals['_REGISTERBROKERREQUEST']._serialized_start=168
+  _globals['_REGISTERBROKERREQUEST']._serialized_end=292
+  _globals['_REGISTERBROKERRESPONSE']._serialized_start=295
+  _globals['_REGISTERBROKERRESPONSE']._serialized_end=453
+  _globals['_BROKERHEARTBEATREQUEST']._serialized_start=455
+  _globals['_BROKERHEARTBEATREQUEST']._serialized_end=568
+  _globals['_BROKERHEARTBEATRESPONSE']._serialized_start=571
+  _globals['_BROKERHEARTBEATRESPONSE']._serialized_end=803
+  _globals['_FETCHMETADATAREQUEST']._serialized_start=805
+  _globals['_FETCHMETADATAREQUEST']._serialized_end=883
+  _globals['_FETCHMETADATARESPONSE']._serialized_start=886
+  _globals['_FETCHMETADATARESPONSE']._serialized_end=1053
+  _globals['_ALTERPARTITIONREQUEST']._serialized_start=1056
+  _globals['_ALTERPARTITIONREQUEST']._serialized_end=1285
+  _globals['_ALTERPARTITIONREQUEST_ITEM']._serialized_start=1175
+  _globals['_ALTERPARTITIONREQUEST_ITEM']._serialized_end=1285
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=1288
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=1600
+  _globals['_ALTERPARTITIONRESPONSE_ITEM']._serialized_start=1458
+  _globals['_ALTERPARTITIONRESPONSE_ITEM']._serialized_end=1600
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=1602
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=1671
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=1674
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=1839
+  _globals['_DESCRIBEMETADATAIMAGEREQUEST']._serialized_start=1841
+  _globals['_DESCRIBEMETADATAIMAGEREQUEST']._serialized_end=1871
+  _globals['_DESCRIBEMETADATAIMAGERESPONSE']._serialized_start=1873
+  _globals['_DESCRIBEMETADATAIMAGERESPONSE']._serialized_end=1950
+  _globals['_CONTROLLER']._serialized_start=1953
+  _globals['_CONTROLLER']._serialized_end=3297
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,6 @@
 from kanal.v1 import admin_pb2 as _admin_pb2
 from kanal.v1 import errors_pb2 as _errors_pb2
+from kanal.v1 import metadata_pb2 as _metadata_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -165,3 +166,13 @@ class AllocateProducerIdsResponse(_message.Message):
     block_size: int
     active_controller: ControllerHint
     def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., first_producer_id: _Optional[int] = ..., block_size: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ...) -> None: ...
+
+class DescribeMetadataImageRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeMetadataImageResponse(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: _metadata_pb2.MetadataSnapshot
+    def __init__(self, snapshot: _Optional[_Union[_metadata_pb2.MetadataSnapshot, _Mapping]] = ...) -> None: ...

@@ -106,6 +106,11 @@ class ControllerStub:
                 request_serializer=kanal_dot_v1_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
                 response_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
+        self.DescribeMetadataImage = channel.unary_unary(
+                '/kanal.v1.Controller/DescribeMetadataImage',
+                request_serializer=kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -210,6 +215,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeMetadataImage(self, request, context):
+        """The committed image this controller holds in memory (any controller answers with its own).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -282,6 +294,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.DescribeCluster,
                     request_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeClusterRequest.FromString,
                     response_serializer=kanal_dot_v1_dot_admin__pb2.DescribeClusterResponse.SerializeToString,
+            ),
+            'DescribeMetadataImage': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeMetadataImage,
+                    request_deserializer=kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -663,6 +680,33 @@ class Controller:
             '/kanal.v1.Controller/DescribeCluster',
             kanal_dot_v1_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
             kanal_dot_v1_dot_admin__pb2.DescribeClusterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeMetadataImage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/DescribeMetadataImage',
+            kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageRequest.SerializeToString,
+            kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageResponse.FromString,
             options,
             channel_credentials,
             insecure,
