@@ -5,6 +5,12 @@ leader, from each log's end, carrying the current leader epoch and the epoch of 
 leader can report divergence. Partition.apply_fetched appends, truncates or resets as the answer says.
 A failed round backs off briefly; leadership changes come through the metadata image, which updates the
 fetcher's partition list.
+
+A partition added to the list (a new topic, a new leader) is fetched at once: the long poll in flight
+(for the old list, up to replica_fetch_wait_ms_max) is ended by closing its channel, and the next round
+goes out on a new one. Otherwise a new partition's first records wait for that poll to expire before
+any follower asks for them, and acks=all produces and consumers (who read below the high-water mark)
+wait with them: up to 500 ms after every topic creation or leader change.
 """
 
 from __future__ import annotations
@@ -35,35 +41,56 @@ class ReplicaFetcher:
         self._config = config
         self._broker_epoch = broker_epoch
         self._partitions: list[Partition] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the partition list, the channel and the two flags below
         self._stop = threading.Event()
-        options = [("grpc.max_receive_message_length", config.grpc_message_bytes_max),
-                   ("grpc.max_send_message_length", config.grpc_message_bytes_max)]
-        self._channel = grpc.insecure_channel(endpoint, options=options)
+        self._added = threading.Event()  # set_partitions added a partition: an idle fetcher goes at once
+        self._options = [("grpc.max_receive_message_length", config.grpc_message_bytes_max),
+                         ("grpc.max_send_message_length", config.grpc_message_bytes_max)]
+        self._channel = grpc.insecure_channel(endpoint, options=self._options)
         self._stub = broker_pb2_grpc.BrokerStub(self._channel)
+        self._fetching = False  # a Fetch is in flight on self._channel
+        self._interrupted = False  # ...and set_partitions closed its channel to end it
         self._thread = threading.Thread(target=self._run, name=f"replica-fetcher-{leader_id}", daemon=True)
 
     def __repr__(self) -> str:
         return f"<ReplicaFetcher leader={self.leader_id} {self.endpoint} partitions={len(self._partitions)}>"
 
     def set_partitions(self, partitions: list[Partition]) -> None:
+        """Follow these partitions from now on. One that was not followed yet is fetched at once: a long
+        poll in flight for the old list is ended (see the module docstring)."""
+        interrupted = None
         with self._lock:
+            old = {id(p) for p in self._partitions}
+            added = any(id(p) not in old for p in partitions)
             self._partitions = list(partitions)
+            if added and self._fetching and not self._interrupted:
+                interrupted, self._interrupted = self._channel, True
+                self._channel = grpc.insecure_channel(self.endpoint, options=self._options)
+                self._stub = broker_pb2_grpc.BrokerStub(self._channel)
+        if added:
+            self._added.set()
+        if interrupted is not None:
+            interrupted.close()  # the blocking Fetch on it ends with CANCELLED; nothing it carried is applied
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self._added.set()
         self._thread.join(timeout=self._config.replica_fetch_wait_ms_max / 1000 + 5)
-        self._channel.close()
+        with self._lock:
+            channel = self._channel
+        channel.close()
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            self._added.clear()
             with self._lock:
                 partitions = list(self._partitions)
+                stub = self._stub
             if not partitions:
-                self._stop.wait(_BACKOFF_S)
+                self._added.wait(_BACKOFF_S)
                 continue
             request = broker_pb2.FetchRequest(
                 replica_id=self._config.broker_id, replica_epoch=self._broker_epoch(),
@@ -79,12 +106,27 @@ class ReplicaFetcher:
                                      last_fetched_epoch=last_epoch,
                                      max_bytes=self._config.replica_fetch_partition_bytes_max)
                 by_key[(part.topic, part.partition_id)] = part
+            with self._lock:
+                self._fetching = stub is self._stub  # else set_partitions replaced the channel: go again
+            if not self._fetching:
+                continue
             try:
-                reply = self._stub.Fetch(request, timeout=self._config.replica_fetch_wait_ms_max / 1000 + 10)
-            except grpc.RpcError as exc:
+                reply = stub.Fetch(request, timeout=self._config.replica_fetch_wait_ms_max / 1000 + 10)
+            except (grpc.RpcError, ValueError) as exc:  # ValueError: the channel was closed before the call
+                with self._lock:
+                    self._fetching = False
+                    interrupted, self._interrupted = self._interrupted, False
+                if interrupted:
+                    continue
+                if not isinstance(exc, grpc.RpcError):
+                    raise
                 log.debug("fetch from leader %d failed: %s", self.leader_id, exc.code().name)
                 self._stop.wait(_BACKOFF_S)
                 continue
+            with self._lock:
+                self._fetching = False
+                if self._interrupted:  # the poll ended on its own before its channel was closed: fine
+                    self._interrupted = False
             appended = 0
             errors = 0
             for topic_data in reply.topics:

@@ -69,6 +69,9 @@ class Producer:
         self._partition_counts: dict[str, int] = {}
         self._in_flight_calls: dict[str, int] = defaultdict(int)
         self._calls_lock = threading.Lock()
+        # Held from drain to submit, by the sender thread and by reply threads that send (_send_ready), so
+        # the in-flight count _sendable reads cannot be passed by two senders at once (max_in_flight).
+        self._send_lock = threading.Lock()
         self._producer_id = 0
         self._producer_epoch = 0
         self._sequences: dict[tuple[str, int], int] = defaultdict(int)
@@ -199,15 +202,17 @@ class Producer:
     def _sender_loop(self) -> None:
         acc = self._accumulator
         while True:
-            now = time.monotonic()
-            batches, sleep_s = acc.drain(now, self._sendable)
+            with self._send_lock:
+                now = time.monotonic()
+                batches, sleep_s = acc.drain(now, self._sendable)
+                if batches:
+                    self._send(batches, now)
             if batches:
-                self._send(batches, now)
-            elif not self._running and acc.unfinished == 0:
+                continue
+            if not self._running and acc.unfinished == 0:
                 return
-            else:
-                with acc.wakeup:
-                    acc.wakeup.wait(sleep_s if self._running else 0.01)
+            with acc.wakeup:
+                acc.wakeup.wait(sleep_s if self._running else 0.01)
 
     def _sendable(self, key: tuple[str, int]) -> bool:
         endpoint = self._metadata.leader_endpoint(*key)
@@ -306,10 +311,11 @@ class Producer:
         round trip (wake the sender, wake a pool thread). The sender thread still handles lingering,
         retries and everything a reply does not start."""
         try:
-            now = time.monotonic()
-            batches, _ = self._accumulator.drain(now, self._sendable)
-            if batches:
-                self._send(batches, now)
+            with self._send_lock:
+                now = time.monotonic()
+                batches, _ = self._accumulator.drain(now, self._sendable)
+                if batches:
+                    self._send(batches, now)
         except Exception as exc:  # a bug, as in the sender: fail every waiting record loudly
             log.exception("sending from a reply's thread failed")
             self._fail_all(exc)
