@@ -205,10 +205,12 @@ class ReplicaManager:
 
     # ---- fetch ----
 
-    def fetch(self, request: broker_pb2.FetchRequest, is_active: Callable[[], bool] = lambda: True
-              ) -> broker_pb2.FetchResponse:
+    def fetch(self, request: broker_pb2.FetchRequest, is_active: Callable[[], bool] = lambda: True,
+              on_call_end: Callable[[Callable[[], None]], object] | None = None) -> broker_pb2.FetchResponse:
         """Read every requested partition; with too little data (below min_bytes) and no error, wait for
-        one of them to change (its log end for a follower, its HW for a consumer) up to max_wait_ms."""
+        one of them to change (its log end for a follower, its HW for a consumer) up to max_wait_ms.
+        `on_call_end` (gRPC's `context.add_callback`) lets a cancelled call end its wait at once, freeing
+        its request thread (a replica fetcher cancels its poll when it follows a new partition)."""
         is_follower = request.replica_id >= 0
         wait_s = min(max(request.max_wait_ms, 0), self.config.fetch_wait_ms_max) / 1000
         deadline = time.monotonic() + wait_s
@@ -216,6 +218,8 @@ class ReplicaManager:
         # Set by the partitions read when they change; cleared before each read, so a change after the
         # read (registered under the partition's lock) is never missed. None: no waiting at all.
         waiter = threading.Event() if wait_s > 0 else None
+        if waiter is not None and on_call_end is not None:
+            on_call_end(waiter.set)  # the loop then sees is_active() False and returns
         registered: dict[int, Partition] = {}
         try:
             while True:
