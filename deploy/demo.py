@@ -1,8 +1,9 @@
 """`kanal demo`: kanal's main job end to end on the embedded default, a local cluster on loopback.
 
 It starts 3 controllers and 3 brokers as processes, creates a replicated topic, produces keyed records with
-acks=all, reads them all back, kills the leader of a partition mid-stream with SIGKILL, keeps producing,
-and checks that every acknowledged record is still there exactly once. Then it stops every process.
+acks=all, kills the leader of a partition mid-stream with SIGKILL, keeps producing, then reads everything
+back with a consumer group of 3 members, and checks that every acknowledged record is there exactly once
+and that the group committed up to the end. Then it stops every process.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from kanal.deploy.local_cluster import LocalCluster
 
 TOPIC = "orders"
 PARTITIONS = 3
+GROUP = "billing"
 
 
 def say(text: str) -> None:
@@ -93,19 +96,52 @@ def run(cluster: LocalCluster, total: int) -> int:
         new_leaders = {p.partition: p.leader for p in admin.describe_topic(TOPIC).partitions}
     say(f"  leaders now {new_leaders}")
 
-    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="earliest", max_poll_records=10_000))
-    consumer.assign([(TOPIC, p) for p in range(PARTITIONS)])
-    read: dict[tuple[int, int], bytes] = {}
-    t0 = time.perf_counter()
-    deadline = time.monotonic() + 60
-    while len(read) < len(acked) and time.monotonic() < deadline:
-        for r in consumer.poll(1.0):
-            read[(r.partition, r.offset)] = r.value
-    consumer.close()
-    say(f"  consumed {len(read):,} records in {time.perf_counter() - t0:.1f} s")
+    read, twice = read_with_group(cluster, len(acked))
+    with Admin(cluster.bootstrap) as admin:
+        lag = sum(o.lag for o in admin.describe_group(GROUP).offsets)
+    say(f"  group {GROUP!r} committed its positions; its lag is now {lag}")
     lost = [k for k, v in acked.items() if read.get(k) != v]
     duplicates = len(read) - len(set(read.values()))
     say(f"  acknowledged {len(acked):,}, failed {len(failed)}, lost {len(lost)}, duplicates {duplicates}")
-    ok = not failed and not lost and not duplicates and len(acked) == total
+    ok = not failed and not lost and not duplicates and not twice and not lag and len(acked) == total
     say("kanal demo: " + ("every acknowledged record survived the leader kill, exactly once" if ok else "FAILED"))
     return 0 if ok else 1
+
+
+def read_with_group(cluster: LocalCluster, expected: int) -> tuple[dict[tuple[int, int], bytes], int]:
+    """Read the topic with a group of 3 consumers (one thread each) until `expected` records arrived.
+    Returns what was read and how many records were read twice."""
+    read: dict[tuple[int, int], bytes] = {}
+    per_member = [0, 0, 0]
+    twice = 0
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def member(i: int) -> None:
+        nonlocal twice
+        consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, group_id=GROUP, auto_offset_reset="earliest",
+                                           max_poll_records=10_000, client_id=f"demo-member-{i}"))
+        try:
+            consumer.subscribe([TOPIC])
+            while not stop.is_set():
+                for r in consumer.poll(0.2):
+                    with lock:
+                        twice += (r.partition, r.offset) in read
+                        read[(r.partition, r.offset)] = r.value
+                        per_member[i] += 1
+        finally:
+            consumer.close()  # commits what it read and leaves the group
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(3)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 90
+    while len(read) < expected and time.monotonic() < deadline and all(t.is_alive() for t in threads):
+        time.sleep(0.05)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    say(f"  a consumer group of 3 members read {len(read):,} records in {time.perf_counter() - t0:.1f} s "
+        f"(per member: {', '.join(f'{n:,}' for n in per_member)}; read twice: {twice})")
+    return read, twice
