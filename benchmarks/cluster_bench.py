@@ -276,7 +276,24 @@ def main() -> None:
         "one_broker_acks_1": bench_cluster(1, 1, 1, "1", args, sizes),
         "three_brokers_acks_all_rf3": bench_cluster(3, 3, -1, "all", args, sizes),
     }
+    result["ratios"] = ratios(result, sizes, args.producers[0])
     print(json.dumps(result, indent=2))
+
+
+def ratios(result: dict, sizes: list[int], producers: int) -> dict:
+    """The figures issues 4 and 5 set goals on, from the cases above (nothing is measured again):
+    acks=all RF=3 against acks=1 on one broker (goal >= 0.4), the Python producer against the raw
+    broker produce with the same record size (goal >= 0.8)."""
+    one, three = result["one_broker_acks_1"], result["three_brokers_acks_all_rf3"]
+    out = {}
+    for size in sizes:
+        key = f"{size}B"
+        raw_1 = one[key][f"broker_produce_{producers}p"]["records_s"]
+        out[key] = {
+            "rf3_acks_all_vs_1_broker_acks_1": round(three[key][f"broker_produce_{producers}p"]["records_s"] / raw_1, 3),
+            "client_vs_broker_produce_1_broker": round(one[key][f"client_produce_{producers}p"]["records_s"] / raw_1, 3),
+        }
+    return out
 
 
 if __name__ == "__main__":
