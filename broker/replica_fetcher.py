@@ -63,12 +63,12 @@ class ReplicaFetcher:
             old = {id(p) for p in self._partitions}
             added = any(id(p) not in old for p in partitions)
             self._partitions = list(partitions)
+            if added:
+                self._added.set()  # under the lock: the fetcher checks it there before each call
             if added and self._fetching and not self._interrupted:
                 interrupted, self._interrupted = self._channel, True
                 self._channel = grpc.insecure_channel(self.endpoint, options=self._options)
                 self._stub = broker_pb2_grpc.BrokerStub(self._channel)
-        if added:
-            self._added.set()
         if interrupted is not None:
             interrupted.close()  # the blocking Fetch on it ends with CANCELLED; nothing it carried is applied
 
@@ -107,7 +107,8 @@ class ReplicaFetcher:
                                      max_bytes=self._config.replica_fetch_partition_bytes_max)
                 by_key[(part.topic, part.partition_id)] = part
             with self._lock:
-                self._fetching = stub is self._stub  # else set_partitions replaced the channel: go again
+                # A partition added while this request was built is not in it: build it again.
+                self._fetching = stub is self._stub and not self._added.is_set()
             if not self._fetching:
                 continue
             try:
