@@ -62,7 +62,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @error_boundary
     def Fetch(self, request: broker_pb2.FetchRequest, context: grpc.ServicerContext) -> broker_pb2.FetchResponse:
         started = time.perf_counter()
-        reply = self._server.replicas.fetch(request, is_active=context.is_active)
+        reply = self._server.replicas.fetch(request, is_active=context.is_active, on_call_end=context.add_callback)
         self._timed("FetchFollower" if request.replica_id >= 0 else "FetchConsumer", started)
         return reply
 

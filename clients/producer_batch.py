@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kanal.v1 import records_pb2
-from kanal.v1.batch import _SMALL_VARINTS, _varint
+from kanal.v1.batch import SMALL_VARINTS, varint
 from kanal.v1.error import ErrorCode, KanalError
 
 DeliveryCallback = Callable[[Any, "RecordMetadata | None"], None]  # (error or None, metadata or None)
@@ -28,11 +28,11 @@ DeliveryCallback = Callable[[Any, "RecordMetadata | None"], None]  # (error or N
 # needs are table lookups: the record's own length prefix (field 1 of the RecordList, length-delimited),
 # its offset_delta field (field 1, varint), and its value's prefix (field 4, length-delimited). The
 # varints themselves are kanal.v1.batch's, so both encoders write the same bytes by construction.
-_TABLE_MAX = len(_SMALL_VARINTS)
-_RECORD_PREFIX = [b"\x0a" + v for v in _SMALL_VARINTS]
-_OFFSET_DELTA_FIELD = [b""] + [b"\x08" + v for v in _SMALL_VARINTS[1:]]  # 0 is the default: left out
-_VALUE_PREFIX = [b"\x22" + v for v in _SMALL_VARINTS]
-_TIMESTAMP_DELTA_FIELD = [b""] + [b"\x10" + v for v in _SMALL_VARINTS[1:]]  # field 2, zigzag varint
+_TABLE_MAX = len(SMALL_VARINTS)
+_RECORD_PREFIX = [b"\x0a" + v for v in SMALL_VARINTS]
+_OFFSET_DELTA_FIELD = [b""] + [b"\x08" + v for v in SMALL_VARINTS[1:]]  # 0 is the default: left out
+_VALUE_PREFIX = [b"\x22" + v for v in SMALL_VARINTS]
+_TIMESTAMP_DELTA_FIELD = [b""] + [b"\x10" + v for v in SMALL_VARINTS[1:]]  # field 2, zigzag varint
 
 
 def _headers_field(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
@@ -109,31 +109,31 @@ class ProducerBatch:
         tail = _headers_field(headers) if headers else b""  # first: a bad header changes nothing
         index = self.record_count
         if index:
-            head = _OFFSET_DELTA_FIELD[index] if index < _TABLE_MAX else b"\x08" + _varint(index)
+            head = _OFFSET_DELTA_FIELD[index] if index < _TABLE_MAX else b"\x08" + varint(index)
             ts_delta = timestamp_ms - self.first_timestamp_ms
             if ts_delta:
                 zigzag = (ts_delta << 1) ^ (ts_delta >> 63)
-                head += _TIMESTAMP_DELTA_FIELD[zigzag] if zigzag < _TABLE_MAX else b"\x10" + _varint(zigzag)
+                head += _TIMESTAMP_DELTA_FIELD[zigzag] if zigzag < _TABLE_MAX else b"\x10" + varint(zigzag)
             if timestamp_ms > self.max_timestamp_ms:  # noqa: PLR1730 -- a compare is 3x cheaper than max()
                 self.max_timestamp_ms = timestamp_ms
         else:
             head = b""
             self.first_timestamp_ms = self.max_timestamp_ms = timestamp_ms
         if key is not None:
-            head += b"\x1a" + _varint(len(key)) + key
+            head += b"\x1a" + varint(len(key)) + key
         if value is not None:
             size = len(value)
-            value_prefix = _VALUE_PREFIX[size] if size < _TABLE_MAX else b"\x22" + _varint(size)
+            value_prefix = _VALUE_PREFIX[size] if size < _TABLE_MAX else b"\x22" + varint(size)
             size += len(head) + len(value_prefix)
         else:
             value_prefix = value = b""
             size = len(head)
         if tail:
             size += len(tail)
-            parts += (_RECORD_PREFIX[size] if size < _TABLE_MAX else b"\x0a" + _varint(size), head, value_prefix,
+            parts += (_RECORD_PREFIX[size] if size < _TABLE_MAX else b"\x0a" + varint(size), head, value_prefix,
                       value, tail)
         else:
-            parts += (_RECORD_PREFIX[size] if size < _TABLE_MAX else b"\x0a" + _varint(size), head, value_prefix,
+            parts += (_RECORD_PREFIX[size] if size < _TABLE_MAX else b"\x0a" + varint(size), head, value_prefix,
                       value)
         self.timestamps.append(timestamp_ms)
         self.record_count = index + 1

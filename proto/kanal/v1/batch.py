@@ -205,12 +205,12 @@ class NewRecord(NamedTuple):
 
 # Varint encodings of 0..16383 (one or two bytes): record lengths, deltas and header sizes nearly always
 # fall here, so encoding is a list lookup.
-_SMALL_VARINTS = [bytes([n]) if n < 0x80 else bytes([(n & 0x7F) | 0x80, n >> 7]) for n in range(1 << 14)]
+SMALL_VARINTS = [bytes([n]) if n < 0x80 else bytes([(n & 0x7F) | 0x80, n >> 7]) for n in range(1 << 14)]
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
     if 0 <= n < 1 << 14:
-        return _SMALL_VARINTS[n]
+        return SMALL_VARINTS[n]
     if n < 0:
         n += 1 << 64  # int64/int32 negatives: two's complement in 10 bytes, as protobuf does
     out = bytearray()
@@ -231,34 +231,34 @@ def encode_record_list(records: Sequence[NewRecord], first_timestamp_ms: int) ->
     This is the producer's per-record work, so it is written out by hand: each Record is field 1 of the
     RecordList; inside it, fields at their default value (offset_delta 0, timestamp delta 0) are omitted
     as proto3 does, and key / value are written whenever present (they track presence), even if empty."""
-    small = _SMALL_VARINTS
+    small = SMALL_VARINTS
     parts: list[bytes] = []
     append = parts.append
     for delta, rec in enumerate(records):
         body: list[bytes] = []
         if delta:
-            body += (b"\x08", small[delta] if delta < 16384 else _varint(delta))
+            body += (b"\x08", small[delta] if delta < 16384 else varint(delta))
         ts_delta = rec.timestamp_ms - first_timestamp_ms
         if ts_delta:
             zz = _zigzag(ts_delta)
-            body += (b"\x10", small[zz] if zz < 16384 else _varint(zz))
+            body += (b"\x10", small[zz] if zz < 16384 else varint(zz))
         key = rec.key
         if key is not None:
-            body += (b"\x1a", _varint(len(key)), key)
+            body += (b"\x1a", varint(len(key)), key)
         value = rec.value
         if value is not None:
-            body += (b"\x22", _varint(len(value)), value)
+            body += (b"\x22", varint(len(value)), value)
         for hkey, hvalue in rec.headers:
             header = b""
             if hkey:
                 encoded = hkey.encode()
-                header = b"\x0a" + _varint(len(encoded)) + encoded
+                header = b"\x0a" + varint(len(encoded)) + encoded
             if hvalue is not None:
-                header += b"\x12" + _varint(len(hvalue)) + hvalue
-            body += (b"\x2a", _varint(len(header)), header)
+                header += b"\x12" + varint(len(hvalue)) + hvalue
+            body += (b"\x2a", varint(len(header)), header)
         encoded_record = b"".join(body)
         append(b"\x0a")
-        append(_varint(len(encoded_record)))
+        append(varint(len(encoded_record)))
         append(encoded_record)
     return b"".join(parts)
 
