@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 
 from kanal.spark.fetch_reader import cluster_metadata
 from kanal.spark.offsets_topic import COMMITS_DDL, OFFSETS_TOPIC, commits_frame_from_rows
+from kanal.spark.parquet_out import write_tables
 from kanal.v1.error import ErrorCode
 
 HOT_KEYS_MAX_DEFAULT = 10
@@ -155,8 +156,5 @@ def run_analytics(spark: SparkSession, *, data_dir: str | Path | None = None, bo
     result = AnalyticsResult(analytics_tables(records, commits, hot_keys_max))
     result.damage = [r["_corrupt"] for r in result.tables["damage"].collect()]
     if out_dir is not None:
-        out = Path(out_dir)
-        for name, df in result.tables.items():
-            df.coalesce(1).write.mode("overwrite").parquet(str(out / name))
-        result.out_dir = out
+        result.out_dir = write_tables(result.tables, out_dir)
     return result

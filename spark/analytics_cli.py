@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kanal.spark.cli_common import Progress, add_common_args, resolve_data_dir
+from kanal.spark.cli_common import add_common_args, resolve_data_dir, run_job
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,32 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else None
     from kanal.spark.analytics import run_analytics
     from kanal.spark.analytics_report import analytics_html, analytics_summary
-    from kanal.spark.session import kanal_session
 
-    source = args.bootstrap or data_dir
-    print(f"kanal analytics: reading {source} on {args.master}", file=sys.stderr, flush=True)
-    from pyspark.sql import SparkSession
-
-    # A session that already runs in this process (an embedding program, the tests) is left running.
-    owned = SparkSession.getActiveSession() is None
-    spark = kanal_session(args.master, "kanal-analytics")
-    try:
-        with Progress(spark, not args.quiet) as progress:
-            progress.step("reading partitions and computing the tables")
-            result = run_analytics(spark, data_dir=data_dir, bootstrap=args.bootstrap, out_dir=args.out,
-                                   topics=topics, hot_keys_max=args.hot_keys, fail_fast=args.fail_fast)
-            progress.step("writing the report")
-            (args.out / "report.html").write_text(analytics_html(result))
-            summary = analytics_summary(result)
-    except Exception as exc:  # noqa: BLE001 - a command reports any failure in one line and an exit status
-        print(f"kanal analytics: failed: {exc}", file=sys.stderr)
+    print(f"kanal analytics: reading {args.bootstrap or data_dir} on {args.master}", file=sys.stderr, flush=True)
+    result = run_job("analytics", args.master, args.quiet, "reading partitions and computing the tables",
+                     lambda spark: run_analytics(spark, data_dir=data_dir, bootstrap=args.bootstrap, out_dir=args.out,
+                                                 topics=topics, hot_keys_max=args.hot_keys, fail_fast=args.fail_fast),
+                     analytics_html, analytics_summary, args.out)
+    if result is None:
         return 1
-    finally:
-        if owned:
-            spark.stop()
-    for line in summary:
-        print(line)
-    print(f"tables and report: {args.out} (report.html)")
     return 0 if not result.damage else 1
 
 

@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 
 from kanal.spark.columns import TIMESTAMP, Column, Table
 from kanal.spark.live_image import ControllerCheck, check_controllers
+from kanal.spark.parquet_out import write_tables
 from kanal.spark.replay import History, ReplayRow, replay
 
 _INT_LIST = pa.list_(pa.field("element", pa.int32()))
@@ -175,8 +176,5 @@ def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | N
         "differences": pa.array([c.differences for c in checks], pa.list_(pa.string())),
     }))
     if out_dir is not None:
-        out = Path(out_dir)
-        for name, df in result.tables.items():
-            df.coalesce(1).write.mode("overwrite").parquet(str(out / name))
-        result.out_dir = out
+        result.out_dir = write_tables(result.tables, out_dir)
     return result

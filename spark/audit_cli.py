@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kanal.spark.cli_common import Progress, add_common_args, controllers_of, dev_state, resolve_data_dir
+from kanal.spark.cli_common import add_common_args, controllers_of, dev_state, resolve_data_dir, run_job
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,30 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     controllers = _controllers(args)
     from kanal.spark.audit import run_audit
     from kanal.spark.audit_report import audit_html, audit_summary
-    from kanal.spark.session import kanal_session
 
     print(f"kanal audit: reading {data_dir} on {args.master}", file=sys.stderr, flush=True)
-    from pyspark.sql import SparkSession
-
-    # A session that already runs in this process (an embedding program, the tests) is left running.
-    owned = SparkSession.getActiveSession() is None
-    spark = kanal_session(args.master, "kanal-audit")
-    try:
-        with Progress(spark, not args.quiet) as progress:
-            progress.step("reading and replaying the metadata log")
-            result = run_audit(spark, data_dir, args.out, controllers=controllers, fail_fast=args.fail_fast)
-            progress.step("writing the report")
-            args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "report.html").write_text(audit_html(result))
-    except Exception as exc:  # noqa: BLE001 - a command reports any failure in one line and an exit status
-        print(f"kanal audit: failed: {exc}", file=sys.stderr)
+    result = run_job("audit", args.master, args.quiet, "reading and replaying the metadata log",
+                     lambda spark: run_audit(spark, data_dir, args.out, controllers=controllers,
+                                             fail_fast=args.fail_fast),
+                     audit_html, audit_summary, args.out)
+    if result is None:
         return 1
-    finally:
-        if owned:
-            spark.stop()
-    for line in audit_summary(result):
-        print(line)
-    print(f"tables and report: {args.out} (report.html)")
     ok = result.history.stopped is None and not result.damage and result.image_matches is not False
     return 0 if ok else 1
 

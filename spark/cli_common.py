@@ -13,13 +13,15 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Self
+from typing import Self, TypeVar
 
 import grpc
 
 from kanal.v1 import admin_pb2, broker_pb2_grpc
 
+R = TypeVar("R")
 KANAL_HOME = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal"))
 PROGRESS_INTERVAL_S = 0.5
 
@@ -110,3 +112,36 @@ class Progress:
                 # Not a terminal (a log, CI): a plain line when the task count moved, at most every 2 s.
                 self._last_line, self._last_print = tasks, time.monotonic()
                 print(line, file=sys.stderr, flush=True)
+
+
+def run_job(command: str, master: str, quiet: bool, step: str, job: Callable[..., R],
+            report_html: Callable[[R], str], summary: Callable[[R], list[str]], out: Path
+            ) -> R | None:
+    """Run `job(spark)` with a progress line, write `out/report.html` and print the summary (both computed
+    while the session is up: they may read the result's DataFrames). A session already running in this
+    process (an embedding program, the tests) is used and left running; one started here is stopped.
+    Returns the result, or None after printing the failure in one line."""
+    from pyspark.sql import SparkSession
+
+    from kanal.spark.session import kanal_session
+
+    owned = SparkSession.getActiveSession() is None
+    spark = kanal_session(master, f"kanal-{command}")
+    try:
+        with Progress(spark, not quiet) as progress:
+            progress.step(step)
+            result = job(spark)
+            progress.step("writing the report")
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "report.html").write_text(report_html(result))
+            lines = summary(result)
+    except Exception as exc:  # noqa: BLE001 - a command reports any failure in one line and an exit status
+        print(f"kanal {command}: failed: {exc}", file=sys.stderr)
+        return None
+    finally:
+        if owned:
+            spark.stop()
+    for line in lines:
+        print(line)
+    print(f"tables and report: {out} (report.html)")
+    return result
