@@ -410,9 +410,8 @@ class Partition:
                 return 0
             appended = 0
             if p.records:
-                self.log.append_replicated(p.records, now_ms=wall_ms())
-                for batch in producer_batches_in(p.records):
-                    self.producers.record(batch)
+                for info, header in self.log.append_replicated(p.records, now_ms=wall_ms()):
+                    self.producers.record(ProducerBatch.from_header(header, info.base_offset))
                 appended = len(p.records)
             new_hw = min(p.high_watermark, self.log.log_end_offset)
             self.high_watermark = max(self.high_watermark, new_hw)

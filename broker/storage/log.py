@@ -38,6 +38,7 @@ from kanal.broker.storage.segment import LogSegment
 from kanal.v1 import records_pb2
 from kanal.v1.batch import (
     ENTRY_HEADER,
+    BatchHeader,
     CorruptEntry,
     broker_suffix,
     check_scanned,
@@ -223,10 +224,11 @@ class Log:
         self._after_append(leader_epoch, base, now_ms)
         return AppendInfo(Offset(base), Offset(last), header.max_timestamp_ms, entry_size)
 
-    def append_replicated(self, entries: bytes, *, now_ms: int) -> list[AppendInfo]:
+    def append_replicated(self, entries: bytes, *, now_ms: int) -> list[tuple[AppendInfo, BatchHeader]]:
         """Follower append of stored entries fetched from the leader, offsets kept. Every entry is
         checked first; a damaged one, or one that does not follow the log end, rejects the whole call
-        (CORRUPT_MESSAGE) with nothing written."""
+        (CORRUPT_MESSAGE) with nothing written. Returns each batch's place and scanned header, so the
+        caller can record producer state without walking the fetched bytes a second time."""
         checked = []
         expected_min = self.log_end_offset
         try:
@@ -252,8 +254,8 @@ class Log:
             self.active_segment.append([part], entry.size, suffix.base_offset, suffix.last_offset,
                                        header.max_timestamp_ms)
             self._after_append(suffix.leader_epoch, suffix.base_offset, now_ms)
-            infos.append(AppendInfo(Offset(suffix.base_offset), Offset(suffix.last_offset),
-                                    header.max_timestamp_ms, entry.size))
+            infos.append((AppendInfo(Offset(suffix.base_offset), Offset(suffix.last_offset),
+                                     header.max_timestamp_ms, entry.size), header))
         return infos
 
     def _check_epoch(self, leader_epoch: int) -> None:
