@@ -8,6 +8,7 @@ text or, with --output json, JSON. Errors are one line on stderr and a non-zero 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -114,10 +115,11 @@ def topics_alter(args) -> int:
 def produce(args) -> int:
     config = ProducerConfig(bootstrap=_bootstrap(args), acks=args.acks, enable_idempotence=args.acks == "all",
                             compression=args.compression, linger_ms=args.linger_ms)
-    source = open(args.file, "rb") if args.file else sys.stdin.buffer
     failures = []
     count = 0
-    with Producer(config) as producer:
+    with contextlib.ExitStack() as stack:
+        source = stack.enter_context(open(args.file, "rb")) if args.file else sys.stdin.buffer
+        producer = stack.enter_context(Producer(config))
         for line in source:
             line = line.rstrip(b"\r\n")
             key = None
@@ -225,8 +227,8 @@ def groups_describe(args) -> int:
             "offsets": [{"topic": o.topic, "partition": o.partition, "committed_offset": o.committed_offset,
                          "log_end_offset": o.log_end_offset, "lag": o.lag,
                          "member_id": owner.get((o.topic, o.partition), "")} for o in info.offsets]}
-    lines = [f"group {info.group_id}: {info.state}, protocol {info.protocol or '-'}, generation {info.generation}, "
-             f"coordinator broker {info.coordinator}, {len(info.members)} members",
+    lines = [(f"group {info.group_id}: {info.state}, protocol {info.protocol or '-'}, generation {info.generation}, "
+              f"coordinator broker {info.coordinator}, {len(info.members)} members"),
              f"{'TOPIC':<24} {'PARTITION':>9} {'COMMITTED':>10} {'LOG-END':>10} {'LAG':>8}  MEMBER"]
     lines += [f"{o['topic']:<24} {o['partition']:>9} {o['committed_offset']:>10} {o['log_end_offset']:>10} "
               f"{o['lag']:>8}  {o['member_id'] or '-'}" for o in data["offsets"]]
