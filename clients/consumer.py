@@ -39,6 +39,7 @@ from typing import Self
 import grpc
 
 from kanal.clients.assignors import ASSIGNORS
+from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.group_membership import REJOIN_ERRORS, GroupMembership
 from kanal.v1 import broker_pb2, records_pb2
@@ -153,6 +154,8 @@ class Consumer:
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._running = True
+        # Fetches to the second and further leaders of one round (the first runs on the fetcher thread).
+        self._calls = CallPool(4, "kanal-consumer-fetch")
         self._fetcher = threading.Thread(target=self._run_fetcher, name="kanal-consumer-fetcher", daemon=True)
         self._fetcher.start()
         # Group state: the subscription, the rebalance flag the heartbeat thread raises, commit bookkeeping.
@@ -307,6 +310,7 @@ class Consumer:
         with self._lock:
             self._arrived.notify_all()
         self._fetcher.join(timeout=5)
+        self._calls.close(wait=False)
         self._metadata.close()
 
     # ---- groups ----
@@ -533,15 +537,28 @@ class Consumer:
                     with self._lock:
                         self._arrived.wait(0.05)
                     continue
-                calls = []
-                for endpoint, (request, generations) in plan.items():
-                    timeout = self.config.fetch_max_wait_ms / 1000 + self.config.request_timeout_ms / 1000
-                    calls.append((endpoint, generations, self._metadata.stub(endpoint).Fetch.future(request, timeout=timeout)))
-                for endpoint, generations, call in calls:
-                    self._handle(endpoint, generations, call)
+                self._fetch_all(plan)
             except KanalError as exc:
                 log.warning("consumer fetcher: %s", exc)
                 time.sleep(0.1)
+
+    def _fetch_all(self, plan: dict[str, tuple[broker_pb2.FetchRequest, dict[TopicPartition, int]]]) -> None:
+        """One long-poll Fetch per leader, all in flight together. The first runs as a blocking call on this
+        thread and the others on the pool's long-lived threads: `Fetch.future()` would start and end a grpcio
+        channel-spin thread per call (see clients/call_pool.py), which at one fetch per produced record costs
+        more client CPU than decoding the records does."""
+        timeout_s = self.config.fetch_max_wait_ms / 1000 + self.config.request_timeout_ms / 1000
+        (first, (request, generations)), *others = plan.items()
+        calls = [(endpoint, gens, self._calls.submit(self._metadata.stub(endpoint).Fetch, req, timeout_s))
+                 for endpoint, (req, gens) in others]
+        inline: Future = Future()
+        try:
+            inline.set_result(self._metadata.stub(first).Fetch(request, timeout=timeout_s))
+        except grpc.RpcError as exc:
+            inline.set_exception(exc)
+        self._handle(first, generations, inline)
+        for endpoint, gens, call in calls:
+            self._handle(endpoint, gens, call)
 
     def _plan(self) -> dict[str, tuple[broker_pb2.FetchRequest, dict[TopicPartition, int]]]:
         plan: dict[str, tuple[broker_pb2.FetchRequest, dict[TopicPartition, int]]] = {}
@@ -575,7 +592,7 @@ class Consumer:
         except KanalError as exc:
             log.warning("metadata refresh failed: %s", exc)
 
-    def _handle(self, endpoint: str, generations: dict[TopicPartition, int], call: grpc.Future) -> None:
+    def _handle(self, endpoint: str, generations: dict[TopicPartition, int], call: Future) -> None:
         try:
             reply = call.result()
         except grpc.RpcError as exc:
