@@ -9,8 +9,8 @@ Cases (100-byte and 1 KiB records):
   client_produce   the same through kanal's Producer with default settings (what `kanal perf produce` does)
   broker_fetch     raw Fetch calls over the data just written, no decoding: what the broker serves
   client_consume   kanal's Consumer, decoding and CRC-checking every record
-  latency          one producer paced at 2,000 records/s (linger 0), one consumer; p50/p99 of receive time
-                   minus the send time carried in each record
+  latency          one producer paced at 2,000 records/s (linger 0), one consumer in its own process;
+                   p50/p99 of receive time minus the send time carried in each record
 Prints one JSON object. Every loop is bounded by record count and by --seconds.
 """
 
@@ -36,6 +36,7 @@ from kanal.v1.batch import NewRecord, build_batch
 
 RECORDS_PER_BATCH = 1000
 RAW_ROUNDS_IN_FLIGHT = 4
+LATENCY_PRODUCER = {"acks": "1", "enable_idempotence": False, "linger_ms": 0}
 
 
 def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, **configs: str) -> None:
@@ -177,40 +178,47 @@ def client_consume(cluster: LocalCluster, topic: str, partitions: int, records_m
     return got, elapsed
 
 
-def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float) -> dict:
-    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="1", enable_idempotence=False, linger_ms=0))
-    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=100))
+def _latency_consumer(bootstrap: str, topic: str, count: int, seconds: float, ready, out: mp.Queue) -> None:
+    """Its own process, as a real consumer is: in the producer's process both would share one GIL."""
+    consumer = Consumer(ConsumerConfig(bootstrap=bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=100))
     consumer.assign([(topic, 0)])
     consumer.position((topic, 0))
+    ready.set()
     samples: list[float] = []
-    import threading
-
-    stop = threading.Event()
-
-    def consume():
-        while not stop.is_set():
-            for r in consumer.poll(0.2):
-                samples.append(time.time_ns() / 1e6 - int(r.value[:20]) / 1e6)
-
-    reader = threading.Thread(target=consume, daemon=True)
-    reader.start()
-    count = int(rate_s * seconds)
-    interval = 1 / rate_s
-    started = time.perf_counter()
-    for i in range(count):
-        target = started + i * interval
-        while time.perf_counter() < target:
-            time.sleep(max(0.0, min(0.0005, target - time.perf_counter())))
-        producer.produce(topic, b"%020d" % time.time_ns() + b"x" * 80, partition=0)
-    producer.flush(30)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + seconds + 10
     while len(samples) < count and time.monotonic() < deadline:
-        time.sleep(0.05)
-    stop.set()
-    reader.join(5)
-    producer.close()
+        for r in consumer.poll(0.2):
+            samples.append(time.time_ns() / 1e6 - int(r.value[:20]) / 1e6)
     consumer.close()
-    samples.sort()
+    out.put(samples)
+
+
+def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float) -> dict:
+    """A producer paced at rate_s (linger 0, acks=1) in this process and a consumer process; each record
+    carries its send time, the consumer notes when it got it (one machine, one clock)."""
+    count = int(rate_s * seconds)
+    ctx = mp.get_context("spawn")
+    ready, queue = ctx.Event(), ctx.Queue()
+    reader = ctx.Process(target=_latency_consumer, args=(cluster.bootstrap, topic, count, seconds, ready, queue))
+    reader.start()
+    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, **LATENCY_PRODUCER))
+    try:
+        if not ready.wait(60):
+            raise SystemExit("the latency consumer did not start")
+        interval = 1 / rate_s
+        started = time.perf_counter()
+        for i in range(count):
+            target = started + i * interval
+            while time.perf_counter() < target:
+                time.sleep(max(0.0, min(0.0005, target - time.perf_counter())))
+            producer.produce(topic, b"%020d" % time.time_ns() + b"x" * 80, partition=0)
+        producer.flush(30)
+        samples = sorted(queue.get(timeout=seconds + 30))
+    finally:
+        producer.close()
+        reader.join(30)
+        if reader.is_alive():
+            reader.kill()
     q = statistics.quantiles(samples, n=100) if len(samples) > 100 else [float("nan")] * 99
     return {"rate_records_s": rate_s, "records": count, "received": len(samples),
             "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3), "max_ms": round(samples[-1], 3) if samples else None}
