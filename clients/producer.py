@@ -12,6 +12,12 @@ Produce call per broker carrying batches for many partitions (at most max_in_fli
 batch per partition). Retriable errors (leader moved, broker down, timeouts, not enough replicas) refresh
 metadata and retry the same bytes after retry_backoff_ms until delivery_timeout_ms; with idempotence the
 leader drops a retried batch it already has, so each record is written once.
+
+When the C extension is built (NATIVE) and no custom partitioner is given, `produce` is the C
+`Appender.produce` (clients/_producer_fast.c): the common case (bytes or None value and key, no headers, a
+known topic, an open batch with room in buffer memory) is done there, and every other call is handed,
+unchanged, to the Python `Producer.produce` below, which stays the reference. `Producer.native` and the
+repr say which path a producer runs; KANAL_PRODUCER_PURE_PYTHON=1 or `use_native_path=False` turn C off.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import logging
 import random
 import threading
 import time
+import types
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Self
@@ -28,7 +35,15 @@ import grpc
 
 from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
-from kanal.clients.producer_batch import DeliveryCallback, ProducerBatch, RecordFuture, RecordMetadata
+from kanal.clients.producer_batch import (
+    NATIVE,
+    NATIVE_IMPORT_ERROR,
+    DeliveryCallback,
+    ProducerBatch,
+    RecordFuture,
+    RecordMetadata,
+    native,
+)
 from kanal.clients.producer_config import ProducerConfig
 from kanal.clients.record_accumulator import RecordAccumulator
 from kanal.v1 import broker_pb2
@@ -41,7 +56,7 @@ log = logging.getLogger(__name__)
 Partitioner = Callable[[str, bytes | None, int], int]  # (topic, key, partition count) -> partition
 _RECORD_OVERHEAD_BYTES = 16
 _METADATA_REFRESH_MIN_S = 0.05
-__all__ = ["Producer", "ProducerConfig", "RecordFuture", "RecordMetadata"]
+__all__ = ["NATIVE", "NATIVE_IMPORT_ERROR", "Producer", "ProducerConfig", "RecordFuture", "RecordMetadata"]
 
 
 def _as_bytes(value: bytes | bytearray | memoryview | str | None, what: str) -> bytes | None:
@@ -56,13 +71,19 @@ def _as_bytes(value: bytes | bytearray | memoryview | str | None, what: str) -> 
 
 class Producer:
     def __init__(self, config: ProducerConfig, *, partitioner: Partitioner | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, metadata: ClusterMetadata | None = None) -> None:
+        """`metadata`: a ClusterMetadata to use instead of one made from config.bootstrap (tests give a
+        stand-in; the producer closes it on close())."""
         self.config = config
-        self._metadata = ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms)
+        self._metadata = metadata or ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms)
+        # The C path only knows the built-in partitioners (murmur3 of the key, sticky without one).
+        self.native = NATIVE and config.use_native_path and partitioner is None
         self._accumulator = RecordAccumulator(
             batch_size_bytes=config.batch_size_bytes, linger_ms=config.linger_ms,
             buffer_memory_bytes=config.buffer_memory_bytes, delivery_timeout_ms=config.delivery_timeout_ms,
+            native=self.native,
         )
+        self._future = native.RecordFuture if self.native else RecordFuture
         self._partitioner = partitioner
         self._rng = rng or random.Random()
         self._sticky: dict[str, int] = {}
@@ -85,11 +106,20 @@ class Producer:
             self._init_producer_id()
         # One thread per call the sender may have in flight to each of a few brokers; more calls queue.
         self._calls = CallPool(min(64, config.max_in_flight * 4), "kanal-producer-call")
+        self._appender = None
+        if self.native:
+            # An instance attribute shadows the method: callers reach C in one call; C calls the method
+            # below (the same arguments) for everything uncommon.
+            self._appender = self._accumulator.native_appender(
+                partition_counts=self._partition_counts, sticky=self._sticky, randrange=self._rng.randrange,
+                fallback=types.MethodType(Producer.produce, self), record_bytes_max=config.record_bytes_max)
+            self.produce = self._appender.produce  # type: ignore[method-assign]
         self._sender = threading.Thread(target=self._run_sender, name="kanal-producer-sender", daemon=True)
         self._sender.start()
 
     def __repr__(self) -> str:
-        return f"<Producer {self.config.client_id} pid={self._producer_id} {self._accumulator!r}>"
+        return (f"<Producer {self.config.client_id} pid={self._producer_id} "
+                f"path={'native' if self.native else 'python'} {self._accumulator!r}>")
 
     def __enter__(self) -> Self:
         return self
@@ -137,7 +167,7 @@ class Producer:
             self._max_block_s, on_delivery)
         if sealed and key is None and partition == self._sticky.get(topic):
             self._sticky[topic] = self._rng.randrange(count)  # sticky partitioner: move on once a batch is full
-        return RecordFuture(batch, index)
+        return self._future(batch, index)
 
     def _partition_count(self, topic: str) -> int:
         count = len(self._metadata.partitions(topic))
@@ -156,7 +186,7 @@ class Producer:
         """Flush, then stop the sender. Records not delivered by the timeout fail with REQUEST_TIMED_OUT."""
         if self._closed:
             return
-        self._closed = True
+        self._mark_closed()
         self.flush(timeout_s)
         self._running = False
         with self._accumulator.wakeup:
@@ -193,8 +223,13 @@ class Producer:
             log.exception("the producer's sender thread failed")
             self._fail_all(exc)
 
-    def _fail_all(self, exc: Exception) -> None:
+    def _mark_closed(self) -> None:
         self._closed = True
+        if self._appender is not None:
+            self._appender.closed = 1  # every later call goes to the Python produce(), which raises
+
+    def _fail_all(self, exc: Exception) -> None:
+        self._mark_closed()
         error = KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, f"the producer's sender failed: {exc!r}")
         for batch in self._accumulator.abort_all(error):
             self._finish(batch, -1, error)

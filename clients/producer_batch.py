@@ -1,18 +1,23 @@
 """ProducerBatch: one partition's records on their way to the broker, encoded as they arrive.
 
 A record costs the producer Python work twice if it is first kept as an object and encoded when the batch
-is sent; here `append` writes it straight into the pieces of the batch's serialized `RecordList` (the
-bytes `kanal.v1.batch.encode_record_list` produces for the same records, byte for byte: each Record is
-field 1 of the RecordList; offset_delta and timestamp_delta_ms are left out at 0, as proto3 does; key and
-value are written whenever present, even empty; headers follow, a header's key left out when empty).
-The value is kept by reference: it is copied once, when `record_list` joins the pieces at send time.
-Only the timestamps are kept per record, for the RecordMetadata of futures and callbacks.
+is sent; here each record is written straight into the batch's RecordList (the bytes
+`kanal.v1.batch.encode_record_list` produces for the same records, byte for byte: each Record is field 1
+of the RecordList; offset_delta and timestamp_delta_ms are left out at 0, as proto3 does; key and value
+are written whenever present, even empty; headers follow, a header's key left out when empty). Only the
+timestamps are kept per record, for the RecordMetadata of futures and callbacks.
+
+Two implementations of the per-record part exist with the same interface and the same bytes: `RecordList`
+here (pure Python: the value is kept by reference and copied once, when `take` joins the pieces) and
+`kanal.clients._producer_fast.RecordList` (C: a growing buffer), used with the rest of the native path
+when the extension is built (`NATIVE` says whether it is; KANAL_PRODUCER_PURE_PYTHON=1 turns it off).
 
 Not thread-safe: the accumulator's lock guards appends; once sealed, a batch is only read.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +26,16 @@ from typing import Any
 from kanal.v1 import records_pb2
 from kanal.v1.batch import SMALL_VARINTS, varint
 from kanal.v1.error import ErrorCode, KanalError
+
+NATIVE_IMPORT_ERROR: str | None = None
+try:
+    if os.environ.get("KANAL_PRODUCER_PURE_PYTHON"):
+        raise ImportError("KANAL_PRODUCER_PURE_PYTHON is set")
+    from kanal.clients import _producer_fast as native
+except ImportError as exc:  # not built (no compiler at install time) or turned off: the Python path runs
+    native = None
+    NATIVE_IMPORT_ERROR = str(exc)
+NATIVE = native is not None  # whether the C hot path can be used (see clients/_producer_fast.c)
 
 DeliveryCallback = Callable[[Any, "RecordMetadata | None"], None]  # (error or None, metadata or None)
 
@@ -52,61 +67,34 @@ class RecordMetadata:
     timestamp_ms: int
 
 
-class ProducerBatch:
-    __slots__ = (
-        "_parts",
-        "attempts",
-        "base_offset",
-        "base_sequence",
-        "callbacks",
-        "created_s",
-        "deadline_s",
-        "done",
-        "encoded",
-        "error",
-        "first_timestamp_ms",
-        "max_timestamp_ms",
-        "partition",
-        "producer_id",
-        "record_count",
-        "retry_at_s",
-        "size_bytes",
-        "timestamps",
-        "topic",
-    )
+class RecordList:
+    """One batch's records encoded as they arrive, in pure Python (the C RecordList has the same interface
+    and writes the same bytes). `size_bytes` is what the accumulator charged against buffer memory."""
 
-    def __init__(self, topic: str, partition: int, created_s: float, deadline_s: float) -> None:
-        self.topic = topic
-        self.partition = partition
+    __slots__ = ("_parts", "first_timestamp_ms", "max_timestamp_ms", "record_count", "size_bytes",
+                 "timestamps")
+
+    def __init__(self) -> None:
         self._parts: list[bytes] | None = []  # the RecordList's pieces; None once joined
         self.record_count = 0
         self.timestamps: list[int] = []  # per record, absolute
         self.first_timestamp_ms = 0
         self.max_timestamp_ms = 0
-        self.size_bytes = 0  # what the accumulator charged against buffer_memory_bytes
-        self.created_s = created_s
-        self.callbacks: list[tuple[int, DeliveryCallback]] = []
-        self.done = threading.Event()
-        self.base_offset = -1
-        self.error: KanalError | None = None
-        self.encoded: bytes | None = None  # encoded once, on first send; retries resend the same bytes
-        self.base_sequence = -1
-        self.producer_id = 0
-        self.attempts = 0
-        self.retry_at_s = 0.0
-        self.deadline_s = deadline_s
+        self.size_bytes = 0
 
     def __repr__(self) -> str:
-        return (f"<ProducerBatch {self.topic}-{self.partition} records={self.record_count} "
-                f"bytes={self.size_bytes} attempts={self.attempts}>")
+        return f"<RecordList python records={self.record_count}>"
 
-    def append(self, value: bytes | None, key: bytes | None, timestamp_ms: int,
-               headers: Sequence[tuple[str, bytes | None]]) -> int:
-        """Encode one record at the end of the batch; returns its index (its offset delta)."""
+    @property
+    def taken(self) -> bool:
+        return self._parts is None
+
+    def append(self, value: bytes | None, key: bytes | None, timestamp_ms: int, tail: bytes) -> int:
+        """Encode one record at the end (tail: its encoded headers, b"" for none); returns its index."""
         parts = self._parts
         if parts is None:
-            raise KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{self!r} was already encoded; it takes no records")
-        tail = _headers_field(headers) if headers else b""  # first: a bad header changes nothing
+            raise KanalError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                             "the batch's records were already encoded; it takes no more records")
         index = self.record_count
         if index:
             head = _OFFSET_DELTA_FIELD[index] if index < _TABLE_MAX else b"\x08" + varint(index)
@@ -139,26 +127,122 @@ class ProducerBatch:
         self.record_count = index + 1
         return index
 
-    def record_list(self) -> bytes:
-        """The serialized RecordList of every record appended; the batch takes no more records after."""
+    def take(self) -> bytes:
+        """The serialized RecordList; the list takes no more records after."""
         if self._parts is None:
-            raise KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{self!r}: record_list() was already taken")
+            raise KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, "the batch's records were already taken")
         data = b"".join(self._parts)
         self._parts = None  # the values are referenced no longer: only the joined copy stays
         return data
+
+    def timestamp(self, index: int) -> int:
+        return self.timestamps[index]
+
+
+class BufferMemory:
+    """The accumulator's buffered bytes (the C BufferMemory has the same attribute); changed under its lock."""
+
+    __slots__ = ("buffered_bytes",)
+
+    def __init__(self) -> None:
+        self.buffered_bytes = 0
+
+
+class ProducerBatch:
+    __slots__ = (
+        "attempts",
+        "base_offset",
+        "base_sequence",
+        "callbacks",
+        "created_s",
+        "deadline_s",
+        "done",
+        "encoded",
+        "error",
+        "partition",
+        "producer_id",
+        "records",
+        "retry_at_s",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int, created_s: float, deadline_s: float,
+                 records: RecordList | None = None) -> None:
+        self.topic = topic
+        self.partition = partition
+        # RecordList or the C one: Appender.produce() appends to it directly (it reads this slot by name).
+        self.records = RecordList() if records is None else records
+        self.created_s = created_s
+        self.callbacks: list[tuple[int, DeliveryCallback]] = []
+        self.done = threading.Event()
+        self.base_offset = -1
+        self.error: KanalError | None = None
+        self.encoded: bytes | None = None  # encoded once, on first send; retries resend the same bytes
+        self.base_sequence = -1
+        self.producer_id = 0
+        self.attempts = 0
+        self.retry_at_s = 0.0
+        self.deadline_s = deadline_s
+
+    def __repr__(self) -> str:
+        return (f"<ProducerBatch {self.topic}-{self.partition} records={self.records.record_count} "
+                f"bytes={self.records.size_bytes} attempts={self.attempts}>")
+
+    # Per batch (the records' own fields, read when the batch is sent or completed).
+    @property
+    def record_count(self) -> int:
+        return self.records.record_count
+
+    @property
+    def first_timestamp_ms(self) -> int:
+        return self.records.first_timestamp_ms
+
+    @property
+    def max_timestamp_ms(self) -> int:
+        return self.records.max_timestamp_ms
+
+    @property
+    def timestamps(self) -> list[int]:
+        return list(self.records.timestamps)
+
+    @property
+    def size_bytes(self) -> int:
+        return self.records.size_bytes
+
+    def append(self, value: bytes | None, key: bytes | None, timestamp_ms: int,
+               headers: Sequence[tuple[str, bytes | None]]) -> int:
+        """Encode one record at the end of the batch; returns its index (its offset delta)."""
+        tail = _headers_field(headers) if headers else b""  # first: a bad header changes nothing
+        return self.records.append(value, key, timestamp_ms, tail)
+
+    def record_list(self) -> bytes:
+        """The serialized RecordList of every record appended; the batch takes no more records after."""
+        return self.records.take()
 
     def complete(self, base_offset: int, error: KanalError | None) -> None:
         self.base_offset = base_offset
         self.error = error
         self.done.set()
-        for index, callback in self.callbacks:
-            meta = None if error else RecordMetadata(self.topic, self.partition, base_offset + index,
-                                                     self.timestamps[index])
-            callback(error, meta)
+        if self.callbacks:
+            timestamps = self.records.timestamps  # the C list builds a new list per read: read it once
+            for index, callback in self.callbacks:
+                meta = None if error else RecordMetadata(self.topic, self.partition, base_offset + index,
+                                                         timestamps[index])
+                callback(error, meta)
+
+    def result_of(self, index: int, timeout: float | None) -> RecordMetadata:
+        """Wait for the acknowledgement of record `index`; raises the KanalError the batch failed with.
+        Both futures (RecordFuture here and the C one) call this."""
+        if not self.done.wait(timeout):
+            raise KanalError(ErrorCode.REQUEST_TIMED_OUT, "the record was not acknowledged in time")
+        if self.error is not None:
+            raise self.error
+        return RecordMetadata(self.topic, self.partition, self.base_offset + index, self.records.timestamp(index))
 
 
 class RecordFuture:
-    """The outcome of one produce() call; cheap (two slots), resolved when its batch is acknowledged."""
+    """The outcome of one produce() call; cheap (two slots), resolved when its batch is acknowledged.
+    The native path returns `kanal.clients._producer_fast.RecordFuture`, with the same methods."""
 
     __slots__ = ("_batch", "_index")
 
@@ -171,10 +255,4 @@ class RecordFuture:
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """Wait for the acknowledgement; raises the KanalError the batch failed with."""
-        if not self._batch.done.wait(timeout):
-            raise KanalError(ErrorCode.REQUEST_TIMED_OUT, "the record was not acknowledged in time")
-        batch = self._batch
-        if batch.error is not None:
-            raise batch.error
-        return RecordMetadata(batch.topic, batch.partition, batch.base_offset + self._index,
-                              batch.timestamps[self._index])
+        return self._batch.result_of(self._index, timeout)

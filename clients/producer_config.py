@@ -49,6 +49,9 @@ class ProducerConfig:
     # Largest single record (key + value + headers), bytes.
     record_bytes_max: int = 1024 * 1024
     client_id: str = "kanal-producer"
+    # Run produce()'s per-record work in C when the extension is built (kanal.clients.producer.NATIVE;
+    # same behaviour and bytes). False keeps the pure-Python path, as does a custom partitioner.
+    use_native_path: bool = True
 
     def __post_init__(self) -> None:
         if str(self.acks) not in ACKS:

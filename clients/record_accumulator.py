@@ -5,6 +5,10 @@ A batch is sealed when it reaches batch_size_bytes or when its first record has 
 Each partition has at most one batch in flight, so batches of a partition are sent, retried and
 acknowledged in order. Thread-safe: produce() threads append, the sender thread drains, gRPC callback
 threads complete; one lock guards it all and `wakeup` (a Condition on it) signals the sender.
+
+With `native=True` (the C extension built) batches hold the C RecordList and buffer memory is the C
+BufferMemory, so the Producer's C Appender (`native_appender`) can append records and charge memory
+without the interpreter; it takes the same lock and hands every uncommon case back to Python.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from kanal.clients.producer_batch import DeliveryCallback, ProducerBatch
+from kanal.clients.producer_batch import BufferMemory, DeliveryCallback, ProducerBatch, RecordList
+from kanal.clients.producer_batch import native as _native
 from kanal.v1.error import ErrorCode, KanalError
 
 TopicPartition = tuple[str, int]
@@ -22,7 +27,12 @@ TopicPartition = tuple[str, int]
 
 class RecordAccumulator:
     def __init__(self, *, batch_size_bytes: int, linger_ms: int, buffer_memory_bytes: int,
-                 delivery_timeout_ms: int) -> None:
+                 delivery_timeout_ms: int, native: bool = False) -> None:
+        if native and _native is None:
+            raise KanalError(ErrorCode.INVALID_CONFIG, "the native producer path is not built")
+        self.native = native
+        self._records_type = _native.RecordList if native else RecordList
+        self.memory = _native.BufferMemory() if native else BufferMemory()
         self._batch_size = batch_size_bytes
         self._linger_s = linger_ms / 1000
         self._buffer_max = buffer_memory_bytes
@@ -33,13 +43,13 @@ class RecordAccumulator:
         self._open: dict[TopicPartition, ProducerBatch] = {}
         self._sealed: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._in_flight: set[TopicPartition] = set()
-        self._buffered = 0
         self._unfinished = 0  # batches created and not yet completed
         self._flushing = 0
 
     def __repr__(self) -> str:
         return (f"<RecordAccumulator open={len(self._open)} sealed={sum(map(len, self._sealed.values()))} "
-                f"in_flight={len(self._in_flight)} buffered={self._buffered}>")
+                f"in_flight={len(self._in_flight)} buffered={self.memory.buffered_bytes}"
+                f"{' native' if self.native else ''}>")
 
     def append(self, topic: str, partition: int, value: bytes | None, key: bytes | None, timestamp_ms: int,
                headers: Sequence[tuple[str, bytes | None]], size: int, max_block_s: float,
@@ -48,12 +58,13 @@ class RecordAccumulator:
         there, and whether that batch was just sealed. `on_delivery` is registered before the batch can
         be sent, so it is called however fast the batch completes."""
         with self._lock:
-            if self._buffered + size > self._buffer_max:  # rare: only then is back-pressure worked out
+            memory = self.memory
+            if memory.buffered_bytes + size > self._buffer_max:  # rare: only then is back-pressure worked out
                 deadline = time.monotonic() + max_block_s
-                while self._buffered + size > self._buffer_max:
+                while memory.buffered_bytes + size > self._buffer_max:
                     remaining = deadline - time.monotonic()
                     timed_out = remaining <= 0 or not self._space.wait(remaining)
-                    if timed_out and self._buffered + size > self._buffer_max:
+                    if timed_out and memory.buffered_bytes + size > self._buffer_max:
                         raise KanalError(ErrorCode.REQUEST_TIMED_OUT,
                                          f"buffer_memory_bytes ({self._buffer_max}) stayed full for "
                                          f"{max_block_s * 1000:.0f} ms")
@@ -63,20 +74,40 @@ class RecordAccumulator:
                 index = batch.append(value, key, timestamp_ms, headers)
             else:
                 now = time.monotonic()
-                batch = ProducerBatch(topic, partition, now, now + self._delivery_timeout_s)
+                batch = ProducerBatch(topic, partition, now, now + self._delivery_timeout_s, self._records_type())
                 index = batch.append(value, key, timestamp_ms, headers)  # a bad record leaves no empty batch
                 self._open[tp] = batch
                 self._unfinished += 1
                 self.wakeup.notify()  # the sender must learn the new linger deadline
             if on_delivery is not None:
                 batch.callbacks.append((index, on_delivery))
-            batch.size_bytes += size
-            self._buffered += size
-            if batch.size_bytes < self._batch_size:
+            records = batch.records
+            records.size_bytes += size
+            memory.buffered_bytes += size
+            if records.size_bytes < self._batch_size:
                 return batch, index, False
-            self._seal(tp, batch)
-            self.wakeup.notify()
+            self.seal_full(tp, batch)
             return batch, index, True
+
+    def native_appender(self, *, partition_counts: dict[str, int], sticky: dict[str, int],
+                        randrange: Callable[[int], int], fallback: Callable[..., object],
+                        record_bytes_max: int) -> object:
+        """The C Appender for a producer (its produce()), sharing this accumulator's lock, open batches and
+        memory, and the producer's partition counts and sticky partitions; `fallback` is the Python
+        produce() it hands every uncommon call to."""
+        if not self.native:
+            raise KanalError(ErrorCode.INVALID_CONFIG, "the accumulator was made without native=True")
+        return _native.Appender(
+            lock=self._lock, open_batches=self._open, seal_full=self.seal_full, memory=self.memory,
+            batch_size_bytes=self._batch_size, buffer_memory_bytes=self._buffer_max,
+            partition_counts=partition_counts, sticky=sticky, randrange=randrange, fallback=fallback,
+            record_bytes_max=record_bytes_max)
+
+    def seal_full(self, key: TopicPartition, batch: ProducerBatch) -> None:
+        """A batch reached batch_size_bytes: seal it and wake the sender. Called under the lock (by
+        append, or by the C Appender)."""
+        self._seal(key, batch)
+        self.wakeup.notify()
 
     def _seal(self, key: TopicPartition, batch: ProducerBatch) -> None:
         del self._open[key]
@@ -129,7 +160,7 @@ class RecordAccumulator:
         """A batch is finished (acknowledged or failed for good): free its memory and its partition."""
         with self._lock:
             self._in_flight.discard((batch.topic, batch.partition))
-            self._buffered -= batch.size_bytes
+            self.memory.buffered_bytes -= batch.records.size_bytes
             self._unfinished -= 1
             self._space.notify_all()
             self.wakeup.notify_all()
