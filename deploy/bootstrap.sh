@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up kanal in ./.venv on a fresh machine: `bash deploy/bootstrap.sh [EXTRAS]`, e.g. `test`.
-# Needs Python >= 3.11; installs Debian's python3-venv when the venv module is missing (as root).
+# Needs Python >= 3.11; installs Debian's python3-venv when the venv module is missing (as root), and gcc
+# and the Python headers when missing (as root), so pip builds the producer's C hot path
+# (clients/_producer_fast.c). Without them the install still works, on the pure-Python path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
@@ -22,9 +24,19 @@ if [ ! -x .venv/bin/python ]; then
     fi
   fi
 fi
+# The producer's C extension needs a C compiler and Python.h for this interpreter.
+has_headers() { "$python" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }
+if ! { command -v gcc >/dev/null || command -v cc >/dev/null; } || ! has_headers; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc python3-dev >/dev/null || true
+  fi
+fi
 .venv/bin/python -m pip install -q --upgrade pip
 if [ -n "$extras" ]; then
   .venv/bin/python -m pip install -q -e ".[$extras]"
 else
   .venv/bin/python -m pip install -q -e .
 fi
+.venv/bin/python -c 'from kanal.clients.producer import NATIVE, NATIVE_IMPORT_ERROR as e
+print("kanal: the producer runs its C hot path" if NATIVE else f"kanal: the producer runs pure Python ({e})")'
