@@ -1,17 +1,23 @@
-"""The producer's accumulator: batching, lingering, ordering per partition, back-pressure (no sockets)."""
+"""The producer's accumulator: batching, lingering, ordering per partition, back-pressure (no sockets); with
+pure-Python batches and with the C extension's (when built)."""
 
 from __future__ import annotations
 
 import pytest
 
+from kanal.clients.producer_batch import NATIVE
 from kanal.clients.record_accumulator import RecordAccumulator
 from kanal.v1.error import ErrorCode, KanalError
 
 
-def acc(**kw) -> RecordAccumulator:
-    settings = {"batch_size_bytes": 1000, "linger_ms": 5, "buffer_memory_bytes": 10_000, "delivery_timeout_ms": 60_000}
-    settings.update(kw)
-    return RecordAccumulator(**settings)
+@pytest.fixture(params=["python", pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="not built"))])
+def acc(request):
+    def make(**kw) -> RecordAccumulator:
+        settings = {"batch_size_bytes": 1000, "linger_ms": 5, "buffer_memory_bytes": 10_000,
+                    "delivery_timeout_ms": 60_000, "native": request.param == "native"}
+        settings.update(kw)
+        return RecordAccumulator(**settings)
+    return make
 
 
 def put(a: RecordAccumulator, value: bytes, size: int, partition: int = 0, max_block_s: float = 1.0):
@@ -22,7 +28,7 @@ def always(_key) -> bool:
     return True
 
 
-def test_a_batch_waits_for_linger_then_goes():
+def test_a_batch_waits_for_linger_then_goes(acc):
     a = acc()
     batch, index, sealed = put(a, b"x", 10, 0, 1.0)
     assert (index, sealed) == (0, False)
@@ -32,7 +38,7 @@ def test_a_batch_waits_for_linger_then_goes():
     assert out == [batch]
 
 
-def test_a_full_batch_is_sealed_at_once():
+def test_a_full_batch_is_sealed_at_once(acc):
     a = acc(linger_ms=10_000)
     for i in range(10):
         batch, _, sealed = put(a, b"x", 100, 0, 1.0)
@@ -41,7 +47,7 @@ def test_a_full_batch_is_sealed_at_once():
     assert out == [batch] and batch.record_count == 10
 
 
-def test_records_behind_an_in_flight_batch_gather_into_one_batch():
+def test_records_behind_an_in_flight_batch_gather_into_one_batch(acc):
     # With linger 0, a steady stream must not become one batch (one round trip) per record.
     a = acc(linger_ms=0)
     first, _, _ = put(a, b"a", 10, 0, 1.0)
@@ -56,7 +62,7 @@ def test_records_behind_an_in_flight_batch_gather_into_one_batch():
     assert len(out) == 1 and out[0].record_count == 5
 
 
-def test_a_retried_batch_goes_before_later_ones_of_its_partition():
+def test_a_retried_batch_goes_before_later_ones_of_its_partition(acc):
     a = acc(linger_ms=0)
     first, _, _ = put(a, b"1", 10, 0, 1.0)
     out, _ = a.drain(first.created_s, always)
@@ -67,7 +73,7 @@ def test_a_retried_batch_goes_before_later_ones_of_its_partition():
     assert out == [first]
 
 
-def test_buffer_memory_blocks_then_times_out():
+def test_buffer_memory_blocks_then_times_out(acc):
     a = acc(buffer_memory_bytes=1000, batch_size_bytes=1000)
     put(a, b"x", 900, 0, 1.0)
     with pytest.raises(KanalError) as err:
@@ -75,7 +81,7 @@ def test_buffer_memory_blocks_then_times_out():
     assert err.value.code == ErrorCode.REQUEST_TIMED_OUT
 
 
-def test_a_callback_is_registered_before_its_batch_can_be_sent():
+def test_a_callback_is_registered_before_its_batch_can_be_sent(acc):
     # Registered under the accumulator's lock: a batch acknowledged at once still calls every callback.
     a = acc(linger_ms=0, batch_size_bytes=10)
     seen = []
@@ -88,7 +94,7 @@ def test_a_callback_is_registered_before_its_batch_can_be_sent():
     assert [(err, meta.offset, meta.timestamp_ms) for err, meta in seen] == [(None, 41, 7)]
 
 
-def test_a_record_with_bad_headers_leaves_no_empty_batch():
+def test_a_record_with_bad_headers_leaves_no_empty_batch(acc):
     a = acc()
     with pytest.raises(TypeError):
         a.append("t", 0, b"v", None, 0, [("k", "a str, not bytes")], 10, 1.0)
