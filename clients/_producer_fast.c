@@ -658,9 +658,12 @@ static PyObject *Appender_produce(Appender *self, PyObject *const *args, size_t 
         PyObject *s = PyDict_GetItemWithError(self->sticky, topic);
         int same = s == NULL ? 0 : PyObject_RichCompareBool(s, part_obj, Py_EQ);
         if (same > 0) {
-            PyObject *next = PyObject_CallOneArg(self->randrange, count_obj);
+            /* count_obj was borrowed before the lock: another thread may have replaced it since. */
+            PyObject *n = PyLong_FromLong(count);
+            PyObject *next = n ? PyObject_CallOneArg(self->randrange, n) : NULL;
             if (next == NULL || PyDict_SetItem(self->sticky, topic, next) < 0) same = -1;
             Py_XDECREF(next);
+            Py_XDECREF(n);
         }
         if (same < 0 || PyErr_Occurred()) { Py_DECREF(batch); Py_DECREF(part_obj); return NULL; }
     }
