@@ -31,6 +31,11 @@ def parse_args(argv: list[str]) -> BrokerConfig:
     p.add_argument("--group-session-timeout-ms-max", type=int, default=1_800_000, help="group.max.session.timeout.ms")
     p.add_argument("--group-initial-rebalance-delay-ms", type=int, default=3000,
                    help="group.initial.rebalance.delay.ms")
+    p.add_argument("--offsets-retention-ms", type=int, default=7 * 24 * 3600 * 1000,
+                   help="an Empty group's offsets are deleted this long after it became Empty and they were "
+                        "committed (offsets.retention.minutes, in ms)")
+    p.add_argument("--offsets-retention-check-interval-ms", type=int, default=600_000,
+                   help="offsets.retention.check.interval.ms")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
@@ -45,6 +50,8 @@ def parse_args(argv: list[str]) -> BrokerConfig:
         group_session_timeout_ms_min=args.group_session_timeout_ms_min,
         group_session_timeout_ms_max=args.group_session_timeout_ms_max,
         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+        offsets_retention_ms=args.offsets_retention_ms,
+        offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
     )
 
 

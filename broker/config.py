@@ -69,6 +69,11 @@ class BrokerConfig:
     group_session_timeout_ms_max: int = 1_800_000
     # A group's first rebalance waits this long for more members (group.initial.rebalance.delay.ms).
     group_initial_rebalance_delay_ms: int = 3000
+    # An Empty group's committed offsets are deleted this long after the group became Empty and the
+    # offset was committed (offsets.retention.minutes, 7 days); offsets of deleted topics go at once.
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    # How often the coordinator looks for expired offsets (offsets.retention.check.interval.ms).
+    offsets_retention_check_interval_ms: int = 600_000
     # Where the controller quorum's gRPC listeners are, parsed from `controllers`.
     controller_endpoints: tuple[tuple[str, int], ...] = field(init=False)
 
@@ -97,6 +102,10 @@ class BrokerConfig:
                "group session timeout bounds must satisfy 1 <= min <= max <= 3600000")
         _check(0 <= self.group_initial_rebalance_delay_ms <= 300_000,
                "group_initial_rebalance_delay_ms must be in [0, 300000]")
+        _check(1000 <= self.offsets_retention_ms <= 10 * 365 * 24 * 3600 * 1000,
+               "offsets_retention_ms must be in [1000, 10 years]")
+        _check(100 <= self.offsets_retention_check_interval_ms <= 86_400_000,
+               "offsets_retention_check_interval_ms must be in [100, 86400000]")
 
 
 def _check(ok: bool, message: str) -> None:

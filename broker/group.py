@@ -39,7 +39,7 @@ Rules, and why:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kanal.v1 import broker_pb2, groups_pb2
@@ -59,6 +59,9 @@ class GroupLimits:
     session_timeout_ms_max: int = 1_800_000
     initial_rebalance_delay_ms: int = 3_000
     members_max: int = 1_000
+    # offsets.retention.minutes (KIP-211): an Empty group's offsets are deleted this long after both the
+    # group became Empty and the offset was committed.
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
 
     def __post_init__(self) -> None:
         if not 1 <= self.session_timeout_ms_min <= self.session_timeout_ms_max:
@@ -67,6 +70,8 @@ class GroupLimits:
             raise KanalError(ErrorCode.INVALID_CONFIG, "initial_rebalance_delay_ms must be in [0, 300000]")
         if not 1 <= self.members_max <= 100_000:
             raise KanalError(ErrorCode.INVALID_CONFIG, "members_max must be in [1, 100000]")
+        if not 1_000 <= self.offsets_retention_ms <= 10 * 365 * 24 * 3600 * 1000:
+            raise KanalError(ErrorCode.INVALID_CONFIG, "offsets_retention_ms must be in [1000, 10 years]")
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,9 @@ class Group:
         self.offsets: dict[tuple[str, int], groups_pb2.OffsetCommitValue] = {}
         self.rebalance_deadline_ms = 0
         self.join_not_before_ms = 0
+        # When the group last became Empty; 0 for a group that never had members (offsets committed
+        # outside any generation), whose offsets then age from their own commit times.
+        self.empty_since_ms = 0
 
     def __repr__(self) -> str:
         return (f"<Group {self.group_id} {self.state} gen={self.generation} protocol={self.protocol_name or '-'} "
@@ -280,6 +288,7 @@ class Group:
         self.generation += 1
         if not self.members:
             self.state = EMPTY
+            self.empty_since_ms = now_ms
             self.protocol_name = self.leader = ""
             return [Persist(self.group_id, self.generation, self.metadata_value(now_ms))]
         self.protocol_name = self._choose_protocol()
@@ -436,6 +445,17 @@ class Group:
             raise KanalError(ErrorCode.REBALANCE_IN_PROGRESS, "the group is completing a rebalance: rejoin first")
         member.expires_at_ms = now_ms + member.session_timeout_ms
 
+    def expired_offsets(self, now_ms: int, topic_exists: Callable[[str], bool]) -> list[tuple[str, int]]:
+        """The committed offsets to delete now: those of topics that no longer exist, whatever the state
+        (Kafka drops them when the topic is deleted), and, while the group is Empty, those for which
+        `offsets_retention_ms` has passed since both the group became Empty and the offset's commit. A
+        group with members keeps its offsets: they are its position."""
+        retention_ms = self.limits.offsets_retention_ms
+        empty = self.is_empty()
+        return [tp for tp, value in self.offsets.items()
+                if not topic_exists(tp[0])
+                or (empty and now_ms >= max(self.empty_since_ms, value.commit_timestamp_ms) + retention_ms)]
+
     # ---- lifecycle ----
 
     def close(self, code: int, message: str) -> list[Effect]:
@@ -477,6 +497,7 @@ class Group:
             if m.group_instance_id:
                 self.static_members[m.group_instance_id] = m.member_id
         self.state = STABLE if self.members else EMPTY
+        self.empty_since_ms = 0 if self.members else value.state_timestamp_ms
 
     def _member(self, member_id: str, group_instance_id: str, generation_id: int) -> Member:
         member = self.members.get(member_id)

@@ -82,7 +82,8 @@ class _Call:
 class GroupCoordinator:
     def __init__(self, *, broker_id: int, replicas, image: Callable[[], MetadataImage], controllers,
                  metrics: BrokerMetrics, limits: GroupLimits, offsets_partitions: int,
-                 offsets_replication_factor: int, write_timeout_ms: int) -> None:
+                 offsets_replication_factor: int, write_timeout_ms: int,
+                 offsets_retention_check_interval_ms: int = 600_000) -> None:
         self.broker_id = broker_id
         self._replicas = replicas
         self._image = image
@@ -92,6 +93,7 @@ class GroupCoordinator:
         self._offsets_partitions = offsets_partitions
         self._offsets_rf = offsets_replication_factor
         self._write_timeout_ms = write_timeout_ms
+        self._retention_check_interval_s = offsets_retention_check_interval_ms / 1000
         self._lock = threading.Lock()
         # Striped by partition number: the topic's partition count is whatever the first creator chose.
         self._write_locks = [threading.Lock() for _ in range(_WRITE_LOCK_STRIPES)]
@@ -463,6 +465,48 @@ class GroupCoordinator:
                 if group is not None:
                     group.close(ErrorCode.GROUP_ID_NOT_FOUND, "the group was deleted")
 
+    # ---- offsets retention ----
+
+    def expire_offsets(self, now_ms: int) -> int:
+        """Delete the offsets `Group.expired_offsets` names (decide), as tombstones written with acks=all
+        (records), then from memory (apply). A group left Empty with no offsets gets a tombstone for its
+        metadata too, and is gone, as after DeleteGroups. Returns how many offsets were deleted."""
+        image = self._image()
+        if self._partition_count(image) is None:
+            return 0
+        with self._lock:
+            candidates = [(self.partition_of(g.group_id, image), g.group_id) for g in self._groups.values()
+                          if g.offsets and g.state != DEAD]
+        deleted = 0
+        for p, group_id in sorted(candidates):
+            with self._write_lock(p):
+                with self._lock:  # decided again under the write lock: a commit may have come in between
+                    group = self._groups.get(group_id)
+                    if p not in self._owned or group is None or group.state == DEAD:
+                        continue
+                    expired = group.expired_offsets(now_ms, image.topics.__contains__)
+                    if not expired:
+                        continue
+                    records = [offset_record(group_id, t, part, None) for t, part in sorted(expired)]
+                    gone = group.is_empty() and len(expired) == len(group.offsets)
+                try:
+                    self._write(p, [*records, group_record(group_id, None)] if gone else records)
+                except KanalError as exc:
+                    log.warning("could not delete expired offsets of group %s: %s", group_id, exc)
+                    continue
+                with self._lock:
+                    if p in self._owned:
+                        for record in records:
+                            apply_record(self._groups, record, self._new_group, now_ms)
+                        group = self._groups.get(group_id)
+                        # A member that joined while the tombstones were written keeps the group: its
+                        # rebalance writes the group's metadata again, after the tombstone.
+                        if gone and group is not None and group.is_empty():
+                            apply_record(self._groups, group_record(group_id, None), self._new_group, now_ms)
+                deleted += len(expired)
+                log.info("group %s: deleted %d expired offsets%s", group_id, len(expired), " and the group" * gone)
+        return deleted
+
     # ---- log end offsets and lag ----
 
     def high_watermarks(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -534,7 +578,7 @@ class GroupCoordinator:
     # ---- the ticker ----
 
     def run(self, stop: threading.Event) -> None:
-        last_lag = 0.0
+        last_lag = last_retention = time.monotonic()
         while not stop.wait(_TICK_S):
             self.reconcile()
             now_ms = _now_ms()
@@ -547,6 +591,9 @@ class GroupCoordinator:
             if time.monotonic() - last_lag >= _LAG_REFRESH_S:
                 last_lag = time.monotonic()
                 self.refresh_lag_metrics()
+            if time.monotonic() - last_retention >= self._retention_check_interval_s:
+                last_retention = time.monotonic()
+                self.expire_offsets(_now_ms())
 
     def close(self) -> None:
         with self._lock:

@@ -70,10 +70,12 @@ class BrokerServer:
             controllers=self.controllers, metrics=self.metrics,
             limits=GroupLimits(session_timeout_ms_min=config.group_session_timeout_ms_min,
                                session_timeout_ms_max=config.group_session_timeout_ms_max,
-                               initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms),
+                               initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                               offsets_retention_ms=config.offsets_retention_ms),
             offsets_partitions=config.offsets_topic_partitions,
             offsets_replication_factor=config.offsets_topic_replication_factor,
             write_timeout_ms=config.offsets_commit_timeout_ms,
+            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
         )
         self.producer_ids = ProducerIdManager(
             lambda req: self.controllers.call("AllocateProducerIds", req), config.broker_id,

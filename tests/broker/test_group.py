@@ -248,3 +248,69 @@ def test_records_replay_restores_groups_and_offsets_with_tombstones():
     apply_record(groups, offset_record("g", "t", 0, None), new, 200)
     apply_record(groups, group_record("g", None), new, 200)
     assert groups == {}
+
+
+# ---- offsets retention ----
+
+RETENTION_MS = 10_000
+
+
+def commit(group: Group, topic: str, partition: int, at_ms: int) -> None:
+    group.offsets[(topic, partition)] = groups_pb2.OffsetCommitValue(offset=1, commit_timestamp_ms=at_ms)
+
+
+def test_offsets_of_a_group_with_members_are_kept_past_retention_but_not_for_deleted_topics():
+    group, _ = stable_group(1)
+    group.limits = GroupLimits(session_timeout_ms_min=100, initial_rebalance_delay_ms=0,
+                               offsets_retention_ms=RETENTION_MS)
+    commit(group, "t", 0, 0)
+    commit(group, "gone", 0, 0)
+    assert group.expired_offsets(10 * RETENTION_MS, lambda t: t == "t") == [("gone", 0)]
+
+
+def test_offsets_of_an_emptied_group_expire_a_retention_after_both_the_emptying_and_the_commit():
+    group, (a,) = stable_group(1)
+    group.limits = GroupLimits(session_timeout_ms_min=100, initial_rebalance_delay_ms=0,
+                               offsets_retention_ms=RETENTION_MS)
+    commit(group, "t", 0, 1_000)
+    commit(group, "t", 1, 8_000)
+    group.leave(broker_pb2.LeaveGroupRequest(group_id="g", members=[
+        broker_pb2.LeaveGroupRequest.Member(member_id=a)]), 5_000)
+    assert group.is_empty() and group.empty_since_ms == 5_000
+    exists = {"t"}.__contains__
+    assert group.expired_offsets(5_000 + RETENTION_MS - 1, exists) == []
+    assert group.expired_offsets(5_000 + RETENTION_MS, exists) == [("t", 0)]  # committed before it emptied
+    assert sorted(group.expired_offsets(8_000 + RETENTION_MS, exists)) == [("t", 0), ("t", 1)]
+
+
+def test_offsets_committed_outside_any_generation_age_from_their_commit_and_reload_keeps_the_clock():
+    limits = GroupLimits(session_timeout_ms_min=100, initial_rebalance_delay_ms=0, offsets_retention_ms=RETENTION_MS)
+    groups: dict[str, Group] = {}
+
+    def new(gid):
+        return Group(gid, limits)
+
+    apply_record(groups, offset_record("s", "t", 0, groups_pb2.OffsetCommitValue(offset=4, commit_timestamp_ms=2_000)),
+                 new, 50_000)
+    simple = groups["s"]
+    assert simple.expired_offsets(2_000 + RETENTION_MS - 1, {"t"}.__contains__) == []
+    assert simple.expired_offsets(2_000 + RETENTION_MS, {"t"}.__contains__) == [("t", 0)]
+    # A group that had members and was persisted Empty at 30 s: the reload takes that time, not the load's.
+    apply_record(groups, group_record("e", groups_pb2.GroupMetadataValue(
+        protocol_type="consumer", generation_id=3, state_timestamp_ms=30_000)), new, 50_000)
+    apply_record(groups, offset_record("e", "t", 0, groups_pb2.OffsetCommitValue(offset=1, commit_timestamp_ms=1)),
+                 new, 50_000)
+    emptied = groups["e"]
+    assert emptied.is_empty() and emptied.empty_since_ms == 30_000
+    assert emptied.expired_offsets(30_000 + RETENTION_MS - 1, {"t"}.__contains__) == []
+    assert emptied.expired_offsets(30_000 + RETENTION_MS, {"t"}.__contains__) == [("t", 0)]
+
+
+def test_offsets_retention_is_validated():
+    for bad in (0, 999):
+        try:
+            GroupLimits(offsets_retention_ms=bad)
+        except KanalError as exc:
+            assert exc.code == ErrorCode.INVALID_CONFIG
+        else:
+            raise AssertionError(f"offsets_retention_ms={bad} was accepted")

@@ -22,10 +22,11 @@ from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.group_membership import GroupMembership
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
+from kanal.deploy.local_cluster import LocalCluster
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
-from .conftest import broker_node, create_topic, wait_until
+from .conftest import BROKER_FLAGS, CONTROLLER_FLAGS, broker_node, create_topic, wait_until
 from .history import end_offsets
 
 pytestmark = pytest.mark.cluster
@@ -416,3 +417,73 @@ def test_member_that_stops_polling_leaves_the_group_and_rejoins_on_its_next_poll
         assert consumer.assignment() == [(topic, 0), (topic, 1)]
     finally:
         consumer.close()
+
+
+def test_offsets_of_empty_groups_expire_after_retention_and_deleted_topics_lose_theirs(tmp_path):
+    """offsets.retention: an Empty group's offsets (and then the group) go once the retention has passed
+    since it emptied; a group with members keeps its offsets however old; a deleted topic's offsets go at
+    once, even for a live group. The deletions are tombstones in __consumer_offsets: they survive a restart."""
+    flags = [*BROKER_FLAGS, "--offsets-retention-ms", "1500", "--offsets-retention-check-interval-ms", "200"]
+    cluster = LocalCluster(tmp_path / "retention", controllers=1, brokers=1, controller_flags=CONTROLLER_FLAGS,
+                           broker_flags=flags)
+    live = None
+    try:
+        cluster.start(timeout_s=90)
+        create_topic(cluster, "kept", replication_factor=1)
+        create_topic(cluster, "dropped", replication_factor=1)
+        for topic in ("kept", "dropped"):
+            produce(cluster, topic, 10, topic)
+        config = {"bootstrap": cluster.bootstrap, "auto_offset_reset": "earliest", "session_timeout_ms": 3000,
+                  "heartbeat_interval_ms": 300}
+        live = Consumer(ConsumerConfig(group_id="live", **config))
+        live.subscribe(["kept"])
+        read: list = []
+        wait_until(lambda: read.extend(live.poll(0.2)) or len(read) >= 10, 60, "the live member to read 'kept'",
+                   interval_s=0)
+        live.commit({("kept", 0): 10})
+        live.commit_async({("dropped", 0): 4}).result(30)
+        leaver = Consumer(ConsumerConfig(group_id="leaver", **config))
+        leaver.subscribe(["kept"])
+        wait_until(lambda: leaver.poll(0.2) is not None and leaver.assignment(), 60, "the leaving member's assignment",
+                   interval_s=0)
+        leaver.commit({("kept", 0): 7})
+        leaver.close()  # leaves: the group is Empty from now
+        simple = Consumer(ConsumerConfig(group_id="simple", **config))
+        simple.assign([("kept", 0)])
+        simple.commit({("kept", 0): 3})  # outside any generation: ages from the commit
+        simple.close()
+        with Admin(cluster.bootstrap) as admin:
+            assert set(admin.list_groups()) >= {"live", "leaver", "simple"}
+            admin.delete_topic("dropped")
+            wait_until(lambda: ("dropped", 0) not in admin.group_offsets("live"), 30,
+                       "the deleted topic's offset to leave the live group")
+            wait_until(lambda: not {"leaver", "simple"} & set(admin.list_groups()), 30,
+                       "the empty groups' offsets to expire")
+            # Well past the retention, the live group keeps its offset: it has a member.
+            assert admin.group_offsets("live") == {("kept", 0): 10}
+            live.poll(0.1)
+        cluster.restart(broker_node(cluster, 0))
+        with Admin(cluster.bootstrap) as admin:
+            groups = wait_until(lambda: _groups_quietly(admin), 60, "the coordinator to reload")
+            assert "leaver" not in groups and "simple" not in groups
+            assert wait_until(lambda: _offsets_quietly(admin, "live"), 60, "the live group's offsets") == {
+                ("kept", 0): 10}
+    finally:
+        if live is not None:
+            live.close()
+        cluster.stop()
+
+
+def _groups_quietly(admin: Admin) -> dict[str, str] | None:
+    try:
+        groups = admin.list_groups()
+    except KanalError:
+        return None
+    return groups if "live" in groups else None
+
+
+def _offsets_quietly(admin: Admin, group: str) -> dict | None:
+    try:
+        return admin.group_offsets(group) or None
+    except KanalError:
+        return None
