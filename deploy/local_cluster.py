@@ -22,6 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -74,14 +75,11 @@ class Node:
         if self.running:
             raise RuntimeError(f"{self.name} is already running")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        out = open(self.log_path, "ab")
-        try:
+        with open(self.log_path, "ab") as out:  # the child keeps its own copy of the descriptor
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "kanal.deploy.cli", self.kind, *self.args],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             )
-        finally:
-            out.close()
 
     def signal(self, sig: int) -> None:
         if self.running:
@@ -153,7 +151,7 @@ class LocalCluster:
     def __repr__(self) -> str:
         return f"<LocalCluster {len(self.controllers)} controllers, {len(self.brokers)} brokers in {self.data_dir}>"
 
-    def __enter__(self) -> LocalCluster:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -213,7 +211,7 @@ class LocalCluster:
         for node in reversed(self.nodes):
             try:
                 node.stop(timeout_s=10)
-            except Exception:  # keep stopping the others; a stuck node is killed by stop() itself
+            except (OSError, subprocess.SubprocessError):  # keep stopping the others
                 node.kill()
 
     def remove_data(self) -> None:

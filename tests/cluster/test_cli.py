@@ -22,9 +22,9 @@ def dev(tmp_path_factory):
     home = tmp_path_factory.mktemp("kanal-home")
     env = dict(os.environ, KANAL_HOME=str(home), PYTHONUNBUFFERED="1")
     env.pop("KANAL_BOOTSTRAP", None)
-    log = open(home / "dev.out", "w+")
-    proc = subprocess.Popen([*KANAL, "dev", "--data-dir", str(home / "data")], stdout=log, stderr=subprocess.STDOUT,
-                            env=env)
+    with open(home / "dev.out", "w+") as log:  # the child has its own copy of the descriptor
+        proc = subprocess.Popen([*KANAL, "dev", "--data-dir", str(home / "data")], stdout=log,
+                                stderr=subprocess.STDOUT, env=env)
     try:
         wait_until(lambda: "ready. bootstrap:" in (home / "dev.out").read_text() or proc.poll() is not None, 120,
                    "kanal dev to be ready")
@@ -37,11 +37,11 @@ def dev(tmp_path_factory):
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        log.close()
 
 
 def kanal(env, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([*KANAL, *args], input=stdin, capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run([*KANAL, *args], check=False, input=stdin, capture_output=True, text=True, env=env,
+                            timeout=120)
     if check:
         assert result.returncode == 0, f"kanal {' '.join(args)} failed: {result.stderr}"
     return result
