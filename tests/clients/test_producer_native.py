@@ -5,6 +5,7 @@ every batch in the accumulator, where the tests read it."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 import mmh3
 import pytest
 
-from kanal.clients.producer import NATIVE, Producer, ProducerConfig, RecordMetadata
+from kanal.clients.producer import NATIVE, NATIVE_IMPORT_ERROR, Producer, ProducerConfig, RecordMetadata
 from kanal.clients.producer_batch import ProducerBatch, native
 from kanal.v1.batch import NewRecord, encode_record_list
 from kanal.v1.error import ErrorCode, KanalError
@@ -21,6 +22,14 @@ from kanal.v1.error import ErrorCode, KanalError
 needs_native = pytest.mark.skipif(not NATIVE, reason="the C extension is not built (no compiler at install)")
 PATHS = ["python", pytest.param("native", marks=needs_native)]
 VECTORS = Path(__file__).parents[2] / "proto" / "kanal" / "v1" / "partitioner_vectors.json"
+
+
+def test_the_c_hot_path_was_built():
+    """The project's setup (deploy/bootstrap.sh) installs a compiler and builds the extension, so the native
+    tests below run; they may skip only where that is stated on purpose."""
+    assert NATIVE or os.environ.get("KANAL_ALLOW_PURE_PYTHON") == "1", (
+        f"the producer's C extension did not load ({NATIVE_IMPORT_ERROR}); run deploy/bootstrap.sh with a C "
+        "compiler, or set KANAL_ALLOW_PURE_PYTHON=1 to run the suite on the pure-Python path only")
 
 
 class StandInMetadata:
