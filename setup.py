@@ -1,10 +1,17 @@
-"""Only the producer's optional C extension (clients/_producer_fast.c); everything else is in pyproject.toml.
+"""Only the clients' optional C extensions; everything else is in pyproject.toml.
 
 Here rather than in pyproject.toml because setuptools still calls `ext-modules` there experimental.
 optional=True: without a C compiler or the Python headers, the build prints a warning and the install
-still succeeds; the producer then runs its pure-Python path (kanal.clients.producer.NATIVE is False).
+still succeeds; the clients then run their pure-Python paths (kanal.clients.producer.NATIVE and
+kanal.clients.consumer.NATIVE are False).
+
+    _producer_fast  produce()'s per-record path (clients/_producer_fast.c)
+    _consumer_fast  the consumer's per-record decoding of fetched RecordLists (clients/_consumer_fast.c)
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("kanal.clients._producer_fast", sources=["clients/_producer_fast.c"], optional=True)])
+setup(ext_modules=[
+    Extension("kanal.clients._producer_fast", sources=["clients/_producer_fast.c"], optional=True),
+    Extension("kanal.clients._consumer_fast", sources=["clients/_consumer_fast.c"], optional=True),
+])
