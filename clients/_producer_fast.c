@@ -154,7 +154,8 @@ static Py_ssize_t records_append(RecordList *self, const char *value, Py_ssize_t
         __int128 delta = (__int128)ts - (__int128)self->first_ts;
         if (delta) {
             *h++ = 0x10;
-            h = put_varint128(h, (unsigned __int128)((delta << 1) ^ (delta >> 63)));
+            /* zigzag, shifted unsigned: a left shift of a negative signed value is undefined in C */
+            h = put_varint128(h, ((unsigned __int128)delta << 1) ^ (unsigned __int128)(delta >> 63));
         }
     }
     Py_ssize_t hlen = h - head;
@@ -563,6 +564,7 @@ static PyObject *Appender_produce(Appender *self, PyObject *const *args, size_t 
     if (parse_produce_args(args, nargs, kwnames, a) < 0) return NULL;
     PyObject *topic = a[A_TOPIC], *value = a[A_VALUE], *key = a[A_KEY], *partition = a[A_PARTITION];
     if (self->closed || self->fallback == NULL || a[A_HEADERS] != Py_None) goto fallback;
+    if (a[A_ON_DELIVERY] != Py_None && !PyCallable_Check(a[A_ON_DELIVERY])) goto fallback;  /* Python raises */
     if (value != Py_None && !PyBytes_CheckExact(value)) goto fallback;
     if (key != Py_None && !PyBytes_CheckExact(key)) goto fallback;
 
@@ -573,7 +575,9 @@ static PyObject *Appender_produce(Appender *self, PyObject *const *args, size_t 
     }
     if (!PyLong_CheckExact(count_obj)) goto fallback;
     long count = PyLong_AsLong(count_obj);
-    if (count <= 0) { PyErr_Clear(); goto fallback; }
+    /* Partition numbers are int32 on the wire; anything else is left to Python (and keeps the modulo
+     * below a 32-bit one that can never divide by zero). */
+    if (count <= 0 || count > INT32_MAX) { PyErr_Clear(); goto fallback; }
 
     long part;
     PyObject *part_obj;  /* new reference from here on */
@@ -608,7 +612,7 @@ static PyObject *Appender_produce(Appender *self, PyObject *const *args, size_t 
         int overflow;
         if (!PyLong_CheckExact(a[A_TIMESTAMP])) goto fallback_part;
         ts = PyLong_AsLongLongAndOverflow(a[A_TIMESTAMP], &overflow);
-        if (overflow) goto fallback_part;
+        if (overflow || ts < 0) goto fallback_part;  /* Python raises INVALID_REQUEST */
     }
 
     PyObject *tp = PyTuple_Pack(2, topic, part_obj);
@@ -631,17 +635,36 @@ static PyObject *Appender_produce(Appender *self, PyObject *const *args, size_t 
         Py_DECREF(batch);
         goto unlock_fallback;
     }
-    Py_ssize_t index = records_append(records, vlen >= 0 ? PyBytes_AS_STRING(value) : NULL, vlen,
-                                      klen >= 0 ? PyBytes_AS_STRING(key) : NULL, klen, ts, NULL, 0);
-    if (index < 0) { Py_DECREF(records); goto unlock_error_batch; }
-    if (a[A_ON_DELIVERY] != Py_None) {  /* registered before the batch can be sent, as in Python */
-        PyObject *callbacks = PyObject_GetAttr(batch, str_callbacks);
+    Py_ssize_t index = records->count;
+    PyObject *callbacks = NULL;
+    if (a[A_ON_DELIVERY] != Py_None) {
+        /* Registered first, under the same lock, so a failure leaves no record without its callback. */
+        callbacks = PyObject_GetAttr(batch, str_callbacks);
         PyObject *entry = callbacks ? Py_BuildValue("(nO)", index, a[A_ON_DELIVERY]) : NULL;
-        int failed = entry == NULL || PyList_Append(callbacks, entry) < 0;
+        int failed = entry == NULL || !PyList_Check(callbacks) || PyList_Append(callbacks, entry) < 0;
         Py_XDECREF(entry);
-        Py_XDECREF(callbacks);
-        if (failed) { Py_DECREF(records); goto unlock_error_batch; }
+        if (failed) {
+            if (callbacks != NULL && !PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "the batch's callbacks are not a list");
+            Py_XDECREF(callbacks);
+            Py_DECREF(records);
+            goto unlock_error_batch;
+        }
     }
+    if (records_append(records, vlen >= 0 ? PyBytes_AS_STRING(value) : NULL, vlen,
+                       klen >= 0 ? PyBytes_AS_STRING(key) : NULL, klen, ts, NULL, 0) < 0) {
+        if (callbacks != NULL) {  /* take the callback back out: the record is not in the batch */
+            Py_ssize_t n = PyList_GET_SIZE(callbacks);
+            PyObject *exc_type, *exc_value, *exc_tb;
+            PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+            if (PyList_SetSlice(callbacks, n - 1, n, NULL) < 0) PyErr_Clear();
+            PyErr_Restore(exc_type, exc_value, exc_tb);
+        }
+        Py_XDECREF(callbacks);
+        Py_DECREF(records);
+        goto unlock_error_batch;
+    }
+    Py_XDECREF(callbacks);
     records->size_bytes += size;
     self->memory->buffered_bytes += size;
     int sealed = records->size_bytes >= self->batch_size_bytes;
@@ -674,7 +697,11 @@ static PyObject *Appender_produce(Appender *self, PyObject *const *args, size_t 
     return future;
 
 unlock_error_batch:
-    Py_DECREF(batch);
+    unlock_on_error(self);
+    Py_DECREF(batch);  /* after the unlock: if it was the last reference, freeing it may run Python code */
+    Py_DECREF(tp);
+    Py_DECREF(part_obj);
+    return NULL;
 unlock_error:
     unlock_on_error(self);
     Py_DECREF(tp);

@@ -23,6 +23,7 @@ repr say which path a producer runs; KANAL_PRODUCER_PURE_PYTHON=1 or `use_native
 from __future__ import annotations
 
 import logging
+import operator
 import random
 import threading
 import time
@@ -56,6 +57,9 @@ log = logging.getLogger(__name__)
 Partitioner = Callable[[str, bytes | None, int], int]  # (topic, key, partition count) -> partition
 _RECORD_OVERHEAD_BYTES = 16
 _METADATA_REFRESH_MIN_S = 0.05
+# Record timestamps are ms since the epoch in an int64, never negative (Kafka refuses negative ones too).
+# Keeping them in [0, 2^63 - 1] also keeps every in-batch delta, and its zigzag varint, inside 64 bits.
+_TIMESTAMP_MS_MAX = (1 << 63) - 1
 __all__ = ["NATIVE", "NATIVE_IMPORT_ERROR", "Producer", "ProducerConfig", "RecordFuture", "RecordMetadata"]
 
 
@@ -69,6 +73,19 @@ def _as_bytes(value: bytes | bytearray | memoryview | str | None, what: str) -> 
     raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
 
 
+def _checked_timestamp(timestamp: object) -> int:
+    """An explicit record timestamp as an int in [0, 2^63 - 1], or INVALID_REQUEST: caught here, in
+    produce(), rather than when the sender encodes the batch, where it would fail every record with it."""
+    try:
+        ms = operator.index(timestamp)
+    except TypeError:
+        raise KanalError(ErrorCode.INVALID_REQUEST,
+                         f"timestamp must be an int of ms since the epoch, not {type(timestamp).__name__}") from None
+    if not 0 <= ms <= _TIMESTAMP_MS_MAX:
+        raise KanalError(ErrorCode.INVALID_REQUEST, f"timestamp {ms} is outside [0, 2^63 - 1] ms since the epoch")
+    return ms
+
+
 class Producer:
     def __init__(self, config: ProducerConfig, *, partitioner: Partitioner | None = None,
                  rng: random.Random | None = None, metadata: ClusterMetadata | None = None) -> None:
@@ -77,7 +94,9 @@ class Producer:
         self.config = config
         self._metadata = metadata or ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms)
         # The C path only knows the built-in partitioners (murmur3 of the key, sticky without one).
-        self.native = NATIVE and config.use_native_path and partitioner is None
+        # A subclass that overrides produce() keeps the Python path: the C shortcut below would bypass it.
+        self.native = (NATIVE and config.use_native_path and partitioner is None
+                       and type(self).produce is Producer.produce)
         self._accumulator = RecordAccumulator(
             batch_size_bytes=config.batch_size_bytes, linger_ms=config.linger_ms,
             buffer_memory_bytes=config.buffer_memory_bytes, delivery_timeout_ms=config.delivery_timeout_ms,
@@ -136,6 +155,10 @@ class Producer:
         producer, an unknown topic or partition, or a record over record_bytes_max."""
         if self._closed:
             raise KanalError(ErrorCode.INVALID_REQUEST, "the producer is closed")
+        if timestamp is not None and (timestamp.__class__ is not int or not 0 <= timestamp <= _TIMESTAMP_MS_MAX):
+            timestamp = _checked_timestamp(timestamp)
+        if on_delivery is not None and not callable(on_delivery):
+            raise KanalError(ErrorCode.INVALID_REQUEST, f"on_delivery must be callable, not {on_delivery!r}")
         # This runs once per record: the common case (bytes values, no headers) takes the short path.
         if value.__class__ is not bytes and value is not None:
             value = _as_bytes(value, "value")

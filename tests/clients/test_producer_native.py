@@ -102,8 +102,8 @@ def random_calls(rng: random.Random, n: int) -> list[tuple[tuple, dict]]:
         if rng.random() < 0.1:
             kwargs["headers"] = [(rng.choice(["", "h", "trace-id"]), rng.choice([None, b"", rng.randbytes(5)]))
                                  for _ in range(rng.choice([0, 1, 3]))]
-        kwargs["timestamp"] = rng.choice([1_700_000_000_000 + rng.randrange(-5000, 5000), rng.randrange(-(1 << 63), 1 << 63),
-                                          0, 1_700_000_000_000])
+        kwargs["timestamp"] = rng.choice([1_700_000_000_000 + rng.randrange(-5000, 5000), rng.randrange(0, 1 << 63),
+                                          0, 1_700_000_000_000, True])
         if rng.random() < 0.2:
             kwargs["on_delivery"] = _ignore  # any callable; compared by index
         value = rng.choice([None, b"", rng.randbytes(rng.choice([1, 100, 200, 17_000])), "a str value",
@@ -141,7 +141,7 @@ def test_record_lists_equal_the_reference_encoder(path):
     rng = random.Random(7)
     records = [NewRecord(None if rng.random() < 0.1 else rng.randbytes(rng.choice([0, 1, 100, 20_000])),
                          None if rng.random() < 0.5 else rng.randbytes(rng.randrange(0, 300)),
-                         rng.choice([rng.randrange(-(1 << 63), 1 << 63), 1_700_000_000_000 + rng.randrange(100)]),
+                         rng.choice([rng.randrange(0, 1 << 63), 1_700_000_000_000 + rng.randrange(100)]),
                          [(rng.choice(["", "k"]), rng.choice([None, b"", b"v"])) for _ in range(rng.choice([0, 0, 2]))])
                for _ in range(20_000)]  # offset deltas past 16383: three-byte varints
     batch = ProducerBatch("t", 0, 0.0, 1.0, native.RecordList() if path == "native" else None)
@@ -191,6 +191,13 @@ def test_errors_have_the_same_codes_and_messages(path):
             p.produce("t", 5)
         with pytest.raises(TypeError):
             p.produce("t", b"x", bogus=1)
+        # Timestamps are ints of ms in [0, 2^63 - 1]; anything else is refused at once, with nothing queued.
+        records_before = sum(b.record_count for b in p._accumulator._open.values())
+        for bad in (-1, 1 << 63, 1.5, "now"):
+            assert error_of("t", b"x", partition=0, timestamp=bad)[0] == ErrorCode.INVALID_REQUEST
+        assert error_of("t", b"x", partition=0, on_delivery=5) == (
+            ErrorCode.INVALID_REQUEST, "INVALID_REQUEST: on_delivery must be callable, not 5")
+        assert sum(b.record_count for b in p._accumulator._open.values()) == records_before
         shut(p)
         assert error_of("t", b"x", partition=0) == (ErrorCode.INVALID_REQUEST, "INVALID_REQUEST: the producer is closed")
     finally:
@@ -285,3 +292,38 @@ def test_a_custom_partitioner_or_the_setting_keeps_the_python_path():
     finally:
         shut(p)
         shut(q)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_bool_timestamps_are_stored_as_ints_and_huge_partition_counts_do_not_crash(path):
+    p = make_producer(path)
+    try:
+        p.produce("t", b"x", partition=0)
+        assert p.produce("t", b"y", partition=0, timestamp=True) is not None
+        batch = p._accumulator._open[("t", 0)]
+        assert batch.timestamps[-1] == 1 and type(batch.timestamps[-1]) is int
+        # A partition count beyond int32 (never sent by a broker) goes to Python instead of a 32-bit modulo.
+        p._partition_counts["t"] = 1 << 32
+        p.produce("t", b"z", key=b"k")
+        assert any(tp[1] == mmh3.hash(b"k", seed=0, signed=False) % (1 << 32) for tp in p._accumulator._open)
+    finally:
+        shut(p)
+
+
+def test_a_subclass_that_overrides_produce_keeps_the_python_path():
+    calls = []
+
+    class Counting(Producer):
+        def produce(self, *args, **kwargs):
+            calls.append(args)
+            return super().produce(*args, **kwargs)
+
+    p = Counting(ProducerConfig(bootstrap="stand-in:1", linger_ms=60_000, enable_idempotence=False, acks="1"),
+                 metadata=StandInMetadata({"t": 2}))
+    try:
+        assert not p.native
+        for i in range(5):
+            p.produce("t", b"v%d" % i, partition=1)
+        assert len(calls) == 5
+    finally:
+        shut(p)
