@@ -146,6 +146,7 @@ class LocalCluster:
             self.brokers.append(node)
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env.setdefault("PYTHONFAULTHANDLER", "1")  # a crash in native code leaves its Python stack in the node's log
         self._env = env
 
     def __repr__(self) -> str:
