@@ -12,6 +12,8 @@ kanal.clients.consumer.NATIVE are False).
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    Extension("kanal.clients._producer_fast", sources=["clients/_producer_fast.c"], optional=True),
-    Extension("kanal.clients._consumer_fast", sources=["clients/_consumer_fast.c"], optional=True),
+    Extension("kanal.clients._producer_fast", sources=["clients/_producer_fast.c"],
+              depends=["clients/_kanal_errors.h"], optional=True),
+    Extension("kanal.clients._consumer_fast", sources=["clients/_consumer_fast.c"],
+              depends=["clients/_kanal_errors.h"], optional=True),
 ])

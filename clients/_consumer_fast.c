@@ -48,6 +48,8 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include "_kanal_errors.h"
+
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
@@ -464,14 +466,6 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__consumer_fast(void) {
-    PyObject *errors = PyImport_ImportModule("kanal.v1.error");
-    if (errors == NULL) return NULL;
-    KanalError = PyObject_GetAttrString(errors, "KanalError");
-    PyObject *codes = KanalError ? PyObject_GetAttrString(errors, "ErrorCode") : NULL;
-    Py_DECREF(errors);
-    if (codes == NULL) return NULL;
-    CORRUPT_MESSAGE = PyObject_GetAttrString(codes, "CORRUPT_MESSAGE");
-    Py_DECREF(codes);
-    if (CORRUPT_MESSAGE == NULL) return NULL;
+    if (import_kanal_error("CORRUPT_MESSAGE", &KanalError, &CORRUPT_MESSAGE) < 0) return NULL;
     return PyModule_Create(&module_def);
 }

@@ -40,6 +40,8 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include "_kanal_errors.h"
+
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -775,15 +777,7 @@ PyMODINIT_FUNC PyInit__producer_fast(void) {
         (str_is_set = PyUnicode_InternFromString("is_set")) == NULL ||
         (str_result_of = PyUnicode_InternFromString("result_of")) == NULL)
         return NULL;
-    PyObject *errors = PyImport_ImportModule("kanal.v1.error");
-    if (errors == NULL) return NULL;
-    KanalError = PyObject_GetAttrString(errors, "KanalError");
-    PyObject *codes = KanalError ? PyObject_GetAttrString(errors, "ErrorCode") : NULL;
-    Py_DECREF(errors);
-    if (codes == NULL) return NULL;
-    UNKNOWN_SERVER_ERROR = PyObject_GetAttrString(codes, "UNKNOWN_SERVER_ERROR");
-    Py_DECREF(codes);
-    if (UNKNOWN_SERVER_ERROR == NULL) return NULL;
+    if (import_kanal_error("UNKNOWN_SERVER_ERROR", &KanalError, &UNKNOWN_SERVER_ERROR) < 0) return NULL;
     if (PyType_Ready(&RecordListType) < 0 || PyType_Ready(&BufferMemoryType) < 0 ||
         PyType_Ready(&RecordFutureType) < 0 || PyType_Ready(&AppenderType) < 0)
         return NULL;

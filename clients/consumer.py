@@ -35,7 +35,6 @@ consumer runs; KANAL_CONSUMER_PURE_PYTHON=1 or `ConsumerConfig(use_native_path=F
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import time
@@ -52,6 +51,7 @@ from kanal.clients.assignors import ASSIGNORS
 from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.group_membership import REJOIN_ERRORS, GroupMembership
+from kanal.clients.native_ext import load_optional
 from kanal.v1 import broker_pb2, records_pb2
 from kanal.v1.batch import iter_entries, parse_batch
 from kanal.v1.codecs import decompress
@@ -64,14 +64,7 @@ TopicPartition = tuple[str, int]
 Planned = dict[TopicPartition, tuple[int, int]]
 EARLIEST, LATEST = -2, -1
 
-NATIVE_IMPORT_ERROR: str | None = None
-try:
-    if os.environ.get("KANAL_CONSUMER_PURE_PYTHON"):
-        raise ImportError("KANAL_CONSUMER_PURE_PYTHON is set")
-    from kanal.clients import _consumer_fast as native
-except ImportError as exc:  # not built (no compiler at install time) or turned off: the Python path runs
-    native = None
-    NATIVE_IMPORT_ERROR = str(exc)
+native, NATIVE_IMPORT_ERROR = load_optional("_consumer_fast", "KANAL_CONSUMER_PURE_PYTHON")
 
 
 @dataclass(frozen=True)

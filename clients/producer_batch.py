@@ -17,24 +17,17 @@ Not thread-safe: the accumulator's lock guards appends; once sealed, a batch is 
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kanal.clients.native_ext import load_optional
 from kanal.v1 import records_pb2
 from kanal.v1.batch import SMALL_VARINTS, varint
 from kanal.v1.error import ErrorCode, KanalError
 
-NATIVE_IMPORT_ERROR: str | None = None
-try:
-    if os.environ.get("KANAL_PRODUCER_PURE_PYTHON"):
-        raise ImportError("KANAL_PRODUCER_PURE_PYTHON is set")
-    from kanal.clients import _producer_fast as native
-except ImportError as exc:  # not built (no compiler at install time) or turned off: the Python path runs
-    native = None
-    NATIVE_IMPORT_ERROR = str(exc)
+native, NATIVE_IMPORT_ERROR = load_optional("_producer_fast", "KANAL_PRODUCER_PURE_PYTHON")
 NATIVE = native is not None  # whether the C hot path can be used (see clients/_producer_fast.c)
 
 DeliveryCallback = Callable[[Any, "RecordMetadata | None"], None]  # (error or None, metadata or None)
