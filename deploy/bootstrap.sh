@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up kanal in ./.venv on a fresh machine: `bash deploy/bootstrap.sh [EXTRAS]`, e.g. `test`.
 # Needs Python >= 3.11; installs Debian's python3-venv when the venv module is missing (as root), and gcc
-# and the Python headers when missing (as root), so pip builds the producer's C hot path
-# (clients/_producer_fast.c). Without them the install still works, on the pure-Python path.
+# and the Python headers when missing (as root), so pip builds the clients' C hot paths
+# (clients/_producer_fast.c, clients/_consumer_fast.c). Without them the install still works, on the
+# pure-Python paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
@@ -24,7 +25,7 @@ if [ ! -x .venv/bin/python ]; then
     fi
   fi
 fi
-# The producer's C extension needs a C compiler and Python.h for this interpreter.
+# The clients' C extensions need a C compiler and Python.h for this interpreter.
 has_headers() { "$python" -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }
 if ! { command -v gcc >/dev/null || command -v cc >/dev/null; } || ! has_headers; then
@@ -38,5 +39,6 @@ if [ -n "$extras" ]; then
 else
   .venv/bin/python -m pip install -q -e .
 fi
-.venv/bin/python -c 'from kanal.clients.producer import NATIVE, NATIVE_IMPORT_ERROR as e
-print("kanal: the producer runs its C hot path" if NATIVE else f"kanal: the producer runs pure Python ({e})")'
+.venv/bin/python -c 'from kanal.clients import consumer, producer
+for name, m in (("producer", producer), ("consumer", consumer)):
+    print(f"kanal: the {name} runs its C hot path" if m.NATIVE else f"kanal: the {name} runs pure Python ({m.NATIVE_IMPORT_ERROR})")'
