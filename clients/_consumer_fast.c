@@ -42,7 +42,9 @@
  * Any of these raises KanalError(CORRUPT_MESSAGE) and leaves the output list as it was. Every read is
  * checked against the end of the buffer first; nothing here reads past it.
  *
- * Threading: nothing here releases the GIL; the input buffer is held (PyBuffer) for the whole call.
+ * Threading: nothing here releases the GIL, but an allocation may start a GC pass whose finalizers run
+ * Python code (and switch threads) midway; so the decoder keeps no borrowed reference across one, and
+ * the record class is bound once per process. The input buffer is held (PyBuffer) for the whole call.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -426,6 +428,14 @@ static PyObject *py_bind_record_class(PyObject *mod, PyObject *cls) {
         PyErr_SetString(PyExc_TypeError, "bind_record_class() takes the ConsumerRecord class");
         return NULL;
     }
+    PyTypeObject *type = (PyTypeObject *)cls;
+    /* Instances are made by tp_alloc alone, so nothing else may be needed to build one: a plain Python
+     * class (no C base with its own layout or constructor, no __new__). */
+    if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || type->tp_itemsize != 0 || type->tp_alloc != PyType_GenericAlloc ||
+        type->tp_new != PyBaseObject_Type.tp_new) {
+        return PyErr_Format(PyExc_TypeError, "%s must be a plain Python __slots__ class without __new__",
+                            type->tp_name);
+    }
     /* Every field must be a writable object slot of the class itself, so the decoder may store into it
      * directly; anything else (a property, a __dict__ attribute) and the Python path must be used. */
     for (int i = 0; i < S_COUNT; i++) {
@@ -435,12 +445,20 @@ static PyObject *py_bind_record_class(PyObject *mod, PyObject *cls) {
                                 slot_names[i]);
         }
         PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-        if (member->type != T_OBJECT_EX || (member->flags & READONLY) || member->offset <= 0 ||
-            member->offset + (Py_ssize_t)sizeof(PyObject *) > ((PyTypeObject *)cls)->tp_basicsize) {
+        if (!PyType_IsSubtype(type, PyDescr_TYPE(descr)) || member->type != T_OBJECT_EX ||
+            (member->flags & READONLY) || member->offset <= 0 ||
+            member->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize ||
+            member->offset == type->tp_weaklistoffset || member->offset == type->tp_dictoffset) {
             return PyErr_Format(PyExc_TypeError, "%s.%s is not a writable object slot",
                                 ((PyTypeObject *)cls)->tp_name, slot_names[i]);
         }
         offsets[i] = member->offset;
+    }
+    /* Bound once per process: decode_into reads the class and its offsets for every record, and a decode
+     * can run Python code midway (a GC pass, a finalizer), which must not be able to swap them. */
+    if (record_type != NULL) {
+        if (record_type == type) Py_RETURN_NONE;
+        return PyErr_Format(PyExc_TypeError, "the record class is already bound to %s", record_type->tp_name);
     }
     memcpy(slot_offsets, offsets, sizeof offsets);
     Py_XSETREF(record_type, (PyTypeObject *)Py_NewRef(cls));

@@ -360,10 +360,28 @@ def test_bind_record_class_takes_only_plain_slots():
         def offset(self):
             return 0
 
-    with pytest.raises(TypeError, match="offset"):
-        native.bind_record_class(WithProperty)
+    class WithNew(ConsumerRecord):
+        __slots__ = ()
+
+        def __new__(cls, *args):
+            return super().__new__(cls)
+
+    class DictBased(dict):
+        __slots__ = ("headers", "key", "leader_epoch", "offset", "partition", "timestamp_ms", "topic", "value")
+
+    for bad, why in ((WithProperty, "offset is not"), (WithNew, "plain Python"), (DictBased, "plain Python")):
+        with pytest.raises(TypeError, match=why):
+            native.bind_record_class(bad)
     with pytest.raises(TypeError):
         native.bind_record_class(object())
+    # Bound once, at import, to ConsumerRecord: binding it again is a no-op, another class is refused.
+    native.bind_record_class(ConsumerRecord)
+
+    class Other:
+        __slots__ = ("headers", "key", "leader_epoch", "offset", "partition", "timestamp_ms", "topic", "value")
+
+    with pytest.raises(TypeError, match="already bound"):
+        native.bind_record_class(Other)
 
 
 class StandInMetadata:
