@@ -22,6 +22,8 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", _MESSAGE_BYTES_MAX),
 ]
 
+_PRODUCE_METHOD = "/kanal.v1.Broker/Produce"  # the generated stub's path (broker_pb2_grpc)
+
 
 def parse_bootstrap(bootstrap: str) -> list[str]:
     endpoints = [e.strip() for e in bootstrap.split(",") if e.strip()]
@@ -57,6 +59,7 @@ class ClusterMetadata:
         self.request_timeout_s = request_timeout_ms / 1000
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, broker_pb2_grpc.BrokerStub] = {}
+        self._produce_calls: dict[str, grpc.UnaryUnaryMultiCallable] = {}
         self._lock = threading.Lock()
         self.view = ClusterView({}, {}, {})
         self._wanted: set[str] = set()
@@ -75,6 +78,20 @@ class ClusterMetadata:
                     self._channels[endpoint] = channel
                     stub = self._stubs[endpoint] = broker_pb2_grpc.BrokerStub(channel)
         return stub
+
+    def produce_call(self, endpoint: str) -> grpc.UnaryUnaryMultiCallable:
+        """Broker.Produce taking an already serialized ProduceRequest (kanal.v1.produce_request), on the
+        endpoint's channel: the producer writes requests by hand to copy its batches once."""
+        call = self._produce_calls.get(endpoint)
+        if call is None:
+            self.stub(endpoint)  # makes the channel
+            with self._lock:
+                call = self._produce_calls.get(endpoint)
+                if call is None:
+                    call = self._produce_calls[endpoint] = self._channels[endpoint].unary_unary(
+                        _PRODUCE_METHOD, request_serializer=None,
+                        response_deserializer=broker_pb2.ProduceResponse.FromString)
+        return call
 
     def any_stub(self) -> broker_pb2_grpc.BrokerStub:
         """A stub to a broker that answered recently, for calls any broker can serve."""
@@ -134,6 +151,7 @@ class ClusterMetadata:
                 channel.close()
             self._channels.clear()
             self._stubs.clear()
+            self._produce_calls.clear()
 
 
 def _view_of(reply: broker_pb2.MetadataResponse) -> ClusterView:

@@ -48,9 +48,10 @@ from kanal.clients.producer_batch import (
 from kanal.clients.producer_config import ProducerConfig
 from kanal.clients.record_accumulator import RecordAccumulator
 from kanal.v1 import broker_pb2
-from kanal.v1.batch import encode_batch
+from kanal.v1.batch import encode_batch_parts
 from kanal.v1.error import ErrorCode, KanalError, is_retriable
 from kanal.v1.partitioning import partition_for_key
+from kanal.v1.produce_request import encode_produce_request
 
 log = logging.getLogger(__name__)
 
@@ -304,21 +305,19 @@ class Producer:
             self._encode(batch)
             by_leader[endpoint].append(batch)
         for endpoint, group in by_leader.items():
-            request = broker_pb2.ProduceRequest(acks=self.config.acks_value, timeout_ms=self.config.request_timeout_ms)
-            topics: dict[str, broker_pb2.ProduceRequest.TopicData] = {}
+            topics: dict[str, list[tuple[int, tuple[tuple[bytes, ...]]]]] = defaultdict(list)
             for batch in group:
                 batch.attempts += 1
-                topic = topics.get(batch.topic)
-                if topic is None:
-                    topic = topics[batch.topic] = request.topics.add(topic=batch.topic)
-                topic.partitions.add(partition=batch.partition, batches=[batch.encoded])
+                topics[batch.topic].append((batch.partition, (batch.encoded,)))
+            request = encode_produce_request(self.config.acks_value, self.config.request_timeout_ms, topics.items())
             with self._calls_lock:
                 self._in_flight_calls[endpoint] += 1
-            self._calls.submit(self._metadata.stub(endpoint).Produce, request, self.config.request_timeout_ms / 1000,
+            self._calls.submit(self._metadata.produce_call(endpoint), request, self.config.request_timeout_ms / 1000,
                                lambda reply, error, e=endpoint, g=group: self._on_reply(reply, error, e, g))
 
     def _encode(self, batch: ProducerBatch) -> None:
-        """The batch's producer bytes, made on its first send (the records were encoded as they came)."""
+        """The batch's producer bytes, made on its first send (the records were encoded as they came), as
+        the pieces that join to them: the request is written around them with one copy."""
         if batch.encoded is not None:
             return
         n = batch.record_count
@@ -327,7 +326,7 @@ class Producer:
             batch.producer_id = self._producer_id
             batch.base_sequence = self._sequences[key]
             self._sequences[key] = (batch.base_sequence + n) % (1 << 31)
-        batch.encoded = encode_batch(
+        batch.encoded = encode_batch_parts(
             batch.record_list(), record_count=n, last_offset_delta=n - 1,
             first_timestamp_ms=batch.first_timestamp_ms, max_timestamp_ms=batch.max_timestamp_ms,
             codec=self.config.codec, producer_id=batch.producer_id,

@@ -170,7 +170,9 @@ class ProducerBatch:
         self.done = threading.Event()
         self.base_offset = -1
         self.error: KanalError | None = None
-        self.encoded: bytes | None = None  # encoded once, on first send; retries resend the same bytes
+        # Encoded once, on first send, as the pieces that join to the producer bytes
+        # (kanal.v1.batch.encode_batch_parts); retries resend the same bytes.
+        self.encoded: tuple[bytes, bytes, bytes] | None = None
         self.base_sequence = -1
         self.producer_id = 0
         self.attempts = 0

@@ -179,3 +179,31 @@ def test_hand_encoder_writes_exactly_what_protobuf_writes(records, many):
             if hvalue is not None:
                 header.value = hvalue
     assert encode_record_list(news, first) == expected.SerializeToString()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    producer_id=st.one_of(st.just(0), st.integers(-(1 << 63), (1 << 63) - 1)),
+    producer_epoch=st.one_of(st.just(0), st.integers(-(1 << 31), (1 << 31) - 1)),
+    base_sequence=st.one_of(st.just(0), st.integers(-(1 << 31), (1 << 31) - 1)),
+    first_ts=st.one_of(st.just(0), st.integers(-(1 << 63), (1 << 63) - 1)),
+    max_ts=st.one_of(st.just(0), st.integers(-(1 << 63), (1 << 63) - 1)),
+    count=st.integers(0, (1 << 31) - 1),
+    last_offset_delta=st.one_of(st.just(0), st.integers(0, (1 << 31) - 1)),
+    codec=st.sampled_from([0, 1, 2, 3, 4]),
+    records=st.binary(max_size=3000),
+)
+def test_batch_pieces_join_to_what_protobuf_writes(producer_id, producer_epoch, base_sequence, first_ts, max_ts,
+                                                   count, last_offset_delta, codec, records):
+    """encode_batch_parts writes the RecordBatch by hand (so a Produce request copies the records once):
+    its pieces must join to protobuf's own serialization of the same fields, CRC included."""
+    from kanal.v1.batch import encode_batch, encode_batch_parts
+
+    fields = {"record_count": count, "last_offset_delta": last_offset_delta, "first_timestamp_ms": first_ts,
+              "max_timestamp_ms": max_ts, "codec": codec, "producer_id": producer_id,
+              "producer_epoch": producer_epoch, "base_sequence": base_sequence}
+    head, payload, tail = encode_batch_parts(records, **fields)
+    expected = records_pb2.RecordBatch(records=compress(codec, records), **fields)
+    expected.crc = producer_crc(expected)
+    assert decompress(codec, payload) == records
+    assert head + payload + tail == expected.SerializeToString() == encode_batch(records, **fields)
