@@ -289,23 +289,10 @@ def build_batch(
     )
 
 
-def encode_batch(
-    record_list_bytes: bytes,
-    *,
-    record_count: int,
-    last_offset_delta: int,
-    first_timestamp_ms: int,
-    max_timestamp_ms: int,
-    codec: int = records_pb2.COMPRESSION_NONE,
-    producer_id: int = 0,
-    producer_epoch: int = 0,
-    base_sequence: int = 0,
-) -> bytes:
-    """Producer bytes around an already serialized RecordList (compressed here), CRC set."""
-    return b"".join(encode_batch_parts(
-        record_list_bytes, record_count=record_count, last_offset_delta=last_offset_delta,
-        first_timestamp_ms=first_timestamp_ms, max_timestamp_ms=max_timestamp_ms, codec=codec,
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence))
+def encode_batch(record_list_bytes: bytes, **fields: int) -> bytes:
+    """Producer bytes around an already serialized RecordList (compressed here), CRC set: the joined
+    pieces of encode_batch_parts, which takes the same keyword fields."""
+    return b"".join(encode_batch_parts(record_list_bytes, **fields))
 
 
 # RecordBatch fields 3..9 (varints) in field order, by their tag bytes; then field 10 (records, bytes),
