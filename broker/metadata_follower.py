@@ -19,7 +19,7 @@ from collections.abc import Callable
 from kanal.broker.controller_client import ControllerClient
 from kanal.broker.fatal import stop_process
 from kanal.metadata import MetadataImage, apply_batch
-from kanal.metadata.log_codec import decode_metadata_entries
+from kanal.metadata.log_codec import iter_batches
 from kanal.v1 import controller_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -61,11 +61,11 @@ class MetadataFollower:
             return 0
         new = self.image.copy()
         applied = 0
-        for stored in decode_metadata_entries(reply.entries):
-            if stored.next_offset <= new.next_offset:
+        for stored in iter_batches(reply.entries):
+            if stored.end_offset <= new.next_offset:
                 continue  # already applied (a retried fetch overlapping what we have)
-            apply_batch(new, stored.batch, stored.base_offset)
-            applied += len(stored.batch.records)
+            apply_batch(new, stored.metadata_batch(), stored.base_offset)
+            applied += len(stored.values)
         self._publish(new)
         return applied
 

@@ -1,20 +1,12 @@
 """The metadata log: every applied MetadataBatch, in order, in the shared segment format.
 
 Directory `<data_dir>/__cluster_metadata-0/`, written with kanal.broker.storage.log.Log (segment layout in
-broker/storage/log.py and segment.py). Each applied MetadataBatch is one RecordBatch (one log entry):
-
-    record i        value = the i-th MetadataRecord's bytes exactly as they came in the Raft entry
-                    (sliced out of the MetadataBatch, not re-serialized), no key, no headers,
-                    timestamp = that record's time_ms
-    batch           partition_leader_epoch = the MetadataBatch's controller_epoch; no producer id;
-                    base offset = the metadata offset of its first record
-    append time     `now_ms` given to Log.append is the batch's largest record time, so segment rolls
-                    happen at the same batches on every controller
-
-Everything in a batch comes from the Raft entry, so every controller's files hold the same bytes. A reader
-rebuilds MetadataBatch(controller_epoch=partition_leader_epoch, records=[values]) and applies it with
-kanal.metadata.apply_batch at the entry's base offset (`decode_entry(...).metadata_batch()`). No retention: the log keeps every
-offset (log start 0), so FetchMetadata can always serve a follower from any offset.
+broker/storage/log.py and segment.py). Each applied MetadataBatch is one RecordBatch (one log entry) in
+the format of kanal.metadata.log_codec, the one codec every reader shares, with the record values sliced
+out of the Raft entry (`record_values`, not re-serialized). `now_ms` given to Log.append is the batch's
+largest record time, so segment rolls happen at the same batches on every controller. Everything in a
+batch comes from the Raft entry, so every controller's files hold the same bytes. No retention: the log
+keeps every offset (log start 0), so FetchMetadata can always serve a follower from any offset.
 
 Exactly once (MetadataLogWriter). pysyncobj replays its journal after a restart, so an entry can be
 applied again that the log already holds. The metadata offset is the key: a batch for base offset B is
@@ -26,23 +18,13 @@ invariant that stops the controller.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
-from kanal.v1.batch import (
-    BROKER_SUFFIX_BYTES,
-    NewRecord,
-    build_batch,
-    decode_records,
-    iter_entries,
-    parse_batch,
-    read_broker_suffix,
-)
+from kanal.metadata.log_codec import LogBatch, encode_record_values, iter_batches
+from kanal.v1.batch import BROKER_SUFFIX_BYTES, iter_entries, read_broker_suffix
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.metadata_pb2 import MetadataBatch, MetadataRecord
 
 METADATA_LOG_DIR_NAME = "__cluster_metadata-0"
 # Segment size of the metadata log; a metadata batch is at most a few MiB.
@@ -120,55 +102,6 @@ def _varint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-@dataclass(frozen=True, slots=True)
-class LogBatch:
-    """One stored batch of the metadata log, as bytes: where it starts, its controller epoch, and each
-    record's value (a serialized MetadataRecord) and timestamp."""
-
-    base_offset: int
-    controller_epoch: int
-    values: tuple[bytes, ...]
-    timestamps_ms: tuple[int, ...]
-
-    @property
-    def end_offset(self) -> int:
-        return self.base_offset + len(self.values)
-
-    def metadata_batch(self) -> MetadataBatch:
-        return MetadataBatch(
-            controller_epoch=self.controller_epoch,
-            records=[MetadataRecord.FromString(v) for v in self.values],
-        )
-
-    def __repr__(self) -> str:
-        return f"<LogBatch [{self.base_offset}, {self.end_offset}) epoch={self.controller_epoch}>"
-
-
-def encode_batch(values: Sequence[bytes], timestamps_ms: Sequence[int]) -> bytes:
-    """Producer bytes of the RecordBatch that stores these record values with these timestamps."""
-    if len(values) != len(timestamps_ms) or not values:
-        raise ValueError(f"{len(values)} record values with {len(timestamps_ms)} timestamps")
-    return build_batch([NewRecord(value=v, timestamp_ms=t) for v, t in zip(values, timestamps_ms)])
-
-
-def decode_entry(stored: bytes | memoryview) -> LogBatch:
-    """One stored batch of the metadata log (CORRUPT_MESSAGE when damaged)."""
-    record_batch = parse_batch(stored)
-    records = decode_records(record_batch)
-    return LogBatch(
-        base_offset=record_batch.base_offset,
-        controller_epoch=record_batch.partition_leader_epoch,
-        values=tuple(r.value for r in records),
-        timestamps_ms=tuple(record_batch.first_timestamp_ms + r.timestamp_delta_ms for r in records),
-    )
-
-
-def iter_batches(entries: bytes) -> Iterator[LogBatch]:
-    """Each batch of framed log entries (a Log.read or a FetchMetadata reply), CRCs checked."""
-    for entry in iter_entries(entries, verify_crc=True):
-        yield decode_entry(entry.batch)
-
-
 def read_all(log: Log, bytes_max: int = 1 << 20) -> list[LogBatch]:
     """Every batch of a metadata log, in order (tests, tools)."""
     out: list[LogBatch] = []
@@ -200,7 +133,7 @@ class MetadataLogWriter:
         """Store `batch` at its base offset; see the module doc for the rules."""
         end = self.log.log_end_offset
         base_offset = batch.base_offset
-        producer_bytes = encode_batch(batch.values, batch.timestamps_ms)
+        producer_bytes = encode_record_values(batch.values, batch.timestamps_ms)
         if end == base_offset:
             now_ms = max(batch.timestamps_ms)
             info = self.log.append(producer_bytes, leader_epoch=batch.controller_epoch, now_ms=now_ms)

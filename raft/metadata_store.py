@@ -31,8 +31,9 @@ from kanal.metadata import (
     image_from_snapshot,
     image_to_snapshot,
 )
+from kanal.metadata.log_codec import LogBatch
 from kanal.raft.command import ProposalId, Verdict, decode_command, judge
-from kanal.raft.metadata_log import LogBatch, MetadataLogGapError, MetadataLogWriter, record_values
+from kanal.raft.metadata_log import MetadataLogGapError, MetadataLogWriter, record_values
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.metadata_pb2 import MetadataSnapshot
 

@@ -19,8 +19,8 @@ from collections.abc import Iterator, Sequence
 
 import grpc
 
+from kanal.metadata.log_codec import LogBatch, iter_batches
 from kanal.raft.controller_config import ControllerConfig
-from kanal.raft.metadata_log import LogBatch, iter_batches
 from kanal.v1 import controller_pb2, controller_pb2_grpc
 
 _log = logging.getLogger("kanal.raft.peers")

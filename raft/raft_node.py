@@ -30,10 +30,10 @@ from typing import Any
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
+from kanal.metadata.log_codec import LogBatch
 from kanal.raft.applier import Applier
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.fatal import stop_process
-from kanal.raft.metadata_log import LogBatch
 from kanal.raft.metadata_store import MetadataStore
 from kanal.raft.quorum_status import QuorumStatus, from_status
 from kanal.raft.raft_snapshot import RaftSnapshot, read_snapshot_file, write_snapshot_file

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from kanal.metadata import MetadataImage, MetadataInvariantError, apply_batch, image_from_snapshot
-from kanal.metadata.log_codec import decode_metadata_entries
+from kanal.metadata.log_codec import iter_batches
 from kanal.spark.image_diff import diff_images
 from kanal.v1 import controller_pb2, controller_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError, error_name
@@ -60,12 +60,12 @@ def fetch_image(stub: controller_pb2_grpc.ControllerStub, offset_limit: int) -> 
         end = reply.end_offset
         if not reply.entries:
             break
-        for stored in decode_metadata_entries(reply.entries):
+        for stored in iter_batches(reply.entries):
             if stored.base_offset < image.next_offset:
                 continue
             if stored.base_offset >= offset_limit:
                 return image, end
-            apply_batch(image, stored.batch, stored.base_offset)
+            apply_batch(image, stored.metadata_batch(), stored.base_offset)
     return image, end
 
 

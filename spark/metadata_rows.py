@@ -1,6 +1,6 @@
 """MetadataRows: metadata-log batches turned into one row per MetadataRecord (column lists for Arrow).
 
-The log's format is raft/metadata_log.py's (and kanal.metadata.log_codec's): one RecordBatch per
+The log's format is kanal.metadata.log_codec's: one RecordBatch per
 MetadataBatch, one Record per MetadataRecord with the serialized record as its value,
 partition_leader_epoch = the controller epoch. The decoding is the project's (parse_batch,
 decode_records, the generated MetadataRecord); the replay later rebuilds each MetadataBatch from the

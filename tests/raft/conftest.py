@@ -31,8 +31,9 @@ from pysyncobj import HAS_CRYPTO
 
 from kanal.broker.storage.log import Log
 from kanal.metadata import MetadataImage, apply_batch
+from kanal.metadata.log_codec import LogBatch
 from kanal.raft.command import UNCONDITIONAL_OFFSET, ProposalId, ProposalIdSource, encode_command
-from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME, LogBatch, metadata_log_config, read_all
+from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME, metadata_log_config, read_all
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc, metadata_pb2
 
 T = TypeVar("T")
@@ -301,7 +302,7 @@ class Quorum:
 
     def fetch_all(self, i: int) -> list[LogBatch]:
         """Every batch of controller i's metadata log, through FetchMetadata."""
-        from kanal.raft.metadata_log import iter_batches
+        from kanal.metadata.log_codec import iter_batches
 
         out: list[LogBatch] = []
         offset = 0

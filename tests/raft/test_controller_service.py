@@ -10,7 +10,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from kanal.metadata import MetadataImage, apply_batch, image_from_snapshot
-from kanal.raft.metadata_log import iter_batches
+from kanal.metadata.log_codec import iter_batches
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode
 

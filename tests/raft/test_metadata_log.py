@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kanal.metadata.log_codec import LogBatch, encode_metadata_batch, encode_record_values, iter_batches
 from kanal.raft.metadata_log import (
-    LogBatch,
     MetadataLogGapError,
     MetadataLogWriter,
     WriteResult,
@@ -13,7 +13,7 @@ from kanal.raft.metadata_log import (
     record_values,
 )
 from kanal.v1 import metadata_pb2
-from kanal.v1.batch import iter_entries, parse_batch
+from kanal.v1.batch import frame_entry, iter_entries, parse_batch, with_broker_suffix
 
 
 def _records(n: int, t0: int = 1_000) -> list[metadata_pb2.MetadataRecord]:
@@ -39,6 +39,19 @@ def test_record_values_are_the_records_bytes_exactly():
     batch = metadata_pb2.MetadataBatch(controller_epoch=9, records=records)
     assert record_values(batch.SerializeToString()) == [r.SerializeToString() for r in records]
     assert record_values(metadata_pb2.MetadataBatch(controller_epoch=9).SerializeToString()) == []
+
+
+def test_a_batch_built_from_messages_is_the_bytes_the_controllers_write():
+    """Tools and tests write with encode_metadata_batch (from messages); controllers write the values sliced
+    out of the Raft entry. One codec: both give the same bytes, and the reader gets the batch back."""
+    records = _records(4, t0=7_000)
+    batch = metadata_pb2.MetadataBatch(controller_epoch=3, records=records)
+    from_entry = _log_batch(0, 3, records)
+    producer_bytes = encode_metadata_batch(batch)
+    assert producer_bytes == encode_record_values(from_entry.values, from_entry.timestamps_ms)
+    [read_back] = iter_batches(frame_entry(with_broker_suffix(producer_bytes, 40, 3)))
+    assert (read_back.base_offset, read_back.end_offset, read_back.controller_epoch) == (40, 44, 3)
+    assert read_back.metadata_batch() == batch
 
 
 def test_one_record_batch_per_metadata_batch_with_epoch_timestamps_and_values(tmp_path, log_factory):
