@@ -45,11 +45,11 @@ from kanal.broker.group_records import (
 )
 from kanal.broker.metrics import BrokerMetrics
 from kanal.metadata import MetadataImage
-from kanal.metadata.topic_name import CONSUMER_OFFSETS_TOPIC
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, groups_pb2
 from kanal.v1.batch import iter_entries
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.partitioning import partition_for_key
+from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ import grpc
 
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.topic_name import check_topic_name
 
 _MESSAGE_BYTES_MAX = 64 << 20
 _ATTEMPT_TIMEOUT_S = 2.0  # one broker's chance to answer before the next is tried
@@ -100,10 +101,14 @@ class ClusterMetadata:
         return self.stub(self._good)
 
     def refresh(self, topics: list[str] | None = None) -> ClusterView:
-        """Ask a broker for the brokers and the given topics (plus every topic asked for before). Brokers
-        are tried in turn (known ones first, then the bootstrap list) until one answers or the request
+        """Ask a broker for the brokers and the given topics (plus every topic asked for before); an illegal
+        topic name is INVALID_TOPIC at once, and is not asked for again. Brokers are tried in turn (known ones first, then the bootstrap list) until one answers or the request
         timeout passes: BROKER_NOT_AVAILABLE names the ones that did not."""
         if topics:
+            for topic in topics:
+                # Checked before it is remembered: every later refresh asks for the wanted topics again,
+                # so one bad name (not a str, not encodable) would otherwise break them all.
+                check_topic_name(topic)
             self._wanted.update(topics)
         deadline = time.monotonic() + self.request_timeout_s
         problems: dict[str, str] = {}

@@ -55,10 +55,10 @@ from kanal.metadata.ids import (
 )
 from kanal.metadata.image import BrokerRegistration, MetadataImage, PartitionState, TopicImage, build_indexes
 from kanal.metadata.invariant import MetadataInvariantError
-from kanal.metadata.topic_name import check_topic_name, collision_key
 from kanal.v1 import metadata_pb2
 from kanal.v1.error import KanalError
 from kanal.v1.metadata_pb2 import MetadataBatch, MetadataRecord
+from kanal.v1.topic_name import check_topic_name, collision_key
 
 
 class _Journal:

@@ -41,7 +41,7 @@ from kanal.metadata.ids import (
     ProducerId,
     TopicId,
 )
-from kanal.metadata.topic_name import collision_key
+from kanal.v1.topic_name import collision_key
 
 # Broker config resource name that holds cluster-wide defaults (Kafka's "<default>" entity).
 CLUSTER_DEFAULT_BROKER = ""

@@ -32,9 +32,9 @@ from kanal.metadata.ids import BrokerId, TopicId
 from kanal.metadata.image import MetadataImage, TopicImage
 from kanal.metadata.placement import count_load, place_replicas_by_load
 from kanal.metadata.topic_config import parse_topic_config
-from kanal.metadata.topic_name import INTERNAL_TOPICS, check_topic_name, collision_key
 from kanal.v1 import admin_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.topic_name import INTERNAL_TOPICS, check_topic_name, collision_key
 
 # Partitions per topic. A topic is created in one batch (one Raft entry), so this also bounds the size
 # of that entry: about 70 bytes per PartitionRecord with its stamp, so 10,000 partitions are ~0.7 MB.

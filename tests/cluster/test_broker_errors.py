@@ -10,9 +10,11 @@ import grpc
 import pytest
 
 from kanal.clients.admin import Admin
+from kanal.clients.consumer import Consumer, ConsumerConfig
+from kanal.clients.producer import Producer, ProducerConfig
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.batch import NewRecord, build_batch, parse_batch
-from kanal.v1.error import ErrorCode
+from kanal.v1.error import ErrorCode, KanalError
 
 from .conftest import broker_node, create_topic, partition_info, wait_until
 
@@ -56,6 +58,35 @@ def test_unknown_topic_and_partition(cluster, topic):
     assert produce(leader, "no-such-topic", 0, [batch(b"x")]).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert produce(leader, name, 7, [batch(b"x")]).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert fetch(leader, "no-such-topic", 0, 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_illegal_topic_names_are_invalid_topic_and_leave_the_clients_working(cluster, topic):
+    """A name that can never be a topic is refused before it reaches the wire. It used to be remembered as
+    a wanted topic first, so every later metadata refresh of that client failed (a TypeError for a
+    non-str name, an encoding error for a lone surrogate), whatever topic it was for."""
+    name, _, _ = topic
+    bad_names = (123, None, "\ud800", "bad name!", "", "x" * 250, "__cluster_metadata")
+    with Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="1", enable_idempotence=False)) as producer:
+        for bad in bad_names:
+            with pytest.raises(KanalError) as err:
+                producer.produce(bad, b"x")
+            assert err.value.code == ErrorCode.INVALID_TOPIC, bad
+        with pytest.raises(KanalError) as err:
+            producer.produce("no-such-topic", b"x")
+        assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert producer.produce(name, b"after bad names").result(30).topic == name
+    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="earliest"))
+    try:
+        for bad in bad_names:
+            with pytest.raises(KanalError) as err:
+                consumer.assign([(bad, 0)])
+            assert err.value.code == ErrorCode.INVALID_TOPIC, bad
+        consumer.assign([(name, 0)])
+        values: list[bytes] = []
+        wait_until(lambda: values.extend(r.value for r in consumer.poll(0.2)) or b"after bad names" in values,
+                   timeout_s=30, what="the record produced after the bad names")
+    finally:
+        consumer.close()
 
 
 def test_corrupt_crc_oversized_and_garbage_batches_store_nothing(cluster, topic):

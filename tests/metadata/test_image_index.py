@@ -28,9 +28,9 @@ from kanal.metadata import (
     image_to_snapshot,
 )
 from kanal.metadata.image import build_indexes
-from kanal.metadata.topic_name import collision_key
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode
+from kanal.v1.topic_name import collision_key
 
 # Names that collide in groups: {a.b, a_b}, {c.d.e, c_d.e, c.d_e, c_d_e}; "a-b" and "f" collide with none.
 NAMES = st.sampled_from(["a.b", "a_b", "a-b", "c.d.e", "c_d.e", "c.d_e", "c_d_e", "f"])

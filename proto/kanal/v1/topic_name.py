@@ -1,4 +1,5 @@
-"""Topic name rules (errors.proto, INVALID_TOPIC) and the names kanal reserves."""
+"""Topic name rules (errors.proto, INVALID_TOPIC) and the names kanal reserves. Part of the contract: the
+controllers refuse to create an illegal name, and clients refuse to ask for one."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC})
 
 def check_topic_name(name: str) -> None:
     """Raise INVALID_TOPIC unless `name` is a legal topic name."""
+    if not isinstance(name, str):
+        raise KanalError(ErrorCode.INVALID_TOPIC, f"topic name must be a str, not {type(name).__name__}")
     if not name:
         raise KanalError(ErrorCode.INVALID_TOPIC, "topic name is empty")
     if len(name) > TOPIC_NAME_LENGTH_MAX:
