@@ -87,6 +87,36 @@ def _checked_timestamp(timestamp: object) -> int:
     return ms
 
 
+def _checked_partition(partition: object, topic: str, count: int, *, chosen: bool = False) -> int:
+    """An explicit partition (or one a custom partitioner `chosen`) as an int of the topic, else a clear
+    error at produce(): a float or a str let through would fail on the sender thread, and with it every
+    buffered record."""
+    whose = "the partitioner's " if chosen else ""
+    try:
+        index = operator.index(partition)
+    except TypeError:
+        raise TypeError(f"{whose}partition must be an int or None, not {type(partition).__name__}") from None
+    if not 0 <= index < count:
+        raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                         f"{topic} has no partition {index}" + (f" (the partitioner chose it; {count} partitions)"
+                                                                if chosen else ""))
+    return index
+
+
+def _checked_headers(headers: Sequence[tuple[str, bytes | None]]) -> tuple[tuple[str, bytes | None], ...]:
+    """Headers as (str key, bytes or None value) pairs; a str value is UTF-8 encoded. Checked here, so a
+    bad header is a clear error at produce() with nothing queued."""
+    out = []
+    for header in headers:
+        if not isinstance(header, tuple | list) or len(header) != 2:
+            raise TypeError(f"a header must be a (key, value) pair, not {header!r}")
+        key, value = header
+        if not isinstance(key, str):
+            raise TypeError(f"a header key must be a str, not {type(key).__name__}")
+        out.append((key, _as_bytes(value, "a header value")))
+    return tuple(out)
+
+
 class Producer:
     def __init__(self, config: ProducerConfig, *, partitioner: Partitioner | None = None,
                  rng: random.Random | None = None, metadata: ClusterMetadata | None = None) -> None:
@@ -168,19 +198,19 @@ class Producer:
         count = self._partition_counts.get(topic) or self._partition_count(topic)
         if partition is None:
             if self._partitioner is not None:
-                partition = self._partitioner(topic, key, count)
+                partition = _checked_partition(self._partitioner(topic, key, count), topic, count, chosen=True)
             elif key is not None:
                 partition = partition_for_key(key, count)
             else:
                 partition = self._sticky.get(topic)
                 if partition is None:
                     partition = self._sticky[topic] = self._rng.randrange(count)
-        elif not 0 <= partition < count:
-            raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
+        elif partition.__class__ is not int or not 0 <= partition < count:
+            partition = _checked_partition(partition, topic, count)
         size = _RECORD_OVERHEAD_BYTES + (len(value) if value else 0) + (len(key) if key else 0)
         if headers:
-            headers = tuple(headers)
-            size += sum(len(k) + (len(v) if v else 0) for k, v in headers)
+            headers = _checked_headers(headers)
+            size += sum(len(k.encode()) + (len(v) if v else 0) for k, v in headers)
         else:
             headers = ()
         if size > self._record_bytes_max:

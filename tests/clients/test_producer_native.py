@@ -327,3 +327,40 @@ def test_a_subclass_that_overrides_produce_keeps_the_python_path():
         assert len(calls) == 5
     finally:
         shut(p)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_bad_partitions_and_headers_fail_at_produce_and_the_producer_goes_on(path):
+    """A float or str partition, a custom partitioner's bad answer and malformed headers used to be queued
+    and fail on the sender thread, which then failed every buffered record and closed the producer."""
+    p = make_producer(path)
+    q = Producer(ProducerConfig(bootstrap="x:1", linger_ms=60_000, enable_idempotence=False, acks="1"),
+                 partitioner=lambda topic, key, count: 1.5 if key == b"float" else 9, metadata=StandInMetadata({"t": 4}))
+    try:
+        p.produce("t", b"x", partition=0)  # an open batch, so later calls reach the C path
+        queued = sum(b.record_count for b in p._accumulator._open.values())
+        for bad in (1.5, "1", b"1", [0]):
+            with pytest.raises(TypeError, match="partition must be an int or None"):
+                p.produce("t", b"x", partition=bad)
+        for headers, match in (([("k",)], "a header must be a"), ("ab", "a header must be a"),
+                               ([(1, b"v")], "a header key must be a str"),
+                               ([("k", 5)], "a header value must be bytes, str or None")):
+            with pytest.raises(TypeError, match=match):
+                p.produce("t", b"x", partition=0, headers=headers)
+        assert sum(b.record_count for b in p._accumulator._open.values()) == queued
+        with pytest.raises(TypeError, match="the partitioner's partition must be an int"):
+            q.produce("t", b"x", key=b"float")
+        with pytest.raises(KanalError) as err:
+            q.produce("t", b"x", key=b"k")
+        assert (err.value.code, str(err.value)) == (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "UNKNOWN_TOPIC_OR_PARTITION: t has no partition 9 (the partitioner "
+                                                  "chose it; 4 partitions)")
+        assert not q._accumulator._open
+        # What is valid still goes in, the bool partition as the int it is, str header values as UTF-8.
+        p.produce("t", b"y", partition=True, headers=[("k", "é"), ("n", None)])
+        batch = p._accumulator._open[("t", 1)]
+        assert batch.record_count == 1 and batch.partition == 1 and type(batch.partition) is int
+        assert p._sender.is_alive() and q._sender.is_alive()
+    finally:
+        shut(p)
+        shut(q)
