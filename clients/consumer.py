@@ -35,6 +35,7 @@ consumer runs; KANAL_CONSUMER_PURE_PYTHON=1 or `ConsumerConfig(use_native_path=F
 from __future__ import annotations
 
 import logging
+import operator
 import re
 import threading
 import time
@@ -63,6 +64,31 @@ TopicPartition = tuple[str, int]
 # an answer is delivered only if neither changed meanwhile.
 Planned = dict[TopicPartition, tuple[int, int]]
 EARLIEST, LATEST = -2, -1
+_OFFSET_MAX = (1 << 63) - 1  # offsets and timestamps are int64 on the wire, never negative here
+
+
+def _checked_offset(value: object, what: str) -> int:
+    """An offset or timestamp a caller gives, as an int in [0, 2^63 - 1], else a clear error at the call:
+    a float or str let through would end the fetcher thread when it builds the request."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
+    if not 0 <= n <= _OFFSET_MAX:
+        raise KanalError(ErrorCode.INVALID_REQUEST, f"{what} {n} is outside [0, 2^63 - 1]")
+    return n
+
+
+def _checked_partition(tp: object) -> tuple[str, int]:
+    """A (topic, partition) pair with an int partition (1.5 is not partition 1); the topic name is
+    checked when its metadata is asked for."""
+    if not isinstance(tp, tuple | list) or len(tp) != 2:
+        raise TypeError(f"a partition is a (topic, partition) pair, not {tp!r}")
+    topic, partition = tp
+    try:
+        return topic, operator.index(partition)
+    except TypeError:
+        raise TypeError(f"a partition number must be an int, not {type(partition).__name__}") from None
 
 native, NATIVE_IMPORT_ERROR = load_optional("_consumer_fast", "KANAL_CONSUMER_PURE_PYTHON")
 
@@ -272,7 +298,7 @@ class Consumer:
     # ---- assignment and positions ----
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        wanted = [(t, int(p)) for t, p in partitions]
+        wanted = [_checked_partition(tp) for tp in partitions]
         for topic, partition in wanted:
             parts = self._metadata.partitions(topic)
             if not 0 <= partition < len(parts):
@@ -294,6 +320,8 @@ class Consumer:
         return state
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Fetch `tp` from `offset` on (an int >= 0; past the log end, auto_offset_reset applies)."""
+        offset = _checked_offset(offset, "seek offset")
         with self._lock:
             state = self._state(tp)
             self._discard(state)
@@ -309,7 +337,7 @@ class Consumer:
 
     def seek_to_timestamp(self, tp: TopicPartition, timestamp_ms: int) -> None:
         """Move to the first record at or after `timestamp_ms` (or the end when there is none)."""
-        self._seek_special([tp], timestamp_ms)
+        self._seek_special([tp], _checked_offset(timestamp_ms, "timestamp_ms"))
 
     def _seek_special(self, partitions: Iterable[TopicPartition] | None, where: int) -> None:
         with self._lock:
@@ -348,6 +376,8 @@ class Consumer:
         also where rebalances and auto-commits happen."""
         deadline = time.monotonic() + timeout_s
         while True:
+            if self._fatal is not None:
+                raise self._fatal
             if self._group is not None:
                 self._last_poll = time.monotonic()
                 self._maintain_group()
@@ -619,6 +649,12 @@ class Consumer:
             except KanalError as exc:
                 log.warning("consumer fetcher: %s", exc)
                 time.sleep(0.1)
+            except Exception as exc:  # a bug: poll() raises it, where a dead fetcher would just go quiet
+                log.exception("the consumer's fetcher thread failed")
+                with self._lock:
+                    self._fatal = KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, f"the consumer's fetcher failed: {exc!r}")
+                    self._arrived.notify_all()
+                return
 
     def _fetch_all(self, plan: dict[str, tuple[broker_pb2.FetchRequest, Planned]]) -> None:
         """One long-poll Fetch per leader, all in flight together. The first runs as a blocking call on this

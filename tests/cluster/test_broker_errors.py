@@ -89,6 +89,44 @@ def test_illegal_topic_names_are_invalid_topic_and_leave_the_clients_working(clu
         consumer.close()
 
 
+def test_bad_consumer_arguments_fail_at_the_call_and_the_fetcher_goes_on(cluster, topic):
+    """A float partition was truncated to another partition, and a float, str or out-of-int64 seek offset
+    was accepted and then ended the fetcher thread, after which poll() returned nothing for ever."""
+    name, _, _ = topic
+    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="earliest"))
+    try:
+        for bad in ((name, 0.0), (name, "0"), (name,), name):
+            with pytest.raises(TypeError):
+                consumer.assign([bad])
+        assert consumer.assignment() == []
+        consumer.assign([(name, 0)])
+        for offset in (1.5, "1", None):
+            with pytest.raises(TypeError, match="seek offset must be an int"):
+                consumer.seek((name, 0), offset)
+        for offset in (-1, 1 << 63):
+            with pytest.raises(KanalError) as err:
+                consumer.seek((name, 0), offset)
+            assert err.value.code == ErrorCode.INVALID_REQUEST
+        with pytest.raises(TypeError, match="timestamp_ms must be an int"):
+            consumer.seek_to_timestamp((name, 0), "now")
+        consumer.seek((name, 0), 1)
+        got: list = []
+        wait_until(lambda: got.extend(consumer.poll(0.2)) or got, timeout_s=30, what="records from offset 1")
+        assert (got[0].offset, got[0].value) == (1, b"second")
+        assert consumer._fetcher.is_alive()
+
+        def broken_plan():
+            raise RuntimeError("a bug in the fetcher")
+
+        consumer._plan = broken_plan  # a fault in the fetcher thread must reach the caller, not go quiet
+        consumer.seek((name, 0), 0)
+        with pytest.raises(KanalError) as err:
+            wait_until(lambda: consumer.poll(0.2) and False, timeout_s=30, what="poll() to raise the fetcher's failure")
+        assert err.value.code == ErrorCode.UNKNOWN_SERVER_ERROR and "a bug in the fetcher" in str(err.value)
+    finally:
+        consumer.close()
+
+
 def test_corrupt_crc_oversized_and_garbage_batches_store_nothing(cluster, topic):
     name, _, leader = topic
     before = log_end(leader, name)
