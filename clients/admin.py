@@ -17,6 +17,7 @@ from kanal.clients.cluster_metadata import ClusterMetadata, PartitionInfo
 from kanal.clients.group_membership import GroupMembership
 from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.topic_name import check_topic_name
 
 TOPIC = metadata_pb2.CONFIG_RESOURCE_TOPIC
 BROKER = metadata_pb2.CONFIG_RESOURCE_BROKER
@@ -69,6 +70,7 @@ class Admin:
     def create_topic(self, name: str, partitions: int, replication_factor: int,
                      configs: dict[str, str] | None = None, *, wait_s: float = 30.0) -> str:
         """Create a topic; returns its id once every partition has a leader (or raises)."""
+        check_topic_name(name)
         request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
             name=name, partitions=partitions, replication_factor=replication_factor,
             configs=[admin_pb2.ConfigEntry(key=k, value=v) for k, v in (configs or {}).items()])])
@@ -79,10 +81,12 @@ class Admin:
         return result.topic_id
 
     def delete_topic(self, name: str) -> None:
+        check_topic_name(name)
         result = self._call("DeleteTopics", admin_pb2.DeleteTopicsRequest(names=[name])).results[0]
         _raise_for(result.error, f"topic {name}: {result.error_message}")
 
     def create_partitions(self, name: str, total: int) -> None:
+        check_topic_name(name)
         request = admin_pb2.CreatePartitionsRequest(targets=[admin_pb2.CreatePartitionsRequest.Target(name=name, count=total)])
         result = self._call("CreatePartitions", request).results[0]
         _raise_for(result.error, f"topic {name}: {result.error_message}")
@@ -92,6 +96,7 @@ class Admin:
         return sorted(t.name for t in reply.topics if include_internal or not t.is_internal)
 
     def describe_topic(self, name: str) -> TopicDescription:
+        check_topic_name(name)  # INVALID_TOPIC here rather than a protobuf TypeError for a non-str name
         reply = self._call("Metadata", broker_pb2.MetadataRequest(topics=[name]))
         topic = reply.topics[0]
         _raise_for(topic.error, f"topic {name}")

@@ -82,6 +82,14 @@ def test_illegal_topic_names_are_invalid_topic_and_leave_the_clients_working(clu
                 consumer.assign([(bad, 0)])
             assert err.value.code == ErrorCode.INVALID_TOPIC, bad
         consumer.assign([(name, 0)])
+        with Admin(cluster.bootstrap) as admin:
+            for bad in bad_names:
+                for call, args in ((admin.create_topic, (bad, 1, 1)), (admin.describe_topic, (bad,)),
+                                   (admin.delete_topic, (bad,)), (admin.create_partitions, (bad, 2))):
+                    with pytest.raises(KanalError) as err:
+                        call(*args)
+                    assert err.value.code == ErrorCode.INVALID_TOPIC, (call.__name__, bad)
+            assert admin.describe_topic(name).name == name
         values: list[bytes] = []
         wait_until(lambda: values.extend(r.value for r in consumer.poll(0.2)) or b"after bad names" in values,
                    timeout_s=30, what="the record produced after the bad names")
