@@ -200,9 +200,12 @@ def _print_record(args, r) -> None:
         print(json.dumps({"topic": r.topic, "partition": r.partition, "offset": r.offset,
                           "timestamp": r.timestamp_ms, "key": _text(r.key), "value": _text(r.value),
                           "headers": {k: _text(v) for k, v in r.headers}}), flush=True)
-    else:
-        key = "" if r.key is None else _text(r.key) + (args.key_separator or "\t")
-        print(f"{key if args.print_key else ''}{_text(r.value)}", flush=True)
+    else:  # text, as Kafka's console consumer prints it: a null key or value (a tombstone) is "null"
+        line = "null" if r.value is None else _text(r.value)
+        if args.print_key:
+            separator = args.key_separator or "\t"
+            line = ("null" if r.key is None else _text(r.key)) + separator + line
+        print(line, flush=True)
 
 
 # ---- groups ----
