@@ -381,6 +381,23 @@ def perf_consume(args) -> int:
     return 0
 
 
+def _bounded_number(kind: type, lowest: float, what: str):
+    """An argparse type: a number of `kind` at least `lowest`; argparse turns the ValueError into a one-line
+    usage error (exit 2) instead of a traceback further in."""
+    def parse(text: str):
+        value = kind(text)
+        if value < lowest:
+            raise ValueError(f"{text} is not {what}")  # argparse: "invalid positive int value: '0'"
+        return value
+    parse.__name__ = f"{what} {kind.__name__}"  # argparse names the type in its message
+    return parse
+
+
+_positive_int = _bounded_number(int, 1, "positive")
+_non_negative_int = _bounded_number(int, 0, "non-negative")
+_positive_float = _bounded_number(float, 1e-9, "positive")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bootstrap", help="HOST:PORT[,...] of brokers (default: the running kanal dev cluster)")
@@ -420,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--header", action="append", metavar="KEY=VALUE")
     c.add_argument("--file", help="read lines from FILE instead of stdin")
     c.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    c.add_argument("--linger-ms", type=int, default=5)
+    c.add_argument("--linger-ms", type=_non_negative_int, default=5)
     c.set_defaults(func=produce)
 
     c = sub.add_parser("consume", parents=[common], help="print records")
@@ -429,11 +446,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--offset", type=int)
     c.add_argument("--from-timestamp", type=int, help="milliseconds since the epoch")
     c.add_argument("--partition", type=int)
-    c.add_argument("--max-messages", type=int)
+    c.add_argument("--max-messages", type=_positive_int)
     c.add_argument("--group")
     c.add_argument("--print-key", action="store_true")
     c.add_argument("--key-separator", default="\t")
-    c.add_argument("--timeout-s", type=float, default=None, help="stop after this long without records")
+    c.add_argument("--timeout-s", type=_positive_float, default=None, help="stop after this long without records")
     c.set_defaults(func=consume)
 
     groups = sub.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups").add_subparsers(
@@ -480,17 +497,17 @@ def build_parser() -> argparse.ArgumentParser:
     perf = sub.add_parser("perf", help="load generators").add_subparsers(dest="action", required=True)
     c = perf.add_parser("produce", parents=[common])
     c.add_argument("topic")
-    c.add_argument("--num-records", type=int, default=1_000_000)
-    c.add_argument("--record-size", type=int, default=100)
+    c.add_argument("--num-records", type=_positive_int, default=1_000_000)
+    c.add_argument("--record-size", type=_positive_int, default=100)
     c.add_argument("--acks", choices=["0", "1", "all"], default="1")
     c.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    c.add_argument("--max-seconds", type=float, default=60)
+    c.add_argument("--max-seconds", type=_positive_float, default=60)
     c.add_argument("--quiet", action="store_true")
     c.set_defaults(func=perf_produce)
     c = perf.add_parser("consume", parents=[common])
     c.add_argument("topic")
-    c.add_argument("--num-records", type=int, default=1_000_000)
-    c.add_argument("--max-seconds", type=float, default=60)
+    c.add_argument("--num-records", type=_positive_int, default=1_000_000)
+    c.add_argument("--max-seconds", type=_positive_float, default=60)
     c.set_defaults(func=perf_consume)
     return p
 

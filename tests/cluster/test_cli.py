@@ -120,6 +120,17 @@ def test_errors_are_one_line_and_nonzero(dev):
         result = kanal(env, *args, stdin="x\n", check=False)
         assert result.returncode != 0, args
         assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("kanal: "), result.stderr
+    # Counts and sizes that make no sense are usage errors (exit 2, argparse's last line names the value);
+    # a negative record size used to end `perf produce` in a traceback.
+    kanal(env, "topics", "create", "cli-args", "--partitions", "1", "--replication-factor", "1")
+    for args in (("perf", "produce", "cli-args", "--record-size", "-1"),
+                 ("perf", "produce", "cli-args", "--num-records", "0"),
+                 ("consume", "cli-args", "--max-messages", "-1"),
+                 ("consume", "cli-args", "--partition", "0", "--offset", "-5")):
+        result = kanal(env, *args, check=False)
+        last = result.stderr.strip().splitlines()[-1]
+        assert result.returncode in (1, 2) and "Traceback" not in result.stderr, result.stderr
+        assert ("invalid positive int value" in last or "INVALID_REQUEST" in last), last
     started = time.monotonic()
     unreachable = kanal({**env, "KANAL_BOOTSTRAP": "127.0.0.1:9"}, "topics", "list", check=False)
     assert unreachable.returncode != 0 and "BROKER_NOT_AVAILABLE" in unreachable.stderr
