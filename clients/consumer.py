@@ -57,6 +57,7 @@ from kanal.v1 import broker_pb2, records_pb2
 from kanal.v1.batch import iter_entries, parse_batch
 from kanal.v1.codecs import decompress
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.topic_name import check_topic_name
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
@@ -433,6 +434,13 @@ class Consumer:
             raise KanalError(ErrorCode.INVALID_CONFIG, "subscribe() needs a group_id in the ConsumerConfig")
         if (topics is None) == (pattern is None):
             raise KanalError(ErrorCode.INVALID_REQUEST, "subscribe() takes topics or a pattern, not both")
+        if isinstance(topics, str | bytes):  # iterating "orders" would subscribe to o, r, d, e, s
+            raise TypeError(f"subscribe() takes a list of topic names, not one {type(topics).__name__}: "
+                            f"use [{topics!r}]")
+        if topics is not None:
+            topics = list(topics)  # read once: an iterator would be empty when the names are kept below
+            for topic in topics:
+                check_topic_name(topic)
         self._pattern = re.compile(pattern) if pattern is not None else None
         self._topics = sorted(set(topics)) if topics is not None else self._matching_topics()
         self._on_assign, self._on_revoke = on_assign, on_revoke

@@ -135,6 +135,27 @@ def test_bad_consumer_arguments_fail_at_the_call_and_the_fetcher_goes_on(cluster
         consumer.close()
 
 
+def test_subscribe_takes_a_list_of_legal_names(cluster, topic):
+    """subscribe("orders") iterated the string and joined for topics o, r, d, e and s."""
+    name, _, _ = topic
+    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, group_id="subscribe-args",
+                                       auto_offset_reset="earliest", enable_auto_commit=False))
+    try:
+        with pytest.raises(TypeError, match=r"use \['errors'\]"):
+            consumer.subscribe(name)
+        for bad in ([5], ["bad name"], [name, ""]):
+            with pytest.raises(KanalError) as err:
+                consumer.subscribe(bad)
+            assert err.value.code == ErrorCode.INVALID_TOPIC, bad
+        consumer.subscribe(iter([name]))  # any iterable of names
+        values: list[bytes] = []
+        wait_until(lambda: values.extend(r.value for r in consumer.poll(0.2)) or b"first" in values,
+                   timeout_s=60, what="the group consumer's first records")
+        assert consumer.assignment() == [(name, 0)]
+    finally:
+        consumer.close()
+
+
 def test_corrupt_crc_oversized_and_garbage_batches_store_nothing(cluster, topic):
     name, _, leader = topic
     before = log_end(leader, name)
