@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from kanal.clients.config_checks import parse_bootstrap
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import check_topic_name
@@ -24,17 +25,6 @@ _CHANNEL_OPTIONS = [
 ]
 
 _PRODUCE_METHOD = "/kanal.v1.Broker/Produce"  # the generated stub's path (broker_pb2_grpc)
-
-
-def parse_bootstrap(bootstrap: str) -> list[str]:
-    endpoints = [e.strip() for e in bootstrap.split(",") if e.strip()]
-    for e in endpoints:
-        host, sep, port = e.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise KanalError(ErrorCode.INVALID_CONFIG, f"bootstrap endpoint {e!r} is not host:port")
-    if not endpoints:
-        raise KanalError(ErrorCode.INVALID_CONFIG, "bootstrap needs at least one host:port")
-    return endpoints
 
 
 @dataclass(frozen=True, slots=True)

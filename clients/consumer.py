@@ -51,6 +51,7 @@ from google.protobuf.message import DecodeError
 from kanal.clients.assignors import ASSIGNORS
 from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.clients.config_checks import check_bool, check_int, check_str, parse_bootstrap
 from kanal.clients.group_membership import REJOIN_ERRORS, GroupMembership
 from kanal.clients.native_ext import load_optional
 from kanal.v1 import broker_pb2, records_pb2
@@ -139,6 +140,11 @@ class ConsumerConfig:
     use_native_path: bool = True
 
     def __post_init__(self) -> None:
+        parse_bootstrap(self.bootstrap)
+        for name in ("client_id", "group_id", "group_instance_id"):
+            check_str(name, getattr(self, name))
+        check_bool("enable_auto_commit", self.enable_auto_commit)
+        check_bool("use_native_path", self.use_native_path)
         if self.auto_offset_reset not in ("earliest", "latest", "none"):
             raise KanalError(ErrorCode.INVALID_CONFIG, "auto_offset_reset must be earliest, latest or none")
         for name, lo, hi in (("max_poll_records", 1, 1_000_000), ("fetch_min_bytes", 0, 1 << 30),
@@ -147,9 +153,7 @@ class ConsumerConfig:
                              ("request_timeout_ms", 100, 600_000), ("session_timeout_ms", 1, 3_600_000),
                              ("heartbeat_interval_ms", 1, 3_600_000), ("max_poll_interval_ms", 1, 3_600_000),
                              ("auto_commit_interval_ms", 1, 3_600_000), ("metadata_max_age_ms", 100, 86_400_000)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or not lo <= value <= hi:
-                raise KanalError(ErrorCode.INVALID_CONFIG, f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+            check_int(name, getattr(self, name), lo, hi)
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise KanalError(ErrorCode.INVALID_CONFIG, "heartbeat_interval_ms must be below session_timeout_ms")
         unknown = [a for a in self.partition_assignment_strategy if a not in ASSIGNORS]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kanal.clients.config_checks import bad_config, check_bool, check_int, check_str, parse_bootstrap
 from kanal.v1 import records_pb2
-from kanal.v1.error import ErrorCode, KanalError
 
 CODECS = {
     "none": records_pb2.COMPRESSION_NONE,
@@ -54,21 +54,25 @@ class ProducerConfig:
     use_native_path: bool = True
 
     def __post_init__(self) -> None:
+        parse_bootstrap(self.bootstrap)
+        check_str("client_id", self.client_id)
+        check_bool("enable_idempotence", self.enable_idempotence)
+        check_bool("use_native_path", self.use_native_path)
         if str(self.acks) not in ACKS:
-            _bad(f"acks must be 0, 1 or all, got {self.acks!r}")
+            bad_config(f"acks must be 0, 1 or all, got {self.acks!r}")
         if self.compression not in CODECS:
-            _bad(f"compression must be one of {', '.join(CODECS)}, got {self.compression!r}")
-        _range("batch_size_bytes", self.batch_size_bytes, 1, 64 << 20)
-        _range("linger_ms", self.linger_ms, 0, 60_000)
-        _range("max_in_flight", self.max_in_flight, 1, 64)
-        _range("request_timeout_ms", self.request_timeout_ms, 100, 600_000)
-        _range("delivery_timeout_ms", self.delivery_timeout_ms, self.request_timeout_ms + self.linger_ms, 86_400_000)
-        _range("retry_backoff_ms", self.retry_backoff_ms, 0, 60_000)
-        _range("buffer_memory_bytes", self.buffer_memory_bytes, self.batch_size_bytes, 1 << 40)
-        _range("max_block_ms", self.max_block_ms, 0, 3_600_000)
-        _range("record_bytes_max", self.record_bytes_max, 1, 64 << 20)
+            bad_config(f"compression must be one of {', '.join(CODECS)}, got {self.compression!r}")
+        check_int("batch_size_bytes", self.batch_size_bytes, 1, 64 << 20)
+        check_int("linger_ms", self.linger_ms, 0, 60_000)
+        check_int("max_in_flight", self.max_in_flight, 1, 64)
+        check_int("request_timeout_ms", self.request_timeout_ms, 100, 600_000)
+        check_int("delivery_timeout_ms", self.delivery_timeout_ms, self.request_timeout_ms + self.linger_ms, 86_400_000)
+        check_int("retry_backoff_ms", self.retry_backoff_ms, 0, 60_000)
+        check_int("buffer_memory_bytes", self.buffer_memory_bytes, self.batch_size_bytes, 1 << 40)
+        check_int("max_block_ms", self.max_block_ms, 0, 3_600_000)
+        check_int("record_bytes_max", self.record_bytes_max, 1, 64 << 20)
         if self.enable_idempotence and self.acks_value != -1:
-            _bad("enable_idempotence needs acks=all (as in Kafka); set enable_idempotence=False for acks 0 or 1")
+            bad_config("enable_idempotence needs acks=all (as in Kafka); set enable_idempotence=False for acks 0 or 1")
 
     @property
     def acks_value(self) -> int:
@@ -78,11 +82,3 @@ class ProducerConfig:
     def codec(self) -> int:
         return CODECS[self.compression]
 
-
-def _range(name: str, value: int, lo: int, hi: int) -> None:
-    if not isinstance(value, int) or not lo <= value <= hi:
-        _bad(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
-
-
-def _bad(message: str) -> None:
-    raise KanalError(ErrorCode.INVALID_CONFIG, message)

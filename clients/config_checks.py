@@ -1,0 +1,40 @@
+"""Checks the client configs (ProducerConfig, ConsumerConfig) share: each bad value is INVALID_CONFIG
+naming the setting, at construction, instead of a surprise later (a truthy "no" switching a flag on, a
+number where a str goes, a bootstrap that is not host:port)."""
+
+from __future__ import annotations
+
+from kanal.v1.error import ErrorCode, KanalError
+
+
+def bad_config(message: str) -> None:
+    raise KanalError(ErrorCode.INVALID_CONFIG, message)
+
+
+def check_int(name: str, value: object, lo: int, hi: int) -> None:
+    # bool is an int subclass; True as a byte count is a mistake, not 1.
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        bad_config(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+
+
+def check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        bad_config(f"{name} must be True or False, got {value!r}")
+
+
+def check_str(name: str, value: object) -> None:
+    if not isinstance(value, str):
+        bad_config(f"{name} must be a str, got {value!r}")
+
+
+def parse_bootstrap(value: object) -> list[str]:
+    """The endpoints of host:port[,host:port...]: checked by the configs, used by ClusterMetadata."""
+    check_str("bootstrap", value)
+    endpoints = [e.strip() for e in value.split(",") if e.strip()]
+    if not endpoints:
+        bad_config("bootstrap needs at least one host:port")
+    for endpoint in endpoints:
+        host, sep, port = endpoint.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            bad_config(f"bootstrap endpoint {endpoint!r} is not host:port")
+    return endpoints
