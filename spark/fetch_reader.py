@@ -45,15 +45,18 @@ def _channel(endpoint: str) -> grpc.Channel:
 
 def cluster_metadata(bootstrap: str, topics: list[str] | None = None) -> broker_pb2.MetadataResponse:
     """Metadata from the first bootstrap broker that answers."""
-    last: Exception | None = None
+    problems: list[str] = []
     for endpoint in [e.strip() for e in bootstrap.split(",") if e.strip()]:
         with _channel(endpoint) as channel:
             try:
                 return broker_pb2_grpc.BrokerStub(channel).Metadata(
                     broker_pb2.MetadataRequest(topics=topics or []), timeout=REQUEST_TIMEOUT_S)
             except grpc.RpcError as exc:
-                last = exc
-    raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"no bootstrap broker of {bootstrap!r} answered: {last}")
+                # One line per endpoint: the status and gRPC's own detail, not the exception's multi-line repr.
+                first_line = (exc.details() or "").split("\n", 1)[0]
+                problems.append(f"{endpoint} ({exc.code().name}: {first_line})")
+    raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE,
+                     f"no bootstrap broker of {bootstrap!r} answered: {'; '.join(problems) or 'no endpoints given'}")
 
 
 def list_partitions(bootstrap: str, topics: frozenset[str] | None, internal: bool) -> list[FetchPartition]:

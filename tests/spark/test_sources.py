@@ -145,3 +145,18 @@ def test_metadata_source_rows(spark, tmp_path):
     assert rows[3]["config_key"] == "retention.ms" and rows[3]["config_value"] == "1000"
     assert rows[3]["topic"] == "t" and rows[3]["principal"] == "alice" and '"retention.ms"' in rows[3]["record_json"]
     assert metadata_pb2.MetadataRecord.FromString(rows[1]["record"]).topic.name == "t"
+
+
+def test_an_unreachable_bootstrap_is_one_clear_line_per_endpoint():
+    """`kanal analytics --bootstrap` with no broker answering: a one-line error naming each endpoint and
+    why, not gRPC's multi-line exception repr."""
+    from kanal.deploy.local_cluster import free_ports
+    from kanal.spark.fetch_reader import cluster_metadata
+    from kanal.v1.error import ErrorCode, KanalError
+
+    endpoint = f"127.0.0.1:{free_ports(1)[0]}"  # nothing listens there
+    with pytest.raises(KanalError) as err:
+        cluster_metadata(f"{endpoint}, ")
+    message = str(err.value)
+    assert err.value.code == ErrorCode.BROKER_NOT_AVAILABLE
+    assert f"{endpoint} (UNAVAILABLE: " in message and "\n" not in message
