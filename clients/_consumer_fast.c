@@ -353,6 +353,13 @@ static int parse_record(Parser *ps, const uint8_t *p, const uint8_t *end, int de
     } else if ((SLOT(rec, S_VALUE) = PyBytes_FromStringAndSize((const char *)value, value_len)) == NULL) {
         goto error_rec;
     }
+    /* Out of the cyclic GC, as CPython takes tuples of plain values out: a record holds only str, int,
+     * bytes, None and its headers list of (str, bytes) tuples, so it is in no cycle unless a caller puts it
+     * in one. Tracked, the records and lists a consumer buffers were walked by every collection: about a
+     * third of a consuming process's CPU, 0.75 against 1.1 M records/s. Both are freed by their refcount
+     * as before; only a cycle made through them would never be. */
+    if (PyObject_IS_GC(rec)) PyObject_GC_UnTrack(rec);
+    PyObject_GC_UnTrack(SLOT(rec, S_HEADERS));
     int rc = PyList_Append(b->out, rec);
     Py_DECREF(rec);
     if (rc < 0) return -1;

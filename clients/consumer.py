@@ -165,6 +165,11 @@ class ConsumerConfig:
 
 
 class ConsumerRecord:
+    """One record as poll() returns it. Records decoded by the C path, and their headers lists, are kept
+    out of the cyclic garbage collector (they hold only plain values; tracked, a consumer's buffered records
+    cost a third of its CPU in collections): they are freed by refcount as usual, but a reference cycle
+    made through one (a record stored in its own headers) would never be freed."""
+
     __slots__ = ("headers", "key", "leader_epoch", "offset", "partition", "timestamp_ms", "topic", "value")
 
     def __init__(self, topic, partition, offset, timestamp_ms, key, value, headers, leader_epoch) -> None:

@@ -5,6 +5,7 @@ are decoded by both and compared; no broker is involved."""
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import subprocess
@@ -349,6 +350,20 @@ def test_no_references_leak():
             pass
         del out
     assert [sys.getrefcount(x) for x in (topic, partition, epoch)] == before
+
+
+@needs_native
+def test_c_records_are_outside_the_cyclic_gc():
+    """The C path takes its records and their headers lists out of the cyclic GC (they hold only plain
+    values), which a consumer's buffered records made walk on every collection; refcounting still frees
+    them (test_no_references_leak)."""
+    rng = random.Random(11)
+    out: list[ConsumerRecord] = []
+    for _ in range(20):
+        native.decode_into(out, random_record_list(rng), "t", 0, 1, 5, 6, 0)
+    assert out and any(r.headers for r in out)
+    assert not any(gc.is_tracked(r) or gc.is_tracked(r.headers) for r in out)
+    assert gc.is_tracked(ConsumerRecord("t", 0, 0, 0, None, None, [], 0))  # the Python path's records are
 
 
 @needs_native
