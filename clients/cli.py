@@ -319,65 +319,91 @@ def quotas(args) -> int:
 
 # ---- perf ----
 
+class _Progress:
+    """The perf commands' progress line on stderr, at most once a second (none with --quiet)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.started = self.last = time.perf_counter()
+
+    def show(self, records: int, nbytes: int, *, final: bool = False) -> None:
+        now = time.perf_counter()
+        if self.quiet or (now - self.last < 1 and not final):
+            return
+        self.last = now
+        rate = records / (now - self.started)
+        print(f"\r{records:>12,} records  {rate:>12,.0f} records/s  {nbytes / (now - self.started) / 1e6:>8.1f} MB/s",
+              end="", file=sys.stderr, flush=True)
+
+    def end(self, records: int, nbytes: int) -> None:
+        """The last line, whatever the time since the previous one, then a newline."""
+        self.show(records, nbytes, final=True)
+        if not self.quiet:
+            print(file=sys.stderr)
+
+
+def _perf_summary(records: int, nbytes: int, elapsed_s: float, latencies_ms: list[float], **extra) -> dict:
+    summary = {"records": records, "seconds": round(elapsed_s, 3), "records_s": round(records / elapsed_s),
+               "mb_s": round(nbytes / elapsed_s / 1e6, 2), **extra}
+    if len(latencies_ms) >= 2:
+        q = statistics.quantiles(latencies_ms, n=100) if len(latencies_ms) >= 100 else sorted(latencies_ms)
+        summary["latency_ms_p50"] = round(statistics.median(latencies_ms), 2)
+        summary["latency_ms_p99"] = round(q[-1] if len(latencies_ms) < 100 else q[98], 2)
+    return summary
+
+
 def perf_produce(args) -> int:
     config = ProducerConfig(bootstrap=_bootstrap(args), acks=args.acks, enable_idempotence=args.acks == "all",
                             compression=args.compression)
     value = os.urandom(args.record_size)
-    latencies: list[float] = []
+    latencies: list[float] = []  # produce() to acknowledgement, one batch of 1,000 in 50
     sent = 0
     with Producer(config) as producer:
-        started = time.perf_counter()
-        last_report = started
-        while sent < args.num_records and time.perf_counter() - started < args.max_seconds:
+        progress = _Progress(args.quiet)
+        while sent < args.num_records and time.perf_counter() - progress.started < args.max_seconds:
             chunk = min(1000, args.num_records - sent)
             t0 = time.perf_counter()
             futures = [producer.produce(args.topic, value) for _ in range(chunk)]
             sent += chunk
-            if sent % 50_000 < chunk:  # sample the latency of one batch in 50
+            if sent % 50_000 < chunk:
                 futures[-1].result(60)
                 latencies.append((time.perf_counter() - t0) * 1000)
-            now = time.perf_counter()
-            if now - last_report >= 1 and not args.quiet:
-                rate = sent / (now - started)
-                print(f"\r{sent:>12,} records  {rate:>12,.0f} records/s  {rate * args.record_size / 1e6:>8.1f} MB/s",
-                      end="", file=sys.stderr, flush=True)
-                last_report = now
+            progress.show(sent, sent * args.record_size)
         producer.flush()
-        elapsed = time.perf_counter() - started
-    if not args.quiet:
-        print(file=sys.stderr)
-    summary = {"records": sent, "seconds": round(elapsed, 3), "records_s": round(sent / elapsed),
-               "mb_s": round(sent * args.record_size / elapsed / 1e6, 2), "record_size": args.record_size,
-               "acks": args.acks}
-    if len(latencies) >= 2:
-        q = statistics.quantiles(latencies, n=100) if len(latencies) >= 100 else sorted(latencies)
-        summary["latency_ms_p50"] = round(statistics.median(latencies), 2)
-        summary["latency_ms_p99"] = round(q[-1] if len(latencies) < 100 else q[98], 2)
-    print(json.dumps(summary))
+        elapsed = time.perf_counter() - progress.started
+    progress.end(sent, sent * args.record_size)
+    print(json.dumps(_perf_summary(sent, sent * args.record_size, elapsed, latencies,
+                                   record_size=args.record_size, acks=args.acks)))
     return 0
 
 
 def perf_consume(args) -> int:
+    """Reads the topic from its start. Latency is receive time minus each sampled record's timestamp: the
+    end-to-end latency while a producer runs, the records' age when reading what is already there."""
     with Admin(_bootstrap(args)) as admin:
         partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
     consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), auto_offset_reset="earliest", max_poll_records=10_000))
     consumer.assign([(args.topic, p) for p in partitions])
     got = nbytes = 0
-    started = time.perf_counter()
+    latencies: list[float] = []  # one record in 1,000
+    progress = _Progress(args.quiet)
     idle_since = time.perf_counter()
-    while got < args.num_records and time.perf_counter() - started < args.max_seconds:
+    while got < args.num_records and time.perf_counter() - progress.started < args.max_seconds:
         records = consumer.poll(0.5)
         if not records:
             if time.perf_counter() - idle_since > 3:
                 break
             continue
         idle_since = time.perf_counter()
+        now_ms = time.time() * 1000
+        latencies.extend(now_ms - r.timestamp_ms for r in records[::1000])
         got += len(records)
         nbytes += sum(len(r.value or b"") for r in records)
-    elapsed = time.perf_counter() - started
+        progress.show(got, nbytes)
+    elapsed = time.perf_counter() - progress.started
     consumer.close()
-    print(json.dumps({"records": got, "seconds": round(elapsed, 3), "records_s": round(got / elapsed),
-                      "mb_s": round(nbytes / elapsed / 1e6, 2)}))
+    progress.end(got, nbytes)
+    print(json.dumps(_perf_summary(got, nbytes, elapsed, latencies)))
     return 0
 
 
@@ -508,6 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("topic")
     c.add_argument("--num-records", type=_positive_int, default=1_000_000)
     c.add_argument("--max-seconds", type=_positive_float, default=60)
+    c.add_argument("--quiet", action="store_true")
     c.set_defaults(func=perf_consume)
     return p
 

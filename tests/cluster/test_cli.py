@@ -111,6 +111,21 @@ def test_groups_consume_describe_reset_delete(dev):
     assert missing.returncode != 0 and "GROUP_ID_NOT_FOUND" in missing.stderr
 
 
+def test_perf_produce_and_consume_print_their_summaries(dev):
+    env, _, _ = dev
+    kanal(env, "topics", "create", "cli-perf", "--partitions", "3", "--replication-factor", "1")
+    produced = json.loads(kanal(env, "perf", "produce", "cli-perf", "--num-records", "120000", "--record-size",
+                                "50", "--quiet").stdout.strip().splitlines()[-1])
+    assert produced["records"] == 120_000 and produced["record_size"] == 50
+    assert produced["records_s"] > 0 and produced["mb_s"] > 0
+    assert 0 < produced["latency_ms_p50"] <= produced["latency_ms_p99"]  # two batches of 1,000 sampled
+    result = kanal(env, "perf", "consume", "cli-perf", "--num-records", "120000")
+    consumed = json.loads(result.stdout.strip().splitlines()[-1])
+    assert consumed["records"] == 120_000 and consumed["mb_s"] > 0
+    assert 0 < consumed["latency_ms_p50"] <= consumed["latency_ms_p99"]
+    assert "records/s" in result.stderr  # the progress line, without --quiet
+
+
 def test_errors_are_one_line_and_nonzero(dev):
     env, _, _ = dev
     for args in (("topics", "describe", "no-such-topic"),
