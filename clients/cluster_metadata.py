@@ -92,8 +92,9 @@ class ClusterMetadata:
 
     def refresh(self, topics: list[str] | None = None) -> ClusterView:
         """Ask a broker for the brokers and the given topics (plus every topic asked for before); an illegal
-        topic name is INVALID_TOPIC at once, and is not asked for again. Brokers are tried in turn (known ones first, then the bootstrap list) until one answers or the request
-        timeout passes: BROKER_NOT_AVAILABLE names the ones that did not."""
+        topic name is INVALID_TOPIC at once, and is not asked for again. Brokers are tried in turn (known
+        ones first, then the bootstrap list) until one answers or the request timeout passes:
+        BROKER_NOT_AVAILABLE names the ones that did not."""
         if topics:
             for topic in topics:
                 # Checked before it is remembered: every later refresh asks for the wanted topics again,

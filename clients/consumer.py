@@ -521,8 +521,7 @@ class Consumer:
             self._arrived.notify_all()
 
     def _maintain_group(self) -> None:
-        if self._fatal is not None:
-            raise self._fatal
+        """Called by poll() after its check of _fatal."""
         if not self._topics and self._pattern is None:
             return  # assign() with a group id: commits only, no membership
         if self._pattern is not None and time.monotonic() - self._pattern_checked >= \

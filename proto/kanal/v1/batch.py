@@ -300,7 +300,7 @@ def encode_batch(record_list_bytes: bytes, **fields: int) -> bytes:
 _BATCH_VARINT_TAGS = (b"\x18", b"\x20", b"\x28", b"\x30", b"\x38", b"\x40", b"\x48")
 _TAG_RECORDS = b"\x52"
 _TAG_CRC = b"\x5d"
-_TAG_LAST_OFFSET_DELTA = b"\x65"
+_TAG_LAST_OFFSET_DELTA = bytes([_SUFFIX_TAG_LAST_OFFSET_DELTA])  # the same field the broker suffix ends with
 
 
 def encode_batch_parts(
