@@ -6,7 +6,9 @@ Cases (100-byte and 1 KiB records):
   broker_produce   pre-encoded batches of 1,000 records sent by N processes over raw gRPC: what the broker
                    takes in when the client costs nothing (acks=1 on a one-broker cluster; acks=all with
                    RF=3, min.insync.replicas=2, on three brokers)
-  client_produce   the same through kanal's Producer with default settings (what `kanal perf produce` does)
+  client_produce   the same through kanal's Producer with default settings, as `kanal perf produce` does by
+                   default: produce_many() with 1,000 records per call
+  client_produce_per_record   one produce() call per record (`kanal perf produce --per-record`), 1 producer
   broker_fetch     raw Fetch calls over the data just written, no decoding: what the broker serves
   client_consume   kanal's Consumer, decoding and CRC-checking every record
   latency          one producer paced at 2,000 records/s (linger 0), one consumer in its own process;
@@ -98,15 +100,19 @@ def _check(futures) -> None:
 
 
 def _client_producer(bootstrap: str, topic: str, record_bytes: int, acks: str, records_max: int, seconds: float,
-                     out: mp.Queue) -> None:
+                     per_record: bool, out: mp.Queue) -> None:
     producer = Producer(ProducerConfig(bootstrap=bootstrap, acks=acks, enable_idempotence=(acks == "all")))
     value = os.urandom(record_bytes)
+    values = [value] * 1000
     started = time.perf_counter()
     deadline = started + seconds
     sent = 0
     while sent < records_max and time.perf_counter() < deadline:
-        for _ in range(1000):
-            producer.produce(topic, value)
+        if per_record:
+            for _ in range(1000):
+                producer.produce(topic, value)
+        else:
+            producer.produce_many(topic, values)
         sent += 1000
     producer.flush(120)
     elapsed = time.perf_counter() - started
@@ -244,9 +250,14 @@ def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, 
                 topic_c = f"client-{size}-{producers}"
                 create_topic(cluster, topic_c, partitions, rf, **extra)
                 n, s = run_parallel(_client_producer, [(cluster.bootstrap, topic_c, size, acks_client,
-                                                        args.batches_max * RECORDS_PER_BATCH, args.seconds)
+                                                        args.batches_max * RECORDS_PER_BATCH, args.seconds, False)
                                                        for _ in range(producers)])
                 case[f"client_produce_{producers}p"] = rates(n, s, size)
+            topic_r = f"client-per-record-{size}"
+            create_topic(cluster, topic_r, partitions, rf, **extra)
+            n, s = run_parallel(_client_producer, [(cluster.bootstrap, topic_r, size, acks_client,
+                                                    args.batches_max * RECORDS_PER_BATCH, args.seconds, True)])
+            case["client_produce_per_record_1p"] = rates(n, s, size)
             raw_topic = f"raw-{size}-{args.producers[0]}"
             total_bytes, s = raw_fetch(cluster, raw_topic, partitions, args.seconds * 2)
             records = case[f"broker_produce_{args.producers[0]}p"]["records"]
@@ -300,6 +311,8 @@ def ratios(result: dict, sizes: list[int], producers: int) -> dict:
         out[key] = {
             "rf3_acks_all_vs_1_broker_acks_1": round(three[key][f"broker_produce_{producers}p"]["records_s"] / raw_1, 3),
             "client_vs_broker_produce_1_broker": round(one[key][f"client_produce_{producers}p"]["records_s"] / raw_1, 3),
+            "client_per_record_vs_broker_produce_1_broker": round(
+                one[key]["client_produce_per_record_1p"]["records_s"] / raw_1, 3),
         }
     return out
 

@@ -11,6 +11,9 @@
  *     open batch of its partition under the accumulator's lock, sealing a batch that reached
  *     batch_size_bytes (through the accumulator's seal_full, which wakes the sender), moving the sticky
  *     partition on, and returning a RecordFuture.
+ *   - Appender.produce_many(): the same for a list of records under one hold of the lock, every record
+ *     checked before any is appended (a call that is not all common case is left to Python whole, so
+ *     both paths raise the same errors), with no object made per record.
  *   - RecordList: one batch's serialized RecordList, grown record by record (format below), plus the
  *     per-record timestamps and the bytes charged against buffer memory.
  *   - BufferMemory: the accumulator's count of buffered bytes, as a C integer both paths update.
@@ -114,7 +117,8 @@ static inline int varint_len(uint64_t n) {
 
 typedef struct {
     PyObject_HEAD
-    char *buf;                 /* the RecordList bytes so far; NULL once taken */
+    PyObject *bytes;           /* owns buf: a bytes object of cap bytes, handed out by take(); NULL once taken */
+    char *buf;                 /* the RecordList bytes so far */
     Py_ssize_t len, cap;
     int64_t *timestamps;       /* per record, absolute: for RecordMetadata */
     Py_ssize_t count, ts_cap;
@@ -126,7 +130,7 @@ typedef struct {
 static PyTypeObject RecordListType;
 
 static void RecordList_dealloc(RecordList *self) {
-    PyMem_Free(self->buf);
+    Py_XDECREF(self->bytes);
     PyMem_Free(self->timestamps);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -138,6 +142,18 @@ static PyObject *kanal_error(const char *message) {
         Py_DECREF(err);
     }
     return NULL;
+}
+
+/* Makes room for cap bytes. The records are written straight into a bytes object (resized as it grows),
+ * so take() hands that object out without copying the batch. */
+static int records_grow(RecordList *self, Py_ssize_t cap) {
+    PyObject *bigger = PyBytes_FromStringAndSize(NULL, cap);  /* not _PyBytes_Resize: on failure that */
+    if (bigger == NULL) return -1;                            /* frees the records written so far */
+    if (self->len) memcpy(PyBytes_AS_STRING(bigger), self->buf, self->len);
+    Py_XSETREF(self->bytes, bigger);
+    self->buf = PyBytes_AS_STRING(bigger);
+    self->cap = cap;
+    return 0;
 }
 
 /* Appends one record; returns its index (offset delta), or -1 with an exception set and nothing
@@ -169,10 +185,7 @@ static Py_ssize_t records_append(RecordList *self, const char *value, Py_ssize_t
     if (self->len + need > self->cap) {
         Py_ssize_t cap = self->cap ? self->cap * 2 : 256;
         while (cap < self->len + need) cap *= 2;
-        char *buf = PyMem_Realloc(self->buf, cap);
-        if (buf == NULL) { PyErr_NoMemory(); return -1; }
-        self->buf = buf;
-        self->cap = cap;
+        if (records_grow(self, cap) < 0) return -1;
     }
     if (index == self->ts_cap) {
         Py_ssize_t cap = self->ts_cap ? self->ts_cap * 2 : 16;
@@ -198,6 +211,7 @@ static Py_ssize_t records_append(RecordList *self, const char *value, Py_ssize_t
     self->count = index + 1;
     return index;
 }
+
 
 static int bytes_or_none(PyObject *obj, const char *what, const char **data, Py_ssize_t *len) {
     if (obj == Py_None) { *data = NULL; *len = -1; return 0; }
@@ -232,9 +246,17 @@ static PyObject *RecordList_append(RecordList *self, PyObject *const *args, Py_s
 
 static PyObject *RecordList_take(RecordList *self, PyObject *unused) {
     if (self->taken) return kanal_error("the batch's records were already taken");
-    PyObject *data = PyBytes_FromStringAndSize(self->buf, self->len);
-    if (data == NULL) return NULL;
-    PyMem_Free(self->buf);  /* only the joined copy stays, as in the Python encoder */
+    PyObject *data = self->bytes;
+    if (data == NULL) {
+        data = PyBytes_FromStringAndSize(NULL, 0);
+        if (data == NULL) return NULL;
+    } else if (_PyBytes_Resize(&data, self->len) < 0) {  /* a shrink, in place; failing, it frees the data */
+        self->bytes = NULL;
+        self->buf = NULL;
+        self->len = self->cap = 0;
+        return NULL;
+    }
+    self->bytes = NULL;  /* handed out: the list takes no more records */
     self->buf = NULL;
     self->len = self->cap = 0;
     self->taken = 1;
@@ -424,6 +446,8 @@ typedef struct {
     PyObject *acquire, *release;  /* the accumulator lock's bound methods */
     PyObject *open_batches;       /* RecordAccumulator._open: {(topic, partition): ProducerBatch} */
     PyObject *seal_full;          /* RecordAccumulator.seal_full(tp, batch), called under the lock */
+    PyObject *open_batch;         /* RecordAccumulator.open_batch(tp) -> a new open batch, under the lock */
+    PyObject *wait_for_space;     /* (size) -> None under the lock: back-pressure, or REQUEST_TIMED_OUT */
     BufferMemory *memory;
     PyObject *partition_counts;   /* Producer._partition_counts: {topic: count} */
     PyObject *sticky;             /* Producer._sticky: {topic: partition} */
@@ -441,6 +465,8 @@ static int Appender_traverse(Appender *self, visitproc visit, void *arg) {
     Py_VISIT(self->release);
     Py_VISIT(self->open_batches);
     Py_VISIT(self->seal_full);
+    Py_VISIT(self->open_batch);
+    Py_VISIT(self->wait_for_space);
     Py_VISIT(self->memory);
     Py_VISIT(self->partition_counts);
     Py_VISIT(self->sticky);
@@ -454,6 +480,8 @@ static int Appender_clear(Appender *self) {
     Py_CLEAR(self->release);
     Py_CLEAR(self->open_batches);
     Py_CLEAR(self->seal_full);
+    Py_CLEAR(self->open_batch);
+    Py_CLEAR(self->wait_for_space);
     Py_CLEAR(self->memory);
     Py_CLEAR(self->partition_counts);
     Py_CLEAR(self->sticky);
@@ -470,15 +498,17 @@ static void Appender_dealloc(Appender *self) {
 }
 
 static int Appender_init(Appender *self, PyObject *args, PyObject *kwargs) {
-    static char *names[] = {"lock", "open_batches", "seal_full", "memory", "batch_size_bytes",
+    static char *names[] = {"lock", "open_batches", "open_batch", "wait_for_space", "seal_full", "memory",
+                            "batch_size_bytes",
                             "buffer_memory_bytes", "partition_counts", "sticky", "randrange", "fallback",
                             "record_bytes_max", NULL};
-    PyObject *lock, *open_batches, *seal_full, *memory, *counts, *sticky, *randrange, *fallback;
+    PyObject *lock, *open_batches, *open_batch, *wait_for_space, *seal_full, *memory, *counts, *sticky;
+    PyObject *randrange, *fallback;
     long long batch_size, buffer_max, record_max;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OO!OO!LLO!O!OOL:Appender", names, &lock, &PyDict_Type,
-                                     &open_batches, &seal_full, &BufferMemoryType, &memory, &batch_size,
-                                     &buffer_max, &PyDict_Type, &counts, &PyDict_Type, &sticky, &randrange,
-                                     &fallback, &record_max))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OO!OOOO!LLO!O!OOL:Appender", names, &lock, &PyDict_Type,
+                                     &open_batches, &open_batch, &wait_for_space, &seal_full, &BufferMemoryType, &memory,
+                                     &batch_size, &buffer_max, &PyDict_Type, &counts, &PyDict_Type, &sticky,
+                                     &randrange, &fallback, &record_max))
         return -1;
     PyObject *acquire = PyObject_GetAttrString(lock, "acquire");
     PyObject *release = acquire ? PyObject_GetAttrString(lock, "release") : NULL;
@@ -488,6 +518,8 @@ static int Appender_init(Appender *self, PyObject *args, PyObject *kwargs) {
     self->release = release;
     self->open_batches = Py_NewRef(open_batches);
     self->seal_full = Py_NewRef(seal_full);
+    self->open_batch = Py_NewRef(open_batch);
+    self->wait_for_space = Py_NewRef(wait_for_space);
     self->memory = (BufferMemory *)Py_NewRef(memory);
     self->partition_counts = Py_NewRef(counts);
     self->sticky = Py_NewRef(sticky);
@@ -558,6 +590,44 @@ static long long now_ms(void) {  /* time.time_ns() // 1_000_000: the same clock 
     clock_gettime(CLOCK_REALTIME, &t);
     long long ns = (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
     return ns >= 0 ? ns / 1000000 : -((-ns + 999999) / 1000000);
+}
+
+/* Under the lock: appends one record to `batch` (whose records are `records`), registering `on_delivery`
+ * (or None) first, so a failure leaves no record without its callback and no callback without its
+ * record, and charges `size` against buffer memory. Returns the record's index, or -1 with an exception
+ * set and nothing changed. */
+static Py_ssize_t append_record(Appender *self, PyObject *batch, RecordList *records, const char *value,
+                                Py_ssize_t vlen, const char *key, Py_ssize_t klen, long long ts,
+                                PyObject *on_delivery, long long size) {
+    Py_ssize_t index = records->count;
+    PyObject *callbacks = NULL;
+    if (on_delivery != Py_None) {
+        callbacks = PyObject_GetAttr(batch, str_callbacks);
+        PyObject *entry = callbacks ? Py_BuildValue("(nO)", index, on_delivery) : NULL;
+        int failed = entry == NULL || !PyList_Check(callbacks) || PyList_Append(callbacks, entry) < 0;
+        Py_XDECREF(entry);
+        if (failed) {
+            if (callbacks != NULL && !PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "the batch's callbacks are not a list");
+            Py_XDECREF(callbacks);
+            return -1;
+        }
+    }
+    if (records_append(records, value, vlen, key, klen, ts, NULL, 0) < 0) {
+        if (callbacks != NULL) {  /* take the callback back out: the record is not in the batch */
+            Py_ssize_t n = PyList_GET_SIZE(callbacks);
+            PyObject *exc_type, *exc_value, *exc_tb;
+            PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+            if (PyList_SetSlice(callbacks, n - 1, n, NULL) < 0) PyErr_Clear();
+            PyErr_Restore(exc_type, exc_value, exc_tb);
+        }
+        Py_XDECREF(callbacks);
+        return -1;
+    }
+    Py_XDECREF(callbacks);
+    records->size_bytes += size;
+    self->memory->buffered_bytes += size;
+    return index;
 }
 
 static PyObject *Appender_produce(Appender *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -637,38 +707,12 @@ static PyObject *Appender_produce(Appender *self, PyObject *const *args, size_t 
         Py_DECREF(batch);
         goto unlock_fallback;
     }
-    Py_ssize_t index = records->count;
-    PyObject *callbacks = NULL;
-    if (a[A_ON_DELIVERY] != Py_None) {
-        /* Registered first, under the same lock, so a failure leaves no record without its callback. */
-        callbacks = PyObject_GetAttr(batch, str_callbacks);
-        PyObject *entry = callbacks ? Py_BuildValue("(nO)", index, a[A_ON_DELIVERY]) : NULL;
-        int failed = entry == NULL || !PyList_Check(callbacks) || PyList_Append(callbacks, entry) < 0;
-        Py_XDECREF(entry);
-        if (failed) {
-            if (callbacks != NULL && !PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "the batch's callbacks are not a list");
-            Py_XDECREF(callbacks);
-            Py_DECREF(records);
-            goto unlock_error_batch;
-        }
-    }
-    if (records_append(records, vlen >= 0 ? PyBytes_AS_STRING(value) : NULL, vlen,
-                       klen >= 0 ? PyBytes_AS_STRING(key) : NULL, klen, ts, NULL, 0) < 0) {
-        if (callbacks != NULL) {  /* take the callback back out: the record is not in the batch */
-            Py_ssize_t n = PyList_GET_SIZE(callbacks);
-            PyObject *exc_type, *exc_value, *exc_tb;
-            PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-            if (PyList_SetSlice(callbacks, n - 1, n, NULL) < 0) PyErr_Clear();
-            PyErr_Restore(exc_type, exc_value, exc_tb);
-        }
-        Py_XDECREF(callbacks);
+    Py_ssize_t index = append_record(self, batch, records, vlen >= 0 ? PyBytes_AS_STRING(value) : NULL, vlen,
+                                     klen >= 0 ? PyBytes_AS_STRING(key) : NULL, klen, ts, a[A_ON_DELIVERY], size);
+    if (index < 0) {
         Py_DECREF(records);
         goto unlock_error_batch;
     }
-    Py_XDECREF(callbacks);
-    records->size_bytes += size;
-    self->memory->buffered_bytes += size;
     int sealed = records->size_bytes >= self->batch_size_bytes;
     Py_DECREF(records);
     if (sealed) {
@@ -720,6 +764,220 @@ fallback:
     return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
 }
 
+
+/* ---- Appender.produce_many ---- */
+
+/* An item of values or keys as (data, len); len -1 for None. 0 if it is not bytes or None: Python's
+ * produce_many converts str and the like, and raises for the rest. */
+static int bytes_item(PyObject *obj, const char **data, Py_ssize_t *len) {
+    if (obj == Py_None) { *data = NULL; *len = -1; return 1; }
+    if (!PyBytes_CheckExact(obj)) return 0;
+    *data = PyBytes_AS_STRING(obj);
+    *len = PyBytes_GET_SIZE(obj);
+    return 1;
+}
+
+/* Producer.produce_many() for the common case: lists or tuples of bytes/None, a known topic, an
+ * explicit partition in range or the built-in partitioners, no record over record_bytes_max and the
+ * whole call fitting in buffer memory. Every record is checked before the lock is taken; then all are
+ * appended under one hold of the lock, as the Python produce_many does (one timestamp, the sticky
+ * partition moving on when its batch seals, batches opened through the accumulator's open_batch).
+ * A full buffer is waited on here, through the accumulator's wait_for_space (it may raise
+ * REQUEST_TIMED_OUT, with nothing appended).
+ *
+ * Returns (batches, owners, indexes): record i is record indexes[i] of batches[owners[i]], both bytes of
+ * native-endian uint32 (Python wraps them in a RecordFutures; no object is made per record). Returns
+ * None for anything else, which Python's produce_many then does itself, raising its errors. */
+static PyObject *Appender_produce_many(Appender *self, PyObject *args) {
+    PyObject *topic, *values, *keys, *partition, *timestamp, *on_delivery;
+    if (!PyArg_ParseTuple(args, "OOOOOO:produce_many", &topic, &values, &keys, &partition, &timestamp,
+                          &on_delivery))
+        return NULL;
+    if (self->closed) goto fallback;
+    if (!PyList_CheckExact(values) && !PyTuple_CheckExact(values)) goto fallback;
+    if (keys != Py_None && !PyList_CheckExact(keys) && !PyTuple_CheckExact(keys)) goto fallback;
+    if (on_delivery != Py_None && !PyCallable_Check(on_delivery)) goto fallback;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(values);
+    if (keys != Py_None && PySequence_Fast_GET_SIZE(keys) != n) goto fallback;
+    PyObject **vitems = PySequence_Fast_ITEMS(values), **kitems = keys == Py_None ? NULL : PySequence_Fast_ITEMS(keys);
+
+    PyObject *count_obj = PyDict_GetItemWithError(self->partition_counts, topic);  /* borrowed */
+    if (count_obj == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        goto fallback;
+    }
+    if (!PyLong_CheckExact(count_obj)) goto fallback;
+    long count = PyLong_AsLong(count_obj);
+    if (count <= 0 || count > INT32_MAX) { PyErr_Clear(); goto fallback; }
+    long fixed = -1;
+    if (partition != Py_None) {
+        int overflow;
+        if (!PyLong_CheckExact(partition)) goto fallback;
+        fixed = PyLong_AsLongAndOverflow(partition, &overflow);
+        if (overflow || fixed < 0 || fixed >= count) goto fallback;
+    }
+    long long ts;
+    if (timestamp == Py_None) {
+        ts = now_ms();
+    } else {
+        int overflow;
+        if (!PyLong_CheckExact(timestamp)) goto fallback;
+        ts = PyLong_AsLongLongAndOverflow(timestamp, &overflow);
+        if (overflow || ts < 0) goto fallback;
+    }
+    /* Check every record before anything is appended. */
+    long long total = 0;
+    int needs_sticky = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *d;
+        Py_ssize_t vlen, klen = -1;
+        if (!bytes_item(vitems[i], &d, &vlen)) goto fallback;
+        if (kitems != NULL && !bytes_item(kitems[i], &d, &klen)) goto fallback;
+        long long size = RECORD_OVERHEAD_BYTES + (vlen > 0 ? vlen : 0) + (klen > 0 ? klen : 0);
+        if (size > self->record_bytes_max) goto fallback;
+        total += size;
+        if (klen < 0) needs_sticky = 1;
+    }
+    if (total > self->buffer_memory_bytes) goto fallback;
+    if (needs_sticky && fixed < 0) {
+        PyObject *s = PyDict_GetItemWithError(self->sticky, topic);
+        if (s == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            goto fallback;  /* the topic's first sticky partition is drawn in Python */
+        }
+    }
+    if (n > (Py_ssize_t)UINT32_MAX) goto fallback;
+
+    PyObject *batches = PyList_New(0), *numbers = PyDict_New();  /* numbers: batch -> its place in batches */
+    PyObject *owners_obj = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(uint32_t));
+    PyObject *indexes_obj = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(uint32_t));
+    PyObject *result = batches && numbers && owners_obj && indexes_obj
+                       ? PyTuple_Pack(3, batches, owners_obj, indexes_obj) : NULL;
+    Py_XDECREF(batches);  /* the tuple holds them from here on */
+    Py_XDECREF(owners_obj);
+    Py_XDECREF(indexes_obj);
+    if (result == NULL) { Py_XDECREF(numbers); return NULL; }
+    uint32_t *owners = (uint32_t *)PyBytes_AS_STRING(owners_obj), *indexes = (uint32_t *)PyBytes_AS_STRING(indexes_obj);
+    uint32_t owner = 0;
+    long cur_part = -1, sticky_part = -1;
+    PyObject *tp = NULL, *batch = NULL;  /* the partition last appended to, its batch (new references) */
+    RecordList *records = NULL;
+    PyObject *r = PyObject_CallNoArgs(self->acquire);
+    if (r == NULL) { Py_DECREF(numbers); Py_DECREF(result); return NULL; }
+    Py_DECREF(r);
+    /* ---- under the accumulator's lock ---- */
+    if (self->memory->buffered_bytes + total > self->buffer_memory_bytes) {
+        /* Back-pressure: wait (releasing the lock meanwhile, as a Condition does) until all fit. */
+        PyObject *size = PyLong_FromLongLong(total);
+        r = size ? PyObject_CallOneArg(self->wait_for_space, size) : NULL;
+        Py_XDECREF(size);
+        if (r == NULL) goto error;
+        Py_DECREF(r);
+        /* The wait released the lock: check the sticky partition again (it is only ever replaced). */
+        if (needs_sticky && fixed < 0 && PyDict_GetItemWithError(self->sticky, topic) == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "the sticky partition was removed");
+            goto error;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *value = NULL, *key = NULL;
+        Py_ssize_t vlen = -1, klen = -1;
+        (void)bytes_item(vitems[i], &value, &vlen);  /* checked above: bytes or None */
+        if (kitems != NULL) (void)bytes_item(kitems[i], &key, &klen);
+        int is_sticky = 0;
+        long part;
+        if (fixed >= 0) {
+            part = fixed;
+        } else if (klen >= 0) {
+            part = (long)(murmur3_32((const unsigned char *)key, klen, 0) % (uint32_t)count);
+        } else {
+            if (sticky_part < 0) {  /* read once, and again after this call moves it on */
+                PyObject *s = PyDict_GetItemWithError(self->sticky, topic);  /* checked present above */
+                int overflow = 0;
+                sticky_part = s == NULL ? -1 : PyLong_AsLongAndOverflow(s, &overflow);
+                if (s == NULL || overflow || sticky_part < 0 || sticky_part >= count) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "the sticky partition is not valid");
+                    goto error;
+                }
+            }
+            part = sticky_part;
+            is_sticky = 1;
+        }
+        if (part != cur_part || batch == NULL) {
+            Py_CLEAR(tp);
+            Py_CLEAR(batch);
+            Py_CLEAR(records);
+            cur_part = part;
+            tp = Py_BuildValue("(Ol)", topic, part);
+            if (tp == NULL) goto error;
+            batch = Py_XNewRef(PyDict_GetItemWithError(self->open_batches, tp));
+            if (batch == NULL) {
+                if (PyErr_Occurred()) goto error;
+                batch = PyObject_CallOneArg(self->open_batch, tp);
+                if (batch == NULL) goto error;
+            }
+            records = (RecordList *)PyObject_GetAttr(batch, str_records);
+            if (records == NULL) goto error;
+            if (!Py_IS_TYPE(records, &RecordListType)) {
+                PyErr_SetString(PyExc_TypeError, "the batch's records are not a native RecordList");
+                goto error;
+            }
+            PyObject *number = PyDict_GetItemWithError(numbers, batch);
+            if (number != NULL) {
+                owner = (uint32_t)PyLong_AsUnsignedLong(number);
+            } else {
+                if (PyErr_Occurred()) goto error;
+                owner = (uint32_t)PyList_GET_SIZE(batches);
+                number = PyLong_FromUnsignedLong(owner);
+                int failed = number == NULL || PyDict_SetItem(numbers, batch, number) < 0 ||
+                             PyList_Append(batches, batch) < 0;
+                Py_XDECREF(number);
+                if (failed) goto error;
+            }
+        }
+        long long size = RECORD_OVERHEAD_BYTES + (vlen > 0 ? vlen : 0) + (klen > 0 ? klen : 0);
+        Py_ssize_t index = append_record(self, batch, records, value, vlen, key, klen, ts, on_delivery, size);
+        if (index < 0) goto error;
+        owners[i] = owner;
+        indexes[i] = (uint32_t)index;
+        if (records->size_bytes >= self->batch_size_bytes) {
+            r = PyObject_CallFunctionObjArgs(self->seal_full, tp, batch, NULL);
+            if (r == NULL) goto error;
+            Py_DECREF(r);
+            Py_CLEAR(batch);  /* the next record of this partition opens a new batch */
+            if (is_sticky) {  /* sticky partitioner: move on once a batch is full */
+                PyObject *c = PyLong_FromLong(count);
+                PyObject *next = c ? PyObject_CallOneArg(self->randrange, c) : NULL;
+                int failed = next == NULL || PyDict_SetItem(self->sticky, topic, next) < 0;
+                Py_XDECREF(next);
+                Py_XDECREF(c);
+                if (failed) goto error;
+                sticky_part = -1;
+            }
+        }
+    }
+    Py_XDECREF(tp);
+    Py_XDECREF(records);
+    if (unlock(self) < 0) { Py_XDECREF(batch); Py_DECREF(numbers); Py_DECREF(result); return NULL; }
+    Py_XDECREF(batch);  /* after the unlock: freeing a batch may run Python code */
+    Py_DECREF(numbers);
+    self->fast_calls += (unsigned long long)n;
+    return result;
+
+error:  /* under the lock; records appended so far stay queued (only MemoryError and broken state get here) */
+    unlock_on_error(self);
+    Py_XDECREF(tp);
+    Py_XDECREF(records);
+    Py_XDECREF(batch);
+    Py_DECREF(numbers);
+    Py_DECREF(result);
+    return NULL;
+
+fallback:
+    self->fallback_calls++;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Appender_repr(Appender *self) {
     return PyUnicode_FromFormat("<Appender native fast=%llu fallback=%llu closed=%d>", self->fast_calls,
                                 self->fallback_calls, self->closed);
@@ -729,6 +987,9 @@ static PyMethodDef Appender_methods[] = {
     {"produce", (PyCFunction)(void (*)(void))Appender_produce, METH_FASTCALL | METH_KEYWORDS,
      "produce(topic, value, key=None, partition=None, headers=None, timestamp=None, on_delivery=None): "
      "Producer.produce() with the common case in C; every other case goes to the Python produce()."},
+    {"produce_many", (PyCFunction)Appender_produce_many, METH_VARARGS,
+     "produce_many(topic, values, keys, partition, timestamp, on_delivery) -> (batches, owners, indexes) "
+     "or None: Producer.produce_many()'s common case (see the comment above the function)."},
     {NULL}};
 
 static PyMemberDef Appender_members[] = {

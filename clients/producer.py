@@ -42,8 +42,10 @@ from kanal.clients.producer_batch import (
     DeliveryCallback,
     ProducerBatch,
     RecordFuture,
+    RecordFutures,
     RecordMetadata,
     native,
+    uint32_array,
 )
 from kanal.clients.producer_config import ProducerConfig
 from kanal.clients.record_accumulator import RecordAccumulator
@@ -61,7 +63,8 @@ _METADATA_REFRESH_MIN_S = 0.05
 # Record timestamps are ms since the epoch in an int64, never negative (Kafka refuses negative ones too).
 # Keeping them in [0, 2^63 - 1] also keeps every in-batch delta, and its zigzag varint, inside 64 bits.
 _TIMESTAMP_MS_MAX = (1 << 63) - 1
-__all__ = ["NATIVE", "NATIVE_IMPORT_ERROR", "Producer", "ProducerConfig", "RecordFuture", "RecordMetadata"]
+__all__ = ["NATIVE", "NATIVE_IMPORT_ERROR", "Producer", "ProducerConfig", "RecordFuture", "RecordFutures",
+           "RecordMetadata"]
 
 
 def _as_bytes(value: bytes | bytearray | memoryview | str | None, what: str) -> bytes | None:
@@ -162,7 +165,8 @@ class Producer:
             # below (the same arguments) for everything uncommon.
             self._appender = self._accumulator.native_appender(
                 partition_counts=self._partition_counts, sticky=self._sticky, randrange=self._rng.randrange,
-                fallback=types.MethodType(Producer.produce, self), record_bytes_max=config.record_bytes_max)
+                fallback=types.MethodType(Producer.produce, self), record_bytes_max=config.record_bytes_max,
+                max_block_s=self._max_block_s)
             self.produce = self._appender.produce  # type: ignore[method-assign]
         self._sender = threading.Thread(target=self._run_sender, name="kanal-producer-sender", daemon=True)
         self._sender.start()
@@ -222,6 +226,86 @@ class Producer:
         if sealed and key is None and partition == self._sticky.get(topic):
             self._sticky[topic] = self._rng.randrange(count)  # sticky partitioner: move on once a batch is full
         return self._future(batch, index)
+
+    def produce_many(self, topic: str, values: Sequence[bytes | str | None],
+                     keys: Sequence[bytes | str | None] | None = None, *, partition: int | None = None,
+                     timestamp: int | None = None, on_delivery: DeliveryCallback | None = None) -> RecordFutures:
+        """Queue many records of one topic in one call; returns their futures (a RecordFutures), in order.
+
+        Record i has value values[i] and key keys[i] (no keys: all None) and is placed as produce() would
+        place it (`partition` for all, else murmur3 of its key, else the sticky partition). All records
+        get one timestamp: `timestamp`, or the time of the call. Every record is checked before any is
+        queued, so a bad one (type, size, length of keys) is an error with nothing queued. The records
+        are queued together, without other threads' records between them; the call blocks (back-pressure)
+        until buffer memory has room for all of them, so it may hold at most buffer_memory_bytes.
+
+        This is the bulk path: one produce() call per record costs the caller ~0.4 µs in CPython, a
+        produce_many of a thousand records ~0.1 µs per record (docs/architecture.md, Measured)."""
+        if self._appender is not None:
+            placed = self._appender.produce_many(topic, values, keys, partition, timestamp, on_delivery)
+            if placed is not None:  # the common case, done in C; else the code below does it (and raises)
+                batches, owners, indexes = placed
+                return RecordFutures(batches, memoryview(owners).cast("I"), memoryview(indexes).cast("I"))
+        if self._closed:
+            raise KanalError(ErrorCode.INVALID_REQUEST, "the producer is closed")
+        if isinstance(values, str | bytes) or (keys is not None and isinstance(keys, str | bytes)):
+            raise TypeError("produce_many takes sequences of values and keys; for one record, call produce()")
+        if timestamp is not None and (timestamp.__class__ is not int or not 0 <= timestamp <= _TIMESTAMP_MS_MAX):
+            timestamp = _checked_timestamp(timestamp)
+        if on_delivery is not None and not callable(on_delivery):
+            raise KanalError(ErrorCode.INVALID_REQUEST, f"on_delivery must be callable, not {on_delivery!r}")
+        values = [v if v.__class__ is bytes or v is None else _as_bytes(v, "value") for v in values]
+        if keys is None:
+            keys = [None] * len(values)
+        else:
+            keys = [k if k.__class__ is bytes or k is None else _as_bytes(k, "key") for k in keys]
+            if len(keys) != len(values):
+                raise ValueError(f"produce_many got {len(values)} values and {len(keys)} keys")
+        count = self._partition_counts.get(topic) or self._partition_count(topic)
+        if partition is not None:
+            partition = _checked_partition(partition, topic, count)
+        sizes = [_RECORD_OVERHEAD_BYTES + (len(v) if v else 0) + (len(k) if k else 0) for v, k in zip(values, keys)]
+        for size in sizes:
+            if size > self._record_bytes_max:
+                raise KanalError(ErrorCode.MESSAGE_TOO_LARGE,
+                                 f"record of {size} bytes is over record_bytes_max ({self._record_bytes_max})")
+        total = sum(sizes)
+        if total > self.config.buffer_memory_bytes:
+            raise KanalError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"produce_many of {total} bytes is over buffer_memory_bytes "
+                             f"({self.config.buffer_memory_bytes}): split it")
+        # Partitions that do not depend on the order of sealing are chosen before the lock is taken (a
+        # custom partitioner is the caller's code); None marks a record for the sticky partition.
+        if partition is not None:
+            chosen: list[int | None] = [partition] * len(values)
+        elif self._partitioner is not None:
+            chosen = [_checked_partition(self._partitioner(topic, k, count), topic, count, chosen=True) for k in keys]
+        else:
+            chosen = [None if k is None else partition_for_key(k, count) for k in keys]
+        timestamp_ms = time.time_ns() // 1_000_000 if timestamp is None else timestamp
+        batches: list[ProducerBatch] = []
+        numbers: dict[int, int] = {}  # id(batch) -> its place in batches
+        owners, indexes = uint32_array(), uint32_array()
+        accumulator, sticky = self._accumulator, self._sticky
+        with accumulator.lock:
+            accumulator.wait_for_space(total, self._max_block_s)
+            for value, key, size, part in zip(values, keys, sizes, chosen):
+                is_sticky = part is None
+                if is_sticky:
+                    part = sticky.get(topic)
+                    if part is None:
+                        part = sticky[topic] = self._rng.randrange(count)
+                batch, index, sealed = accumulator.append_locked(topic, part, value, key, timestamp_ms, (), size,
+                                                                 on_delivery)
+                if sealed and is_sticky:
+                    sticky[topic] = self._rng.randrange(count)  # sticky partitioner: move on once a batch is full
+                number = numbers.get(id(batch))
+                if number is None:
+                    number = numbers[id(batch)] = len(batches)
+                    batches.append(batch)
+                owners.append(number)
+                indexes.append(index)
+        return RecordFutures(batches, owners, indexes)
 
     def _partition_count(self, topic: str) -> int:
         count = len(self._metadata.partitions(topic))

@@ -18,7 +18,9 @@ Not thread-safe: the accumulator's lock guards appends; once sealed, a batch is 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+import time
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,3 +253,50 @@ class RecordFuture:
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """Wait for the acknowledgement; raises the KanalError the batch failed with."""
         return self._batch.result_of(self._index, timeout)
+
+
+class RecordFutures(Sequence[RecordFuture]):
+    """The outcomes of one produce_many() call, in record order. Record i is record `indexes[i]` of
+    `batches[owners[i]]`; its RecordFuture is made when asked for, so a call of a thousand records makes
+    no thousand objects (on the native path the two index arrays are filled by C)."""
+
+    __slots__ = ("_batches", "_indexes", "_owners")
+
+    def __init__(self, batches: list[ProducerBatch], owners: Sequence[int], indexes: Sequence[int]) -> None:
+        self._batches = batches
+        self._owners = owners
+        self._indexes = indexes
+
+    def __repr__(self) -> str:
+        return f"<RecordFutures records={len(self._owners)} batches={len(self._batches)} done={self.done()}>"
+
+    def __len__(self) -> int:
+        return len(self._owners)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return RecordFuture(self._batches[self._owners[i]], self._indexes[i])
+
+    def __iter__(self) -> Iterator[RecordFuture]:
+        batches = self._batches
+        return (RecordFuture(batches[o], i) for o, i in zip(self._owners, self._indexes))
+
+    def done(self) -> bool:
+        """Whether every record's batch is finished."""
+        return all(b.done.is_set() for b in self._batches)
+
+    def result(self, timeout: float | None = None) -> list[RecordMetadata]:
+        """Wait for every record (timeout: for all of them together); their RecordMetadata in order.
+        Raises the KanalError of the first record whose batch failed (index the futures for the others)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for batch in self._batches:
+            if not batch.done.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                raise KanalError(ErrorCode.REQUEST_TIMED_OUT, "the records were not acknowledged in time")
+        batches = self._batches
+        return [batches[o].result_of(i, 0) for o, i in zip(self._owners, self._indexes)]
+
+
+def uint32_array() -> array:
+    """The index arrays of a RecordFutures built in Python."""
+    return array("I")

@@ -51,6 +51,11 @@ class RecordAccumulator:
                 f"in_flight={len(self._in_flight)} buffered={self.memory.buffered_bytes}"
                 f"{' native' if self.native else ''}>")
 
+    @property
+    def lock(self) -> threading.Lock:
+        """The one lock: held around wait_for_space and append_locked by callers appending many records."""
+        return self._lock
+
     def append(self, topic: str, partition: int, value: bytes | None, key: bytes | None, timestamp_ms: int,
                headers: Sequence[tuple[str, bytes | None]], size: int, max_block_s: float,
                on_delivery: DeliveryCallback | None = None) -> tuple[ProducerBatch, int, bool]:
@@ -58,47 +63,74 @@ class RecordAccumulator:
         there, and whether that batch was just sealed. `on_delivery` is registered before the batch can
         be sent, so it is called however fast the batch completes."""
         with self._lock:
-            memory = self.memory
-            if memory.buffered_bytes + size > self._buffer_max:  # rare: only then is back-pressure worked out
-                deadline = time.monotonic() + max_block_s
-                while memory.buffered_bytes + size > self._buffer_max:
-                    remaining = deadline - time.monotonic()
-                    timed_out = remaining <= 0 or not self._space.wait(remaining)
-                    if timed_out and memory.buffered_bytes + size > self._buffer_max:
-                        raise KanalError(ErrorCode.REQUEST_TIMED_OUT,
-                                         f"buffer_memory_bytes ({self._buffer_max}) stayed full for "
-                                         f"{max_block_s * 1000:.0f} ms")
-            tp = (topic, partition)
-            batch = self._open.get(tp)
-            if batch is not None:
-                index = batch.append(value, key, timestamp_ms, headers)
-            else:
-                now = time.monotonic()
-                batch = ProducerBatch(topic, partition, now, now + self._delivery_timeout_s, self._records_type())
-                index = batch.append(value, key, timestamp_ms, headers)  # a bad record leaves no empty batch
-                self._open[tp] = batch
-                self._unfinished += 1
-                self.wakeup.notify()  # the sender must learn the new linger deadline
-            if on_delivery is not None:
-                batch.callbacks.append((index, on_delivery))
-            records = batch.records
-            records.size_bytes += size
-            memory.buffered_bytes += size
-            if records.size_bytes < self._batch_size:
-                return batch, index, False
-            self.seal_full(tp, batch)
-            return batch, index, True
+            self.wait_for_space(size, max_block_s)
+            return self.append_locked(topic, partition, value, key, timestamp_ms, headers, size, on_delivery)
+
+    def wait_for_space(self, size: int, max_block_s: float) -> None:
+        """Under the lock: block until `size` more bytes fit in buffer_memory_bytes (back-pressure), or
+        raise REQUEST_TIMED_OUT after max_block_s."""
+        memory = self.memory
+        if memory.buffered_bytes + size <= self._buffer_max:
+            return  # the common case: no clock is read
+        deadline = time.monotonic() + max_block_s
+        while memory.buffered_bytes + size > self._buffer_max:
+            remaining = deadline - time.monotonic()
+            timed_out = remaining <= 0 or not self._space.wait(remaining)
+            if timed_out and memory.buffered_bytes + size > self._buffer_max:
+                raise KanalError(ErrorCode.REQUEST_TIMED_OUT,
+                                 f"buffer_memory_bytes ({self._buffer_max}) stayed full for "
+                                 f"{max_block_s * 1000:.0f} ms")
+
+    def append_locked(self, topic: str, partition: int, value: bytes | None, key: bytes | None,
+                      timestamp_ms: int, headers: Sequence[tuple[str, bytes | None]], size: int,
+                      on_delivery: DeliveryCallback | None = None) -> tuple[ProducerBatch, int, bool]:
+        """append() for a caller that holds the lock and has made room (wait_for_space)."""
+        tp = (topic, partition)
+        batch = self._open.get(tp)
+        if batch is not None:
+            index = batch.append(value, key, timestamp_ms, headers)
+        else:
+            batch = ProducerBatch(topic, partition, 0.0, 0.0, self._records_type())
+            index = batch.append(value, key, timestamp_ms, headers)  # a bad record leaves no empty batch
+            self._register(tp, batch)
+        if on_delivery is not None:
+            batch.callbacks.append((index, on_delivery))
+        records = batch.records
+        records.size_bytes += size
+        self.memory.buffered_bytes += size
+        if records.size_bytes < self._batch_size:
+            return batch, index, False
+        self.seal_full(tp, batch)
+        return batch, index, True
+
+    def open_batch(self, key: TopicPartition) -> ProducerBatch:
+        """Under the lock: a new, empty open batch for a partition that has none (the C Appender's way to
+        start a batch without leaving C)."""
+        batch = ProducerBatch(key[0], key[1], 0.0, 0.0, self._records_type())
+        self._register(key, batch)
+        return batch
+
+    def _register(self, key: TopicPartition, batch: ProducerBatch) -> None:
+        now = time.monotonic()
+        batch.created_s, batch.deadline_s = now, now + self._delivery_timeout_s
+        self._open[key] = batch
+        self._unfinished += 1
+        self.wakeup.notify()  # the sender must learn the new linger deadline
 
     def native_appender(self, *, partition_counts: dict[str, int], sticky: dict[str, int],
                         randrange: Callable[[int], int], fallback: Callable[..., object],
-                        record_bytes_max: int) -> object:
-        """The C Appender for a producer (its produce()), sharing this accumulator's lock, open batches and
-        memory, and the producer's partition counts and sticky partitions; `fallback` is the Python
-        produce() it hands every uncommon call to."""
+                        record_bytes_max: int, max_block_s: float) -> object:
+        """The C Appender for a producer (its produce() and produce_many()), sharing this accumulator's
+        lock, open batches and memory, and the producer's partition counts and sticky partitions;
+        `fallback` is the Python produce() it hands every uncommon call to (produce_many returns None
+        for those, and the Python produce_many does them). produce_many waits for buffer memory itself,
+        up to max_block_s."""
         if not self.native:
             raise KanalError(ErrorCode.INVALID_CONFIG, "the accumulator was made without native=True")
         return _native.Appender(
-            lock=self._lock, open_batches=self._open, seal_full=self.seal_full, memory=self.memory,
+            lock=self._lock, open_batches=self._open, open_batch=self.open_batch,
+            wait_for_space=lambda size: self.wait_for_space(size, max_block_s), seal_full=self.seal_full,
+            memory=self.memory,
             batch_size_bytes=self._batch_size, buffer_memory_bytes=self._buffer_max,
             partition_counts=partition_counts, sticky=sticky, randrange=randrange, fallback=fallback,
             record_bytes_max=record_bytes_max)

@@ -116,12 +116,15 @@ def test_perf_produce_and_consume_print_their_summaries(dev):
     kanal(env, "topics", "create", "cli-perf", "--partitions", "3", "--replication-factor", "1")
     produced = json.loads(kanal(env, "perf", "produce", "cli-perf", "--num-records", "120000", "--record-size",
                                 "50", "--quiet").stdout.strip().splitlines()[-1])
-    assert produced["records"] == 120_000 and produced["record_size"] == 50
+    assert produced["records"] == 120_000 and produced["record_size"] == 50 and produced["api"] == "produce_many"
     assert produced["records_s"] > 0 and produced["mb_s"] > 0
     assert 0 < produced["latency_ms_p50"] <= produced["latency_ms_p99"]  # two batches of 1,000 sampled
-    result = kanal(env, "perf", "consume", "cli-perf", "--num-records", "120000")
+    per_record = json.loads(kanal(env, "perf", "produce", "cli-perf", "--num-records", "2500", "--per-record",
+                                  "--quiet").stdout.strip().splitlines()[-1])
+    assert per_record["records"] == 2500 and per_record["api"] == "produce"
+    result = kanal(env, "perf", "consume", "cli-perf", "--num-records", "122500")
     consumed = json.loads(result.stdout.strip().splitlines()[-1])
-    assert consumed["records"] == 120_000 and consumed["mb_s"] > 0
+    assert consumed["records"] == 122_500 and consumed["mb_s"] > 0
     assert 0 < consumed["latency_ms_p50"] <= consumed["latency_ms_p99"]
     assert "records/s" in result.stderr  # the progress line, without --quiet
 
