@@ -13,7 +13,8 @@ Cases (100-byte and 1 KiB records):
   client_consume   kanal's Consumer, decoding and CRC-checking every record
   latency          one producer paced at 2,000 records/s (linger 0), one consumer in its own process;
                    p50/p99 of receive time minus the send time carried in each record
-Prints one JSON object. Every loop is bounded by record count and by --seconds.
+Prints one JSON object. Every loop is bounded by record count and by --seconds. Before each timed case
+the page cache is written back (sync), so no case pays for an earlier case's writes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kanal.clients.admin import Admin
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
@@ -59,6 +61,17 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, **c
         raise SystemExit(f"{name} has no leaders")
     finally:
         md.close()
+
+
+def delete_topic(cluster: LocalCluster, name: str) -> None:
+    """Delete a topic and wait until every broker has removed its files."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.delete_topic(name)
+    deadline = time.monotonic() + 60
+    while any(path.is_dir() for path in cluster.data_dir.rglob(f"{name}-*")):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the files of deleted topic {name} are still there after 60 s")
+        time.sleep(0.1)
 
 
 # ---- worker processes (multiprocessing: Python clients are bound by one core each) ----
@@ -120,7 +133,14 @@ def _client_producer(bootstrap: str, topic: str, record_bytes: int, acks: str, r
     out.put((sent, elapsed))
 
 
+def settle() -> None:
+    """Write back what earlier cases left dirty in the page cache before the next timed case: a case
+    that writes gigabytes (1 KiB records) otherwise hands its writeback to whichever case runs next."""
+    os.sync()
+
+
 def run_parallel(target, args_list: list[tuple]) -> tuple[int, float]:
+    settle()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     procs = [ctx.Process(target=target, args=(*args, queue)) for args in args_list]
@@ -240,6 +260,9 @@ def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, 
             partitions = 6
             extra = {"min.insync.replicas": "2"} if rf == 3 else {}
             case: dict = {}
+            # Each case writes to a topic of its own, deleted before the next case: a broker holding the
+            # gigabytes of earlier cases writes several times slower (1 KiB records: pwritev ~9x slower
+            # after three cases), which would favour whichever case runs first.
             for producers in args.producers:
                 topic = f"raw-{size}-{producers}"
                 create_topic(cluster, topic, partitions, rf, **extra)
@@ -247,26 +270,31 @@ def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, 
                 n, s = run_parallel(_raw_producer, [(cluster.bootstrap, topic, ps, size, acks_raw, args.batches_max,
                                                      args.seconds) for ps in per])
                 case[f"broker_produce_{producers}p"] = rates(n, s, size)
+                if producers == args.producers[0]:  # read back what one producer wrote
+                    settle()
+                    total_bytes, s = raw_fetch(cluster, topic, partitions, args.seconds * 2)
+                    case["broker_fetch"] = {"mb_s": round(total_bytes / s / 1e6, 1),
+                                            "records_s": round(n * (total_bytes / max(1, n * (size + 10))) / s)}
+                    settle()
+                    got, s = client_consume(cluster, topic, partitions, n, args.seconds * 2)
+                    case["client_consume"] = rates(got, s, size)
+                delete_topic(cluster, topic)
                 topic_c = f"client-{size}-{producers}"
                 create_topic(cluster, topic_c, partitions, rf, **extra)
                 n, s = run_parallel(_client_producer, [(cluster.bootstrap, topic_c, size, acks_client,
                                                         args.batches_max * RECORDS_PER_BATCH, args.seconds, False)
                                                        for _ in range(producers)])
                 case[f"client_produce_{producers}p"] = rates(n, s, size)
+                delete_topic(cluster, topic_c)
             topic_r = f"client-per-record-{size}"
             create_topic(cluster, topic_r, partitions, rf, **extra)
             n, s = run_parallel(_client_producer, [(cluster.bootstrap, topic_r, size, acks_client,
                                                     args.batches_max * RECORDS_PER_BATCH, args.seconds, True)])
             case["client_produce_per_record_1p"] = rates(n, s, size)
-            raw_topic = f"raw-{size}-{args.producers[0]}"
-            total_bytes, s = raw_fetch(cluster, raw_topic, partitions, args.seconds * 2)
-            records = case[f"broker_produce_{args.producers[0]}p"]["records"]
-            case["broker_fetch"] = {"mb_s": round(total_bytes / s / 1e6, 1),
-                                    "records_s": round(records * (total_bytes / max(1, records * (size + 10))) / s)}
-            n, s = client_consume(cluster, raw_topic, partitions, records, args.seconds * 2)
-            case["client_consume"] = rates(n, s, size)
+            delete_topic(cluster, topic_r)
             out[f"{size}B"] = case
         create_topic(cluster, "latency", 1, rf, **({"min.insync.replicas": "2"} if rf == 3 else {}))
+        settle()
         out["latency"] = latency(cluster, "latency", 2000, args.latency_seconds)
     finally:
         cluster.stop()
