@@ -259,30 +259,40 @@ class Partition:
     # ---- produce ----
 
     def append_as_leader(self, batches: list[bytes], acks: int, now_ms: int,
-                         out: broker_pb2.ProduceResponse.PartitionResult) -> int | None:
-        """Append producer batches; returns the offset the HW must reach for acks=all."""
+                         out: broker_pb2.ProduceResponse.PartitionResult) -> tuple[int | None, KanalError | None]:
+        """Append producer batches in order; returns the offset the HW must reach for acks=all, and the
+        error of a batch refused after others of the request were stored (None when all were). A batch
+        refused first raises, with nothing stored. `out` gets each stored batch's base offset: a
+        producer sending several batches of a partition in one request learns which of them are stored
+        and retries only the rest (in order, so nothing is reordered or stored twice)."""
         with self.lock:
             leader = self.require_leader()
             if acks == -1:
                 leader.check_acks_all(self.min_insync_replicas)
-            first_base = None
             required = None
             appended = 0
+            refused = None
             for raw in batches:
-                header = scan_batch(raw)
-                if header.producer_id:
-                    verdict = self.producers.validate_header(header)
-                    if isinstance(verdict, Reject):
-                        raise verdict.to_error()
-                    if isinstance(verdict, Duplicate):
-                        # Already stored: answer with the original offsets (acks=all still waits for them).
-                        first_base = verdict.base_offset if first_base is None else first_base
-                        required = max(required or 0, verdict.last_offset + 1)
-                        continue
-                info = self.log.append(raw, leader_epoch=self.leader_epoch, now_ms=now_ms)
+                try:
+                    header = scan_batch(raw)
+                    if header.producer_id:
+                        verdict = self.producers.validate_header(header)
+                        if isinstance(verdict, Reject):
+                            raise verdict.to_error()
+                        if isinstance(verdict, Duplicate):
+                            # Already stored: answer with the original offsets (acks=all still waits for them).
+                            out.batch_base_offsets.append(verdict.base_offset)
+                            required = max(required or 0, verdict.last_offset + 1)
+                            continue
+                    info = self.log.append(raw, leader_epoch=self.leader_epoch, now_ms=now_ms)
+                except KanalError as exc:
+                    if not out.batch_base_offsets:
+                        raise  # nothing of this request is stored: the whole partition fails
+                    refused = exc
+                    break
                 # Every batch is recorded, idempotent or not, so the table's position is the log end.
                 self.producers.record(ProducerBatch.from_header(header, info.base_offset))
-                first_base = info.base_offset if first_base is None else first_base
+                out.batch_base_offsets.append(info.base_offset)
                 required = max(required or 0, info.last_offset + 1)
                 appended += len(raw)
                 self.manager.metrics.messages_in.inc(header.record_count)
@@ -290,9 +300,9 @@ class Partition:
             if appended:
                 self._wake(self._log_end_waiters)
                 self._apply(leader.on_leader_append(self.log.log_end_offset, mono_ms()))
-            out.base_offset = first_base if first_base is not None else -1
+            out.base_offset = out.batch_base_offsets[0] if out.batch_base_offsets else -1
             out.log_start_offset = self.log.log_start_offset
-            return required if acks == -1 else None
+            return (required if acks == -1 else None), refused
 
     def wait_replicated(self, required: int, deadline: float) -> None:
         """Block until the HW reaches `required` (acks=all); raises the produce's failure."""

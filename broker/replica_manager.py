@@ -183,7 +183,9 @@ class ReplicaManager:
                     part = self.partition(topic_data.topic, data.partition)
                     if not data.batches:
                         raise KanalError(ErrorCode.INVALID_REQUEST, "no batches")
-                    required = part.append_as_leader(list(data.batches), request.acks, now_ms, out)
+                    required, refused = part.append_as_leader(list(data.batches), request.acks, now_ms, out)
+                    if refused is not None:  # the batches before it are stored: their offsets stay in `out`
+                        self._set_produce_error(out, topic_data.topic, data.partition, refused)
                     if request.acks == ACKS_ALL and required is not None:
                         waits.append((part, required, out))
                 except KanalError as exc:
@@ -193,6 +195,7 @@ class ReplicaManager:
             try:
                 part.wait_replicated(required, deadline)
             except KanalError as exc:
+                del out.batch_base_offsets[:]  # not acknowledged: the producer retries every batch
                 self._set_produce_error(out, part.topic, part.partition_id, exc)
         return reply
 

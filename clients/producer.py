@@ -8,10 +8,13 @@
 produce() places the record (explicit partition; else murmur3 of the key, as every kanal client does;
 else a sticky partition that changes when its batch is sealed), appends it to the accumulator and returns
 at once. A background sender thread drains sealed or lingered batches, groups them by leader, and sends one
-Produce call per broker carrying batches for many partitions (at most max_in_flight calls per broker, one
-batch per partition). Retriable errors (leader moved, broker down, timeouts, not enough replicas) refresh
-metadata and retry the same bytes after retry_backoff_ms until delivery_timeout_ms; with idempotence the
-leader drops a retried batch it already has, so each record is written once.
+Produce call per broker carrying batches for many partitions (at most max_in_flight calls per broker; a
+partition is in one call at a time, with up to partition_batches_per_call_max of its batches, which the
+broker appends in order and answers with each stored batch's base offset). Retriable errors (leader moved,
+broker down, timeouts, not enough replicas) refresh metadata and retry the same bytes after
+retry_backoff_ms until delivery_timeout_ms: the batches a call did not store go back, in order, to the head
+of their partition before it may send again, so nothing overtakes them. With idempotence the leader drops
+a retried batch it already has, so each record is written once.
 
 When the C extension is built (NATIVE) and no custom partitioner is given, `produce` is the C
 `Appender.produce` (clients/_producer_fast.c): the common case (bytes or None value and key, no headers, a
@@ -118,6 +121,14 @@ def _checked_headers(headers: Sequence[tuple[str, bytes | None]]) -> tuple[tuple
             raise TypeError(f"a header key must be a str, not {type(key).__name__}")
         out.append((key, _as_bytes(value, "a header value")))
     return tuple(out)
+
+
+def _by_partition(batches: list[ProducerBatch]) -> dict[tuple[str, int], list[ProducerBatch]]:
+    """Batches grouped by partition, each group in its order in `batches` (the partition's order)."""
+    out: dict[tuple[str, int], list[ProducerBatch]] = {}
+    for batch in batches:
+        out.setdefault((batch.topic, batch.partition), []).append(batch)
+    return out
 
 
 class Producer:
@@ -377,7 +388,7 @@ class Producer:
         while True:
             with self._send_lock:
                 now = time.monotonic()
-                batches, sleep_s = acc.drain(now, self._sendable)
+                batches, sleep_s = acc.drain(now, self._sendable, self.config.partition_batches_per_call_max)
                 if batches:
                     self._send(batches, now)
             if batches:
@@ -405,24 +416,34 @@ class Producer:
             log.warning("metadata refresh failed: %s", exc)
 
     def _send(self, batches: list[ProducerBatch], now: float) -> None:
+        """Send drained batches, one call per leader; a partition's batches (up to
+        partition_batches_per_call_max, consecutive in `batches`) travel in order in one call."""
         by_leader: dict[str, list[ProducerBatch]] = defaultdict(list)
-        for batch in batches:
-            if now > batch.deadline_s:
-                self._finish(batch, -1, batch.error or KanalError(
-                    ErrorCode.REQUEST_TIMED_OUT, f"not acknowledged within delivery_timeout_ms "
-                                                 f"({self.config.delivery_timeout_ms})"))
-                continue
-            endpoint = self._metadata.leader_endpoint(batch.topic, batch.partition)
-            if endpoint is None:
-                self._accumulator.requeue(batch, now + self.config.retry_backoff_ms / 1000)
-                continue
-            self._encode(batch)
-            by_leader[endpoint].append(batch)
-        for endpoint, group in by_leader.items():
-            topics: dict[str, list[tuple[int, tuple[tuple[bytes, ...]]]]] = defaultdict(list)
+        for key, group in _by_partition(batches).items():
+            live = []
             for batch in group:
-                batch.attempts += 1
-                topics[batch.topic].append((batch.partition, (batch.encoded,)))
+                if now > batch.deadline_s:
+                    self._finish(batch, -1, batch.error or KanalError(
+                        ErrorCode.REQUEST_TIMED_OUT, f"not acknowledged within delivery_timeout_ms "
+                                                     f"({self.config.delivery_timeout_ms})"), release=False)
+                else:
+                    live.append(batch)
+            if not live:
+                self._accumulator.release(key)
+                continue
+            endpoint = self._metadata.leader_endpoint(*key)
+            if endpoint is None:
+                self._accumulator.requeue_all(live, now + self.config.retry_backoff_ms / 1000)
+                continue
+            for batch in live:
+                self._encode(batch)
+            by_leader[endpoint] += live
+        for endpoint, group in by_leader.items():
+            topics: dict[str, list[tuple[int, tuple[tuple[bytes, ...], ...]]]] = defaultdict(list)
+            for (topic, partition), batches_of_partition in _by_partition(group).items():
+                for batch in batches_of_partition:
+                    batch.attempts += 1
+                topics[topic].append((partition, tuple(b.encoded for b in batches_of_partition)))
             request = encode_produce_request(self.config.acks_value, self.config.request_timeout_ms, topics.items())
             with self._calls_lock:
                 self._in_flight_calls[endpoint] += 1
@@ -451,30 +472,60 @@ class Producer:
                   group: list[ProducerBatch]) -> None:
         with self._calls_lock:
             self._in_flight_calls[endpoint] -= 1
+        by_partition = _by_partition(group)
         if exc is not None:
             problem = KanalError(ErrorCode.REQUEST_TIMED_OUT if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                                  else ErrorCode.BROKER_NOT_AVAILABLE, f"{endpoint}: {exc.code().name}")
-            for batch in group:
-                self._retry_or_fail(batch, problem)
+            for key, batches in by_partition.items():
+                self._resolve(key, batches, [], problem)
             self._force_refresh()
             return
         results = {(t.topic, p.partition): p for t in reply.topics for p in t.partitions}
         refresh = False
-        for batch in group:
-            result = results.get((batch.topic, batch.partition))
+        for key, batches in by_partition.items():
+            result = results.get(key)
             if result is None:
-                self._retry_or_fail(batch, KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, "no result for the batch"))
-            elif result.error in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-                self._finish(batch, result.base_offset, None)
-            else:
+                self._resolve(key, batches, [], KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, "no result for the batch"))
+                continue
+            stored = list(result.batch_base_offsets)
+            ok = result.error in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
+            if ok and not stored and len(batches) == 1:
+                stored = [result.base_offset]  # a broker that does not list offsets per batch
+            error = None
+            if not ok:
                 error = KanalError(result.error, result.error_message or "produce failed")
                 refresh |= result.error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
                                             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH)
-                self._retry_or_fail(batch, error)
+            elif len(stored) < len(batches):
+                error = KanalError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"the broker answered for {len(stored)} of {len(batches)} batches")
+            self._resolve(key, batches, stored[:len(batches)], error)
         if refresh:
             self._force_refresh()
         elif self._running:
             self._send_ready()
+
+    def _resolve(self, key: tuple[str, int], batches: list[ProducerBatch], stored: list[int],
+                 error: KanalError | None) -> None:
+        """The outcome of one call for one partition's batches: the first len(stored) are stored at those
+        base offsets; `error` is the outcome of the rest, which are retried (in order, at the head of the
+        partition) or failed. The partition is free again only once all are resolved, so no later batch
+        of it can overtake a retried one."""
+        for batch, base_offset in zip(batches, stored):
+            self._finish(batch, base_offset, None, release=False)
+        now = time.monotonic()
+        retry = []
+        for batch in batches[len(stored):]:
+            if error is not None and is_retriable(error.code) and now < batch.deadline_s:
+                batch.error = error
+                retry.append(batch)
+            else:
+                self._finish(batch, -1, error or KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, "no outcome"),
+                             release=False)
+        if retry:
+            self._accumulator.requeue_all(retry, now + self.config.retry_backoff_ms / 1000)
+        else:
+            self._accumulator.release(key)
 
     def _send_ready(self) -> None:
         """Send what this reply made sendable (its partitions are free again) from the reply's own thread:
@@ -484,7 +535,7 @@ class Producer:
         try:
             with self._send_lock:
                 now = time.monotonic()
-                batches, _ = self._accumulator.drain(now, self._sendable)
+                batches, _ = self._accumulator.drain(now, self._sendable, self.config.partition_batches_per_call_max)
                 if batches:
                     self._send(batches, now)
         except Exception as exc:  # a bug, as in the sender: fail every waiting record loudly
@@ -495,16 +546,10 @@ class Producer:
         self._last_refresh_s = 0.0
         self._maybe_refresh()
 
-    def _retry_or_fail(self, batch: ProducerBatch, error: KanalError) -> None:
-        now = time.monotonic()
-        if is_retriable(error.code) and now < batch.deadline_s:
-            batch.error = error
-            self._accumulator.requeue(batch, now + self.config.retry_backoff_ms / 1000)
-        else:
-            self._finish(batch, -1, error)
-
-    def _finish(self, batch: ProducerBatch, base_offset: int, error: KanalError | None) -> None:
+    def _finish(self, batch: ProducerBatch, base_offset: int, error: KanalError | None,
+                release: bool = True) -> None:
+        """Complete a batch for good; `release=False` while more batches of its call are resolved."""
         try:
             batch.complete(base_offset, error)
         finally:
-            self._accumulator.completed(batch)
+            self._accumulator.completed(batch, release)

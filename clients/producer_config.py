@@ -32,8 +32,11 @@ class ProducerConfig:
     # Codec for whole batches: none, gzip, snappy, lz4, zstd.
     compression: str = "none"
     # Produce calls in flight at once, per broker (max.in.flight.requests.per.connection). Each
-    # partition has at most one batch in flight, so order within a partition always holds.
+    # partition has at most one call in flight, so order within a partition always holds.
     max_in_flight: int = 5
+    # Sealed batches of one partition one call may carry, appended by the broker in order: the
+    # partition's pipeline depth (one 512 KiB batch in flight per partition left a broker half idle).
+    partition_batches_per_call_max: int = 4
     # Give up on a record this long after produce() was called (delivery.timeout.ms).
     delivery_timeout_ms: int = 120_000
     # One Produce call's deadline (request.timeout.ms).
@@ -65,6 +68,7 @@ class ProducerConfig:
         check_int("batch_size_bytes", self.batch_size_bytes, 1, 64 << 20)
         check_int("linger_ms", self.linger_ms, 0, 60_000)
         check_int("max_in_flight", self.max_in_flight, 1, 64)
+        check_int("partition_batches_per_call_max", self.partition_batches_per_call_max, 1, 64)
         check_int("request_timeout_ms", self.request_timeout_ms, 100, 600_000)
         check_int("delivery_timeout_ms", self.delivery_timeout_ms, self.request_timeout_ms + self.linger_ms, 86_400_000)
         check_int("retry_backoff_ms", self.retry_backoff_ms, 0, 60_000)

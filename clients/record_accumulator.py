@@ -2,8 +2,8 @@
 order, with the buffer-memory bound that gives produce() its back-pressure.
 
 A batch is sealed when it reaches batch_size_bytes or when its first record has lingered linger_ms.
-Each partition has at most one batch in flight, so batches of a partition are sent, retried and
-acknowledged in order. Thread-safe: produce() threads append, the sender thread drains, gRPC callback
+Each partition has at most one request in flight, carrying one or more of its batches in order, so
+batches of a partition are sent, retried and acknowledged in order. Thread-safe: produce() threads append, the sender thread drains, gRPC callback
 threads complete; one lock guards it all and `wakeup` (a Condition on it) signals the sender.
 
 With `native=True` (the C extension built) batches hold the C RecordList and buffer memory is the C
@@ -145,10 +145,12 @@ class RecordAccumulator:
         del self._open[key]
         self._sealed.setdefault(key, deque()).append(batch)
 
-    def drain(self, now: float, sendable: Callable[[TopicPartition], bool]) -> tuple[list[ProducerBatch], float]:
-        """Batches to send now — for each partition without a batch in flight, its first sealed batch, or
-        its open batch once it has lingered (or a flush asks) — and how long the sender may sleep before
-        something is due."""
+    def drain(self, now: float, sendable: Callable[[TopicPartition], bool],
+              batches_per_partition_max: int = 1) -> tuple[list[ProducerBatch], float]:
+        """Batches to send now — for each partition without batches in flight, its first sealed batches
+        (up to batches_per_partition_max, in order: one request carries them, and the broker appends them
+        in that order), or its open batch once it has lingered (or a flush asks) — and how long the sender
+        may sleep before something is due. A partition's batches come out consecutively."""
         out: list[ProducerBatch] = []
         sleep_s = 1.0
         with self._lock:
@@ -177,21 +179,41 @@ class RecordAccumulator:
                 queue.popleft()
                 self._in_flight.add(key)
                 out.append(batch)
+                for _ in range(batches_per_partition_max - 1):
+                    if not queue or queue[0].retry_at_s > now:
+                        break
+                    out.append(queue.popleft())
         return out, max(sleep_s, 0.0005)
 
     def requeue(self, batch: ProducerBatch, retry_at_s: float) -> None:
         """Put a batch that must be retried back at the head of its partition (order is kept)."""
+        self.requeue_all([batch], retry_at_s)
+
+    def requeue_all(self, batches: list[ProducerBatch], retry_at_s: float) -> None:
+        """Put batches of one partition, in their order, back at its head, and free the partition: in one
+        step, so no later batch of it can be drained in between."""
         with self._lock:
-            key = (batch.topic, batch.partition)
+            key = (batches[0].topic, batches[0].partition)
+            queue = self._sealed.setdefault(key, deque())
+            for batch in reversed(batches):
+                batch.retry_at_s = retry_at_s
+                queue.appendleft(batch)
             self._in_flight.discard(key)
-            batch.retry_at_s = retry_at_s
-            self._sealed.setdefault(key, deque()).appendleft(batch)
             self.wakeup.notify()
 
-    def completed(self, batch: ProducerBatch) -> None:
-        """A batch is finished (acknowledged or failed for good): free its memory and its partition."""
+    def release(self, key: TopicPartition) -> None:
+        """The partition's batches in flight are all resolved (see completed(release=False))."""
         with self._lock:
-            self._in_flight.discard((batch.topic, batch.partition))
+            self._in_flight.discard(key)
+            self.wakeup.notify_all()
+
+    def completed(self, batch: ProducerBatch, release: bool = True) -> None:
+        """A batch is finished (acknowledged or failed for good): free its memory and, unless
+        release=False (more batches of the partition, sent with it, are still being resolved), its
+        partition."""
+        with self._lock:
+            if release:
+                self._in_flight.discard((batch.topic, batch.partition))
             self.memory.buffered_bytes -= batch.records.size_bytes
             self._unfinished -= 1
             self._space.notify_all()

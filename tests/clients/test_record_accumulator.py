@@ -73,6 +73,34 @@ def test_a_retried_batch_goes_before_later_ones_of_its_partition(acc):
     assert out == [first]
 
 
+def test_a_call_takes_several_sealed_batches_of_a_partition_in_order(acc):
+    a = acc(linger_ms=10_000)
+    sealed = []
+    for _ in range(50):  # 100 bytes each, 1,000-byte batches: five sealed batches
+        batch, _, done = put(a, b"x", 100, 0, 1.0)
+        if done:
+            sealed.append(batch)
+    put(a, b"x", 100, 1, 1.0)
+    now = sealed[0].created_s
+    out, _ = a.drain(now, always, batches_per_partition_max=3)
+    assert out == sealed[:3]  # partition 1's open batch has not lingered
+    assert a.drain(now, always, batches_per_partition_max=3)[0] == []  # partition 0 is in flight
+    # The first is stored, the other two must be retried: they go back, in order, ahead of the rest.
+    sealed[0].complete(0, None)
+    a.completed(sealed[0], release=False)
+    assert a.drain(now, always, batches_per_partition_max=3)[0] == []  # not free until all are resolved
+    a.requeue_all(sealed[1:3], retry_at_s=now + 0.1)
+    assert a.drain(now + 0.05, always, batches_per_partition_max=3)[0] == []  # backing off
+    out, _ = a.drain(now + 0.2, always, batches_per_partition_max=3)
+    assert out == sealed[1:4]
+    for b in out:
+        b.complete(0, None)
+        a.completed(b, release=False)
+    a.release(("t", 0))
+    out, _ = a.drain(now + 0.2, always, batches_per_partition_max=3)
+    assert out == [sealed[4]]
+
+
 def test_buffer_memory_blocks_then_times_out(acc):
     a = acc(buffer_memory_bytes=1000, batch_size_bytes=1000)
     put(a, b"x", 900, 0, 1.0)

@@ -170,6 +170,50 @@ def test_corrupt_crc_oversized_and_garbage_batches_store_nothing(cluster, topic)
     assert log_end(leader, name) == before + 1
 
 
+def test_a_refused_batch_keeps_the_batches_before_it_and_names_their_offsets(cluster, topic):
+    """Several batches of a partition in one request are appended in order; when one is refused, the
+    ones before it stay stored (the reply lists their base offsets) and nothing after it is stored."""
+    name, _, leader = topic
+    before = log_end(leader, name)
+    damaged = parse_batch(batch(b"damaged"))
+    damaged.crc ^= 1
+    result = produce(leader, name, 0, [batch(b"a1", b"a2"), batch(b"b"), damaged.SerializeToString(), batch(b"d")],
+                     acks=-1)
+    assert result.error == ErrorCode.CORRUPT_MESSAGE
+    assert list(result.batch_base_offsets) == [before, before + 2] and result.base_offset == before
+    assert log_end(leader, name) == before + 3
+    ok = produce(leader, name, 0, [batch(b"e"), batch(b"f1", b"f2")])
+    assert ok.error == ErrorCode.NONE and list(ok.batch_base_offsets) == [before + 3, before + 4]
+    refused_first = produce(leader, name, 0, [damaged.SerializeToString(), batch(b"g")])
+    assert refused_first.error == ErrorCode.CORRUPT_MESSAGE and list(refused_first.batch_base_offsets) == []
+    assert log_end(leader, name) == before + 6
+
+
+def test_idempotent_batches_in_one_request_are_stored_once(cluster, topic):
+    name, _, leader = topic
+    with grpc.insecure_channel(leader.endpoint) as channel:
+        ids = broker_pb2_grpc.BrokerStub(channel).InitProducerId(broker_pb2.InitProducerIdRequest(), timeout=10)
+    now = int(time.time() * 1000)
+
+    def seq_batch(sequence: int, *values: bytes) -> bytes:
+        return build_batch([NewRecord(v, timestamp_ms=now) for v in values], producer_id=ids.producer_id,
+                           producer_epoch=ids.producer_epoch, base_sequence=sequence)
+
+    before = log_end(leader, name)
+    batches = [seq_batch(0, b"s0", b"s1"), seq_batch(2, b"s2"), seq_batch(3, b"s3", b"s4", b"s5")]
+    first = produce(leader, name, 0, batches, acks=-1)
+    assert first.error == ErrorCode.NONE and list(first.batch_base_offsets) == [before, before + 2, before + 3]
+    # The same request again (a retry after a lost reply), then with a new batch behind the duplicates.
+    again = produce(leader, name, 0, batches, acks=-1)
+    assert list(again.batch_base_offsets) == list(first.batch_base_offsets)
+    more = produce(leader, name, 0, [*batches[1:], seq_batch(6, b"s6")], acks=-1)
+    assert more.error == ErrorCode.NONE and list(more.batch_base_offsets) == [before + 2, before + 3, before + 6]
+    assert log_end(leader, name) == before + 7
+    gap = produce(leader, name, 0, [seq_batch(7, b"s7"), seq_batch(9, b"s9")], acks=-1)  # 8 is missing
+    assert gap.error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and list(gap.batch_base_offsets) == [before + 7]
+    assert log_end(leader, name) == before + 8
+
+
 def test_produce_to_a_follower_names_the_leader(cluster, topic):
     name, info, leader = topic
     follower = broker_node(cluster, next(b for b in info.replicas if b != info.leader))

@@ -35,7 +35,7 @@ class ProduceRequest(_message.Message):
 class ProduceResponse(_message.Message):
     __slots__ = ("topics", "throttle_time_ms")
     class PartitionResult(_message.Message):
-        __slots__ = ("partition", "error", "error_message", "base_offset", "log_start_offset", "current_leader", "current_leader_endpoint")
+        __slots__ = ("partition", "error", "error_message", "base_offset", "log_start_offset", "current_leader", "current_leader_endpoint", "batch_base_offsets")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
         ERROR_FIELD_NUMBER: _ClassVar[int]
         ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class ProduceResponse(_message.Message):
         LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
         CURRENT_LEADER_FIELD_NUMBER: _ClassVar[int]
         CURRENT_LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+        BATCH_BASE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
         partition: int
         error: _errors_pb2.ErrorCode
         error_message: str
@@ -50,7 +51,8 @@ class ProduceResponse(_message.Message):
         log_start_offset: int
         current_leader: int
         current_leader_endpoint: str
-        def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., base_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., current_leader: _Optional[int] = ..., current_leader_endpoint: _Optional[str] = ...) -> None: ...
+        batch_base_offsets: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., base_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., current_leader: _Optional[int] = ..., current_leader_endpoint: _Optional[str] = ..., batch_base_offsets: _Optional[_Iterable[int]] = ...) -> None: ...
     class TopicResult(_message.Message):
         __slots__ = ("topic", "partitions")
         TOPIC_FIELD_NUMBER: _ClassVar[int]
