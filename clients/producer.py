@@ -508,22 +508,30 @@ class Producer:
     def _resolve(self, key: tuple[str, int], batches: list[ProducerBatch], stored: list[int],
                  error: KanalError | None) -> None:
         """The outcome of one call for one partition's batches: the first len(stored) are stored at those
-        base offsets; `error` is the outcome of the rest, which are retried (in order, at the head of the
-        partition) or failed. The partition is free again only once all are resolved, so no later batch
-        of it can overtake a retried one."""
+        base offsets; `error` is the outcome of the next one (the broker appends in order and stops at the
+        first it refuses). That one is retried or failed by its error; the ones after it were not tried
+        and go back whatever the error (an expired one fails at its next send). Retried batches return,
+        in order, to the head of the partition, which is free again only once all are resolved, so no
+        later batch of it can overtake them."""
         for batch, base_offset in zip(batches, stored):
             self._finish(batch, base_offset, None, release=False)
+        rest = batches[len(stored):]
+        if not rest:
+            self._accumulator.release(key)
+            return
         now = time.monotonic()
-        retry = []
-        for batch in batches[len(stored):]:
-            if error is not None and is_retriable(error.code) and now < batch.deadline_s:
+        error = error or KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, "no outcome for the batch")
+        retriable = is_retriable(error.code)
+        if retriable:
+            for batch in rest:
                 batch.error = error
-                retry.append(batch)
-            else:
-                self._finish(batch, -1, error or KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, "no outcome"),
-                             release=False)
+        head, retry = rest[0], rest[1:]
+        if retriable and now < head.deadline_s:
+            retry.insert(0, head)
+        else:
+            self._finish(head, -1, error, release=False)
         if retry:
-            self._accumulator.requeue_all(retry, now + self.config.retry_backoff_ms / 1000)
+            self._accumulator.requeue_all(retry, now + self.config.retry_backoff_ms / 1000 if retriable else now)
         else:
             self._accumulator.release(key)
 

@@ -3,8 +3,9 @@ order, with the buffer-memory bound that gives produce() its back-pressure.
 
 A batch is sealed when it reaches batch_size_bytes or when its first record has lingered linger_ms.
 Each partition has at most one request in flight, carrying one or more of its batches in order, so
-batches of a partition are sent, retried and acknowledged in order. Thread-safe: produce() threads append, the sender thread drains, gRPC callback
-threads complete; one lock guards it all and `wakeup` (a Condition on it) signals the sender.
+batches of a partition are sent, retried and acknowledged in order. Thread-safe: produce() threads
+append, the sender thread drains, gRPC callback threads complete; one lock guards it all and `wakeup`
+(a Condition on it) signals the sender.
 
 With `native=True` (the C extension built) batches hold the C RecordList and buffer memory is the C
 BufferMemory, so the Producer's C Appender (`native_appender`) can append records and charge memory

@@ -9,6 +9,7 @@ import pytest
 
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer, ProducerConfig
+from kanal.v1.error import ErrorCode, KanalError
 
 from .conftest import check_history, create_topic, wait_until
 
@@ -55,3 +56,34 @@ def test_produce_many_stores_every_record_once_in_order(cluster):
         consumer.close()
     check_history(acked, [(r.partition, r.offset, r.value) for r in read])
     assert len(read) == len(metas)
+
+
+def test_a_refused_batch_among_several_in_one_call_fails_alone(cluster):
+    """A call carries several batches of a partition; the broker refuses the third (over the topic's
+    max.message.bytes). The two before it are stored, the refused one fails with its own error, and the
+    ones after it, not tried, are sent again and stored: every other record lands once, in order."""
+    create_topic(cluster, "many-refused", partitions=1, replication_factor=3, max_message_bytes="2048")
+    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="1", enable_idempotence=False,
+                                       linger_ms=60_000, batch_size_bytes=1000))
+    small = [b"%03d" % i + b"s" * 81 for i in range(80)]  # charged 100 bytes each: 10 to a batch
+    values = small[:20] + [b"x" * 3000] + small[20:]  # the big record is a batch of its own, the third
+    try:
+        # One call: every batch is sealed before the sender can drain, so it sends them four at a time.
+        futures = producer.produce_many("many-refused", values, partition=0)
+        assert producer.flush(60)
+    finally:
+        producer.close()
+    with pytest.raises(KanalError) as err:
+        futures[20].result(0)
+    assert err.value.code == ErrorCode.MESSAGE_TOO_LARGE
+    metas = [f.result(0) for i, f in enumerate(futures) if i != 20]
+    assert [m.offset for m in metas] == list(range(80))  # stored once each, in the order given
+
+    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="earliest"))
+    read = []
+    try:
+        consumer.assign([("many-refused", 0)])
+        wait_until(lambda: read.extend(consumer.poll(0.5)) or len(read) >= 80, timeout_s=60, what="80 records")
+    finally:
+        consumer.close()
+    assert [(r.offset, r.value) for r in read] == list(enumerate(small))
