@@ -36,7 +36,7 @@ class ProducerConfig:
     max_in_flight: int = 5
     # Sealed batches of one partition one call may carry, appended by the broker in order: the
     # partition's pipeline depth (one 512 KiB batch in flight per partition left a broker half idle).
-    partition_batches_per_call_max: int = 4
+    partition_batches_per_call_max: int = 2
     # Give up on a record this long after produce() was called (delivery.timeout.ms).
     delivery_timeout_ms: int = 120_000
     # One Produce call's deadline (request.timeout.ms).

@@ -64,7 +64,7 @@ def test_a_refused_batch_among_several_in_one_call_fails_alone(cluster):
     ones after it, not tried, are sent again and stored: every other record lands once, in order."""
     create_topic(cluster, "many-refused", partitions=1, replication_factor=3, max_message_bytes="2048")
     producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="1", enable_idempotence=False,
-                                       linger_ms=60_000, batch_size_bytes=1000))
+                                       linger_ms=60_000, batch_size_bytes=1000, partition_batches_per_call_max=4))
     small = [b"%03d" % i + b"s" * 81 for i in range(80)]  # charged 100 bytes each: 10 to a batch
     values = small[:20] + [b"x" * 3000] + small[20:]  # the big record is a batch of its own, the third
     try:
