@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+from contextlib import contextmanager
 
 import mmh3
 import pytest
@@ -14,6 +15,15 @@ from kanal.clients.producer import NATIVE, RecordMetadata
 from kanal.v1.error import ErrorCode, KanalError
 
 from .test_producer_native import PATHS, batches_of, make_producer, shut
+
+
+@contextmanager
+def opened(producer):
+    """The producer, shut (its buffered records failed) when the block ends."""
+    try:
+        yield producer
+    finally:
+        shut(producer)
 
 
 def placed(producer) -> dict:
@@ -49,8 +59,7 @@ def test_produce_many_writes_what_produce_per_record_writes_on_both_paths():
     seen = {}
     for path in ("python", "native") if NATIVE else ("python",):
         for how in ("many", "per-record"):
-            p = make_producer(path, batch_size_bytes=5_000, seed=9)
-            try:
+            with opened(make_producer(path, batch_size_bytes=5_000, seed=9)) as p:
                 if how == "many":
                     for start in range(0, len(values), 700):  # calls that seal batches midway
                         p.produce_many("t", values[start:start + 700], keys[start:start + 700], timestamp=77,
@@ -63,8 +72,6 @@ def test_produce_many_writes_what_produce_per_record_writes_on_both_paths():
                     # All in C but three calls: the first (Python draws the first sticky partition), and
                     # the two with a str.
                     assert p._appender.fast_calls == len(values) - 3 * 700
-            finally:
-                shut(p)
     reference = seen[("python", "per-record")]
     assert sum(len(v) for v in reference[0].values()) > 20  # batches were sealed on the way
     assert all(v == reference for v in seen.values())
@@ -72,8 +79,7 @@ def test_produce_many_writes_what_produce_per_record_writes_on_both_paths():
 
 @pytest.mark.parametrize("path", PATHS)
 def test_keys_are_placed_by_murmur3_and_an_explicit_partition_takes_all(path):
-    p = make_producer(path)
-    try:
+    with opened(make_producer(path)) as p:
         keys = [b"customer-%d" % i for i in range(300)]
         futures = p.produce_many("t", [b"v"] * 300, keys, timestamp=1)
         for key, future in zip(keys, futures):
@@ -81,14 +87,11 @@ def test_keys_are_placed_by_murmur3_and_an_explicit_partition_takes_all(path):
         futures = p.produce_many("t", [b"w"] * 10, partition=2, timestamp=1)
         assert {f._batch.partition for f in futures} == {2}
         assert len(p.produce_many("t", [])) == 0
-    finally:
-        shut(p)
 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_the_futures_resolve_in_order(path):
-    p = make_producer(path, batch_size_bytes=1_000)
-    try:
+    with opened(make_producer(path, batch_size_bytes=1_000)) as p:
         seen = []
         futures = p.produce_many("t", [b"%03d" % i + b"x" * 97 for i in range(20)], partition=1, timestamp=500,
                                  on_delivery=lambda error, meta: seen.append(meta.offset if meta else error))
@@ -112,22 +115,17 @@ def test_the_futures_resolve_in_order(path):
             expected += [RecordMetadata("t", 1, base + i, 500) for i in range(b.record_count)]
             base += 1000
         assert metas == expected and seen == [m.offset for m in expected]
-    finally:
-        shut(p)
 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_a_failed_batch_fails_result_with_its_error(path):
-    p = make_producer(path)
-    try:
+    with opened(make_producer(path)) as p:
         futures = p.produce_many("t", [b"a", b"b"], partition=0)
         [batch] = batches_of(p)[("t", 0)]
         batch.complete(-1, KanalError(ErrorCode.NOT_ENOUGH_REPLICAS, "two replicas down"))
         with pytest.raises(KanalError) as err:
             futures.result()
         assert err.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
-    finally:
-        shut(p)
 
 
 BAD_CALLS = [
@@ -150,8 +148,7 @@ BAD_CALLS = [
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize(("args", "kwargs", "error"), BAD_CALLS)
 def test_bad_input_is_refused_with_nothing_queued(path, args, kwargs, error):
-    p = make_producer(path, record_bytes_max=2_000, buffer_memory_bytes=40_000, batch_size_bytes=4_000)
-    try:
+    with opened(make_producer(path, record_bytes_max=2_000, buffer_memory_bytes=40_000, batch_size_bytes=4_000)) as p:
         p.produce_many("t", [b"before"], partition=0)  # an open batch, which must stay as it is
         before = snapshot(p)
         if isinstance(error, int):  # an ErrorCode
@@ -163,8 +160,6 @@ def test_bad_input_is_refused_with_nothing_queued(path, args, kwargs, error):
                 p.produce_many(*args, **kwargs)
         assert snapshot(p) == before
         assert len(p.produce_many("t", [b"after"], partition=0)) == 1  # and the producer goes on
-    finally:
-        shut(p)
 
 
 def nearly_full(path: str, max_block_ms: int):
@@ -176,21 +171,17 @@ def nearly_full(path: str, max_block_ms: int):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_a_full_buffer_blocks_then_times_out_with_nothing_queued(path):
-    p = nearly_full(path, max_block_ms=50)
-    try:
+    with opened(nearly_full(path, max_block_ms=50)) as p:
         before = snapshot(p)
         with pytest.raises(KanalError) as err:
             p.produce_many("t", [b"x" * 84] * 30, partition=1)  # 3,000 more: waits 50 ms for room
         assert err.value.code == ErrorCode.REQUEST_TIMED_OUT
         assert snapshot(p) == before
-    finally:
-        shut(p)
 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_a_full_buffer_blocks_until_batches_complete(path):
-    p = nearly_full(path, max_block_ms=60_000)
-    try:
+    with opened(nearly_full(path, max_block_ms=60_000)) as p:
         out = []
         waiting = threading.Thread(target=lambda: out.append(p.produce_many("t", [b"y" * 84] * 30, partition=1)))
         waiting.start()
@@ -201,8 +192,6 @@ def test_a_full_buffer_blocks_until_batches_complete(path):
         assert len(out[0]) == 30
         [batch] = batches_of(p)[("t", 1)]
         assert (batch.record_count, p._accumulator.memory.buffered_bytes) == (30, 3000)
-    finally:
-        shut(p)
 
 
 @pytest.mark.parametrize("path", PATHS)
