@@ -199,12 +199,7 @@ class Producer:
                 timestamp: int | None = None, on_delivery: DeliveryCallback | None = None) -> RecordFuture:
         """Queue one record; returns a future of its RecordMetadata. Raises at once for a closed
         producer, an unknown topic or partition, or a record over record_bytes_max."""
-        if self._closed:
-            raise KanalError(ErrorCode.INVALID_REQUEST, "the producer is closed")
-        if timestamp is not None and (timestamp.__class__ is not int or not 0 <= timestamp <= _TIMESTAMP_MS_MAX):
-            timestamp = _checked_timestamp(timestamp)
-        if on_delivery is not None and not callable(on_delivery):
-            raise KanalError(ErrorCode.INVALID_REQUEST, f"on_delivery must be callable, not {on_delivery!r}")
+        timestamp = self._checked_call(timestamp, on_delivery)
         # This runs once per record: the common case (bytes values, no headers) takes the short path.
         if value.__class__ is not bytes and value is not None:
             value = _as_bytes(value, "value")
@@ -229,8 +224,7 @@ class Producer:
         else:
             headers = ()
         if size > self._record_bytes_max:
-            raise KanalError(ErrorCode.MESSAGE_TOO_LARGE,
-                             f"record of {size} bytes is over record_bytes_max ({self._record_bytes_max})")
+            raise self._too_large(size)
         batch, index, sealed = self._accumulator.append(
             topic, partition, value, key, time.time_ns() // 1_000_000 if timestamp is None else timestamp, headers, size,
             self._max_block_s, on_delivery)
@@ -257,14 +251,9 @@ class Producer:
             if placed is not None:  # the common case, done in C; else the code below does it (and raises)
                 batches, owners, indexes = placed
                 return RecordFutures(batches, memoryview(owners).cast("I"), memoryview(indexes).cast("I"))
-        if self._closed:
-            raise KanalError(ErrorCode.INVALID_REQUEST, "the producer is closed")
+        timestamp = self._checked_call(timestamp, on_delivery)
         if isinstance(values, str | bytes) or (keys is not None and isinstance(keys, str | bytes)):
             raise TypeError("produce_many takes sequences of values and keys; for one record, call produce()")
-        if timestamp is not None and (timestamp.__class__ is not int or not 0 <= timestamp <= _TIMESTAMP_MS_MAX):
-            timestamp = _checked_timestamp(timestamp)
-        if on_delivery is not None and not callable(on_delivery):
-            raise KanalError(ErrorCode.INVALID_REQUEST, f"on_delivery must be callable, not {on_delivery!r}")
         values = [v if v.__class__ is bytes or v is None else _as_bytes(v, "value") for v in values]
         if keys is None:
             keys = [None] * len(values)
@@ -278,8 +267,7 @@ class Producer:
         sizes = [_RECORD_OVERHEAD_BYTES + (len(v) if v else 0) + (len(k) if k else 0) for v, k in zip(values, keys)]
         for size in sizes:
             if size > self._record_bytes_max:
-                raise KanalError(ErrorCode.MESSAGE_TOO_LARGE,
-                                 f"record of {size} bytes is over record_bytes_max ({self._record_bytes_max})")
+                raise self._too_large(size)
         total = sum(sizes)
         if total > self.config.buffer_memory_bytes:
             raise KanalError(ErrorCode.MESSAGE_TOO_LARGE,
@@ -317,6 +305,21 @@ class Producer:
                 owners.append(number)
                 indexes.append(index)
         return RecordFutures(batches, owners, indexes)
+
+    def _checked_call(self, timestamp: object, on_delivery: object) -> int | None:
+        """What produce() and produce_many() check of every call: an open producer, the timestamp (an int
+        in [0, 2^63 - 1] ms, returned) and a callable on_delivery; INVALID_REQUEST otherwise."""
+        if self._closed:
+            raise KanalError(ErrorCode.INVALID_REQUEST, "the producer is closed")
+        if timestamp is not None and (timestamp.__class__ is not int or not 0 <= timestamp <= _TIMESTAMP_MS_MAX):
+            timestamp = _checked_timestamp(timestamp)
+        if on_delivery is not None and not callable(on_delivery):
+            raise KanalError(ErrorCode.INVALID_REQUEST, f"on_delivery must be callable, not {on_delivery!r}")
+        return timestamp
+
+    def _too_large(self, size: int) -> KanalError:
+        return KanalError(ErrorCode.MESSAGE_TOO_LARGE,
+                          f"record of {size} bytes is over record_bytes_max ({self._record_bytes_max})")
 
     def _partition_count(self, topic: str) -> int:
         count = len(self._metadata.partitions(topic))
@@ -418,7 +421,7 @@ class Producer:
     def _send(self, batches: list[ProducerBatch], now: float) -> None:
         """Send drained batches, one call per leader; a partition's batches (up to
         partition_batches_per_call_max, consecutive in `batches`) travel in order in one call."""
-        by_leader: dict[str, list[ProducerBatch]] = defaultdict(list)
+        by_leader: dict[str, dict[tuple[str, int], list[ProducerBatch]]] = defaultdict(dict)
         for key, group in _by_partition(batches).items():
             live = []
             for batch in group:
@@ -437,12 +440,11 @@ class Producer:
                 continue
             for batch in live:
                 self._encode(batch)
-            by_leader[endpoint] += live
+                batch.attempts += 1
+            by_leader[endpoint][key] = live
         for endpoint, group in by_leader.items():
             topics: dict[str, list[tuple[int, tuple[tuple[bytes, ...], ...]]]] = defaultdict(list)
-            for (topic, partition), batches_of_partition in _by_partition(group).items():
-                for batch in batches_of_partition:
-                    batch.attempts += 1
+            for (topic, partition), batches_of_partition in group.items():
                 topics[topic].append((partition, tuple(b.encoded for b in batches_of_partition)))
             request = encode_produce_request(self.config.acks_value, self.config.request_timeout_ms, topics.items())
             with self._calls_lock:
@@ -469,10 +471,10 @@ class Producer:
             base_sequence=batch.base_sequence if self.config.enable_idempotence else 0)
 
     def _on_reply(self, reply: broker_pb2.ProduceResponse | None, exc: grpc.RpcError | None, endpoint: str,
-                  group: list[ProducerBatch]) -> None:
+                  by_partition: dict[tuple[str, int], list[ProducerBatch]]) -> None:
+        """A call's outcome; `by_partition`: the batches it carried, per partition in order."""
         with self._calls_lock:
             self._in_flight_calls[endpoint] -= 1
-        by_partition = _by_partition(group)
         if exc is not None:
             problem = KanalError(ErrorCode.REQUEST_TIMED_OUT if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                                  else ErrorCode.BROKER_NOT_AVAILABLE, f"{endpoint}: {exc.code().name}")

@@ -186,10 +186,6 @@ class RecordAccumulator:
                     out.append(queue.popleft())
         return out, max(sleep_s, 0.0005)
 
-    def requeue(self, batch: ProducerBatch, retry_at_s: float) -> None:
-        """Put a batch that must be retried back at the head of its partition (order is kept)."""
-        self.requeue_all([batch], retry_at_s)
-
     def requeue_all(self, batches: list[ProducerBatch], retry_at_s: float) -> None:
         """Put batches of one partition, in their order, back at its head, and free the partition: in one
         step, so no later batch of it can be drained in between."""

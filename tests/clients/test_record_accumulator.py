@@ -67,7 +67,7 @@ def test_a_retried_batch_goes_before_later_ones_of_its_partition(acc):
     first, _, _ = put(a, b"1", 10, 0, 1.0)
     out, _ = a.drain(first.created_s, always)
     put(a, b"2", 10, 0, 1.0)
-    a.requeue(first, retry_at_s=first.created_s + 0.1)
+    a.requeue_all([first], retry_at_s=first.created_s + 0.1)
     assert a.drain(first.created_s + 0.05, always)[0] == []  # backing off; the later batch waits too
     out, _ = a.drain(first.created_s + 0.2, always)
     assert out == [first]
