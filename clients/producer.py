@@ -53,7 +53,7 @@ from kanal.clients.producer_batch import (
 from kanal.clients.producer_config import ProducerConfig
 from kanal.clients.record_accumulator import RecordAccumulator
 from kanal.v1 import broker_pb2
-from kanal.v1.batch import encode_batch_parts
+from kanal.v1.batch import encode_batch_parts, frame_batch_parts
 from kanal.v1.error import ErrorCode, KanalError, is_retriable
 from kanal.v1.partitioning import partition_for_key
 from kanal.v1.produce_request import encode_produce_request
@@ -66,6 +66,10 @@ _METADATA_REFRESH_MIN_S = 0.05
 # Record timestamps are ms since the epoch in an int64, never negative (Kafka refuses negative ones too).
 # Keeping them in [0, 2^63 - 1] also keeps every in-batch delta, and its zigzag varint, inside 64 bits.
 _TIMESTAMP_MS_MAX = (1 << 63) - 1
+_EPOCH_MAX = (1 << 31) - 1  # records.proto: producer_epoch is an int32 >= 0
+# Refusals that mean the broker's sequence for this producer and partition is not the one the batch
+# follows (see _resolve and _new_epoch).
+_SEQUENCE_ERRORS = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID})
 __all__ = ["NATIVE", "NATIVE_IMPORT_ERROR", "Producer", "ProducerConfig", "RecordFuture", "RecordFutures",
            "RecordMetadata"]
 
@@ -160,6 +164,8 @@ class Producer:
         self._producer_id = 0
         self._producer_epoch = 0
         self._sequences: dict[tuple[str, int], int] = defaultdict(int)
+        # The epoch a partition's batches carry when it is not the producer's own: see _new_epoch.
+        self._epochs: dict[tuple[str, int], int] = {}
         self._last_refresh_s = 0.0
         self._closed = False
         self._running = True
@@ -360,6 +366,7 @@ class Producer:
                 if reply.error == ErrorCode.NONE:
                     self._producer_id, self._producer_epoch = reply.producer_id, reply.producer_epoch
                     self._sequences.clear()
+                    self._epochs.clear()
                     return
                 error = KanalError(reply.error, reply.error_message or "InitProducerId failed")
             except grpc.RpcError as exc:
@@ -455,20 +462,44 @@ class Producer:
     def _encode(self, batch: ProducerBatch) -> None:
         """The batch's producer bytes, made on its first send (the records were encoded as they came), as
         the pieces that join to them: the request is written around them with one copy."""
-        if batch.encoded is not None:
+        if batch.encoded is not None and not batch.resequence:
             return
         n = batch.record_count
         if self.config.enable_idempotence:
             key = (batch.topic, batch.partition)
             batch.producer_id = self._producer_id
+            batch.producer_epoch = self._epochs.get(key, self._producer_epoch)
             batch.base_sequence = self._sequences[key]
             self._sequences[key] = (batch.base_sequence + n) % (1 << 31)
-        batch.encoded = encode_batch_parts(
-            batch.record_list(), record_count=n, last_offset_delta=n - 1,
-            first_timestamp_ms=batch.first_timestamp_ms, max_timestamp_ms=batch.max_timestamp_ms,
-            codec=self.config.codec, producer_id=batch.producer_id,
-            producer_epoch=self._producer_epoch if self.config.enable_idempotence else 0,
-            base_sequence=batch.base_sequence if self.config.enable_idempotence else 0)
+        fields = {"record_count": n, "last_offset_delta": n - 1, "first_timestamp_ms": batch.first_timestamp_ms,
+                  "max_timestamp_ms": batch.max_timestamp_ms, "codec": self.config.codec,
+                  "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
+                  "base_sequence": batch.base_sequence if self.config.enable_idempotence else 0}
+        if batch.encoded is None:
+            batch.encoded = encode_batch_parts(batch.record_list(), **fields)
+        else:  # moved to a new epoch (_new_epoch): the records were taken and compressed at the first send
+            batch.encoded = frame_batch_parts(batch.encoded[1], **fields)
+            batch.resequence = False
+
+    def _new_epoch(self, key: tuple[str, int], batches: list[ProducerBatch]) -> bool:
+        """Start the partition over at sequence 0 in the next epoch, and have `batches` (its batches that
+        hold sequence numbers and are still to be sent, in order) take new ones on their next send.
+
+        Why: a batch that took sequence numbers and then failed for good leaves a hole before the next
+        batch's sequence, and the broker refuses every later batch of the partition as out of order. A
+        newer epoch starting at sequence 0 is accepted whatever came before (broker/producer_state.py),
+        as Kafka's idempotent producer does since KIP-360. Only this partition moves: the broker keeps
+        the epoch per producer and partition. The sequenced batches of a partition are always the ones
+        of its one call in flight (a retry requeues them together), so `batches` is all of them.
+        False, changing nothing, when the epoch (int32 on the wire) is spent."""
+        epoch = self._epochs.get(key, self._producer_epoch)
+        if epoch >= _EPOCH_MAX:
+            return False
+        self._epochs[key] = epoch + 1
+        self._sequences[key] = 0
+        for batch in batches:
+            batch.resequence = batch.encoded is not None
+        return True
 
     def _on_reply(self, reply: broker_pb2.ProduceResponse | None, exc: grpc.RpcError | None, endpoint: str,
                   by_partition: dict[tuple[str, int], list[ProducerBatch]]) -> None:
@@ -528,10 +559,25 @@ class Producer:
             for batch in rest:
                 batch.error = error
         head, retry = rest[0], rest[1:]
-        if retriable and now < head.deadline_s:
+        sequenced = self.config.enable_idempotence and head.encoded is not None
+        if (sequenced and error.code in _SEQUENCE_ERRORS and head.base_sequence != 0
+                and now < head.deadline_s and self._new_epoch(key, rest)):
+            # Refused, so not stored: the hole is before it (an earlier batch that failed for good with its
+            # outcome unknown, or producer state the broker no longer has). It goes again first in the new
+            # epoch, at sequence 0; a batch refused at sequence 0 has no hole before it and fails below.
+            retry.insert(0, head)
+            retriable = True
+        elif retriable and now < head.deadline_s:
             retry.insert(0, head)
         else:
             self._finish(head, -1, error, release=False)
+            if sequenced and not retriable and error.code != ErrorCode.UNKNOWN_SERVER_ERROR:
+                # The broker refused it, so it is not stored: the batches behind it go on in a new epoch.
+                # Otherwise its outcome is unknown (a timed-out acks=all batch may be in the log; an
+                # UNKNOWN_SERVER_ERROR says nothing), so the later batches keep their sequences and are
+                # deduplicated if it was stored; should it be missing, the next batch is refused as out
+                # of order and takes the branch above.
+                self._new_epoch(key, retry)
         if retry:
             self._accumulator.requeue_all(retry, now + self.config.retry_backoff_ms / 1000 if retriable else now)
         else:

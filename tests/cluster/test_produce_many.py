@@ -58,19 +58,28 @@ def test_produce_many_stores_every_record_once_in_order(cluster):
     assert len(read) == len(metas)
 
 
-def test_a_refused_batch_among_several_in_one_call_fails_alone(cluster):
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+def test_a_refused_batch_among_several_in_one_call_fails_alone(cluster, idempotent):
     """A call carries several batches of a partition; the broker refuses the third (over the topic's
     max.message.bytes). The two before it are stored, the refused one fails with its own error, and the
-    ones after it, not tried, are sent again and stored: every other record lands once, in order."""
-    create_topic(cluster, "many-refused", partitions=1, replication_factor=3, max_message_bytes="2048")
-    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="1", enable_idempotence=False,
-                                       linger_ms=60_000, batch_size_bytes=1000, partition_batches_per_call_max=4))
+    ones after it, not tried, are sent again and stored: every other record lands once, in order. With
+    idempotence the refused batch leaves a hole in the partition's sequence numbers, which the producer
+    closes (a new epoch for that partition) so the later batches are not refused as out of order."""
+    topic = f"many-refused-{'idempotent' if idempotent else 'plain'}"
+    create_topic(cluster, topic, partitions=1, replication_factor=3, max_message_bytes="2048")
+    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all" if idempotent else "1",
+                                       enable_idempotence=idempotent, linger_ms=60_000, batch_size_bytes=1000,
+                                       partition_batches_per_call_max=4))
     small = [b"%03d" % i + b"s" * 81 for i in range(80)]  # charged 100 bytes each: 10 to a batch
     values = small[:20] + [b"x" * 3000] + small[20:]  # the big record is a batch of its own, the third
     try:
         # One call: every batch is sealed before the sender can drain, so it sends them four at a time.
-        futures = producer.produce_many("many-refused", values, partition=0)
+        futures = producer.produce_many(topic, values, partition=0)
         assert producer.flush(60)
+        # ...and the partition goes on taking records afterwards.
+        later = producer.produce(topic, small[0], partition=0)
+        assert producer.flush(60)
+        assert later.result(0).offset == 80
     finally:
         producer.close()
     with pytest.raises(KanalError) as err:
@@ -82,8 +91,8 @@ def test_a_refused_batch_among_several_in_one_call_fails_alone(cluster):
     consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="earliest"))
     read = []
     try:
-        consumer.assign([("many-refused", 0)])
-        wait_until(lambda: read.extend(consumer.poll(0.5)) or len(read) >= 80, timeout_s=60, what="80 records")
+        consumer.assign([(topic, 0)])
+        wait_until(lambda: read.extend(consumer.poll(0.5)) or len(read) >= 81, timeout_s=60, what="81 records")
     finally:
         consumer.close()
-    assert [(r.offset, r.value) for r in read] == list(enumerate(small))
+    assert [(r.offset, r.value) for r in read] == list(enumerate(small + small[:1]))

@@ -17,7 +17,7 @@ from kanal.clients.producer_config import ProducerConfig
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.batch import NewRecord as _NewRecord
 from kanal.v1.batch import build_batch
-from kanal.v1.error import ErrorCode
+from kanal.v1.error import ErrorCode, KanalError
 
 from .conftest import broker_node, check_history, create_topic, partition_info, wait_until
 from .history import read_topic
@@ -151,6 +151,40 @@ def test_acks_all_fails_cleanly_with_two_replicas_down(cluster):
         for node in followers:
             cluster.start_node(node)
     wait_until(lambda: len(partition_info(cluster, topic, 0).isr) == 3, 30, "the ISR to recover")
+
+
+def test_idempotent_producer_goes_on_after_a_batch_fails_for_good(cluster):
+    """A batch that took sequence numbers and then failed for good (refused with NOT_ENOUGH_REPLICAS until
+    its delivery timeout passed, so never stored) leaves a hole before the next batch's sequence. The
+    producer does not know it was not stored, so the next batch goes out as it is and is refused as out of
+    order; the producer then moves the partition to a new epoch and it is stored. Every later record lands
+    once, in order, instead of each being refused in turn."""
+    topic = "epoch-bump"
+    create_topic(cluster, topic, partitions=1, replication_factor=3, min_insync_replicas="2")
+    info = partition_info(cluster, topic, 0)
+    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", linger_ms=0,
+                                       request_timeout_ms=1000, delivery_timeout_ms=2000, retry_backoff_ms=50))
+    followers = [broker_node(cluster, b) for b in info.replicas if b != info.leader]
+    try:
+        assert producer.produce(topic, b"first", partition=0).result(30).offset == 0
+        for node in followers:
+            node.kill()
+        try:
+            wait_until(lambda: partition_info(cluster, topic, 0).isr == (info.leader,), 30,
+                       "the dead followers to leave the ISR")
+            with pytest.raises(KanalError) as err:
+                producer.produce(topic, b"lost", partition=0).result(30)
+            assert err.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+        finally:
+            for node in followers:
+                cluster.start_node(node)
+        wait_until(lambda: len(partition_info(cluster, topic, 0).isr) == 3, 30, "the ISR to recover")
+        futures = [producer.produce(topic, b"after-%d" % i, partition=0) for i in range(20)]
+        assert [f.result(30).offset for f in futures] == list(range(1, 21))
+    finally:
+        producer.close()
+    assert [(o, v) for _, o, v in read_topic(cluster, topic, 1)] == (
+        [(0, b"first")] + [(i + 1, b"after-%d" % i) for i in range(20)])
 
 
 def purgatory_size(node, kind: str) -> float:

@@ -207,3 +207,20 @@ def test_batch_pieces_join_to_what_protobuf_writes(producer_id, producer_epoch, 
     expected.crc = producer_crc(expected)
     assert decompress(codec, payload) == records
     assert head + payload + tail == expected.SerializeToString() == encode_batch(records, **fields)
+
+
+def test_reframed_batch_equals_one_encoded_with_its_new_header():
+    """A producer moving a batch to a new epoch re-frames the records it already compressed
+    (frame_batch_parts): the result is the batch encode_batch_parts makes with the new fields, CRC
+    included, and the records are the same object, not compressed again."""
+    from kanal.v1.batch import encode_batch_parts, encode_record_list, frame_batch_parts
+
+    records = encode_record_list([NewRecord(b"v%d" % i, key=b"k") for i in range(50)], 1_700_000_000_000)
+    fields = {"record_count": 50, "last_offset_delta": 49, "first_timestamp_ms": 1_700_000_000_000,
+              "max_timestamp_ms": 1_700_000_000_000, "codec": 1, "producer_id": 7}
+    first = encode_batch_parts(records, producer_epoch=0, base_sequence=120, **fields)
+    again = frame_batch_parts(first[1], producer_epoch=1, base_sequence=0, **fields)
+    assert again == encode_batch_parts(records, producer_epoch=1, base_sequence=0, **fields)
+    assert again[1] is first[1]
+    batch = parse_batch(b"".join(again))  # checks the CRC
+    assert (batch.producer_epoch, batch.base_sequence) == (1, 0)

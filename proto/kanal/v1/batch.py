@@ -320,7 +320,26 @@ def encode_batch_parts(
     writes for the same fields (proto3: zero fields left out, fields in number order); a test holds the
     two equal. The records are not copied here, so a Produce request can carry them with one copy in all
     (kanal.v1.produce_request), where building messages copied them four times."""
-    records = codecs.compress(codec, record_list_bytes)
+    return frame_batch_parts(codecs.compress(codec, record_list_bytes), record_count=record_count,
+                             last_offset_delta=last_offset_delta, first_timestamp_ms=first_timestamp_ms,
+                             max_timestamp_ms=max_timestamp_ms, codec=codec, producer_id=producer_id,
+                             producer_epoch=producer_epoch, base_sequence=base_sequence)
+
+
+def frame_batch_parts(
+    records: bytes,
+    *,
+    record_count: int,
+    last_offset_delta: int,
+    first_timestamp_ms: int,
+    max_timestamp_ms: int,
+    codec: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+) -> tuple[bytes, bytes, bytes]:
+    """encode_batch_parts for records already compressed with `codec`: a producer that moves a batch to a
+    new epoch re-frames the records it compressed once, under a new header and CRC."""
     header = (producer_id, producer_epoch, base_sequence, first_timestamp_ms, max_timestamp_ms, record_count,
               last_offset_delta, codec)
     crc = crc32c.crc32c(records, crc32c.crc32c(CRC_HEADER.pack(*header)))
