@@ -174,7 +174,9 @@ def test_idempotent_producer_goes_on_after_a_batch_fails_for_good(cluster):
                        "the dead followers to leave the ISR")
             with pytest.raises(KanalError) as err:
                 producer.produce(topic, b"lost", partition=0).result(30)
-            assert err.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+            # Refused before any append while the ISR is below 2 (a slow attempt may end as a timeout
+            # instead): either way it is not stored, which the offsets below check.
+            assert err.value.code in (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT)
         finally:
             for node in followers:
                 cluster.start_node(node)
