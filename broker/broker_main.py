@@ -36,6 +36,8 @@ def parse_args(argv: list[str]) -> BrokerConfig:
                         "committed (offsets.retention.minutes, in ms)")
     p.add_argument("--offsets-retention-check-interval-ms", type=int, default=600_000,
                    help="offsets.retention.check.interval.ms")
+    p.add_argument("--producer-id-expiration-ms", type=int, default=86_400_000,
+                   help="a producer with no batch for this long is forgotten (producer.id.expiration.ms)")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
@@ -52,6 +54,7 @@ def parse_args(argv: list[str]) -> BrokerConfig:
         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
         offsets_retention_ms=args.offsets_retention_ms,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
+        producer_id_expiration_ms=args.producer_id_expiration_ms,
     )
 
 

@@ -74,6 +74,9 @@ class BrokerConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     # How often the coordinator looks for expired offsets (offsets.retention.check.interval.ms).
     offsets_retention_check_interval_ms: int = 600_000
+    # A producer with no batch stored on a replica for this long is forgotten there, which bounds the
+    # producer state (producer.id.expiration.ms, one day); its next batch moves it to a new epoch.
+    producer_id_expiration_ms: int = 86_400_000
     # Where the controller quorum's gRPC listeners are, parsed from `controllers`.
     controller_endpoints: tuple[tuple[str, int], ...] = field(init=False)
 
@@ -106,6 +109,8 @@ class BrokerConfig:
                "offsets_retention_ms must be in [1000, 10 years]")
         _check(100 <= self.offsets_retention_check_interval_ms <= 86_400_000,
                "offsets_retention_check_interval_ms must be in [100, 86400000]")
+        _check(1000 <= self.producer_id_expiration_ms <= 10 * 365 * 24 * 3600 * 1000,
+               "producer_id_expiration_ms must be in [1000, 10 years]")
 
 
 def _check(ok: bool, message: str) -> None:

@@ -42,4 +42,7 @@ class BrokerMetrics:
             ["group", "topic", "partition"], registry=r)
         self.groups = Gauge("kanal_group_coordinator_groups", "Groups coordinated here, by state", ["state"],
                             registry=r)
+        self.producer_ids = Gauge("kanal_broker_producer_ids",
+                                  "Idempotent producers whose state this broker keeps, summed over its replicas",
+                                  registry=r)
         self.fenced = Gauge("kanal_broker_fenced", "1 while the controller has this broker fenced", registry=r)

@@ -42,6 +42,7 @@ from kanal.broker.producer_snapshot import (
 )
 from kanal.broker.producer_state import (
     Duplicate,
+    ProducerActivity,
     ProducerBatch,
     ProducerStateTable,
     Reject,
@@ -106,6 +107,7 @@ class Partition:
         self._log_end_waiters: set[threading.Event] = set()  # follower long polls: wake on appends
         self._high_watermark_waiters: set[threading.Event] = set()  # consumer long polls: wake on HW moves
         self.producers = self._replay_producer_state()
+        self.producer_activity = ProducerActivity()
 
     def __repr__(self) -> str:
         a = self.assignment
@@ -292,6 +294,7 @@ class Partition:
                     break
                 # Every batch is recorded, idempotent or not, so the table's position is the log end.
                 self.producers.record(ProducerBatch.from_header(header, info.base_offset))
+                self.producer_activity.seen(header.producer_id, now_ms)
                 out.batch_base_offsets.append(info.base_offset)
                 required = max(required or 0, info.last_offset + 1)
                 appended += len(raw)
@@ -420,8 +423,10 @@ class Partition:
                 return 0
             appended = 0
             if p.records:
-                for info, header in self.log.append_replicated(p.records, now_ms=wall_ms()):
+                now_ms = wall_ms()
+                for info, header in self.log.append_replicated(p.records, now_ms=now_ms):
                     self.producers.record(ProducerBatch.from_header(header, info.base_offset))
+                    self.producer_activity.seen(header.producer_id, now_ms)
                 appended = len(p.records)
             new_hw = min(p.high_watermark, self.log.log_end_offset)
             self.high_watermark = max(self.high_watermark, new_hw)
@@ -453,10 +458,18 @@ class Partition:
 
     # ---- maintenance ----
 
-    def maintenance(self, now_ms: int, compact_due: bool) -> None:
+    def maintenance(self, now_ms: int, compact_due: bool, producer_id_expiration_ms: int) -> int:
+        """Retention or compaction, ISR shrinks, expired acks=all waits, time-based flushes, and forgetting
+        idle producers; returns how many producers this replica still keeps."""
         with self.lock:
             if self.deleted:
-                return
+                return 0
+            expired = self.producer_activity.expired(self.producers.producer_ids(), now_ms,
+                                                     producer_id_expiration_ms)
+            if expired:
+                self.producers.forget(expired)
+                log.info("%r forgot %d producer(s) idle for %d ms or more", self, len(expired),
+                         producer_id_expiration_ms)
             if self._leader is not None and self._leader.active:
                 now = mono_ms()
                 self._apply(self._leader.maybe_shrink_isr(now))
@@ -466,6 +479,7 @@ class Partition:
             elif compact_due:
                 self.log.compact(now_ms)
             self.log.maybe_flush(now_ms)
+            return len(self.producers)
 
     # ---- removal ----
 

@@ -39,13 +39,13 @@ count offsets, not records, so a batch keeps its sequence range after compaction
 Unknown producer with a non-zero sequence. Kafka before 2.5 answered UNKNOWN_PRODUCER_ID here; since
 KIP-360 it accepts any sequence from an unknown producer, because Kafka dropped a producer's state when
 retention deleted its last batch, so a live producer could become unknown through no fault of its own.
-kanal keeps producer state across retention (it lives in snapshots and only expires by time,
-`remove_expired`), so an unknown producer sending sequence N > 0 means its earlier batches are not in
-this log: they were lost (acks=1 and a leader change, an unclean election) or expired. Writing the batch
-would hide that gap, so kanal answers UNKNOWN_PRODUCER_ID. The client tells the cases apart with the
-ProduceResponse's log_start_offset: when it is past the producer's last acknowledged offset, retention
-removed the state and the producer may bump its epoch (InitProducerId with its id and epoch) and restart
-at sequence 0; otherwise acknowledged data is gone and it must report it.
+kanal keeps producer state across retention (it lives in snapshots and is only forgotten after
+`producer_id_expiration_ms` without a batch, ProducerActivity), so an unknown producer sending sequence
+N > 0 means its earlier batches are not in this log, or it was idle long enough to be forgotten. Writing
+the batch would hide a gap, so kanal answers UNKNOWN_PRODUCER_ID. kanal's producer (idempotence only with
+acks=all, so no acknowledged batch can be missing) then moves that partition to a new epoch at sequence 0,
+which is accepted, and sends the batch again (clients/producer.py, `_new_epoch`); it does the same after
+OUT_OF_ORDER_SEQUENCE_NUMBER when a batch before failed for good.
 
 Rebuilding: `ProducerStateTable.rebuild(batches)` replays batches in log order (a broker restart, a new
 leader, a follower that truncated its log): the result equals the table built incrementally. The shell
@@ -102,7 +102,8 @@ class ProducerEntry:
     producer_id: ProducerId
     producer_epoch: ProducerEpoch
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_PER_PRODUCER_MAX))
-    # max_timestamp_ms of its last batch (the producer's clock, as in Kafka), for expiry.
+    # max_timestamp_ms of its last batch (the producer's clock); kept in snapshots. Expiry goes by the
+    # broker's clock instead (ProducerActivity).
     last_timestamp_ms: int = 0
 
     def __eq__(self, other: object) -> bool:
@@ -286,7 +287,7 @@ class ProducerStateTable:
             raise ValueError(f"cannot move the table back from {self._next_offset} to {offset}")
         self._next_offset = Offset(offset)
 
-    # ---- rebuilding and expiry ----
+    # ---- rebuilding and forgetting ----
 
     @classmethod
     def rebuild(cls, batches: Iterable[ProducerBatch], *, start: ProducerStateTable | None = None) -> ProducerStateTable:
@@ -310,13 +311,46 @@ class ProducerStateTable:
         table._next_offset = Offset(next_offset)
         return table
 
-    def remove_expired(self, now_ms: int, producer_id_expiration_ms: int) -> list[ProducerId]:
-        """Forget producers whose last batch is at least `producer_id_expiration_ms` old (Kafka's
-        producer.id.expiration.ms, default one day). This is what bounds the table. Returns the ids
-        removed; a later batch from one of them with sequence != 0 gets UNKNOWN_PRODUCER_ID."""
+    def forget(self, producer_ids: Iterable[int]) -> None:
+        """Drop these producers (expired: see ProducerActivity). A later batch from one of them with
+        sequence != 0 gets UNKNOWN_PRODUCER_ID; one at sequence 0 starts it afresh."""
+        for pid in producer_ids:
+            self._producers.pop(ProducerId(pid), None)
+
+    def producer_ids(self) -> list[ProducerId]:
+        return list(self._producers)
+
+
+class ProducerActivity:
+    """When this replica last stored a batch of each producer, by the broker's clock, and which producers
+    have been idle for `producer_id_expiration_ms` (Kafka's producer.id.expiration.ms): forgetting them is
+    what bounds a partition's ProducerStateTable.
+
+    Why not the batches' own timestamps: a producer may set them to any time, and one replaying last
+    year's data would be forgotten at once and lose deduplication of its retries. Kept beside the table,
+    not in it: the table must equal a replay of the log, which holds no append times. Not in snapshots
+    either: after a restart or a replay, every producer in the table counts as seen then, which can only
+    lengthen its life."""
+
+    def __init__(self) -> None:
+        self._last_seen_ms: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._last_seen_ms)
+
+    def seen(self, producer_id: int, now_ms: int) -> None:
+        if producer_id != NO_PRODUCER_ID:
+            self._last_seen_ms[producer_id] = now_ms
+
+    def expired(self, producer_ids: Iterable[int], now_ms: int, producer_id_expiration_ms: int) -> list[int]:
+        """Of the producers the table holds, those idle for at least `producer_id_expiration_ms`; they are
+        forgotten here too, as is any producer the table no longer holds. One not seen yet (the table was
+        loaded or rebuilt) counts as seen now."""
         if producer_id_expiration_ms < 0:
             raise ValueError(f"producer_id_expiration_ms must be >= 0, got {producer_id_expiration_ms}")
-        expired = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp_ms >= producer_id_expiration_ms]
+        last_seen = {pid: self._last_seen_ms.get(pid, now_ms) for pid in producer_ids}
+        expired = sorted(pid for pid, t in last_seen.items() if now_ms - t >= producer_id_expiration_ms)
         for pid in expired:
-            del self._producers[pid]
-        return sorted(expired)
+            del last_seen[pid]
+        self._last_seen_ms = last_seen
+        return expired

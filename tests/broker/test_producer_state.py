@@ -11,6 +11,7 @@ from kanal.broker.producer_state import (
     BATCHES_PER_PRODUCER_MAX,
     SEQUENCE_MAX,
     Duplicate,
+    ProducerActivity,
     ProducerBatch,
     ProducerStateTable,
     Reject,
@@ -161,15 +162,39 @@ def test_replay_never_rejects_and_follows_the_log():
     assert table.entry(PID).producer_epoch == 1
 
 
-def test_expiry_forgets_idle_producers_by_their_last_batch_time():
+def test_idle_producers_are_forgotten_by_the_brokers_clock_not_their_batch_timestamps():
+    """Expiry counts from when this replica last stored a batch of the producer: one that stamps its
+    batches with last year's time is not forgotten while it keeps producing."""
     p = Producer()
-    p.send(PID, 0, 0, ts=1_000)
+    activity = ProducerActivity()
+    p.send(PID, 0, 0, ts=1)  # an old timestamp, stored at broker time 1,000
+    activity.seen(PID, 1_000)
     p.send(PID + 1, 0, 0, ts=5_000)
-    assert p.table.remove_expired(now_ms=10_999, producer_id_expiration_ms=10_000) == []
-    assert p.table.remove_expired(now_ms=11_000, producer_id_expiration_ms=10_000) == [PID]
+    activity.seen(PID + 1, 5_000)
+    assert activity.expired(p.table.producer_ids(), 10_999, 10_000) == []
+    expired = activity.expired(p.table.producer_ids(), 11_000, 10_000)
+    assert expired == [PID]
+    p.table.forget(expired)
     v = p.table.validate(PID, 0, 1, 0)
     assert isinstance(v, Reject) and v.error == ErrorCode.UNKNOWN_PRODUCER_ID
+    assert p.send(PID, 1, 0) == APPEND  # a new epoch from sequence 0 starts it afresh
     assert p.table.entry(PID + 1) is not None
+
+
+def test_producers_not_seen_since_a_reload_count_as_seen_at_the_first_check():
+    """After a restart or a replay the table holds producers the activity has no time for: they get the
+    full expiry period from then, and producers the table dropped are dropped from the activity too."""
+    p = Producer()
+    p.send(PID, 0, 0)
+    p.send(PID + 1, 0, 0)
+    activity = ProducerActivity()
+    activity.seen(PID + 2, 0)  # a producer the table no longer holds (truncated away)
+    assert activity.expired(p.table.producer_ids(), 50_000, 10_000) == []
+    assert len(activity) == 2
+    assert activity.expired(p.table.producer_ids(), 59_999, 10_000) == []
+    assert activity.expired(p.table.producer_ids(), 60_000, 10_000) == [PID, PID + 1]
+    with pytest.raises(ValueError):
+        activity.expired([], 0, -1)
 
 
 def test_header_helpers_read_the_producer_fields_of_real_batches():

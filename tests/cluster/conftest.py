@@ -31,9 +31,10 @@ def wait_until(condition: Callable[[], object], timeout_s: float, what: str, int
         time.sleep(interval_s)
 
 
-def start_cluster(tmp_path_factory, name: str, brokers: int = 3) -> LocalCluster:
+def start_cluster(tmp_path_factory, name: str, brokers: int = 3,
+                  extra_broker_flags: list[str] | None = None) -> LocalCluster:
     cluster = LocalCluster(tmp_path_factory.mktemp(name), controllers=3, brokers=brokers,
-                           controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS)
+                           controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS + (extra_broker_flags or []))
     cluster.start(timeout_s=90)
     return cluster
 

@@ -19,7 +19,7 @@ from kanal.v1.batch import NewRecord as _NewRecord
 from kanal.v1.batch import build_batch
 from kanal.v1.error import ErrorCode, KanalError
 
-from .conftest import broker_node, check_history, create_topic, partition_info, wait_until
+from .conftest import broker_node, check_history, create_topic, partition_info, start_cluster, wait_until
 from .history import read_topic
 
 pytestmark = pytest.mark.cluster
@@ -189,13 +189,42 @@ def test_idempotent_producer_goes_on_after_a_batch_fails_for_good(cluster):
         [(0, b"first")] + [(i + 1, b"after-%d" % i) for i in range(20)])
 
 
-def purgatory_size(node, kind: str) -> float:
-    """A broker's kanal_fetch_purgatory_size{kind} gauge, from its Prometheus endpoint."""
+def broker_gauge(node, series: str) -> float:
+    """One series of a broker's Prometheus endpoint (name plus labels, as printed); 0 when absent."""
     text = urllib.request.urlopen(f"http://{node.extra['metrics']}/metrics", timeout=5).read().decode()
     for line in text.splitlines():
-        if line.startswith(f'kanal_fetch_purgatory_size{{kind="{kind}"}}'):
+        if line.startswith(series + " "):
             return float(line.split()[-1])
     return 0.0
+
+
+def purgatory_size(node, kind: str) -> float:
+    return broker_gauge(node, f'kanal_fetch_purgatory_size{{kind="{kind}"}}')
+
+
+def test_an_idle_producer_is_forgotten_and_its_next_batch_still_lands(tmp_path_factory):
+    """A broker forgets a producer with no batch for --producer-id-expiration-ms (the
+    kanal_broker_producer_ids gauge falls back to 0): that is what bounds its producer state. The
+    producer's next batch is refused as UNKNOWN_PRODUCER_ID; the producer moves the partition to a new
+    epoch and the batch lands, once, after the earlier ones."""
+    cluster = start_cluster(tmp_path_factory, "expiry", brokers=1,
+                            extra_broker_flags=["--producer-id-expiration-ms", "3000"])
+    try:
+        create_topic(cluster, "idle", partitions=1, replication_factor=1)
+        node = cluster.brokers[0]
+        producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", linger_ms=0))
+        try:
+            assert producer.produce("idle", b"before", partition=0).result(30).offset == 0
+            wait_until(lambda: broker_gauge(node, "kanal_broker_producer_ids") == 1, 30, "the producer to be kept")
+            wait_until(lambda: broker_gauge(node, "kanal_broker_producer_ids") == 0, 30, "the producer to be forgotten")
+            assert producer.produce("idle", b"after", partition=0).result(30).offset == 1
+            assert producer.produce("idle", b"again", partition=0).result(30).offset == 2
+        finally:
+            producer.close()
+        assert [(o, v) for _, o, v in read_topic(cluster, "idle", 1)] == [(0, b"before"), (1, b"after"),
+                                                                           (2, b"again")]
+    finally:
+        cluster.stop()
 
 
 def replica_log_bytes(cluster, broker_id: int, topic: str, partition: int) -> bytes:

@@ -1,0 +1,26 @@
+"""`kanal broker` flags reach BrokerConfig, and values out of bounds stop it with INVALID_CONFIG."""
+
+from __future__ import annotations
+
+import pytest
+
+from kanal.broker.broker_main import parse_args
+from kanal.v1.error import ErrorCode, KanalError
+
+
+def base(tmp_path) -> list[str]:
+    return ["--id", "0", "--listen", "127.0.0.1:1", "--controllers", "127.0.0.1:2", "--data-dir", str(tmp_path)]
+
+
+def test_producer_id_expiration_defaults_to_a_day_and_takes_the_flag(tmp_path):
+    assert parse_args(base(tmp_path)).producer_id_expiration_ms == 86_400_000
+    flag = ["--producer-id-expiration-ms", "5000"]
+    assert parse_args(base(tmp_path) + flag).producer_id_expiration_ms == 5000
+
+
+@pytest.mark.parametrize("value", ["999", "-1", str(11 * 365 * 24 * 3600 * 1000)])
+def test_producer_id_expiration_out_of_bounds_is_invalid_config(tmp_path, value):
+    with pytest.raises(KanalError) as err:
+        parse_args(base(tmp_path) + ["--producer-id-expiration-ms", value])
+    assert err.value.code == ErrorCode.INVALID_CONFIG
+    assert "producer_id_expiration_ms" in err.value.message
