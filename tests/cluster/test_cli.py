@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -10,6 +11,9 @@ import sys
 import time
 
 import pytest
+
+from kanal.clients.producer import Producer
+from kanal.clients.producer_config import ProducerConfig
 
 from .conftest import wait_until
 
@@ -65,7 +69,28 @@ def test_topics_produce_consume_describe(dev):
     for r in records:  # one key, one partition (the murmur3 rule)
         by_key.setdefault(r["key"], set()).add(r["partition"])
     assert all(len(parts) == 1 for parts in by_key.values())
-    assert set(records[0]) >= {"topic", "partition", "offset", "timestamp", "key", "value"}
+    assert set(records[0]) >= {"topic", "partition", "offset", "timestamp", "key", "value", "headers"}
+
+
+def test_consume_json_is_lossless_for_bytes_that_are_not_text(dev):
+    """JSON has no bytes: a key, value or header value that is not UTF-8 comes out as base64 with an
+    `_encoding` field, text with backslashes stays text, and headers are a list, repeats and order kept."""
+    env, home, _ = dev
+    kanal(env, "topics", "create", "cli-binary", "--partitions", "1", "--replication-factor", "1")
+    bootstrap = json.loads((home / "dev.json").read_text())["bootstrap"]
+    with Producer(ProducerConfig(bootstrap=bootstrap, acks="all")) as producer:
+        producer.produce("cli-binary", rb"\x80 is text", key=b"k\xff", partition=0,
+                         headers=[("h", b"\xfe\x00"), ("h", b"plain"), ("n", None)]).result(30)
+        producer.produce("cli-binary", b"\x80\x00\xff", key=None, partition=0).result(30)
+    out = kanal(env, "consume", "cli-binary", "--from-beginning", "--max-messages", "2", "--output", "json").stdout
+    text, binary = [json.loads(line) for line in out.splitlines()]
+    assert text["value"] == "\\x80 is text" and "value_encoding" not in text
+    assert base64.b64decode(text["key"]) == b"k\xff" and text["key_encoding"] == "base64"
+    assert text["headers"] == [
+        {"key": "h", "value": base64.b64encode(b"\xfe\x00").decode(), "value_encoding": "base64"},
+        {"key": "h", "value": "plain"}, {"key": "n", "value": None}]
+    assert base64.b64decode(binary["value"]) == b"\x80\x00\xff" and binary["value_encoding"] == "base64"
+    assert binary["key"] is None and binary["headers"] == []
 
 
 def test_cluster_and_configs(dev):
