@@ -462,43 +462,42 @@ class Producer:
     def _encode(self, batch: ProducerBatch) -> None:
         """The batch's producer bytes, made on its first send (the records were encoded as they came), as
         the pieces that join to them: the request is written around them with one copy."""
-        if batch.encoded is not None and not batch.resequence:
-            return
+        idempotent = self.config.enable_idempotence
+        key = (batch.topic, batch.partition)
+        epoch = self._epochs.get(key, self._producer_epoch) if idempotent else 0
+        if batch.encoded is not None and batch.producer_epoch == epoch:
+            return  # a retry resends the same bytes; one from an older epoch takes new sequences (_new_epoch)
         n = batch.record_count
-        if self.config.enable_idempotence:
-            key = (batch.topic, batch.partition)
+        if idempotent:
             batch.producer_id = self._producer_id
-            batch.producer_epoch = self._epochs.get(key, self._producer_epoch)
+            batch.producer_epoch = epoch
             batch.base_sequence = self._sequences[key]
             self._sequences[key] = (batch.base_sequence + n) % (1 << 31)
         fields = {"record_count": n, "last_offset_delta": n - 1, "first_timestamp_ms": batch.first_timestamp_ms,
                   "max_timestamp_ms": batch.max_timestamp_ms, "codec": self.config.codec,
                   "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
-                  "base_sequence": batch.base_sequence if self.config.enable_idempotence else 0}
+                  "base_sequence": batch.base_sequence if idempotent else 0}
         if batch.encoded is None:
             batch.encoded = encode_batch_parts(batch.record_list(), **fields)
         else:  # moved to a new epoch (_new_epoch): the records were taken and compressed at the first send
             batch.encoded = frame_batch_parts(batch.encoded[1], **fields)
-            batch.resequence = False
 
-    def _new_epoch(self, key: tuple[str, int], batches: list[ProducerBatch]) -> bool:
-        """Start the partition over at sequence 0 in the next epoch, and have `batches` (its batches that
-        hold sequence numbers and are still to be sent, in order) take new ones on their next send.
+    def _new_epoch(self, key: tuple[str, int]) -> bool:
+        """Start the partition over at sequence 0 in the next epoch. Its batches that already hold
+        sequence numbers (those of its one call in flight, requeued together on a retry) carry the old
+        epoch, so _encode gives them new ones, in order, on their next send.
 
         Why: a batch that took sequence numbers and then failed for good leaves a hole before the next
         batch's sequence, and the broker refuses every later batch of the partition as out of order. A
         newer epoch starting at sequence 0 is accepted whatever came before (broker/producer_state.py),
         as Kafka's idempotent producer does since KIP-360. Only this partition moves: the broker keeps
-        the epoch per producer and partition. The sequenced batches of a partition are always the ones
-        of its one call in flight (a retry requeues them together), so `batches` is all of them.
-        False, changing nothing, when the epoch (int32 on the wire) is spent."""
+        the epoch per producer and partition. False, changing nothing, when the epoch (int32 on the
+        wire) is spent."""
         epoch = self._epochs.get(key, self._producer_epoch)
         if epoch >= _EPOCH_MAX:
             return False
         self._epochs[key] = epoch + 1
         self._sequences[key] = 0
-        for batch in batches:
-            batch.resequence = batch.encoded is not None
         return True
 
     def _on_reply(self, reply: broker_pb2.ProduceResponse | None, exc: grpc.RpcError | None, endpoint: str,
@@ -561,7 +560,7 @@ class Producer:
         head, retry = rest[0], rest[1:]
         sequenced = self.config.enable_idempotence and head.encoded is not None
         if (sequenced and error.code in _SEQUENCE_ERRORS and head.base_sequence != 0
-                and now < head.deadline_s and self._new_epoch(key, rest)):
+                and now < head.deadline_s and self._new_epoch(key)):
             # Refused, so not stored: the hole is before it (an earlier batch that failed for good with its
             # outcome unknown, or producer state the broker no longer has). It goes again first in the new
             # epoch, at sequence 0; a batch refused at sequence 0 has no hole before it and fails below.
@@ -577,7 +576,7 @@ class Producer:
                 # UNKNOWN_SERVER_ERROR says nothing), so the later batches keep their sequences and are
                 # deduplicated if it was stored; should it be missing, the next batch is refused as out
                 # of order and takes the branch above.
-                self._new_epoch(key, retry)
+                self._new_epoch(key)
         if retry:
             self._accumulator.requeue_all(retry, now + self.config.retry_backoff_ms / 1000 if retriable else now)
         else:

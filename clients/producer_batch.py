@@ -158,7 +158,6 @@ class ProducerBatch:
         "producer_epoch",
         "producer_id",
         "records",
-        "resequence",
         "retry_at_s",
         "topic",
     )
@@ -180,7 +179,6 @@ class ProducerBatch:
         self.base_sequence = -1
         self.producer_id = 0
         self.producer_epoch = 0
-        self.resequence = False  # encoded, but to be sent with new sequence numbers (Producer._new_epoch)
         self.attempts = 0
         self.retry_at_s = 0.0
         self.deadline_s = deadline_s
