@@ -24,7 +24,6 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from kanal.broker.config import BrokerConfig, parse_endpoint
@@ -38,6 +37,7 @@ from kanal.broker.producer_ids import ProducerIdManager
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.service import BrokerService
 from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1.server_reflection import enable_reflection
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name
@@ -122,7 +122,7 @@ class BrokerServer:
         server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options)
         broker_pb2_grpc.add_BrokerServicer_to_server(BrokerService(self), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection((SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME), server)
+        enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         if server.add_insecure_port(self.config.listen) == 0:
             raise OSError(f"cannot listen on {self.config.listen}")

@@ -203,3 +203,27 @@ def test_a_fetch_claiming_a_replica_id_with_the_wrong_broker_epoch_is_refused(cl
             node.resume()
     wait_until(lambda: stub.Fetch(fetch_request("forged-follower", 0, 0), timeout=10).topics[0].partitions[0]
                .high_watermark == 1, 30, "the real followers to replicate the record")
+
+
+@pytest.mark.parametrize("version", ["v1", "v1alpha"])
+def test_server_reflection_v1_and_v1alpha_on_brokers_and_controllers(cluster, version):
+    """Tools discover the services by reflection: current ones speak grpc.reflection.v1, older ones
+    v1alpha. Both list the services and return the file that defines kanal.v1.Broker / Controller."""
+    from google.protobuf import descriptor_pb2
+    from grpc_reflection.v1alpha import reflection_pb2
+
+    method = f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo"
+    for node, service in ((cluster.brokers[0], "kanal.v1.Broker"), (cluster.controllers[0], "kanal.v1.Controller")):
+        with grpc.insecure_channel(node.endpoint) as channel:
+            call = channel.stream_stream(method, request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+                                         response_deserializer=reflection_pb2.ServerReflectionResponse.FromString)
+            listed, described = call(iter([
+                reflection_pb2.ServerReflectionRequest(list_services=""),
+                reflection_pb2.ServerReflectionRequest(file_containing_symbol=service),
+            ]), timeout=10)
+        names = {s.name for s in listed.list_services_response.service}
+        assert {service, "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+                "grpc.reflection.v1alpha.ServerReflection"} <= names
+        files = [descriptor_pb2.FileDescriptorProto.FromString(b)
+                 for b in described.file_descriptor_response.file_descriptor_proto]
+        assert any(s.name == service.rsplit(".", 1)[1] for f in files for s in f.service)
