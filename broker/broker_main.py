@@ -38,6 +38,8 @@ def parse_args(argv: list[str]) -> BrokerConfig:
                    help="offsets.retention.check.interval.ms")
     p.add_argument("--producer-id-expiration-ms", type=int, default=86_400_000,
                    help="a producer with no batch for this long is forgotten (producer.id.expiration.ms)")
+    p.add_argument("--produce-timeout-ms-default", type=int, default=30_000,
+                   help="acks=all wait of a Produce whose timeout_ms is 0 (request.timeout.ms)")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
@@ -55,6 +57,7 @@ def parse_args(argv: list[str]) -> BrokerConfig:
         offsets_retention_ms=args.offsets_retention_ms,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
+        produce_timeout_ms_default=args.produce_timeout_ms_default,
     )
 
 

@@ -47,8 +47,13 @@ class BrokerConfig:
     metadata_fetch_wait_ms_max: int = 500
     # How long a call to the controller may take before it is retried elsewhere.
     controller_request_timeout_ms: int = 5000
-    # Threads serving gRPC calls (long polls hold one each).
+    # Threads serving the gRPC calls that may block on I/O elsewhere (admin calls forwarded to the
+    # controller, group calls, InitProducerId). Produce and Fetch run on the server's event loop and a
+    # waiting one (acks=all, long poll) holds no thread.
     request_threads: int = 32
+    # The acks=all wait of a Produce that leaves timeout_ms at 0 (proto3's default): Kafka's
+    # request.timeout.ms.
+    produce_timeout_ms_default: int = 30_000
     # Upper bound on one fetch response, over all partitions.
     fetch_response_bytes_max: int = 50 << 20
     # Upper bound on how long a consumer long poll may wait.
@@ -95,6 +100,7 @@ class BrokerConfig:
         _check(10 <= self.metadata_fetch_wait_ms_max <= 10_000, "metadata_fetch_wait_ms_max must be in [10, 10000]")
         _check(100 <= self.controller_request_timeout_ms <= 120_000, "controller_request_timeout_ms out of bounds")
         _check(4 <= self.request_threads <= 1024, "request_threads must be in [4, 1024]")
+        _check(1 <= self.produce_timeout_ms_default <= 300_000, "produce_timeout_ms_default must be in [1, 300000]")
         _check(1 << 10 <= self.fetch_response_bytes_max <= 1 << 30, "fetch_response_bytes_max out of bounds")
         _check(self.grpc_message_bytes_max >= self.fetch_response_bytes_max + (1 << 20),
                "grpc_message_bytes_max must hold a whole fetch response")

@@ -62,17 +62,33 @@ _WRITE_LOCK_STRIPES = 64
 
 
 class _Call:
-    """A parked JoinGroup or SyncGroup: the token the state machine hands back in a Reply."""
+    """A parked JoinGroup or SyncGroup: the token the state machine hands back in a Reply. Completed once,
+    from whichever thread runs the effect that answers it; the gRPC service awaits it on its event loop
+    (add_done_callback) and holds no thread meanwhile, a blocking caller waits on the event."""
 
-    __slots__ = ("_done", "response")
+    __slots__ = ("_callbacks", "_done", "_lock", "response")
 
     def __init__(self) -> None:
         self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[object], None]] = []
         self.response = None
 
     def complete(self, response) -> None:
-        self.response = response
-        self._done.set()
+        with self._lock:
+            self.response = response
+            self._done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(response)
+
+    def add_done_callback(self, callback: Callable[[object], None]) -> None:
+        """`callback(response)` once completed (at once when it already is)."""
+        with self._lock:
+            if not self._done.is_set():
+                self._callbacks.append(callback)
+                return
+        callback(self.response)
 
     def wait(self, timeout_s: float):
         self._done.wait(timeout_s)
@@ -243,6 +259,11 @@ class GroupCoordinator:
     # ---- membership ----
 
     def join(self, req: broker_pb2.JoinGroupRequest, client_host: str) -> broker_pb2.JoinGroupResponse:
+        call, wait_s = self.start_join(req, client_host)
+        return call.wait(wait_s) or join_timed_out()
+
+    def start_join(self, req: broker_pb2.JoinGroupRequest, client_host: str) -> tuple[_Call, float]:
+        """Admit a JoinGroup; returns the parked call and how long it may wait (join_timed_out after)."""
         call = _Call()
         with self._lock:
             p = self._require_owned(req.group_id)
@@ -250,11 +271,14 @@ class GroupCoordinator:
             new_id = f"{req.client_id or 'member'}-{uuid.uuid4()}"
             effects = group.join(call, req, client_host, _now_ms(), new_id)
         self._execute(p, effects)
-        wait_s = req.rebalance_timeout_ms / 1000 + _CALL_MARGIN_S
-        return call.wait(wait_s) or broker_pb2.JoinGroupResponse(
-            error=ErrorCode.REBALANCE_IN_PROGRESS, error_message="join did not complete in time: rejoin")
+        return call, req.rebalance_timeout_ms / 1000 + _CALL_MARGIN_S
 
     def sync(self, req: broker_pb2.SyncGroupRequest) -> broker_pb2.SyncGroupResponse:
+        call, wait_s = self.start_sync(req)
+        return call.wait(wait_s) or sync_timed_out()
+
+    def start_sync(self, req: broker_pb2.SyncGroupRequest) -> tuple[_Call, float]:
+        """Admit a SyncGroup; returns the parked call and how long it may wait (sync_timed_out after)."""
         call = _Call()
         with self._lock:
             p = self._require_owned(req.group_id)
@@ -266,8 +290,7 @@ class GroupCoordinator:
             wait_s = max((m.session_timeout_ms + m.rebalance_timeout_ms for m in group.members.values()),
                          default=0) / 1000 + _CALL_MARGIN_S
         self._execute(p, effects)
-        return call.wait(wait_s) or broker_pb2.SyncGroupResponse(
-            error=ErrorCode.REBALANCE_IN_PROGRESS, error_message="sync did not complete in time: rejoin")
+        return call, wait_s
 
     def heartbeat(self, req: broker_pb2.HeartbeatRequest) -> broker_pb2.HeartbeatResponse:
         with self._lock:
@@ -325,7 +348,7 @@ class GroupCoordinator:
         request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=self._write_timeout_ms)
         request.topics.add(topic=CONSUMER_OFFSETS_TOPIC).partitions.add(
             partition=p, batches=[batch_of(records, _now_ms())])
-        result = self._replicas.produce(request).topics[0].partitions[0]
+        result = self._replicas.produce(request, internal=True).topics[0].partitions[0]
         if result.error == ErrorCode.NONE:
             return
         if result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
@@ -604,6 +627,16 @@ class GroupCoordinator:
         self._loader.shutdown(wait=False, cancel_futures=True)
         for channel in self._channels:
             channel.close()
+
+
+def join_timed_out() -> broker_pb2.JoinGroupResponse:
+    return broker_pb2.JoinGroupResponse(error=ErrorCode.REBALANCE_IN_PROGRESS,
+                                        error_message="join did not complete in time: rejoin")
+
+
+def sync_timed_out() -> broker_pb2.SyncGroupResponse:
+    return broker_pb2.SyncGroupResponse(error=ErrorCode.REBALANCE_IN_PROGRESS,
+                                        error_message="sync did not complete in time: rejoin")
 
 
 def _next_offset(data: bytes) -> int:

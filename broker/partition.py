@@ -10,10 +10,11 @@ This class is the shell around those cores: it owns the lock, the Log, the clock
 Times: `now_ms` (wall clock) stamps appends and drives retention; `mono_ms` (monotonic) drives the
 replication core, which must never see time go backwards.
 
-One lock per partition serialises its log and state; `changed` (a Condition on it) wakes acks=all
-producers when their produce completes.
+One lock per partition serialises its log and state. An acks=all produce registers its wait in the
+same critical section as its append and is answered through a callback when the replication core
+completes it (Kafka's produce purgatory): no thread waits for it.
 
-Long-poll fetches wait on their own `threading.Event`, registered here (under the lock, in the same
+Long-poll fetches park with a waiter of their own (fetch_call.py), registered here (under the lock, in the same
 critical section as their read, so no change between the read and the wait is missed) in one of two
 sets: followers wake when the log end moves, consumers when the high-water mark moves. Only the polls
 that can answer are woken: one broker-wide condition woke every poll on every append and HW move, and on
@@ -28,6 +29,7 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,6 +57,7 @@ from kanal.v1.batch import scan_batch
 from kanal.v1.error import ErrorCode, KanalError
 
 if TYPE_CHECKING:
+    from kanal.broker.fetch_call import Waiter
     from kanal.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -94,7 +97,6 @@ class Partition:
         self.manager = manager
         self.log = Log.open(directory, config)
         self.lock = threading.RLock()
-        self.changed = threading.Condition(self.lock)
         self.role: str | None = None
         self.assignment: Assignment | None = None
         self.high_watermark = 0
@@ -103,9 +105,10 @@ class Partition:
         self._leader: LeaderState | None = None
         self._ineligible: set[int] = set()
         self._last_proposal = None
-        self._completions: dict[int, int] = {}
-        self._log_end_waiters: set[threading.Event] = set()  # follower long polls: wake on appends
-        self._high_watermark_waiters: set[threading.Event] = set()  # consumer long polls: wake on HW moves
+        # acks=all waits by request id: called once with the ErrorCode when the core completes them.
+        self._on_replicated: dict[int, Callable[[int], None]] = {}
+        self._log_end_waiters: set[Waiter] = set()  # follower long polls: wake on appends
+        self._high_watermark_waiters: set[Waiter] = set()  # consumer long polls: wake on HW moves
         self.producers = self._replay_producer_state()
         self.producer_activity = ProducerActivity()
 
@@ -164,6 +167,7 @@ class Partition:
                     replicas=assignment.replicas, isr=assignment.isr, leader=assignment.leader,
                     leader_epoch=assignment.leader_epoch, partition_epoch=assignment.partition_epoch, now_ms=now)
             else:
+                self._resign()  # an older leadership's waits end here, never carried into this one
                 self._leader = LeaderState(
                     topic=self.topic, partition=self.partition_id, leader_id=self.broker_id,
                     replicas=assignment.replicas, isr=assignment.isr, leader_epoch=assignment.leader_epoch,
@@ -202,7 +206,6 @@ class Partition:
             self._resign()
             self.role = FOLLOWER
             self.assignment = assignment
-            self.changed.notify_all()
             self._wake_all()
 
     def _resign(self) -> None:
@@ -218,9 +221,9 @@ class Partition:
             self.high_watermark = effects.high_watermark
             self._wake(self._high_watermark_waiters)
         for completion in effects.completed:
-            self._completions[completion.request_id] = completion.error
-        if effects.completed:
-            self.changed.notify_all()
+            callback = self._on_replicated.pop(completion.request_id, None)
+            if callback is not None:
+                callback(completion.error)
         if effects.isr is not None and self.assignment is not None:
             old = set(self.assignment.isr)
             if len(effects.isr) < len(old):
@@ -261,15 +264,27 @@ class Partition:
     # ---- produce ----
 
     def append_as_leader(self, batches: list[bytes], acks: int, now_ms: int,
-                         out: broker_pb2.ProduceResponse.PartitionResult) -> tuple[int | None, KanalError | None]:
-        """Append producer batches in order; returns the offset the HW must reach for acks=all, and the
-        error of a batch refused after others of the request were stored (None when all were). A batch
-        refused first raises, with nothing stored. `out` gets each stored batch's base offset: a
-        producer sending several batches of a partition in one request learns which of them are stored
-        and retries only the rest (in order, so nothing is reordered or stored twice)."""
+                         out: broker_pb2.ProduceResponse.PartitionResult, *, timeout_ms: int = 0,
+                         on_replicated: Callable[[int], None] | None = None
+                         ) -> tuple[KanalError | None, int | None]:
+        """Append producer batches in order; returns the error of a batch refused after others of the
+        request were stored (None when all were), and the id of the acks=all wait registered (None when
+        none was). A batch refused first raises, with nothing stored.
+        `out` gets each stored batch's base offset: a producer sending several batches of a partition in
+        one request learns which of them are stored and retries only the rest (in order, so nothing is
+        reordered or stored twice).
+
+        acks=all: the wait for the high-water mark is registered here, in the same critical section as
+        the append, with the leadership (LeaderState) that appended: `on_replicated(error)` is called
+        exactly once, from whichever thread completes it (an HW move, `expire_produces`, or a
+        resignation, which answers NOT_LEADER_OR_FOLLOWER: a later leadership of this broker, after a
+        truncation, can never acknowledge offsets this one appended). It may be called before this
+        returns and is called with the partition's lock held: it must only hand the result on."""
         with self.lock:
             leader = self.require_leader()
             if acks == -1:
+                if on_replicated is None:
+                    raise ValueError("acks=all needs on_replicated")
                 leader.check_acks_all(self.min_insync_replicas)
             required = None
             appended = 0
@@ -305,33 +320,29 @@ class Partition:
                 self._apply(leader.on_leader_append(self.log.log_end_offset, mono_ms()))
             out.base_offset = out.batch_base_offsets[0] if out.batch_base_offsets else -1
             out.log_start_offset = self.log.log_start_offset
-            return (required if acks == -1 else None), refused
+            if acks == -1 and required is not None and on_replicated is not None:
+                request_id = next(_request_ids)
+                self._on_replicated[request_id] = on_replicated
+                self._apply(leader.add_pending_produce(request_id, required, self.min_insync_replicas,
+                                                       max(0, timeout_ms), mono_ms()))
+                return refused, request_id
+            return refused, None
 
-    def wait_replicated(self, required: int, deadline: float) -> None:
-        """Block until the HW reaches `required` (acks=all); raises the produce's failure."""
+    def time_out_produce(self, request_id: int) -> None:
+        """The shell's timer for one acks=all wait reached its deadline: the core answers every wait whose
+        deadline passed with REQUEST_TIMED_OUT, and this one is answered so too if it is still open (the
+        core's deadline is in whole milliseconds; and it must never stay open for ever)."""
         with self.lock:
-            leader = self.require_leader()
-            request_id = next(_request_ids)
-            timeout_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            self._apply(leader.add_pending_produce(request_id, required, self.min_insync_replicas, timeout_ms,
-                                                   mono_ms()))
-            while request_id not in self._completions:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    if self._leader is not None and self._leader.active:
-                        self._apply(self._leader.expire(mono_ms()))
-                    if request_id not in self._completions:
-                        self.changed.wait(0.01)  # the core completes it on the next expire
-                    continue
-                self.changed.wait(remaining)
-            error = self._completions.pop(request_id)
-        if error != ErrorCode.NONE:
-            raise KanalError(error, f"{self.name}: acks=all produce up to {required} did not complete")
+            if self._leader is not None and self._leader.active:
+                self._apply(self._leader.expire(mono_ms()))
+            callback = self._on_replicated.pop(request_id, None)
+        if callback is not None:
+            callback(ErrorCode.REQUEST_TIMED_OUT)
 
     # ---- fetch ----
 
     def read_for_consumer(self, preq, bytes_max: int, out: broker_pb2.FetchResponse.PartitionData,
-                          waiter: threading.Event | None = None) -> int:
+                          waiter: Waiter | None = None) -> int:
         """Read below the HW. With `waiter`, it is set when the HW next moves (or the role changes) until
         `remove_waiter`; registered before the read, under the lock, so no move after the read is missed."""
         with self.lock:
@@ -344,7 +355,7 @@ class Partition:
         return len(data)
 
     def read_for_follower(self, replica_id: int, preq, bytes_max: int, out: broker_pb2.FetchResponse.PartitionData,
-                          waiter: threading.Event | None = None) -> int:
+                          waiter: Waiter | None = None) -> int:
         """Read up to the log end for a follower (recording its fetch offset). With `waiter`, it is set
         when the log end next moves (or the role changes), as in read_for_consumer."""
         with self.lock:
@@ -368,7 +379,7 @@ class Partition:
         out.records = data
         return len(data)
 
-    def remove_waiter(self, waiter: threading.Event) -> None:
+    def remove_waiter(self, waiter: Waiter) -> None:
         """A long poll that registered `waiter` in a read has ended."""
         with self.lock:
             self._log_end_waiters.discard(waiter)
@@ -384,7 +395,7 @@ class Partition:
         self._wake(self._high_watermark_waiters)
 
     @staticmethod
-    def _wake(waiters: set[threading.Event]) -> None:
+    def _wake(waiters: set[Waiter]) -> None:
         for waiter in waiters:
             waiter.set()
 
@@ -490,7 +501,6 @@ class Partition:
             self.role = None
             self.log.close()
             shutil.rmtree(self.directory, ignore_errors=True)
-            self.changed.notify_all()
             self._wake_all()
 
     def close(self) -> None:

@@ -17,14 +17,17 @@ from pathlib import Path
 
 from kanal.broker.config import BrokerConfig
 from kanal.broker.controller_client import ControllerClient
+from kanal.broker.fetch_call import FetchCall, Waiter
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.partition import FOLLOWER, LEADER, Assignment, Partition
+from kanal.broker.produce_call import ProduceCall, ProduceWait
 from kanal.broker.replica_fetcher import ReplicaFetcher
 from kanal.broker.storage.log_config import LogConfig
 from kanal.metadata import MetadataImage, topic_config_texts
 from kanal.metadata.topic_config import effective_topic_configs
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.topic_name import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
 
@@ -168,36 +171,49 @@ class ReplicaManager:
 
     # ---- produce ----
 
-    def produce(self, request: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:
+    def begin_produce(self, request: broker_pb2.ProduceRequest, notify: Callable[[], None], *,
+                      internal: bool = False) -> ProduceCall:
+        """Append every partition of a Produce and register its acks=all waits; nothing waits here.
+        `notify` is called (from any thread) each time one of the waits is answered; the caller then
+        checks `done` and `finish`es the reply (produce_call.py). Client calls may not write to
+        internal topics (`internal` is the group coordinator's own writes)."""
         if request.acks not in (0, 1, ACKS_ALL):
             raise KanalError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1 (all), got {request.acks}")
-        timeout_ms = min(max(request.timeout_ms, 0), _PRODUCE_TIMEOUT_MS_MAX)
-        reply = broker_pb2.ProduceResponse()
-        waits = []
+        if request.timeout_ms < 0:
+            raise KanalError(ErrorCode.INVALID_REQUEST, f"timeout_ms must be >= 0 (0: the broker's default "
+                                                        f"{self.config.produce_timeout_ms_default}), got "
+                                                        f"{request.timeout_ms}")
+        timeout_ms = min(request.timeout_ms or self.config.produce_timeout_ms_default, _PRODUCE_TIMEOUT_MS_MAX)
+        call = ProduceCall(broker_pb2.ProduceResponse(), time.monotonic() + timeout_ms / 1000,
+                           self._set_produce_error)
         now_ms = int(time.time() * 1000)
         for topic_data in request.topics:
-            out_topic = reply.topics.add(topic=topic_data.topic)
+            out_topic = call.reply.topics.add(topic=topic_data.topic)
             for data in topic_data.partitions:
                 out = out_topic.partitions.add(partition=data.partition)
                 try:
+                    if not internal and topic_data.topic in INTERNAL_TOPICS:
+                        raise KanalError(ErrorCode.INVALID_TOPIC, f"{topic_data.topic} is an internal topic: "
+                                                                  "only kanal itself writes to it")
                     part = self.partition(topic_data.topic, data.partition)
                     if not data.batches:
                         raise KanalError(ErrorCode.INVALID_REQUEST, "no batches")
-                    required, refused = part.append_as_leader(list(data.batches), request.acks, now_ms, out)
+                    wait = ProduceWait(part, out, notify)
+                    refused, wait.request_id = part.append_as_leader(
+                        list(data.batches), request.acks, now_ms, out, timeout_ms=timeout_ms,
+                        on_replicated=wait.answered if request.acks == ACKS_ALL else None)
                     if refused is not None:  # the batches before it are stored: their offsets stay in `out`
                         self._set_produce_error(out, topic_data.topic, data.partition, refused)
-                    if request.acks == ACKS_ALL and required is not None:
-                        waits.append((part, required, out))
+                    if wait.request_id is not None:
+                        call.waits.append(wait)
                 except KanalError as exc:
                     self._set_produce_error(out, topic_data.topic, data.partition, exc)
-        deadline = time.monotonic() + timeout_ms / 1000
-        for part, required, out in waits:
-            try:
-                part.wait_replicated(required, deadline)
-            except KanalError as exc:
-                del out.batch_base_offsets[:]  # not acknowledged: the producer retries every batch
-                self._set_produce_error(out, part.topic, part.partition_id, exc)
-        return reply
+        return call
+
+    def produce(self, request: broker_pb2.ProduceRequest, *, internal: bool = False) -> broker_pb2.ProduceResponse:
+        """A Produce answered on the caller's thread, which waits (the group coordinator's writes)."""
+        woken = threading.Event()
+        return self.begin_produce(request, woken.set, internal=internal).wait_on_thread(woken)
 
     def _set_produce_error(self, out, topic: str, partition_id: int, exc: KanalError) -> None:
         out.error = exc.code
@@ -208,69 +224,31 @@ class ReplicaManager:
 
     # ---- fetch ----
 
+    def begin_fetch(self, request: broker_pb2.FetchRequest, waiter: Waiter | None) -> FetchCall:
+        """A Fetch and its long poll (fetch_call.py); STALE_BROKER_EPOCH for a follower that is not the
+        registered, unfenced broker it claims to be."""
+        return FetchCall(self, request, waiter, self._image)
+
     def fetch(self, request: broker_pb2.FetchRequest, is_active: Callable[[], bool] = lambda: True,
               on_call_end: Callable[[Callable[[], None]], object] | None = None) -> broker_pb2.FetchResponse:
-        """Read every requested partition; with too little data (below min_bytes) and no error, wait for
-        one of them to change (its log end for a follower, its HW for a consumer) up to max_wait_ms.
-        `on_call_end` (gRPC's `context.add_callback`) lets a cancelled call end its wait at once, freeing
-        its request thread (a replica fetcher cancels its poll when it follows a new partition)."""
-        is_follower = request.replica_id >= 0
-        wait_s = min(max(request.max_wait_ms, 0), self.config.fetch_wait_ms_max) / 1000
-        deadline = time.monotonic() + wait_s
-        bytes_max = min(request.max_bytes or self.config.fetch_response_bytes_max, self.config.fetch_response_bytes_max)
-        # Set by the partitions read when they change; cleared before each read, so a change after the
-        # read (registered under the partition's lock) is never missed. None: no waiting at all.
-        waiter = threading.Event() if wait_s > 0 else None
-        if waiter is not None and on_call_end is not None:
-            on_call_end(waiter.set)  # the loop then sees is_active() False and returns
-        registered: dict[int, Partition] = {}
+        """A Fetch answered on the caller's thread, which waits (tests and tools; the broker's gRPC
+        service drives FetchCall on its event loop instead). `on_call_end` (gRPC's
+        `context.add_callback`) lets a cancelled call end its wait at once."""
+        woken = threading.Event()
+        call = self.begin_fetch(request, woken)
+        if on_call_end is not None:
+            on_call_end(woken.set)  # the loop then sees is_active() False and returns
+        purgatory = self._metrics.fetch_purgatory.labels(call.kind)
         try:
-            while True:
-                if waiter is not None:
-                    waiter.clear()
-                reply, total = self._fetch_once(request, is_follower, bytes_max, waiter, registered)
-                if total >= max(request.min_bytes, 1) or not is_active():
-                    break
-                if any(p.error for t in reply.topics for p in t.partitions):
-                    break
-                remaining = deadline - time.monotonic()
-                if waiter is None or remaining <= 0:
-                    break
-                purgatory = self._metrics.fetch_purgatory.labels("follower" if is_follower else "consumer")
+            while not call.read() and is_active():
                 purgatory.inc()
                 try:
-                    waiter.wait(remaining)
+                    woken.wait(call.remaining_s())
                 finally:
                     purgatory.dec()
         finally:
-            for part in registered.values():
-                part.remove_waiter(waiter)
-        if not is_follower:
-            self._metrics.bytes_out.inc(total)
-        return reply
-
-    def _fetch_once(self, request: broker_pb2.FetchRequest, is_follower: bool, bytes_max: int,
-                    waiter: threading.Event | None, registered: dict[int, Partition]
-                    ) -> tuple[broker_pb2.FetchResponse, int]:
-        reply = broker_pb2.FetchResponse()
-        total = 0
-        for topic_req in request.topics:
-            out_topic = reply.topics.add(topic=topic_req.topic)
-            for preq in topic_req.partitions:
-                out = out_topic.partitions.add(partition=preq.partition, diverging_epoch=-1)
-                try:
-                    part = self.partition(topic_req.topic, preq.partition)
-                    if waiter is not None:
-                        registered[id(part)] = part
-                    budget = max(1, min(preq.max_bytes or bytes_max, bytes_max - total))
-                    if is_follower:
-                        total += part.read_for_follower(request.replica_id, preq, budget, out, waiter)
-                    else:
-                        total += part.read_for_consumer(preq, budget, out, waiter)
-                except KanalError as exc:
-                    out.error = exc.code
-                    out.error_message = exc.message
-        return reply, total
+            call.close()
+        return call.reply
 
     # ---- list offsets ----
 

@@ -1,7 +1,9 @@
 """BrokerServer: one broker process's parts wired together, started and stopped in order.
 
-Threads: the gRPC pool (request_threads; long polls hold one each), the metadata follower, the
-heartbeat loop, the log-maintenance loop, and one replica fetcher per leader this broker follows. State
+Threads: the gRPC server's event loop (Produce, Fetch, Metadata, ListOffsets, and every parked call:
+see service.py), its pool of `request_threads` for calls that may block elsewhere, the metadata
+follower, the heartbeat loop, the log-maintenance loop, and one replica fetcher per leader this broker
+follows. State
 lives in the replica manager (per-partition locks) and the metadata image (swapped whole, read without
 locks).
 
@@ -13,6 +15,7 @@ serving, stop threads, close logs cleanly.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -21,7 +24,6 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from kanal.broker.config import BrokerConfig, parse_endpoint
@@ -35,6 +37,7 @@ from kanal.broker.producer_ids import ProducerIdManager
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.service import BrokerService
 from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1.server_reflection import enable_reflection
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name
@@ -46,9 +49,14 @@ class BrokerServer:
         self.metrics = BrokerMetrics()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._grpc: grpc.Server | None = None
+        self._grpc: grpc.aio.Server | None = None
         self._metrics_server = None
-        self.health = health.HealthServicer()
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
+        self._request_pool = futures.ThreadPoolExecutor(max_workers=config.request_threads,
+                                                        thread_name_prefix="grpc-request")
+        self._loop.set_default_executor(self._request_pool)
+        self.health = health.aio.HealthServicer()
         Path(config.data_dir).mkdir(parents=True, exist_ok=True)
         self.controllers = ControllerClient(
             [f"{h}:{p}" for h, p in config.controller_endpoints],
@@ -91,19 +99,8 @@ class BrokerServer:
         self.groups.reconcile(new)  # after the replicas: a partition it now leads is ready to be loaded
 
     def start(self, *, register_timeout_s: float = 60.0) -> None:
-        options = [("grpc.max_receive_message_length", self.config.grpc_message_bytes_max),
-                   ("grpc.max_send_message_length", self.config.grpc_message_bytes_max),
-                   ("grpc.so_reuseport", 0)]
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self.config.request_threads), options=options)
-        broker_pb2_grpc.add_BrokerServicer_to_server(BrokerService(self), server)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection((SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME), server)
-        self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
-        if server.add_insecure_port(self.config.listen) == 0:
-            raise OSError(f"cannot listen on {self.config.listen}")
-        server.start()
-        self._grpc = server
+        self._loop_thread.start()
+        self._on_loop(self._start_grpc())
         if self.config.metrics_listen:
             host, port = parse_endpoint(self.config.metrics_listen)
             self._metrics_server, _ = start_http_server(port, addr=host, registry=self.metrics.registry)
@@ -113,6 +110,28 @@ class BrokerServer:
         self._spawn("log-maintenance", self._maintenance)
         self._spawn("group-coordinator", self.groups.run)
         self._spawn("readiness", self._wait_ready)
+
+    def _on_loop(self, coroutine, timeout_s: float = 30.0):
+        """Run a coroutine on the server's event loop from another thread and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout_s)
+
+    async def _start_grpc(self) -> None:
+        options = [("grpc.max_receive_message_length", self.config.grpc_message_bytes_max),
+                   ("grpc.max_send_message_length", self.config.grpc_message_bytes_max),
+                   ("grpc.so_reuseport", 0)]
+        server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options)
+        broker_pb2_grpc.add_BrokerServicer_to_server(BrokerService(self), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        if server.add_insecure_port(self.config.listen) == 0:
+            raise OSError(f"cannot listen on {self.config.listen}")
+        await server.start()
+        self._grpc = server
+
+    async def _set_health(self, status) -> None:
+        await self.health.set("", status)
+        await self.health.set(SERVICE_NAME, status)
 
     def _spawn(self, name: str, target) -> None:
         thread = threading.Thread(target=target, args=(self._stop,), name=name, daemon=True)
@@ -125,8 +144,7 @@ class BrokerServer:
         while not stop.is_set():
             caught_up = self.metadata.end_offset and self.metadata.offset >= self.metadata.end_offset
             if caught_up and not self.lifecycle.fenced:
-                self.health.set("", health_pb2.HealthCheckResponse.SERVING)
-                self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+                self._on_loop(self._set_health(health_pb2.HealthCheckResponse.SERVING))
                 return
             stop.wait(0.05)
 
@@ -139,10 +157,14 @@ class BrokerServer:
     def stop(self, *, controlled: bool = True, grace_s: float = 5.0) -> None:
         if controlled and self.lifecycle.broker_epoch >= 0:
             self.lifecycle.controlled_shutdown(timeout_s=grace_s)
-        self.health.enter_graceful_shutdown()
         self._stop.set()
-        if self._grpc is not None:
-            self._grpc.stop(grace=1.0).wait(grace_s)
+        if self._loop_thread.is_alive():
+            if self._grpc is not None:
+                self._on_loop(self.health.enter_graceful_shutdown())
+                self._on_loop(self._grpc.stop(grace=1.0), timeout_s=grace_s + 5)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop_thread.join(timeout=grace_s)
+        self._request_pool.shutdown(wait=False, cancel_futures=True)
         self.groups.close()
         self.replicas.close()
         for thread in self._threads:

@@ -1,14 +1,26 @@
 """BrokerService: the Broker gRPC service (broker.proto), a thin shell over the replica manager, the
-metadata image and the controller client. Handlers translate messages and errors; they hold no state."""
+metadata image and the controller client. Handlers translate messages and errors; they hold no state.
+
+It runs on a grpc.aio server (server.py). Coroutine handlers run on the server's event loop and never
+block it for long: Produce and Fetch (appends and reads are page-cache work under a partition lock; a
+waiting acks=all produce or long poll is a parked coroutine woken by the partition, Kafka's purgatory),
+Metadata and ListOffsets. JoinGroup and SyncGroup are admitted on a pool thread (admission may write
+the group's state with acks=all) and then park as coroutines too. Every other handler is a plain
+function that the server runs on its pool of `request_threads`: those may block on the controller or a
+group write. So no number of waiting calls can hold every thread, and replication (followers' Fetches)
+never queues behind client calls."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from kanal.broker.grpc_errors import error_boundary
+from kanal.broker.group_coordinator import join_timed_out, sync_timed_out
+from kanal.broker.grpc_errors import async_error_boundary, error_boundary
 from kanal.metadata import MetadataImage
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
@@ -52,27 +64,53 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         metrics.requests.labels(name).inc()
         metrics.request_latency.labels(name).observe(time.perf_counter() - started)
 
-    @error_boundary
-    def Produce(self, request: broker_pb2.ProduceRequest, context: grpc.ServicerContext) -> broker_pb2.ProduceResponse:
+    @async_error_boundary
+    async def Produce(self, request: broker_pb2.ProduceRequest,
+                      context: grpc.aio.ServicerContext) -> broker_pb2.ProduceResponse:
         started = time.perf_counter()
-        reply = self._server.replicas.produce(request)
+        woken = LoopWaker(asyncio.get_running_loop())
+        call = self._server.replicas.begin_produce(request, woken.set)
+        try:
+            while not call.done:
+                remaining = call.remaining_s()
+                if remaining <= 0:
+                    call.time_out_open()
+                    break
+                await woken.wait(remaining)
+        finally:
+            if not call.done:  # cancelled: end its waits now rather than at their deadline
+                call.time_out_open()
+        reply = call.finish()
         self._timed("Produce", started)
         return reply
 
-    @error_boundary
-    def Fetch(self, request: broker_pb2.FetchRequest, context: grpc.ServicerContext) -> broker_pb2.FetchResponse:
+    @async_error_boundary
+    async def Fetch(self, request: broker_pb2.FetchRequest,
+                    context: grpc.aio.ServicerContext) -> broker_pb2.FetchResponse:
         started = time.perf_counter()
-        reply = self._server.replicas.fetch(request, is_active=context.is_active, on_call_end=context.add_callback)
-        self._timed("FetchFollower" if request.replica_id >= 0 else "FetchConsumer", started)
-        return reply
+        woken = LoopWaker(asyncio.get_running_loop())
+        call = self._server.replicas.begin_fetch(request, woken)
+        purgatory = self._server.metrics.fetch_purgatory.labels(call.kind)
+        try:
+            while not call.read():
+                purgatory.inc()
+                try:
+                    await woken.wait(call.remaining_s())
+                finally:
+                    purgatory.dec()
+        finally:
+            call.close()
+        self._timed("FetchFollower" if call.follower is not None else "FetchConsumer", started)
+        return call.reply
 
-    @error_boundary
-    def ListOffsets(self, request: broker_pb2.ListOffsetsRequest,
-                    context: grpc.ServicerContext) -> broker_pb2.ListOffsetsResponse:
+    @async_error_boundary
+    async def ListOffsets(self, request: broker_pb2.ListOffsetsRequest,
+                          context: grpc.aio.ServicerContext) -> broker_pb2.ListOffsetsResponse:
         return self._server.replicas.list_offsets(request)
 
-    @error_boundary
-    def Metadata(self, request: broker_pb2.MetadataRequest, context: grpc.ServicerContext) -> broker_pb2.MetadataResponse:
+    @async_error_boundary
+    async def Metadata(self, request: broker_pb2.MetadataRequest,
+                       context: grpc.aio.ServicerContext) -> broker_pb2.MetadataResponse:
         follower = self._server.metadata
         return metadata_response(follower.image, list(request.topics), follower.offset)
 
@@ -90,14 +128,15 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     def FindCoordinator(self, request, context):
         return _in_band(broker_pb2.FindCoordinatorResponse, self._server.groups.find_coordinator, request)
 
-    @error_boundary
-    def JoinGroup(self, request, context):
+    @async_error_boundary
+    async def JoinGroup(self, request, context):
         host = context.peer().partition(":")[2].rpartition(":")[0]
-        return _in_band(broker_pb2.JoinGroupResponse, self._server.groups.join, request, host)
+        return await _parked(broker_pb2.JoinGroupResponse, self._server.groups.start_join, join_timed_out,
+                             request, host)
 
-    @error_boundary
-    def SyncGroup(self, request, context):
-        return _in_band(broker_pb2.SyncGroupResponse, self._server.groups.sync, request)
+    @async_error_boundary
+    async def SyncGroup(self, request, context):
+        return await _parked(broker_pb2.SyncGroupResponse, self._server.groups.start_sync, sync_timed_out, request)
 
     @error_boundary
     def Heartbeat(self, request, context):
@@ -126,6 +165,53 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @error_boundary
     def DeleteGroups(self, request, context):
         return self._server.groups.delete_groups(request)
+
+
+class LoopWaker:
+    """Wakes a coroutine on `loop` from any thread: a partition's waiter (set/clear, see fetch_call.py)
+    and a produce's notify. Hashable by identity: partitions keep waiters in sets."""
+
+    __slots__ = ("_event", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._loop.call_soon_threadsafe(self._event.set)
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until set or `timeout_s` passes; cleared again on return."""
+        if timeout_s > 0:
+            try:
+                await asyncio.wait_for(self._event.wait(), timeout_s)
+            except TimeoutError:
+                pass
+        self._event.clear()
+
+
+async def _parked(response_type, start: Callable[..., Any], timed_out: Callable[[], Any], *args):
+    """A group call: admitted on a pool thread (which may write the group's state), then parked on the
+    event loop until the group answers it or its time is up."""
+    loop = asyncio.get_running_loop()
+    try:
+        call, wait_s = await loop.run_in_executor(None, start, *args)
+    except KanalError as exc:
+        return response_type(error=exc.code, error_message=exc.message)
+    answered: asyncio.Future = loop.create_future()
+
+    def resolve(response) -> None:
+        if not answered.done():
+            answered.set_result(response)
+
+    call.add_done_callback(lambda response: loop.call_soon_threadsafe(resolve, response))
+    try:
+        return await asyncio.wait_for(answered, wait_s) or timed_out()
+    except TimeoutError:
+        return timed_out()
 
 
 def _in_band(response_type, handler, *args):

@@ -19,7 +19,6 @@ from concurrent import futures
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.applier import Applier
@@ -32,6 +31,7 @@ from kanal.raft.peer_client import CHANNEL_OPTIONS, PeerClient
 from kanal.raft.raft_node import RaftNode
 from kanal.v1 import controller_pb2, controller_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.server_reflection import enable_reflection
 
 _log = logging.getLogger("kanal.raft.server")
 
@@ -73,10 +73,8 @@ class ControllerServer:
             self.grpc_server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
-            self.grpc_server,
-        )
+        enable_reflection((SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name),
+                          self.grpc_server)
         try:
             port = self.grpc_server.add_insecure_port(str(self.config.listen))
         except RuntimeError as exc:

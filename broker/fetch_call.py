@@ -1,0 +1,129 @@
+"""FetchCall: one Fetch request and its long poll (Kafka's fetch purgatory).
+
+A Fetch reads every partition it names; with fewer than `min_bytes` ready and no error it parks until
+one of them changes (its log end for a follower, its high-water mark for a consumer) or `max_wait_ms`
+passes. Parking holds no thread: the call registers a *waiter* on each partition it read, in the same
+critical section as the read (so no change after the read is missed), and the partition calls
+`waiter.set()` when it changes. On the broker's gRPC event loop the waiter wakes the call's coroutine
+(service.py); a caller on its own thread uses a threading.Event. A waiter has `set()` (any thread) and
+`clear()` (the call's own thread).
+
+Who is a follower: a Fetch whose `replica_id` is set and not negative (the field has presence, so a
+consumer that leaves it out is never taken for broker 0). A follower's `replica_epoch` must be the
+current broker epoch of a registered, unfenced broker in this broker's metadata image, or the whole call
+is refused with STALE_BROKER_EPOCH before anything is read or recorded: a follower's fetch offset moves
+the high-water mark, so a caller that is not that broker must never be counted as its copy.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Protocol
+
+from kanal.metadata import MetadataImage
+from kanal.v1 import broker_pb2
+from kanal.v1.error import ErrorCode, KanalError
+
+if TYPE_CHECKING:
+    from kanal.broker.partition import Partition
+    from kanal.broker.replica_manager import ReplicaManager
+
+
+class Waiter(Protocol):
+    def set(self) -> None: ...
+
+    def clear(self) -> None: ...
+
+
+def follower_id(request: broker_pb2.FetchRequest) -> int | None:
+    """The follower's broker id, or None for a consumer's Fetch."""
+    if request.HasField("replica_id") and request.replica_id >= 0:
+        return request.replica_id
+    return None
+
+
+def check_follower(image: MetadataImage, replica_id: int, replica_epoch: int) -> None:
+    """STALE_BROKER_EPOCH unless `replica_id` is a registered, unfenced broker at `replica_epoch`."""
+    broker = image.brokers.get(replica_id)
+    if broker is None:
+        raise KanalError(ErrorCode.STALE_BROKER_EPOCH, f"replica {replica_id} is not a registered broker")
+    if broker.fenced:
+        raise KanalError(ErrorCode.STALE_BROKER_EPOCH, f"replica {replica_id} is fenced")
+    if broker.broker_epoch != replica_epoch:
+        raise KanalError(ErrorCode.STALE_BROKER_EPOCH,
+                         f"replica {replica_id} sent broker epoch {replica_epoch}; its current epoch is "
+                         f"{broker.broker_epoch}")
+
+
+class FetchCall:
+    def __init__(self, manager: ReplicaManager, request: broker_pb2.FetchRequest, waiter: Waiter | None,
+                 image: MetadataImage) -> None:
+        config = manager.config
+        self.follower = follower_id(request)
+        if self.follower is not None:
+            check_follower(image, self.follower, request.replica_epoch)
+        if request.max_wait_ms < 0 or request.min_bytes < 0 or request.max_bytes < 0:
+            raise KanalError(ErrorCode.INVALID_REQUEST, "max_wait_ms, min_bytes and max_bytes must be >= 0")
+        self._manager = manager
+        self._request = request
+        wait_s = min(request.max_wait_ms, config.fetch_wait_ms_max) / 1000
+        self.deadline_s = time.monotonic() + wait_s
+        self.bytes_max = min(request.max_bytes or config.fetch_response_bytes_max, config.fetch_response_bytes_max)
+        self.min_bytes = max(request.min_bytes, 1)
+        self._waiter = waiter if wait_s > 0 else None  # None: answer after one read
+        self._registered: dict[int, Partition] = {}
+        self.reply = broker_pb2.FetchResponse()
+        self.total_bytes = 0
+
+    def __repr__(self) -> str:
+        kind = f"follower {self.follower}" if self.follower is not None else "consumer"
+        return f"<FetchCall {kind} bytes={self.total_bytes} parked_on={len(self._registered)}>"
+
+    @property
+    def kind(self) -> str:
+        return "follower" if self.follower is not None else "consumer"
+
+    def remaining_s(self) -> float:
+        return self.deadline_s - time.monotonic()
+
+    def read(self) -> bool:
+        """Read every partition once; True when the reply should go now (enough bytes, an error, no
+        waiting wanted, or the deadline passed), False when the call should park until woken."""
+        if self._waiter is not None:
+            self._waiter.clear()  # before the read: a change after it sets the waiter again
+        self.reply, self.total_bytes = self._read_once()
+        if self.total_bytes >= self.min_bytes or self._waiter is None or self.remaining_s() <= 0:
+            return True
+        return any(p.error for t in self.reply.topics for p in t.partitions)
+
+    def close(self) -> broker_pb2.FetchResponse:
+        """The call ended (answered or cancelled): unregister its waiter everywhere; the reply."""
+        if self._waiter is not None:
+            for part in self._registered.values():
+                part.remove_waiter(self._waiter)
+        self._registered.clear()
+        if self.follower is None:
+            self._manager.metrics.bytes_out.inc(self.total_bytes)
+        return self.reply
+
+    def _read_once(self) -> tuple[broker_pb2.FetchResponse, int]:
+        reply = broker_pb2.FetchResponse()
+        total = 0
+        manager, waiter = self._manager, self._waiter
+        for topic_req in self._request.topics:
+            out_topic = reply.topics.add(topic=topic_req.topic)
+            for preq in topic_req.partitions:
+                out = out_topic.partitions.add(partition=preq.partition, diverging_epoch=-1)
+                try:
+                    part = manager.partition(topic_req.topic, preq.partition)
+                    if waiter is not None:
+                        self._registered[id(part)] = part
+                    budget = max(1, min(preq.max_bytes or self.bytes_max, self.bytes_max - total))
+                    if self.follower is not None:
+                        total += part.read_for_follower(self.follower, preq, budget, out, waiter)
+                    else:
+                        total += part.read_for_consumer(preq, budget, out, waiter)
+                except KanalError as exc:
+                    out.error = exc.code
+                    out.error_message = exc.message
+        return reply, total
