@@ -12,11 +12,12 @@ the first FindCoordinator that needs it (50 partitions by default, compacted).
 Loading never stalls in silence. A record the loader cannot use (group_records lists the rules) is skipped
 with a WARNING naming the partition, its offset and why, and counted in
 kanal_group_coordinator_bad_records_total; the rest of the partition loads. A load that fails (the
-partition is not hosted yet, the log's framing is damaged, or a bug) is logged — with its traceback at
-ERROR when it is not an expected KanalError — counted in kanal_group_coordinator_load_failures_total, and
-retried by the ticker after a backoff that doubles from _LOAD_RETRY_BACKOFF_MS_MIN up to
-_LOAD_RETRY_BACKOFF_MS_MAX; its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Every load's future
-has a done-callback that reads its outcome, so no exception stays unread inside the pool.
+partition is not hosted yet, the log's framing is damaged, or a bug) is logged — at WARNING when it is an
+expected KanalError, else at ERROR with its traceback — counted in
+kanal_group_coordinator_load_failures_total (by ErrorCode name, or 'unexpected'), and retried by the
+ticker after a backoff that doubles from _LOAD_RETRY_BACKOFF_MS_MIN up to _LOAD_RETRY_BACKOFF_MS_MAX; its
+groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Every load's future has a done-callback that reads
+its outcome, so no exception stays unread inside the pool.
 
 Writes. Group metadata (after each rebalance) and committed offsets are written to the partition with
 acks=all through the replica manager, so an acknowledged commit is on every ISR member and survives the
@@ -276,15 +277,19 @@ class GroupCoordinator:
                 load.failures += 1
                 backoff_ms = load_retry_backoff_ms(load.failures)
                 load.retry_at_s = time.monotonic() + backoff_ms / 1000
-        expected = isinstance(exc, KanalError) and not isinstance(exc, CorruptEntry)
-        self._metrics.group_load_failures.labels(exc.name if expected else "unexpected").inc()
-        then = (f"retrying in {backoff_ms} ms (failure {load.failures})" if current
-                else "not retried: this broker no longer loads it at that epoch")
-        if expected:
-            log.warning("could not load %s-%d at epoch %d: %s; %s", CONSUMER_OFFSETS_TOPIC, p, load.epoch, exc, then)
+                then = f"retrying in {backoff_ms} ms (failure {load.failures})"
+            else:
+                then = "not retried: this broker no longer loads it at that epoch"
+        where = f"{CONSUMER_OFFSETS_TOPIC}-{p} at epoch {load.epoch}"
+        if isinstance(exc, KanalError):
+            self._metrics.group_load_failures.labels(exc.name).inc()
+            if not isinstance(exc, CorruptEntry):  # expected: the replica is not there yet, or not led any more
+                log.warning("could not load %s: %s; %s", where, exc, then)
+                return
         else:
-            log.error("loading %s-%d at epoch %d failed: %r; %s", CONSUMER_OFFSETS_TOPIC, p, load.epoch, exc, then,
-                      exc_info=exc)
+            self._metrics.group_load_failures.labels("unexpected").inc()
+        # Damaged log framing, or a bug: with the traceback, at ERROR.
+        log.error("loading %s failed: %r; %s", where, exc, then, exc_info=exc)
 
     def _new_group(self, group_id: str) -> Group:
         return Group(group_id, self.limits)
