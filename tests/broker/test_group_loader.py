@@ -202,3 +202,22 @@ def test_load_retry_backoff_doubles_up_to_its_bound():
     assert load_retry_backoff_ms(10) == load_retry_backoff_ms(1000) == 30_000
     with pytest.raises(ValueError):
         load_retry_backoff_ms(0)
+
+
+def test_damaged_log_framing_fails_the_load_at_error_and_keeps_retrying(tmp_path, broker, caplog):
+    write_offsets_log(tmp_path, [batch_of([commit("a", 42)], NOW_MS)])
+    segment = tmp_path / f"{CONSUMER_OFFSETS_TOPIC}-0" / f"{0:020d}.log"
+    data = bytearray(segment.read_bytes())
+    data[5] ^= 0xFF  # the first entry's CRC; the log was closed cleanly, so opening it does not recover it
+    segment.write_bytes(bytes(data))
+    b = broker()
+    b.host_partition()
+    with caplog.at_level(logging.WARNING, logger=LOADER):
+        b.coordinator.reconcile(b.image)
+        wait_until(lambda: b.loaded() or b.sample("kanal_group_coordinator_load_failures_total",
+                                                  {"cause": "CORRUPT_MESSAGE"}) >= 2, "two failed loads")
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors and all("entry CRC does not match" in r.getMessage() and r.exc_info for r in errors)
+    with pytest.raises(KanalError) as err:
+        b.fetch("a")
+    assert err.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and "tries failed" in err.value.message
