@@ -102,6 +102,10 @@ class BrokerConfig:
         _check(4 <= self.request_threads <= 1024, "request_threads must be in [4, 1024]")
         _check(1 <= self.produce_timeout_ms_default <= 300_000, "produce_timeout_ms_default must be in [1, 300000]")
         _check(1 << 10 <= self.fetch_response_bytes_max <= 1 << 30, "fetch_response_bytes_max out of bounds")
+        _check(0 <= self.fetch_wait_ms_max <= 300_000, "fetch_wait_ms_max must be in [0, 300000]")
+        # A negative or zero interval would spin the maintenance thread.
+        _check(10 <= self.log_maintenance_interval_ms <= 3_600_000,
+               "log_maintenance_interval_ms must be in [10, 3600000]")
         _check(self.grpc_message_bytes_max >= self.fetch_response_bytes_max + (1 << 20),
                "grpc_message_bytes_max must hold a whole fetch response")
         _check(1 <= self.offsets_topic_partitions <= 1000, "offsets_topic_partitions must be in [1, 1000]")

@@ -4,10 +4,20 @@ coordinates — the groups whose __consumer_offsets partition it leads.
 Ownership. The coordinator of group `g` is the leader of __consumer_offsets partition
 `mmh3(g) % partitions` (kanal.v1.partitioning, the producers' key formula). When this broker becomes
 leader of such a partition (at some leader epoch) it loads the partition — every record from the log
-start to the log end, through `group_records.apply_record` — on a loader thread; until then calls for its
+start to the log end, through `group_records.replay_entries` — on a loader thread; until then calls for its
 groups get COORDINATOR_LOAD_IN_PROGRESS. When it stops leading, the groups are dropped and pending calls
 get NOT_COORDINATOR; the new leader reloads them. The topic itself is created through the controller on
 the first FindCoordinator that needs it (50 partitions by default, compacted).
+
+Loading never stalls in silence. A record the loader cannot use (group_records lists the rules) is skipped
+with a WARNING naming the partition, its offset and why, and counted in
+kanal_group_coordinator_bad_records_total; the rest of the partition loads. A load that fails (the
+partition is not hosted yet, the log's framing is damaged, or a bug) is logged — at WARNING when it is an
+expected KanalError, else at ERROR with its traceback — counted in
+kanal_group_coordinator_load_failures_total (by ErrorCode name, or 'unexpected'), and retried by the
+ticker after a backoff that doubles from _LOAD_RETRY_BACKOFF_MS_MIN up to _LOAD_RETRY_BACKOFF_MS_MAX; its
+groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Every load's future has a done-callback that reads
+its outcome, so no exception stays unread inside the pool.
 
 Writes. Group metadata (after each rebalance) and committed offsets are written to the partition with
 acks=all through the replica manager, so an acknowledged commit is on every ISR member and survives the
@@ -20,33 +30,38 @@ memory agree on which commit came last.
 
 Threads. gRPC threads call in; JoinGroup and a follower's SyncGroup park on their `_Call` until the
 state machine answers. One ticker thread expires sessions, completes joins at their deadlines, picks up
-leadership changes and refreshes the lag gauge; one loader thread loads partitions.
+leadership changes, retries failed loads and refreshes the lag gauge; one loader thread loads partitions.
+An unexpected exception in the ticker stops the process (kanal.broker.fatal), as one in the metadata
+follower does: a coordinator whose ticker died would keep answering with sessions that never expire.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import grpc
 
+from kanal.broker.fatal import stop_process
 from kanal.broker.group import DEAD, Group, GroupLimits, Persist, Reply, check_group_id
 from kanal.broker.group_records import (
     Record,
     apply_record,
     batch_of,
     group_record,
-    iter_records,
     offset_record,
+    replay_entries,
 )
 from kanal.broker.metrics import BrokerMetrics
 from kanal.metadata import MetadataImage
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, groups_pb2
-from kanal.v1.batch import iter_entries
+from kanal.v1.batch import CorruptEntry
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.partitioning import partition_for_key
 from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC
@@ -59,6 +74,28 @@ _CALL_MARGIN_S = 5.0  # a parked call waits this much beyond the longest the sta
 _LOAD_READ_BYTES_MAX = 4 << 20
 _PEER_CALL_TIMEOUT_S = 2.0
 _WRITE_LOCK_STRIPES = 64
+# A failed load is retried after 100 ms, then 200, 400 ... up to 30 s between tries: soon enough for a
+# passing cause (the replica not created yet), sparse enough that a lasting one does not flood the log.
+_LOAD_RETRY_BACKOFF_MS_MIN = 100
+_LOAD_RETRY_BACKOFF_MS_MAX = 30_000
+
+
+def load_retry_backoff_ms(failures: int) -> int:
+    """How long to wait before retrying a load that has failed `failures` (>= 1) times in a row."""
+    if failures < 1:
+        raise ValueError(f"failures must be >= 1, got {failures}")
+    return min(_LOAD_RETRY_BACKOFF_MS_MAX, _LOAD_RETRY_BACKOFF_MS_MIN << min(failures - 1, 30))
+
+
+@dataclass(slots=True, eq=False)
+class _Load:
+    """A partition this broker leads but does not serve yet: the leader epoch it is loaded at, how many
+    tries have failed, and when the next may start (None while one is running). Compared by identity: a
+    finished job counts only if its _Load is still the partition's."""
+
+    epoch: int
+    failures: int = 0
+    retry_at_s: float | None = None
 
 
 class _Call:
@@ -114,7 +151,8 @@ class GroupCoordinator:
         # Striped by partition number: the topic's partition count is whatever the first creator chose.
         self._write_locks = [threading.Lock() for _ in range(_WRITE_LOCK_STRIPES)]
         self._owned: dict[int, int] = {}  # partition -> leader epoch, loaded and served
-        self._loading: dict[int, int] = {}  # partition -> leader epoch being loaded
+        self._loading: dict[int, _Load] = {}  # partition -> its load, running or waiting to retry
+        self._closed = False
         self._groups: dict[str, Group] = {}
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="group-loader")
         self._creating = threading.Lock()
@@ -145,8 +183,10 @@ class GroupCoordinator:
         p = self.partition_of(group_id)
         if p in self._owned:
             return p
-        if p in self._loading:
-            raise KanalError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"loading {CONSUMER_OFFSETS_TOPIC}-{p}")
+        load = self._loading.get(p)
+        if load is not None:
+            retrying = f" ({load.failures} tries failed so far; retrying)" if load.failures else ""
+            raise KanalError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"loading {CONSUMER_OFFSETS_TOPIC}-{p}{retrying}")
         raise KanalError(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} does not coordinate {group_id!r}")
 
     def _group(self, group_id: str, *, create: bool) -> Group | None:
@@ -166,14 +206,33 @@ class GroupCoordinator:
         led = {p.partition_id: p.leader_epoch for p in (topic.partitions if topic else ())
                if p.leader == self.broker_id}
         effects = []
+        starts: list[tuple[int, _Load]] = []
+        now_s = time.monotonic()
         with self._lock:
-            for p, epoch in [*self._owned.items(), *self._loading.items()]:
+            if self._closed:
+                return
+            for p, epoch in [*self._owned.items(), *((q, load.epoch) for q, load in self._loading.items())]:
                 if led.get(p) != epoch:
                     effects += self._unload(p, image)
             for p, epoch in led.items():
-                if self._owned.get(p) != epoch and self._loading.get(p) != epoch:
-                    self._loading[p] = epoch
-                    self._loader.submit(self._load, p, epoch)
+                if self._owned.get(p) == epoch:
+                    continue
+                load = self._loading.get(p)
+                if load is None:
+                    load = self._loading[p] = _Load(epoch)
+                elif load.retry_at_s is None or now_s < load.retry_at_s:
+                    continue  # running, or waiting for its retry
+                load.retry_at_s = None
+                starts.append((p, load))
+        # Submitted outside `_lock`: a job that is already done runs its callback here, and that takes `_lock`.
+        for p, load in starts:
+            try:
+                future = self._loader.submit(self._load, p, load)
+            except RuntimeError:
+                if self._closed:
+                    return  # close() shut the pool down meanwhile
+                raise
+            future.add_done_callback(functools.partial(self._load_done, p, load))
         self._execute(-1, effects)
 
     def _unload(self, p: int, image: MetadataImage) -> list:
@@ -186,40 +245,67 @@ class GroupCoordinator:
         log.info("no longer coordinating %s-%d", CONSUMER_OFFSETS_TOPIC, p)
         return effects
 
-    def _load(self, p: int, epoch: int) -> None:
+    def _load(self, p: int, load: _Load) -> None:
+        """Replay __consumer_offsets-p into groups and serve them; runs on the loader thread. Any exception
+        is the load's failure, handled by `_load_done`."""
         started = time.monotonic()
-        now_ms = int(time.time() * 1000)
+        now_ms = _now_ms()
         groups: dict[str, Group] = {}
-        records = 0
-        try:
-            part = self._replicas.partition(CONSUMER_OFFSETS_TOPIC, p)
+        records = skipped = 0
+        part = self._replicas.partition(CONSUMER_OFFSETS_TOPIC, p)
+        with part.lock:
+            offset = part.log.log_start_offset
+        while True:
             with part.lock:
-                offset = part.log.log_start_offset
-            while True:
-                with part.lock:
-                    if part.log.log_end_offset <= offset:
-                        break
-                    data = part.log.read(offset, _LOAD_READ_BYTES_MAX).data
-                if not data:
+                if part.log.log_end_offset <= offset:
                     break
-                for record in iter_records(data):
-                    apply_record(groups, record, self._new_group, now_ms)
-                    records += 1
-                offset = _next_offset(data)
-        except KanalError as exc:
-            log.warning("could not load %s-%d: %s; will retry", CONSUMER_OFFSETS_TOPIC, p, exc)
-            with self._lock:
-                if self._loading.get(p) == epoch:
-                    del self._loading[p]  # the ticker's reconcile starts it again
-            return
+                data = part.log.read(offset, _LOAD_READ_BYTES_MAX).data
+            if not data:
+                break
+            replayed = replay_entries(groups, data, self._new_group, now_ms)
+            for bad in replayed.skipped:
+                log.warning("%s-%d: skipped what the coordinator cannot use at %s", CONSUMER_OFFSETS_TOPIC, p, bad)
+                self._metrics.group_bad_records.inc()
+            records += replayed.applied
+            skipped += len(replayed.skipped)
+            offset = replayed.next_offset
         with self._lock:
-            if self._loading.get(p) != epoch:
+            if self._loading.get(p) is not load:
                 return  # leadership moved on while loading
             del self._loading[p]
-            self._owned[p] = epoch
+            self._owned[p] = load.epoch
             self._groups.update(groups)
-        log.info("coordinating %s-%d at epoch %d: %d groups from %d records in %.0f ms", CONSUMER_OFFSETS_TOPIC,
-                 p, epoch, len(groups), records, (time.monotonic() - started) * 1000)
+        log.info("coordinating %s-%d at epoch %d: %d groups from %d records (%d skipped) in %.0f ms",
+                 CONSUMER_OFFSETS_TOPIC, p, load.epoch, len(groups), records, skipped,
+                 (time.monotonic() - started) * 1000)
+
+    def _load_done(self, p: int, load: _Load, future: Future) -> None:
+        """Every load's outcome comes here. A failure is logged and counted, and the load is retried after
+        a backoff (by the ticker's reconcile) while this broker still leads the partition at that epoch."""
+        if future.cancelled():
+            return  # the coordinator is closing
+        exc = future.exception()
+        if exc is None:
+            return
+        with self._lock:
+            current = self._loading.get(p) is load
+            if current:
+                load.failures += 1
+                backoff_ms = load_retry_backoff_ms(load.failures)
+                load.retry_at_s = time.monotonic() + backoff_ms / 1000
+                then = f"retrying in {backoff_ms} ms (failure {load.failures})"
+            else:
+                then = "not retried: this broker no longer loads it at that epoch"
+        where = f"{CONSUMER_OFFSETS_TOPIC}-{p} at epoch {load.epoch}"
+        if isinstance(exc, KanalError):
+            self._metrics.group_load_failures.labels(exc.name).inc()
+            if not isinstance(exc, CorruptEntry):  # expected: the replica is not there yet, or not led any more
+                log.warning("could not load %s: %s; %s", where, exc, then)
+                return
+        else:
+            self._metrics.group_load_failures.labels("unexpected").inc()
+        # Damaged log framing, or a bug: with the traceback, at ERROR.
+        log.error("loading %s failed: %r; %s", where, exc, then, exc_info=exc)
 
     def _new_group(self, group_id: str) -> Group:
         return Group(group_id, self.limits)
@@ -601,25 +687,36 @@ class GroupCoordinator:
     # ---- the ticker ----
 
     def run(self, stop: threading.Event) -> None:
+        """The ticker thread. An unexpected exception stops the process (see the module docstring)."""
+        try:
+            self._tick_until(stop)
+        except Exception as exc:  # noqa: BLE001 - a bug: without the ticker, sessions and loads stall
+            stop_process("the group coordinator's ticker failed", exc)
+
+    def _tick_until(self, stop: threading.Event) -> None:
         last_lag = last_retention = time.monotonic()
         while not stop.wait(_TICK_S):
-            self.reconcile()
-            now_ms = _now_ms()
-            with self._lock:
-                due = [(g, self.partition_of(g.group_id)) for g in self._groups.values()
-                       if (d := g.next_deadline_ms()) is not None and d <= now_ms]
-                work = [(p, g.tick(now_ms)) for g, p in due]
-            for p, effects in work:
-                self._execute(p, effects)
-            if time.monotonic() - last_lag >= _LAG_REFRESH_S:
-                last_lag = time.monotonic()
-                self.refresh_lag_metrics()
-            if time.monotonic() - last_retention >= self._retention_check_interval_s:
-                last_retention = time.monotonic()
-                self.expire_offsets(_now_ms())
+            try:
+                self.reconcile()
+                now_ms = _now_ms()
+                with self._lock:
+                    due = [(g, self.partition_of(g.group_id)) for g in self._groups.values()
+                           if (d := g.next_deadline_ms()) is not None and d <= now_ms]
+                    work = [(p, g.tick(now_ms)) for g, p in due]
+                for p, effects in work:
+                    self._execute(p, effects)
+                if time.monotonic() - last_lag >= _LAG_REFRESH_S:
+                    last_lag = time.monotonic()
+                    self.refresh_lag_metrics()
+                if time.monotonic() - last_retention >= self._retention_check_interval_s:
+                    last_retention = time.monotonic()
+                    self.expire_offsets(_now_ms())
+            except KanalError as exc:  # expected (e.g. the topic went away): the next tick tries again
+                log.warning("group coordinator tick: %s", exc)
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             effects = []
             for p in list(self._owned) + list(self._loading):
                 effects += self._unload(p, self._image())
@@ -637,13 +734,6 @@ def join_timed_out() -> broker_pb2.JoinGroupResponse:
 def sync_timed_out() -> broker_pb2.SyncGroupResponse:
     return broker_pb2.SyncGroupResponse(error=ErrorCode.REBALANCE_IN_PROGRESS,
                                         error_message="sync did not complete in time: rejoin")
-
-
-def _next_offset(data: bytes) -> int:
-    last = -1
-    for entry in iter_entries(data, verify_crc=False):
-        last = entry.suffix.last_offset
-    return last + 1
 
 
 def _now_ms() -> int:

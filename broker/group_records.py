@@ -4,22 +4,46 @@ Writing: `offset_record` / `group_record` build the (key, value) of one record; 
 one producer batch (no producer id: the coordinator is the only writer of its partitions, and a retried
 write that lands twice replays to the same state). A value of None is a tombstone.
 
-Reading: `apply_record` is the one function that turns a record into state, used when a coordinator
-loads a partition and after each commit it wrote (decide → records → apply). The last record of a key
-wins; a tombstone removes the key, so replaying a compacted partition gives the same state as the full
-one.
+Reading: `decode_record` turns a record into an `OffsetEntry` or a `GroupEntry`, or raises `BadGroupRecord`
+saying why it cannot; `apply_entry` turns an entry into state. `apply_record` is the two together, the one
+replay used after each commit the coordinator wrote (decide → records → apply), and `replay_entries` is
+the loader's: it applies every record of a chunk of the log and returns the ones it skipped. The last
+record of a key wins; a tombstone removes the key, so replaying a compacted partition gives the same state
+as the full one.
+
+Bad records. A partition may hold records this version cannot use: written by a client before Produce to
+internal topics was refused, by a newer version with more kinds of key, or damaged. Such a record is
+skipped whole (the key keeps the value it had before it), and the load goes on, so one bad record never
+keeps a partition's groups unavailable. A record is bad when:
+  - its key is absent, does not parse as a GroupRecordKey, or is of no kind this version knows;
+  - its key names an invalid group id (empty or longer than GROUP_ID_LENGTH_MAX), or an offset key an
+    empty topic or a negative partition;
+  - its key is not canonical (not the bytes `offset_key` / `group_key` write for the same fields):
+    compaction compares keys as bytes, so a second spelling of one key would outlive the first;
+  - its value (when not a tombstone) does not parse as the key kind's value message, or says something a
+    coordinator never writes: a negative committed offset, a negative generation, a member without an id
+    or two members with one id.
+A batch whose records do not decode (bad compression, a RecordList that does not parse, a record count
+that does not match its header) is skipped whole the same way. Damage to the log's own framing (an entry
+whose CRC fails) is not a bad record: the entries after it cannot be trusted to be where they seem, so
+`replay_entries` raises and the coordinator treats it as a failed load.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple, TypeVar
 
-from kanal.broker.group import Group
-from kanal.v1 import groups_pb2, records_pb2
-from kanal.v1.batch import NewRecord, build_batch, iter_entries, parse_batch
-from kanal.v1.codecs import decompress
+from google.protobuf.message import DecodeError, Message
+
+from kanal.broker.group import GROUP_ID_LENGTH_MAX, Group
+from kanal.v1 import groups_pb2
+from kanal.v1.batch import NewRecord, build_batch, decode_records, iter_entries, parse_batch
+from kanal.v1.error import KanalError
 
 Record = tuple[bytes, bytes | None]  # key, value (None: tombstone)
+M = TypeVar("M", bound=Message)
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
@@ -44,46 +68,179 @@ def batch_of(records: list[Record], now_ms: int) -> bytes:
     return build_batch([NewRecord(value, key, now_ms) for key, value in records])
 
 
-def iter_records(entries: bytes) -> Iterator[Record]:
-    """(key, value) of every record in log-entry framed bytes, CRCs checked."""
-    for entry in iter_entries(entries, verify_crc=True):
-        batch = parse_batch(entry.batch, verify_crc=False)
-        for r in records_pb2.RecordList.FromString(decompress(batch.codec, batch.records)).records:
-            yield r.key, (r.value if r.HasField("value") else None)
+# ---- decoding ----
 
 
-def apply_record(groups: dict[str, Group], record: Record, new_group: Callable[[str], Group], now_ms: int) -> None:
-    """Apply one __consumer_offsets record to `groups` (group id -> Group)."""
+class BadGroupRecord(ValueError):
+    """A __consumer_offsets record this version cannot use; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetEntry:
+    """A decoded offset record: the committed offset of (group, topic, partition), None when deleted."""
+
+    group_id: str
+    topic: str
+    partition: int
+    value: groups_pb2.OffsetCommitValue | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupEntry:
+    """A decoded group-metadata record: the group as of its last rebalance, None when deleted."""
+
+    group_id: str
+    value: groups_pb2.GroupMetadataValue | None
+
+
+def decode_record(record: Record) -> OffsetEntry | GroupEntry:
+    """The entry a record holds; BadGroupRecord (the rules in the module docstring) when it holds none."""
     key_bytes, value_bytes = record
-    key = groups_pb2.GroupRecordKey.FromString(key_bytes)
+    if not key_bytes:
+        raise BadGroupRecord("the record has no key")
+    key = _parse(groups_pb2.GroupRecordKey, key_bytes, "key")
     which = key.WhichOneof("key")
     if which == "offset":
         k = key.offset
-        group = groups.get(k.group_id)
-        if value_bytes is None:
+        _check_group_id(k.group_id)
+        if not k.topic or k.partition < 0:
+            raise BadGroupRecord(f"offset key names topic {k.topic!r} partition {k.partition}")
+        if key_bytes != offset_key(k.group_id, k.topic, k.partition):
+            raise BadGroupRecord(f"offset key {_preview(key_bytes)} is not canonical")
+        return OffsetEntry(k.group_id, k.topic, k.partition,
+                           None if value_bytes is None else _offset_value(value_bytes))
+    if which == "group":
+        _check_group_id(key.group.group_id)
+        if key_bytes != group_key(key.group.group_id):
+            raise BadGroupRecord(f"group key {_preview(key_bytes)} is not canonical")
+        return GroupEntry(key.group.group_id, None if value_bytes is None else _group_value(value_bytes))
+    # A newer version may write more kinds of key; this one can only skip them (and says so).
+    kind = "tombstone" if value_bytes is None else "record"
+    raise BadGroupRecord(f"{kind} with key {_preview(key_bytes)} of no kind this version knows")
+
+
+def _check_group_id(group_id: str) -> None:
+    if not 1 <= len(group_id) <= GROUP_ID_LENGTH_MAX:
+        raise BadGroupRecord(f"key names a group id of {len(group_id)} characters (1..{GROUP_ID_LENGTH_MAX})")
+
+
+def _parse(kind: type[M], data: bytes, what: str) -> M:
+    try:
+        return kind.FromString(data)
+    except DecodeError as exc:
+        raise BadGroupRecord(f"{what} {_preview(data)} does not parse as {kind.DESCRIPTOR.name}: {exc}") from None
+
+
+def _offset_value(data: bytes) -> groups_pb2.OffsetCommitValue:
+    value = _parse(groups_pb2.OffsetCommitValue, data, "value")
+    if value.offset < 0:
+        raise BadGroupRecord(f"committed offset {value.offset} is negative")  # commits of those are refused
+    return value
+
+
+def _group_value(data: bytes) -> groups_pb2.GroupMetadataValue:
+    value = _parse(groups_pb2.GroupMetadataValue, data, "value")
+    if value.generation_id < 0:
+        raise BadGroupRecord(f"generation {value.generation_id} is negative")
+    member_ids = [m.member_id for m in value.members]
+    if not all(member_ids) or len(set(member_ids)) != len(member_ids):
+        raise BadGroupRecord("a member has no id, or two members share one")
+    return value
+
+
+def _preview(data: bytes, bytes_max: int = 16) -> str:
+    """A record's bytes for a log line: hex, cut short."""
+    more = "…" if len(data) > bytes_max else ""
+    return f"{data[:bytes_max].hex(' ')}{more} ({len(data)} bytes)"
+
+
+# ---- applying ----
+
+
+def apply_entry(groups: dict[str, Group], entry: OffsetEntry | GroupEntry, new_group: Callable[[str], Group],
+                now_ms: int) -> None:
+    """Apply one decoded record to `groups` (group id -> Group)."""
+    group = groups.get(entry.group_id)
+    if isinstance(entry, OffsetEntry):
+        if entry.value is None:
             if group is not None:
-                group.offsets.pop((k.topic, k.partition), None)
+                group.offsets.pop((entry.topic, entry.partition), None)
                 _drop_if_gone(groups, group)
             return
         if group is None:
-            group = groups[k.group_id] = new_group(k.group_id)
-        group.offsets[(k.topic, k.partition)] = groups_pb2.OffsetCommitValue.FromString(value_bytes)
-    elif which == "group":
-        group_id = key.group.group_id
-        group = groups.get(group_id)
-        if value_bytes is None:
-            if group is not None:
-                group.restore(groups_pb2.GroupMetadataValue(), now_ms)
-                group.generation = 0
-                _drop_if_gone(groups, group)
-            return
-        if group is None:
-            group = groups[group_id] = new_group(group_id)
-        group.restore(groups_pb2.GroupMetadataValue.FromString(value_bytes), now_ms)
-    # A key of a kind this version does not know is skipped: a newer coordinator may write more kinds.
+            group = groups[entry.group_id] = new_group(entry.group_id)
+        group.offsets[(entry.topic, entry.partition)] = entry.value
+        return
+    if entry.value is None:
+        if group is not None:
+            group.restore(groups_pb2.GroupMetadataValue(), now_ms)
+            group.generation = 0
+            _drop_if_gone(groups, group)
+        return
+    if group is None:
+        group = groups[entry.group_id] = new_group(entry.group_id)
+    group.restore(entry.value, now_ms)
+
+
+def apply_record(groups: dict[str, Group], record: Record, new_group: Callable[[str], Group], now_ms: int) -> None:
+    """Apply one __consumer_offsets record to `groups`; BadGroupRecord (nothing changed) when it is bad."""
+    apply_entry(groups, decode_record(record), new_group, now_ms)
 
 
 def _drop_if_gone(groups: dict[str, Group], group: Group) -> None:
     """A group with no members, no generation and no offsets does not exist any more."""
     if not group.members and not group.offsets and group.generation == 0:
         groups.pop(group.group_id, None)
+
+
+# ---- loading ----
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedRecords:
+    """Records the loader skipped: offsets first..last (one record, or a whole batch) and why."""
+
+    first_offset: int
+    last_offset: int
+    reason: str
+
+    def __str__(self) -> str:
+        where = (f"offset {self.first_offset}" if self.first_offset == self.last_offset
+                 else f"offsets {self.first_offset}..{self.last_offset}")
+        return f"{where}: {self.reason}"
+
+
+class Replayed(NamedTuple):
+    """What `replay_entries` did with a chunk of the log."""
+
+    applied: int  # records applied
+    skipped: list[SkippedRecords]  # records (or batches) skipped as bad, in offset order
+    next_offset: int  # the offset after the chunk's last batch (-1 + 1 = 0 for an empty chunk)
+
+
+def replay_entries(groups: dict[str, Group], entries: bytes | memoryview, new_group: Callable[[str], Group],
+                   now_ms: int) -> Replayed:
+    """Apply every record of log-entry framed bytes (as `Log.read` returns them) to `groups`, skipping bad
+    records and undecodable batches. Framing damage (CorruptEntry) raises: see the module docstring."""
+    applied = 0
+    skipped: list[SkippedRecords] = []
+    last_offset = -1
+    for entry in iter_entries(entries, verify_crc=True):
+        suffix = entry.suffix
+        last_offset = suffix.last_offset
+        try:
+            records = decode_records(parse_batch(entry.batch, verify_crc=False))
+        except KanalError as exc:
+            skipped.append(SkippedRecords(suffix.base_offset, suffix.last_offset, f"batch does not decode: "
+                                                                                  f"{exc.message}"))
+            continue
+        for r in records:
+            offset = suffix.base_offset + r.offset_delta
+            record = (r.key, r.value if r.HasField("value") else None)
+            try:
+                apply_record(groups, record, new_group, now_ms)
+            except BadGroupRecord as exc:
+                skipped.append(SkippedRecords(offset, offset, str(exc)))
+                continue
+            applied += 1
+    return Replayed(applied, skipped, last_offset + 1)

@@ -42,6 +42,14 @@ class BrokerMetrics:
             ["group", "topic", "partition"], registry=r)
         self.groups = Gauge("kanal_group_coordinator_groups", "Groups coordinated here, by state", ["state"],
                             registry=r)
+        # Exposed with the _total suffix prometheus_client gives counters.
+        self.group_bad_records = Counter(
+            "kanal_group_coordinator_bad_records",
+            "__consumer_offsets records (an undecodable batch counts once) a load skipped as unusable", registry=r)
+        self.group_load_failures = Counter(
+            "kanal_group_coordinator_load_failures",
+            "Loads of a __consumer_offsets partition that failed and were retried, by cause (an ErrorCode "
+            "name, or 'unexpected')", ["cause"], registry=r)
         self.producer_ids = Gauge("kanal_broker_producer_ids",
                                   "Idempotent producers whose state this broker keeps, summed over its replicas",
                                   registry=r)

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, MutableMapping, MutableSequence
 from typing import Any
 
 from kanal.metadata.client_quota import QUOTA_ENTITY_TYPES, QUOTA_KEYS
-from kanal.metadata.config_resource import check_broker_resource_name, check_config_value
+from kanal.metadata.config_resource import check_broker_resource_name, check_stored_config_value
 from kanal.metadata.ids import (
     NO_LEADER,
     BrokerEpoch,
@@ -435,7 +435,7 @@ def _config(image: MetadataImage, r: metadata_pb2.ConfigRecord, ctx: _Context) -
     where = f"{metadata_pb2.ConfigResourceType.Name(r.resource_type)} {r.resource_name!r}"
     if r.HasField("value"):
         try:
-            check_config_value(r.key, r.value)
+            check_stored_config_value(r.key, r.value)
         except KanalError as exc:
             raise _fail(f"ConfigRecord for {where}: {exc.message}") from None
         if (

@@ -15,7 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from kanal.metadata.image import CLUSTER_DEFAULT_BROKER, MetadataImage
-from kanal.metadata.topic_config import TOPIC_CONFIG_KEYS, effective_topic_configs, parse_topic_config
+from kanal.metadata.topic_config import (
+    TOPIC_CONFIG_KEYS,
+    effective_topic_configs,
+    parse_topic_config,
+    read_stored_topic_config,
+)
 from kanal.v1.error import ErrorCode, KanalError
 
 
@@ -31,8 +36,15 @@ def check_broker_resource_name(name: str) -> None:
 
 
 def check_config_value(key: str, value: str) -> Any:
-    """The typed value; INVALID_CONFIG for an unknown key or a bad value (both resource kinds)."""
+    """The typed value by the admission rule; INVALID_CONFIG for an unknown key or a bad value (both
+    resource kinds). AlterConfigs and CreateTopics admit only what this admits."""
     return parse_topic_config(key, value)
+
+
+def check_stored_config_value(key: str, value: str) -> Any:
+    """The typed value of a ConfigRecord being replayed: what check_config_value admits, and what an older
+    version admitted (topic_config.read_stored_topic_config), so an old metadata log still replays."""
+    return read_stored_topic_config(key, value)
 
 
 def check_config_key(key: str) -> None:
@@ -63,4 +75,4 @@ def unclean_election_enabled(topic_configs: Mapping[str, str], cluster_defaults:
     """unclean.leader.election.enable for a topic: its own value, else the cluster default, else false."""
     key = "unclean.leader.election.enable"
     text = topic_configs.get(key, cluster_defaults.get(key))
-    return bool(parse_topic_config(key, text)) if text is not None else bool(TOPIC_CONFIG_KEYS[key].default)
+    return bool(read_stored_topic_config(key, text)) if text is not None else bool(TOPIC_CONFIG_KEYS[key].default)

@@ -2,12 +2,24 @@
 
 One table serves the controller (validating CreateTopics / AlterConfigs, rejecting unknown keys), the
 broker (building each partition's LogConfig) and describe replies (effective values with defaults).
-Values travel as text, as in Kafka; `parse_topic_configs` turns them into typed values or raises
-INVALID_CONFIG naming the key.
+Values travel as text, as in Kafka; `parse_topic_config` turns one into a typed value or raises
+INVALID_CONFIG naming the key and the accepted range.
+
+Bounds (each key's `doc` says its own). Integers are ASCII decimal with an optional sign. Where a key
+allows "no limit" (retention.ms, retention.bytes, flush.messages, flush.ms,
+message.timestamp.difference.max.ms) that is exactly -1, as in Kafka; any other value below the key's
+minimum is INVALID_CONFIG (so `retention.ms=-5` is refused, not read as "keep forever").
+
+Admission and reading. `parse_topic_config` is the admission rule: CreateTopics and AlterConfigs refuse
+what it refuses. What the metadata log already holds is read with `read_stored_topic_config`, which also
+takes a value an older version admitted under a looser rule (before the rule above, any integer below the
+minimum of those keys meant "no limit", and integers of any key could be spelled as Python's int() reads
+them, `1_000` or non-ASCII digits) and reads it as that version did: replaying an old log must never fail, nor change what a topic does.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,21 +52,38 @@ def _to_text(value: Any) -> str:
     return str(value)
 
 
-def _int(lo: int, hi: int = INT64_MAX, *, none_below: int | None = None) -> Callable[[str], int | None]:
-    """A parser for an integer in [lo, hi]; with none_below, any value below it (Kafka's -1) means None."""
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
-    def parse(text: str) -> int | None:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise ValueError(f"{text!r} is not an integer") from None
-        if none_below is not None and value < none_below:
+
+@dataclass(frozen=True)
+class _Int:
+    """The parser of an integer key: a value in [lo, hi]; with `unlimited`, -1 (Kafka's "no limit") means
+    None."""
+
+    lo: int
+    hi: int = INT64_MAX
+    unlimited: bool = False
+
+    def __call__(self, text: str) -> int | None:
+        if not _INTEGER.fullmatch(text.strip()):
+            raise ValueError(f"{text!r} is not an integer")
+        value = int(text.strip())
+        if self.unlimited and value == -1:
             return None
-        if not lo <= value <= hi:
-            raise ValueError(f"{value} is outside [{lo}, {hi}]")
+        if not self.lo <= value <= self.hi:
+            allowed = f"-1 (no limit) or [{self.lo}, {self.hi}]" if self.unlimited else f"[{self.lo}, {self.hi}]"
+            raise ValueError(f"{value} is outside {allowed}")
         return value
 
-    return parse
+    def before_bounds(self, text: str) -> int | None:
+        """The rule values were admitted under before the bounds above: Python's int() syntax, and for the
+        `unlimited` keys any integer below `lo` meant None. For reading stored values only."""
+        value = int(text.strip())
+        if self.unlimited and value < self.lo:
+            return None
+        if not self.lo <= value <= self.hi:
+            raise ValueError(f"{value} is outside [{self.lo}, {self.hi}]")
+        return value
 
 
 def _choice(*choices: str) -> Callable[[str], str]:
@@ -79,58 +108,83 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
     for key in (
         ConfigKey("cleanup.policy", _choice("delete", "compact"), "delete",
                   "delete: drop old segments by retention; compact: keep the latest value per key."),
-        ConfigKey("retention.ms", _int(0, none_below=0), 7 * DAY_MS,
-                  "Delete a closed segment once its newest record is older than this; -1 keeps forever."),
-        ConfigKey("retention.bytes", _int(0, none_below=0), None,
-                  "Delete the oldest closed segments while the partition is larger than this; -1: no limit."),
-        ConfigKey("segment.bytes", _int(1024, 1 << 31), 1024 * MiB,
-                  "Roll to a new segment file when the active one would exceed this many bytes."),
-        ConfigKey("segment.ms", _int(1), 7 * DAY_MS,
-                  "Roll when a batch's timestamp is this far past the active segment's first batch."),
-        ConfigKey("segment.index.bytes", _int(4096, 1 << 31), 10 * MiB,
-                  "Roll when the active segment's offset index would exceed this many bytes."),
-        ConfigKey("index.interval.bytes", _int(0, 1 << 30), 4096,
-                  "Add an index entry after this many log bytes (smaller: faster lookups, larger indexes)."),
-        ConfigKey("max.message.bytes", _int(64, 1 << 30), 1 * MiB + 12,
-                  "Largest batch, in bytes as sent by the producer, a partition accepts."),
-        ConfigKey("delete.retention.ms", _int(0), DAY_MS,
-                  "Compacted topics: a tombstone is removed once its batch is older than this."),
-        ConfigKey("min.compaction.lag.ms", _int(0), 0,
-                  "Compacted topics: records younger than this are never compacted away."),
-        ConfigKey("flush.messages", _int(1, none_below=1), None,
-                  "fsync after this many batches; -1: never (durability comes from replication)."),
-        ConfigKey("flush.ms", _int(0, none_below=0), None,
-                  "fsync when the oldest unflushed batch is older than this; -1: never."),
-        ConfigKey("min.insync.replicas", _int(1, 1000), 1,
-                  "acks=all fails with NOT_ENOUGH_REPLICAS when the ISR is smaller than this."),
+        ConfigKey("retention.ms", _Int(0, unlimited=True), 7 * DAY_MS,
+                  "Delete a closed segment once its newest record is older than this; -1 keeps forever. "
+                  "-1 or >= 0."),
+        ConfigKey("retention.bytes", _Int(0, unlimited=True), None,
+                  "Delete the oldest closed segments while the partition is larger than this; -1: no limit. "
+                  "-1 or >= 0."),
+        ConfigKey("segment.bytes", _Int(1024, 1 << 31), 1024 * MiB,
+                  "Roll to a new segment file when the active one would exceed this many bytes. 1 KiB .. 2 GiB."),
+        ConfigKey("segment.ms", _Int(1), 7 * DAY_MS,
+                  "Roll when a batch's timestamp is this far past the active segment's first batch. >= 1."),
+        ConfigKey("segment.index.bytes", _Int(4096, 1 << 31), 10 * MiB,
+                  "Roll when the active segment's offset index would exceed this many bytes. 4 KiB .. 2 GiB."),
+        ConfigKey("index.interval.bytes", _Int(0, 1 << 30), 4096,
+                  "Add an index entry after this many log bytes (smaller: faster lookups, larger indexes). "
+                  "0 .. 1 GiB."),
+        ConfigKey("max.message.bytes", _Int(64, 1 << 30), 1 * MiB + 12,
+                  "Largest batch, in bytes as sent by the producer, a partition accepts. 64 .. 1 GiB."),
+        ConfigKey("delete.retention.ms", _Int(0), DAY_MS,
+                  "Compacted topics: a tombstone is removed once its batch is older than this. >= 0."),
+        ConfigKey("min.compaction.lag.ms", _Int(0), 0,
+                  "Compacted topics: records younger than this are never compacted away. >= 0."),
+        ConfigKey("flush.messages", _Int(1, unlimited=True), None,
+                  "fsync after this many batches; -1: never (durability comes from replication). -1 or >= 1."),
+        ConfigKey("flush.ms", _Int(0, unlimited=True), None,
+                  "fsync when the oldest unflushed batch is older than this; -1: never. -1 or >= 0."),
+        ConfigKey("min.insync.replicas", _Int(1, 1000), 1,
+                  "acks=all fails with NOT_ENOUGH_REPLICAS when the ISR is smaller than this. 1 .. 1000."),
         ConfigKey("unclean.leader.election.enable", _bool, False,
                   "Allow a replica outside the ISR to become leader (may lose acknowledged records)."),
-        ConfigKey("message.timestamp.difference.max.ms", _int(0, none_below=0), None,
-                  "Reject batches whose timestamps are further than this from the broker clock; -1: no limit."),
+        ConfigKey("message.timestamp.difference.max.ms", _Int(0, unlimited=True), None,
+                  "Reject batches whose timestamps are further than this from the broker clock; -1: no limit. "
+                  "-1 or >= 0."),
         ConfigKey("compression.type", _choice("producer", "none", "gzip", "snappy", "lz4", "zstd"), "producer",
                   "Codec the topic keeps; 'producer' keeps what the producer sent (the broker never recompresses)."),
     )
 }
 
 
-def parse_topic_config(key: str, text: str) -> Any:
-    """The typed value of one key; INVALID_CONFIG for an unknown key or a bad value."""
+def _spec(key: str) -> ConfigKey:
     spec = TOPIC_CONFIG_KEYS.get(key)
     if spec is None:
         raise KanalError(ErrorCode.INVALID_CONFIG, f"unknown topic config key {key!r}")
+    return spec
+
+
+def parse_topic_config(key: str, text: str) -> Any:
+    """The typed value of one key, by the admission rule; INVALID_CONFIG for an unknown key or a bad value."""
+    spec = _spec(key)
     try:
         return spec.parse(text)
     except ValueError as exc:
         raise KanalError(ErrorCode.INVALID_CONFIG, f"bad value for {key}: {exc}") from None
 
 
-def parse_topic_configs(configs: Mapping[str, str]) -> dict[str, Any]:
-    """Typed values of every key that is set (defaults are not filled in)."""
-    return {key: parse_topic_config(key, text) for key, text in configs.items()}
+def read_stored_topic_config(key: str, text: str) -> Any:
+    """The typed value of a key as the metadata log holds it: by the admission rule, else by the older rule
+    the value was admitted under (see the module docstring); INVALID_CONFIG when neither takes it."""
+    try:
+        return parse_topic_config(key, text)
+    except KanalError:
+        parse = _spec(key).parse
+        if not isinstance(parse, _Int):
+            raise  # no other kind of key changed its rule
+        try:
+            return parse.before_bounds(text)
+        except ValueError:
+            pass
+        raise
+
+
+def read_topic_configs(configs: Mapping[str, str]) -> dict[str, Any]:
+    """Typed values of every stored key that is set (defaults are not filled in)."""
+    return {key: read_stored_topic_config(key, text) for key, text in configs.items()}
 
 
 def effective_topic_configs(configs: Mapping[str, str]) -> dict[str, Any]:
-    """Typed values of every known key: the ones set, and defaults for the rest."""
+    """Typed values of every known key: the ones set (as stored), and defaults for the rest."""
     values = {name: spec.default for name, spec in TOPIC_CONFIG_KEYS.items()}
-    values.update(parse_topic_configs(configs))
+    values.update(read_topic_configs(configs))
     return values

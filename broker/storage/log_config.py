@@ -58,6 +58,8 @@ class LogConfig:
         _check(self.compaction_lag_ms_min >= 0, "compaction_lag_ms_min must be >= 0")
         _check(self.flush_batches_max is None or self.flush_batches_max >= 1, "flush_batches_max must be >= 1")
         _check(self.flush_interval_ms is None or self.flush_interval_ms >= 0, "flush_interval_ms must be >= 0")
+        _check(self.timestamp_difference_ms_max is None or self.timestamp_difference_ms_max >= 0,
+               "timestamp_difference_ms_max must be >= 0 or None")
 
     @classmethod
     def from_topic_configs(cls, configs: Mapping[str, str]) -> LogConfig:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kanal.broker.broker_main import parse_args
+from kanal.broker.config import BrokerConfig
 from kanal.v1.error import ErrorCode, KanalError
 
 
@@ -24,3 +25,12 @@ def test_producer_id_expiration_out_of_bounds_is_invalid_config(tmp_path, value)
         parse_args(base(tmp_path) + ["--producer-id-expiration-ms", value])
     assert err.value.code == ErrorCode.INVALID_CONFIG
     assert "producer_id_expiration_ms" in err.value.message
+
+
+@pytest.mark.parametrize(("field", "value"), [("log_maintenance_interval_ms", -5), ("log_maintenance_interval_ms", 0),
+                                              ("fetch_wait_ms_max", -1)])
+def test_negative_intervals_and_waits_are_invalid_config(tmp_path, field, value):
+    with pytest.raises(KanalError) as err:
+        BrokerConfig(broker_id=0, listen="127.0.0.1:1", controllers=("127.0.0.1:2",), data_dir=tmp_path,
+                     **{field: value})
+    assert err.value.code == ErrorCode.INVALID_CONFIG and field in err.value.message

@@ -12,6 +12,7 @@ from kanal.metadata import (
     apply,
     apply_batch,
     decide_create_topics,
+    effective_topic_config,
 )
 from kanal.v1 import admin_pb2
 from kanal.v1 import metadata_pb2 as m
@@ -373,6 +374,14 @@ def test_configs_quotas_and_producer_ids(image: MetadataImage) -> None:
     assert image.client_quotas == {}
     apply(image, rec(remove_topic=m.RemoveTopicRecord(topic_id="tid")))
     assert image.topics == {} and image.topics_by_id == {}
+
+
+def test_a_config_value_an_older_version_admitted_still_replays(image: MetadataImage) -> None:
+    # Before issue 17, retention.ms=-5 was admitted (and meant "keep forever"); a log holding it must replay.
+    config = m.ConfigRecord(resource_type=m.CONFIG_RESOURCE_TOPIC, resource_name="t", key="retention.ms", value="-5")
+    apply(image, rec(config=config))
+    assert image.topics["t"].configs == {"retention.ms": "-5"}
+    assert effective_topic_config(image, "t")["retention.ms"] is None
 
 
 def test_images_compare_by_content_and_repr_is_one_line(image: MetadataImage) -> None:

@@ -69,7 +69,7 @@ def test_one_bad_op_fails_its_resource_and_only_it(cluster3) -> None:
             TOPIC,
             "t",
             (SET, "retention.ms", "1"),
-            (SET, "retention.ms", "-5000"),
+            (SET, "retention.ms", "-1"),
             (SET, "max.message.bytes", "1"),
         ),
         change(TOPIC, "u", (SET, "retention.ms", "1"), (SET, "no.such.key", "1")),
@@ -93,6 +93,34 @@ def test_one_bad_op_fails_its_resource_and_only_it(cluster3) -> None:
     assert "max.message.bytes" in decision.reply.results[0].error_message
     assert "no.such.key" in decision.reply.results[1].error_message
     assert decision.records == []
+
+
+def test_out_of_range_values_are_refused_for_topics_and_brokers_and_change_nothing(cluster3) -> None:
+    h = cluster3
+    h.create_topic("t", 1, 1, {"retention.ms": "100"})
+    before = h.image.copy()
+    decision = alter(
+        h,
+        change(TOPIC, "t", (SET, "retention.ms", "-5")),  # issue 17: was read as "keep forever"
+        change(BROKER, "", (SET, "retention.bytes", "-2")),
+        change(BROKER, "1", (SET, "flush.ms", "-100")),
+    )
+    assert [r.error for r in decision.reply.results] == [ErrorCode.INVALID_CONFIG] * 3
+    assert "retention.ms: -5 is outside -1 (no limit) or [0, " in decision.reply.results[0].error_message
+    assert "retention.bytes: -2" in decision.reply.results[1].error_message
+    assert decision.records == []
+    h.commit(decision)
+    assert h.image == before
+
+
+def test_minus_one_means_no_limit(cluster3) -> None:
+    h = cluster3
+    h.create_topic("t", 1, 1, {"retention.ms": "100"})
+    decision = alter(h, change(TOPIC, "t", (SET, "retention.ms", "-1")), change(BROKER, "", (SET, "flush.ms", "-1")))
+    assert [r.error for r in decision.reply.results] == [ErrorCode.NONE] * 2
+    h.commit(decision)
+    config = effective_topic_config(h.image, "t", 1)
+    assert (config["retention.ms"], config["flush.ms"]) == (None, None)
 
 
 def test_validate_only_writes_nothing(cluster3) -> None:

@@ -80,6 +80,13 @@ def _only_error(decision, code, fragment: str) -> None:
         ),
         (creatable(configs=[("min.insync.replicas", "0")]), ErrorCode.INVALID_CONFIG, "outside"),
         (
+            creatable(configs=[("retention.ms", "-5")]),  # issue 17: was read as "keep forever"
+            ErrorCode.INVALID_CONFIG,
+            "bad value for retention.ms: -5 is outside -1 (no limit) or [0, ",
+        ),
+        (creatable(configs=[("retention.bytes", "-2")]), ErrorCode.INVALID_CONFIG, "retention.bytes: -2"),
+        (creatable(configs=[("flush.messages", "0")]), ErrorCode.INVALID_CONFIG, "flush.messages: 0"),
+        (
             creatable(configs=[("retention.ms", "1"), ("retention.ms", "2")]),
             ErrorCode.INVALID_CONFIG,
             "more than once",
@@ -240,3 +247,11 @@ def test_a_decision_needs_a_request_id_and_a_sane_clock(cluster3) -> None:
         decide_delete_topics(
             cluster3.image, admin_pb2.DeleteTopicsRequest(), now_ms=-1, principal="a", request_id="r"
         )
+
+
+def test_minus_one_is_no_limit_and_is_accepted(cluster3) -> None:
+    h = cluster3
+    decision = create(h, creatable(configs=[("retention.ms", "-1"), ("retention.bytes", "-1")]))
+    assert decision.reply.results[0].error == ErrorCode.NONE
+    h.commit(decision)
+    assert h.image.topics["t"].configs == {"retention.ms": "-1", "retention.bytes": "-1"}

@@ -1,0 +1,223 @@
+"""The group coordinator's loader over a real __consumer_offsets partition: a Log written to a temp dir,
+opened by a real Partition in a real ReplicaManager, loaded by a real GroupCoordinator on its loader
+thread. No sockets. The ticker is not running: each test calls `reconcile()` itself where the ticker would,
+and waits for conditions with a bound, never for time."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from kanal.broker.config import BrokerConfig
+from kanal.broker.group import GroupLimits
+from kanal.broker.group_coordinator import GroupCoordinator
+from kanal.broker.group_records import batch_of, offset_record
+from kanal.broker.metrics import BrokerMetrics
+from kanal.broker.partition import Assignment, Partition
+from kanal.broker.replica_manager import ReplicaManager
+from kanal.broker.storage.log import Log
+from kanal.broker.storage.log_config import LogConfig
+from kanal.metadata import MetadataImage
+from kanal.metadata.image import PartitionState, TopicImage
+from kanal.v1 import broker_pb2, groups_pb2
+from kanal.v1.batch import NewRecord, build_batch, encode_batch
+from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC
+
+LIMITS = GroupLimits(session_timeout_ms_min=100, session_timeout_ms_max=60_000, initial_rebalance_delay_ms=0)
+LEADER_EPOCH = 1
+NOW_MS = 1_700_000_000_000
+LOADER = "kanal.broker.group_coordinator"
+
+
+def commit(group_id: str, offset: int, partition: int = 0):
+    return offset_record(group_id, "t", partition, groups_pb2.OffsetCommitValue(offset=offset))
+
+
+def write_offsets_log(data_dir, batches: list[bytes]) -> None:
+    """__consumer_offsets-0 as a previous leader left it on disk (epoch 0)."""
+    log = Log.open(data_dir / f"{CONSUMER_OFFSETS_TOPIC}-0", LogConfig(cleanup_policy="compact"))
+    for batch in batches:
+        log.append(batch, leader_epoch=0, now_ms=NOW_MS)
+    log.close()
+
+
+def offsets_image() -> MetadataImage:
+    """__consumer_offsets with one partition, led here (broker 0) at LEADER_EPOCH, and topic t."""
+    image = MetadataImage()
+    for name in (CONSUMER_OFFSETS_TOPIC, "t"):
+        image.topics[name] = TopicImage(name, f"id-{name}", [PartitionState(0, (0,), (0,), 0, LEADER_EPOCH, 1)])
+    return image
+
+
+class Broker:
+    """A replica manager, the partition led here (once `host_partition` ran) and the coordinator."""
+
+    def __init__(self, data_dir, replicas=None) -> None:
+        self.data_dir = data_dir
+        config = BrokerConfig(broker_id=0, listen="127.0.0.1:1", controllers=("127.0.0.1:2",), data_dir=data_dir)
+        self.metrics = BrokerMetrics()
+        self.rm = ReplicaManager(config, controllers=None, metrics=self.metrics, broker_epoch=lambda: 1)
+        self.image = offsets_image()
+        self.coordinator = GroupCoordinator(
+            broker_id=0, replicas=replicas(self.rm) if replicas else self.rm, image=lambda: self.image,
+            controllers=None, metrics=self.metrics, limits=LIMITS, offsets_partitions=1,
+            offsets_replication_factor=1, write_timeout_ms=5_000)
+
+    def host_partition(self) -> None:
+        part = Partition(CONSUMER_OFFSETS_TOPIC, 0, self.data_dir / f"{CONSUMER_OFFSETS_TOPIC}-0",
+                         LogConfig(cleanup_policy="compact"), 0, 1, self.rm)
+        part.become_leader(Assignment(f"id-{CONSUMER_OFFSETS_TOPIC}", (0,), (0,), 0, LEADER_EPOCH, 1), set(), 10_000)
+        self.rm._partitions[(CONSUMER_OFFSETS_TOPIC, 0)] = part
+
+    def fetch(self, group_id: str) -> dict[int, int]:
+        request = broker_pb2.OffsetFetchRequest(group_id=group_id)
+        return {o.partition: o.offset for o in self.coordinator.fetch_offsets(request).offsets}
+
+    def loaded(self) -> bool:
+        """The partition is served; reconciles first, as the ticker does on each tick."""
+        self.coordinator.reconcile()
+        try:
+            self.fetch("a")
+        except KanalError as exc:
+            if exc.code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                raise
+            return False
+        return True
+
+    def sample(self, name: str, labels: dict | None = None) -> float:
+        return self.metrics.registry.get_sample_value(name, labels or {}) or 0.0
+
+    def close(self) -> None:
+        self.coordinator.close()
+        self.rm.close()
+
+
+@pytest.fixture
+def broker(tmp_path):
+    made: list[Broker] = []
+
+    def make(**kw) -> Broker:
+        made.append(Broker(tmp_path, **kw))
+        return made[-1]
+
+    yield make
+    for b in made:
+        b.close()
+
+
+def wait_until(check, what: str) -> None:
+    """Poll a condition, bounded in rounds and time (far beyond what a load and its retries take)."""
+    pause = threading.Event()
+    for _ in range(2_000):
+        if check():
+            return
+        pause.wait(0.005)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_bad_record_is_skipped_logged_and_counted_and_the_groups_load(tmp_path, broker, caplog):
+    garbage_records = encode_batch(b"\xff\xffnot a record list", record_count=1, last_offset_delta=0,
+                                   first_timestamp_ms=NOW_MS, max_timestamp_ms=NOW_MS)
+    write_offsets_log(tmp_path, [
+        batch_of([commit("a", 42), commit("b", 5)], NOW_MS),  # offsets 0, 1
+        build_batch([NewRecord(b"garbage", b"\xff\xff", NOW_MS)]),  # 2: the injected record of the issue
+        garbage_records,  # 3: a batch whose records do not decode
+        batch_of([commit("a", 43, partition=1), commit("b", 6)], NOW_MS),  # 4, 5: after the bad ones
+    ])
+    b = broker()
+    b.host_partition()
+    with caplog.at_level(logging.WARNING, logger=LOADER):
+        b.coordinator.reconcile(b.image)  # as the metadata follower does once the replica exists
+        wait_until(b.loaded, "the groups to load")
+    assert b.fetch("a") == {0: 42, 1: 43}
+    assert b.fetch("b") == {0: 6}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(f"{CONSUMER_OFFSETS_TOPIC}-0" in m and "offset 2:" in m and "does not parse as GroupRecordKey" in m
+               for m in warnings), warnings
+    assert any("offset 3:" in m and "batch does not decode" in m for m in warnings), warnings
+    assert b.sample("kanal_group_coordinator_bad_records_total") == 2
+    assert b.sample("kanal_group_coordinator_load_failures_total", {"cause": "unexpected"}) == 0
+
+
+class FailingFirst:
+    """The real replica manager, except that its first `failures` partition() calls raise as a bug in the
+    loader's path would (fault injection: everything else is the real thing)."""
+
+    def __init__(self, rm: ReplicaManager, failures: int) -> None:
+        self._rm = rm
+        self.failures_left = failures
+
+    def partition(self, topic: str, partition_id: int):
+        if self.failures_left > 0:
+            self.failures_left -= 1
+            raise RuntimeError("injected fault in the loader")
+        return self._rm.partition(topic, partition_id)
+
+    def __getattr__(self, name: str):
+        return getattr(self._rm, name)
+
+
+def test_an_unexpected_load_failure_is_logged_with_its_traceback_counted_and_retried(tmp_path, broker, caplog):
+    write_offsets_log(tmp_path, [batch_of([commit("a", 42)], NOW_MS)])
+    flaky: list[FailingFirst] = []
+    b = broker(replicas=lambda rm: flaky.append(FailingFirst(rm, failures=2)) or flaky[0])
+    b.host_partition()
+    with caplog.at_level(logging.WARNING, logger=LOADER):
+        b.coordinator.reconcile(b.image)
+        wait_until(lambda: b.sample("kanal_group_coordinator_load_failures_total", {"cause": "unexpected"}) >= 1,
+                   "the first failure to be counted")
+        if flaky[0].failures_left:  # the retry has not run yet: the groups say why they are not there
+            with pytest.raises(KanalError) as err:
+                b.fetch("a")
+            assert err.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        wait_until(b.loaded, "the retried load")
+    assert b.fetch("a") == {0: 42}
+    assert b.sample("kanal_group_coordinator_load_failures_total", {"cause": "unexpected"}) == 2
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 2 and all(r.exc_info and "injected fault" in str(r.exc_info[1]) for r in errors)
+    assert "retrying in 100 ms (failure 1)" in errors[0].getMessage()
+    assert "retrying in 200 ms (failure 2)" in errors[1].getMessage()
+
+
+def test_a_load_before_the_replica_exists_is_retried_once_it_does(tmp_path, broker, caplog):
+    write_offsets_log(tmp_path, [batch_of([commit("a", 42)], NOW_MS)])
+    b = broker()
+    with caplog.at_level(logging.WARNING, logger=LOADER):
+        b.coordinator.reconcile(b.image)
+        wait_until(lambda: b.sample("kanal_group_coordinator_load_failures_total",
+                                    {"cause": "UNKNOWN_TOPIC_OR_PARTITION"}) >= 1, "a failed load")
+    assert any("could not load" in r.getMessage() and "retrying" in r.getMessage() for r in caplog.records)
+    b.host_partition()
+    wait_until(b.loaded, "the retried load")
+    assert b.fetch("a") == {0: 42}
+
+
+def test_load_retry_backoff_doubles_up_to_its_bound():
+    from kanal.broker.group_coordinator import load_retry_backoff_ms
+
+    assert [load_retry_backoff_ms(n) for n in (1, 2, 3, 4)] == [100, 200, 400, 800]
+    assert load_retry_backoff_ms(10) == load_retry_backoff_ms(1000) == 30_000
+    with pytest.raises(ValueError):
+        load_retry_backoff_ms(0)
+
+
+def test_damaged_log_framing_fails_the_load_at_error_and_keeps_retrying(tmp_path, broker, caplog):
+    write_offsets_log(tmp_path, [batch_of([commit("a", 42)], NOW_MS)])
+    segment = tmp_path / f"{CONSUMER_OFFSETS_TOPIC}-0" / f"{0:020d}.log"
+    data = bytearray(segment.read_bytes())
+    data[5] ^= 0xFF  # the first entry's CRC; the log was closed cleanly, so opening it does not recover it
+    segment.write_bytes(bytes(data))
+    b = broker()
+    b.host_partition()
+    with caplog.at_level(logging.WARNING, logger=LOADER):
+        b.coordinator.reconcile(b.image)
+        wait_until(lambda: b.loaded() or b.sample("kanal_group_coordinator_load_failures_total",
+                                                  {"cause": "CORRUPT_MESSAGE"}) >= 2, "two failed loads")
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors and all("entry CRC does not match" in r.getMessage() and r.exc_info for r in errors)
+    with pytest.raises(KanalError) as err:
+        b.fetch("a")
+    assert err.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and "tries failed" in err.value.message

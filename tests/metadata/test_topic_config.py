@@ -1,0 +1,85 @@
+"""Topic config bounds (metadata/topic_config.py): what admission refuses, what -1 means, and that values an
+older version admitted under a looser rule still read as they did."""
+
+from __future__ import annotations
+
+import pytest
+
+from kanal.metadata.topic_config import (
+    effective_topic_configs,
+    parse_topic_config,
+    read_stored_topic_config,
+)
+from kanal.v1.error import ErrorCode, KanalError
+
+UNLIMITED_KEYS = ["retention.ms", "retention.bytes", "flush.messages", "flush.ms",
+                  "message.timestamp.difference.max.ms"]
+
+REFUSED = [
+    ("retention.ms", "-5", "outside -1 (no limit) or [0, "),
+    ("retention.ms", "-2", "outside -1 (no limit)"),
+    ("retention.ms", "9223372036854775808", "outside -1 (no limit)"),
+    ("retention.bytes", "-2", "outside -1 (no limit) or [0, "),
+    ("flush.messages", "0", "outside -1 (no limit) or [1, "),
+    ("flush.messages", "-7", "outside -1 (no limit) or [1, "),
+    ("flush.ms", "-100", "outside -1 (no limit) or [0, "),
+    ("message.timestamp.difference.max.ms", "-3", "outside -1 (no limit) or [0, "),
+    ("segment.ms", "0", "outside [1, "),
+    ("segment.ms", "-1", "outside [1, "),  # no "no limit" for keys that never had one
+    ("delete.retention.ms", "-1", "outside [0, "),
+    ("min.compaction.lag.ms", "-1", "outside [0, "),
+    ("index.interval.bytes", "-1", "outside [0, "),
+    ("segment.bytes", "-1", "outside [1024, "),
+    ("segment.index.bytes", "1024", "outside [4096, "),
+    ("max.message.bytes", "0", "outside [64, "),
+    ("min.insync.replicas", "0", "outside [1, 1000]"),
+    ("retention.ms", "1_000", "not an integer"),  # Python's int() takes these; Kafka does not
+    ("retention.ms", "١٢", "not an integer"),
+    ("retention.ms", "forever", "not an integer"),
+    ("retention.ms", "", "not an integer"),
+]
+
+
+@pytest.mark.parametrize(("key", "text", "fragment"), REFUSED)
+def test_out_of_range_values_are_refused_naming_the_key_and_the_range(key, text, fragment):
+    with pytest.raises(KanalError) as err:
+        parse_topic_config(key, text)
+    assert err.value.code == ErrorCode.INVALID_CONFIG
+    assert f"bad value for {key}" in err.value.message and fragment in err.value.message
+
+
+@pytest.mark.parametrize("key", UNLIMITED_KEYS)
+def test_minus_one_means_no_limit(key):
+    assert parse_topic_config(key, "-1") is None
+    assert parse_topic_config(key, " -1 ") is None
+
+
+def test_bounds_themselves_are_accepted():
+    assert parse_topic_config("retention.ms", "0") == 0
+    assert parse_topic_config("retention.ms", "+5") == 5
+    assert parse_topic_config("retention.ms", "9223372036854775807") == (1 << 63) - 1
+    assert parse_topic_config("flush.messages", "1") == 1
+    assert parse_topic_config("segment.bytes", str(1 << 31)) == 1 << 31
+
+
+@pytest.mark.parametrize(("key", "text", "value"), [
+    ("retention.ms", "-5", None),  # the old rule: anything below 0 kept forever
+    ("retention.bytes", "-100", None),
+    ("flush.messages", "0", None),
+    ("flush.ms", "-2", None),
+    ("message.timestamp.difference.max.ms", "-9", None),
+    ("retention.ms", "1_000", 1000),  # the old syntax, for any integer key
+    ("segment.ms", "1_000", 1000),
+    ("segment.ms", "١٢", 12),
+])
+def test_a_value_an_older_version_admitted_is_read_as_it_was(key, text, value):
+    assert read_stored_topic_config(key, text) == value
+    assert effective_topic_configs({key: text})[key] == value
+
+
+@pytest.mark.parametrize(("key", "text"), [("retention.ms", "forever"), ("segment.ms", "-1"),
+                                           ("retention.ms", "9223372036854775808"), ("nope", "1")])
+def test_reading_stored_values_still_refuses_what_no_version_admitted(key, text):
+    with pytest.raises(KanalError) as err:
+        read_stored_topic_config(key, text)
+    assert err.value.code == ErrorCode.INVALID_CONFIG
