@@ -59,6 +59,7 @@ from kanal.broker.group_records import (
     replay_entries,
 )
 from kanal.broker.metrics import BrokerMetrics
+from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.metadata import MetadataImage
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, groups_pb2
 from kanal.v1.batch import CorruptEntry
@@ -737,4 +738,4 @@ def sync_timed_out() -> broker_pb2.SyncGroupResponse:
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return PROCESS_CLOCK.now_ms()  # never backwards: sessions must not all expire on a wall-clock step

@@ -50,6 +50,7 @@ from kanal.broker.producer_state import (
     Reject,
     producer_batches_in,
 )
+from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
 from kanal.v1 import broker_pb2
@@ -72,7 +73,7 @@ def mono_ms() -> int:
 
 
 def wall_ms() -> int:
-    return int(time.time() * 1000)
+    return PROCESS_CLOCK.now_ms()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from concurrent import futures
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.producer_ids import ProducerIdManager
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.service import BrokerService
+from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.server_reflection import enable_reflection
 
@@ -151,7 +151,7 @@ class BrokerServer:
     def _maintenance(self, stop: threading.Event) -> None:
         interval_s = self.config.log_maintenance_interval_ms / 1000
         while not stop.wait(interval_s):
-            self.replicas.maintenance(int(time.time() * 1000))
+            self.replicas.maintenance(PROCESS_CLOCK.now_ms())
             self.metrics.fenced.set(1 if self.lifecycle.fenced else 0)
 
     def stop(self, *, controlled: bool = True, grace_s: float = 5.0) -> None:
