@@ -248,6 +248,8 @@ class ActiveController:
     ) -> controller_pb2.RegisterBrokerResponse:
         reply: controller_pb2.RegisterBrokerResponse
         reply, _ = self.write(self._broker_decider(decide_register_broker, request, request_id), deadline_s=deadline_s)
+        if reply.error == ErrorCode.NONE:
+            reply.session_timeout_ms = self._config.session_timeout_ms
         return reply
 
     def broker_heartbeat(

@@ -24,3 +24,15 @@ def test_producer_id_expiration_out_of_bounds_is_invalid_config(tmp_path, value)
         parse_args(base(tmp_path) + ["--producer-id-expiration-ms", value])
     assert err.value.code == ErrorCode.INVALID_CONFIG
     assert "producer_id_expiration_ms" in err.value.message
+
+
+def test_heartbeat_interval_must_fit_four_times_in_the_controllers_session_timeout():
+    from kanal.broker.config import check_heartbeat_fits_session
+
+    check_heartbeat_fits_session(1000, 9000)  # the defaults
+    check_heartbeat_fits_session(200, 2000)  # the cluster tests
+    check_heartbeat_fits_session(500, 2000)  # exactly a quarter
+    with pytest.raises(KanalError) as err:
+        check_heartbeat_fits_session(501, 2000)
+    assert err.value.code == ErrorCode.INVALID_CONFIG
+    assert "at most 500" in err.value.message and "\n" not in err.value.message
