@@ -107,9 +107,10 @@ class ControllerClient:
                 if code is None and exc.code() in _SILENT:
                     silent_ms = max(1, int((time.monotonic() - started) * 1000))
                     with self._lock:
-                        endpoint = self._chooser.on_silent(endpoint, silent_ms, _now_ms())
-                    log.info("controller %s silent for %d ms on %s; trying %s", last_problem.split(":")[0],
-                             silent_ms, method, endpoint)
+                        following = self._chooser.on_silent(endpoint, silent_ms, _now_ms())
+                    log.info("controller %s gave no answer to %s for %d ms (%s); trying %s", endpoint, method,
+                             silent_ms, exc.code().name, following)
+                    endpoint = following
                     _pause(deadline)
                     continue
                 with self._lock:

@@ -322,3 +322,23 @@ def test_a_controller_active_again_gives_every_broker_a_full_session_from_its_ne
     fake_clock.advance(2)
     controller.step()
     assert store.read(lambda image: not any(image.is_live(b) for b in (1, 2, 3)))
+
+
+def test_a_stalled_controller_steps_back_and_takes_over_again_with_fresh_sessions(setup, fake_clock):
+    """A SIGSTOPped active controller, resumed, must not fence brokers it could not hear while stopped."""
+    store, controller, _ = setup("--session-timeout-ms", "1000", "--election-timeout-ms", "150",
+                                    "--raft-heartbeat-interval-ms", "40")
+    controller.step()
+    _live_brokers(controller)
+    controller.note_stall(150)  # not more than an election timeout: nothing happens
+    assert controller.epoch == 1
+    fake_clock.advance(5_000)
+    controller.note_stall(5_000)
+    assert controller.epoch is None and not controller.is_active()
+    controller.step()  # still the Raft leader: it takes over again
+    assert controller.epoch == 1
+    controller.step()
+    assert store.read(lambda image: all(image.is_live(b) for b in (1, 2, 3)))
+    fake_clock.advance(1_001)
+    controller.step()
+    assert store.read(lambda image: not any(image.is_live(b) for b in (1, 2, 3)))
