@@ -5,6 +5,16 @@ heartbeats every heartbeat_interval_ms with the metadata offset it has applied. 
 it once it has caught up and fences it when heartbeats stop; a STALE_BROKER_EPOCH answer means the
 registration was replaced or lost, and the broker registers again. On shutdown the broker asks to be
 fenced first (want_shutdown), so its leaderships move before it stops serving.
+
+Heartbeat deadlines. One heartbeat attempt at one controller waits at most one heartbeat interval; the
+whole heartbeat (moving from controller to controller: controller_client.py) at most two. Heartbeats are
+sent at a fixed rate: one that overran is followed by the next at once. So when the controller a broker
+talks to hangs, the broker asks another controller within two heartbeat intervals, and keeps asking until
+the new active controller answers. The controller says its session timeout when the broker registers, and
+the broker refuses to run unless 4 x heartbeat_interval_ms <= session timeout
+(kanal.broker.config.check_heartbeat_fits_session): at most half the session goes to noticing the silence,
+the other half is left for the controllers' election and for reaching the new active controller, which
+starts every broker's session afresh when it takes over.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from kanal.broker.config import check_heartbeat_fits_session
 from kanal.broker.controller_client import ControllerClient
 from kanal.v1 import controller_pb2
 from kanal.v1.error import ErrorCode, KanalError
@@ -30,12 +41,15 @@ class BrokerLifecycle:
         self._endpoint = endpoint
         self._rack = rack
         self._metrics_endpoint = metrics_endpoint
+        self._interval_ms = heartbeat_interval_ms
         self._interval_s = heartbeat_interval_ms / 1000
         self._metadata_offset = metadata_offset
         self.incarnation_id = str(uuid.uuid4())
         self.broker_epoch = -1
         self.fenced = True
         self.controller_epoch = -1
+        # The controllers' broker session timeout, as the last registration reported it (0: unknown).
+        self.session_timeout_ms = 0
 
     def __repr__(self) -> str:
         state = "fenced" if self.fenced else "unfenced"
@@ -55,11 +69,16 @@ class BrokerLifecycle:
                 reply = self._client.call("RegisterBroker", request,
                                           timeout_s=max(0.1, min(5.0, deadline - time.monotonic())))
                 if reply.error == ErrorCode.NONE:
+                    if reply.session_timeout_ms > 0:
+                        check_heartbeat_fits_session(self._interval_ms, reply.session_timeout_ms)
+                        self.session_timeout_ms = reply.session_timeout_ms
                     self.broker_epoch = reply.broker_epoch
                     log.info("registered broker %d with epoch %d", self.broker_id, self.broker_epoch)
                     return
                 problem = KanalError(reply.error, reply.error_message or "registration refused")
             except KanalError as exc:
+                if exc.code == ErrorCode.INVALID_CONFIG:
+                    raise  # no retry mends a configuration
                 problem = exc
             if time.monotonic() >= deadline:
                 raise problem
@@ -71,7 +90,8 @@ class BrokerLifecycle:
             broker_id=self.broker_id, broker_epoch=self.broker_epoch,
             metadata_offset=self._metadata_offset(), want_shutdown=want_shutdown,
         )
-        reply = self._client.call("BrokerHeartbeat", request, timeout_s=max(1.0, self._interval_s * 2))
+        reply = self._client.call("BrokerHeartbeat", request, timeout_s=2 * self._interval_s,
+                                  attempt_timeout_s=self._interval_s)
         if reply.error == ErrorCode.STALE_BROKER_EPOCH:
             log.warning("broker epoch %d is stale; registering again", self.broker_epoch)
             self.register(timeout_s=10)
@@ -85,8 +105,11 @@ class BrokerLifecycle:
         return reply
 
     def run(self, stop: threading.Event) -> None:
-        """The heartbeat thread: one heartbeat per interval until `stop` is set."""
-        while not stop.wait(self._interval_s):
+        """The heartbeat thread: one heartbeat per interval (fixed rate: one that overran is followed by
+        the next at once) until `stop` is set."""
+        due = time.monotonic() + self._interval_s
+        while not stop.wait(max(0.0, due - time.monotonic())):
+            due = max(due + self._interval_s, time.monotonic())
             try:
                 self.heartbeat()
             except KanalError as exc:

@@ -6,6 +6,10 @@ replaces `image` in one assignment: readers (gRPC handlers, the replica manager)
 and get a consistent snapshot without locks. Every publication calls `on_change(old, new)` on the
 follower's thread.
 
+Any controller may answer (the active one is preferred: its log is the freshest). A long poll that has no
+reply METADATA_FETCH_REPLY_MARGIN_MS after its wait ended is given up at that controller and the fetch
+moves to another (controller_client.py), so a hung controller cannot hold the follower.
+
 While no controller answers, the broker keeps serving from the image it has (DESIGN: brokers keep
 working through a controller election); the loop backs off and retries.
 """
@@ -16,6 +20,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from kanal.broker.config import METADATA_FETCH_REPLY_MARGIN_MS
 from kanal.broker.controller_client import ControllerClient
 from kanal.broker.fatal import stop_process
 from kanal.metadata import MetadataImage, apply_batch
@@ -53,7 +58,9 @@ class MetadataFollower:
         request = controller_pb2.FetchMetadataRequest(
             offset=self.offset, max_bytes=self._fetch_bytes_max, max_wait_ms=self._fetch_wait_ms
         )
-        reply = self._client.call("FetchMetadata", request, timeout_s=self._fetch_wait_ms / 1000 + 5)
+        attempt_s = (self._fetch_wait_ms + METADATA_FETCH_REPLY_MARGIN_MS) / 1000
+        reply = self._client.call("FetchMetadata", request, timeout_s=2 * attempt_s, attempt_timeout_s=attempt_s,
+                                  any_controller=True)
         if reply.error != ErrorCode.NONE:
             raise KanalError(reply.error, f"FetchMetadata at {self.offset}: {reply.error_message}")
         self.end_offset = reply.end_offset

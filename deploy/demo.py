@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--records must be in [1, 5000000]")
     root = args.data_dir or Path(tempfile.mkdtemp(prefix="kanal-demo-"))
     cluster = LocalCluster(root, controllers=3, brokers=3,
-                           controller_flags=["--session-timeout-ms", "3000"],
+                           controller_flags=["--session-timeout-ms", "3000", "--election-timeout-ms", "400"],
                            broker_flags=["--heartbeat-interval-ms", "500", "--replica-lag-ms-max", "5000"])
     say(f"kanal demo: starting 3 controllers and 3 brokers on 127.0.0.1 (data in {root})")
     started = time.perf_counter()

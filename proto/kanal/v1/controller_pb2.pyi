@@ -32,16 +32,18 @@ class RegisterBrokerRequest(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., metrics_endpoint: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
-    __slots__ = ("error", "error_message", "broker_epoch", "active_controller")
+    __slots__ = ("error", "error_message", "broker_epoch", "active_controller", "session_timeout_ms")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     error_message: str
     broker_epoch: int
     active_controller: ControllerHint
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ...) -> None: ...
+    session_timeout_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., session_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
     __slots__ = ("broker_id", "broker_epoch", "metadata_offset", "want_shutdown")
