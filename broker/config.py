@@ -76,7 +76,8 @@ class BrokerConfig:
     # Partitions of __consumer_offsets when this broker is the one that creates it
     # (offsets.topic.num.partitions); fixed once the topic exists.
     offsets_topic_partitions: int = 50
-    # Replication factor of __consumer_offsets, capped at the live brokers when it is created.
+    # Replication factor of __consumer_offsets (offsets.topic.replication.factor). Until this many brokers
+    # are live, FindCoordinator answers COORDINATOR_NOT_AVAILABLE rather than create it smaller.
     offsets_topic_replication_factor: int = 3
     # How long a commit or group-state write may wait for the ISR before it fails (retriably).
     offsets_commit_timeout_ms: int = 5000

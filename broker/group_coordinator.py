@@ -317,6 +317,13 @@ class GroupCoordinator:
         check_group_id(req.key)
         image = self._image()
         if self._partition_count(image) is None:
+            live = len(image.live_brokers())
+            if live < self._offsets_rf:
+                # Kafka's rule: never create the offsets topic with fewer replicas than configured, or a
+                # cluster whose first group came early keeps RF 1 for its offsets for ever.
+                raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                 f"{CONSUMER_OFFSETS_TOPIC} needs {self._offsets_rf} live brokers "
+                                 f"(offsets_topic_replication_factor); {live} are live")
             self._create_offsets_topic(image)
             raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {CONSUMER_OFFSETS_TOPIC}; retry")
         p = self.partition_of(req.key, image)
@@ -330,7 +337,7 @@ class GroupCoordinator:
         if not self._creating.acquire(blocking=False):
             return  # another call is creating it
         try:
-            rf = max(1, min(self._offsets_rf, len(image.live_brokers())))
+            rf = self._offsets_rf
             request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
                 name=CONSUMER_OFFSETS_TOPIC, partitions=self._offsets_partitions, replication_factor=rf,
                 configs=[admin_pb2.ConfigEntry(key="cleanup.policy", value="compact")])])
