@@ -50,6 +50,10 @@ class BrokerLifecycle:
         self.controller_epoch = -1
         # The controllers' broker session timeout, as the last registration reported it (0: unknown).
         self.session_timeout_ms = 0
+        # What Metadata reports: the cluster id from registration, the active controller from the
+        # controller that answered the last heartbeat (-1 until one has).
+        self.cluster_id = ""
+        self.active_controller_id = -1
 
     def __repr__(self) -> str:
         state = "fenced" if self.fenced else "unfenced"
@@ -73,6 +77,8 @@ class BrokerLifecycle:
                         check_heartbeat_fits_session(self._interval_ms, reply.session_timeout_ms)
                         self.session_timeout_ms = reply.session_timeout_ms
                     self.broker_epoch = reply.broker_epoch
+                    self.cluster_id = reply.cluster_id
+                    self.active_controller_id = reply.controller_id
                     log.info("registered broker %d with epoch %d", self.broker_id, self.broker_epoch)
                     return
                 problem = KanalError(reply.error, reply.error_message or "registration refused")
@@ -102,6 +108,7 @@ class BrokerLifecycle:
             log.info("broker %d is now %s", self.broker_id, "fenced" if reply.fenced else "unfenced")
         self.fenced = reply.fenced
         self.controller_epoch = reply.controller_epoch
+        self.active_controller_id = reply.controller_id
         return reply
 
     def run(self, stop: threading.Event) -> None:

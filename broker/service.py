@@ -34,9 +34,12 @@ _FORWARDED_ADMIN_CALLS = (
 )
 
 
-def metadata_response(image: MetadataImage, topics: list[str], metadata_offset: int) -> broker_pb2.MetadataResponse:
-    """What clients see of the cluster: live brokers, and each requested topic's partitions."""
-    reply = broker_pb2.MetadataResponse(cluster_id="kanal", controller_id=-1, metadata_offset=metadata_offset)
+def metadata_response(image: MetadataImage, topics: list[str], metadata_offset: int, *, cluster_id: str,
+                      controller_id: int) -> broker_pb2.MetadataResponse:
+    """What clients see of the cluster: its id, the active controller as this broker last heard from it
+    (-1 before the first heartbeat), live brokers, and each requested topic's partitions."""
+    reply = broker_pb2.MetadataResponse(cluster_id=cluster_id, controller_id=controller_id,
+                                        metadata_offset=metadata_offset)
     for broker in sorted(image.live_brokers().values(), key=lambda b: b.broker_id):
         reply.brokers.add(broker_id=broker.broker_id, endpoint=broker.endpoint, rack=broker.rack,
                           fenced=False, broker_epoch=broker.broker_epoch)
@@ -111,8 +114,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @async_error_boundary
     async def Metadata(self, request: broker_pb2.MetadataRequest,
                        context: grpc.aio.ServicerContext) -> broker_pb2.MetadataResponse:
-        follower = self._server.metadata
-        return metadata_response(follower.image, list(request.topics), follower.offset)
+        follower, lifecycle = self._server.metadata, self._server.lifecycle
+        return metadata_response(follower.image, list(request.topics), follower.offset,
+                                 cluster_id=lifecycle.cluster_id, controller_id=lifecycle.active_controller_id)
 
     @error_boundary
     def InitProducerId(self, request: broker_pb2.InitProducerIdRequest,

@@ -255,6 +255,8 @@ class ActiveController:
         reply, _ = self.write(self._broker_decider(decide_register_broker, request, request_id), deadline_s=deadline_s)
         if reply.error == ErrorCode.NONE:
             reply.session_timeout_ms = self._config.session_timeout_ms
+            reply.cluster_id = self._config.cluster_id
+            reply.controller_id = self._config.controller_id
         return reply
 
     def broker_heartbeat(
@@ -266,6 +268,8 @@ class ActiveController:
         # The decision's offsets count in-flight batches; brokers need the committed, durable end.
         reply.metadata_end_offset = end
         reply.controller_epoch = self._epoch if self._epoch is not None else reply.controller_epoch
+        if reply.error == ErrorCode.NONE:
+            reply.controller_id = self._config.controller_id
         return reply
 
     def decide_with(

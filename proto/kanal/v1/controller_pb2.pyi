@@ -32,18 +32,22 @@ class RegisterBrokerRequest(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., metrics_endpoint: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
-    __slots__ = ("error", "error_message", "broker_epoch", "active_controller", "session_timeout_ms")
+    __slots__ = ("error", "error_message", "broker_epoch", "active_controller", "session_timeout_ms", "cluster_id", "controller_id")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     error_message: str
     broker_epoch: int
     active_controller: ControllerHint
     session_timeout_ms: int
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., session_timeout_ms: _Optional[int] = ...) -> None: ...
+    cluster_id: str
+    controller_id: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., session_timeout_ms: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
     __slots__ = ("broker_id", "broker_epoch", "metadata_offset", "want_shutdown")
@@ -58,7 +62,7 @@ class BrokerHeartbeatRequest(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., metadata_offset: _Optional[int] = ..., want_shutdown: _Optional[bool] = ...) -> None: ...
 
 class BrokerHeartbeatResponse(_message.Message):
-    __slots__ = ("error", "error_message", "fenced", "metadata_end_offset", "active_controller", "controller_epoch", "shutdown_ready")
+    __slots__ = ("error", "error_message", "fenced", "metadata_end_offset", "active_controller", "controller_epoch", "shutdown_ready", "controller_id")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     FENCED_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +70,7 @@ class BrokerHeartbeatResponse(_message.Message):
     ACTIVE_CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_READY_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     error_message: str
     fenced: bool
@@ -73,7 +78,8 @@ class BrokerHeartbeatResponse(_message.Message):
     active_controller: ControllerHint
     controller_epoch: int
     shutdown_ready: bool
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., fenced: _Optional[bool] = ..., metadata_end_offset: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., controller_epoch: _Optional[int] = ..., shutdown_ready: _Optional[bool] = ...) -> None: ...
+    controller_id: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., fenced: _Optional[bool] = ..., metadata_end_offset: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., controller_epoch: _Optional[int] = ..., shutdown_ready: _Optional[bool] = ..., controller_id: _Optional[int] = ...) -> None: ...
 
 class FetchMetadataRequest(_message.Message):
     __slots__ = ("offset", "max_bytes", "max_wait_ms")
