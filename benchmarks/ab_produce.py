@@ -22,7 +22,9 @@ BENCH = Path(__file__).with_name("cluster_bench.py")
 
 def run(python: str, args) -> dict[str, int]:
     out = subprocess.run([python, str(BENCH), "--quick", "--produce-only", "--seconds", str(args.seconds),
-                          "--clusters", args.clusters], check=True, capture_output=True, text=True, timeout=1800)
+                          "--clusters", args.clusters], check=False, capture_output=True, text=True, timeout=1800)
+    if out.returncode:
+        raise SystemExit(f"{python} {BENCH.name} failed:\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout)
     figures = {}
     for cluster in ("one_broker_acks_1", "three_brokers_acks_all_rf3"):

@@ -26,6 +26,7 @@ from kanal.v1 import batch_validation, broker_pb2, codecs, records_pb2
 from kanal.v1.batch import (
     NewRecord,
     build_batch,
+    check_scanned,
     encode_record_list,
     frame_batch_parts,
     frame_entry,
@@ -132,8 +133,10 @@ def batches(draw) -> bytes:
 
 def outcome(raw: bytes, walk) -> int:
     """ErrorCode.NONE when the batch is accepted, else the code it is refused with."""
+    header = scan_batch(raw)
     try:
-        validate_produced_batch(raw, scan_batch(raw), BATCH_BYTES_MAX, walk=walk)
+        validate_produced_batch(raw, header, BATCH_BYTES_MAX, walk=walk)
+        check_scanned(header, raw)  # rule 1 on success: Log.append's first step, as the partition runs them
     except KanalError as exc:
         return exc.code
     return ErrorCode.NONE

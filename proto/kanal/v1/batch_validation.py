@@ -36,6 +36,12 @@ clients/_consumer_fast.c, give exactly record_count records):
 Within a record, its bytes are checked first, then its offset, then its timestamp; a record past
 record_count is refused before its bytes are read.
 
+One CRC pass, not two: rule 1 is checked here only when a later rule fails (so a batch damaged in transit
+gets CORRUPT_MESSAGE, whatever else its damage breaks); when every later rule holds, the caller stores the
+batch with Log.append, whose first step is the same check_scanned, before anything is written. So
+`validate_produced_batch` followed by Log.append keeps all seven rules in the order above, and the CRC
+over the payload (a third of the validation's cost) is computed once.
+
 Why INVALID_RECORD and not CORRUPT_MESSAGE for records that do not parse: the CRC matched, so the bytes
 are what the producer sent, and sending them again cannot help. CORRUPT_MESSAGE (retriable) stays for a
 CRC mismatch: damage in transit.
@@ -84,12 +90,22 @@ def records_bytes_max(batch_bytes_max: int) -> int:
 def validate_produced_batch(raw: bytes | memoryview, header: BatchHeader, batch_bytes_max: int,
                             walk: RecordListWalk | None = None) -> None:
     """Refuse (KanalError, codes in the module docstring) a producer batch whose records do not match
-    its header; return None when every rule holds. `header` is scan_batch(raw). A batch over
+    its header; return None when rules 2-7 hold, leaving rule 1 (CRC and header rules) to Log.append,
+    which checks it before storing (see "One CRC pass" above). `header` is scan_batch(raw). A batch over
     `batch_bytes_max` is left alone: Log.append refuses it (MESSAGE_TOO_LARGE) before storing anything,
     and walking it first would only spend time."""
     if len(raw) > batch_bytes_max:
         return
-    check_scanned(header, raw)
+    try:
+        _validate_records(raw, header, batch_bytes_max, walk or walk_record_list)
+    except KanalError:
+        check_scanned(header, raw)  # damage in transit (CORRUPT_MESSAGE) wins over what it broke
+        raise
+
+
+def _validate_records(raw: bytes | memoryview, header: BatchHeader, batch_bytes_max: int,
+                      walk: RecordListWalk) -> None:
+    """Rules 2 to 7 of the module docstring."""
     if header.codec not in _KNOWN_CODECS:
         raise KanalError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.codec}")
     if header.last_offset_delta != header.record_count - 1:
@@ -108,7 +124,7 @@ def validate_produced_batch(raw: bytes | memoryview, header: BatchHeader, batch_
             raise
         # The CRC matched: these are the producer's own bytes, not damage in transit.
         raise KanalError(ErrorCode.INVALID_RECORD, exc.message) from None
-    max_ts = (walk or walk_record_list)(record_list, header.record_count, header.first_timestamp_ms)
+    max_ts = walk(record_list, header.record_count, header.first_timestamp_ms)
     if max_ts != header.max_timestamp_ms:
         raise KanalError(ErrorCode.INVALID_TIMESTAMP,
                          f"max_timestamp_ms {header.max_timestamp_ms} is not the largest record timestamp ({max_ts})")
