@@ -120,7 +120,7 @@ def read_all(cluster, topic: str) -> list[tuple[int, bytes]]:
 def test_a_batch_whose_records_contradict_its_header_is_refused_and_nothing_of_it_is_stored(cluster, case):
     bad, code = CASES[case]
     topic = f"v-{case.replace('_', '-')}"[:60]
-    create_topic(cluster, topic, partitions=1, replication_factor=1)
+    new_topic(cluster, topic)
     before = build_batch(values(3, "before"))
     after = build_batch(values(2, "after"))
     result = produce(cluster, topic, [before, bad, after])
@@ -142,7 +142,7 @@ def test_kanal_consume_stops_with_an_error_at_a_batch_it_cannot_decode(cluster):
     partition's log on disk while the broker is stopped; `kanal consume` prints the three records before
     it, then one line on stderr naming the partition and offset, and exits 1 instead of 0 or hanging."""
     topic = "v-undecodable"
-    create_topic(cluster, topic, partitions=1, replication_factor=1)
+    new_topic(cluster, topic)
     assert produce(cluster, topic, [build_batch(values(3, "good"))]).error == ErrorCode.NONE
     node = cluster.brokers[0]
     node.stop()
@@ -166,6 +166,13 @@ def test_kanal_consume_stops_with_an_error_at_a_batch_it_cannot_decode(cluster):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kanal: CORRUPT_MESSAGE:"), result.stderr
     assert f"{topic}-0: the batch at offset 3 cannot be decoded" in lines[0], lines[0]
+
+
+def new_topic(cluster, topic: str) -> None:
+    """Create a one-partition topic and wait until the broker serves it: the metadata can name the
+    leader before the broker has opened the replica (NOT_LEADER_OR_FOLLOWER until then)."""
+    create_topic(cluster, topic, partitions=1, replication_factor=1)
+    wait_until(lambda: _serves(cluster, topic), 30, f"the broker to serve {topic}")
 
 
 def _serves(cluster, topic: str) -> bool:
