@@ -55,6 +55,7 @@ from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import scan_batch
+from kanal.v1.batch_validation import validate_produced_batch
 from kanal.v1.error import ErrorCode, KanalError
 
 if TYPE_CHECKING:
@@ -293,6 +294,7 @@ class Partition:
             for raw in batches:
                 try:
                     header = scan_batch(raw)
+                    validate_produced_batch(raw, header, self.log.config.batch_bytes_max)
                     if header.producer_id:
                         verdict = self.producers.validate_header(header)
                         if isinstance(verdict, Reject):
