@@ -65,7 +65,8 @@ class BrokerServer:
         )
         self.replicas = ReplicaManager(config, self.controllers, self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch)
         self.metadata = MetadataFollower(
-            self.controllers, fetch_bytes_max=8 << 20, fetch_wait_ms=config.metadata_fetch_wait_ms_max,
+            self.controllers, fetch_bytes_max=config.metadata_fetch_bytes_max,
+            fetch_wait_ms=config.metadata_fetch_wait_ms_max,
             on_change=self._on_metadata,
         )
         self.lifecycle = BrokerLifecycle(
