@@ -7,10 +7,17 @@ follows. State
 lives in the replica manager (per-partition locks) and the metadata image (swapped whole, read without
 locks).
 
-Start: open logs → controller client → register → follow metadata (replicas are created as the image
-names them) → serve gRPC → report SERVING on gRPC health once the image has caught up with the metadata log's end
-and the controller has unfenced the broker. Stop: controlled shutdown (leaderships move away first), stop
-serving, stop threads, close logs cleanly.
+Start: open logs → controller client → serve gRPC (health NOT_SERVING; every Broker call refused with
+the retriable BROKER_NOT_AVAILABLE: service.py) → register → follow metadata: initial catch-up applies
+the log privately up to the end the controller reported, then publishes once, creating and leading
+replicas from that caught-up image only (metadata_catch_up.py) → Broker calls are served → the heartbeat
+reports the published offset, the controller unfences the broker → SERVING on gRPC health. Stop:
+controlled shutdown (leaderships move away first), stop serving, stop threads, close logs cleanly.
+
+gRPC listens before registration, as Kafka's brokers bind their listeners early but process nothing
+until caught up: a port in use fails the start at once rather than after registration, probes get
+NOT_SERVING rather than a refused connection, and a client that reaches a starting broker gets an error
+that says to retry (and moves to another broker) rather than a connection error.
 """
 
 from __future__ import annotations
@@ -140,11 +147,10 @@ class BrokerServer:
         self._threads.append(thread)
 
     def _wait_ready(self, stop: threading.Event) -> None:
-        """SERVING once the image has reached the metadata end the controller reported and the controller
-        has unfenced this broker (before that it can lead nothing, and topics cannot be placed on it)."""
+        """SERVING once the initial catch-up has published the image and the controller has unfenced this
+        broker (before that it can lead nothing, and topics cannot be placed on it)."""
         while not stop.is_set():
-            caught_up = self.metadata.end_offset and self.metadata.offset >= self.metadata.end_offset
-            if caught_up and not self.lifecycle.fenced:
+            if self.metadata.caught_up and not self.lifecycle.fenced:
                 self._on_loop(self._set_health(health_pb2.HealthCheckResponse.SERVING))
                 return
             stop.wait(0.05)
