@@ -76,6 +76,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         server = self._server
         registered, caught_up = server.lifecycle.broker_epoch >= 0, server.metadata.caught_up
         if not (registered and caught_up):
+            server.metrics.requests_refused_starting.inc()
             raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE,
                              f"broker {server.config.broker_id} is starting: "
                              f"{'registered' if registered else 'not registered yet'}, "

@@ -9,7 +9,9 @@ registered and caught up. Every process is stopped by PID at the end of the modu
 
 from __future__ import annotations
 
+import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 
 import grpc
@@ -107,13 +109,16 @@ def _refusal(call) -> str:
 
 def test_calls_before_registration_and_catch_up_are_refused_and_store_nothing(small_fetch_cluster):
     """With the controller down, a restarted broker cannot register: every Broker call is refused with
-    the retriable BROKER_NOT_AVAILABLE, and a Produce among them stores nothing."""
+    the retriable BROKER_NOT_AVAILABLE, and a Produce among them stores nothing. The admin client retries
+    the refusal until the broker is ready."""
     cluster = small_fetch_cluster
     [controller] = cluster.controllers
     [broker] = cluster.brokers
     with Admin(cluster.bootstrap) as admin:
         admin.create_topic(EARLY, 1, 1)
     produce_acked(cluster, EARLY, [b"early-%d" % i for i in range(3)])
+    admin = Admin(broker.endpoint, request_timeout_ms=60_000)
+    admin.list_topics()  # the admin client now calls this broker first
     broker.stop()
     controller.stop()
     try:
@@ -134,12 +139,29 @@ def test_calls_before_registration_and_catch_up_are_refused_and_store_nothing(sm
             create = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
                 name="too-early", partitions=1, replication_factor=1)])
             assert _refusal(lambda: stub.CreateTopics(create, timeout=5)) == "BROKER_NOT_AVAILABLE"
+        # An admin client whose broker restarted sends its call again once the broker is ready (the
+        # refusal is counted before the controller comes back, so the call was refused at least once).
+        refused_before = _refused_calls(broker)
+        created: list = []
+        worker = threading.Thread(target=lambda: created.append(admin.list_topics()))
+        worker.start()
+        wait_until(lambda: _refused_calls(broker) > refused_before, 30, "the admin call to be refused")
     finally:
         cluster.start_node(controller, timeout_s=90)
+    worker.join(90)
+    admin.close()
+    assert created and EARLY in created[0], "the admin call was not retried until the broker was ready"
     cluster.wait_ready([broker], timeout_s=90)
     with Admin(cluster.bootstrap) as admin:
         assert "too-early" not in admin.list_topics()
     assert end_offsets(cluster, EARLY, 1) == {0: 3}, "the refused Produce stored its record"
+
+
+def _refused_calls(node) -> float:
+    with urllib.request.urlopen(f"http://{node.extra['metrics']}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("kanal_broker_requests_refused_starting_total"))
 
 
 def _health_answers(endpoint: str) -> bool:
