@@ -12,6 +12,12 @@ later created again under the same name (which would delete the current topic's 
 reply holds at most a few MiB, so without this rule a broker whose log is longer walks through old images
 one reply at a time.
 
+Any controller may answer a fetch, and a standby's log end may trail the active controller's. So the
+target is also at least the end of this broker's own registration (`require_offset`: the broker epoch
+is the offset of its RegisterBrokerRecord, written by the active controller after the broker started):
+however far behind the controller that answers, the first image published is never older than the
+broker's start.
+
 Snapshots. A fetch below the log start is answered OFFSET_OUT_OF_RANGE; the follower then loads the
 controller's image (DescribeMetadataImage: the committed image in snapshot form, its next_offset saying
 which records it holds) and fetches on from the snapshot's offset. A snapshot counts as applied records:
@@ -42,6 +48,8 @@ class MetadataCatchUp:
         self.caught_up = False
         # FetchMetadata replies and snapshots taken before the first publication.
         self.catch_up_replies = 0
+        # The least target: the end of this broker's own registration (require_offset).
+        self._required_offset = 0
 
     def __repr__(self) -> str:
         state = "caught up" if self.caught_up else f"catching up to {self.target_offset}"
@@ -51,6 +59,13 @@ class MetadataCatchUp:
     def next_offset(self) -> int:
         """The offset to fetch from: everything below it is applied (published or not)."""
         return self.image.next_offset
+
+    def require_offset(self, offset: int) -> None:
+        """Catch-up must reach at least `offset` (the end of this broker's registration), whatever end the
+        controller that answers reports."""
+        self._required_offset = max(self._required_offset, offset)
+        if self.target_offset is not None:
+            self.target_offset = max(self.target_offset, offset)
 
     def on_entries(self, entries: bytes, end_offset: int) -> MetadataImage | None:
         """Apply a reply's entries (batches we already have are skipped: a retried fetch may overlap);
@@ -77,7 +92,7 @@ class MetadataCatchUp:
 
     def _begin(self, end_offset: int) -> None:
         if self.target_offset is None:
-            self.target_offset = end_offset
+            self.target_offset = max(end_offset, self._required_offset)
         if not self.caught_up:
             self.catch_up_replies += 1
 

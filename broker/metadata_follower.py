@@ -109,6 +109,11 @@ class MetadataFollower:
         with self._published:
             return self._published.wait_for(lambda: self.offset >= offset, timeout=timeout_s)
 
+    def require_offset(self, offset: int) -> None:
+        """Initial catch-up must reach at least `offset`: the end of this broker's own registration
+        (metadata_catch_up.py), set before the follower starts."""
+        self._catch_up.require_offset(offset)
+
     def run(self, stop: threading.Event) -> None:
         """The follower thread: poll until `stop` is set."""
         while not stop.is_set():

@@ -113,6 +113,8 @@ class BrokerServer:
             host, port = parse_endpoint(self.config.metrics_listen)
             self._metrics_server, _ = start_http_server(port, addr=host, registry=self.metrics.registry)
         self.lifecycle.register(timeout_s=register_timeout_s)
+        # The broker epoch is the offset of this registration's record: the first image published holds it.
+        self.metadata.require_offset(self.lifecycle.broker_epoch + 1)
         self._spawn("metadata-follower", self.metadata.run)
         self._spawn("heartbeat", self.lifecycle.run)
         self._spawn("log-maintenance", self._maintenance)

@@ -158,3 +158,18 @@ def test_a_snapshot_that_is_not_past_our_offset_is_refused(reborn):
         catch_up.on_snapshot(stale, end)
     assert err.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert catch_up.image.next_offset == end
+
+
+def test_catch_up_reaches_at_least_the_brokers_own_registration_whatever_end_is_reported(reborn):
+    """A standby that trails reports an older end; the broker's registration (its epoch is the record's
+    offset) still bounds the first image from below."""
+    reborn.register(7)
+    registration_end = reborn.image.brokers[7].broker_epoch + 1
+    catch_up = MetadataCatchUp()
+    catch_up.require_offset(registration_end)
+    trailing_end = 3
+    while not catch_up.caught_up:
+        entries, _ = reborn.reply(catch_up.next_offset)
+        image = catch_up.on_entries(entries, trailing_end)
+        assert image is None or image.next_offset >= registration_end
+    assert 7 in catch_up.image.brokers
