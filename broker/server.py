@@ -79,7 +79,7 @@ class BrokerServer:
         self.lifecycle = BrokerLifecycle(
             self.controllers, broker_id=config.broker_id, endpoint=config.listen, rack=config.rack,
             metrics_endpoint=config.metrics_listen, heartbeat_interval_ms=config.heartbeat_interval_ms,
-            metadata_offset=lambda: self.metadata.offset,
+            metadata_offset=lambda: self.metadata.offset, data_dir=config.data_dir,
         )
         self.groups = GroupCoordinator(
             broker_id=config.broker_id, replicas=self.replicas, image=lambda: self.metadata.image,

@@ -28,7 +28,7 @@ import grpc
 
 from kanal.broker.group_coordinator import join_timed_out, sync_timed_out
 from kanal.broker.grpc_errors import async_error_boundary, error_boundary
-from kanal.metadata import MetadataImage
+from kanal.metadata import MetadataImage, offline_reason
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -50,6 +50,8 @@ def metadata_response(image: MetadataImage, topics: list[str], metadata_offset: 
     for broker in sorted(image.live_brokers().values(), key=lambda b: b.broker_id):
         reply.brokers.add(broker_id=broker.broker_id, endpoint=broker.endpoint, rack=broker.rack,
                           fenced=False, broker_epoch=broker.broker_epoch)
+    live = set(image.live_brokers())
+    directories = {b: reg.directory_id for b, reg in image.brokers.items()}
     for name in topics or sorted(image.topics):
         topic = image.topics.get(name)
         if topic is None:
@@ -61,6 +63,7 @@ def metadata_response(image: MetadataImage, topics: list[str], metadata_offset: 
                 partition=p.partition_id,
                 error=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else ErrorCode.NONE,
                 leader=p.leader, leader_epoch=p.leader_epoch, replicas=p.replicas, isr=p.isr,
+                offline_reason=offline_reason(p, live, directories) if p.leader < 0 else "",
             )
     return reply
 

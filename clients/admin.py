@@ -113,7 +113,8 @@ class Admin:
         reply = self._call("Metadata", broker_pb2.MetadataRequest(topics=[name]))
         topic = reply.topics[0]
         _raise_for(topic.error, f"topic {name}")
-        partitions = [PartitionInfo(name, p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+        partitions = [PartitionInfo(name, p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
+                                    p.offline_reason)
                       for p in sorted(topic.partitions, key=lambda p: p.partition)]
         configs = {e.key: e.value for e in self.describe_configs(TOPIC, name) if not e.is_default}
         return TopicDescription(name, topic.topic_id, topic.is_internal, partitions, configs)

@@ -35,6 +35,8 @@ class PartitionInfo:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    # Why the partition has no leader (only when offline): PartitionMetadata.offline_reason.
+    offline_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,8 @@ def _view_of(reply: broker_pb2.MetadataResponse) -> ClusterView:
             errors[t.name] = t.error
             continue
         topics[t.name] = [
-            PartitionInfo(t.name, p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+            PartitionInfo(t.name, p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
+                          p.offline_reason)
             for p in sorted(t.partitions, key=lambda p: p.partition)
         ]
     return ClusterView(brokers, topics, errors)
