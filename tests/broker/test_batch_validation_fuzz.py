@@ -207,7 +207,7 @@ def test_a_partition_stores_what_is_accepted_and_nothing_of_what_is_refused(part
     end, size = partition.log.log_end_offset, stored_bytes(partition)
     expected = outcome(raw, None)
     out = broker_pb2.ProduceResponse.PartitionResult()
-    _, refused = partition.append_as_leader([good, raw], 1, 0, out)
+    refused, _ = partition.append_as_leader([good, raw], 1, 0, out)
     assert out.batch_base_offsets[0] == end
     if expected == ErrorCode.NONE:
         assert refused is None

@@ -84,6 +84,10 @@ def test_restart_of_all_three_keeps_the_image(quorum_factory, fake_brokers_facto
     brokers.register_live([1, 2, 3])
     _populate(q, brokers)
     q.wait_all_serving()
+    # Each controller records its disk's directory id once, in its own time after it starts: wait for all
+    # three, so that the image compared across restarts is complete.
+    wait(lambda: len(replay_log(q.fetch_all(q.wait_active())).controller_directories) == len(q.ids), 30,
+         "every controller's directory id recorded")
     end = q.end_offset(q.wait_active())
     for i in q.ids:
         wait(lambda i=i: q.end_offset(i) == end, 30, f"controller {i} caught up")
