@@ -37,6 +37,7 @@ from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.service import BrokerService
 from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1.server_flags import LIVENESS_SERVICE
 from kanal.v1.server_reflection import enable_reflection
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ class BrokerServer:
             on_change=self._on_metadata,
         )
         self.lifecycle = BrokerLifecycle(
-            self.controllers, broker_id=config.broker_id, endpoint=config.listen, rack=config.rack,
+            self.controllers, broker_id=config.broker_id, endpoint=config.advertised, rack=config.rack,
             metrics_endpoint=config.metrics_listen, heartbeat_interval_ms=config.heartbeat_interval_ms,
             metadata_offset=lambda: self.metadata.offset,
         )
@@ -124,6 +125,8 @@ class BrokerServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        # Liveness: SERVING while the event loop answers, caught up or not (a pod's liveness probe).
+        await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         if server.add_insecure_port(self.config.listen) == 0:
             raise OSError(f"cannot listen on {self.config.listen}")
         await server.start()
