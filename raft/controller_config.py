@@ -27,6 +27,7 @@ from kanal.v1.server_flags import (
     add_server_flags,
     check_resolves,
     hostname_from,
+    integer,
     parse_layered,
 )
 
@@ -285,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one controller of the kanal metadata quorum (Raft on pysyncobj).",
         allow_abbrev=False,
     )
-    p.add_argument("--id", type=_int("--id"), help="this controller's id (one of --peers; or --id-from-hostname)")
+    p.add_argument("--id", type=integer("--id"), help="this controller's id (one of --peers; or --id-from-hostname)")
     p.add_argument("--listen", required=True, help="gRPC listen (bind) address HOST:PORT; the address it "
                                                    "advertises is its entry in --peers")
     p.add_argument("--raft", help="Raft address HOST:PORT the peers dial (default: this id's entry in --peers)")
@@ -314,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("--grpc-threads", "grpc_threads"),
     ):
         default = d[name].default
-        p.add_argument(flag, dest=name, type=_int(flag), default=default, help=f"default {default}")
+        p.add_argument(flag, dest=name, type=integer(flag), default=default, help=f"default {default}")
     p.add_argument("--log-level", default=d["log_level"].default, help="DEBUG, INFO, WARNING or ERROR")
     add_server_flags(p)
     return p
@@ -373,14 +374,3 @@ def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None
         except ServerFlagError as exc:
             raise ControllerConfigError(str(exc)) from None
     return config
-
-
-def _int(flag: str):
-    def convert(text: str) -> int:
-        try:
-            return int(text, 10)
-        except ValueError:
-            raise ControllerConfigError(f"{flag}: expected an integer, got {text!r}") from None
-
-    convert.__name__ = "integer"  # argparse names the type in its message: "invalid integer value"
-    return convert
