@@ -159,7 +159,9 @@ class BrokerServer:
 
     def stop(self, *, controlled: bool = True, grace_s: float = 5.0) -> None:
         if controlled and self.lifecycle.broker_epoch >= 0:
-            self.lifecycle.controlled_shutdown(timeout_s=grace_s)
+            moved = self.lifecycle.controlled_shutdown(timeout_s=grace_s)
+            log.info("controlled shutdown %s", "done: the controller moved this broker's leaderships away" if moved
+                     else f"not confirmed by the controller within {grace_s}s; stopping anyway")
         self._stop.set()
         if self._loop_thread.is_alive():
             if self._grpc is not None:
