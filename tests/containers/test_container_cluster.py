@@ -159,3 +159,26 @@ def test_a_restarted_broker_container_serves_its_data_from_its_volume(containers
     containers.restart(victim)
     assert partition_info(containers, topic, 0).leader == victim.node_id
     check(containers, topic, 3, acked, 600)
+
+
+def test_a_paused_follower_container_leaves_the_isr_and_catches_up_when_unpaused(containers):
+    topic = "c-pause"
+    create_topic(containers, topic, partitions=1, replication_factor=3, min_insync_replicas="2")
+    info = partition_info(containers, topic, 0)
+    victim = broker(containers, next(r for r in info.replicas if r != info.leader))
+    acked: dict = {}
+    errors: list = []
+    with producer_for(containers) as producer:
+        produce(producer, topic, 0, 500, acked, errors)
+        producer.flush(60)
+        victim.pause()  # a hung node: its process is frozen, its connections stay open
+        try:
+            produce(producer, topic, 500, 1000, acked, errors)  # acks=all waits until the ISR drops it
+            producer.flush(90)
+            assert victim.node_id not in partition_info(containers, topic, 0).isr
+        finally:
+            victim.unpause()
+        wait_until(lambda: victim.node_id in partition_info(containers, topic, 0).isr, 60,
+                   "the unpaused follower back in the ISR")
+    assert not errors, errors[:3]
+    check(containers, topic, 1, acked, 1500)
