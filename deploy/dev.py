@@ -82,19 +82,24 @@ def _run(argv: list[str]) -> int:
         print(f"kanal dev: the cluster did not start: {exc}", file=sys.stderr)
         return 1
     supervisor = Supervisor(cluster)
-    KANAL_HOME.mkdir(parents=True, exist_ok=True)
-    control = _ControlServer(CONTROL_SOCKET, supervisor)
-    threading.Thread(target=control.serve_forever, name="dev-control", daemon=True).start()
-    STATE_FILE.write_text(json.dumps({"pid": os.getpid(), "bootstrap": cluster.bootstrap,
-                                      "controllers": cluster.controller_endpoints,
-                                      "data_dir": str(args.data_dir), "control": str(CONTROL_SOCKET),
-                                      "nodes": [_describe(n, check_serving=False) for n in cluster.nodes]}))
-    print(f"kanal dev: ready. bootstrap: {cluster.bootstrap}", flush=True)
-    for node in cluster.nodes:
-        print(f"  {node.name:<13} {node.endpoint:<22} pid {node.pid}  log {node.log_path}", flush=True)
-    print("kanal dev: other kanal commands use this cluster by default; `kanal dev status` and "
-          "`kanal dev restart NODE` manage it; Ctrl-C stops it.", flush=True)
+    control: _ControlServer | None = None
     try:
+        KANAL_HOME.mkdir(parents=True, exist_ok=True)
+        try:
+            control = _ControlServer(CONTROL_SOCKET, supervisor)
+        except OSError as exc:  # e.g. a socket path longer than AF_UNIX allows (about 107 bytes)
+            print(f"kanal dev: cannot serve `kanal dev status` on {CONTROL_SOCKET}: {exc}", file=sys.stderr)
+            return 1
+        threading.Thread(target=control.serve_forever, name="dev-control", daemon=True).start()
+        STATE_FILE.write_text(json.dumps({"pid": os.getpid(), "bootstrap": cluster.bootstrap,
+                                          "controllers": cluster.controller_endpoints,
+                                          "data_dir": str(args.data_dir), "control": str(CONTROL_SOCKET),
+                                          "nodes": [_describe(n, check_serving=False) for n in cluster.nodes]}))
+        print(f"kanal dev: ready. bootstrap: {cluster.bootstrap}", flush=True)
+        for node in cluster.nodes:
+            print(f"  {node.name:<13} {node.endpoint:<22} pid {node.pid}  log {node.log_path}", flush=True)
+        print("kanal dev: other kanal commands use this cluster by default; `kanal dev status` and "
+              "`kanal dev restart NODE` manage it; Ctrl-C stops it.", flush=True)
         while not stopping.wait(WATCH_INTERVAL_S):
             for node, code in supervisor.newly_dead():
                 print(f"kanal dev: {node.name} exited with status {code} (log {node.log_path}); the other nodes "
@@ -102,8 +107,9 @@ def _run(argv: list[str]) -> int:
                       file=sys.stderr, flush=True)
     finally:
         print("kanal dev: stopping", flush=True)
-        control.shutdown()
-        control.server_close()
+        if control is not None:
+            control.shutdown()
+            control.server_close()
         with supervisor.lock:
             cluster.stop()
         STATE_FILE.unlink(missing_ok=True)
