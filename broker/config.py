@@ -57,6 +57,11 @@ class BrokerConfig:
     replica_fetch_partition_bytes_max: int = 1 << 20
     # Long-poll wait of metadata fetches from the controller.
     metadata_fetch_wait_ms_max: int = 500
+    # Bytes of metadata log one FetchMetadata asks for (whole batches; at least one batch comes whatever
+    # the limit, and the controllers cap a reply at 3 MiB). Initial catch-up applies as many replies as
+    # it takes to reach the log end before publishing anything (metadata_follower.py), so this bounds
+    # one reply's memory, not what a broker acts on; tests lower it to force many replies.
+    metadata_fetch_bytes_max: int = 8 << 20
     # Whole-call deadline of a call to the controllers (over every controller it tries); one attempt at
     # one controller waits at most CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX of it.
     controller_request_timeout_ms: int = 5000
@@ -120,6 +125,9 @@ class BrokerConfig:
         _check(10 <= self.replica_fetch_wait_ms_max <= 10_000, "replica_fetch_wait_ms_max must be in [10, 10000]")
         _check(1024 <= self.replica_fetch_partition_bytes_max <= 1 << 30, "replica fetch size out of bounds")
         _check(10 <= self.metadata_fetch_wait_ms_max <= 10_000, "metadata_fetch_wait_ms_max must be in [10, 10000]")
+        _check(1 <= self.metadata_fetch_bytes_max <= 64 << 20, "metadata_fetch_bytes_max must be in [1, 64 MiB]")
+        _check(self.grpc_message_bytes_max >= self.metadata_fetch_bytes_max + (1 << 20),
+               "grpc_message_bytes_max must hold a whole metadata fetch reply")
         _check(100 <= self.controller_request_timeout_ms <= 120_000, "controller_request_timeout_ms out of bounds")
         _check(4 <= self.request_threads <= 1024, "request_threads must be in [4, 1024]")
         _check(1 <= self.produce_timeout_ms_default <= 300_000, "produce_timeout_ms_default must be in [1, 300000]")

@@ -35,6 +35,7 @@ import grpc
 from kanal.broker.config import CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX
 from kanal.broker.controller_chooser import ControllerChooser
 from kanal.v1 import controller_pb2_grpc
+from kanal.v1.channel_options import channel_options
 from kanal.v1.error import ErrorCode, KanalError
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,7 @@ class ControllerClient:
             raise ValueError("no controller endpoints")
         self._timeout_s = request_timeout_ms / 1000
         self.attempt_timeout_ms = min(request_timeout_ms, CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX)
-        options = [("grpc.max_receive_message_length", message_bytes_max),
-                   ("grpc.max_send_message_length", message_bytes_max)]
+        options = channel_options(message_bytes_max)
         self._channels = {ep: grpc.insecure_channel(ep, options=options) for ep in endpoints}
         self._stubs = {ep: controller_pb2_grpc.ControllerStub(ch) for ep, ch in self._channels.items()}
         self._lock = threading.Lock()

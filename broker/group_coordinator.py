@@ -63,6 +63,7 @@ from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.metadata import MetadataImage
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, groups_pb2
 from kanal.v1.batch import CorruptEntry
+from kanal.v1.channel_options import channel_options
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.partitioning import partition_for_key
 from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC
@@ -665,7 +666,7 @@ class GroupCoordinator:
     def _peer(self, endpoint: str) -> broker_pb2_grpc.BrokerStub:
         stub = self._peers.get(endpoint)
         if stub is None:
-            channel = grpc.insecure_channel(endpoint)
+            channel = grpc.insecure_channel(endpoint, options=channel_options())
             self._channels.append(channel)
             stub = self._peers[endpoint] = broker_pb2_grpc.BrokerStub(channel)
         return stub

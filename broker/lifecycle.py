@@ -1,10 +1,22 @@
 """BrokerLifecycle: registration with the controller quorum, heartbeats, fencing state, controlled shutdown.
 
-A broker registers with a fresh incarnation id on every start and gets a broker epoch; it then
-heartbeats every heartbeat_interval_ms with the metadata offset it has applied. The controller unfences
-it once it has caught up and fences it when heartbeats stop; a STALE_BROKER_EPOCH answer means the
-registration was replaced or lost, and the broker registers again. On shutdown the broker asks to be
-fenced first (want_shutdown), so its leaderships move before it stops serving.
+A broker registers with a fresh incarnation id on every start, and the directory id of its data
+directory (meta.properties, broker/storage/meta_properties.py: made on the directory's first use, so an
+emptied or replaced disk registers a new one), and gets a broker epoch; it then heartbeats every
+heartbeat_interval_ms with the metadata offset it has applied. The controller unfences it once it has
+caught up and fences it when heartbeats stop. On shutdown the broker asks to be fenced first
+(want_shutdown), so its leaderships move before it stops serving.
+
+One process per broker id (Kafka's rule: the newer registration wins only once the old session is over):
+
+- DUPLICATE_BROKER_REGISTRATION at registration: another incarnation of this id is live. The old one
+  may be a crashed process whose session has not expired yet, so registration is retried, but only for
+  DUPLICATE_WAIT_SESSIONS session timeouts (the controller gives its timeout with the refusal): a
+  session still live after that belongs to a running process, and this one gives up (the start fails).
+- STALE_BROKER_EPOCH on a heartbeat: with `registered_broker_epoch` newer than ours, another process
+  registered this id after us (we were fenced meanwhile, e.g. hung past our session): this process stops
+  at once (stop_process), never registers again, so the two cannot take turns. Otherwise (the
+  registration is gone) it registers again.
 
 Heartbeat deadlines. One heartbeat attempt at one controller waits at most one heartbeat interval; the
 whole heartbeat (moving from controller to controller: controller_client.py) at most two. Heartbeats are
@@ -24,18 +36,26 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 from kanal.broker.config import check_heartbeat_fits_session
 from kanal.broker.controller_client import ControllerClient
+from kanal.broker.fatal import stop_process
+from kanal.broker.storage.meta_properties import MetaPropertiesError, load_or_create
 from kanal.v1 import controller_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
 log = logging.getLogger(__name__)
 
+# A DUPLICATE_BROKER_REGISTRATION refusal is retried for this many session timeouts, then the start fails.
+DUPLICATE_WAIT_SESSIONS = 2
+
 
 class BrokerLifecycle:
     def __init__(self, client: ControllerClient, *, broker_id: int, endpoint: str, rack: str,
-                 metrics_endpoint: str, heartbeat_interval_ms: int, metadata_offset: Callable[[], int]) -> None:
+                 metrics_endpoint: str, heartbeat_interval_ms: int, metadata_offset: Callable[[], int],
+                 data_dir: Path | str | None = None,
+                 on_superseded: Callable[[str], None] = stop_process) -> None:
         self._client = client
         self.broker_id = broker_id
         self._endpoint = endpoint
@@ -45,6 +65,14 @@ class BrokerLifecycle:
         self._interval_s = heartbeat_interval_ms / 1000
         self._metadata_offset = metadata_offset
         self.incarnation_id = str(uuid.uuid4())
+        # The data directory's identity; "" without a data directory (tests of the lifecycle alone).
+        self.directory_id = ""
+        if data_dir is not None:
+            try:
+                self.directory_id = load_or_create(data_dir, broker_id).directory_id
+            except (MetaPropertiesError, OSError) as exc:
+                raise KanalError(ErrorCode.INVALID_CONFIG, f"data directory {data_dir}: {exc}") from exc
+        self._on_superseded = on_superseded
         self.broker_epoch = -1
         self.fenced = True
         self.controller_epoch = -1
@@ -63,15 +91,21 @@ class BrokerLifecycle:
         """Register (retrying while no controller is active) until `timeout_s` runs out."""
         request = controller_pb2.RegisterBrokerRequest(
             broker_id=self.broker_id, incarnation_id=self.incarnation_id, endpoint=self._endpoint,
-            rack=self._rack, metrics_endpoint=self._metrics_endpoint,
+            rack=self._rack, metrics_endpoint=self._metrics_endpoint, directory_id=self.directory_id,
         )
         deadline = time.monotonic() + timeout_s
+        duplicate_since: float | None = None
         while True:
             # Every failure is retried until the deadline, as Kafka brokers do: while the quorum starts up
             # or elects a leader, any controller may answer with an error that is over a moment later.
             try:
                 reply = self._client.call("RegisterBroker", request,
                                           timeout_s=max(0.1, min(5.0, deadline - time.monotonic())))
+            except KanalError as exc:
+                if exc.code == ErrorCode.INVALID_CONFIG:
+                    raise  # no retry mends a configuration
+                problem = exc
+            else:
                 if reply.error == ErrorCode.NONE:
                     if reply.session_timeout_ms > 0:
                         check_heartbeat_fits_session(self._interval_ms, reply.session_timeout_ms)
@@ -79,13 +113,20 @@ class BrokerLifecycle:
                     self.broker_epoch = reply.broker_epoch
                     self.cluster_id = reply.cluster_id
                     self.active_controller_id = reply.controller_id
-                    log.info("registered broker %d with epoch %d", self.broker_id, self.broker_epoch)
+                    log.info("registered broker %d with epoch %d (directory %s)", self.broker_id,
+                             self.broker_epoch, self.directory_id or "-")
                     return
                 problem = KanalError(reply.error, reply.error_message or "registration refused")
-            except KanalError as exc:
-                if exc.code == ErrorCode.INVALID_CONFIG:
-                    raise  # no retry mends a configuration
-                problem = exc
+                if reply.error != ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+                    duplicate_since = None
+                else:
+                    now = time.monotonic()
+                    duplicate_since = now if duplicate_since is None else duplicate_since
+                    wait_s = DUPLICATE_WAIT_SESSIONS * reply.session_timeout_ms / 1000
+                    if reply.session_timeout_ms > 0 and now - duplicate_since > wait_s:
+                        raise KanalError(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                                         f"broker id {self.broker_id} is held by another live process for longer "
+                                         f"than {DUPLICATE_WAIT_SESSIONS} session timeouts: {reply.error_message}")
             if time.monotonic() >= deadline:
                 raise problem
             log.info("registration not accepted yet (%s); retrying", problem)
@@ -98,6 +139,11 @@ class BrokerLifecycle:
         )
         reply = self._client.call("BrokerHeartbeat", request, timeout_s=2 * self._interval_s,
                                   attempt_timeout_s=self._interval_s)
+        if reply.error == ErrorCode.STALE_BROKER_EPOCH and reply.registered_broker_epoch > self.broker_epoch >= 0:
+            self._on_superseded(f"broker id {self.broker_id} was registered by another process (epoch "
+                                f"{reply.registered_broker_epoch}) after this one (epoch {self.broker_epoch}); "
+                                "this process stops so that the two do not take turns")
+            return reply
         if reply.error == ErrorCode.STALE_BROKER_EPOCH:
             log.warning("broker epoch %d is stale; registering again", self.broker_epoch)
             self.register(timeout_s=10)

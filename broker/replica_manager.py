@@ -299,7 +299,8 @@ class ReplicaManager:
         request = controller_pb2.AlterPartitionRequest(broker_id=self.broker_id, broker_epoch=self._broker_epoch())
         topic_id = part.assignment.topic_id if part.assignment else ""
         request.items.add(topic_id=topic_id, partition_id=part.partition_id, leader_epoch=proposal.leader_epoch,
-                          partition_epoch=proposal.partition_epoch, new_isr=list(proposal.new_isr))
+                          partition_epoch=proposal.partition_epoch, new_isr=list(proposal.new_isr),
+                          new_isr_broker_epochs=list(proposal.broker_epochs))
         try:
             reply = self._controllers.call("AlterPartition", request)
         except KanalError as exc:

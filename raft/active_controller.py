@@ -252,7 +252,18 @@ class ActiveController:
         self, request: controller_pb2.RegisterBrokerRequest, *, request_id: str, deadline_s: float
     ) -> controller_pb2.RegisterBrokerResponse:
         reply: controller_pb2.RegisterBrokerResponse
-        reply, _ = self.write(self._broker_decider(decide_register_broker, request, request_id), deadline_s=deadline_s)
+        timeout_ms = self._config.session_timeout_ms
+
+        def decide_register(image: MetadataImage, request, *, now_ms: int, principal: str, request_id: str):
+            # The old incarnation's session decides whether a new one may take the id (one live
+            # process per broker id); the times are this active controller's (broker_sessions.py).
+            return decide_register_broker(image, request, now_ms=now_ms, principal=principal, request_id=request_id,
+                                          last_heartbeat_ms=self._sessions.last_heartbeat_ms,
+                                          session_timeout_ms=timeout_ms)
+
+        reply, _ = self.write(self._broker_decider(decide_register, request, request_id), deadline_s=deadline_s)
+        if reply.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+            reply.session_timeout_ms = timeout_ms  # the broker bounds its wait by it (broker/lifecycle.py)
         if reply.error == ErrorCode.NONE:
             reply.session_timeout_ms = self._config.session_timeout_ms
             reply.cluster_id = self._config.cluster_id
