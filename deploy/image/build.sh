@@ -66,7 +66,7 @@ PY
 fi
 
 started=$SECONDS
-DOCKER_BUILDKIT=0 docker build --network host --target "$TARGET" --build-arg PIP_NO_INDEX=$NO_INDEX \
+DOCKER_BUILDKIT=0 docker build --force-rm --network host --target "$TARGET" --build-arg PIP_NO_INDEX=$NO_INDEX \
   -f deploy/image/Dockerfile -t "$TAG" "$CONTEXT" >"$CONTEXT.log" 2>&1 \
   || { cat "$CONTEXT.log" >&2; rm -f "$CONTEXT.log"; echo "build.sh: docker build failed" >&2; exit 1; }
 rm -f "$CONTEXT.log"
