@@ -1,53 +1,98 @@
-"""`kanal broker`: run one broker process until SIGTERM or SIGINT."""
+"""`kanal broker`: run one broker process until SIGTERM or SIGINT.
+
+    kanal broker --id 1 --listen 0.0.0.0:9092 --advertise kanal-broker-1.kanal-broker:9092 \\
+        --controllers kanal-controller-0.kanal-controller:9091 --data-dir /var/lib/kanal
+
+Every flag is also a KANAL_<FLAG> environment variable and a key of a TOML --config file (precedence: flag,
+environment, file, default; kanal.v1.server_flags). SIGTERM is a controlled shutdown: the broker asks the
+controller to move its leaderships away, stops serving, flushes and closes its logs, and exits 0.
+
+Exit status: 0 after a clean stop, 1 when the broker could not start, 2 for bad configuration (one line on
+stderr, before anything starts).
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
+import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
-from kanal.broker.config import BrokerConfig
+from kanal.broker.config import BrokerConfig, parse_endpoint
 from kanal.broker.server import BrokerServer
 from kanal.v1.error import KanalError
+from kanal.v1.server_flags import (
+    OneLineParser,
+    ServerFlagError,
+    add_server_flags,
+    check_resolves,
+    hostname_from,
+    integer,
+    parse_layered,
+)
+from kanal.v1.server_logging import setup_logging
+
+EXIT_OK = 0
+EXIT_STARTUP_FAILED = 1
+EXIT_USAGE = 2
 
 
-def parse_args(argv: list[str]) -> BrokerConfig:
-    p = argparse.ArgumentParser(prog="kanal broker", description="Run one kanal broker.")
-    p.add_argument("--id", type=int, required=True, help="broker id, unique in the cluster")
-    p.add_argument("--listen", required=True, help="host:port for gRPC (also advertised to clients)")
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="kanal broker", description="Run one kanal broker.", allow_abbrev=False)
+    p.add_argument("--id", type=integer("--id"), help="broker id, unique in the cluster (or --id-from-hostname)")
+    p.add_argument("--listen", required=True, help="host:port the gRPC server binds (e.g. 0.0.0.0:9092)")
+    p.add_argument("--advertise", default="",
+                   help="host:port clients and other brokers dial (default: --listen); must resolve")
     p.add_argument("--controllers", required=True, help="comma-separated host:port of the controllers' gRPC")
     p.add_argument("--data-dir", type=Path, required=True, help="directory for partition logs")
     p.add_argument("--rack", default="", help="rack or zone, for rack-aware placement")
     p.add_argument("--metrics", default="", help="host:port for the Prometheus endpoint (default: off)")
-    p.add_argument("--heartbeat-interval-ms", type=int, default=1000)
-    p.add_argument("--replica-lag-ms-max", type=int, default=10_000, help="replica.lag.time.max.ms")
-    p.add_argument("--replica-fetch-wait-ms-max", type=int, default=500)
-    p.add_argument("--metadata-fetch-bytes-max", type=int, default=8 << 20,
-                   help="bytes of metadata log one fetch from the controllers asks for (at least one batch comes)")
-    p.add_argument("--offsets-topic-partitions", type=int, default=50, help="offsets.topic.num.partitions")
-    p.add_argument("--offsets-topic-replication-factor", type=int, default=3)
-    p.add_argument("--group-session-timeout-ms-min", type=int, default=6000, help="group.min.session.timeout.ms")
-    p.add_argument("--group-session-timeout-ms-max", type=int, default=1_800_000, help="group.max.session.timeout.ms")
-    p.add_argument("--group-initial-rebalance-delay-ms", type=int, default=3000,
-                   help="group.initial.rebalance.delay.ms")
-    p.add_argument("--offsets-retention-ms", type=int, default=7 * 24 * 3600 * 1000,
-                   help="an Empty group's offsets are deleted this long after it became Empty and they were "
-                        "committed (offsets.retention.minutes, in ms)")
-    p.add_argument("--offsets-retention-check-interval-ms", type=int, default=600_000,
-                   help="offsets.retention.check.interval.ms")
-    p.add_argument("--producer-id-expiration-ms", type=int, default=86_400_000,
-                   help="a producer with no batch for this long is forgotten (producer.id.expiration.ms)")
-    p.add_argument("--produce-timeout-ms-default", type=int, default=30_000,
-                   help="acks=all wait of a Produce whose timeout_ms is 0 (request.timeout.ms)")
-    p.add_argument("--log-level", default="INFO")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format=f"%(asctime)s broker-{args.id} %(threadName)s %(levelname)s %(name)s: %(message)s")
-    return BrokerConfig(
-        broker_id=args.id, listen=args.listen, controllers=tuple(c for c in args.controllers.split(",") if c),
+    for flag, default, help_text in (
+        ("--heartbeat-interval-ms", 1000, None),
+        ("--replica-lag-ms-max", 10_000, "replica.lag.time.max.ms"),
+        ("--replica-fetch-wait-ms-max", 500, None),
+        ("--metadata-fetch-bytes-max", 8 << 20,
+         "bytes of metadata log one fetch from the controllers asks for (at least one batch comes)"),
+        ("--offsets-topic-partitions", 50, "offsets.topic.num.partitions"),
+        ("--offsets-topic-replication-factor", 3, None),
+        ("--group-session-timeout-ms-min", 6000, "group.min.session.timeout.ms"),
+        ("--group-session-timeout-ms-max", 1_800_000, "group.max.session.timeout.ms"),
+        ("--group-initial-rebalance-delay-ms", 3000, "group.initial.rebalance.delay.ms"),
+        ("--offsets-retention-ms", 7 * 24 * 3600 * 1000,
+         ("an Empty group's offsets are deleted this long after it became Empty and they were committed "
+          "(offsets.retention.minutes, in ms)")),
+        ("--offsets-retention-check-interval-ms", 600_000, "offsets.retention.check.interval.ms"),
+        ("--producer-id-expiration-ms", 86_400_000,
+         "a producer with no batch for this long is forgotten (producer.id.expiration.ms)"),
+        ("--produce-timeout-ms-default", 30_000,
+         "acks=all wait of a Produce whose timeout_ms is 0 (request.timeout.ms)"),
+    ):
+        p.add_argument(flag, type=integer(flag), default=default,
+                       help=f"{help_text + '; ' if help_text else ''}default {default}")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    add_server_flags(p)
+    return p
+
+
+def parse_args(argv: list[str], environ: Mapping[str, str] | None = None,
+               hostname: str | None = None) -> BrokerConfig:
+    """The config alone (see parse_command)."""
+    return parse_command(argv, environ, hostname)[0]
+
+
+def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
+                  hostname: str | None = None) -> tuple[BrokerConfig, argparse.Namespace]:
+    """The config the flags, KANAL_* variables and --config file describe, and the parsed flags (for the
+    log settings); ServerFlagError or KanalError(INVALID_CONFIG), one line, when anything is wrong,
+    including an advertised host that does not resolve within --resolve-wait-ms-max."""
+    environ = os.environ if environ is None else environ
+    args = parse_layered(build_parser(), argv, environ, hostname or hostname_from(environ))
+    config = BrokerConfig(
+        broker_id=args.id, listen=args.listen, advertise=args.advertise,
+        controllers=tuple(c.strip() for c in args.controllers.split(",") if c.strip()),
         data_dir=args.data_dir, rack=args.rack, metrics_listen=args.metrics,
         heartbeat_interval_ms=args.heartbeat_interval_ms, replica_lag_ms_max=args.replica_lag_ms_max,
         replica_fetch_wait_ms_max=args.replica_fetch_wait_ms_max,
@@ -62,14 +107,21 @@ def parse_args(argv: list[str]) -> BrokerConfig:
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         produce_timeout_ms_default=args.produce_timeout_ms_default,
     )
+    advertised_host, _ = parse_endpoint(config.advertised)
+    check_resolves("--advertise", advertised_host, args.resolve_wait_ms_max)
+    return config, args
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        config = parse_args(sys.argv[1:] if argv is None else argv)
+        config, args = parse_command(sys.argv[1:] if argv is None else argv)
+    except ServerFlagError as exc:
+        print(f"kanal broker: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except KanalError as exc:
-        print(f"kanal broker: {exc.message}", file=sys.stderr)
-        return 2
+        print(f"kanal broker: error: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
+    setup_logging(args.log_format, args.log_level, f"broker-{config.broker_id}")
     server = BrokerServer(config)
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -79,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     except KanalError as exc:
         print(f"kanal broker: could not start: {exc}", file=sys.stderr)
         server.stop(controlled=False)
-        return 1
+        return EXIT_STARTUP_FAILED
     stopping.wait()
     server.stop()
-    return 0
+    return EXIT_OK

@@ -33,7 +33,7 @@ def parse_endpoint(text: str) -> tuple[str, int]:
 class BrokerConfig:
     # This broker's id, unique in the cluster.
     broker_id: int
-    # host:port the gRPC listener binds and advertises.
+    # host:port the gRPC listener binds (0.0.0.0:9092 in a pod).
     listen: str
     # host:port of every controller's gRPC listener.
     controllers: tuple[str, ...]
@@ -41,6 +41,8 @@ class BrokerConfig:
     data_dir: Path
     # Rack for rack-aware placement; empty when unknown.
     rack: str = ""
+    # host:port clients and other brokers dial, registered with the controllers; empty: `listen`.
+    advertise: str = ""
     # host:port for the Prometheus metrics endpoint; empty disables it.
     metrics_listen: str = ""
     # Heartbeat period to the active controller; also the deadline of one heartbeat attempt at one
@@ -102,9 +104,17 @@ class BrokerConfig:
     # Where the controller quorum's gRPC listeners are, parsed from `controllers`.
     controller_endpoints: tuple[tuple[str, int], ...] = field(init=False)
 
+    @property
+    def advertised(self) -> str:
+        """host:port registered with the controllers: `advertise`, else `listen`."""
+        return self.advertise or self.listen
+
     def __post_init__(self) -> None:
         _check(self.broker_id >= 0, f"broker_id must be >= 0, got {self.broker_id}")
         parse_endpoint(self.listen)
+        host, _ = parse_endpoint(self.advertised)
+        _check(host not in ("0.0.0.0", "::", "[::]", ""),
+               f"the advertised address {self.advertised!r} is a wildcard nobody can dial: set --advertise")
         if self.metrics_listen:
             parse_endpoint(self.metrics_listen)
         _check(len(self.controllers) >= 1, "at least one controller endpoint is needed")

@@ -44,6 +44,7 @@ from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.service import BrokerService
 from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1.server_flags import LIVENESS_SERVICE
 from kanal.v1.server_reflection import enable_reflection
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ class BrokerServer:
             on_change=self._on_metadata,
         )
         self.lifecycle = BrokerLifecycle(
-            self.controllers, broker_id=config.broker_id, endpoint=config.listen, rack=config.rack,
+            self.controllers, broker_id=config.broker_id, endpoint=config.advertised, rack=config.rack,
             metrics_endpoint=config.metrics_listen, heartbeat_interval_ms=config.heartbeat_interval_ms,
             metadata_offset=lambda: self.metadata.offset, data_dir=config.data_dir,
         )
@@ -134,6 +135,8 @@ class BrokerServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        # Liveness: SERVING while the event loop answers, caught up or not (a pod's liveness probe).
+        await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         if server.add_insecure_port(self.config.listen) == 0:
             raise OSError(f"cannot listen on {self.config.listen}")
         await server.start()
@@ -165,7 +168,9 @@ class BrokerServer:
 
     def stop(self, *, controlled: bool = True, grace_s: float = 5.0) -> None:
         if controlled and self.lifecycle.broker_epoch >= 0:
-            self.lifecycle.controlled_shutdown(timeout_s=grace_s)
+            moved = self.lifecycle.controlled_shutdown(timeout_s=grace_s)
+            log.info("controlled shutdown %s", "done: the controller moved this broker's leaderships away" if moved
+                     else f"not confirmed by the controller within {grace_s}s; stopping anyway")
         self._stop.set()
         if self._loop_thread.is_alive():
             if self._grpc is not None:

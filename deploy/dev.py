@@ -1,8 +1,22 @@
 """`kanal dev`: a local cluster — 3 controllers and 3 brokers by default — as processes on 127.0.0.1.
 
-It waits until every node is SERVING, prints the bootstrap address (and writes it to ~/.kanal/dev.json so
-the other `kanal` commands find it without --bootstrap), then runs until Ctrl-C or SIGTERM and stops
-every process it started. Data stays in --data-dir (default ~/.kanal/dev-data) across runs.
+    kanal dev [--data-dir DIR] [--controllers N] [--brokers N]   # run until Ctrl-C or SIGTERM
+    kanal dev status [--output json]                             # every node: pid, state, SERVING or not
+    kanal dev restart NODE                                       # e.g. broker-1: back on its data
+
+`kanal dev` waits until every node is SERVING, prints the bootstrap address and writes its state to
+`$KANAL_HOME/dev.json` (default ~/.kanal), the file every other `kanal` command reads to find the cluster
+without --bootstrap. A node that dies (killed to watch a failover, or crashed) is reported once on stderr
+and the rest keep serving; `kanal dev restart NODE` starts it again with the same ports and data. Ctrl-C
+or SIGTERM stops every process it started. Data stays in --data-dir (default ~/.kanal/dev-data).
+
+`status` and `restart` talk to the running `kanal dev` over a Unix socket, `$KANAL_HOME/dev.sock`, whose
+path dev.json names (`control`): `kanal dev` started the nodes and is the only one that can restart or
+stop them. The protocol is one JSON request line and one JSON reply line per connection:
+    {"op": "status"}                      -> {"ok": true, "nodes": [{"name", "kind", "id", "endpoint",
+                                               "pid", "state": "serving"|"starting"|"exited", "exit_code",
+                                               "log"}]}
+    {"op": "restart", "node": "broker-1"} -> {"ok": true, "node": {...}} or {"ok": false, "error": "..."}
 """
 
 from __future__ import annotations
@@ -11,30 +25,51 @@ import argparse
 import json
 import os
 import signal
+import socket
+import socketserver
 import sys
 import threading
 from pathlib import Path
 
-from kanal.deploy.local_cluster import LocalCluster
+from kanal.deploy.local_cluster import LocalCluster, Node, serving
 
 KANAL_HOME = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal"))
 STATE_FILE = KANAL_HOME / "dev.json"
+CONTROL_SOCKET = KANAL_HOME / "dev.sock"
+# A restart waits at most this long for the node to report SERVING again.
+RESTART_READY_S_MAX = 120.0
+# One request or reply line on the control socket, at most.
+CONTROL_LINE_BYTES_MAX = 1 << 20
+# How often the cluster is checked for nodes that died.
+WATCH_INTERVAL_S = 0.5
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="kanal dev", description=__doc__.splitlines()[0])
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "status":
+        return _status_command(args[1:])
+    if args and args[0] == "restart":
+        return _restart_command(args[1:])
+    return _run(args)
+
+
+# -- the running cluster ------------------------------------------------------------------------------
+
+
+def _run(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="kanal dev", description=__doc__.splitlines()[0],
+                                epilog="Also: `kanal dev status`, `kanal dev restart NODE`.")
     p.add_argument("--data-dir", type=Path, default=KANAL_HOME / "dev-data")
     p.add_argument("--controllers", type=int, default=3)
     p.add_argument("--brokers", type=int, default=3)
     args = p.parse_args(argv)
     if not 1 <= args.controllers <= 7 or not 1 <= args.brokers <= 64:
         p.error("--controllers must be in [1, 7] and --brokers in [1, 64]")
-    if STATE_FILE.exists():
-        state = json.loads(STATE_FILE.read_text())
-        if _alive(state.get("pid")):
-            print(f"kanal dev: a dev cluster is already running (pid {state['pid']}, bootstrap "
-                  f"{state['bootstrap']})", file=sys.stderr)
-            return 1
+    running = _running_state()
+    if running is not None:
+        print(f"kanal dev: a dev cluster is already running (pid {running['pid']}, bootstrap "
+              f"{running['bootstrap']})", file=sys.stderr)
+        return 1
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
@@ -46,24 +81,174 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, TimeoutError) as exc:
         print(f"kanal dev: the cluster did not start: {exc}", file=sys.stderr)
         return 1
-    KANAL_HOME.mkdir(parents=True, exist_ok=True)
-    STATE_FILE.write_text(json.dumps({"pid": os.getpid(), "bootstrap": cluster.bootstrap,
-                                      "controllers": cluster.controller_endpoints,
-                                      "data_dir": str(args.data_dir)}))
-    print(f"kanal dev: ready. bootstrap: {cluster.bootstrap}", flush=True)
-    for node in cluster.nodes:
-        print(f"  {node.name:<13} {node.endpoint:<22} pid {node.pid}  log {node.log_path}", flush=True)
-    print("kanal dev: other kanal commands use this cluster by default; Ctrl-C stops it.", flush=True)
+    supervisor = Supervisor(cluster)
+    control: _ControlServer | None = None
     try:
-        while not stopping.wait(1.0):
-            dead = [n for n in cluster.nodes if not n.running]
-            if dead:
-                print(f"kanal dev: {', '.join(n.name for n in dead)} exited; see its log", file=sys.stderr)
-                break
+        KANAL_HOME.mkdir(parents=True, exist_ok=True)
+        try:
+            control = _ControlServer(CONTROL_SOCKET, supervisor)
+        except OSError as exc:  # e.g. a socket path longer than AF_UNIX allows (about 107 bytes)
+            print(f"kanal dev: cannot serve `kanal dev status` on {CONTROL_SOCKET}: {exc}", file=sys.stderr)
+            return 1
+        threading.Thread(target=control.serve_forever, name="dev-control", daemon=True).start()
+        STATE_FILE.write_text(json.dumps({"pid": os.getpid(), "bootstrap": cluster.bootstrap,
+                                          "controllers": cluster.controller_endpoints,
+                                          "data_dir": str(args.data_dir), "control": str(CONTROL_SOCKET),
+                                          "nodes": [_describe(n, check_serving=False) for n in cluster.nodes]}))
+        print(f"kanal dev: ready. bootstrap: {cluster.bootstrap}", flush=True)
+        for node in cluster.nodes:
+            print(f"  {node.name:<13} {node.endpoint:<22} pid {node.pid}  log {node.log_path}", flush=True)
+        print("kanal dev: other kanal commands use this cluster by default; `kanal dev status` and "
+              "`kanal dev restart NODE` manage it; Ctrl-C stops it.", flush=True)
+        while not stopping.wait(WATCH_INTERVAL_S):
+            for node, code in supervisor.newly_dead():
+                print(f"kanal dev: {node.name} exited with status {code} (log {node.log_path}); the other nodes "
+                      f"keep serving; `kanal dev restart {node.name}` brings it back on its data",
+                      file=sys.stderr, flush=True)
     finally:
         print("kanal dev: stopping", flush=True)
-        cluster.stop()
+        if control is not None:
+            control.shutdown()
+            control.server_close()
+        with supervisor.lock:
+            cluster.stop()
         STATE_FILE.unlink(missing_ok=True)
+        CONTROL_SOCKET.unlink(missing_ok=True)
+    return 0
+
+
+class Supervisor:
+    """Watches the cluster's nodes and restarts one on request. One lock serialises restarts, the death
+    watch and the final stop, so a node being restarted is never reported dead nor stopped half-started."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.lock = threading.Lock()
+        self._reported: set[str] = set()
+
+    def newly_dead(self) -> list[tuple[Node, int | None]]:
+        """Nodes that exited since the last call (each reported once until it is restarted)."""
+        with self.lock:
+            dead = [n for n in self.cluster.nodes if not n.running and n.name not in self._reported]
+            self._reported.update(n.name for n in dead)
+            return [(n, n.process.returncode if n.process else None) for n in dead]
+
+    def status(self) -> list[dict]:
+        with self.lock:
+            nodes = list(self.cluster.nodes)
+        return [_describe(n) for n in nodes]
+
+    def restart(self, name: str) -> dict:
+        node = next((n for n in self.cluster.nodes if n.name == name), None)
+        if node is None:
+            known = ", ".join(n.name for n in self.cluster.nodes)
+            raise LookupError(f"no node {name!r} in this cluster (nodes: {known})")
+        with self.lock:
+            self.cluster.restart(node, timeout_s=RESTART_READY_S_MAX)
+            self._reported.discard(node.name)
+        return _describe(node)
+
+
+def _describe(node: Node, check_serving: bool = True) -> dict:
+    if not node.running:
+        state = "exited"
+    elif not check_serving:
+        state = "serving"  # only used right after start(), which waited for SERVING
+    else:
+        state = "serving" if serving(node.endpoint, timeout_s=1.0) else "starting"
+    return {"name": node.name, "kind": node.kind, "id": node.node_id, "endpoint": node.endpoint,
+            "pid": node.pid, "state": state,
+            "exit_code": node.process.returncode if node.process and not node.running else None,
+            "log": str(node.log_path)}
+
+
+class _ControlServer(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: Path, supervisor: Supervisor) -> None:
+        path.unlink(missing_ok=True)  # left by a `kanal dev` that was SIGKILLed (dev.json's pid is dead)
+        self.supervisor = supervisor
+        super().__init__(str(path), _ControlHandler)
+
+
+class _ControlHandler(socketserver.StreamRequestHandler):
+    server: _ControlServer
+
+    def handle(self) -> None:
+        try:
+            request = json.loads(self.rfile.readline(CONTROL_LINE_BYTES_MAX))
+            op = request.get("op")
+            if op == "status":
+                reply = {"ok": True, "nodes": self.server.supervisor.status()}
+            elif op == "restart":
+                reply = {"ok": True, "node": self.server.supervisor.restart(str(request.get("node")))}
+            else:
+                reply = {"ok": False, "error": f"unknown op {op!r}"}
+        except (ValueError, AttributeError) as exc:
+            reply = {"ok": False, "error": f"bad request: {exc}"}
+        except (LookupError, RuntimeError, TimeoutError) as exc:
+            reply = {"ok": False, "error": str(exc)}
+        self.wfile.write(json.dumps(reply).encode() + b"\n")
+
+
+# -- status and restart, from another process ---------------------------------------------------------
+
+
+def _running_state() -> dict | None:
+    """dev.json of a `kanal dev` that still runs, or None."""
+    try:
+        state = json.loads(STATE_FILE.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return state if _alive(state.get("pid")) else None
+
+
+def _call(request: dict, timeout_s: float) -> dict:
+    state = _running_state()
+    if state is None or "control" not in state:
+        raise ConnectionError(f"no `kanal dev` cluster is running ({STATE_FILE} not found or stale)")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        s.connect(state["control"])
+        s.sendall(json.dumps(request).encode() + b"\n")
+        with s.makefile("rb") as reply:
+            return json.loads(reply.readline(CONTROL_LINE_BYTES_MAX))
+
+
+def _status_command(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="kanal dev status", description="Show every node of the running kanal dev.")
+    p.add_argument("--output", choices=("text", "json"), default="text")
+    args = p.parse_args(argv)
+    try:
+        reply = _call({"op": "status"}, timeout_s=30)
+    except (OSError, ValueError) as exc:
+        print(f"kanal dev status: {exc}", file=sys.stderr)
+        return 1
+    nodes = reply["nodes"]
+    if args.output == "json":
+        print(json.dumps(nodes))
+    else:
+        for n in nodes:
+            extra = f" (exit status {n['exit_code']})" if n["state"] == "exited" else ""
+            print(f"{n['name']:<13} {n['endpoint']:<22} pid {n['pid']!s:<8} {n['state']}{extra}")
+    return 0 if all(n["state"] == "serving" for n in nodes) else 3
+
+
+def _restart_command(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="kanal dev restart",
+                                description="Restart one node of the running kanal dev on its data.")
+    p.add_argument("node", help="a node name as `kanal dev status` shows it, e.g. broker-1 or controller-0")
+    args = p.parse_args(argv)
+    try:
+        reply = _call({"op": "restart", "node": args.node}, timeout_s=RESTART_READY_S_MAX + 30)
+    except (OSError, ValueError) as exc:
+        print(f"kanal dev restart: {exc}", file=sys.stderr)
+        return 1
+    if not reply.get("ok"):
+        print(f"kanal dev restart: {reply.get('error')}", file=sys.stderr)
+        return 1
+    node = reply["node"]
+    print(f"{node['name']} {node['endpoint']} pid {node['pid']} {node['state']}")
     return 0
 
 

@@ -16,10 +16,20 @@ together can lose committed but not yet applied entries, a pysyncobj limit).
 from __future__ import annotations
 
 import argparse
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kanal.v1.server_flags import (
+    ServerFlagError,
+    add_server_flags,
+    check_resolves,
+    hostname_from,
+    integer,
+    parse_layered,
+)
 
 # Voters in the quorum: 1 (a development controller) .. 7 (more only slows every commit down).
 VOTERS_MAX = 7
@@ -87,9 +97,10 @@ class ControllerConfig:
 
     # This controller's id; must be one of `voters`. 0 .. 2^31-1.
     controller_id: int
-    # gRPC listener (bind address). The endpoint other processes use is this voter's `grpc` address.
+    # gRPC listener (bind address, e.g. 0.0.0.0:9091 in a pod). The endpoint other processes use (the one
+    # it advertises) is this voter's `grpc` address in `voters`.
     listen: Address
-    # Raft address (pysyncobj binds it and the other voters dial it); must equal this voter's `raft`.
+    # Raft address the other voters dial (advertised); must equal this voter's `raft` in `voters`.
     raft: Address
     # Every voter of the quorum, this one included, 1 .. VOTERS_MAX, distinct ids and addresses.
     voters: tuple[Voter, ...]
@@ -131,6 +142,11 @@ class ControllerConfig:
     grpc_threads: int = 32
     # Python logging level name.
     log_level: str = "INFO"
+    # Raft bind address when it differs from `raft` (a pod binds 0.0.0.0:9093 and is dialled by its DNS
+    # name); None: bind `raft`.
+    raft_listen: Address | None = None
+    # stdout log lines: "text" or "json" (one object per line, kanal.v1.server_logging).
+    log_format: str = "text"
 
     def __post_init__(self) -> None:
         _bound("--id", self.controller_id, 0, 2**31 - 1)
@@ -180,6 +196,8 @@ class ControllerConfig:
         _bound("--raft-compaction-interval-ms", self.raft_compaction_interval_ms, 1_000, 10**9)
         _bound("--fetch-wait-ms-max", self.fetch_wait_ms_max, 0, 60_000)
         _bound("--grpc-threads", self.grpc_threads, 4, 256)
+        if self.log_format not in ("text", "json"):
+            raise ControllerConfigError(f"--log-format must be text or json, got {self.log_format!r}")
         if self.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise ControllerConfigError(f"--log-level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
 
@@ -222,6 +240,11 @@ class ControllerConfig:
         return None
 
     @property
+    def raft_bind(self) -> Address:
+        """The address pysyncobj binds: --raft-listen, else the advertised --raft."""
+        return self.raft_listen if self.raft_listen is not None else self.raft
+
+    @property
     def raft_dir(self) -> Path:
         return self.data_dir / "raft"
 
@@ -252,6 +275,10 @@ class _Parser(argparse.ArgumentParser):
         raise ControllerConfigError(message)
 
 
+# Settings come from flags, KANAL_* variables and --config FILE (kanal.v1.server_flags): every flag below
+# is also KANAL_<FLAG> and a `flag = value` key of the file.
+
+
 def build_parser() -> argparse.ArgumentParser:
     d = ControllerConfig.__dataclass_fields__
     p = _Parser(
@@ -259,9 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one controller of the kanal metadata quorum (Raft on pysyncobj).",
         allow_abbrev=False,
     )
-    p.add_argument("--id", type=_int("--id"), required=True, help="this controller's id (one of --peers)")
-    p.add_argument("--listen", required=True, help="gRPC listen address HOST:PORT")
-    p.add_argument("--raft", required=True, help="Raft address HOST:PORT (bound here, dialled by peers)")
+    p.add_argument("--id", type=integer("--id"), help="this controller's id (one of --peers; or --id-from-hostname)")
+    p.add_argument("--listen", required=True, help="gRPC listen (bind) address HOST:PORT; the address it "
+                                                   "advertises is its entry in --peers")
+    p.add_argument("--raft", help="Raft address HOST:PORT the peers dial (default: this id's entry in --peers)")
+    p.add_argument("--raft-listen", help="Raft bind address HOST:PORT when it differs from --raft (0.0.0.0:9093)")
     p.add_argument(
         "--peers",
         required=True,
@@ -286,25 +315,41 @@ def build_parser() -> argparse.ArgumentParser:
         ("--grpc-threads", "grpc_threads"),
     ):
         default = d[name].default
-        p.add_argument(flag, dest=name, type=_int(flag), default=default, help=f"default {default}")
+        p.add_argument(flag, dest=name, type=integer(flag), default=default, help=f"default {default}")
     p.add_argument("--log-level", default=d["log_level"].default, help="DEBUG, INFO, WARNING or ERROR")
+    add_server_flags(p)
     return p
 
 
-def parse_controller_args(argv: Sequence[str]) -> ControllerConfig:
-    """The config the flags describe; ControllerConfigError (one line) when they are wrong."""
-    args = build_parser().parse_args(list(argv))
+def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None = None,
+                          hostname: str | None = None) -> ControllerConfig:
+    """The config the flags, KANAL_* variables (`environ`, default os.environ) and --config file describe;
+    ControllerConfigError (one line) when they are wrong, including an advertised address of this
+    controller (its --peers entry) that does not resolve within --resolve-wait-ms-max."""
+    environ = os.environ if environ is None else environ
+    try:
+        args = parse_layered(build_parser(), argv, environ, hostname or hostname_from(environ))
+    except ServerFlagError as exc:
+        raise ControllerConfigError(str(exc)) from None
     voters = tuple(Voter.parse(item) for item in args.peers.split(",") if item.strip())
+    me = next((v for v in voters if v.controller_id == args.id), None)
+    if me is None:
+        listed = sorted(v.controller_id for v in voters)
+        raise ControllerConfigError(f"--peers does not list this controller (--id {args.id}); the quorum's ids "
+                                     f"are {listed}")
+    raft = Address.parse(args.raft, "--raft") if args.raft else me.raft
     secret = args.cluster_secret
     if args.cluster_secret_file is not None:
         try:
             secret = Path(args.cluster_secret_file).read_text().splitlines()[0].strip()
         except (OSError, IndexError) as exc:
             raise ControllerConfigError(f"--cluster-secret-file: cannot read a secret: {exc}") from None
-    return ControllerConfig(
+    config = ControllerConfig(
         controller_id=args.id,
         listen=Address.parse(args.listen, "--listen"),
-        raft=Address.parse(args.raft, "--raft"),
+        raft=raft,
+        raft_listen=Address.parse(args.raft_listen, "--raft-listen") if args.raft_listen else None,
+        log_format=args.log_format,
         voters=voters,
         data_dir=Path(args.data_dir),
         cluster_secret=secret,
@@ -322,14 +367,10 @@ def parse_controller_args(argv: Sequence[str]) -> ControllerConfig:
         grpc_threads=args.grpc_threads,
         log_level=args.log_level,
     )
-
-
-def _int(flag: str):
-    def convert(text: str) -> int:
+    for what, address in (("--peers raft", config.me.raft), ("--peers grpc", config.me.grpc)):
         try:
-            return int(text, 10)
-        except ValueError:
-            raise ControllerConfigError(f"{flag}: expected an integer, got {text!r}") from None
-
-    convert.__name__ = "integer"  # argparse names the type in its message: "invalid integer value"
-    return convert
+            check_resolves(f"{what} address of controller {config.controller_id}", address.host,
+                           args.resolve_wait_ms_max)
+        except ServerFlagError as exc:
+            raise ControllerConfigError(str(exc)) from None
+    return config

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Sequence
 
 from kanal.raft.controller_config import ControllerConfigError, parse_controller_args
+from kanal.v1.server_logging import setup_logging
 
 EXIT_OK = 0
 EXIT_STARTUP_FAILED = 1
@@ -36,10 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not HAS_CRYPTO:
             print("kanal controller: error: --cluster-secret needs the 'cryptography' package", file=sys.stderr)
             return EXIT_USAGE
-    logging.basicConfig(
-        level=config.log_level,
-        format=f"%(asctime)s controller-{config.controller_id} %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(config.log_format, config.log_level, f"controller-{config.controller_id}")
     from kanal.raft.controller_server import ControllerServer, StartupError
 
     stop = threading.Event()

@@ -39,6 +39,7 @@ from kanal.raft.peer_client import CHANNEL_OPTIONS, PeerClient
 from kanal.raft.raft_node import RaftNode
 from kanal.v1 import controller_pb2, controller_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.server_flags import LIVENESS_SERVICE
 from kanal.v1.server_reflection import enable_reflection
 
 _log = logging.getLogger("kanal.raft.server")
@@ -86,6 +87,8 @@ class ControllerServer:
             self.grpc_server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
+        # Liveness: SERVING while the process answers at all, catching up or not (a pod's liveness probe).
+        self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         enable_reflection((SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name),
                           self.grpc_server)
         try:

@@ -96,7 +96,7 @@ class RaftNode(SyncObj):
             logCompactionBatchSize=1 << 20,
             # Bind exactly the configured address (pysyncobj would bind 0.0.0.0), and give up after a few
             # seconds when it is taken instead of retrying forever.
-            bindAddress=str(config.raft),
+            bindAddress=str(config.raft_bind),
             bindRetryTime=0.3,
             maxBindRetries=10,
             journalFile=str(config.raft_dir / "journal"),

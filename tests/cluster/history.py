@@ -1,4 +1,4 @@
-"""Reading a whole topic back, for history checks."""
+"""Writing and reading a whole topic, for history checks."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import time
 
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.consumer import Consumer, ConsumerConfig
+from kanal.clients.producer import Producer
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.v1 import broker_pb2
 
@@ -47,3 +48,19 @@ def read_topic(cluster: LocalCluster, topic: str, partitions: int, timeout_s: fl
     finally:
         consumer.close()
     return out
+
+
+def produce_history(producer: Producer, topic: str, count: int, start: int, acked: dict, errors: list,
+                    keys: int = 20) -> None:
+    """Queue `count` records b"v-%06d" (i from `start`, key b"k{i % keys}"); each acknowledgement lands in
+    `acked` as (partition, offset) -> value, each final failure in `errors`."""
+    for i in range(start, start + count):
+        value = b"v-%06d" % i
+
+        def done(error, meta, value=value):
+            if error is None:
+                acked[(meta.partition, meta.offset)] = value
+            else:
+                errors.append((value, error))
+
+        producer.produce(topic, value, key=b"k%d" % (i % keys), on_delivery=done)

@@ -20,7 +20,7 @@ from kanal.v1.batch import build_batch
 from kanal.v1.error import ErrorCode, KanalError
 
 from .conftest import broker_node, check_history, create_topic, partition_info, start_cluster, wait_until
-from .history import read_topic
+from .history import produce_history, read_topic
 
 pytestmark = pytest.mark.cluster
 
@@ -28,20 +28,6 @@ pytestmark = pytest.mark.cluster
 def NewRecord(value: bytes) -> _NewRecord:
     """A record stamped now: retention (7 days by default) deletes records stamped in 1970 at once."""
     return _NewRecord(value, timestamp_ms=int(time.time() * 1000))
-
-
-def produce_history(producer: Producer, topic: str, count: int, start: int, acked: dict, errors: list,
-                    keys: int = 20) -> None:
-    for i in range(start, start + count):
-        value = b"v-%06d" % i
-
-        def done(error, meta, value=value):
-            if error is None:
-                acked[(meta.partition, meta.offset)] = value
-            else:
-                errors.append((value, error))
-
-        producer.produce(topic, value, key=b"k%d" % (i % keys), on_delivery=done)
 
 
 def test_leader_sigkill_while_producing_keeps_every_acknowledged_record(cluster):

@@ -1,0 +1,219 @@
+"""ContainerCluster: kanal's image run as the production overlay's StatefulSets would run it, one container
+per pod, for chaos tests.
+
+Each container gets the rendered manifests' args and environment for its pod (manifests.py) with two
+documented differences, both held by tests/deploy/test_manifests.py:
+- LOCALIZED: every address (`HOST:PORT` in the listen, advertise, peers, controllers and metrics settings)
+  is moved onto 127.0.0.1 and a free port. The containers run with host networking, so all traffic stays
+  on loopback here, and the test process dials the brokers by the addresses they advertise.
+- TEST_SPEED: shorter session, election, heartbeat and replica-lag timeouts, so a failure is noticed in
+  about a second rather than Kafka's production 9-30 s (the same figures the process cluster tests use).
+The Raft secret is a file mounted where the Secret is mounted in a pod; the data directory is a Docker
+named volume on /var/lib/kanal, the PVC's mount point, that survives kill, stop and restart.
+
+Every container and volume carries the label `kanal.test=containers` plus `kanal.test.run=<run id>`; the
+session fixture removes whatever a previous, interrupted run left (by label) and what this run made.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+from testcontainers.core.container import DockerContainer
+
+from kanal.deploy.local_cluster import free_ports, serving
+
+from .manifests import PodProcess, pod_process, render
+
+IMAGE = "kanal:dev"
+LABEL = "kanal.test"
+LABEL_VALUE = "containers"
+RUN_LABEL = "kanal.test.run"
+OVERLAY = "production"
+CONTROLLERS = "kanal-controller"
+BROKERS = "kanal-broker"
+# Keys whose values hold addresses, per StatefulSet: the only rendered values the fixture changes.
+LOCALIZED = {
+    CONTROLLERS: {"KANAL_LISTEN", "KANAL_RAFT_LISTEN", "KANAL_PEERS"},
+    BROKERS: {"KANAL_LISTEN", "KANAL_ADVERTISE", "KANAL_CONTROLLERS", "KANAL_METRICS"},
+}
+# Added for speed; each is a flag of the command, so the rendered manifests could carry it too.
+TEST_SPEED = {
+    CONTROLLERS: {"KANAL_SESSION_TIMEOUT_MS": "2000", "KANAL_ELECTION_TIMEOUT_MS": "300"},
+    BROKERS: {"KANAL_HEARTBEAT_INTERVAL_MS": "200", "KANAL_REPLICA_LAG_MS_MAX": "1500",
+              "KANAL_REPLICA_FETCH_WAIT_MS_MAX": "200", "KANAL_OFFSETS_TOPIC_PARTITIONS": "10",
+              "KANAL_GROUP_SESSION_TIMEOUT_MS_MIN": "200", "KANAL_GROUP_INITIAL_REBALANCE_DELAY_MS": "100"},
+}
+SECRET_MOUNT = "/etc/kanal/secret"
+DATA_MOUNT = "/var/lib/kanal"
+_ADDRESS = re.compile(r"[A-Za-z0-9.-]+:\d+")
+
+
+@dataclass
+class ContainerNode:
+    pod: PodProcess
+    kind: str  # "controller" or "broker"
+    node_id: int
+    endpoint: str  # 127.0.0.1:port of its gRPC server
+    env: dict[str, str]
+    volume: str
+    container: DockerContainer | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.pod.name
+
+    @property
+    def _docker(self):
+        if self.container is None:
+            raise RuntimeError(f"{self.name} was never started")
+        return self.container.get_wrapped_container()
+
+    @property
+    def running(self) -> bool:
+        c = self._docker
+        c.reload()
+        return c.status == "running"
+
+    @property
+    def exit_code(self) -> int | None:
+        c = self._docker
+        c.reload()
+        return None if c.status in ("running", "paused") else c.attrs["State"]["ExitCode"]
+
+    def kill(self) -> None:
+        """SIGKILL of the container's main process: a crash."""
+        self._docker.kill()
+        self._docker.wait(timeout=30)
+
+    def pause(self) -> None:
+        self._docker.pause()
+
+    def unpause(self) -> None:
+        self._docker.unpause()
+
+    def stop(self, timeout_s: int = 30) -> int:
+        """`docker stop`: SIGTERM, SIGKILL after `timeout_s`; the exit status."""
+        self._docker.stop(timeout=timeout_s)
+        return int(self._docker.wait(timeout=timeout_s + 30)["StatusCode"])
+
+    def start_again(self) -> None:
+        """Start the same container (same volume, same settings) after a kill or stop."""
+        self._docker.start()
+
+    def logs(self) -> str:
+        return self._docker.logs().decode(errors="replace")
+
+
+class ContainerCluster:
+    def __init__(self, run_id: str, work_dir: Path, *, image: str = IMAGE, controllers: int = 3,
+                 brokers: int = 3) -> None:
+        docs = render(OVERLAY)
+        self.run_id = run_id
+        self.image = image
+        secret_dir = work_dir / "secret"
+        secret_dir.mkdir(parents=True, exist_ok=True)
+        (secret_dir / "cluster-secret").write_text(secrets.token_hex(16) + "\n")
+        (secret_dir / "cluster-secret").chmod(0o644)
+        secret_dir.chmod(0o755)
+        self._secret_dir = secret_dir
+        pods = [(CONTROLLERS, i, pod_process(docs, CONTROLLERS, i)) for i in range(controllers)]
+        pods += [(BROKERS, i, pod_process(docs, BROKERS, i)) for i in range(brokers)]
+        ports = iter(free_ports(2 * len(pods)))
+        local: dict[str, str] = {}          # rendered HOST:PORT -> 127.0.0.1:port, cluster-wide names
+        wildcard: dict[str, dict[str, str]] = {}  # per pod: 0.0.0.0:PORT -> 127.0.0.1:port
+        grpc_endpoint: dict[str, str] = {}
+        for sts, i, pod in pods:
+            first, second = f"127.0.0.1:{next(ports)}", f"127.0.0.1:{next(ports)}"
+            if sts == CONTROLLERS:
+                name = f"{pod.name}.{CONTROLLERS}"
+                local[f"{name}:9091"], local[f"{name}:9093"] = first, second
+                wildcard[pod.name] = {"0.0.0.0:9091": first, "0.0.0.0:9093": second}
+            else:
+                local[pod.env["KANAL_ADVERTISE"]] = first
+                wildcard[pod.name] = {"0.0.0.0:9092": first, "0.0.0.0:9404": second}
+            grpc_endpoint[pod.name] = first
+        self.controllers: list[ContainerNode] = []
+        self.brokers: list[ContainerNode] = []
+        for sts, i, pod in pods:
+            table = {**local, **wildcard[pod.name]}
+            env = {k: localize(v, table) for k, v in pod.env.items()}
+            env.update(TEST_SPEED[sts])
+            kind = "controller" if sts == CONTROLLERS else "broker"
+            node = ContainerNode(pod, kind, i, grpc_endpoint[pod.name], env, f"kanal-test-{run_id}-{pod.name}")
+            (self.controllers if kind == "controller" else self.brokers).append(node)
+
+    @property
+    def nodes(self) -> list[ContainerNode]:
+        return [*self.controllers, *self.brokers]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.endpoint for n in self.brokers)
+
+    def labels(self) -> dict[str, str]:
+        return {LABEL: LABEL_VALUE, RUN_LABEL: self.run_id}
+
+    def start(self, timeout_s: float = 120) -> None:
+        client = docker.from_env()
+        try:
+            for node in self.nodes:
+                client.volumes.create(node.volume, labels=self.labels())
+                container = DockerContainer(self.image, command=list(node.pod.args), env=node.env,
+                                            network_mode="host", labels=self.labels(),
+                                            name=f"kanal-test-{self.run_id}-{node.name}")
+                container.with_volume_mapping(node.volume, DATA_MOUNT, "rw")
+                container.with_volume_mapping(str(self._secret_dir), SECRET_MOUNT, "ro")
+                node.container = container.start()
+        finally:
+            client.close()
+        self.wait_ready(self.nodes, timeout_s)
+
+    def wait_ready(self, nodes: Iterable[ContainerNode], timeout_s: float = 120) -> None:
+        """Wait until each node's gRPC health says SERVING (what the readiness probe asks)."""
+        deadline = time.monotonic() + timeout_s
+        for node in nodes:
+            while not serving(node.endpoint, timeout_s=0.5):
+                if node.exit_code is not None:
+                    raise RuntimeError(f"{node.name} exited with {node.exit_code}:\n{node.logs()[-3000:]}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{node.name} not SERVING after {timeout_s}s:\n{node.logs()[-3000:]}")
+                time.sleep(0.05)
+
+    def restart(self, node: ContainerNode, timeout_s: float = 120) -> None:
+        if node.running:
+            node.stop()
+        node.start_again()
+        self.wait_ready([node], timeout_s)
+
+    def remove(self) -> None:
+        remove_labelled({RUN_LABEL: self.run_id})
+
+
+def localize(value: str, table: dict[str, str]) -> str:
+    """Every HOST:PORT in `value` replaced by its 127.0.0.1 address; KeyError for one the table lacks."""
+    def swap(match: re.Match) -> str:
+        if match.group(0) not in table:
+            raise KeyError(f"the container fixture has no local address for {match.group(0)!r}")
+        return table[match.group(0)]
+
+    return _ADDRESS.sub(swap, value)
+
+
+def remove_labelled(labels: dict[str, str]) -> None:
+    """Remove the containers, then the volumes, carrying all of `labels` (by label, never by name)."""
+    client = docker.from_env()
+    try:
+        selector = [f"{k}={v}" for k, v in labels.items()]
+        for container in client.containers.list(all=True, filters={"label": selector}):
+            container.remove(force=True, v=True)
+        for volume in client.volumes.list(filters={"label": selector}):
+            volume.remove(force=True)
+    finally:
+        client.close()

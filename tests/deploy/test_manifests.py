@@ -1,0 +1,97 @@
+"""The Kubernetes manifests (deploy/k8s): both overlays render and pass `kubernetes-validate --strict`
+offline; they carry what the issue asks of them; every KANAL_* setting is a flag of its command; and the
+container fixture runs exactly what they render (tests/containers/cluster.py), so the two cannot drift."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kanal.broker.broker_main import build_parser as broker_parser
+from kanal.raft.controller_config import build_parser as controller_parser
+from kanal.v1.server_flags import env_name
+
+from ..containers.cluster import BROKERS, CONTROLLERS, LOCALIZED, TEST_SPEED, ContainerCluster
+from ..containers.manifests import find, pod_process, render, render_text
+
+OVERLAYS = {"dev": 1, "production": 3}
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_the_overlay_renders_and_validates_strictly(overlay, tmp_path):
+    rendered = tmp_path / f"{overlay}.yaml"
+    rendered.write_text(render_text(overlay))
+    validator = Path(sys.executable).parent / "kubernetes-validate"
+    result = subprocess.run([str(validator), "--strict", "-k", "1.37.0", "--quiet", str(rendered)],
+                            check=False, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_the_overlay_has_what_a_deployment_needs(overlay):
+    docs = render(overlay)
+    size = OVERLAYS[overlay]
+    for sts_name in (CONTROLLERS, BROKERS):
+        sts = find(docs, "StatefulSet", sts_name)
+        assert sts["spec"]["replicas"] == size and sts["spec"]["serviceName"] == sts_name
+        assert find(docs, "Service", sts_name)["spec"]["clusterIP"] == "None"
+        pod = sts["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["enableServiceLinks"] is False
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["readinessProbe"]["grpc"] and container["livenessProbe"]["grpc"]["service"] == "kanal.liveness"
+        assert container["resources"]["requests"] and container["resources"]["limits"]
+        assert pod["affinity"]["podAntiAffinity"]
+        assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
+        assert find(docs, "PodDisruptionBudget", sts_name)["spec"]["maxUnavailable"] == 1
+        # Every pod is configured from the ConfigMap and its own name alone.
+        for ordinal in range(size):
+            process = pod_process(docs, sts_name, ordinal)
+            assert process.env["KANAL_ID_FROM_HOSTNAME"] == "true" and process.env["HOSTNAME"].endswith(f"-{ordinal}")
+    brokers = find(docs, "StatefulSet", BROKERS)["spec"]["template"]
+    assert brokers["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    # The quorum follows from the ordinals: one peer per controller pod, named by its ordinal.
+    peers = pod_process(docs, CONTROLLERS, 0).env["KANAL_PEERS"].split(",")
+    assert [p.split("=")[0] for p in peers] == [str(i) for i in range(size)]
+    assert all(f"kanal-controller-{i}.kanal-controller:" in p for i, p in enumerate(peers))
+    assert len(pod_process(docs, BROKERS, 0).env["KANAL_CONTROLLERS"].split(",")) == size
+    advertised = pod_process(docs, BROKERS, size - 1).env["KANAL_ADVERTISE"]
+    namespace = find(docs, "StatefulSet", BROKERS)["metadata"]["namespace"]
+    assert advertised == f"kanal-broker-{size - 1}.kanal-broker.{namespace}.svc:9092"
+    assert find(docs, "Service", "kanal")["spec"]["ports"][0]["port"] == 9092
+    audit = find(docs, "CronJob", "kanal-audit")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert audit["args"][0] == "audit" and "spark" in audit["image"]
+    assert "spark" not in find(docs, "StatefulSet", BROKERS)["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_every_setting_is_a_flag_of_its_command(overlay):
+    docs = render(overlay)
+    for sts_name, parser in ((CONTROLLERS, controller_parser), (BROKERS, broker_parser)):
+        flags = {env_name(a.dest) for a in parser()._actions if a.option_strings}
+        settings = {k for k in pod_process(docs, sts_name, 0).env if k.startswith("KANAL_")}
+        assert settings <= flags, f"{sts_name}: not flags of the command: {settings - flags}"
+        assert set(TEST_SPEED[sts_name]) <= flags
+
+
+def test_the_container_fixture_runs_what_the_manifests_render(tmp_path):
+    docs = render("production")
+    cluster = ContainerCluster("drift", tmp_path)
+    for node in cluster.nodes:
+        sts = CONTROLLERS if node.kind == "controller" else BROKERS
+        rendered = pod_process(docs, sts, node.node_id)
+        assert node.pod.args == rendered.args == (node.kind,)
+        assert set(node.env) == set(rendered.env) | set(TEST_SPEED[sts])
+        assert {k: node.env[k] for k in TEST_SPEED[sts]} == TEST_SPEED[sts]
+        changed = {k for k in rendered.env if node.env[k] != rendered.env[k]}
+        assert changed == LOCALIZED[sts], f"{node.name}: {changed ^ LOCALIZED[sts]} differ from the manifests"
+        for key in changed:  # only addresses moved to loopback; everything around them is the same
+            def shape(value: str) -> str:
+                return re.sub(r"[A-Za-z0-9.-]+:\d+", "ADDR", value)
+
+            assert shape(node.env[key]) == shape(rendered.env[key]), key
+            assert all(a.startswith("127.0.0.1:") for a in re.findall(r"[A-Za-z0-9.-]+:\d+", node.env[key]))
