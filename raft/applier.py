@@ -13,10 +13,6 @@ two hooks that need the state to match its own view (writing a snapshot, loading
 first. The queue is bounded: when the applier falls behind, `submit` blocks pysyncobj's thread, which
 then stops acknowledging entries (back-pressure through Raft itself).
 
-`trim_unconfirmed()` (pysyncobj's onReady: this node has applied everything up to the leader's commit
-index) queues a marker: after the entries queued before it are applied and fsynced, the store cuts off
-whatever the metadata log holds past the committed image (MetadataStore.trim_unconfirmed).
-
 A failure while applying is a broken invariant: `fatal` stops the process (fatal.py).
 """
 
@@ -31,9 +27,6 @@ from collections.abc import Callable
 from kanal.raft.metadata_store import AppliedEntry, MetadataStore
 
 _log = logging.getLogger("kanal.raft.applier")
-
-# Queue marker: trim the metadata log's unconfirmed tail here (see trim_unconfirmed).
-_TRIM = object()
 
 
 class Applier:
@@ -53,8 +46,7 @@ class Applier:
         self._fatal = fatal
         self._queue_entries_max = queue_entries_max
         self._group_entries_max = group_entries_max
-        # Committed entries, and _TRIM markers.
-        self._queue: collections.deque[bytes | object] = collections.deque()
+        self._queue: collections.deque[bytes] = collections.deque()
         self._cond = threading.Condition()
         self._submitted = 0
         self._done = 0
@@ -74,7 +66,7 @@ class Applier:
             self._cond.notify_all()
         self._thread.join(timeout_s)
 
-    def submit(self, data: bytes | object) -> None:
+    def submit(self, data: bytes) -> None:
         """Queue one committed entry (pysyncobj's thread). Blocks while the queue is full."""
         with self._cond:
             while len(self._queue) >= self._queue_entries_max and not self._stopping:
@@ -82,10 +74,6 @@ class Applier:
             self._queue.append(data)
             self._submitted += 1
             self._cond.notify_all()
-
-    def trim_unconfirmed(self) -> None:
-        """Queue a trim of the metadata log's unconfirmed tail after the entries queued so far."""
-        self.submit(_TRIM)
 
     def drain(self, timeout_s: float | None = None) -> bool:
         """Wait until every submitted entry is applied and durable; False if the time ran out."""
@@ -114,13 +102,7 @@ class Applier:
                 group = [self._queue.popleft() for _ in range(min(len(self._queue), self._group_entries_max))]
                 self._cond.notify_all()
             try:
-                applied = []
-                for data in group:
-                    if data is _TRIM:
-                        self._store.flush()
-                        self._store.trim_unconfirmed()
-                    else:
-                        applied.append(self._store.apply(data))  # type: ignore[arg-type]
+                applied = [self._store.apply(data) for data in group]
                 self._store.flush()
             except BaseException as exc:  # noqa: BLE001 - every failure here is a broken invariant
                 self._fatal(f"applying a committed metadata entry failed: {exc}", exc)

@@ -12,9 +12,10 @@ Never serve an unconfirmed tail. After a restart the log may hold batches past w
 so far (normal: the replay catches up and the writer checks them one by one), or past anything Raft will
 ever commit (a Raft history lost in a power cut before the journal was durable). So the durable end
 starts at 0 at start-up and follows the committed image (`image.next_offset`), never the log's end. A
-stored batch that Raft replaces is cut off by the writer (metadata_log.py, "Repair"), and
-`trim_unconfirmed` (run once this node has applied up to the leader's commit index) cuts whatever
-remains past the image; both are re-filled as Raft commits.
+stored batch that Raft replaces is cut off with everything after it by the writer (metadata_log.py,
+"Repair"). No tail outlives the next leader: every new active controller commits a NoOp batch of its
+own term, which no earlier history holds, so when it applies, whatever the log still held from that
+offset on is cut.
 
 Writes come from one thread at a time, in Raft order: `apply` for each committed entry, `flush` after a
 group of them (one fsync for the group), `install` when pysyncobj loads a snapshot. Readers use
@@ -85,8 +86,7 @@ class MetadataStore:
         self._dirty = False
         # Nothing is confirmed by Raft yet: the replay (and snapshot load) moves this up.
         self._durable_end = 0
-        self.replaced_batches = 0  # batches the writer replaced, trimmed records: the repairs made
-        self.trimmed_records = 0
+        self.replaced_batches = 0  # repairs made: stored batches the writer replaced
 
     def __repr__(self) -> str:
         return (
@@ -148,20 +148,6 @@ class MetadataStore:
                 self._durable_end = confirmed
                 self._durable.notify_all()
             return confirmed
-
-    def trim_unconfirmed(self) -> int:
-        """Cut the metadata log back to the committed image's end; the records dropped. Called once
-        this node has applied everything up to the leader's commit index: a tail past that was never
-        committed by this Raft history (it is re-filled from Raft if it was)."""
-        with self._lock:
-            dropped = self._writer.trim_to(self._image.next_offset)
-            if dropped:
-                self.trimmed_records += dropped
-                _log.warning(
-                    "the metadata log held %d records past what Raft has committed (offset %d): cut off",
-                    dropped, self._image.next_offset,
-                )
-            return dropped
 
     def _sync_data(self) -> None:
         """fdatasync the active segment's .log file only (Log.sync_data): one sync per group instead of

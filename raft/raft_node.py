@@ -18,8 +18,6 @@
 - Durability (raft_durability.py, raft_journal.py): pysyncobj's mmap journal is replaced by
   DurableJournal, and the journal is fsynced (one fdatasync per group of entries) before this node
   acknowledges entries, asks for or grants a vote, or, as leader, counts its own log towards a commit.
-- `onReady` (this node has applied up to the leader's commit index for the first time): the Applier
-  then cuts off any metadata log tail that Raft has not confirmed (MetadataStore.trim_unconfirmed).
 
 Threads: pysyncobj's tick thread runs the Raft protocol and calls the replicated method for each
 committed entry, which only queues it for the Applier (applier.py). The snapshot hooks also run on the
@@ -121,7 +119,6 @@ class RaftNode(SyncObj):
             commandsWaitLeader=False,
             dynamicMembershipChange=False,
             onStateChanged=lambda old, new: self._kanal_on_state_changed(),
-            onReady=applier.trim_unconfirmed,
         )
         with injected_journal(self._kanal_journal):
             super().__init__(

@@ -16,15 +16,15 @@ _spec.loader.exec_module(lazyfs)
 
 @pytest.fixture
 def power_loss_fs(tmp_path):
-    """`power_loss_fs(name)` mounts a PowerLossFS at tmp_path/name over tmp_path/name.backing; every
-    mount is unmounted in teardown, whatever happened."""
+    """`power_loss_fs(name, mountpoint=None)` mounts a PowerLossFS at `mountpoint` (default
+    tmp_path/name) over tmp_path/name.backing; every mount is unmounted in teardown, whatever happened."""
     reason = lazyfs.fuse_available()
     if reason is not None:
         pytest.fail(f"power-loss tests need FUSE: {reason} (tests/run installs it as root)")
     mounts = []
 
-    def make(name: str = "disk"):
-        fs = lazyfs.PowerLossFS(tmp_path / f"{name}.backing", tmp_path / name)
+    def make(name: str = "disk", mountpoint: Path | None = None):
+        fs = lazyfs.PowerLossFS(tmp_path / f"{name}.backing", mountpoint or tmp_path / name)
         mounts.append(fs)
         fs.mount()
         return fs

@@ -46,7 +46,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 PAGE_BYTES = 4096
 MOUNT_TIMEOUT_S = 20.0
@@ -322,7 +322,7 @@ class PowerLossFS:
         pid = None if self._proc is None else self._proc.pid
         return f"<PowerLossFS {self.mountpoint} backing={self.backing} daemon={pid}>"
 
-    def __enter__(self) -> PowerLossFS:
+    def __enter__(self) -> Self:
         self.mount()
         return self
 
