@@ -40,7 +40,7 @@ from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.fatal import stop_process
 from kanal.raft.metadata_store import MetadataStore
 from kanal.raft.quorum_status import QuorumStatus, from_status
-from kanal.raft.raft_durability import durable_transport_class, injected_journal
+from kanal.raft.raft_durability import DurableAcks, injected_journal
 from kanal.raft.raft_journal import JOURNAL_FILE_NAME, DurableJournal
 from kanal.raft.raft_snapshot import (
     RaftSnapshot,
@@ -87,6 +87,7 @@ class RaftNode(SyncObj):
         self._kanal_status_lock = threading.Lock()
         config.raft_dir.mkdir(parents=True, exist_ok=True)
         self._kanal_journal = DurableJournal(config.raft_dir, fatal=stop_process)
+        self._kanal_acks = DurableAcks(self._kanal_journal)
         election_s = config.election_timeout_ms / 1000
         entry_bytes_max = 4 * config.metadata_batch_bytes_max
         conf = SyncObjConf(
@@ -125,7 +126,7 @@ class RaftNode(SyncObj):
                 str(config.raft),
                 [str(v.raft) for v in config.others],
                 conf,
-                transportClass=durable_transport_class(self._kanal_journal),
+                transportClass=self._kanal_acks.transport_class(),
             )
         if getattr(self, "_SyncObj__raftLog", None) is not self._kanal_journal:
             raise RuntimeError("pysyncobj did not take kanal's durable journal (its constructor changed?)")
@@ -153,8 +154,9 @@ class RaftNode(SyncObj):
         self.apply_metadata_command(command, callback=callback)
 
     def _onTick(self, timeToWait: float = 0.0) -> None:
-        # The leader counts its own log towards the commit index during the tick: sync it first.
-        self._kanal_journal.sync()
+        # One journal sync, then the acks held back since the last tick; the leader counts its own log
+        # towards the commit index during the tick, after this sync (raft_durability.py).
+        self._kanal_acks.flush()
         super()._onTick(timeToWait)
 
     @property
