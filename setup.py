@@ -1,12 +1,14 @@
-"""Only the clients' optional C extensions; everything else is in pyproject.toml.
+"""Only the optional C extensions; everything else is in pyproject.toml.
 
 Here rather than in pyproject.toml because setuptools still calls `ext-modules` there experimental.
 optional=True: without a C compiler or the Python headers, the build prints a warning and the install
 still succeeds; the clients then run their pure-Python paths (kanal.clients.producer.NATIVE and
-kanal.clients.consumer.NATIVE are False).
+kanal.clients.consumer.NATIVE are False), and the broker its pure-Python record walk
+(kanal.v1.batch_validation.NATIVE is False).
 
     _producer_fast  produce()'s per-record path (clients/_producer_fast.c)
     _consumer_fast  the consumer's per-record decoding of fetched RecordLists (clients/_consumer_fast.c)
+    _batch_walk     the leader's validation walk of every produced batch's records (proto/kanal/v1/_batch_walk.c)
 """
 
 from setuptools import Extension, setup
@@ -16,4 +18,5 @@ setup(ext_modules=[
               depends=["clients/_kanal_errors.h"], optional=True),
     Extension("kanal.clients._consumer_fast", sources=["clients/_consumer_fast.c"],
               depends=["clients/_kanal_errors.h"], optional=True),
+    Extension("kanal.v1._batch_walk", sources=["proto/kanal/v1/_batch_walk.c"], optional=True),
 ])

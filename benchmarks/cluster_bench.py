@@ -1,6 +1,9 @@
 """Produce / consume throughput and end-to-end latency against a cluster the benchmark starts itself.
 
-    python benchmarks/cluster_bench.py [--seconds 8] [--quick]
+    python benchmarks/cluster_bench.py [--seconds 8] [--quick] [--produce-only] [--clusters one,three]
+
+--produce-only runs only broker_produce and client_produce (no fetch, consume, per-record or latency
+case), and --clusters picks the clusters: for before/after comparisons of the produce path.
 
 Cases (100-byte and 1 KiB records):
   broker_produce   pre-encoded batches of 1,000 records sent by N processes over raw gRPC: what the broker
@@ -270,7 +273,7 @@ def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, 
                 n, s = run_parallel(_raw_producer, [(cluster.bootstrap, topic, ps, size, acks_raw, args.batches_max,
                                                      args.seconds) for ps in per])
                 case[f"broker_produce_{producers}p"] = rates(n, s, size)
-                if producers == args.producers[0]:  # read back what one producer wrote
+                if producers == args.producers[0] and not args.produce_only:  # read back what one producer wrote
                     settle()
                     total_bytes, s = raw_fetch(cluster, topic, partitions, args.seconds * 2)
                     case["broker_fetch"] = {"mb_s": round(total_bytes / s / 1e6, 1),
@@ -286,6 +289,9 @@ def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, 
                                                        for _ in range(producers)])
                 case[f"client_produce_{producers}p"] = rates(n, s, size)
                 delete_topic(cluster, topic_c)
+            if args.produce_only:
+                out[f"{size}B"] = case
+                continue
             topic_r = f"client-per-record-{size}"
             create_topic(cluster, topic_r, partitions, rf, **extra)
             n, s = run_parallel(_client_producer, [(cluster.bootstrap, topic_r, size, acks_client,
@@ -293,9 +299,10 @@ def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, 
             case["client_produce_per_record_1p"] = rates(n, s, size)
             delete_topic(cluster, topic_r)
             out[f"{size}B"] = case
-        create_topic(cluster, "latency", 1, rf, **({"min.insync.replicas": "2"} if rf == 3 else {}))
-        settle()
-        out["latency"] = latency(cluster, "latency", 2000, args.latency_seconds)
+        if not args.produce_only:
+            create_topic(cluster, "latency", 1, rf, **({"min.insync.replicas": "2"} if rf == 3 else {}))
+            settle()
+            out["latency"] = latency(cluster, "latency", 2000, args.latency_seconds)
     finally:
         cluster.stop()
         cluster.remove_data()
@@ -312,18 +319,22 @@ def main() -> None:
     parser.add_argument("--producers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
     parser.add_argument("--dir", default=None, help="where the cluster's data goes (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="100-byte records only")
+    parser.add_argument("--produce-only", action="store_true", help="only the broker_produce and client_produce cases")
+    parser.add_argument("--clusters", type=lambda s: s.split(","), default=["one", "three"],
+                        help="which clusters: one (1 broker, acks=1), three (RF=3, acks=all), or both")
     args = parser.parse_args()
+    if not set(args.clusters) <= {"one", "three"} or not args.clusters:
+        parser.error("--clusters takes one, three or one,three")
     if not 0.5 <= args.seconds <= 300:
         parser.error("--seconds must be in [0.5, 300]")
     sizes = [100] if args.quick else [100, 1024]
-    result = {
-        "benchmark": "cluster",
-        "python": sys.version.split()[0],
-        "cpus": os.cpu_count(),
-        "one_broker_acks_1": bench_cluster(1, 1, 1, "1", args, sizes),
-        "three_brokers_acks_all_rf3": bench_cluster(3, 3, -1, "all", args, sizes),
-    }
-    result["ratios"] = ratios(result, sizes, args.producers[0])
+    result = {"benchmark": "cluster", "python": sys.version.split()[0], "cpus": os.cpu_count()}
+    if "one" in args.clusters:
+        result["one_broker_acks_1"] = bench_cluster(1, 1, 1, "1", args, sizes)
+    if "three" in args.clusters:
+        result["three_brokers_acks_all_rf3"] = bench_cluster(3, 3, -1, "all", args, sizes)
+    if not args.produce_only and len(args.clusters) == 2:
+        result["ratios"] = ratios(result, sizes, args.producers[0])
     print(json.dumps(result, indent=2))
 
 

@@ -39,7 +39,7 @@ from kanal.v1.error import ErrorCode, KanalError
 
 BROKER_FLAGS = ["--heartbeat-interval-ms", "200", "--group-session-timeout-ms-min", "200",
                 "--group-initial-rebalance-delay-ms", "3000", "--offsets-topic-partitions", "10"]
-CONTROLLER_FLAGS = ["--session-timeout-ms", "2000"]
+CONTROLLER_FLAGS = ["--session-timeout-ms", "2000", "--election-timeout-ms", "300"]
 
 
 class Member:

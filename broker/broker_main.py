@@ -25,6 +25,8 @@ def parse_args(argv: list[str]) -> BrokerConfig:
     p.add_argument("--heartbeat-interval-ms", type=int, default=1000)
     p.add_argument("--replica-lag-ms-max", type=int, default=10_000, help="replica.lag.time.max.ms")
     p.add_argument("--replica-fetch-wait-ms-max", type=int, default=500)
+    p.add_argument("--metadata-fetch-bytes-max", type=int, default=8 << 20,
+                   help="bytes of metadata log one fetch from the controllers asks for (at least one batch comes)")
     p.add_argument("--offsets-topic-partitions", type=int, default=50, help="offsets.topic.num.partitions")
     p.add_argument("--offsets-topic-replication-factor", type=int, default=3)
     p.add_argument("--group-session-timeout-ms-min", type=int, default=6000, help="group.min.session.timeout.ms")
@@ -49,6 +51,7 @@ def parse_args(argv: list[str]) -> BrokerConfig:
         data_dir=args.data_dir, rack=args.rack, metrics_listen=args.metrics,
         heartbeat_interval_ms=args.heartbeat_interval_ms, replica_lag_ms_max=args.replica_lag_ms_max,
         replica_fetch_wait_ms_max=args.replica_fetch_wait_ms_max,
+        metadata_fetch_bytes_max=args.metadata_fetch_bytes_max,
         offsets_topic_partitions=args.offsets_topic_partitions,
         offsets_topic_replication_factor=args.offsets_topic_replication_factor,
         group_session_timeout_ms_min=args.group_session_timeout_ms_min,

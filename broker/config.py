@@ -12,6 +12,14 @@ from pathlib import Path
 
 from kanal.v1.error import ErrorCode, KanalError
 
+# One attempt of a call at one controller waits at most this long (unless the call says less: heartbeats
+# wait one heartbeat interval, metadata long polls their wait plus METADATA_FETCH_REPLY_MARGIN_MS), so a
+# controller that hangs without closing its connections holds a call no longer: long enough for a Raft
+# commit and an fsync on a busy machine, short beside a session timeout.
+CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX = 2_000
+# A metadata long poll that got no reply this long after its wait ended is given up at that controller.
+METADATA_FETCH_REPLY_MARGIN_MS = 1_000
+
 
 def parse_endpoint(text: str) -> tuple[str, int]:
     """'host:port' -> (host, port); INVALID_CONFIG when malformed."""
@@ -35,7 +43,9 @@ class BrokerConfig:
     rack: str = ""
     # host:port for the Prometheus metrics endpoint; empty disables it.
     metrics_listen: str = ""
-    # Heartbeat period to the active controller.
+    # Heartbeat period to the active controller; also the deadline of one heartbeat attempt at one
+    # controller (two for the whole heartbeat). At most 1/4 of the controllers' session timeout
+    # (check_heartbeat_fits_session, checked at registration).
     heartbeat_interval_ms: int = 1000
     # A follower out of date for longer than this is removed from the ISR (replica.lag.time.max.ms).
     replica_lag_ms_max: int = 10_000
@@ -45,7 +55,13 @@ class BrokerConfig:
     replica_fetch_partition_bytes_max: int = 1 << 20
     # Long-poll wait of metadata fetches from the controller.
     metadata_fetch_wait_ms_max: int = 500
-    # How long a call to the controller may take before it is retried elsewhere.
+    # Bytes of metadata log one FetchMetadata asks for (whole batches; at least one batch comes whatever
+    # the limit, and the controllers cap a reply at 3 MiB). Initial catch-up applies as many replies as
+    # it takes to reach the log end before publishing anything (metadata_follower.py), so this bounds
+    # one reply's memory, not what a broker acts on; tests lower it to force many replies.
+    metadata_fetch_bytes_max: int = 8 << 20
+    # Whole-call deadline of a call to the controllers (over every controller it tries); one attempt at
+    # one controller waits at most CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX of it.
     controller_request_timeout_ms: int = 5000
     # Threads serving the gRPC calls that may block on I/O elsewhere (admin calls forwarded to the
     # controller, group calls, InitProducerId). Produce and Fetch run on the server's event loop and a
@@ -65,7 +81,8 @@ class BrokerConfig:
     # Partitions of __consumer_offsets when this broker is the one that creates it
     # (offsets.topic.num.partitions); fixed once the topic exists.
     offsets_topic_partitions: int = 50
-    # Replication factor of __consumer_offsets, capped at the live brokers when it is created.
+    # Replication factor of __consumer_offsets (offsets.topic.replication.factor). Until this many brokers
+    # are live, FindCoordinator answers COORDINATOR_NOT_AVAILABLE rather than create it smaller.
     offsets_topic_replication_factor: int = 3
     # How long a commit or group-state write may wait for the ISR before it fails (retriably).
     offsets_commit_timeout_ms: int = 5000
@@ -98,6 +115,9 @@ class BrokerConfig:
         _check(10 <= self.replica_fetch_wait_ms_max <= 10_000, "replica_fetch_wait_ms_max must be in [10, 10000]")
         _check(1024 <= self.replica_fetch_partition_bytes_max <= 1 << 30, "replica fetch size out of bounds")
         _check(10 <= self.metadata_fetch_wait_ms_max <= 10_000, "metadata_fetch_wait_ms_max must be in [10, 10000]")
+        _check(1 <= self.metadata_fetch_bytes_max <= 64 << 20, "metadata_fetch_bytes_max must be in [1, 64 MiB]")
+        _check(self.grpc_message_bytes_max >= self.metadata_fetch_bytes_max + (1 << 20),
+               "grpc_message_bytes_max must hold a whole metadata fetch reply")
         _check(100 <= self.controller_request_timeout_ms <= 120_000, "controller_request_timeout_ms out of bounds")
         _check(4 <= self.request_threads <= 1024, "request_threads must be in [4, 1024]")
         _check(1 <= self.produce_timeout_ms_default <= 300_000, "produce_timeout_ms_default must be in [1, 300000]")
@@ -121,6 +141,24 @@ class BrokerConfig:
                "offsets_retention_check_interval_ms must be in [100, 86400000]")
         _check(1000 <= self.producer_id_expiration_ms <= 10 * 365 * 24 * 3600 * 1000,
                "producer_id_expiration_ms must be in [1000, 10 years]")
+
+
+# A broker notices that its controller fell silent within two heartbeat intervals (the wait for the next
+# heartbeat, then one attempt's deadline: lifecycle.py); at most this share of the session may go to that.
+HEARTBEATS_PER_SESSION_MIN = 4
+
+
+def check_heartbeat_fits_session(heartbeat_interval_ms: int, session_timeout_ms: int) -> None:
+    """INVALID_CONFIG unless HEARTBEATS_PER_SESSION_MIN heartbeat intervals fit in the controllers' broker
+    session timeout: noticing a hung controller takes up to two intervals, and the other half of the
+    session is left for the controllers' election and reaching the new active controller. Checked when
+    the broker registers (the controller reports its session timeout then)."""
+    _check(HEARTBEATS_PER_SESSION_MIN * heartbeat_interval_ms <= session_timeout_ms,
+           f"heartbeat_interval_ms ({heartbeat_interval_ms}) must be at most 1/{HEARTBEATS_PER_SESSION_MIN} of "
+           f"the controllers' session timeout ({session_timeout_ms} ms), or a broker whose controller hangs "
+           f"may be fenced before it reaches the new active controller; lower --heartbeat-interval-ms to at "
+           f"most {session_timeout_ms // HEARTBEATS_PER_SESSION_MIN} or raise the controllers' "
+           f"--session-timeout-ms")
 
 
 def _check(ok: bool, message: str) -> None:

@@ -1,97 +1,142 @@
 """ControllerClient: how a broker reaches the controller quorum over gRPC.
 
-Calls go to the controller believed active. A NOT_CONTROLLER answer (with or without a hint of the
-active controller's address) or an unreachable controller moves the call to the next candidate, until the
-call's deadline; the answer that finally comes back is returned as it is. Brokers never import raft: this
-gRPC client is the only path (DESIGN §2).
+Every call has two deadlines: the whole call's (`timeout_s`, default the configured request timeout) and
+one attempt's, at one controller (`attempt_timeout_s`, default the smaller of the request timeout and
+kanal.broker.config.CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX). A controller that
+neither answers nor closes its connection (SIGSTOPped, hung, cut off) therefore holds a call for one
+attempt deadline at most; then the call moves on. Which controller comes next is ControllerChooser's rule
+(controller_chooser.py): follow NOT_CONTROLLER / CONTROLLER_NOT_AVAILABLE answers and their hints of the
+active controller, avoid a controller that was just silent for as long as it was given, and start the next
+call where the last broker call succeeded. The answer that finally comes back is returned as it is;
+CONTROLLER_NOT_AVAILABLE when none came by the call's deadline. Brokers never import raft: this gRPC client
+is the only path (DESIGN §2).
 
-Thread-safe: gRPC channels are; the current-leader guess is a single attribute swapped atomically.
+Broker calls (RegisterBroker, BrokerHeartbeat, AlterPartition, AllocateProducerIds, admin writes) are
+answered by the active controller only; reads (`any_controller=True`: FetchMetadata) by any controller,
+and their answers say nothing about which one is active.
+
+A write whose attempt ran out of time may still be applied by the controller that was silent; it is
+retried elsewhere like a lost connection always was. Broker writes are safe to repeat: a heartbeat, an
+AlterPartition carrying its partition epoch, a registration with the same incarnation id.
+
+Thread-safe: gRPC channels are; the chooser is guarded by one lock held only around its (pure) calls.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import grpc
 
+from kanal.broker.config import CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX
+from kanal.broker.controller_chooser import ControllerChooser
 from kanal.v1 import controller_pb2_grpc
+from kanal.v1.channel_options import channel_options
 from kanal.v1.error import ErrorCode, KanalError
 
 log = logging.getLogger(__name__)
 
-_RETRY_BACKOFF_S = 0.05
+# Pause between attempts that were answered at once (NOT_CONTROLLER while an election runs), so a call
+# polls the controllers instead of spinning on them.
+RETRY_BACKOFF_MS = 50
+# Errors that mean "this controller is not (or not yet) the active one; nothing was applied".
+_NOT_ACTIVE = (ErrorCode.NOT_CONTROLLER, ErrorCode.CONTROLLER_NOT_AVAILABLE)
+# Transport failures: the controller did not answer (closed, refused, or silent past the deadline).
+_SILENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class ControllerClient:
     def __init__(self, endpoints: list[str], *, request_timeout_ms: int, message_bytes_max: int = 64 << 20) -> None:
         if not endpoints:
             raise ValueError("no controller endpoints")
-        self._endpoints = list(endpoints)
         self._timeout_s = request_timeout_ms / 1000
-        options = [("grpc.max_receive_message_length", message_bytes_max),
-                   ("grpc.max_send_message_length", message_bytes_max)]
+        self.attempt_timeout_ms = min(request_timeout_ms, CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX)
+        options = channel_options(message_bytes_max)
         self._channels = {ep: grpc.insecure_channel(ep, options=options) for ep in endpoints}
         self._stubs = {ep: controller_pb2_grpc.ControllerStub(ch) for ep, ch in self._channels.items()}
-        self._active = endpoints[0]
+        self._lock = threading.Lock()
+        self._chooser = ControllerChooser(endpoints)
 
     def __repr__(self) -> str:
-        return f"<ControllerClient active={self._active} endpoints={self._endpoints}>"
+        with self._lock:
+            return f"<ControllerClient {self._chooser!r}>"
 
     @property
-    def active_endpoint(self) -> str:
-        return self._active
+    def active_endpoint(self) -> str | None:
+        """The controller believed active; None while unknown."""
+        with self._lock:
+            return self._chooser.active
 
     def close(self) -> None:
         for channel in self._channels.values():
             channel.close()
 
     def call(self, method: str, request: Any, *, timeout_s: float | None = None,
-             rpc_timeout_s: float | None = None) -> Any:
-        """Call `method` on the active controller, following NOT_CONTROLLER and failures until the
-        deadline (`timeout_s`, default the configured request timeout). CONTROLLER_NOT_AVAILABLE when no
-        controller answered in time."""
+             attempt_timeout_s: float | None = None, any_controller: bool = False) -> Any:
+        """Call `method` on the active controller (on any controller with `any_controller`), moving to
+        another controller on NOT_CONTROLLER, CONTROLLER_NOT_AVAILABLE, a failed connection or an attempt
+        past `attempt_timeout_s`, until `timeout_s`. CONTROLLER_NOT_AVAILABLE when no controller answered
+        in time; any other error a controller gives is raised (gRPC status) or returned (reply field)."""
         deadline = time.monotonic() + (timeout_s if timeout_s is not None else self._timeout_s)
-        candidates = self._candidates()
+        attempt_s = attempt_timeout_s if attempt_timeout_s is not None else self.attempt_timeout_ms / 1000
+        with self._lock:
+            endpoint = self._chooser.first(_now_ms())
         last_problem = "no attempt"
         while True:
-            endpoint = candidates[0]
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise KanalError(ErrorCode.CONTROLLER_NOT_AVAILABLE,
                                  f"no active controller answered {method} in time ({last_problem})")
-            per_call = min(remaining, rpc_timeout_s) if rpc_timeout_s else remaining
+            per_attempt = min(remaining, attempt_s)
             rpc: Callable[..., Any] = getattr(self._stubs[endpoint], method)
+            started = time.monotonic()
             try:
-                reply = rpc(request, timeout=per_call)
+                reply = rpc(request, timeout=per_attempt)
             except grpc.RpcError as exc:
                 code = _kanal_code(exc)
                 last_problem = f"{endpoint}: {exc.code().name} {exc.details()}"
-                if code not in (None, ErrorCode.NOT_CONTROLLER, ErrorCode.CONTROLLER_NOT_AVAILABLE) and \
-                        exc.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise KanalError(code, exc.details() or exc.code().name) from None
-                candidates = self._rotate(candidates, hint=_hint_from_metadata(exc))
-                time.sleep(min(_RETRY_BACKOFF_S, max(0.0, deadline - time.monotonic())))
+                if code in _NOT_ACTIVE:
+                    with self._lock:
+                        endpoint = self._chooser.on_not_controller(endpoint, _hint_from_metadata(exc), _now_ms())
+                    _pause(deadline)
+                    continue
+                if code is None and exc.code() in _SILENT:
+                    silent_ms = max(1, int((time.monotonic() - started) * 1000))
+                    with self._lock:
+                        following = self._chooser.on_silent(endpoint, silent_ms, _now_ms())
+                    log.info("controller %s gave no answer to %s for %d ms (%s); trying %s", endpoint, method,
+                             silent_ms, exc.code().name, following)
+                    endpoint = following
+                    _pause(deadline)
+                    continue
+                with self._lock:
+                    self._chooser.on_answer(endpoint, is_active=False)
+                raise KanalError(code if code is not None else ErrorCode.UNKNOWN_SERVER_ERROR,
+                                 exc.details() or exc.code().name) from None
+            error = getattr(reply, "error", ErrorCode.NONE)
+            if error in _NOT_ACTIVE:
+                hint = getattr(reply, "active_controller", None)
+                last_problem = f"{endpoint}: {ErrorCode.Name(error)}"
+                with self._lock:
+                    endpoint = self._chooser.on_not_controller(endpoint, hint.endpoint if hint is not None else "",
+                                                               _now_ms())
+                _pause(deadline)
                 continue
-            hint = getattr(reply, "active_controller", None)
-            if getattr(reply, "error", ErrorCode.NONE) == ErrorCode.NOT_CONTROLLER:
-                last_problem = f"{endpoint}: NOT_CONTROLLER"
-                candidates = self._rotate(candidates, hint=hint.endpoint if hint is not None else "")
-                time.sleep(min(_RETRY_BACKOFF_S, max(0.0, deadline - time.monotonic())))
-                continue
-            self._active = endpoint
+            with self._lock:
+                self._chooser.on_answer(endpoint, is_active=not any_controller)
             return reply
 
-    def _candidates(self) -> list[str]:
-        active = self._active
-        return [active] + [ep for ep in self._endpoints if ep != active]
 
-    def _rotate(self, candidates: list[str], *, hint: str) -> list[str]:
-        if hint and hint in self._stubs and hint != candidates[0]:
-            return [hint] + [ep for ep in candidates if ep != hint]
-        return candidates[1:] + candidates[:1]
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _pause(deadline: float) -> None:
+    time.sleep(min(RETRY_BACKOFF_MS / 1000, max(0.0, deadline - time.monotonic())))
 
 
 def _kanal_code(exc: grpc.RpcError) -> int | None:

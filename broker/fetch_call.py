@@ -120,7 +120,8 @@ class FetchCall:
                         self._registered[id(part)] = part
                     budget = max(1, min(preq.max_bytes or self.bytes_max, self.bytes_max - total))
                     if self.follower is not None:
-                        total += part.read_for_follower(self.follower, preq, budget, out, waiter)
+                        total += part.read_for_follower(self.follower, preq, budget, out, waiter,
+                                                        self._request.replica_epoch)
                     else:
                         total += part.read_for_consumer(preq, budget, out, waiter)
                 except KanalError as exc:

@@ -18,6 +18,13 @@ where the leader was at the previous fetch, its lag is one fetch round trip, and
 A follower whose LEO equals the leader's is never out of sync, however long ago it fetched (an idle
 partition needs no fetches to stay in sync); this is Kafka's `isCaughtUp` too.
 
+**Which incarnation?** Progress belongs to one registration of the follower: its broker epoch, which
+every follower Fetch carries (`replica_epoch`, checked against the image by fetch_call.py). A fetch at
+another epoch than the recorded one is a restarted broker (its log may be shorter, or empty): what the
+earlier incarnation reached says nothing about it, so its progress starts over. The leader sends the
+epoch with its ISR proposals (KIP-903) so the controller can refuse progress of an incarnation that is
+no longer registered.
+
 Unknown values are None: a new leader knows nothing of its followers' logs until they fetch.
 Pure; times are arguments.
 """
@@ -33,6 +40,8 @@ from kanal.metadata.ids import BrokerId
 @dataclass(slots=True)
 class FollowerProgress:
     broker_id: BrokerId
+    # The broker epoch the follower fetched at (-1 before its first fetch, or when fetches carry none).
+    broker_epoch: int = -1
     # The follower's LEO: its last fetch offset in this leadership; None before its first fetch.
     log_end_offset: Offset | None = None
     last_fetch_ms: int | None = None
@@ -42,12 +51,19 @@ class FollowerProgress:
     last_caught_up_ms: int | None = None
 
     def __repr__(self) -> str:
-        return (f"<FollowerProgress {self.broker_id} leo={self.log_end_offset} last_fetch={self.last_fetch_ms} "
+        return (f"<FollowerProgress {self.broker_id} epoch={self.broker_epoch} leo={self.log_end_offset} last_fetch={self.last_fetch_ms} "
                 f"caught_up={self.last_caught_up_ms}>")
 
-    def on_fetch(self, fetch_offset: Offset, leader_log_end_offset: Offset, now_ms: int) -> None:
+    def on_fetch(self, fetch_offset: Offset, leader_log_end_offset: Offset, now_ms: int,
+                 broker_epoch: int = -1) -> None:
         """Record a fetch from `fetch_offset` arriving at `now_ms` while the leader's LEO is
-        `leader_log_end_offset`."""
+        `leader_log_end_offset`, made by the follower's registration at `broker_epoch` (-1: unknown)."""
+        if broker_epoch != -1 and broker_epoch != self.broker_epoch:
+            if self.broker_epoch != -1:
+                # Another incarnation: the earlier one's progress is not this one's.
+                self.log_end_offset = self.last_fetch_ms = self.last_fetch_leader_leo = None
+                self.last_caught_up_ms = None
+            self.broker_epoch = broker_epoch
         caught_up_at: int | None = None
         if fetch_offset >= leader_log_end_offset:
             caught_up_at = now_ms

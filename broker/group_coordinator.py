@@ -59,9 +59,11 @@ from kanal.broker.group_records import (
     replay_entries,
 )
 from kanal.broker.metrics import BrokerMetrics
+from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.metadata import MetadataImage
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, groups_pb2
 from kanal.v1.batch import CorruptEntry
+from kanal.v1.channel_options import channel_options
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.partitioning import partition_for_key
 from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC
@@ -316,6 +318,13 @@ class GroupCoordinator:
         check_group_id(req.key)
         image = self._image()
         if self._partition_count(image) is None:
+            live = len(image.live_brokers())
+            if live < self._offsets_rf:
+                # Kafka's rule: never create the offsets topic with fewer replicas than configured, or a
+                # cluster whose first group came early keeps RF 1 for its offsets for ever.
+                raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                 f"{CONSUMER_OFFSETS_TOPIC} needs {self._offsets_rf} live brokers "
+                                 f"(offsets_topic_replication_factor); {live} are live")
             self._create_offsets_topic(image)
             raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {CONSUMER_OFFSETS_TOPIC}; retry")
         p = self.partition_of(req.key, image)
@@ -329,7 +338,7 @@ class GroupCoordinator:
         if not self._creating.acquire(blocking=False):
             return  # another call is creating it
         try:
-            rf = max(1, min(self._offsets_rf, len(image.live_brokers())))
+            rf = self._offsets_rf
             request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
                 name=CONSUMER_OFFSETS_TOPIC, partitions=self._offsets_partitions, replication_factor=rf,
                 configs=[admin_pb2.ConfigEntry(key="cleanup.policy", value="compact")])])
@@ -657,7 +666,7 @@ class GroupCoordinator:
     def _peer(self, endpoint: str) -> broker_pb2_grpc.BrokerStub:
         stub = self._peers.get(endpoint)
         if stub is None:
-            channel = grpc.insecure_channel(endpoint)
+            channel = grpc.insecure_channel(endpoint, options=channel_options())
             self._channels.append(channel)
             stub = self._peers[endpoint] = broker_pb2_grpc.BrokerStub(channel)
         return stub
@@ -737,4 +746,4 @@ def sync_timed_out() -> broker_pb2.SyncGroupResponse:
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return PROCESS_CLOCK.now_ms()  # never backwards: sessions must not all expire on a wall-clock step

@@ -28,6 +28,10 @@ Rules it keeps (and why):
   does *not* block a shrink (in Kafka neither): it blocks acks=all produces instead.
 - **ISR expand** (checked on every follower fetch): an assigned, eligible follower outside the ISR whose
   LEO >= HW and >= the leader epoch's start offset is proposed back (one at a time).
+- **Broker epochs (KIP-903).** Each follower's progress belongs to the broker epoch its fetches carry; a
+  fetch at a new epoch (the follower restarted) starts its progress over, and every proposal names the
+  epoch each member fetched at, so the controller refuses to add an incarnation that is no longer the
+  registered one (INELIGIBLE_REPLICA, handled as below).
 - **One proposal at a time.** Proposals are made only when none is in flight. Answers:
   * success with our leader epoch and a partition epoch >= ours: the returned ISR is committed;
   * NOT_CONTROLLER, CONTROLLER_NOT_AVAILABLE, REQUEST_TIMED_OUT, BROKER_NOT_AVAILABLE,
@@ -99,6 +103,9 @@ class IsrProposal:
     new_isr: tuple[BrokerId, ...]
     kind: str  # "shrink" or "expand"
     reason: str  # for the log line
+    # KIP-903: per member of new_isr, the broker epoch it fetched at in this leadership (-1: unknown,
+    # the leader itself or a member not heard from yet); the controller refuses an epoch not current.
+    broker_epochs: tuple[int, ...] = ()
 
     def __repr__(self) -> str:
         return (f"<IsrProposal {self.topic}-{self.partition} {self.kind} isr={list(self.new_isr)} "
@@ -273,7 +280,8 @@ class LeaderState:
         self._leo = Offset(log_end_offset)
         return self._effects_after_change()
 
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> ReplicationEffects:
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                          broker_epoch: int = -1) -> ReplicationEffects:
         """A follower fetched from `fetch_offset`. Call after the diverging-epoch check (a diverging
         follower is answered without data and is not recorded) and before reading the log; answer with
         the HW as it is afterwards. NOT_LEADER_OR_FOLLOWER for a broker that is not an assigned follower,
@@ -291,7 +299,7 @@ class LeaderState:
         # A fetch from below the follower's last one means it lost part of its log (a crash before an
         # fsync); record the truth. The HW does not move back; the controller removes a restarted
         # broker from the ISR when it registers again, and the lag rule does otherwise.
-        progress.on_fetch(Offset(fetch_offset), self._leo, now_ms)
+        progress.on_fetch(Offset(fetch_offset), self._leo, now_ms, broker_epoch)
         proposal = self._maybe_expand(follower)
         effects = self._effects_after_change()
         if proposal is None:
@@ -494,8 +502,9 @@ class LeaderState:
     def _propose(self, new_isr: tuple[BrokerId, ...], kind: str, reason: str) -> IsrProposal:
         if self.leader_id not in new_isr:
             raise ValueError(f"{self!r}: a proposal must keep the leader, got {list(new_isr)}")
+        epochs = tuple(self._followers[b].broker_epoch if b in self._followers else -1 for b in new_isr)
         self._inflight = IsrProposal(self.topic, self.partition, self.leader_id, self._leader_epoch,
-                                     self._partition_epoch, new_isr, kind, reason)
+                                     self._partition_epoch, new_isr, kind, reason, epochs)
         return self._inflight
 
     def _commit_isr(self, new_isr: tuple[BrokerId, ...], now_ms: int) -> ReplicationEffects:

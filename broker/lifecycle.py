@@ -1,10 +1,32 @@
 """BrokerLifecycle: registration with the controller quorum, heartbeats, fencing state, controlled shutdown.
 
-A broker registers with a fresh incarnation id on every start and gets a broker epoch; it then
-heartbeats every heartbeat_interval_ms with the metadata offset it has applied. The controller unfences
-it once it has caught up and fences it when heartbeats stop; a STALE_BROKER_EPOCH answer means the
-registration was replaced or lost, and the broker registers again. On shutdown the broker asks to be
-fenced first (want_shutdown), so its leaderships move before it stops serving.
+A broker registers with a fresh incarnation id on every start, and the directory id of its data
+directory (meta.properties, broker/storage/meta_properties.py: made on the directory's first use, so an
+emptied or replaced disk registers a new one), and gets a broker epoch; it then heartbeats every
+heartbeat_interval_ms with the metadata offset it has applied. The controller unfences it once it has
+caught up and fences it when heartbeats stop. On shutdown the broker asks to be fenced first
+(want_shutdown), so its leaderships move before it stops serving.
+
+One process per broker id (Kafka's rule: the newer registration wins only once the old session is over):
+
+- DUPLICATE_BROKER_REGISTRATION at registration: another incarnation of this id is live. The old one
+  may be a crashed process whose session has not expired yet, so registration is retried, but only for
+  DUPLICATE_WAIT_SESSIONS session timeouts (the controller gives its timeout with the refusal): a
+  session still live after that belongs to a running process, and this one gives up (the start fails).
+- STALE_BROKER_EPOCH on a heartbeat: with `registered_broker_epoch` newer than ours, another process
+  registered this id after us (we were fenced meanwhile, e.g. hung past our session): this process stops
+  at once (stop_process), never registers again, so the two cannot take turns. Otherwise (the
+  registration is gone) it registers again.
+
+Heartbeat deadlines. One heartbeat attempt at one controller waits at most one heartbeat interval; the
+whole heartbeat (moving from controller to controller: controller_client.py) at most two. Heartbeats are
+sent at a fixed rate: one that overran is followed by the next at once. So when the controller a broker
+talks to hangs, the broker asks another controller within two heartbeat intervals, and keeps asking until
+the new active controller answers. The controller says its session timeout when the broker registers, and
+the broker refuses to run unless 4 x heartbeat_interval_ms <= session timeout
+(kanal.broker.config.check_heartbeat_fits_session): at most half the session goes to noticing the silence,
+the other half is left for the controllers' election and for reaching the new active controller, which
+starts every broker's session afresh when it takes over.
 """
 
 from __future__ import annotations
@@ -14,28 +36,52 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
+from kanal.broker.config import check_heartbeat_fits_session
 from kanal.broker.controller_client import ControllerClient
+from kanal.broker.fatal import stop_process
+from kanal.broker.storage.meta_properties import MetaPropertiesError, load_or_create
 from kanal.v1 import controller_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
 log = logging.getLogger(__name__)
 
+# A DUPLICATE_BROKER_REGISTRATION refusal is retried for this many session timeouts, then the start fails.
+DUPLICATE_WAIT_SESSIONS = 2
+
 
 class BrokerLifecycle:
     def __init__(self, client: ControllerClient, *, broker_id: int, endpoint: str, rack: str,
-                 metrics_endpoint: str, heartbeat_interval_ms: int, metadata_offset: Callable[[], int]) -> None:
+                 metrics_endpoint: str, heartbeat_interval_ms: int, metadata_offset: Callable[[], int],
+                 data_dir: Path | str | None = None,
+                 on_superseded: Callable[[str], None] = stop_process) -> None:
         self._client = client
         self.broker_id = broker_id
         self._endpoint = endpoint
         self._rack = rack
         self._metrics_endpoint = metrics_endpoint
+        self._interval_ms = heartbeat_interval_ms
         self._interval_s = heartbeat_interval_ms / 1000
         self._metadata_offset = metadata_offset
         self.incarnation_id = str(uuid.uuid4())
+        # The data directory's identity; "" without a data directory (tests of the lifecycle alone).
+        self.directory_id = ""
+        if data_dir is not None:
+            try:
+                self.directory_id = load_or_create(data_dir, broker_id).directory_id
+            except (MetaPropertiesError, OSError) as exc:
+                raise KanalError(ErrorCode.INVALID_CONFIG, f"data directory {data_dir}: {exc}") from exc
+        self._on_superseded = on_superseded
         self.broker_epoch = -1
         self.fenced = True
         self.controller_epoch = -1
+        # The controllers' broker session timeout, as the last registration reported it (0: unknown).
+        self.session_timeout_ms = 0
+        # What Metadata reports: the cluster id from registration, the active controller from the
+        # controller that answered the last heartbeat (-1 until one has).
+        self.cluster_id = ""
+        self.active_controller_id = -1
 
     def __repr__(self) -> str:
         state = "fenced" if self.fenced else "unfenced"
@@ -45,22 +91,42 @@ class BrokerLifecycle:
         """Register (retrying while no controller is active) until `timeout_s` runs out."""
         request = controller_pb2.RegisterBrokerRequest(
             broker_id=self.broker_id, incarnation_id=self.incarnation_id, endpoint=self._endpoint,
-            rack=self._rack, metrics_endpoint=self._metrics_endpoint,
+            rack=self._rack, metrics_endpoint=self._metrics_endpoint, directory_id=self.directory_id,
         )
         deadline = time.monotonic() + timeout_s
+        duplicate_since: float | None = None
         while True:
             # Every failure is retried until the deadline, as Kafka brokers do: while the quorum starts up
             # or elects a leader, any controller may answer with an error that is over a moment later.
             try:
                 reply = self._client.call("RegisterBroker", request,
                                           timeout_s=max(0.1, min(5.0, deadline - time.monotonic())))
+            except KanalError as exc:
+                if exc.code == ErrorCode.INVALID_CONFIG:
+                    raise  # no retry mends a configuration
+                problem = exc
+            else:
                 if reply.error == ErrorCode.NONE:
+                    if reply.session_timeout_ms > 0:
+                        check_heartbeat_fits_session(self._interval_ms, reply.session_timeout_ms)
+                        self.session_timeout_ms = reply.session_timeout_ms
                     self.broker_epoch = reply.broker_epoch
-                    log.info("registered broker %d with epoch %d", self.broker_id, self.broker_epoch)
+                    self.cluster_id = reply.cluster_id
+                    self.active_controller_id = reply.controller_id
+                    log.info("registered broker %d with epoch %d (directory %s)", self.broker_id,
+                             self.broker_epoch, self.directory_id or "-")
                     return
                 problem = KanalError(reply.error, reply.error_message or "registration refused")
-            except KanalError as exc:
-                problem = exc
+                if reply.error != ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+                    duplicate_since = None
+                else:
+                    now = time.monotonic()
+                    duplicate_since = now if duplicate_since is None else duplicate_since
+                    wait_s = DUPLICATE_WAIT_SESSIONS * reply.session_timeout_ms / 1000
+                    if reply.session_timeout_ms > 0 and now - duplicate_since > wait_s:
+                        raise KanalError(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                                         f"broker id {self.broker_id} is held by another live process for longer "
+                                         f"than {DUPLICATE_WAIT_SESSIONS} session timeouts: {reply.error_message}")
             if time.monotonic() >= deadline:
                 raise problem
             log.info("registration not accepted yet (%s); retrying", problem)
@@ -71,7 +137,13 @@ class BrokerLifecycle:
             broker_id=self.broker_id, broker_epoch=self.broker_epoch,
             metadata_offset=self._metadata_offset(), want_shutdown=want_shutdown,
         )
-        reply = self._client.call("BrokerHeartbeat", request, timeout_s=max(1.0, self._interval_s * 2))
+        reply = self._client.call("BrokerHeartbeat", request, timeout_s=2 * self._interval_s,
+                                  attempt_timeout_s=self._interval_s)
+        if reply.error == ErrorCode.STALE_BROKER_EPOCH and reply.registered_broker_epoch > self.broker_epoch >= 0:
+            self._on_superseded(f"broker id {self.broker_id} was registered by another process (epoch "
+                                f"{reply.registered_broker_epoch}) after this one (epoch {self.broker_epoch}); "
+                                "this process stops so that the two do not take turns")
+            return reply
         if reply.error == ErrorCode.STALE_BROKER_EPOCH:
             log.warning("broker epoch %d is stale; registering again", self.broker_epoch)
             self.register(timeout_s=10)
@@ -82,11 +154,15 @@ class BrokerLifecycle:
             log.info("broker %d is now %s", self.broker_id, "fenced" if reply.fenced else "unfenced")
         self.fenced = reply.fenced
         self.controller_epoch = reply.controller_epoch
+        self.active_controller_id = reply.controller_id
         return reply
 
     def run(self, stop: threading.Event) -> None:
-        """The heartbeat thread: one heartbeat per interval until `stop` is set."""
-        while not stop.wait(self._interval_s):
+        """The heartbeat thread: one heartbeat per interval (fixed rate: one that overran is followed by
+        the next at once) until `stop` is set."""
+        due = time.monotonic() + self._interval_s
+        while not stop.wait(max(0.0, due - time.monotonic())):
+            due = max(due + self._interval_s, time.monotonic())
             try:
                 self.heartbeat()
             except KanalError as exc:

@@ -53,4 +53,8 @@ class BrokerMetrics:
         self.producer_ids = Gauge("kanal_broker_producer_ids",
                                   "Idempotent producers whose state this broker keeps, summed over its replicas",
                                   registry=r)
+        self.requests_refused_starting = Counter(
+            "kanal_broker_requests_refused_starting",
+            "Calls refused with BROKER_NOT_AVAILABLE because this broker was not yet registered and caught up "
+            "with the metadata log", registry=r)
         self.fenced = Gauge("kanal_broker_fenced", "1 while the controller has this broker fenced", registry=r)

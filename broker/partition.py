@@ -50,10 +50,12 @@ from kanal.broker.producer_state import (
     Reject,
     producer_batches_in,
 )
+from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import scan_batch
+from kanal.v1.batch_validation import validate_produced_batch
 from kanal.v1.error import ErrorCode, KanalError
 
 if TYPE_CHECKING:
@@ -72,7 +74,7 @@ def mono_ms() -> int:
 
 
 def wall_ms() -> int:
-    return int(time.time() * 1000)
+    return PROCESS_CLOCK.now_ms()
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +294,7 @@ class Partition:
             for raw in batches:
                 try:
                     header = scan_batch(raw)
+                    validate_produced_batch(raw, header, self.log.config.batch_bytes_max)
                     if header.producer_id:
                         verdict = self.producers.validate_header(header)
                         if isinstance(verdict, Reject):
@@ -355,9 +358,10 @@ class Partition:
         return len(data)
 
     def read_for_follower(self, replica_id: int, preq, bytes_max: int, out: broker_pb2.FetchResponse.PartitionData,
-                          waiter: Waiter | None = None) -> int:
-        """Read up to the log end for a follower (recording its fetch offset). With `waiter`, it is set
-        when the log end next moves (or the role changes), as in read_for_consumer."""
+                          waiter: Waiter | None = None, replica_epoch: int = -1) -> int:
+        """Read up to the log end for a follower (recording its fetch offset and the broker epoch it
+        fetched at). With `waiter`, it is set when the log end next moves (or the role changes), as in
+        read_for_consumer."""
         with self.lock:
             if waiter is not None:
                 self._log_end_waiters.add(waiter)
@@ -373,7 +377,7 @@ class Partition:
                 raise KanalError(ErrorCode.OFFSET_OUT_OF_RANGE,
                                  f"{self.name}: fetch from {preq.fetch_offset} is below the log start "
                                  f"{self.log.log_start_offset}")
-            self._apply(leader.on_follower_fetch(replica_id, preq.fetch_offset, mono_ms()))
+            self._apply(leader.on_follower_fetch(replica_id, preq.fetch_offset, mono_ms(), replica_epoch))
             out.high_watermark = self.high_watermark
             data = self.log.read(preq.fetch_offset, bytes_max).data
         out.records = data

@@ -9,7 +9,7 @@ The leader, for every producer batch, in one critical section (the partition loc
 
     verdict = table.validate(producer_id, producer_epoch, base_sequence, last_offset_delta)
     Append     -> info = log.append(...); table.record(..., info.base_offset, max_timestamp_ms)
-    Duplicate  -> answer DUPLICATE_SEQUENCE_NUMBER with the original base offset (a success); no append
+    Duplicate  -> answer NONE with the original batch's base offset (as Kafka's brokers do); no append
     Reject     -> answer the error; no append
 
 Followers and log replay call `record` for every batch they store, without `validate`: the log is the
@@ -163,7 +163,7 @@ class Append:
 
 @dataclass(frozen=True, slots=True)
 class Duplicate:
-    """A retry of a stored batch: answer DUPLICATE_SEQUENCE_NUMBER with these offsets; do not store it."""
+    """A retry of a stored batch: answer NONE with these offsets (broker.proto); do not store it."""
 
     base_offset: Offset
     last_offset: Offset

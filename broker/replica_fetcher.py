@@ -23,6 +23,7 @@ import grpc
 
 from kanal.broker.config import BrokerConfig
 from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1.channel_options import channel_options
 
 if TYPE_CHECKING:
     from kanal.broker.partition import Partition
@@ -44,8 +45,7 @@ class ReplicaFetcher:
         self._lock = threading.Lock()  # guards the partition list, the channel and the two flags below
         self._stop = threading.Event()
         self._added = threading.Event()  # set_partitions added a partition: an idle fetcher goes at once
-        self._options = [("grpc.max_receive_message_length", config.grpc_message_bytes_max),
-                         ("grpc.max_send_message_length", config.grpc_message_bytes_max)]
+        self._options = channel_options(config.grpc_message_bytes_max)
         self._channel = grpc.insecure_channel(endpoint, options=self._options)
         self._stub = broker_pb2_grpc.BrokerStub(self._channel)
         self._fetching = False  # a Fetch is in flight on self._channel

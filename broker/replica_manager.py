@@ -22,6 +22,7 @@ from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.partition import FOLLOWER, LEADER, Assignment, Partition
 from kanal.broker.produce_call import ProduceCall, ProduceWait
 from kanal.broker.replica_fetcher import ReplicaFetcher
+from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.broker.storage.log_config import LogConfig
 from kanal.metadata import MetadataImage, topic_config_texts
 from kanal.metadata.topic_config import effective_topic_configs
@@ -186,7 +187,7 @@ class ReplicaManager:
         timeout_ms = min(request.timeout_ms or self.config.produce_timeout_ms_default, _PRODUCE_TIMEOUT_MS_MAX)
         call = ProduceCall(broker_pb2.ProduceResponse(), time.monotonic() + timeout_ms / 1000,
                            self._set_produce_error)
-        now_ms = int(time.time() * 1000)
+        now_ms = PROCESS_CLOCK.now_ms()
         for topic_data in request.topics:
             out_topic = call.reply.topics.add(topic=topic_data.topic)
             for data in topic_data.partitions:
@@ -298,7 +299,8 @@ class ReplicaManager:
         request = controller_pb2.AlterPartitionRequest(broker_id=self.broker_id, broker_epoch=self._broker_epoch())
         topic_id = part.assignment.topic_id if part.assignment else ""
         request.items.add(topic_id=topic_id, partition_id=part.partition_id, leader_epoch=proposal.leader_epoch,
-                          partition_epoch=proposal.partition_epoch, new_isr=list(proposal.new_isr))
+                          partition_epoch=proposal.partition_epoch, new_isr=list(proposal.new_isr),
+                          new_isr_broker_epochs=list(proposal.broker_epochs))
         try:
             reply = self._controllers.call("AlterPartition", request)
         except KanalError as exc:

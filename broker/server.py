@@ -7,10 +7,17 @@ follows. State
 lives in the replica manager (per-partition locks) and the metadata image (swapped whole, read without
 locks).
 
-Start: open logs → controller client → register → follow metadata (replicas are created as the image
-names them) → serve gRPC → report SERVING on gRPC health once the image has caught up with the metadata log's end
-and the controller has unfenced the broker. Stop: controlled shutdown (leaderships move away first), stop
-serving, stop threads, close logs cleanly.
+Start: open logs → controller client → serve gRPC (health NOT_SERVING; every Broker call refused with
+the retriable BROKER_NOT_AVAILABLE: service.py) → register → follow metadata: initial catch-up applies
+the log privately up to the end the controller reported, then publishes once, creating and leading
+replicas from that caught-up image only (metadata_catch_up.py) → Broker calls are served → the heartbeat
+reports the published offset, the controller unfences the broker → SERVING on gRPC health. Stop:
+controlled shutdown (leaderships move away first), stop serving, stop threads, close logs cleanly.
+
+gRPC listens before registration, as Kafka's brokers bind their listeners early but process nothing
+until caught up: a port in use fails the start at once rather than after registration, probes get
+NOT_SERVING rather than a refused connection, and a client that reaches a starting broker gets an error
+that says to retry (and moves to another broker) rather than a connection error.
 """
 
 from __future__ import annotations
@@ -18,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from concurrent import futures
 from pathlib import Path
 
@@ -36,6 +42,7 @@ from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.producer_ids import ProducerIdManager
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.service import BrokerService
+from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.server_reflection import enable_reflection
 
@@ -65,13 +72,14 @@ class BrokerServer:
         )
         self.replicas = ReplicaManager(config, self.controllers, self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch)
         self.metadata = MetadataFollower(
-            self.controllers, fetch_bytes_max=8 << 20, fetch_wait_ms=config.metadata_fetch_wait_ms_max,
+            self.controllers, fetch_bytes_max=config.metadata_fetch_bytes_max,
+            fetch_wait_ms=config.metadata_fetch_wait_ms_max,
             on_change=self._on_metadata,
         )
         self.lifecycle = BrokerLifecycle(
             self.controllers, broker_id=config.broker_id, endpoint=config.listen, rack=config.rack,
             metrics_endpoint=config.metrics_listen, heartbeat_interval_ms=config.heartbeat_interval_ms,
-            metadata_offset=lambda: self.metadata.offset,
+            metadata_offset=lambda: self.metadata.offset, data_dir=config.data_dir,
         )
         self.groups = GroupCoordinator(
             broker_id=config.broker_id, replicas=self.replicas, image=lambda: self.metadata.image,
@@ -105,6 +113,8 @@ class BrokerServer:
             host, port = parse_endpoint(self.config.metrics_listen)
             self._metrics_server, _ = start_http_server(port, addr=host, registry=self.metrics.registry)
         self.lifecycle.register(timeout_s=register_timeout_s)
+        # The broker epoch is the offset of this registration's record: the first image published holds it.
+        self.metadata.require_offset(self.lifecycle.broker_epoch + 1)
         self._spawn("metadata-follower", self.metadata.run)
         self._spawn("heartbeat", self.lifecycle.run)
         self._spawn("log-maintenance", self._maintenance)
@@ -139,11 +149,10 @@ class BrokerServer:
         self._threads.append(thread)
 
     def _wait_ready(self, stop: threading.Event) -> None:
-        """SERVING once the image has reached the metadata end the controller reported and the controller
-        has unfenced this broker (before that it can lead nothing, and topics cannot be placed on it)."""
+        """SERVING once the initial catch-up has published the image and the controller has unfenced this
+        broker (before that it can lead nothing, and topics cannot be placed on it)."""
         while not stop.is_set():
-            caught_up = self.metadata.end_offset and self.metadata.offset >= self.metadata.end_offset
-            if caught_up and not self.lifecycle.fenced:
+            if self.metadata.caught_up and not self.lifecycle.fenced:
                 self._on_loop(self._set_health(health_pb2.HealthCheckResponse.SERVING))
                 return
             stop.wait(0.05)
@@ -151,7 +160,7 @@ class BrokerServer:
     def _maintenance(self, stop: threading.Event) -> None:
         interval_s = self.config.log_maintenance_interval_ms / 1000
         while not stop.wait(interval_s):
-            self.replicas.maintenance(int(time.time() * 1000))
+            self.replicas.maintenance(PROCESS_CLOCK.now_ms())
             self.metrics.fenced.set(1 if self.lifecycle.fenced else 0)
 
     def stop(self, *, controlled: bool = True, grace_s: float = 5.0) -> None:

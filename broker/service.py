@@ -8,7 +8,14 @@ Metadata and ListOffsets. JoinGroup and SyncGroup are admitted on a pool thread 
 the group's state with acks=all) and then park as coroutines too. Every other handler is a plain
 function that the server runs on its pool of `request_threads`: those may block on the controller or a
 group write. So no number of waiting calls can hold every thread, and replication (followers' Fetches)
-never queues behind client calls."""
+never queues behind client calls.
+
+Until this broker has registered and caught up with the metadata log (metadata_catch_up.py), every handler
+refuses its call with BROKER_NOT_AVAILABLE (retriable, gRPC UNAVAILABLE) before it does anything
+(`_refuse_until_ready`, the first line of each): before then the broker's image is empty, so it would
+answer from no metadata at all (unknown topics, no leaders) or, worse, act on it. gRPC health and
+reflection are other services and always answer (health says NOT_SERVING until the broker is ready and
+unfenced: server.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ import grpc
 
 from kanal.broker.group_coordinator import join_timed_out, sync_timed_out
 from kanal.broker.grpc_errors import async_error_boundary, error_boundary
-from kanal.metadata import MetadataImage
+from kanal.metadata import MetadataImage, offline_reason
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -34,12 +41,17 @@ _FORWARDED_ADMIN_CALLS = (
 )
 
 
-def metadata_response(image: MetadataImage, topics: list[str], metadata_offset: int) -> broker_pb2.MetadataResponse:
-    """What clients see of the cluster: live brokers, and each requested topic's partitions."""
-    reply = broker_pb2.MetadataResponse(cluster_id="kanal", controller_id=-1, metadata_offset=metadata_offset)
+def metadata_response(image: MetadataImage, topics: list[str], metadata_offset: int, *, cluster_id: str,
+                      controller_id: int) -> broker_pb2.MetadataResponse:
+    """What clients see of the cluster: its id, the active controller as this broker last heard from it
+    (-1 before the first heartbeat), live brokers, and each requested topic's partitions."""
+    reply = broker_pb2.MetadataResponse(cluster_id=cluster_id, controller_id=controller_id,
+                                        metadata_offset=metadata_offset)
     for broker in sorted(image.live_brokers().values(), key=lambda b: b.broker_id):
         reply.brokers.add(broker_id=broker.broker_id, endpoint=broker.endpoint, rack=broker.rack,
                           fenced=False, broker_epoch=broker.broker_epoch)
+    live = set(image.live_brokers())
+    directories = {b: reg.directory_id for b, reg in image.brokers.items()}
     for name in topics or sorted(image.topics):
         topic = image.topics.get(name)
         if topic is None:
@@ -51,6 +63,7 @@ def metadata_response(image: MetadataImage, topics: list[str], metadata_offset: 
                 partition=p.partition_id,
                 error=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else ErrorCode.NONE,
                 leader=p.leader, leader_epoch=p.leader_epoch, replicas=p.replicas, isr=p.isr,
+                offline_reason=offline_reason(p, live, directories) if p.leader < 0 else "",
             )
     return reply
 
@@ -58,6 +71,20 @@ def metadata_response(image: MetadataImage, topics: list[str], metadata_offset: 
 class BrokerService(broker_pb2_grpc.BrokerServicer):
     def __init__(self, server: BrokerServer) -> None:
         self._server = server
+
+    def _refuse_until_ready(self) -> None:
+        """BROKER_NOT_AVAILABLE until this broker is registered and has published its caught-up image;
+        clients retry it, here later or at another broker. Once ready, a broker stays ready: a later
+        re-registration keeps the image it acts on, and a fenced broker leads nothing."""
+        server = self._server
+        registered, caught_up = server.lifecycle.broker_epoch >= 0, server.metadata.caught_up
+        if not (registered and caught_up):
+            server.metrics.requests_refused_starting.inc()
+            raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE,
+                             f"broker {server.config.broker_id} is starting: "
+                             f"{'registered' if registered else 'not registered yet'}, "
+                             f"{'caught up' if caught_up else 'catching up with the metadata log'} "
+                             f"(offset {server.metadata.offset}, log end {server.metadata.end_offset}); retry")
 
     def _timed(self, name: str, started: float) -> None:
         metrics = self._server.metrics
@@ -67,6 +94,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @async_error_boundary
     async def Produce(self, request: broker_pb2.ProduceRequest,
                       context: grpc.aio.ServicerContext) -> broker_pb2.ProduceResponse:
+        self._refuse_until_ready()
         started = time.perf_counter()
         woken = LoopWaker(asyncio.get_running_loop())
         call = self._server.replicas.begin_produce(request, woken.set)
@@ -87,6 +115,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @async_error_boundary
     async def Fetch(self, request: broker_pb2.FetchRequest,
                     context: grpc.aio.ServicerContext) -> broker_pb2.FetchResponse:
+        self._refuse_until_ready()
         started = time.perf_counter()
         woken = LoopWaker(asyncio.get_running_loop())
         call = self._server.replicas.begin_fetch(request, woken)
@@ -106,17 +135,21 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @async_error_boundary
     async def ListOffsets(self, request: broker_pb2.ListOffsetsRequest,
                           context: grpc.aio.ServicerContext) -> broker_pb2.ListOffsetsResponse:
+        self._refuse_until_ready()
         return self._server.replicas.list_offsets(request)
 
     @async_error_boundary
     async def Metadata(self, request: broker_pb2.MetadataRequest,
                        context: grpc.aio.ServicerContext) -> broker_pb2.MetadataResponse:
-        follower = self._server.metadata
-        return metadata_response(follower.image, list(request.topics), follower.offset)
+        self._refuse_until_ready()
+        follower, lifecycle = self._server.metadata, self._server.lifecycle
+        return metadata_response(follower.image, list(request.topics), follower.offset,
+                                 cluster_id=lifecycle.cluster_id, controller_id=lifecycle.active_controller_id)
 
     @error_boundary
     def InitProducerId(self, request: broker_pb2.InitProducerIdRequest,
                        context: grpc.ServicerContext) -> broker_pb2.InitProducerIdResponse:
+        self._refuse_until_ready()
         if request.transactional_id:
             raise KanalError(ErrorCode.INVALID_REQUEST, "transactions are not supported; leave transactional_id empty")
         return broker_pb2.InitProducerIdResponse(producer_id=self._server.producer_ids.next_id(), producer_epoch=0)
@@ -126,44 +159,54 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     @error_boundary
     def FindCoordinator(self, request, context):
+        self._refuse_until_ready()
         return _in_band(broker_pb2.FindCoordinatorResponse, self._server.groups.find_coordinator, request)
 
     @async_error_boundary
     async def JoinGroup(self, request, context):
+        self._refuse_until_ready()
         host = context.peer().partition(":")[2].rpartition(":")[0]
         return await _parked(broker_pb2.JoinGroupResponse, self._server.groups.start_join, join_timed_out,
                              request, host)
 
     @async_error_boundary
     async def SyncGroup(self, request, context):
+        self._refuse_until_ready()
         return await _parked(broker_pb2.SyncGroupResponse, self._server.groups.start_sync, sync_timed_out, request)
 
     @error_boundary
     def Heartbeat(self, request, context):
+        self._refuse_until_ready()
         return _in_band(broker_pb2.HeartbeatResponse, self._server.groups.heartbeat, request)
 
     @error_boundary
     def LeaveGroup(self, request, context):
+        self._refuse_until_ready()
         return _in_band(broker_pb2.LeaveGroupResponse, self._server.groups.leave, request)
 
     @error_boundary
     def OffsetCommit(self, request, context):
+        self._refuse_until_ready()
         return _in_band(broker_pb2.OffsetCommitResponse, self._server.groups.commit, request)
 
     @error_boundary
     def OffsetFetch(self, request, context):
+        self._refuse_until_ready()
         return _in_band(broker_pb2.OffsetFetchResponse, self._server.groups.fetch_offsets, request)
 
     @error_boundary
     def DescribeGroups(self, request, context):
+        self._refuse_until_ready()
         return self._server.groups.describe(request)
 
     @error_boundary
     def ListGroups(self, request, context):
+        self._refuse_until_ready()
         return self._server.groups.list_groups()
 
     @error_boundary
     def DeleteGroups(self, request, context):
+        self._refuse_until_ready()
         return self._server.groups.delete_groups(request)
 
 
@@ -225,6 +268,7 @@ def _in_band(response_type, handler, *args):
 def _forwarder(method: str):
     @error_boundary
     def forward(self: BrokerService, request, context: grpc.ServicerContext):
+        self._refuse_until_ready()
         return self._server.controllers.call(method, request)
 
     forward.__name__ = method

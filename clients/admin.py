@@ -20,6 +20,9 @@ from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import check_topic_name
 
 TOPIC = metadata_pb2.CONFIG_RESOURCE_TOPIC
+# Pause before calling again after a starting broker refused a call; the least time one attempt is given.
+_STARTING_BROKER_BACKOFF_S = 0.05
+_ATTEMPT_TIMEOUT_S_MIN = 0.1
 BROKER = metadata_pb2.CONFIG_RESOURCE_BROKER
 
 
@@ -58,12 +61,22 @@ class Admin:
         self._metadata.close()
 
     def _call(self, method: str, request):
-        try:
-            return getattr(self._metadata.any_stub(), method)(request, timeout=self._timeout_s)
-        except grpc.RpcError as exc:
-            code = dict(exc.trailing_metadata() or ()).get("kanal-error-code")
-            raise KanalError(int(code) if code else ErrorCode.BROKER_NOT_AVAILABLE,
-                             exc.details() or exc.code().name) from None
+        """Call any broker. A broker that answers BROKER_NOT_AVAILABLE as a whole is starting and did
+        nothing with the call (broker.proto), so the call goes again, to a broker that answers Metadata,
+        until the request timeout."""
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            try:
+                return getattr(self._metadata.any_stub(), method)(
+                    request, timeout=max(_ATTEMPT_TIMEOUT_S_MIN, deadline - time.monotonic()))
+            except grpc.RpcError as exc:
+                code = dict(exc.trailing_metadata() or ()).get("kanal-error-code")
+                error = KanalError(int(code) if code else ErrorCode.BROKER_NOT_AVAILABLE,
+                                   exc.details() or exc.code().name)
+            if not code or error.code != ErrorCode.BROKER_NOT_AVAILABLE or time.monotonic() >= deadline:
+                raise error
+            time.sleep(_STARTING_BROKER_BACKOFF_S)
+            self._metadata.refresh()  # a starting broker refuses Metadata too: another one is chosen
 
     # ---- topics ----
 
@@ -100,7 +113,8 @@ class Admin:
         reply = self._call("Metadata", broker_pb2.MetadataRequest(topics=[name]))
         topic = reply.topics[0]
         _raise_for(topic.error, f"topic {name}")
-        partitions = [PartitionInfo(name, p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+        partitions = [PartitionInfo(name, p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
+                                    p.offline_reason)
                       for p in sorted(topic.partitions, key=lambda p: p.partition)]
         configs = {e.key: e.value for e in self.describe_configs(TOPIC, name) if not e.is_default}
         return TopicDescription(name, topic.topic_id, topic.is_internal, partitions, configs)

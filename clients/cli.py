@@ -81,7 +81,9 @@ def topics_describe(args) -> int:
         descriptions = [admin.describe_topic(n) for n in names]
     data = [{"name": d.name, "topic_id": d.topic_id, "internal": d.internal, "configs": d.configs,
              "partitions": [{"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
-                             "replicas": list(p.replicas), "isr": list(p.isr)} for p in d.partitions]}
+                             "replicas": list(p.replicas), "isr": list(p.isr),
+                             **({"offline_reason": p.offline_reason} if p.offline_reason else {})}
+                            for p in d.partitions]}
             for d in descriptions]
     lines = []
     for d in descriptions:
@@ -89,7 +91,8 @@ def topics_describe(args) -> int:
         lines.append(f"topic {d.name}  id {d.topic_id}  partitions {len(d.partitions)}  configs {configs}")
         for p in d.partitions:
             lines.append(f"  partition {p.partition:>3}  leader {p.leader:>3}  epoch {p.leader_epoch:>3}  "
-                         f"replicas {list(p.replicas)}  isr {list(p.isr)}")
+                         f"replicas {list(p.replicas)}  isr {list(p.isr)}"
+                         + (f"  offline: {p.offline_reason}" if p.offline_reason else ""))
     _print(args, lines, data)
     return 0
 

@@ -14,15 +14,13 @@ import grpc
 
 from kanal.clients.config_checks import parse_bootstrap
 from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1.channel_options import channel_options
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import check_topic_name
 
 _MESSAGE_BYTES_MAX = 64 << 20
 _ATTEMPT_TIMEOUT_S = 2.0  # one broker's chance to answer before the next is tried
-_CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", _MESSAGE_BYTES_MAX),
-    ("grpc.max_send_message_length", _MESSAGE_BYTES_MAX),
-]
+_CHANNEL_OPTIONS = channel_options(_MESSAGE_BYTES_MAX)
 
 _PRODUCE_METHOD = "/kanal.v1.Broker/Produce"  # the generated stub's path (broker_pb2_grpc)
 
@@ -35,6 +33,8 @@ class PartitionInfo:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    # Why the partition has no leader (only when offline): PartitionMetadata.offline_reason.
+    offline_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,8 @@ def _view_of(reply: broker_pb2.MetadataResponse) -> ClusterView:
             errors[t.name] = t.error
             continue
         topics[t.name] = [
-            PartitionInfo(t.name, p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+            PartitionInfo(t.name, p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
+                          p.offline_reason)
             for p in sorted(t.partitions, key=lambda p: p.partition)
         ]
     return ClusterView(brokers, topics, errors)

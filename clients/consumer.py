@@ -22,6 +22,9 @@ leader (all of that leader's assigned partitions in it, long-polling with fetch_
 fetch_max_wait_ms), checks both CRCs of every batch, decodes it, and skips records below the position
 (a fetch starts at the batch holding the offset). A leader change or a dead broker refreshes metadata;
 an offset out of range follows auto_offset_reset. seek() discards what was fetched for that partition.
+A batch that cannot be decoded (damaged, or stored before leaders validated records) is never skipped
+silently: poll() returns the records before it, then raises UndecodableBatch (CORRUPT_MESSAGE, with the
+partition and offset), again on every poll until the application seeks past it.
 
 Decoding has two implementations with the same results and the same errors: the pure-Python one here
 (upb parses each RecordList, a ConsumerRecord is built per record) and, when the optional C extension is
@@ -225,21 +228,50 @@ def decode_record_list_python(out: list[ConsumerRecord], record_list: bytes, top
     return payload_bytes
 
 
-def decode_fetched(tp: TopicPartition, data: bytes, min_offset: int,
-                   decode_record_list: RecordListDecoder) -> tuple[list[ConsumerRecord], int, int]:
-    """The records at or above `min_offset` in one partition's fetched log entries, the offset after the
-    last batch (-1 when there is none) and the key + value bytes of the records. Both CRCs and the header
-    rules of every batch are checked; CORRUPT_MESSAGE when anything is damaged."""
+class UndecodableBatch(KanalError):
+    """poll() met a batch of `topic_partition` it cannot decode (a CRC that does not match, records that do
+    not parse or do not decompress): CORRUPT_MESSAGE, with `offset`, where the position stays (the batch's
+    first offset, or the position when it lies inside the batch). The records before it were returned by
+    earlier polls; every poll raises this again until the application seeks past the batch (or gives up:
+    `kanal consume` exits non-zero)."""
+
+    def __init__(self, topic_partition: TopicPartition, offset: int, reason: str) -> None:
+        topic, partition = topic_partition
+        super().__init__(ErrorCode.CORRUPT_MESSAGE,
+                         f"{topic}-{partition}: the batch at offset {offset} cannot be decoded: {reason}")
+        self.topic_partition = topic_partition
+        self.offset = offset
+
+
+def decode_fetched_until_error(tp: TopicPartition, data: bytes, min_offset: int, decode_record_list: RecordListDecoder
+                               ) -> tuple[list[ConsumerRecord], int, int, UndecodableBatch | None]:
+    """decode_fetched that keeps what it decoded before a damaged batch: the records of the batches before
+    it, the offset after the last of those (-1 when none), their key + value bytes, and the error (None when
+    every batch decoded)."""
     topic, partition = tp
     out: list[ConsumerRecord] = []
     next_offset = -1
     payload_bytes = 0
-    for entry in iter_entries(data, verify_crc=True):  # entry CRC and producer CRC both checked
-        batch = parse_batch(entry.batch, verify_crc=False)
-        payload_bytes += decode_record_list(
-            out, decompress(batch.codec, batch.records), topic, partition, batch.partition_leader_epoch,
-            batch.base_offset, batch.first_timestamp_ms, min_offset)
-        next_offset = batch.base_offset + batch.last_offset_delta + 1
+    try:
+        for entry in iter_entries(data, verify_crc=True):  # entry CRC and producer CRC both checked
+            batch = parse_batch(entry.batch, verify_crc=False)
+            payload_bytes += decode_record_list(  # appends nothing when it fails
+                out, decompress(batch.codec, batch.records), topic, partition, batch.partition_leader_epoch,
+                batch.base_offset, batch.first_timestamp_ms, min_offset)
+            next_offset = batch.base_offset + batch.last_offset_delta + 1
+    except KanalError as exc:
+        return out, next_offset, payload_bytes, UndecodableBatch(tp, max(next_offset, min_offset), exc.message)
+    return out, next_offset, payload_bytes, None
+
+
+def decode_fetched(tp: TopicPartition, data: bytes, min_offset: int,
+                   decode_record_list: RecordListDecoder) -> tuple[list[ConsumerRecord], int, int]:
+    """The records at or above `min_offset` in one partition's fetched log entries, the offset after the
+    last batch (-1 when there is none) and the key + value bytes of the records. Both CRCs and the header
+    rules of every batch are checked; UndecodableBatch (CORRUPT_MESSAGE) when anything is damaged."""
+    out, next_offset, payload_bytes, error = decode_fetched_until_error(tp, data, min_offset, decode_record_list)
+    if error is not None:
+        raise error
     return out, next_offset, payload_bytes
 
 
@@ -403,16 +435,21 @@ class Consumer:
                     self._arrived.wait(remaining)
 
     def _drain(self) -> list[ConsumerRecord]:
+        """Buffered records, up to max_poll_records; when there are none, a partition's error is raised
+        (once: the next fetch of that partition may set it again). Records a partition holds from before
+        its error are returned first: they precede the failure."""
         out: list[ConsumerRecord] = []
         for state in self._states.values():
-            if state.error is not None:
-                error, state.error = state.error, None
-                raise error
             while state.buffer and len(out) < self.config.max_poll_records:
                 record = state.buffer.popleft()
                 state.buffered_bytes -= len(record.value or b"") + len(record.key or b"")
                 out.append(record)
                 state.position = record.offset + 1
+        if not out:
+            for state in self._states.values():
+                if state.error is not None:
+                    error, state.error = state.error, None
+                    raise error
         return out
 
     def close(self) -> None:
@@ -742,17 +779,18 @@ class Consumer:
                     continue
                 if p.records:
                     generation, fetch_offset = planned[tp]
-                    records, next_offset, payload_bytes = self._decode(tp, p.records, fetch_offset)
-                    self._deliver(tp, generation, fetch_offset, records, next_offset, payload_bytes)
+                    records, next_offset, payload_bytes, error = decode_fetched_until_error(
+                        tp, p.records, fetch_offset, self._decode_record_list)
+                    self._deliver(tp, generation, fetch_offset, records, next_offset, payload_bytes, error)
         if refresh:
             self._refresh()
 
-    def _decode(self, tp: TopicPartition, data: bytes, min_offset: int) -> tuple[list[ConsumerRecord], int, int]:
-        return decode_fetched(tp, data, min_offset, self._decode_record_list)
-
     def _deliver(self, tp: TopicPartition, generation: int, fetch_offset: int, records: list[ConsumerRecord],
-                 next_offset: int, payload_bytes: int) -> None:
-        """Buffer a fetch's records, which start at `fetch_offset` (the decode skipped those below it)."""
+                 next_offset: int, payload_bytes: int, error: UndecodableBatch | None = None) -> None:
+        """Buffer a fetch's records, which start at `fetch_offset` (the decode skipped those below it). With
+        `error`, a batch after them could not be decoded: fetching this partition stops at it, and poll()
+        raises the error once the records before it are returned, instead of the fetcher retrying
+        silently for ever."""
         with self._lock:
             state = self._states.get(tp)
             if state is None or state.generation != generation or state.fetch_offset != fetch_offset:
@@ -760,7 +798,9 @@ class Consumer:
             state.buffer.extend(records)
             state.buffered_bytes += payload_bytes
             state.fetch_offset = max(fetch_offset, next_offset)
-            if records:
+            if error is not None:
+                state.error = error  # _plan fetches no partition that holds an error
+            if records or error is not None:
                 self._arrived.notify_all()
 
     def _out_of_range(self, tp: TopicPartition, generation: int, message: str) -> None:

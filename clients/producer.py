@@ -520,7 +520,8 @@ class Producer:
                 self._resolve(key, batches, [], KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, "no result for the batch"))
                 continue
             stored = list(result.batch_base_offsets)
-            ok = result.error in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
+            # A retry of a stored idempotent batch is answered NONE with its original offsets (broker.proto).
+            ok = result.error == ErrorCode.NONE
             if ok and not stored and len(batches) == 1:
                 stored = [result.base_offset]  # a broker that does not list offsets per batch
             error = None

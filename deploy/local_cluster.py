@@ -140,6 +140,9 @@ class LocalCluster:
             grpc_port, metrics_port = ports[base + 2 * b], ports[base + 2 * b + 1]
             args = ["--id", str(b), "--listen", f"127.0.0.1:{grpc_port}", "--controllers", controller_endpoints,
                     "--data-dir", str(self.data_dir / f"broker-{b}"), "--metrics", f"127.0.0.1:{metrics_port}",
+                    # A cluster of fewer than 3 brokers can never host the offsets topic at Kafka's
+                    # default RF 3 (brokers refuse to create it smaller): use what this cluster has.
+                    "--offsets-topic-replication-factor", str(min(3, brokers)),
                     *(broker_flags or [])]
             node = Node("broker", b, f"127.0.0.1:{grpc_port}", args, self.data_dir / "logs" / f"broker-{b}.log")
             node.extra["metrics"] = f"127.0.0.1:{metrics_port}"

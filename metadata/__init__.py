@@ -15,8 +15,16 @@ from kanal.metadata.broker_registration import (
 from kanal.metadata.client_quota_admin import decide_alter_client_quotas, describe_client_quotas
 from kanal.metadata.config_admin import decide_alter_configs, describe_configs
 from kanal.metadata.config_resource import effective_topic_config, topic_config_texts
+from kanal.metadata.controller_registration import decide_register_controller
 from kanal.metadata.decision import Decision, Stamp
-from kanal.metadata.election import Election, decide_preferred_leader_elections, elect, elect_preferred
+from kanal.metadata.election import (
+    Election,
+    decide_preferred_leader_elections,
+    elect,
+    elect_preferred,
+    lost_disk,
+    offline_reason,
+)
 from kanal.metadata.ids import (
     NO_LEADER,
     BrokerEpoch,
@@ -82,6 +90,7 @@ __all__ = [
     "decide_delete_topics",
     "decide_preferred_leader_elections",
     "decide_register_broker",
+    "decide_register_controller",
     "decide_session_expirations",
     "decide_unregister_broker",
     "describe_brokers",
@@ -92,6 +101,8 @@ __all__ = [
     "elect_preferred",
     "image_from_snapshot",
     "image_to_snapshot",
+    "lost_disk",
+    "offline_reason",
     "place_replicas",
     "place_replicas_by_load",
     "topic_config_texts",

@@ -9,10 +9,17 @@ item is then checked in this order, and a failed item writes nothing:
 4. its partition epoch equals the item's          else INVALID_UPDATE_VERSION (the leader must refresh)
 5. the new ISR has no duplicates, only assigned, live (unfenced) replicas, and the leader
                                                   else INELIGIBLE_REPLICA (INVALID_REQUEST for duplicates)
-6. the same partition appears once in a request   else INVALID_REQUEST
+6. KIP-903 broker epochs: `new_isr_broker_epochs` is empty or one per member; a member the proposal
+   adds comes with its current registration epoch, and every epoch given (not -1) is the member's
+   current one                                    else INELIGIBLE_REPLICA
+   (the leader saw that member fetch at an epoch that is not its registration now: the progress it
+   vouches for is an earlier incarnation's, whose log a restart may have shortened; Kafka answers
+   INELIGIBLE_REPLICA too. Removing members needs no epoch: shrinking is always safe.)
+7. the same partition appears once in a request   else INVALID_REQUEST
 
 An ISR equal to the current one is a retry whose first attempt was applied: no record, success. Otherwise
-one PartitionChangeRecord sets the ISR: CAUSE_ISR_EXPAND when it adds a replica, CAUSE_ISR_SHRINK when it
+one PartitionChangeRecord sets the ISR, with each member's directory id (members that stay keep the one
+recorded; an added member's is its current registration's: its log is on that disk, see election.py): CAUSE_ISR_EXPAND when it adds a replica, CAUSE_ISR_SHRINK when it
 only removes. Items of a reply carry the ISR and epochs in force after the records are applied (for
 failed items: the current ones, so the leader can refresh without a metadata fetch).
 """
@@ -74,6 +81,10 @@ def decide_alter_partition(
             topic_id=item.topic_id, partition_id=item.partition_id, cause=cause, reason=reason
         )
         change.isr.broker_ids.extend(new_isr)
+        change.isr_directory_ids.extend(
+            partition.recorded_directory(b) if b in partition.isr else image.brokers[b].directory_id
+            for b in new_isr
+        )
         records.append(stamp.record(partition_change=change))
         items.append(
             _Item(
@@ -117,7 +128,32 @@ def _check_item(
             raise KanalError(ErrorCode.INELIGIBLE_REPLICA, f"broker {b} is not an assigned replica")
         if not image.is_live(b):
             raise KanalError(ErrorCode.INELIGIBLE_REPLICA, f"broker {b} is fenced or not registered")
+    _check_broker_epochs(image, partition, new_isr, tuple(item.new_isr_broker_epochs))
     return new_isr
+
+
+# An epoch the leader does not know (the leader itself, a member that has not fetched yet).
+UNKNOWN_BROKER_EPOCH = -1
+
+
+def _check_broker_epochs(
+    image: MetadataImage, partition: PartitionState, new_isr: tuple[BrokerId, ...], epochs: tuple[int, ...]
+) -> None:
+    if epochs and len(epochs) != len(new_isr):
+        raise KanalError(ErrorCode.INVALID_REQUEST,
+                         f"{len(epochs)} broker epochs for a proposed ISR of {len(new_isr)}")
+    for i, b in enumerate(new_isr):
+        epoch = epochs[i] if epochs else UNKNOWN_BROKER_EPOCH
+        current = image.brokers[b].broker_epoch
+        if epoch == UNKNOWN_BROKER_EPOCH:
+            if b not in partition.isr:
+                raise KanalError(ErrorCode.INELIGIBLE_REPLICA,
+                                 f"broker {b} is added without the broker epoch it fetched at (current {current})")
+            continue
+        if epoch != current:
+            raise KanalError(ErrorCode.INELIGIBLE_REPLICA,
+                             f"broker {b} fetched at broker epoch {epoch}, but its registration is now at "
+                             f"epoch {current} (a restarted broker's earlier progress does not count)")
 
 
 def _reply_item(

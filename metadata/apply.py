@@ -245,6 +245,7 @@ def _register_broker(image: MetadataImage, r: metadata_pb2.RegisterBrokerRecord,
         rack=r.rack,
         fenced=r.fenced,
         metrics_endpoint=r.metrics_endpoint,
+        directory_id=r.directory_id,
     )
     ctx.journal.put(image.brokers, registration.broker_id, registration)
 
@@ -279,6 +280,7 @@ def _with_fenced(reg: BrokerRegistration, fenced: bool) -> BrokerRegistration:
         reg.rack,
         fenced,
         reg.metrics_endpoint,
+        reg.directory_id,
     )
 
 
@@ -349,6 +351,7 @@ def _partition(image: MetadataImage, r: metadata_pb2.PartitionRecord, ctx: _Cont
     isr = tuple(BrokerId(b) for b in r.isr)
     leader = BrokerId(r.leader)
     _check_partition_shape(image, where, replicas, isr, leader)
+    directories = _isr_directories(where, isr, tuple(r.isr_directory_ids), {})
     state = PartitionState(
         PartitionId(r.partition_id),
         replicas,
@@ -356,6 +359,7 @@ def _partition(image: MetadataImage, r: metadata_pb2.PartitionRecord, ctx: _Cont
         leader,
         LeaderEpoch(r.leader_epoch),
         PartitionEpoch(r.partition_epoch),
+        directories,
     )
     ctx.journal.append(topic.partitions, state)
     ctx.count_replicas(replicas, +1)
@@ -378,6 +382,13 @@ def _partition_change(image: MetadataImage, r: metadata_pb2.PartitionChangeRecor
     if not has_leader and isr == old.isr:
         raise _fail(f"PartitionChange {where} changes neither the leader nor the ISR")
     _check_partition_shape(image, where, old.replicas, isr, leader)
+    if has_isr:
+        kept = {b: old.recorded_directory(b) for b in old.isr}
+        directories = _isr_directories(where, isr, tuple(r.isr_directory_ids), kept)
+    else:
+        if r.isr_directory_ids:
+            raise _fail(f"PartitionChange {where} gives ISR directory ids without an ISR")
+        directories = old.isr_directory_ids if len(old.isr_directory_ids) == len(old.isr) else ("",) * len(isr)
     new = PartitionState(
         old.partition_id,
         old.replicas,
@@ -385,8 +396,22 @@ def _partition_change(image: MetadataImage, r: metadata_pb2.PartitionChangeRecor
         leader,
         LeaderEpoch(old.leader_epoch + 1) if has_leader else old.leader_epoch,
         PartitionEpoch(old.partition_epoch + 1),
+        directories,
     )
     ctx.journal.replace(topic.partitions, r.partition_id, new)
+
+
+def _isr_directories(
+    where: str, isr: tuple[BrokerId, ...], given: tuple[str, ...], kept: dict[BrokerId, str]
+) -> tuple[str, ...]:
+    """The ISR's directory ids: `given` (one per member, in ISR order) when a record carries them; else
+    what members that stay had (`kept`) and "" (unknown) for new ones, which is how records written
+    before directory ids replay."""
+    if not given:
+        return tuple(kept.get(b, "") for b in isr)
+    if len(given) != len(isr):
+        raise _fail(f"partition {where}: {len(given)} ISR directory ids for an ISR of {len(isr)}")
+    return given
 
 
 def _check_partition_shape(
@@ -487,6 +512,20 @@ def _producer_ids(image: MetadataImage, r: metadata_pb2.ProducerIdsRecord, ctx: 
     ctx.journal.set(image, "next_producer_id", ProducerId(r.next_producer_id))
 
 
+def _controller_registration(
+    image: MetadataImage, r: metadata_pb2.ControllerRegistrationRecord, ctx: _Context
+) -> None:
+    if r.controller_id < 0 or not r.directory_id:
+        raise _fail(f"ControllerRegistration needs a controller id >= 0 and a directory id, got {r}")
+    recorded = image.controller_directories.get(r.controller_id)
+    if recorded is not None and recorded != r.directory_id:
+        # KIP-853: a voter's directory id is what tells its disk from an empty or another one; it is
+        # never overwritten (the decision refuses), or the check at start would pass on a wrong disk.
+        raise _fail(f"ControllerRegistration of controller {r.controller_id} with directory {r.directory_id}, "
+                    f"recorded already with {recorded}")
+    ctx.journal.put(image.controller_directories, r.controller_id, r.directory_id)
+
+
 def _no_op(image: MetadataImage, r: metadata_pb2.NoOpRecord, ctx: _Context) -> None:
     """Changes nothing: it only makes a new controller's epoch visible in the log."""
 
@@ -503,6 +542,7 @@ _HANDLERS: dict[str, Callable[[MetadataImage, Any, _Context], None]] = {
     "client_quota": _client_quota,
     "producer_ids": _producer_ids,
     "no_op": _no_op,
+    "controller_registration": _controller_registration,
 }
 
 

@@ -43,12 +43,15 @@ def decide_broker_heartbeat(
     reg = image.brokers.get(BrokerId(request.broker_id))
     if reg is None or reg.broker_epoch != request.broker_epoch:
         current = "not registered" if reg is None else f"registered with epoch {reg.broker_epoch}"
+        superseded = reg is not None and reg.broker_epoch > request.broker_epoch
+        advice = "another process registered this id after this one: stop" if superseded else "register again"
         return Decision(
             [],
             controller_pb2.BrokerHeartbeatResponse(
                 error=ErrorCode.STALE_BROKER_EPOCH,
                 error_message=f"broker {request.broker_id} epoch {request.broker_epoch} is stale "
-                f"({current}); register again",
+                f"({current}); {advice}",
+                registered_broker_epoch=-1 if reg is None else reg.broker_epoch,
                 fenced=True,
                 metadata_end_offset=image.next_offset,
                 controller_epoch=image.controller_epoch,

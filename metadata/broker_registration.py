@@ -7,17 +7,25 @@ Registration rules:
   must decide against an image that includes every batch it has proposed).
 - The same incarnation registering again with the same endpoint, rack and metrics endpoint is a retry
   (the reply was lost): no records, the current epoch is returned.
-- A different incarnation for a registered id replaces the old registration at once, even when the old
-  one is still live: the usual cause is a restart faster than the session timeout, and making the new
-  process wait for the old session to expire would keep its partitions without a leader for that long.
-  The old registration is fenced (its leaderships move, see fencing.py), unregistered, and the new one
-  registered, all in one batch. Two live processes configured with the same id therefore take turns
-  replacing each other (each sees STALE_BROKER_EPOCH and registers again); the audit trail shows it.
-  (KRaft refuses with DUPLICATE_BROKER_REGISTRATION until the old session expires; kanal prefers fast
-  restarts.)
+- A different incarnation for a registered id is refused with DUPLICATE_BROKER_REGISTRATION while the
+  old registration has a live session: unfenced and heard from within the session timeout (KRaft's
+  rule). Two live processes configured with one id therefore never take turns: the first keeps the id,
+  the second is refused until the first is gone. A broker that stopped cleanly is fenced by its
+  controlled shutdown, so its restart registers at once; one that crashed registers once its session
+  expired (the old process may only be hung, not dead: letting the new one in earlier would give two
+  live processes one id).
+- Otherwise a different incarnation replaces the old registration: the old one is fenced (its
+  leaderships move, see fencing.py), unregistered, and the new one registered, all in one batch. The old
+  process, if it still runs, then gets STALE_BROKER_EPOCH with `registered_broker_epoch` newer than its
+  own and stops (see decide_broker_heartbeat and broker/lifecycle.py).
+- The registration carries the broker's data directory id (meta.properties). A new directory id under a
+  registered id means the broker's logs are gone; the ISR entries keep the id their log had, so the
+  broker is not elected from them (election.py).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from kanal.metadata.decision import Decision, Stamp
 from kanal.metadata.fencing import fence_records
@@ -34,8 +42,13 @@ def decide_register_broker(
     now_ms: int,
     principal: str,
     request_id: str,
+    last_heartbeat_ms: Mapping[int, int] | None = None,
+    session_timeout_ms: int = 0,
 ) -> Decision[controller_pb2.RegisterBrokerResponse]:
-    """Register (or re-register) a broker; the reply carries the broker epoch to heartbeat with."""
+    """Register (or re-register) a broker; the reply carries the broker epoch to heartbeat with.
+
+    `last_heartbeat_ms` and `session_timeout_ms` are the active controller's session times (None: it
+    keeps none, so no old session counts as live)."""
     stamp = Stamp(now_ms, principal, request_id)
     try:
         _check_request(request)
@@ -46,10 +59,11 @@ def decide_register_broker(
     records: list[metadata_pb2.MetadataRecord] = []
     if existing is not None:
         if existing.incarnation_id == request.incarnation_id:
-            same = (existing.endpoint, existing.rack, existing.metrics_endpoint) == (
+            same = (existing.endpoint, existing.rack, existing.metrics_endpoint, existing.directory_id) == (
                 request.endpoint,
                 request.rack,
                 request.metrics_endpoint,
+                request.directory_id,
             )
             if same:
                 return Decision([], controller_pb2.RegisterBrokerResponse(broker_epoch=existing.broker_epoch))
@@ -58,7 +72,19 @@ def decide_register_broker(
                 controller_pb2.RegisterBrokerResponse(
                     error=ErrorCode.INVALID_REQUEST,
                     error_message=f"incarnation {request.incarnation_id} of broker {broker_id} registered "
-                    "again with another endpoint or rack; a process keeps them for its whole run",
+                    "again with another endpoint, rack or directory; a process keeps them for its whole run",
+                ),
+            )
+        last_ms = (last_heartbeat_ms or {}).get(broker_id)
+        if not existing.fenced and last_ms is not None and now_ms - last_ms <= session_timeout_ms:
+            return Decision(
+                [],
+                controller_pb2.RegisterBrokerResponse(
+                    error=ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                    error_message=f"broker id {broker_id} is registered by incarnation {existing.incarnation_id} "
+                    f"(epoch {existing.broker_epoch}, {existing.endpoint}), heard from {now_ms - last_ms} ms ago; "
+                    f"another incarnation may register only once it is fenced or silent for "
+                    f"{session_timeout_ms} ms",
                 ),
             )
         reason = f"replaced by incarnation {request.incarnation_id}"
@@ -83,6 +109,7 @@ def decide_register_broker(
                 rack=request.rack,
                 fenced=True,
                 metrics_endpoint=request.metrics_endpoint,
+                directory_id=request.directory_id,
             )
         )
     )

@@ -1,9 +1,18 @@
 """Partition leader election rules (KRaft's), as pure functions of a partition and the live brokers.
 
-`elect(partition, live, unclean_allowed)` re-evaluates one partition after the set of live brokers
-changed (a broker was fenced, unfenced or replaced, or unclean election was switched on):
+`elect(partition, live, unclean_allowed, directories)` re-evaluates one partition after the set of live
+brokers changed (a broker was fenced, unfenced or replaced, or unclean election was switched on).
+`directories` maps brokers to the directory id of their current registration (meta.properties'
+`directory.id`); the partition records, per ISR member, the directory id its log had when it joined the
+ISR (`PartitionState.isr_directory_ids`).
 
-- ISR: members that are not live leave it, except that the ISR never becomes empty: when no member is
+- Disk identity (KIP-966's gap closed): an ISR member whose current directory id differs from the one
+  recorded for it came back on an empty or replaced disk: its log is not the one the ISR vouched for.
+  It counts as not live for this partition: it is never elected from the ISR, and when it is the last
+  in-sync replica the partition stays offline (`offline_reason` says why) rather than making every
+  other replica truncate to its empty log. An unknown id on either side ("", written before directory
+  ids) is not a mismatch.
+- ISR: members that are not live (or lost their disk) leave it, except that the ISR never becomes empty: when no member is
   live, the last in-sync replica stays listed (the leader, if it was in the ISR) so that a later election
   knows which replica holds every committed record.
 - Leader: a live leader in the ISR keeps leading. Otherwise the first replica, in assignment order (the
@@ -11,7 +20,8 @@ changed (a broker was fenced, unfenced or replaced, or unclean election was swit
   CAUSE_LEADER_RECOVERED when the partition was offline.
 - No live ISR member: the partition goes (or stays) offline, leader -1, unless the topic allows unclean
   election; then the first live replica leads and becomes the whole ISR (CAUSE_UNCLEAN_ELECTION; records
-  acknowledged only by the old ISR may be lost).
+  acknowledged only by the old ISR may be lost). Replicas known to have lost their disk come last in
+  that order: any other live replica holds at least as much.
 - Only the ISR changed: CAUSE_REPLICA_FENCED.
 
 `elect_preferred(partition, live)` moves leadership back to the preferred replica when it is live and in
@@ -23,6 +33,7 @@ partition_epoch always.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -40,6 +51,8 @@ class Election:
     isr: tuple[BrokerId, ...] | None
     cause: metadata_pb2.PartitionChangeCause.ValueType
     summary: str
+    # With `isr`: the directory id of each member's log, in ISR order.
+    isr_directory_ids: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return f"<Election {metadata_pb2.PartitionChangeCause.Name(self.cause)}: {self.summary}>"
@@ -56,21 +69,39 @@ class Election:
             record.leader = self.leader
         if self.isr is not None:
             record.isr.broker_ids.extend(self.isr)
+            record.isr_directory_ids.extend(self.isr_directory_ids)
         return record
 
 
-def elect(partition: PartitionState, live: AbstractSet[BrokerId], unclean_allowed: bool) -> Election | None:
-    """What must change in `partition` now that exactly `live` brokers are live; None when nothing."""
+def lost_disk(partition: PartitionState, broker_id: int, directories: Mapping[BrokerId, str]) -> bool:
+    """True when ISR member `broker_id` is registered with another directory than its ISR entry recorded:
+    its log is not the one the ISR vouched for (an empty or replaced disk)."""
+    recorded = partition.recorded_directory(broker_id)
+    current = directories.get(BrokerId(broker_id), "")
+    return bool(recorded) and bool(current) and recorded != current
+
+
+def elect(
+    partition: PartitionState,
+    live: AbstractSet[BrokerId],
+    unclean_allowed: bool,
+    directories: Mapping[BrokerId, str] | None = None,
+) -> Election | None:
+    """What must change in `partition` now that exactly `live` brokers are live (registered with the
+    `directories` given); None when nothing."""
+    dirs: Mapping[BrokerId, str] = directories or {}
     old_leader, old_isr = partition.leader, partition.isr
-    isr = tuple(b for b in old_isr if b in live)
+    isr = tuple(b for b in old_isr if b in live and not lost_disk(partition, b, dirs))
     if not isr:
         isr = (old_leader,) if old_leader in old_isr else old_isr
-    if old_leader != NO_LEADER and old_leader in live and old_leader in isr:
+    usable = set(isr) & set(live) - {b for b in isr if lost_disk(partition, b, dirs)}
+    if old_leader != NO_LEADER and old_leader in usable:
         leader = old_leader
         cause = metadata_pb2.CAUSE_REPLICA_FENCED
     else:
-        clean = [b for b in partition.replicas if b in isr and b in live]
-        unclean = [b for b in partition.replicas if b in live]
+        clean = [b for b in partition.replicas if b in usable]
+        unclean = sorted((b for b in partition.replicas if b in live),
+                         key=lambda b: lost_disk(partition, b, dirs))  # stable: replica order otherwise
         if clean:
             leader = clean[0]
             recovered = old_leader == NO_LEADER
@@ -84,12 +115,32 @@ def elect(partition: PartitionState, live: AbstractSet[BrokerId], unclean_allowe
             cause = metadata_pb2.CAUSE_LEADER_FENCED
     if leader == old_leader and isr == old_isr:
         return None
+    # Members that stay keep the directory recorded when they joined; an unclean leader joins now,
+    # with the directory it is registered with.
+    isr_dirs = tuple(partition.recorded_directory(b) if b in old_isr and cause != metadata_pb2.CAUSE_UNCLEAN_ELECTION
+                     else dirs.get(b, "") for b in isr)
     return Election(
         leader=leader if leader != old_leader else None,
         isr=isr if isr != old_isr else None,
         cause=cause,
         summary=_summary(partition, leader, isr),
+        isr_directory_ids=isr_dirs if isr != old_isr else (),
     )
+
+
+def offline_reason(partition: PartitionState, live: AbstractSet[BrokerId],
+                   directories: Mapping[BrokerId, str]) -> str:
+    """Why an offline partition has no leader, in one line for operators ("" when it has one)."""
+    if not partition.offline:
+        return ""
+    lost = [b for b in partition.isr if b in live and lost_disk(partition, b, directories)]
+    if lost:
+        return (f"in-sync replica{'s' if len(lost) > 1 else ''} {', '.join(map(str, lost))} came back with another "
+                f"data directory (empty or replaced disk: recorded "
+                f"{', '.join(partition.recorded_directory(b) for b in lost)}) and cannot be elected; bring back "
+                "the old disk, or allow unclean.leader.election.enable to elect another replica (may lose data)")
+    return (f"no in-sync replica is live (isr {list(partition.isr)}); waiting for one to return, or allow "
+            "unclean.leader.election.enable (may lose data)")
 
 
 def elect_preferred(partition: PartitionState, live: AbstractSet[BrokerId]) -> Election | None:

@@ -42,6 +42,7 @@ def fence_records(
     ]
     fenced = set(to_fence)
     live = set(image.live_brokers()) - fenced
+    directories = registered_directories(image)
     context = f"broker{'s' if len(to_fence) > 1 else ''} {', '.join(map(str, to_fence))} fenced ({reason})"
     cluster_defaults = image.broker_configs.get(CLUSTER_DEFAULT_BROKER, {})
     for topic in image.topics.values():
@@ -49,7 +50,7 @@ def fence_records(
         for partition in topic.partitions:
             if fenced.isdisjoint(partition.replicas):
                 continue
-            _append_election(records, topic, partition, live, unclean, stamp, context)
+            _append_election(records, topic, partition, live, unclean, stamp, context, directories)
     return records
 
 
@@ -75,6 +76,7 @@ def unfence_records(
         )
     ]
     live = set(image.live_brokers()) | {broker_id}
+    directories = registered_directories(image)
     context = f"broker {broker_id} unfenced ({reason})"
     cluster_defaults = image.broker_configs.get(CLUSTER_DEFAULT_BROKER, {})
     for topic in image.topics.values():
@@ -84,7 +86,7 @@ def unfence_records(
                 continue
             if unclean is None:
                 unclean = unclean_election_enabled(topic.configs, cluster_defaults)
-            _append_election(records, topic, partition, live, unclean, stamp, context)
+            _append_election(records, topic, partition, live, unclean, stamp, context, directories)
     return records
 
 
@@ -93,21 +95,27 @@ def offline_election_records(
 ) -> list[metadata_pb2.MetadataRecord]:
     """Elections for the offline partitions of the named topics (after unclean election was switched on)."""
     live = set(image.live_brokers())
+    directories = registered_directories(image)
     records = []
     for name in sorted(topic_names):
         topic = image.topics[name]
         for partition in topic.partitions:
             if partition.leader != NO_LEADER:
                 continue
-            _append_election(records, topic, partition, live, unclean, stamp, context)
+            _append_election(records, topic, partition, live, unclean, stamp, context, directories)
     return records
 
 
+def registered_directories(image: MetadataImage) -> dict[BrokerId, str]:
+    """Each registered broker's current directory id (what elect compares ISR entries with)."""
+    return {b: reg.directory_id for b, reg in image.brokers.items()}
+
+
 def _append_election(records: list[metadata_pb2.MetadataRecord], topic, partition, live: set[BrokerId],
-                     unclean: bool, stamp: Stamp, context: str) -> None:
+                     unclean: bool, stamp: Stamp, context: str, directories: dict[BrokerId, str]) -> None:
     """Elect a leader for `partition` among `live` and, when that changes anything, add the stamped
     PartitionChange record (the one step fencing, unfencing and unclean-election switches share)."""
-    election = elect(partition, live, unclean)
+    election = elect(partition, live, unclean, directories)
     if election is not None:
         records.append(stamp.record(partition_change=election.to_record(topic.topic_id, partition.partition_id,
                                                                          context)))

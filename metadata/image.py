@@ -64,6 +64,8 @@ class BrokerRegistration:
     rack: str
     fenced: bool
     metrics_endpoint: str = ""
+    # directory.id of the broker's data directory ("" when the registration predates directory ids).
+    directory_id: str = ""
 
     def __repr__(self) -> str:
         state = "fenced" if self.fenced else "live"
@@ -81,10 +83,23 @@ class PartitionState:
     leader: BrokerId
     leader_epoch: LeaderEpoch
     partition_epoch: PartitionEpoch
+    # The directory id each ISR member's log had when it joined the ISR, in ISR order ("" = unknown:
+    # records from before directory ids). Kept by apply at the length of `isr`; () reads as all unknown.
+    isr_directory_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.isr_directory_ids:  # left out: all unknown, so equal states compare equal
+            object.__setattr__(self, "isr_directory_ids", ("",) * len(self.isr))
 
     @property
     def offline(self) -> bool:
         return self.leader == NO_LEADER
+
+    def recorded_directory(self, broker_id: int) -> str:
+        """The directory id recorded for ISR member `broker_id` ("" when unknown or not a member)."""
+        if len(self.isr_directory_ids) != len(self.isr) or broker_id not in self.isr:
+            return ""
+        return self.isr_directory_ids[self.isr.index(BrokerId(broker_id))]
 
     @property
     def preferred_leader(self) -> BrokerId:
@@ -123,6 +138,8 @@ class MetadataImage:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     # (entity_type, entity_name) -> quota key -> value.
     client_quotas: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    # Controller id -> the directory id the quorum recorded for its data directory (KIP-853).
+    controller_directories: dict[int, str] = field(default_factory=dict)
     next_producer_id: ProducerId = _FIRST_PRODUCER_ID
     controller_epoch: ControllerEpoch = _NO_CONTROLLER_EPOCH
     next_offset: MetadataOffset = _FIRST_OFFSET
@@ -171,6 +188,7 @@ class MetadataImage:
             topics_by_id={t.topic_id: t for t in topics.values()},
             broker_configs={k: dict(v) for k, v in self.broker_configs.items()},
             client_quotas={k: dict(v) for k, v in self.client_quotas.items()},
+            controller_directories=dict(self.controller_directories),
             next_producer_id=self.next_producer_id,
             controller_epoch=self.controller_epoch,
             next_offset=self.next_offset,

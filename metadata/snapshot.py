@@ -41,6 +41,7 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                     rack=reg.rack,
                     fenced=reg.fenced,
                     metrics_endpoint=reg.metrics_endpoint,
+                    directory_id=reg.directory_id,
                 )
             )
         )
@@ -69,6 +70,7 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                         leader=p.leader,
                         leader_epoch=p.leader_epoch,
                         partition_epoch=p.partition_epoch,
+                        isr_directory_ids=p.isr_directory_ids if any(p.isr_directory_ids) else (),
                     )
                 )
             )
@@ -98,6 +100,14 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                     )
                 )
             )
+    for controller_id in sorted(image.controller_directories):
+        records.append(
+            stamp.record(
+                controller_registration=metadata_pb2.ControllerRegistrationRecord(
+                    controller_id=controller_id, directory_id=image.controller_directories[controller_id]
+                )
+            )
+        )
     if image.next_producer_id > MetadataImage().next_producer_id:  # only once ids were handed out
         records.append(
             stamp.record(

@@ -158,7 +158,7 @@ def decide_create_topics(
                 )
             )
         placements = planner.place(creatable.partitions, creatable.replication_factor)
-        records.extend(_partition_records(stamp, topic_id, 0, placements))
+        records.extend(_partition_records(image, stamp, topic_id, 0, placements))
         results.append(admin_pb2.CreateTopicResult(name=creatable.name, topic_id=topic_id))
     return Decision(records, admin_pb2.CreateTopicsResponse(results=results))
 
@@ -197,8 +197,10 @@ def _check_partition_count(count: int) -> None:
 
 
 def _partition_records(
-    stamp: Stamp, topic_id: str, first_partition: int, placements: list[tuple[BrokerId, ...]]
+    image: MetadataImage, stamp: Stamp, topic_id: str, first_partition: int, placements: list[tuple[BrokerId, ...]]
 ) -> list[metadata_pb2.MetadataRecord]:
+    # Placement picks live brokers only, so every replica is registered; its log starts on the disk it
+    # registered with, which is what the ISR records (see election.py).
     return [
         stamp.record(
             partition=metadata_pb2.PartitionRecord(
@@ -209,6 +211,7 @@ def _partition_records(
                 leader=replicas[0],
                 leader_epoch=0,
                 partition_epoch=0,
+                isr_directory_ids=[image.brokers[b].directory_id for b in replicas],
             )
         )
         for i, replicas in enumerate(placements)
@@ -294,5 +297,5 @@ def decide_create_partitions(
         if request.validate_only:
             continue
         placements = planner.place(target.count - current, replication_factor, grown=topic)
-        records.extend(_partition_records(stamp, topic.topic_id, current, placements))
+        records.extend(_partition_records(image, stamp, topic.topic_id, current, placements))
     return Decision(records, admin_pb2.CreatePartitionsResponse(results=results))

@@ -28,6 +28,11 @@ waits for the last proposal the speculative image includes, with the same three 
 Correctness never rests on "am I leader?": a decision taken by a deposed controller on a stale image
 cannot apply, because its parent is not the committed head. The leader check only avoids useless work.
 
+Stalls. A loop thread that did not run for more than an election timeout beyond its interval (the
+process was SIGSTOPped or starved) deactivates before anything else (`note_stall`): another controller
+may have taken over, and the brokers' silence meanwhile proves nothing. Still the Raft leader, it takes
+over again at the next step with fresh sessions.
+
 Sessions. The loop thread also runs decide_session_expirations every `session_check_interval_ms` with the
 clock's now_ms: a broker silent for longer than the session timeout is fenced and its leaderships move
 (kanal.metadata's rules). Heartbeats update the times; one that shows a fenced broker caught up unfences
@@ -247,7 +252,22 @@ class ActiveController:
         self, request: controller_pb2.RegisterBrokerRequest, *, request_id: str, deadline_s: float
     ) -> controller_pb2.RegisterBrokerResponse:
         reply: controller_pb2.RegisterBrokerResponse
-        reply, _ = self.write(self._broker_decider(decide_register_broker, request, request_id), deadline_s=deadline_s)
+        timeout_ms = self._config.session_timeout_ms
+
+        def decide_register(image: MetadataImage, request, *, now_ms: int, principal: str, request_id: str):
+            # The old incarnation's session decides whether a new one may take the id (one live
+            # process per broker id); the times are this active controller's (broker_sessions.py).
+            return decide_register_broker(image, request, now_ms=now_ms, principal=principal, request_id=request_id,
+                                          last_heartbeat_ms=self._sessions.last_heartbeat_ms,
+                                          session_timeout_ms=timeout_ms)
+
+        reply, _ = self.write(self._broker_decider(decide_register, request, request_id), deadline_s=deadline_s)
+        if reply.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+            reply.session_timeout_ms = timeout_ms  # the broker bounds its wait by it (broker/lifecycle.py)
+        if reply.error == ErrorCode.NONE:
+            reply.session_timeout_ms = self._config.session_timeout_ms
+            reply.cluster_id = self._config.cluster_id
+            reply.controller_id = self._config.controller_id
         return reply
 
     def broker_heartbeat(
@@ -259,6 +279,8 @@ class ActiveController:
         # The decision's offsets count in-flight batches; brokers need the committed, durable end.
         reply.metadata_end_offset = end
         reply.controller_epoch = self._epoch if self._epoch is not None else reply.controller_epoch
+        if reply.error == ErrorCode.NONE:
+            reply.controller_id = self._config.controller_id
         return reply
 
     def decide_with(
@@ -427,13 +449,16 @@ class ActiveController:
     # -- the loop thread ---------------------------------------------------------------------------
 
     def _run(self) -> None:
-        interval_s = self._config.session_check_interval_ms / 1000
+        interval_ms = self._config.session_check_interval_ms
+        idle_since_ms = self._clock.now_ms()
         while not self._stopping.is_set():
-            self._wake.wait(interval_s)
+            self._wake.wait(interval_ms / 1000)
             self._wake.clear()
             if self._stopping.is_set():
                 return
             try:
+                # Time this thread waited beyond its interval: the process was stopped or starved.
+                self.note_stall(self._clock.now_ms() - idle_since_ms - interval_ms)
                 self.step()
             except KanalError as exc:
                 _log.warning("active-controller step: %s", exc)
@@ -443,6 +468,18 @@ class ActiveController:
                 self._on_step()
             except Exception:  # noqa: BLE001 - a bug in the hook (health): report it, keep the loop
                 _log.exception("active-controller step hook failed")
+            idle_since_ms = self._clock.now_ms()
+
+    def note_stall(self, stall_ms: int) -> None:
+        """The loop thread did not run for `stall_ms` beyond its interval (SIGSTOP, a VM pause, a starved
+        machine). Longer than an election timeout, and this controller may no longer be the Raft leader
+        (pysyncobj notices only at its next tick), and no broker heartbeat could reach it meanwhile, so
+        its session times prove nothing: it deactivates. If it is still the leader, the next step takes
+        over again (NoOp) and gives every broker a full session from then; if not, it stays a standby.
+        Without this a resumed old controller would first try to fence every broker (a proposal that
+        could not apply, but should not be made)."""
+        if stall_ms > self._config.election_timeout_ms and self._epoch is not None:
+            self._deactivate(f"this controller did not run for {stall_ms} ms, more than an election timeout")
 
     def step(self) -> None:
         """One loop step: follow Raft leadership (activate, deactivate), then expire sessions. The loop

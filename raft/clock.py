@@ -1,28 +1,5 @@
-"""Clock: the controller's only source of time, handed to the pure cores as `now_ms`.
+"""The controller's clock: the one servers share (kanal.broker.storage.clock, see there)."""
 
-Milliseconds since the Unix epoch, anchored to the wall clock once at start and advanced by the monotonic
-clock, so it never goes backwards: a wall-clock step (NTP, a VM resume) must not fence every broker at
-once or stamp records out of order. Tests pass a fake with the same `now_ms()` method.
-"""
+from kanal.broker.storage.clock import Clock
 
-from __future__ import annotations
-
-import time
-from collections.abc import Callable
-
-
-class Clock:
-    def __init__(
-        self,
-        wall_s: Callable[[], float] = time.time,
-        monotonic_s: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._monotonic_s = monotonic_s
-        self._anchor_wall_ms = int(wall_s() * 1000)
-        self._anchor_monotonic_s = monotonic_s()
-
-    def now_ms(self) -> int:
-        return self._anchor_wall_ms + int((self._monotonic_s() - self._anchor_monotonic_s) * 1000)
-
-    def __repr__(self) -> str:
-        return f"<Clock now_ms={self.now_ms()}>"
+__all__ = ["Clock"]

@@ -22,6 +22,8 @@ from pathlib import Path
 
 # Voters in the quorum: 1 (a development controller) .. 7 (more only slows every commit down).
 VOTERS_MAX = 7
+# pysyncobj's leaderFallbackTimeout, in maximal election timeouts (see leader_fallback_timeout_ms).
+LEADER_FALLBACK_ELECTION_TIMEOUTS = 2
 _CLUSTER_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _HOST = re.compile(r"^[A-Za-z0-9.-]{1,253}$|^\[[0-9A-Fa-f:.]{2,45}\]$")
 
@@ -98,7 +100,9 @@ class ControllerConfig:
     cluster_secret: str | None = field(default=None, repr=False)
     # Reported by DescribeCluster. 1..64 of [A-Za-z0-9._-].
     cluster_id: str = "kanal"
-    # A broker without a heartbeat for longer than this is fenced. 100 .. 600,000 (KRaft: 9,000).
+    # A broker without a heartbeat for longer than this is fenced. 100 .. 600,000 (KRaft: 9,000); above
+    # leader_fallback_timeout_ms + election_timeout_ms_max (6 x election_timeout_ms). A new active
+    # controller starts every broker's session when it takes over.
     session_timeout_ms: int = 9_000
     # How often the active controller looks for expired sessions. 10 .. 10,000, < session timeout.
     session_check_interval_ms: int = 100
@@ -154,6 +158,20 @@ class ControllerConfig:
         _bound("--raft-heartbeat-interval-ms", self.raft_heartbeat_interval_ms, 5, 60_000)
         if self.raft_heartbeat_interval_ms * 3 >= self.election_timeout_ms:
             raise ControllerConfigError("--raft-heartbeat-interval-ms must be below --election-timeout-ms / 3")
+        if self.leader_fallback_timeout_ms + self.election_timeout_ms_max >= self.session_timeout_ms:
+            # A leader cut off from the other controllers (or paused and resumed) answers broker heartbeats
+            # as active until pysyncobj makes it step down, leader_fallback_timeout_ms after it last heard
+            # a majority; a new leader is elected no sooner than election_timeout_ms after that and starts
+            # every broker's session when it takes over. Brokers must be left time to reach it.
+            per_t = 2 * (LEADER_FALLBACK_ELECTION_TIMEOUTS + 1)  # the sum, in units of --election-timeout-ms
+            raise ControllerConfigError(
+                f"--session-timeout-ms ({self.session_timeout_ms}) must exceed the leader fallback timeout "
+                f"({self.leader_fallback_timeout_ms} = {2 * LEADER_FALLBACK_ELECTION_TIMEOUTS} x --election-timeout-ms) plus the longest election "
+                f"timeout ({self.election_timeout_ms_max} = 2 x --election-timeout-ms), or a controller that "
+                f"lost the quorum keeps answering heartbeats while the new one fences the brokers; raise "
+                f"--session-timeout-ms above {self.leader_fallback_timeout_ms + self.election_timeout_ms_max} "
+                f"or lower --election-timeout-ms below {ceil_div(self.session_timeout_ms, per_t)}"
+            )
         _bound("--request-timeout-ms", self.request_timeout_ms, 100, 120_000)
         _bound("--inflight-proposals-max", self.inflight_proposals_max, 1, 1_024)
         _bound("--metadata-batch-bytes-max", self.metadata_batch_bytes_max, 64 * 1024, 3 * 1024 * 1024)
@@ -173,9 +191,11 @@ class ControllerConfig:
     @property
     def leader_fallback_timeout_ms(self) -> int:
         """A leader that hears from no majority for this long steps down (pysyncobj default: 30 s).
-        Three maximal election timeouts: long enough not to flap, short enough that writes sent to a cut-off
-        leader fail fast with CONTROLLER_NOT_AVAILABLE instead of waiting for their whole timeout."""
-        return 3 * self.election_timeout_ms_max
+        Two maximal election timeouts: long enough not to flap, short enough that writes sent to a cut-off
+        leader fail fast with CONTROLLER_NOT_AVAILABLE, and that it stops answering broker heartbeats as
+        active well before a new leader could fence a broker (the relation with session_timeout_ms is
+        checked in __post_init__)."""
+        return LEADER_FALLBACK_ELECTION_TIMEOUTS * self.election_timeout_ms_max
 
     @property
     def me(self) -> Voter:
@@ -210,6 +230,10 @@ class ControllerConfig:
             f"<ControllerConfig id={self.controller_id} listen={self.listen} raft={self.raft} "
             f"voters={[str(v) for v in self.voters]} data_dir={self.data_dir} secret={secret}>"
         )
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def _bound(flag: str, value: int, low: int, high: int) -> None:

@@ -1,8 +1,10 @@
 """ControllerServer: one controller process assembled — metadata log, store, applier, Raft node, active
 controller, gRPC server (Controller service, grpc.health.v1, reflection).
 
-Start order: the metadata log is opened (recovered if the last run crashed); the gRPC server starts
-(NOT_SERVING), so peers can fetch from this controller even while it catches up; the Applier and the
+Start order: the data directory's identity is read or made (disk_identity.py); the metadata log is opened (recovered if the last run crashed); the gRPC server starts
+(NOT_SERVING), so peers can fetch from this controller even while it catches up; the directory id is
+checked against what the other controllers recorded for this id (a controller on an empty or wrong disk
+stops here, before it could vote: StartupError, exit status 1); the Applier and the
 active-controller loop start; then pysyncobj, which replays its journal (and snapshot) into the Applier.
 Health turns SERVING once pysyncobj has caught up with the leader's commit index (its "ready") and a
 leader is known; it turns NOT_SERVING again while no leader is known (an election, or no quorum).
@@ -24,6 +26,12 @@ from kanal.raft.active_controller import ActiveController
 from kanal.raft.applier import Applier
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.controller_service import ControllerService
+from kanal.raft.disk_identity import (
+    DiskIdentityError,
+    RegistrationThread,
+    check_against_quorum,
+    open_identity,
+)
 from kanal.raft.fatal import stop_process
 from kanal.raft.metadata_log import open_metadata_log
 from kanal.raft.metadata_store import MetadataStore
@@ -47,6 +55,10 @@ class ControllerServer:
         self.config = config
         self._stopped = threading.Event()
         try:
+            self.identity = open_identity(config.data_dir, config.controller_id)
+        except DiskIdentityError as exc:
+            raise StartupError(str(exc)) from exc
+        try:
             config.data_dir.mkdir(parents=True, exist_ok=True)
             self.log = open_metadata_log(config.data_dir, config.metadata_batch_bytes_max)
         except OSError as exc:
@@ -56,6 +68,7 @@ class ControllerServer:
         self.controller = ActiveController(config, self.store)
         self.applier = Applier(self.store, self.controller.on_applied, stop_process)
         self.raft: RaftNode | None = None
+        self._registration: RegistrationThread | None = None
         self.health = health.HealthServicer()
         self._serving: bool | None = None
         self.grpc_server = grpc.server(
@@ -82,6 +95,11 @@ class ControllerServer:
         if port == 0:
             raise StartupError(f"cannot listen on {self.config.listen}")
         self.grpc_server.start()
+        try:
+            check_against_quorum(self.identity, self.peers, [v.controller_id for v in self.config.others])
+        except DiskIdentityError as exc:
+            self.grpc_server.stop(0)
+            raise StartupError(str(exc)) from exc
         self.applier.start()
         self.raft = RaftNode(
             self.config,
@@ -97,6 +115,8 @@ class ControllerServer:
             raise StartupError(f"cannot bind the Raft address {self.config.raft}: {exc}") from exc
         self.controller.attach(self.raft, on_step=self._update_health)
         self.controller.start()
+        self._registration = RegistrationThread(self.identity, self.controller, self.peers, stop_process)
+        self._registration.start()
         _log.info("controller %d started: gRPC %s, Raft %s", self.config.controller_id, self.config.listen, self.config.raft)
 
     def stop(self, grace_s: float = 2.0) -> None:
@@ -104,6 +124,8 @@ class ControllerServer:
             return
         self._stopped.set()
         self._set_serving(False)
+        if self._registration is not None:
+            self._registration.stop()
         self.grpc_server.stop(grace_s).wait(grace_s + 1)
         self.controller.stop()
         if self.raft is not None:

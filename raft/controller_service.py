@@ -43,6 +43,7 @@ from kanal.metadata import (
     decide_create_partitions,
     decide_create_topics,
     decide_delete_topics,
+    decide_register_controller,
     describe_brokers,
     describe_client_quotas,
     describe_configs,
@@ -179,6 +180,21 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         except KanalError as exc:
             _log.info("AlterPartition from broker %d failed: %s", request.broker_id, exc)
             return controller_pb2.AlterPartitionResponse(error=exc.code, active_controller=self._hint(exc))
+
+    @_rpc
+    def RegisterController(self, request, context):
+        """A controller records its data directory id (raft/disk_identity.py); decided by the active one."""
+        try:
+            return self._controller.decide_with(
+                decide_register_controller,
+                request,
+                principal=f"controller-{request.controller_id}",
+                request_id=self._request_id(""),
+                deadline_s=self._deadline(context),
+            )
+        except KanalError as exc:
+            return controller_pb2.RegisterControllerResponse(error=exc.code, error_message=exc.message,
+                                                            active_controller=self._hint(exc))
 
     @_rpc
     def AllocateProducerIds(self, request, context):

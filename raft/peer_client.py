@@ -22,16 +22,14 @@ import grpc
 from kanal.metadata.log_codec import LogBatch, iter_batches
 from kanal.raft.controller_config import ControllerConfig
 from kanal.v1 import controller_pb2, controller_pb2_grpc
+from kanal.v1.channel_options import channel_options
 
 _log = logging.getLogger("kanal.raft.peers")
 
 FORWARDED_METADATA_KEY = "kanal-forwarded"
 # A FetchMetadata reply holds at least one batch: allow the largest batch with room to spare.
 MESSAGE_BYTES_MAX = 16 * 1024 * 1024
-CHANNEL_OPTIONS = (
-    ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
-    ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
-)
+CHANNEL_OPTIONS = tuple(channel_options(MESSAGE_BYTES_MAX))
 # fetch_range gives up after trying every peer for this long.
 FETCH_RANGE_TIMEOUT_S = 60.0
 _FETCH_CALL_TIMEOUT_S = 10.0

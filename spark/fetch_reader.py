@@ -20,12 +20,12 @@ import grpc
 from kanal.spark.segment_reader import SegmentDamage, StoredEntry
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.batch import CorruptEntry, iter_entries
+from kanal.v1.channel_options import channel_options
 from kanal.v1.error import ErrorCode, KanalError, error_name, is_retriable
 
 # gRPC message limit for fetch replies (a reply holds at least one whole batch of up to ~1 MiB).
 _MESSAGE_BYTES_MAX = 64 * 1024 * 1024
-_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", _MESSAGE_BYTES_MAX),
-                    ("grpc.max_send_message_length", _MESSAGE_BYTES_MAX)]
+_CHANNEL_OPTIONS = channel_options(_MESSAGE_BYTES_MAX)
 FETCH_BYTES_MAX = 8 * 1024 * 1024
 REQUEST_TIMEOUT_S = 30.0
 # How long a partition read keeps retrying retriable errors (leader elections) before it fails.

@@ -24,11 +24,12 @@ from kanal.metadata import MetadataImage, MetadataInvariantError, apply_batch, i
 from kanal.metadata.log_codec import iter_batches
 from kanal.spark.image_diff import diff_images
 from kanal.v1 import controller_pb2, controller_pb2_grpc
+from kanal.v1.channel_options import channel_options
 from kanal.v1.error import ErrorCode, KanalError, error_name
 
 REQUEST_TIMEOUT_S = 30.0
 FETCH_BYTES_MAX = 4 * 1024 * 1024
-_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+_CHANNEL_OPTIONS = channel_options(64 * 1024 * 1024)
 
 
 @dataclass(slots=True)

@@ -34,20 +34,23 @@ class LeaderEpochCache:
     def entries(self) -> list[tuple[LeaderEpoch, Offset]]:
         return [(LeaderEpoch(e), Offset(o)) for e, o in zip(self._epochs, self._starts)]
 
-    def load(self) -> None:
-        """Read the checkpoint; a missing or damaged file yields an empty cache (the log rebuilds it)."""
+    def load(self) -> bool:
+        """Read the checkpoint; False when it is missing or damaged, and the cache is then empty: the log
+        must rebuild it from its batches, or divergence detection is off for this replica."""
         self._epochs, self._starts = [], []
         try:
             lines = self.path.read_text().split("\n")
             if int(lines[0]) != _VERSION:
-                return
+                return False
             count = int(lines[1])
             for line in lines[2 : 2 + count]:
                 epoch, start = (int(x) for x in line.split())
                 self._epochs.append(epoch)
                 self._starts.append(start)
+            return True
         except (FileNotFoundError, ValueError, IndexError):
             self._epochs, self._starts = [], []
+            return False
 
     @property
     def latest_epoch(self) -> LeaderEpoch | None:

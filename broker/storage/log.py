@@ -110,10 +110,12 @@ class Log:
         clean_marker.unlink(missing_ok=True)  # from now on, a crash leaves the log marked unclean
         log._recovery_point = Offset(_read_offset_file(directory / RECOVERY_POINT_FILE, 0))
         bases = sorted(int(p.name[:-4]) for p in directory.glob("*.log") if p.name[:-4].isdigit())
-        log.epoch_cache.load()
+        # A missing or damaged leader-epoch checkpoint is rebuilt from the batches' epochs: every segment
+        # is walked as a recovery would (Kafka rebuilds it the same way).
+        rebuild_epochs = not log.epoch_cache.load() and bool(bases)
         for i, base in enumerate(bases):
             next_base = bases[i + 1] if i + 1 < len(bases) else None
-            needs_recovery = not clean and (next_base is None or next_base > log._recovery_point)
+            needs_recovery = rebuild_epochs or (not clean and (next_base is None or next_base > log._recovery_point))
             if needs_recovery:
                 seg = LogSegment(directory, Offset(base), config.index_interval_bytes)
                 seg._open_fd()

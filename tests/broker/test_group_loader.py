@@ -221,3 +221,44 @@ def test_damaged_log_framing_fails_the_load_at_error_and_keeps_retrying(tmp_path
     with pytest.raises(KanalError) as err:
         b.fetch("a")
     assert err.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and "tries failed" in err.value.message
+
+
+class CountingControllers:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def call(self, method: str, request):
+        from kanal.v1 import admin_pb2
+
+        self.calls.append(method)
+        return admin_pb2.CreateTopicsResponse(results=[admin_pb2.CreateTopicResult(name=CONSUMER_OFFSETS_TOPIC)])
+
+
+def test_the_offsets_topic_is_not_created_with_fewer_live_brokers_than_its_replication_factor(tmp_path):
+    """The first FindCoordinator used to create __consumer_offsets with RF capped at the live brokers: a
+    group that came before the second broker left the cluster's offsets on one replica for ever."""
+    from kanal.metadata.image import BrokerRegistration
+
+    config = BrokerConfig(broker_id=0, listen="127.0.0.1:1", controllers=("127.0.0.1:2",), data_dir=tmp_path)
+    metrics = BrokerMetrics()
+    rm = ReplicaManager(config, controllers=None, metrics=metrics, broker_epoch=lambda: 1)
+    image = MetadataImage()
+    controllers = CountingControllers()
+    coordinator = GroupCoordinator(
+        broker_id=0, replicas=rm, image=lambda: image, controllers=controllers, metrics=metrics, limits=LIMITS,
+        offsets_partitions=1, offsets_replication_factor=3, write_timeout_ms=5_000)
+    try:
+        for b in (0, 1):
+            image.brokers[b] = BrokerRegistration(b, f"inc-{b}", 1, f"127.0.0.1:{9000 + b}", "", False)
+        with pytest.raises(KanalError) as err:
+            coordinator.find_coordinator(broker_pb2.FindCoordinatorRequest(key="g"))
+        assert err.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE and "needs 3 live brokers" in err.value.message
+        assert controllers.calls == []
+        image.brokers[2] = BrokerRegistration(2, "inc-2", 1, "127.0.0.1:9002", "", False)
+        with pytest.raises(KanalError) as err:
+            coordinator.find_coordinator(broker_pb2.FindCoordinatorRequest(key="g"))
+        assert err.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE and "creating" in err.value.message
+        assert controllers.calls == ["CreateTopics"]
+    finally:
+        coordinator.close()
+        rm.close()

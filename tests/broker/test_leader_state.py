@@ -335,3 +335,19 @@ def test_repr_is_one_line_with_the_essentials():
     assert "\n" not in text
     assert text.startswith("<LeaderState orders-3 leader=1 epoch=5 pepoch=9 leo=100 hw=100 isr=[1, 2]")
     assert "inflight=expand[1, 2, 3]" in text
+
+
+# ---- broker epochs (KIP-903) ----
+
+def test_proposals_carry_the_epoch_each_member_fetched_at_and_a_new_incarnation_starts_over():
+    s = make(isr=(1, 2), leo=100, hw=100)
+    s.on_follower_fetch(2, 100, now_ms=1, broker_epoch=40)
+    e = s.on_follower_fetch(3, 100, now_ms=2, broker_epoch=41)
+    assert e.alter_partition is not None and e.alter_partition.kind == "expand"
+    assert e.alter_partition.new_isr == (1, 2, 3) and e.alter_partition.broker_epochs == (-1, 40, 41)
+    s.on_alter_partition_response(e.alter_partition, error=ErrorCode.INELIGIBLE_REPLICA, isr=(1, 2),
+                                  leader_epoch=5, partition_epoch=9, now_ms=3)
+    # Broker 3 restarts (a new registration, epoch 77) with a short log: what epoch 41 reached is gone.
+    s.on_follower_fetch(3, 10, now_ms=4, broker_epoch=77)
+    progress = s.follower(3)
+    assert (progress.broker_epoch, progress.log_end_offset, progress.last_caught_up_ms) == (77, 10, None)

@@ -12,8 +12,9 @@ from kanal.deploy.local_cluster import LocalCluster
 from kanal.v1 import admin_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
-# Short timeouts so failures are detected in about a second, not Kafka's production 9-30 s.
-CONTROLLER_FLAGS = ["--session-timeout-ms", "2000"]
+# Short timeouts so failures are detected in about a second, not Kafka's production 9-30 s. The session
+# timeout must exceed 6 election timeouts (raft/controller_config.py) and 4 broker heartbeat intervals.
+CONTROLLER_FLAGS = ["--session-timeout-ms", "2000", "--election-timeout-ms", "300"]
 BROKER_FLAGS = ["--heartbeat-interval-ms", "200", "--replica-lag-ms-max", "1500", "--replica-fetch-wait-ms-max", "200",
                 "--group-session-timeout-ms-min", "200", "--group-initial-rebalance-delay-ms", "100",
                 "--offsets-topic-partitions", "10"]

@@ -13,7 +13,7 @@ from kanal.clients.admin import Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer, ProducerConfig
 from kanal.v1 import broker_pb2, broker_pb2_grpc
-from kanal.v1.batch import NewRecord, build_batch, parse_batch
+from kanal.v1.batch import NewRecord, build_batch, decode_records, iter_entries, parse_batch
 from kanal.v1.error import ErrorCode, KanalError
 
 from .conftest import broker_node, create_topic, partition_info, wait_until
@@ -212,6 +212,31 @@ def test_idempotent_batches_in_one_request_are_stored_once(cluster, topic):
     gap = produce(leader, name, 0, [seq_batch(7, b"s7"), seq_batch(9, b"s9")], acks=-1)  # 8 is missing
     assert gap.error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and list(gap.batch_base_offsets) == [before + 7]
     assert log_end(leader, name) == before + 8
+
+
+def test_a_duplicate_idempotent_batch_answers_none_with_the_original_offsets(cluster, topic):
+    """The contract (broker.proto ProduceResponse, errors.proto DUPLICATE_SEQUENCE_NUMBER): a retry of a
+    stored idempotent batch is answered NONE, not DUPLICATE_SEQUENCE_NUMBER, with the original batch's base
+    offset, and nothing new is stored: a client treats the retried batch as stored at those offsets."""
+    name, _, leader = topic
+    with grpc.insecure_channel(leader.endpoint) as channel:
+        ids = broker_pb2_grpc.BrokerStub(channel).InitProducerId(broker_pb2.InitProducerIdRequest(), timeout=10)
+    assert ids.error == ErrorCode.NONE and ids.producer_id > 0
+    now = int(time.time() * 1000)
+    original = build_batch([NewRecord(b"dup-%d" % i, timestamp_ms=now) for i in range(3)],
+                           producer_id=ids.producer_id, producer_epoch=ids.producer_epoch, base_sequence=0)
+    stored = produce(leader, name, 0, [original], acks=-1)
+    assert stored.error == ErrorCode.NONE
+    end = log_end(leader, name)
+    assert end == stored.base_offset + 3
+    for acks in (-1, 1):
+        again = produce(leader, name, 0, [original], acks=acks)
+        assert (again.error, again.error_message) == (ErrorCode.NONE, "")
+        assert again.base_offset == stored.base_offset and list(again.batch_base_offsets) == [stored.base_offset]
+        assert log_end(leader, name) == end
+    read = fetch(leader, name, 0, stored.base_offset)
+    values = [r.value for e in iter_entries(read.records) for r in decode_records(parse_batch(e.batch))]
+    assert values == [b"dup-0", b"dup-1", b"dup-2"]
 
 
 def test_produce_to_a_follower_names_the_leader(cluster, topic):

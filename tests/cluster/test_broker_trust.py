@@ -227,3 +227,22 @@ def test_server_reflection_v1_and_v1alpha_on_brokers_and_controllers(cluster, ve
         files = [descriptor_pb2.FileDescriptorProto.FromString(b)
                  for b in described.file_descriptor_response.file_descriptor_proto]
         assert any(s.name == service.rsplit(".", 1)[1] for f in files for s in f.service)
+
+
+def test_metadata_names_the_real_cluster_id_and_active_controller(tmp_path):
+    """Metadata used to answer cluster_id "kanal" and controller_id -1 whatever the cluster was."""
+    from kanal.deploy.local_cluster import LocalCluster
+    from kanal.v1 import admin_pb2
+
+    from .conftest import BROKER_FLAGS, CONTROLLER_FLAGS
+
+    with LocalCluster(tmp_path, controllers=1, brokers=1, broker_flags=BROKER_FLAGS,
+                      controller_flags=[*CONTROLLER_FLAGS, "--cluster-id", "orders-eu-7"]) as cluster:
+        cluster.start(timeout_s=90)
+        with grpc.insecure_channel(cluster.brokers[0].endpoint) as channel:
+            stub = broker_pb2_grpc.BrokerStub(channel)
+            quorum = stub.DescribeCluster(admin_pb2.DescribeClusterRequest(), timeout=10).quorum
+            reply = wait_until(lambda: (r := stub.Metadata(broker_pb2.MetadataRequest(), timeout=10))
+                               .controller_id >= 0 and r, 30, "the broker to hear from the active controller")
+        assert reply.cluster_id == "orders-eu-7"
+        assert reply.controller_id == quorum.leader_id == cluster.controllers[0].node_id

@@ -49,7 +49,7 @@ class Harness:
 
     # -- brokers -----------------------------------------------------------------------------------
 
-    def register(self, broker_id: int, rack: str = "", incarnation: str | None = None) -> int:
+    def register(self, broker_id: int, rack: str = "", incarnation: str | None = None, directory: str = "") -> int:
         reply = self.commit(
             decide_register_broker(
                 self.image,
@@ -58,6 +58,7 @@ class Harness:
                     incarnation_id=incarnation or f"inc-{broker_id}-{self._requests}",
                     endpoint=f"broker{broker_id}:9092",
                     rack=rack,
+                    directory_id=directory or f"dir-{broker_id}",
                 ),
                 **self.ctx(f"broker-{broker_id}"),
             )

@@ -24,12 +24,17 @@ def request(h, broker_id, *items, broker_epoch=None):
     return controller_pb2.AlterPartitionRequest(broker_id=broker_id, broker_epoch=epoch, items=items)
 
 
-def item(topic, pid, new_isr, *, leader_epoch=None, partition_epoch=None) -> Item:
+def item(topic, pid, new_isr, *, leader_epoch=None, partition_epoch=None, image=None, epochs=None) -> Item:
+    """An AlterPartition item; with `image`, each member's current broker epoch (what a leader that saw
+    it fetch sends), unless `epochs` gives them."""
     p = topic.partitions[pid]
+    if epochs is None and image is not None:
+        epochs = [image.brokers[b].broker_epoch if b in image.brokers else -1 for b in new_isr]
     return Item(
         topic_id=topic.topic_id,
         partition_id=pid,
         new_isr=new_isr,
+        new_isr_broker_epochs=epochs or [],
         leader_epoch=p.leader_epoch if leader_epoch is None else leader_epoch,
         partition_epoch=p.partition_epoch if partition_epoch is None else partition_epoch,
     )
@@ -61,7 +66,7 @@ def test_shrink_then_expand(setup) -> None:
     h.commit(decision)
     p = h.image.topics["t"].partitions[0]
     assert (p.isr, p.leader_epoch, p.partition_epoch) == ((leader, f1), 0, 1)
-    decision = decide(h, request(h, leader, item(topic, 0, [leader, f1, f2])))
+    decision = decide(h, request(h, leader, item(topic, 0, [leader, f1, f2], image=h.image)))
     assert decision.records[0].partition_change.cause == m.CAUSE_ISR_EXPAND
     h.commit(decision)
     assert h.image.topics["t"].partitions[0].partition_epoch == 2

@@ -84,7 +84,7 @@ def test_same_incarnation_again_is_a_retry(cluster3) -> None:
     decision = decide_register_broker(
         h.image,
         controller_pb2.RegisterBrokerRequest(
-            broker_id=1, incarnation_id=reg.incarnation_id, endpoint=reg.endpoint
+            broker_id=1, incarnation_id=reg.incarnation_id, endpoint=reg.endpoint, directory_id=reg.directory_id
         ),
         **h.ctx(),
     )
@@ -205,7 +205,11 @@ def test_heartbeat_with_unknown_broker_or_stale_epoch(cluster3) -> None:
             h.image, controller_pb2.BrokerHeartbeatRequest(broker_id=broker_id, broker_epoch=epoch), **h.ctx()
         )
         assert decision.records == [] and decision.reply.error == ErrorCode.STALE_BROKER_EPOCH
-        assert "register again" in decision.reply.error_message
+        registered = h.image.brokers[broker_id].broker_epoch if broker_id in h.image.brokers else -1
+        assert decision.reply.registered_broker_epoch == registered
+        # Unknown: register again. Older than registered: another process has the id since; stop.
+        advice = "register again" if registered < 0 else "stop"
+        assert advice in decision.reply.error_message
 
 
 def test_controlled_shutdown_moves_leadership_then_is_ready(cluster3) -> None:
@@ -389,6 +393,7 @@ def test_preferred_leader_election_moves_leaders_home(cluster3) -> None:
                                 leader_epoch=p.leader_epoch,
                                 partition_epoch=p.partition_epoch,
                                 new_isr=[*p.isr, 1],
+                                new_isr_broker_epochs=[h.image.brokers[b].broker_epoch for b in [*p.isr, 1]],
                             )
                         ],
                     ),

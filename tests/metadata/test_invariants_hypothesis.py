@@ -224,6 +224,8 @@ class MetadataMachine(RuleBasedStateMachine):
                         topic_id=topic.topic_id,
                         partition_id=p.partition_id,
                         new_isr=new_isr,
+                        new_isr_broker_epochs=[self.image.brokers[b].broker_epoch if b in self.image.brokers
+                                               else -1 for b in new_isr],
                         leader_epoch=p.leader_epoch - stale_leader_epoch,
                         partition_epoch=p.partition_epoch - stale_partition_epoch,
                     )
@@ -250,6 +252,7 @@ class MetadataMachine(RuleBasedStateMachine):
                         leader_epoch=p.leader_epoch,
                         partition_epoch=p.partition_epoch,
                         new_isr=[*p.isr, *missing],
+                        new_isr_broker_epochs=[self.image.brokers[b].broker_epoch for b in [*p.isr, *missing]],
                     )
                 )
         for leader, items in sorted(by_leader.items()):

@@ -35,6 +35,23 @@ VECTOR_CRC = 0x302DE62B  # RecordBatch.crc of vector_batch()
 VECTOR_RECORDS_CRC = 0x5C172603  # CRC-32C of its serialized RecordList
 
 
+def protobuf_record_list(records: list[NewRecord], first_timestamp_ms: int) -> records_pb2.RecordList:
+    """The RecordList of `records` built with protobuf's own messages: the reference the hand encoder and
+    the vectors (test_crc_vectors.py) are held to."""
+    expected = records_pb2.RecordList()
+    for delta, rec in enumerate(records):
+        out = expected.records.add(offset_delta=delta, timestamp_delta_ms=rec.timestamp_ms - first_timestamp_ms)
+        if rec.key is not None:
+            out.key = rec.key
+        if rec.value is not None:
+            out.value = rec.value
+        for hkey, hvalue in rec.headers:
+            header = out.headers.add(key=hkey)
+            if hvalue is not None:
+                header.value = hvalue
+    return expected
+
+
 def vector_batch() -> bytes:
     return build_batch(VECTOR_RECORDS, producer_id=7, producer_epoch=1, base_sequence=3)
 
@@ -167,18 +184,7 @@ def test_hand_encoder_writes_exactly_what_protobuf_writes(records, many):
     if many:  # offset deltas beyond the small-varint table
         news = news * (20000 // len(news) + 1)
     first = news[0].timestamp_ms
-    expected = records_pb2.RecordList()
-    for delta, rec in enumerate(news):
-        out = expected.records.add(offset_delta=delta, timestamp_delta_ms=rec.timestamp_ms - first)
-        if rec.key is not None:
-            out.key = rec.key
-        if rec.value is not None:
-            out.value = rec.value
-        for hkey, hvalue in rec.headers:
-            header = out.headers.add(key=hkey)
-            if hvalue is not None:
-                header.value = hvalue
-    assert encode_record_list(news, first) == expected.SerializeToString()
+    assert encode_record_list(news, first) == protobuf_record_list(news, first).SerializeToString()
 
 
 @settings(max_examples=300, deadline=None)

@@ -35,6 +35,7 @@ from kanal.metadata.log_codec import LogBatch
 from kanal.raft.command import UNCONDITIONAL_OFFSET, ProposalId, ProposalIdSource, encode_command
 from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME, metadata_log_config, read_all
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc, metadata_pb2
+from kanal.v1.channel_options import channel_options
 
 T = TypeVar("T")
 
@@ -257,12 +258,12 @@ class Quorum:
     def stub(self, i: int) -> controller_pb2_grpc.ControllerStub:
         channel = self._channels.get(i)
         if channel is None:
-            channel = grpc.insecure_channel(self.endpoint(i))
+            channel = grpc.insecure_channel(self.endpoint(i), options=channel_options())
             self._channels[i] = channel
         return controller_pb2_grpc.ControllerStub(channel)
 
     def serving(self, i: int) -> bool:
-        channel = self._channels.get(i) or grpc.insecure_channel(self.endpoint(i))
+        channel = self._channels.get(i) or grpc.insecure_channel(self.endpoint(i), options=channel_options())
         self._channels[i] = channel
         reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
         return reply.status == health_pb2.HealthCheckResponse.SERVING
@@ -453,7 +454,8 @@ class AdminWriter:
 
     - acked: the call succeeded and every topic's result is NONE — the topics must exist;
     - failed: the controller answered NOT_CONTROLLER or CONTROLLER_NOT_AVAILABLE, which it only does
-      when nothing was proposed or the proposal was rejected for good — the topics must not exist;
+      when nothing was proposed or the proposal was rejected for good, or no connection could be made to
+      any candidate (the request was never sent) — the topics must not exist;
     - unknown: REQUEST_TIMED_OUT, or the call broke off (the controller died mid-call) — either way.
     """
 
@@ -490,6 +492,8 @@ class AdminWriter:
                 self.last_error = f"controller {i}: {exc.code()} {code} {exc.details()}"
                 if code in (16, 53):  # NOT_CONTROLLER, CONTROLLER_NOT_AVAILABLE: certainly not applied
                     continue
+                if exc.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or ""):
+                    continue  # never sent: the connection was not made (a controller that just died)
                 outcome = "unknown"  # REQUEST_TIMED_OUT, or the call broke off
                 break
             errors = {r.error for r in reply.results}

@@ -276,7 +276,8 @@ def test_silent_broker_is_fenced_after_the_session_timeout_and_unfenced_when_bac
 
 
 def test_activation_starts_every_session_at_its_own_time(setup, fake_clock):
-    store, controller, raft = setup("--session-timeout-ms", "1000")
+    store, controller, raft = setup("--session-timeout-ms", "1000", "--election-timeout-ms", "150",
+                                    "--raft-heartbeat-interval-ms", "40")
     controller.step()
     _live_brokers(controller)
     # Failover: a new term; the new controller heard no heartbeat yet, and must not fence anyone at once.
@@ -284,6 +285,59 @@ def test_activation_starts_every_session_at_its_own_time(setup, fake_clock):
     raft.current_term = 2
     controller.step()
     assert controller.epoch == 2
+    assert store.read(lambda image: all(image.is_live(b) for b in (1, 2, 3)))
+    fake_clock.advance(1_001)
+    controller.step()
+    assert store.read(lambda image: not any(image.is_live(b) for b in (1, 2, 3)))
+
+
+def test_registration_reply_says_the_session_timeout(setup):
+    _, controller, _ = setup("--session-timeout-ms", "9000")
+    controller.step()
+    reply = controller.register_broker(
+        controller_pb2.RegisterBrokerRequest(broker_id=7, incarnation_id="i7", endpoint="h:7"),
+        request_id="reg-7", deadline_s=_deadline(),
+    )
+    assert reply.error == 0 and reply.session_timeout_ms == 9000
+
+
+def test_a_controller_active_again_gives_every_broker_a_full_session_from_its_new_takeover(setup, fake_clock):
+    """Session times kept from an earlier term are forgotten: the brokers may have heartbeated another
+    controller in between, which this one never heard."""
+    store, controller, raft = setup("--session-timeout-ms", "1000", "--election-timeout-ms", "150",
+                                    "--raft-heartbeat-interval-ms", "40")
+    controller.step()
+    _live_brokers(controller)
+    fake_clock.advance(100)
+    raft.leader, raft.leader_at = False, "127.0.0.1:7002"
+    controller.step()
+    assert controller.epoch is None
+    fake_clock.advance(800)  # another controller was active meanwhile; brokers heartbeated it
+    raft.leader, raft.leader_at, raft.current_term = True, "127.0.0.1:7001", 3
+    controller.step()
+    assert controller.epoch == 3
+    fake_clock.advance(999)  # 1,899 ms after the brokers were last heard here; 999 ms after the takeover
+    controller.step()
+    assert store.read(lambda image: all(image.is_live(b) for b in (1, 2, 3)))
+    fake_clock.advance(2)
+    controller.step()
+    assert store.read(lambda image: not any(image.is_live(b) for b in (1, 2, 3)))
+
+
+def test_a_stalled_controller_steps_back_and_takes_over_again_with_fresh_sessions(setup, fake_clock):
+    """A SIGSTOPped active controller, resumed, must not fence brokers it could not hear while stopped."""
+    store, controller, _ = setup("--session-timeout-ms", "1000", "--election-timeout-ms", "150",
+                                    "--raft-heartbeat-interval-ms", "40")
+    controller.step()
+    _live_brokers(controller)
+    controller.note_stall(150)  # not more than an election timeout: nothing happens
+    assert controller.epoch == 1
+    fake_clock.advance(5_000)
+    controller.note_stall(5_000)
+    assert controller.epoch is None and not controller.is_active()
+    controller.step()  # still the Raft leader: it takes over again
+    assert controller.epoch == 1
+    controller.step()
     assert store.read(lambda image: all(image.is_live(b) for b in (1, 2, 3)))
     fake_clock.advance(1_001)
     controller.step()

@@ -21,7 +21,8 @@ def _fenced(q, i):
 def test_silent_broker_is_fenced_its_leaderships_move_and_it_is_unfenced_when_back(
     quorum_factory, fake_brokers_factory, replay_log, wait
 ):
-    q = quorum_factory(extra_args=["--session-timeout-ms", "1500", "--session-check-interval-ms", "50"])
+    q = quorum_factory(extra_args=["--session-timeout-ms", "1500", "--session-check-interval-ms", "50",
+                                         "--election-timeout-ms", "200"])
     active = q.wait_active()
     brokers = fake_brokers_factory(q)
     brokers.register_live([1, 2, 3])

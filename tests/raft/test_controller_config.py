@@ -37,7 +37,7 @@ def test_valid_flags_and_defaults():
     assert config.session_timeout_ms == 9_000
     assert config.election_timeout_ms_max == 2 * config.election_timeout_ms
     # leaderFallbackTimeout is a few election timeouts, far below pysyncobj's 30 s.
-    assert config.leader_fallback_timeout_ms == 3 * config.election_timeout_ms_max < 30_000
+    assert config.leader_fallback_timeout_ms == 2 * config.election_timeout_ms_max < 30_000
     with_secret = parse_controller_args(_args(**{"--cluster-secret": "abcdefgh-secret"}))
     assert with_secret.cluster_secret == "abcdefgh-secret"
     assert "abcdefgh-secret" not in repr(with_secret)
@@ -94,3 +94,31 @@ def test_a_secret_without_the_cryptography_package_is_a_usage_error(monkeypatch,
     monkeypatch.setattr(pysyncobj, "HAS_CRYPTO", False)
     assert main([*_args(), "--cluster-secret", "long-enough-secret"]) == 2
     assert "needs the 'cryptography' package" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("session_ms", "election_ms", "ok"),
+    [
+        ("9000", "500", True),  # the defaults: 2,000 + 1,000 < 9,000
+        ("2000", "300", True),  # the cluster tests: 1,200 + 600 < 2,000
+        ("2000", "333", True),  # 1,332 + 666 = 1,998 < 2,000
+        ("2000", "334", False),  # 1,336 + 668 = 2,004
+        ("3000", "500", False),  # 2,000 + 1,000 = 3,000: not below
+    ],
+)
+def test_session_timeout_must_exceed_leader_fallback_plus_an_election(session_ms, election_ms, ok):
+    """A controller cut off from the quorum answers heartbeats until pysyncobj's leaderFallbackTimeout
+    makes it step down; brokers need the rest of the session to reach the new active controller."""
+    flags = _args(**{"--session-timeout-ms": session_ms, "--election-timeout-ms": election_ms,
+                     "--raft-heartbeat-interval-ms": "50"})
+    if ok:
+        config = parse_controller_args(flags)
+        assert config.leader_fallback_timeout_ms + config.election_timeout_ms_max < config.session_timeout_ms
+        return
+    with pytest.raises(ControllerConfigError) as info:
+        parse_controller_args(flags)
+    message = str(info.value)
+    assert message.startswith(f"--session-timeout-ms ({session_ms}) must exceed the leader fallback timeout")
+    # It names the way out: the largest session timeout that is not enough, the election timeout to stay below.
+    assert "raise --session-timeout-ms above" in message and "lower --election-timeout-ms below" in message
+    assert "\n" not in message

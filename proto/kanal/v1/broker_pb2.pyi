@@ -193,20 +193,22 @@ class MetadataRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PartitionMetadata(_message.Message):
-    __slots__ = ("partition", "error", "leader", "leader_epoch", "replicas", "isr")
+    __slots__ = ("partition", "error", "leader", "leader_epoch", "replicas", "isr", "offline_reason")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ISR_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_REASON_FIELD_NUMBER: _ClassVar[int]
     partition: int
     error: _errors_pb2.ErrorCode
     leader: int
     leader_epoch: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
     isr: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ...) -> None: ...
+    offline_reason: str
+    def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., offline_reason: _Optional[str] = ...) -> None: ...
 
 class TopicMetadata(_message.Message):
     __slots__ = ("name", "error", "topic_id", "partitions", "is_internal")

@@ -18,30 +18,38 @@ class ControllerHint(_message.Message):
     def __init__(self, controller_id: _Optional[int] = ..., endpoint: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("broker_id", "incarnation_id", "endpoint", "rack", "metrics_endpoint")
+    __slots__ = ("broker_id", "incarnation_id", "endpoint", "rack", "metrics_endpoint", "directory_id")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     RACK_FIELD_NUMBER: _ClassVar[int]
     METRICS_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     incarnation_id: str
     endpoint: str
     rack: str
     metrics_endpoint: str
-    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., metrics_endpoint: _Optional[str] = ...) -> None: ...
+    directory_id: str
+    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., metrics_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
-    __slots__ = ("error", "error_message", "broker_epoch", "active_controller")
+    __slots__ = ("error", "error_message", "broker_epoch", "active_controller", "session_timeout_ms", "cluster_id", "controller_id")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     error_message: str
     broker_epoch: int
     active_controller: ControllerHint
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ...) -> None: ...
+    session_timeout_ms: int
+    cluster_id: str
+    controller_id: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., session_timeout_ms: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
     __slots__ = ("broker_id", "broker_epoch", "metadata_offset", "want_shutdown")
@@ -56,7 +64,7 @@ class BrokerHeartbeatRequest(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., metadata_offset: _Optional[int] = ..., want_shutdown: _Optional[bool] = ...) -> None: ...
 
 class BrokerHeartbeatResponse(_message.Message):
-    __slots__ = ("error", "error_message", "fenced", "metadata_end_offset", "active_controller", "controller_epoch", "shutdown_ready")
+    __slots__ = ("error", "error_message", "fenced", "metadata_end_offset", "active_controller", "controller_epoch", "shutdown_ready", "controller_id", "registered_broker_epoch")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     FENCED_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +72,8 @@ class BrokerHeartbeatResponse(_message.Message):
     ACTIVE_CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_READY_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     error_message: str
     fenced: bool
@@ -71,7 +81,9 @@ class BrokerHeartbeatResponse(_message.Message):
     active_controller: ControllerHint
     controller_epoch: int
     shutdown_ready: bool
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., fenced: _Optional[bool] = ..., metadata_end_offset: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., controller_epoch: _Optional[int] = ..., shutdown_ready: _Optional[bool] = ...) -> None: ...
+    controller_id: int
+    registered_broker_epoch: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., fenced: _Optional[bool] = ..., metadata_end_offset: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., controller_epoch: _Optional[int] = ..., shutdown_ready: _Optional[bool] = ..., controller_id: _Optional[int] = ..., registered_broker_epoch: _Optional[int] = ...) -> None: ...
 
 class FetchMetadataRequest(_message.Message):
     __slots__ = ("offset", "max_bytes", "max_wait_ms")
@@ -102,18 +114,20 @@ class FetchMetadataResponse(_message.Message):
 class AlterPartitionRequest(_message.Message):
     __slots__ = ("broker_id", "broker_epoch", "items")
     class Item(_message.Message):
-        __slots__ = ("topic_id", "partition_id", "leader_epoch", "partition_epoch", "new_isr")
+        __slots__ = ("topic_id", "partition_id", "leader_epoch", "partition_epoch", "new_isr", "new_isr_broker_epochs")
         TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
         PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
         LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
         PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
         NEW_ISR_FIELD_NUMBER: _ClassVar[int]
+        NEW_ISR_BROKER_EPOCHS_FIELD_NUMBER: _ClassVar[int]
         topic_id: str
         partition_id: int
         leader_epoch: int
         partition_epoch: int
         new_isr: _containers.RepeatedScalarFieldContainer[int]
-        def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ...) -> None: ...
+        new_isr_broker_epochs: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ..., new_isr_broker_epochs: _Optional[_Iterable[int]] = ...) -> None: ...
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
@@ -166,6 +180,24 @@ class AllocateProducerIdsResponse(_message.Message):
     block_size: int
     active_controller: ControllerHint
     def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., first_producer_id: _Optional[int] = ..., block_size: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ...) -> None: ...
+
+class RegisterControllerRequest(_message.Message):
+    __slots__ = ("controller_id", "directory_id")
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    controller_id: int
+    directory_id: str
+    def __init__(self, controller_id: _Optional[int] = ..., directory_id: _Optional[str] = ...) -> None: ...
+
+class RegisterControllerResponse(_message.Message):
+    __slots__ = ("error", "error_message", "active_controller")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.ErrorCode
+    error_message: str
+    active_controller: ControllerHint
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ...) -> None: ...
 
 class DescribeMetadataImageRequest(_message.Message):
     __slots__ = ()

@@ -106,6 +106,11 @@ class ControllerStub:
                 request_serializer=kanal_dot_v1_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
                 response_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
+        self.RegisterController = channel.unary_unary(
+                '/kanal.v1.Controller/RegisterController',
+                request_serializer=kanal_dot_v1_dot_controller__pb2.RegisterControllerRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_controller__pb2.RegisterControllerResponse.FromString,
+                _registered_method=True)
         self.DescribeMetadataImage = channel.unary_unary(
                 '/kanal.v1.Controller/DescribeMetadataImage',
                 request_serializer=kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageRequest.SerializeToString,
@@ -215,6 +220,14 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RegisterController(self, request, context):
+        """A controller records its data directory id in the metadata log (sent by each controller to the
+        active one after start; see ControllerRegistrationRecord).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DescribeMetadataImage(self, request, context):
         """The committed image this controller holds in memory (any controller answers with its own).
         """
@@ -294,6 +307,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.DescribeCluster,
                     request_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeClusterRequest.FromString,
                     response_serializer=kanal_dot_v1_dot_admin__pb2.DescribeClusterResponse.SerializeToString,
+            ),
+            'RegisterController': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterController,
+                    request_deserializer=kanal_dot_v1_dot_controller__pb2.RegisterControllerRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_controller__pb2.RegisterControllerResponse.SerializeToString,
             ),
             'DescribeMetadataImage': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeMetadataImage,
@@ -680,6 +698,33 @@ class Controller:
             '/kanal.v1.Controller/DescribeCluster',
             kanal_dot_v1_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
             kanal_dot_v1_dot_admin__pb2.DescribeClusterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterController(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/RegisterController',
+            kanal_dot_v1_dot_controller__pb2.RegisterControllerRequest.SerializeToString,
+            kanal_dot_v1_dot_controller__pb2.RegisterControllerResponse.FromString,
             options,
             channel_credentials,
             insecure,

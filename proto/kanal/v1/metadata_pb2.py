@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17kanal/v1/metadata.proto\x12\x08kanal.v1\"\xa1\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\t\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x0e\n\x06\x66\x65nced\x18\x06 \x01(\x08\x12\x18\n\x10metrics_endpoint\x18\x07 \x01(\t\"i\n\x1e\x42rokerRegistrationChangeRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x0e\n\x06\x66\x65nced\x18\x03 \x01(\x08\x12\x0e\n\x06reason\x18\x04 \x01(\t\"A\n\x16UnregisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"-\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\t\"\x97\x01\n\x0fPartitionRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x07 \x01(\x05\"!\n\x0bReplicaList\x12\x12\n\nbroker_ids\x18\x01 \x03(\x05\"\xc2\x01\n\x15PartitionChangeRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x13\n\x06leader\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\"\n\x03isr\x18\x04 \x01(\x0b\x32\x15.kanal.v1.ReplicaList\x12-\n\x05\x63\x61use\x18\x05 \x01(\x0e\x32\x1e.kanal.v1.PartitionChangeCause\x12\x0e\n\x06reason\x18\x06 \x01(\tB\t\n\x07_leader\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\"\x85\x01\n\x0c\x43onfigRecord\x12\x33\n\rresource_type\x18\x01 \x01(\x0e\x32\x1c.kanal.v1.ConfigResourceType\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\"h\n\x11\x43lientQuotaRecord\x12\x13\n\x0b\x65ntity_type\x18\x01 \x01(\t\x12\x13\n\x0b\x65ntity_name\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\x01H\x00\x88\x01\x01\x42\x08\n\x06_value\"V\n\x11ProducerIdsRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x18\n\x10next_producer_id\x18\x03 \x01(\x03\"\x0c\n\nNoOpRecord\"\xa1\x05\n\x0eMetadataRecord\x12\x0f\n\x07time_ms\x18\x01 \x01(\x03\x12\x11\n\tprincipal\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x39\n\x0fregister_broker\x18\n \x01(\x0b\x32\x1e.kanal.v1.RegisterBrokerRecordH\x00\x12N\n\x1a\x62roker_registration_change\x18\x0b \x01(\x0b\x32(.kanal.v1.BrokerRegistrationChangeRecordH\x00\x12=\n\x11unregister_broker\x18\x0c \x01(\x0b\x32 .kanal.v1.UnregisterBrokerRecordH\x00\x12&\n\x05topic\x18\r \x01(\x0b\x32\x15.kanal.v1.TopicRecordH\x00\x12.\n\tpartition\x18\x0e \x01(\x0b\x32\x19.kanal.v1.PartitionRecordH\x00\x12;\n\x10partition_change\x18\x0f \x01(\x0b\x32\x1f.kanal.v1.PartitionChangeRecordH\x00\x12\x33\n\x0cremove_topic\x18\x10 \x01(\x0b\x32\x1b.kanal.v1.RemoveTopicRecordH\x00\x12(\n\x06\x63onfig\x18\x11 \x01(\x0b\x32\x16.kanal.v1.ConfigRecordH\x00\x12\x33\n\x0c\x63lient_quota\x18\x12 \x01(\x0b\x32\x1b.kanal.v1.ClientQuotaRecordH\x00\x12\x33\n\x0cproducer_ids\x18\x13 \x01(\x0b\x32\x1b.kanal.v1.ProducerIdsRecordH\x00\x12%\n\x05no_op\x18\x14 \x01(\x0b\x32\x14.kanal.v1.NoOpRecordH\x00\x42\x08\n\x06record\"T\n\rMetadataBatch\x12\x18\n\x10\x63ontroller_epoch\x18\x01 \x01(\x03\x12)\n\x07records\x18\x02 \x03(\x0b\x32\x18.kanal.v1.MetadataRecord\"l\n\x10MetadataSnapshot\x12\x13\n\x0bnext_offset\x18\x01 \x01(\x03\x12\x18\n\x10\x63ontroller_epoch\x18\x02 \x01(\x03\x12)\n\x07records\x18\x03 \x03(\x0b\x32\x18.kanal.v1.MetadataRecord*\xe2\x01\n\x14PartitionChangeCause\x12\x15\n\x11\x43\x41USE_UNSPECIFIED\x10\x00\x12\x14\n\x10\x43\x41USE_ISR_SHRINK\x10\x01\x12\x14\n\x10\x43\x41USE_ISR_EXPAND\x10\x02\x12\x17\n\x13\x43\x41USE_LEADER_FENCED\x10\x03\x12\x18\n\x14\x43\x41USE_REPLICA_FENCED\x10\x04\x12\x1a\n\x16\x43\x41USE_LEADER_RECOVERED\x10\x05\x12\x1c\n\x18\x43\x41USE_PREFERRED_ELECTION\x10\x06\x12\x1a\n\x16\x43\x41USE_UNCLEAN_ELECTION\x10\x07*l\n\x12\x43onfigResourceType\x12\x1f\n\x1b\x43ONFIG_RESOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43ONFIG_RESOURCE_TOPIC\x10\x01\x12\x1a\n\x16\x43ONFIG_RESOURCE_BROKER\x10\x02\x42.\n\x0c\x64\x65v.kanal.v1Z\x1ekanal.dev/api/kanal/v1;kanalv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17kanal/v1/metadata.proto\x12\x08kanal.v1\"\xb7\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\t\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x0e\n\x06\x66\x65nced\x18\x06 \x01(\x08\x12\x18\n\x10metrics_endpoint\x18\x07 \x01(\t\x12\x14\n\x0c\x64irectory_id\x18\x08 \x01(\t\"i\n\x1e\x42rokerRegistrationChangeRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x0e\n\x06\x66\x65nced\x18\x03 \x01(\x08\x12\x0e\n\x06reason\x18\x04 \x01(\t\"A\n\x16UnregisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"-\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\t\"\xb2\x01\n\x0fPartitionRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x07 \x01(\x05\x12\x19\n\x11isr_directory_ids\x18\x08 \x03(\t\"!\n\x0bReplicaList\x12\x12\n\nbroker_ids\x18\x01 \x03(\x05\"\xdd\x01\n\x15PartitionChangeRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x13\n\x06leader\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\"\n\x03isr\x18\x04 \x01(\x0b\x32\x15.kanal.v1.ReplicaList\x12-\n\x05\x63\x61use\x18\x05 \x01(\x0e\x32\x1e.kanal.v1.PartitionChangeCause\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x19\n\x11isr_directory_ids\x18\x07 \x03(\tB\t\n\x07_leader\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\"\x85\x01\n\x0c\x43onfigRecord\x12\x33\n\rresource_type\x18\x01 \x01(\x0e\x32\x1c.kanal.v1.ConfigResourceType\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\"h\n\x11\x43lientQuotaRecord\x12\x13\n\x0b\x65ntity_type\x18\x01 \x01(\t\x12\x13\n\x0b\x65ntity_name\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\x01H\x00\x88\x01\x01\x42\x08\n\x06_value\"V\n\x11ProducerIdsRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x18\n\x10next_producer_id\x18\x03 \x01(\x03\"K\n\x1c\x43ontrollerRegistrationRecord\x12\x15\n\rcontroller_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x64irectory_id\x18\x02 \x01(\t\"\x0c\n\nNoOpRecord\"\xec\x05\n\x0eMetadataRecord\x12\x0f\n\x07time_ms\x18\x01 \x01(\x03\x12\x11\n\tprincipal\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x39\n\x0fregister_broker\x18\n \x01(\x0b\x32\x1e.kanal.v1.RegisterBrokerRecordH\x00\x12N\n\x1a\x62roker_registration_change\x18\x0b \x01(\x0b\x32(.kanal.v1.BrokerRegistrationChangeRecordH\x00\x12=\n\x11unregister_broker\x18\x0c \x01(\x0b\x32 .kanal.v1.UnregisterBrokerRecordH\x00\x12&\n\x05topic\x18\r \x01(\x0b\x32\x15.kanal.v1.TopicRecordH\x00\x12.\n\tpartition\x18\x0e \x01(\x0b\x32\x19.kanal.v1.PartitionRecordH\x00\x12;\n\x10partition_change\x18\x0f \x01(\x0b\x32\x1f.kanal.v1.PartitionChangeRecordH\x00\x12\x33\n\x0cremove_topic\x18\x10 \x01(\x0b\x32\x1b.kanal.v1.RemoveTopicRecordH\x00\x12(\n\x06\x63onfig\x18\x11 \x01(\x0b\x32\x16.kanal.v1.ConfigRecordH\x00\x12\x33\n\x0c\x63lient_quota\x18\x12 \x01(\x0b\x32\x1b.kanal.v1.ClientQuotaRecordH\x00\x12\x33\n\x0cproducer_ids\x18\x13 \x01(\x0b\x32\x1b.kanal.v1.ProducerIdsRecordH\x00\x12%\n\x05no_op\x18\x14 \x01(\x0b\x32\x14.kanal.v1.NoOpRecordH\x00\x12I\n\x17\x63ontroller_registration\x18\x15 \x01(\x0b\x32&.kanal.v1.ControllerRegistrationRecordH\x00\x42\x08\n\x06record\"T\n\rMetadataBatch\x12\x18\n\x10\x63ontroller_epoch\x18\x01 \x01(\x03\x12)\n\x07records\x18\x02 \x03(\x0b\x32\x18.kanal.v1.MetadataRecord\"l\n\x10MetadataSnapshot\x12\x13\n\x0bnext_offset\x18\x01 \x01(\x03\x12\x18\n\x10\x63ontroller_epoch\x18\x02 \x01(\x03\x12)\n\x07records\x18\x03 \x03(\x0b\x32\x18.kanal.v1.MetadataRecord*\xe2\x01\n\x14PartitionChangeCause\x12\x15\n\x11\x43\x41USE_UNSPECIFIED\x10\x00\x12\x14\n\x10\x43\x41USE_ISR_SHRINK\x10\x01\x12\x14\n\x10\x43\x41USE_ISR_EXPAND\x10\x02\x12\x17\n\x13\x43\x41USE_LEADER_FENCED\x10\x03\x12\x18\n\x14\x43\x41USE_REPLICA_FENCED\x10\x04\x12\x1a\n\x16\x43\x41USE_LEADER_RECOVERED\x10\x05\x12\x1c\n\x18\x43\x41USE_PREFERRED_ELECTION\x10\x06\x12\x1a\n\x16\x43\x41USE_UNCLEAN_ELECTION\x10\x07*l\n\x12\x43onfigResourceType\x12\x1f\n\x1b\x43ONFIG_RESOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43ONFIG_RESOURCE_TOPIC\x10\x01\x12\x1a\n\x16\x43ONFIG_RESOURCE_BROKER\x10\x02\x42.\n\x0c\x64\x65v.kanal.v1Z\x1ekanal.dev/api/kanal/v1;kanalv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,38 +32,40 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kanal.v1.metadata_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\014dev.kanal.v1Z\036kanal.dev/api/kanal/v1;kanalv1'
-  _globals['_PARTITIONCHANGECAUSE']._serialized_start=2064
-  _globals['_PARTITIONCHANGECAUSE']._serialized_end=2290
-  _globals['_CONFIGRESOURCETYPE']._serialized_start=2292
-  _globals['_CONFIGRESOURCETYPE']._serialized_end=2400
+  _globals['_PARTITIONCHANGECAUSE']._serialized_start=2292
+  _globals['_PARTITIONCHANGECAUSE']._serialized_end=2518
+  _globals['_CONFIGRESOURCETYPE']._serialized_start=2520
+  _globals['_CONFIGRESOURCETYPE']._serialized_end=2628
   _globals['_REGISTERBROKERRECORD']._serialized_start=38
-  _globals['_REGISTERBROKERRECORD']._serialized_end=199
-  _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_start=201
-  _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_end=306
-  _globals['_UNREGISTERBROKERRECORD']._serialized_start=308
-  _globals['_UNREGISTERBROKERRECORD']._serialized_end=373
-  _globals['_TOPICRECORD']._serialized_start=375
-  _globals['_TOPICRECORD']._serialized_end=420
-  _globals['_PARTITIONRECORD']._serialized_start=423
-  _globals['_PARTITIONRECORD']._serialized_end=574
-  _globals['_REPLICALIST']._serialized_start=576
-  _globals['_REPLICALIST']._serialized_end=609
-  _globals['_PARTITIONCHANGERECORD']._serialized_start=612
-  _globals['_PARTITIONCHANGERECORD']._serialized_end=806
-  _globals['_REMOVETOPICRECORD']._serialized_start=808
-  _globals['_REMOVETOPICRECORD']._serialized_end=845
-  _globals['_CONFIGRECORD']._serialized_start=848
-  _globals['_CONFIGRECORD']._serialized_end=981
-  _globals['_CLIENTQUOTARECORD']._serialized_start=983
-  _globals['_CLIENTQUOTARECORD']._serialized_end=1087
-  _globals['_PRODUCERIDSRECORD']._serialized_start=1089
-  _globals['_PRODUCERIDSRECORD']._serialized_end=1175
-  _globals['_NOOPRECORD']._serialized_start=1177
-  _globals['_NOOPRECORD']._serialized_end=1189
-  _globals['_METADATARECORD']._serialized_start=1192
-  _globals['_METADATARECORD']._serialized_end=1865
-  _globals['_METADATABATCH']._serialized_start=1867
-  _globals['_METADATABATCH']._serialized_end=1951
-  _globals['_METADATASNAPSHOT']._serialized_start=1953
-  _globals['_METADATASNAPSHOT']._serialized_end=2061
+  _globals['_REGISTERBROKERRECORD']._serialized_end=221
+  _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_start=223
+  _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_end=328
+  _globals['_UNREGISTERBROKERRECORD']._serialized_start=330
+  _globals['_UNREGISTERBROKERRECORD']._serialized_end=395
+  _globals['_TOPICRECORD']._serialized_start=397
+  _globals['_TOPICRECORD']._serialized_end=442
+  _globals['_PARTITIONRECORD']._serialized_start=445
+  _globals['_PARTITIONRECORD']._serialized_end=623
+  _globals['_REPLICALIST']._serialized_start=625
+  _globals['_REPLICALIST']._serialized_end=658
+  _globals['_PARTITIONCHANGERECORD']._serialized_start=661
+  _globals['_PARTITIONCHANGERECORD']._serialized_end=882
+  _globals['_REMOVETOPICRECORD']._serialized_start=884
+  _globals['_REMOVETOPICRECORD']._serialized_end=921
+  _globals['_CONFIGRECORD']._serialized_start=924
+  _globals['_CONFIGRECORD']._serialized_end=1057
+  _globals['_CLIENTQUOTARECORD']._serialized_start=1059
+  _globals['_CLIENTQUOTARECORD']._serialized_end=1163
+  _globals['_PRODUCERIDSRECORD']._serialized_start=1165
+  _globals['_PRODUCERIDSRECORD']._serialized_end=1251
+  _globals['_CONTROLLERREGISTRATIONRECORD']._serialized_start=1253
+  _globals['_CONTROLLERREGISTRATIONRECORD']._serialized_end=1328
+  _globals['_NOOPRECORD']._serialized_start=1330
+  _globals['_NOOPRECORD']._serialized_end=1342
+  _globals['_METADATARECORD']._serialized_start=1345
+  _globals['_METADATARECORD']._serialized_end=2093
+  _globals['_METADATABATCH']._serialized_start=2095
+  _globals['_METADATABATCH']._serialized_end=2179
+  _globals['_METADATASNAPSHOT']._serialized_start=2181
+  _globals['_METADATASNAPSHOT']._serialized_end=2289
 # @@protoc_insertion_point(module_scope)

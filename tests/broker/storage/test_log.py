@@ -339,3 +339,28 @@ def test_config_from_topic_configs_rejects_bad_values():
         with pytest.raises(KanalError) as err:
             LogConfig.from_topic_configs(bad)
         assert err.value.code == ErrorCode.INVALID_CONFIG
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage"])
+def test_a_lost_leader_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path, damage):
+    """Without the checkpoint the cache came back empty after a clean shutdown, which switched divergence
+    detection off for the replica: a follower could keep a tail a new leader never had."""
+    config = LogConfig(segment_bytes_max=2048, batch_bytes_max=1024)
+    log = Log.open(tmp_path / "t-0", config)
+    for epoch in (0, 0, 2, 2, 2, 5):
+        log.append(batch(2, size=200), leader_epoch=epoch, now_ms=NOW)
+    expected = log.epoch_cache.entries()
+    assert expected == [(0, 0), (2, 4), (5, 10)] and len(log.segments) > 1
+    log.close()
+    checkpoint = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    if damage == "missing":
+        checkpoint.unlink()
+    else:
+        checkpoint.write_text("0\n3\nnot numbers\n")
+    reopened = Log.open(tmp_path / "t-0", config)
+    try:
+        assert reopened.epoch_cache.entries() == expected
+        assert reopened.log_end_offset == 12
+        assert reopened.end_offset_for_epoch(2) == (2, 10)
+    finally:
+        reopened.close()

@@ -1,0 +1,58 @@
+"""Produce throughput of two checkouts side by side: before and after a change, in alternating rounds.
+
+    python benchmarks/ab_produce.py --before /work/main/.venv/bin/python --after .venv/bin/python \\
+        [--rounds 5] [--seconds 5] [--clusters one]
+
+Each round runs `cluster_bench.py --quick --produce-only` once with each interpreter (its own editable
+install, so its own broker code), alternating which goes first. Prints one JSON object: every round's
+records/s per case, the medians of the rounds and after/before for each case (PERFORMANCE.md: a goal is
+judged on the median of five rounds, measured side by side).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+from pathlib import Path
+
+BENCH = Path(__file__).with_name("cluster_bench.py")
+
+
+def run(python: str, args) -> dict[str, int]:
+    out = subprocess.run([python, str(BENCH), "--quick", "--produce-only", "--seconds", str(args.seconds),
+                          "--clusters", args.clusters], check=False, capture_output=True, text=True, timeout=1800)
+    if out.returncode:
+        raise SystemExit(f"{python} {BENCH.name} failed:\n{out.stderr[-3000:]}")
+    result = json.loads(out.stdout)
+    figures = {}
+    for cluster in ("one_broker_acks_1", "three_brokers_acks_all_rf3"):
+        for case, value in result.get(cluster, {}).get("100B", {}).items():
+            figures[f"{cluster}.{case}"] = value["records_s"]
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True, help="python of the checkout before the change")
+    parser.add_argument("--after", required=True, help="python of the checkout after the change")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--clusters", default="one")
+    args = parser.parse_args()
+    rounds = []
+    for i in range(args.rounds):
+        order = [("before", args.before), ("after", args.after)]
+        if i % 2:
+            order.reverse()
+        rounds.append({name: run(python, args) for name, python in order})
+    cases = sorted(rounds[0]["before"])
+    medians = {side: {c: statistics.median(r[side][c] for r in rounds) for c in cases} for side in ("before", "after")}
+    print(json.dumps({"benchmark": "ab_produce", "rounds": rounds, "medians": medians,
+                      "after_vs_before": {c: round(medians["after"][c] / medians["before"][c], 3) for c in cases}},
+                     indent=2))
+
+
+if __name__ == "__main__":
+    main()
