@@ -212,14 +212,18 @@ def _check_survivors(journal):
     assert [e[1] for e in journal] == list(range(1, 22))
 
 
-def test_unsynced_entries_are_lost_and_the_journal_still_opens(power_loss_fs):
-    fs = power_loss_fs()
+def _synced_journal_on(fs, entries: int):
     raft_dir = fs.mountpoint / "raft"
     raft_dir.mkdir()
     journal = DurableJournal(raft_dir)
-    for e in _entries(5):
+    for e in _entries(entries):
         journal.add(*e)
     journal.sync()
+    return fs, raft_dir, journal
+
+
+def test_unsynced_entries_are_lost_and_the_journal_still_opens(power_loss_fs):
+    fs, raft_dir, journal = _synced_journal_on(power_loss_fs(), 5)
     for e in _entries(5, first=6):
         journal.add(*e)  # never synced: never acknowledged
     _die(journal)
@@ -231,13 +235,7 @@ def test_unsynced_entries_are_lost_and_the_journal_still_opens(power_loss_fs):
 
 @pytest.mark.parametrize("keep_first", [0, 1, 6, 1000])
 def test_a_power_cut_during_compaction_leaves_the_old_journal_or_the_new_one(power_loss_fs, keep_first):
-    fs = power_loss_fs()
-    raft_dir = fs.mountpoint / "raft"
-    raft_dir.mkdir()
-    journal = DurableJournal(raft_dir)
-    for e in _entries(50):
-        journal.add(*e)
-    journal.sync()
+    fs, raft_dir, journal = _synced_journal_on(power_loss_fs(), 50)
     _die(journal)
     # The rewrite (write_journal_file) writes the new file, fsyncs it, then renames it: the power goes
     # after `keep_first` of its writes reached the disk, before its fsync.
