@@ -241,8 +241,7 @@ def test_a_power_cut_during_compaction_leaves_the_old_journal_or_the_new_one(pow
     # after `keep_first` of its writes reached the disk, before its fsync.
     with open(raft_dir / (JOURNAL_FILE_NAME + ".tmp"), "wb", buffering=0) as f:
         f.write(HEADER)
-        for e in _entries(10, first=41):
-            f.write(encode_record(*e))
+        f.writelines(encode_record(*e) for e in _entries(10, first=41))
     fs.cut_power(keep_first=keep_first)
     fs.mount()
     assert _indexes(raft_dir) == list(range(1, 51))  # the old journal, whole
