@@ -49,8 +49,12 @@ def log(message: str) -> None:
 class LocalQuorum:
     """Controller processes on loopback, started and stopped by PID."""
 
-    def __init__(self, base: Path, size: int, extra_args: list[str], secret: str | None = "kanal-bench-secret") -> None:
+    def __init__(
+        self, base: Path, size: int, extra_args: list[str], secret: str | None = "kanal-bench-secret",
+        python: str = sys.executable,
+    ) -> None:
         self.base = base
+        self.python = python  # the interpreter (and so the kanal install) the controllers run
         self.ids = list(range(1, size + 1))
         ports = _free_ports(2 * size)
         self.grpc = {i: ports[2 * i - 2] for i in self.ids}
@@ -65,7 +69,7 @@ class LocalQuorum:
             die_with_parent = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
             self.procs[i] = subprocess.Popen(
                 [
-                    *die_with_parent, sys.executable, "-m", "kanal.raft.controller_main",
+                    *die_with_parent, self.python, "-m", "kanal.raft.controller_main",
                     "--id", str(i), "--listen", f"127.0.0.1:{self.grpc[i]}", "--raft", f"127.0.0.1:{self.raft[i]}",
                     "--peers", self.peers, "--data-dir", str(self.base / f"controller-{i}"),
                     "--log-level", "WARNING", *self.extra_args,

@@ -8,9 +8,8 @@ and exit with status 2.
 
 Durability: the metadata log is fsynced before any write is acknowledged (group commit: one fsync for
 every batch applied together), so a machine crash cannot lose an acknowledged write on this controller.
-pysyncobj's own journal is written through mmap and not fsynced: after a machine crash a controller
-relies on the other voters for Raft entries it had not applied yet (a majority of machines crashing
-together can lose committed but not yet applied entries, a pysyncobj limit).
+The Raft journal and term/vote are fsynced before this controller acknowledges an entry or a vote
+(raft_journal.py, raft_durability.py), so committed entries survive a power loss of every controller.
 """
 
 from __future__ import annotations

@@ -10,14 +10,22 @@ keeps every offset (log start 0), so FetchMetadata can always serve a follower f
 
 Exactly once (MetadataLogWriter). pysyncobj replays its journal after a restart, so an entry can be
 applied again that the log already holds. The metadata offset is the key: a batch for base offset B is
-appended when the log ends at B, skipped when the log already goes past B (after checking that the
-stored batch is exactly the one being applied), and a log that ends before B has lost batches: a broken
-invariant that stops the controller.
+appended when the log ends at B, skipped when the log already goes past B and the stored batch at B is
+exactly the one being applied, and a log that ends before B has lost batches: a broken invariant that
+stops the controller.
+
+Repair of an unconfirmed tail. The caller applies committed batches in Raft order, so everything below B
+is confirmed by this run's Raft history. A stored batch at B that differs from the committed one was
+written from a Raft history that no longer exists (a majority lost unsynced Raft state in a power cut,
+before the Raft journal was made durable, or a disk that lied): the log is cut at B and the committed
+batch written in its place (WriteResult.REPLACED, logged at WARNING), instead of stopping the
+controller on every restart. The store never serves that tail before Raft confirms it (metadata_store.py).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from pathlib import Path
 
 from kanal.broker.storage.log import Log
@@ -25,6 +33,8 @@ from kanal.broker.storage.log_config import LogConfig
 from kanal.metadata.log_codec import LogBatch, encode_record_values, iter_batches
 from kanal.v1.batch import BROKER_SUFFIX_BYTES, iter_entries, read_broker_suffix
 from kanal.v1.error import ErrorCode, KanalError
+
+_log = logging.getLogger("kanal.raft.metadata_log")
 
 METADATA_LOG_DIR_NAME = "__cluster_metadata-0"
 # Segment size of the metadata log; a metadata batch is at most a few MiB.
@@ -120,6 +130,8 @@ class WriteResult(enum.Enum):
     APPENDED = "appended"
     # The log already held this batch (pysyncobj replayed an entry after a restart).
     ALREADY_WRITTEN = "already-written"
+    # The log held another batch at this offset, never confirmed by Raft: cut there, then appended.
+    REPLACED = "replaced"
 
 
 class MetadataLogWriter:
@@ -135,34 +147,66 @@ class MetadataLogWriter:
         base_offset = batch.base_offset
         producer_bytes = encode_record_values(batch.values, batch.timestamps_ms)
         if end == base_offset:
-            now_ms = max(batch.timestamps_ms)
-            info = self.log.append(producer_bytes, leader_epoch=batch.controller_epoch, now_ms=now_ms)
-            if info.base_offset != base_offset or info.last_offset != batch.end_offset - 1:
-                raise MetadataLogGapError(f"batch for offset {base_offset} landed at {info.base_offset}")
+            self._append(batch, producer_bytes)
             return WriteResult.APPENDED
         if end < base_offset:
             raise MetadataLogGapError(
                 f"the metadata log ends at offset {end} but the next applied batch starts at {base_offset}: "
                 f"{base_offset - end} metadata records are missing from {self.log.directory}"
             )
-        self._check_stored(base_offset, len(batch.values), producer_bytes)
-        return WriteResult.ALREADY_WRITTEN
+        stored_base, difference = self._difference(base_offset, len(batch.values), producer_bytes)
+        if difference is None:
+            return WriteResult.ALREADY_WRITTEN
+        if stored_base != base_offset:
+            # A stored batch straddles B: the caller's claim that everything below B is confirmed and
+            # this log disagree on batch boundaries. Nothing here can be cut safely.
+            raise MetadataLogGapError(f"at offset {base_offset}: {difference}")
+        # Everything below base_offset is confirmed (the caller applies in Raft order); the stored tail
+        # from here on is from a lost Raft history: cut it and write the committed batch.
+        _log.warning(
+            "the metadata log %s holds a batch at offset %d that Raft did not commit (%s): cutting the log "
+            "at %d (dropping %d unconfirmed records) and writing the committed batch",
+            self.log.directory, base_offset, difference, base_offset, end - base_offset,
+        )
+        self.trim_to(base_offset)
+        self._append(batch, producer_bytes)
+        return WriteResult.REPLACED
 
-    def _check_stored(self, base_offset: int, count: int, producer_bytes: bytes) -> None:
-        # A replayed batch must be exactly the stored one; anything else means this controller's log and
-        # its Raft journal tell different histories, and going on would serve a wrong log to brokers.
+    def _append(self, batch: LogBatch, producer_bytes: bytes) -> None:
+        base_offset = batch.base_offset
+        now_ms = max(batch.timestamps_ms)
+        info = self.log.append(producer_bytes, leader_epoch=batch.controller_epoch, now_ms=now_ms)
+        if info.base_offset != base_offset or info.last_offset != batch.end_offset - 1:
+            raise MetadataLogGapError(f"batch for offset {base_offset} landed at {info.base_offset}")
+
+    def trim_to(self, offset: int) -> int:
+        """Cut the log back to `offset` (nothing below it may go); how many records were dropped."""
+        end = self.log.log_end_offset
+        if end <= offset:
+            return 0
+        self.log.truncate_to(offset, high_watermark=offset)
+        if self.log.log_end_offset != offset:
+            raise MetadataLogGapError(
+                f"trimming the metadata log to {offset} left it ending at {self.log.log_end_offset}"
+            )
+        return end - offset
+
+    def _difference(self, base_offset: int, count: int, producer_bytes: bytes) -> tuple[int, str | None]:
+        """The base offset of the stored batch holding `base_offset`, and None when it is exactly the
+        batch being applied, else how it differs."""
         if base_offset < self.log.log_start_offset:
-            return  # below the log start there is nothing left to compare with
+            return base_offset, None  # below the log start there is nothing left to compare with
         data = self.log.read(base_offset, 1).data
         stored = next(iter_entries(data, verify_crc=False)).batch
         suffix = read_broker_suffix(stored)
         if suffix.base_offset != base_offset or suffix.last_offset != base_offset + count - 1:
-            raise MetadataLogGapError(
-                f"replayed batch [{base_offset}, {base_offset + count}) does not line up with the stored "
-                f"batch [{suffix.base_offset}, {suffix.last_offset + 1}]"
+            return suffix.base_offset, (
+                f"the committed batch [{base_offset}, {base_offset + count}) does not line up with the stored "
+                f"batch [{suffix.base_offset}, {suffix.last_offset + 1})"
             )
         if bytes(stored[: len(stored) - BROKER_SUFFIX_BYTES]) != producer_bytes:
-            raise MetadataLogGapError(f"the stored batch at offset {base_offset} differs from the replayed one")
+            return suffix.base_offset, "the stored batch differs from the committed one"
+        return suffix.base_offset, None
 
     def __repr__(self) -> str:
         return f"<MetadataLogWriter {self.log!r}>"

@@ -4,8 +4,18 @@ State:
 - `image`: kanal.metadata's MetadataImage of every applied batch (next_offset = metadata log end).
 - `last_proposal`: the proposal id of the last applied batch: the head of the chain that conditional
   commands name as their parent (command.py).
-- the metadata log (metadata_log.py) and its durable end: the offset below which every batch is fsynced.
+- the metadata log (metadata_log.py) and its durable end: the offset below which every batch is fsynced
+  AND confirmed by Raft in this run (applied from a committed entry, or part of an installed snapshot).
   Readers (FetchMetadata, heartbeat replies, write acknowledgements) only ever see durable offsets.
+
+Never serve an unconfirmed tail. After a restart the log may hold batches past what Raft has replayed
+so far (normal: the replay catches up and the writer checks them one by one), or past anything Raft will
+ever commit (a Raft history lost in a power cut before the journal was durable). So the durable end
+starts at 0 at start-up and follows the committed image (`image.next_offset`), never the log's end. A
+stored batch that Raft replaces is cut off with everything after it by the writer (metadata_log.py,
+"Repair"). No tail outlives the next leader: every new active controller commits a NoOp batch of its
+own term, which no earlier history holds, so when it applies, whatever the log still held from that
+offset on is cut.
 
 Writes come from one thread at a time, in Raft order: `apply` for each committed entry, `flush` after a
 group of them (one fsync for the group), `install` when pysyncobj loads a snapshot. Readers use
@@ -17,6 +27,7 @@ other controllers'.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -33,11 +44,13 @@ from kanal.metadata import (
 )
 from kanal.metadata.log_codec import LogBatch
 from kanal.raft.command import ProposalId, Verdict, decode_command, judge
-from kanal.raft.metadata_log import MetadataLogGapError, MetadataLogWriter, record_values
+from kanal.raft.metadata_log import MetadataLogGapError, MetadataLogWriter, WriteResult, record_values
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.metadata_pb2 import MetadataSnapshot
 
 T = TypeVar("T")
+
+_log = logging.getLogger("kanal.raft.store")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +84,9 @@ class MetadataStore:
         self._image = MetadataImage()
         self._last_proposal = ProposalId.NONE
         self._dirty = False
-        # Whatever the log holds at start was written by an earlier run and survived recovery.
-        self._durable_end = log.log_end_offset
+        # Nothing is confirmed by Raft yet: the replay (and snapshot load) moves this up.
+        self._durable_end = 0
+        self.replaced_batches = 0  # repairs made: stored batches the writer replaced
 
     def __repr__(self) -> str:
         return (
@@ -108,30 +122,32 @@ class MetadataStore:
             if not apply_batch(image, batch, base):
                 raise MetadataInvariantError(f"{command!r} was fenced by apply_batch after judge accepted it")
             self._last_proposal = command.proposal
-            self._writer.write(
+            result = self._writer.write(
                 LogBatch(base, batch.controller_epoch, tuple(values), tuple(r.time_ms for r in batch.records))
             )
+            if result is WriteResult.REPLACED:
+                self.replaced_batches += 1
             self._dirty = True
             return AppliedEntry(command.proposal, Verdict.APPLY, image.next_offset)
 
     def flush(self) -> int:
-        """fsync what was appended since the last flush and publish it to readers; the durable end.
+        """fsync what was appended since the last flush and publish it to readers; the durable end (the
+        committed image's end).
 
         The log may run ahead of the image (after a restart, until pysyncobj's replay reaches the log
-        end), never behind it."""
+        end), never behind it; what it holds past the image is not published."""
         with self._lock:
             if self._dirty:
                 self._sync_data()
                 self._dirty = False
             end = self._log.log_end_offset
-            if end < self._image.next_offset:
-                raise MetadataLogGapError(
-                    f"the metadata log ends at {end}, before the image at {self._image.next_offset}"
-                )
-            if self._durable_end != end:
-                self._durable_end = end
+            confirmed = self._image.next_offset
+            if end < confirmed:
+                raise MetadataLogGapError(f"the metadata log ends at {end}, before the image at {confirmed}")
+            if self._durable_end != confirmed:
+                self._durable_end = confirmed
                 self._durable.notify_all()
-            return end
+            return confirmed
 
     def _sync_data(self) -> None:
         """fdatasync the active segment's .log file only (Log.sync_data): one sync per group instead of
@@ -176,7 +192,7 @@ class MetadataStore:
             # writer skips them once it has checked they are the batches it holds.
             self._image = image
             self._last_proposal = last_proposal
-            self._durable_end = self._log.log_end_offset
+            self._durable_end = image.next_offset
             self._durable.notify_all()
 
     # -- the read side (any thread) ----------------------------------------------------------------

@@ -15,6 +15,10 @@
   heartbeat; `appendEntriesBatchSizeBytes` is above any entry, so a big entry is never split (pysyncobj's
   split path mislabels the last chunk for some sizes).
 
+- Durability (raft_durability.py, raft_journal.py): pysyncobj's mmap journal is replaced by
+  DurableJournal, and the journal is fsynced (one fdatasync per group of entries) before this node
+  acknowledges entries, asks for or grants a vote, or, as leader, counts its own log towards a commit.
+
 Threads: pysyncobj's tick thread runs the Raft protocol and calls the replicated method for each
 committed entry, which only queues it for the Applier (applier.py). The snapshot hooks also run on the
 tick thread; they drain the Applier first so the image matches pysyncobj's last applied entry.
@@ -36,7 +40,14 @@ from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.fatal import stop_process
 from kanal.raft.metadata_store import MetadataStore
 from kanal.raft.quorum_status import QuorumStatus, from_status
-from kanal.raft.raft_snapshot import RaftSnapshot, read_snapshot_file, write_snapshot_file
+from kanal.raft.raft_durability import DurableAcks, injected_journal
+from kanal.raft.raft_journal import JOURNAL_FILE_NAME, DurableJournal
+from kanal.raft.raft_snapshot import (
+    RaftSnapshot,
+    read_snapshot_file,
+    sync_file_and_directory,
+    write_snapshot_file,
+)
 
 _log = logging.getLogger("kanal.raft.node")
 
@@ -75,6 +86,8 @@ class RaftNode(SyncObj):
         self._kanal_on_state_changed = on_state_changed
         self._kanal_status_lock = threading.Lock()
         config.raft_dir.mkdir(parents=True, exist_ok=True)
+        self._kanal_journal = DurableJournal(config.raft_dir, fatal=stop_process)
+        self._kanal_acks = DurableAcks(self._kanal_journal)
         election_s = config.election_timeout_ms / 1000
         entry_bytes_max = 4 * config.metadata_batch_bytes_max
         conf = SyncObjConf(
@@ -99,7 +112,7 @@ class RaftNode(SyncObj):
             bindAddress=str(config.raft_bind),
             bindRetryTime=0.3,
             maxBindRetries=10,
-            journalFile=str(config.raft_dir / "journal"),
+            journalFile=str(config.raft_dir / JOURNAL_FILE_NAME),  # opened by kanal: DurableJournal
             fullDumpFile=str(config.raft_dir / "dump"),
             useFork=False,
             serializer=self._write_snapshot,
@@ -108,7 +121,15 @@ class RaftNode(SyncObj):
             dynamicMembershipChange=False,
             onStateChanged=lambda old, new: self._kanal_on_state_changed(),
         )
-        super().__init__(str(config.raft), [str(v.raft) for v in config.others], conf)
+        with injected_journal(self._kanal_journal):
+            super().__init__(
+                str(config.raft),
+                [str(v.raft) for v in config.others],
+                conf,
+                transportClass=self._kanal_acks.transport_class(),
+            )
+        if getattr(self, "_SyncObj__raftLog", None) is not self._kanal_journal:
+            raise RuntimeError("pysyncobj did not take kanal's durable journal (its constructor changed?)")
 
     def __repr__(self) -> str:
         return f"<RaftNode {self._kanal_config.raft} leader={self.leader_address()} term={self.raftCurrentTerm}>"
@@ -132,6 +153,16 @@ class RaftNode(SyncObj):
 
         self.apply_metadata_command(command, callback=callback)
 
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        # One journal sync, then the acks held back since the last tick; the leader counts its own log
+        # towards the commit index during the tick, after this sync (raft_durability.py).
+        self._kanal_acks.flush()
+        super()._onTick(timeToWait)
+
+    @property
+    def journal(self) -> DurableJournal:
+        return self._kanal_journal
+
     # -- snapshots ---------------------------------------------------------------------------------
 
     def _write_snapshot(self, path: str, raft_data: tuple[Any, ...]) -> None:
@@ -152,6 +183,9 @@ class RaftNode(SyncObj):
         # pysyncobj would log and carry on with a half-loaded state: any failure stops the process.
         try:
             snapshot = read_snapshot_file(Path(path))
+            # A dump received from the leader was written without fsync; the journal rewrite that
+            # follows this load relies on it, so make it durable first.
+            sync_file_and_directory(Path(path))
             if not self._kanal_applier.drain(_DRAIN_TIMEOUT_S):
                 raise TimeoutError("the applier did not catch up before a snapshot load")
             self._kanal_store.install(snapshot.metadata, snapshot.last_proposal, self._kanal_fetch_missing)

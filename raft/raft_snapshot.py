@@ -29,6 +29,7 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 
 from kanal.raft.command import ProposalId
+from kanal.raft.raft_vote_file import fsync_directory
 from kanal.v1.metadata_pb2 import MetadataSnapshot
 
 MAGIC = b"KRS1"
@@ -107,3 +108,13 @@ def write_snapshot_file(path: Path, snapshot: RaftSnapshot) -> None:
 
 def read_snapshot_file(path: Path) -> RaftSnapshot:
     return decode_snapshot(Path(path).read_bytes())
+
+
+def sync_file_and_directory(path: Path) -> None:
+    """fsync a file that someone else wrote, and its directory (its name)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_directory(path.parent)

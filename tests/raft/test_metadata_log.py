@@ -92,15 +92,32 @@ def test_replayed_batch_is_skipped_and_the_log_is_unchanged(tmp_path, log_factor
     assert read_all(reopened) == [*batches, third]
 
 
-def test_a_different_batch_at_a_written_offset_is_a_broken_invariant(tmp_path, log_factory):
+def test_a_different_batch_at_a_written_offset_replaces_the_unconfirmed_tail(tmp_path, log_factory):
+    # Issue 18: the log holds batches from a Raft history lost in a power cut; Raft now commits another
+    # batch at offset 2. The writer cuts the log there and writes the committed batch instead of stopping.
+    log = log_factory(tmp_path / "m")
+    writer = MetadataLogWriter(log)
+    first, lost_a, lost_b = _log_batch(0, 1, _records(2)), _log_batch(2, 1, _records(3)), _log_batch(5, 1, _records(1))
+    for b in (first, lost_a, lost_b):
+        writer.write(b)
+    committed = _log_batch(2, 2, _records(2, t0=77))  # same offset, other content, a newer epoch
+    assert writer.write(committed) is WriteResult.REPLACED
+    assert read_all(log) == [first, committed]
+    nxt = _log_batch(4, 2, _records(1, t0=90))
+    assert writer.write(nxt) is WriteResult.APPENDED
+    log.close()
+    reopened = log_factory(tmp_path / "m")
+    assert read_all(reopened) == [first, committed, nxt]
+    reopened.close()
+
+
+def test_a_committed_batch_straddling_a_stored_one_is_a_broken_invariant(tmp_path, log_factory):
     log = log_factory(tmp_path / "m")
     writer = MetadataLogWriter(log)
     writer.write(_log_batch(0, 1, _records(2)))
-    with pytest.raises(MetadataLogGapError):
-        writer.write(_log_batch(0, 1, _records(2, t0=77)))  # same offsets, other content
-    with pytest.raises(MetadataLogGapError):
+    with pytest.raises(MetadataLogGapError, match="line up"):
         writer.write(_log_batch(1, 1, _records(1)))  # does not start at a batch boundary
-    assert log.log_end_offset == 2
+    assert log.log_end_offset == 2  # nothing was cut
 
 
 def test_a_gap_is_a_broken_invariant_and_writes_nothing(tmp_path, log_factory):

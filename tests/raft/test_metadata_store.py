@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from kanal.metadata import MetadataInvariantError, image_to_snapshot
+from kanal.metadata.log_codec import iter_batches
 from kanal.raft.command import ProposalId, Verdict
 from kanal.raft.metadata_log import MetadataLogGapError, read_all
 from kanal.raft.metadata_store import MetadataStore
@@ -70,10 +71,13 @@ def test_replay_after_a_restart_applies_again_but_writes_nothing_twice(tmp_path,
     before = {p.name: p.read_bytes() for p in (tmp_path / "m").glob("*.log")}
 
     restarted = _store(tmp_path, log_factory)
-    assert restarted.durable_end_offset == 4  # readers may fetch what survived at once
+    # Readers see nothing Raft has not confirmed in this run (issue 18): the replay publishes it.
+    assert restarted.durable_end_offset == 0
+    assert restarted.fetch(0, 1 << 20, 0).entries == b""
     for c in commands[:2]:  # pysyncobj replays part of its journal before the leader is known ...
         restarted.apply(c)
-    restarted.flush()
+    assert restarted.flush() == 2
+    assert restarted.durable_end_offset == 2
     for c in commands[2:]:  # ... and the rest later
         restarted.apply(c)
     extra = chain.register(3, 2)
@@ -158,3 +162,50 @@ def test_fetch_serves_durable_entries_and_long_polls_for_new_ones(tmp_path, log_
     poller.join(30)
     assert not poller.is_alive()
     assert got["r"].end_offset == 2 and got["r"].entries
+
+
+# -- a metadata log ahead of the Raft history (issue 18, finding 1) --------------------------------
+
+
+def _lost_history(tmp_path, log_factory, chain):
+    """A store whose log holds 2 confirmed batches and 2 more from a Raft history that a power cut
+    erased; returns (restarted store, the confirmed commands, a chain forked after them)."""
+    import copy
+
+    store = _store(tmp_path, log_factory)
+    confirmed = [chain.noop(1), chain.register(1, 1)]
+    fork = copy.deepcopy(chain)
+    for c in [*confirmed, chain.register(2, 1), chain.register(3, 1)]:  # the last two: the lost history
+        store.apply(c)
+    store.flush()
+    store.close()
+    return _store(tmp_path, log_factory), confirmed, fork
+
+
+def test_a_log_ahead_of_raft_is_repaired_when_raft_commits_another_batch_there(tmp_path, log_factory, chain):
+    restarted, confirmed, fork = _lost_history(tmp_path, log_factory, chain)
+    for c in confirmed:
+        restarted.apply(c)
+    assert restarted.flush() == 2
+    # Served: only what Raft confirmed, never the lost tail (the log itself still ends at 4).
+    assert restarted._log.log_end_offset == 4
+    fetched = restarted.fetch(0, 1 << 20, 0)
+    assert fetched.end_offset == 2 and [b.end_offset for b in iter_batches(fetched.entries)] == [1, 2]
+    assert restarted.fetch(2, 1 << 20, 0).entries == b""
+    # The new leader decides another batch at offset 2: before the fix, MetadataLogGapError (exit 70).
+    other = fork.register(7, 2)
+    assert restarted.apply(other).verdict is Verdict.APPLY
+    assert restarted.flush() == 3
+    assert restarted.replaced_batches == 1
+    assert restarted.copy_image()[0] == fork.image
+    assert [b.base_offset for b in read_all(restarted._log)] == [0, 1, 2]
+    assert restarted.copy_image()[0].brokers.keys() == {1, 7}
+
+
+def test_a_new_leaders_noop_cuts_a_lost_tail(tmp_path, log_factory, chain):
+    restarted, confirmed, fork = _lost_history(tmp_path, log_factory, chain)
+    for c in confirmed:
+        restarted.apply(c)
+    restarted.apply(fork.noop(2))  # the new active controller's first batch
+    assert restarted.flush() == 3
+    assert restarted._log.log_end_offset == 3 and restarted.replaced_batches == 1
