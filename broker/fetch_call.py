@@ -13,6 +13,11 @@ consumer that leaves it out is never taken for broker 0). A follower's `replica_
 current broker epoch of a registered, unfenced broker in this broker's metadata image, or the whole call
 is refused with STALE_BROKER_EPOCH before anything is read or recorded: a follower's fetch offset moves
 the high-water mark, so a caller that is not that broker must never be counted as its copy.
+
+Topic ids: a TopicRequest that carries `topic_id` (followers always do) gets UNKNOWN_TOPIC_ID for each of
+its partitions unless that is the id of the topic this broker hosts under the name
+(`ReplicaManager.partition`): a replica of a deleted topic never receives the data of the topic
+recreated under its name.
 """
 
 from __future__ import annotations
@@ -115,7 +120,7 @@ class FetchCall:
             for preq in topic_req.partitions:
                 out = out_topic.partitions.add(partition=preq.partition, diverging_epoch=-1)
                 try:
-                    part = manager.partition(topic_req.topic, preq.partition)
+                    part = manager.partition(topic_req.topic, preq.partition, topic_req.topic_id)
                     if waiter is not None:
                         self._registered[id(part)] = part
                     budget = max(1, min(preq.max_bytes or self.bytes_max, self.bytes_max - total))
