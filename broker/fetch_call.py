@@ -47,6 +47,16 @@ def follower_id(request: broker_pb2.FetchRequest) -> int | None:
     return None
 
 
+def check_topic_id(topic: str, requested_topic_id: str, hosted_topic_id: str | None) -> None:
+    """UNKNOWN_TOPIC_ID when a fetcher names `requested_topic_id` (empty: no check) and this broker's topic
+    of that name has another id (`hosted_topic_id`; None: no such topic). The one rule for both halves:
+    the image's topic, and the replica actually hosted (which lags the image while it is replaced)."""
+    if requested_topic_id and requested_topic_id != hosted_topic_id:
+        hosted = f"its id here is {hosted_topic_id}" if hosted_topic_id is not None else "no such topic here"
+        raise KanalError(ErrorCode.UNKNOWN_TOPIC_ID,
+                         f"topic {topic!r}: the fetcher means topic id {requested_topic_id}; {hosted}")
+
+
 def check_follower(image: MetadataImage, replica_id: int, replica_epoch: int) -> None:
     """STALE_BROKER_EPOCH unless `replica_id` is a registered, unfenced broker at `replica_epoch`."""
     broker = image.brokers.get(replica_id)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kanal.broker.config import BrokerConfig
 from kanal.broker.controller_client import ControllerClient
-from kanal.broker.fetch_call import FetchCall, Waiter
+from kanal.broker.fetch_call import FetchCall, Waiter, check_topic_id
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.partition import FOLLOWER, LEADER, Assignment, Partition
 from kanal.broker.produce_call import ProduceCall, ProduceWait
@@ -86,16 +86,11 @@ class ReplicaManager:
         UNKNOWN_TOPIC_ID unless that is the id of the topic this broker knows, and hosts, by that name."""
         if topic_id:
             known = self._image.topics.get(topic)
-            if known is None or known.topic_id != topic_id:
-                raise KanalError(ErrorCode.UNKNOWN_TOPIC_ID,
-                                 f"topic id {topic_id} is not the id of topic {topic!r} on broker {self.broker_id} "
-                                 f"({known.topic_id if known else 'no such topic'})")
+            check_topic_id(topic, topic_id, known.topic_id if known is not None else None)
         part = self._partitions.get((topic, partition_id))
-        if part is not None and topic_id and part.topic_id != topic_id:
-            # The image already names the new incarnation and reconciliation has not replaced the replica yet.
-            raise KanalError(ErrorCode.UNKNOWN_TOPIC_ID,
-                             f"broker {self.broker_id} hosts {topic}-{partition_id} of topic id {part.topic_id}, "
-                             f"not {topic_id}")
+        if part is not None:
+            # The image may already name a new incarnation that reconciliation has not hosted yet.
+            check_topic_id(topic, topic_id, part.topic_id)
         if part is None:
             if topic in self._image.topics and 0 <= partition_id < len(self._image.topics[topic].partitions):
                 raise KanalError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
