@@ -148,7 +148,7 @@ def remove_directory(directory: Path, suffix: str) -> Path:
 
 def sweep_removed(data_dir: Path) -> list[Path]:
     """Delete directories a removal left half-deleted (a crash between rename and delete)."""
-    swept = []
+    swept: list[Path] = []
     if not data_dir.is_dir():
         return swept
     for child in data_dir.iterdir():
