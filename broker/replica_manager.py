@@ -75,6 +75,9 @@ class ReplicaManager:
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._image = MetadataImage()
         self._swept = False  # the first reconcile removed the directories the image does not name
+        # The last image on_metadata finished with (None before the first): Metadata answers from it, so a
+        # client told "broker N leads p" finds p's replica on N.
+        self.reconciled_image: MetadataImage | None = None
 
     def __repr__(self) -> str:
         return f"<ReplicaManager broker={self.broker_id} partitions={len(self._partitions)}>"
@@ -178,6 +181,7 @@ class ReplicaManager:
             self._remove_unnamed_directories(wanted)
         self._update_fetchers(follow, new)
         self._update_gauges(new)
+        self.reconciled_image = new
         self.wake_long_polls()
 
     def _log_config(self, image: MetadataImage, topic: str) -> tuple[LogConfig, int]:

@@ -35,8 +35,8 @@ def slow_sessions_cluster(tmp_path_factory):
 
 
 def produce_one(cluster, value: bytes) -> None:
-    """acks=all, one record, retried only on NOT_LEADER_OR_FOLLOWER (refused before any append): a broker
-    publishes a new image to Metadata readers before it has created the replicas the image gives it."""
+    """acks=all, one record, retried only on NOT_LEADER_OR_FOLLOWER (refused before any append, e.g. while
+    leadership moves)."""
     def stored() -> bool:
         result = raw_produce(cluster, TOPIC, 0, build_batch([NewRecord(value)]), acks=-1)
         if result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
