@@ -9,8 +9,8 @@ Topic ids (KIP-516). A replica belongs to one topic incarnation, named by its to
 recorded in its directory (storage/partition_metadata.py) and the replica is never used for another id.
 On reconcile, a replica whose topic name now has another id (deleted and recreated) is deleted and a
 fresh one created; a directory on disk recording another id is never adopted but removed as a stray
-(`_claim_directory`). The first image given (the server gives none before it has caught up with the
-metadata log, so it is complete) also removes the replica directories it does not name at all (topics
+(`_claim_directory`). The first image given (the metadata follower publishes none before its initial
+catch-up, metadata_catch_up.py, so it is the cluster as it is now) also removes the replica directories it does not name at all (topics
 deleted while this broker was away). A Fetch naming a topic id that is not the one hosted under the
 name is answered UNKNOWN_TOPIC_ID (`partition`), so a follower never copies across incarnations.
 """

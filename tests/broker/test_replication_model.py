@@ -341,7 +341,7 @@ class ReplicationModel(RuleBasedStateMachine):
             lrep.leader.check_leader_epoch(rep.assignment.leader_epoch)
             divergence = diverging_epoch(epoch_entries(leader_log), len(leader_log), last_epoch, fetch_offset)
             if divergence is None:
-                effects = lrep.leader.on_follower_fetch(b, fetch_offset, self.now_ms)
+                effects = lrep.leader.on_follower_fetch(b, fetch_offset, self.now_ms, broker.epoch)
         except KanalError:
             return
         if divergence is not None:  # Partition.apply_fetched, diverging
@@ -376,7 +376,8 @@ class ReplicationModel(RuleBasedStateMachine):
             return
         request = controller_pb2.AlterPartitionRequest(broker_id=b, broker_epoch=broker.epoch)
         request.items.add(topic_id=rep.topic_id, partition_id=0, leader_epoch=proposal.leader_epoch,
-                          partition_epoch=proposal.partition_epoch, new_isr=list(proposal.new_isr))
+                          partition_epoch=proposal.partition_epoch, new_isr=list(proposal.new_isr),
+                          new_isr_broker_epochs=list(proposal.broker_epochs))
         stamp = self._stamp()
         decision = decide_alter_partition(self.controller, request, now_ms=stamp.time_ms, principal="model",
                                           request_id=stamp.request_id)
