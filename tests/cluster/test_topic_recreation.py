@@ -1,8 +1,9 @@
 """A topic deleted and recreated under the same name while one of its replicas is down (issue 18, finding 3).
 
-Real processes. The controllers' session timeout is long here, so the killed broker is still registered
-as live when the topic is recreated and gets a replica of the new topic too: the case the issue
-describes ("a replica offline while its topic is deleted and recreated"). Leader epochs of the new topic
+Real processes. The controllers' session timeout is long here (15 s), so the killed broker is still
+registered as live when the topic is recreated a moment later and gets a replica of the new topic too:
+the case the issue describes ("a replica offline while its topic is deleted and recreated"). It is
+restarted once its session has expired (a new incarnation may register only then). Leader epochs of the new topic
 restart where the old one's were, so only the topic id can tell the old log from the new topic's.
 """
 
@@ -12,6 +13,7 @@ import pytest
 
 from kanal.broker.storage.partition_metadata import read_topic_id
 from kanal.clients.admin import Admin
+from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.v1.error import ErrorCode
 
@@ -21,13 +23,14 @@ from .test_replication import NewRecord, build_batch, raw_produce, replica_log_b
 
 TOPIC = "reborn"
 OLD_RECORDS = 4
+SESSION_TIMEOUT_MS = 15_000
 NEW_RECORDS = 10  # more than the old log held: the old log's end is then inside the new leader's epoch
 
 
 @pytest.fixture
 def slow_sessions_cluster(tmp_path_factory):
     cluster = LocalCluster(tmp_path_factory.mktemp("reborn"), controllers=3, brokers=3,
-                           controller_flags=["--session-timeout-ms", "60000", "--election-timeout-ms", "300"],
+                           controller_flags=["--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--election-timeout-ms", "300"],
                            broker_flags=BROKER_FLAGS)
     cluster.start(timeout_s=90)
     yield cluster
@@ -45,6 +48,14 @@ def produce_one(cluster, value: bytes) -> None:
         return True
 
     wait_until(stored, 30, f"{value!r} to be stored")
+
+
+def live_brokers(cluster) -> set[int]:
+    md = ClusterMetadata(cluster.bootstrap)
+    try:
+        return set(md.refresh([TOPIC]).brokers)
+    finally:
+        md.close()
 
 
 def all_replicas_equal(cluster, replicas) -> bool:
@@ -88,7 +99,9 @@ def test_a_replica_down_while_its_topic_is_recreated_removes_its_stray_log(slow_
         admin.close()
     assert new_id != old_id
     assert stale_dir.exists(), "the offline broker could not remove its directory"
-    cluster.start_node(stale)  # a new incarnation: the old one is fenced, its leaderships move
+    wait_until(lambda: stale.node_id not in live_brokers(cluster), SESSION_TIMEOUT_MS / 1000 + 30,
+               "the killed broker's session to expire (its leaderships move)")
+    cluster.start_node(stale)
     new = wait_until(lambda: (p := partition_info(cluster, TOPIC, 0)).leader not in (-1, stale.node_id) and p, 30,
                      "a live leader for the new topic")
     assert set(new.replicas) == set(old.replicas)
