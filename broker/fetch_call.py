@@ -13,6 +13,11 @@ consumer that leaves it out is never taken for broker 0). A follower's `replica_
 current broker epoch of a registered, unfenced broker in this broker's metadata image, or the whole call
 is refused with STALE_BROKER_EPOCH before anything is read or recorded: a follower's fetch offset moves
 the high-water mark, so a caller that is not that broker must never be counted as its copy.
+
+Topic ids: a TopicRequest that carries `topic_id` (followers always do) gets UNKNOWN_TOPIC_ID for each of
+its partitions unless that is the id of the topic this broker hosts under the name
+(`ReplicaManager.partition`): a replica of a deleted topic never receives the data of the topic
+recreated under its name.
 """
 
 from __future__ import annotations
@@ -40,6 +45,16 @@ def follower_id(request: broker_pb2.FetchRequest) -> int | None:
     if request.HasField("replica_id") and request.replica_id >= 0:
         return request.replica_id
     return None
+
+
+def check_topic_id(topic: str, requested_topic_id: str, hosted_topic_id: str | None) -> None:
+    """UNKNOWN_TOPIC_ID when a fetcher names `requested_topic_id` (empty: no check) and this broker's topic
+    of that name has another id (`hosted_topic_id`; None: no such topic). The one rule for both halves:
+    the image's topic, and the replica actually hosted (which lags the image while it is replaced)."""
+    if requested_topic_id and requested_topic_id != hosted_topic_id:
+        hosted = f"its id here is {hosted_topic_id}" if hosted_topic_id is not None else "no such topic here"
+        raise KanalError(ErrorCode.UNKNOWN_TOPIC_ID,
+                         f"topic {topic!r}: the fetcher means topic id {requested_topic_id}; {hosted}")
 
 
 def check_follower(image: MetadataImage, replica_id: int, replica_epoch: int) -> None:
@@ -115,7 +130,7 @@ class FetchCall:
             for preq in topic_req.partitions:
                 out = out_topic.partitions.add(partition=preq.partition, diverging_epoch=-1)
                 try:
-                    part = manager.partition(topic_req.topic, preq.partition)
+                    part = manager.partition(topic_req.topic, preq.partition, topic_req.topic_id)
                     if waiter is not None:
                         self._registered[id(part)] = part
                     budget = max(1, min(preq.max_bytes or self.bytes_max, self.bytes_max - total))

@@ -50,6 +50,14 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
 GROUP_ID_LENGTH_MAX = 255
 
 
+def offset_applies(value: groups_pb2.OffsetCommitValue, current_topic_id: str | None) -> bool:
+    """Whether a committed offset is a position in the topic that has its name now. A topic deleted and
+    recreated under the same name has a new id (KIP-516), and the old topic's offsets must never apply to
+    it. An offset without a topic id (written before kanal stored it) applies to whatever topic has the
+    name; so does any offset while the name is unknown (expiry, not this, removes those)."""
+    return not value.topic_id or current_topic_id is None or value.topic_id == current_topic_id
+
+
 @dataclass(frozen=True)
 class GroupLimits:
     """Coordinator-wide bounds (group.min/max.session.timeout.ms, group.initial.rebalance.delay.ms,
@@ -445,16 +453,24 @@ class Group:
             raise KanalError(ErrorCode.REBALANCE_IN_PROGRESS, "the group is completing a rebalance: rejoin first")
         member.expires_at_ms = now_ms + member.session_timeout_ms
 
-    def expired_offsets(self, now_ms: int, topic_exists: Callable[[str], bool]) -> list[tuple[str, int]]:
-        """The committed offsets to delete now: those of topics that no longer exist, whatever the state
-        (Kafka drops them when the topic is deleted), and, while the group is Empty, those for which
-        `offsets_retention_ms` has passed since both the group became Empty and the offset's commit. A
-        group with members keeps its offsets: they are its position."""
+    def expired_offsets(self, now_ms: int, topic_id_of: Callable[[str], str | None]) -> list[tuple[str, int]]:
+        """The committed offsets to delete now: those of topics that no longer exist, or that were
+        committed for another topic id than the one the name has now (the topic was deleted and recreated),
+        whatever the state (Kafka drops them when the topic is deleted); and, while the group is Empty, those
+        for which `offsets_retention_ms` has passed since both the group became Empty and the offset's
+        commit. A group with members keeps its offsets: they are its position. `topic_id_of(name)` is the
+        topic's current id, None when there is no such topic."""
         retention_ms = self.limits.offsets_retention_ms
         empty = self.is_empty()
         return [tp for tp, value in self.offsets.items()
-                if not topic_exists(tp[0])
+                if topic_id_of(tp[0]) is None or not offset_applies(value, topic_id_of(tp[0]))
                 or (empty and now_ms >= max(self.empty_since_ms, value.commit_timestamp_ms) + retention_ms)]
+
+    def current_offsets(self, topic_id_of: Callable[[str], str | None]) -> dict[tuple[str, int],
+                                                                                groups_pb2.OffsetCommitValue]:
+        """The committed offsets that are positions in the topics their names have now: an offset committed
+        for an earlier topic of the same name (another topic id) is left out, even before it is deleted."""
+        return {tp: value for tp, value in self.offsets.items() if offset_applies(value, topic_id_of(tp[0]))}
 
     # ---- lifecycle ----
 

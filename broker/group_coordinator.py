@@ -485,7 +485,7 @@ class GroupCoordinator:
                                                          offset=pc.offset, leader_epoch=pc.leader_epoch,
                                                          metadata=pc.metadata, commit_timestamp_ms=now_ms,
                                                          generation_id=req.generation_id,
-                                                         member_id=req.member_id)))
+                                                         member_id=req.member_id, topic_id=known.topic_id)))
             if not records:
                 return reply
             self._write(p, records)
@@ -497,10 +497,11 @@ class GroupCoordinator:
 
     def fetch_offsets(self, req: broker_pb2.OffsetFetchRequest) -> broker_pb2.OffsetFetchResponse:
         reply = broker_pb2.OffsetFetchResponse()
+        topic_id_of = _topic_ids(self._image())
         with self._lock:
             self._require_owned(req.group_id)
             group = self._groups.get(req.group_id)
-            offsets = dict(group.offsets) if group is not None else {}
+            offsets = group.current_offsets(topic_id_of) if group is not None else {}
         if req.topics:
             wanted = [(t.topic, p) for t in req.topics for p in t.partitions]
         else:
@@ -516,6 +517,7 @@ class GroupCoordinator:
 
     def describe(self, req: broker_pb2.DescribeGroupsRequest) -> broker_pb2.DescribeGroupsResponse:
         reply = broker_pb2.DescribeGroupsResponse()
+        topic_id_of = _topic_ids(self._image())
         for group_id in req.group_ids:
             out = reply.groups.add(group_id=group_id)
             try:
@@ -533,7 +535,7 @@ class GroupCoordinator:
                                                  client_id=m.client_id, client_host=m.client_host)
                         if m.assignment:
                             member.assignment.ParseFromString(m.assignment)
-                    committed = {tp: v.offset for tp, v in group.offsets.items()}
+                    committed = {tp: v.offset for tp, v in group.current_offsets(topic_id_of).items()}
             except KanalError as exc:
                 out.error = exc.code
                 continue
@@ -602,7 +604,7 @@ class GroupCoordinator:
                     group = self._groups.get(group_id)
                     if p not in self._owned or group is None or group.state == DEAD:
                         continue
-                    expired = group.expired_offsets(now_ms, image.topics.__contains__)
+                    expired = group.expired_offsets(now_ms, _topic_ids(image))
                     if not expired:
                         continue
                     records = [offset_record(group_id, t, part, None) for t, part in sorted(expired)]
@@ -673,8 +675,10 @@ class GroupCoordinator:
 
     def refresh_lag_metrics(self) -> None:
         """Export committed-offset lag per group and partition for the groups coordinated here."""
+        topic_id_of = _topic_ids(self._image())
         with self._lock:
-            committed = {(g.group_id, tp): v.offset for g in self._groups.values() for tp, v in g.offsets.items()}
+            committed = {(g.group_id, tp): v.offset for g in self._groups.values()
+                         for tp, v in g.current_offsets(topic_id_of).items()}
             states: dict[str, int] = {}
             for g in self._groups.values():
                 states[g.state] = states.get(g.state, 0) + 1
@@ -747,3 +751,14 @@ def sync_timed_out() -> broker_pb2.SyncGroupResponse:
 
 def _now_ms() -> int:
     return PROCESS_CLOCK.now_ms()  # never backwards: sessions must not all expire on a wall-clock step
+
+
+def _topic_ids(image: MetadataImage | None) -> Callable[[str], str | None]:
+    """name -> the topic's current id (None: no such topic), for the offsets' topic-id rule (group.py)."""
+    topics = image.topics if image is not None else {}
+
+    def topic_id_of(name: str) -> str | None:
+        topic = topics.get(name)
+        return topic.topic_id if topic is not None else None
+
+    return topic_id_of

@@ -24,6 +24,10 @@ class BrokerMetrics:
         self.partitions = Gauge("kanal_replica_manager_partition_count", "Replicas hosted here", registry=r)
         self.isr_shrinks = Counter("kanal_replica_manager_isr_shrinks", "ISR shrinks this broker made", registry=r)
         self.isr_expands = Counter("kanal_replica_manager_isr_expands", "ISR expansions this broker made", registry=r)
+        self.stray_replicas_removed = Counter(
+            "kanal_replica_manager_stray_replicas_removed",
+            "Replica directories removed because they belong to no topic this broker hosts (another topic id, or a "
+            "topic deleted while it was away)", registry=r)
         self.requests = Counter("kanal_network_requests", "Requests served", ["request"], registry=r)
         self.request_errors = Counter("kanal_network_request_errors", "Per-item errors returned",
                                       ["request", "error"], registry=r)

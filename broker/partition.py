@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -53,6 +52,7 @@ from kanal.broker.producer_state import (
 from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
+from kanal.broker.storage.partition_metadata import DELETE_SUFFIX, remove_directory
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import scan_batch
 from kanal.v1.batch_validation import validate_produced_batch
@@ -91,8 +91,11 @@ class Assignment:
 
 class Partition:
     def __init__(self, topic: str, partition_id: int, directory: Path, config: LogConfig, broker_id: int,
-                 min_insync_replicas: int, manager: ReplicaManager) -> None:
+                 min_insync_replicas: int, manager: ReplicaManager, *, topic_id: str = "") -> None:
         self.topic = topic
+        # The topic incarnation this replica belongs to (KIP-516), fixed for its life: a topic recreated
+        # under the same name gets a new Partition. Empty only in tests that build a Partition by hand.
+        self.topic_id = topic_id
         self.partition_id = partition_id
         self.broker_id = broker_id
         self.directory = directory
@@ -423,6 +426,12 @@ class Partition:
                 self.producers = ProducerStateTable()
                 self.producers.advance_to(p.log_start_offset)
                 return 0
+            if p.error == ErrorCode.UNKNOWN_TOPIC_ID:
+                # The leader hosts another incarnation of this name (or does not know ours yet): nothing
+                # of it may land in this log. The metadata will replace one of the two replicas.
+                log.info("%r: leader %d does not host topic id %s (%s); waiting for the metadata", self,
+                         leader_id, self.topic_id, p.error_message)
+                return 0
             if p.error:
                 return 0
             if p.diverging_epoch >= 0:
@@ -504,7 +513,9 @@ class Partition:
             self.deleted = True
             self.role = None
             self.log.close()
-            shutil.rmtree(self.directory, ignore_errors=True)
+            # Renamed away first: a crash during the deletion leaves no half-deleted replica directory
+            # that a later topic of the same name could mistake for its own.
+            remove_directory(self.directory, DELETE_SUFFIX)
             self._wake_all()
 
     def close(self) -> None:

@@ -2,7 +2,9 @@
 
 Each round is one Fetch (replica_id = this broker) for every partition this broker follows on that
 leader, from each log's end, carrying the current leader epoch and the epoch of our last batch so the
-leader can report divergence. Partition.apply_fetched appends, truncates or resets as the answer says.
+leader can report divergence, and each topic's id (KIP-516), so the leader answers UNKNOWN_TOPIC_ID
+rather than data of another incarnation of the name. Partition.apply_fetched appends, truncates or
+resets as the answer says.
 A failed round backs off briefly; leadership changes come through the metadata image, which updates the
 fetcher's partition list.
 
@@ -101,7 +103,8 @@ class ReplicaFetcher:
             topics: dict[str, broker_pb2.FetchRequest.TopicRequest] = {}
             for part in partitions:
                 offset, epoch, last_epoch = part.fetch_position()
-                topic = topics.get(part.topic) or topics.setdefault(part.topic, request.topics.add(topic=part.topic))
+                topic = topics.get(part.topic) or topics.setdefault(
+                    part.topic, request.topics.add(topic=part.topic, topic_id=part.topic_id))
                 topic.partitions.add(partition=part.partition_id, fetch_offset=offset, current_leader_epoch=epoch,
                                      last_fetched_epoch=last_epoch,
                                      max_bytes=self._config.replica_fetch_partition_bytes_max)

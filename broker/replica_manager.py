@@ -4,6 +4,15 @@ It reconciles its replicas with every new metadata image (create, lead, follow, 
 follower fetcher per leader it follows, answers Produce (acks 0/1/all), Fetch (consumers below the
 high-water mark, followers up to the log end, long polls) and ListOffsets. Per-partition errors go into
 the reply; one partition's failure never fails another's.
+
+Topic ids (KIP-516). A replica belongs to one topic incarnation, named by its topic id: the id is
+recorded in its directory (storage/partition_metadata.py) and the replica is never used for another id.
+On reconcile, a replica whose topic name now has another id (deleted and recreated) is deleted and a
+fresh one created; a directory on disk recording another id is never adopted but removed as a stray
+(`_claim_directory`). The first image given (the metadata follower publishes none before its initial
+catch-up, metadata_catch_up.py, so it is the cluster as it is now) also removes the replica directories it does not name at all (topics
+deleted while this broker was away). A Fetch naming a topic id that is not the one hosted under the
+name is answered UNKNOWN_TOPIC_ID (`partition`), so a follower never copies across incarnations.
 """
 
 from __future__ import annotations
@@ -17,13 +26,24 @@ from pathlib import Path
 
 from kanal.broker.config import BrokerConfig
 from kanal.broker.controller_client import ControllerClient
-from kanal.broker.fetch_call import FetchCall, Waiter
+from kanal.broker.fetch_call import FetchCall, Waiter, check_topic_id
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.partition import FOLLOWER, LEADER, Assignment, Partition
 from kanal.broker.produce_call import ProduceCall, ProduceWait
 from kanal.broker.replica_fetcher import ReplicaFetcher
 from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.broker.storage.log_config import LogConfig
+from kanal.broker.storage.partition_metadata import (
+    DELETE_SUFFIX,
+    STRAY_SUFFIX,
+    DirectoryVerdict,
+    judge_directory,
+    read_topic_id,
+    remove_directory,
+    replica_directories,
+    sweep_removed,
+    write_topic_id,
+)
 from kanal.metadata import MetadataImage, topic_config_texts
 from kanal.metadata.topic_config import effective_topic_configs
 from kanal.v1 import broker_pb2
@@ -54,14 +74,26 @@ class ReplicaManager:
         self._lock = threading.Lock()  # guards the dict and the fetcher map, not partition state
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._image = MetadataImage()
+        self._swept = False  # the first reconcile removed the directories the image does not name
+        # The last image on_metadata finished with (None before the first): Metadata answers from it, so a
+        # client told "broker N leads p" finds p's replica on N.
+        self.reconciled_image: MetadataImage | None = None
 
     def __repr__(self) -> str:
         return f"<ReplicaManager broker={self.broker_id} partitions={len(self._partitions)}>"
 
     # ---- lookups ----
 
-    def partition(self, topic: str, partition_id: int) -> Partition:
+    def partition(self, topic: str, partition_id: int, topic_id: str = "") -> Partition:
+        """The hosted replica of `topic`-`partition_id`. With `topic_id` (a Fetch's TopicRequest.topic_id),
+        UNKNOWN_TOPIC_ID unless that is the id of the topic this broker knows, and hosts, by that name."""
+        if topic_id:
+            known = self._image.topics.get(topic)
+            check_topic_id(topic, topic_id, known.topic_id if known is not None else None)
         part = self._partitions.get((topic, partition_id))
+        if part is not None:
+            # The image may already name a new incarnation that reconciliation has not hosted yet.
+            check_topic_id(topic, topic_id, part.topic_id)
         if part is None:
             if topic in self._image.topics and 0 <= partition_id < len(self._image.topics[topic].partitions):
                 raise KanalError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -101,10 +133,23 @@ class ReplicaManager:
             assignment = Assignment(topic.topic_id, tuple(p.replicas), tuple(p.isr), p.leader, p.leader_epoch,
                                     p.partition_epoch)
             part = self._partitions.get(key)
+            if part is not None and part.topic_id != topic.topic_id:
+                # Deleted and recreated between two images this broker saw: the old log is not the new topic's.
+                with self._lock:
+                    self._partitions.pop(key)
+                part.delete()
+                log.info("deleted replica %s-%d of topic id %s: the name now has topic id %s",
+                         topic.name, p.partition_id, part.topic_id, topic.topic_id)
+                part = None
             log_config, min_isr = self._log_config(new, topic.name)
             if part is None:
-                part = Partition(topic.name, p.partition_id, self._directory(topic.name, p.partition_id),
-                                 log_config, self.broker_id, min_isr, self)
+                try:
+                    directory = self._claim_directory(topic.name, p.partition_id, topic.topic_id)
+                    part = Partition(topic.name, p.partition_id, directory, log_config, self.broker_id, min_isr,
+                                     self, topic_id=topic.topic_id)
+                except KanalError as exc:  # a damaged directory: this replica stays offline, the others go on
+                    log.error("cannot open replica %s-%d: %s", topic.name, p.partition_id, exc)
+                    continue
                 with self._lock:
                     self._partitions[key] = part
             else:
@@ -131,8 +176,12 @@ class ReplicaManager:
                 part = self._partitions.pop(key)
             part.delete()
             log.info("deleted replica %s-%d", *key)
+        if not self._swept:
+            self._swept = True
+            self._remove_unnamed_directories(wanted)
         self._update_fetchers(follow, new)
         self._update_gauges(new)
+        self.reconciled_image = new
         self.wake_long_polls()
 
     def _log_config(self, image: MetadataImage, topic: str) -> tuple[LogConfig, int]:
@@ -142,6 +191,41 @@ class ReplicaManager:
 
     def _directory(self, topic: str, partition_id: int) -> Path:
         return Path(self.config.data_dir) / f"{topic}-{partition_id}"
+
+    def _claim_directory(self, topic: str, partition_id: int, topic_id: str) -> Path:
+        """The directory for a new replica of `topic_id`, recording that id: one left by an earlier topic of
+        the same name is removed first (storage/partition_metadata.py has the rule). STORAGE_ERROR when its
+        file is damaged: then it is neither adopted nor removed."""
+        directory = self._directory(topic, partition_id)
+        exists = directory.is_dir()
+        recorded = read_topic_id(directory) if exists else None
+        verdict = judge_directory(exists, recorded, topic_id)
+        if verdict == DirectoryVerdict.STRAY:
+            removed = remove_directory(directory, STRAY_SUFFIX)
+            self._metrics.stray_replicas_removed.inc()
+            log.warning("%s records topic id %s, but topic %r now has id %s: an earlier topic of that name. It is "
+                        "never adopted; removed it (as %s) and starting an empty replica", directory, recorded,
+                        topic, topic_id, removed.name)
+        elif verdict == DirectoryVerdict.UPGRADE:
+            log.info("%s records no topic id (written before kanal recorded them): adopting it for topic id %s",
+                     directory, topic_id)
+        if verdict != DirectoryVerdict.ADOPT:
+            write_topic_id(directory, topic_id)  # before any log file, so a directory's owner is always known
+        return directory
+
+    def _remove_unnamed_directories(self, wanted: set[tuple[str, int]]) -> None:
+        """Once, on the first (complete) image: remove half-deleted leftovers, and the replica directories
+        the image does not give this broker (their topic was deleted, or moved away, while it was down)."""
+        data_dir = Path(self.config.data_dir)
+        for path in sweep_removed(data_dir):
+            log.info("removed %s, left half-deleted by an earlier run", path.name)
+        for key, directory in sorted(replica_directories(data_dir).items()):
+            if key in wanted:
+                continue
+            removed = remove_directory(directory, DELETE_SUFFIX)
+            self._metrics.stray_replicas_removed.inc()
+            log.warning("removed %s (as %s): the metadata gives this broker no replica of %s-%d (its topic was "
+                        "deleted while this broker was away)", directory, removed.name, *key)
 
     def _update_fetchers(self, follow: dict[int, list[Partition]], image: MetadataImage) -> None:
         with self._lock:

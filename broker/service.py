@@ -142,8 +142,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def Metadata(self, request: broker_pb2.MetadataRequest,
                        context: grpc.aio.ServicerContext) -> broker_pb2.MetadataResponse:
         self._refuse_until_ready()
-        follower, lifecycle = self._server.metadata, self._server.lifecycle
-        return metadata_response(follower.image, list(request.topics), follower.offset,
+        # The image the replicas were last reconciled with: a topic is named here only once this broker
+        # hosts its replicas (the follower publishes an image before the replica manager has reconciled
+        # with it). Before the first reconcile the follower's image is all there is.
+        lifecycle = self._server.lifecycle
+        image = self._server.replicas.reconciled_image or self._server.metadata.image
+        return metadata_response(image, list(request.topics), image.next_offset,
                                  cluster_id=lifecycle.cluster_id, controller_id=lifecycle.active_controller_id)
 
     @error_boundary

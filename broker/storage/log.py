@@ -9,6 +9,8 @@ Directory `<data_dir>/<topic>-<partition>/` (the metadata log: `__cluster_metada
     recovery-point                text: every offset below it was fsynced (written when a segment rolls)
     log-start-offset              text: offsets below it are deleted (written when it moves)
     clean-shutdown                present only while the log is closed after a clean close()
+    partition.metadata            broker replicas: the topic id the directory belongs to (partition_metadata.py;
+                                  written by the replica manager, not by Log)
 
 Rules it keeps:
 - Offsets are assigned densely by the leader and never reused; batches are atomic (stored, read,

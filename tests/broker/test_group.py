@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import itertools
 
-from kanal.broker.group import COMPLETING, EMPTY, PREPARING, STABLE, Group, GroupLimits, Persist, Reply
+from kanal.broker.group import (
+    COMPLETING,
+    EMPTY,
+    PREPARING,
+    STABLE,
+    Group,
+    GroupLimits,
+    Persist,
+    Reply,
+    offset_applies,
+)
 from kanal.broker.group_records import apply_record, group_record, offset_record
 from kanal.v1 import broker_pb2, groups_pb2
 from kanal.v1.error import ErrorCode, KanalError
@@ -265,7 +275,7 @@ def test_offsets_of_a_group_with_members_are_kept_past_retention_but_not_for_del
                                offsets_retention_ms=RETENTION_MS)
     commit(group, "t", 0, 0)
     commit(group, "gone", 0, 0)
-    assert group.expired_offsets(10 * RETENTION_MS, lambda t: t == "t") == [("gone", 0)]
+    assert group.expired_offsets(10 * RETENTION_MS, {"t": "id-t"}.get) == [("gone", 0)]
 
 
 def test_offsets_of_an_emptied_group_expire_a_retention_after_both_the_emptying_and_the_commit():
@@ -277,7 +287,7 @@ def test_offsets_of_an_emptied_group_expire_a_retention_after_both_the_emptying_
     group.leave(broker_pb2.LeaveGroupRequest(group_id="g", members=[
         broker_pb2.LeaveGroupRequest.Member(member_id=a)]), 5_000)
     assert group.is_empty() and group.empty_since_ms == 5_000
-    exists = {"t"}.__contains__
+    exists = {"t": "id-t"}.get
     assert group.expired_offsets(5_000 + RETENTION_MS - 1, exists) == []
     assert group.expired_offsets(5_000 + RETENTION_MS, exists) == [("t", 0)]  # committed before it emptied
     assert sorted(group.expired_offsets(8_000 + RETENTION_MS, exists)) == [("t", 0), ("t", 1)]
@@ -293,8 +303,8 @@ def test_offsets_committed_outside_any_generation_age_from_their_commit_and_relo
     apply_record(groups, offset_record("s", "t", 0, groups_pb2.OffsetCommitValue(offset=4, commit_timestamp_ms=2_000)),
                  new, 50_000)
     simple = groups["s"]
-    assert simple.expired_offsets(2_000 + RETENTION_MS - 1, {"t"}.__contains__) == []
-    assert simple.expired_offsets(2_000 + RETENTION_MS, {"t"}.__contains__) == [("t", 0)]
+    assert simple.expired_offsets(2_000 + RETENTION_MS - 1, {"t": "id-t"}.get) == []
+    assert simple.expired_offsets(2_000 + RETENTION_MS, {"t": "id-t"}.get) == [("t", 0)]
     # A group that had members and was persisted Empty at 30 s: the reload takes that time, not the load's.
     apply_record(groups, group_record("e", groups_pb2.GroupMetadataValue(
         protocol_type="consumer", generation_id=3, state_timestamp_ms=30_000)), new, 50_000)
@@ -302,8 +312,21 @@ def test_offsets_committed_outside_any_generation_age_from_their_commit_and_relo
                  new, 50_000)
     emptied = groups["e"]
     assert emptied.is_empty() and emptied.empty_since_ms == 30_000
-    assert emptied.expired_offsets(30_000 + RETENTION_MS - 1, {"t"}.__contains__) == []
-    assert emptied.expired_offsets(30_000 + RETENTION_MS, {"t"}.__contains__) == [("t", 0)]
+    assert emptied.expired_offsets(30_000 + RETENTION_MS - 1, {"t": "id-t"}.get) == []
+    assert emptied.expired_offsets(30_000 + RETENTION_MS, {"t": "id-t"}.get) == [("t", 0)]
+
+
+def test_offsets_of_an_earlier_topic_of_the_same_name_never_apply_and_expire_at_once():
+    group, _ = stable_group(1)  # a group with members: retention alone would keep its offsets
+    group.offsets[("t", 0)] = groups_pb2.OffsetCommitValue(offset=7, topic_id="old")
+    group.offsets[("t", 1)] = groups_pb2.OffsetCommitValue(offset=3, topic_id="new")
+    group.offsets[("u", 0)] = groups_pb2.OffsetCommitValue(offset=5)  # written before topic ids: applies
+    ids = {"t": "new", "u": "id-u"}.get
+    assert set(group.current_offsets(ids)) == {("t", 1), ("u", 0)}
+    assert group.expired_offsets(0, ids) == [("t", 0)]
+    # While the topic is recreated under the old id's name, the old offsets are still no position in it.
+    assert offset_applies(groups_pb2.OffsetCommitValue(topic_id="old"), "new") is False
+    assert offset_applies(groups_pb2.OffsetCommitValue(topic_id="old"), "old") is True
 
 
 def test_offsets_retention_is_validated():

@@ -57,6 +57,7 @@ class Broker:
 
     def __init__(self, data_dir, replicas=None) -> None:
         self.data_dir = data_dir
+        self.closed = False
         config = BrokerConfig(broker_id=0, listen="127.0.0.1:1", controllers=("127.0.0.1:2",), data_dir=data_dir)
         self.metrics = BrokerMetrics()
         self.rm = ReplicaManager(config, controllers=None, metrics=self.metrics, broker_epoch=lambda: 1)
@@ -91,6 +92,9 @@ class Broker:
         return self.metrics.registry.get_sample_value(name, labels or {}) or 0.0
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         self.coordinator.close()
         self.rm.close()
 
@@ -262,3 +266,43 @@ def test_the_offsets_topic_is_not_created_with_fewer_live_brokers_than_its_repli
     finally:
         coordinator.close()
         rm.close()
+
+
+def recreated(image: MetadataImage, name: str, topic_id: str) -> MetadataImage:
+    """`image` after topic `name` was deleted and created again under the same name with a new id."""
+    new = image.copy()
+    new.topics[name] = TopicImage(name, topic_id, [PartitionState(0, (0,), (0,), 0, 0, 1)])
+    return new
+
+
+def test_offsets_of_a_deleted_topic_never_apply_to_a_topic_recreated_under_its_name(tmp_path, broker):
+    b = broker()
+    b.host_partition()
+    b.coordinator.reconcile(b.image)
+    wait_until(b.loaded, "the groups to load")
+    request = broker_pb2.OffsetCommitRequest(group_id="g", generation_id=-1)
+    request.topics.add(topic="t").partitions.add(partition=0, offset=42, leader_epoch=-1)
+    assert b.coordinator.commit(request).topics[0].partitions[0].error == ErrorCode.NONE
+    assert b.fetch("g") == {0: 42}
+    b.image = recreated(b.image, "t", "id-t-recreated")
+    # In memory, before the retention check has deleted it: not a position in the new topic.
+    assert b.fetch("g") == {}
+    asked = broker_pb2.OffsetFetchRequest(group_id="g")
+    asked.topics.add(topic="t", partitions=[0])
+    assert [(o.partition, o.offset) for o in b.coordinator.fetch_offsets(asked).offsets] == [(0, -1)]
+    described = b.coordinator.describe(broker_pb2.DescribeGroupsRequest(group_ids=["g"])).groups[0]
+    assert [(o.topic, o.committed_offset) for o in described.offsets] == []
+    b.close()
+
+    # A coordinator that loads the log (the commit record names the old id) agrees, and deletes it.
+    b2 = broker()
+    b2.image = recreated(b2.image, "t", "id-t-recreated")
+    b2.host_partition()
+    b2.coordinator.reconcile(b2.image)
+    wait_until(b2.loaded, "the groups to reload")
+    assert b2.fetch("g") == {}
+    assert b2.coordinator.expire_offsets(NOW_MS) == 1
+    assert b2.fetch("g") == {}
+    # A commit to the new topic is its position.
+    assert b2.coordinator.commit(request).topics[0].partitions[0].error == ErrorCode.NONE
+    assert b2.fetch("g") == {0: 42}

@@ -82,12 +82,14 @@ class FetchRequest(_message.Message):
         last_fetched_epoch: int
         def __init__(self, partition: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., max_bytes: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ...) -> None: ...
     class TopicRequest(_message.Message):
-        __slots__ = ("topic", "partitions")
+        __slots__ = ("topic", "partitions", "topic_id")
         TOPIC_FIELD_NUMBER: _ClassVar[int]
         PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
         topic: str
         partitions: _containers.RepeatedCompositeFieldContainer[FetchRequest.PartitionRequest]
-        def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FetchRequest.PartitionRequest, _Mapping]]] = ...) -> None: ...
+        topic_id: str
+        def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FetchRequest.PartitionRequest, _Mapping]]] = ..., topic_id: _Optional[str] = ...) -> None: ...
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICA_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]

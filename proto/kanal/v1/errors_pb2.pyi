@@ -63,6 +63,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONTROLLER_NOT_AVAILABLE: _ClassVar[ErrorCode]
     DUPLICATE_BROKER_REGISTRATION: _ClassVar[ErrorCode]
     INVALID_QUOTA: _ClassVar[ErrorCode]
+    UNKNOWN_TOPIC_ID: _ClassVar[ErrorCode]
 NONE: ErrorCode
 UNKNOWN_SERVER_ERROR: ErrorCode
 INVALID_REQUEST: ErrorCode
@@ -119,6 +120,7 @@ INVALID_TRUNCATION: ErrorCode
 CONTROLLER_NOT_AVAILABLE: ErrorCode
 DUPLICATE_BROKER_REGISTRATION: ErrorCode
 INVALID_QUOTA: ErrorCode
+UNKNOWN_TOPIC_ID: ErrorCode
 RETRIABLE_FIELD_NUMBER: _ClassVar[int]
 retriable: _descriptor.FieldDescriptor
 GRPC_STATUS_FIELD_NUMBER: _ClassVar[int]

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15kanal/v1/groups.proto\x12\x08kanal.v1\"E\n\x0fOffsetCommitKey\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x11\n\tpartition\x18\x03 \x01(\x05\"$\n\x10GroupMetadataKey\x12\x10\n\x08group_id\x18\x01 \x01(\t\"q\n\x0eGroupRecordKey\x12+\n\x06offset\x18\x01 \x01(\x0b\x32\x19.kanal.v1.OffsetCommitKeyH\x00\x12+\n\x05group\x18\x02 \x01(\x0b\x32\x1a.kanal.v1.GroupMetadataKeyH\x00\x42\x05\n\x03key\"\x92\x01\n\x11OffsetCommitValue\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x10\n\x08metadata\x18\x03 \x01(\t\x12\x1b\n\x13\x63ommit_timestamp_ms\x18\x04 \x01(\x03\x12\x15\n\rgeneration_id\x18\x05 \x01(\x05\x12\x11\n\tmember_id\x18\x06 \x01(\t\"\xcf\x01\n\x13GroupMemberMetadata\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x19\n\x11group_instance_id\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x04 \x01(\t\x12\x1c\n\x14rebalance_timeout_ms\x18\x05 \x01(\x05\x12\x1a\n\x12session_timeout_ms\x18\x06 \x01(\x05\x12\x14\n\x0csubscription\x18\x07 \x01(\x0c\x12\x12\n\nassignment\x18\x08 \x01(\x0c\"\xb5\x01\n\x12GroupMetadataValue\x12\x15\n\rprotocol_type\x18\x01 \x01(\t\x12\x15\n\rgeneration_id\x18\x02 \x01(\x05\x12\x15\n\rprotocol_name\x18\x03 \x01(\t\x12\x0e\n\x06leader\x18\x04 \x01(\t\x12\x1a\n\x12state_timestamp_ms\x18\x05 \x01(\x03\x12.\n\x07members\x18\x06 \x03(\x0b\x32\x1d.kanal.v1.GroupMemberMetadataB.\n\x0c\x64\x65v.kanal.v1Z\x1ekanal.dev/api/kanal/v1;kanalv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15kanal/v1/groups.proto\x12\x08kanal.v1\"E\n\x0fOffsetCommitKey\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x11\n\tpartition\x18\x03 \x01(\x05\"$\n\x10GroupMetadataKey\x12\x10\n\x08group_id\x18\x01 \x01(\t\"q\n\x0eGroupRecordKey\x12+\n\x06offset\x18\x01 \x01(\x0b\x32\x19.kanal.v1.OffsetCommitKeyH\x00\x12+\n\x05group\x18\x02 \x01(\x0b\x32\x1a.kanal.v1.GroupMetadataKeyH\x00\x42\x05\n\x03key\"\xa4\x01\n\x11OffsetCommitValue\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x10\n\x08metadata\x18\x03 \x01(\t\x12\x1b\n\x13\x63ommit_timestamp_ms\x18\x04 \x01(\x03\x12\x15\n\rgeneration_id\x18\x05 \x01(\x05\x12\x11\n\tmember_id\x18\x06 \x01(\t\x12\x10\n\x08topic_id\x18\x07 \x01(\t\"\xcf\x01\n\x13GroupMemberMetadata\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x19\n\x11group_instance_id\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x04 \x01(\t\x12\x1c\n\x14rebalance_timeout_ms\x18\x05 \x01(\x05\x12\x1a\n\x12session_timeout_ms\x18\x06 \x01(\x05\x12\x14\n\x0csubscription\x18\x07 \x01(\x0c\x12\x12\n\nassignment\x18\x08 \x01(\x0c\"\xb5\x01\n\x12GroupMetadataValue\x12\x15\n\rprotocol_type\x18\x01 \x01(\t\x12\x15\n\rgeneration_id\x18\x02 \x01(\x05\x12\x15\n\rprotocol_name\x18\x03 \x01(\t\x12\x0e\n\x06leader\x18\x04 \x01(\t\x12\x1a\n\x12state_timestamp_ms\x18\x05 \x01(\x03\x12.\n\x07members\x18\x06 \x03(\x0b\x32\x1d.kanal.v1.GroupMemberMetadataB.\n\x0c\x64\x65v.kanal.v1Z\x1ekanal.dev/api/kanal/v1;kanalv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,9 +39,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GROUPRECORDKEY']._serialized_start=144
   _globals['_GROUPRECORDKEY']._serialized_end=257
   _globals['_OFFSETCOMMITVALUE']._serialized_start=260
-  _globals['_OFFSETCOMMITVALUE']._serialized_end=406
-  _globals['_GROUPMEMBERMETADATA']._serialized_start=409
-  _globals['_GROUPMEMBERMETADATA']._serialized_end=616
-  _globals['_GROUPMETADATAVALUE']._serialized_start=619
-  _globals['_GROUPMETADATAVALUE']._serialized_end=800
+  _globals['_OFFSETCOMMITVALUE']._serialized_end=424
+  _globals['_GROUPMEMBERMETADATA']._serialized_start=427
+  _globals['_GROUPMEMBERMETADATA']._serialized_end=634
+  _globals['_GROUPMETADATAVALUE']._serialized_start=637
+  _globals['_GROUPMETADATAVALUE']._serialized_end=818
 # @@protoc_insertion_point(module_scope)

@@ -31,20 +31,22 @@ class GroupRecordKey(_message.Message):
     def __init__(self, offset: _Optional[_Union[OffsetCommitKey, _Mapping]] = ..., group: _Optional[_Union[GroupMetadataKey, _Mapping]] = ...) -> None: ...
 
 class OffsetCommitValue(_message.Message):
-    __slots__ = ("offset", "leader_epoch", "metadata", "commit_timestamp_ms", "generation_id", "member_id")
+    __slots__ = ("offset", "leader_epoch", "metadata", "commit_timestamp_ms", "generation_id", "member_id", "topic_id")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     COMMIT_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     offset: int
     leader_epoch: int
     metadata: str
     commit_timestamp_ms: int
     generation_id: int
     member_id: str
-    def __init__(self, offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., metadata: _Optional[str] = ..., commit_timestamp_ms: _Optional[int] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ...) -> None: ...
+    topic_id: str
+    def __init__(self, offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., metadata: _Optional[str] = ..., commit_timestamp_ms: _Optional[int] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., topic_id: _Optional[str] = ...) -> None: ...
 
 class GroupMemberMetadata(_message.Message):
     __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout_ms", "session_timeout_ms", "subscription", "assignment")
