@@ -71,8 +71,9 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int, **configs: s
         md.close()
 
 
-def fetch_at_end(topic: str, partition: int, offset: int) -> broker_pb2.FetchRequest:
-    request = broker_pb2.FetchRequest(max_wait_ms=30_000, min_bytes=1, max_bytes=1 << 20)
+def fetch_at_end(topic: str, partition: int, offset: int, max_wait_ms: int = 30_000) -> broker_pb2.FetchRequest:
+    # replica_id -1, not left out: a checkout from before replica_id had presence took 0 for broker 0.
+    request = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20)
     request.topics.add(topic=topic).partitions.add(partition=partition, fetch_offset=offset, max_bytes=1 << 20,
                                                    current_leader_epoch=-1)
     return request
@@ -83,7 +84,7 @@ def one_round(leader_node, idle_partition: int, seconds: float) -> dict:
     stubs = [broker_pb2_grpc.BrokerStub(c) for c in channels]
     try:
         stub = stubs[0]
-        idle_end = stub.Fetch(fetch_at_end("idle", idle_partition, 0), timeout=10).topics[0].partitions[0].log_end_offset
+        idle_end = stub.Fetch(fetch_at_end("idle", idle_partition, 0, max_wait_ms=0), timeout=10).topics[0].partitions[0].log_end_offset
         shrinks_before = metric(leader_node, "kanal_broker_isr_shrinks_total")
         parked = [stubs[i % CHANNELS].Fetch.future(fetch_at_end("idle", idle_partition, idle_end), timeout=40)
                   for i in range(PARKED_FETCHES)]

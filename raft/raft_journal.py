@@ -61,7 +61,8 @@ from typing import Any
 
 from pysyncobj.journal import Journal
 
-from kanal.raft.raft_vote_file import TermVote, TermVoteFile, fsync_directory
+from kanal.broker.storage.durable_files import fsync_directory
+from kanal.raft.raft_vote_file import TermVote, TermVoteFile
 
 _log = logging.getLogger("kanal.raft.journal")
 

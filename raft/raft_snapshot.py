@@ -28,8 +28,8 @@ from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
+from kanal.broker.storage.durable_files import fsync_directory
 from kanal.raft.command import ProposalId
-from kanal.raft.raft_vote_file import fsync_directory
 from kanal.v1.metadata_pb2 import MetadataSnapshot
 
 MAGIC = b"KRS1"

@@ -30,6 +30,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from kanal.broker.storage.durable_files import fsync_directory
+
 MAGIC = b"KRV1"
 SLOT_BYTES = 512
 VOTE_BYTES_MAX = SLOT_BYTES - 30 - 4
@@ -121,10 +123,3 @@ class TermVoteFile:
         return f"<TermVoteFile {self.path} seq={self._sequence} {self._state!r}>"
 
 
-def fsync_directory(directory: Path) -> None:
-    """Make creations, renames and removals of names in `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kanal.broker.storage.durable_files import fsync_directory
 from kanal.broker.storage.segment import LogSegment
 from kanal.v1 import records_pb2
 from kanal.v1.batch import (
@@ -146,16 +147,10 @@ def _swap(seg: LogSegment, entries: list[bytes]) -> LogSegment:
     seg.offset_index.delete()
     seg.time_index.delete()
     os.replace(cleaned, seg.log_path)
-    _fsync_directory(directory)
+    fsync_directory(directory)
     new_seg = LogSegment(directory, base, interval)
     new_seg._open_fd()
     new_seg.recover()  # checks the rewritten entries and rebuilds both indexes
     return new_seg
 
 
-def _fsync_directory(path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -23,14 +23,15 @@ the directory fsynced, so a crash leaves either no file or the whole file, never
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from kanal.broker.storage.durable_files import TEMP_SUFFIX, write_file_atomically
+
 FILE_NAME = "meta.properties"
 VERSION = 1
-_TEMP_SUFFIX = ".tmp"
+_TEMP_SUFFIX = TEMP_SUFFIX
 
 
 class MetaPropertiesError(Exception):
@@ -92,14 +93,4 @@ def _render(meta: MetaProperties) -> str:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    temp = path.with_name(path.name + _TEMP_SUFFIX)
-    with open(temp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_file_atomically(path, text.encode("utf-8"))

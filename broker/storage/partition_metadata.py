@@ -44,6 +44,7 @@ import shutil
 import uuid
 from pathlib import Path
 
+from kanal.broker.storage.durable_files import fsync_directory, write_file_atomically
 from kanal.v1.error import ErrorCode, KanalError
 
 log = logging.getLogger(__name__)
@@ -112,23 +113,8 @@ def write_topic_id(directory: Path, topic_id: str) -> None:
     if not topic_id or "\n" in topic_id or ":" in topic_id:
         raise ValueError(f"topic id {topic_id!r} cannot be recorded")
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / PARTITION_METADATA_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(f"version: {_VERSION}\ntopic_id: {topic_id}\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_directory(directory)
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make a rename or a new entry in `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_file_atomically(directory / PARTITION_METADATA_FILE,
+                          f"version: {_VERSION}\ntopic_id: {topic_id}\n".encode())
 
 
 def remove_directory(directory: Path, suffix: str) -> Path:
