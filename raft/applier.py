@@ -14,6 +14,11 @@ first. The queue is bounded: when the applier falls behind, `submit` blocks pysy
 then stops acknowledging entries (back-pressure through Raft itself).
 
 A failure while applying is a broken invariant: `fatal` stops the process (fatal.py).
+
+Housekeeping (`housekeeping`, optional): after every group and after `housekeeping_interval_s` idle, the
+same thread runs the metadata log's retention and asks for a snapshot when one is due
+(MetadataStore.maintain), so deleting segments never races an append. A failure there stops the process
+too.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ class Applier:
         *,
         queue_entries_max: int = 10_000,
         group_entries_max: int = 1_000,
+        housekeeping: Callable[[], None] | None = None,
+        housekeeping_interval_s: float = 1.0,
     ) -> None:
         if queue_entries_max < 1 or group_entries_max < 1:
             raise ValueError("queue_entries_max and group_entries_max must be >= 1")
@@ -46,6 +53,8 @@ class Applier:
         self._fatal = fatal
         self._queue_entries_max = queue_entries_max
         self._group_entries_max = group_entries_max
+        self._housekeeping = housekeeping
+        self._housekeeping_interval_s = housekeeping_interval_s
         self._queue: collections.deque[bytes] = collections.deque()
         self._cond = threading.Condition()
         self._submitted = 0
@@ -95,12 +104,19 @@ class Applier:
     def _run(self) -> None:
         while True:
             with self._cond:
+                idle_deadline = time.monotonic() + self._housekeeping_interval_s
                 while not self._queue and not self._stopping:
-                    self._cond.wait()
-                if not self._queue:
+                    left = idle_deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                if not self._queue and self._stopping:
                     return
                 group = [self._queue.popleft() for _ in range(min(len(self._queue), self._group_entries_max))]
                 self._cond.notify_all()
+            if not group:
+                self._run_housekeeping()  # idle: retention and snapshot timers still run
+                continue
             try:
                 applied = [self._store.apply(data) for data in group]
                 self._store.flush()
@@ -114,3 +130,12 @@ class Applier:
             with self._cond:
                 self._done += len(group)
                 self._cond.notify_all()
+            self._run_housekeeping()
+
+    def _run_housekeeping(self) -> None:
+        if self._housekeeping is None:
+            return
+        try:
+            self._housekeeping()
+        except BaseException as exc:  # noqa: BLE001 - a failed retention may have left the log half-changed
+            self._fatal(f"metadata log housekeeping (snapshots, retention) failed: {exc}", exc)

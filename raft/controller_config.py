@@ -21,6 +21,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kanal.raft.metadata_snapshots import (
+    METADATA_RETENTION_BYTES_DEFAULT,
+    METADATA_RETENTION_MS_DEFAULT,
+    SNAPSHOT_INTERVAL_BYTES_DEFAULT,
+    SNAPSHOT_INTERVAL_MS_DEFAULT,
+    SNAPSHOTS_RETAINED_DEFAULT,
+    SnapshotSettings,
+)
 from kanal.v1.server_flags import (
     ServerFlagError,
     add_server_flags,
@@ -137,6 +145,24 @@ class ControllerConfig:
     raft_compaction_interval_ms: int = 600_000
     # FetchMetadata long polls wait at most this long. 0 .. 60,000.
     fetch_wait_ms_max: int = 10_000
+    # Metadata log segments roll at this size (KRaft metadata.log.segment.bytes). 128 KiB .. 1 GiB, and
+    # above twice --metadata-batch-bytes-max (a stored batch is at most that). Retention deletes whole
+    # segments, so the log start moves in steps of this.
+    metadata_log_segment_bytes: int = 64 * 1024 * 1024
+    # A metadata snapshot (a snapshot file + pysyncobj's dump) is taken after this many bytes of metadata
+    # batches since the last one (metadata.log.max.record.bytes.between.snapshots). 1 KiB .. 2^40.
+    metadata_snapshot_interval_bytes: int = SNAPSHOT_INTERVAL_BYTES_DEFAULT
+    # ... or this long after the last one when a record came in since (metadata.log.max.snapshot.interval.ms).
+    # 100 .. 10^10.
+    metadata_snapshot_interval_ms: int = SNAPSHOT_INTERVAL_MS_DEFAULT
+    # Snapshot files kept: the newest this many, plus the oldest one at or past the log start. 1 .. 100.
+    metadata_snapshots_retained: int = SNAPSHOTS_RETAINED_DEFAULT
+    # Metadata log segments wholly below the newest snapshot are deleted once their newest record is older
+    # than this (metadata.max.retention.ms, 7 days) ... 0 .. 10^12.
+    metadata_retention_ms: int = METADATA_RETENTION_MS_DEFAULT
+    # ... or while the log is larger than this (metadata.max.retention.bytes); -1: no size limit.
+    # -1 .. 2^50.
+    metadata_retention_bytes: int = METADATA_RETENTION_BYTES_DEFAULT
     # gRPC server threads (long polls hold one each). 4 .. 256.
     grpc_threads: int = 32
     # Python logging level name.
@@ -194,6 +220,17 @@ class ControllerConfig:
         _bound("--raft-compaction-entries", self.raft_compaction_entries, 10, 10**9)
         _bound("--raft-compaction-interval-ms", self.raft_compaction_interval_ms, 1_000, 10**9)
         _bound("--fetch-wait-ms-max", self.fetch_wait_ms_max, 0, 60_000)
+        _bound("--metadata-log-segment-bytes", self.metadata_log_segment_bytes, 128 * 1024, 1 << 30)
+        if self.metadata_log_segment_bytes <= 2 * self.metadata_batch_bytes_max:
+            raise ControllerConfigError(
+                f"--metadata-log-segment-bytes ({self.metadata_log_segment_bytes}) must exceed twice "
+                f"--metadata-batch-bytes-max ({self.metadata_batch_bytes_max}): a stored batch may be that big"
+            )
+        _bound("--metadata-snapshot-interval-bytes", self.metadata_snapshot_interval_bytes, 1024, 1 << 40)
+        _bound("--metadata-snapshot-interval-ms", self.metadata_snapshot_interval_ms, 100, 10**10)
+        _bound("--metadata-snapshots-retained", self.metadata_snapshots_retained, 1, 100)
+        _bound("--metadata-retention-ms", self.metadata_retention_ms, 0, 10**12)
+        _bound("--metadata-retention-bytes", self.metadata_retention_bytes, -1, 1 << 50)
         _bound("--grpc-threads", self.grpc_threads, 4, 256)
         if self.log_format not in ("text", "json"):
             raise ControllerConfigError(f"--log-format must be text or json, got {self.log_format!r}")
@@ -242,6 +279,16 @@ class ControllerConfig:
     def raft_bind(self) -> Address:
         """The address pysyncobj binds: --raft-listen, else the advertised --raft."""
         return self.raft_listen if self.raft_listen is not None else self.raft
+
+    @property
+    def snapshot_settings(self) -> SnapshotSettings:
+        return SnapshotSettings(
+            interval_bytes=self.metadata_snapshot_interval_bytes,
+            interval_ms=self.metadata_snapshot_interval_ms,
+            retained=self.metadata_snapshots_retained,
+            retention_ms=self.metadata_retention_ms,
+            retention_bytes=None if self.metadata_retention_bytes < 0 else self.metadata_retention_bytes,
+        )
 
     @property
     def raft_dir(self) -> Path:
@@ -312,6 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("--raft-compaction-interval-ms", "raft_compaction_interval_ms"),
         ("--fetch-wait-ms-max", "fetch_wait_ms_max"),
         ("--grpc-threads", "grpc_threads"),
+        ("--metadata-log-segment-bytes", "metadata_log_segment_bytes"),
+        ("--metadata-snapshot-interval-bytes", "metadata_snapshot_interval_bytes"),
+        ("--metadata-snapshot-interval-ms", "metadata_snapshot_interval_ms"),
+        ("--metadata-snapshots-retained", "metadata_snapshots_retained"),
+        ("--metadata-retention-ms", "metadata_retention_ms"),
+        ("--metadata-retention-bytes", "metadata_retention_bytes"),
     ):
         default = d[name].default
         p.add_argument(flag, dest=name, type=integer(flag), default=default, help=f"default {default}")
@@ -364,6 +417,12 @@ def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None
         raft_compaction_interval_ms=args.raft_compaction_interval_ms,
         fetch_wait_ms_max=args.fetch_wait_ms_max,
         grpc_threads=args.grpc_threads,
+        metadata_log_segment_bytes=args.metadata_log_segment_bytes,
+        metadata_snapshot_interval_bytes=args.metadata_snapshot_interval_bytes,
+        metadata_snapshot_interval_ms=args.metadata_snapshot_interval_ms,
+        metadata_snapshots_retained=args.metadata_snapshots_retained,
+        metadata_retention_ms=args.metadata_retention_ms,
+        metadata_retention_bytes=args.metadata_retention_bytes,
         log_level=args.log_level,
     )
     for what, address in (("--peers raft", config.me.raft), ("--peers grpc", config.me.grpc)):

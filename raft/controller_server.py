@@ -24,6 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.applier import Applier
+from kanal.raft.clock import Clock
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.controller_service import ControllerService
 from kanal.raft.disk_identity import (
@@ -61,13 +62,16 @@ class ControllerServer:
             raise StartupError(str(exc)) from exc
         try:
             config.data_dir.mkdir(parents=True, exist_ok=True)
-            self.log = open_metadata_log(config.data_dir, config.metadata_batch_bytes_max)
+            self.log = open_metadata_log(config.data_dir, config.metadata_batch_bytes_max,
+                                         config.metadata_log_segment_bytes)
         except OSError as exc:
             raise StartupError(f"cannot open the metadata log under {config.data_dir}: {exc}") from exc
-        self.store = MetadataStore(self.log)
+        self.store = MetadataStore(self.log, config.snapshot_settings)
         self.peers = PeerClient(config)
         self.controller = ActiveController(config, self.store)
-        self.applier = Applier(self.store, self.controller.on_applied, stop_process)
+        self._clock = Clock()
+        self.applier = Applier(self.store, self.controller.on_applied, stop_process,
+                               housekeeping=self._housekeeping)
         self.raft: RaftNode | None = None
         self._registration: RegistrationThread | None = None
         self.health = health.HealthServicer()
@@ -137,6 +141,11 @@ class ControllerServer:
         self.peers.close()
         self.store.close()
         _log.info("controller %d stopped", self.config.controller_id)
+
+    def _housekeeping(self) -> None:
+        # On the applier thread: metadata log retention, and a snapshot (pysyncobj compaction) when due.
+        if self.store.maintain(self._clock.now_ms()) and self.raft is not None:
+            self.raft.request_snapshot()
 
     def _quorum_status(self):
         if self.raft is None:

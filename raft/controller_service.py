@@ -225,6 +225,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             return controller_pb2.FetchMetadataResponse(
                 error=exc.code,
                 error_message=exc.message,
+                start_offset=self._store.log_start_offset,
                 end_offset=self._store.durable_end_offset,
                 controller_epoch=self._store.controller_epoch,
             )

@@ -5,8 +5,10 @@ broker/storage/log.py and segment.py). Each applied MetadataBatch is one RecordB
 the format of kanal.metadata.log_codec, the one codec every reader shares, with the record values sliced
 out of the Raft entry (`record_values`, not re-serialized). `now_ms` given to Log.append is the batch's
 largest record time, so segment rolls happen at the same batches on every controller. Everything in a
-batch comes from the Raft entry, so every controller's files hold the same bytes. No retention: the log
-keeps every offset (log start 0), so FetchMetadata can always serve a follower from any offset.
+batch comes from the Raft entry, so every controller's files hold the same bytes. Segments roll at
+`segment_bytes_max` (--metadata-log-segment-bytes) or after 7 days. Retention is not the Log's own
+(retention_ms/bytes are None here): MetadataStore deletes whole segments below the newest snapshot
+(metadata_snapshots.py), so the log start moves past 0 and a reader below it loads a snapshot first.
 
 Exactly once (MetadataLogWriter). pysyncobj replays its journal after a restart, so an entry can be
 applied again that the log already holds. The metadata offset is the key: a batch for base offset B is
@@ -42,17 +44,22 @@ METADATA_SEGMENT_BYTES_MAX = 64 * 1024 * 1024
 _TAG_RECORDS = (2 << 3) | 2  # MetadataBatch.records: field 2, length-delimited
 
 
+class BelowLogStartError(Exception):
+    """The batches asked for are below the other controllers' metadata log start (deleted by retention)."""
+
+
 class MetadataLogGapError(Exception):
     """The metadata log does not hold what the applied entries say it must (a gap, or a different batch
     at an offset). A broken invariant: the controller stops."""
 
 
-def metadata_log_config(batch_bytes_max: int) -> LogConfig:
+def metadata_log_config(batch_bytes_max: int, segment_bytes_max: int = METADATA_SEGMENT_BYTES_MAX) -> LogConfig:
     # A RecordBatch wraps each MetadataRecord in a Record (offset and timestamp deltas, framing): allow
     # twice the metadata batch limit, which the active controller enforces before proposing.
+    # ControllerConfig keeps segment_bytes_max above that.
     return LogConfig(
-        segment_bytes_max=METADATA_SEGMENT_BYTES_MAX,
-        batch_bytes_max=min(2 * batch_bytes_max, METADATA_SEGMENT_BYTES_MAX - 1),
+        segment_bytes_max=segment_bytes_max,
+        batch_bytes_max=min(2 * batch_bytes_max, segment_bytes_max - 1),
         retention_ms=None,
         retention_bytes=None,
         cleanup_policy="delete",
@@ -62,8 +69,8 @@ def metadata_log_config(batch_bytes_max: int) -> LogConfig:
     )
 
 
-def open_metadata_log(data_dir: Path, batch_bytes_max: int) -> Log:
-    return Log.open(data_dir / METADATA_LOG_DIR_NAME, metadata_log_config(batch_bytes_max))
+def open_metadata_log(data_dir: Path, batch_bytes_max: int, segment_bytes_max: int = METADATA_SEGMENT_BYTES_MAX) -> Log:
+    return Log.open(data_dir / METADATA_LOG_DIR_NAME, metadata_log_config(batch_bytes_max, segment_bytes_max))
 
 
 # -- the entry format ------------------------------------------------------------------------------

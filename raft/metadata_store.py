@@ -44,7 +44,20 @@ from kanal.metadata import (
 )
 from kanal.metadata.log_codec import LogBatch
 from kanal.raft.command import ProposalId, Verdict, decode_command, judge
-from kanal.raft.metadata_log import MetadataLogGapError, MetadataLogWriter, WriteResult, record_values
+from kanal.raft.metadata_log import (
+    BelowLogStartError,
+    MetadataLogGapError,
+    MetadataLogWriter,
+    WriteResult,
+    record_values,
+)
+from kanal.raft.metadata_snapshots import (
+    MetadataSnapshots,
+    SegmentSpan,
+    SnapshotSettings,
+    retained_log_start,
+    snapshot_due,
+)
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.metadata_pb2 import MetadataSnapshot
 
@@ -76,9 +89,19 @@ class FetchResult:
 
 
 class MetadataStore:
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Log, settings: SnapshotSettings | None = None) -> None:
         self._log = log
         self._writer = MetadataLogWriter(log)
+        self._settings = settings or SnapshotSettings()
+        self.snapshots = MetadataSnapshots(log.directory)
+        # The newest snapshot that is written both as a snapshot file and as pysyncobj's dump (published):
+        # retention deletes only below it. None until one is (no retention before the first).
+        self._snapshot_offset: int | None = None
+        # What came in since the last snapshot: bytes appended in this run, and when it was taken.
+        self._appended_bytes = 0
+        self._snapshot_bytes_mark = 0
+        self._snapshot_image_offset = 0
+        self._snapshot_ms: int | None = None
         self._lock = threading.Lock()
         self._durable = threading.Condition(self._lock)
         self._image = MetadataImage()
@@ -125,6 +148,7 @@ class MetadataStore:
             result = self._writer.write(
                 LogBatch(base, batch.controller_epoch, tuple(values), tuple(r.time_ms for r in batch.records))
             )
+            self._appended_bytes += len(command.batch_bytes)
             if result is WriteResult.REPLACED:
                 self.replaced_batches += 1
             self._dirty = True
@@ -159,13 +183,67 @@ class MetadataStore:
         get ahead of the durable log, or a restart would find the log behind the image."""
         self.flush()
         with self._lock:
+            self._snapshot_bytes_mark = self._appended_bytes
+            self._snapshot_image_offset = self._image.next_offset
             return image_to_snapshot(self._image), self._last_proposal
+
+    # -- snapshot files and retention (metadata_snapshots.py) -------------------------------------
+
+    def write_snapshot_file(self, snapshot: MetadataSnapshot, now_ms: int) -> int:
+        """Write `snapshot` (taken by `snapshot()`) as a snapshot file; its offset. Not yet a base for
+        retention: `publish_snapshot` makes it one once pysyncobj's dump of the same image is durable."""
+        path = self.snapshots.write(snapshot, now_ms)
+        with self._lock:
+            self._snapshot_ms = now_ms
+        _log.info("wrote the metadata snapshot %s (%d records)", path.name, len(snapshot.records))
+        return snapshot.next_offset
+
+    def publish_snapshot(self, offset: int) -> None:
+        """Let retention delete segments below `offset` (a snapshot file and pysyncobj's dump hold it)."""
+        with self._lock:
+            if offset > self._log.log_end_offset:
+                raise MetadataLogGapError(f"a snapshot at {offset} is past the metadata log end {self._log.log_end_offset}")
+            self._snapshot_offset = max(offset, self._snapshot_offset or 0)
+
+    def maintain(self, now_ms: int) -> bool:
+        """Retention (segments wholly below the published snapshot, past retention) and pruning of old
+        snapshot files; whether a new snapshot is due. Called on the applier thread."""
+        with self._lock:
+            if self._snapshot_ms is None:
+                self._snapshot_ms = now_ms  # the interval counts from this run's start
+            due = snapshot_due(
+                self._settings,
+                bytes_since=self._appended_bytes - self._snapshot_bytes_mark,
+                records_since=self._image.next_offset - self._snapshot_image_offset,
+                ms_since=now_ms - self._snapshot_ms,
+            )
+            if self._snapshot_offset is None:
+                return due
+            spans = [SegmentSpan(seg.base_offset, seg.next_offset, seg.size, seg.max_timestamp_ms)
+                     for seg in self._log.segments]
+            start = retained_log_start(spans, self._snapshot_offset, now_ms, self._settings)
+            if start is not None and start > self._log.log_start_offset:
+                before = self._log.log_start_offset
+                self._log.advance_log_start(start)
+                _log.info("metadata log retention: log start %d -> %d (snapshot at %d)",
+                          before, start, self._snapshot_offset)
+            log_start = self._log.log_start_offset
+        deleted = self.snapshots.prune(self._settings.retained, log_start)
+        if deleted:
+            _log.info("deleted metadata snapshots at offsets %s", deleted)
+        return due
+
+    @property
+    def log_start_offset(self) -> int:
+        with self._lock:
+            return self._log.log_start_offset
 
     def install(
         self,
         snapshot: MetadataSnapshot,
         last_proposal: ProposalId,
         fetch_missing: Callable[[int, int], Iterable[LogBatch]],
+        now_ms: int = 0,
     ) -> None:
         """Replace the image with a snapshot's (a restart, or a snapshot sent by the leader).
 
@@ -176,10 +254,18 @@ class MetadataStore:
         with self._lock:
             end = self._log.log_end_offset
         if end < image.next_offset:
-            for batch in fetch_missing(end, image.next_offset):
+            try:
+                for batch in fetch_missing(end, image.next_offset):
+                    with self._lock:
+                        if batch.base_offset < image.next_offset:
+                            self._writer.write(batch)
+            except BelowLogStartError as exc:
+                # The other controllers deleted those batches (retention, below their snapshots): this
+                # log restarts at the snapshot's offset, as a Kafka follower does after FetchSnapshot.
                 with self._lock:
-                    if batch.base_offset < image.next_offset:
-                        self._writer.write(batch)
+                    _log.warning("%s; restarting the metadata log at the snapshot's offset %d (it ended at %d)",
+                                 exc, image.next_offset, self._log.log_end_offset)
+                    self._log.truncate_fully_and_start_at(image.next_offset)
             with self._lock:
                 if self._log.log_end_offset != image.next_offset:
                     raise MetadataLogGapError(
@@ -193,7 +279,15 @@ class MetadataStore:
             self._image = image
             self._last_proposal = last_proposal
             self._durable_end = image.next_offset
+            self._snapshot_image_offset = image.next_offset
+            self._snapshot_bytes_mark = self._appended_bytes
             self._durable.notify_all()
+        # The installed snapshot is pysyncobj's dump, durable: it is a snapshot file too (written unless
+        # the one written with the dump is there) and a base for retention.
+        if image.next_offset > 0:
+            if not self.snapshots.has_valid(image.next_offset):
+                self.snapshots.write(snapshot, now_ms)
+            self.publish_snapshot(image.next_offset)
 
     # -- the read side (any thread) ----------------------------------------------------------------
 

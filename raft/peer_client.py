@@ -21,8 +21,10 @@ import grpc
 
 from kanal.metadata.log_codec import LogBatch, iter_batches
 from kanal.raft.controller_config import ControllerConfig
+from kanal.raft.metadata_log import BelowLogStartError
 from kanal.v1 import controller_pb2, controller_pb2_grpc
 from kanal.v1.channel_options import channel_options
+from kanal.v1.error import ErrorCode
 
 _log = logging.getLogger("kanal.raft.peers")
 
@@ -62,13 +64,15 @@ class PeerClient:
 
     def fetch_range(self, start: int, end: int, prefer: Sequence[int] = ()) -> Iterator[LogBatch]:
         """The metadata log batches covering [start, end), in order, from whichever peer has them.
-        MissingBatchesError when none does within FETCH_RANGE_TIMEOUT_S."""
+        BelowLogStartError when every peer answers that `start` is below its log start (retention deleted
+        it everywhere); MissingBatchesError when none serves them within FETCH_RANGE_TIMEOUT_S."""
         order = list(dict.fromkeys([*prefer, *(v.controller_id for v in self._config.others)]))
         order = [c for c in order if c != self._config.controller_id]
         offset = start
         deadline = time.monotonic() + FETCH_RANGE_TIMEOUT_S
         while offset < end:
             progressed = False
+            below_start = 0  # peers that answered: deleted by retention (below my log start)
             for controller_id in order:
                 try:
                     reply = self.stub(controller_id).FetchMetadata(
@@ -79,6 +83,9 @@ class PeerClient:
                     )
                 except grpc.RpcError as exc:
                     _log.warning("fetching metadata [%d, %d) from controller %d: %s", offset, end, controller_id, exc)
+                    continue
+                if reply.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    below_start += 1
                     continue
                 if reply.error or not reply.entries:
                     continue
@@ -94,6 +101,8 @@ class PeerClient:
             if offset >= end:
                 return
             if not progressed:
+                if below_start and below_start == len(order):
+                    raise BelowLogStartError(f"every other controller's metadata log starts past offset {offset}")
                 if time.monotonic() >= deadline:
                     raise MissingBatchesError(f"no controller could serve metadata offsets [{offset}, {end})")
                 time.sleep(0.2)  # every peer failed: back off briefly before asking again

@@ -5,6 +5,10 @@
   `(method id, (bytes,))` envelope on the wire and in its journal; nothing of kanal's is pickled, and the
   replicated method refuses anything but bytes.
 - Snapshots ("full dumps") use raft_snapshot.py's format through pysyncobj's custom serializer hooks.
+  Every dump is also written as a metadata snapshot file of the same image (metadata_snapshots.py), and
+  the store's snapshot policy (bytes / time since the last one) forces a compaction when one is due: one
+  image, two files — pysyncobj's dump with its Raft bookkeeping (what a restart loads) and the snapshot
+  file in the metadata log's directory (what retention, brokers' and Spark's readers rely on).
 - `password` = the cluster secret: Raft traffic is encrypted and authenticated (Fernet; needs the
   `cryptography` package), so a process without the secret can neither read the log nor send pysyncobj
   a pickle to load.
@@ -36,6 +40,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
 from kanal.metadata.log_codec import LogBatch
 from kanal.raft.applier import Applier
+from kanal.raft.clock import Clock
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.fatal import stop_process
 from kanal.raft.metadata_store import MetadataStore
@@ -48,6 +53,7 @@ from kanal.raft.raft_snapshot import (
     sync_file_and_directory,
     write_snapshot_file,
 )
+from kanal.raft.raft_vote_file import fsync_directory
 
 _log = logging.getLogger("kanal.raft.node")
 
@@ -85,6 +91,9 @@ class RaftNode(SyncObj):
         self._kanal_on_snapshot_loaded = on_snapshot_loaded
         self._kanal_on_state_changed = on_state_changed
         self._kanal_status_lock = threading.Lock()
+        self._kanal_clock = Clock()
+        # The offset of a snapshot file written with a dump pysyncobj has not renamed into place yet.
+        self._kanal_pending_snapshot: int | None = None
         config.raft_dir.mkdir(parents=True, exist_ok=True)
         self._kanal_journal = DurableJournal(config.raft_dir, fatal=stop_process)
         self._kanal_acks = DurableAcks(self._kanal_journal)
@@ -157,7 +166,28 @@ class RaftNode(SyncObj):
         # One journal sync, then the acks held back since the last tick; the leader counts its own log
         # towards the commit index during the tick, after this sync (raft_durability.py).
         self._kanal_acks.flush()
+        self._publish_snapshot()
         super()._onTick(timeToWait)
+
+    def _publish_snapshot(self) -> None:
+        """Make the snapshot file written with the last dump a base for metadata log retention, once
+        pysyncobj has renamed the dump into place (it does so right after the serializer returns, in the
+        tick before this one) and the rename is durable: retention then never deletes batches that a
+        restart from the dump would still need to compare."""
+        offset = self._kanal_pending_snapshot
+        if offset is None:
+            return
+        self._kanal_pending_snapshot = None
+        try:
+            fsync_directory(self._kanal_config.raft_dir)
+            self._kanal_store.publish_snapshot(offset)
+        except BaseException as exc:  # noqa: BLE001
+            stop_process(f"publishing the metadata snapshot at {offset} failed: {exc}", exc)
+
+    def request_snapshot(self) -> None:
+        """Ask pysyncobj to compact now (any thread): its dump and a metadata snapshot file are written
+        together on the tick thread (`_write_snapshot`)."""
+        self.forceLogCompaction()
 
     @property
     def journal(self) -> DurableJournal:
@@ -175,6 +205,11 @@ class RaftNode(SyncObj):
             snapshot = RaftSnapshot(tuple(last_entry), tuple(previous_entry), last_proposal, metadata)
             write_snapshot_file(Path(path), snapshot)
             _log.info("wrote %r", snapshot)
+            # The same image as a metadata snapshot file (what brokers' and Spark's readers of the metadata
+            # log start from); a base for retention from the next tick on, once the dump is in place.
+            if metadata.next_offset > 0:
+                self._kanal_pending_snapshot = self._kanal_store.write_snapshot_file(
+                    metadata, self._kanal_clock.now_ms())
         except Exception:
             _log.exception("writing a Raft snapshot failed; pysyncobj keeps its journal and retries")
             raise
@@ -188,7 +223,8 @@ class RaftNode(SyncObj):
             sync_file_and_directory(Path(path))
             if not self._kanal_applier.drain(_DRAIN_TIMEOUT_S):
                 raise TimeoutError("the applier did not catch up before a snapshot load")
-            self._kanal_store.install(snapshot.metadata, snapshot.last_proposal, self._kanal_fetch_missing)
+            self._kanal_store.install(snapshot.metadata, snapshot.last_proposal, self._kanal_fetch_missing,
+                                      self._kanal_clock.now_ms())
             _log.info("loaded %r", snapshot)
             self._kanal_on_snapshot_loaded()
             return (snapshot.last_entry, snapshot.previous_entry, ())

@@ -3,7 +3,8 @@
     result = run_audit(spark, data_dir, out_dir, controllers=["127.0.0.1:9601", ...])
 
 Steps: Spark reads the log with `kanal-metadata` (whole segment files per task); the rows come to the
-driver in offset order as Arrow and are replayed there (replay.py: a state machine is sequential, and a
+driver in offset order as Arrow and are replayed there (from offset 0, or, when the controllers' retention
+moved the log start past 0, from the oldest snapshot file at or past it: replay_start.py) (replay.py: a state machine is sequential, and a
 metadata log is megabytes, not terabytes); the history goes back into Spark as DataFrames, is aggregated
 per partition and written as Parquet under `out_dir/<table>/`:
 
@@ -35,6 +36,8 @@ from kanal.spark.columns import TIMESTAMP, Column, Table
 from kanal.spark.live_image import ControllerCheck, check_controllers
 from kanal.spark.parquet_out import write_tables
 from kanal.spark.replay import History, ReplayRow, replay
+from kanal.spark.replay_start import ReplayStart, replay_start
+from kanal.spark.segment_files import metadata_copy
 
 _INT_LIST = pa.list_(pa.field("element", pa.int32()))
 
@@ -77,6 +80,8 @@ class AuditResult:
     checks: list[ControllerCheck]
     tables: dict[str, DataFrame] = field(default_factory=dict)
     out_dir: Path | None = None
+    # Where the replay began: offset 0, or a snapshot when the log starts past 0 (replay_start.py).
+    start: ReplayStart | None = None
 
     @property
     def image_matches(self) -> bool | None:
@@ -157,11 +162,14 @@ def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | N
     """Read, replay, compare with the controllers (when endpoints are given), write the tables."""
     rows = read_replay_rows(spark, str(data_dir), fail_fast=fail_fast)
     corrupt = [c for c in rows.column("_corrupt").to_pylist() if c is not None]
-    history = replay(_rows(rows))
-    checks = check_controllers(controllers or [], history.image)
-    result = AuditResult(history, rows.num_rows - len(corrupt), corrupt, checks)
+    start = replay_start(metadata_copy(Path(data_dir)))
+    history = replay(_rows(rows), start)
+    checks = check_controllers(controllers or [], history.image,
+                               start.snapshot.snapshot if start.snapshot is not None else None)
+    result = AuditResult(history, rows.num_rows - len(corrupt), [*start.damaged, *corrupt], checks)
+    result.start = start
     result.tables = history_frames(spark, history)
-    damage = pa.table({"damage": pa.array(corrupt, pa.string())})
+    damage = pa.table({"damage": pa.array(result.damage, pa.string())})
     result.tables["damage"] = spark.createDataFrame(damage)
     result.tables["image_check"] = spark.createDataFrame(pa.table({
         # Explicit types: with no controllers given the lists are empty, and a null-typed column has no

@@ -21,6 +21,11 @@ def audit_summary(result: AuditResult) -> list[str]:
         f"unfencings {events.count('broker_unfenced')}; config changes "
         f"{sum(events.count(k) for k in ('config_set', 'config_removed', 'quota_set', 'quota_removed'))}"),
     ]
+    start = result.start
+    if start is not None and start.snapshot is not None:
+        lines.append(f"the metadata log starts at offset {start.log_start_offset}: replayed from the snapshot at "
+                     f"offset {start.snapshot.next_offset} ({start.snapshot_path}); the history before it is not "
+                     f"available")
     if h.stopped:
         lines.append(f"REPLAY STOPPED EARLY at {h.stopped}")
     for d in result.damage:

@@ -3,7 +3,8 @@
 Two comparisons per reachable controller, both through canonical forms:
 
 1. Its metadata log, fetched with FetchMetadata (any controller serves its committed, durable log),
-   applied with kanal.metadata.apply_batch up to the offset the replay reached, and compared with the
+   applied with kanal.metadata.apply_batch up to the offset the replay reached (from offset 0, or from
+   the snapshot the replay started from when the log starts past 0), and compared with the
    replayed image through the snapshot form (image_diff.py). This catches a data dir copy that is
    damaged, stale or from another cluster.
 2. Its committed in-memory image, read with DescribeMetadataImage (the image in its snapshot form), and
@@ -26,6 +27,7 @@ from kanal.spark.image_diff import diff_images
 from kanal.v1 import controller_pb2, controller_pb2_grpc
 from kanal.v1.channel_options import channel_options
 from kanal.v1.error import ErrorCode, KanalError, error_name
+from kanal.v1.metadata_pb2 import MetadataSnapshot
 
 REQUEST_TIMEOUT_S = 30.0
 FETCH_BYTES_MAX = 4 * 1024 * 1024
@@ -49,9 +51,11 @@ class ControllerCheck:
         return self.reachable and self.error is None and not self.differences
 
 
-def fetch_image(stub: controller_pb2_grpc.ControllerStub, offset_limit: int) -> tuple[MetadataImage, int]:
-    """The controller's metadata log applied up to `offset_limit` (whole batches); and its log end."""
-    image = MetadataImage()
+def fetch_image(stub: controller_pb2_grpc.ControllerStub, offset_limit: int,
+                start: MetadataSnapshot | None = None) -> tuple[MetadataImage, int]:
+    """The controller's metadata log applied up to `offset_limit` (whole batches), from offset 0 or from
+    the snapshot the replay started from; and its log end."""
+    image = image_from_snapshot(start) if start is not None else MetadataImage()
     end = 0
     while image.next_offset < offset_limit:
         reply = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(
@@ -70,12 +74,12 @@ def fetch_image(stub: controller_pb2_grpc.ControllerStub, offset_limit: int) -> 
     return image, end
 
 
-def check_controller(endpoint: str, replayed: MetadataImage) -> ControllerCheck:
+def check_controller(endpoint: str, replayed: MetadataImage, start: MetadataSnapshot | None = None) -> ControllerCheck:
     check = ControllerCheck(endpoint)
     with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
         stub = controller_pb2_grpc.ControllerStub(channel)
         try:
-            live, end = fetch_image(stub, replayed.next_offset)
+            live, end = fetch_image(stub, replayed.next_offset, start)
             check.log_end_offset = end
             check.compared_at_offset = live.next_offset
             check.differences = diff_images(replayed, live, "replay", f"controller {endpoint}")
@@ -102,5 +106,8 @@ def _in_memory_differences(stub, replayed: MetadataImage, endpoint: str) -> list
     return diff_images(replayed, image_from_snapshot(snapshot), "replay", f"controller {endpoint}'s memory")
 
 
-def check_controllers(endpoints: list[str], replayed: MetadataImage) -> list[ControllerCheck]:
-    return [check_controller(e, replayed) for e in endpoints]
+def check_controllers(endpoints: list[str], replayed: MetadataImage,
+                      start: MetadataSnapshot | None = None) -> list[ControllerCheck]:
+    """`start`: the snapshot the replay began from (a log whose start is past 0); each controller's log
+    is then applied from its offset (a controller whose log starts later reports OFFSET_OUT_OF_RANGE)."""
+    return [check_controller(e, replayed, start) for e in endpoints]

@@ -15,6 +15,12 @@ Damage and invariant failures stop the replay: a state machine cannot skip a rec
 stop is an event (`log_damage` or `replay_error`) and the final image is the one reached before it, so the
 comparison with the controllers reports the difference instead of hiding it.
 
+A log whose start is past 0 (the controllers deleted segments below a snapshot) is replayed from a
+snapshot file (replay_start.py): its image is the initial state of both images, recorded as a
+`snapshot_loaded` event (time: when the controller wrote the file), fenced brokers and troubled
+partitions in it open intervals there, rows below its offset are skipped, and the log must continue
+exactly at its offset. The history before it is not available.
+
 Intervals are closed by the record that ends them; those still open at the end of the log end at the last
 record's time with `open` set.
 """
@@ -27,7 +33,9 @@ from itertools import groupby
 
 from google.protobuf.message import DecodeError
 
-from kanal.metadata import MetadataImage, MetadataInvariantError, apply, apply_batch
+from kanal.metadata import MetadataImage, MetadataInvariantError, apply, apply_batch, image_from_snapshot
+from kanal.metadata.snapshot import SNAPSHOT_PRINCIPAL
+from kanal.spark.replay_start import ReplayStart
 from kanal.v1 import metadata_pb2
 
 NO_LEADER = -1
@@ -113,21 +121,35 @@ class History:
     last_time_ms: int = 0
 
 
-def replay(rows: Iterable[ReplayRow]) -> History:
-    """Apply every batch in order and record what each record did."""
-    return _Replayer().run(rows)
+def replay(rows: Iterable[ReplayRow], start: ReplayStart | None = None) -> History:
+    """Apply every batch in order and record what each record did. With `start` (a log whose start is
+    past 0): begin from its snapshot's image and apply only the rows from the snapshot's offset on."""
+    return _Replayer(start).run(rows)
 
 
 class _Replayer:
-    def __init__(self) -> None:
+    def __init__(self, start: ReplayStart | None = None) -> None:
         self.h = History()
         self.trail = MetadataImage()
         self.open: dict[tuple, Interval] = {}
+        self.start = start
 
     def run(self, rows: Iterable[ReplayRow]) -> History:
+        first_offset = 0
+        if self.start is not None and self.start.log_start_offset > 0:
+            if self.start.snapshot is None:
+                why = (f"the metadata log starts at offset {self.start.log_start_offset} and no readable "
+                       f"snapshot at or past it is there: nothing can be replayed")
+                self.h.stopped = f"offset {self.start.log_start_offset}: {why}"
+                self.h.events.append(Event(self.start.log_start_offset, self.start.log_start_offset, 0, 0, "", "",
+                                           "replay_error", detail=why))
+                return self.h
+            first_offset = self._load_snapshot(self.start)
         for _key, group in groupby(rows, key=lambda r: (r.batch_offset, r.corrupt is not None)):
             batch = list(group)
             first = batch[0]
+            if first.corrupt is None and first.offset < first_offset:
+                continue  # in the log, but before the snapshot the replay starts from
             if first.corrupt is not None:
                 self._stop(first, "log_damage", first.corrupt)
                 break
@@ -140,6 +162,35 @@ class _Replayer:
         self.open.clear()
         self.h.intervals.sort(key=lambda i: (i.start_offset, i.kind, i.topic or "", i.partition or 0, i.broker_id or 0))
         return self.h
+
+    def _load_snapshot(self, start: ReplayStart) -> int:
+        """The snapshot's image as the initial state, recorded as a `snapshot_loaded` event; what was
+        already wrong in it (fenced brokers, troubled partitions) opens intervals that start there."""
+        loaded = start.snapshot
+        if loaded is None:
+            raise ValueError("a replay start without a snapshot")
+        snapshot = loaded.snapshot
+        self.h.image = image_from_snapshot(snapshot)
+        self.trail = image_from_snapshot(snapshot)
+        offset = snapshot.next_offset
+        at = offset - 1  # the last offset the snapshot holds, so the event sorts before the log after it
+        time_ms = loaded.written_ms
+        self.h.last_time_ms = time_ms
+        self.h.events.append(Event(
+            at, at, snapshot.controller_epoch, time_ms, SNAPSHOT_PRINCIPAL, f"snapshot-{offset}", "snapshot_loaded",
+            detail=(f"initial state: the image at offset {offset} from {start.snapshot_path}; the history of "
+                    f"offsets below {offset} is not in the metadata log any more (log start "
+                    f"{start.log_start_offset})")))
+        reason = "already at the snapshot"
+        for broker in self.h.image.brokers.values():
+            if broker.fenced:
+                self._begin(("fenced", broker.broker_id), Interval(
+                    "fenced", time_ms, at, broker_id=broker.broker_id, broker_epoch=broker.broker_epoch,
+                    start_reason=reason))
+        for topic, p in self.h.image.iter_partitions():
+            self._health_at(at, time_ms, topic.name, topic.topic_id, p.partition_id, list(p.replicas), list(p.isr),
+                            p.leader, reason)
+        return offset
 
     def _stop(self, row: ReplayRow, event: str, why: str) -> None:
         self.h.stopped = f"offset {row.offset}: {why}"
@@ -335,3 +386,11 @@ class _Replayer:
                                           partition=partition, start_reason=reason))
             else:
                 self._end(key, row, record, reason)
+
+    def _health_at(self, offset, time_ms, topic, topic_id, partition, replicas, isr, leader, reason) -> None:
+        """Open the intervals a partition is already in (at a snapshot: nothing to close yet)."""
+        states = {"under_replicated": len(set(isr)) < len(set(replicas)), "offline": leader == NO_LEADER}
+        for kind, now_in in states.items():
+            if now_in:
+                self._begin((kind, topic_id, partition), Interval(
+                    kind, time_ms, offset, topic=topic, topic_id=topic_id, partition=partition, start_reason=reason))
