@@ -29,11 +29,11 @@ I/O. The caller (MetadataStore) serialises calls.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kanal.broker.storage.durable_files import fsync_directory, write_file_atomically
 from kanal.metadata.snapshot_file import (
     SnapshotFile,
     SnapshotFileError,
@@ -42,7 +42,6 @@ from kanal.metadata.snapshot_file import (
     parse_snapshot_file_name,
     snapshot_file_name,
 )
-from kanal.raft.raft_vote_file import fsync_directory
 from kanal.v1.metadata_pb2 import MetadataSnapshot
 
 _log = logging.getLogger("kanal.raft.snapshots")
@@ -129,13 +128,7 @@ class MetadataSnapshots:
     def write(self, snapshot: MetadataSnapshot, written_ms: int) -> Path:
         """Write `snapshot` atomically (temp file, fsync, rename, fsync the directory); its path."""
         path = self.directory / snapshot_file_name(snapshot.next_offset, snapshot.controller_epoch)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(encode_snapshot_file(snapshot, written_ms))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_directory(self.directory)
+        write_file_atomically(path, encode_snapshot_file(snapshot, written_ms))
         return path
 
     def has_valid(self, offset: int) -> bool:
