@@ -11,8 +11,10 @@ documented differences, both held by tests/deploy/test_manifests.py:
 The Raft secret is a file mounted where the Secret is mounted in a pod; the data directory is a Docker
 named volume on /var/lib/kanal, the PVC's mount point, that survives kill, stop and restart.
 
-Every container and volume carries the label `kanal.test=containers` plus `kanal.test.run=<run id>`; the
-session fixture removes whatever a previous, interrupted run left (by label) and what this run made.
+Every container and volume carries the label `kanal.test=containers`, `kanal.test.checkout=<this checkout's
+path>` and `kanal.test.run=<run id>`; the session fixture removes whatever a previous, interrupted run of
+this checkout left (by label: runs from other checkouts sharing the engine are left alone) and what this
+run made.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ from testcontainers.core.container import DockerContainer
 
 from kanal.deploy.local_cluster import free_ports, serving
 
-from .manifests import PodProcess, pod_process, render
+from .manifests import REPO, PodProcess, pod_process, render
 
 IMAGE = "kanal:dev"
 LABEL = "kanal.test"
 LABEL_VALUE = "containers"
 RUN_LABEL = "kanal.test.run"
+CHECKOUT_LABEL = "kanal.test.checkout"
 OVERLAY = "production"
 CONTROLLERS = "kanal-controller"
 BROKERS = "kanal-broker"
@@ -158,7 +161,7 @@ class ContainerCluster:
         return ",".join(n.endpoint for n in self.brokers)
 
     def labels(self) -> dict[str, str]:
-        return {LABEL: LABEL_VALUE, RUN_LABEL: self.run_id}
+        return {**checkout_labels(), RUN_LABEL: self.run_id}
 
     def start(self, timeout_s: float = 120) -> None:
         client = docker.from_env()
@@ -194,6 +197,11 @@ class ContainerCluster:
 
     def remove(self) -> None:
         remove_labelled({RUN_LABEL: self.run_id})
+
+
+def checkout_labels() -> dict[str, str]:
+    """The labels of every container and volume this checkout's tests make."""
+    return {LABEL: LABEL_VALUE, CHECKOUT_LABEL: str(REPO)}
 
 
 def localize(value: str, table: dict[str, str]) -> str:
