@@ -2,15 +2,16 @@
 controller, gRPC server (Controller service, grpc.health.v1, reflection).
 
 Start order: the data directory's identity is read or made (disk_identity.py); the metadata log is opened (recovered if the last run crashed); the gRPC server starts
-(NOT_SERVING), so peers can fetch from this controller even while it catches up; the directory id is
+(NOT_SERVING), so peers can fetch from this controller even while it catches up; the Prometheus endpoint
+binds when --metrics is set (controller_metrics.py; an address in use is a StartupError); the directory id is
 checked against what the other controllers recorded for this id (a controller on an empty or wrong disk
 stops here, before it could vote: StartupError, exit status 1); the Applier and the
 active-controller loop start; then pysyncobj, which replays its journal (and snapshot) into the Applier.
 Health turns SERVING once pysyncobj has caught up with the leader's commit index (its "ready") and a
 leader is known; it turns NOT_SERVING again while no leader is known (an election, or no quorum).
 
-Stop order (SIGTERM): gRPC stops taking calls, the loop stops, pysyncobj stops, the Applier applies what
-it has, the metadata log is closed cleanly.
+Stop order (SIGTERM): the metrics endpoint closes, gRPC stops taking calls, the loop stops, pysyncobj
+stops, the Applier applies what it has, the metadata log is closed cleanly.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.applier import Applier
 from kanal.raft.controller_config import ControllerConfig
+from kanal.raft.controller_metrics import ControllerCollector, image_counts, start_metrics_server
 from kanal.raft.controller_service import ControllerService
 from kanal.raft.disk_identity import (
     DiskIdentityError,
@@ -72,6 +74,7 @@ class ControllerServer:
         self._registration: RegistrationThread | None = None
         self.health = health.HealthServicer()
         self._serving: bool | None = None
+        self._metrics_server = None
         self.grpc_server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.grpc_threads, thread_name_prefix="grpc"),
             options=CHANNEL_OPTIONS,
@@ -98,10 +101,23 @@ class ControllerServer:
         if port == 0:
             raise StartupError(f"cannot listen on {self.config.listen}")
         self.grpc_server.start()
+        if self.config.metrics_listen is not None:
+            collector = ControllerCollector(
+                counts=lambda: self.store.read(image_counts),
+                durable_end_offset=lambda: self.store.durable_end_offset,
+                quorum=lambda: None if self.raft is None else self.raft.status(),
+                active=lambda: self.raft is not None and self.controller.is_active(),
+            )
+            try:
+                self._metrics_server = start_metrics_server(self.config.metrics_listen, collector)
+            except OSError as exc:
+                self.grpc_server.stop(0)
+                raise StartupError(f"cannot serve metrics on {self.config.metrics_listen}: {exc}") from exc
         try:
             check_against_quorum(self.identity, self.peers, [v.controller_id for v in self.config.others])
         except DiskIdentityError as exc:
             self.grpc_server.stop(0)
+            self._stop_metrics()
             raise StartupError(str(exc)) from exc
         self.applier.start()
         self.raft = RaftNode(
@@ -127,6 +143,7 @@ class ControllerServer:
             return
         self._stopped.set()
         self._set_serving(False)
+        self._stop_metrics()
         if self._registration is not None:
             self._registration.stop()
         self.grpc_server.stop(grace_s).wait(grace_s + 1)
@@ -137,6 +154,12 @@ class ControllerServer:
         self.peers.close()
         self.store.close()
         _log.info("controller %d stopped", self.config.controller_id)
+
+    def _stop_metrics(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None
 
     def _quorum_status(self):
         if self.raft is None:

@@ -43,7 +43,7 @@ CONTROLLERS = "kanal-controller"
 BROKERS = "kanal-broker"
 # Keys whose values hold addresses, per StatefulSet: the only rendered values the fixture changes.
 LOCALIZED = {
-    CONTROLLERS: {"KANAL_LISTEN", "KANAL_RAFT_LISTEN", "KANAL_PEERS"},
+    CONTROLLERS: {"KANAL_LISTEN", "KANAL_RAFT_LISTEN", "KANAL_PEERS", "KANAL_METRICS"},
     BROKERS: {"KANAL_LISTEN", "KANAL_ADVERTISE", "KANAL_CONTROLLERS", "KANAL_METRICS"},
 }
 # Added for speed; each is a flag of the command, so the rendered manifests could carry it too.
@@ -66,6 +66,7 @@ class ContainerNode:
     endpoint: str  # 127.0.0.1:port of its gRPC server
     env: dict[str, str]
     volume: str
+    metrics: str  # 127.0.0.1:port of its Prometheus endpoint
     container: DockerContainer | None = field(default=None, repr=False)
 
     @property
@@ -128,20 +129,22 @@ class ContainerCluster:
         self._secret_dir = secret_dir
         pods = [(CONTROLLERS, i, pod_process(docs, CONTROLLERS, i)) for i in range(controllers)]
         pods += [(BROKERS, i, pod_process(docs, BROKERS, i)) for i in range(brokers)]
-        ports = iter(free_ports(2 * len(pods)))
+        ports = iter(free_ports(3 * len(pods)))
         local: dict[str, str] = {}          # rendered HOST:PORT -> 127.0.0.1:port, cluster-wide names
         wildcard: dict[str, dict[str, str]] = {}  # per pod: 0.0.0.0:PORT -> 127.0.0.1:port
         grpc_endpoint: dict[str, str] = {}
+        metrics_endpoint: dict[str, str] = {}
         for sts, i, pod in pods:
-            first, second = f"127.0.0.1:{next(ports)}", f"127.0.0.1:{next(ports)}"
+            first, second, metrics = (f"127.0.0.1:{next(ports)}" for _ in range(3))
             if sts == CONTROLLERS:
                 name = f"{pod.name}.{CONTROLLERS}"
                 local[f"{name}:9091"], local[f"{name}:9093"] = first, second
-                wildcard[pod.name] = {"0.0.0.0:9091": first, "0.0.0.0:9093": second}
+                wildcard[pod.name] = {"0.0.0.0:9091": first, "0.0.0.0:9093": second, "0.0.0.0:9404": metrics}
             else:
                 local[pod.env["KANAL_ADVERTISE"]] = first
-                wildcard[pod.name] = {"0.0.0.0:9092": first, "0.0.0.0:9404": second}
+                wildcard[pod.name] = {"0.0.0.0:9092": first, "0.0.0.0:9404": metrics}
             grpc_endpoint[pod.name] = first
+            metrics_endpoint[pod.name] = metrics
         self.controllers: list[ContainerNode] = []
         self.brokers: list[ContainerNode] = []
         for sts, i, pod in pods:
@@ -149,7 +152,8 @@ class ContainerCluster:
             env = {k: localize(v, table) for k, v in pod.env.items()}
             env.update(TEST_SPEED[sts])
             kind = "controller" if sts == CONTROLLERS else "broker"
-            node = ContainerNode(pod, kind, i, grpc_endpoint[pod.name], env, f"kanal-test-{run_id}-{pod.name}")
+            node = ContainerNode(pod, kind, i, grpc_endpoint[pod.name], env, f"kanal-test-{run_id}-{pod.name}",
+                                 metrics_endpoint[pod.name])
             (self.controllers if kind == "controller" else self.brokers).append(node)
 
     @property

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 
 import grpc
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
@@ -71,6 +73,23 @@ def test_produce_and_consume_through_the_containers(containers):
         producer.flush(60)
     assert not errors, errors[:3]
     check(containers, "c-basic", 3, acked, 3000)
+
+
+def test_every_node_serves_prometheus_metrics(containers):
+    def scrape(node) -> str:
+        with urllib.request.urlopen(f"http://{node.metrics}/metrics", timeout=5) as reply:
+            return reply.read().decode()
+
+    def active_count(node) -> float:
+        for family in text_string_to_metric_families(scrape(node)):
+            if family.name == "kanal_controller_active_controller_count":
+                return family.samples[0].value
+        raise AssertionError(f"{node.name} serves no kanal_controller_active_controller_count")
+
+    # Exactly one active controller, as the quorum's scrapes say (Kafka's ActiveControllerCount, summed).
+    wait_until(lambda: sum(active_count(c) for c in containers.controllers) == 1, 30, "one active controller")
+    for node in containers.brokers:
+        assert "kanal_broker_fenced 0.0" in scrape(node)
 
 
 def test_sigkill_of_a_leader_broker_container_loses_nothing_acknowledged(containers):

@@ -52,8 +52,13 @@ def test_the_overlay_has_what_a_deployment_needs(overlay):
         for ordinal in range(size):
             process = pod_process(docs, sts_name, ordinal)
             assert process.env["KANAL_ID_FROM_HOSTNAME"] == "true" and process.env["HOSTNAME"].endswith(f"-{ordinal}")
-    brokers = find(docs, "StatefulSet", BROKERS)["spec"]["template"]
-    assert brokers["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    for sts_name in (CONTROLLERS, BROKERS):  # both kinds of node are scraped, on the port they serve metrics
+        template = find(docs, "StatefulSet", sts_name)["spec"]["template"]
+        annotations = template["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert pod_process(docs, sts_name, 0).env["KANAL_METRICS"] == f"0.0.0.0:{annotations['prometheus.io/port']}"
+        ports = {p["name"]: p["containerPort"] for p in template["spec"]["containers"][0]["ports"]}
+        assert str(ports["metrics"]) == annotations["prometheus.io/port"]
     # The quorum follows from the ordinals: one peer per controller pod, named by its ordinal.
     peers = pod_process(docs, CONTROLLERS, 0).env["KANAL_PEERS"].split(",")
     assert [p.split("=")[0] for p in peers] == [str(i) for i in range(size)]
