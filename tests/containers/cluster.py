@@ -8,6 +8,10 @@ documented differences, both held by tests/deploy/test_manifests.py:
   on loopback here, and the test process dials the brokers by the addresses they advertise.
 - TEST_SPEED: shorter session, election, heartbeat and replica-lag timeouts, so a failure is noticed in
   about a second rather than Kafka's production 9-30 s (the same figures the process cluster tests use).
+- RACK: the brokers' init container (`kanal node-zone`, which asks the Kubernetes API server for the node's
+  zone) does not run: there is no API server here (tests/deploy/test_node_zone.py tests it against one). The
+  fixture writes what it would write, `zone-<ordinal>`, to the file KANAL_RACK_FILE names, on a directory
+  mounted where the pod mounts the emptyDir.
 The Raft secret is a file mounted where the Secret is mounted in a pod; the data directory is a Docker
 named volume on /var/lib/kanal, the PVC's mount point, that survives kill, stop and restart.
 
@@ -67,6 +71,7 @@ class ContainerNode:
     env: dict[str, str]
     volume: str
     metrics: str  # 127.0.0.1:port of its Prometheus endpoint
+    rack: str = ""  # what its rack file says (brokers)
     container: DockerContainer | None = field(default=None, repr=False)
 
     @property
@@ -145,6 +150,7 @@ class ContainerCluster:
                 wildcard[pod.name] = {"0.0.0.0:9092": first, "0.0.0.0:9404": metrics}
             grpc_endpoint[pod.name] = first
             metrics_endpoint[pod.name] = metrics
+        self._rack_dirs: dict[str, Path] = {}
         self.controllers: list[ContainerNode] = []
         self.brokers: list[ContainerNode] = []
         for sts, i, pod in pods:
@@ -154,6 +160,16 @@ class ContainerCluster:
             kind = "controller" if sts == CONTROLLERS else "broker"
             node = ContainerNode(pod, kind, i, grpc_endpoint[pod.name], env, f"kanal-test-{run_id}-{pod.name}",
                                  metrics_endpoint[pod.name])
+            if "KANAL_RACK_FILE" in env:
+                node.rack = f"zone-{i}"
+                rack_file = Path(env["KANAL_RACK_FILE"])
+                rack_dir = work_dir / f"rack-{pod.name}"
+                rack_dir.mkdir(parents=True, exist_ok=True)
+                rack_dir.chmod(0o755)
+                (rack_dir / rack_file.name).write_text(node.rack + "\n")
+                (rack_dir / rack_file.name).chmod(0o644)
+                self._rack_dirs[pod.name] = rack_dir
+                self._rack_mount = str(rack_file.parent)
             (self.controllers if kind == "controller" else self.brokers).append(node)
 
     @property
@@ -177,6 +193,8 @@ class ContainerCluster:
                                             name=f"kanal-test-{self.run_id}-{node.name}")
                 container.with_volume_mapping(node.volume, DATA_MOUNT, "rw")
                 container.with_volume_mapping(str(self._secret_dir), SECRET_MOUNT, "ro")
+                if node.name in self._rack_dirs:
+                    container.with_volume_mapping(str(self._rack_dirs[node.name]), self._rack_mount, "ro")
                 node.container = container.start()
         finally:
             client.close()

@@ -92,6 +92,14 @@ def test_every_node_serves_prometheus_metrics(containers):
         assert "kanal_broker_fenced 0.0" in scrape(node)
 
 
+def test_each_broker_registered_with_the_rack_its_rack_file_names(containers):
+    with grpc.insecure_channel(containers.controllers[0].endpoint) as channel:
+        described = controller_pb2_grpc.ControllerStub(channel).DescribeCluster(admin_pb2.DescribeClusterRequest(),
+                                                                                timeout=10)
+    assert {b.broker_id: b.rack for b in described.brokers} == {n.node_id: n.rack for n in containers.brokers}
+    assert all(n.rack for n in containers.brokers)
+
+
 def test_sigkill_of_a_leader_broker_container_loses_nothing_acknowledged(containers):
     topic = "c-kill-broker"
     create_topic(containers, topic, partitions=2, replication_factor=3, min_insync_replicas="2")

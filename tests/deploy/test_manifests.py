@@ -74,6 +74,34 @@ def test_the_overlay_has_what_a_deployment_needs(overlay):
 
 
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_the_brokers_rack_comes_from_the_nodes_zone(overlay):
+    docs = render(overlay)
+    pod = find(docs, "StatefulSet", BROKERS)["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    broker = pod["containers"][0]
+    rack_file = pod_process(docs, BROKERS, 0).env["KANAL_RACK_FILE"]
+    # The init container (same image) writes the file the broker reads, on a volume both mount.
+    assert init["image"] == broker["image"] and init["args"][:3] == ["node-zone", "--output", rack_file]
+    assert {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in init["env"]} == {"NODE_NAME": "spec.nodeName"}
+    mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
+    assert any(m["name"] == "rack" and rack_file.startswith(m["mountPath"] + "/") and m["readOnly"]
+               for m in broker["volumeMounts"])
+    assert rack_file.startswith(mounts["rack"] + "/")
+    assert init["securityContext"]["readOnlyRootFilesystem"] is True and init["resources"]["limits"]
+    # Only the init container holds an API token, from the service account bound to "get nodes".
+    assert pod["automountServiceAccountToken"] is False
+    assert mounts["node-reader-token"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert "node-reader-token" not in {m["name"] for m in broker["volumeMounts"]}
+    account = pod["serviceAccountName"]
+    namespace = find(docs, "StatefulSet", BROKERS)["metadata"]["namespace"]
+    assert find(docs, "ServiceAccount", account)["metadata"]["namespace"] == namespace
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding"
+                   and {"kind": "ServiceAccount", "name": account, "namespace": namespace} in d["subjects"])
+    role = find(docs, "ClusterRole", binding["roleRef"]["name"])
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
 def test_every_setting_is_a_flag_of_its_command(overlay):
     docs = render(overlay)
     for sts_name, parser in ((CONTROLLERS, controller_parser), (BROKERS, broker_parser)):
