@@ -10,14 +10,21 @@ active-controller loop start; then pysyncobj, which replays its journal (and sna
 Health turns SERVING once pysyncobj has caught up with the leader's commit index (its "ready") and a
 leader is known; it turns NOT_SERVING again while no leader is known (an election, or no quorum).
 
-Stop order (SIGTERM): the metrics endpoint closes, gRPC stops taking calls, the loop stops, pysyncobj
-stops, the Applier applies what it has, the metadata log is closed cleanly.
+Stop order (SIGTERM): the metrics endpoint closes, gRPC stops taking calls (writes in flight get the grace
+period to commit), the loop stops (no more proposals: this controller takes no more writes), then, if this
+controller is the Raft leader, it hands leadership to the most caught-up voter (Raft's TimeoutNow, see
+hand_off_leadership) and waits, at most HAND_OFF_ELECTION_TIMEOUTS maximal election timeouts, until it is a
+follower: the quorum has a new active controller about when this one exits, instead of an election timeout
+after it. Then pysyncobj stops, the Applier applies what it has, the metadata log is closed cleanly. The
+handoff moves nothing that is not committed and proposes nothing: Raft's election rules alone decide, so a
+failed handoff leaves exactly the crash case (an election after the timeout).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -46,6 +53,8 @@ from kanal.v1.server_reflection import enable_reflection
 
 _log = logging.getLogger("kanal.raft.server")
 
+# How long a stopping leader waits for another voter to take over, in maximal election timeouts.
+HAND_OFF_ELECTION_TIMEOUTS = 4
 SERVICE_NAME = controller_pb2.DESCRIPTOR.services_by_name["Controller"].full_name
 
 
@@ -149,11 +158,41 @@ class ControllerServer:
         self.grpc_server.stop(grace_s).wait(grace_s + 1)
         self.controller.stop()
         if self.raft is not None:
+            self._hand_off_leadership()
             self.raft.destroy_synchronous()
         self.applier.stop()
         self.peers.close()
         self.store.close()
         _log.info("controller %d stopped", self.config.controller_id)
+
+    def _hand_off_leadership(self) -> bool:
+        """If this controller leads, make another voter lead before pysyncobj stops; whether one did."""
+        raft = self.raft
+        if raft is None or not raft.is_leader() or not self.config.others:
+            return False
+        election_s = self.config.election_timeout_ms_max / 1000
+        retry_s = 2 * self.config.raft_heartbeat_interval_ms / 1000
+        deadline = time.monotonic() + HAND_OFF_ELECTION_TIMEOUTS * election_s
+        _log.info("stopping as the Raft leader (term %d): handing leadership to another controller", raft.term())
+        next_request = 0.0
+        while time.monotonic() < deadline:
+            if not raft.is_leader():
+                # A follower now; done once it hears from the new leader (the election may take a round).
+                leader = raft.leader_address()
+                voter = self.config.voter_by_raft(leader) if leader else None
+                if voter is not None and voter.controller_id != self.config.controller_id:
+                    _log.info("handed Raft leadership over: controller %d leads (term %d)", voter.controller_id,
+                              raft.term())
+                    return True
+            elif time.monotonic() >= next_request:
+                # Refused until a voter has the whole log; ask again each couple of heartbeats.
+                raft.hand_off_leadership()
+                next_request = time.monotonic() + retry_s
+            time.sleep(0.005)  # a few ticks of pysyncobj (autoTickPeriod)
+        _log.warning("no other controller took Raft leadership within %.1f s (leader now: %s); stopping anyway "
+                     "(the others elect a leader after an election timeout)",
+                     HAND_OFF_ELECTION_TIMEOUTS * election_s, raft.leader_address())
+        return False
 
     def _stop_metrics(self) -> None:
         if self._metrics_server is not None:

@@ -144,6 +144,29 @@ def test_sigkill_of_the_active_controller_container_loses_nothing_acknowledged(c
     check(containers, topic, 2, acked, 3500)
 
 
+def test_docker_stop_of_the_active_controller_hands_leadership_over(containers):
+    topic = "c-stop-controller"
+    create_topic(containers, topic, partitions=2, replication_factor=3, min_insync_replicas="2")
+    victim = wait_until(lambda: active_controller(containers), 30, "an active controller")
+    acked: dict = {}
+    errors: list = []
+    with producer_for(containers) as producer:
+        for chunk in range(6):
+            produce(producer, topic, chunk * 500, 500, acked, errors)
+            if chunk == 2:
+                assert victim.stop(timeout_s=30) == 0, victim.logs()[-2000:]
+            producer.flush(90)
+    lines = [json.loads(line) for line in victim.logs().splitlines() if line.startswith("{")]
+    handed = [line["message"] for line in lines if line["message"].startswith("handed Raft leadership over")]
+    assert handed, "the active controller exited without handing Raft leadership over"
+    successor = wait_until(lambda: active_controller(containers), 60, "a new active controller")
+    assert successor is not victim and f"controller {successor.node_id} leads" in handed[-1]
+    assert not errors, f"the producer gave up on records: {errors[:3]}"
+    containers.restart(victim)
+    wait_until(lambda: active_controller(containers) is not None, 60, "a quorum with the restarted voter")
+    check(containers, topic, 2, acked, 3000)
+
+
 def test_docker_stop_of_a_leader_broker_moves_leadership_before_it_exits(containers):
     topic = "c-stop-broker"
     create_topic(containers, topic, partitions=2, replication_factor=3, min_insync_replicas="2")
@@ -202,7 +225,10 @@ def test_a_paused_follower_container_leaves_the_isr_and_catches_up_when_unpaused
         try:
             produce(producer, topic, 500, 1000, acked, errors)  # acks=all waits until the ISR drops it
             producer.flush(90)
-            assert victim.node_id not in partition_info(containers, topic, 0).isr
+            # The leader shrank the ISR before these acks=all records were acknowledged; the broker answering
+            # the metadata request learns it from the metadata log, a moment later.
+            wait_until(lambda: victim.node_id not in partition_info(containers, topic, 0).isr, 30,
+                       "the paused follower out of the ISR in the metadata")
         finally:
             victim.unpause()
         wait_until(lambda: victim.node_id in partition_info(containers, topic, 0).isr, 60,
