@@ -170,6 +170,11 @@ class ControllerServer:
         raft = self.raft
         if raft is None or not raft.is_leader() or not self.config.others:
             return False
+        me = self.config.controller_id
+        if not any(v.reachable for v in raft.status().voters if v.controller_id != me):
+            # The rest of the quorum is down (a whole cluster stopping): nobody to hand over to.
+            _log.info("stopping as the Raft leader with no other controller connected: no handoff")
+            return False
         election_s = self.config.election_timeout_ms_max / 1000
         retry_s = 2 * self.config.raft_heartbeat_interval_ms / 1000
         deadline = time.monotonic() + HAND_OFF_ELECTION_TIMEOUTS * election_s
@@ -180,7 +185,7 @@ class ControllerServer:
                 # A follower now; done once it hears from the new leader (the election may take a round).
                 leader = raft.leader_address()
                 voter = self.config.voter_by_raft(leader) if leader else None
-                if voter is not None and voter.controller_id != self.config.controller_id:
+                if voter is not None and voter.controller_id != me:
                     _log.info("handed Raft leadership over: controller %d leads (term %d)", voter.controller_id,
                               raft.term())
                     return True

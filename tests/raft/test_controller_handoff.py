@@ -51,6 +51,7 @@ def test_sigterm_of_the_active_controller_hands_leadership_over_and_loses_nothin
 
     q.start(first)  # back on its data, as a follower
     q.wait_all_serving()
+    wait(q.registrations_done, 30, "every controller's directory id recorded")
 
     def common_end():
         ends = {q.end_offset(i) for i in q.ids}
