@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--controllers", required=True, help="comma-separated host:port of the controllers' gRPC")
     p.add_argument("--data-dir", type=Path, required=True, help="directory for partition logs")
     p.add_argument("--rack", default="", help="rack or zone, for rack-aware placement")
+    p.add_argument("--rack-file", default="",
+                   help="file whose first line is the rack (in a pod: written by `kanal node-zone` from the node's "
+                        "zone label); an empty line is no rack")
     p.add_argument("--metrics", default="", help="host:port for the Prometheus endpoint (default: off)")
     for flag, default, help_text in (
         ("--heartbeat-interval-ms", 1000, None),
@@ -93,7 +96,7 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
     config = BrokerConfig(
         broker_id=args.id, listen=args.listen, advertise=args.advertise,
         controllers=tuple(c.strip() for c in args.controllers.split(",") if c.strip()),
-        data_dir=args.data_dir, rack=args.rack, metrics_listen=args.metrics,
+        data_dir=args.data_dir, rack=rack_of(args.rack, args.rack_file), metrics_listen=args.metrics,
         heartbeat_interval_ms=args.heartbeat_interval_ms, replica_lag_ms_max=args.replica_lag_ms_max,
         replica_fetch_wait_ms_max=args.replica_fetch_wait_ms_max,
         metadata_fetch_bytes_max=args.metadata_fetch_bytes_max,
@@ -110,6 +113,23 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
     advertised_host, _ = parse_endpoint(config.advertised)
     check_resolves("--advertise", advertised_host, args.resolve_wait_ms_max)
     return config, args
+
+
+def rack_of(rack: str, rack_file: str) -> str:
+    """--rack, or the first line of --rack-file; ServerFlagError when both are given or the file is unusable
+    (missing: the init container that writes it did not run, so the broker must not start rackless)."""
+    if not rack_file:
+        return rack
+    if rack:
+        raise ServerFlagError("give --rack or --rack-file, not both")
+    try:
+        lines = Path(rack_file).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ServerFlagError(f"--rack-file {rack_file}: cannot read it: {getattr(exc, 'strerror', exc)}") from None
+    value = lines[0].strip() if lines else ""
+    if any(c.isspace() or not c.isprintable() for c in value) or len(value) > 253:
+        raise ServerFlagError(f"--rack-file {rack_file}: not a rack name: {value[:60]!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

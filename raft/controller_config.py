@@ -172,6 +172,8 @@ class ControllerConfig:
     raft_listen: Address | None = None
     # stdout log lines: "text" or "json" (one object per line, kanal.v1.server_logging).
     log_format: str = "text"
+    # Prometheus endpoint HOST:PORT (controller_metrics.py), e.g. 0.0.0.0:9404 in a pod; None: off.
+    metrics_listen: Address | None = None
 
     def __post_init__(self) -> None:
         _bound("--id", self.controller_id, 0, 2**31 - 1)
@@ -369,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
         default = d[name].default
         p.add_argument(flag, dest=name, type=integer(flag), default=default, help=f"default {default}")
     p.add_argument("--log-level", default=d["log_level"].default, help="DEBUG, INFO, WARNING or ERROR")
+    p.add_argument("--metrics", default="", help="HOST:PORT of the Prometheus endpoint (default: off)")
     add_server_flags(p)
     return p
 
@@ -424,6 +427,7 @@ def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None
         metadata_retention_ms=args.metadata_retention_ms,
         metadata_retention_bytes=args.metadata_retention_bytes,
         log_level=args.log_level,
+        metrics_listen=Address.parse(args.metrics, "--metrics") if args.metrics else None,
     )
     for what, address in (("--peers raft", config.me.raft), ("--peers grpc", config.me.grpc)):
         try:

@@ -2,21 +2,29 @@
 controller, gRPC server (Controller service, grpc.health.v1, reflection).
 
 Start order: the data directory's identity is read or made (disk_identity.py); the metadata log is opened (recovered if the last run crashed); the gRPC server starts
-(NOT_SERVING), so peers can fetch from this controller even while it catches up; the directory id is
+(NOT_SERVING), so peers can fetch from this controller even while it catches up; the Prometheus endpoint
+binds when --metrics is set (controller_metrics.py; an address in use is a StartupError); the directory id is
 checked against what the other controllers recorded for this id (a controller on an empty or wrong disk
 stops here, before it could vote: StartupError, exit status 1); the Applier and the
 active-controller loop start; then pysyncobj, which replays its journal (and snapshot) into the Applier.
 Health turns SERVING once pysyncobj has caught up with the leader's commit index (its "ready") and a
 leader is known; it turns NOT_SERVING again while no leader is known (an election, or no quorum).
 
-Stop order (SIGTERM): gRPC stops taking calls, the loop stops, pysyncobj stops, the Applier applies what
-it has, the metadata log is closed cleanly.
+Stop order (SIGTERM): the metrics endpoint closes, gRPC stops taking calls (writes in flight get the grace
+period to commit), the loop stops (no more proposals: this controller takes no more writes), then, if this
+controller is the Raft leader, it hands leadership to the most caught-up voter (Raft's TimeoutNow, see
+hand_off_leadership) and waits, at most HAND_OFF_ELECTION_TIMEOUTS maximal election timeouts, until it is a
+follower: the quorum has a new active controller about when this one exits, instead of an election timeout
+after it. Then pysyncobj stops, the Applier applies what it has, the metadata log is closed cleanly. The
+handoff moves nothing that is not committed and proposes nothing: Raft's election rules alone decide, so a
+failed handoff leaves exactly the crash case (an election after the timeout).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -26,6 +34,7 @@ from kanal.raft.active_controller import ActiveController
 from kanal.raft.applier import Applier
 from kanal.raft.clock import Clock
 from kanal.raft.controller_config import ControllerConfig
+from kanal.raft.controller_metrics import ControllerCollector, image_counts, start_metrics_server
 from kanal.raft.controller_service import ControllerService
 from kanal.raft.disk_identity import (
     DiskIdentityError,
@@ -45,6 +54,8 @@ from kanal.v1.server_reflection import enable_reflection
 
 _log = logging.getLogger("kanal.raft.server")
 
+# How long a stopping leader waits for another voter to take over, in maximal election timeouts.
+HAND_OFF_ELECTION_TIMEOUTS = 4
 SERVICE_NAME = controller_pb2.DESCRIPTOR.services_by_name["Controller"].full_name
 
 
@@ -76,6 +87,7 @@ class ControllerServer:
         self._registration: RegistrationThread | None = None
         self.health = health.HealthServicer()
         self._serving: bool | None = None
+        self._metrics_server = None
         self.grpc_server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.grpc_threads, thread_name_prefix="grpc"),
             options=CHANNEL_OPTIONS,
@@ -102,10 +114,23 @@ class ControllerServer:
         if port == 0:
             raise StartupError(f"cannot listen on {self.config.listen}")
         self.grpc_server.start()
+        if self.config.metrics_listen is not None:
+            collector = ControllerCollector(
+                counts=lambda: self.store.read(image_counts),
+                durable_end_offset=lambda: self.store.durable_end_offset,
+                quorum=lambda: None if self.raft is None else self.raft.status(),
+                active=lambda: self.raft is not None and self.controller.is_active(),
+            )
+            try:
+                self._metrics_server = start_metrics_server(self.config.metrics_listen, collector)
+            except OSError as exc:
+                self.grpc_server.stop(0)
+                raise StartupError(f"cannot serve metrics on {self.config.metrics_listen}: {exc}") from exc
         try:
             check_against_quorum(self.identity, self.peers, [v.controller_id for v in self.config.others])
         except DiskIdentityError as exc:
             self.grpc_server.stop(0)
+            self._stop_metrics()
             raise StartupError(str(exc)) from exc
         self.applier.start()
         self.raft = RaftNode(
@@ -131,11 +156,13 @@ class ControllerServer:
             return
         self._stopped.set()
         self._set_serving(False)
+        self._stop_metrics()
         if self._registration is not None:
             self._registration.stop()
         self.grpc_server.stop(grace_s).wait(grace_s + 1)
         self.controller.stop()
         if self.raft is not None:
+            self._hand_off_leadership()
             self.raft.destroy_synchronous()
         self.applier.stop()
         self.peers.close()
@@ -146,6 +173,46 @@ class ControllerServer:
         # On the applier thread: metadata log retention, and a snapshot (pysyncobj compaction) when due.
         if self.store.maintain(self._clock.now_ms()) and self.raft is not None:
             self.raft.request_snapshot()
+
+    def _hand_off_leadership(self) -> bool:
+        """If this controller leads, make another voter lead before pysyncobj stops; whether one did."""
+        raft = self.raft
+        if raft is None or not raft.is_leader() or not self.config.others:
+            return False
+        me = self.config.controller_id
+        if not any(v.reachable for v in raft.status().voters if v.controller_id != me):
+            # The rest of the quorum is down (a whole cluster stopping): nobody to hand over to.
+            _log.info("stopping as the Raft leader with no other controller connected: no handoff")
+            return False
+        election_s = self.config.election_timeout_ms_max / 1000
+        retry_s = 2 * self.config.raft_heartbeat_interval_ms / 1000
+        deadline = time.monotonic() + HAND_OFF_ELECTION_TIMEOUTS * election_s
+        _log.info("stopping as the Raft leader (term %d): handing leadership to another controller", raft.term())
+        next_request = 0.0
+        while time.monotonic() < deadline:
+            if not raft.is_leader():
+                # A follower now; done once it hears from the new leader (the election may take a round).
+                leader = raft.leader_address()
+                voter = self.config.voter_by_raft(leader) if leader else None
+                if voter is not None and voter.controller_id != me:
+                    _log.info("handed Raft leadership over: controller %d leads (term %d)", voter.controller_id,
+                              raft.term())
+                    return True
+            elif time.monotonic() >= next_request:
+                # Refused until a voter has the whole log; ask again each couple of heartbeats.
+                raft.hand_off_leadership()
+                next_request = time.monotonic() + retry_s
+            time.sleep(0.005)  # a few ticks of pysyncobj (autoTickPeriod)
+        _log.warning("no other controller took Raft leadership within %.1f s (leader now: %s); stopping anyway "
+                     "(the others elect a leader after an election timeout)",
+                     HAND_OFF_ELECTION_TIMEOUTS * election_s, raft.leader_address())
+        return False
+
+    def _stop_metrics(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None
 
     def _quorum_status(self):
         if self.raft is None:

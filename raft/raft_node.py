@@ -94,6 +94,7 @@ class RaftNode(SyncObj):
         self._kanal_clock = Clock()
         # The offset of a snapshot file written with a dump pysyncobj has not renamed into place yet.
         self._kanal_pending_snapshot: int | None = None
+        self._kanal_hand_off = threading.Event()
         config.raft_dir.mkdir(parents=True, exist_ok=True)
         self._kanal_journal = DurableJournal(config.raft_dir, fatal=stop_process)
         self._kanal_acks = DurableAcks(self._kanal_journal)
@@ -162,11 +163,21 @@ class RaftNode(SyncObj):
 
         self.apply_metadata_command(command, callback=callback)
 
+    def hand_off_leadership(self) -> None:
+        """Ask for Raft leadership to move to the most caught-up connected voter (Raft's TimeoutNow, pysyncobj's
+        transferLeadership), on the next tick: pysyncobj's state is only touched on its tick thread. Best
+        effort: pysyncobj refuses while no voter has the whole log (call again once it has caught up), and
+        success only means the message was sent; `is_leader()` turning false is the proof."""
+        self._kanal_hand_off.set()
+
     def _onTick(self, timeToWait: float = 0.0) -> None:
         # One journal sync, then the acks held back since the last tick; the leader counts its own log
         # towards the commit index during the tick, after this sync (raft_durability.py).
         self._kanal_acks.flush()
         self._publish_snapshot()
+        if self._kanal_hand_off.is_set():
+            self._kanal_hand_off.clear()
+            self.transferLeadership()
         super()._onTick(timeToWait)
 
     def _publish_snapshot(self) -> None:

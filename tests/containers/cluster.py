@@ -8,11 +8,17 @@ documented differences, both held by tests/deploy/test_manifests.py:
   on loopback here, and the test process dials the brokers by the addresses they advertise.
 - TEST_SPEED: shorter session, election, heartbeat and replica-lag timeouts, so a failure is noticed in
   about a second rather than Kafka's production 9-30 s (the same figures the process cluster tests use).
+- RACK: the brokers' init container (`kanal node-zone`, which asks the Kubernetes API server for the node's
+  zone) does not run: there is no API server here (tests/deploy/test_node_zone.py tests it against one). The
+  fixture writes what it would write, `zone-<ordinal>`, to the file KANAL_RACK_FILE names, on a directory
+  mounted where the pod mounts the emptyDir.
 The Raft secret is a file mounted where the Secret is mounted in a pod; the data directory is a Docker
 named volume on /var/lib/kanal, the PVC's mount point, that survives kill, stop and restart.
 
-Every container and volume carries the label `kanal.test=containers` plus `kanal.test.run=<run id>`; the
-session fixture removes whatever a previous, interrupted run left (by label) and what this run made.
+Every container and volume carries the label `kanal.test=containers`, `kanal.test.checkout=<this checkout's
+path>` and `kanal.test.run=<run id>`; the session fixture removes whatever a previous, interrupted run of
+this checkout left (by label: runs from other checkouts sharing the engine are left alone) and what this
+run made.
 """
 
 from __future__ import annotations
@@ -29,18 +35,19 @@ from testcontainers.core.container import DockerContainer
 
 from kanal.deploy.local_cluster import free_ports, serving
 
-from .manifests import PodProcess, pod_process, render
+from .manifests import REPO, PodProcess, pod_process, render
 
 IMAGE = "kanal:dev"
 LABEL = "kanal.test"
 LABEL_VALUE = "containers"
 RUN_LABEL = "kanal.test.run"
+CHECKOUT_LABEL = "kanal.test.checkout"
 OVERLAY = "production"
 CONTROLLERS = "kanal-controller"
 BROKERS = "kanal-broker"
 # Keys whose values hold addresses, per StatefulSet: the only rendered values the fixture changes.
 LOCALIZED = {
-    CONTROLLERS: {"KANAL_LISTEN", "KANAL_RAFT_LISTEN", "KANAL_PEERS"},
+    CONTROLLERS: {"KANAL_LISTEN", "KANAL_RAFT_LISTEN", "KANAL_PEERS", "KANAL_METRICS"},
     BROKERS: {"KANAL_LISTEN", "KANAL_ADVERTISE", "KANAL_CONTROLLERS", "KANAL_METRICS"},
 }
 # Added for speed; each is a flag of the command, so the rendered manifests could carry it too.
@@ -63,6 +70,8 @@ class ContainerNode:
     endpoint: str  # 127.0.0.1:port of its gRPC server
     env: dict[str, str]
     volume: str
+    metrics: str  # 127.0.0.1:port of its Prometheus endpoint
+    rack: str = ""  # what its rack file says (brokers)
     container: DockerContainer | None = field(default=None, repr=False)
 
     @property
@@ -125,20 +134,23 @@ class ContainerCluster:
         self._secret_dir = secret_dir
         pods = [(CONTROLLERS, i, pod_process(docs, CONTROLLERS, i)) for i in range(controllers)]
         pods += [(BROKERS, i, pod_process(docs, BROKERS, i)) for i in range(brokers)]
-        ports = iter(free_ports(2 * len(pods)))
+        ports = iter(free_ports(3 * len(pods)))
         local: dict[str, str] = {}          # rendered HOST:PORT -> 127.0.0.1:port, cluster-wide names
         wildcard: dict[str, dict[str, str]] = {}  # per pod: 0.0.0.0:PORT -> 127.0.0.1:port
         grpc_endpoint: dict[str, str] = {}
+        metrics_endpoint: dict[str, str] = {}
         for sts, i, pod in pods:
-            first, second = f"127.0.0.1:{next(ports)}", f"127.0.0.1:{next(ports)}"
+            first, second, metrics = (f"127.0.0.1:{next(ports)}" for _ in range(3))
             if sts == CONTROLLERS:
                 name = f"{pod.name}.{CONTROLLERS}"
                 local[f"{name}:9091"], local[f"{name}:9093"] = first, second
-                wildcard[pod.name] = {"0.0.0.0:9091": first, "0.0.0.0:9093": second}
+                wildcard[pod.name] = {"0.0.0.0:9091": first, "0.0.0.0:9093": second, "0.0.0.0:9404": metrics}
             else:
                 local[pod.env["KANAL_ADVERTISE"]] = first
-                wildcard[pod.name] = {"0.0.0.0:9092": first, "0.0.0.0:9404": second}
+                wildcard[pod.name] = {"0.0.0.0:9092": first, "0.0.0.0:9404": metrics}
             grpc_endpoint[pod.name] = first
+            metrics_endpoint[pod.name] = metrics
+        self._rack_dirs: dict[str, Path] = {}
         self.controllers: list[ContainerNode] = []
         self.brokers: list[ContainerNode] = []
         for sts, i, pod in pods:
@@ -146,7 +158,18 @@ class ContainerCluster:
             env = {k: localize(v, table) for k, v in pod.env.items()}
             env.update(TEST_SPEED[sts])
             kind = "controller" if sts == CONTROLLERS else "broker"
-            node = ContainerNode(pod, kind, i, grpc_endpoint[pod.name], env, f"kanal-test-{run_id}-{pod.name}")
+            node = ContainerNode(pod, kind, i, grpc_endpoint[pod.name], env, f"kanal-test-{run_id}-{pod.name}",
+                                 metrics_endpoint[pod.name])
+            if "KANAL_RACK_FILE" in env:
+                node.rack = f"zone-{i}"
+                rack_file = Path(env["KANAL_RACK_FILE"])
+                rack_dir = work_dir / f"rack-{pod.name}"
+                rack_dir.mkdir(parents=True, exist_ok=True)
+                rack_dir.chmod(0o755)
+                (rack_dir / rack_file.name).write_text(node.rack + "\n")
+                (rack_dir / rack_file.name).chmod(0o644)
+                self._rack_dirs[pod.name] = rack_dir
+                self._rack_mount = str(rack_file.parent)
             (self.controllers if kind == "controller" else self.brokers).append(node)
 
     @property
@@ -158,7 +181,7 @@ class ContainerCluster:
         return ",".join(n.endpoint for n in self.brokers)
 
     def labels(self) -> dict[str, str]:
-        return {LABEL: LABEL_VALUE, RUN_LABEL: self.run_id}
+        return {**checkout_labels(), RUN_LABEL: self.run_id}
 
     def start(self, timeout_s: float = 120) -> None:
         client = docker.from_env()
@@ -170,6 +193,8 @@ class ContainerCluster:
                                             name=f"kanal-test-{self.run_id}-{node.name}")
                 container.with_volume_mapping(node.volume, DATA_MOUNT, "rw")
                 container.with_volume_mapping(str(self._secret_dir), SECRET_MOUNT, "ro")
+                if node.name in self._rack_dirs:
+                    container.with_volume_mapping(str(self._rack_dirs[node.name]), self._rack_mount, "ro")
                 node.container = container.start()
         finally:
             client.close()
@@ -194,6 +219,11 @@ class ContainerCluster:
 
     def remove(self) -> None:
         remove_labelled({RUN_LABEL: self.run_id})
+
+
+def checkout_labels() -> dict[str, str]:
+    """The labels of every container and volume this checkout's tests make."""
+    return {LABEL: LABEL_VALUE, CHECKOUT_LABEL: str(REPO)}
 
 
 def localize(value: str, table: dict[str, str]) -> str:

@@ -1,8 +1,9 @@
 """Fixtures for tests that run kanal's image in Docker (marker `containers`).
 
-They need a Docker engine (tests/run starts one when none runs) and the image kanal:dev, which this
-session builds once with deploy/image/build.sh unless tests/run already did (KANAL_IMAGE_BUILT=1); a
-missing engine fails the tests loudly, never skips them.
+They need a Docker engine (tests/run starts one when none runs) and the image kanal:dev (or $KANAL_IMAGE,
+so that several checkouts sharing one engine do not overwrite each other's image), which this session builds
+once with deploy/image/build.sh unless tests/run already did (KANAL_IMAGE_BUILT=1); a missing engine fails
+the tests loudly, never skips them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ os.environ.setdefault("TC_HOST", "127.0.0.1")
 
 import pytest
 
-from .cluster import LABEL, LABEL_VALUE, ContainerCluster, remove_labelled
+from .cluster import IMAGE, ContainerCluster, checkout_labels, remove_labelled
 from .manifests import REPO
 
 
@@ -30,11 +31,13 @@ def docker_image() -> str:
     if subprocess.run(["docker", "info"], check=False, capture_output=True, timeout=60).returncode != 0:
         raise RuntimeError("no Docker engine answers `docker info`: run `bash deploy/image/ensure-docker.sh` "
                            "(tests/run does) or start one")
+    image = os.environ.get("KANAL_IMAGE", IMAGE)
     if os.environ.get("KANAL_IMAGE_BUILT") != "1":
-        subprocess.run(["bash", str(REPO / "deploy" / "image" / "build.sh")], check=True, timeout=1800)
-    remove_labelled({LABEL: LABEL_VALUE})  # whatever an interrupted run left behind
-    yield "kanal:dev"
-    remove_labelled({LABEL: LABEL_VALUE})
+        subprocess.run(["bash", str(REPO / "deploy" / "image" / "build.sh"), "--tag", image], check=True,
+                       timeout=1800)
+    remove_labelled(checkout_labels())  # whatever an interrupted run of this checkout left behind
+    yield image
+    remove_labelled(checkout_labels())
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 
 import grpc
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
@@ -73,6 +75,31 @@ def test_produce_and_consume_through_the_containers(containers):
     check(containers, "c-basic", 3, acked, 3000)
 
 
+def test_every_node_serves_prometheus_metrics(containers):
+    def scrape(node) -> str:
+        with urllib.request.urlopen(f"http://{node.metrics}/metrics", timeout=5) as reply:
+            return reply.read().decode()
+
+    def active_count(node) -> float:
+        for family in text_string_to_metric_families(scrape(node)):
+            if family.name == "kanal_controller_active_controller_count":
+                return family.samples[0].value
+        raise AssertionError(f"{node.name} serves no kanal_controller_active_controller_count")
+
+    # Exactly one active controller, as the quorum's scrapes say (Kafka's ActiveControllerCount, summed).
+    wait_until(lambda: sum(active_count(c) for c in containers.controllers) == 1, 30, "one active controller")
+    for node in containers.brokers:
+        assert "kanal_broker_fenced 0.0" in scrape(node)
+
+
+def test_each_broker_registered_with_the_rack_its_rack_file_names(containers):
+    with grpc.insecure_channel(containers.controllers[0].endpoint) as channel:
+        described = controller_pb2_grpc.ControllerStub(channel).DescribeCluster(admin_pb2.DescribeClusterRequest(),
+                                                                                timeout=10)
+    assert {b.broker_id: b.rack for b in described.brokers} == {n.node_id: n.rack for n in containers.brokers}
+    assert all(n.rack for n in containers.brokers)
+
+
 def test_sigkill_of_a_leader_broker_container_loses_nothing_acknowledged(containers):
     topic = "c-kill-broker"
     create_topic(containers, topic, partitions=2, replication_factor=3, min_insync_replicas="2")
@@ -115,6 +142,29 @@ def test_sigkill_of_the_active_controller_container_loses_nothing_acknowledged(c
     containers.restart(victim)  # rejoins the quorum from its volume
     wait_until(lambda: active_controller(containers) is not None, 60, "a quorum with the restarted voter")
     check(containers, topic, 2, acked, 3500)
+
+
+def test_docker_stop_of_the_active_controller_hands_leadership_over(containers):
+    topic = "c-stop-controller"
+    create_topic(containers, topic, partitions=2, replication_factor=3, min_insync_replicas="2")
+    victim = wait_until(lambda: active_controller(containers), 30, "an active controller")
+    acked: dict = {}
+    errors: list = []
+    with producer_for(containers) as producer:
+        for chunk in range(6):
+            produce(producer, topic, chunk * 500, 500, acked, errors)
+            if chunk == 2:
+                assert victim.stop(timeout_s=30) == 0, victim.logs()[-2000:]
+            producer.flush(90)
+    lines = [json.loads(line) for line in victim.logs().splitlines() if line.startswith("{")]
+    handed = [line["message"] for line in lines if line["message"].startswith("handed Raft leadership over")]
+    assert handed, "the active controller exited without handing Raft leadership over"
+    successor = wait_until(lambda: active_controller(containers), 60, "a new active controller")
+    assert successor is not victim and f"controller {successor.node_id} leads" in handed[-1]
+    assert not errors, f"the producer gave up on records: {errors[:3]}"
+    containers.restart(victim)
+    wait_until(lambda: active_controller(containers) is not None, 60, "a quorum with the restarted voter")
+    check(containers, topic, 2, acked, 3000)
 
 
 def test_docker_stop_of_a_leader_broker_moves_leadership_before_it_exits(containers):
@@ -175,7 +225,10 @@ def test_a_paused_follower_container_leaves_the_isr_and_catches_up_when_unpaused
         try:
             produce(producer, topic, 500, 1000, acked, errors)  # acks=all waits until the ISR drops it
             producer.flush(90)
-            assert victim.node_id not in partition_info(containers, topic, 0).isr
+            # The leader shrank the ISR before these acks=all records were acknowledged; the broker answering
+            # the metadata request learns it from the metadata log, a moment later.
+            wait_until(lambda: victim.node_id not in partition_info(containers, topic, 0).isr, 30,
+                       "the paused follower out of the ISR in the metadata")
         finally:
             victim.unpause()
         wait_until(lambda: victim.node_id in partition_info(containers, topic, 0).isr, 60,

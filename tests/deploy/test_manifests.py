@@ -52,8 +52,13 @@ def test_the_overlay_has_what_a_deployment_needs(overlay):
         for ordinal in range(size):
             process = pod_process(docs, sts_name, ordinal)
             assert process.env["KANAL_ID_FROM_HOSTNAME"] == "true" and process.env["HOSTNAME"].endswith(f"-{ordinal}")
-    brokers = find(docs, "StatefulSet", BROKERS)["spec"]["template"]
-    assert brokers["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    for sts_name in (CONTROLLERS, BROKERS):  # both kinds of node are scraped, on the port they serve metrics
+        template = find(docs, "StatefulSet", sts_name)["spec"]["template"]
+        annotations = template["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert pod_process(docs, sts_name, 0).env["KANAL_METRICS"] == f"0.0.0.0:{annotations['prometheus.io/port']}"
+        ports = {p["name"]: p["containerPort"] for p in template["spec"]["containers"][0]["ports"]}
+        assert str(ports["metrics"]) == annotations["prometheus.io/port"]
     # The quorum follows from the ordinals: one peer per controller pod, named by its ordinal.
     peers = pod_process(docs, CONTROLLERS, 0).env["KANAL_PEERS"].split(",")
     assert [p.split("=")[0] for p in peers] == [str(i) for i in range(size)]
@@ -66,6 +71,34 @@ def test_the_overlay_has_what_a_deployment_needs(overlay):
     audit = find(docs, "CronJob", "kanal-audit")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
     assert audit["args"][0] == "audit" and "spark" in audit["image"]
     assert "spark" not in find(docs, "StatefulSet", BROKERS)["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_the_brokers_rack_comes_from_the_nodes_zone(overlay):
+    docs = render(overlay)
+    pod = find(docs, "StatefulSet", BROKERS)["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    broker = pod["containers"][0]
+    rack_file = pod_process(docs, BROKERS, 0).env["KANAL_RACK_FILE"]
+    # The init container (same image) writes the file the broker reads, on a volume both mount.
+    assert init["image"] == broker["image"] and init["args"][:3] == ["node-zone", "--output", rack_file]
+    assert {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in init["env"]} == {"NODE_NAME": "spec.nodeName"}
+    mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
+    assert any(m["name"] == "rack" and rack_file.startswith(m["mountPath"] + "/") and m["readOnly"]
+               for m in broker["volumeMounts"])
+    assert rack_file.startswith(mounts["rack"] + "/")
+    assert init["securityContext"]["readOnlyRootFilesystem"] is True and init["resources"]["limits"]
+    # Only the init container holds an API token, from the service account bound to "get nodes".
+    assert pod["automountServiceAccountToken"] is False
+    assert mounts["node-reader-token"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert "node-reader-token" not in {m["name"] for m in broker["volumeMounts"]}
+    account = pod["serviceAccountName"]
+    namespace = find(docs, "StatefulSet", BROKERS)["metadata"]["namespace"]
+    assert find(docs, "ServiceAccount", account)["metadata"]["namespace"] == namespace
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding"
+                   and {"kind": "ServiceAccount", "name": account, "namespace": namespace} in d["subjects"])
+    role = find(docs, "ClusterRole", binding["roleRef"]["name"])
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
 
 
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))

@@ -328,6 +328,16 @@ class Quorum:
         finally:
             log.close()
 
+    def registrations_done(self) -> bool:
+        """Every running controller's directory-id registration of its latest start is committed
+        (disk_identity.py's RegistrationThread writes it a moment after the start: a write landing after
+        logs were compared, or after one controller stopped, would make them differ)."""
+        for i in self.alive_ids():
+            text = self.log_path(i).read_text(errors="replace")
+            if text.rfind("the quorum records directory") < text.rfind(f"controller {i} started"):
+                return False
+        return True
+
     def tail(self, i: int, lines: int = 60) -> str:
         proc = self.procs.get(i)
         status = f"pid {proc.pid} exit status {proc.poll()}" if proc is not None else "never started"
