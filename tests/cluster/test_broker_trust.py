@@ -136,8 +136,15 @@ def test_client_produce_to_an_internal_topic_is_refused(cluster, stub_for):
     coordinator = wait_until(lambda: (r := stub.FindCoordinator(find, timeout=10)).error == ErrorCode.NONE and r,
                              30, "a coordinator (the offsets topic exists)")
     offsets = stub_for(broker_node(cluster, coordinator.node_id))
-    partition = next(p for p in range(10) if partition_info(cluster, "__consumer_offsets", p).leader
-                     == coordinator.node_id)
+    def led_by_coordinator():
+        try:
+            return next((p for p in range(10) if partition_info(cluster, "__consumer_offsets", p).leader
+                         == coordinator.node_id), None)
+        except KeyError:  # the bootstrap broker has not applied the new topic yet
+            return None
+
+    [partition] = wait_until(lambda: (p := led_by_coordinator()) is not None and [p], 30,
+                             "an offsets partition the coordinator leads, in the brokers' metadata")
     before = offsets.Fetch(fetch_request("__consumer_offsets", partition, 0), timeout=10).topics[0].partitions[0]
     reply = offsets.Produce(produce_request("__consumer_offsets", partition, [batch(b"forged")], acks=1), timeout=10)
     result = reply.topics[0].partitions[0]
