@@ -176,7 +176,9 @@ def test_last_isr_member_on_a_wiped_disk_is_not_elected_and_the_data_survives(cl
     # The operator accepts an unclean election: a replica that kept its log leads, not the empty one.
     subprocess.run([*KANAL, "topics", "alter", topic, "--bootstrap", cluster.bootstrap,
                     "--config", "unclean.leader.election.enable=true"], check=True, capture_output=True, timeout=60)
-    leader = wait_until(lambda: (p := partition_info(cluster, topic, 0)).leader >= 0 and p.leader, 30, "a leader")
+    # A list, so that broker 0 as the leader is truthy for wait_until.
+    [leader] = wait_until(lambda: (p := partition_info(cluster, topic, 0)).leader >= 0 and [p.leader], 30,
+                          "a leader")
     assert leader != last.node_id
     check_history(acked, read_topic(cluster, topic, 1))
     # The wiped broker rejoins as a follower and catches up from the real leader.
