@@ -12,12 +12,14 @@ for a condition with a deadline instead of sleeping. The helpers are handed to t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -516,6 +518,29 @@ class AdminWriter:
             break
         {"acked": self.acked, "failed": self.failed, "unknown": self.unknown}.get(outcome, []).append(names)
         return outcome
+
+    @contextlib.contextmanager
+    def writing(self, seconds_max: float = 90, requests_max: int = 2_000):
+        """Write on a background thread for the with-block, bounded in count and in time; the thread is
+        stopped and joined on leaving (it must not outlive the block)."""
+        stop = threading.Event()
+        deadline = time.monotonic() + seconds_max
+
+        def loop() -> None:
+            for _ in range(requests_max):
+                if stop.is_set() or time.monotonic() > deadline:
+                    return
+                self.write_once()
+
+        thread = threading.Thread(target=loop, name="admin-writer")
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(60)
+        if thread.is_alive():
+            raise AssertionError("the admin writer did not stop within 60 s")
 
     def __repr__(self) -> str:
         return (

@@ -5,8 +5,6 @@ write, and the quorum goes on with a new active controller."""
 from __future__ import annotations
 
 import re
-import threading
-import time
 
 import pytest
 
@@ -23,18 +21,7 @@ def test_sigterm_of_the_active_controller_hands_leadership_over_and_loses_nothin
     first = q.wait_active()
     fake_brokers_factory(q).register_live([1, 2, 3])
     writer = admin_writer_factory(q, topics_per_request=2)
-    stop = threading.Event()
-    deadline = time.monotonic() + 90
-
-    def write_loop():
-        for _ in range(2_000):  # bounded in count and in time
-            if stop.is_set() or time.monotonic() > deadline:
-                return
-            writer.write_once()
-
-    thread = threading.Thread(target=write_loop, name="admin-writer")
-    thread.start()
-    try:
+    with writer.writing():
         wait(lambda: len(writer.acked) >= 30, 30, f"30 acknowledged writes ({writer!r})")
         assert q.stop(first, timeout_s=30) == 0  # SIGTERM while writes flow
         handed = HANDED_OVER.findall(q.log_path(first).read_text(errors="replace"))
@@ -44,10 +31,6 @@ def test_sigterm_of_the_active_controller_hands_leadership_over_and_loses_nothin
         acked_at_stop = len(writer.acked)
         assert q.wait_active(30) == successor
         wait(lambda: len(writer.acked) >= acked_at_stop + 30, 30, f"30 writes accepted after the stop ({writer!r})")
-    finally:
-        stop.set()
-        thread.join(60)
-    assert not thread.is_alive()
 
     q.start(first)  # back on its data, as a follower
     q.wait_all_serving()

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 
 pytestmark = pytest.mark.cluster
@@ -28,18 +25,7 @@ def test_failover_under_writes_loses_no_acknowledged_write(
     first = q.wait_active()
     fake_brokers_factory(q).register_live([1, 2, 3])
     writer = admin_writer_factory(q, topics_per_request=2)
-    stop = threading.Event()
-    deadline = time.monotonic() + 90
-
-    def write_loop():
-        for _ in range(2_000):  # bounded in count and in time
-            if stop.is_set() or time.monotonic() > deadline:
-                return
-            writer.write_once()
-
-    thread = threading.Thread(target=write_loop, name="admin-writer")
-    thread.start()
-    try:
+    with writer.writing():
         wait(lambda: len(writer.acked) >= 30, 30, f"30 acknowledged writes ({writer!r})")
         q.kill(first)  # SIGKILL the active controller while writes flow
         acked_at_kill = len(writer.acked)
@@ -50,10 +36,6 @@ def test_failover_under_writes_loses_no_acknowledged_write(
             30,
             f"30 writes accepted by the new controller ({writer!r})",
         )
-    finally:
-        stop.set()
-        thread.join(60)
-    assert not thread.is_alive()
 
     q.start(first)  # the killed controller comes back and catches up
     q.wait_all_serving()
