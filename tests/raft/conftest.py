@@ -305,10 +305,13 @@ class Quorum:
 
     def fetch_all(self, i: int) -> list[LogBatch]:
         """Every batch of controller i's metadata log, through FetchMetadata."""
+        return self.fetch_from(i, 0)
+
+    def fetch_from(self, i: int, offset: int) -> list[LogBatch]:
+        """The batches of controller i's metadata log from `offset` (a batch boundary) to its end."""
         from kanal.metadata.log_codec import iter_batches
 
         out: list[LogBatch] = []
-        offset = 0
         end = self.end_offset(i)
         while offset < end:
             reply = self.stub(i).FetchMetadata(
