@@ -182,39 +182,39 @@ def _index_rows(path: Path, entry: struct.Struct, out: Printer) -> list[tuple[in
     return [tuple(row) for row in entry.iter_unpack(data[:whole])]  # type: ignore[misc]
 
 
+def _offset_entry(row: tuple[int, int], base: int, summary: LogSummary | None) -> tuple[dict, bool | None]:
+    relative, position = row
+    offset = base + relative
+    ok = None if summary is None else summary.base_offset_at.get(position) == offset
+    return {"offset": offset, "position": position}, ok
+
+
+def _time_entry(row: tuple[int, int], base: int, summary: LogSummary | None) -> tuple[dict, bool | None]:
+    timestamp_ms, relative = row
+    offset = base + relative
+    # The entry names a batch that raised the segment's largest timestamp to exactly this value.
+    ok = None if summary is None else summary.max_timestamp_ms_through.get(offset) == timestamp_ms
+    return {"timestamp_ms": timestamp_ms, "offset": offset}, ok
+
+
+# suffix -> (row type in the output, entry layout, row → (fields, verdict: None when there is no .log))
+_INDEXES = {".index": ("index", _OFFSET_ENTRY, _offset_entry), ".timeindex": ("timeindex", _TIME_ENTRY, _time_entry)}
+
+
 def dump_index_file(path: Path, out: Printer) -> None:
+    """An .index or .timeindex file, each entry checked against the .log beside it when there is one."""
+    kind, layout, read_row = _INDEXES[path.suffix]
     out.emit("file", f"file {path}", path=str(path))
-    base = int(path.stem)
     log_path = path.with_suffix(".log")
     summary = summarize_log(log_path) if log_path.exists() else None
-    for relative, position in _index_rows(path, _OFFSET_ENTRY, out):
-        offset = base + relative
-        verdict = "unchecked (no .log)"
-        if summary is not None:
-            verdict = "ok" if summary.base_offset_at.get(position) == offset else "MISMATCH"
-        out.emit("index", f"offset: {offset} position: {position} check: {verdict}",
-                 offset=offset, position=position, check=verdict)
-        if verdict == "MISMATCH":
-            out.emit("damage", f"DAMAGED {path.name}: no batch at offset {offset} starts at byte {position}",
-                     offset=offset, position=position, reason="index entry does not point at its batch")
-
-
-def dump_time_index_file(path: Path, out: Printer) -> None:
-    out.emit("file", f"file {path}", path=str(path))
-    base = int(path.stem)
-    log_path = path.with_suffix(".log")
-    summary = summarize_log(log_path) if log_path.exists() else None
-    for timestamp_ms, relative in _index_rows(path, _TIME_ENTRY, out):
-        offset = base + relative
-        verdict = "unchecked (no .log)"
-        if summary is not None:
-            # The entry names a batch that raised the segment's largest timestamp to exactly this value.
-            verdict = "ok" if summary.max_timestamp_ms_through.get(offset) == timestamp_ms else "MISMATCH"
-        out.emit("timeindex", f"timestamp_ms: {timestamp_ms} offset: {offset} check: {verdict}",
-                 timestamp_ms=timestamp_ms, offset=offset, check=verdict)
-        if verdict == "MISMATCH":
-            out.emit("damage", f"DAMAGED {path.name}: entry {timestamp_ms} -> {offset} does not match the log",
-                     offset=offset, timestamp_ms=timestamp_ms, reason="time index entry does not match the log")
+    for row in _index_rows(path, layout, out):
+        fields, ok = read_row(row, int(path.stem), summary)
+        verdict = "unchecked (no .log)" if ok is None else "ok" if ok else "MISMATCH"
+        out.emit(kind, " ".join(f"{k}: {v}" for k, v in fields.items()) + f" check: {verdict}",
+                 **fields, check=verdict)
+        if ok is False:
+            out.emit("damage", f"DAMAGED {path.name}: entry {fields} does not match the log", **fields,
+                     reason=f"{kind} entry does not match the log")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -247,8 +247,6 @@ def main(argv: list[str]) -> int:
     for path in files:
         if path.suffix == ".log":
             dump_log_file(path, out, args.print_data)
-        elif path.suffix == ".index":
-            dump_index_file(path, out)
         else:
-            dump_time_index_file(path, out)
+            dump_index_file(path, out)
     return EXIT_DAMAGED if out.damaged else EXIT_OK
