@@ -14,26 +14,24 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from kanal.clients.admin import BROKER, TOPIC, Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
+from kanal.v1.dev_state import dev_state_path, read_dev_state
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.record_text import as_text, put_bytes
-
-DEV_STATE = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal")) / "dev.json"
 
 
 def default_bootstrap() -> str:
     if os.environ.get("KANAL_BOOTSTRAP"):
         return os.environ["KANAL_BOOTSTRAP"]
-    try:
-        return json.loads(DEV_STATE.read_text())["bootstrap"]
-    except (FileNotFoundError, KeyError, ValueError):
+    state = read_dev_state()
+    if state is None or not isinstance(state.get("bootstrap"), str):
         raise KanalError(7, "no --bootstrap given, $KANAL_BOOTSTRAP unset, and no `kanal dev` cluster running "
-                            f"({DEV_STATE} not found)") from None
+                            f"({dev_state_path()} not found)")
+    return state["bootstrap"]
 
 
 def _bootstrap(args) -> str:
