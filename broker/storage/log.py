@@ -240,7 +240,7 @@ class Log:
                         f"replicated batch at {suffix.base_offset} does not follow the log end {expected_min}",
                     )
                 self._check_epoch(suffix.leader_epoch)
-                expected_min = suffix.last_offset + 1
+                expected_min = Offset(suffix.last_offset + 1)
                 checked.append(entry)
         except CorruptEntry as exc:
             raise KanalError(ErrorCode.CORRUPT_MESSAGE, exc.message) from None

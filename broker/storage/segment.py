@@ -202,7 +202,7 @@ class LogSegment:
         while position < self.size:
             location = self.location_at(FilePosition(position))
             yield location
-            position += location.size
+            position = FilePosition(position + location.size)
 
     def _header_at(self, location: EntryLocation) -> BatchHeader:
         body = self.read_bytes(location.position + ENTRY_HEADER_BYTES, location.size - ENTRY_HEADER_BYTES)
@@ -237,6 +237,8 @@ class LogSegment:
         offsets in order and inside the segment's range). Raises CorruptEntry at the first bad one."""
         with mapped_segment(self._fd, self.size) as view:
             for entry in walk_segment(view, self.base_offset):
+                if entry.header is None:  # walk_segment checks every entry, so each carries its header
+                    raise RuntimeError(f"{self!r}: entry at {entry.position} came back unchecked")
                 location = EntryLocation(FilePosition(entry.position), entry.size, entry.suffix)
                 yield RecoveredEntry(location, entry.header)
 
