@@ -69,14 +69,14 @@ def rows(df, *cols):
 def test_topic_lifecycle_in_order_with_principals(audit):
     lifecycle = [(e, t, p) for e, t, p in rows(audit.tables["topic_lifecycle"], "event", "topic", "principal")
                  if t in (TOPIC_NAME, TEMP_TOPIC)]
-    assert lifecycle == [("topic_created", TOPIC_NAME, "anonymous"), ("topic_created", TEMP_TOPIC, "anonymous"),
-                         ("topic_deleted", TEMP_TOPIC, "anonymous")]
+    assert lifecycle == [("topic_created", TOPIC_NAME, "User:ANONYMOUS"), ("topic_created", TEMP_TOPIC, "User:ANONYMOUS"),
+                         ("topic_deleted", TEMP_TOPIC, "User:ANONYMOUS")]
 
 
 def test_config_change_with_principal_and_old_value(audit):
     changes = rows(audit.tables["config_changes"], "event", "resource", "key", "value_before", "value_after",
                    "principal")
-    assert ("config_set", TOPIC_NAME, "retention.ms", None, "3600000", "anonymous") in changes
+    assert ("config_set", TOPIC_NAME, "retention.ms", None, "3600000", "User:ANONYMOUS") in changes
 
 
 def test_killed_broker_fenced_and_back(audit):
