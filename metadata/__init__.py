@@ -4,7 +4,7 @@ No I/O, no threads, no clocks, no global randomness: time (`now_ms`) and a `rand
 See README.md in this folder for the rules.
 """
 
-from kanal.metadata.acl import AclEntry, AclResource
+from kanal.metadata.acl import AclEntry, AclResource, AclSet
 from kanal.metadata.acl_admin import decide_create_acls, decide_delete_acls, describe_acls
 from kanal.metadata.alter_partition import decide_alter_partition
 from kanal.metadata.apply import apply, apply_batch, check_image
@@ -65,6 +65,7 @@ __all__ = [
     "TOPIC_PARTITIONS_MAX",
     "AclEntry",
     "AclResource",
+    "AclSet",
     "AuthorizerConfig",
     "BrokerEpoch",
     "BrokerId",

@@ -1,9 +1,11 @@
 """Access-control entries: their value type, the rules a well-formed entry keeps, and filters.
 
 An `AclEntry` is one AccessControlEntry (metadata.proto) as a frozen value. The image keeps the ACLs as
-`acls: dict[AclResource, frozenset[AclEntry]]`, keyed by (resource type, pattern type, resource name),
-so the authorizer finds every entry that applies to a resource with a few dictionary lookups (the
-literal name, the literal "*", each prefix of the name) instead of a scan (authorizer.py).
+`acls: dict[AclResource, AclSet]`, keyed by (resource type, pattern type, resource name), so the
+authorizer finds every entry that applies to a resource with a few dictionary lookups (the literal name,
+the literal "*", each prefix of the name) instead of a scan (authorizer.py); an `AclSet` is immutable
+and indexes its entries by principal, so a resource with hundreds of grants (a literal "*" for every
+user) costs a lookup, not a scan, per call.
 
 Well-formed (`check_entry`, INVALID_REQUEST otherwise; apply refuses a record that is not): every enum
 set; a principal `User:name` or `User:*` (Kafka's only principal type), at most PRINCIPAL_CHARS_MAX; a
@@ -116,6 +118,51 @@ def resource_type_name(value: int) -> str:
     return _short(metadata_pb2.AclResourceType, "ACL_RESOURCE_", value)
 
 
+class AclSet:
+    """The entries of one resource: an immutable set, indexed by principal ("User:*" entries apart).
+    Equal when the entries are; a change makes a new set (apply's journal puts the old one back)."""
+
+    __slots__ = ("_by_principal", "entries")
+
+    def __init__(self, entries: Iterable[AclEntry] = ()) -> None:
+        self.entries: frozenset[AclEntry] = frozenset(entries)
+        by_principal: dict[str, list[AclEntry]] = {}
+        for entry in self.entries:
+            by_principal.setdefault(entry.principal, []).append(entry)
+        self._by_principal = {p: tuple(group) for p, group in by_principal.items()}
+
+    def of(self, principal: str) -> tuple[AclEntry, ...]:
+        """The entries for exactly this principal (text as written)."""
+        return self._by_principal.get(principal, ())
+
+    def with_entry(self, entry: AclEntry) -> AclSet:
+        return AclSet(self.entries | {entry})
+
+    def without(self, entry: AclEntry) -> AclSet:
+        return AclSet(self.entries - {entry})
+
+    def __contains__(self, entry: object) -> bool:
+        return entry in self.entries
+
+    def __iter__(self) -> Iterator[AclEntry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AclSet) and other.entries == self.entries
+
+    def __hash__(self) -> int:
+        return hash(self.entries)
+
+    def __repr__(self) -> str:
+        return f"<AclSet {len(self.entries)} entries>"
+
+
+EMPTY_ACL_SET = AclSet()
+
+
 def check_principal(text: str) -> None:
     """INVALID_REQUEST unless `text` is `User:name` (name may be "*")."""
     kind, sep, name = text.partition(":")
@@ -200,20 +247,20 @@ def entry_applies_to(pattern_type: int, entry_name: str, resource_name: str) -> 
     return resource_name.startswith(entry_name)
 
 
-def iter_entries(acls: Mapping[AclResource, frozenset[AclEntry]]) -> Iterator[AclEntry]:
+def iter_entries(acls: Mapping[AclResource, AclSet]) -> Iterator[AclEntry]:
     """Every entry, in the canonical order (sorted), for replies and snapshots."""
     entries: list[AclEntry] = [e for group in acls.values() for e in group]
     return iter(sorted(entries, key=AclEntry.sort_key))
 
 
-def select(acls: Mapping[AclResource, frozenset[AclEntry]], f: admin_pb2.AclFilter) -> list[AclEntry]:
+def select(acls: Mapping[AclResource, AclSet], f: admin_pb2.AclFilter) -> list[AclEntry]:
     """The entries a checked filter selects, sorted."""
     return [e for e in iter_entries(acls) if filter_matches(f, e)]
 
 
-def build_acl_map(entries: Iterable[AclEntry]) -> dict[AclResource, frozenset[AclEntry]]:
+def build_acl_map(entries: Iterable[AclEntry]) -> dict[AclResource, AclSet]:
     """The image's map for these entries (tests and references)."""
     out: dict[AclResource, set[AclEntry]] = {}
     for e in entries:
         out.setdefault(e.resource, set()).add(e)
-    return {k: frozenset(v) for k, v in out.items()}
+    return {k: AclSet(v) for k, v in out.items()}

@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, MutableMapping, MutableSequence
 from typing import Any
 
-from kanal.metadata.acl import AclEntry, check_entry
+from kanal.metadata.acl import EMPTY_ACL_SET, AclEntry, check_entry
 from kanal.metadata.client_quota import QUOTA_ENTITY_TYPES, QUOTA_KEYS
 from kanal.metadata.config_resource import check_broker_resource_name, check_stored_config_value
 from kanal.metadata.ids import (
@@ -531,21 +531,21 @@ def _access_control_entry(
     image: MetadataImage, r: metadata_pb2.AccessControlEntryRecord, ctx: _Context
 ) -> None:
     entry = _acl_entry(r.entry, "AccessControlEntry")
-    present = image.acls.get(entry.resource, frozenset())
+    present = image.acls.get(entry.resource, EMPTY_ACL_SET)
     if entry in present:
         # The decision leaves out entries that exist: a second copy would make one removal not enough.
         raise _fail(f"AccessControlEntry {entry!r} exists already")
-    ctx.journal.put(image.acls, entry.resource, present | {entry})
+    ctx.journal.put(image.acls, entry.resource, present.with_entry(entry))
 
 
 def _remove_access_control_entry(
     image: MetadataImage, r: metadata_pb2.RemoveAccessControlEntryRecord, ctx: _Context
 ) -> None:
     entry = _acl_entry(r.entry, "RemoveAccessControlEntry")
-    present = image.acls.get(entry.resource, frozenset())
+    present = image.acls.get(entry.resource, EMPTY_ACL_SET)
     if entry not in present:
         raise _fail(f"RemoveAccessControlEntry {entry!r}, which does not exist")
-    rest = present - {entry}
+    rest = present.without(entry)
     if rest:
         ctx.journal.put(image.acls, entry.resource, rest)
     else:

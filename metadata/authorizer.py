@@ -15,8 +15,8 @@ allow_everyone_if_no_acl_found)`:
    (Implication is for allows only: a DENY READ does not deny DESCRIBE.)
 5. Otherwise denied.
 
-Cost: a lookup per prefix of the name plus two, then the entries of those resources; independent of
-how many ACLs other resources have.
+Cost: a lookup per prefix of the name plus two, then the entries of those resources for this principal
+and for `User:*` (AclSet's index); independent of how many ACLs other resources or principals have.
 
 `AuthorizerConfig` is the settings as the servers take them (`--authorizer`, `--super-users`,
 `--allow-everyone-if-no-acl-found`); `broker_principal(id)` names a broker as it authenticates.
@@ -35,8 +35,8 @@ from kanal.metadata.acl import (
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
     WILDCARD_RESOURCE,
-    AclEntry,
     AclResource,
+    AclSet,
     check_principal,
 )
 from kanal.v1 import metadata_pb2
@@ -52,9 +52,8 @@ _IMPLIED_BY: dict[int, frozenset[int]] = {
     DESCRIBE_CONFIGS: frozenset({metadata_pb2.ACL_OPERATION_ALTER_CONFIGS}),
 }
 _NOTHING: frozenset[int] = frozenset()
-_EMPTY: frozenset[AclEntry] = frozenset()
 
-AclMap = Mapping[AclResource, frozenset[AclEntry]]
+AclMap = Mapping[AclResource, AclSet]
 
 
 def authorize(
@@ -78,9 +77,7 @@ def authorize(
     allowed = False
     implying = _IMPLIED_BY.get(operation, _NOTHING)
     for group in applying:
-        for entry in group:
-            if entry.principal != principal and entry.principal != WILDCARD_PRINCIPAL:
-                continue
+        for entry in (*group.of(principal), *group.of(WILDCARD_PRINCIPAL)):
             if entry.host != host and entry.host != WILDCARD_HOST:
                 continue
             op = entry.operation
@@ -92,20 +89,17 @@ def authorize(
     return allowed
 
 
-def _applying(acls: AclMap, resource_type: int, resource_name: str) -> list[frozenset[AclEntry]]:
-    """The non-empty entry sets that apply to the resource (literal, literal "*", every prefix)."""
-    found = []
-    literal = acls.get(AclResource(resource_type, LITERAL, resource_name), _EMPTY)
-    if literal:
-        found.append(literal)
-    if resource_name != WILDCARD_RESOURCE:
-        wildcard = acls.get(AclResource(resource_type, LITERAL, WILDCARD_RESOURCE), _EMPTY)
-        if wildcard:
-            found.append(wildcard)
-    for end in range(1, len(resource_name) + 1):
-        prefixed = acls.get(AclResource(resource_type, PREFIXED, resource_name[:end]), _EMPTY)
-        if prefixed:
-            found.append(prefixed)
+def _applying(acls: AclMap, resource_type: int, resource_name: str) -> list[AclSet]:
+    """The entry sets that apply to the resource (literal, literal "*", every prefix); the map holds no
+    empty set."""
+    # Plain tuples: they hash and compare as the AclResource keys do, and cost less to build (this runs
+    # on every call of every client).
+    get = acls.get
+    found = [group for group in (get((resource_type, LITERAL, resource_name)),
+                                 get((resource_type, LITERAL, WILDCARD_RESOURCE))
+                                 if resource_name != WILDCARD_RESOURCE else None) if group is not None]
+    found.extend(group for end in range(1, len(resource_name) + 1)
+                 if (group := get((resource_type, PREFIXED, resource_name[:end]))) is not None)
     return found
 
 

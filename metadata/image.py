@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kanal.metadata.acl import AclEntry, AclResource
+from kanal.metadata.acl import AclResource, AclSet
 from kanal.metadata.ids import (
     NO_LEADER,
     BrokerEpoch,
@@ -142,7 +142,7 @@ class MetadataImage:
     # Controller id -> the directory id the quorum recorded for its data directory (KIP-853).
     controller_directories: dict[int, str] = field(default_factory=dict)
     # Access-control entries by (resource type, pattern type, resource name) (acl.py); never an empty set.
-    acls: dict[AclResource, frozenset[AclEntry]] = field(default_factory=dict)
+    acls: dict[AclResource, AclSet] = field(default_factory=dict)
     next_producer_id: ProducerId = _FIRST_PRODUCER_ID
     controller_epoch: ControllerEpoch = _NO_CONTROLLER_EPOCH
     next_offset: MetadataOffset = _FIRST_OFFSET
@@ -192,7 +192,7 @@ class MetadataImage:
             broker_configs={k: dict(v) for k, v in self.broker_configs.items()},
             client_quotas={k: dict(v) for k, v in self.client_quotas.items()},
             controller_directories=dict(self.controller_directories),
-            acls=dict(self.acls),  # the entry sets are frozen
+            acls=dict(self.acls),  # AclSets are immutable
             next_producer_id=self.next_producer_id,
             controller_epoch=self.controller_epoch,
             next_offset=self.next_offset,
