@@ -73,7 +73,7 @@ class RequestGate:
 
     def admit(self, method: str, request: Any, context: Any) -> Admission:
         access = self.access(context)
-        rule = _RULES.get(method)
+        rule = BROKER_RULES.get(method)
         if rule is not None:
             return rule(request, access)
         return admit_admin(method, request, access)
@@ -87,7 +87,7 @@ def gated(handler: Handler) -> Handler:
     handler gets the admitted request, the caller the reply with refused items put back. Sits inside
     the error boundary, so a call refused whole leaves as a gRPC status."""
     method = handler.__name__
-    if method not in _RULES and method not in ADMIN_CALLS:
+    if method not in BROKER_RULES and method not in ADMIN_CALLS:
         raise ValueError(f"no authorization rule for Broker call {method}")
 
     if asyncio.iscoroutinefunction(handler):
@@ -301,7 +301,7 @@ def _list_groups(request: broker_pb2.ListGroupsRequest, access: Access) -> Admis
     return Admission(request, only_describable)
 
 
-_RULES: dict[str, Callable[[Any, Access], Admission]] = {
+BROKER_RULES: dict[str, Callable[[Any, Access], Admission]] = {
     "Produce": _produce,
     "Fetch": _fetch,
     "ListOffsets": _list_offsets,
