@@ -106,7 +106,7 @@ def _pattern_filter(args) -> int:
 
 
 def _list(args, bootstrap: str) -> int:
-    resources = _resources(args) or [(metadata_pb2.ACL_RESOURCE_UNSPECIFIED, None)]
+    resources: list[tuple[int, str | None]] = [*_resources(args)] or [(metadata_pb2.ACL_RESOURCE_UNSPECIFIED, None)]
     entries = []
     with Admin(bootstrap) as admin:
         for rtype, name in resources:

@@ -67,17 +67,17 @@ class ControllerGate:
         """The principal the call acts as (and that its records are stamped with)."""
         return effective_principal(str(call_principal()), context.invocation_metadata(), is_server_principal)
 
-    def access(self, context: grpc.ServicerContext) -> Access:
-        # A copy of the map (its entry sets are frozen): the image changes under the store's lock.
-        acls = self._read(lambda image: dict(image.acls))
-        return Access(self.principal(context), peer_host(context.peer()), acls, self.config)
-
     def admit(self, method: str, request: Any, context: grpc.ServicerContext) -> Admission:
-        access = self.access(context)
+        """The rule of `method` applied under the store's lock (the image changes under it; every rule here
+        decides at once, and an Admission's `finish` reads no ACLs)."""
+        principal, host = self.principal(context), peer_host(context.peer())
         rule = _RULES.get(method)
-        if rule is not None:
-            return rule(request, access)
-        return admit_admin(method, request, access)
+
+        def decide(image: MetadataImage) -> Admission:
+            access = Access(principal, host, image.acls, self.config)
+            return rule(request, access) if rule is not None else admit_admin(method, request, access)
+
+        return self._read(decide)
 
     def __repr__(self) -> str:
         return f"<ControllerGate {self.config!r}>"
@@ -102,8 +102,8 @@ def gated(handler: Handler) -> Handler:
 
 
 def _refused_in_reply(response_type: type, message: str) -> Admission:
-    fields = {"error": CLUSTER_REFUSED}
-    if "error_message" in response_type.DESCRIPTOR.fields_by_name:
+    fields: dict[str, Any] = {"error": CLUSTER_REFUSED}
+    if "error_message" in response_type.DESCRIPTOR.fields_by_name:  # type: ignore[attr-defined]
         fields["error_message"] = message
     return Admission(None, lambda _reply: response_type(**fields))
 
