@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 import grpc
 
 from kanal.metadata import MetadataImage
-from kanal.metadata.access import Access, Admission, admitted
+from kanal.metadata.access import Access, Admission, admitted, keep_only, narrowed
 from kanal.metadata.acl import CLUSTER, CLUSTER_RESOURCE_NAME, GROUP, TOPIC, TRANSACTIONAL_ID
 from kanal.metadata.admin_authorization import ADMIN_CALLS, admit_admin
 from kanal.metadata.authorizer import AuthorizerConfig, broker_principal, has_any_allow
@@ -127,10 +127,6 @@ def _split(request: Any, field: str, ok: Callable[[Any], bool], response_type: t
     verdicts = [ok(item) for item in items]
     if all(verdicts):
         return admitted(request)
-    kept = type(request)()
-    kept.CopyFrom(request)
-    del getattr(kept, field)[:]
-    getattr(kept, field).extend(item for item, good in zip(items, verdicts) if good)
 
     def finish(reply: Any) -> Any:
         out = reply if reply is not None else response_type()
@@ -139,7 +135,7 @@ def _split(request: Any, field: str, ok: Callable[[Any], bool], response_type: t
                 put_refused(out, item)
         return out
 
-    return Admission(kept if any(verdicts) else None, finish)
+    return Admission(narrowed(request, field, verdicts), finish)
 
 
 def _in_band(response_type: type, code: int, message: str) -> Admission:
@@ -260,9 +256,7 @@ def _offset_fetch(request: broker_pb2.OffsetFetchRequest, access: Access) -> Adm
         return _in_band(broker_pb2.OffsetFetchResponse, GROUP_REFUSED, access.refusal(op, GROUP, request.group_id))
     if not request.topics:  # every committed offset of the group: show those of describable topics
         def only_describable(reply: broker_pb2.OffsetFetchResponse) -> broker_pb2.OffsetFetchResponse:
-            shown = [o for o in reply.offsets if access.allows(op, TOPIC, o.topic)]
-            del reply.offsets[:]
-            reply.offsets.extend(shown)
+            keep_only(reply.offsets, lambda o: access.allows(op, TOPIC, o.topic))
             return reply
 
         return Admission(request, only_describable)
@@ -293,9 +287,7 @@ def _list_groups(request: broker_pb2.ListGroupsRequest, access: Access) -> Admis
         return admitted(request)
 
     def only_describable(reply: broker_pb2.ListGroupsResponse) -> broker_pb2.ListGroupsResponse:
-        shown = [g for g in reply.groups if access.allows(op, GROUP, g.group_id)]
-        del reply.groups[:]
-        reply.groups.extend(shown)
+        keep_only(reply.groups, lambda g: access.allows(op, GROUP, g.group_id))
         return reply
 
     return Admission(request, only_describable)

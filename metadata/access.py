@@ -65,6 +65,27 @@ def admitted(request: Any) -> Admission:
     return Admission(request)
 
 
+def narrowed(request: Any, items_field: str, verdicts: Sequence[bool]) -> Any:
+    """A copy of the request whose repeated `items_field` keeps the items with a true verdict, or None
+    when none is left (never an empty list: in some calls that means "all")."""
+    if not any(verdicts):
+        return None
+    kept = type(request)()
+    kept.CopyFrom(request)
+    items = getattr(kept, items_field)
+    chosen = [item for item, good in zip(items, verdicts) if good]
+    del items[:]
+    items.extend(chosen)
+    return kept
+
+
+def keep_only(items: Any, wanted: Callable[[Any], bool]) -> None:
+    """Drop from a repeated field (in place) the items `wanted` refuses."""
+    chosen = [item for item in items if wanted(item)]
+    del items[:]
+    items.extend(chosen)
+
+
 def per_item(
     request: Any,
     items_field: str,
@@ -75,15 +96,11 @@ def per_item(
 ) -> Admission:
     """Split a request whose reply has one result per item, in order: the handler gets the items `ok`
     accepts; `finish` puts `refused(item)` where each other item was. Needs a reply with no other fields."""
-    items: Sequence[Any] = getattr(request, items_field)
-    verdicts = [ok(item) for item in items]
+    originals: Sequence[Any] = list(getattr(request, items_field))
+    verdicts = [ok(item) for item in originals]
     if all(verdicts):
         return admitted(request)
-    kept = type(request)()
-    kept.CopyFrom(request)
-    del getattr(kept, items_field)[:]
-    getattr(kept, items_field).extend(item for item, good in zip(items, verdicts) if good)
-    originals = list(items)
+    kept = narrowed(request, items_field, verdicts)
 
     def finish(reply: Any) -> Any:
         answered = iter(getattr(reply, results_field) if reply is not None else ())
@@ -93,4 +110,4 @@ def per_item(
             results.append(next(answered) if good else refused(item))
         return out
 
-    return Admission(kept if any(verdicts) else None, finish)
+    return Admission(kept, finish)
