@@ -143,3 +143,23 @@ def test_peer_host_and_the_forwarded_principal():
     assert effective_principal("User:mallory", header, is_server_principal) == "User:mallory"
     assert effective_principal("User:ANONYMOUS", header, is_server_principal) == "User:ANONYMOUS"
     assert effective_principal("User:broker-1", (), is_server_principal) == "User:broker-1"
+
+
+def test_the_authorizer_flags_on_both_servers(tmp_path):
+    from kanal.broker.broker_main import parse_args
+    from kanal.raft.controller_config import ControllerConfigError, parse_controller_args
+
+    broker = ["--id", "1", "--listen", "127.0.0.1:9092", "--controllers", "127.0.0.1:9091", "--data-dir", str(tmp_path)]
+    assert not parse_args(broker, environ={}).authorizer.enabled  # off by default: nothing changes
+    config = parse_args([*broker, "--authorizer", "on", "--super-users", "User:admin;User:broker-1"], environ={})
+    assert config.authorizer == AuthorizerConfig(True, frozenset({"User:admin", "User:broker-1"}), False)
+    from_env = parse_args(broker, environ={"KANAL_AUTHORIZER": "on", "KANAL_ALLOW_EVERYONE_IF_NO_ACL_FOUND": "true"})
+    assert from_env.authorizer.enabled and from_env.authorizer.allow_everyone_if_no_acl_found
+    with pytest.raises(KanalError) as err:
+        parse_args([*broker, "--super-users", "admin"], environ={})
+    assert err.value.code == ErrorCode.INVALID_CONFIG
+    controller = ["--id", "1", "--listen", "127.0.0.1:6001", "--peers", "1=127.0.0.1:7001=127.0.0.1:6001",
+                  "--data-dir", str(tmp_path)]
+    assert parse_controller_args([*controller, "--authorizer", "on"], environ={}).authorizer.enabled
+    with pytest.raises(ControllerConfigError, match="super-users"):
+        parse_controller_args([*controller, "--super-users", "Group:x"], environ={})
