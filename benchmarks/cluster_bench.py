@@ -4,6 +4,9 @@
 
 --produce-only runs only broker_produce and client_produce (no fetch, consume, per-record or latency
 case), and --clusters picks the clusters: for before/after comparisons of the produce path.
+--authorizer-acls N runs the brokers with `--authorizer on`: the clients (User:ANONYMOUS) are granted
+what the cases do, beside N ACLs for other users and topics, so every call pays a real check (one-broker
+cluster only: without authentication followers cannot fetch as themselves).
 
 Cases (100-byte and 1 KiB records):
   broker_produce   pre-encoded batches of 1,000 records sent by N processes over raw gRPC: what the broker
@@ -38,7 +41,7 @@ from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
 from kanal.deploy.local_cluster import LocalCluster
-from kanal.v1 import admin_pb2, broker_pb2
+from kanal.v1 import admin_pb2, broker_pb2, controller_pb2_grpc, metadata_pb2
 from kanal.v1.batch import NewRecord, build_batch
 
 RECORDS_PER_BATCH = 1000
@@ -62,6 +65,41 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, **c
                 return
             time.sleep(0.05)
         raise SystemExit(f"{name} has no leaders")
+    finally:
+        md.close()
+
+
+def grant_benchmark_acls(cluster: LocalCluster, others: int) -> None:
+    """ANONYMOUS may do what the cases do (ALL on every topic, group and the cluster), beside `others` ACLs
+    for other users; then wait until every broker has applied them."""
+    m = metadata_pb2
+
+    def entry(rtype: int, name: str, principal: str, op: int, pattern: int = m.ACL_PATTERN_LITERAL):
+        return m.AccessControlEntry(resource_type=rtype, resource_name=name, pattern_type=pattern,
+                                    principal=principal, host="*", operation=op, permission=m.ACL_PERMISSION_ALLOW)
+
+    entries = [entry(m.ACL_RESOURCE_TOPIC, "*", "User:ANONYMOUS", m.ACL_OPERATION_ALL),
+               entry(m.ACL_RESOURCE_GROUP, "*", "User:ANONYMOUS", m.ACL_OPERATION_ALL),
+               entry(m.ACL_RESOURCE_CLUSTER, "kanal-cluster", "User:ANONYMOUS", m.ACL_OPERATION_ALL)]
+    entries += [entry(m.ACL_RESOURCE_TOPIC, f"topic-{i}", f"User:user-{i % 200}", m.ACL_OPERATION_WRITE)
+                if i % 2 else entry(m.ACL_RESOURCE_TOPIC, f"team-{i % 50}-", f"User:user-{i % 200}",
+                                    m.ACL_OPERATION_READ, m.ACL_PATTERN_PREFIXED) for i in range(others)]
+    import grpc
+
+    with grpc.insecure_channel(cluster.controllers[0].endpoint) as channel:
+        stub = controller_pb2_grpc.ControllerStub(channel)
+        for start in range(0, len(entries), 500):
+            reply = stub.CreateAcls(admin_pb2.CreateAclsRequest(creations=entries[start:start + 500]), timeout=60)
+            if any(r.error for r in reply.results):
+                raise SystemExit(f"cannot grant the benchmark's ACLs: {reply}")
+        end = stub.DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=10).metadata_end_offset
+    md = ClusterMetadata(cluster.bootstrap)
+    try:
+        deadline = time.monotonic() + 30
+        while md.any_stub().Metadata(broker_pb2.MetadataRequest(), timeout=10).metadata_offset < end:
+            if time.monotonic() > deadline:
+                raise SystemExit("the brokers did not apply the benchmark's ACLs")
+            time.sleep(0.05)
     finally:
         md.close()
 
@@ -255,9 +293,14 @@ def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float) -> d
 
 def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, sizes: list[int]) -> dict:
     data_dir = Path(tempfile.mkdtemp(prefix="kanal-bench-", dir=args.dir))
-    cluster = LocalCluster(data_dir, controllers=3, brokers=brokers)
+    secured = args.authorizer_acls >= 0
+    cluster = LocalCluster(data_dir, controllers=3, brokers=brokers,
+                           broker_flags=["--authorizer", "on"] if secured else None)
     cluster.start(timeout_s=90)
     out: dict = {"brokers": brokers, "replication_factor": rf, "acks": acks_client}
+    if secured:
+        grant_benchmark_acls(cluster, args.authorizer_acls)
+        out["authorizer_acls"] = args.authorizer_acls
     try:
         for size in sizes:
             partitions = 6
@@ -322,7 +365,11 @@ def main() -> None:
     parser.add_argument("--produce-only", action="store_true", help="only the broker_produce and client_produce cases")
     parser.add_argument("--clusters", type=lambda s: s.split(","), default=["one", "three"],
                         help="which clusters: one (1 broker, acks=1), three (RF=3, acks=all), or both")
+    parser.add_argument("--authorizer-acls", type=int, default=-1,
+                        help="brokers with --authorizer on and this many other ACLs (default -1: authorizer off)")
     args = parser.parse_args()
+    if args.authorizer_acls >= 0 and args.clusters != ["one"]:
+        parser.error("--authorizer-acls runs on --clusters one only (followers need authentication)")
     if not set(args.clusters) <= {"one", "three"} or not args.clusters:
         parser.error("--clusters takes one, three or one,three")
     if not 0.5 <= args.seconds <= 300:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from kanal.broker.config import BrokerConfig, parse_endpoint
 from kanal.broker.server import BrokerServer
+from kanal.metadata.authorizer import authorizer_config_from
+from kanal.v1.authorizer_flags import add_authorizer_flags
 from kanal.v1.error import KanalError
 from kanal.v1.server_flags import (
     OneLineParser,
@@ -76,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, type=integer(flag), default=default,
                        help=f"{help_text + '; ' if help_text else ''}default {default}")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    add_authorizer_flags(p)
     add_server_flags(p)
     return p
 
@@ -109,6 +112,7 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         produce_timeout_ms_default=args.produce_timeout_ms_default,
+        authorizer=authorizer_config_from(args.authorizer, args.super_users, args.allow_everyone_if_no_acl_found),
     )
     advertised_host, _ = parse_endpoint(config.advertised)
     check_resolves("--advertise", advertised_host, args.resolve_wait_ms_max)

@@ -76,8 +76,10 @@ class ControllerClient:
             channel.close()
 
     def call(self, method: str, request: Any, *, timeout_s: float | None = None,
-             attempt_timeout_s: float | None = None, any_controller: bool = False) -> Any:
-        """Call `method` on the active controller (on any controller with `any_controller`), moving to
+             attempt_timeout_s: float | None = None, any_controller: bool = False,
+             metadata: tuple[tuple[str, str], ...] = ()) -> Any:
+        """Call `method` on the active controller (on any controller with `any_controller`), with gRPC call
+        `metadata` (a forwarded admin call's principal), moving to
         another controller on NOT_CONTROLLER, CONTROLLER_NOT_AVAILABLE, a failed connection or an attempt
         past `attempt_timeout_s`, until `timeout_s`. CONTROLLER_NOT_AVAILABLE when no controller answered
         in time; any other error a controller gives is raised (gRPC status) or returned (reply field)."""
@@ -95,7 +97,7 @@ class ControllerClient:
             rpc: Callable[..., Any] = getattr(self._stubs[endpoint], method)
             started = time.monotonic()
             try:
-                reply = rpc(request, timeout=per_attempt)
+                reply = rpc(request, timeout=per_attempt, metadata=metadata or None)
             except grpc.RpcError as exc:
                 code = _kanal_code(exc)
                 last_problem = f"{endpoint}: {exc.code().name} {exc.details()}"

@@ -41,6 +41,7 @@ from kanal.broker.metadata_follower import MetadataFollower
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.producer_ids import ProducerIdManager
 from kanal.broker.replica_manager import ReplicaManager
+from kanal.broker.request_authorization import RequestGate
 from kanal.broker.service import BrokerService
 from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.v1 import broker_pb2, broker_pb2_grpc
@@ -94,6 +95,8 @@ class BrokerServer:
             write_timeout_ms=config.offsets_commit_timeout_ms,
             offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
         )
+        # ACL checks against the image the metadata follower last published (service.py's `@gated`).
+        self.gate = RequestGate(config.authorizer, lambda: self.metadata.image)
         self.producer_ids = ProducerIdManager(
             lambda req: self.controllers.call("AllocateProducerIds", req), config.broker_id,
             lambda: self.lifecycle.broker_epoch,

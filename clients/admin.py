@@ -1,4 +1,4 @@
-"""Admin: topics, partitions, configs, quotas and the cluster, through any broker (which forwards writes to
+"""Admin: topics, partitions, configs, quotas, ACLs and the cluster, through any broker (which forwards writes to
 the active controller). Per-item failures raise KanalError naming the item; `results` calls return them.
 
     admin = Admin("127.0.0.1:9092")
@@ -151,6 +151,30 @@ class Admin:
             entity_type=entity_type, entity_name=entity_name))
         return {(e.entity.entity_type, e.entity.entity_name): {v.key: v.value for v in e.values} for e in reply.entries}
 
+    # ---- ACLs ----
+
+    def create_acls(self, entries: list[metadata_pb2.AccessControlEntry]) -> None:
+        """Add access-control entries (present ones stay as they are); KanalError naming the first one
+        refused (the others are added)."""
+        reply = self._call("CreateAcls", admin_pb2.CreateAclsRequest(creations=entries))
+        for entry, result in zip(entries, reply.results):
+            _raise_for(result.error, f"ACL {acl_text(entry)}: {result.error_message}")
+
+    def describe_acls(self, acl_filter: admin_pb2.AclFilter | None = None) -> list[metadata_pb2.AccessControlEntry]:
+        """The entries the filter selects (all without one), sorted."""
+        reply = self._call("DescribeAcls", admin_pb2.DescribeAclsRequest(filter=acl_filter or admin_pb2.AclFilter()))
+        _raise_for(reply.error, f"describing ACLs: {reply.error_message}")
+        return list(reply.acls)
+
+    def delete_acls(self, filters: list[admin_pb2.AclFilter]) -> list[metadata_pb2.AccessControlEntry]:
+        """Remove the entries any filter selects; returns them."""
+        reply = self._call("DeleteAcls", admin_pb2.DeleteAclsRequest(filters=filters))
+        deleted = []
+        for result in reply.results:
+            _raise_for(result.error, f"deleting ACLs: {result.error_message}")
+            deleted.extend(result.deleted)
+        return deleted
+
     # ---- consumer groups ----
 
     def list_groups(self) -> dict[str, str]:
@@ -241,6 +265,19 @@ class Admin:
             if time.monotonic() > deadline:
                 raise KanalError(ErrorCode.REQUEST_TIMED_OUT, f"timed out waiting for {what}")
             time.sleep(0.05)
+
+
+def acl_text(entry: metadata_pb2.AccessControlEntry) -> str:
+    """`ALLOW User:alice@* READ TOPIC:LITERAL:orders`, the way `kanal acls list` prints an entry."""
+    def short(enum, prefix: str, value: int) -> str:
+        return enum.Name(value).removeprefix(prefix) if value in enum.values() else str(value)
+
+    return (f"{short(metadata_pb2.AclPermission, 'ACL_PERMISSION_', entry.permission)} {entry.principal}@{entry.host} "
+            f"{short(metadata_pb2.AclOperation, 'ACL_OPERATION_', entry.operation)} "
+            f"{short(metadata_pb2.AclResourceType, 'ACL_RESOURCE_', entry.resource_type)}:"
+            f"{short(metadata_pb2.AclPatternType, 'ACL_PATTERN_', entry.pattern_type)}:{entry.resource_name}")
+
+
 
 
 def _raise_for(code: int, message: str) -> None:

@@ -1,4 +1,4 @@
-"""The `kanal` client commands: topics, produce, consume, groups, cluster, configs, quotas, perf.
+"""The `kanal` client commands: topics, produce, consume, groups, cluster, configs, quotas, acls, perf.
 
 Every command takes --bootstrap HOST:PORT[,...]; without it, $KANAL_BOOTSTRAP, else the cluster that
 `kanal dev` is running (it writes its address to ~/.kanal/dev.json). Describe and list commands print
@@ -15,6 +15,7 @@ import statistics
 import sys
 import time
 
+from kanal.clients.acls_cli import add_acls_parser
 from kanal.clients.admin import BROKER, TOPIC, Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
@@ -529,6 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--set", action="append", metavar="KEY=VALUE")
     c.add_argument("--delete", action="append", metavar="KEY")
     c.set_defaults(func=quotas)
+
+    add_acls_parser(sub, common, _bootstrap)
 
     perf = sub.add_parser("perf", help="load generators").add_subparsers(dest="action", required=True)
     c = perf.add_parser("produce", parents=[common])

@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("kanal.clients.cli", "describe the cluster: brokers and the controller quorum"),
     "configs": ("kanal.clients.cli", "describe or alter topic and broker configs"),
     "quotas": ("kanal.clients.cli", "describe or alter client quotas"),
+    "acls": ("kanal.clients.cli", "add, list or remove access-control entries (kafka-acls' flags)"),
     "perf": ("kanal.clients.cli", "load generators: perf produce, perf consume"),
     "groups": ("kanal.clients.cli", "list, describe (with lag), reset offsets of or delete consumer groups"),
     "audit": ("kanal.spark.audit_cli", "Spark audit of the metadata log: cluster history as Parquet + HTML"),

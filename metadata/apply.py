@@ -39,6 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, MutableMapping, MutableSequence
 from typing import Any
 
+from kanal.metadata.acl import EMPTY_ACL_SET, AclEntry, check_entry
 from kanal.metadata.client_quota import QUOTA_ENTITY_TYPES, QUOTA_KEYS
 from kanal.metadata.config_resource import check_broker_resource_name, check_stored_config_value
 from kanal.metadata.ids import (
@@ -526,6 +527,41 @@ def _controller_registration(
     ctx.journal.put(image.controller_directories, r.controller_id, r.directory_id)
 
 
+def _access_control_entry(
+    image: MetadataImage, r: metadata_pb2.AccessControlEntryRecord, ctx: _Context
+) -> None:
+    entry = _acl_entry(r.entry, "AccessControlEntry")
+    present = image.acls.get(entry.resource, EMPTY_ACL_SET)
+    if entry in present:
+        # The decision leaves out entries that exist: a second copy would make one removal not enough.
+        raise _fail(f"AccessControlEntry {entry!r} exists already")
+    ctx.journal.put(image.acls, entry.resource, present.with_entry(entry))
+
+
+def _remove_access_control_entry(
+    image: MetadataImage, r: metadata_pb2.RemoveAccessControlEntryRecord, ctx: _Context
+) -> None:
+    entry = _acl_entry(r.entry, "RemoveAccessControlEntry")
+    present = image.acls.get(entry.resource, EMPTY_ACL_SET)
+    if entry not in present:
+        raise _fail(f"RemoveAccessControlEntry {entry!r}, which does not exist")
+    rest = present.without(entry)
+    if rest:
+        ctx.journal.put(image.acls, entry.resource, rest)
+    else:
+        # No empty sets: the image stays canonical (a snapshot could not reproduce one).
+        ctx.journal.delete(image.acls, entry.resource)
+
+
+def _acl_entry(proto: metadata_pb2.AccessControlEntry, what: str) -> AclEntry:
+    entry = AclEntry.from_proto(proto)
+    try:
+        check_entry(entry)
+    except KanalError as exc:
+        raise _fail(f"{what} that is not well formed: {exc.message}") from None
+    return entry
+
+
 def _no_op(image: MetadataImage, r: metadata_pb2.NoOpRecord, ctx: _Context) -> None:
     """Changes nothing: it only makes a new controller's epoch visible in the log."""
 
@@ -543,6 +579,8 @@ _HANDLERS: dict[str, Callable[[MetadataImage, Any, _Context], None]] = {
     "producer_ids": _producer_ids,
     "no_op": _no_op,
     "controller_registration": _controller_registration,
+    "access_control_entry": _access_control_entry,
+    "remove_access_control_entry": _remove_access_control_entry,
 }
 
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kanal.metadata.authorizer import AuthorizerConfig, authorizer_config_from
 from kanal.raft.metadata_snapshots import (
     METADATA_RETENTION_BYTES_DEFAULT,
     METADATA_RETENTION_MS_DEFAULT,
@@ -29,6 +30,8 @@ from kanal.raft.metadata_snapshots import (
     SNAPSHOTS_RETAINED_DEFAULT,
     SnapshotSettings,
 )
+from kanal.v1.authorizer_flags import add_authorizer_flags
+from kanal.v1.error import KanalError
 from kanal.v1.server_flags import (
     ServerFlagError,
     add_server_flags,
@@ -174,6 +177,9 @@ class ControllerConfig:
     log_format: str = "text"
     # Prometheus endpoint HOST:PORT (controller_metrics.py), e.g. 0.0.0.0:9404 in a pod; None: off.
     metrics_listen: Address | None = None
+    # ACL checks on every call (--authorizer, --super-users, --allow-everyone-if-no-acl-found); off by
+    # default. On, broker calls need the broker's own principal: brokers must authenticate (TLS).
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
 
     def __post_init__(self) -> None:
         _bound("--id", self.controller_id, 0, 2**31 - 1)
@@ -372,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, dest=name, type=integer(flag), default=default, help=f"default {default}")
     p.add_argument("--log-level", default=d["log_level"].default, help="DEBUG, INFO, WARNING or ERROR")
     p.add_argument("--metrics", default="", help="HOST:PORT of the Prometheus endpoint (default: off)")
+    add_authorizer_flags(p)
     add_server_flags(p)
     return p
 
@@ -399,7 +406,12 @@ def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None
             secret = Path(args.cluster_secret_file).read_text().splitlines()[0].strip()
         except (OSError, IndexError) as exc:
             raise ControllerConfigError(f"--cluster-secret-file: cannot read a secret: {exc}") from None
+    try:
+        authorizer = authorizer_config_from(args.authorizer, args.super_users, args.allow_everyone_if_no_acl_found)
+    except KanalError as exc:
+        raise ControllerConfigError(exc.message) from None
     config = ControllerConfig(
+        authorizer=authorizer,
         controller_id=args.id,
         listen=Address.parse(args.listen, "--listen"),
         raft=raft,
