@@ -15,6 +15,8 @@ The tree (every leaf a JSON value):
     /configs/brokers/<name>     broker config overrides (name "" is the cluster default, shown as <default>)
     /quotas/<type>=<name>       client quota values
     /controllers/<id>    the controller's registered directory id
+    /acls/<type>:<pattern>:<name>   the resource's access-control entries (principal, host, operation,
+                         permission), Kafka's names
 
 Commands: `ls [PATH]`, `cat PATH` (a leaf's value, or a subtree as JSON), `tree [PATH]`; with no command
 an interactive shell reads them from stdin, with `cd PATH`, `pwd`, `help` and `exit` besides. Exit 0, 1 when
@@ -35,6 +37,7 @@ from typing import Any
 
 from kanal.broker.storage.segment_walk import mapped_segment, walk_segment
 from kanal.metadata import MetadataImage, apply_batch, image_from_snapshot
+from kanal.metadata.acl import operation_name, pattern_name, permission_name, resource_type_name
 from kanal.metadata.log_codec import decode_entry
 from kanal.metadata.snapshot_file import SnapshotFileError, decode_snapshot_file, parse_snapshot_file_name
 from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME
@@ -134,6 +137,11 @@ def image_tree(image: MetadataImage) -> Tree:
         "quotas": {f"{kind}={name or DEFAULT_NAME}": dict(sorted(values.items()))
                    for (kind, name), values in sorted(image.client_quotas.items())},
         "controllers": {str(c): {"directory_id": d} for c, d in sorted(image.controller_directories.items())},
+        "acls": {f"{resource_type_name(r.resource_type)}:{pattern_name(r.pattern_type)}:{r.name}": [
+                     {"principal": e.principal, "host": e.host, "operation": operation_name(e.operation),
+                      "permission": permission_name(e.permission)}
+                     for e in sorted(acl_set.entries, key=lambda e: (e.principal, e.host, e.operation, e.permission))]
+                 for r, acl_set in sorted(image.acls.items())},
     }
 
 

@@ -16,7 +16,7 @@ from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME, metadata_log_config
 from kanal.raft.metadata_shell import image_tree
 from kanal.raft.metadata_snapshots import SnapshotSettings
 from kanal.raft.metadata_store import MetadataStore
-from kanal.v1 import admin_pb2, controller_pb2
+from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
 
 NOW_MS = 1_700_000_000_000
 SETTINGS = SnapshotSettings(interval_bytes=2048, interval_ms=60_000, retained=2, retention_ms=0,
@@ -46,6 +46,11 @@ def controller_dir(tmp_path, chain):
     store.maintain(NOW_MS)
     for b in range(150, 250):
         store.apply(chain.register(b, 1))
+    entry = metadata_pb2.AccessControlEntry(
+        resource_type=metadata_pb2.ACL_RESOURCE_TOPIC, resource_name="orders-", pattern_type=metadata_pb2.ACL_PATTERN_PREFIXED,
+        principal="User:alice", host="*", operation=metadata_pb2.ACL_OPERATION_READ,
+        permission=metadata_pb2.ACL_PERMISSION_ALLOW)
+    store.apply(chain.command([chain.stamp(access_control_entry=metadata_pb2.AccessControlEntryRecord(entry=entry))], 1))
     store.flush()
     assert store.log_start_offset > 0, "the fixture must make the reader start from the snapshot"
     store.close()
@@ -64,6 +69,9 @@ def test_offline_the_tree_is_the_snapshot_plus_the_log_and_no_file_changes(contr
     assert listing == [f"{b}/" for b in range(1, 250)]
     leaf = kanal("metadata", "--data-dir", str(controller_dir), "cat", "/brokers/7/endpoint")
     assert leaf.stdout.strip() == '"127.0.0.1:9007"'
+    acl = json.loads(kanal("metadata", "--data-dir", str(controller_dir), "cat", "/acls").stdout)
+    assert acl == {"TOPIC:PREFIXED:orders-": [{"principal": "User:alice", "host": "*", "operation": "READ",
+                                               "permission": "ALLOW"}]}
 
 
 def test_a_damaged_log_tail_stops_the_image_there_with_a_warning(controller_dir, chain):
