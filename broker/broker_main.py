@@ -24,6 +24,11 @@ from pathlib import Path
 from kanal.broker.config import BrokerConfig, parse_endpoint
 from kanal.broker.server import BrokerServer
 from kanal.v1.error import KanalError
+from kanal.v1.listener_security import (
+    ListenerSecurityError,
+    add_listener_security_flags,
+    listener_security_from_args,
+)
 from kanal.v1.server_flags import (
     OneLineParser,
     ServerFlagError,
@@ -76,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, type=integer(flag), default=default,
                        help=f"{help_text + '; ' if help_text else ''}default {default}")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    add_listener_security_flags(p)
     add_server_flags(p)
     return p
 
@@ -93,6 +99,10 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
     including an advertised host that does not resolve within --resolve-wait-ms-max."""
     environ = os.environ if environ is None else environ
     args = parse_layered(build_parser(), argv, environ, hostname or hostname_from(environ))
+    try:
+        security = listener_security_from_args(args)
+    except ListenerSecurityError as exc:
+        raise ServerFlagError(str(exc)) from None
     config = BrokerConfig(
         broker_id=args.id, listen=args.listen, advertise=args.advertise,
         controllers=tuple(c.strip() for c in args.controllers.split(",") if c.strip()),
@@ -109,6 +119,7 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         produce_timeout_ms_default=args.produce_timeout_ms_default,
+        security=security,
     )
     advertised_host, _ = parse_endpoint(config.advertised)
     check_resolves("--advertise", advertised_host, args.resolve_wait_ms_max)

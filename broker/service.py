@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 _FORWARDED_ADMIN_CALLS = (
     "CreateTopics", "DeleteTopics", "CreatePartitions", "DescribeConfigs", "AlterConfigs",
     "AlterClientQuotas", "DescribeClientQuotas", "DescribeCluster",
+    "AlterUserScramCredentials", "DescribeUserScramCredentials",
 )
 
 

@@ -5,7 +5,8 @@ Who answers what:
   by the active controller. A standby answers with error NOT_CONTROLLER and `active_controller` set (or
   CONTROLLER_NOT_AVAILABLE when no controller is active): a broker keeps its session with the active
   controller itself, so it should talk to it directly.
-- Admin writes (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, AlterClientQuotas) reaching a
+- Admin writes (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, AlterClientQuotas,
+  AlterUserScramCredentials) reaching a
   standby are forwarded to the active controller, so a tool may use any controller; their replies have
   no field to name the active controller. A forwarded call is not forwarded again.
 - Reads (FetchMetadata, DescribeConfigs, DescribeClientQuotas, DescribeCluster, DescribeQuorum,
@@ -40,6 +41,7 @@ from kanal.metadata import (
     decide_alter_client_quotas,
     decide_alter_configs,
     decide_alter_partition,
+    decide_alter_user_scram_credentials,
     decide_create_partitions,
     decide_create_topics,
     decide_delete_topics,
@@ -47,6 +49,7 @@ from kanal.metadata import (
     describe_brokers,
     describe_client_quotas,
     describe_configs,
+    describe_user_scram_credentials,
     image_to_snapshot,
 )
 from kanal.raft.active_controller import ActiveController
@@ -258,7 +261,15 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def AlterClientQuotas(self, request, context):
         return self._admin_write("AlterClientQuotas", decide_alter_client_quotas, request, context)
 
+    @_rpc
+    def AlterUserScramCredentials(self, request, context):
+        return self._admin_write("AlterUserScramCredentials", decide_alter_user_scram_credentials, request, context)
+
     # -- reads -------------------------------------------------------------------------------------
+
+    @_rpc
+    def DescribeUserScramCredentials(self, request, context):
+        return self._store.read(lambda image: describe_user_scram_credentials(image, request))
 
     @_rpc
     def DescribeConfigs(self, request, context):
