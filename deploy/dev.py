@@ -180,7 +180,7 @@ class Supervisor:
     def status(self) -> list[dict]:
         with self.lock:
             nodes = list(self.cluster.nodes)
-        return [_describe(n) for n in nodes]
+        return [_describe(n, security=self.cluster.client_security) for n in nodes]
 
     def restart(self, name: str) -> dict:
         node = next((n for n in self.cluster.nodes if n.name == name), None)
@@ -190,16 +190,16 @@ class Supervisor:
         with self.lock:
             self.cluster.restart(node, timeout_s=RESTART_READY_S_MAX)
             self._reported.discard(node.name)
-        return _describe(node)
+        return _describe(node, security=self.cluster.client_security)
 
 
-def _describe(node: Node, check_serving: bool = True) -> dict:
+def _describe(node: Node, check_serving: bool = True, security=None) -> dict:
     if not node.running:
         state = "exited"
     elif not check_serving:
         state = "serving"  # only used right after start(), which waited for SERVING
     else:
-        state = "serving" if serving(node.endpoint, timeout_s=1.0) else "starting"
+        state = "serving" if serving(node.endpoint, timeout_s=1.0, security=security) else "starting"
     return {"name": node.name, "kind": node.kind, "id": node.node_id, "endpoint": node.endpoint,
             "pid": node.pid, "state": state,
             "exit_code": node.process.returncode if node.process and not node.running else None,

@@ -73,6 +73,12 @@ class ClientSecurity:
     def tls(self) -> bool:
         return bool(self.ca_file)
 
+    def __reduce__(self):
+        # Pickled by its settings alone (to a worker process, say): gRPC credentials do not pickle, and the
+        # other process reads the files itself.
+        return (ClientSecurity, (self.ca_file, self.cert_file, self.key_file, self.user, self.password,
+                                 self.server_name))
+
     def describe(self) -> str:
         """One line for logs and the CLI: what this connects with (never the password)."""
         if not self.tls:
