@@ -20,8 +20,9 @@ Cases (100-byte and 1 KiB records):
 --tls runs an A/B of security instead: 100-byte records through the Python Producer (produce_many, one
 process) and Consumer on one-broker clusters (acks=1), plaintext against TLS with client certificates
 (mTLS) against mTLS plus a password (call credentials checked against SCRAM credentials); a plaintext and a
-secured cluster run side by side and the modes take turns for --tls-rounds rounds; medians, and each
-mode's ratio to plaintext (goal: >= 0.7).
+secured cluster run side by side and the modes take turns for --tls-rounds rounds; medians, each mode's
+ratio to plaintext (goal: >= 0.7), and CPU per record of the client and the broker (from /proc), whose
+ratio holds when other load on the machine makes the throughput figures noisy.
 Prints one JSON object. Every loop is bounded by record count and by --seconds. Before each timed case
 the page cache is written back (sync), so no case pays for an earlier case's writes.
 """
@@ -128,6 +129,7 @@ def _client_producer(bootstrap: str, topic: str, record_bytes: int, acks: str, r
     value = os.urandom(record_bytes)
     values = [value] * 1000
     started = time.perf_counter()
+    cpu_started = time.process_time()
     deadline = started + seconds
     sent = 0
     while sent < records_max and time.perf_counter() < deadline:
@@ -139,8 +141,9 @@ def _client_producer(bootstrap: str, topic: str, record_bytes: int, acks: str, r
         sent += 1000
     producer.flush(120)
     elapsed = time.perf_counter() - started
+    cpu_s = time.process_time() - cpu_started
     producer.close()
-    out.put((sent, elapsed))
+    out.put((sent, elapsed, cpu_s))
 
 
 def settle() -> None:
@@ -150,6 +153,11 @@ def settle() -> None:
 
 
 def run_parallel(target, args_list: list[tuple]) -> tuple[int, float]:
+    results = run_parallel_results(target, args_list)
+    return sum(r[0] for r in results), max(r[1] for r in results)
+
+
+def run_parallel_results(target, args_list: list[tuple]) -> list[tuple]:
     settle()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -159,7 +167,7 @@ def run_parallel(target, args_list: list[tuple]) -> tuple[int, float]:
     results = [queue.get(timeout=600) for _ in procs]
     for p in procs:
         p.join(60)
-    return sum(r[0] for r in results), max(r[1] for r in results)
+    return results
 
 
 def rates(records: int, seconds: float, record_bytes: int) -> dict:
@@ -392,21 +400,47 @@ def bench_security(args) -> dict:
     medians = {mode: {kind: round(statistics.median(r[kind]["records_s"] for r in rounds))
                       for kind in ("client_produce", "client_consume")}
                for mode, rounds in runs.items()}
-    base = medians["plaintext"]
-    return {"record_bytes": 100, "rounds": runs, "median_records_s": medians,
+    cpu = {mode: {f"{kind}_{who}_cpu_us_per_record": round(statistics.median(
+                      r[kind][f"{who}_cpu_us_per_record"] for r in rounds), 3)
+                  for kind in ("client_produce", "client_consume") for who in ("client", "broker")}
+           for mode, rounds in runs.items()}
+    base, base_cpu = medians["plaintext"], cpu["plaintext"]
+    return {"record_bytes": 100, "rounds": runs, "median_records_s": medians, "median_cpu": cpu,
             "ratio_to_plaintext": {mode: {kind: round(m[kind] / base[kind], 3) for kind in m}
-                                   for mode, m in medians.items() if mode != "plaintext"}}
+                                   for mode, m in medians.items() if mode != "plaintext"},
+            # plaintext CPU per record / this mode's: the throughput ratio a CPU-bound machine would see.
+            "cpu_ratio_to_plaintext": {mode: {
+                kind: round((base_cpu[f"{kind}_client_cpu_us_per_record"] + base_cpu[f"{kind}_broker_cpu_us_per_record"])
+                            / (c[f"{kind}_client_cpu_us_per_record"] + c[f"{kind}_broker_cpu_us_per_record"]), 3)
+                for kind in ("client_produce", "client_consume")} for mode, c in cpu.items() if mode != "plaintext"}}
+
+
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _security_round(cluster: LocalCluster, security, topic: str, args) -> dict:
+    """Throughput, and CPU per record of the client process and of the broker (from /proc: what TLS costs
+    whatever else the machine runs)."""
     partitions = 6
     create_topic(cluster, topic, partitions, 1, security=security)
-    n, s = run_parallel(_client_producer, [(cluster.bootstrap, topic, 100, "1",
-                                            args.batches_max * RECORDS_PER_BATCH, args.seconds, False, security)])
-    out = {"client_produce": rates(n, s, 100)}
+    broker_pid = cluster.brokers[0].pid
+    broker_cpu = _process_cpu_s(broker_pid)
+    [(n, s, producer_cpu)] = run_parallel_results(_client_producer, [(
+        cluster.bootstrap, topic, 100, "1", args.batches_max * RECORDS_PER_BATCH, args.seconds, False, security)])
+    broker_cpu, broker_cpu_before = _process_cpu_s(broker_pid), broker_cpu
+    out = {"client_produce": {**rates(n, s, 100), "client_cpu_us_per_record": round(producer_cpu / n * 1e6, 3),
+                              "broker_cpu_us_per_record": round((broker_cpu - broker_cpu_before) / n * 1e6, 3)}}
     settle()
+    cpu_before = time.process_time()
+    broker_cpu_before = _process_cpu_s(broker_pid)
     got, s = client_consume(cluster, topic, partitions, n, args.seconds * 2, security=security)
-    out["client_consume"] = rates(got, s, 100)
+    out["client_consume"] = {**rates(got, s, 100),
+                             "client_cpu_us_per_record": round((time.process_time() - cpu_before) / got * 1e6, 3),
+                             "broker_cpu_us_per_record": round((_process_cpu_s(broker_pid) - broker_cpu_before)
+                                                               / got * 1e6, 3)}
     with Admin(cluster.bootstrap, security=security) as admin:
         admin.delete_topic(topic)
     return out

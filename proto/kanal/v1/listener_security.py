@@ -5,7 +5,8 @@ Flags (shared by `kanal broker` and `kanal controller`, so also KANAL_<FLAG> and
     --tls-cert-file FILE        the server certificate chain (PEM); with --tls-key-file turns TLS on
     --tls-key-file FILE         its private key (PEM, unencrypted)
     --tls-ca-file FILE          CA certificate(s) (PEM) that client certificates must chain to, and that this
-                                node trusts when it dials other nodes (which must then serve TLS too)
+                                node trusts when it dials other nodes (which must then serve TLS too);
+                                required with TLS
     --tls-client-auth MODE      none | required: whether the TLS handshake demands a client certificate
                                 signed by --tls-ca-file (mTLS). gRPC Python offers no "request but do not
                                 require" (Kafka's ssl.client.auth=requested): its server credentials either
