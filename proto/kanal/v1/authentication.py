@@ -42,6 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -242,29 +243,52 @@ def _trailer(exc: KanalError) -> tuple[tuple[str, str], ...]:
     return (("kanal-error-code", str(int(exc.code))), ("kanal-error-message", exc.message))
 
 
-# -- the sync server (controllers) -------------------------------------------------------------------
+# -- the interceptors: grpc.server (controllers) and grpc.aio (brokers) --------------------------------
+
+
+class _GuardedHandlers:
+    """Each method's handler wrapped by the door, made once per method (the server hands the interceptor the
+    same handler object for every call of a method) rather than once per call."""
+
+    def __init__(self, authenticator: Authenticator) -> None:
+        self._auth = authenticator
+        self._by_method: dict[str, tuple[Any, Any]] = {}
+
+    def guarded(self, method: str, handler):
+        if handler is None or method.startswith(_OPEN_METHOD_PREFIX):
+            return handler
+        cached = self._by_method.get(method)
+        if cached is None or cached[0] is not handler:
+            cached = self._by_method[method] = (handler, _guard(handler, self._auth))
+        return cached[1]
+
+
+def _guard(handler, auth: Authenticator):
+    """`handler` run as the call's authenticated principal: a coroutine behaviour (the aio server's event
+    loop) authenticates and binds on the loop, a sync one (grpc.server's threads, or the aio server's
+    migration pool) in its own thread."""
+    behavior = handler.unary_unary
+    if behavior is None:
+        return _guard_streaming(handler, auth)
+    if inspect.iscoroutinefunction(behavior):
+        async def unary_unary(request, context):
+            principal = await _authenticate_aio(auth, context)
+            with bind_principal(principal):
+                return await behavior(request, context)
+    else:
+        def unary_unary(request, context):
+            principal = _authenticate_sync(auth, context)
+            with bind_principal(principal):
+                return behavior(request, context)
+    return grpc.unary_unary_rpc_method_handler(unary_unary, handler.request_deserializer, handler.response_serializer)
 
 
 class _SyncInterceptor(grpc.ServerInterceptor):
     def __init__(self, authenticator: Authenticator) -> None:
-        self._auth = authenticator
+        self._handlers = _GuardedHandlers(authenticator)
 
     def intercept_service(self, continuation, handler_call_details):
-        handler = continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(_OPEN_METHOD_PREFIX):
-            return handler
-        auth = self._auth
-        if handler.unary_unary is not None:
-            behavior = handler.unary_unary
-
-            def unary_unary(request, context):
-                principal = _authenticate_sync(auth, context)
-                with bind_principal(principal):
-                    return behavior(request, context)
-
-            return grpc.unary_unary_rpc_method_handler(unary_unary, handler.request_deserializer,
-                                                       handler.response_serializer)
-        return _guard_streaming(handler, auth)
+        return self._handlers.guarded(handler_call_details.method, continuation(handler_call_details))
 
 
 def _authenticate_sync(auth: Authenticator, context) -> Principal:
@@ -308,35 +332,12 @@ def server_interceptor(authenticator: Authenticator) -> grpc.ServerInterceptor:
     return _SyncInterceptor(authenticator)
 
 
-# -- the aio server (brokers) -------------------------------------------------------------------------
-
-
 class _AioInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, authenticator: Authenticator) -> None:
-        self._auth = authenticator
+        self._handlers = _GuardedHandlers(authenticator)
 
     async def intercept_service(self, continuation, handler_call_details):
-        handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(_OPEN_METHOD_PREFIX):
-            return handler
-        auth = self._auth
-        behavior = handler.unary_unary
-        if behavior is None:
-            return _guard_streaming(handler, auth)
-        if inspect.iscoroutinefunction(behavior):
-            async def unary_unary(request, context):
-                principal = await _authenticate_aio(auth, context)
-                with bind_principal(principal):
-                    return await behavior(request, context)
-        else:
-            # A sync handler: the aio server runs this on its migration thread pool.
-            def unary_unary(request, context):
-                principal = _authenticate_sync(auth, context)
-                with bind_principal(principal):
-                    return behavior(request, context)
-
-        return grpc.unary_unary_rpc_method_handler(unary_unary, handler.request_deserializer,
-                                                   handler.response_serializer)
+        return self._handlers.guarded(handler_call_details.method, await continuation(handler_call_details))
 
 
 async def _authenticate_aio(auth: Authenticator, context) -> Principal:
