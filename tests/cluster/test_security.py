@@ -144,13 +144,13 @@ def test_good_credentials_produce_and_consume_while_followers_replicate_over_tls
 def test_a_standby_controller_forwards_over_tls(pki, secured):
     security = client(pki)
 
-    def quorum():
+    def quorum_with_leader():
         with open_channel(secured.controllers[0].endpoint, (), security) as channel:
-            return controller_pb2_grpc.ControllerStub(channel).DescribeQuorum(
+            reply = controller_pb2_grpc.ControllerStub(channel).DescribeQuorum(
                 admin_pb2.DescribeQuorumRequest(), timeout=5)
+        return reply if reply.leader_id >= 0 else None
 
-    leader = wait_until(lambda: (lambda q: q if q.leader_id >= 0 else None)(quorum()), 30,
-                        "an active controller").leader_id
+    leader = wait_until(quorum_with_leader, 30, "an active controller").leader_id
     standby = next(n for n in secured.controllers if n.node_id != leader)
     with open_channel(standby.endpoint, (), security) as channel:
         reply = controller_pb2_grpc.ControllerStub(channel).AlterUserScramCredentials(

@@ -65,3 +65,18 @@ def test_bad_settings_stop_the_start_with_one_line(files, extra, message):
     with pytest.raises(ControllerConfigError) as err:
         parse_controller_args([*CONTROLLER, *tls_flags(files, **extra)], environ={})
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_plaintext_listener_others_can_reach_is_warned_about(caplog):
+    import logging
+
+    from kanal.v1.listener_security import ListenerSecurity, is_loopback_bind, warn_if_exposed
+
+    assert is_loopback_bind("127.0.0.1") and is_loopback_bind("localhost") and is_loopback_bind("[::1]")
+    assert not is_loopback_bind("0.0.0.0") and not is_loopback_bind("kanal-broker-0.kanal-broker")
+    log = logging.getLogger("test-exposed")
+    with caplog.at_level(logging.WARNING, logger="test-exposed"):
+        warn_if_exposed("127.0.0.1", ListenerSecurity(), log, "broker 1")
+        assert not caplog.records
+        warn_if_exposed("0.0.0.0", ListenerSecurity(), log, "broker 1")
+    assert "without TLS" in caplog.records[0].getMessage()
