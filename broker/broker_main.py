@@ -153,7 +153,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kanal broker: error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
     setup_logging(args.log_format, args.log_level, f"broker-{config.broker_id}")
-    server = BrokerServer(config)
+    try:
+        # Opening the data directory (meta.properties: another node's disk) can refuse before any start.
+        server = BrokerServer(config)
+    except KanalError as exc:
+        print(f"kanal broker: could not start: {exc}", file=sys.stderr)
+        return EXIT_STARTUP_FAILED
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())

@@ -11,7 +11,6 @@ text or, with --output json, JSON. Errors are one line on stderr and a non-zero 
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import getpass
 import json
@@ -19,27 +18,26 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from kanal.clients.admin import BROKER, TOPIC, Admin
 from kanal.clients.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
+from kanal.v1.dev_state import dev_state_path, read_dev_state
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.record_text import as_text, put_bytes
 from kanal.v1.scram import ITERATIONS_DEFAULT, ITERATIONS_MAX, ITERATIONS_MIN, MECHANISMS
-
-DEV_STATE = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal")) / "dev.json"
 
 
 def default_bootstrap() -> str:
     if os.environ.get("KANAL_BOOTSTRAP"):
         return os.environ["KANAL_BOOTSTRAP"]
-    try:
-        return json.loads(DEV_STATE.read_text())["bootstrap"]
-    except (FileNotFoundError, KeyError, ValueError):
+    state = read_dev_state()
+    if state is None or not isinstance(state.get("bootstrap"), str):
         raise KanalError(7, "no --bootstrap given, $KANAL_BOOTSTRAP unset, and no `kanal dev` cluster running "
-                            f"({DEV_STATE} not found)") from None
+                            f"({dev_state_path()} not found)")
+    return state["bootstrap"]
 
 
 def _bootstrap(args) -> str:
@@ -51,7 +49,7 @@ def _bootstrap(args) -> str:
 def _settings(args) -> dict[str, str]:
     """The security settings (and a bootstrap) of flags and client config files, read once per command."""
     if getattr(args, "_settings", None) is None:
-        args._settings = layered_settings(args, os.environ, DEV_STATE)
+        args._settings = layered_settings(args, os.environ, read_dev_state())
     return args._settings
 
 
@@ -224,20 +222,20 @@ def consume(args) -> int:
 def _print_record(args, r) -> None:
     if args.output == "json":
         out = {"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp_ms}
-        _put_bytes(out, "key", r.key)
-        _put_bytes(out, "value", r.value)
+        put_bytes(out, "key", r.key)
+        put_bytes(out, "value", r.value)
         headers = []  # a list of pairs: header keys may repeat, and their order is kept
         for k, v in r.headers:
             header = {"key": k}
-            _put_bytes(header, "value", v)
+            put_bytes(header, "value", v)
             headers.append(header)
         out["headers"] = headers
         print(json.dumps(out), flush=True)
     else:  # text, as Kafka's console consumer prints it: a null key or value (a tombstone) is "null"
-        line = "null" if r.value is None else _text(r.value)
+        line = as_text(r.value)
         if args.print_key:
             separator = args.key_separator or "\t"
-            line = ("null" if r.key is None else _text(r.key)) + separator + line
+            line = as_text(r.key) + separator + line
         print(line, flush=True)
 
 
@@ -297,25 +295,6 @@ def groups_delete(args) -> int:
         admin.delete_group(args.group)
     print(f"deleted group {args.group}")
     return 0
-
-
-def _text(value: bytes | None) -> str | None:
-    """For people (text output): bytes that are not UTF-8 show as backslash escapes."""
-    return None if value is None else value.decode("utf-8", errors="backslashreplace")
-
-
-def _put_bytes(out: dict, field: str, value: bytes | None) -> None:
-    """out[field] = value for JSON, losslessly: the text when it is UTF-8 (null for None), else base64
-    with out[field + "_encoding"] = "base64". JSON has no bytes, and backslash escapes could not be told
-    apart from text that holds backslashes."""
-    if value is None:
-        out[field] = None
-        return
-    try:
-        out[field] = value.decode("utf-8")
-    except UnicodeDecodeError:
-        out[field] = base64.b64encode(value).decode("ascii")
-        out[field + "_encoding"] = "base64"
 
 
 # ---- cluster, configs, quotas ----

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -76,15 +75,15 @@ def read_config_file(path: Path) -> dict[str, str]:
     return out
 
 
-def layered_settings(args: argparse.Namespace, environ: Mapping[str, str], dev_state: Path) -> dict[str, str]:
+def layered_settings(args: argparse.Namespace, environ: Mapping[str, str],
+                     dev_state: Mapping[str, object] | None) -> dict[str, str]:
     """Every setting from the flags over the config files (see the module docstring)."""
     settings: dict[str, str] = {}
     sources: list[Path] = []
     talks_to_dev = not getattr(args, "bootstrap", None) and not environ.get("KANAL_BOOTSTRAP")
-    if talks_to_dev:
-        dev_config = _dev_client_config(dev_state)
-        if dev_config is not None:
-            sources.append(dev_config)
+    dev_config = (dev_state or {}).get("client_config")
+    if talks_to_dev and isinstance(dev_config, str) and dev_config:
+        sources.append(Path(dev_config))
     if environ.get(CONFIG_ENV):
         sources.append(Path(environ[CONFIG_ENV]))
     if getattr(args, "command_config", None):
@@ -114,12 +113,3 @@ def security_from(settings: Mapping[str, str], *, prompt=getpass.getpass, intera
     return ClientSecurity(ca_file=settings.get("tls-ca-file"), cert_file=settings.get("tls-cert-file"),
                           key_file=settings.get("tls-key-file"), server_name=settings.get("tls-server-name"),
                           user=settings.get("user"), password=password)
-
-
-def _dev_client_config(dev_state: Path) -> Path | None:
-    try:
-        name = json.loads(dev_state.read_text()).get("client_config")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return Path(name) if name else None
-

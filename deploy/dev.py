@@ -40,9 +40,10 @@ import threading
 from pathlib import Path
 
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
+from kanal.v1.dev_state import dev_state_path, kanal_home
 
-KANAL_HOME = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal"))
-STATE_FILE = KANAL_HOME / "dev.json"
+KANAL_HOME = kanal_home()
+STATE_FILE = dev_state_path()
 CONTROL_SOCKET = KANAL_HOME / "dev.sock"
 CLIENT_CONFIG = KANAL_HOME / "client.toml"
 # The principal of the client certificate `kanal dev --tls` writes for the other commands.
