@@ -217,8 +217,14 @@ def is_loopback_bind(host: str) -> bool:
 
 
 def warn_if_exposed(listen_host: str, security: ListenerSecurity, log: logging.Logger, what: str) -> None:
-    """The start-up warning of a listener others can reach without TLS."""
+    """The start-up warnings: a listener others can reach without TLS; a listener that authenticates calls
+    but not by certificate, which the other nodes' calls cannot pass (nodes authenticate by certificate)."""
     if not security.tls and not is_loopback_bind(listen_host):
         log.warning("%s listens on %s without TLS: anyone who reaches it can read and change everything as "
                     "User:ANONYMOUS; set --tls-cert-file/--tls-key-file (see 'Securing kanal' in the README)",
                     what, listen_host)
+    if security.authentication and "mtls" not in security.authentication:
+        log.warning("%s authenticates calls by %s only: other brokers and controllers present certificates, "
+                    "so their calls to it (replication, forwarding) are refused; add mtls to --authentication "
+                    "with --tls-client-auth required unless no other node calls it",
+                    what, ",".join(sorted(security.authentication)))
