@@ -1,7 +1,7 @@
 """The `kanal` client commands: topics, produce, consume, groups, cluster, configs, quotas, users, perf.
 
 Every command takes TLS settings and credentials (--tls-ca-file, --tls-cert-file, --tls-key-file, --user,
---password, or --command-config FILE): see kanal.clients.command_config.
+--password, or --command-config FILE): see kanal.v1.command_config.
 
 Every command takes --bootstrap HOST:PORT[,...]; without it, $KANAL_BOOTSTRAP, else the cluster that
 `kanal dev` is running (it writes its address to ~/.kanal/dev.json). Describe and list commands print
@@ -20,10 +20,10 @@ import sys
 import time
 
 from kanal.clients.admin import BROKER, TOPIC, Admin
-from kanal.clients.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
+from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.dev_state import dev_state_path, read_dev_state
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.record_text import as_text, put_bytes
@@ -49,12 +49,14 @@ def _bootstrap(args) -> str:
 def _settings(args) -> dict[str, str]:
     """The security settings (and a bootstrap) of flags and client config files, read once per command."""
     if getattr(args, "_settings", None) is None:
-        args._settings = layered_settings(args, os.environ, read_dev_state())
+        args._settings = layered_settings(
+            args, os.environ, read_dev_state(),
+            talks_to_dev=not args.bootstrap and not os.environ.get("KANAL_BOOTSTRAP"))
     return args._settings
 
 
 def _security(args):
-    """TLS files and credentials for this command (kanal.clients.command_config); None: plaintext."""
+    """TLS files and credentials for this command (kanal.v1.command_config); None: plaintext."""
     if getattr(args, "_security", None) is None:
         args._security = security_from(_settings(args)) or False
     return args._security or None

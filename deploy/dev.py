@@ -16,7 +16,7 @@ and listens on 127.0.0.1 only; it says so when it starts. `--tls` makes a throwa
 client certificates and authentication by certificate or password (nodes are User:broker-<id> and
 User:controller-<id>), and writes `$KANAL_HOME/client.toml` (TLS files, the client certificate of
 User:admin, the bootstrap) that every other `kanal` command picks up while it talks to this cluster
-(dev.json's `client_config`; kanal.clients.command_config). Both files go when `kanal dev` stops.
+(dev.json's `client_config`; kanal.v1.command_config). Both files go when `kanal dev` stops.
 
 `status` and `restart` talk to the running `kanal dev` over a Unix socket, `$KANAL_HOME/dev.sock`, whose
 path dev.json names (`control`): `kanal dev` started the nodes and is the only one that can restart or

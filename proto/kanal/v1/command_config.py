@@ -1,6 +1,7 @@
-"""Client security settings for the CLI: flags, a client config file, and the `kanal dev --tls` cluster's.
+"""Client security settings of the commands: flags, a client config file, and the `kanal dev --tls` cluster's.
 
-Every client command takes
+Shared by the client commands (kanal.clients.cli) and the server-side tools that dial a cluster (`kanal
+metadata`), as dev_state.py is. Every such command takes
 
     --tls-ca-file FILE      CA certificate(s) the brokers' certificates chain to (PEM): TLS on
     --tls-cert-file FILE    a client certificate (PEM), for listeners that require one (mTLS)
@@ -24,7 +25,8 @@ format of the servers' --config files); relative paths are relative to the file'
 
 Precedence, per setting: the flag, then --command-config FILE, then $KANAL_CLIENT_CONFIG, then the config
 `kanal dev --tls` wrote for the cluster it runs (named in ~/.kanal/dev.json) when the command talks to that
-cluster (no --bootstrap, no $KANAL_BOOTSTRAP). A key the file does not know, a value that is not a string,
+cluster (for the client commands: no --bootstrap, no $KANAL_BOOTSTRAP; for `kanal metadata`: no
+--controller). A key the file does not know, a value that is not a string,
 or a file that is not TOML is INVALID_CONFIG in one line.
 """
 
@@ -46,7 +48,7 @@ KEYS = (*_PATH_KEYS, "tls-server-name", "user", "password", "bootstrap")
 
 
 def add_client_security_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("security (or --command-config FILE; see kanal.clients.command_config)")
+    group = parser.add_argument_group("security (or --command-config FILE; see kanal.v1.command_config)")
     group.add_argument("--command-config", metavar="FILE", help="client config file (TOML): TLS files, user, password")
     group.add_argument("--tls-ca-file", metavar="FILE", help="CA certificate(s) of the brokers (PEM): use TLS")
     group.add_argument("--tls-cert-file", metavar="FILE", help="client certificate (PEM), for mTLS")
@@ -76,11 +78,11 @@ def read_config_file(path: Path) -> dict[str, str]:
 
 
 def layered_settings(args: argparse.Namespace, environ: Mapping[str, str],
-                     dev_state: Mapping[str, object] | None) -> dict[str, str]:
-    """Every setting from the flags over the config files (see the module docstring)."""
+                     dev_state: Mapping[str, object] | None, *, talks_to_dev: bool) -> dict[str, str]:
+    """Every setting from the flags over the config files (see the module docstring); `talks_to_dev`: the
+    command talks to the running `kanal dev` cluster, whose client config then applies."""
     settings: dict[str, str] = {}
     sources: list[Path] = []
-    talks_to_dev = not getattr(args, "bootstrap", None) and not environ.get("KANAL_BOOTSTRAP")
     dev_config = (dev_state or {}).get("client_config")
     if talks_to_dev and isinstance(dev_config, str) and dev_config:
         sources.append(Path(dev_config))
