@@ -45,6 +45,7 @@ from kanal.broker.service import BrokerService
 from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.authentication import Authenticator, aio_server_interceptor
+from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.listener_security import warn_if_exposed
 from kanal.v1.server_flags import LIVENESS_SERVICE
 from kanal.v1.server_reflection import enable_reflection
@@ -134,7 +135,7 @@ class BrokerServer:
                    ("grpc.max_send_message_length", self.config.grpc_message_bytes_max),
                    ("grpc.so_reuseport", 0)]
         # Every call is authenticated at the door and served with its principal bound (kanal.v1.authentication).
-        self.authenticator = Authenticator(self.config.security, self._scram_credentials)
+        self.authenticator = Authenticator(self.config.security, self._scram_credentials, unready=self._unready)
         server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options,
                                  interceptors=[aio_server_interceptor(self.authenticator)])
         broker_pb2_grpc.add_BrokerServicer_to_server(BrokerService(self), server)
@@ -152,6 +153,13 @@ class BrokerServer:
         warn_if_exposed(parse_endpoint(self.config.listen)[0], security, log, f"broker {self.config.broker_id}")
         await server.start()
         self._grpc = server
+
+    def _unready(self) -> KanalError | None:
+        """Until the first caught-up image is published the credentials may be incomplete: a password that
+        does not check out is then BROKER_NOT_AVAILABLE (retriable, try another broker), not a refusal."""
+        if self.metadata.caught_up:
+            return None
+        return KanalError(ErrorCode.BROKER_NOT_AVAILABLE, "this broker is catching up with the metadata log")
 
     def _scram_credentials(self, user: str):
         """The user's SCRAM credentials in the broker's current metadata image (swapped whole, read

@@ -93,7 +93,8 @@ class ControllerServer:
         # Every call is authenticated at the door and served with its principal bound (kanal.v1.authentication);
         # passwords are checked against the SCRAM credentials of this controller's committed image.
         self.authenticator = Authenticator(
-            config.security, lambda user: self.store.read(lambda image: dict(image.scram_credentials.get(user, {}))))
+            config.security, lambda user: self.store.read(lambda image: dict(image.scram_credentials.get(user, {}))),
+            unready=self._unready)
         self.grpc_server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.grpc_threads, thread_name_prefix="grpc"),
             options=CHANNEL_OPTIONS,
@@ -227,6 +228,13 @@ class ControllerServer:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()
             self._metrics_server = None
+
+    def _unready(self) -> KanalError | None:
+        """Until pysyncobj has caught up this controller's image may lack credentials: a password that does
+        not check out is then CONTROLLER_NOT_AVAILABLE (retriable), not a refusal."""
+        if self.raft is not None and self.raft.isReady():
+            return None
+        return KanalError(ErrorCode.CONTROLLER_NOT_AVAILABLE, "this controller is catching up with the quorum")
 
     def _quorum_status(self):
         if self.raft is None:

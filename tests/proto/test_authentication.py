@@ -77,6 +77,18 @@ def test_wrong_unknown_and_missing_credentials_are_refused_alike(pki):
     assert str(auth.authenticate(tls_context(), password("alice", "wonderland"))) == "User:alice"
 
 
+def test_a_node_still_catching_up_answers_retriably_instead_of_refusing(pki):
+    starting = [KanalError(ErrorCode.BROKER_NOT_AVAILABLE, "catching up")]
+    auth = Authenticator(listener(pki), lambda user: USERS.get(user, {}),
+                         unready=lambda: starting[0] if starting else None)
+    with pytest.raises(KanalError) as err:
+        auth.authenticate(tls_context(), password("carol", "not-yet-known"))
+    assert err.value.code == ErrorCode.BROKER_NOT_AVAILABLE
+    assert str(auth.authenticate(tls_context(), password("alice", "wonderland"))) == "User:alice"
+    starting.clear()  # caught up: now a password that does not check out is refused
+    refused(lambda: auth.authenticate(tls_context(), password("carol", "not-yet-known")))
+
+
 def test_passwords_are_never_taken_over_plaintext_nor_where_the_listener_takes_none(pki):
     auth = Authenticator(listener(pki), lambda user: USERS.get(user, {}))
     assert "plaintext" in refused(lambda: auth.authenticate({}, password("alice", "wonderland")))

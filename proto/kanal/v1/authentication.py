@@ -89,12 +89,17 @@ class Authenticator:
     """One listener's authentication; thread-safe (caches under a lock, lookups lock-free)."""
 
     def __init__(self, security: ListenerSecurity, scram_credentials: ScramLookup, *,
+                 unready: Callable[[], KanalError | None] = lambda: None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
+        """`unready()`: None once the node's image holds every credential, else the (retriable) error to
+        answer a password that does not check out: a starting node that has not caught up with the
+        metadata log yet must not tell a client its password is wrong."""
         if security.mapper is None:
             raise ValueError("ListenerSecurity without parsed mapping rules")
         self.security = security
         self._mapper = security.mapper
         self._scram = scram_credentials
+        self._unready = unready
         self._monotonic = monotonic
         self._lock = threading.Lock()
         self._certs: dict[bytes, Principal | KanalError] = {}
@@ -148,6 +153,9 @@ class Authenticator:
                         self._passwords.clear()
                     self._passwords[key] = credential
                 return Principal(PRINCIPAL_TYPE_USER, user)
+        not_yet = self._unready()
+        if not_yet is not None:
+            raise not_yet
         raise _refused(f"wrong user name or password for {user!r}")
 
     def password_cached(self, metadata: Iterable[tuple[str, str | bytes]] | None) -> bool:
