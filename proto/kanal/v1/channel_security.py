@@ -6,10 +6,13 @@ group coordinator) and controllers (forwarding to the active controller): `open_
 options, security)`. A node dials its peers with its own listener's certificate, so brokers and
 controllers authenticate to each other as the principal their certificate maps to (`User:broker-1`).
 
-Call credentials: the user name and password travel in the metadata keys `kanal-user-bin` and
-`kanal-password-bin` (UTF-8), on every call. gRPC attaches call credentials only to secure channels, and
-ClientSecurity refuses a password without TLS before anything is sent; a listener refuses a password on a
-plaintext connection as well (kanal.v1.authentication).
+Credentials: the user name and password travel in the metadata keys `kanal-user-bin` and
+`kanal-password-bin` (UTF-8), on every call, added by a client interceptor on a TLS channel only:
+ClientSecurity refuses a password without TLS before anything is sent, and a listener refuses a password on
+a plaintext connection as well (kanal.v1.authentication). Not gRPC's metadata call credentials: grpcio runs
+their plugin on a new thread for every call, which cost a producer or consumer process about a quarter more
+CPU per record (benchmarks/cluster_bench.py --tls); the interceptor adds two metadata entries in the
+calling thread.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import grpc
 
@@ -95,15 +99,11 @@ class ClientSecurity:
         if not self.tls:
             raise KanalError(ErrorCode.INVALID_CONFIG, "plaintext security has no channel credentials")
         if not self._credentials:
-            credentials = grpc.ssl_channel_credentials(
+            self._credentials.append(grpc.ssl_channel_credentials(
                 root_certificates=read_pem("--tls-ca-file", self.ca_file),
                 private_key=read_pem("--tls-key-file", self.key_file),
                 certificate_chain=read_pem("--tls-cert-file", self.cert_file),
-            )
-            if self.user and self.password is not None:
-                call = grpc.metadata_call_credentials(_PasswordPlugin(self.user, self.password), name="kanal-password")
-                credentials = grpc.composite_channel_credentials(credentials, call)
-            self._credentials.append(credentials)
+            ))
         return self._credentials[0]
 
 
@@ -119,15 +119,45 @@ def open_channel(endpoint: str, options: Sequence[tuple[str, object]] = (),
     options = list(options)
     if security.server_name:
         options.append(("grpc.ssl_target_name_override", security.server_name))
-    return grpc.secure_channel(endpoint, security.channel_credentials(), options=options)
+    channel = grpc.secure_channel(endpoint, security.channel_credentials(), options=options)
+    if security.user and security.password is not None:
+        return grpc.intercept_channel(channel, _CredentialsInterceptor(security.user, security.password))
+    return channel
 
 
-class _PasswordPlugin(grpc.AuthMetadataPlugin):
-    """Adds the user name and password to every call's metadata (gRPC sends it on secure channels only)."""
+class _CallDetails(NamedTuple):
+    method: str
+    timeout: float | None
+    metadata: tuple | None
+    credentials: grpc.CallCredentials | None
+    wait_for_ready: bool | None
+    compression: object
+
+
+class _CredentialsInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                              grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds the user name and password to every call's metadata (open_channel uses it on TLS channels only)."""
 
     def __init__(self, user: str, password: str) -> None:
         self._metadata = ((USER_METADATA_KEY, user.encode("utf-8")),
                           (PASSWORD_METADATA_KEY, password.encode("utf-8")))
 
-    def __call__(self, context, callback) -> None:
-        callback(self._metadata, None)
+    def _details(self, details) -> grpc.ClientCallDetails:
+        return _ClientCallDetails(details.method, details.timeout, (*(details.metadata or ()), *self._metadata),
+                                  details.credentials, details.wait_for_ready, details.compression)
+
+    def intercept_unary_unary(self, continuation, client_call_details, request):
+        return continuation(self._details(client_call_details), request)
+
+    def intercept_unary_stream(self, continuation, client_call_details, request):
+        return continuation(self._details(client_call_details), request)
+
+    def intercept_stream_unary(self, continuation, client_call_details, request_iterator):
+        return continuation(self._details(client_call_details), request_iterator)
+
+    def intercept_stream_stream(self, continuation, client_call_details, request_iterator):
+        return continuation(self._details(client_call_details), request_iterator)
+
+
+class _ClientCallDetails(_CallDetails, grpc.ClientCallDetails):
+    """grpc.ClientCallDetails with fields (grpc's own class has none)."""
