@@ -3,7 +3,7 @@
 `Authenticator.authenticate(auth_context, metadata)` decides a call's principal from what gRPC knows of
 the connection (its TLS peer certificate) and the call's metadata, in this order:
 
-1. A user name and password in the metadata (kanal.v1.channel_security's call credentials): refused on a
+1. A user name and password in the metadata (put there by kanal.v1.channel_security): refused on a
    plaintext connection and on a listener without `password` authentication; else checked against the
    user's SCRAM credentials in the metadata image (kanal.v1.scram.verify_password, any of the user's
    mechanisms) -> User:<name>. A wrong password, an unknown user and a user without credentials get the

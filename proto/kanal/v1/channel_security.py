@@ -1,5 +1,5 @@
 """The one place gRPC channels to kanal servers are made: plaintext, TLS, TLS with a client certificate
-(mTLS), and a user name and password as call credentials over TLS.
+(mTLS), and a user name and password in the call metadata over TLS.
 
 Used by clients (kanal.clients.cluster_metadata), brokers (replica fetchers, the controller client, the
 group coordinator) and controllers (forwarding to the active controller): `open_channel(endpoint,
@@ -50,7 +50,7 @@ class ClientSecurity:
 
     ca_file: PEM of the CA(s) that signed the servers' certificates; set means TLS (None: plaintext).
     cert_file + key_file: a client certificate and its key, for listeners that require one (mTLS).
-    user + password: sent as call credentials; TLS only.
+    user + password: sent in every call's metadata; TLS only.
     server_name: the name the servers' certificates carry when it is not the host dialled (tests, tunnels).
     """
 
