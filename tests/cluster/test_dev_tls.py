@@ -39,7 +39,7 @@ def test_dev_tls_secures_the_cluster_and_the_other_commands_follow(tmp_path):
         assert state["client_config"] == str(client_config) and client_config.exists()
         assert _kanal(env, "dev", "status").returncode == 0  # health over TLS
         shell = _kanal(env, "metadata", "ls", "/brokers")  # kanal metadata dials the controller over TLS too
-        assert shell.returncode == 0 and shell.stdout.split() == ["0"], shell.stderr
+        assert shell.returncode == 0 and shell.stdout.split() == ["0/"], shell.stderr
 
         # The dev client certificate (User:admin) is picked up without a flag.
         created = _kanal(env, "users", "create", "alice", "--user-password-stdin", stdin="wonderland\n")
