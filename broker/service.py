@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 _FORWARDED_ADMIN_CALLS = (
     "CreateTopics", "DeleteTopics", "CreatePartitions", "DescribeConfigs", "AlterConfigs",
     "AlterClientQuotas", "DescribeClientQuotas", "DescribeCluster", "CreateAcls", "DescribeAcls", "DeleteAcls",
+    "AlterUserScramCredentials", "DescribeUserScramCredentials",
 )
 
 

@@ -17,6 +17,7 @@ DescribeConfigs, AlterConfigs, IdempotentWrite, All), in any case, with or witho
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from itertools import product
 
 from kanal.clients.admin import Admin, acl_text
@@ -29,8 +30,9 @@ _OPERATIONS = {name.removeprefix("ACL_OPERATION_").replace("_", "").lower(): val
 _PATTERNS = ("literal", "prefixed", "match", "any")
 
 
-def add_acls_parser(sub, common: argparse.ArgumentParser, bootstrap) -> None:
-    """The `acls` subcommand on the `kanal` client parser; `bootstrap(args)` resolves --bootstrap."""
+def add_acls_parser(sub, common: argparse.ArgumentParser, admin_for: Callable[[argparse.Namespace], Admin]) -> None:
+    """The `acls` subcommand on the `kanal` client parser; `admin_for(args)` opens an Admin with the
+    command's bootstrap and security settings."""
     acls = sub.add_parser("acls", help="add, list or remove ACLs").add_subparsers(dest="action", required=True)
     for action, func, text in (("add", _add, "add access-control entries"),
                                ("list", _list, "list access-control entries"),
@@ -50,7 +52,7 @@ def add_acls_parser(sub, common: argparse.ArgumentParser, bootstrap) -> None:
             c.add_argument("--allow-host", action="append", default=[], metavar="HOST")
             c.add_argument("--deny-host", action="append", default=[], metavar="HOST")
             c.add_argument("--operation", action="append", default=[], type=_operation, metavar="OP")
-        c.set_defaults(func=lambda args, f=func: f(args, bootstrap(args)))
+        c.set_defaults(func=lambda args, f=func: f(args, admin_for(args)))
 
 
 def _operation(text: str) -> int:
@@ -83,7 +85,7 @@ def _usage(message: str) -> KanalError:
     return KanalError(ErrorCode.INVALID_REQUEST, message)
 
 
-def _add(args, bootstrap: str) -> int:
+def _add(args, opened: Admin) -> int:
     resources, grants = _resources(args), _grants(args)
     if not resources or not grants or not args.operation:
         raise _usage("acls add needs a resource (--topic, --group, --transactional-id or --cluster), "
@@ -93,7 +95,7 @@ def _add(args, bootstrap: str) -> int:
     entries = [metadata_pb2.AccessControlEntry(resource_type=rtype, resource_name=name, pattern_type=pattern,
                                                principal=principal, host=host, operation=op, permission=permission)
                for (rtype, name), (permission, principal, host), op in product(resources, grants, args.operation)]
-    with Admin(bootstrap) as admin:
+    with opened as admin:
         admin.create_acls(entries)
     for entry in entries:
         print(f"added {acl_text(entry)}")
@@ -105,10 +107,10 @@ def _pattern_filter(args) -> int:
             "match": admin_pb2.AclFilter.MATCH}.get(args.resource_pattern_type or "any", admin_pb2.AclFilter.ANY)
 
 
-def _list(args, bootstrap: str) -> int:
+def _list(args, opened: Admin) -> int:
     resources: list[tuple[int, str | None]] = [*_resources(args)] or [(metadata_pb2.ACL_RESOURCE_UNSPECIFIED, None)]
     entries = []
-    with Admin(bootstrap) as admin:
+    with opened as admin:
         for rtype, name in resources:
             f = admin_pb2.AclFilter(resource_type=rtype, pattern_filter=_pattern_filter(args))
             if name is not None:
@@ -120,7 +122,7 @@ def _list(args, bootstrap: str) -> int:
     return 0
 
 
-def _remove(args, bootstrap: str) -> int:
+def _remove(args, opened: Admin) -> int:
     resources = _resources(args)
     if not resources:
         raise _usage("acls remove needs a resource (--topic, --group, --transactional-id or --cluster)")
@@ -136,7 +138,7 @@ def _remove(args, bootstrap: str) -> int:
         if host is not None:
             f.host = host
         filters.append(f)
-    with Admin(bootstrap) as admin:
+    with opened as admin:
         deleted = admin.delete_acls(filters)
     for entry in deleted:
         print(f"removed {acl_text(entry)}")

@@ -16,7 +16,9 @@ import grpc
 from kanal.clients.cluster_metadata import ClusterMetadata, PartitionInfo
 from kanal.clients.group_membership import GroupMembership
 from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2
+from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.scram import ITERATIONS_DEFAULT, MECHANISMS, check_mechanism, new_salt, salted_password
 from kanal.v1.topic_name import check_topic_name
 
 TOPIC = metadata_pb2.CONFIG_RESOURCE_TOPIC
@@ -47,8 +49,10 @@ class GroupInfo:
 
 
 class Admin:
-    def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000) -> None:
-        self._metadata = ClusterMetadata(bootstrap, request_timeout_ms=request_timeout_ms)
+    def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000,
+                 security: ClientSecurity | None = None) -> None:
+        """`security`: TLS files and credentials (kanal.v1.channel_security.ClientSecurity); None: plaintext."""
+        self._metadata = ClusterMetadata(bootstrap, request_timeout_ms=request_timeout_ms, security=security)
         self._timeout_s = request_timeout_ms / 1000
 
     def __enter__(self) -> Self:
@@ -174,6 +178,51 @@ class Admin:
             _raise_for(result.error, f"deleting ACLs: {result.error_message}")
             deleted.extend(result.deleted)
         return deleted
+
+    # ---- users (SCRAM credentials) ----
+
+    def alter_user_scram_credentials(self, upsertions: list[admin_pb2.ScramCredentialUpsertion] = (),
+                                     deletions: list[admin_pb2.ScramCredentialDeletion] = ()) -> None:
+        """Kafka's alterUserScramCredentials; the first user's error raises (each user's changes succeed or
+        fail together)."""
+        reply = self._call("AlterUserScramCredentials", admin_pb2.AlterUserScramCredentialsRequest(
+            upsertions=list(upsertions), deletions=list(deletions)))
+        for result in reply.results:
+            if result.error:
+                raise KanalError(result.error, f"user {result.user!r}: {result.error_message}")
+
+    def create_user(self, name: str, password: str, *, mechanisms: list[str] | None = None,
+                    iterations: int = ITERATIONS_DEFAULT) -> None:
+        """Create the user or replace its password, for each mechanism (default both). The password is
+        salted and iterated here: only the salted password is sent (over TLS when this Admin uses it), and
+        the cluster keeps only the keys made from it (kanal.v1.scram)."""
+        upsertions = []
+        for mechanism in mechanisms or sorted(MECHANISMS):
+            salt = new_salt()
+            salted = salted_password(check_mechanism(mechanism), password, salt, iterations)
+            upsertions.append(admin_pb2.ScramCredentialUpsertion(
+                name=name, mechanism=mechanism, iterations=iterations, salt=salt, salted_password=salted))
+        self.alter_user_scram_credentials(upsertions=upsertions)
+
+    def delete_user(self, name: str, *, mechanisms: list[str] | None = None) -> list[str]:
+        """Remove the user's credentials (only `mechanisms` when given); the mechanisms removed."""
+        if not mechanisms:
+            mechanisms = [m for m, _ in self.describe_users([name]).get(name, [])]
+        self.alter_user_scram_credentials(deletions=[admin_pb2.ScramCredentialDeletion(name=name, mechanism=m)
+                                                     for m in mechanisms])
+        return list(mechanisms)
+
+    def describe_users(self, names: list[str] | None = None) -> dict[str, list[tuple[str, int]]]:
+        """User -> [(mechanism, iterations)]; every user when `names` is empty. A named user without
+        credentials raises."""
+        reply = self._call("DescribeUserScramCredentials",
+                           admin_pb2.DescribeUserScramCredentialsRequest(users=list(names or ())))
+        out = {}
+        for result in reply.results:
+            if result.error:
+                raise KanalError(result.error, result.error_message)
+            out[result.user] = [(c.mechanism, c.iterations) for c in result.credentials]
+        return out
 
     # ---- consumer groups ----
 

@@ -50,6 +50,7 @@ from kanal.metadata.image import (
 from kanal.metadata.invariant import MetadataInvariantError
 from kanal.metadata.placement import place_replicas, place_replicas_by_load
 from kanal.metadata.producer_ids import PRODUCER_ID_BLOCK_SIZE, decide_allocate_producer_ids
+from kanal.metadata.scram_admin import decide_alter_user_scram_credentials, describe_user_scram_credentials
 from kanal.metadata.snapshot import image_from_snapshot, image_to_snapshot
 from kanal.metadata.topic_admin import (
     TOPIC_PARTITIONS_MAX,
@@ -92,6 +93,7 @@ __all__ = [
     "decide_alter_client_quotas",
     "decide_alter_configs",
     "decide_alter_partition",
+    "decide_alter_user_scram_credentials",
     "decide_broker_heartbeat",
     "decide_create_acls",
     "decide_create_partitions",
@@ -107,6 +109,7 @@ __all__ = [
     "describe_brokers",
     "describe_client_quotas",
     "describe_configs",
+    "describe_user_scram_credentials",
     "effective_topic_config",
     "elect",
     "elect_preferred",

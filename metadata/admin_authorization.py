@@ -12,6 +12,8 @@ where a controller decides it: `admit_admin(method, request, access) -> Admissio
 | DescribeClientQuotas | DESCRIBE_CONFIGS on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
 | CreateAcls, DeleteAcls | ALTER on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
 | DescribeAcls | DESCRIBE on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
+| AlterUserScramCredentials | ALTER on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
+| DescribeUserScramCredentials | DESCRIBE on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
 | DescribeCluster | nothing (the brokers and the quorum, as Metadata shows brokers to anyone) | — |
 """
 
@@ -112,6 +114,8 @@ _RULES: dict[str, Callable[[Any, Access], Admission]] = {
     "CreateAcls": _on_cluster(_OP.ACL_OPERATION_ALTER),
     "DeleteAcls": _on_cluster(_OP.ACL_OPERATION_ALTER),
     "DescribeAcls": _on_cluster(_OP.ACL_OPERATION_DESCRIBE),
+    "AlterUserScramCredentials": _on_cluster(_OP.ACL_OPERATION_ALTER),
+    "DescribeUserScramCredentials": _on_cluster(_OP.ACL_OPERATION_DESCRIBE),
     "DescribeCluster": lambda request, access: admitted(request),
 }
 ADMIN_CALLS = tuple(_RULES)

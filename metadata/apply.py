@@ -59,6 +59,7 @@ from kanal.metadata.invariant import MetadataInvariantError
 from kanal.v1 import metadata_pb2
 from kanal.v1.error import KanalError
 from kanal.v1.metadata_pb2 import MetadataBatch, MetadataRecord
+from kanal.v1.scram import ITERATIONS_MAX, ITERATIONS_MIN, MECHANISMS, ScramCredential
 from kanal.v1.topic_name import check_topic_name, collision_key
 
 
@@ -562,6 +563,31 @@ def _acl_entry(proto: metadata_pb2.AccessControlEntry, what: str) -> AclEntry:
     return entry
 
 
+def _user_scram_credential(image: MetadataImage, r: metadata_pb2.UserScramCredentialRecord, ctx: _Context) -> None:
+    if not r.name or r.mechanism not in MECHANISMS or not ITERATIONS_MIN <= r.iterations <= ITERATIONS_MAX:
+        raise _fail(f"UserScramCredentialRecord for {r.name!r} with mechanism {r.mechanism!r} and "
+                    f"{r.iterations} iterations")
+    if not r.salt or not r.stored_key or not r.server_key:
+        raise _fail(f"UserScramCredentialRecord for {r.name!r} without salt, stored key or server key")
+    credentials = image.scram_credentials.get(r.name)
+    if credentials is None:
+        credentials = {}
+        ctx.journal.put(image.scram_credentials, r.name, credentials)
+    ctx.journal.put(credentials, r.mechanism,
+                    ScramCredential(r.mechanism, r.salt, r.iterations, r.stored_key, r.server_key))
+
+
+def _remove_user_scram_credential(
+    image: MetadataImage, r: metadata_pb2.RemoveUserScramCredentialRecord, ctx: _Context
+) -> None:
+    credentials = image.scram_credentials.get(r.name)
+    if credentials is None or r.mechanism not in credentials:
+        raise _fail(f"RemoveUserScramCredentialRecord removes {r.mechanism} of {r.name!r}, which is not set")
+    ctx.journal.delete(credentials, r.mechanism)
+    if not credentials:  # canonical: no empty maps (a snapshot could not reproduce them)
+        ctx.journal.delete(image.scram_credentials, r.name)
+
+
 def _no_op(image: MetadataImage, r: metadata_pb2.NoOpRecord, ctx: _Context) -> None:
     """Changes nothing: it only makes a new controller's epoch visible in the log."""
 
@@ -581,6 +607,8 @@ _HANDLERS: dict[str, Callable[[MetadataImage, Any, _Context], None]] = {
     "controller_registration": _controller_registration,
     "access_control_entry": _access_control_entry,
     "remove_access_control_entry": _remove_access_control_entry,
+    "user_scram_credential": _user_scram_credential,
+    "remove_user_scram_credential": _remove_user_scram_credential,
 }
 
 

@@ -42,6 +42,7 @@ from kanal.metadata.ids import (
     ProducerId,
     TopicId,
 )
+from kanal.v1.scram import ScramCredential
 from kanal.v1.topic_name import collision_key
 
 # Broker config resource name that holds cluster-wide defaults (Kafka's "<default>" entity).
@@ -143,6 +144,8 @@ class MetadataImage:
     controller_directories: dict[int, str] = field(default_factory=dict)
     # Access-control entries by (resource type, pattern type, resource name) (acl.py); never an empty set.
     acls: dict[AclResource, AclSet] = field(default_factory=dict)
+    # User name -> SCRAM mechanism -> its credential (UserScramCredentialRecord); no empty inner maps.
+    scram_credentials: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
     next_producer_id: ProducerId = _FIRST_PRODUCER_ID
     controller_epoch: ControllerEpoch = _NO_CONTROLLER_EPOCH
     next_offset: MetadataOffset = _FIRST_OFFSET
@@ -193,6 +196,7 @@ class MetadataImage:
             client_quotas={k: dict(v) for k, v in self.client_quotas.items()},
             controller_directories=dict(self.controller_directories),
             acls=dict(self.acls),  # AclSets are immutable
+            scram_credentials={k: dict(v) for k, v in self.scram_credentials.items()},
             next_producer_id=self.next_producer_id,
             controller_epoch=self.controller_epoch,
             next_offset=self.next_offset,

@@ -101,6 +101,18 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                     )
                 )
             )
+    for user in sorted(image.scram_credentials):
+        credentials = image.scram_credentials[user]
+        for mechanism in sorted(credentials):
+            c = credentials[mechanism]
+            records.append(
+                stamp.record(
+                    user_scram_credential=metadata_pb2.UserScramCredentialRecord(
+                        name=user, mechanism=mechanism, salt=c.salt, stored_key=c.stored_key,
+                        server_key=c.server_key, iterations=c.iterations,
+                    )
+                )
+            )
     for controller_id in sorted(image.controller_directories):
         records.append(
             stamp.record(

@@ -6,11 +6,11 @@ Who answers what:
   CONTROLLER_NOT_AVAILABLE when no controller is active): a broker keeps its session with the active
   controller itself, so it should talk to it directly.
 - Admin writes (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, AlterClientQuotas, CreateAcls,
-  DeleteAcls) reaching a standby are forwarded to the active controller, so a tool may use any
-  controller; their replies have no field to name the active controller. A forwarded call is not
-  forwarded again; it carries its caller's principal (`kanal-forwarded-principal`).
-- Reads (FetchMetadata, DescribeConfigs, DescribeClientQuotas, DescribeAcls, DescribeCluster,
-  DescribeQuorum, DescribeMetadataImage) are
+  DeleteAcls, AlterUserScramCredentials) reaching a standby are forwarded to the active controller, so a
+  tool may use any controller; their replies have no field to name the active controller. A forwarded
+  call is not forwarded again; it carries its caller's principal (`kanal-forwarded-principal`).
+- Reads (FetchMetadata, DescribeConfigs, DescribeClientQuotas, DescribeAcls, DescribeUserScramCredentials,
+  DescribeCluster, DescribeQuorum, DescribeMetadataImage) are
   answered by any controller from its own committed state, which may trail the active controller's by
   the few milliseconds it takes an entry to apply there.
 
@@ -46,6 +46,7 @@ from kanal.metadata import (
     decide_alter_client_quotas,
     decide_alter_configs,
     decide_alter_partition,
+    decide_alter_user_scram_credentials,
     decide_create_acls,
     decide_create_partitions,
     decide_create_topics,
@@ -56,6 +57,7 @@ from kanal.metadata import (
     describe_brokers,
     describe_client_quotas,
     describe_configs,
+    describe_user_scram_credentials,
     image_to_snapshot,
 )
 from kanal.raft.active_controller import ActiveController
@@ -290,7 +292,17 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def DeleteAcls(self, request, context):
         return self._admin_write("DeleteAcls", decide_delete_acls, request, context)
 
+    @_rpc
+    @gated
+    def AlterUserScramCredentials(self, request, context):
+        return self._admin_write("AlterUserScramCredentials", decide_alter_user_scram_credentials, request, context)
+
     # -- reads -------------------------------------------------------------------------------------
+
+    @_rpc
+    @gated
+    def DescribeUserScramCredentials(self, request, context):
+        return self._store.read(lambda image: describe_user_scram_credentials(image, request))
 
     @_rpc
     @gated

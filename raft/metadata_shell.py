@@ -42,7 +42,9 @@ from kanal.metadata.log_codec import decode_entry
 from kanal.metadata.snapshot_file import SnapshotFileError, decode_snapshot_file, parse_snapshot_file_name
 from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME
 from kanal.v1.batch import CorruptEntry
+from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.dev_state import dev_state_path, read_dev_state
+from kanal.v1.error import KanalError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_NAME = "<default>"
@@ -57,13 +59,15 @@ class ShellError(Exception):
 # ---- reading an image ----------------------------------------------------------------------------
 
 
-def image_from_controller(endpoint: str, timeout_s: float = 10.0) -> MetadataImage:
+def image_from_controller(endpoint: str, timeout_s: float = 10.0, security=None) -> MetadataImage:
+    """`security`: a kanal.v1.channel_security.ClientSecurity for a secured controller (None: plaintext)."""
     import grpc
 
     from kanal.v1 import controller_pb2, controller_pb2_grpc
     from kanal.v1.channel_options import channel_options
+    from kanal.v1.channel_security import open_channel
 
-    with grpc.insecure_channel(endpoint, options=channel_options()) as channel:
+    with open_channel(endpoint, channel_options(), security) as channel:
         try:
             reply = controller_pb2_grpc.ControllerStub(channel).DescribeMetadataImage(
                 controller_pb2.DescribeMetadataImageRequest(), timeout=timeout_s)
@@ -217,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--data-dir", type=Path, help="a controller's data directory, read offline")
     parser.add_argument("command", nargs="*", metavar="COMMAND",
                         help="ls [PATH] | cat PATH | tree [PATH]; none: an interactive shell on stdin")
+    add_client_security_flags(parser)
     return parser
 
 
@@ -233,7 +238,11 @@ def main(argv: list[str]) -> int:
         if args.data_dir is not None:
             image = image_from_data_dir(args.data_dir)
         else:
-            image = image_from_controller(args.controller or _dev_controller())
+            settings = layered_settings(args, os.environ, read_dev_state(), talks_to_dev=not args.controller)
+            image = image_from_controller(args.controller or _dev_controller(), security=security_from(settings))
+    except KanalError as exc:
+        print(f"kanal metadata: error: {exc.message}", file=sys.stderr)
+        return EXIT_FAILED
     except ShellError as exc:
         print(f"kanal metadata: error: {exc}", file=sys.stderr)
         return EXIT_FAILED

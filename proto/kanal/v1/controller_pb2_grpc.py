@@ -111,6 +111,16 @@ class ControllerStub:
                 request_serializer=kanal_dot_v1_dot_controller__pb2.RegisterControllerRequest.SerializeToString,
                 response_deserializer=kanal_dot_v1_dot_controller__pb2.RegisterControllerResponse.FromString,
                 _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/kanal.v1.Controller/AlterUserScramCredentials',
+                request_serializer=kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.DescribeUserScramCredentials = channel.unary_unary(
+                '/kanal.v1.Controller/DescribeUserScramCredentials',
+                request_serializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsResponse.FromString,
+                _registered_method=True)
         self.DescribeMetadataImage = channel.unary_unary(
                 '/kanal.v1.Controller/DescribeMetadataImage',
                 request_serializer=kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageRequest.SerializeToString,
@@ -243,6 +253,20 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterUserScramCredentials(self, request, context):
+        """Admin: create, replace or remove users' SCRAM credentials (UserScramCredentialRecord).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeUserScramCredentials(self, request, context):
+        """Admin: which users have which SCRAM credentials (mechanism and iterations, never the keys).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DescribeMetadataImage(self, request, context):
         """The committed image this controller holds in memory (any controller answers with its own).
         """
@@ -348,6 +372,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.RegisterController,
                     request_deserializer=kanal_dot_v1_dot_controller__pb2.RegisterControllerRequest.FromString,
                     response_serializer=kanal_dot_v1_dot_controller__pb2.RegisterControllerResponse.SerializeToString,
+            ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'DescribeUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeUserScramCredentials,
+                    request_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsResponse.SerializeToString,
             ),
             'DescribeMetadataImage': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeMetadataImage,
@@ -776,6 +810,60 @@ class Controller:
             '/kanal.v1.Controller/RegisterController',
             kanal_dot_v1_dot_controller__pb2.RegisterControllerRequest.SerializeToString,
             kanal_dot_v1_dot_controller__pb2.RegisterControllerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/AlterUserScramCredentials',
+            kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/DescribeUserScramCredentials',
+            kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+            kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -263,12 +263,36 @@ class RemoveAccessControlEntryRecord(_message.Message):
     entry: AccessControlEntry
     def __init__(self, entry: _Optional[_Union[AccessControlEntry, _Mapping]] = ...) -> None: ...
 
+class UserScramCredentialRecord(_message.Message):
+    __slots__ = ("name", "mechanism", "salt", "stored_key", "server_key", "iterations")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    STORED_KEY_FIELD_NUMBER: _ClassVar[int]
+    SERVER_KEY_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: str
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[str] = ..., salt: _Optional[bytes] = ..., stored_key: _Optional[bytes] = ..., server_key: _Optional[bytes] = ..., iterations: _Optional[int] = ...) -> None: ...
+
+class RemoveUserScramCredentialRecord(_message.Message):
+    __slots__ = ("name", "mechanism")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: str
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[str] = ...) -> None: ...
+
 class NoOpRecord(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class MetadataRecord(_message.Message):
-    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op", "controller_registration", "access_control_entry", "remove_access_control_entry")
+    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op", "controller_registration", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential")
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +310,8 @@ class MetadataRecord(_message.Message):
     CONTROLLER_REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _ClassVar[int]
     REMOVE_ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _ClassVar[int]
+    USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     time_ms: int
     principal: str
     request_id: str
@@ -303,7 +329,9 @@ class MetadataRecord(_message.Message):
     controller_registration: ControllerRegistrationRecord
     access_control_entry: AccessControlEntryRecord
     remove_access_control_entry: RemoveAccessControlEntryRecord
-    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., controller_registration: _Optional[_Union[ControllerRegistrationRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ...) -> None: ...
+    user_scram_credential: UserScramCredentialRecord
+    remove_user_scram_credential: RemoveUserScramCredentialRecord
+    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., controller_registration: _Optional[_Union[ControllerRegistrationRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ...) -> None: ...
 
 class MetadataBatch(_message.Message):
     __slots__ = ("controller_epoch", "records")
