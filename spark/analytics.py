@@ -11,7 +11,8 @@
 | producers | per topic/partition/producer id: records, first and last offset |
 | lag | per group/topic/partition/minute: log end offset, committed offset and lag at the end of that minute |
 | group_lag | per group/topic/partition now: committed offset, log end offset, lag |
-| damage | damaged regions found while reading (`_corrupt` rows) |
+| damage | offsets no copy could give (`_corrupt` rows with `_lost`): data missing |
+| notices | what the reader noticed that cost no committed record (`_corrupt` rows without `_lost`): divergent copies, damage another copy made good, copies of a deleted topic, offsets not yet committed |
 
 Lag over time. Log end offset at the end of minute m = 1 + the highest offset whose timestamp is before the
 end of m (record timestamps); committed offset at the end of m = the last commit accepted before then
@@ -40,6 +41,9 @@ _MINUTE = "1 minute"
 class AnalyticsResult:
     tables: dict[str, DataFrame] = field(default_factory=dict)
     damage: list[str] = field(default_factory=list)
+    # What the reader noticed that cost no committed record: divergent copies, damage another copy made
+    # good, copies of a deleted topic left out, offsets not yet on every in-sync replica.
+    notices: list[str] = field(default_factory=list)
     out_dir: Path | None = None
 
 
@@ -59,7 +63,7 @@ def data_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: s
     """The data topics' records (internal `__` topics left out unless named)."""
     reader = _reader(spark, data_dir, bootstrap, fail_fast).schema(
         "topic string, partition int, offset bigint, timestamp timestamp, key binary, value_bytes int, "
-        "producer_id bigint, _corrupt string")
+        "producer_id bigint, _corrupt string, _lost boolean")
     if topics:
         reader = reader.option("topics", ",".join(topics))
     return _load(reader, data_dir)
@@ -108,7 +112,10 @@ def analytics_tables(records: DataFrame, commits: DataFrame, hot_keys_max: int =
     lag, group_lag = _lag(good, commits)
     return {"partition_stats": stats, "throughput": throughput, "topic_keys": topic_keys, "hot_keys": hot_keys,
             "producers": producers, "lag": lag, "group_lag": group_lag,
-            "damage": records.where(F.col("_corrupt").isNotNull()).select("topic", "partition", "offset", "_corrupt")}
+            "damage": records.where(F.col("_corrupt").isNotNull() & F.col("_lost"))
+            .select("topic", "partition", "offset", "_corrupt"),
+            "notices": records.where(F.col("_corrupt").isNotNull() & ~F.col("_lost"))
+            .select("topic", "partition", "offset", F.col("_corrupt").alias("notice"))}
 
 
 def _lag(good: DataFrame, commits: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -155,6 +162,7 @@ def run_analytics(spark: SparkSession, *, data_dir: str | Path | None = None, bo
     commits = commits_frame(spark, data_dir=path, bootstrap=bootstrap, fail_fast=fail_fast).cache()
     result = AnalyticsResult(analytics_tables(records, commits, hot_keys_max))
     result.damage = [r["_corrupt"] for r in result.tables["damage"].collect()]
+    result.notices = [r["notice"] for r in result.tables["notices"].collect()]
     if out_dir is not None:
         result.out_dir = write_tables(result.tables, out_dir)
     return result

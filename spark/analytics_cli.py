@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kanal.spark.cli_common import add_common_args, resolve_data_dir, run_job
+from kanal.spark.cli_common import add_common_args, report_findings, resolve_data_dir, run_job
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kanal analytics: no data directory {data_dir} (start `kanal dev`, give --data-dir or "
                   "--bootstrap)", file=sys.stderr)
             return 2
+    if data_dir is not None:
+        from kanal.spark.copy_plan import no_image_warning
+
+        warning = no_image_warning(data_dir)
+        if warning:
+            print(f"kanal analytics: WARNING: {warning}", file=sys.stderr)
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else None
     from kanal.spark.analytics import run_analytics
     from kanal.spark.analytics_report import analytics_html, analytics_summary
@@ -42,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                      analytics_html, analytics_summary, args.out)
     if result is None:
         return 1
+    report_findings("analytics", result.notices, result.damage)
     return 0 if not result.damage else 1
 
 

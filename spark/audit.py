@@ -19,7 +19,8 @@ per partition and written as Parquet under `out_dir/<table>/`:
 | partition_health | intervals a partition was under-replicated or offline, with durations |
 | broker_fencing | intervals a broker was fenced, with durations and reasons |
 | partition_summary | per partition: leader changes, last leader epoch, ISR shrinks/expands, ms under-replicated, ms offline |
-| damage | damaged log regions (file, byte, offset) found while reading |
+| damage | log regions (file, byte, offset) no controller's copy could give: the replay stops there |
+| notices | damage in one controller's copy that another copy made good, divergent copies |
 | image_check | per controller: whether the replayed image equals its image, and the differences |
 """
 
@@ -33,11 +34,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kanal.spark.columns import TIMESTAMP, Column, Table
+from kanal.spark.copy_plan import metadata_copy
 from kanal.spark.live_image import ControllerCheck, check_controllers
 from kanal.spark.parquet_out import write_tables
 from kanal.spark.replay import History, ReplayRow, replay
 from kanal.spark.replay_start import ReplayStart, replay_start
-from kanal.spark.segment_files import metadata_copy
 
 _INT_LIST = pa.list_(pa.field("element", pa.int32()))
 
@@ -82,6 +83,8 @@ class AuditResult:
     out_dir: Path | None = None
     # Where the replay began: offset 0, or a snapshot when the log starts past 0 (replay_start.py).
     start: ReplayStart | None = None
+    # What the reader noticed that cost no record: a damaged controller copy another one made good.
+    notices: list[str] = field(default_factory=list)
 
     @property
     def image_matches(self) -> bool | None:
@@ -95,14 +98,18 @@ def read_replay_rows(spark: SparkSession, data_dir: str, *, fail_fast: bool = Fa
     df = (spark.read.format("kanal-metadata").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
           .load(data_dir)
           .select("offset", "batch_offset", "controller_epoch", F.unix_millis("time").alias("time_ms"), "record",
-                  "_corrupt"))
+                  "_corrupt", "_lost"))
     return df.orderBy("offset").toArrow()
 
 
 def _rows(table: pa.Table):
+    """Replay rows: records, and damage no copy could make good; notices (a damaged controller copy
+    another made good) are not records and do not stop the replay."""
     cols = [table.column(n).to_pylist() for n in
             ("offset", "batch_offset", "controller_epoch", "time_ms", "record", "_corrupt")]
-    for values in zip(*cols):
+    for values, lost in zip(zip(*cols), table.column("_lost").to_pylist()):
+        if lost is False:
+            continue
         yield ReplayRow(*values)
 
 
@@ -161,16 +168,20 @@ def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | N
               controllers: list[str] | None = None, fail_fast: bool = False) -> AuditResult:
     """Read, replay, compare with the controllers (when endpoints are given), write the tables."""
     rows = read_replay_rows(spark, str(data_dir), fail_fast=fail_fast)
-    corrupt = [c for c in rows.column("_corrupt").to_pylist() if c is not None]
+    flagged = [(c, lost) for c, lost in zip(rows.column("_corrupt").to_pylist(), rows.column("_lost").to_pylist())
+               if c is not None]
+    corrupt = [c for c, lost in flagged if lost]
     start = replay_start(metadata_copy(Path(data_dir)))
     history = replay(_rows(rows), start)
     checks = check_controllers(controllers or [], history.image,
                                start.snapshot.snapshot if start.snapshot is not None else None)
-    result = AuditResult(history, rows.num_rows - len(corrupt), [*start.damaged, *corrupt], checks)
+    result = AuditResult(history, rows.num_rows - len(flagged), [*start.damaged, *corrupt], checks)
+    result.notices = [c for c, lost in flagged if not lost]
     result.start = start
     result.tables = history_frames(spark, history)
     damage = pa.table({"damage": pa.array(result.damage, pa.string())})
     result.tables["damage"] = spark.createDataFrame(damage)
+    result.tables["notices"] = spark.createDataFrame(pa.table({"notice": pa.array(result.notices, pa.string())}))
     result.tables["image_check"] = spark.createDataFrame(pa.table({
         # Explicit types: with no controllers given the lists are empty, and a null-typed column has no
         # Parquet form.

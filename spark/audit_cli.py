@@ -14,7 +14,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kanal.spark.cli_common import add_common_args, controllers_of, dev_state, resolve_data_dir, run_job
+from kanal.spark.cli_common import (
+    add_common_args,
+    controllers_of,
+    dev_state,
+    report_findings,
+    resolve_data_dir,
+    run_job,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
                      audit_html, audit_summary, args.out)
     if result is None:
         return 1
+    report_findings("audit", result.notices, result.damage)
     ok = result.history.stopped is None and not result.damage and result.image_matches is not False
     return 0 if ok else 1
 

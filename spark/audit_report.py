@@ -30,6 +30,8 @@ def audit_summary(result: AuditResult) -> list[str]:
         lines.append(f"REPLAY STOPPED EARLY at {h.stopped}")
     for d in result.damage:
         lines.append(f"DAMAGE: {d}")
+    for n in result.notices:
+        lines.append(f"NOTICE: {n}")
     if not result.checks:
         lines.append("image check: no controller endpoints given (use --controllers or a running kanal dev)")
     for c in result.checks:
@@ -46,7 +48,7 @@ def audit_summary(result: AuditResult) -> list[str]:
 
 
 def audit_html(result: AuditResult) -> str:
-    summary = Section("Summary", [paragraph(line, "bad" if any(w in line for w in ("DIFFERS", "DAMAGE", "STOPPED"))
+    summary = Section("Summary", [paragraph(line, "bad" if any(w in line for w in ("DIFFERS", "DAMAGE", "STOPPED", "NOTICE"))
                                             else "") for line in audit_summary(result)])
     stats = _rows(result, "partition_summary", "topic", "partition", "leader_changes", "last_leader_epoch",
                   "isr_shrinks", "isr_expands", "under_replicated_ms", "offline_ms")

@@ -114,6 +114,15 @@ class Progress:
                 print(line, file=sys.stderr, flush=True)
 
 
+def report_findings(command: str, notices: list[str], lost: list[str]) -> None:
+    """One line on stderr per thing the readers noticed (a warning) and per range no copy could give (an
+    error): the summary on stdout says it too, but a script watching stderr must not miss either."""
+    for notice in notices:
+        print(f"kanal {command}: WARNING: {notice}", file=sys.stderr)
+    for what in lost:
+        print(f"kanal {command}: ERROR: data missing: {what}", file=sys.stderr)
+
+
 def run_job(command: str, master: str, quiet: bool, step: str, job: Callable[..., R],
             report_html: Callable[[R], str], summary: Callable[[R], list[str]], out: Path
             ) -> R | None:

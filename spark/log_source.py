@@ -30,19 +30,21 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kanal.spark.columns import LOG_TABLE, Table
+from kanal.spark.copy_plan import ReadPlan, data_plan, pack_items, read_items
 from kanal.spark.fetch_reader import FetchPartition, fetch_partition, list_partitions
 from kanal.spark.log_rows import RowBuffer, entry_rows
-from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT, SegmentFile, data_partitions, group_segments
-from kanal.spark.segment_reader import read_segment
+from kanal.spark.metadata_files import image_from_files
+from kanal.spark.range_reader import ReadItem, read_item
+from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
 from kanal.spark.source_options import SourceOptions
 
 
-class SegmentGroup(InputPartition):
-    """Whole segment files read by one Spark task."""
+class ItemGroup(InputPartition):
+    """Parts of partitions (whole segment files, copy_plan.ReadItem) read by one Spark task."""
 
-    def __init__(self, segments: tuple[SegmentFile, ...]) -> None:
-        super().__init__(len(segments))
-        self.segments = segments
+    def __init__(self, items: tuple[ReadItem, ...]) -> None:
+        super().__init__(len(items))
+        self.items = items
 
 
 class FetchGroup(InputPartition):
@@ -65,6 +67,20 @@ class KanalLogDataSource(DataSource):
         return KanalLogReader(SourceOptions.parse(self.options), LOG_TABLE.select(schema.fieldNames()))
 
 
+def file_plan(root: Path, topics: frozenset[str] | None = None, include_internal: bool = False) -> ReadPlan:
+    """The plan for reading the partition logs under `root`: the metadata image from the controllers'
+    copies there (when any), then each partition's committed copy (copy_plan.py)."""
+    image, note = image_from_files(root)
+    return data_plan(root, image, topics, include_internal, note)
+
+
+def plan_groups(plan: ReadPlan, bytes_per_partition: int) -> list[InputPartition]:
+    size = bytes_per_partition or GROUP_BYTES_MAX_DEFAULT
+    groups = pack_items(read_items(plan, size), size)
+    # Spark needs at least one partition; an empty group yields no rows.
+    return [ItemGroup(g) for g in groups] or [ItemGroup(())]
+
+
 class KanalLogReader(DataSourceReader):
     def __init__(self, options: SourceOptions, table: Table) -> None:
         self.options = options
@@ -75,14 +91,8 @@ class KanalLogReader(DataSourceReader):
         if o.bootstrap:
             parts: list[InputPartition] = [
                 FetchGroup(p) for p in list_partitions(o.bootstrap, o.topics, o.include_internal)]
-            return parts or [SegmentGroup(())]
-        copies = data_partitions(Path(o.path), o.topics)
-        if o.topics is None and not o.include_internal:
-            copies = [c for c in copies if not c.topic.startswith("__")]
-        segments = [seg for c in copies for seg in c.segments]
-        groups = group_segments(segments, o.bytes_per_partition or GROUP_BYTES_MAX_DEFAULT)
-        # Spark needs at least one partition; an empty group yields no rows.
-        return [SegmentGroup(g) for g in groups] or [SegmentGroup(())]
+            return parts or [ItemGroup(())]
+        return plan_groups(file_plan(Path(o.path), o.topics, o.include_internal), o.bytes_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         buf = RowBuffer(self.table)
@@ -92,9 +102,8 @@ class KanalLogReader(DataSourceReader):
             yield from entry_rows(buf, part.topic, part.partition, f"fetch://{part.topic}-{part.partition}",
                                   fetch_partition(self.options.bootstrap, part), fail_fast)
         else:
-            for seg in partition.segments:  # type: ignore[attr-defined]
-                yield from entry_rows(buf, seg.topic, seg.partition, seg.path,
-                                      read_segment(seg.path, seg.base_offset), fail_fast)
+            for item in partition.items:  # type: ignore[attr-defined]
+                yield from entry_rows(buf, item.topic, item.partition, item.topic, read_item(item), fail_fast)
         last = buf.flush()
         if last is not None:
             yield last
