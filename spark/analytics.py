@@ -47,8 +47,10 @@ class AnalyticsResult:
     out_dir: Path | None = None
 
 
-def _reader(spark: SparkSession, data_dir: str | None, bootstrap: str | None, fail_fast: bool):
+def _reader(spark: SparkSession, data_dir: str | None, bootstrap: str | None, fail_fast: bool, split_bytes: int = 0):
     reader = spark.read.format("kanal-log").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
+    if split_bytes:
+        reader = reader.option("bytesPerPartition", str(split_bytes))
     if bootstrap:
         reader = reader.option("bootstrap", bootstrap)
     return reader
@@ -59,9 +61,9 @@ def _load(reader, data_dir: str | None) -> DataFrame:
 
 
 def data_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: str | None = None,
-               topics: list[str] | None = None, fail_fast: bool = False) -> DataFrame:
+               topics: list[str] | None = None, fail_fast: bool = False, split_bytes: int = 0) -> DataFrame:
     """The data topics' records (internal `__` topics left out unless named)."""
-    reader = _reader(spark, data_dir, bootstrap, fail_fast).schema(
+    reader = _reader(spark, data_dir, bootstrap, fail_fast, split_bytes).schema(
         "topic string, partition int, offset bigint, timestamp timestamp, key binary, value_bytes int, "
         "producer_id bigint, _corrupt string, _lost boolean")
     if topics:
@@ -70,9 +72,9 @@ def data_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: s
 
 
 def commits_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: str | None = None,
-                  fail_fast: bool = False) -> DataFrame:
+                  fail_fast: bool = False, split_bytes: int = 0) -> DataFrame:
     """Offset commits decoded from `__consumer_offsets` (empty when the topic does not exist)."""
-    reader = (_reader(spark, data_dir, bootstrap, fail_fast).schema("offset bigint, key binary, value binary")
+    reader = (_reader(spark, data_dir, bootstrap, fail_fast, split_bytes).schema("offset bigint, key binary, value binary")
               .option("topics", OFFSETS_TOPIC))
     if bootstrap and not any(t.name == OFFSETS_TOPIC and t.error == ErrorCode.NONE
                              for t in cluster_metadata(bootstrap, [OFFSETS_TOPIC]).topics):
@@ -153,13 +155,16 @@ def _lag(good: DataFrame, commits: DataFrame) -> tuple[DataFrame, DataFrame]:
 
 def run_analytics(spark: SparkSession, *, data_dir: str | Path | None = None, bootstrap: str | None = None,
                   out_dir: str | Path | None = None, topics: list[str] | None = None,
-                  hot_keys_max: int = HOT_KEYS_MAX_DEFAULT, fail_fast: bool = False) -> AnalyticsResult:
+                  hot_keys_max: int = HOT_KEYS_MAX_DEFAULT, fail_fast: bool = False,
+                  split_bytes: int = 0) -> AnalyticsResult:
     """Read the data (files or a live cluster), build every table, write them as Parquet when out_dir."""
     if not data_dir and not bootstrap:
         raise ValueError("give data_dir or bootstrap")
     path = str(data_dir) if data_dir else None
-    records = data_frame(spark, data_dir=path, bootstrap=bootstrap, topics=topics, fail_fast=fail_fast).cache()
-    commits = commits_frame(spark, data_dir=path, bootstrap=bootstrap, fail_fast=fail_fast).cache()
+    records = data_frame(spark, data_dir=path, bootstrap=bootstrap, topics=topics, fail_fast=fail_fast,
+                         split_bytes=split_bytes).cache()
+    commits = commits_frame(spark, data_dir=path, bootstrap=bootstrap, fail_fast=fail_fast,
+                            split_bytes=split_bytes).cache()
     result = AnalyticsResult(analytics_tables(records, commits, hot_keys_max))
     result.damage = [r["_corrupt"] for r in result.tables["damage"].collect()]
     result.notices = [r["notice"] for r in result.tables["notices"].collect()]

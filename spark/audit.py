@@ -11,14 +11,14 @@ per partition and written as Parquet under `out_dir/<table>/`:
 | table | rows |
 |---|---|
 | events | every event, in log order (replay.Event's fields) |
-| topic_lifecycle | topic_created / topic_deleted, with principal and request id |
+| topic_lifecycle | topic_created / partitions_increased / topic_deleted, with topic id, principal and request id |
 | leader_changes | every leader change: leader before/after, new leader epoch, cause, reason |
 | isr_changes | every ISR change: before/after, shrink / expand, cause |
 | broker_events | registrations, fencing, unfencing (with fenced duration), unregistrations |
 | config_changes | topic/broker config and client quota changes, value before/after, principal |
 | partition_health | intervals a partition was under-replicated or offline, with durations |
 | broker_fencing | intervals a broker was fenced, with durations and reasons |
-| partition_summary | per partition: leader changes, last leader epoch, ISR shrinks/expands, ms under-replicated, ms offline |
+| partition_summary | per topic id and partition: leader changes, last leader epoch, ISR shrinks/expands, ms under-replicated, ms offline, deleted (a name re-created is another topic id, another row) |
 | damage | log regions (file, byte, offset) no controller's copy could give: the replay stops there |
 | notices | damage in one controller's copy that another copy made good, divergent copies |
 | image_check | per controller: whether the replayed image equals its image, and the differences |
@@ -69,6 +69,7 @@ INTERVALS_TABLE = Table((
     Column("end_reason", "string", pa.string(), ""), Column("open", "boolean", pa.bool_(), ""),
 ))
 
+LIFECYCLE_EVENTS = ("topic_created", "partitions_increased", "topic_deleted")
 BROKER_EVENTS = ("broker_registered", "broker_fenced", "broker_unfenced", "broker_unregistered")
 CONFIG_EVENTS = ("config_set", "config_removed", "quota_set", "quota_removed")
 
@@ -93,10 +94,13 @@ class AuditResult:
         return all(c.equal for c in compared) if compared else None
 
 
-def read_replay_rows(spark: SparkSession, data_dir: str, *, fail_fast: bool = False) -> pa.Table:
+def read_replay_rows(spark: SparkSession, data_dir: str, *, fail_fast: bool = False, split_bytes: int = 0
+                     ) -> pa.Table:
     """The metadata log's rows the replay needs, in offset order, as one Arrow table on the driver."""
-    df = (spark.read.format("kanal-metadata").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
-          .load(data_dir)
+    reader = spark.read.format("kanal-metadata").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
+    if split_bytes:
+        reader = reader.option("bytesPerPartition", str(split_bytes))
+    df = (reader.load(data_dir)
           .select("offset", "batch_offset", "controller_epoch", F.unix_millis("time").alias("time_ms"), "record",
                   "_corrupt", "_lost"))
     return df.orderBy("offset").toArrow()
@@ -126,8 +130,9 @@ def history_frames(spark: SparkSession, history: History) -> dict[str, DataFrame
     ordered = events_df.orderBy("offset")
     tables = {
         "events": ordered,
-        "topic_lifecycle": ordered.where(F.col("event").isin("topic_created", "topic_deleted"))
-        .select("offset", "time", "event", "topic", "topic_id", "principal", "request_id", "detail"),
+        "topic_lifecycle": ordered.where(F.col("event").isin(*LIFECYCLE_EVENTS))
+        .select("offset", "time", "event", "topic", "topic_id", "principal", "request_id", "detail")
+        .withColumn("internal", F.coalesce(F.col("topic").startswith("__"), F.lit(False))),
         "leader_changes": ordered.where(F.col("event") == "leader_change")
         .select("offset", "time", "topic", "partition", "leader_before", "leader_after", "leader_epoch",
                 "isr_before", "isr_after", "cause", "reason", "principal"),
@@ -145,11 +150,14 @@ def history_frames(spark: SparkSession, history: History) -> dict[str, DataFrame
         "broker_fencing": intervals_df.where(F.col("kind") == "fenced").orderBy("start_offset")
         .select("broker_id", "broker_epoch", "start", "end", "duration_ms", "start_reason", "end_reason", "open"),
     }
-    tables["partition_summary"] = _partition_summary(events_df, intervals_df)
+    live = spark.createDataFrame(pa.table({"topic_id": pa.array(list(history.image.topics_by_id), pa.string())}))
+    tables["partition_summary"] = _partition_summary(events_df, intervals_df, live)
     return tables
 
 
-def _partition_summary(events: DataFrame, intervals: DataFrame) -> DataFrame:
+def _partition_summary(events: DataFrame, intervals: DataFrame, live: DataFrame) -> DataFrame:
+    """Per (topic id, partition): a name deleted and re-created is two topics, so two rows, the old one
+    marked `deleted` (its topic id is not in the final image)."""
     per_partition = (events.where(F.col("partition").isNotNull())
                      .groupBy("topic", "topic_id", "partition")
                      .agg(F.sum(F.when(F.col("event") == "leader_change", 1).otherwise(0)).alias("leader_changes"),
@@ -160,14 +168,17 @@ def _partition_summary(events: DataFrame, intervals: DataFrame) -> DataFrame:
                .agg(F.sum(F.when(F.col("kind") == "under_replicated", F.col("duration_ms")).otherwise(0))
                     .alias("under_replicated_ms"),
                     F.sum(F.when(F.col("kind") == "offline", F.col("duration_ms")).otherwise(0)).alias("offline_ms")))
+    alive = live.withColumn("alive", F.lit(True))
     return (per_partition.join(trouble, ["topic_id", "partition"], "left")
-            .fillna(0, ["under_replicated_ms", "offline_ms"]).orderBy("topic", "partition"))
+            .fillna(0, ["under_replicated_ms", "offline_ms"])
+            .join(alive, "topic_id", "left").withColumn("deleted", F.col("alive").isNull()).drop("alive")
+            .orderBy("topic", "deleted", "topic_id", "partition"))
 
 
 def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | None = None, *,
-              controllers: list[str] | None = None, fail_fast: bool = False) -> AuditResult:
+              controllers: list[str] | None = None, fail_fast: bool = False, split_bytes: int = 0) -> AuditResult:
     """Read, replay, compare with the controllers (when endpoints are given), write the tables."""
-    rows = read_replay_rows(spark, str(data_dir), fail_fast=fail_fast)
+    rows = read_replay_rows(spark, str(data_dir), fail_fast=fail_fast, split_bytes=split_bytes)
     flagged = [(c, lost) for c, lost in zip(rows.column("_corrupt").to_pylist(), rows.column("_lost").to_pylist())
                if c is not None]
     corrupt = [c for c, lost in flagged if lost]

@@ -21,6 +21,7 @@ from kanal.spark.cli_common import (
     report_findings,
     resolve_data_dir,
     run_job,
+    spark_missing,
 )
 
 
@@ -30,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--controllers", help="controller endpoints host:port,... to compare the replayed image with "
                    "(default: kanal dev's, or the quorum of --bootstrap)")
     args = p.parse_args(argv)
+    missing = spark_missing()
+    if missing:
+        print(f"kanal audit: {missing}", file=sys.stderr)
+        return 1
     data_dir = resolve_data_dir(args)
     if not data_dir.is_dir():
         print(f"kanal audit: no data directory {data_dir} (start `kanal dev` or give --data-dir)", file=sys.stderr)
@@ -41,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kanal audit: reading {data_dir} on {args.master}", file=sys.stderr, flush=True)
     result = run_job("audit", args.master, args.quiet, "reading and replaying the metadata log",
                      lambda spark: run_audit(spark, data_dir, args.out, controllers=controllers,
-                                             fail_fast=args.fail_fast),
+                                             fail_fast=args.fail_fast, split_bytes=args.split_bytes),
                      audit_html, audit_summary, args.out)
     if result is None:
         return 1

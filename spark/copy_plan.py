@@ -19,7 +19,8 @@ in the metadata image (metadata_files.py reads it from the controllers' director
 replica_history.py has the rule).
 
 Tasks. Each partition's current copy is cut into `ReadItem`s of whole segment files of at most
-`group_bytes_max` bytes, and items are packed, in (topic, partition, offset) order, into groups of at most
+`group_bytes_max` bytes; a single segment file larger than that is cut into parts at its offset index
+entries (each part starts at an entry boundary, so it is walked like a file), and items are packed, in (topic, partition, offset) order, into groups of at most
 that many bytes: one group is one Spark InputPartition.
 """
 
@@ -42,6 +43,7 @@ from kanal.spark.segment_files import (
     METADATA_DIR_NAME,
     METADATA_TOPIC,
     PartitionCopy,
+    SegmentFile,
     find_partition_copies,
     group_segments,
     pack_by_size,
@@ -266,12 +268,41 @@ def read_items(plan: ReadPlan, group_bytes_max: int) -> list[ReadItem]:
                            for a in p.alternates)
         groups = group_segments(wanted, group_bytes_max) or [()]
         for group in groups:
+            cuts = _cuts(group[0], group_bytes_max) if len(group) == 1 else []
+            if len(cuts) > 1:
+                # One segment larger than a task's share: parts from offset index entries.
+                seg = group[0]
+                ends = [*cuts[1:], (seg.size_bytes, bounds[seg.base_offset])]
+                for (position, offset), (end_position, end_offset) in zip(cuts, ends):
+                    items.append(ReadItem(p.topic, p.partition, group, (end_offset,), max(p.read_from, offset),
+                                          p.committed_end, alternates, notes, position, end_position - position))
+                    notes = ()
+                continue
             items.append(ReadItem(p.topic, p.partition, group, tuple(bounds[s.base_offset] for s in group),
                                   p.read_from, p.committed_end, alternates, notes))
             notes = ()
     if global_notes:
         items.append(ReadItem("", 0, (), (), 0, 0, (), global_notes))
     return items
+
+
+def _cuts(segment: SegmentFile, part_bytes: int) -> list[tuple[int, int]]:
+    """(byte position, offset) where parts of a segment larger than part_bytes begin: the first offset
+    index entry at or past each multiple of part_bytes (the index maps a batch's base offset to where its
+    entry begins). [] when the segment is small or its index is missing or damaged (read whole)."""
+    if segment.size_bytes <= part_bytes:
+        return []
+    try:
+        index = OffsetIndex(Path(segment.path).with_suffix(".index"), segment.base_offset)  # type: ignore[arg-type]
+        index.load(segment.size_bytes)
+    except (IndexDamaged, OSError):
+        return []
+    relative, positions = index._file.columns  # the on-disk entries: base offsets (relative) and positions
+    cuts = [(0, segment.base_offset)]
+    for rel, position in zip(relative, positions):
+        if position >= cuts[-1][0] + part_bytes:
+            cuts.append((position, segment.base_offset + rel))
+    return cuts
 
 
 def pack_items(items: list[ReadItem], group_bytes_max: int) -> list[tuple[ReadItem, ...]]:

@@ -12,12 +12,17 @@ Options (all optional):
 | `bootstrap` | | read a live cluster with Fetch instead of files (`host:port,...`) |
 | `topics` | all | comma-separated topic names |
 | `includeInternal` | false | with no `topics`: also read `__consumer_offsets` and other `__` topics |
-| `mode` | PERMISSIVE | PERMISSIVE: damage becomes a row with `_corrupt` set and the scan goes on; FAILFAST: the query fails at the first damage with its file and offset |
-| `bytesPerPartition` | 134217728 | segment bytes per Spark partition (whole files) |
+| `mode` | PERMISSIVE | PERMISSIVE: damage and notices become rows with `_corrupt` set and the scan goes on; FAILFAST: the query fails at the first offsets no copy holds, with file and offset |
+| `bytesPerPartition` | 16777216 | segment bytes per Spark partition (whole files; a partition's files are split over several) |
 
 Columns: columns.LOG_TABLE (topic, partition, offset, timestamp, key, value, headers, producer_id,
-producer_epoch, leader_epoch, batch_offset, value_bytes, _corrupt). A narrower user schema builds fewer
-columns. There is no DROPMALFORMED mode: rows are never dropped silently.
+producer_epoch, leader_epoch, batch_offset, value_bytes, _corrupt, _lost). A narrower user schema builds
+fewer columns. Records are the rows with `_corrupt` null; the others say what the reader found (`_lost`:
+whether offsets are missing). There is no DROPMALFORMED mode: rows are never dropped silently.
+
+From files, each partition is read from its current copy up to the committed end, with the other copies
+standing in for damage (copy_plan.py, replica_history.py, range_reader.py). Batch-only: readStream and
+writes are refused (batch_only.py).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from kanal.spark.batch_only import BatchOnly
 from kanal.spark.columns import LOG_TABLE, Table
 from kanal.spark.copy_plan import ReadPlan, data_plan, pack_items, read_items
 from kanal.spark.fetch_reader import FetchPartition, fetch_partition, list_partitions
@@ -55,7 +61,7 @@ class FetchGroup(InputPartition):
         self.part = part
 
 
-class KanalLogDataSource(DataSource):
+class KanalLogDataSource(BatchOnly, DataSource):
     @classmethod
     def name(cls) -> str:
         return "kanal-log"

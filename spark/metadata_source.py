@@ -3,12 +3,13 @@
     spark.dataSource.register(KanalMetadataDataSource)
     df = spark.read.format("kanal-metadata").load("/path/to/data-dir")
 
-`load` takes a controller's data dir, a whole cluster dir (the controller with the longest metadata log
-is read) or the `__cluster_metadata-0` directory itself, or a copy of any of them. Options: `mode`
+`load` takes a controller's data dir, a whole cluster dir (every controller's copy: the one with the
+latest epoch and longest log is read, the others stand in where it is damaged; copy_plan.metadata_plan)
+or the `__cluster_metadata-0` directory itself, or a copy of any of them. Options: `mode`
 (PERMISSIVE / FAILFAST, as kanal-log) and `bytesPerPartition`. Columns: columns.METADATA_TABLE: offset,
 batch_offset, controller_epoch, time, record_type, principal, request_id, typed fields (broker_id,
 broker_epoch, fenced, topic, topic_id, partition, leader, isr, replicas, cause, reason, config_*),
-record_json, record (the serialized MetadataRecord) and _corrupt.
+record_json, record (the serialized MetadataRecord), _corrupt and _lost (as kanal-log). Batch-only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from kanal.spark.batch_only import BatchOnly
 from kanal.spark.columns import METADATA_TABLE, Table
 from kanal.spark.copy_plan import metadata_plan
 from kanal.spark.log_rows import RowBuffer, entry_rows
@@ -30,7 +32,7 @@ from kanal.spark.segment_files import METADATA_TOPIC
 from kanal.spark.source_options import SourceOptions
 
 
-class KanalMetadataDataSource(DataSource):
+class KanalMetadataDataSource(BatchOnly, DataSource):
     @classmethod
     def name(cls) -> str:
         return "kanal-metadata"

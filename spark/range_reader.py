@@ -2,7 +2,8 @@
 where the current one is damaged.
 
 A `ReadItem` (made by copy_plan.py, read by one Spark task) is a run of the current copy's segment
-files and the offset range [lo, hi) to read from them; each segment covers offsets up to the next
+files, or a part of one large file (from an entry boundary the offset index gives), and the offset range
+[lo, hi) to read from them; each segment covers offsets up to the next
 segment's base (`bounds`). Per segment the reader walks the file (segment_reader.py). When the walk
 hits damage at offset d, the rest of that segment's range [d, bound) is read from the stand-ins
 (`alternates`: copies that agree with the current history up to their `agree_end`, best first), each
@@ -52,10 +53,14 @@ class ReadItem:
     hi: int
     alternates: tuple[tuple[CopySegments, int], ...] = ()  # (copy, offset it agrees with the current one up to)
     notes: tuple[tuple[int, str], ...] = ()
+    # Part of one large segment (copy_plan cuts it at offset index entries): the byte position the walk
+    # starts at (an entry boundary) and the bytes this part spans; -1: whole files.
+    start_position: int = 0
+    part_bytes: int = -1
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size_bytes for s in self.segments)
+        return self.part_bytes if self.part_bytes >= 0 else sum(s.size_bytes for s in self.segments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,16 +99,19 @@ def read_item(item: ReadItem) -> Iterator[Clipped | Notice]:
             yield from _range_with_stand_ins(item, segment, lo, hi)
 
 
-def read_copy_range(segments: tuple[SegmentFile, ...], lo: int, hi: int) -> Iterator[Clipped | SegmentDamage]:
-    """The entries of one copy that hold offsets in [lo, hi); stops after the first damage."""
-    start = 0
+def read_copy_range(segments: tuple[SegmentFile, ...], lo: int, hi: int, start_position: int = 0
+                    ) -> Iterator[Clipped | SegmentDamage]:
+    """The entries of one copy that hold offsets in [lo, hi); stops after the first damage. The walk of
+    the first segment begins at `start_position` (an entry boundary at or below lo)."""
+    first = 0
     for i, seg in enumerate(segments):
         if seg.base_offset <= lo:
-            start = i
-    for seg in segments[start:]:
+            first = i
+    for n, seg in enumerate(segments[first:]):
         if seg.base_offset >= hi:
             return
-        for stored in read_segment(seg.path, seg.base_offset):
+        start = start_position if n == 0 else 0
+        for stored in read_segment(seg.path, seg.base_offset, start, lo if start else None):
             if isinstance(stored, SegmentDamage):
                 yield stored
                 return
@@ -115,19 +123,19 @@ def read_copy_range(segments: tuple[SegmentFile, ...], lo: int, hi: int) -> Iter
 
 
 def _range_with_stand_ins(item: ReadItem, segment: SegmentFile, lo: int, hi: int) -> Iterator[Clipped | Notice]:
-    sources = [(segment.path, (segment,), hi)]
-    sources += [(copy.directory, copy.segments, min(hi, end)) for copy, end in item.alternates]
+    sources = [(segment.path, (segment,), hi, item.start_position)]
+    sources += [(copy.directory, copy.segments, min(hi, end), 0) for copy, end in item.alternates]
     damages: list[SegmentDamage] = []
     gave: list[str] = []
     at = lo
-    for name, segments, limit in sources:
+    for name, segments, limit, start_position in sources:
         if at >= hi:
             break
         if limit <= at:
             continue  # this copy parts from the current history (or ends) before the offsets still wanted
         before = at
         damaged = False
-        for got in read_copy_range(segments, at, limit):
+        for got in read_copy_range(segments, at, limit, start_position if at == lo else 0):
             if isinstance(got, SegmentDamage):
                 damages.append(got)
                 damaged = True

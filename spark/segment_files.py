@@ -32,8 +32,10 @@ _SEGMENT_FILE = re.compile(r"^(?P<base>\d{20})\.log$")
 # How deep below the given directory partition directories are looked for (root/node/partition).
 _SEARCH_DEPTH_MAX = 3
 T = TypeVar("T")
-# Default bytes of segment files per Spark partition.
-GROUP_BYTES_MAX_DEFAULT = 128 * 1024 * 1024
+# Default bytes of segment files per Spark partition: small enough that a partition of a few tens of MiB
+# is several tasks and `local[2]` keeps both cores busy (at 128 MiB one task read such a partition while
+# the other core idled), large enough that the per-task cost (~tens of ms) stays small against the read.
+GROUP_BYTES_MAX_DEFAULT = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,8 @@ The history (`failover_cluster`):
   and diverges at offset 100.
 - topic `events` (id E1, 1 partition on broker 0 only) is deleted while broker 0 is down and re-created
   (id E2, on brokers 1 and 2): broker 0 still holds the old incarnation's directory.
+- then `orders` grows from 1 to 2 partitions, and the internal topic `__consumer_offsets` is created
+  (metadata only: no partition data is written for either).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ METADATA_SEGMENTS = LogConfig(segment_bytes_max=2048, batch_bytes_max=1024, rete
 ORDERS_ID = "00000000-0000-4000-8000-00000000000a"
 EVENTS_OLD_ID = "00000000-0000-4000-8000-0000000000e1"
 EVENTS_NEW_ID = "00000000-0000-4000-8000-0000000000e2"
+OFFSETS_ID = "00000000-0000-4000-8000-0000000000c0"
 RECORDS_PER_BATCH = 10
 
 
@@ -78,6 +81,12 @@ def metadata_batches() -> list[m.MetadataBatch]:
         m.MetadataRecord(topic=m.TopicRecord(name="events", topic_id=EVENTS_NEW_ID), **_stamp(len(batches))),
         m.MetadataRecord(partition=m.PartitionRecord(topic_id=EVENTS_NEW_ID, partition_id=0, replicas=[1, 2],
                                                      isr=[1, 2], leader=1), **_stamp(len(batches)))])
+    batches.append([m.MetadataRecord(partition=m.PartitionRecord(  # a partition increase: 1 -> 2
+        topic_id=ORDERS_ID, partition_id=1, replicas=[1, 2], isr=[1, 2], leader=1), **_stamp(len(batches)))])
+    batches.append([
+        m.MetadataRecord(topic=m.TopicRecord(name="__consumer_offsets", topic_id=OFFSETS_ID), **_stamp(len(batches))),
+        m.MetadataRecord(partition=m.PartitionRecord(topic_id=OFFSETS_ID, partition_id=0, replicas=[1], isr=[1],
+                                                     leader=1), **_stamp(len(batches)))])
     out = [m.MetadataBatch(controller_epoch=1, records=records) for records in batches]
     image = MetadataImage()
     offset = 0

@@ -172,3 +172,30 @@ def test_metadata_damaged_in_every_controller_is_missing_data(failover, tmp_path
     assert len(lost) == 1 and "in no readable copy" in lost[0].text
     assert all(f"controller-{c}" in lost[0].text for c in range(3))
     assert any(isinstance(g, Clipped) for g in got)  # what is intact is still read
+
+
+def test_audit_report_keeps_topic_incarnations_apart(spark, failover, tmp_path, capsys):
+    """A deleted and a re-created topic of one name are separate rows (topic id, `deleted`); a partition
+    increase is in the lifecycle; internal topics are not counted as user topics; times carry a zone."""
+    from kanal.spark import audit_cli
+
+    from .cluster_files import EVENTS_NEW_ID, ORDERS_ID
+
+    out = tmp_path / "out"
+    code = audit_cli.main(["--data-dir", str(failover.root), "--out", str(out), "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 0, captured
+    assert "user topics created 3, partition increases 1, deleted 1 (internal topics: created 1)" in captured.out
+    lifecycle = [(r["event"], r["topic"], r["topic_id"], r["detail"], r["internal"])
+                 for r in spark.read.parquet(str(out / "topic_lifecycle")).orderBy("offset").collect()]
+    assert ("partitions_increased", "orders", ORDERS_ID, "1 -> 2 partitions", False) in lifecycle
+    assert [(e, tid) for e, t, tid, _, _ in lifecycle if t == "events"] == [
+        ("topic_created", EVENTS_OLD_ID), ("topic_deleted", EVENTS_OLD_ID), ("topic_created", EVENTS_NEW_ID)]
+    assert ("topic_created", "__consumer_offsets") in [(e, t) for e, t, _, _, internal in lifecycle if internal]
+    summary = {(r["topic_id"], r["partition"]): r["deleted"]
+               for r in spark.read.parquet(str(out / "partition_summary")).where("topic = 'events'").collect()}
+    assert summary == {(EVENTS_OLD_ID, 0): True, (EVENTS_NEW_ID, 0): False}
+    report = (out / "report.html").read_text()
+    assert f"events ({EVENTS_OLD_ID[:8]}, deleted)" in report and f"events ({EVENTS_NEW_ID[:8]})" in report
+    assert "2023-11-14T22:13:20.000Z" in report  # T0 in the lifecycle table, ISO 8601 in UTC
+    assert "partitions_increased" in report
