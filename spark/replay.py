@@ -1,5 +1,9 @@
 """Replay: the metadata log applied in order, turned into the cluster's history. A pure core.
 
+Topic lifecycle events: `topic_created`, `partitions_increased` (a decision adding partitions to a topic
+that already existed: "N -> M partitions"), `topic_deleted`; each carries the topic id, so a name deleted
+and re-created is two topics.
+
 Input: the log's records in offset order (`ReplayRow`: offset, batch, controller epoch, time, principal,
 request id, the serialized MetadataRecord, or a damage report). Output (`History`): one `Event` per
 thing that happened, intervals of partition trouble (under-replicated, offline) and broker fencing, and
@@ -290,6 +294,13 @@ class _Replayer:
             return
         topic = image.topic_by_id(r.topic_id)
         name = topic.name if topic else None
+        added = sorted(x.partition.partition_id for x in batch.records
+                       if x.WhichOneof("record") == "partition" and x.partition.topic_id == r.topic_id)
+        created_here = any(x.WhichOneof("record") == "topic" and x.topic.topic_id == r.topic_id for x in batch.records)
+        if not created_here and r.partition_id == added[0]:
+            # Partitions of a topic that already existed: a partition increase, one event per decision.
+            self._event(row, record, "partitions_increased", topic=name, topic_id=r.topic_id,
+                        detail=f"{added[0]} -> {added[-1] + 1} partitions")
         self._event(row, record, "partition_created", topic=name, topic_id=r.topic_id, partition=r.partition_id,
                     leader_after=r.leader, leader_epoch=r.leader_epoch, isr_after=list(r.isr),
                     replicas=list(r.replicas))
