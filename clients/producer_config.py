@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from kanal.clients.config_checks import bad_config, check_bool, check_int, check_str, parse_bootstrap
 from kanal.v1 import records_pb2
+from kanal.v1.client_id import check_client_id
 
 CODECS = {
     "none": records_pb2.COMPRESSION_NONE,
@@ -59,6 +60,7 @@ class ProducerConfig:
     def __post_init__(self) -> None:
         parse_bootstrap(self.bootstrap)
         check_str("client_id", self.client_id)
+        check_client_id(self.client_id)
         check_bool("enable_idempotence", self.enable_idempotence)
         check_bool("use_native_path", self.use_native_path)
         if str(self.acks) not in ACKS:
