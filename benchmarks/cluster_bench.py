@@ -4,6 +4,9 @@
 
 --produce-only runs only broker_produce and client_produce (no fetch, consume, per-record or latency
 case), and --clusters picks the clusters: for before/after comparisons of the produce path.
+--quotas sets a client quota on an entity no benchmark client is (client-id `someone-else`), so the
+brokers' quota enforcement runs on every call (measures and resolves, never throttles): the cost of
+enforcement itself. Without it no quota is set, and enforcement stays out of the calls' way.
 
 Cases (100-byte and 1 KiB records):
   broker_produce   pre-encoded batches of 1,000 records sent by N processes over raw gRPC: what the broker
@@ -257,7 +260,12 @@ def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, 
     data_dir = Path(tempfile.mkdtemp(prefix="kanal-bench-", dir=args.dir))
     cluster = LocalCluster(data_dir, controllers=3, brokers=brokers)
     cluster.start(timeout_s=90)
-    out: dict = {"brokers": brokers, "replication_factor": rf, "acks": acks_client}
+    out: dict = {"brokers": brokers, "replication_factor": rf, "acks": acks_client, "quotas": args.quotas}
+    if args.quotas:
+        with Admin(cluster.bootstrap) as admin:
+            admin.alter_client_quota("client-id", "someone-else", {"producer_byte_rate": 1e6,
+                                                                   "consumer_byte_rate": 1e6,
+                                                                   "request_percentage": 50.0})
     try:
         for size in sizes:
             partitions = 6
@@ -320,6 +328,8 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where the cluster's data goes (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="100-byte records only")
     parser.add_argument("--produce-only", action="store_true", help="only the broker_produce and client_produce cases")
+    parser.add_argument("--quotas", action="store_true",
+                        help="set a quota for another client id, so quota enforcement runs on every call")
     parser.add_argument("--clusters", type=lambda s: s.split(","), default=["one", "three"],
                         help="which clusters: one (1 broker, acks=1), three (RF=3, acks=all), or both")
     args = parser.parse_args()

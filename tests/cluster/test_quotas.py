@@ -25,7 +25,7 @@ from kanal.v1.batch import NewRecord, build_batch
 from kanal.v1.client_id import CLIENT_ID_METADATA_KEY
 from kanal.v1.error import ErrorCode, KanalError
 
-from .conftest import create_topic, start_cluster
+from .conftest import create_topic, start_cluster, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -253,3 +253,22 @@ def test_user_client_id_quota_through_the_cli(cluster, capsys) -> None:
             ("user", "ANONYMOUS", "cli-app"): {"producer_byte_rate": 2e6}}
         admin.alter_client_quota("user", "ANONYMOUS", {"producer_byte_rate": None}, client_id="cli-app")
         assert admin.describe_client_quotas("user", "ANONYMOUS") == {}
+
+
+def test_request_percentage_throttles_every_kind_of_call(cluster) -> None:
+    """Handler time counts for every call, coroutine handlers (Metadata) and pool-thread ones (ListGroups)
+    alike, and their replies carry the throttle."""
+    set_quota(cluster, "busy-client", request_percentage=0.01)  # 0.1 ms of handler time per second
+    metadata = ((CLIENT_ID_METADATA_KEY, "busy-client"),)
+    with grpc.insecure_channel(cluster.brokers[0].endpoint) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+
+        def throttled(call, request) -> bool:
+            return call(request, timeout=30, metadata=metadata).throttle_time_ms > 0
+
+        wait_until(lambda: throttled(stub.Metadata, broker_pb2.MetadataRequest()), 30, "a throttled Metadata reply")
+        wait_until(lambda: throttled(stub.ListGroups, broker_pb2.ListGroupsRequest()), 30,
+                   "a throttled ListGroups reply")
+    text = broker_metrics(cluster)
+    assert metric_value(text, "kanal_client_quota_throttled_calls_total", quota="request_percentage",
+                        entity="client-id=busy-client") > 0
