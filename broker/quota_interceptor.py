@@ -9,9 +9,10 @@ QuotaInterceptor is a grpc.aio server interceptor on the Broker service. While n
 it hands every handler back untouched (the only cost is the interceptor call). Otherwise it wraps the
 handler:
 
-- Who: the user is the name of the call's principal (`kanal.v1.principal.call_principal()`, read when
-  the call is served: an authenticator must bind it before this interceptor's wrapper runs), the client
-  id is the call's `kanal-client-id` metadata (kanal.v1.client_id; "" when absent).
+- Who: the user is the name of the call's principal (`kanal.v1.principal.call_principal()`: read inside
+  the wrapper for coroutine handlers, in the interceptor for pool-thread handlers, so an authenticator
+  must bind it before this interceptor runs for those), the client id is the call's `kanal-client-id`
+  metadata (kanal.v1.client_id; "" when absent).
 - Delay: a call whose (user, client id) is still throttled for its kind (Produce: producer bytes, Fetch:
   consumer bytes, every call: request time) waits until the throttle is over before it is served. The
   wait holds no thread: coroutine handlers (Produce, Fetch, Metadata, ListOffsets, JoinGroup, SyncGroup)
@@ -136,12 +137,15 @@ class QuotaInterceptor(grpc.aio.ServerInterceptor):
         behaviour = handler.unary_unary
         if inspect.iscoroutinefunction(behaviour):
             return handler._replace(unary_unary=self._wrap_async(behaviour, method, client_id))
-        # A pool-thread handler: hold it here, on the loop, before it takes a thread.
-        delay_s = self._quotas.delay_s(_REQUEST_ONLY, call_principal().name, client_id)
+        # A pool-thread handler: hold it here, on the loop, before it takes a thread. The user is read
+        # here too, once, so the call is held and counted as the same entity (a context variable bound
+        # on the loop is not seen on the pool thread).
+        user = call_principal().name
+        delay_s = self._quotas.delay_s(_REQUEST_ONLY, user, client_id)
         if delay_s > 0:
             self._metrics.quota_delayed_calls.inc()
             await asyncio.sleep(delay_s)
-        return handler._replace(unary_unary=self._wrap_sync(behaviour, method, client_id))
+        return handler._replace(unary_unary=self._wrap_sync(behaviour, method, user, client_id))
 
     def _wrap_async(self, behaviour: Callable, method: str, client_id: str) -> Callable:
         quotas, kinds = self._quotas, _DELAY_KINDS.get(method, _REQUEST_ONLY)
@@ -164,9 +168,8 @@ class QuotaInterceptor(grpc.aio.ServerInterceptor):
 
         return served
 
-    def _wrap_sync(self, behaviour: Callable, method: str, client_id: str) -> Callable:
+    def _wrap_sync(self, behaviour: Callable, method: str, user: str, client_id: str) -> Callable:
         def served(request: Any, context: grpc.ServicerContext) -> Any:
-            user = call_principal().name
             started = time.perf_counter()
             reply = None
             try:
