@@ -9,6 +9,7 @@ unthrottled client running beside it; nothing asserts how fast this machine is.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.request
@@ -272,3 +273,12 @@ def test_request_percentage_throttles_every_kind_of_call(cluster) -> None:
     text = broker_metrics(cluster)
     assert metric_value(text, "kanal_client_quota_throttled_calls_total", quota="request_percentage",
                         entity="client-id=busy-client") > 0
+
+
+def test_kanal_perf_prints_the_throttle_time(cluster, capsys) -> None:
+    create_topic(cluster, "perf-quota", partitions=1, replication_factor=1)
+    set_quota(cluster, "perf-client", producer_byte_rate=1 * MB)
+    assert kanal_cli(["perf", "produce", "perf-quota", "--bootstrap", cluster.bootstrap, "--num-records", "3000",
+                      "--record-size", "1000", "--acks", "1", "--client-id", "perf-client", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["produce_throttle_count"] > 0 and summary["produce_throttle_time_ms_total"] > 0
