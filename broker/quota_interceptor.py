@@ -6,8 +6,8 @@ metadata log holds here as soon as this broker has applied it, well within a sec
 quota metrics (broker/metrics.py).
 
 QuotaInterceptor is a grpc.aio server interceptor on the Broker service. While no quota is set anywhere
-it hands every handler back untouched (the only cost is the interceptor call). Otherwise it wraps the
-handler:
+it hands every handler back untouched (the only cost is the interceptor call), and a call of a client
+no quota applies to runs unwrapped (one cached lookup). Otherwise it wraps the handler:
 
 - Who: the user is the name of the call's principal (`kanal.v1.principal.call_principal()`: read inside
   the wrapper for coroutine handlers, in the interceptor for pool-thread handlers, so an authenticator
@@ -98,6 +98,11 @@ class BrokerQuotas:
         with self._lock:
             return self._tracker.delay_ms(kinds, user, client_id, _now_ms()) / 1000
 
+    def limited(self, user: str, client_id: str) -> bool:
+        """Whether any quota applies to (user, client id) (QuotaTracker.limited)."""
+        with self._lock:
+            return self._tracker.limited(user, client_id)
+
     def limits(self, kind: QuotaKind, user: str, client_id: str) -> bool:
         """Whether a quota of `kind` applies to (user, client id): if not, nothing needs measuring."""
         with self._lock:
@@ -141,6 +146,8 @@ class QuotaInterceptor(grpc.aio.ServerInterceptor):
         # here too, once, so the call is held and counted as the same entity (a context variable bound
         # on the loop is not seen on the pool thread).
         user = call_principal().name
+        if not self._quotas.limited(user, client_id):
+            return handler  # no quota for this client: nothing to measure, never throttled
         delay_s = self._quotas.delay_s(_REQUEST_ONLY, user, client_id)
         if delay_s > 0:
             self._metrics.quota_delayed_calls.inc()
@@ -154,6 +161,8 @@ class QuotaInterceptor(grpc.aio.ServerInterceptor):
             if method == _FETCH and follower_id(request) is not None:
                 return await behaviour(request, context)  # replication: no client quota applies
             user = call_principal().name
+            if not quotas.limited(user, client_id):
+                return await behaviour(request, context)  # no quota for this client: never throttled
             delay_s = quotas.delay_s(kinds, user, client_id)
             if delay_s > 0:
                 self._metrics.quota_delayed_calls.inc()

@@ -164,6 +164,11 @@ class QuotaTracker:
         found = self._resolved[key] = resolve(self._table, kind, user, client_id)
         return found
 
+    def limited(self, user: str, client_id: str) -> bool:
+        """Whether any quota applies to (user, client id): if none does, its calls need no measuring and
+        can never be throttled."""
+        return any(self.quota_for(kind, user, client_id) is not None for kind in QuotaKind)
+
     def record(self, kind: QuotaKind, user: str, client_id: str, value: float, now_ms: float) -> QuotaOutcome | None:
         """Count `value` (bytes; handler milliseconds for REQUEST) for the call's sensor and throttle the
         sensor when it is over its quota. None when no quota of `kind` applies."""

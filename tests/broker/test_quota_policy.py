@@ -147,3 +147,9 @@ def test_window_bounds(num, size_ms) -> None:
     with pytest.raises(KanalError) as err:
         QuotaWindows(num, size_ms)
     assert err.value.code == ErrorCode.INVALID_CONFIG
+
+
+def test_limited_says_whether_any_quota_applies() -> None:
+    t = QuotaTracker(QuotaWindows(11, 100), {(None, "app"): {"request_percentage": 10.0}, ("bob", None): {F: 1.0}})
+    assert t.limited("u", "app") and t.limited("bob", "web")
+    assert not t.limited("u", "web")
