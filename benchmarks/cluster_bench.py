@@ -8,6 +8,9 @@ case), and --clusters picks the clusters: for before/after comparisons of the pr
 --authorizer-acls N runs the brokers with `--authorizer on`: the clients (User:ANONYMOUS) are granted
 what the cases do, beside N ACLs for other users and topics, so every call pays a real check (one-broker
 cluster only: without authentication followers cannot fetch as themselves).
+--quotas sets a client quota on an entity no benchmark client is (client-id `someone-else`), so the
+brokers' quota enforcement runs on every call (measures and resolves, never throttles): the cost of
+enforcement itself. Without it no quota is set, and enforcement stays out of the calls' way.
 
 Cases (100-byte and 1 KiB records):
   broker_produce   pre-encoded batches of 1,000 records sent by N processes over raw gRPC: what the broker
@@ -313,10 +316,15 @@ def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, 
     cluster = LocalCluster(data_dir, controllers=3, brokers=brokers,
                            broker_flags=["--authorizer", "on"] if secured else None)
     cluster.start(timeout_s=90)
-    out: dict = {"brokers": brokers, "replication_factor": rf, "acks": acks_client}
+    out: dict = {"brokers": brokers, "replication_factor": rf, "acks": acks_client, "quotas": args.quotas}
     if secured:
         grant_benchmark_acls(cluster, args.authorizer_acls)
         out["authorizer_acls"] = args.authorizer_acls
+    if args.quotas:
+        with Admin(cluster.bootstrap) as admin:
+            admin.alter_client_quota("client-id", "someone-else", {"producer_byte_rate": 1e6,
+                                                                   "consumer_byte_rate": 1e6,
+                                                                   "request_percentage": 50.0})
     try:
         for size in sizes:
             partitions = 6
@@ -382,6 +390,8 @@ def main() -> None:
     parser.add_argument("--produce-only", action="store_true", help="only the broker_produce and client_produce cases")
     parser.add_argument("--tls", action="store_true", help="A/B of plaintext, mTLS and mTLS + password instead")
     parser.add_argument("--tls-rounds", type=int, default=3, help="with --tls: rounds of the three modes")
+    parser.add_argument("--quotas", action="store_true",
+                        help="set a quota for another client id, so quota enforcement runs on every call")
     parser.add_argument("--clusters", type=lambda s: s.split(","), default=["one", "three"],
                         help="which clusters: one (1 broker, acks=1), three (RF=3, acks=all), or both")
     parser.add_argument("--authorizer-acls", type=int, default=-1,

@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
          "a producer with no batch for this long is forgotten (producer.id.expiration.ms)"),
         ("--produce-timeout-ms-default", 30_000,
          "acks=all wait of a Produce whose timeout_ms is 0 (request.timeout.ms)"),
+        ("--quota-window-num", 11, "samples client quota rates are measured over (quota.window.num)"),
+        ("--quota-window-size-ms", 1000, "length of one quota sample (quota.window.size.seconds, in ms)"),
     ):
         p.add_argument(flag, type=integer(flag), default=default,
                        help=f"{help_text + '; ' if help_text else ''}default {default}")
@@ -124,6 +126,7 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
         produce_timeout_ms_default=args.produce_timeout_ms_default,
         authorizer=authorizer_config_from(args.authorizer, args.super_users, args.allow_everyone_if_no_acl_found),
         security=security,
+        quota_window_num=args.quota_window_num, quota_window_size_ms=args.quota_window_size_ms,
     )
     advertised_host, _ = parse_endpoint(config.advertised)
     check_resolves("--advertise", advertised_host, args.resolve_wait_ms_max)

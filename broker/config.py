@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kanal.metadata.authorizer import AuthorizerConfig
+from kanal.broker.quota_sampler import QuotaWindows
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.listener_security import ListenerSecurity
 
@@ -109,6 +110,11 @@ class BrokerConfig:
     # TLS, client certificates and authentication of the gRPC listener, and how this broker dials the
     # controllers and the other brokers (kanal.v1.listener_security); default: plaintext, ANONYMOUS.
     security: ListenerSecurity = field(default_factory=ListenerSecurity)
+    # Client quota rates are measured over this many samples (quota.window.num) ...
+    quota_window_num: int = 11
+    # ... of this length each (quota.window.size.seconds): a rate is an average over about
+    # num x size, and a throttle lasts at most that long (broker/quota_policy.py).
+    quota_window_size_ms: int = 1000
     # Where the controller quorum's gRPC listeners are, parsed from `controllers`.
     controller_endpoints: tuple[tuple[str, int], ...] = field(init=False)
 
@@ -159,6 +165,7 @@ class BrokerConfig:
                "offsets_retention_check_interval_ms must be in [100, 86400000]")
         _check(1000 <= self.producer_id_expiration_ms <= 10 * 365 * 24 * 3600 * 1000,
                "producer_id_expiration_ms must be in [1000, 10 years]")
+        QuotaWindows(self.quota_window_num, self.quota_window_size_ms)  # INVALID_CONFIG when out of bounds
 
 
 # A broker notices that its controller fell silent within two heartbeat intervals (the wait for the next

@@ -40,6 +40,8 @@ from kanal.broker.lifecycle import BrokerLifecycle
 from kanal.broker.metadata_follower import MetadataFollower
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.producer_ids import ProducerIdManager
+from kanal.broker.quota_interceptor import BrokerQuotas, QuotaInterceptor
+from kanal.broker.quota_sampler import QuotaWindows
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.request_authorization import RequestGate
 from kanal.broker.service import BrokerService
@@ -59,6 +61,7 @@ class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.metrics = BrokerMetrics()
+        self.quotas = BrokerQuotas(QuotaWindows(config.quota_window_num, config.quota_window_size_ms), self.metrics)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._grpc: grpc.aio.Server | None = None
@@ -111,6 +114,7 @@ class BrokerServer:
 
     def _on_metadata(self, old, new) -> None:
         self.metrics.metadata_offset.set(new.next_offset)
+        self.quotas.on_metadata(new)
         self.replicas.on_metadata(old, new)
         self.groups.reconcile(new)  # after the replicas: a partition it now leads is ready to be loaded
 
@@ -137,10 +141,12 @@ class BrokerServer:
         options = [("grpc.max_receive_message_length", self.config.grpc_message_bytes_max),
                    ("grpc.max_send_message_length", self.config.grpc_message_bytes_max),
                    ("grpc.so_reuseport", 0)]
-        # Every call is authenticated at the door and served with its principal bound (kanal.v1.authentication).
+        # Every call is authenticated at the door and served with its principal bound (kanal.v1.authentication);
+        # client quotas (broker/quota_interceptor.py) are applied inside that, to the call's principal.
         self.authenticator = Authenticator(self.config.security, self._scram_credentials, unready=self._unready)
         server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options,
-                                 interceptors=[aio_server_interceptor(self.authenticator)])
+                                 interceptors=[aio_server_interceptor(self.authenticator),
+                                               QuotaInterceptor(self.quotas, self.metrics)])
         broker_pb2_grpc.add_BrokerServicer_to_server(BrokerService(self), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)

@@ -142,18 +142,37 @@ class Admin:
 
     # ---- quotas ----
 
-    def alter_client_quota(self, entity_type: str, entity_name: str, values: dict[str, float | None]) -> None:
-        """Set quotas (a value) or remove them (None) for one entity ("user" or "client-id")."""
+    def alter_client_quota(self, entity_type: str, entity_name: str, values: dict[str, float | None], *,
+                           client_id: str | None = None) -> None:
+        """Set quotas (a value) or remove them (None) for one entity ("user" or "client-id"; "" is the
+        default entity). `client_id` with a user: Kafka's user+client-id entity. A value that is not a
+        number is INVALID_QUOTA here, before anything is sent; the controller checks the rest (unknown
+        keys, values <= 0, illegal names) and changes nothing for a refused entity."""
+        for key, value in values.items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise KanalError(ErrorCode.INVALID_QUOTA, f"quota {key} must be a number, got {value!r}")
+        entity = admin_pb2.QuotaEntity(entity_type=entity_type, entity_name=entity_name)
+        if client_id is not None:
+            entity.client_id = client_id
         entry = admin_pb2.AlterClientQuotasRequest.Entry(
-            entity=admin_pb2.QuotaEntity(entity_type=entity_type, entity_name=entity_name),
+            entity=entity,
             values=[admin_pb2.QuotaValue(key=k, value=v or 0.0, remove=v is None) for k, v in values.items()])
         result = self._call("AlterClientQuotas", admin_pb2.AlterClientQuotasRequest(entries=[entry])).results[0]
-        _raise_for(result.error, f"quota of {entity_type} {entity_name!r}: {result.error_message}")
+        what = f"{entity_type} {entity_name!r}" + (f" client-id {client_id!r}" if client_id is not None else "")
+        _raise_for(result.error, f"quota of {what}: {result.error_message}")
 
-    def describe_client_quotas(self, entity_type: str = "", entity_name: str = "") -> dict[tuple[str, str], dict[str, float]]:
+    def describe_client_quotas(self, entity_type: str = "", entity_name: str = "") -> dict[tuple[str, ...], dict[str, float]]:
+        """Entity -> its quotas. The key is (entity_type, entity_name), or ("user", name, client_id) for a
+        user+client-id entity."""
         reply = self._call("DescribeClientQuotas", admin_pb2.DescribeClientQuotasRequest(
             entity_type=entity_type, entity_name=entity_name))
-        return {(e.entity.entity_type, e.entity.entity_name): {v.key: v.value for v in e.values} for e in reply.entries}
+        out: dict[tuple[str, ...], dict[str, float]] = {}
+        for e in reply.entries:
+            key: tuple[str, ...] = (e.entity.entity_type, e.entity.entity_name)
+            if e.entity.HasField("client_id"):
+                key += (e.entity.client_id,)
+            out[key] = {v.key: v.value for v in e.values}
+        return out
 
     # ---- ACLs ----
 

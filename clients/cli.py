@@ -342,13 +342,29 @@ def configs(args) -> int:
 def quotas(args) -> int:
     with _admin(args) as admin:
         if args.set or args.delete:
-            values: dict[str, float | None] = {k: float(v) for k, v in _configs(args.set).items()}
+            if not args.entity_type:
+                raise KanalError(ErrorCode.INVALID_QUOTA, "--set and --delete need --entity-type")
+            if args.client_id is not None and args.entity_type != "user":
+                raise KanalError(ErrorCode.INVALID_QUOTA, "--client-id goes with --entity-type user "
+                                                          "(Kafka's user+client-id entity)")
+            values: dict[str, float | None] = {}
+            for key, text in _configs(args.set).items():
+                try:
+                    values[key] = float(text)
+                except ValueError:
+                    raise KanalError(ErrorCode.INVALID_QUOTA, f"quota {key} must be a number, got {text!r}") from None
             values.update({k: None for k in args.delete or []})
-            admin.alter_client_quota(args.entity_type, args.entity_name or "", values)
+            admin.alter_client_quota(args.entity_type, args.entity_name or "", values, client_id=args.client_id)
         found = admin.describe_client_quotas(args.entity_type or "", args.entity_name or "")
-    data = [{"entity_type": t, "entity_name": n, "quotas": q} for (t, n), q in sorted(found.items())]
-    _print(args, [f"{t} {n or '<default>'}: " + ", ".join(f"{k}={v:g}" for k, v in sorted(q.items()))
-                  for (t, n), q in sorted(found.items())], data)
+
+    def name(entity: tuple[str, ...]) -> str:
+        text = f"{entity[0]} {entity[1] or '<default>'}"
+        return text + (f" client-id {entity[2] or '<default>'}" if len(entity) > 2 else "")
+
+    data = [{"entity_type": e[0], "entity_name": e[1], **({"client_id": e[2]} if len(e) > 2 else {}), "quotas": q}
+            for e, q in sorted(found.items())]
+    _print(args, [f"{name(e)}: " + ", ".join(f"{k}={v:g}" for k, v in sorted(q.items()))
+                  for e, q in sorted(found.items())], data)
     return 0
 
 
@@ -388,8 +404,9 @@ def _perf_summary(records: int, nbytes: int, elapsed_s: float, latencies_ms: lis
 
 
 def perf_produce(args) -> int:
-    config = ProducerConfig(bootstrap=_bootstrap(args), security=_security(args), acks=args.acks, enable_idempotence=args.acks == "all",
-                            compression=args.compression)
+    config = ProducerConfig(bootstrap=_bootstrap(args), security=_security(args), acks=args.acks,
+                            enable_idempotence=args.acks == "all", compression=args.compression,
+                            client_id=args.client_id or "kanal-perf-producer")
     value = os.urandom(args.record_size)
     values = [value] * 1000
     latencies: list[float] = []  # produce to acknowledgement, one chunk of 1,000 in 50
@@ -410,10 +427,11 @@ def perf_produce(args) -> int:
             progress.show(sent, sent * args.record_size)
         producer.flush()
         elapsed = time.perf_counter() - progress.started
+        throttle = producer.metrics()
     progress.end(sent, sent * args.record_size)
     print(json.dumps(_perf_summary(sent, sent * args.record_size, elapsed, latencies,
                                    record_size=args.record_size, acks=args.acks,
-                                   api="produce" if args.per_record else "produce_many")))
+                                   api="produce" if args.per_record else "produce_many", **throttle)))
     return 0
 
 
@@ -422,7 +440,9 @@ def perf_consume(args) -> int:
     end-to-end latency while a producer runs, the records' age when reading what is already there."""
     with _admin(args) as admin:
         partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
-    consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset="earliest", max_poll_records=10_000))
+    consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args),
+                                       auto_offset_reset="earliest", max_poll_records=10_000,
+                                       client_id=args.client_id or "kanal-perf-consumer"))
     consumer.assign([(args.topic, p) for p in partitions])
     got = nbytes = 0
     latencies: list[float] = []  # one record in 1,000
@@ -441,9 +461,10 @@ def perf_consume(args) -> int:
         nbytes += sum(len(r.value or b"") for r in records)
         progress.show(got, nbytes)
     elapsed = time.perf_counter() - progress.started
+    throttle = consumer.metrics()
     consumer.close()
     progress.end(got, nbytes)
-    print(json.dumps(_perf_summary(got, nbytes, elapsed, latencies)))
+    print(json.dumps(_perf_summary(got, nbytes, elapsed, latencies, **throttle)))
     return 0
 
 
@@ -593,7 +614,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("quotas", parents=[common], help="describe or alter client quotas")
     c.add_argument("--entity-type", choices=["user", "client-id"], default=None)
-    c.add_argument("--entity-name")
+    c.add_argument("--entity-name", help="the entity's name; leave out for the default entity")
+    c.add_argument("--client-id", default=None,
+                   help="with --entity-type user: the user+client-id entity ('' the user's default client id)")
     c.add_argument("--set", action="append", metavar="KEY=VALUE")
     c.add_argument("--delete", action="append", metavar="KEY")
     c.set_defaults(func=quotas)
@@ -631,12 +654,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--quiet", action="store_true")
     c.add_argument("--per-record", action="store_true",
                    help="call produce() once per record (default: produce_many() once per 1,000 records)")
+    c.add_argument("--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-producer)")
     c.set_defaults(func=perf_produce)
     c = perf.add_parser("consume", parents=[common])
     c.add_argument("topic")
     c.add_argument("--num-records", type=_positive_int, default=1_000_000)
     c.add_argument("--max-seconds", type=_positive_float, default=60)
     c.add_argument("--quiet", action="store_true")
+    c.add_argument("--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-consumer)")
     c.set_defaults(func=perf_consume)
     return p
 

@@ -16,6 +16,7 @@ from kanal.clients.config_checks import (
 )
 from kanal.v1 import records_pb2
 from kanal.v1.channel_security import ClientSecurity
+from kanal.v1.client_id import check_client_id
 
 CODECS = {
     "none": records_pb2.COMPRESSION_NONE,
@@ -71,6 +72,7 @@ class ProducerConfig:
         parse_bootstrap(self.bootstrap)
         check_security(self.security)
         check_str("client_id", self.client_id)
+        check_client_id(self.client_id)
         check_bool("enable_idempotence", self.enable_idempotence)
         check_bool("use_native_path", self.use_native_path)
         if str(self.acks) not in ACKS:

@@ -483,21 +483,27 @@ def _config(image: MetadataImage, r: metadata_pb2.ConfigRecord, ctx: _Context) -
 def _client_quota(image: MetadataImage, r: metadata_pb2.ClientQuotaRecord, ctx: _Context) -> None:
     if r.entity_type not in QUOTA_ENTITY_TYPES or r.key not in QUOTA_KEYS:
         raise _fail(f"ClientQuotaRecord with unknown entity type {r.entity_type!r} or key {r.key!r}")
-    entity = (r.entity_type, r.entity_name)
-    quotas = image.client_quotas.get(entity)
+    # A user+client-id entity (client_id set, user entities only) lives in its own map.
+    if r.HasField("client_id"):
+        if r.entity_type != "user":
+            raise _fail(f"ClientQuotaRecord gives a client id to a {r.entity_type!r} entity")
+        entities, entity = image.user_client_quotas, (r.entity_name, r.client_id)
+    else:
+        entities, entity = image.client_quotas, (r.entity_type, r.entity_name)
+    quotas = entities.get(entity)
     if r.HasField("value"):
         if not math.isfinite(r.value) or r.value <= 0:
             raise _fail(f"ClientQuotaRecord sets {r.key} of {entity} to {r.value}, not a finite number > 0")
         if quotas is None:
             quotas = {}
-            ctx.journal.put(image.client_quotas, entity, quotas)
+            ctx.journal.put(entities, entity, quotas)
         ctx.journal.put(quotas, r.key, r.value)
         return
     if quotas is None or r.key not in quotas:
         raise _fail(f"ClientQuotaRecord removes {r.key} of {entity}, which is not set")
     ctx.journal.delete(quotas, r.key)
     if not quotas:
-        ctx.journal.delete(image.client_quotas, entity)
+        ctx.journal.delete(entities, entity)
 
 
 def _producer_ids(image: MetadataImage, r: metadata_pb2.ProducerIdsRecord, ctx: _Context) -> None:

@@ -140,6 +140,8 @@ class MetadataImage:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     # (entity_type, entity_name) -> quota key -> value.
     client_quotas: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    # Kafka's user+client-id entities: (user name, client id) -> quota key -> value ("" a default).
+    user_client_quotas: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
     # Controller id -> the directory id the quorum recorded for its data directory (KIP-853).
     controller_directories: dict[int, str] = field(default_factory=dict)
     # Access-control entries by (resource type, pattern type, resource name) (acl.py); never an empty set.
@@ -194,6 +196,7 @@ class MetadataImage:
             topics_by_id={t.topic_id: t for t in topics.values()},
             broker_configs={k: dict(v) for k, v in self.broker_configs.items()},
             client_quotas={k: dict(v) for k, v in self.client_quotas.items()},
+            user_client_quotas={k: dict(v) for k, v in self.user_client_quotas.items()},
             controller_directories=dict(self.controller_directories),
             acls=dict(self.acls),  # AclSets are immutable
             scram_credentials={k: dict(v) for k, v in self.scram_credentials.items()},

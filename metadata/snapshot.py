@@ -2,8 +2,10 @@
 
 `image_to_snapshot(image)` writes the records that rebuild the image from empty, in an order `apply`
 accepts: brokers (with their current fenced state), topics (each followed by its config overrides and its
-partitions, with their current epochs), broker configs, client quotas, controller registrations,
-access-control entries (sorted), then the producer-id counter as a ProducerIdsRecord with broker_id -1 (a counter restored for no broker). Records are stamped with time 0,
+partitions, with their current epochs), broker configs, client quotas (user+client-id entities after the
+plain ones), SCRAM credentials, controller registrations, access-control entries (sorted), then the
+producer-id counter as a ProducerIdsRecord with broker_id -1 (a counter restored for no broker). Records
+are stamped with time 0,
 principal "snapshot" and request id "snapshot-<next_offset>": a snapshot is a copy, not a decision, and
 must be the same bytes on every controller that writes it at the same offset.
 
@@ -98,6 +100,16 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                         entity_name=entity[1],
                         key=key,
                         value=quotas[key],
+                    )
+                )
+            )
+    for (user, client_id) in sorted(image.user_client_quotas):
+        quotas = image.user_client_quotas[(user, client_id)]
+        for key in sorted(quotas):
+            records.append(
+                stamp.record(
+                    client_quota=metadata_pb2.ClientQuotaRecord(
+                        entity_type="user", entity_name=user, client_id=client_id, key=key, value=quotas[key]
                     )
                 )
             )

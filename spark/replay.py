@@ -356,7 +356,9 @@ class _Replayer:
 
     def _on_client_quota(self, row, record, r, image, batch, phase):
         if phase == "before":
-            value = image.client_quotas.get((r.entity_type, r.entity_name), {}).get(r.key)
+            entities, entity = ((image.user_client_quotas, (r.entity_name, r.client_id)) if r.HasField("client_id")
+                                else (image.client_quotas, (r.entity_type, r.entity_name)))
+            value = entities.get(entity, {}).get(r.key)
             return repr(value) if value is not None else None
         after = repr(r.value) if r.HasField("value") else None
         self._event(row, record, "quota_set" if after is not None else "quota_removed", resource_type=r.entity_type,

@@ -188,12 +188,14 @@ class AlterConfigsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[ConfigResourceResult, _Mapping]]] = ...) -> None: ...
 
 class QuotaEntity(_message.Message):
-    __slots__ = ("entity_type", "entity_name")
+    __slots__ = ("entity_type", "entity_name", "client_id")
     ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
     ENTITY_NAME_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     entity_type: str
     entity_name: str
-    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ...) -> None: ...
+    client_id: str
+    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class QuotaValue(_message.Message):
     __slots__ = ("key", "value", "remove")

@@ -204,16 +204,18 @@ class ConfigRecord(_message.Message):
     def __init__(self, resource_type: _Optional[_Union[ConfigResourceType, str]] = ..., resource_name: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class ClientQuotaRecord(_message.Message):
-    __slots__ = ("entity_type", "entity_name", "key", "value")
+    __slots__ = ("entity_type", "entity_name", "key", "value", "client_id")
     ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
     ENTITY_NAME_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     entity_type: str
     entity_name: str
     key: str
     value: float
-    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    client_id: str
+    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[float] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class ProducerIdsRecord(_message.Message):
     __slots__ = ("broker_id", "broker_epoch", "next_producer_id")
