@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kanal.metadata.authorizer import AuthorizerConfig
 from kanal.broker.quota_sampler import QuotaWindows
+from kanal.metadata.authorizer import AuthorizerConfig
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.listener_security import ListenerSecurity
 
