@@ -1,6 +1,24 @@
 """Controller quorum benchmark: starts its own 3-controller quorum on 127.0.0.1 and prints one JSON object.
 
     .venv/bin/python benchmarks/controller_bench.py [--writes 1000] [--inflight 8] [--failovers 5]
+    .venv/bin/python benchmarks/controller_bench.py --admin-vs-pysyncobj [--rounds 5] [--seconds 5]
+    .venv/bin/python benchmarks/controller_bench.py --failovers-only [--failovers 5]
+
+`--admin-vs-pysyncobj` (issue 25, goal 3) measures, side by side and alternating in one run, for `--rounds`
+rounds (medians reported, with every round):
+- kanal: metadata writes/s through the user's path — `kanal.clients.admin.Admin`'s CreateTopics call (the
+  call `Admin.create_topic` makes, without its wait for the broker to see the leaders) → a real broker →
+  the active controller of 3 (kanal.deploy.local_cluster: encrypted Raft with the cluster secret, the
+  fsynced Raft journal, the fsynced metadata log: every write durable on a majority before it is
+  acknowledged), single-partition topics, replication factor 1 (one broker), from 8 and from 64 client
+  threads sharing one Admin, each for `--seconds`; the topics are deleted after each phase, so every
+  phase starts from the same cluster size;
+- a bare pysyncobj 3-node quorum (pysyncobj's defaults: journal in memory, no fsync, no encryption,
+  appendEntriesUseBatch on; so the peer does strictly less durable work than kanal): three processes of
+  its own, one of which calls a replicated method with a `--payload-bytes` argument asynchronously,
+  keeping `--pysyncobj-inflight` (1,000) calls in flight, and counts commands/s committed and applied
+  for `--seconds`, started and stopped fresh in every round;
+- the ratio kanal / pysyncobj per round and of the medians. Goal: >= 0.5 at 64 clients.
 
 Measures, against real controller processes:
 - metadata writes/s: single-partition topic creates (replication factor 3) sent back to back by one
@@ -39,6 +57,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc
 
 NO_FORWARD = (("kanal-forwarded", "bench"),)
+ADMIN_GOAL_RATIO_MIN = 0.5
 PHASE_TIME_MAX_S = 120.0
 
 
@@ -270,6 +289,213 @@ def bench_failover(q: LocalQuorum, rounds: int) -> dict:
     }
 
 
+# ---- --admin-vs-pysyncobj: the user's Admin path beside a bare pysyncobj quorum ------------------------
+
+
+def _bare_pysyncobj_node(args: argparse.Namespace) -> int:
+    """One node of the bare pysyncobj quorum (a child process). Whichever node is the leader once one is
+    elected drives: it keeps `--pysyncobj-inflight` asynchronous calls in flight for `--seconds` (after one
+    second of warm-up) and writes {"commands": n, "seconds": s, "failed": f} to `--pysyncobj-result`; the
+    nodes run until the parent stops them by PID. Driving on the leader spares the calls pysyncobj's
+    forwarding hop, so the peer is measured at its best."""
+    from pysyncobj import SyncObj, SyncObjConf, replicated
+
+    class Register(SyncObj):
+        def __init__(self, address: str, others: list[str]) -> None:
+            super().__init__(address, others, SyncObjConf(dynamicMembershipChange=False))
+            self.applied = 0
+
+        @replicated
+        def put(self, value: bytes) -> int:
+            self.applied += 1
+            return self.applied
+
+    node = Register(args.pysyncobj_node, [a for a in args.pysyncobj_peers.split(",") if a])
+    deadline = time.monotonic() + 60
+    while not node._isReady() or node._getLeader() is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the bare pysyncobj quorum elected no leader in 60 s")
+        time.sleep(0.01)
+    if node._getLeader() != node.selfNode:
+        while True:  # stopped by the parent (SIGTERM, by PID)
+            time.sleep(1)
+    payload = os.urandom(args.payload_bytes)
+    cond = threading.Condition()
+    state = {"inflight": 0, "done": 0, "failed": 0}
+
+    def callback(_result, error) -> None:
+        with cond:
+            state["inflight"] -= 1
+            state["done" if error == 0 else "failed"] += 1
+            cond.notify()
+
+    start = time.monotonic()
+    measuring_from = start + 1.0  # warm-up
+    stop_at = measuring_from + args.seconds
+    done_at_start = None
+    while time.monotonic() < stop_at:
+        with cond:
+            if done_at_start is None and time.monotonic() >= measuring_from:
+                done_at_start = state["done"]
+            while state["inflight"] >= args.pysyncobj_inflight and time.monotonic() < stop_at:
+                cond.wait(0.05)
+            state["inflight"] += 1
+        node.put(payload, callback=callback)
+    with cond:
+        done = state["done"] - (done_at_start or 0)
+        failed = state["failed"]
+    partial = Path(args.pysyncobj_result + ".tmp")
+    partial.write_text(
+        json.dumps({"commands": done, "seconds": round(time.monotonic() - measuring_from, 3), "failed": failed}))
+    os.replace(partial, args.pysyncobj_result)  # the parent sees the whole result or none
+    while True:  # stopped by the parent
+        time.sleep(1)
+
+
+def bench_bare_pysyncobj(base: Path, seconds: float, inflight: int, payload_bytes: int) -> dict:
+    """Start a bare pysyncobj 3-node quorum, let its leader drive it, stop it; commands/s."""
+    ports = _free_ports(3)
+    addresses = [f"127.0.0.1:{p}" for p in ports]
+    result_file = base / f"pysyncobj-result-{uuid.uuid4().hex[:8]}.json"
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for n, address in enumerate(addresses):
+            others = ",".join(a for a in addresses if a != address)
+            command = [sys.executable, __file__, "--pysyncobj-node", address, "--pysyncobj-peers", others,
+                       "--seconds", str(seconds), "--pysyncobj-inflight", str(inflight),
+                       "--payload-bytes", str(payload_bytes), "--pysyncobj-result", str(result_file)]
+            with open(base / f"pysyncobj-{n}.err", "ab") as err:
+                procs.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL))
+        deadline = time.monotonic() + seconds + 90
+        while not result_file.exists():
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"the bare pysyncobj quorum gave no result: "
+                                   f"{(base / 'pysyncobj-0.err').read_text()[-2000:]}")
+            time.sleep(0.1)
+        result = json.loads(result_file.read_text())
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    result["commands_per_s"] = round(result["commands"] / result["seconds"], 1)
+    return result
+
+
+def bench_admin_writes(admin, clients: int, seconds: float, prefix: str) -> dict:
+    """Single-partition topic creates through Admin (→ broker → active controller) from `clients`
+    threads for `seconds`; the topics are deleted afterwards (not timed)."""
+    lock = threading.Lock()
+    names: list[str] = []
+    latencies: list[float] = []
+    errors: list[str] = []
+    counter = iter(range(1 << 30))
+    start = time.monotonic()
+    stop_at = start + seconds
+
+    def worker() -> None:
+        while time.monotonic() < stop_at and not errors:
+            with lock:
+                name = f"{prefix}-{next(counter)}"
+            request = admin_pb2.CreateTopicsRequest(
+                topics=[admin_pb2.CreatableTopic(name=name, partitions=1, replication_factor=1)])
+            t = time.monotonic()
+            try:
+                # The call Admin.create_topic makes (Admin._call: any broker, which forwards to the active
+                # controller); create_topic then polls the broker's metadata for the leader, which is the
+                # brokers' metadata propagation, not the controller's write.
+                result = admin._call("CreateTopics", request).results[0]
+            except Exception as exc:  # noqa: BLE001 - reported after the phase
+                errors.append(repr(exc))
+                return
+            if result.error:
+                errors.append(f"{name}: {result.error} {result.error_message}")
+                return
+            with lock:
+                names.append(name)
+                latencies.append(time.monotonic() - t)
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - start
+    for first in range(0, len(names), 500):
+        reply = admin._call("DeleteTopics", admin_pb2.DeleteTopicsRequest(names=names[first:first + 500]))
+        bad = [r for r in reply.results if r.error]
+        if bad:
+            raise RuntimeError(f"delete failed: {bad[0]}")
+    if errors:
+        raise RuntimeError(f"admin writes failed: {errors[0]}")
+    return {
+        "clients": clients,
+        "writes": len(names),
+        "seconds": round(elapsed, 3),
+        "writes_per_s": round(len(names) / elapsed, 1),
+        "latency_ms_p50": round(_percentile(latencies, 0.5) * 1000, 2),
+        "latency_ms_p99": round(_percentile(latencies, 0.99) * 1000, 2),
+    }
+
+
+def run_admin_vs_pysyncobj(args: argparse.Namespace, base: Path) -> dict:
+    from kanal.clients.admin import Admin
+    from kanal.deploy.local_cluster import LocalCluster
+
+    cluster = LocalCluster(base / "cluster", controllers=3, brokers=1)
+    rounds: list[dict] = []
+    try:
+        cluster.start()
+        with Admin(cluster.bootstrap) as admin:
+            admin._call("CreateTopics", admin_pb2.CreateTopicsRequest(  # warm-up: a leader, channels
+                topics=[admin_pb2.CreatableTopic(name="warm-up", partitions=1, replication_factor=1)]))
+            for r in range(args.rounds):
+                # Alternate which side goes first, so neither always runs on a warmer (or more tired) machine.
+                entry: dict = {"round": r + 1}
+                order = ["kanal", "pysyncobj"] if r % 2 == 0 else ["pysyncobj", "kanal"]
+                for side in order:
+                    if side == "kanal":
+                        for clients in (8, 64):
+                            entry[f"kanal_{clients}"] = bench_admin_writes(admin, clients, args.seconds, f"r{r}c{clients}")
+                            log(f"round {r + 1} kanal {clients} clients: {entry[f'kanal_{clients}']}")
+                    else:
+                        entry["pysyncobj"] = bench_bare_pysyncobj(base, args.seconds, args.pysyncobj_inflight,
+                                                                  args.payload_bytes)
+                        log(f"round {r + 1} pysyncobj: {entry['pysyncobj']}")
+                bare = entry["pysyncobj"]["commands_per_s"]
+                for clients in (8, 64):
+                    entry[f"ratio_{clients}"] = round(entry[f"kanal_{clients}"]["writes_per_s"] / bare, 4)
+                rounds.append(entry)
+    finally:
+        cluster.stop()
+    medians = {
+        "kanal_8_writes_per_s": statistics.median(e["kanal_8"]["writes_per_s"] for e in rounds),
+        "kanal_64_writes_per_s": statistics.median(e["kanal_64"]["writes_per_s"] for e in rounds),
+        "kanal_64_latency_ms_p50": statistics.median(e["kanal_64"]["latency_ms_p50"] for e in rounds),
+        "pysyncobj_commands_per_s": statistics.median(e["pysyncobj"]["commands_per_s"] for e in rounds),
+        "ratio_8": statistics.median(e["ratio_8"] for e in rounds),
+        "ratio_64": statistics.median(e["ratio_64"] for e in rounds),
+    }
+    return {
+        "benchmark": "controller_admin_vs_pysyncobj",
+        "kanal": "Admin CreateTopics -> 1 broker -> active controller of 3; encrypted Raft, fsynced Raft journal "
+                 "and metadata log; 1 partition, RF 1",
+        "pysyncobj": f"bare 3-node quorum, pysyncobj defaults (journal in memory, no fsync, no encryption), "
+                     f"{args.pysyncobj_inflight} async calls in flight, {args.payload_bytes}-byte argument",
+        "seconds_per_phase": args.seconds,
+        "rounds": rounds,
+        "medians": medians,
+        "goal": {"ratio_64_min": ADMIN_GOAL_RATIO_MIN, "met": medians["ratio_64"] >= ADMIN_GOAL_RATIO_MIN},
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=1000, help="topic creates per throughput phase")
@@ -279,8 +505,27 @@ def main() -> int:
     parser.add_argument("--failovers", type=int, default=5)
     parser.add_argument("--no-cluster-secret", action="store_true", help="plain Raft traffic (no encryption)")
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
+    parser.add_argument("--admin-vs-pysyncobj", action="store_true",
+                        help="Admin-path writes/s beside a bare pysyncobj quorum's commands/s (issue 25)")
+    parser.add_argument("--failovers-only", action="store_true", help="measure only failover")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of each timed phase")
+    parser.add_argument("--pysyncobj-inflight", type=int, default=1000)
+    parser.add_argument("--payload-bytes", type=int, default=256)
+    parser.add_argument("--pysyncobj-node", help=argparse.SUPPRESS)
+    parser.add_argument("--pysyncobj-peers", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--pysyncobj-result", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.pysyncobj_node:
+        return _bare_pysyncobj_node(args)
     base = Path(tempfile.mkdtemp(prefix="kanal-controller-bench-"))
+    if args.admin_vs_pysyncobj:
+        try:
+            print(json.dumps(run_admin_vs_pysyncobj(args, base)))
+        finally:
+            if not args.keep:
+                shutil.rmtree(base, ignore_errors=True)
+        return 0
     secret = None if args.no_cluster_secret else "kanal-bench-secret"
     q = LocalQuorum(base, 3, ["--session-timeout-ms", "600000"], secret)
     result: dict = {
@@ -306,12 +551,13 @@ def main() -> int:
                 timeout=10,
             )
         log(f"quorum up in {base}, controller {active} active, {args.brokers} brokers")
-        result["back_to_back"] = bench_back_to_back(stub, args.writes)
-        log(f"back to back: {result['back_to_back']}")
-        result["in_flight"] = bench_in_flight(stub, args.writes, args.inflight)
-        log(f"in flight: {result['in_flight']}")
-        result["big_topic"] = bench_big_topic(stub, args.partitions)
-        log(f"big topic: {result['big_topic']}")
+        if not args.failovers_only:
+            result["back_to_back"] = bench_back_to_back(stub, args.writes)
+            log(f"back to back: {result['back_to_back']}")
+            result["in_flight"] = bench_in_flight(stub, args.writes, args.inflight)
+            log(f"in flight: {result['in_flight']}")
+            result["big_topic"] = bench_big_topic(stub, args.partitions)
+            log(f"big topic: {result['big_topic']}")
         result["failover"] = bench_failover(q, args.failovers)
         result["goals"] = {
             "writes_per_s_min": 1000,
