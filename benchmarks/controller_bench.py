@@ -1,7 +1,8 @@
 """Controller quorum benchmark: starts its own 3-controller quorum on 127.0.0.1 and prints one JSON object.
 
     .venv/bin/python benchmarks/controller_bench.py [--writes 1000] [--inflight 8] [--failovers 5]
-    .venv/bin/python benchmarks/controller_bench.py --admin-vs-pysyncobj [--rounds 5] [--seconds 5]
+    .venv/bin/python benchmarks/controller_bench.py --admin-vs-pysyncobj [--rounds 5] [--seconds 5] \
+        [--baseline-python ../main/.venv/bin/python]
     .venv/bin/python benchmarks/controller_bench.py --failovers-only [--failovers 5]
 
 `--admin-vs-pysyncobj` (issue 25, goal 3) measures, side by side and alternating in one run, for `--rounds`
@@ -21,6 +22,9 @@ rounds (medians reported, with every round):
   on), what the goal is measured against; `pysyncobj_comparable` = what of kanal's settings pysyncobj
   has: encrypted traffic (password) and its file journal (never fsynced: pysyncobj has no fsync);
 - the ratio kanal / pysyncobj per round and of the medians. Goal: >= 0.5 at 64 clients.
+With `--baseline-python`, a second cluster run by that interpreter (the code before a change) takes the
+same phases in the same rounds (`baseline_*`), and `after_over_baseline_*` is the median of the per-round
+ratios this code / baseline.
 
 Measures, against real controller processes:
 - metadata writes/s: single-partition topic creates (replication factor 3) sent back to back by one
@@ -38,6 +42,7 @@ failover < 2 s.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -483,42 +488,67 @@ def bench_admin_writes(admin, clients: int, seconds: float, prefix: str,
     }
 
 
+@contextlib.contextmanager
+def _interpreter(python: str):
+    """While the block runs, child processes that LocalCluster starts use `python` (another kanal
+    install: the code before a change). LocalCluster starts its nodes with sys.executable."""
+    saved = sys.executable
+    sys.executable = python
+    try:
+        yield
+    finally:
+        sys.executable = saved
+
+
 def run_admin_vs_pysyncobj(args: argparse.Namespace, base: Path) -> dict:
     from kanal.clients.admin import Admin
     from kanal.deploy.local_cluster import LocalCluster
 
-    cluster = LocalCluster(base / "cluster", controllers=3, brokers=1)
+    variants = {"kanal": LocalCluster(base / "cluster", controllers=3, brokers=1)}
+    if args.baseline_python:
+        # The same phases against a cluster of the code before the change, in the same rounds.
+        variants["baseline"] = LocalCluster(base / "baseline", controllers=3, brokers=1)
     rounds: list[dict] = []
+    admins: dict[str, Admin] = {}
     try:
-        cluster.start()
-        with Admin(cluster.bootstrap) as admin:
-            admin._call("CreateTopics", admin_pb2.CreateTopicsRequest(  # warm-up: a leader, channels
+        for name, cluster in variants.items():
+            with _interpreter(args.baseline_python if name == "baseline" else sys.executable):
+                cluster.start()
+            admins[name] = Admin(cluster.bootstrap)
+            admins[name]._call("CreateTopics", admin_pb2.CreateTopicsRequest(  # warm-up: a leader, channels
                 topics=[admin_pb2.CreatableTopic(name="warm-up", partitions=1, replication_factor=1)]))
-            for r in range(args.rounds):
-                # Alternate which side goes first, so neither always runs on a warmer (or more tired) machine.
-                entry: dict = {"round": r + 1}
-                order = ["kanal", "pysyncobj"] if r % 2 == 0 else ["pysyncobj", "kanal"]
-                for side in order:
-                    if side == "kanal":
-                        for clients in (8, 64):
-                            entry[f"kanal_{clients}"] = bench_admin_writes(
-                                admin, clients, args.seconds, f"r{r}c{clients}",
-                                [cluster.data_dir / f"broker-{b.node_id}" for b in cluster.brokers])
-                            log(f"round {r + 1} kanal {clients} clients: {entry[f'kanal_{clients}']}")
-                    else:
-                        for conf, key in (("defaults", "pysyncobj"), ("comparable", "pysyncobj_comparable")):
-                            entry[key] = bench_bare_pysyncobj(base, args.seconds, args.pysyncobj_inflight,
-                                                              args.payload_bytes, conf)
-                            log(f"round {r + 1} {key}: {entry[key]}")
-                bare = entry["pysyncobj"]["commands_per_s"]
-                comparable = entry["pysyncobj_comparable"]["commands_per_s"]
+        for r in range(args.rounds):
+            # Alternate which side goes first, so none always runs on a warmer (or more tired) machine.
+            entry: dict = {"round": r + 1}
+            order = [*variants, "pysyncobj"]
+            order = order[r % len(order):] + order[: r % len(order)]
+            for side in order:
+                if side in variants:
+                    cluster = variants[side]
+                    for clients in (8, 64):
+                        entry[f"{side}_{clients}"] = bench_admin_writes(
+                            admins[side], clients, args.seconds, f"r{r}c{clients}",
+                            [cluster.data_dir / f"broker-{b.node_id}" for b in cluster.brokers])
+                        log(f"round {r + 1} {side} {clients} clients: {entry[f'{side}_{clients}']}")
+                else:
+                    for conf, key in (("defaults", "pysyncobj"), ("comparable", "pysyncobj_comparable")):
+                        entry[key] = bench_bare_pysyncobj(base, args.seconds, args.pysyncobj_inflight,
+                                                          args.payload_bytes, conf)
+                        log(f"round {r + 1} {key}: {entry[key]}")
+            bare = entry["pysyncobj"]["commands_per_s"]
+            comparable = entry["pysyncobj_comparable"]["commands_per_s"]
+            for side in variants:
+                prefix = "" if side == "kanal" else f"{side}_"
                 for clients in (8, 64):
-                    entry[f"ratio_{clients}"] = round(entry[f"kanal_{clients}"]["writes_per_s"] / bare, 4)
-                    entry[f"ratio_{clients}_comparable"] = round(
-                        entry[f"kanal_{clients}"]["writes_per_s"] / comparable, 4)
-                rounds.append(entry)
+                    entry[f"{prefix}ratio_{clients}"] = round(entry[f"{side}_{clients}"]["writes_per_s"] / bare, 4)
+                    entry[f"{prefix}ratio_{clients}_comparable"] = round(
+                        entry[f"{side}_{clients}"]["writes_per_s"] / comparable, 4)
+            rounds.append(entry)
     finally:
-        cluster.stop()
+        for admin in admins.values():
+            admin.close()
+        for cluster in variants.values():
+            cluster.stop()
     medians = {
         "kanal_8_writes_per_s": statistics.median(e["kanal_8"]["writes_per_s"] for e in rounds),
         "kanal_64_writes_per_s": statistics.median(e["kanal_64"]["writes_per_s"] for e in rounds),
@@ -530,6 +560,13 @@ def run_admin_vs_pysyncobj(args: argparse.Namespace, base: Path) -> dict:
         "ratio_64": statistics.median(e["ratio_64"] for e in rounds),
         "ratio_64_comparable": statistics.median(e["ratio_64_comparable"] for e in rounds),
     }
+    if args.baseline_python:
+        for clients in (8, 64):
+            medians[f"baseline_{clients}_writes_per_s"] = statistics.median(
+                e[f"baseline_{clients}"]["writes_per_s"] for e in rounds)
+            medians[f"baseline_ratio_{clients}"] = statistics.median(e[f"baseline_ratio_{clients}"] for e in rounds)
+            medians[f"after_over_baseline_{clients}"] = statistics.median(
+                e[f"kanal_{clients}"]["writes_per_s"] / e[f"baseline_{clients}"]["writes_per_s"] for e in rounds)
     return {
         "benchmark": "controller_admin_vs_pysyncobj",
         "kanal": "Admin CreateTopics -> 1 broker -> active controller of 3; encrypted Raft, fsynced Raft journal "
@@ -538,6 +575,7 @@ def run_admin_vs_pysyncobj(args: argparse.Namespace, base: Path) -> dict:
                      f"{args.payload_bytes}-byte argument; 'pysyncobj': its defaults (journal in memory, no "
                      f"encryption); 'pysyncobj_comparable': encrypted (password) with its file journal (mmap, never "
                      f"fsynced: pysyncobj cannot fsync); the goal ratio is against the defaults",
+        "baseline": args.baseline_python,
         "seconds_per_phase": args.seconds,
         "rounds": rounds,
         "medians": medians,
@@ -562,6 +600,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each timed phase")
     parser.add_argument("--pysyncobj-inflight", type=int, default=1000)
+    parser.add_argument("--baseline-python", help="with --admin-vs-pysyncobj: also run a cluster with this "
+                        "interpreter (another kanal install, e.g. main's .venv/bin/python) in the same rounds")
     parser.add_argument("--payload-bytes", type=int, default=256)
     parser.add_argument("--pysyncobj-node", help=argparse.SUPPRESS)
     parser.add_argument("--pysyncobj-peers", default="", help=argparse.SUPPRESS)

@@ -12,10 +12,10 @@ decision sees the effect of all earlier ones, as kanal.metadata requires. Its re
 a conditional command whose parent is the previous proposal (or the committed head), applied to the
 speculative image at once and put in the **outbox**.
 
-Group commit of decisions. Up to `inflight_proposals_max` Raft entries may be in flight. When fewer are,
-the outbox is proposed at once as one Raft entry; otherwise it fills until an entry settles (every
-command in it applied or rejected), and then everything in it goes as one entry (command.py: a group,
-judged command by command). So under load one Raft entry — one pickling, encryption, journal record and
+Group commit of decisions. Up to `inflight_proposals_max` Raft entries may be in flight (proposed, and
+neither committed — pysyncobj's success callback — nor settled). When fewer are, the outbox is proposed
+at once as one Raft entry; otherwise it fills until an entry leaves the pipeline, and then everything in
+it goes as one entry (command.py: a group, judged command by command). So under load one Raft entry — one pickling, encryption, journal record and
 acknowledgement in pysyncobj, one fsync share — carries every decision taken while the previous entries
 were in flight, and the rate grows with the number of callers instead of being capped at
 `inflight_proposals_max` / (commit latency). The outbox holds at most about one batch of
@@ -103,7 +103,12 @@ DECISION_ATTEMPTS_MAX = 4
 class Raft(Protocol):
     """What the active controller needs from the Raft node (raft_node.RaftNode; tests use fakes)."""
 
-    def propose(self, command: bytes, on_definite_failure: Callable[[int], None]) -> None: ...
+    def propose(
+        self,
+        command: bytes,
+        on_definite_failure: Callable[[int], None],
+        on_committed: Callable[[], None] | None = None,
+    ) -> None: ...
     def is_leader(self) -> bool: ...
     def term(self) -> int: ...
     def leader_address(self) -> str | None: ...
@@ -161,7 +166,8 @@ class ActiveController:
         self._outbox: list[tuple[ProposalId, bytes]] = []
         self._outbox_bytes = 0
         self._entry_of: dict[ProposalId, int] = {}  # proposal -> the Raft entry (a number) carrying it
-        self._entry_pending: dict[int, int] = {}  # entry in flight -> its commands not yet settled
+        self._entry_pending: dict[int, int] = {}  # entry -> its commands not yet settled
+        self._entries_in_flight: set[int] = set()  # proposed, neither committed nor wholly settled
         self._next_entry = 0
         # Activation state changes, for callers waiting for this controller to become active.
         self._state_cond = threading.Condition()
@@ -373,7 +379,8 @@ class ActiveController:
             elif self._entry_pending[entry] > 1:
                 self._entry_pending[entry] -= 1
             else:
-                del self._entry_pending[entry]  # the whole entry is settled: room for the next one
+                del self._entry_pending[entry]
+                self._entries_in_flight.discard(entry)  # wholly settled (if not committed before): room
         if unsent and self._outbox:
             # Never sent, and now certainly dead: it would only be judged stale.
             self._outbox = [(p, c) for p, c in self._outbox if p not in unsent]
@@ -382,10 +389,19 @@ class ActiveController:
             self._send_outbox()
             self._pipeline_cond.notify_all()
 
+    def _on_entry_committed(self, entry: int) -> None:
+        """pysyncobj committed an entry (its thread): the entry leaves the Raft pipeline — it is queued for
+        the Applier, whose fsync need not hold back the next entry — and the outbox may go."""
+        with self._pipeline_cond:
+            if entry in self._entries_in_flight:
+                self._entries_in_flight.discard(entry)
+                self._send_outbox()
+
     def _send_outbox(self) -> None:
         """Hand the outbox to Raft as one entry if fewer than `inflight_proposals_max` entries are in
-        flight. Called with the pipeline condition held, so entries enter Raft's queue in chain order."""
-        if not self._outbox or len(self._entry_pending) >= self._config.inflight_proposals_max:
+        flight (proposed and neither committed nor settled). Called with the pipeline condition held, so
+        entries enter Raft's queue in chain order."""
+        if not self._outbox or len(self._entries_in_flight) >= self._config.inflight_proposals_max:
             return
         group, self._outbox, self._outbox_bytes = self._outbox, [], 0
         entry = self._next_entry
@@ -394,10 +410,12 @@ class ActiveController:
         for proposal in proposals:
             self._entry_of[proposal] = entry
         self._entry_pending[entry] = len(group)
+        self._entries_in_flight.add(entry)
         # Bookkeeping first: a Raft that fails (or commits) inside propose settles the entry at once.
         self._require_raft().propose(
             encode_entry([command for _, command in group]),
             lambda reason: self._on_definite_failure(proposals, reason),
+            on_committed=lambda: self._on_entry_committed(entry),
         )
 
     # -- deciding and proposing --------------------------------------------------------------------
@@ -444,7 +462,7 @@ class ActiveController:
                 if left <= 0:
                     raise KanalError(
                         ErrorCode.REQUEST_TIMED_OUT,
-                        f"{len(self._entry_pending)} Raft entries are in flight, a full one waits, and none "
+                        f"{len(self._entries_in_flight)} Raft entries are in flight, a full one waits, and none "
                         "was committed in time",
                     )
                 self._pipeline_cond.wait(left)

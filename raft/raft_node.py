@@ -158,12 +158,21 @@ class RaftNode(SyncObj):
             stop_process(f"a committed Raft entry carries {type(command).__name__}, not a metadata command")
         self._kanal_applier.submit(command)
 
-    def propose(self, command: bytes, on_definite_failure: Callable[[int], None]) -> None:
+    def propose(
+        self,
+        command: bytes,
+        on_definite_failure: Callable[[int], None],
+        on_committed: Callable[[], None] | None = None,
+    ) -> None:
         """Hand a command to pysyncobj. Its fate comes back through the Applier; `on_definite_failure`
-        (called on pysyncobj's thread) reports the cases where it certainly never entered the log."""
+        (called on pysyncobj's thread) reports the cases where it certainly never entered the log, and
+        `on_committed` (pysyncobj's thread) that it is committed and queued for the Applier."""
 
         def callback(_result: Any, error: int) -> None:
-            if error in DEFINITE_FAILURES:
+            if error == FAIL_REASON.SUCCESS:
+                if on_committed is not None:
+                    on_committed()
+            elif error in DEFINITE_FAILURES:
                 on_definite_failure(error)
 
         self.apply_metadata_command(command, callback=callback)

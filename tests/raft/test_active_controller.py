@@ -42,7 +42,7 @@ class FakeRaft:
         self.after_next = None  # callable run after the next proposal is committed
         self.proposed: list[bytes] = []
 
-    def propose(self, command, on_definite_failure):
+    def propose(self, command, on_definite_failure, on_committed=None):
         self.proposed.append(command)
         if self.hold:
             self.held.append(command)
