@@ -419,19 +419,32 @@ def _bare_pysyncobj_once(base: Path, seconds: float, inflight: int, payload_byte
     return result
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU time (user + system) a process has used so far (Linux /proc), 0 when it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def bench_admin_writes(admin, clients: int, seconds: float, prefix: str,
-                       broker_dirs: list[Path] | None = None) -> dict:
+                       broker_dirs: list[Path] | None = None, pids: dict[str, int] | None = None) -> dict:
     """Single-partition topic creates through Admin (→ broker → active controller) from `clients`
     threads for `seconds`; the topics are deleted afterwards (not timed), and when `broker_dirs` are
     given, the phase ends only once no broker holds a directory of them any more, so a phase never pays
     for the previous phase's deletions. A failed create (REQUEST_TIMED_OUT on a starved machine) is
-    counted in `errors`, not in `writes`, and its topic is deleted too (it may have been applied)."""
+    counted in `errors`, not in `writes`, and its topic is deleted too (it may have been applied).
+    `pids` (name -> pid): the CPU each of those processes used per write during the timed part — on a
+    shared machine a steadier figure than writes/s."""
     lock = threading.Lock()
     names: list[str] = []
     failed: list[str] = []
     latencies: list[float] = []
     errors: list[str] = []
     counter = iter(range(1 << 30))
+    cpu_before = {name: _cpu_s(pid) for name, pid in (pids or {}).items()}
+    cpu_before["client"] = time.process_time()
     start = time.monotonic()
     stop_at = start + seconds
 
@@ -465,6 +478,11 @@ def bench_admin_writes(admin, clients: int, seconds: float, prefix: str,
 
     _run_workers(worker, clients)
     elapsed = time.monotonic() - start
+    cpu_after = {name: _cpu_s(pid) for name, pid in (pids or {}).items()}
+    cpu_after["client"] = time.process_time()
+    cpu_ms_per_write = {name: round((cpu_after[name] - cpu_before[name]) * 1000 / max(1, len(names)), 3)
+                        for name in cpu_after}
+    cpu_ms_per_write["total"] = round(sum(cpu_ms_per_write.values()), 3)
     created = names + failed
     for first in range(0, len(created), 500):
         reply = admin._call("DeleteTopics", admin_pb2.DeleteTopicsRequest(names=created[first:first + 500]))
@@ -485,6 +503,7 @@ def bench_admin_writes(admin, clients: int, seconds: float, prefix: str,
         "latency_ms_p99": round((_percentile(latencies, 0.99) or 0) * 1000, 2),
         "errors": len(errors),
         **({"first_error": errors[0]} if errors else {}),
+        "cpu_ms_per_write": cpu_ms_per_write,
     }
 
 
@@ -528,7 +547,8 @@ def run_admin_vs_pysyncobj(args: argparse.Namespace, base: Path) -> dict:
                     for clients in (8, 64):
                         entry[f"{side}_{clients}"] = bench_admin_writes(
                             admins[side], clients, args.seconds, f"r{r}c{clients}",
-                            [cluster.data_dir / f"broker-{b.node_id}" for b in cluster.brokers])
+                            [cluster.data_dir / f"broker-{b.node_id}" for b in cluster.brokers],
+                            {n.name: n.pid for n in cluster.nodes if n.pid is not None})
                         log(f"round {r + 1} {side} {clients} clients: {entry[f'{side}_{clients}']}")
                 else:
                     for conf, key in (("defaults", "pysyncobj"), ("comparable", "pysyncobj_comparable")):
@@ -560,6 +580,10 @@ def run_admin_vs_pysyncobj(args: argparse.Namespace, base: Path) -> dict:
         "ratio_64": statistics.median(e["ratio_64"] for e in rounds),
         "ratio_64_comparable": statistics.median(e["ratio_64_comparable"] for e in rounds),
     }
+    for side in variants:
+        for clients in (8, 64):
+            medians[f"{side}_{clients}_cpu_ms_per_write"] = statistics.median(
+                e[f"{side}_{clients}"]["cpu_ms_per_write"]["total"] for e in rounds)
     if args.baseline_python:
         for clients in (8, 64):
             medians[f"baseline_{clients}_writes_per_s"] = statistics.median(
