@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kanal.metadata.authorizer import AuthorizerConfig
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.listener_security import ListenerSecurity
 
 # One attempt of a call at one controller waits at most this long (unless the call says less: heartbeats
 # wait one heartbeat interval, metadata long polls their wait plus METADATA_FETCH_REPLY_MARGIN_MS), so a
@@ -101,6 +103,12 @@ class BrokerConfig:
     # A producer with no batch stored on a replica for this long is forgotten there, which bounds the
     # producer state (producer.id.expiration.ms, one day); its next batch moves it to a new epoch.
     producer_id_expiration_ms: int = 86_400_000
+    # ACL checks on every call (--authorizer, --super-users, --allow-everyone-if-no-acl-found); off by
+    # default: everything is allowed, as before ACLs.
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
+    # TLS, client certificates and authentication of the gRPC listener, and how this broker dials the
+    # controllers and the other brokers (kanal.v1.listener_security); default: plaintext, ANONYMOUS.
+    security: ListenerSecurity = field(default_factory=ListenerSecurity)
     # Where the controller quorum's gRPC listeners are, parsed from `controllers`.
     controller_endpoints: tuple[tuple[str, int], ...] = field(init=False)
 

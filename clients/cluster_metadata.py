@@ -15,6 +15,7 @@ import grpc
 from kanal.clients.config_checks import parse_bootstrap
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.channel_options import channel_options
+from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import check_topic_name
 
@@ -45,8 +46,11 @@ class ClusterView:
 
 
 class ClusterMetadata:
-    def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000) -> None:
+    def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000,
+                 security: ClientSecurity | None = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        # TLS files and credentials for every channel (kanal.v1.channel_security); None: plaintext.
+        self.security = security
         self.request_timeout_s = request_timeout_ms / 1000
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, broker_pb2_grpc.BrokerStub] = {}
@@ -65,7 +69,7 @@ class ClusterMetadata:
             with self._lock:
                 stub = self._stubs.get(endpoint)
                 if stub is None:
-                    channel = grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS)
+                    channel = open_channel(endpoint, _CHANNEL_OPTIONS, self.security)
                     self._channels[endpoint] = channel
                     stub = self._stubs[endpoint] = broker_pb2_grpc.BrokerStub(channel)
         return stub
@@ -114,6 +118,9 @@ class ClusterMetadata:
                     reply = self.stub(endpoint).Metadata(broker_pb2.MetadataRequest(topics=sorted(self._wanted)),
                                                          timeout=min(remaining, _ATTEMPT_TIMEOUT_S))
                 except grpc.RpcError as exc:
+                    if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                        # Refused at the door: another broker would refuse the same credentials.
+                        raise KanalError(ErrorCode.AUTHENTICATION_FAILED, f"{endpoint}: {exc.details()}") from None
                     problems[endpoint] = exc.code().name
                     if self._good == endpoint:
                         self._good = None

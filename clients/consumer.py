@@ -54,11 +54,12 @@ from google.protobuf.message import DecodeError
 from kanal.clients.assignors import ASSIGNORS
 from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
-from kanal.clients.config_checks import check_bool, check_int, check_str, parse_bootstrap
+from kanal.clients.config_checks import check_bool, check_int, check_security, check_str, parse_bootstrap
 from kanal.clients.group_membership import REJOIN_ERRORS, GroupMembership
 from kanal.clients.native_ext import load_optional
 from kanal.v1 import broker_pb2, records_pb2
 from kanal.v1.batch import iter_entries, parse_batch
+from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.codecs import decompress
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import check_topic_name
@@ -141,9 +142,12 @@ class ConsumerConfig:
     # Decode fetched records in C when the extension is built (kanal.clients.consumer.NATIVE; same records
     # and errors). False keeps the pure-Python path.
     use_native_path: bool = True
+    # TLS files and credentials (kanal.v1.channel_security.ClientSecurity); None: plaintext.
+    security: ClientSecurity | None = None
 
     def __post_init__(self) -> None:
         parse_bootstrap(self.bootstrap)
+        check_security(self.security)
         for name in ("client_id", "group_id", "group_instance_id"):
             check_str(name, getattr(self, name))
         check_bool("enable_auto_commit", self.enable_auto_commit)
@@ -293,7 +297,8 @@ class Consumer:
         self.config = config
         self.native = NATIVE and config.use_native_path
         self._decode_record_list: RecordListDecoder = native.decode_into if self.native else decode_record_list_python
-        self._metadata = ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms)
+        self._metadata = ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms,
+                                         security=config.security)
         self._metadata.refresh()  # fail fast on an unreachable bootstrap
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._lock = threading.Lock()

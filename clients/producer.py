@@ -141,7 +141,8 @@ class Producer:
         """`metadata`: a ClusterMetadata to use instead of one made from config.bootstrap (tests give a
         stand-in; the producer closes it on close())."""
         self.config = config
-        self._metadata = metadata or ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms)
+        self._metadata = metadata or ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms,
+                                                     security=config.security)
         # The C path only knows the built-in partitioners (murmur3 of the key, sticky without one).
         # A subclass that overrides produce() keeps the Python path: the C shortcut below would bypass it.
         self.native = (NATIVE and config.use_native_path and partitioner is None

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kanal.metadata.authorizer import AuthorizerConfig, authorizer_config_from
 from kanal.raft.metadata_snapshots import (
     METADATA_RETENTION_BYTES_DEFAULT,
     METADATA_RETENTION_MS_DEFAULT,
@@ -28,6 +29,14 @@ from kanal.raft.metadata_snapshots import (
     SNAPSHOT_INTERVAL_MS_DEFAULT,
     SNAPSHOTS_RETAINED_DEFAULT,
     SnapshotSettings,
+)
+from kanal.v1.authorizer_flags import add_authorizer_flags
+from kanal.v1.error import KanalError
+from kanal.v1.listener_security import (
+    ListenerSecurity,
+    ListenerSecurityError,
+    add_listener_security_flags,
+    listener_security_from_args,
 )
 from kanal.v1.server_flags import (
     ServerFlagError,
@@ -177,6 +186,13 @@ class ControllerConfig:
     log_format: str = "text"
     # Prometheus endpoint HOST:PORT (controller_metrics.py), e.g. 0.0.0.0:9404 in a pod; None: off.
     metrics_listen: Address | None = None
+    # ACL checks on every call (--authorizer, --super-users, --allow-everyone-if-no-acl-found); off by
+    # default. On, broker calls need the broker's own principal: brokers must authenticate (TLS).
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
+    # TLS, client certificates and authentication of the gRPC listener, and how this controller dials
+    # the others (kanal.v1.listener_security); default: plaintext, ANONYMOUS. Raft traffic is not gRPC:
+    # `cluster_secret` protects it.
+    security: ListenerSecurity = field(default_factory=ListenerSecurity)
 
     def __post_init__(self) -> None:
         _bound("--id", self.controller_id, 0, 2**31 - 1)
@@ -375,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, dest=name, type=integer(flag), default=default, help=f"default {default}")
     p.add_argument("--log-level", default=d["log_level"].default, help="DEBUG, INFO, WARNING or ERROR")
     p.add_argument("--metrics", default="", help="HOST:PORT of the Prometheus endpoint (default: off)")
+    add_authorizer_flags(p)
+    add_listener_security_flags(p)
     add_server_flags(p)
     return p
 
@@ -402,7 +420,16 @@ def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None
             secret = Path(args.cluster_secret_file).read_text().splitlines()[0].strip()
         except (OSError, IndexError) as exc:
             raise ControllerConfigError(f"--cluster-secret-file: cannot read a secret: {exc}") from None
+    try:
+        authorizer = authorizer_config_from(args.authorizer, args.super_users, args.allow_everyone_if_no_acl_found)
+        security = listener_security_from_args(args)
+    except KanalError as exc:
+        raise ControllerConfigError(exc.message) from None
+    except ListenerSecurityError as exc:
+        raise ControllerConfigError(str(exc)) from None
     config = ControllerConfig(
+        authorizer=authorizer,
+        security=security,
         controller_id=args.id,
         listen=Address.parse(args.listen, "--listen"),
         raft=raft,

@@ -16,6 +16,7 @@ per partition and written as Parquet under `out_dir/<table>/`:
 | isr_changes | every ISR change: before/after, shrink / expand, cause |
 | broker_events | registrations, fencing, unfencing (with fenced duration), unregistrations |
 | config_changes | topic/broker config and client quota changes, value before/after, principal |
+| acl_changes | access-control entries added and removed: resource, grantee@host (`key`), what it allows or denies, and the principal who changed it |
 | partition_health | intervals a partition was under-replicated or offline, with durations |
 | broker_fencing | intervals a broker was fenced, with durations and reasons |
 | partition_summary | per partition: leader changes, last leader epoch, ISR shrinks/expands, ms under-replicated, ms offline |
@@ -70,6 +71,7 @@ INTERVALS_TABLE = Table((
 
 BROKER_EVENTS = ("broker_registered", "broker_fenced", "broker_unfenced", "broker_unregistered")
 CONFIG_EVENTS = ("config_set", "config_removed", "quota_set", "quota_removed")
+ACL_EVENTS = ("acl_added", "acl_removed")
 
 
 @dataclass(slots=True)
@@ -133,6 +135,9 @@ def history_frames(spark: SparkSession, history: History) -> dict[str, DataFrame
         "config_changes": ordered.where(F.col("event").isin(*CONFIG_EVENTS))
         .select("offset", "time", "event", "resource_type", "resource", "key", "value_before", "value_after",
                 "principal", "request_id"),
+        "acl_changes": ordered.where(F.col("event").isin(*ACL_EVENTS))
+        .select("offset", "time", "event", "resource_type", "resource", "key", "value_before", "value_after",
+                "principal", "request_id", "detail"),
         "partition_health": intervals_df.where(F.col("kind") != "fenced").orderBy("start_offset")
         .drop("broker_id", "broker_epoch"),
         "broker_fencing": intervals_df.where(F.col("kind") == "fenced").orderBy("start_offset")

@@ -19,7 +19,8 @@ def audit_summary(result: AuditResult) -> list[str]:
         (f"topics created {events.count('topic_created')}, deleted {events.count('topic_deleted')}; "
         f"leader changes {events.count('leader_change')}; broker fencings {events.count('broker_fenced')}, "
         f"unfencings {events.count('broker_unfenced')}; config changes "
-        f"{sum(events.count(k) for k in ('config_set', 'config_removed', 'quota_set', 'quota_removed'))}"),
+        f"{sum(events.count(k) for k in ('config_set', 'config_removed', 'quota_set', 'quota_removed'))}; "
+        f"ACL entries added {events.count('acl_added')}, removed {events.count('acl_removed')}"),
     ]
     start = result.start
     if start is not None and start.snapshot is not None:
@@ -74,6 +75,8 @@ def audit_html(result: AuditResult) -> str:
                                                    "start_reason", "end_reason", "open")),
         ("Config and quota changes", "config_changes", ("time", "event", "resource_type", "resource", "key",
                                                         "value_before", "value_after", "principal")),
+        ("ACL changes", "acl_changes", ("time", "event", "resource_type", "resource", "key", "value_before",
+                                        "value_after", "principal")),
     ):
         sections.append(Section(title, [table(cols, _rows(result, name, *cols))]))
     return page("kanal audit", sections)

@@ -73,7 +73,12 @@ def typed_fields(record: metadata_pb2.MetadataRecord, kind: str | None) -> dict[
 def record_json(record: metadata_pb2.MetadataRecord, kind: str | None) -> str:
     if kind is None:
         return "{}"
-    return json_format.MessageToJson(getattr(record, kind), indent=None, preserving_proto_field_name=True)
+    body = getattr(record, kind)
+    if kind == "user_scram_credential":
+        # The audit shows who set whose credential, not the keys a password is checked against.
+        body = metadata_pb2.UserScramCredentialRecord(name=body.name, mechanism=body.mechanism,
+                                                      iterations=body.iterations)
+    return json_format.MessageToJson(body, indent=None, preserving_proto_field_name=True)
 
 
 def add_metadata_entry(buf: RowBuffer, entry: StoredEntry) -> None:

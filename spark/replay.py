@@ -34,6 +34,7 @@ from itertools import groupby
 from google.protobuf.message import DecodeError
 
 from kanal.metadata import MetadataImage, MetadataInvariantError, apply, apply_batch, image_from_snapshot
+from kanal.metadata.acl import operation_name, pattern_name, permission_name, resource_type_name
 from kanal.metadata.snapshot import SNAPSHOT_PRINCIPAL
 from kanal.spark.replay_start import ReplayStart
 from kanal.v1 import metadata_pb2
@@ -355,6 +356,26 @@ class _Replayer:
             return
         self._event(row, record, "producer_ids_allocated", broker_id=r.broker_id, broker_epoch=r.broker_epoch,
                     detail=f"next producer id {r.next_producer_id}")
+
+    def _on_access_control_entry(self, row, record, r, image, batch, phase):
+        if phase != "before":
+            self._acl_event(row, record, "acl_added", r.entry)
+
+    def _on_remove_access_control_entry(self, row, record, r, image, batch, phase):
+        if phase != "before":
+            self._acl_event(row, record, "acl_removed", r.entry)
+
+    def _acl_event(self, row, record, event: str, e: metadata_pb2.AccessControlEntry) -> None:
+        """An ACL change: the resource, `key` the grantee and host, `value_after` (added) or `value_before`
+        (removed) what it allows or denies; `principal` is who made the change."""
+        what = f"{permission_name(e.permission)} {operation_name(e.operation)} ({pattern_name(e.pattern_type)})"
+        added = event == "acl_added"
+        self._event(row, record, event, topic=e.resource_name if e.resource_type == metadata_pb2.ACL_RESOURCE_TOPIC
+                    else None, resource_type=resource_type_name(e.resource_type).lower(), resource=e.resource_name,
+                    key=f"{e.principal}@{e.host}", value_before=None if added else what,
+                    value_after=what if added else None,
+                    detail=f"{what} for {e.principal} from {e.host} on {resource_type_name(e.resource_type)} "
+                           f"{e.resource_name!r}")
 
     def _on_no_op(self, row, record, r, image, batch, phase):
         if phase == "before":
