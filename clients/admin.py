@@ -65,9 +65,12 @@ class Admin:
         self._metadata.close()
 
     def _call(self, method: str, request):
-        """Call any broker. A broker that answers BROKER_NOT_AVAILABLE as a whole is starting and did
-        nothing with the call (broker.proto), so the call goes again, to a broker that answers Metadata,
-        until the request timeout."""
+        """Call any broker. The call goes again, to a broker that answers Metadata, until the request
+        timeout, when the broker asked could not take it: it answered BROKER_NOT_AVAILABLE as a whole (it
+        is starting and did nothing with the call, broker.proto), or it could not be reached at all
+        (UNAVAILABLE: dead, restarting, cut off; Kafka's admin client moves on the same way). A call that
+        reached a broker whose connection then broke may have been done: a retried create then answers
+        TOPIC_ALREADY_EXISTS, as Kafka's does."""
         deadline = time.monotonic() + self._timeout_s
         while True:
             try:
@@ -77,7 +80,9 @@ class Admin:
                 code = dict(exc.trailing_metadata() or ()).get("kanal-error-code")
                 error = KanalError(int(code) if code else ErrorCode.BROKER_NOT_AVAILABLE,
                                    exc.details() or exc.code().name)
-            if not code or error.code != ErrorCode.BROKER_NOT_AVAILABLE or time.monotonic() >= deadline:
+                unreachable = not code and exc.code() == grpc.StatusCode.UNAVAILABLE
+            starting = bool(code) and error.code == ErrorCode.BROKER_NOT_AVAILABLE
+            if not (starting or unreachable) or time.monotonic() >= deadline:
                 raise error
             time.sleep(_STARTING_BROKER_BACKOFF_S)
             self._metadata.refresh()  # a starting broker refuses Metadata too: another one is chosen

@@ -28,6 +28,7 @@ replica in the broker, the controller's state machine) serialises calls.
 
 from __future__ import annotations
 
+import logging
 import os
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ from kanal.v1.batch import (
     scan_batch,
 )
 from kanal.v1.error import ErrorCode, KanalError
+
+_log = logging.getLogger("kanal.broker.storage")
 
 RECOVERY_POINT_FILE = "recovery-point"
 LOG_START_FILE = "log-start-offset"
@@ -219,8 +222,11 @@ class Log:
         stored_size = len(batch) + len(suffix)
         head = ENTRY_HEADER.pack(stored_size, entry_crc(header, [batch, suffix]))
         entry_size = len(head) + stored_size
-        self._maybe_roll(entry_size, last, header.max_timestamp_ms)
-        self.active_segment.append([head, batch, suffix], entry_size, base, last, header.max_timestamp_ms)
+        try:
+            self._maybe_roll(entry_size, last, header.max_timestamp_ms)
+            self.active_segment.append([head, batch, suffix], entry_size, base, last, header.max_timestamp_ms)
+        except OSError as exc:
+            raise self._storage_error(exc) from exc
         self._after_append(leader_epoch, base, now_ms)
         return AppendInfo(Offset(base), Offset(last), header.max_timestamp_ms, entry_size)
 
@@ -249,14 +255,27 @@ class Log:
         for entry in checked:
             suffix = entry.suffix
             header = scan_batch(entry.batch)
-            self._maybe_roll(entry.size, suffix.last_offset, header.max_timestamp_ms)
-            part = view[entry.position : entry.position + entry.size]
-            self.active_segment.append([part], entry.size, suffix.base_offset, suffix.last_offset,
-                                       header.max_timestamp_ms)
+            try:
+                self._maybe_roll(entry.size, suffix.last_offset, header.max_timestamp_ms)
+                part = view[entry.position : entry.position + entry.size]
+                self.active_segment.append([part], entry.size, suffix.base_offset, suffix.last_offset,
+                                           header.max_timestamp_ms)
+            except OSError as exc:
+                if not infos:
+                    raise self._storage_error(exc) from exc
+                # What is stored stays (the log end says how far); the next fetch retries from there.
+                _log.warning("%s", self._storage_error(exc).message)
+                break
             self._after_append(suffix.leader_epoch, suffix.base_offset, now_ms)
             infos.append((AppendInfo(Offset(suffix.base_offset), Offset(suffix.last_offset),
                                      header.max_timestamp_ms, entry.size), header))
         return infos
+
+    def _storage_error(self, exc: OSError) -> KanalError:
+        """A write the disk refused (full, read-only, failing): STORAGE_ERROR, with nothing of the entry
+        left behind (a short write is cut back by the segment; a roll that failed added no segment)."""
+        return KanalError(ErrorCode.STORAGE_ERROR,
+                          f"{self.directory.name}: the disk refused a write: {exc.strerror or exc}")
 
     def _check_epoch(self, leader_epoch: int) -> None:
         latest = self.epoch_cache.latest_epoch

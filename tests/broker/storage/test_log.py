@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -364,3 +365,37 @@ def test_a_lost_leader_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path, da
         assert reopened.end_offset_for_epoch(2) == (2, 10)
     finally:
         reopened.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 KiB tmpfs: a real filesystem that fills up (root only, as the suite runs)."""
+    mountpoint = tmp_path / "small-disk"
+    mountpoint.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "kanal-test-full", str(mountpoint)], check=True)
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", str(mountpoint)], check=True)
+
+
+def test_a_full_disk_is_storage_error_and_leaves_the_log_as_it_was(small_disk):
+    config = LogConfig(segment_bytes_max=64 * 1024, batch_bytes_max=16 * 1024, index_interval_bytes=4096)
+    log = Log.open(small_disk / "orders-0", config)
+    stored = 0
+    with pytest.raises(KanalError) as err:
+        for _ in range(1000):  # 256 KiB cannot hold 1000 batches of ~8 KiB
+            log.append(batch(1, size=8000), leader_epoch=0, now_ms=NOW)
+            stored += 1
+    assert err.value.code == ErrorCode.STORAGE_ERROR and "refused a write" in err.value.message
+    assert 0 < stored < 1000 and log.log_end_offset == stored
+    read: list[int] = []
+    while len(read) < stored:
+        read += offsets_in(log.read(len(read), 1 << 20).data)
+    assert read == list(range(stored))  # every stored batch whole and readable, nothing half written
+    log.close_unclean()  # as a crash would: the reopened log recovers to exactly what was acknowledged
+    reopened = Log.open(small_disk / "orders-0", config)
+    try:
+        assert reopened.log_end_offset == stored
+    finally:
+        reopened.close_unclean()
