@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("kanal.broker.broker_main", "run one broker (partition replicas, produce and fetch)"),
     "demo": ("kanal.deploy.demo", "run kanal's main job end to end on the embedded default"),
     "node-zone": ("kanal.deploy.node_zone", "write this pod's node zone to a file (an init container; broker --rack-file)"),
+    "chaos": ("kanal.deploy.chaos.cli", "fault runner: workloads under kills, pauses and partitions, history checked"),
     "dev": ("kanal.deploy.dev", "run a local cluster (3 controllers, 3 brokers) on loopback until Ctrl-C"),
     "topics": ("kanal.clients.cli", "create, list, describe, delete or alter topics"),
     "produce": ("kanal.clients.cli", "produce one record per line of stdin or a file"),

@@ -1,0 +1,133 @@
+"""The nemesis: carries out the faults of a schedule (schedule.py) on a target (target.py) and undoes them.
+
+`start(fault)` resolves the fault's roles to nodes (the leader of a partition is asked for at that moment),
+injects it and records a `nemesis start` event naming what it hit; `stop(fault)` undoes it and records
+`nemesis stop`. `heal_all()` undoes whatever is still in force — every paused node resumed, every killed
+node started again, every network fault removed — and is safe to call at any time and more than once: the
+runner calls it in a `finally`, so an exception or Ctrl-C never leaves a fault behind.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.deploy.chaos.history import Recorder
+from kanal.deploy.chaos.schedule import Fault
+from kanal.v1.error import KanalError
+
+log = logging.getLogger("kanal.chaos.nemesis")
+
+FLAKY_DROP_PROBABILITY = 0.3
+
+
+class Nemesis:
+    def __init__(self, target, recorder: Recorder) -> None:
+        self.target = target
+        self.recorder = recorder
+        self.killed: set[str] = set()
+        self.paused: set[str] = set()
+        self.network_dirty = False
+        self.injected: list[tuple[Fault, str]] = []  # each fault started, with the nodes it hit
+
+    def start(self, fault: Fault) -> str:
+        """Inject `fault`; returns what it hit ('' when it could not be aimed, e.g. a partition without a
+        leader), as recorded."""
+        nodes = [self._resolve(t) for t in fault.targets]
+        if any(n is None for n in nodes):
+            self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="skip",
+                                 detail=f"no node for {fault.targets}")
+            return ""
+        detail = ",".join(nodes)
+        self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="start",
+                             detail=detail)
+        if fault.kind == "kill":
+            self.killed.add(nodes[0])
+            self.target.kill(nodes[0])
+        elif fault.kind == "pause":
+            self.paused.add(nodes[0])
+            self.target.pause(nodes[0])
+        elif fault.kind == "partition":
+            self.network_dirty = True
+            self._partition(fault.variant, nodes)
+        else:
+            raise ValueError(f"unknown fault kind {fault.kind!r}")
+        self.injected.append((fault, detail))
+        return detail
+
+    def _partition(self, variant: str, nodes: list[str]) -> None:
+        net = self.target.network
+        everyone = self.target.node_names
+        controllers = [n for n in everyone if n.startswith("controller-")]
+        if variant == "isolate":
+            net.isolate(nodes[0])
+        elif variant == "controller-split":
+            # One controller alone; the other controllers and every broker on the other side. Clients (the
+            # host) still reach it, as a client would in a real split.
+            for other in everyone:
+                if other != nodes[0]:
+                    net.cut(nodes[0], other)
+        elif variant == "zombie-leader":
+            for controller in controllers:
+                net.cut(nodes[0], controller)
+        elif variant == "one-way":
+            net.drop(nodes[0], nodes[1])
+        elif variant == "flaky":
+            net.flaky(nodes[0], FLAKY_DROP_PROBABILITY)
+        else:
+            raise ValueError(f"unknown partition variant {variant!r}")
+
+    def stop(self, fault: Fault, detail: str) -> None:
+        if not detail:
+            return
+        if fault.kind == "kill":
+            self.target.restart(detail)
+            self.killed.discard(detail)
+        elif fault.kind == "pause":
+            self.target.resume(detail)
+            self.paused.discard(detail)
+        elif fault.kind == "partition":
+            self.target.network.heal()
+            self.network_dirty = False
+        self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="stop",
+                             detail=detail)
+
+    def heal_all(self) -> None:
+        """Undo everything still in force; keeps going past a failure (and raises the first at the end)."""
+        first: BaseException | None = None
+        for name in sorted(self.paused):
+            try:
+                self.target.resume(name)
+                self.paused.discard(name)
+            except (OSError, RuntimeError) as exc:
+                first = first or exc
+        if self.network_dirty:
+            try:
+                self.target.network.heal()
+                self.network_dirty = False
+            except (OSError, RuntimeError) as exc:
+                first = first or exc
+        for name in sorted(self.killed):
+            try:
+                self.target.restart(name)
+                self.killed.discard(name)
+            except (OSError, RuntimeError) as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def _resolve(self, role: str) -> str | None:
+        if not role.startswith("leader:"):
+            return role
+        _, topic, partition = role.split(":")
+        md = ClusterMetadata(self.target.bootstrap)
+        try:
+            leader = md.refresh([topic]).topics[topic][int(partition)].leader
+        except (KanalError, grpc.RpcError, KeyError, IndexError) as exc:
+            log.info("no leader for %s: %s", role, exc)
+            return None
+        finally:
+            md.close()
+        return f"broker-{leader}" if leader >= 0 else None
