@@ -131,8 +131,8 @@ def _run(args) -> int:
             return
         if tty:
             sys.stderr.write(f"\r\033[K{line}")
-        elif time.monotonic() - last_line_at[0] >= 5.0 or ":" not in line.split("t=")[0]:
-            sys.stderr.write(f"{line}\n")  # a log, not a terminal: a line every 5 s
+        elif " t=" not in line or time.monotonic() - last_line_at[0] >= 5.0:
+            sys.stderr.write(f"{line}\n")  # a log, not a terminal: each step, and the clock every 5 s
             last_line_at[0] = time.monotonic()
         sys.stderr.flush()
 

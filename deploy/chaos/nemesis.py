@@ -72,6 +72,10 @@ class Nemesis:
         elif variant == "zombie-leader":
             for controller in controllers:
                 net.cut(nodes[0], controller)
+        elif variant == "leader-alone":
+            for other in everyone:
+                if other != nodes[0]:
+                    net.cut(nodes[0], other)
         elif variant == "one-way":
             net.drop(nodes[0], nodes[1])
         elif variant == "flaky":

@@ -12,7 +12,7 @@ Faults and their variants (`Fault.kind` / `Fault.variant`, target roles):
 |---|---|
 | `kill` | SIGKILL a `broker-N` or `controller-N`, restarted when the fault ends |
 | `pause` | SIGSTOP a node, SIGCONT when the fault ends |
-| `partition` | `isolate` (one node cut from everyone), `controller-split` (one controller alone, the others a majority; brokers stay with the majority), `zombie-leader` (the leader of a partition cut from every controller, not from clients or brokers), `one-way` (packets from one node dropped at another), `flaky` (30 % of one node's packets dropped) |
+| `partition` | `isolate` (one node cut from everyone), `controller-split` (one controller alone, the others a majority; brokers stay with the majority), `zombie-leader` (the leader of a partition cut from every controller, not from clients or brokers), `leader-alone` (the leader of a partition cut from every other node, not from its clients: it may go on taking writes no one else sees), `one-way` (packets from one node dropped at another), `flaky` (30 % of one node's packets dropped) |
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass
 
 FAULT_KINDS = ("kill", "pause", "partition")
-PARTITION_VARIANTS = ("isolate", "controller-split", "zombie-leader", "one-way", "flaky")
+PARTITION_VARIANTS = ("isolate", "controller-split", "zombie-leader", "leader-alone", "one-way", "flaky")
 HOLD_S = (3.0, 8.0)
 HEALED_S = (2.0, 5.0)
 
@@ -62,7 +62,7 @@ class ScheduleOptions:
 
 def schedule(options: ScheduleOptions) -> list[Fault]:
     # A string seed is hashed by SHA-512 (random.seed version 2): stable across runs and Python versions.
-    rng = random.Random(f"kanal-chaos:{options.seed}:{','.join(sorted(options.faults))}:{options.duration_s}:"
+    rng = random.Random(f"kanal-chaos:{options.seed}:{','.join(sorted(options.faults))}:{float(options.duration_s)}:"
                         f"{options.controllers}:{options.brokers}")
     out: list[Fault] = []
     if not options.faults:
@@ -91,7 +91,7 @@ def _pick(rng: random.Random, kind: str, options: ScheduleOptions) -> tuple[str,
         return variant, (rng.choice(nodes),)
     if variant == "controller-split":
         return variant, (rng.choice(controllers),)
-    if variant == "zombie-leader":
+    if variant in ("zombie-leader", "leader-alone"):
         return variant, (f"leader:{options.topic}:{rng.randrange(options.partitions)}",)
     src, dst = rng.sample(nodes, 2)
     return variant, (src, dst)
