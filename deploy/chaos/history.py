@@ -52,6 +52,11 @@ class Recorder:
         self._lock = threading.Lock()
         self.events: list[Event] = []
 
+    def close(self) -> None:
+        """Stop writing to the file (events are still kept in memory)."""
+        with self._lock:
+            self._out = None
+
     def now(self) -> float:
         return round(self._clock() - self._start, 6)
 

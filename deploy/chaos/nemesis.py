@@ -2,8 +2,8 @@
 
 `start(fault)` resolves the fault's roles to nodes (the leader of a partition is asked for at that moment),
 injects it and records a `nemesis start` event naming what it hit; `stop(fault)` undoes it and records
-`nemesis stop`. `heal_all()` undoes whatever is still in force — every paused node resumed, every killed
-node started again, every network fault removed — and is safe to call at any time and more than once: the
+`nemesis stop`. `heal_all()` undoes whatever is still in force — every paused node resumed, every network fault removed,
+every full disk emptied, every killed node started again — and is safe to call at any time and more than once: the
 runner calls it in a `finally`, so an exception or Ctrl-C never leaves a fault behind.
 """
 
@@ -30,6 +30,7 @@ class Nemesis:
         self.killed: set[str] = set()
         self.paused: set[str] = set()
         self.network_dirty = False
+        self.full_disks: set[str] = set()
         self.injected: list[tuple[Fault, str]] = []  # each fault started, with the nodes it hit
 
     def start(self, fault: Fault) -> str:
@@ -52,6 +53,9 @@ class Nemesis:
         elif fault.kind == "partition":
             self.network_dirty = True
             self._partition(fault.variant, nodes)
+        elif fault.kind == "disk":
+            self.full_disks.add(nodes[0])
+            self.target.fill_disk(nodes[0])
         else:
             raise ValueError(f"unknown fault kind {fault.kind!r}")
         self.injected.append((fault, detail))
@@ -95,8 +99,22 @@ class Nemesis:
         elif fault.kind == "partition":
             self.target.network.heal()
             self.network_dirty = False
+        elif fault.kind == "disk":
+            self.target.empty_disk(detail)
+            self.full_disks.discard(detail)
         self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="stop",
                              detail=detail)
+        self.restart_exited()
+
+    def restart_exited(self) -> None:
+        """A node that exited by itself during a fault (a broker that stops on a full disk) is recorded and
+        started again, as a supervisor would; the run goes on."""
+        for node in self.target.exited_nodes():
+            if node.name in self.killed:
+                continue
+            self.recorder.record("nemesis", "nemesis", fault="exited", action="restart",
+                                 detail=f"{node.name} exited with status {node.process.returncode}")
+            self.target.restart(node.name)
 
     def heal_all(self) -> None:
         """Undo everything still in force; keeps going past a failure (and raises the first at the end)."""
@@ -111,6 +129,12 @@ class Nemesis:
             try:
                 self.target.network.heal()
                 self.network_dirty = False
+            except (OSError, RuntimeError) as exc:
+                first = first or exc
+        for name in sorted(self.full_disks):
+            try:
+                self.target.empty_disk(name)
+                self.full_disks.discard(name)
             except (OSError, RuntimeError) as exc:
                 first = first or exc
         for name in sorted(self.killed):

@@ -32,7 +32,7 @@ from kanal.deploy.chaos.history import Event, Recorder
 from kanal.deploy.chaos.mutation import make_mutant
 from kanal.deploy.chaos.nemesis import Nemesis
 from kanal.deploy.chaos.schedule import Fault, ScheduleOptions, schedule
-from kanal.deploy.chaos.target import BootstrapTarget, DevTarget
+from kanal.deploy.chaos.target import BROKER_DISK_BYTES, BootstrapTarget, DevTarget
 from kanal.deploy.chaos.workload import ChurnWorkload, ConsumerWorkload, Monitor, ProducerWorkload, final_read
 
 log = logging.getLogger("kanal.chaos.runner")
@@ -118,7 +118,8 @@ class RunResult:
 
 def make_target(options: RunOptions, data_dir: Path, mutant=None):
     if options.target == "dev":
-        return DevTarget(data_dir, mutant=mutant)
+        return DevTarget(data_dir, mutant=mutant,
+                         broker_disk_bytes=BROKER_DISK_BYTES if "disk" in options.faults else None)
     if options.faults:
         raise ValueError(f"target {options.target}: kanal cannot reach the processes or the network of a "
                          "cluster given by its bootstrap address, so it takes no --faults (use --target dev)")
@@ -133,50 +134,61 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
     data_dir = Path(tempfile.mkdtemp(prefix=f"kanal-chaos-{options.seed}-"))
     target = make_target(options, data_dir, mutant)
     options.history_path.parent.mkdir(parents=True, exist_ok=True)
-    workloads = []
+    workloads: list = []
+    recorder: Recorder | None = None
+    out = open(options.history_path, "w")  # noqa: SIM115 - closed in the finally, after the workloads stop
     try:
         progress(f"seed {options.seed}: starting the {target.name} target")
         target.start()
         with Admin(target.bootstrap, request_timeout_ms=10_000) as admin:
             if TOPIC not in admin.list_topics():
                 admin.create_topic(TOPIC, options.partitions, 3, {"min.insync.replicas": "2"}, wait_s=60)
-        with open(options.history_path, "w") as out:
-            recorder = Recorder(out)
-            nemesis = Nemesis(target, recorder)
-            rng = random.Random(f"kanal-chaos-workload:{options.seed}")
-            workloads = [Monitor(recorder, target.brokers, target.controllers, TOPIC)]
-            workloads += [ProducerWorkload(i, recorder, target.bootstrap, TOPIC, options.partitions)
-                          for i in range(options.producers)]
-            workloads += [ConsumerWorkload(i, recorder, target.bootstrap, TOPIC, random.Random(rng.random()))
-                          for i in range(options.consumers)]
-            if options.churn:
-                workloads.append(ChurnWorkload(recorder, target.bootstrap))
-            for w in workloads:
-                w.start()
-            try:
-                _carry_out(faults, nemesis, recorder, options, workloads, progress)
-            finally:
-                nemesis.heal_all()
-            progress(f"seed {options.seed}: healed; waiting for every node to serve")
-            target.wait_all_serving(options.recovery_timeout_s)
-            for w in reversed(workloads):
-                w.join_checked(60)
-            progress(f"seed {options.seed}: final read")
-            final_read(recorder, target.bootstrap, TOPIC, options.partitions)
-            windows = _unavailable(recorder.events, nemesis.injected)
-            for w in windows:
-                recorder.record("unavailable", "runner", start=round(w.start_s, 3), end=round(w.end_s, 3),
-                                fault=w.fault)
-            events = list(recorder.events)
+        recorder = Recorder(out)  # time 0 of the schedule
+        nemesis = Nemesis(target, recorder)
+        rng = random.Random(f"kanal-chaos-workload:{options.seed}")
+        workloads = [Monitor(recorder, target.brokers, target.controllers, TOPIC)]
+        workloads += [ProducerWorkload(i, recorder, target.bootstrap, TOPIC, options.partitions)
+                      for i in range(options.producers)]
+        workloads += [ConsumerWorkload(i, recorder, target.bootstrap, TOPIC, random.Random(rng.random()))
+                      for i in range(options.consumers)]
+        if options.churn:
+            workloads.append(ChurnWorkload(recorder, target.bootstrap))
+        for w in workloads:
+            w.start()
+        try:
+            _carry_out(faults, nemesis, recorder, options, workloads, progress)
+        finally:
+            nemesis.heal_all()
+        progress(f"seed {options.seed}: healed; waiting for every node to serve")
+        target.wait_all_serving(options.recovery_timeout_s)
+        for w in reversed(workloads):
+            w.join_checked(60)
+        progress(f"seed {options.seed}: final read")
+        final_read(recorder, target.bootstrap, TOPIC, options.partitions)
+        windows = _unavailable(recorder.events, nemesis.injected)
+        for w in windows:
+            recorder.record("unavailable", "runner", start=round(w.start_s, 3), end=round(w.end_s, 3),
+                            fault=w.fault)
+        events = list(recorder.events)
         report = check(events)
         failed = sum(1 for e in events if e["type"] == "fail")
         return RunResult(options, report, list(nemesis.injected), windows, failed)
     finally:
         for w in workloads:
             w.stop()
+        for w in workloads:
+            w.join(10)  # daemon threads: one stuck in a call cannot keep the run from cleaning up
+        if recorder is not None:
+            recorder.close()  # a thread still running records into memory only
+        out.close()
         target.close()
         if mutant is not None:
             mutant.close()
+        # The nodes' output beside the history (HISTORY.logs/), for reading what a violation looked like.
+        logs = options.history_path.with_suffix(".logs")
+        shutil.rmtree(logs, ignore_errors=True)
+        if (data_dir / "logs").is_dir():
+            shutil.copytree(data_dir / "logs", logs)
         shutil.rmtree(data_dir, ignore_errors=True)
 
 

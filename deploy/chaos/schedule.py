@@ -12,6 +12,7 @@ Faults and their variants (`Fault.kind` / `Fault.variant`, target roles):
 |---|---|
 | `kill` | SIGKILL a `broker-N` or `controller-N`, restarted when the fault ends |
 | `pause` | SIGSTOP a node, SIGCONT when the fault ends |
+| `disk` | `full`: a broker's data filesystem (a small tmpfs of its own) filled to the last byte, emptied when the fault ends |
 | `partition` | `isolate` (one node cut from everyone), `controller-split` (one controller alone, the others a majority; brokers stay with the majority), `zombie-leader` (the leader of a partition cut from every controller, not from clients or brokers), `leader-alone` (the leader of a partition cut from every other node, not from its clients: it may go on taking writes no one else sees), `one-way` (packets from one node dropped at another), `flaky` (30 % of one node's packets dropped) |
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-FAULT_KINDS = ("kill", "pause", "partition")
+FAULT_KINDS = ("kill", "pause", "partition", "disk")
 PARTITION_VARIANTS = ("isolate", "controller-split", "zombie-leader", "leader-alone", "one-way", "flaky")
 HOLD_S = (3.0, 8.0)
 HEALED_S = (2.0, 5.0)
@@ -86,6 +87,8 @@ def _pick(rng: random.Random, kind: str, options: ScheduleOptions) -> tuple[str,
     nodes = controllers + brokers
     if kind in ("kill", "pause"):
         return "node", (rng.choice(nodes),)
+    if kind == "disk":
+        return "full", (rng.choice(brokers),)
     variant = rng.choice(PARTITION_VARIANTS)
     if variant in ("isolate", "flaky"):
         return variant, (rng.choice(nodes),)

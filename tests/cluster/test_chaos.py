@@ -31,11 +31,12 @@ def namespaces_work():
 
 
 # Seeds whose 25 s schedules cover a broker kill, a controller pause, a zombie leader, a leader alone with
-# its clients and an isolated controller (`kanal chaos schedule --faults F --duration 25s --seed N`).
+# its clients, an isolated controller and two full broker disks (`kanal chaos schedule --faults F
+# --duration 25s --seed N`).
 ALL = ("kill", "pause", "partition")
 
 
-@pytest.mark.parametrize(("seed", "faults"), [(1, ALL), (6, ALL), (12, ("partition",))])
+@pytest.mark.parametrize(("seed", "faults"), [(1, ALL), (6, ALL), (12, ("partition",)), (1, ("disk",))])
 def test_fixed_seeds_pass_the_checker(tmp_path, seed, faults):
     result = run_once(RunOptions(target="dev", faults=faults, duration_s=25, seed=seed,
                                  history_path=tmp_path / "history.jsonl"))
