@@ -31,6 +31,7 @@ class Nemesis:
         self.paused: set[str] = set()
         self.network_dirty = False
         self.full_disks: set[str] = set()
+        self._first_failure: BaseException | None = None
         self.injected: list[tuple[Fault, str]] = []  # each fault started, with the nodes it hit
 
     def start(self, fault: Fault) -> str:
@@ -117,34 +118,28 @@ class Nemesis:
             self.target.restart(node.name)
 
     def heal_all(self) -> None:
-        """Undo everything still in force; keeps going past a failure (and raises the first at the end)."""
-        first: BaseException | None = None
-        for name in sorted(self.paused):
-            try:
-                self.target.resume(name)
-                self.paused.discard(name)
-            except (OSError, RuntimeError) as exc:
-                first = first or exc
+        """Undo everything still in force — the network, paused nodes, full disks, and killed nodes last
+        (started again into a healed cluster); keeps going past a failure and raises the first one at the
+        end."""
         if self.network_dirty:
-            try:
-                self.target.network.heal()
-                self.network_dirty = False
-            except (OSError, RuntimeError) as exc:
-                first = first or exc
-        for name in sorted(self.full_disks):
-            try:
-                self.target.empty_disk(name)
-                self.full_disks.discard(name)
-            except (OSError, RuntimeError) as exc:
-                first = first or exc
-        for name in sorted(self.killed):
-            try:
-                self.target.restart(name)
-                self.killed.discard(name)
-            except (OSError, RuntimeError) as exc:
-                first = first or exc
+            self.network_dirty = not self._undo(self.target.network.heal)
+        for pending, undo in ((self.paused, self.target.resume), (self.full_disks, self.target.empty_disk),
+                              (self.killed, self.target.restart)):
+            for name in sorted(pending):
+                if self._undo(undo, name):
+                    pending.discard(name)
+        first = self._first_failure
+        self._first_failure = None
         if first is not None:
             raise first
+
+    def _undo(self, undo, *args) -> bool:
+        try:
+            undo(*args)
+        except (OSError, RuntimeError) as exc:
+            self._first_failure = self._first_failure or exc
+            return False
+        return True
 
     def _resolve(self, role: str) -> str | None:
         if not role.startswith("leader:"):
