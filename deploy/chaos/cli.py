@@ -1,15 +1,16 @@
 """`kanal chaos`: run faults against a cluster while workloads record a history, and check histories.
 
     kanal chaos run --target dev --faults kill,pause,partition --duration 60s --seed 7 [--runs 3]
-    kanal chaos run --target HOST:PORT[,HOST:PORT] --duration 60s      # no faults: workloads + checker only
+    kanal chaos run --target containers --image kanal:dev --faults kill,pause,partition --duration 60s
+    kanal chaos run --target HOST:PORT[,HOST:PORT] --faults '' --duration 60s  # no faults: workloads + checker
     kanal chaos check HISTORY.jsonl
     kanal chaos schedule --faults kill,partition --duration 60s --seed 7   # the faults a seed gives
 
 `run` prints a progress line while it runs and a table per run (faults injected, records acknowledged,
 unavailability windows, violations), writes each run's history to `--history-dir` (default
 ./chaos-histories/seed-N.jsonl), and exits 1 when any run shows a violation (2 on bad arguments, 3 when a
-run could not be carried out). Run `r` of `--runs N` uses seed `--seed + r`. `--target dev` needs root:
-every node runs in its own network namespace. Ctrl-C heals every fault and stops everything the run
+run could not be carried out). Run `r` of `--runs N` uses seed `--seed + r`. `--target dev` and
+`--target containers` need root: every node runs in its own network namespace. Ctrl-C heals every fault and stops everything the run
 started before it exits.
 
 `--unsafe-test-mutation NAME` runs the brokers from a copy of kanal.broker with a deliberate bug
@@ -52,7 +53,10 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kanal chaos", description="Jepsen-style fault runner and history checker")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run workloads under faults and check the history")
-    run.add_argument("--target", default="dev", help="dev (a cluster in network namespaces; root) or a bootstrap")
+    run.add_argument("--target", default="dev",
+                     help="dev (processes in network namespaces; root), containers (the image; root and Docker) "
+                          "or a bootstrap address (no faults)")
+    run.add_argument("--image", default="kanal:dev", help="the containers target's image (default kanal:dev)")
     run.add_argument("--faults", type=faults, default=("kill", "pause", "partition"),
                      help=f"comma-separated, of {','.join(FAULT_KINDS)} (default: all)")
     run.add_argument("--duration", type=duration_s, default=60.0, help="per run (default 60s)")
@@ -141,7 +145,7 @@ def _run(args) -> int:
         seed = args.seed + r
         options = RunOptions(target=args.target, faults=args.faults, duration_s=args.duration, seed=seed,
                              history_path=args.history_dir / f"seed-{seed}.jsonl", partitions=args.partitions,
-                             mutation=args.unsafe_test_mutation)
+                             mutation=args.unsafe_test_mutation, image=args.image)
         try:
             options.schedule_options()
             result = run_once(options, progress)

@@ -110,12 +110,12 @@ class Nemesis:
     def restart_exited(self) -> None:
         """A node that exited by itself during a fault (a broker that stops on a full disk) is recorded and
         started again, as a supervisor would; the run goes on."""
-        for node in self.target.exited_nodes():
-            if node.name in self.killed:
+        for name, status in self.target.exited_nodes():
+            if name in self.killed:
                 continue
             self.recorder.record("nemesis", "nemesis", fault="exited", action="restart",
-                                 detail=f"{node.name} exited with status {node.process.returncode}")
-            self.target.restart(node.name)
+                                 detail=f"{name} exited with status {status}")
+            self.target.restart(name)
 
     def heal_all(self) -> None:
         """Undo everything still in force — the network, paused nodes, full disks, and killed nodes last

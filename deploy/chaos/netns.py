@@ -91,8 +91,13 @@ class Member:
 
 
 class ChaosNetwork:
-    def __init__(self, node_names: list[str], *, pid: int | None = None) -> None:
+    def __init__(self, node_names: list[str], *, pid: int | None = None,
+                 attach: dict[str, int] | None = None) -> None:
+        """`attach`: nodes whose network namespace already exists, as the PID of a process in it (a
+        container's sandbox); they are given their namespace name with `ip netns attach` instead of a new
+        namespace, and the rest is the same."""
         self.pid = os.getpid() if pid is None else pid
+        self._attach = dict(attach or {})
         self.prefix = f"kanal-chaos-{self.pid}"
         self.short = f"kc{self.pid}"
         if len(f"{self.short}-{len(node_names)}p") > 15:
@@ -144,7 +149,7 @@ class ChaosNetwork:
         for i, name in enumerate(self._names):
             member = Member(name, i, f"{self.prefix}-{name}", f"{self.short}-{i}", f"{self.short}-{i}p",
                             str(self.subnet.network_address + 10 + i))
-            self._namespace(member.namespace)
+            self._namespace(member.namespace, self._attach.get(name))
             # Made inside the node's namespace and its peer moved to the hub, so nothing of it is ever in
             # the host namespace (where a name could collide with another run's).
             _run("ip", "-n", member.namespace, "link", "add", member.interface, "type", "veth", "peer",
@@ -160,8 +165,13 @@ class ChaosNetwork:
             self.members[name] = member
         log.info("chaos network up: %r", self)
 
-    def _namespace(self, name: str) -> None:
-        _run("ip", "netns", "add", name)
+    def _namespace(self, name: str, pid: int | None = None) -> None:
+        if pid is None:
+            _run("ip", "netns", "add", name)
+        else:
+            # Only a name for a namespace a process holds: `ip netns del` removes the name, and the
+            # namespace (with the node's veth end) goes when that process exits.
+            _run("ip", "netns", "attach", name, str(pid))
         self._created_namespaces.append(name)
         _run("ip", "-n", name, "link", "set", "lo", "up")
 

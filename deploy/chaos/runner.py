@@ -32,7 +32,7 @@ from kanal.deploy.chaos.history import Event, Recorder
 from kanal.deploy.chaos.mutation import make_mutant
 from kanal.deploy.chaos.nemesis import Nemesis
 from kanal.deploy.chaos.schedule import Fault, ScheduleOptions, schedule
-from kanal.deploy.chaos.target import BROKER_DISK_BYTES, BootstrapTarget, DevTarget
+from kanal.deploy.chaos.target import BROKER_DISK_BYTES, BootstrapTarget, ContainersTarget, DevTarget
 from kanal.deploy.chaos.workload import ChurnWorkload, ConsumerWorkload, Monitor, ProducerWorkload, final_read
 
 log = logging.getLogger("kanal.chaos.runner")
@@ -43,7 +43,7 @@ UNAVAILABLE_GAP_S = 1.0
 
 @dataclass(frozen=True)
 class RunOptions:
-    target: str  # "dev" or a bootstrap address
+    target: str  # "dev", "containers" or a bootstrap address
     faults: tuple[str, ...]
     duration_s: float
     seed: int
@@ -54,6 +54,7 @@ class RunOptions:
     churn: bool = True
     mutation: str | None = None  # mutation.py: a broker with a deliberate bug (the mutation check)
     recovery_timeout_s: float = 90.0
+    image: str = "kanal:dev"  # the containers target's image (deploy/image/build.sh)
 
     def schedule_options(self) -> ScheduleOptions:
         return ScheduleOptions(faults=self.faults, duration_s=self.duration_s, seed=self.seed, topic=TOPIC,
@@ -117,9 +118,13 @@ class RunResult:
 
 
 def make_target(options: RunOptions, data_dir: Path, mutant=None):
+    disk_bytes = BROKER_DISK_BYTES if "disk" in options.faults else None
     if options.target == "dev":
-        return DevTarget(data_dir, mutant=mutant,
-                         broker_disk_bytes=BROKER_DISK_BYTES if "disk" in options.faults else None)
+        return DevTarget(data_dir, mutant=mutant, broker_disk_bytes=disk_bytes)
+    if options.target == "containers":
+        if mutant is not None:
+            raise ValueError("a mutation needs --target dev (it patches the broker of this checkout)")
+        return ContainersTarget(data_dir, image=options.image, broker_disk_bytes=disk_bytes)
     if options.faults:
         raise ValueError(f"target {options.target}: kanal cannot reach the processes or the network of a "
                          "cluster given by its bootstrap address, so it takes no --faults (use --target dev)")
