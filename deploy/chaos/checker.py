@@ -243,36 +243,33 @@ def _commits_backwards(ordered: list[Event]) -> list[Violation]:
     return out
 
 
-def _two_leaders(leaders: list[Event]) -> list[Violation]:
+def _one_per_epoch(views: list[Event], kind: str, key, describe) -> list[Violation]:
+    """Views (leader >= 0) grouped by `key(event)`; the first view naming another leader for a key is a
+    violation, reported once per key."""
     out = []
-    first: dict[tuple[str, int, int], Event] = {}
-    reported = set()
-    for e in leaders:
-        if int(e["leader"]) < 0:
-            continue
-        key = (*_tp(e), int(e["epoch"]))
-        seen = first.setdefault(key, e)
-        if int(seen["leader"]) != int(e["leader"]) and key not in reported:
-            reported.add(key)
-            out.append(Violation("two_leaders", f"{_name(e)} leader epoch {e['epoch']} has leader {seen['leader']} "
-                                 f"(broker {seen['observer']}'s view) and {e['leader']} (broker {e['observer']}'s)",
-                                 (seen, e)))
-    return out
-
-
-def _two_controllers(views: list[Event]) -> list[Violation]:
-    """Raft elects at most one leader per term: any two views naming different leaders for one term."""
-    out = []
-    first: dict[int, Event] = {}
+    first: dict = {}
     reported = set()
     for e in views:
         if int(e["leader"]) < 0:
             continue
-        epoch = int(e["epoch"])
-        seen = first.setdefault(epoch, e)
-        if int(seen["leader"]) != int(e["leader"]) and epoch not in reported:
-            reported.add(epoch)
-            out.append(Violation("two_controllers", f"controller epoch {epoch} has active controller "
-                                 f"{seen['leader']} (controller {seen['observer']}'s view) and {e['leader']} "
-                                 f"(controller {e['observer']}'s)", (seen, e)))
+        k = key(e)
+        seen = first.setdefault(k, e)
+        if int(seen["leader"]) != int(e["leader"]) and k not in reported:
+            reported.add(k)
+            out.append(Violation(kind, describe(seen, e), (seen, e)))
     return out
+
+
+def _two_leaders(leaders: list[Event]) -> list[Violation]:
+    return _one_per_epoch(
+        leaders, "two_leaders", lambda e: (*_tp(e), int(e["epoch"])),
+        lambda a, b: f"{_name(b)} leader epoch {b['epoch']} has leader {a['leader']} (broker {a['observer']}'s "
+                     f"view) and {b['leader']} (broker {b['observer']}'s)")
+
+
+def _two_controllers(views: list[Event]) -> list[Violation]:
+    """Raft elects at most one leader per term: any two views naming different leaders for one term."""
+    return _one_per_epoch(
+        views, "two_controllers", lambda e: int(e["epoch"]),
+        lambda a, b: f"controller epoch {b['epoch']} has active controller {a['leader']} (controller "
+                     f"{a['observer']}'s view) and {b['leader']} (controller {b['observer']}'s)")

@@ -237,3 +237,20 @@ def test_a_recorded_history_reads_back_and_a_torn_last_line_is_ignored():
         list(parse_lines(['{"type": "nonsense", "time": 0}', lines[0]]))
     with pytest.raises(ValueError):
         recorder.record("nonsense", "p0")
+
+
+def test_kanal_chaos_check_exits_1_on_a_violation_and_0_on_a_clean_history(tmp_path, capsys):
+    from kanal.deploy.chaos.cli import main
+
+    clean_file, bad_file = tmp_path / "clean.jsonl", tmp_path / "bad.jsonl"
+    clean_file.write_text("".join(json.dumps(e) + "\n" for e in clean().events))
+    h = H()
+    a = [h.produce("p0", i, i) for i in range(3)]
+    h.final(a[:2])
+    bad_file.write_text("".join(json.dumps(e) + "\n" for e in h.events))
+    assert main(["check", str(clean_file)]) == 0
+    assert "no violations" in capsys.readouterr().out
+    assert main(["check", str(bad_file)]) == 1
+    out = capsys.readouterr().out
+    assert "violations: lost 1" in out and "'p0:2' acknowledged at t-0 offset 2" in out
+    assert main(["check", str(tmp_path / "missing.jsonl")]) == 2
