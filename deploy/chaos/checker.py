@@ -15,6 +15,7 @@ carries the events that show it. The kinds, and the rule each one breaks:
 | `commit_backwards` | a group's committed offset of a partition never moves below an acknowledged commit |
 | `two_leaders` | one leader per partition leader epoch, in every broker's metadata |
 | `two_controllers` | one active controller per controller epoch (Raft term), in every controller's view |
+| `epoch_backwards` | a partition's records carry non-decreasing leader epochs, offset by offset (a record of an older epoch after a newer one is a deposed leader's write that survived) |
 
 Records of a topic that was deleted during the run are exempt from `lost` and `vanished` (deleting a topic
 deletes them). A partition that has acknowledged or read records but no `final_end` event cannot be
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from kanal.deploy.chaos.history import Event
 
 KINDS = ("lost", "duplicate", "reorder", "divergent", "vanished", "commit_backwards", "two_leaders",
-         "two_controllers")
+         "two_controllers", "epoch_backwards")
 
 TopicPartition = tuple[str, int]
 
@@ -119,6 +120,7 @@ def check(events: list[Event]) -> CheckReport:
     found += _vanished(by_type["read"], finals, final_ends, deleted)
     found += _duplicates([*by_type["read"], *by_type["final"]])
     found += _reordered(finals)
+    found += _epochs_backwards(finals)
     found += _commits_backwards(ordered)
     found += _two_leaders(by_type["leader"])
     found += _two_controllers(by_type["controller"])
@@ -218,6 +220,24 @@ def _reordered(finals: dict[TopicPartition, dict[int, Event]]) -> list[Violation
                                      f"but {_name(e)} stores it at offset {offset}, after offset "
                                      f"{before['offset']}", (before, e)))
             last[process] = e if before is None or _seq(before["value"])[1] < seq else before
+    return out
+
+
+def _epochs_backwards(finals: dict[TopicPartition, dict[int, Event]]) -> list[Violation]:
+    out = []
+    for records in finals.values():
+        newest: Event | None = None
+        for offset in sorted(records):
+            e = records[offset]
+            if e.get("leader_epoch") is None:
+                continue
+            if newest is not None and int(e["leader_epoch"]) < int(newest["leader_epoch"]):
+                out.append(Violation("epoch_backwards", f"{_name(e)} offset {offset} was written in leader epoch "
+                                     f"{e['leader_epoch']}, after offset {newest['offset']} of epoch "
+                                     f"{newest['leader_epoch']}", (newest, e)))
+                break  # one per partition: what follows is the same story
+            if newest is None or int(e["leader_epoch"]) > int(newest["leader_epoch"]):
+                newest = e
     return out
 
 

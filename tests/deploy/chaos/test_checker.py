@@ -211,6 +211,15 @@ def test_two_active_controllers_in_one_epoch():
     assert "epoch 7" in v.message
 
 
+def test_an_older_leader_epoch_after_a_newer_one_goes_backwards():
+    h = H()
+    for offset, epoch in enumerate([1, 2, 2, 1, 3]):
+        h.add("final", "final", topic="t", partition=0, offset=offset, value=f"p0:{offset}", leader_epoch=epoch)
+    h.add("final_end", "final", topic="t", partition=0, end_offset=5)
+    v = only(check(h.events), "epoch_backwards")
+    assert [e["offset"] for e in v.events] == [1, 3] and check(h.events).counts()["epoch_backwards"] == 1
+
+
 def test_the_first_violation_is_the_earliest_proven():
     h = H()
     h.add("controller", "monitor", observer=0, leader=0, epoch=7)
