@@ -170,7 +170,7 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
             w.join_checked(60)
         progress(f"seed {options.seed}: final read")
         final_read(recorder, target.bootstrap, TOPIC, options.partitions)
-        windows = _unavailable(recorder.events, nemesis.injected)
+        windows = _unavailable(recorder.events, nemesis.injected, options.duration_s)
         for w in windows:
             recorder.record("unavailable", "runner", start=round(w.start_s, 3), end=round(w.end_s, 3),
                             fault=w.fault)
@@ -224,8 +224,10 @@ def _carry_out(faults: list[Fault], nemesis: Nemesis, recorder: Recorder, option
         time.sleep(0.2)
 
 
-def _unavailable(events: list[Event], injected: list[tuple[Fault, str]]) -> list[Window]:
-    acks = sorted(float(e["time"]) for e in events if e["type"] == "ack")
+def _unavailable(events: list[Event], injected: list[tuple[Fault, str]], until_s: float) -> list[Window]:
+    # The producers' acknowledgements while the run lasts (not the final read's fence records after it).
+    acks = sorted(float(e["time"]) for e in events
+                  if e["type"] == "ack" and e["process"].startswith("producer-") and float(e["time"]) <= until_s)
     out = []
     for before, after in itertools.pairwise(acks):
         if after - before > UNAVAILABLE_GAP_S:

@@ -9,7 +9,8 @@
 - `ChurnWorkload`: topics created and deleted during the faults (`chaos-churn-N`, never a name twice).
 - `Monitor`: every broker's leader and epoch for each partition of the topic and every controller's claim
   to be active, recorded when they change.
-- `final_read`: after the faults, every partition from offset 0 to its high-water mark.
+- `final_read`: after the faults, one acknowledged fence record per partition, then every partition from
+  offset 0 to its high-water mark.
 
 All of them tolerate the faults: an error is recorded or retried, never raised out of the thread.
 """
@@ -274,6 +275,7 @@ def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, 
     """Every record of every partition from 0 to its high-water mark, as `final` events and one `final_end`
     per partition; retried until `timeout_s`. Returns the number of records read."""
     deadline = time.monotonic() + timeout_s
+    _fence(recorder, bootstrap, topic, partitions, deadline)
     ends = _end_offsets(bootstrap, topic, partitions, deadline)
     consumer = Consumer(ConsumerConfig(bootstrap=bootstrap, auto_offset_reset="earliest", max_poll_records=5000,
                                        request_timeout_ms=5_000, client_id="final"))
@@ -304,6 +306,25 @@ def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, 
     finally:
         consumer.close()
     return count
+
+
+def _fence(recorder: Recorder, bootstrap: str, topic: str, partitions: int, deadline: float) -> None:
+    """One acks=all record per partition, acknowledged before the end offsets are asked for: a leader
+    elected late may not yet have moved its high-water mark over what an earlier leader acknowledged, but
+    it has once it acknowledges a record of its own, so the final read cannot stop short of an
+    acknowledged record through timing alone."""
+    config = ProducerConfig(bootstrap=bootstrap, acks="all", enable_idempotence=True, request_timeout_ms=5_000,
+                            delivery_timeout_ms=max(10_000, int((deadline - time.monotonic()) * 1000) - 5_000),
+                            client_id="final")
+    with Producer(config) as producer:
+        futures = []
+        for p in range(partitions):
+            value = f"final:{p}"
+            recorder.record("send", "final", topic=topic, partition=p, value=value)
+            futures.append((p, value, producer.produce(topic, value.encode(), partition=p)))
+        for p, value, future in futures:
+            meta = future.result(max(0.1, deadline - time.monotonic()))
+            recorder.record("ack", "final", topic=topic, partition=p, value=value, offset=meta.offset)
 
 
 def _end_offsets(bootstrap: str, topic: str, partitions: int, deadline: float) -> dict[int, int]:
