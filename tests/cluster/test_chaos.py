@@ -92,3 +92,19 @@ def test_ctrl_c_during_a_fault_heals_it_and_stops_everything(tmp_path):
     assert netns.leftovers(process.pid) == []
     alive = [pid for pid in nodes if Path(f"/proc/{pid}").exists()]
     assert alive == [], alive
+
+
+def test_a_cluster_given_by_its_bootstrap_gets_the_workloads_and_the_check_but_no_faults(tmp_path):
+    from kanal.deploy.chaos.target import BROKER_FLAGS, CONTROLLER_FLAGS
+    from kanal.deploy.local_cluster import LocalCluster
+
+    history = tmp_path / "history.jsonl"
+    with pytest.raises(ValueError, match="takes no --faults"):
+        run_once(RunOptions(target="127.0.0.1:9", faults=("kill",), duration_s=10, seed=1, history_path=history))
+    with LocalCluster(tmp_path / "cluster", controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS) as cluster:
+        cluster.start()
+        result = run_once(RunOptions(target=cluster.bootstrap, faults=(), duration_s=10, seed=1,
+                                     history_path=history))
+    print(result.table())
+    assert result.ok and result.report.acknowledged > 0 and result.injected == []
+    assert result.report.final_records >= result.report.acknowledged
