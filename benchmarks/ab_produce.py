@@ -1,12 +1,16 @@
 """Produce throughput of two checkouts side by side: before and after a change, in alternating rounds.
 
     python benchmarks/ab_produce.py --before /work/main/.venv/bin/python --after .venv/bin/python \\
-        [--rounds 5] [--seconds 5] [--clusters one]
+        [--rounds 5] [--seconds 5] [--clusters one] [--quotas]
 
 Each round runs `cluster_bench.py --quick --produce-only` once with each interpreter (its own editable
-install, so its own broker code), alternating which goes first. Prints one JSON object: every round's
+install, so its own broker code), alternating which goes first. `--after-authorizer-acls N` runs the
+"after" side with the brokers' authorizer on and N ACLs (same interpreter on both sides: the cost of the
+ACL check in the produce path). Prints one JSON object: every round's
 records/s per case, the medians of the rounds and after/before for each case (PERFORMANCE.md: a goal is
-judged on the median of five rounds, measured side by side).
+judged on the median of five rounds, measured side by side). --quotas passes cluster_bench.py's --quotas:
+a quota set for another client id, so the brokers' quota enforcement runs on every call (a checkout
+without quotas ignores it), where without it no quota is set at all.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from pathlib import Path
 BENCH = Path(__file__).with_name("cluster_bench.py")
 
 
-def run(python: str, args) -> dict[str, int]:
+def run(python: str, args, extra: list[str]) -> dict[str, int]:
     out = subprocess.run([python, str(BENCH), "--quick", "--produce-only", "--seconds", str(args.seconds),
-                          "--clusters", args.clusters], check=False, capture_output=True, text=True, timeout=1800)
+                          "--clusters", args.clusters, *extra, *(["--quotas"] if args.quotas else [])],
+                         check=False, capture_output=True, text=True, timeout=1800)
     if out.returncode:
         raise SystemExit(f"{python} {BENCH.name} failed:\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout)
@@ -40,16 +45,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--clusters", default="one")
+    parser.add_argument("--after-authorizer-acls", type=int, default=-1,
+                        help="run the after side with the brokers' authorizer on and this many ACLs")
+    parser.add_argument("--quotas", action="store_true",
+                        help="a quota for another client id is set, so enforcement runs on every call")
     args = parser.parse_args()
+    extra = {"before": [], "after": ["--authorizer-acls", str(args.after_authorizer_acls)]
+             if args.after_authorizer_acls >= 0 else []}
     rounds = []
     for i in range(args.rounds):
         order = [("before", args.before), ("after", args.after)]
         if i % 2:
             order.reverse()
-        rounds.append({name: run(python, args) for name, python in order})
+        rounds.append({name: run(python, args, extra[name]) for name, python in order})
     cases = sorted(rounds[0]["before"])
     medians = {side: {c: statistics.median(r[side][c] for r in rounds) for c in cases} for side in ("before", "after")}
-    print(json.dumps({"benchmark": "ab_produce", "rounds": rounds, "medians": medians,
+    print(json.dumps({"benchmark": "ab_produce", "quotas": args.quotas, "rounds": rounds, "medians": medians,
                       "after_vs_before": {c: round(medians["after"][c] / medians["before"][c], 3) for c in cases}},
                      indent=2))
 

@@ -1,9 +1,16 @@
 """Produce / consume throughput and end-to-end latency against a cluster the benchmark starts itself.
 
     python benchmarks/cluster_bench.py [--seconds 8] [--quick] [--produce-only] [--clusters one,three]
+    python benchmarks/cluster_bench.py --tls [--tls-rounds 2] [--seconds 8]
 
 --produce-only runs only broker_produce and client_produce (no fetch, consume, per-record or latency
 case), and --clusters picks the clusters: for before/after comparisons of the produce path.
+--authorizer-acls N runs the brokers with `--authorizer on`: the clients (User:ANONYMOUS) are granted
+what the cases do, beside N ACLs for other users and topics, so every call pays a real check (one-broker
+cluster only: without authentication followers cannot fetch as themselves).
+--quotas sets a client quota on an entity no benchmark client is (client-id `someone-else`), so the
+brokers' quota enforcement runs on every call (measures and resolves, never throttles): the cost of
+enforcement itself. Without it no quota is set, and enforcement stays out of the calls' way.
 
 Cases (100-byte and 1 KiB records):
   broker_produce   pre-encoded batches of 1,000 records sent by N processes over raw gRPC: what the broker
@@ -16,6 +23,12 @@ Cases (100-byte and 1 KiB records):
   client_consume   kanal's Consumer, decoding and CRC-checking every record
   latency          one producer paced at 2,000 records/s (linger 0), one consumer in its own process;
                    p50/p99 of receive time minus the send time carried in each record
+--tls runs an A/B of security instead: 100-byte records through the Python Producer (produce_many, one
+process) and Consumer on one-broker clusters (acks=1), plaintext against TLS with client certificates
+(mTLS) against mTLS plus a password (call credentials checked against SCRAM credentials); a plaintext and a
+secured cluster run side by side and the modes take turns for --tls-rounds rounds; medians, each mode's
+ratio to plaintext (goal: >= 0.7), and CPU per record of the client and the broker (from /proc), whose
+ratio holds when other load on the machine makes the throughput figures noisy.
 Prints one JSON object. Every loop is bounded by record count and by --seconds. Before each timed case
 the page cache is written back (sync), so no case pays for an earlier case's writes.
 """
@@ -38,7 +51,7 @@ from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
 from kanal.deploy.local_cluster import LocalCluster
-from kanal.v1 import admin_pb2, broker_pb2
+from kanal.v1 import admin_pb2, broker_pb2, controller_pb2_grpc, metadata_pb2
 from kanal.v1.batch import NewRecord, build_batch
 
 RECORDS_PER_BATCH = 1000
@@ -46,8 +59,8 @@ RAW_ROUNDS_IN_FLIGHT = 4
 LATENCY_PRODUCER = {"acks": "1", "enable_idempotence": False, "linger_ms": 0}
 
 
-def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, **configs: str) -> None:
-    md = ClusterMetadata(cluster.bootstrap)
+def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, security=None, **configs: str) -> None:
+    md = ClusterMetadata(cluster.bootstrap, security=security)
     try:
         request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
             name=name, partitions=partitions, replication_factor=rf,
@@ -62,6 +75,41 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, **c
                 return
             time.sleep(0.05)
         raise SystemExit(f"{name} has no leaders")
+    finally:
+        md.close()
+
+
+def grant_benchmark_acls(cluster: LocalCluster, others: int) -> None:
+    """ANONYMOUS may do what the cases do (ALL on every topic, group and the cluster), beside `others` ACLs
+    for other users; then wait until every broker has applied them."""
+    m = metadata_pb2
+
+    def entry(rtype: int, name: str, principal: str, op: int, pattern: int = m.ACL_PATTERN_LITERAL):
+        return m.AccessControlEntry(resource_type=rtype, resource_name=name, pattern_type=pattern,
+                                    principal=principal, host="*", operation=op, permission=m.ACL_PERMISSION_ALLOW)
+
+    entries = [entry(m.ACL_RESOURCE_TOPIC, "*", "User:ANONYMOUS", m.ACL_OPERATION_ALL),
+               entry(m.ACL_RESOURCE_GROUP, "*", "User:ANONYMOUS", m.ACL_OPERATION_ALL),
+               entry(m.ACL_RESOURCE_CLUSTER, "kanal-cluster", "User:ANONYMOUS", m.ACL_OPERATION_ALL)]
+    entries += [entry(m.ACL_RESOURCE_TOPIC, f"topic-{i}", f"User:user-{i % 200}", m.ACL_OPERATION_WRITE)
+                if i % 2 else entry(m.ACL_RESOURCE_TOPIC, f"team-{i % 50}-", f"User:user-{i % 200}",
+                                    m.ACL_OPERATION_READ, m.ACL_PATTERN_PREFIXED) for i in range(others)]
+    import grpc
+
+    with grpc.insecure_channel(cluster.controllers[0].endpoint) as channel:
+        stub = controller_pb2_grpc.ControllerStub(channel)
+        for start in range(0, len(entries), 500):
+            reply = stub.CreateAcls(admin_pb2.CreateAclsRequest(creations=entries[start:start + 500]), timeout=60)
+            if any(r.error for r in reply.results):
+                raise SystemExit(f"cannot grant the benchmark's ACLs: {reply}")
+        end = stub.DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=10).metadata_end_offset
+    md = ClusterMetadata(cluster.bootstrap)
+    try:
+        deadline = time.monotonic() + 30
+        while md.any_stub().Metadata(broker_pb2.MetadataRequest(), timeout=10).metadata_offset < end:
+            if time.monotonic() > deadline:
+                raise SystemExit("the brokers did not apply the benchmark's ACLs")
+            time.sleep(0.05)
     finally:
         md.close()
 
@@ -116,11 +164,13 @@ def _check(futures) -> None:
 
 
 def _client_producer(bootstrap: str, topic: str, record_bytes: int, acks: str, records_max: int, seconds: float,
-                     per_record: bool, out: mp.Queue) -> None:
-    producer = Producer(ProducerConfig(bootstrap=bootstrap, acks=acks, enable_idempotence=(acks == "all")))
+                     per_record: bool, security, out: mp.Queue) -> None:
+    producer = Producer(ProducerConfig(bootstrap=bootstrap, acks=acks, enable_idempotence=(acks == "all"),
+                                       security=security))
     value = os.urandom(record_bytes)
     values = [value] * 1000
     started = time.perf_counter()
+    cpu_started = time.process_time()
     deadline = started + seconds
     sent = 0
     while sent < records_max and time.perf_counter() < deadline:
@@ -132,8 +182,9 @@ def _client_producer(bootstrap: str, topic: str, record_bytes: int, acks: str, r
         sent += 1000
     producer.flush(120)
     elapsed = time.perf_counter() - started
+    cpu_s = time.process_time() - cpu_started
     producer.close()
-    out.put((sent, elapsed))
+    out.put((sent, elapsed, cpu_s))
 
 
 def settle() -> None:
@@ -143,6 +194,11 @@ def settle() -> None:
 
 
 def run_parallel(target, args_list: list[tuple]) -> tuple[int, float]:
+    results = run_parallel_results(target, args_list)
+    return sum(r[0] for r in results), max(r[1] for r in results)
+
+
+def run_parallel_results(target, args_list: list[tuple]) -> list[tuple]:
     settle()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -152,7 +208,7 @@ def run_parallel(target, args_list: list[tuple]) -> tuple[int, float]:
     results = [queue.get(timeout=600) for _ in procs]
     for p in procs:
         p.join(60)
-    return sum(r[0] for r in results), max(r[1] for r in results)
+    return results
 
 
 def rates(records: int, seconds: float, record_bytes: int) -> dict:
@@ -194,9 +250,10 @@ def raw_fetch(cluster: LocalCluster, topic: str, partitions: int, seconds: float
     return total, time.perf_counter() - started
 
 
-def client_consume(cluster: LocalCluster, topic: str, partitions: int, records_max: int, seconds: float) -> tuple[int, float]:
+def client_consume(cluster: LocalCluster, topic: str, partitions: int, records_max: int, seconds: float,
+                   security=None) -> tuple[int, float]:
     consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="earliest",
-                                       max_poll_records=10_000))
+                                       max_poll_records=10_000, security=security))
     consumer.assign([(topic, p) for p in range(partitions)])
     got = 0
     started = time.perf_counter()
@@ -255,9 +312,19 @@ def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float) -> d
 
 def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, sizes: list[int]) -> dict:
     data_dir = Path(tempfile.mkdtemp(prefix="kanal-bench-", dir=args.dir))
-    cluster = LocalCluster(data_dir, controllers=3, brokers=brokers)
+    secured = args.authorizer_acls >= 0
+    cluster = LocalCluster(data_dir, controllers=3, brokers=brokers,
+                           broker_flags=["--authorizer", "on"] if secured else None)
     cluster.start(timeout_s=90)
-    out: dict = {"brokers": brokers, "replication_factor": rf, "acks": acks_client}
+    out: dict = {"brokers": brokers, "replication_factor": rf, "acks": acks_client, "quotas": args.quotas}
+    if secured:
+        grant_benchmark_acls(cluster, args.authorizer_acls)
+        out["authorizer_acls"] = args.authorizer_acls
+    if args.quotas:
+        with Admin(cluster.bootstrap) as admin:
+            admin.alter_client_quota("client-id", "someone-else", {"producer_byte_rate": 1e6,
+                                                                   "consumer_byte_rate": 1e6,
+                                                                   "request_percentage": 50.0})
     try:
         for size in sizes:
             partitions = 6
@@ -285,7 +352,8 @@ def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, 
                 topic_c = f"client-{size}-{producers}"
                 create_topic(cluster, topic_c, partitions, rf, **extra)
                 n, s = run_parallel(_client_producer, [(cluster.bootstrap, topic_c, size, acks_client,
-                                                        args.batches_max * RECORDS_PER_BATCH, args.seconds, False)
+                                                        args.batches_max * RECORDS_PER_BATCH, args.seconds, False,
+                                                        None)
                                                        for _ in range(producers)])
                 case[f"client_produce_{producers}p"] = rates(n, s, size)
                 delete_topic(cluster, topic_c)
@@ -295,7 +363,7 @@ def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, 
             topic_r = f"client-per-record-{size}"
             create_topic(cluster, topic_r, partitions, rf, **extra)
             n, s = run_parallel(_client_producer, [(cluster.bootstrap, topic_r, size, acks_client,
-                                                    args.batches_max * RECORDS_PER_BATCH, args.seconds, True)])
+                                                    args.batches_max * RECORDS_PER_BATCH, args.seconds, True, None)])
             case["client_produce_per_record_1p"] = rates(n, s, size)
             delete_topic(cluster, topic_r)
             out[f"{size}B"] = case
@@ -320,15 +388,29 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where the cluster's data goes (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="100-byte records only")
     parser.add_argument("--produce-only", action="store_true", help="only the broker_produce and client_produce cases")
+    parser.add_argument("--tls", action="store_true", help="A/B of plaintext, mTLS and mTLS + password instead")
+    parser.add_argument("--tls-rounds", type=int, default=3, help="with --tls: rounds of the three modes")
+    parser.add_argument("--quotas", action="store_true",
+                        help="set a quota for another client id, so quota enforcement runs on every call")
     parser.add_argument("--clusters", type=lambda s: s.split(","), default=["one", "three"],
                         help="which clusters: one (1 broker, acks=1), three (RF=3, acks=all), or both")
+    parser.add_argument("--authorizer-acls", type=int, default=-1,
+                        help="brokers with --authorizer on and this many other ACLs (default -1: authorizer off)")
     args = parser.parse_args()
+    if args.authorizer_acls >= 0 and args.clusters != ["one"]:
+        parser.error("--authorizer-acls runs on --clusters one only (followers need authentication)")
     if not set(args.clusters) <= {"one", "three"} or not args.clusters:
         parser.error("--clusters takes one, three or one,three")
     if not 0.5 <= args.seconds <= 300:
         parser.error("--seconds must be in [0.5, 300]")
     sizes = [100] if args.quick else [100, 1024]
     result = {"benchmark": "cluster", "python": sys.version.split()[0], "cpus": os.cpu_count()}
+    if args.tls:
+        if not 1 <= args.tls_rounds <= 10:
+            parser.error("--tls-rounds must be in [1, 10]")
+        result["security_ab"] = bench_security(args)
+        print(json.dumps(result, indent=2))
+        return
     if "one" in args.clusters:
         result["one_broker_acks_1"] = bench_cluster(1, 1, 1, "1", args, sizes)
     if "three" in args.clusters:
@@ -336,6 +418,89 @@ def main() -> None:
     if not args.produce_only and len(args.clusters) == 2:
         result["ratios"] = ratios(result, sizes, args.producers[0])
     print(json.dumps(result, indent=2))
+
+
+SECURITY_MODES = ("plaintext", "mtls", "mtls_password")
+
+
+def bench_security(args) -> dict:
+    """Python Producer and Consumer throughput, 100-byte records, one broker, per security mode. Two clusters
+    run side by side for the whole benchmark, one plaintext and one secured (TLS, required client
+    certificates, authentication mtls,password); the modes take turns in every round, each on a fresh
+    topic, so load from elsewhere on the machine falls on all of them alike."""
+    from kanal.deploy.certificates import make_dev_tls
+    from kanal.v1.channel_security import ClientSecurity
+
+    root = Path(tempfile.mkdtemp(prefix="kanal-bench-security-", dir=args.dir))
+    plain = LocalCluster(root / "plaintext", controllers=1, brokers=1)
+    secured = LocalCluster(root / "secured", controllers=1, brokers=1,
+                           tls=make_dev_tls(root / "tls", broker_ids=[0], controller_ids=[0]))
+    runs: dict[str, list[dict]] = {mode: [] for mode in SECURITY_MODES}
+    try:
+        plain.start(timeout_s=90)
+        secured.start(timeout_s=90)
+        cert = secured.client_security
+        with Admin(secured.bootstrap, security=cert) as admin:
+            admin.create_user("bench", "bench-password")
+        modes = {"plaintext": (plain, None), "mtls": (secured, cert),
+                 "mtls_password": (secured, ClientSecurity(ca_file=cert.ca_file, cert_file=cert.cert_file,
+                                                           key_file=cert.key_file, user="bench",
+                                                           password="bench-password"))}
+        for round_ in range(args.tls_rounds):
+            for mode, (cluster, security) in modes.items():
+                runs[mode].append(_security_round(cluster, security, f"{mode}-{round_}", args))
+    finally:
+        plain.stop()
+        secured.stop()
+        import shutil
+        shutil.rmtree(root, ignore_errors=True)
+    medians = {mode: {kind: round(statistics.median(r[kind]["records_s"] for r in rounds))
+                      for kind in ("client_produce", "client_consume")}
+               for mode, rounds in runs.items()}
+    cpu = {mode: {f"{kind}_{who}_cpu_us_per_record": round(statistics.median(
+                      r[kind][f"{who}_cpu_us_per_record"] for r in rounds), 3)
+                  for kind in ("client_produce", "client_consume") for who in ("client", "broker")}
+           for mode, rounds in runs.items()}
+    base, base_cpu = medians["plaintext"], cpu["plaintext"]
+    return {"record_bytes": 100, "rounds": runs, "median_records_s": medians, "median_cpu": cpu,
+            "ratio_to_plaintext": {mode: {kind: round(m[kind] / base[kind], 3) for kind in m}
+                                   for mode, m in medians.items() if mode != "plaintext"},
+            # plaintext CPU per record / this mode's: the throughput ratio a CPU-bound machine would see.
+            "cpu_ratio_to_plaintext": {mode: {
+                kind: round((base_cpu[f"{kind}_client_cpu_us_per_record"] + base_cpu[f"{kind}_broker_cpu_us_per_record"])
+                            / (c[f"{kind}_client_cpu_us_per_record"] + c[f"{kind}_broker_cpu_us_per_record"]), 3)
+                for kind in ("client_produce", "client_consume")} for mode, c in cpu.items() if mode != "plaintext"}}
+
+
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _security_round(cluster: LocalCluster, security, topic: str, args) -> dict:
+    """Throughput, and CPU per record of the client process and of the broker (from /proc: what TLS costs
+    whatever else the machine runs)."""
+    partitions = 6
+    create_topic(cluster, topic, partitions, 1, security=security)
+    broker_pid = cluster.brokers[0].pid
+    broker_cpu = _process_cpu_s(broker_pid)
+    [(n, s, producer_cpu)] = run_parallel_results(_client_producer, [(
+        cluster.bootstrap, topic, 100, "1", args.batches_max * RECORDS_PER_BATCH, args.seconds, False, security)])
+    broker_cpu, broker_cpu_before = _process_cpu_s(broker_pid), broker_cpu
+    out = {"client_produce": {**rates(n, s, 100), "client_cpu_us_per_record": round(producer_cpu / n * 1e6, 3),
+                              "broker_cpu_us_per_record": round((broker_cpu - broker_cpu_before) / n * 1e6, 3)}}
+    settle()
+    cpu_before = time.process_time()
+    broker_cpu_before = _process_cpu_s(broker_pid)
+    got, s = client_consume(cluster, topic, partitions, n, args.seconds * 2, security=security)
+    out["client_consume"] = {**rates(got, s, 100),
+                             "client_cpu_us_per_record": round((time.process_time() - cpu_before) / got * 1e6, 3),
+                             "broker_cpu_us_per_record": round((_process_cpu_s(broker_pid) - broker_cpu_before)
+                                                               / got * 1e6, 3)}
+    with Admin(cluster.bootstrap, security=security) as admin:
+        admin.delete_topic(topic)
+    return out
 
 
 def ratios(result: dict, sizes: list[int], producers: int) -> dict:

@@ -23,7 +23,7 @@ from pathlib import Path
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
 from kanal.metadata.log_codec import encode_metadata_batch
-from kanal.spark.segment_files import data_partitions, metadata_copy
+from kanal.spark.copy_plan import data_copies, metadata_copy
 from kanal.spark.segment_reader import StoredEntry, read_segment
 from kanal.v1 import metadata_pb2
 from kanal.v1.batch import NewRecord, build_batch, decode_records, parse_batch
@@ -68,7 +68,7 @@ def write_metadata(root: Path, records: int) -> None:
 def plain_log_loop(root: Path) -> int:
     """What one Python process does over the same files: walk, check, decode, touch each record's fields."""
     count = 0
-    for copy in data_partitions(root):
+    for copy in data_copies(root):
         for seg in copy.segments:
             for item in read_segment(seg.path, seg.base_offset):
                 if isinstance(item, StoredEntry):
@@ -110,7 +110,7 @@ def main() -> None:
         write_data(root, args.records)
         write_metadata(root, args.metadata_records)
         write_s = time.perf_counter() - t
-        data_bytes = sum(s.size_bytes for c in data_partitions(root) for s in c.segments)
+        data_bytes = sum(s.size_bytes for c in data_copies(root) for s in c.segments)
 
         from kanal.spark.session import kanal_session
 

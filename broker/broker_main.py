@@ -23,7 +23,14 @@ from pathlib import Path
 
 from kanal.broker.config import BrokerConfig, parse_endpoint
 from kanal.broker.server import BrokerServer
+from kanal.metadata.authorizer import authorizer_config_from
+from kanal.v1.authorizer_flags import add_authorizer_flags
 from kanal.v1.error import KanalError
+from kanal.v1.listener_security import (
+    ListenerSecurityError,
+    add_listener_security_flags,
+    listener_security_from_args,
+)
 from kanal.v1.server_flags import (
     OneLineParser,
     ServerFlagError,
@@ -72,10 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
          "a producer with no batch for this long is forgotten (producer.id.expiration.ms)"),
         ("--produce-timeout-ms-default", 30_000,
          "acks=all wait of a Produce whose timeout_ms is 0 (request.timeout.ms)"),
+        ("--quota-window-num", 11, "samples client quota rates are measured over (quota.window.num)"),
+        ("--quota-window-size-ms", 1000, "length of one quota sample (quota.window.size.seconds, in ms)"),
     ):
         p.add_argument(flag, type=integer(flag), default=default,
                        help=f"{help_text + '; ' if help_text else ''}default {default}")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    add_authorizer_flags(p)
+    add_listener_security_flags(p)
     add_server_flags(p)
     return p
 
@@ -93,6 +104,10 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
     including an advertised host that does not resolve within --resolve-wait-ms-max."""
     environ = os.environ if environ is None else environ
     args = parse_layered(build_parser(), argv, environ, hostname or hostname_from(environ))
+    try:
+        security = listener_security_from_args(args)
+    except ListenerSecurityError as exc:
+        raise ServerFlagError(str(exc)) from None
     config = BrokerConfig(
         broker_id=args.id, listen=args.listen, advertise=args.advertise,
         controllers=tuple(c.strip() for c in args.controllers.split(",") if c.strip()),
@@ -109,6 +124,9 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         produce_timeout_ms_default=args.produce_timeout_ms_default,
+        authorizer=authorizer_config_from(args.authorizer, args.super_users, args.allow_everyone_if_no_acl_found),
+        security=security,
+        quota_window_num=args.quota_window_num, quota_window_size_ms=args.quota_window_size_ms,
     )
     advertised_host, _ = parse_endpoint(config.advertised)
     check_resolves("--advertise", advertised_host, args.resolve_wait_ms_max)
@@ -142,7 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kanal broker: error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
     setup_logging(args.log_format, args.log_level, f"broker-{config.broker_id}")
-    server = BrokerServer(config)
+    try:
+        # Opening the data directory (meta.properties: another node's disk) can refuse before any start.
+        server = BrokerServer(config)
+    except KanalError as exc:
+        print(f"kanal broker: could not start: {exc}", file=sys.stderr)
+        return EXIT_STARTUP_FAILED
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())

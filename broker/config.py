@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kanal.broker.quota_sampler import QuotaWindows
+from kanal.metadata.authorizer import AuthorizerConfig
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.listener_security import ListenerSecurity
 
 # One attempt of a call at one controller waits at most this long (unless the call says less: heartbeats
 # wait one heartbeat interval, metadata long polls their wait plus METADATA_FETCH_REPLY_MARGIN_MS), so a
@@ -101,6 +104,17 @@ class BrokerConfig:
     # A producer with no batch stored on a replica for this long is forgotten there, which bounds the
     # producer state (producer.id.expiration.ms, one day); its next batch moves it to a new epoch.
     producer_id_expiration_ms: int = 86_400_000
+    # ACL checks on every call (--authorizer, --super-users, --allow-everyone-if-no-acl-found); off by
+    # default: everything is allowed, as before ACLs.
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
+    # TLS, client certificates and authentication of the gRPC listener, and how this broker dials the
+    # controllers and the other brokers (kanal.v1.listener_security); default: plaintext, ANONYMOUS.
+    security: ListenerSecurity = field(default_factory=ListenerSecurity)
+    # Client quota rates are measured over this many samples (quota.window.num) ...
+    quota_window_num: int = 11
+    # ... of this length each (quota.window.size.seconds): a rate is an average over about
+    # num x size, and a throttle lasts at most that long (broker/quota_policy.py).
+    quota_window_size_ms: int = 1000
     # Where the controller quorum's gRPC listeners are, parsed from `controllers`.
     controller_endpoints: tuple[tuple[str, int], ...] = field(init=False)
 
@@ -151,6 +165,7 @@ class BrokerConfig:
                "offsets_retention_check_interval_ms must be in [100, 86400000]")
         _check(1000 <= self.producer_id_expiration_ms <= 10 * 365 * 24 * 3600 * 1000,
                "producer_id_expiration_ms must be in [1000, 10 years]")
+        QuotaWindows(self.quota_window_num, self.quota_window_size_ms)  # INVALID_CONFIG when out of bounds
 
 
 # A broker notices that its controller fell silent within two heartbeat intervals (the wait for the next

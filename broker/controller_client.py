@@ -36,6 +36,7 @@ from kanal.broker.config import CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX
 from kanal.broker.controller_chooser import ControllerChooser
 from kanal.v1 import controller_pb2_grpc
 from kanal.v1.channel_options import channel_options
+from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError
 
 log = logging.getLogger(__name__)
@@ -50,13 +51,14 @@ _SILENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class ControllerClient:
-    def __init__(self, endpoints: list[str], *, request_timeout_ms: int, message_bytes_max: int = 64 << 20) -> None:
+    def __init__(self, endpoints: list[str], *, request_timeout_ms: int, message_bytes_max: int = 64 << 20,
+                 security: ClientSecurity | None = None) -> None:
         if not endpoints:
             raise ValueError("no controller endpoints")
         self._timeout_s = request_timeout_ms / 1000
         self.attempt_timeout_ms = min(request_timeout_ms, CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX)
         options = channel_options(message_bytes_max)
-        self._channels = {ep: grpc.insecure_channel(ep, options=options) for ep in endpoints}
+        self._channels = {ep: open_channel(ep, options, security) for ep in endpoints}
         self._stubs = {ep: controller_pb2_grpc.ControllerStub(ch) for ep, ch in self._channels.items()}
         self._lock = threading.Lock()
         self._chooser = ControllerChooser(endpoints)
@@ -76,8 +78,10 @@ class ControllerClient:
             channel.close()
 
     def call(self, method: str, request: Any, *, timeout_s: float | None = None,
-             attempt_timeout_s: float | None = None, any_controller: bool = False) -> Any:
-        """Call `method` on the active controller (on any controller with `any_controller`), moving to
+             attempt_timeout_s: float | None = None, any_controller: bool = False,
+             metadata: tuple[tuple[str, str], ...] = ()) -> Any:
+        """Call `method` on the active controller (on any controller with `any_controller`), with gRPC call
+        `metadata` (a forwarded admin call's principal), moving to
         another controller on NOT_CONTROLLER, CONTROLLER_NOT_AVAILABLE, a failed connection or an attempt
         past `attempt_timeout_s`, until `timeout_s`. CONTROLLER_NOT_AVAILABLE when no controller answered
         in time; any other error a controller gives is raised (gRPC status) or returned (reply field)."""
@@ -95,7 +99,7 @@ class ControllerClient:
             rpc: Callable[..., Any] = getattr(self._stubs[endpoint], method)
             started = time.monotonic()
             try:
-                reply = rpc(request, timeout=per_attempt)
+                reply = rpc(request, timeout=per_attempt, metadata=metadata or None)
             except grpc.RpcError as exc:
                 code = _kanal_code(exc)
                 last_problem = f"{endpoint}: {exc.code().name} {exc.details()}"

@@ -474,7 +474,7 @@ class Group:
 
     # ---- lifecycle ----
 
-    def close(self, code: int, message: str) -> list[Effect]:
+    def close(self, code: ErrorCode, message: str) -> list[Effect]:
         """The group is deleted or unloaded: answer every pending call with `code`."""
         effects: list[Effect] = []
         for m in self.members.values():
@@ -542,7 +542,7 @@ def _common_protocols(members: Iterable[Member]) -> set[str]:
     return common or set()
 
 
-def _fence_calls(member: Member, *, code: int = ErrorCode.FENCED_INSTANCE_ID, message: str = "",
+def _fence_calls(member: Member, *, code: ErrorCode = ErrorCode.FENCED_INSTANCE_ID, message: str = "",
                  join_only: bool = False) -> list[Effect]:
     """Answer a member's pending calls with an error (it was replaced, left, or the group went away)."""
     effects: list[Effect] = []
@@ -561,5 +561,5 @@ def _join_error(exc: KanalError, member_id: str) -> broker_pb2.JoinGroupResponse
     return broker_pb2.JoinGroupResponse(error=exc.code, error_message=exc.message, member_id=member_id)
 
 
-def _sync_error(code: int, message: str = "") -> broker_pb2.SyncGroupResponse:
+def _sync_error(code: ErrorCode, message: str = "") -> broker_pb2.SyncGroupResponse:
     return broker_pb2.SyncGroupResponse(error=code, error_message=message or ErrorCode.Name(code))

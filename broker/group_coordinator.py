@@ -64,6 +64,7 @@ from kanal.metadata import MetadataImage
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, groups_pb2
 from kanal.v1.batch import CorruptEntry
 from kanal.v1.channel_options import channel_options
+from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.partitioning import partition_for_key
 from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC
@@ -138,8 +139,10 @@ class GroupCoordinator:
     def __init__(self, *, broker_id: int, replicas, image: Callable[[], MetadataImage], controllers,
                  metrics: BrokerMetrics, limits: GroupLimits, offsets_partitions: int,
                  offsets_replication_factor: int, write_timeout_ms: int,
-                 offsets_retention_check_interval_ms: int = 600_000) -> None:
+                 offsets_retention_check_interval_ms: int = 600_000,
+                 security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
+        self._security = security  # how to dial the other brokers (TLS when the listeners have it)
         self._replicas = replicas
         self._image = image
         self._controllers = controllers
@@ -668,7 +671,7 @@ class GroupCoordinator:
     def _peer(self, endpoint: str) -> broker_pb2_grpc.BrokerStub:
         stub = self._peers.get(endpoint)
         if stub is None:
-            channel = grpc.insecure_channel(endpoint, options=channel_options())
+            channel = open_channel(endpoint, channel_options(), self._security)
             self._channels.append(channel)
             stub = self._peers[endpoint] = broker_pb2_grpc.BrokerStub(channel)
         return stub

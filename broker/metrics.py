@@ -62,3 +62,20 @@ class BrokerMetrics:
             "Calls refused with BROKER_NOT_AVAILABLE because this broker was not yet registered and caught up "
             "with the metadata log", registry=r)
         self.fenced = Gauge("kanal_broker_fenced", "1 while the controller has this broker fenced", registry=r)
+        # Client quotas (broker/quota_policy.py). `quota` is the quota key (producer_byte_rate,
+        # consumer_byte_rate, request_percentage); `entity` the configured quota entity the client matched
+        # (`user=alice,client-id=app`, `client-id=<default>`), never the raw client id: one label set per
+        # configured quota, removed when the quota is.
+        self.quota_throttle_time_ms = Counter(
+            "kanal_client_quota_throttle_time_ms", "Throttle time handed to clients over their quota, in ms",
+            ["quota", "entity"], registry=r)
+        self.quota_throttled_calls = Counter(
+            "kanal_client_quota_throttled_calls", "Calls answered with a throttle time > 0", ["quota", "entity"],
+            registry=r)
+        self.quota_rate = Gauge(
+            "kanal_client_quota_rate",
+            "Rate of a quota entity at its last call: bytes/s (byte rates) or percent of one thread "
+            "(request_percentage)", ["quota", "entity"], registry=r)
+        self.quota_delayed_calls = Counter(
+            "kanal_client_quota_delayed_calls",
+            "Calls the broker held because their client was still throttled (it did not wait)", registry=r)

@@ -26,6 +26,7 @@ import grpc
 from kanal.broker.config import BrokerConfig
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.channel_options import channel_options
+from kanal.v1.channel_security import open_channel
 
 if TYPE_CHECKING:
     from kanal.broker.partition import Partition
@@ -48,7 +49,7 @@ class ReplicaFetcher:
         self._stop = threading.Event()
         self._added = threading.Event()  # set_partitions added a partition: an idle fetcher goes at once
         self._options = channel_options(config.grpc_message_bytes_max)
-        self._channel = grpc.insecure_channel(endpoint, options=self._options)
+        self._channel = open_channel(endpoint, self._options, config.security.outbound())
         self._stub = broker_pb2_grpc.BrokerStub(self._channel)
         self._fetching = False  # a Fetch is in flight on self._channel
         self._interrupted = False  # ...and set_partitions closed its channel to end it
@@ -69,7 +70,7 @@ class ReplicaFetcher:
                 self._added.set()  # under the lock: the fetcher checks it there before each call
             if added and self._fetching and not self._interrupted:
                 interrupted, self._interrupted = self._channel, True
-                self._channel = grpc.insecure_channel(self.endpoint, options=self._options)
+                self._channel = open_channel(self.endpoint, self._options, self._config.security.outbound())
                 self._stub = broker_pb2_grpc.BrokerStub(self._channel)
         if interrupted is not None:
             interrupted.close()  # the blocking Fetch on it ends with CANCELLED; nothing it carried is applied

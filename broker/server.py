@@ -40,10 +40,16 @@ from kanal.broker.lifecycle import BrokerLifecycle
 from kanal.broker.metadata_follower import MetadataFollower
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.producer_ids import ProducerIdManager
+from kanal.broker.quota_interceptor import BrokerQuotas, QuotaInterceptor
+from kanal.broker.quota_sampler import QuotaWindows
 from kanal.broker.replica_manager import ReplicaManager
+from kanal.broker.request_authorization import RequestGate
 from kanal.broker.service import BrokerService
 from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1.authentication import Authenticator, aio_server_interceptor
+from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.listener_security import warn_if_exposed
 from kanal.v1.server_flags import LIVENESS_SERVICE
 from kanal.v1.server_reflection import enable_reflection
 
@@ -55,6 +61,7 @@ class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.metrics = BrokerMetrics()
+        self.quotas = BrokerQuotas(QuotaWindows(config.quota_window_num, config.quota_window_size_ms), self.metrics)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._grpc: grpc.aio.Server | None = None
@@ -69,7 +76,7 @@ class BrokerServer:
         self.controllers = ControllerClient(
             [f"{h}:{p}" for h, p in config.controller_endpoints],
             request_timeout_ms=config.controller_request_timeout_ms,
-            message_bytes_max=config.grpc_message_bytes_max,
+            message_bytes_max=config.grpc_message_bytes_max, security=config.security.outbound(),
         )
         self.replicas = ReplicaManager(config, self.controllers, self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch)
         self.metadata = MetadataFollower(
@@ -93,7 +100,10 @@ class BrokerServer:
             offsets_replication_factor=config.offsets_topic_replication_factor,
             write_timeout_ms=config.offsets_commit_timeout_ms,
             offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+            security=config.security.outbound(),
         )
+        # ACL checks against the image the metadata follower last published (service.py's `@gated`).
+        self.gate = RequestGate(config.authorizer, lambda: self.metadata.image)
         self.producer_ids = ProducerIdManager(
             lambda req: self.controllers.call("AllocateProducerIds", req), config.broker_id,
             lambda: self.lifecycle.broker_epoch,
@@ -104,6 +114,7 @@ class BrokerServer:
 
     def _on_metadata(self, old, new) -> None:
         self.metrics.metadata_offset.set(new.next_offset)
+        self.quotas.on_metadata(new)
         self.replicas.on_metadata(old, new)
         self.groups.reconcile(new)  # after the replicas: a partition it now leads is ready to be loaded
 
@@ -130,17 +141,39 @@ class BrokerServer:
         options = [("grpc.max_receive_message_length", self.config.grpc_message_bytes_max),
                    ("grpc.max_send_message_length", self.config.grpc_message_bytes_max),
                    ("grpc.so_reuseport", 0)]
-        server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options)
+        # Every call is authenticated at the door and served with its principal bound (kanal.v1.authentication);
+        # client quotas (broker/quota_interceptor.py) are applied inside that, to the call's principal.
+        self.authenticator = Authenticator(self.config.security, self._scram_credentials, unready=self._unready)
+        server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options,
+                                 interceptors=[aio_server_interceptor(self.authenticator),
+                                               QuotaInterceptor(self.quotas, self.metrics)])
         broker_pb2_grpc.add_BrokerServicer_to_server(BrokerService(self), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         # Liveness: SERVING while the event loop answers, caught up or not (a pod's liveness probe).
         await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
-        if server.add_insecure_port(self.config.listen) == 0:
+        security = self.config.security
+        port = (server.add_secure_port(self.config.listen, security.server_credentials()) if security.tls
+                else server.add_insecure_port(self.config.listen))
+        if port == 0:
             raise OSError(f"cannot listen on {self.config.listen}")
+        log.info("gRPC listener %s: %s", self.config.listen, security.describe())
+        warn_if_exposed(parse_endpoint(self.config.listen)[0], security, log, f"broker {self.config.broker_id}")
         await server.start()
         self._grpc = server
+
+    def _unready(self) -> KanalError | None:
+        """Until the first caught-up image is published the credentials may be incomplete: a password that
+        does not check out is then BROKER_NOT_AVAILABLE (retriable, try another broker), not a refusal."""
+        if self.metadata.caught_up:
+            return None
+        return KanalError(ErrorCode.BROKER_NOT_AVAILABLE, "this broker is catching up with the metadata log")
+
+    def _scram_credentials(self, user: str):
+        """The user's SCRAM credentials in the broker's current metadata image (swapped whole, read
+        without locks)."""
+        return self.metadata.image.scram_credentials.get(user, {})
 
     async def _set_health(self, status) -> None:
         await self.health.set("", status)

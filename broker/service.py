@@ -15,7 +15,11 @@ refuses its call with BROKER_NOT_AVAILABLE (retriable, gRPC UNAVAILABLE) before 
 (`_refuse_until_ready`, the first line of each): before then the broker's image is empty, so it would
 answer from no metadata at all (unknown topics, no leaders) or, worse, act on it. gRPC health and
 reflection are other services and always answer (health says NOT_SERVING until the broker is ready and
-unfenced: server.py)."""
+unfenced: server.py).
+
+Authorization: `@gated` (request_authorization.py) on every handler checks the call against the ACLs when
+`--authorizer on`; the handler sees only what the caller may do. Forwarded admin calls carry the
+caller's principal to the controller (`kanal-forwarded-principal`), which stamps it on the records."""
 
 from __future__ import annotations
 
@@ -29,16 +33,20 @@ import grpc
 
 from kanal.broker.group_coordinator import join_timed_out, sync_timed_out
 from kanal.broker.grpc_errors import async_error_boundary, error_boundary
+from kanal.broker.request_authorization import gated
 from kanal.metadata import MetadataImage, offline_reason
 from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1.call_identity import PRINCIPAL_METADATA_KEY
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.principal import call_principal
 
 if TYPE_CHECKING:
     from kanal.broker.server import BrokerServer
 
 _FORWARDED_ADMIN_CALLS = (
     "CreateTopics", "DeleteTopics", "CreatePartitions", "DescribeConfigs", "AlterConfigs",
-    "AlterClientQuotas", "DescribeClientQuotas", "DescribeCluster",
+    "AlterClientQuotas", "DescribeClientQuotas", "DescribeCluster", "CreateAcls", "DescribeAcls", "DeleteAcls",
+    "AlterUserScramCredentials", "DescribeUserScramCredentials",
 )
 
 
@@ -93,6 +101,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         metrics.request_latency.labels(name).observe(time.perf_counter() - started)
 
     @async_error_boundary
+    @gated
     async def Produce(self, request: broker_pb2.ProduceRequest,
                       context: grpc.aio.ServicerContext) -> broker_pb2.ProduceResponse:
         self._refuse_until_ready()
@@ -114,6 +123,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return reply
 
     @async_error_boundary
+    @gated
     async def Fetch(self, request: broker_pb2.FetchRequest,
                     context: grpc.aio.ServicerContext) -> broker_pb2.FetchResponse:
         self._refuse_until_ready()
@@ -134,12 +144,14 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return call.reply
 
     @async_error_boundary
+    @gated
     async def ListOffsets(self, request: broker_pb2.ListOffsetsRequest,
                           context: grpc.aio.ServicerContext) -> broker_pb2.ListOffsetsResponse:
         self._refuse_until_ready()
         return self._server.replicas.list_offsets(request)
 
     @async_error_boundary
+    @gated
     async def Metadata(self, request: broker_pb2.MetadataRequest,
                        context: grpc.aio.ServicerContext) -> broker_pb2.MetadataResponse:
         self._refuse_until_ready()
@@ -152,6 +164,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                                  cluster_id=lifecycle.cluster_id, controller_id=lifecycle.active_controller_id)
 
     @error_boundary
+    @gated
     def InitProducerId(self, request: broker_pb2.InitProducerIdRequest,
                        context: grpc.ServicerContext) -> broker_pb2.InitProducerIdResponse:
         self._refuse_until_ready()
@@ -163,11 +176,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     # ---- groups: failures of the whole call are answered in the reply's error field, as Kafka does ----
 
     @error_boundary
+    @gated
     def FindCoordinator(self, request, context):
         self._refuse_until_ready()
         return _in_band(broker_pb2.FindCoordinatorResponse, self._server.groups.find_coordinator, request)
 
     @async_error_boundary
+    @gated
     async def JoinGroup(self, request, context):
         self._refuse_until_ready()
         host = context.peer().partition(":")[2].rpartition(":")[0]
@@ -175,41 +190,49 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                              request, host)
 
     @async_error_boundary
+    @gated
     async def SyncGroup(self, request, context):
         self._refuse_until_ready()
         return await _parked(broker_pb2.SyncGroupResponse, self._server.groups.start_sync, sync_timed_out, request)
 
     @error_boundary
+    @gated
     def Heartbeat(self, request, context):
         self._refuse_until_ready()
         return _in_band(broker_pb2.HeartbeatResponse, self._server.groups.heartbeat, request)
 
     @error_boundary
+    @gated
     def LeaveGroup(self, request, context):
         self._refuse_until_ready()
         return _in_band(broker_pb2.LeaveGroupResponse, self._server.groups.leave, request)
 
     @error_boundary
+    @gated
     def OffsetCommit(self, request, context):
         self._refuse_until_ready()
         return _in_band(broker_pb2.OffsetCommitResponse, self._server.groups.commit, request)
 
     @error_boundary
+    @gated
     def OffsetFetch(self, request, context):
         self._refuse_until_ready()
         return _in_band(broker_pb2.OffsetFetchResponse, self._server.groups.fetch_offsets, request)
 
     @error_boundary
+    @gated
     def DescribeGroups(self, request, context):
         self._refuse_until_ready()
         return self._server.groups.describe(request)
 
     @error_boundary
+    @gated
     def ListGroups(self, request, context):
         self._refuse_until_ready()
         return self._server.groups.list_groups()
 
     @error_boundary
+    @gated
     def DeleteGroups(self, request, context):
         self._refuse_until_ready()
         return self._server.groups.delete_groups(request)
@@ -296,13 +319,14 @@ def _in_band(response_type, handler, *args):
 
 
 def _forwarder(method: str):
-    @error_boundary
     def forward(self: BrokerService, request, context: grpc.ServicerContext):
         self._refuse_until_ready()
-        return self._server.controllers.call(method, request)
+        # The controller stamps (and authorizes) the caller's principal, not this broker's.
+        return self._server.controllers.call(method, request,
+                                             metadata=((PRINCIPAL_METADATA_KEY, str(call_principal())),))
 
-    forward.__name__ = method
-    return forward
+    forward.__name__ = forward.__qualname__ = method
+    return error_boundary(gated(forward))
 
 
 for _method in _FORWARDED_ADMIN_CALLS:

@@ -1,4 +1,4 @@
-"""Admin: topics, partitions, configs, quotas and the cluster, through any broker (which forwards writes to
+"""Admin: topics, partitions, configs, quotas, ACLs and the cluster, through any broker (which forwards writes to
 the active controller). Per-item failures raise KanalError naming the item; `results` calls return them.
 
     admin = Admin("127.0.0.1:9092")
@@ -16,7 +16,9 @@ import grpc
 from kanal.clients.cluster_metadata import ClusterMetadata, PartitionInfo
 from kanal.clients.group_membership import GroupMembership
 from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2
+from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.scram import ITERATIONS_DEFAULT, MECHANISMS, check_mechanism, new_salt, salted_password
 from kanal.v1.topic_name import check_topic_name
 
 TOPIC = metadata_pb2.CONFIG_RESOURCE_TOPIC
@@ -47,8 +49,10 @@ class GroupInfo:
 
 
 class Admin:
-    def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000) -> None:
-        self._metadata = ClusterMetadata(bootstrap, request_timeout_ms=request_timeout_ms)
+    def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000,
+                 security: ClientSecurity | None = None) -> None:
+        """`security`: TLS files and credentials (kanal.v1.channel_security.ClientSecurity); None: plaintext."""
+        self._metadata = ClusterMetadata(bootstrap, request_timeout_ms=request_timeout_ms, security=security)
         self._timeout_s = request_timeout_ms / 1000
 
     def __enter__(self) -> Self:
@@ -138,18 +142,106 @@ class Admin:
 
     # ---- quotas ----
 
-    def alter_client_quota(self, entity_type: str, entity_name: str, values: dict[str, float | None]) -> None:
-        """Set quotas (a value) or remove them (None) for one entity ("user" or "client-id")."""
+    def alter_client_quota(self, entity_type: str, entity_name: str, values: dict[str, float | None], *,
+                           client_id: str | None = None) -> None:
+        """Set quotas (a value) or remove them (None) for one entity ("user" or "client-id"; "" is the
+        default entity). `client_id` with a user: Kafka's user+client-id entity. A value that is not a
+        number is INVALID_QUOTA here, before anything is sent; the controller checks the rest (unknown
+        keys, values <= 0, illegal names) and changes nothing for a refused entity."""
+        for key, value in values.items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise KanalError(ErrorCode.INVALID_QUOTA, f"quota {key} must be a number, got {value!r}")
+        entity = admin_pb2.QuotaEntity(entity_type=entity_type, entity_name=entity_name)
+        if client_id is not None:
+            entity.client_id = client_id
         entry = admin_pb2.AlterClientQuotasRequest.Entry(
-            entity=admin_pb2.QuotaEntity(entity_type=entity_type, entity_name=entity_name),
+            entity=entity,
             values=[admin_pb2.QuotaValue(key=k, value=v or 0.0, remove=v is None) for k, v in values.items()])
         result = self._call("AlterClientQuotas", admin_pb2.AlterClientQuotasRequest(entries=[entry])).results[0]
-        _raise_for(result.error, f"quota of {entity_type} {entity_name!r}: {result.error_message}")
+        what = f"{entity_type} {entity_name!r}" + (f" client-id {client_id!r}" if client_id is not None else "")
+        _raise_for(result.error, f"quota of {what}: {result.error_message}")
 
-    def describe_client_quotas(self, entity_type: str = "", entity_name: str = "") -> dict[tuple[str, str], dict[str, float]]:
+    def describe_client_quotas(self, entity_type: str = "", entity_name: str = "") -> dict[tuple[str, ...], dict[str, float]]:
+        """Entity -> its quotas. The key is (entity_type, entity_name), or ("user", name, client_id) for a
+        user+client-id entity."""
         reply = self._call("DescribeClientQuotas", admin_pb2.DescribeClientQuotasRequest(
             entity_type=entity_type, entity_name=entity_name))
-        return {(e.entity.entity_type, e.entity.entity_name): {v.key: v.value for v in e.values} for e in reply.entries}
+        out: dict[tuple[str, ...], dict[str, float]] = {}
+        for e in reply.entries:
+            key: tuple[str, ...] = (e.entity.entity_type, e.entity.entity_name)
+            if e.entity.HasField("client_id"):
+                key += (e.entity.client_id,)
+            out[key] = {v.key: v.value for v in e.values}
+        return out
+
+    # ---- ACLs ----
+
+    def create_acls(self, entries: list[metadata_pb2.AccessControlEntry]) -> None:
+        """Add access-control entries (present ones stay as they are); KanalError naming the first one
+        refused (the others are added)."""
+        reply = self._call("CreateAcls", admin_pb2.CreateAclsRequest(creations=entries))
+        for entry, result in zip(entries, reply.results):
+            _raise_for(result.error, f"ACL {acl_text(entry)}: {result.error_message}")
+
+    def describe_acls(self, acl_filter: admin_pb2.AclFilter | None = None) -> list[metadata_pb2.AccessControlEntry]:
+        """The entries the filter selects (all without one), sorted."""
+        reply = self._call("DescribeAcls", admin_pb2.DescribeAclsRequest(filter=acl_filter or admin_pb2.AclFilter()))
+        _raise_for(reply.error, f"describing ACLs: {reply.error_message}")
+        return list(reply.acls)
+
+    def delete_acls(self, filters: list[admin_pb2.AclFilter]) -> list[metadata_pb2.AccessControlEntry]:
+        """Remove the entries any filter selects; returns them."""
+        reply = self._call("DeleteAcls", admin_pb2.DeleteAclsRequest(filters=filters))
+        deleted = []
+        for result in reply.results:
+            _raise_for(result.error, f"deleting ACLs: {result.error_message}")
+            deleted.extend(result.deleted)
+        return deleted
+
+    # ---- users (SCRAM credentials) ----
+
+    def alter_user_scram_credentials(self, upsertions: list[admin_pb2.ScramCredentialUpsertion] = (),
+                                     deletions: list[admin_pb2.ScramCredentialDeletion] = ()) -> None:
+        """Kafka's alterUserScramCredentials; the first user's error raises (each user's changes succeed or
+        fail together)."""
+        reply = self._call("AlterUserScramCredentials", admin_pb2.AlterUserScramCredentialsRequest(
+            upsertions=list(upsertions), deletions=list(deletions)))
+        for result in reply.results:
+            if result.error:
+                raise KanalError(result.error, f"user {result.user!r}: {result.error_message}")
+
+    def create_user(self, name: str, password: str, *, mechanisms: list[str] | None = None,
+                    iterations: int = ITERATIONS_DEFAULT) -> None:
+        """Create the user or replace its password, for each mechanism (default both). The password is
+        salted and iterated here: only the salted password is sent (over TLS when this Admin uses it), and
+        the cluster keeps only the keys made from it (kanal.v1.scram)."""
+        upsertions = []
+        for mechanism in mechanisms or sorted(MECHANISMS):
+            salt = new_salt()
+            salted = salted_password(check_mechanism(mechanism), password, salt, iterations)
+            upsertions.append(admin_pb2.ScramCredentialUpsertion(
+                name=name, mechanism=mechanism, iterations=iterations, salt=salt, salted_password=salted))
+        self.alter_user_scram_credentials(upsertions=upsertions)
+
+    def delete_user(self, name: str, *, mechanisms: list[str] | None = None) -> list[str]:
+        """Remove the user's credentials (only `mechanisms` when given); the mechanisms removed."""
+        if not mechanisms:
+            mechanisms = [m for m, _ in self.describe_users([name]).get(name, [])]
+        self.alter_user_scram_credentials(deletions=[admin_pb2.ScramCredentialDeletion(name=name, mechanism=m)
+                                                     for m in mechanisms])
+        return list(mechanisms)
+
+    def describe_users(self, names: list[str] | None = None) -> dict[str, list[tuple[str, int]]]:
+        """User -> [(mechanism, iterations)]; every user when `names` is empty. A named user without
+        credentials raises."""
+        reply = self._call("DescribeUserScramCredentials",
+                           admin_pb2.DescribeUserScramCredentialsRequest(users=list(names or ())))
+        out = {}
+        for result in reply.results:
+            if result.error:
+                raise KanalError(result.error, result.error_message)
+            out[result.user] = [(c.mechanism, c.iterations) for c in result.credentials]
+        return out
 
     # ---- consumer groups ----
 
@@ -241,6 +333,19 @@ class Admin:
             if time.monotonic() > deadline:
                 raise KanalError(ErrorCode.REQUEST_TIMED_OUT, f"timed out waiting for {what}")
             time.sleep(0.05)
+
+
+def acl_text(entry: metadata_pb2.AccessControlEntry) -> str:
+    """`ALLOW User:alice@* READ TOPIC:LITERAL:orders`, the way `kanal acls list` prints an entry."""
+    def short(enum, prefix: str, value: int) -> str:
+        return enum.Name(value).removeprefix(prefix) if value in enum.values() else str(value)
+
+    return (f"{short(metadata_pb2.AclPermission, 'ACL_PERMISSION_', entry.permission)} {entry.principal}@{entry.host} "
+            f"{short(metadata_pb2.AclOperation, 'ACL_OPERATION_', entry.operation)} "
+            f"{short(metadata_pb2.AclResourceType, 'ACL_RESOURCE_', entry.resource_type)}:"
+            f"{short(metadata_pb2.AclPatternType, 'ACL_PATTERN_', entry.pattern_type)}:{entry.resource_name}")
+
+
 
 
 def _raise_for(code: int, message: str) -> None:

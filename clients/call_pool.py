@@ -66,10 +66,10 @@ class CallPool:
             return self._call(method, request, timeout_s, on_done, follow_on)
         finally:
             while follow_on:  # a call a callback submitted: it runs here, with no thread hand-off
-                future, *call = follow_on.pop()
+                future, next_method, next_request, next_timeout_s, next_on_done = follow_on.pop()
                 if future.set_running_or_notify_cancel():
                     try:
-                        future.set_result(self._call(*call, follow_on))
+                        future.set_result(self._call(next_method, next_request, next_timeout_s, next_on_done, follow_on))
                     except Exception as exc:  # noqa: BLE001 -- the future carries it, as an executor would
                         future.set_exception(exc)
 

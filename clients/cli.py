@@ -1,4 +1,7 @@
-"""The `kanal` client commands: topics, produce, consume, groups, cluster, configs, quotas, perf.
+"""The `kanal` client commands: topics, produce, consume, groups, cluster, configs, quotas, acls, users, perf.
+
+Every command takes TLS settings and credentials (--tls-ca-file, --tls-cert-file, --tls-key-file, --user,
+--password, or --command-config FILE): see kanal.v1.command_config.
 
 Every command takes --bootstrap HOST:PORT[,...]; without it, $KANAL_BOOTSTRAP, else the cluster that
 `kanal dev` is running (it writes its address to ~/.kanal/dev.json). Describe and list commands print
@@ -8,36 +11,61 @@ text or, with --output json, JSON. Errors are one line on stderr and a non-zero 
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
+import getpass
 import json
 import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
+from kanal.clients.acls_cli import add_acls_parser
 from kanal.clients.admin import BROKER, TOPIC, Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
+from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
+from kanal.v1.dev_state import dev_state_path, read_dev_state
 from kanal.v1.error import ErrorCode, KanalError
-
-DEV_STATE = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal")) / "dev.json"
+from kanal.v1.record_text import as_text, put_bytes
+from kanal.v1.scram import ITERATIONS_DEFAULT, ITERATIONS_MAX, ITERATIONS_MIN, MECHANISMS
 
 
 def default_bootstrap() -> str:
     if os.environ.get("KANAL_BOOTSTRAP"):
         return os.environ["KANAL_BOOTSTRAP"]
-    try:
-        return json.loads(DEV_STATE.read_text())["bootstrap"]
-    except (FileNotFoundError, KeyError, ValueError):
+    state = read_dev_state()
+    if state is None or not isinstance(state.get("bootstrap"), str):
         raise KanalError(7, "no --bootstrap given, $KANAL_BOOTSTRAP unset, and no `kanal dev` cluster running "
-                            f"({DEV_STATE} not found)") from None
+                            f"({dev_state_path()} not found)")
+    return state["bootstrap"]
 
 
 def _bootstrap(args) -> str:
-    return args.bootstrap or default_bootstrap()
+    if args.bootstrap or os.environ.get("KANAL_BOOTSTRAP"):
+        return args.bootstrap or os.environ["KANAL_BOOTSTRAP"]
+    return _settings(args).get("bootstrap") or default_bootstrap()
+
+
+def _settings(args) -> dict[str, str]:
+    """The security settings (and a bootstrap) of flags and client config files, read once per command."""
+    if getattr(args, "_settings", None) is None:
+        args._settings = layered_settings(
+            args, os.environ, read_dev_state(),
+            talks_to_dev=not args.bootstrap and not os.environ.get("KANAL_BOOTSTRAP"))
+    return args._settings
+
+
+def _admin(args) -> Admin:
+    """An Admin for the command's cluster, with its security settings."""
+    return Admin(_bootstrap(args), security=_security(args))
+
+
+def _security(args):
+    """TLS files and credentials for this command (kanal.v1.command_config); None: plaintext."""
+    if getattr(args, "_security", None) is None:
+        args._security = security_from(_settings(args)) or False
+    return args._security or None
 
 
 def _print(args, text_lines, data) -> None:
@@ -61,7 +89,7 @@ def _configs(pairs: list[str]) -> dict[str, str]:
 # ---- topics ----
 
 def topics_create(args) -> int:
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         topic_id = admin.create_topic(args.name, args.partitions, args.replication_factor, _configs(args.config))
     print(f"created topic {args.name} ({topic_id}) with {args.partitions} partitions, "
           f"replication factor {args.replication_factor}")
@@ -69,14 +97,14 @@ def topics_create(args) -> int:
 
 
 def topics_list(args) -> int:
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         names = admin.list_topics(include_internal=args.internal)
     _print(args, names, names)
     return 0
 
 
 def topics_describe(args) -> int:
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         names = [args.name] if args.name else admin.list_topics()
         descriptions = [admin.describe_topic(n) for n in names]
     data = [{"name": d.name, "topic_id": d.topic_id, "internal": d.internal, "configs": d.configs,
@@ -98,14 +126,14 @@ def topics_describe(args) -> int:
 
 
 def topics_delete(args) -> int:
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         admin.delete_topic(args.name)
     print(f"deleted topic {args.name}")
     return 0
 
 
 def topics_alter(args) -> int:
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         if args.partitions:
             admin.create_partitions(args.name, args.partitions)
         if args.config or args.delete_config:
@@ -117,7 +145,7 @@ def topics_alter(args) -> int:
 # ---- produce / consume ----
 
 def produce(args) -> int:
-    config = ProducerConfig(bootstrap=_bootstrap(args), acks=args.acks, enable_idempotence=args.acks == "all",
+    config = ProducerConfig(bootstrap=_bootstrap(args), security=_security(args), acks=args.acks, enable_idempotence=args.acks == "all",
                             compression=args.compression, linger_ms=args.linger_ms)
     failures = []
     count = 0
@@ -148,7 +176,7 @@ def consume(args) -> int:
     """Print records. Without --group: partitions by hand, from --offset / --from-timestamp /
     --from-beginning / the end. With --group: as a member of that group, from its committed offsets
     (--from-beginning only decides where partitions without one start), committing what was printed."""
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
     reset = "earliest" if args.from_beginning else "latest"
     if args.group:
@@ -156,11 +184,11 @@ def consume(args) -> int:
             raise KanalError(ErrorCode.INVALID_REQUEST, "--group assigns partitions itself: --partition, --offset "
                                                         "and --from-timestamp do not apply")
         # Commits are explicit: exactly what was printed, so --max-messages leaves the rest for the group.
-        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), auto_offset_reset=reset, group_id=args.group,
+        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset, group_id=args.group,
                                            enable_auto_commit=False, client_id="kanal-console-consumer"))
         consumer.subscribe([args.topic])
     else:
-        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), auto_offset_reset=reset))
+        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset))
         if args.partition is not None:
             partitions = [args.partition]
         consumer.assign([(args.topic, p) for p in partitions])
@@ -202,34 +230,34 @@ def consume(args) -> int:
 def _print_record(args, r) -> None:
     if args.output == "json":
         out = {"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp_ms}
-        _put_bytes(out, "key", r.key)
-        _put_bytes(out, "value", r.value)
+        put_bytes(out, "key", r.key)
+        put_bytes(out, "value", r.value)
         headers = []  # a list of pairs: header keys may repeat, and their order is kept
         for k, v in r.headers:
             header = {"key": k}
-            _put_bytes(header, "value", v)
+            put_bytes(header, "value", v)
             headers.append(header)
         out["headers"] = headers
         print(json.dumps(out), flush=True)
     else:  # text, as Kafka's console consumer prints it: a null key or value (a tombstone) is "null"
-        line = "null" if r.value is None else _text(r.value)
+        line = as_text(r.value)
         if args.print_key:
             separator = args.key_separator or "\t"
-            line = ("null" if r.key is None else _text(r.key)) + separator + line
+            line = as_text(r.key) + separator + line
         print(line, flush=True)
 
 
 # ---- groups ----
 
 def groups_list(args) -> int:
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         groups = admin.list_groups()
     _print(args, [f"{g}\t{state}" for g, state in groups.items()], [{"group": g, "state": s} for g, s in groups.items()])
     return 0
 
 
 def groups_describe(args) -> int:
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         info = admin.describe_group(args.group)
     owner = {(t.topic, p): m.member_id for m in info.members for t in m.assignment.partitions for p in t.partitions}
     data = {"group": info.group_id, "state": info.state, "protocol": info.protocol, "generation": info.generation,
@@ -261,7 +289,7 @@ def groups_reset_offsets(args) -> int:
         to, value = "shift", args.shift_by
     else:
         to, value = "datetime", args.to_datetime
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         plan = admin.reset_group_offsets(args.group, args.topic, to=to, value=value, execute=args.execute)
     verb = "reset" if args.execute else "would reset (dry run; add --execute)"
     _print(args, [f"{verb} {args.group} {t}-{p} to {o}" for (t, p), o in sorted(plan.items())],
@@ -271,35 +299,16 @@ def groups_reset_offsets(args) -> int:
 
 
 def groups_delete(args) -> int:
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         admin.delete_group(args.group)
     print(f"deleted group {args.group}")
     return 0
 
 
-def _text(value: bytes | None) -> str | None:
-    """For people (text output): bytes that are not UTF-8 show as backslash escapes."""
-    return None if value is None else value.decode("utf-8", errors="backslashreplace")
-
-
-def _put_bytes(out: dict, field: str, value: bytes | None) -> None:
-    """out[field] = value for JSON, losslessly: the text when it is UTF-8 (null for None), else base64
-    with out[field + "_encoding"] = "base64". JSON has no bytes, and backslash escapes could not be told
-    apart from text that holds backslashes."""
-    if value is None:
-        out[field] = None
-        return
-    try:
-        out[field] = value.decode("utf-8")
-    except UnicodeDecodeError:
-        out[field] = base64.b64encode(value).decode("ascii")
-        out[field + "_encoding"] = "base64"
-
-
 # ---- cluster, configs, quotas ----
 
 def cluster_describe(args) -> int:
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         reply = admin.describe_cluster()
     q = reply.quorum
     data = {"cluster_id": reply.cluster_id,
@@ -321,7 +330,7 @@ def cluster_describe(args) -> int:
 def configs(args) -> int:
     resource = TOPIC if args.topic else BROKER
     name = args.topic or str(args.broker)
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         if args.set or args.delete:
             admin.alter_configs(resource, name, _configs(args.set), args.delete)
         entries = admin.describe_configs(resource, name)
@@ -331,15 +340,31 @@ def configs(args) -> int:
 
 
 def quotas(args) -> int:
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         if args.set or args.delete:
-            values: dict[str, float | None] = {k: float(v) for k, v in _configs(args.set).items()}
+            if not args.entity_type:
+                raise KanalError(ErrorCode.INVALID_QUOTA, "--set and --delete need --entity-type")
+            if args.client_id is not None and args.entity_type != "user":
+                raise KanalError(ErrorCode.INVALID_QUOTA, "--client-id goes with --entity-type user "
+                                                          "(Kafka's user+client-id entity)")
+            values: dict[str, float | None] = {}
+            for key, text in _configs(args.set).items():
+                try:
+                    values[key] = float(text)
+                except ValueError:
+                    raise KanalError(ErrorCode.INVALID_QUOTA, f"quota {key} must be a number, got {text!r}") from None
             values.update({k: None for k in args.delete or []})
-            admin.alter_client_quota(args.entity_type, args.entity_name or "", values)
+            admin.alter_client_quota(args.entity_type, args.entity_name or "", values, client_id=args.client_id)
         found = admin.describe_client_quotas(args.entity_type or "", args.entity_name or "")
-    data = [{"entity_type": t, "entity_name": n, "quotas": q} for (t, n), q in sorted(found.items())]
-    _print(args, [f"{t} {n or '<default>'}: " + ", ".join(f"{k}={v:g}" for k, v in sorted(q.items()))
-                  for (t, n), q in sorted(found.items())], data)
+
+    def name(entity: tuple[str, ...]) -> str:
+        text = f"{entity[0]} {entity[1] or '<default>'}"
+        return text + (f" client-id {entity[2] or '<default>'}" if len(entity) > 2 else "")
+
+    data = [{"entity_type": e[0], "entity_name": e[1], **({"client_id": e[2]} if len(e) > 2 else {}), "quotas": q}
+            for e, q in sorted(found.items())]
+    _print(args, [f"{name(e)}: " + ", ".join(f"{k}={v:g}" for k, v in sorted(q.items()))
+                  for e, q in sorted(found.items())], data)
     return 0
 
 
@@ -379,8 +404,9 @@ def _perf_summary(records: int, nbytes: int, elapsed_s: float, latencies_ms: lis
 
 
 def perf_produce(args) -> int:
-    config = ProducerConfig(bootstrap=_bootstrap(args), acks=args.acks, enable_idempotence=args.acks == "all",
-                            compression=args.compression)
+    config = ProducerConfig(bootstrap=_bootstrap(args), security=_security(args), acks=args.acks,
+                            enable_idempotence=args.acks == "all", compression=args.compression,
+                            client_id=args.client_id or "kanal-perf-producer")
     value = os.urandom(args.record_size)
     values = [value] * 1000
     latencies: list[float] = []  # produce to acknowledgement, one chunk of 1,000 in 50
@@ -401,19 +427,22 @@ def perf_produce(args) -> int:
             progress.show(sent, sent * args.record_size)
         producer.flush()
         elapsed = time.perf_counter() - progress.started
+        throttle = producer.metrics()
     progress.end(sent, sent * args.record_size)
     print(json.dumps(_perf_summary(sent, sent * args.record_size, elapsed, latencies,
                                    record_size=args.record_size, acks=args.acks,
-                                   api="produce" if args.per_record else "produce_many")))
+                                   api="produce" if args.per_record else "produce_many", **throttle)))
     return 0
 
 
 def perf_consume(args) -> int:
     """Reads the topic from its start. Latency is receive time minus each sampled record's timestamp: the
     end-to-end latency while a producer runs, the records' age when reading what is already there."""
-    with Admin(_bootstrap(args)) as admin:
+    with _admin(args) as admin:
         partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
-    consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), auto_offset_reset="earliest", max_poll_records=10_000))
+    consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args),
+                                       auto_offset_reset="earliest", max_poll_records=10_000,
+                                       client_id=args.client_id or "kanal-perf-consumer"))
     consumer.assign([(args.topic, p) for p in partitions])
     got = nbytes = 0
     latencies: list[float] = []  # one record in 1,000
@@ -432,9 +461,47 @@ def perf_consume(args) -> int:
         nbytes += sum(len(r.value or b"") for r in records)
         progress.show(got, nbytes)
     elapsed = time.perf_counter() - progress.started
+    throttle = consumer.metrics()
     consumer.close()
     progress.end(got, nbytes)
-    print(json.dumps(_perf_summary(got, nbytes, elapsed, latencies)))
+    print(json.dumps(_perf_summary(got, nbytes, elapsed, latencies, **throttle)))
+    return 0
+
+
+# ---- users ----
+
+def users_create(args) -> int:
+    if args.user_password is not None:
+        password = args.user_password
+    elif args.user_password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = getpass.getpass(f"new password for {args.name}: ")
+        if getpass.getpass("again: ") != password:
+            raise KanalError(ErrorCode.INVALID_REQUEST, "the two passwords differ")
+    if not password:
+        raise KanalError(ErrorCode.INVALID_REQUEST, "an empty password")
+    mechanisms = args.mechanism or sorted(MECHANISMS)
+    with _admin(args) as admin:
+        admin.create_user(args.name, password, mechanisms=mechanisms, iterations=args.iterations)
+    print(f"user {args.name}: {', '.join(mechanisms)} credentials stored ({args.iterations} iterations)")
+    return 0
+
+
+def users_delete(args) -> int:
+    with _admin(args) as admin:
+        removed = admin.delete_user(args.name, mechanisms=args.mechanism)
+    print(f"user {args.name}: removed {', '.join(removed)}")
+    return 0
+
+
+def users_list(args) -> int:
+    with _admin(args) as admin:
+        users = admin.describe_users(args.name)
+    lines = [f"User:{name}  " + "  ".join(f"{m} ({i} iterations)" for m, i in mechanisms)
+             for name, mechanisms in users.items()]
+    _print(args, lines, {name: [{"mechanism": m, "iterations": i} for m, i in mechanisms]
+                         for name, mechanisms in users.items()})
     return 0
 
 
@@ -459,6 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bootstrap", help="HOST:PORT[,...] of brokers (default: the running kanal dev cluster)")
     common.add_argument("--output", choices=["text", "json"], default="text")
+    add_client_security_flags(common)
     p = argparse.ArgumentParser(prog="kanal", description="kanal client commands")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -546,10 +614,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("quotas", parents=[common], help="describe or alter client quotas")
     c.add_argument("--entity-type", choices=["user", "client-id"], default=None)
-    c.add_argument("--entity-name")
+    c.add_argument("--entity-name", help="the entity's name; leave out for the default entity")
+    c.add_argument("--client-id", default=None,
+                   help="with --entity-type user: the user+client-id entity ('' the user's default client id)")
     c.add_argument("--set", action="append", metavar="KEY=VALUE")
     c.add_argument("--delete", action="append", metavar="KEY")
     c.set_defaults(func=quotas)
+
+    add_acls_parser(sub, common, _admin)
+    users = sub.add_parser("users", help="create, delete, list users (SCRAM credentials)").add_subparsers(
+        dest="action", required=True)
+    c = users.add_parser("create", parents=[common], help="create a user or change its password")
+    c.add_argument("name")
+    c.add_argument("--mechanism", action="append", choices=sorted(MECHANISMS),
+                   help="SCRAM mechanism(s) to store (default: SCRAM-SHA-256 and SCRAM-SHA-512)")
+    c.add_argument("--iterations", type=int, default=ITERATIONS_DEFAULT,
+                   help=f"PBKDF2 iterations, {ITERATIONS_MIN}..{ITERATIONS_MAX} (default {ITERATIONS_DEFAULT})")
+    source = c.add_mutually_exclusive_group()
+    source.add_argument("--user-password", metavar="PASSWORD", help="the new user's password (visible in ps)")
+    source.add_argument("--user-password-stdin", action="store_true", help="read the password from stdin's first line")
+    c.set_defaults(func=users_create)
+    c = users.add_parser("delete", parents=[common], help="delete a user's credentials")
+    c.add_argument("name")
+    c.add_argument("--mechanism", action="append", choices=sorted(MECHANISMS),
+                   help="only this mechanism's credential (default: all of the user's)")
+    c.set_defaults(func=users_delete)
+    c = users.add_parser("list", parents=[common], help="users and their mechanisms")
+    c.add_argument("name", nargs="*")
+    c.set_defaults(func=users_list)
 
     perf = sub.add_parser("perf", help="load generators").add_subparsers(dest="action", required=True)
     c = perf.add_parser("produce", parents=[common])
@@ -562,12 +654,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--quiet", action="store_true")
     c.add_argument("--per-record", action="store_true",
                    help="call produce() once per record (default: produce_many() once per 1,000 records)")
+    c.add_argument("--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-producer)")
     c.set_defaults(func=perf_produce)
     c = perf.add_parser("consume", parents=[common])
     c.add_argument("topic")
     c.add_argument("--num-records", type=_positive_int, default=1_000_000)
     c.add_argument("--max-seconds", type=_positive_float, default=60)
     c.add_argument("--quiet", action="store_true")
+    c.add_argument("--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-consumer)")
     c.set_defaults(func=perf_consume)
     return p
 

@@ -1,13 +1,21 @@
 """ClusterMetadata: a client's view of the cluster (brokers, topics, partition leaders), from the
 Metadata RPC of any bootstrap broker, and a pool of gRPC channels to the brokers.
 
+The one place a client's id goes on the wire: every call made through these channels carries the
+`kanal-client-id` metadata entry (broker.proto, "Client id and quotas"), which brokers key client quotas
+on. Stubs get it from a channel interceptor; the producer's hand-written Produce call, the hot path, from
+a bound `metadata=` argument (no interceptor on each call).
+
 Thread-safe: the view is replaced whole on refresh; channels are created once per endpoint.
 """
 
 from __future__ import annotations
 
+import collections
+import functools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
@@ -15,6 +23,8 @@ import grpc
 from kanal.clients.config_checks import parse_bootstrap
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.channel_options import channel_options
+from kanal.v1.channel_security import ClientSecurity, open_channel
+from kanal.v1.client_id import CLIENT_ID_METADATA_KEY, check_client_id
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import check_topic_name
 
@@ -44,13 +54,37 @@ class ClusterView:
     topic_errors: dict[str, int]
 
 
+class _CallDetails(collections.namedtuple("_CallDetails", ("method", "timeout", "metadata", "credentials",
+                                                            "wait_for_ready", "compression")),
+                   grpc.ClientCallDetails):
+    pass
+
+
+class _ClientIdInterceptor(grpc.UnaryUnaryClientInterceptor):
+    """Adds the client id to every unary call's metadata."""
+
+    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
+        self._metadata = metadata
+
+    def intercept_unary_unary(self, continuation, details, request):
+        details = _CallDetails(details.method, details.timeout, (*(details.metadata or ()), *self._metadata),
+                               details.credentials, details.wait_for_ready, details.compression)
+        return continuation(details, request)
+
+
 class ClusterMetadata:
-    def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000) -> None:
+    def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000,
+                 security: ClientSecurity | None = None, client_id: str = "") -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        # TLS files and credentials for every channel (kanal.v1.channel_security); None: plaintext.
+        self.security = security
+        check_client_id(client_id)
+        self.client_id = client_id
+        self._call_metadata = ((CLIENT_ID_METADATA_KEY, client_id),) if client_id else ()
         self.request_timeout_s = request_timeout_ms / 1000
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, broker_pb2_grpc.BrokerStub] = {}
-        self._produce_calls: dict[str, grpc.UnaryUnaryMultiCallable] = {}
+        self._produce_calls: dict[str, Callable[..., broker_pb2.ProduceResponse]] = {}
         self._lock = threading.Lock()
         self.view = ClusterView({}, {}, {})
         self._wanted: set[str] = set()
@@ -65,12 +99,14 @@ class ClusterMetadata:
             with self._lock:
                 stub = self._stubs.get(endpoint)
                 if stub is None:
-                    channel = grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS)
+                    channel = open_channel(endpoint, _CHANNEL_OPTIONS, self.security)
                     self._channels[endpoint] = channel
+                    if self._call_metadata:
+                        channel = grpc.intercept_channel(channel, _ClientIdInterceptor(self._call_metadata))
                     stub = self._stubs[endpoint] = broker_pb2_grpc.BrokerStub(channel)
         return stub
 
-    def produce_call(self, endpoint: str) -> grpc.UnaryUnaryMultiCallable:
+    def produce_call(self, endpoint: str) -> Callable[..., broker_pb2.ProduceResponse]:
         """Broker.Produce taking an already serialized ProduceRequest (kanal.v1.produce_request), on the
         endpoint's channel: the producer writes requests by hand to copy its batches once."""
         call = self._produce_calls.get(endpoint)
@@ -79,9 +115,12 @@ class ClusterMetadata:
             with self._lock:
                 call = self._produce_calls.get(endpoint)
                 if call is None:
-                    call = self._produce_calls[endpoint] = self._channels[endpoint].unary_unary(
+                    call = self._channels[endpoint].unary_unary(
                         _PRODUCE_METHOD, request_serializer=None,
                         response_deserializer=broker_pb2.ProduceResponse.FromString)
+                    if self._call_metadata:
+                        call = functools.partial(call, metadata=self._call_metadata)
+                    self._produce_calls[endpoint] = call
         return call
 
     def any_stub(self) -> broker_pb2_grpc.BrokerStub:
@@ -114,6 +153,9 @@ class ClusterMetadata:
                     reply = self.stub(endpoint).Metadata(broker_pb2.MetadataRequest(topics=sorted(self._wanted)),
                                                          timeout=min(remaining, _ATTEMPT_TIMEOUT_S))
                 except grpc.RpcError as exc:
+                    if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                        # Refused at the door: another broker would refuse the same credentials.
+                        raise KanalError(ErrorCode.AUTHENTICATION_FAILED, f"{endpoint}: {exc.details()}") from None
                     problems[endpoint] = exc.code().name
                     if self._good == endpoint:
                         self._good = None

@@ -38,3 +38,11 @@ def parse_bootstrap(value: object) -> list[str]:
         if not sep or not host or not port.isdigit():
             bad_config(f"bootstrap endpoint {endpoint!r} is not host:port")
     return endpoints
+
+
+def check_security(value: object) -> None:
+    # Imported here: kanal.v1.channel_security imports grpc, which the configs' other checks do not need.
+    from kanal.v1.channel_security import ClientSecurity
+
+    if value is not None and not isinstance(value, ClientSecurity):
+        bad_config(f"security must be a kanal.v1.channel_security.ClientSecurity or None, got {type(value).__name__}")

@@ -54,11 +54,14 @@ from google.protobuf.message import DecodeError
 from kanal.clients.assignors import ASSIGNORS
 from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
-from kanal.clients.config_checks import check_bool, check_int, check_str, parse_bootstrap
+from kanal.clients.config_checks import check_bool, check_int, check_security, check_str, parse_bootstrap
 from kanal.clients.group_membership import REJOIN_ERRORS, GroupMembership
 from kanal.clients.native_ext import load_optional
+from kanal.clients.throttle import BrokerThrottles
 from kanal.v1 import broker_pb2, records_pb2
 from kanal.v1.batch import iter_entries, parse_batch
+from kanal.v1.channel_security import ClientSecurity
+from kanal.v1.client_id import check_client_id
 from kanal.v1.codecs import decompress
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import check_topic_name
@@ -141,11 +144,15 @@ class ConsumerConfig:
     # Decode fetched records in C when the extension is built (kanal.clients.consumer.NATIVE; same records
     # and errors). False keeps the pure-Python path.
     use_native_path: bool = True
+    # TLS files and credentials (kanal.v1.channel_security.ClientSecurity); None: plaintext.
+    security: ClientSecurity | None = None
 
     def __post_init__(self) -> None:
         parse_bootstrap(self.bootstrap)
+        check_security(self.security)
         for name in ("client_id", "group_id", "group_instance_id"):
             check_str(name, getattr(self, name))
+        check_client_id(self.client_id)
         check_bool("enable_auto_commit", self.enable_auto_commit)
         check_bool("use_native_path", self.use_native_path)
         if self.auto_offset_reset not in ("earliest", "latest", "none"):
@@ -293,7 +300,9 @@ class Consumer:
         self.config = config
         self.native = NATIVE and config.use_native_path
         self._decode_record_list: RecordListDecoder = native.decode_into if self.native else decode_record_list_python
-        self._metadata = ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms)
+        self._metadata = ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms,
+                                         security=config.security, client_id=config.client_id)
+        self._throttles = BrokerThrottles()  # quota throttles the brokers asked for (throttle.py)
         self._metadata.refresh()  # fail fast on an unreachable bootstrap
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._lock = threading.Lock()
@@ -330,6 +339,11 @@ class Consumer:
     def __repr__(self) -> str:
         return (f"<Consumer {self.config.client_id} path={'native' if self.native else 'python'} "
                 f"assigned={sorted(self._states)}>")
+
+    def metrics(self) -> dict[str, float]:
+        """The consumer's quota metrics: fetch_throttle_count (fetch replies that carried a throttle),
+        fetch_throttle_time_ms_total / _avg / _max (Kafka's fetch-throttle-time-avg/max)."""
+        return self._throttles.metrics("fetch")
 
     def __enter__(self) -> Self:
         return self
@@ -695,8 +709,11 @@ class Consumer:
                 self._resolve_resets()
                 plan = self._plan()
                 if not plan:
+                    # Nothing to fetch, or every leader still throttles us: look again soon, or as soon
+                    # as the first throttle ends.
+                    throttle_end_s = self._throttles.next_end_s(time.monotonic())
                     with self._lock:
-                        self._arrived.wait(0.05)
+                        self._arrived.wait(0.05 if throttle_end_s is None else min(0.05, throttle_end_s))
                     continue
                 self._fetch_all(plan)
             except KanalError as exc:
@@ -734,11 +751,14 @@ class Consumer:
                      if s.fetch_offset is not None and s.buffered_bytes < self.config.prefetch_bytes_max
                      and s.error is None]
         refresh = False
+        now = time.monotonic()
         for (topic, partition), offset, generation in items:
             endpoint = self._metadata.leader_endpoint(topic, partition)
             if endpoint is None:
                 refresh = True
                 continue
+            if self._throttles.until_s(endpoint) > now:
+                continue  # that broker throttled us (quota): nothing from it until the throttle is over
             if endpoint not in plan:
                 plan[endpoint] = (broker_pb2.FetchRequest(
                     replica_id=-1, max_wait_ms=self.config.fetch_max_wait_ms, min_bytes=self.config.fetch_min_bytes,
@@ -767,6 +787,7 @@ class Consumer:
             self._refresh()
             time.sleep(0.05)
             return
+        self._throttles.on_reply(endpoint, reply.throttle_time_ms)
         refresh = False
         for topic_data in reply.topics:
             for p in topic_data.partitions:

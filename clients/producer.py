@@ -52,6 +52,7 @@ from kanal.clients.producer_batch import (
 )
 from kanal.clients.producer_config import ProducerConfig
 from kanal.clients.record_accumulator import RecordAccumulator
+from kanal.clients.throttle import BrokerThrottles
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import encode_batch_parts, frame_batch_parts
 from kanal.v1.error import ErrorCode, KanalError, is_retriable
@@ -141,7 +142,9 @@ class Producer:
         """`metadata`: a ClusterMetadata to use instead of one made from config.bootstrap (tests give a
         stand-in; the producer closes it on close())."""
         self.config = config
-        self._metadata = metadata or ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms)
+        self._metadata = metadata or ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms,
+                                                     security=config.security, client_id=config.client_id)
+        self._throttles = BrokerThrottles()  # quota throttles the brokers asked for (throttle.py)
         # The C path only knows the built-in partitioners (murmur3 of the key, sticky without one).
         # A subclass that overrides produce() keeps the Python path: the C shortcut below would bypass it.
         self.native = (NATIVE and config.use_native_path and partitioner is None
@@ -191,6 +194,11 @@ class Producer:
     def __repr__(self) -> str:
         return (f"<Producer {self.config.client_id} pid={self._producer_id} "
                 f"path={'native' if self.native else 'python'} {self._accumulator!r}>")
+
+    def metrics(self) -> dict[str, float]:
+        """The producer's quota metrics: produce_throttle_count (replies that carried a throttle),
+        produce_throttle_time_ms_total / _avg / _max (Kafka's produce-throttle-time-avg/max)."""
+        return self._throttles.metrics("produce")
 
     def __enter__(self) -> Self:
         return self
@@ -405,6 +413,9 @@ class Producer:
                 continue
             if not self._running and acc.unfinished == 0:
                 return
+            throttle_end_s = self._throttles.next_end_s(now)
+            if throttle_end_s is not None:  # batches may wait for a broker's throttle: look again when it ends
+                sleep_s = min(sleep_s, throttle_end_s)
             with acc.wakeup:
                 acc.wakeup.wait(sleep_s if self._running else 0.01)
 
@@ -413,6 +424,8 @@ class Producer:
         if endpoint is None:
             self._maybe_refresh()
             return False
+        if self._throttles.until_s(endpoint) > time.monotonic():
+            return False  # the broker throttled us (quota): nothing to it until the throttle is over
         return self._in_flight_calls[endpoint] < self.config.max_in_flight
 
     def _maybe_refresh(self) -> None:
@@ -512,6 +525,10 @@ class Producer:
                 self._resolve(key, batches, [], problem)
             self._force_refresh()
             return
+        if reply.throttle_time_ms > 0:
+            self._throttles.on_reply(endpoint, reply.throttle_time_ms)
+            with self._accumulator.wakeup:  # the sender sleeps until that throttle ends, then sends
+                self._accumulator.wakeup.notify()
         results = {(t.topic, p.partition): p for t in reply.topics for p in t.partitions}
         refresh = False
         for key, batches in by_partition.items():

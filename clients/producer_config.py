@@ -6,8 +6,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kanal.clients.config_checks import bad_config, check_bool, check_int, check_str, parse_bootstrap
+from kanal.clients.config_checks import (
+    bad_config,
+    check_bool,
+    check_int,
+    check_security,
+    check_str,
+    parse_bootstrap,
+)
 from kanal.v1 import records_pb2
+from kanal.v1.channel_security import ClientSecurity
+from kanal.v1.client_id import check_client_id
 
 CODECS = {
     "none": records_pb2.COMPRESSION_NONE,
@@ -55,10 +64,15 @@ class ProducerConfig:
     # Run produce()'s per-record work in C when the extension is built (kanal.clients.producer.NATIVE;
     # same behaviour and bytes). False keeps the pure-Python path, as does a custom partitioner.
     use_native_path: bool = True
+    # TLS files and credentials (kanal.v1.channel_security.ClientSecurity; Kafka's security.protocol, ssl.*
+    # and sasl.*); None: plaintext.
+    security: ClientSecurity | None = None
 
     def __post_init__(self) -> None:
         parse_bootstrap(self.bootstrap)
+        check_security(self.security)
         check_str("client_id", self.client_id)
+        check_client_id(self.client_id)
         check_bool("enable_idempotence", self.enable_idempotence)
         check_bool("use_native_path", self.use_native_path)
         if str(self.acks) not in ACKS:

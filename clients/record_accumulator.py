@@ -32,8 +32,8 @@ class RecordAccumulator:
         if native and _native is None:
             raise KanalError(ErrorCode.INVALID_CONFIG, "the native producer path is not built")
         self.native = native
-        self._records_type = _native.RecordList if native else RecordList
-        self.memory = _native.BufferMemory() if native else BufferMemory()
+        self._records_type = _native.RecordList if native and _native is not None else RecordList
+        self.memory = _native.BufferMemory() if native and _native is not None else BufferMemory()
         self._batch_size = batch_size_bytes
         self._linger_s = linger_ms / 1000
         self._buffer_max = buffer_memory_bytes
@@ -126,7 +126,7 @@ class RecordAccumulator:
         `fallback` is the Python produce() it hands every uncommon call to (produce_many returns None
         for those, and the Python produce_many does them). produce_many waits for buffer memory itself,
         up to max_block_s."""
-        if not self.native:
+        if not self.native or _native is None:
             raise KanalError(ErrorCode.INVALID_CONFIG, "the accumulator was made without native=True")
         return _native.Appender(
             lock=self._lock, open_batches=self._open, open_batch=self.open_batch,

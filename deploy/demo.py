@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
                            controller_flags=["--session-timeout-ms", "3000", "--election-timeout-ms", "400"],
                            broker_flags=["--heartbeat-interval-ms", "500", "--replica-lag-ms-max", "5000"])
     say(f"kanal demo: starting 3 controllers and 3 brokers on 127.0.0.1 (data in {root})")
+    say("  insecure on purpose: plaintext gRPC, no authentication, loopback only (see 'Securing kanal' in the README)")
     started = time.perf_counter()
     try:
         cluster.start(timeout_s=120)

@@ -1,6 +1,6 @@
 """`kanal dev`: a local cluster — 3 controllers and 3 brokers by default — as processes on 127.0.0.1.
 
-    kanal dev [--data-dir DIR] [--controllers N] [--brokers N]   # run until Ctrl-C or SIGTERM
+    kanal dev [--data-dir DIR] [--controllers N] [--brokers N] [--tls]   # run until Ctrl-C or SIGTERM
     kanal dev status [--output json]                             # every node: pid, state, SERVING or not
     kanal dev restart NODE                                       # e.g. broker-1: back on its data
 
@@ -9,6 +9,14 @@
 without --bootstrap. A node that dies (killed to watch a failover, or crashed) is reported once on stderr
 and the rest keep serving; `kanal dev restart NODE` starts it again with the same ports and data. Ctrl-C
 or SIGTERM stops every process it started. Data stays in --data-dir (default ~/.kanal/dev-data).
+
+Security: by default the cluster is insecure — plaintext, no authentication, every call User:ANONYMOUS —
+and listens on 127.0.0.1 only; it says so when it starts. `--tls` makes a throwaway CA and certificates
+(deploy/certificates.py, under DATA_DIR/tls, new at every start), runs every node with TLS, required
+client certificates and authentication by certificate or password (nodes are User:broker-<id> and
+User:controller-<id>), and writes `$KANAL_HOME/client.toml` (TLS files, the client certificate of
+User:admin, the bootstrap) that every other `kanal` command picks up while it talks to this cluster
+(dev.json's `client_config`; kanal.v1.command_config). Both files go when `kanal dev` stops.
 
 `status` and `restart` talk to the running `kanal dev` over a Unix socket, `$KANAL_HOME/dev.sock`, whose
 path dev.json names (`control`): `kanal dev` started the nodes and is the only one that can restart or
@@ -32,10 +40,14 @@ import threading
 from pathlib import Path
 
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
+from kanal.v1.dev_state import dev_state_path, kanal_home
 
-KANAL_HOME = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal"))
-STATE_FILE = KANAL_HOME / "dev.json"
+KANAL_HOME = kanal_home()
+STATE_FILE = dev_state_path()
 CONTROL_SOCKET = KANAL_HOME / "dev.sock"
+CLIENT_CONFIG = KANAL_HOME / "client.toml"
+# The principal of the client certificate `kanal dev --tls` writes for the other commands.
+DEV_CLIENT_NAME = "admin"
 # A restart waits at most this long for the node to report SERVING again.
 RESTART_READY_S_MAX = 120.0
 # One request or reply line on the control socket, at most.
@@ -62,6 +74,9 @@ def _run(argv: list[str]) -> int:
     p.add_argument("--data-dir", type=Path, default=KANAL_HOME / "dev-data")
     p.add_argument("--controllers", type=int, default=3)
     p.add_argument("--brokers", type=int, default=3)
+    p.add_argument("--tls", action="store_true",
+                   help="secure the cluster: a throwaway CA, TLS and mTLS everywhere, a client config for the "
+                        "other commands")
     args = p.parse_args(argv)
     if not 1 <= args.controllers <= 7 or not 1 <= args.brokers <= 64:
         p.error("--controllers must be in [1, 7] and --brokers in [1, 64]")
@@ -73,9 +88,21 @@ def _run(argv: list[str]) -> int:
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
-    cluster = LocalCluster(args.data_dir, controllers=args.controllers, brokers=args.brokers)
+    tls = None
+    if args.tls:
+        from kanal.deploy.certificates import make_dev_tls  # cryptography is loaded only for --tls
+
+        tls = make_dev_tls(args.data_dir / "tls", broker_ids=range(args.brokers),
+                           controller_ids=range(args.controllers), client_name=DEV_CLIENT_NAME)
+    cluster = LocalCluster(args.data_dir, controllers=args.controllers, brokers=args.brokers, tls=tls)
     print(f"kanal dev: starting {args.controllers} controllers and {args.brokers} brokers, data in {args.data_dir}",
           flush=True)
+    if tls is None:
+        print("kanal dev: INSECURE: plaintext gRPC, no authentication (every call is User:ANONYMOUS), on 127.0.0.1 "
+              "only; `kanal dev --tls` secures it", flush=True)
+    else:
+        print(f"kanal dev: secured: TLS with client certificates required on every node (throwaway CA in "
+              f"{tls.directory}); authentication by certificate or password", flush=True)
     try:
         cluster.start(timeout_s=120)
     except (RuntimeError, TimeoutError) as exc:
@@ -91,7 +118,11 @@ def _run(argv: list[str]) -> int:
             print(f"kanal dev: cannot serve `kanal dev status` on {CONTROL_SOCKET}: {exc}", file=sys.stderr)
             return 1
         threading.Thread(target=control.serve_forever, name="dev-control", daemon=True).start()
+        client_config = None
+        if tls is not None:
+            client_config = str(_write_client_config(tls, cluster.bootstrap))
         STATE_FILE.write_text(json.dumps({"pid": os.getpid(), "bootstrap": cluster.bootstrap,
+                                          "client_config": client_config,
                                           "controllers": cluster.controller_endpoints,
                                           "data_dir": str(args.data_dir), "control": str(CONTROL_SOCKET),
                                           "nodes": [_describe(n, check_serving=False) for n in cluster.nodes]}))
@@ -100,6 +131,9 @@ def _run(argv: list[str]) -> int:
             print(f"  {node.name:<13} {node.endpoint:<22} pid {node.pid}  log {node.log_path}", flush=True)
         print("kanal dev: other kanal commands use this cluster by default; `kanal dev status` and "
               "`kanal dev restart NODE` manage it; Ctrl-C stops it.", flush=True)
+        if client_config is not None:
+            print(f"kanal dev: client config (TLS files, User:{DEV_CLIENT_NAME}'s certificate): {client_config}; "
+                  f"the other commands pick it up, other clients take it with --command-config", flush=True)
         while not stopping.wait(WATCH_INTERVAL_S):
             for node, code in supervisor.newly_dead():
                 print(f"kanal dev: {node.name} exited with status {code} (log {node.log_path}); the other nodes "
@@ -114,7 +148,18 @@ def _run(argv: list[str]) -> int:
             cluster.stop()
         STATE_FILE.unlink(missing_ok=True)
         CONTROL_SOCKET.unlink(missing_ok=True)
+        if tls is not None:
+            CLIENT_CONFIG.unlink(missing_ok=True)
     return 0
+
+
+def _write_client_config(tls, bootstrap: str) -> Path:
+    """$KANAL_HOME/client.toml: what a client needs to reach the secured dev cluster (command_config.py)."""
+    lines = ["# written by `kanal dev --tls`; removed when it stops", f'bootstrap = "{bootstrap}"',
+             f'tls-ca-file = "{tls.ca.cert}"', f'tls-cert-file = "{tls.client.cert}"',
+             f'tls-key-file = "{tls.client.key}"']
+    CLIENT_CONFIG.write_text("\n".join(lines) + "\n")
+    return CLIENT_CONFIG
 
 
 class Supervisor:
@@ -136,7 +181,7 @@ class Supervisor:
     def status(self) -> list[dict]:
         with self.lock:
             nodes = list(self.cluster.nodes)
-        return [_describe(n) for n in nodes]
+        return [_describe(n, security=self.cluster.client_security) for n in nodes]
 
     def restart(self, name: str) -> dict:
         node = next((n for n in self.cluster.nodes if n.name == name), None)
@@ -146,16 +191,16 @@ class Supervisor:
         with self.lock:
             self.cluster.restart(node, timeout_s=RESTART_READY_S_MAX)
             self._reported.discard(node.name)
-        return _describe(node)
+        return _describe(node, security=self.cluster.client_security)
 
 
-def _describe(node: Node, check_serving: bool = True) -> dict:
+def _describe(node: Node, check_serving: bool = True, security=None) -> dict:
     if not node.running:
         state = "exited"
     elif not check_serving:
         state = "serving"  # only used right after start(), which waited for SERVING
     else:
-        state = "serving" if serving(node.endpoint, timeout_s=1.0) else "starting"
+        state = "serving" if serving(node.endpoint, timeout_s=1.0, security=security) else "starting"
     return {"name": node.name, "kind": node.kind, "id": node.node_id, "endpoint": node.endpoint,
             "pid": node.pid, "state": state,
             "exit_code": node.process.returncode if node.process and not node.running else None,

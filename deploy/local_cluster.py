@@ -8,6 +8,12 @@ a deadline) and restarted with the same ports and data. Everything started is st
 (and on context exit); nothing else is ever signalled.
 
 Readiness is the gRPC health service of each node reporting SERVING, waited for with a deadline.
+
+Secured (`tls=make_dev_tls(...)`, deploy/certificates.py): every node serves TLS with its own certificate
+(CN=broker-<id> / CN=controller-<id>), requires client certificates signed by the CA and authenticates
+calls by certificate (mapped to User:broker-<id>, ...) or password (`security_flags` replaces these
+listener flags, e.g. to add --tls-crl-file). `client_security` is what clients use: TLS with the dev
+client certificate.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from typing import Self
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from kanal.deploy.certificates import NODE_MAPPING_RULES, DevTls
+from kanal.v1.channel_security import ClientSecurity, open_channel
 
 
 def free_ports(count: int) -> list[int]:
@@ -116,7 +125,8 @@ class Node:
 class LocalCluster:
     def __init__(self, data_dir: Path | None = None, *, controllers: int = 3, brokers: int = 3,
                  controller_flags: list[str] | None = None, broker_flags: list[str] | None = None,
-                 cluster_secret: str = "kanal-local", hosts: dict[str, str] | None = None) -> None:
+                 cluster_secret: str = "kanal-local", tls: DevTls | None = None,
+                 security_flags: list[str] | None = None, hosts: dict[str, str] | None = None) -> None:
         """`hosts`: the address each node (by name, `controller-0`, `broker-1`) binds and advertises,
         127.0.0.1 when left out (kanal chaos gives each node its own network namespace and address)."""
         if not 1 <= controllers <= 7:
@@ -126,6 +136,11 @@ class LocalCluster:
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="kanal-cluster-"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.tls = tls
+        self.client_security: ClientSecurity | None = None
+        if tls is not None:
+            self.client_security = ClientSecurity(ca_file=str(tls.ca.cert), cert_file=str(tls.client.cert),
+                                                  key_file=str(tls.client.key))
         ports = free_ports(2 * controllers + 2 * brokers)
         self.controllers: list[Node] = []
         hosts = hosts or {}
@@ -137,7 +152,8 @@ class LocalCluster:
             grpc_port, raft_port = ports[2 * i], ports[2 * i + 1]
             args = ["--id", str(i), "--listen", f"{c_hosts[i]}:{grpc_port}", "--raft", f"{c_hosts[i]}:{raft_port}",
                     "--peers", peers, "--data-dir", str(self.data_dir / f"controller-{i}"),
-                    "--cluster-secret", cluster_secret, *(controller_flags or [])]
+                    "--cluster-secret", cluster_secret, *self._tls_flags(f"controller-{i}", security_flags),
+                    *(controller_flags or [])]
             self.controllers.append(Node("controller", i, f"{c_hosts[i]}:{grpc_port}", args,
                                          self.data_dir / "logs" / f"controller-{i}.log"))
         controller_endpoints = ",".join(n.endpoint for n in self.controllers)
@@ -151,7 +167,7 @@ class LocalCluster:
                     # A cluster of fewer than 3 brokers can never host the offsets topic at Kafka's
                     # default RF 3 (brokers refuse to create it smaller): use what this cluster has.
                     "--offsets-topic-replication-factor", str(min(3, brokers)),
-                    *(broker_flags or [])]
+                    *self._tls_flags(f"broker-{b}", security_flags), *(broker_flags or [])]
             node = Node("broker", b, f"{host}:{grpc_port}", args, self.data_dir / "logs" / f"broker-{b}.log")
             node.extra["metrics"] = f"{host}:{metrics_port}"
             self.brokers.append(node)
@@ -159,6 +175,17 @@ class LocalCluster:
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.setdefault("PYTHONFAULTHANDLER", "1")  # a crash in native code leaves its Python stack in the node's log
         self._env = env
+
+    def _tls_flags(self, node: str, security_flags: list[str] | None) -> list[str]:
+        if self.tls is None:
+            return []
+        issued = self.tls.nodes[node]
+        flags = ["--tls-cert-file", str(issued.cert), "--tls-key-file", str(issued.key),
+                 "--tls-ca-file", str(self.tls.ca.cert)]
+        if security_flags is not None:
+            return flags + security_flags
+        return flags + ["--tls-client-auth", "required", "--authentication", "mtls,password",
+                        "--principal-mapping-rules", NODE_MAPPING_RULES]
 
     def __repr__(self) -> str:
         return f"<LocalCluster {len(self.controllers)} controllers, {len(self.brokers)} brokers in {self.data_dir}>"
@@ -204,7 +231,7 @@ class LocalCluster:
     def wait_ready(self, nodes: list[Node], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         for node in nodes:
-            while not serving(node.endpoint, timeout_s=0.5):
+            while not serving(node.endpoint, timeout_s=0.5, security=self.client_security):
                 if not node.running:
                     raise RuntimeError(f"{node.name} exited with {node.process.returncode}; "
                                        f"last output:\n{self.tail(node)}")
@@ -231,9 +258,9 @@ class LocalCluster:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def serving(endpoint: str, timeout_s: float = 1.0) -> bool:
+def serving(endpoint: str, timeout_s: float = 1.0, security: ClientSecurity | None = None) -> bool:
     """Whether the gRPC health service at `endpoint` says SERVING."""
-    with grpc.insecure_channel(endpoint) as channel:
+    with open_channel(endpoint, (), security) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
         except grpc.RpcError:

@@ -4,8 +4,11 @@ No I/O, no threads, no clocks, no global randomness: time (`now_ms`) and a `rand
 See README.md in this folder for the rules.
 """
 
+from kanal.metadata.acl import AclEntry, AclResource, AclSet
+from kanal.metadata.acl_admin import decide_create_acls, decide_delete_acls, describe_acls
 from kanal.metadata.alter_partition import decide_alter_partition
 from kanal.metadata.apply import apply, apply_batch, check_image
+from kanal.metadata.authorizer import AuthorizerConfig, authorize
 from kanal.metadata.broker_liveness import decide_broker_heartbeat, decide_session_expirations
 from kanal.metadata.broker_registration import (
     decide_register_broker,
@@ -47,6 +50,7 @@ from kanal.metadata.image import (
 from kanal.metadata.invariant import MetadataInvariantError
 from kanal.metadata.placement import place_replicas, place_replicas_by_load
 from kanal.metadata.producer_ids import PRODUCER_ID_BLOCK_SIZE, decide_allocate_producer_ids
+from kanal.metadata.scram_admin import decide_alter_user_scram_credentials, describe_user_scram_credentials
 from kanal.metadata.snapshot import image_from_snapshot, image_to_snapshot
 from kanal.metadata.topic_admin import (
     TOPIC_PARTITIONS_MAX,
@@ -60,6 +64,10 @@ __all__ = [
     "NO_LEADER",
     "PRODUCER_ID_BLOCK_SIZE",
     "TOPIC_PARTITIONS_MAX",
+    "AclEntry",
+    "AclResource",
+    "AclSet",
+    "AuthorizerConfig",
     "BrokerEpoch",
     "BrokerId",
     "BrokerRegistration",
@@ -79,23 +87,29 @@ __all__ = [
     "TopicImage",
     "apply",
     "apply_batch",
+    "authorize",
     "check_image",
     "decide_allocate_producer_ids",
     "decide_alter_client_quotas",
     "decide_alter_configs",
     "decide_alter_partition",
+    "decide_alter_user_scram_credentials",
     "decide_broker_heartbeat",
+    "decide_create_acls",
     "decide_create_partitions",
     "decide_create_topics",
+    "decide_delete_acls",
     "decide_delete_topics",
     "decide_preferred_leader_elections",
     "decide_register_broker",
     "decide_register_controller",
     "decide_session_expirations",
     "decide_unregister_broker",
+    "describe_acls",
     "describe_brokers",
     "describe_client_quotas",
     "describe_configs",
+    "describe_user_scram_credentials",
     "effective_topic_config",
     "elect",
     "elect_preferred",

@@ -157,7 +157,7 @@ def _check_broker_epochs(
 
 
 def _reply_item(
-    item: controller_pb2.AlterPartitionRequest.Item, error: int, partition: PartitionState | None
+    item: controller_pb2.AlterPartitionRequest.Item, error: ErrorCode, partition: PartitionState | None
 ) -> controller_pb2.AlterPartitionResponse.Item:
     reply = _Item(topic_id=item.topic_id, partition_id=item.partition_id, error=error)
     if partition is not None:

@@ -39,6 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, MutableMapping, MutableSequence
 from typing import Any
 
+from kanal.metadata.acl import EMPTY_ACL_SET, AclEntry, check_entry
 from kanal.metadata.client_quota import QUOTA_ENTITY_TYPES, QUOTA_KEYS
 from kanal.metadata.config_resource import check_broker_resource_name, check_stored_config_value
 from kanal.metadata.ids import (
@@ -58,6 +59,7 @@ from kanal.metadata.invariant import MetadataInvariantError
 from kanal.v1 import metadata_pb2
 from kanal.v1.error import KanalError
 from kanal.v1.metadata_pb2 import MetadataBatch, MetadataRecord
+from kanal.v1.scram import ITERATIONS_MAX, ITERATIONS_MIN, MECHANISMS, ScramCredential
 from kanal.v1.topic_name import check_topic_name, collision_key
 
 
@@ -145,7 +147,7 @@ def apply_records(image: MetadataImage, records: Iterable[MetadataRecord]) -> No
     instead of per record, which made restoring a 15,000-partition image ~60% slower."""
     ctx = _Context()
     try:
-        offset = image.next_offset
+        offset = int(image.next_offset)
         for record in records:
             _apply_record(image, record, ctx)
             offset += 1
@@ -481,21 +483,27 @@ def _config(image: MetadataImage, r: metadata_pb2.ConfigRecord, ctx: _Context) -
 def _client_quota(image: MetadataImage, r: metadata_pb2.ClientQuotaRecord, ctx: _Context) -> None:
     if r.entity_type not in QUOTA_ENTITY_TYPES or r.key not in QUOTA_KEYS:
         raise _fail(f"ClientQuotaRecord with unknown entity type {r.entity_type!r} or key {r.key!r}")
-    entity = (r.entity_type, r.entity_name)
-    quotas = image.client_quotas.get(entity)
+    # A user+client-id entity (client_id set, user entities only) lives in its own map.
+    if r.HasField("client_id"):
+        if r.entity_type != "user":
+            raise _fail(f"ClientQuotaRecord gives a client id to a {r.entity_type!r} entity")
+        entities, entity = image.user_client_quotas, (r.entity_name, r.client_id)
+    else:
+        entities, entity = image.client_quotas, (r.entity_type, r.entity_name)
+    quotas = entities.get(entity)
     if r.HasField("value"):
         if not math.isfinite(r.value) or r.value <= 0:
             raise _fail(f"ClientQuotaRecord sets {r.key} of {entity} to {r.value}, not a finite number > 0")
         if quotas is None:
             quotas = {}
-            ctx.journal.put(image.client_quotas, entity, quotas)
+            ctx.journal.put(entities, entity, quotas)
         ctx.journal.put(quotas, r.key, r.value)
         return
     if quotas is None or r.key not in quotas:
         raise _fail(f"ClientQuotaRecord removes {r.key} of {entity}, which is not set")
     ctx.journal.delete(quotas, r.key)
     if not quotas:
-        ctx.journal.delete(image.client_quotas, entity)
+        ctx.journal.delete(entities, entity)
 
 
 def _producer_ids(image: MetadataImage, r: metadata_pb2.ProducerIdsRecord, ctx: _Context) -> None:
@@ -526,6 +534,66 @@ def _controller_registration(
     ctx.journal.put(image.controller_directories, r.controller_id, r.directory_id)
 
 
+def _access_control_entry(
+    image: MetadataImage, r: metadata_pb2.AccessControlEntryRecord, ctx: _Context
+) -> None:
+    entry = _acl_entry(r.entry, "AccessControlEntry")
+    present = image.acls.get(entry.resource, EMPTY_ACL_SET)
+    if entry in present:
+        # The decision leaves out entries that exist: a second copy would make one removal not enough.
+        raise _fail(f"AccessControlEntry {entry!r} exists already")
+    ctx.journal.put(image.acls, entry.resource, present.with_entry(entry))
+
+
+def _remove_access_control_entry(
+    image: MetadataImage, r: metadata_pb2.RemoveAccessControlEntryRecord, ctx: _Context
+) -> None:
+    entry = _acl_entry(r.entry, "RemoveAccessControlEntry")
+    present = image.acls.get(entry.resource, EMPTY_ACL_SET)
+    if entry not in present:
+        raise _fail(f"RemoveAccessControlEntry {entry!r}, which does not exist")
+    rest = present.without(entry)
+    if rest:
+        ctx.journal.put(image.acls, entry.resource, rest)
+    else:
+        # No empty sets: the image stays canonical (a snapshot could not reproduce one).
+        ctx.journal.delete(image.acls, entry.resource)
+
+
+def _acl_entry(proto: metadata_pb2.AccessControlEntry, what: str) -> AclEntry:
+    entry = AclEntry.from_proto(proto)
+    try:
+        check_entry(entry)
+    except KanalError as exc:
+        raise _fail(f"{what} that is not well formed: {exc.message}") from None
+    return entry
+
+
+def _user_scram_credential(image: MetadataImage, r: metadata_pb2.UserScramCredentialRecord, ctx: _Context) -> None:
+    if not r.name or r.mechanism not in MECHANISMS or not ITERATIONS_MIN <= r.iterations <= ITERATIONS_MAX:
+        raise _fail(f"UserScramCredentialRecord for {r.name!r} with mechanism {r.mechanism!r} and "
+                    f"{r.iterations} iterations")
+    if not r.salt or not r.stored_key or not r.server_key:
+        raise _fail(f"UserScramCredentialRecord for {r.name!r} without salt, stored key or server key")
+    credentials = image.scram_credentials.get(r.name)
+    if credentials is None:
+        credentials = {}
+        ctx.journal.put(image.scram_credentials, r.name, credentials)
+    ctx.journal.put(credentials, r.mechanism,
+                    ScramCredential(r.mechanism, r.salt, r.iterations, r.stored_key, r.server_key))
+
+
+def _remove_user_scram_credential(
+    image: MetadataImage, r: metadata_pb2.RemoveUserScramCredentialRecord, ctx: _Context
+) -> None:
+    credentials = image.scram_credentials.get(r.name)
+    if credentials is None or r.mechanism not in credentials:
+        raise _fail(f"RemoveUserScramCredentialRecord removes {r.mechanism} of {r.name!r}, which is not set")
+    ctx.journal.delete(credentials, r.mechanism)
+    if not credentials:  # canonical: no empty maps (a snapshot could not reproduce them)
+        ctx.journal.delete(image.scram_credentials, r.name)
+
+
 def _no_op(image: MetadataImage, r: metadata_pb2.NoOpRecord, ctx: _Context) -> None:
     """Changes nothing: it only makes a new controller's epoch visible in the log."""
 
@@ -543,6 +611,10 @@ _HANDLERS: dict[str, Callable[[MetadataImage, Any, _Context], None]] = {
     "producer_ids": _producer_ids,
     "no_op": _no_op,
     "controller_registration": _controller_registration,
+    "access_control_entry": _access_control_entry,
+    "remove_access_control_entry": _remove_access_control_entry,
+    "user_scram_credential": _user_scram_credential,
+    "remove_user_scram_credential": _remove_user_scram_credential,
 }
 
 

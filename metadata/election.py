@@ -49,7 +49,7 @@ class Election:
 
     leader: BrokerId | None
     isr: tuple[BrokerId, ...] | None
-    cause: metadata_pb2.PartitionChangeCause.ValueType
+    cause: metadata_pb2.PartitionChangeCause
     summary: str
     # With `isr`: the directory id of each member's log, in ISR order.
     isr_directory_ids: tuple[str, ...] = ()

@@ -96,7 +96,7 @@ def offline_election_records(
     """Elections for the offline partitions of the named topics (after unclean election was switched on)."""
     live = set(image.live_brokers())
     directories = registered_directories(image)
-    records = []
+    records: list[metadata_pb2.MetadataRecord] = []
     for name in sorted(topic_names):
         topic = image.topics[name]
         for partition in topic.partitions:

@@ -1,8 +1,8 @@
 """MetadataImage: the cluster as the metadata log describes it, at one offset.
 
 A plain object: brokers and their registrations, topics and their partitions (replicas, ISR, leader and
-epochs), topic and broker configs, client quotas, the next producer id, the highest controller epoch seen
-and the next metadata offset. It changes only through `kanal.metadata.apply` (records in, state changed),
+epochs), topic and broker configs, client quotas, access-control entries, the next producer id, the
+highest controller epoch seen and the next metadata offset. It changes only through `kanal.metadata.apply` (records in, state changed),
 so every replica of it (active controller, standbys, brokers, Spark replay) is the same function of the
 log. Images compare equal when they describe the same cluster at the same offset.
 
@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from kanal.metadata.acl import AclResource, AclSet
 from kanal.metadata.ids import (
     NO_LEADER,
     BrokerEpoch,
@@ -41,6 +42,7 @@ from kanal.metadata.ids import (
     ProducerId,
     TopicId,
 )
+from kanal.v1.scram import ScramCredential
 from kanal.v1.topic_name import collision_key
 
 # Broker config resource name that holds cluster-wide defaults (Kafka's "<default>" entity).
@@ -138,8 +140,14 @@ class MetadataImage:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     # (entity_type, entity_name) -> quota key -> value.
     client_quotas: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    # Kafka's user+client-id entities: (user name, client id) -> quota key -> value ("" a default).
+    user_client_quotas: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
     # Controller id -> the directory id the quorum recorded for its data directory (KIP-853).
     controller_directories: dict[int, str] = field(default_factory=dict)
+    # Access-control entries by (resource type, pattern type, resource name) (acl.py); never an empty set.
+    acls: dict[AclResource, AclSet] = field(default_factory=dict)
+    # User name -> SCRAM mechanism -> its credential (UserScramCredentialRecord); no empty inner maps.
+    scram_credentials: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
     next_producer_id: ProducerId = _FIRST_PRODUCER_ID
     controller_epoch: ControllerEpoch = _NO_CONTROLLER_EPOCH
     next_offset: MetadataOffset = _FIRST_OFFSET
@@ -188,7 +196,10 @@ class MetadataImage:
             topics_by_id={t.topic_id: t for t in topics.values()},
             broker_configs={k: dict(v) for k, v in self.broker_configs.items()},
             client_quotas={k: dict(v) for k, v in self.client_quotas.items()},
+            user_client_quotas={k: dict(v) for k, v in self.user_client_quotas.items()},
             controller_directories=dict(self.controller_directories),
+            acls=dict(self.acls),  # AclSets are immutable
+            scram_credentials={k: dict(v) for k, v in self.scram_credentials.items()},
             next_producer_id=self.next_producer_id,
             controller_epoch=self.controller_epoch,
             next_offset=self.next_offset,

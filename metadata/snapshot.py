@@ -2,8 +2,10 @@
 
 `image_to_snapshot(image)` writes the records that rebuild the image from empty, in an order `apply`
 accepts: brokers (with their current fenced state), topics (each followed by its config overrides and its
-partitions, with their current epochs), broker configs, client quotas, then the producer-id counter as a
-ProducerIdsRecord with broker_id -1 (a counter restored for no broker). Records are stamped with time 0,
+partitions, with their current epochs), broker configs, client quotas (user+client-id entities after the
+plain ones), SCRAM credentials, controller registrations, access-control entries (sorted), then the
+producer-id counter as a ProducerIdsRecord with broker_id -1 (a counter restored for no broker). Records
+are stamped with time 0,
 principal "snapshot" and request id "snapshot-<next_offset>": a snapshot is a copy, not a decision, and
 must be the same bytes on every controller that writes it at the same offset.
 
@@ -15,6 +17,7 @@ snapshot and checks the image-wide invariants, indexes included. For every image
 
 from __future__ import annotations
 
+from kanal.metadata.acl import iter_entries
 from kanal.metadata.apply import apply_records, check_image
 from kanal.metadata.decision import Stamp
 from kanal.metadata.ids import ControllerEpoch, MetadataOffset
@@ -100,6 +103,28 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                     )
                 )
             )
+    for (user, client_id) in sorted(image.user_client_quotas):
+        quotas = image.user_client_quotas[(user, client_id)]
+        for key in sorted(quotas):
+            records.append(
+                stamp.record(
+                    client_quota=metadata_pb2.ClientQuotaRecord(
+                        entity_type="user", entity_name=user, client_id=client_id, key=key, value=quotas[key]
+                    )
+                )
+            )
+    for user in sorted(image.scram_credentials):
+        credentials = image.scram_credentials[user]
+        for mechanism in sorted(credentials):
+            c = credentials[mechanism]
+            records.append(
+                stamp.record(
+                    user_scram_credential=metadata_pb2.UserScramCredentialRecord(
+                        name=user, mechanism=mechanism, salt=c.salt, stored_key=c.stored_key,
+                        server_key=c.server_key, iterations=c.iterations,
+                    )
+                )
+            )
     for controller_id in sorted(image.controller_directories):
         records.append(
             stamp.record(
@@ -107,6 +132,10 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                     controller_id=controller_id, directory_id=image.controller_directories[controller_id]
                 )
             )
+        )
+    for entry in iter_entries(image.acls):
+        records.append(
+            stamp.record(access_control_entry=metadata_pb2.AccessControlEntryRecord(entry=entry.to_proto()))
         )
     if image.next_producer_id > MetadataImage().next_producer_id:  # only once ids were handed out
         records.append(

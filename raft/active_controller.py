@@ -8,11 +8,21 @@ at that moment (broker_sessions.py) and becomes active. Leadership lost or a new
 
 Deciding. Every decision runs under one lock (decisions are serialized) against the speculative image:
 the committed image plus every batch this controller has proposed and not yet seen applied — so each
-decision sees the effect of all earlier ones, as kanal.metadata requires. Its records become one batch
-(one Raft entry), proposed as a conditional command whose parent is the previous proposal (or the
-committed head) and applied to the speculative image at once. Up to `inflight_proposals_max` proposals
-may be in flight (1 = wait for each batch to apply before the next decision). The caller then waits,
-without the lock, until the proposal's fate is known (proposal_pipeline.py) and the batch is durable:
+decision sees the effect of all earlier ones, as kanal.metadata requires. Its records become one batch,
+a conditional command whose parent is the previous proposal (or the committed head), applied to the
+speculative image at once and put in the **outbox**.
+
+Group commit of decisions. Up to `inflight_proposals_max` Raft entries may be in flight (proposed, and
+neither committed — pysyncobj's success callback — nor settled). When fewer are, the outbox is proposed
+at once as one Raft entry; otherwise it fills until an entry leaves the pipeline, and then everything in
+it goes as one entry (command.py: a group, judged command by command). So under load one Raft entry — one pickling, encryption, journal record and
+acknowledgement in pysyncobj, one fsync share — carries every decision taken while the previous entries
+were in flight, and the rate grows with the number of callers instead of being capped at
+`inflight_proposals_max` / (commit latency). The outbox holds at most about one batch of
+`metadata_batch_bytes_max`: a decision waits (before deciding, under the lock) while it is that full.
+Nothing else changes: each decision keeps its own parent and fate and its own batch in the metadata
+log, and is acknowledged only once applied and fsynced. The caller waits, without the lock, until the
+proposal's fate is known (proposal_pipeline.py) and the batch is durable:
 
 - applied: the decision's reply is sent;
 - rejected (it can never apply: the chain moved on without it, its epoch is stale, or pysyncobj dropped
@@ -39,8 +49,12 @@ clock's now_ms: a broker silent for longer than the session timeout is fenced an
 it (decide_broker_heartbeat). Heartbeats go through Raft only when they change a broker's state.
 
 Locks, in the order they may be taken: the decision lock, then the store's lock or the pipeline
-condition (the pipeline condition is a leaf). The Applier thread and pysyncobj's thread take only the
-pipeline condition.
+condition, then (for a proposal's definite failure) the store's lock. The pipeline condition also guards
+the outbox and the entries in flight; proposals are handed to Raft under it, so entries enter Raft's
+queue in chain order whichever thread sends them (a decider, the Applier thread settling an entry,
+pysyncobj's thread reporting a failure). It is re-entrant: a Raft that reports a failure (or, in tests,
+commits) inside `propose` comes back into it on the same thread. The Applier thread and pysyncobj's
+thread take only the pipeline condition (and the store's lock inside it).
 """
 
 from __future__ import annotations
@@ -64,7 +78,14 @@ from kanal.metadata import (
 )
 from kanal.raft.broker_sessions import BrokerSessions
 from kanal.raft.clock import Clock
-from kanal.raft.command import UNCONDITIONAL_OFFSET, ProposalId, ProposalIdSource, Verdict, encode_command
+from kanal.raft.command import (
+    UNCONDITIONAL_OFFSET,
+    ProposalId,
+    ProposalIdSource,
+    Verdict,
+    encode_command,
+    encode_entry,
+)
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.metadata_store import AppliedEntry, MetadataStore
 from kanal.raft.proposal_pipeline import Fate, ProposalPipeline, Settled
@@ -82,7 +103,12 @@ DECISION_ATTEMPTS_MAX = 4
 class Raft(Protocol):
     """What the active controller needs from the Raft node (raft_node.RaftNode; tests use fakes)."""
 
-    def propose(self, command: bytes, on_definite_failure: Callable[[int], None]) -> None: ...
+    def propose(
+        self,
+        command: bytes,
+        on_definite_failure: Callable[[int], None],
+        on_committed: Callable[[], None] | None = None,
+    ) -> None: ...
     def is_leader(self) -> bool: ...
     def term(self) -> int: ...
     def leader_address(self) -> str | None: ...
@@ -131,11 +157,18 @@ class ActiveController:
         self._spec_last = ProposalId.NONE
         self._spec_stale = False
         self._sessions = BrokerSessions()
-        # Pipeline condition (a leaf lock): proposals in flight, their waiters, the committed head.
-        self._pipeline_cond = threading.Condition()
+        # Pipeline condition (re-entrant): proposals in flight, their waiters, the committed head, the
+        # outbox (decided, not yet handed to Raft) and the Raft entries in flight.
+        self._pipeline_cond = threading.Condition(threading.RLock())
         self._pipeline = ProposalPipeline()
         self._waiters: dict[ProposalId, list[_Waiter]] = {}
         self._committed_head = ProposalId.NONE
+        self._outbox: list[tuple[ProposalId, bytes]] = []
+        self._outbox_bytes = 0
+        self._entry_of: dict[ProposalId, int] = {}  # proposal -> the Raft entry (a number) carrying it
+        self._entry_pending: dict[int, int] = {}  # entry -> its commands not yet settled
+        self._entries_in_flight: set[int] = set()  # proposed, neither committed nor wholly settled
+        self._next_entry = 0
         # Activation state changes, for callers waiting for this controller to become active.
         self._state_cond = threading.Condition()
         self._wake = threading.Event()
@@ -324,20 +357,66 @@ class ActiveController:
             self._finish(self._pipeline.on_reset(head, end))
         self._spec_stale = True
 
-    def _on_definite_failure(self, proposal: ProposalId, reason: int) -> None:
-        _log.debug("pysyncobj dropped %r (reason %d)", proposal, reason)
+    def _on_definite_failure(self, proposals: list[ProposalId], reason: int) -> None:
+        """pysyncobj reports that an entry certainly never entered the Raft log: every command in it."""
+        _log.debug("pysyncobj dropped an entry of %d proposals, first %r (reason %d)", len(proposals),
+                   proposals[0], reason)
         with self._pipeline_cond:
-            self._finish(self._pipeline.reject(proposal, self._store.durable_end_offset))
+            end = self._store.durable_end_offset
+            self._finish([s for proposal in proposals for s in self._pipeline.reject(proposal, end)])
 
     def _finish(self, settled: list[Settled]) -> None:
         # Called with the pipeline condition held.
+        unsent: set[ProposalId] = set()
         for s in settled:
             for waiter in self._waiters.pop(s.proposal, ()):
                 waiter.settle(s)
             if s.fate is Fate.REJECTED:
                 self._spec_stale = True
+            entry = self._entry_of.pop(s.proposal, None)
+            if entry is None:
+                unsent.add(s.proposal)  # in the outbox (rejected with its parent), or the activation NoOp
+            elif self._entry_pending[entry] > 1:
+                self._entry_pending[entry] -= 1
+            else:
+                del self._entry_pending[entry]
+                self._entries_in_flight.discard(entry)  # wholly settled (if not committed before): room
+        if unsent and self._outbox:
+            # Never sent, and now certainly dead: it would only be judged stale.
+            self._outbox = [(p, c) for p, c in self._outbox if p not in unsent]
+            self._outbox_bytes = sum(len(c) for _, c in self._outbox)
         if settled:
+            self._send_outbox()
             self._pipeline_cond.notify_all()
+
+    def _on_entry_committed(self, entry: int) -> None:
+        """pysyncobj committed an entry (its thread): the entry leaves the Raft pipeline — it is queued for
+        the Applier, whose fsync need not hold back the next entry — and the outbox may go."""
+        with self._pipeline_cond:
+            if entry in self._entries_in_flight:
+                self._entries_in_flight.discard(entry)
+                self._send_outbox()
+
+    def _send_outbox(self) -> None:
+        """Hand the outbox to Raft as one entry if fewer than `inflight_proposals_max` entries are in
+        flight (proposed and neither committed nor settled). Called with the pipeline condition held, so
+        entries enter Raft's queue in chain order."""
+        if not self._outbox or len(self._entries_in_flight) >= self._config.inflight_proposals_max:
+            return
+        group, self._outbox, self._outbox_bytes = self._outbox, [], 0
+        entry = self._next_entry
+        self._next_entry += 1
+        proposals = [proposal for proposal, _ in group]
+        for proposal in proposals:
+            self._entry_of[proposal] = entry
+        self._entry_pending[entry] = len(group)
+        self._entries_in_flight.add(entry)
+        # Bookkeeping first: a Raft that fails (or commits) inside propose settles the entry at once.
+        self._require_raft().propose(
+            encode_entry([command for _, command in group]),
+            lambda reason: self._on_definite_failure(proposals, reason),
+            on_committed=lambda: self._on_entry_committed(entry),
+        )
 
     # -- deciding and proposing --------------------------------------------------------------------
 
@@ -375,13 +454,16 @@ class ActiveController:
             return self._propose(decision.records, epoch), decision.reply
 
     def _wait_for_room(self, deadline_s: float) -> None:
+        """Until the outbox has room for another decision: it is below one batch's bytes (so one entry
+        stays below twice `metadata_batch_bytes_max`, within pysyncobj's unsplit entry size)."""
         with self._pipeline_cond:
-            while len(self._pipeline) >= self._config.inflight_proposals_max:
+            while self._outbox_bytes >= self._config.metadata_batch_bytes_max:
                 left = deadline_s - time.monotonic()
                 if left <= 0:
                     raise KanalError(
                         ErrorCode.REQUEST_TIMED_OUT,
-                        f"{len(self._pipeline)} proposals are in flight and none was committed in time",
+                        f"{len(self._entries_in_flight)} Raft entries are in flight, a full one waits, and none "
+                        "was committed in time",
                     )
                 self._pipeline_cond.wait(left)
 
@@ -426,8 +508,11 @@ class ActiveController:
             self._spec_stale = True
             raise KanalError(ErrorCode.NOT_CONTROLLER, f"epoch {epoch} is older than the image's")
         self._spec_last = proposal
-        waiter = self._register(proposal, parent)
-        self._require_raft().propose(command, lambda reason: self._on_definite_failure(proposal, reason))
+        with self._pipeline_cond:
+            waiter = self._register(proposal, parent)
+            self._outbox.append((proposal, command))
+            self._outbox_bytes += len(command)
+            self._send_outbox()
         return waiter
 
     def _register(self, proposal: ProposalId, parent: ProposalId) -> _Waiter:
@@ -507,7 +592,7 @@ class ActiveController:
         waiter = self._register(proposal, ProposalId.NONE)
         raft.propose(
             encode_command(proposal, ProposalId.NONE, UNCONDITIONAL_OFFSET, batch),
-            lambda reason: self._on_definite_failure(proposal, reason),
+            lambda reason: self._on_definite_failure([proposal], reason),
         )
         deadline_s = time.monotonic() + self._config.request_timeout_ms / 1000
         fate = None
@@ -542,6 +627,10 @@ class ActiveController:
             self._spec = None
             self._spec_last = ProposalId.NONE
             self._sessions.clear()
+            with self._pipeline_cond:
+                # Decisions never handed to Raft are certainly not applied: their callers learn it now.
+                end = self._store.durable_end_offset
+                self._finish([s for proposal, _ in list(self._outbox) for s in self._pipeline.reject(proposal, end)])
         with self._state_cond:
             self._state_cond.notify_all()
         _log.info("no longer the active controller (epoch %s): %s", epoch, why)

@@ -118,7 +118,7 @@ class Applier:
                 self._run_housekeeping()  # idle: retention and snapshot timers still run
                 continue
             try:
-                applied = [self._store.apply(data) for data in group]
+                applied = [entry for data in group for entry in self._store.apply_entry(data)]
                 self._store.flush()
             except BaseException as exc:  # noqa: BLE001 - every failure here is a broken invariant
                 self._fatal(f"applying a committed metadata entry failed: {exc}", exc)

@@ -26,6 +26,22 @@ batches never reach apply_batch or the log.)
 
 Unconditional commands are only the NoOp batch a controller writes when it becomes active: it changes
 nothing, and once it is applied every older proposal of any controller is rejected.
+
+Group entries (group commit of decisions). One Raft entry may carry several commands, proposed together
+by the active controller: the decisions taken while earlier entries were in flight (active_controller.py).
+
+    offset  size  field
+    0       4     magic b"KMG1"
+    4       4     count of commands (>= 2)
+    8       ...   count times: 4-byte length, then a command as above (b"KMC1" ...)
+
+A group is judged command by command, in order, exactly as if each command were its own Raft entry:
+each keeps its own parent, offset and fate (a rejected command makes its descendants in the group stale
+like anywhere else), and each becomes its own batch in the metadata log. So the metadata log, the
+conditions and the replies are the same whether decisions travel alone or grouped; only pysyncobj's
+per-entry work (pickling, encryption, journal record, acknowledgement) is shared. An entry holding one
+command is that command's bytes (b"KMC1"), as before groups existed. Controllers of a version without
+groups stop (exit 70, CommandFormatError) on a group entry: upgrade every controller before the active one.
 """
 
 from __future__ import annotations
@@ -33,6 +49,7 @@ from __future__ import annotations
 import enum
 import os
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -41,7 +58,10 @@ from google.protobuf.message import DecodeError
 from kanal.v1.metadata_pb2 import MetadataBatch
 
 MAGIC = b"KMC1"
+GROUP_MAGIC = b"KMG1"
 _HEADER = struct.Struct(">4s16s16sq")
+_GROUP_HEADER = struct.Struct(">4sI")
+_LENGTH = struct.Struct(">I")
 HEADER_BYTES = _HEADER.size  # 44
 UNCONDITIONAL_OFFSET = -1
 
@@ -150,6 +170,47 @@ def decode_command(data: bytes) -> MetadataCommand:
     if ProposalId(parent).is_none != (expected == UNCONDITIONAL_OFFSET) or expected < UNCONDITIONAL_OFFSET:
         raise CommandFormatError(f"metadata command with parent/offset mismatch (offset {expected})")
     return MetadataCommand(ProposalId(proposal), ProposalId(parent), expected, data[HEADER_BYTES:])
+
+
+def encode_entry(commands: Sequence[bytes]) -> bytes:
+    """One Raft entry for commands (encode_command's bytes) proposed together, in chain order: a single
+    command as it is, several as a group."""
+    if not commands:
+        raise ValueError("an entry needs at least one command")
+    if len(commands) == 1:
+        return commands[0]
+    parts = [_GROUP_HEADER.pack(GROUP_MAGIC, len(commands))]
+    for command in commands:
+        if command[:4] != MAGIC:
+            raise ValueError("a group holds commands only")
+        parts.append(_LENGTH.pack(len(command)))
+        parts.append(command)
+    return b"".join(parts)
+
+
+def decode_entry(data: bytes) -> list[MetadataCommand]:
+    """The commands of one Raft entry, in order; CommandFormatError when it is not an entry."""
+    if not isinstance(data, bytes) or data[:4] != GROUP_MAGIC:
+        return [decode_command(data)]
+    if len(data) < _GROUP_HEADER.size:
+        raise CommandFormatError("a group entry shorter than its header")
+    _, count = _GROUP_HEADER.unpack_from(data)
+    if count < 2:
+        raise CommandFormatError(f"a group entry of {count} commands (a group holds at least 2)")
+    commands = []
+    position = _GROUP_HEADER.size
+    for _ in range(count):
+        if position + _LENGTH.size > len(data):
+            raise CommandFormatError("a group entry ends inside a length")
+        (length,) = _LENGTH.unpack_from(data, position)
+        position += _LENGTH.size
+        if position + length > len(data):
+            raise CommandFormatError("a group entry ends inside a command")
+        commands.append(decode_command(data[position : position + length]))
+        position += length
+    if position != len(data):
+        raise CommandFormatError(f"a group entry has {len(data) - position} bytes after its last command")
+    return commands
 
 
 class Verdict(enum.Enum):

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kanal.metadata.authorizer import AuthorizerConfig, authorizer_config_from
 from kanal.raft.metadata_snapshots import (
     METADATA_RETENTION_BYTES_DEFAULT,
     METADATA_RETENTION_MS_DEFAULT,
@@ -28,6 +29,14 @@ from kanal.raft.metadata_snapshots import (
     SNAPSHOT_INTERVAL_MS_DEFAULT,
     SNAPSHOTS_RETAINED_DEFAULT,
     SnapshotSettings,
+)
+from kanal.v1.authorizer_flags import add_authorizer_flags
+from kanal.v1.error import KanalError
+from kanal.v1.listener_security import (
+    ListenerSecurity,
+    ListenerSecurityError,
+    add_listener_security_flags,
+    listener_security_from_args,
 )
 from kanal.v1.server_flags import (
     ServerFlagError,
@@ -133,8 +142,11 @@ class ControllerConfig:
     # Upper bound on a write's wait for its commit, and on a forwarded call; the caller's gRPC deadline
     # shortens it. 100 .. 120,000.
     request_timeout_ms: int = 5_000
-    # Decisions proposed and not yet applied, at most (1 = strictly one decision in flight). 1 .. 1,024.
-    inflight_proposals_max: int = 16
+    # Raft entries proposed and not yet committed, at most; decisions taken meanwhile wait in the outbox
+    # and go together as the next entry (group commit, active_controller.py). 2: replication stays busy
+    # and entries carry the most decisions each (the least Raft work per write: followers' CPU per write
+    # fell by about a third against 16, benchmarks/controller_bench.py --admin-vs-pysyncobj). 1 .. 1,024.
+    inflight_proposals_max: int = 2
     # Largest metadata batch (one Raft entry, one RecordBatch) a decision may produce. A 10,000-partition
     # topic is about 0.7 MB. 64 KiB .. 3 MiB: a FetchMetadata reply holds at least one batch and must stay
     # under gRPC's default 4 MiB receive limit.
@@ -174,6 +186,13 @@ class ControllerConfig:
     log_format: str = "text"
     # Prometheus endpoint HOST:PORT (controller_metrics.py), e.g. 0.0.0.0:9404 in a pod; None: off.
     metrics_listen: Address | None = None
+    # ACL checks on every call (--authorizer, --super-users, --allow-everyone-if-no-acl-found); off by
+    # default. On, broker calls need the broker's own principal: brokers must authenticate (TLS).
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
+    # TLS, client certificates and authentication of the gRPC listener, and how this controller dials
+    # the others (kanal.v1.listener_security); default: plaintext, ANONYMOUS. Raft traffic is not gRPC:
+    # `cluster_secret` protects it.
+    security: ListenerSecurity = field(default_factory=ListenerSecurity)
 
     def __post_init__(self) -> None:
         _bound("--id", self.controller_id, 0, 2**31 - 1)
@@ -372,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, dest=name, type=integer(flag), default=default, help=f"default {default}")
     p.add_argument("--log-level", default=d["log_level"].default, help="DEBUG, INFO, WARNING or ERROR")
     p.add_argument("--metrics", default="", help="HOST:PORT of the Prometheus endpoint (default: off)")
+    add_authorizer_flags(p)
+    add_listener_security_flags(p)
     add_server_flags(p)
     return p
 
@@ -399,7 +420,16 @@ def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None
             secret = Path(args.cluster_secret_file).read_text().splitlines()[0].strip()
         except (OSError, IndexError) as exc:
             raise ControllerConfigError(f"--cluster-secret-file: cannot read a secret: {exc}") from None
+    try:
+        authorizer = authorizer_config_from(args.authorizer, args.super_users, args.allow_everyone_if_no_acl_found)
+        security = listener_security_from_args(args)
+    except KanalError as exc:
+        raise ControllerConfigError(exc.message) from None
+    except ListenerSecurityError as exc:
+        raise ControllerConfigError(str(exc)) from None
     config = ControllerConfig(
+        authorizer=authorizer,
+        security=security,
         controller_id=args.id,
         listen=Address.parse(args.listen, "--listen"),
         raft=raft,

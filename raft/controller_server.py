@@ -48,7 +48,9 @@ from kanal.raft.metadata_store import MetadataStore
 from kanal.raft.peer_client import CHANNEL_OPTIONS, PeerClient
 from kanal.raft.raft_node import RaftNode
 from kanal.v1 import controller_pb2, controller_pb2_grpc
+from kanal.v1.authentication import Authenticator, server_interceptor
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.listener_security import is_loopback_bind, warn_if_exposed
 from kanal.v1.server_flags import LIVENESS_SERVICE
 from kanal.v1.server_reflection import enable_reflection
 
@@ -88,9 +90,15 @@ class ControllerServer:
         self.health = health.HealthServicer()
         self._serving: bool | None = None
         self._metrics_server = None
+        # Every call is authenticated at the door and served with its principal bound (kanal.v1.authentication);
+        # passwords are checked against the SCRAM credentials of this controller's committed image.
+        self.authenticator = Authenticator(
+            config.security, lambda user: self.store.read(lambda image: dict(image.scram_credentials.get(user, {}))),
+            unready=self._unready)
         self.grpc_server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.grpc_threads, thread_name_prefix="grpc"),
             options=CHANNEL_OPTIONS,
+            interceptors=[server_interceptor(self.authenticator)],
         )
 
     def __repr__(self) -> str:
@@ -108,12 +116,19 @@ class ControllerServer:
         enable_reflection((SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name),
                           self.grpc_server)
         try:
-            port = self.grpc_server.add_insecure_port(str(self.config.listen))
+            security = self.config.security
+            port = (self.grpc_server.add_secure_port(str(self.config.listen), security.server_credentials())
+                    if security.tls else self.grpc_server.add_insecure_port(str(self.config.listen)))
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {self.config.listen}: {exc}") from exc
         if port == 0:
             raise StartupError(f"cannot listen on {self.config.listen}")
         self.grpc_server.start()
+        _log.info("gRPC listener %s: %s", self.config.listen, self.config.security.describe())
+        warn_if_exposed(self.config.listen.host, self.config.security, _log, f"controller {self.config.controller_id}")
+        if self.config.cluster_secret is None and not is_loopback_bind(self.config.raft_bind.host):
+            _log.warning("controller %d's Raft port %s is reachable from other machines without --cluster-secret: "
+                         "Raft traffic is plain and unauthenticated", self.config.controller_id, self.config.raft_bind)
         if self.config.metrics_listen is not None:
             collector = ControllerCollector(
                 counts=lambda: self.store.read(image_counts),
@@ -213,6 +228,13 @@ class ControllerServer:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()
             self._metrics_server = None
+
+    def _unready(self) -> KanalError | None:
+        """Until pysyncobj has caught up this controller's image may lack credentials: a password that does
+        not check out is then CONTROLLER_NOT_AVAILABLE (retriable), not a refusal."""
+        if self.raft is not None and self.raft.isReady():
+            return None
+        return KanalError(ErrorCode.CONTROLLER_NOT_AVAILABLE, "this controller is catching up with the quorum")
 
     def _quorum_status(self):
         if self.raft is None:

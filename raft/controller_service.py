@@ -5,11 +5,12 @@ Who answers what:
   by the active controller. A standby answers with error NOT_CONTROLLER and `active_controller` set (or
   CONTROLLER_NOT_AVAILABLE when no controller is active): a broker keeps its session with the active
   controller itself, so it should talk to it directly.
-- Admin writes (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, AlterClientQuotas) reaching a
-  standby are forwarded to the active controller, so a tool may use any controller; their replies have
-  no field to name the active controller. A forwarded call is not forwarded again.
-- Reads (FetchMetadata, DescribeConfigs, DescribeClientQuotas, DescribeCluster, DescribeQuorum,
-  DescribeMetadataImage) are
+- Admin writes (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, AlterClientQuotas, CreateAcls,
+  DeleteAcls, AlterUserScramCredentials) reaching a standby are forwarded to the active controller, so a
+  tool may use any controller; their replies have no field to name the active controller. A forwarded
+  call is not forwarded again; it carries its caller's principal (`kanal-forwarded-principal`).
+- Reads (FetchMetadata, DescribeConfigs, DescribeClientQuotas, DescribeAcls, DescribeUserScramCredentials,
+  DescribeCluster, DescribeQuorum, DescribeMetadataImage) are
   answered by any controller from its own committed state, which may trail the active controller's by
   the few milliseconds it takes an entry to apply there.
 
@@ -20,8 +21,13 @@ as a gRPC status (kanal.v1.error.grpc_status) with trailing metadata `kanal-erro
 INTERNAL with UNKNOWN_SERVER_ERROR.
 
 Deadlines: a write waits at most `request_timeout_ms`, less when the caller's gRPC deadline is sooner
-(the reply must reach the caller before it gives up). Principal: "anonymous" for admin calls (TLS is not
-wired yet), "broker-<id>" for broker calls. Request id: the request's, or "<controller id>-<random>".
+(the reply must reach the caller before it gives up). Principal: admin calls stamp the caller's principal
+(`ControllerGate.principal`: as authenticated, `User:ANONYMOUS` without authentication, or the original
+caller a broker or controller forwards for), broker calls "broker-<id>". Request id: the request's, or
+"<controller id>-<random>".
+
+Authorization: `@gated` (request_authorization.py) on every handler checks the call against the ACLs
+when `--authorizer on`.
 """
 
 from __future__ import annotations
@@ -40,13 +46,18 @@ from kanal.metadata import (
     decide_alter_client_quotas,
     decide_alter_configs,
     decide_alter_partition,
+    decide_alter_user_scram_credentials,
+    decide_create_acls,
     decide_create_partitions,
     decide_create_topics,
+    decide_delete_acls,
     decide_delete_topics,
     decide_register_controller,
+    describe_acls,
     describe_brokers,
     describe_client_quotas,
     describe_configs,
+    describe_user_scram_credentials,
     image_to_snapshot,
 )
 from kanal.raft.active_controller import ActiveController
@@ -54,12 +65,13 @@ from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.metadata_store import MetadataStore
 from kanal.raft.peer_client import FORWARDED_METADATA_KEY, PeerClient
 from kanal.raft.quorum_status import QuorumStatus
+from kanal.raft.request_authorization import ControllerGate, gated
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc
+from kanal.v1.call_identity import PRINCIPAL_METADATA_KEY
 from kanal.v1.error import ErrorCode, KanalError, grpc_status
 
 _log = logging.getLogger("kanal.raft.service")
 
-ANONYMOUS_PRINCIPAL = "anonymous"
 ERROR_CODE_KEY = "kanal-error-code"
 ERROR_MESSAGE_KEY = "kanal-error-message"
 # With NOT_CONTROLLER / CONTROLLER_NOT_AVAILABLE as a gRPC status: host:port of the active controller,
@@ -135,6 +147,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         self._store = store
         self._quorum_status = quorum_status
         self._peers = peers
+        self._gate = ControllerGate(config.authorizer, store.read)
 
     def __repr__(self) -> str:
         return f"<ControllerService controller={self._config.controller_id}>"
@@ -142,6 +155,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     # -- broker calls ------------------------------------------------------------------------------
 
     @_rpc
+    @gated
     def RegisterBroker(self, request, context):
         try:
             return self._controller.register_broker(
@@ -153,6 +167,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             )
 
     @_rpc
+    @gated
     def BrokerHeartbeat(self, request, context):
         try:
             return self._controller.broker_heartbeat(
@@ -168,6 +183,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             )
 
     @_rpc
+    @gated
     def AlterPartition(self, request, context):
         try:
             return self._controller.decide_with(
@@ -182,6 +198,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             return controller_pb2.AlterPartitionResponse(error=exc.code, active_controller=self._hint(exc))
 
     @_rpc
+    @gated
     def RegisterController(self, request, context):
         """A controller records its data directory id (raft/disk_identity.py); decided by the active one."""
         try:
@@ -197,6 +214,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
                                                             active_controller=self._hint(exc))
 
     @_rpc
+    @gated
     def AllocateProducerIds(self, request, context):
         try:
             return self._controller.decide_with(
@@ -211,6 +229,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             return controller_pb2.AllocateProducerIdsResponse(error=exc.code, active_controller=self._hint(exc))
 
     @_rpc
+    @gated
     def FetchMetadata(self, request, context):
         if request.max_bytes < 0 or request.max_wait_ms < 0:
             raise KanalError(ErrorCode.INVALID_REQUEST, "max_bytes and max_wait_ms must be >= 0")
@@ -239,40 +258,74 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     # -- admin writes ------------------------------------------------------------------------------
 
     @_rpc
+    @gated
     def CreateTopics(self, request, context):
         return self._admin_write("CreateTopics", decide_create_topics, request, context, with_rng=True)
 
     @_rpc
+    @gated
     def DeleteTopics(self, request, context):
         return self._admin_write("DeleteTopics", decide_delete_topics, request, context)
 
     @_rpc
+    @gated
     def CreatePartitions(self, request, context):
         return self._admin_write("CreatePartitions", decide_create_partitions, request, context, with_rng=True)
 
     @_rpc
+    @gated
     def AlterConfigs(self, request, context):
         return self._admin_write("AlterConfigs", decide_alter_configs, request, context)
 
     @_rpc
+    @gated
     def AlterClientQuotas(self, request, context):
         return self._admin_write("AlterClientQuotas", decide_alter_client_quotas, request, context)
+
+    @_rpc
+    @gated
+    def CreateAcls(self, request, context):
+        return self._admin_write("CreateAcls", decide_create_acls, request, context)
+
+    @_rpc
+    @gated
+    def DeleteAcls(self, request, context):
+        return self._admin_write("DeleteAcls", decide_delete_acls, request, context)
+
+    @_rpc
+    @gated
+    def AlterUserScramCredentials(self, request, context):
+        return self._admin_write("AlterUserScramCredentials", decide_alter_user_scram_credentials, request, context)
 
     # -- reads -------------------------------------------------------------------------------------
 
     @_rpc
+    @gated
+    def DescribeUserScramCredentials(self, request, context):
+        return self._store.read(lambda image: describe_user_scram_credentials(image, request))
+
+    @_rpc
+    @gated
     def DescribeConfigs(self, request, context):
         return self._store.read(lambda image: describe_configs(image, request))
 
     @_rpc
+    @gated
     def DescribeClientQuotas(self, request, context):
         return self._store.read(lambda image: describe_client_quotas(image, request))
 
     @_rpc
+    @gated
+    def DescribeAcls(self, request, context):
+        return self._store.read(lambda image: describe_acls(image, request))
+
+    @_rpc
+    @gated
     def DescribeQuorum(self, request, context):
         return self._quorum_status().describe(self._store.durable_end_offset)
 
     @_rpc
+    @gated
     def DescribeCluster(self, request, context):
         return admin_pb2.DescribeClusterResponse(
             cluster_id=self._config.cluster_id,
@@ -281,6 +334,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         )
 
     @_rpc
+    @gated
     def DescribeMetadataImage(self, request, context):
         return controller_pb2.DescribeMetadataImageResponse(snapshot=self._store.read(image_to_snapshot))
 
@@ -299,11 +353,12 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         if not request.request_id:
             request.request_id = self._request_id("")
         forwarded = any(key == FORWARDED_METADATA_KEY for key, _ in context.invocation_metadata())
+        principal = self._gate.principal(context)
         try:
             return self._controller.decide_with(
                 decide,
                 request,
-                principal=ANONYMOUS_PRINCIPAL,
+                principal=principal,
                 request_id=request.request_id,
                 deadline_s=deadline_s,
                 with_rng=with_rng,
@@ -311,9 +366,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         except KanalError as exc:
             if exc.code != ErrorCode.NOT_CONTROLLER or forwarded:
                 raise
-            return self._forward(method, request, deadline_s)
+            return self._forward(method, request, deadline_s, principal)
 
-    def _forward(self, method: str, request: Any, deadline_s: float) -> Any:
+    def _forward(self, method: str, request: Any, deadline_s: float, principal: str) -> Any:
         hint = self._controller.active_hint()
         if hint.controller_id < 0 or hint.controller_id == self._config.controller_id:
             raise self._controller.not_active_error()
@@ -322,7 +377,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             return call(
                 request,
                 timeout=max(0.001, deadline_s - time.monotonic()),
-                metadata=((FORWARDED_METADATA_KEY, str(self._config.controller_id)),),
+                metadata=((FORWARDED_METADATA_KEY, str(self._config.controller_id)), (PRINCIPAL_METADATA_KEY, principal)),
             )
         except grpc.RpcError as exc:
             trailing = tuple((k, v) for k, v in (exc.trailing_metadata() or ()) if isinstance(v, str))

@@ -122,7 +122,7 @@ def _varint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
 def read_all(log: Log, bytes_max: int = 1 << 20) -> list[LogBatch]:
     """Every batch of a metadata log, in order (tests, tools)."""
     out: list[LogBatch] = []
-    offset = log.log_start_offset
+    offset = int(log.log_start_offset)
     while offset < log.log_end_offset:
         for batch in iter_batches(log.read(offset, bytes_max).data):
             out.append(batch)

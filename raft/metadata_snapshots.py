@@ -28,6 +28,7 @@ I/O. The caller (MetadataStore) serialises calls.
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -143,7 +144,7 @@ class MetadataSnapshots:
                 return loaded
         return None
 
-    def prune(self, retained: int, log_start: int) -> list[int]:
+    def prune(self, retained: int, log_start: int) -> builtins.list[int]:  # `list` is a method here
         """Keep the `retained` newest snapshot files and the oldest one at or past `log_start` (where a
         full replay of what the log still holds starts); delete the others. The offsets deleted."""
         files = self.list()

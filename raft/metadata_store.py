@@ -17,8 +17,9 @@ stored batch that Raft replaces is cut off with everything after it by the write
 own term, which no earlier history holds, so when it applies, whatever the log still held from that
 offset on is cut.
 
-Writes come from one thread at a time, in Raft order: `apply` for each committed entry, `flush` after a
-group of them (one fsync for the group), `install` when pysyncobj loads a snapshot. Readers use
+Writes come from one thread at a time, in Raft order: `apply_entry` for each committed entry (each of its
+commands in order), `flush` after a group of entries (one fsync for the group), `install` when
+pysyncobj loads a snapshot. Readers use
 `read`, `copy_image` and `fetch`, which take the lock. A broken invariant on the write side
 (MetadataInvariantError, MetadataLogGapError, CommandFormatError, a storage error) is not caught here:
 the caller stops the process, because the image and the log could no longer be trusted to match the
@@ -43,7 +44,7 @@ from kanal.metadata import (
     image_to_snapshot,
 )
 from kanal.metadata.log_codec import LogBatch
-from kanal.raft.command import ProposalId, Verdict, decode_command, judge
+from kanal.raft.command import MetadataCommand, ProposalId, Verdict, decode_command, decode_entry, judge
 from kanal.raft.metadata_log import (
     BelowLogStartError,
     MetadataLogGapError,
@@ -103,6 +104,7 @@ class MetadataStore:
         self._snapshot_image_offset = 0
         self._snapshot_ms: int | None = None
         self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()  # taken before self._lock, by flush only
         self._durable = threading.Condition(self._lock)
         self._image = MetadataImage()
         self._last_proposal = ProposalId.NONE
@@ -119,9 +121,16 @@ class MetadataStore:
 
     # -- the write side (one thread at a time) -----------------------------------------------------
 
+    def apply_entry(self, data: bytes) -> list[AppliedEntry]:
+        """Judge and apply the commands of one committed Raft entry (one, or a group: command.py) in
+        order, each exactly as if it were an entry of its own."""
+        return [self._apply_command(command) for command in decode_entry(data)]
+
     def apply(self, data: bytes) -> AppliedEntry:
-        """Judge and apply one committed Raft entry; append it to the log exactly once."""
-        command = decode_command(data)
+        """Judge and apply one committed command (an entry of one command); append it to the log exactly once."""
+        return self._apply_command(decode_command(data))
+
+    def _apply_command(self, command: MetadataCommand) -> AppliedEntry:
         batch = command.parse_batch()
         with self._lock:
             image = self._image
@@ -160,18 +169,24 @@ class MetadataStore:
 
         The log may run ahead of the image (after a restart, until pysyncobj's replay reaches the log
         end), never behind it; what it holds past the image is not published."""
-        with self._lock:
-            if self._dirty:
+        with self._flush_lock:  # one flush at a time: none may publish what another has not synced yet
+            with self._lock:
+                dirty, self._dirty = self._dirty, False
+                end = self._log.log_end_offset
+                confirmed = self._image.next_offset
+                if end < confirmed:
+                    raise MetadataLogGapError(f"the metadata log ends at {end}, before the image at {confirmed}")
+            if dirty:
+                # Outside the lock: readers (FetchMetadata, the durable end a reply carries, Describe*) are
+                # not held up by the disk. Safe because every change to the log (apply, retention, install)
+                # comes from the thread calling flush, so nothing moves under the fsync; only `confirmed`,
+                # read before it, is published after it. A failed fsync stops the process (the caller).
                 self._sync_data()
-                self._dirty = False
-            end = self._log.log_end_offset
-            confirmed = self._image.next_offset
-            if end < confirmed:
-                raise MetadataLogGapError(f"the metadata log ends at {end}, before the image at {confirmed}")
-            if self._durable_end != confirmed:
-                self._durable_end = confirmed
-                self._durable.notify_all()
-            return confirmed
+            with self._lock:
+                if self._durable_end != confirmed:
+                    self._durable_end = confirmed
+                    self._durable.notify_all()
+                return confirmed
 
     def _sync_data(self) -> None:
         """fdatasync the active segment's .log file only (Log.sync_data): one sync per group instead of

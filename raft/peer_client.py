@@ -24,6 +24,7 @@ from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.metadata_log import BelowLogStartError
 from kanal.v1 import controller_pb2, controller_pb2_grpc
 from kanal.v1.channel_options import channel_options
+from kanal.v1.channel_security import open_channel
 from kanal.v1.error import ErrorCode
 
 _log = logging.getLogger("kanal.raft.peers")
@@ -58,7 +59,7 @@ class PeerClient:
         with self._lock:
             channel = self._channels.get(controller_id)
             if channel is None:
-                channel = grpc.insecure_channel(str(voter.grpc), options=CHANNEL_OPTIONS)
+                channel = open_channel(str(voter.grpc), CHANNEL_OPTIONS, self._config.security.outbound())
                 self._channels[controller_id] = channel
         return controller_pb2_grpc.ControllerStub(channel)
 

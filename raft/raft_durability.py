@@ -9,10 +9,12 @@ tick thread, without patching pysyncobj's files:
    asks for or grants a vote (`request_vote`, `response_vote`).
 2. RaftNode._onTick calls `flush()` at the start of every tick: one sync of the journal, then the acks
    held back. A tick ends with pysyncobj polling its sockets, so every append_entries message a
-   follower received in that poll shares one fdatasync (group commit on followers), and the leader's
-   entries appended in the previous tick (every proposal queued since) are durable before it counts
-   its own log towards the commit index in this tick. The leader's `append_entries` go out without
-   waiting: followers write and sync in parallel with the leader's own sync.
+   follower received in that poll shares one fdatasync (group commit on followers), and everything the
+   leader appended is durable before it counts its own log towards the commit index in this tick.
+   RaftNode also registers `flush()` as a pysyncobj tick callback, which runs last in a tick, just before
+   the poll: the entries the leader appended in the tick are synced there, while the followers (to whom
+   `append_entries` went without waiting) write and sync them, so the leader's own fsync is not added
+   after theirs when their acknowledgements wake the next tick.
 3. `injected_journal(journal)`: pysyncobj builds its journal with the module function
    `pysyncobj.syncobj.createJournal` inside SyncObj's constructor and offers no parameter for it; for
    the duration of the constructor (under a lock) that name returns kanal's DurableJournal.

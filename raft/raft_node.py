@@ -140,6 +140,11 @@ class RaftNode(SyncObj):
             )
         if getattr(self, "_SyncObj__raftLog", None) is not self._kanal_journal:
             raise RuntimeError("pysyncobj did not take kanal's durable journal (its constructor changed?)")
+        # pysyncobj runs its tick callbacks last in a tick, just before it waits on its sockets: the
+        # entries this leader appended in the tick (and sent to the followers without waiting) are
+        # synced there, while the followers write and sync them, instead of at the start of the tick the
+        # followers' acknowledgements wake — which put the leader's fsync after theirs on every commit.
+        self.addOnTickCallback(self._kanal_acks.flush)
 
     def __repr__(self) -> str:
         return f"<RaftNode {self._kanal_config.raft} leader={self.leader_address()} term={self.raftCurrentTerm}>"
@@ -153,12 +158,21 @@ class RaftNode(SyncObj):
             stop_process(f"a committed Raft entry carries {type(command).__name__}, not a metadata command")
         self._kanal_applier.submit(command)
 
-    def propose(self, command: bytes, on_definite_failure: Callable[[int], None]) -> None:
+    def propose(
+        self,
+        command: bytes,
+        on_definite_failure: Callable[[int], None],
+        on_committed: Callable[[], None] | None = None,
+    ) -> None:
         """Hand a command to pysyncobj. Its fate comes back through the Applier; `on_definite_failure`
-        (called on pysyncobj's thread) reports the cases where it certainly never entered the log."""
+        (called on pysyncobj's thread) reports the cases where it certainly never entered the log, and
+        `on_committed` (pysyncobj's thread) that it is committed and queued for the Applier."""
 
         def callback(_result: Any, error: int) -> None:
-            if error in DEFINITE_FAILURES:
+            if error == FAIL_REASON.SUCCESS:
+                if on_committed is not None:
+                    on_committed()
+            elif error in DEFINITE_FAILURES:
                 on_definite_failure(error)
 
         self.apply_metadata_command(command, callback=callback)
@@ -172,7 +186,10 @@ class RaftNode(SyncObj):
 
     def _onTick(self, timeToWait: float = 0.0) -> None:
         # One journal sync, then the acks held back since the last tick; the leader counts its own log
-        # towards the commit index during the tick, after this sync (raft_durability.py).
+        # towards the commit index during the tick, after this sync (raft_durability.py). The tick's
+        # last step (the callback above) synced what the leader appended in the previous tick, so on a
+        # leader this sync finds nothing new unless entries came in while it waited (a follower's
+        # appends, received during the wait, are synced here before their acknowledgements go).
         self._kanal_acks.flush()
         self._publish_snapshot()
         if self._kanal_hand_off.is_set():

@@ -11,7 +11,8 @@
 | producers | per topic/partition/producer id: records, first and last offset |
 | lag | per group/topic/partition/minute: log end offset, committed offset and lag at the end of that minute |
 | group_lag | per group/topic/partition now: committed offset, log end offset, lag |
-| damage | damaged regions found while reading (`_corrupt` rows) |
+| damage | offsets no copy could give (`_corrupt` rows with `_lost`): data missing |
+| notices | what the reader noticed that cost no committed record (`_corrupt` rows without `_lost`): divergent copies, damage another copy made good, copies of a deleted topic, offsets not yet committed |
 
 Lag over time. Log end offset at the end of minute m = 1 + the highest offset whose timestamp is before the
 end of m (record timestamps); committed offset at the end of m = the last commit accepted before then
@@ -40,11 +41,16 @@ _MINUTE = "1 minute"
 class AnalyticsResult:
     tables: dict[str, DataFrame] = field(default_factory=dict)
     damage: list[str] = field(default_factory=list)
+    # What the reader noticed that cost no committed record: divergent copies, damage another copy made
+    # good, copies of a deleted topic left out, offsets not yet on every in-sync replica.
+    notices: list[str] = field(default_factory=list)
     out_dir: Path | None = None
 
 
-def _reader(spark: SparkSession, data_dir: str | None, bootstrap: str | None, fail_fast: bool):
+def _reader(spark: SparkSession, data_dir: str | None, bootstrap: str | None, fail_fast: bool, split_bytes: int = 0):
     reader = spark.read.format("kanal-log").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
+    if split_bytes:
+        reader = reader.option("bytesPerPartition", str(split_bytes))
     if bootstrap:
         reader = reader.option("bootstrap", bootstrap)
     return reader
@@ -55,20 +61,20 @@ def _load(reader, data_dir: str | None) -> DataFrame:
 
 
 def data_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: str | None = None,
-               topics: list[str] | None = None, fail_fast: bool = False) -> DataFrame:
+               topics: list[str] | None = None, fail_fast: bool = False, split_bytes: int = 0) -> DataFrame:
     """The data topics' records (internal `__` topics left out unless named)."""
-    reader = _reader(spark, data_dir, bootstrap, fail_fast).schema(
+    reader = _reader(spark, data_dir, bootstrap, fail_fast, split_bytes).schema(
         "topic string, partition int, offset bigint, timestamp timestamp, key binary, value_bytes int, "
-        "producer_id bigint, _corrupt string")
+        "producer_id bigint, _corrupt string, _lost boolean")
     if topics:
         reader = reader.option("topics", ",".join(topics))
     return _load(reader, data_dir)
 
 
 def commits_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: str | None = None,
-                  fail_fast: bool = False) -> DataFrame:
+                  fail_fast: bool = False, split_bytes: int = 0) -> DataFrame:
     """Offset commits decoded from `__consumer_offsets` (empty when the topic does not exist)."""
-    reader = (_reader(spark, data_dir, bootstrap, fail_fast).schema("offset bigint, key binary, value binary")
+    reader = (_reader(spark, data_dir, bootstrap, fail_fast, split_bytes).schema("offset bigint, key binary, value binary")
               .option("topics", OFFSETS_TOPIC))
     if bootstrap and not any(t.name == OFFSETS_TOPIC and t.error == ErrorCode.NONE
                              for t in cluster_metadata(bootstrap, [OFFSETS_TOPIC]).topics):
@@ -108,7 +114,10 @@ def analytics_tables(records: DataFrame, commits: DataFrame, hot_keys_max: int =
     lag, group_lag = _lag(good, commits)
     return {"partition_stats": stats, "throughput": throughput, "topic_keys": topic_keys, "hot_keys": hot_keys,
             "producers": producers, "lag": lag, "group_lag": group_lag,
-            "damage": records.where(F.col("_corrupt").isNotNull()).select("topic", "partition", "offset", "_corrupt")}
+            "damage": records.where(F.col("_corrupt").isNotNull() & F.col("_lost"))
+            .select("topic", "partition", "offset", "_corrupt"),
+            "notices": records.where(F.col("_corrupt").isNotNull() & ~F.col("_lost"))
+            .select("topic", "partition", "offset", F.col("_corrupt").alias("notice"))}
 
 
 def _lag(good: DataFrame, commits: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -146,15 +155,19 @@ def _lag(good: DataFrame, commits: DataFrame) -> tuple[DataFrame, DataFrame]:
 
 def run_analytics(spark: SparkSession, *, data_dir: str | Path | None = None, bootstrap: str | None = None,
                   out_dir: str | Path | None = None, topics: list[str] | None = None,
-                  hot_keys_max: int = HOT_KEYS_MAX_DEFAULT, fail_fast: bool = False) -> AnalyticsResult:
+                  hot_keys_max: int = HOT_KEYS_MAX_DEFAULT, fail_fast: bool = False,
+                  split_bytes: int = 0) -> AnalyticsResult:
     """Read the data (files or a live cluster), build every table, write them as Parquet when out_dir."""
     if not data_dir and not bootstrap:
         raise ValueError("give data_dir or bootstrap")
     path = str(data_dir) if data_dir else None
-    records = data_frame(spark, data_dir=path, bootstrap=bootstrap, topics=topics, fail_fast=fail_fast).cache()
-    commits = commits_frame(spark, data_dir=path, bootstrap=bootstrap, fail_fast=fail_fast).cache()
+    records = data_frame(spark, data_dir=path, bootstrap=bootstrap, topics=topics, fail_fast=fail_fast,
+                         split_bytes=split_bytes).cache()
+    commits = commits_frame(spark, data_dir=path, bootstrap=bootstrap, fail_fast=fail_fast,
+                            split_bytes=split_bytes).cache()
     result = AnalyticsResult(analytics_tables(records, commits, hot_keys_max))
     result.damage = [r["_corrupt"] for r in result.tables["damage"].collect()]
+    result.notices = [r["notice"] for r in result.tables["notices"].collect()]
     if out_dir is not None:
         result.out_dir = write_tables(result.tables, out_dir)
     return result

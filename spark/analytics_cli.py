@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kanal.spark.cli_common import add_common_args, resolve_data_dir, run_job
+from kanal.spark.cli_common import add_common_args, report_findings, resolve_data_dir, run_job, spark_missing
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +22,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--topics", help="comma-separated topics (default: every non-internal topic)")
     p.add_argument("--hot-keys", type=int, default=10, help="hottest keys kept per topic (default 10)")
     args = p.parse_args(argv)
+    missing = spark_missing()
+    if missing:
+        print(f"kanal analytics: {missing}", file=sys.stderr)
+        return 1
     if args.hot_keys < 1:
         p.error("--hot-keys must be >= 1")
     data_dir = None
@@ -31,6 +35,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kanal analytics: no data directory {data_dir} (start `kanal dev`, give --data-dir or "
                   "--bootstrap)", file=sys.stderr)
             return 2
+    if data_dir is not None:
+        from kanal.spark.copy_plan import no_image_warning
+
+        warning = no_image_warning(data_dir)
+        if warning:
+            print(f"kanal analytics: WARNING: {warning}", file=sys.stderr)
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else None
     from kanal.spark.analytics import run_analytics
     from kanal.spark.analytics_report import analytics_html, analytics_summary
@@ -38,10 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kanal analytics: reading {args.bootstrap or data_dir} on {args.master}", file=sys.stderr, flush=True)
     result = run_job("analytics", args.master, args.quiet, "reading partitions and computing the tables",
                      lambda spark: run_analytics(spark, data_dir=data_dir, bootstrap=args.bootstrap, out_dir=args.out,
-                                                 topics=topics, hot_keys_max=args.hot_keys, fail_fast=args.fail_fast),
+                                                 topics=topics, hot_keys_max=args.hot_keys, fail_fast=args.fail_fast,
+                                                 split_bytes=args.split_bytes),
                      analytics_html, analytics_summary, args.out)
     if result is None:
         return 1
+    report_findings("analytics", result.notices, result.damage)
     return 0 if not result.damage else 1
 
 

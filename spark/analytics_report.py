@@ -27,11 +27,12 @@ def analytics_summary(result: AnalyticsResult) -> list[str]:
     for group, topic, partition, lag in _rows(result, "group_lag", "group", "topic", "partition", "lag"):
         lines.append(f"  group {group} on {topic}-{partition}: lag {lag:,}")
     lines += [f"DAMAGE: {d}" for d in result.damage]
+    lines += [f"NOTICE: {n}" for n in result.notices]
     return lines
 
 
 def analytics_html(result: AnalyticsResult) -> str:
-    summary = Section("Summary", [paragraph(line, "bad" if line.startswith("DAMAGE") else "")
+    summary = Section("Summary", [paragraph(line, "bad" if line.startswith(("DAMAGE", "NOTICE")) else "")
                                   for line in analytics_summary(result)])
     per_topic: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
     for topic, minute, records in _rows(result, "throughput", "topic", "minute", "records"):

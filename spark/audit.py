@@ -11,15 +11,17 @@ per partition and written as Parquet under `out_dir/<table>/`:
 | table | rows |
 |---|---|
 | events | every event, in log order (replay.Event's fields) |
-| topic_lifecycle | topic_created / topic_deleted, with principal and request id |
+| topic_lifecycle | topic_created / partitions_increased / topic_deleted, with topic id, principal and request id |
 | leader_changes | every leader change: leader before/after, new leader epoch, cause, reason |
 | isr_changes | every ISR change: before/after, shrink / expand, cause |
 | broker_events | registrations, fencing, unfencing (with fenced duration), unregistrations |
 | config_changes | topic/broker config and client quota changes, value before/after, principal |
+| acl_changes | access-control entries added and removed: resource, grantee@host (`key`), what it allows or denies, and the principal who changed it |
 | partition_health | intervals a partition was under-replicated or offline, with durations |
 | broker_fencing | intervals a broker was fenced, with durations and reasons |
-| partition_summary | per partition: leader changes, last leader epoch, ISR shrinks/expands, ms under-replicated, ms offline |
-| damage | damaged log regions (file, byte, offset) found while reading |
+| partition_summary | per topic id and partition: leader changes, last leader epoch, ISR shrinks/expands, ms under-replicated, ms offline, deleted (a name re-created is another topic id, another row) |
+| damage | log regions (file, byte, offset) no controller's copy could give: the replay stops there |
+| notices | damage in one controller's copy that another copy made good, divergent copies |
 | image_check | per controller: whether the replayed image equals its image, and the differences |
 """
 
@@ -33,11 +35,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kanal.spark.columns import TIMESTAMP, Column, Table
+from kanal.spark.copy_plan import metadata_copy
 from kanal.spark.live_image import ControllerCheck, check_controllers
 from kanal.spark.parquet_out import write_tables
 from kanal.spark.replay import History, ReplayRow, replay
 from kanal.spark.replay_start import ReplayStart, replay_start
-from kanal.spark.segment_files import metadata_copy
 
 _INT_LIST = pa.list_(pa.field("element", pa.int32()))
 
@@ -68,8 +70,10 @@ INTERVALS_TABLE = Table((
     Column("end_reason", "string", pa.string(), ""), Column("open", "boolean", pa.bool_(), ""),
 ))
 
+LIFECYCLE_EVENTS = ("topic_created", "partitions_increased", "topic_deleted")
 BROKER_EVENTS = ("broker_registered", "broker_fenced", "broker_unfenced", "broker_unregistered")
 CONFIG_EVENTS = ("config_set", "config_removed", "quota_set", "quota_removed")
+ACL_EVENTS = ("acl_added", "acl_removed")
 
 
 @dataclass(slots=True)
@@ -82,6 +86,8 @@ class AuditResult:
     out_dir: Path | None = None
     # Where the replay began: offset 0, or a snapshot when the log starts past 0 (replay_start.py).
     start: ReplayStart | None = None
+    # What the reader noticed that cost no record: a damaged controller copy another one made good.
+    notices: list[str] = field(default_factory=list)
 
     @property
     def image_matches(self) -> bool | None:
@@ -90,19 +96,26 @@ class AuditResult:
         return all(c.equal for c in compared) if compared else None
 
 
-def read_replay_rows(spark: SparkSession, data_dir: str, *, fail_fast: bool = False) -> pa.Table:
+def read_replay_rows(spark: SparkSession, data_dir: str, *, fail_fast: bool = False, split_bytes: int = 0
+                     ) -> pa.Table:
     """The metadata log's rows the replay needs, in offset order, as one Arrow table on the driver."""
-    df = (spark.read.format("kanal-metadata").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
-          .load(data_dir)
+    reader = spark.read.format("kanal-metadata").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
+    if split_bytes:
+        reader = reader.option("bytesPerPartition", str(split_bytes))
+    df = (reader.load(data_dir)
           .select("offset", "batch_offset", "controller_epoch", F.unix_millis("time").alias("time_ms"), "record",
-                  "_corrupt"))
+                  "_corrupt", "_lost"))
     return df.orderBy("offset").toArrow()
 
 
 def _rows(table: pa.Table):
+    """Replay rows: records, and damage no copy could make good; notices (a damaged controller copy
+    another made good) are not records and do not stop the replay."""
     cols = [table.column(n).to_pylist() for n in
             ("offset", "batch_offset", "controller_epoch", "time_ms", "record", "_corrupt")]
-    for values in zip(*cols):
+    for values, lost in zip(zip(*cols), table.column("_lost").to_pylist()):
+        if lost is False:
+            continue
         yield ReplayRow(*values)
 
 
@@ -119,8 +132,9 @@ def history_frames(spark: SparkSession, history: History) -> dict[str, DataFrame
     ordered = events_df.orderBy("offset")
     tables = {
         "events": ordered,
-        "topic_lifecycle": ordered.where(F.col("event").isin("topic_created", "topic_deleted"))
-        .select("offset", "time", "event", "topic", "topic_id", "principal", "request_id", "detail"),
+        "topic_lifecycle": ordered.where(F.col("event").isin(*LIFECYCLE_EVENTS))
+        .select("offset", "time", "event", "topic", "topic_id", "principal", "request_id", "detail")
+        .withColumn("internal", F.coalesce(F.col("topic").startswith("__"), F.lit(False))),
         "leader_changes": ordered.where(F.col("event") == "leader_change")
         .select("offset", "time", "topic", "partition", "leader_before", "leader_after", "leader_epoch",
                 "isr_before", "isr_after", "cause", "reason", "principal"),
@@ -133,16 +147,22 @@ def history_frames(spark: SparkSession, history: History) -> dict[str, DataFrame
         "config_changes": ordered.where(F.col("event").isin(*CONFIG_EVENTS))
         .select("offset", "time", "event", "resource_type", "resource", "key", "value_before", "value_after",
                 "principal", "request_id"),
+        "acl_changes": ordered.where(F.col("event").isin(*ACL_EVENTS))
+        .select("offset", "time", "event", "resource_type", "resource", "key", "value_before", "value_after",
+                "principal", "request_id", "detail"),
         "partition_health": intervals_df.where(F.col("kind") != "fenced").orderBy("start_offset")
         .drop("broker_id", "broker_epoch"),
         "broker_fencing": intervals_df.where(F.col("kind") == "fenced").orderBy("start_offset")
         .select("broker_id", "broker_epoch", "start", "end", "duration_ms", "start_reason", "end_reason", "open"),
     }
-    tables["partition_summary"] = _partition_summary(events_df, intervals_df)
+    live = spark.createDataFrame(pa.table({"topic_id": pa.array(list(history.image.topics_by_id), pa.string())}))
+    tables["partition_summary"] = _partition_summary(events_df, intervals_df, live)
     return tables
 
 
-def _partition_summary(events: DataFrame, intervals: DataFrame) -> DataFrame:
+def _partition_summary(events: DataFrame, intervals: DataFrame, live: DataFrame) -> DataFrame:
+    """Per (topic id, partition): a name deleted and re-created is two topics, so two rows, the old one
+    marked `deleted` (its topic id is not in the final image)."""
     per_partition = (events.where(F.col("partition").isNotNull())
                      .groupBy("topic", "topic_id", "partition")
                      .agg(F.sum(F.when(F.col("event") == "leader_change", 1).otherwise(0)).alias("leader_changes"),
@@ -153,24 +173,31 @@ def _partition_summary(events: DataFrame, intervals: DataFrame) -> DataFrame:
                .agg(F.sum(F.when(F.col("kind") == "under_replicated", F.col("duration_ms")).otherwise(0))
                     .alias("under_replicated_ms"),
                     F.sum(F.when(F.col("kind") == "offline", F.col("duration_ms")).otherwise(0)).alias("offline_ms")))
+    alive = live.withColumn("alive", F.lit(True))
     return (per_partition.join(trouble, ["topic_id", "partition"], "left")
-            .fillna(0, ["under_replicated_ms", "offline_ms"]).orderBy("topic", "partition"))
+            .fillna(0, ["under_replicated_ms", "offline_ms"])
+            .join(alive, "topic_id", "left").withColumn("deleted", F.col("alive").isNull()).drop("alive")
+            .orderBy("topic", "deleted", "topic_id", "partition"))
 
 
 def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | None = None, *,
-              controllers: list[str] | None = None, fail_fast: bool = False) -> AuditResult:
+              controllers: list[str] | None = None, fail_fast: bool = False, split_bytes: int = 0) -> AuditResult:
     """Read, replay, compare with the controllers (when endpoints are given), write the tables."""
-    rows = read_replay_rows(spark, str(data_dir), fail_fast=fail_fast)
-    corrupt = [c for c in rows.column("_corrupt").to_pylist() if c is not None]
+    rows = read_replay_rows(spark, str(data_dir), fail_fast=fail_fast, split_bytes=split_bytes)
+    flagged = [(c, lost) for c, lost in zip(rows.column("_corrupt").to_pylist(), rows.column("_lost").to_pylist())
+               if c is not None]
+    corrupt = [c for c, lost in flagged if lost]
     start = replay_start(metadata_copy(Path(data_dir)))
     history = replay(_rows(rows), start)
     checks = check_controllers(controllers or [], history.image,
                                start.snapshot.snapshot if start.snapshot is not None else None)
-    result = AuditResult(history, rows.num_rows - len(corrupt), [*start.damaged, *corrupt], checks)
+    result = AuditResult(history, rows.num_rows - len(flagged), [*start.damaged, *corrupt], checks)
+    result.notices = [c for c, lost in flagged if not lost]
     result.start = start
     result.tables = history_frames(spark, history)
     damage = pa.table({"damage": pa.array(result.damage, pa.string())})
     result.tables["damage"] = spark.createDataFrame(damage)
+    result.tables["notices"] = spark.createDataFrame(pa.table({"notice": pa.array(result.notices, pa.string())}))
     result.tables["image_check"] = spark.createDataFrame(pa.table({
         # Explicit types: with no controllers given the lists are empty, and a null-typed column has no
         # Parquet form.

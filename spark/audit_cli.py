@@ -14,7 +14,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kanal.spark.cli_common import add_common_args, controllers_of, dev_state, resolve_data_dir, run_job
+from kanal.spark.cli_common import (
+    add_common_args,
+    controllers_of,
+    dev_state,
+    report_findings,
+    resolve_data_dir,
+    run_job,
+    spark_missing,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--controllers", help="controller endpoints host:port,... to compare the replayed image with "
                    "(default: kanal dev's, or the quorum of --bootstrap)")
     args = p.parse_args(argv)
+    missing = spark_missing()
+    if missing:
+        print(f"kanal audit: {missing}", file=sys.stderr)
+        return 1
     data_dir = resolve_data_dir(args)
     if not data_dir.is_dir():
         print(f"kanal audit: no data directory {data_dir} (start `kanal dev` or give --data-dir)", file=sys.stderr)
@@ -34,10 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kanal audit: reading {data_dir} on {args.master}", file=sys.stderr, flush=True)
     result = run_job("audit", args.master, args.quiet, "reading and replaying the metadata log",
                      lambda spark: run_audit(spark, data_dir, args.out, controllers=controllers,
-                                             fail_fast=args.fail_fast),
+                                             fail_fast=args.fail_fast, split_bytes=args.split_bytes),
                      audit_html, audit_summary, args.out)
     if result is None:
         return 1
+    report_findings("audit", result.notices, result.damage)
     ok = result.history.stopped is None and not result.damage and result.image_matches is not False
     return 0 if ok else 1
 

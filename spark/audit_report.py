@@ -4,10 +4,23 @@ from __future__ import annotations
 
 from kanal.spark.audit import AuditResult
 from kanal.spark.html_report import Section, bar_chart, page, paragraph, table
+from kanal.spark.report_rows import report_rows
 
 
 def _rows(result: AuditResult, name: str, *cols: str) -> list[tuple]:
-    return [tuple(r[c] for c in cols) for r in result.tables[name].select(*cols).collect()]
+    return report_rows(result.tables[name], *cols)
+
+
+def _internal_name(topic: str | None) -> bool:
+    return (topic or "").startswith("__")  # __consumer_offsets and any other internal topic
+
+
+def _user(h, event: str) -> int:
+    return sum(1 for e in h.events if e.event == event and not _internal_name(e.topic))
+
+
+def _internal(h, event: str) -> int:
+    return sum(1 for e in h.events if e.event == event and _internal_name(e.topic))
 
 
 def audit_summary(result: AuditResult) -> list[str]:
@@ -16,10 +29,12 @@ def audit_summary(result: AuditResult) -> list[str]:
     lines = [
         (f"metadata log: {result.records_read} records, {h.batches_applied} batches applied, "
         f"{h.batches_fenced} fenced batches skipped, image at offset {h.image.next_offset}"),
-        (f"topics created {events.count('topic_created')}, deleted {events.count('topic_deleted')}; "
+        (f"user topics created {_user(h, 'topic_created')}, partition increases {_user(h, 'partitions_increased')}, "
+         f"deleted {_user(h, 'topic_deleted')} (internal topics: created {_internal(h, 'topic_created')}); "
         f"leader changes {events.count('leader_change')}; broker fencings {events.count('broker_fenced')}, "
         f"unfencings {events.count('broker_unfenced')}; config changes "
-        f"{sum(events.count(k) for k in ('config_set', 'config_removed', 'quota_set', 'quota_removed'))}"),
+        f"{sum(events.count(k) for k in ('config_set', 'config_removed', 'quota_set', 'quota_removed'))}; "
+        f"ACL entries added {events.count('acl_added')}, removed {events.count('acl_removed')}"),
     ]
     start = result.start
     if start is not None and start.snapshot is not None:
@@ -30,6 +45,8 @@ def audit_summary(result: AuditResult) -> list[str]:
         lines.append(f"REPLAY STOPPED EARLY at {h.stopped}")
     for d in result.damage:
         lines.append(f"DAMAGE: {d}")
+    for n in result.notices:
+        lines.append(f"NOTICE: {n}")
     if not result.checks:
         lines.append("image check: no controller endpoints given (use --controllers or a running kanal dev)")
     for c in result.checks:
@@ -45,23 +62,31 @@ def audit_summary(result: AuditResult) -> list[str]:
     return lines
 
 
+def _topic_label(topic: str | None, topic_id: str | None, deleted: bool) -> str:
+    """`name (id…)`, `deleted` when the id is gone: a name re-created is another topic, another row."""
+    short = (topic_id or "?")[:8]
+    return f"{topic or '?'} ({short}{', deleted' if deleted else ''})"
+
+
 def audit_html(result: AuditResult) -> str:
-    summary = Section("Summary", [paragraph(line, "bad" if any(w in line for w in ("DIFFERS", "DAMAGE", "STOPPED"))
+    summary = Section("Summary", [paragraph(line, "bad" if any(w in line for w in ("DIFFERS", "DAMAGE", "STOPPED", "NOTICE"))
                                             else "") for line in audit_summary(result)])
-    stats = _rows(result, "partition_summary", "topic", "partition", "leader_changes", "last_leader_epoch",
-                  "isr_shrinks", "isr_expands", "under_replicated_ms", "offline_ms")
-    label = lambda r: f"{r[0] or '(deleted)'}-{r[1]}"
+    stats = [(_topic_label(t, tid, deleted), *rest) for t, tid, deleted, *rest in _rows(
+        result, "partition_summary", "topic", "topic_id", "deleted", "partition", "leader_changes", "last_leader_epoch",
+        "isr_shrinks", "isr_expands", "under_replicated_ms", "offline_ms")]
+    label = lambda r: f"{r[0]}-{r[1]}"
     charts = Section("Partitions", [
         "<h3>Leader changes per partition</h3>", bar_chart([(label(r), r[2]) for r in stats if r[2]]),
         "<h3>Time under-replicated per partition</h3>",
         bar_chart([(label(r), r[6] / 1000) for r in stats if r[6]], " s"),
         "<h3>Time offline per partition</h3>", bar_chart([(label(r), r[7] / 1000) for r in stats if r[7]], " s"),
-        table(["topic", "partition", "leader changes", "last leader epoch", "ISR shrinks", "ISR expands",
+        table(["topic (id)", "partition", "leader changes", "last leader epoch", "ISR shrinks", "ISR expands",
                "under-replicated ms", "offline ms"], stats),
     ])
     sections = [summary, charts]
     for title, name, cols in (
-        ("Topic lifecycle", "topic_lifecycle", ("time", "event", "topic", "principal", "request_id", "detail")),
+        ("Topic lifecycle", "topic_lifecycle", ("time", "event", "topic", "topic_id", "principal", "request_id",
+                                                "detail")),
         ("Leader changes", "leader_changes", ("time", "topic", "partition", "leader_before", "leader_after",
                                               "leader_epoch", "cause", "reason")),
         ("ISR changes", "isr_changes", ("time", "topic", "partition", "isr_change", "isr_before", "isr_after",
@@ -74,6 +99,8 @@ def audit_html(result: AuditResult) -> str:
                                                    "start_reason", "end_reason", "open")),
         ("Config and quota changes", "config_changes", ("time", "event", "resource_type", "resource", "key",
                                                         "value_before", "value_after", "principal")),
+        ("ACL changes", "acl_changes", ("time", "event", "resource_type", "resource", "key", "value_before",
+                                        "value_after", "principal")),
     ):
         sections.append(Section(title, [table(cols, _rows(result, name, *cols))]))
     return page("kanal audit", sections)

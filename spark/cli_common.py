@@ -8,8 +8,10 @@ running, writes $KANAL_HOME/dev.json with the bootstrap brokers, the controllers
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -19,6 +21,7 @@ from typing import Self, TypeVar
 
 import grpc
 
+from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
 from kanal.v1 import admin_pb2, broker_pb2_grpc
 
 R = TypeVar("R")
@@ -43,6 +46,16 @@ def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--fail-fast", action="store_true", help="stop at the first damaged segment instead of "
                    "reporting it and reading the rest")
     p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--split-bytes", type=_split_bytes, default=GROUP_BYTES_MAX_DEFAULT,
+                   help="segment bytes read by one Spark task (whole segment files; default "
+                        f"{GROUP_BYTES_MAX_DEFAULT // (1024 * 1024)} MiB): smaller spreads a large partition over more cores")
+
+
+def _split_bytes(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--split-bytes must be >= 1, got {value}")
+    return value
 
 
 def resolve_data_dir(args: argparse.Namespace) -> Path:
@@ -112,6 +125,36 @@ class Progress:
                 # Not a terminal (a log, CI): a plain line when the task count moved, at most every 2 s.
                 self._last_line, self._last_print = tasks, time.monotonic()
                 print(line, file=sys.stderr, flush=True)
+
+
+SPARK_SETUP = "bash deploy/bootstrap.sh spark (or: pip install 'kanal[spark]')"
+
+
+def spark_missing() -> str | None:
+    """What `kanal audit` / `kanal analytics` need that this machine lacks, in one line (None: nothing).
+    Checked before Spark starts, so a missing piece is one line, not a traceback from deep inside."""
+    missing = []
+    for module in ("pyspark", "pyarrow"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        return f"needs {' and '.join(missing)}, which are not installed: {SPARK_SETUP}"
+    java_home = os.environ.get("JAVA_HOME")
+    if not shutil.which("java") and not (java_home and Path(java_home, "bin", "java").exists()):
+        return ("needs a Java runtime (17 or later) for Spark, and finds no `java` on PATH or in JAVA_HOME: "
+                "on Debian, apt-get install openjdk-17-jre-headless")
+    return None
+
+
+def report_findings(command: str, notices: list[str], lost: list[str]) -> None:
+    """One line on stderr per thing the readers noticed (a warning) and per range no copy could give (an
+    error): the summary on stdout says it too, but a script watching stderr must not miss either."""
+    for notice in notices:
+        print(f"kanal {command}: WARNING: {notice}", file=sys.stderr)
+    for what in lost:
+        print(f"kanal {command}: ERROR: data missing: {what}", file=sys.stderr)
 
 
 def run_job(command: str, master: str, quiet: bool, step: str, job: Callable[..., R],

@@ -73,8 +73,13 @@ class Table:
 
 
 CORRUPT_DOC = (
-    "null for a record; for damage: the file, byte position, first offset not read, bytes not read and why "
-    "(the other columns are null except topic, partition and offset)"
+    "null for a record; otherwise the row is not a record but what the reader found: damage (the file, byte "
+    "position, first offset not read, bytes not read and why), a divergent copy, a copy left out, offsets not "
+    "committed yet (the other columns are null except topic, partition, offset and _lost)"
+)
+LOST_DOC = (
+    "null for a record; true when the offsets the row names could be read from no copy (data missing), false "
+    "for a notice that cost no committed record (damage another copy made good, a divergent copy)"
 )
 
 LOG_TABLE = Table((
@@ -91,6 +96,7 @@ LOG_TABLE = Table((
     Column("batch_offset", "bigint", pa.int64(), "base offset of the record's batch"),
     Column("value_bytes", "int", pa.int32(), "length of the value, 0 when null (cheaper than length(value))"),
     Column("_corrupt", "string", pa.string(), CORRUPT_DOC),
+    Column("_lost", "boolean", pa.bool_(), LOST_DOC),
 ))
 
 METADATA_TABLE = Table((
@@ -119,4 +125,5 @@ METADATA_TABLE = Table((
     Column("record_json", "string", pa.string(), "the whole record as JSON (protobuf JSON mapping)"),
     Column("record", "binary", pa.binary(), "the serialized MetadataRecord (what the replay applies)"),
     Column("_corrupt", "string", pa.string(), CORRUPT_DOC),
+    Column("_lost", "boolean", pa.bool_(), LOST_DOC),
 ))

@@ -62,7 +62,7 @@ def cluster_metadata(bootstrap: str, topics: list[str] | None = None) -> broker_
 def list_partitions(bootstrap: str, topics: frozenset[str] | None, internal: bool) -> list[FetchPartition]:
     """Every partition of the topics wanted (all, or internal ones too when `internal`)."""
     reply = cluster_metadata(bootstrap, sorted(topics) if topics else None)
-    out = []
+    out: list[FetchPartition] = []
     for topic in reply.topics:
         if topic.error != ErrorCode.NONE:
             raise KanalError(topic.error, f"topic {topic.name}: {error_name(topic.error)}")

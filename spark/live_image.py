@@ -8,8 +8,9 @@ Two comparisons per reachable controller, both through canonical forms:
    replayed image through the snapshot form (image_diff.py). This catches a data dir copy that is
    damaged, stale or from another cluster.
 2. Its committed in-memory image, read with DescribeMetadataImage (the image in its snapshot form), and
-   compared with the replayed image the same way. Compared only when it holds exactly the records the
-   replay holds (a live cluster may have moved on).
+   compared the same way with its log applied up to the memory's offset: the image of step 1 plus the
+   records the controller committed after the replay's end (a live cluster moves on meanwhile: a new
+   controller's NoOp, an ISR change), so the check holds on a cluster that keeps writing.
 
 spark/ may import kanal.v1 (stubs included) but never kanal.clients or kanal.raft, so this speaks gRPC
 directly. Controllers are reached on the endpoints given; network errors are reported, not raised.
@@ -56,6 +57,12 @@ def fetch_image(stub: controller_pb2_grpc.ControllerStub, offset_limit: int,
     """The controller's metadata log applied up to `offset_limit` (whole batches), from offset 0 or from
     the snapshot the replay started from; and its log end."""
     image = image_from_snapshot(start) if start is not None else MetadataImage()
+    return image, apply_fetched(stub, image, offset_limit)
+
+
+def apply_fetched(stub: controller_pb2_grpc.ControllerStub, image: MetadataImage, offset_limit: int) -> int:
+    """Apply the controller's log to `image` from its next offset up to `offset_limit` (whole batches);
+    returns the log end the controller reported."""
     end = 0
     while image.next_offset < offset_limit:
         reply = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(
@@ -69,9 +76,9 @@ def fetch_image(stub: controller_pb2_grpc.ControllerStub, offset_limit: int,
             if stored.base_offset < image.next_offset:
                 continue
             if stored.base_offset >= offset_limit:
-                return image, end
+                return end
             apply_batch(image, stored.metadata_batch(), stored.base_offset)
-    return image, end
+    return end
 
 
 def check_controller(endpoint: str, replayed: MetadataImage, start: MetadataSnapshot | None = None) -> ControllerCheck:
@@ -83,11 +90,10 @@ def check_controller(endpoint: str, replayed: MetadataImage, start: MetadataSnap
             check.log_end_offset = end
             check.compared_at_offset = live.next_offset
             check.differences = diff_images(replayed, live, "replay", f"controller {endpoint}")
-            if end == replayed.next_offset:
-                memory = _in_memory_differences(stub, replayed, endpoint)
-                if memory is not None:
-                    check.differences += memory
-                    check.in_memory_compared = True
+            memory = _in_memory_differences(stub, live, endpoint)
+            if memory is not None:
+                check.differences += memory
+                check.in_memory_compared = True
         except grpc.RpcError as exc:
             check.reachable = False
             check.error = f"{exc.code().name}: {exc.details()}"
@@ -96,14 +102,21 @@ def check_controller(endpoint: str, replayed: MetadataImage, start: MetadataSnap
     return check
 
 
-def _in_memory_differences(stub, replayed: MetadataImage, endpoint: str) -> list[str] | None:
-    """Differences from the controller's committed in-memory image (DescribeMetadataImage), or None when
-    that image holds a different set of records than the replay (a live cluster moved on meanwhile)."""
+def _in_memory_differences(stub, live: MetadataImage, endpoint: str) -> list[str] | None:
+    """Differences between the controller's committed in-memory image (DescribeMetadataImage) and its log
+    applied up to the same offset: `live` (its log up to where the replay reached, already compared with
+    the replay) plus the records it committed since, when a live cluster moved on meanwhile. None when
+    its memory is behind that point or its log does not reach the memory's offset (nothing to compare)."""
     snapshot = stub.DescribeMetadataImage(controller_pb2.DescribeMetadataImageRequest(),
                                           timeout=REQUEST_TIMEOUT_S).snapshot
-    if snapshot.next_offset != replayed.next_offset:
+    if snapshot.next_offset < live.next_offset:
         return None
-    return diff_images(replayed, image_from_snapshot(snapshot), "replay", f"controller {endpoint}'s memory")
+    ahead = live.copy()
+    apply_fetched(stub, ahead, snapshot.next_offset)
+    if ahead.next_offset != snapshot.next_offset:
+        return None
+    return diff_images(ahead, image_from_snapshot(snapshot), f"controller {endpoint}'s log",
+                       f"controller {endpoint}'s memory")
 
 
 def check_controllers(endpoints: list[str], replayed: MetadataImage,

@@ -8,11 +8,12 @@ scan, so each column is filled by its own comprehension over the decoded records
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
 from kanal.spark.columns import Table
+from kanal.spark.range_reader import Clipped, Notice
 from kanal.spark.segment_reader import SegmentDamage, StoredEntry
 from kanal.v1.batch import decode_records, parse_batch
 from kanal.v1.error import KanalError
@@ -20,6 +21,7 @@ from kanal.v1.error import KanalError
 # Rows per Arrow batch handed to Spark: large enough that the per-batch overhead vanishes, small enough
 # that a worker holds a few MiB at a time.
 ROWS_PER_ARROW_BATCH_MAX = 65_536
+OFFSET_END = 1 << 63  # no upper offset bound
 
 
 class RowBuffer:
@@ -91,10 +93,20 @@ class HeaderColumn:
         return pa.ListArray.from_arrays(pa.array(self.offsets, pa.int32()), flat, type=arrow_type)
 
 
-def add_entry(buf: RowBuffer, topic: str, partition: int, entry: StoredEntry) -> None:
-    """Append the records of one intact stored batch."""
+def clipped_records(entry: StoredEntry, lo: int, hi: int):
+    """The stored batch parsed, and its records with offsets in [lo, hi)."""
     batch = parse_batch(entry.batch, verify_crc=False)
     records = decode_records(batch)
+    if entry.base_offset < lo or entry.last_offset >= hi:
+        base = entry.base_offset
+        records = [r for r in records if lo <= base + r.offset_delta < hi]
+    return batch, records
+
+
+def add_entry(buf: RowBuffer, topic: str, partition: int, entry: StoredEntry, lo: int = 0,
+              hi: int = OFFSET_END) -> None:
+    """Append the records of one intact stored batch that have offsets in [lo, hi)."""
+    batch, records = clipped_records(entry, lo, hi)
     n = len(records)
     base = entry.base_offset
     v = buf.values
@@ -125,34 +137,51 @@ def add_entry(buf: RowBuffer, topic: str, partition: int, entry: StoredEntry) ->
             col.extend([entry.leader_epoch] * n)
         elif name == "batch_offset":
             col.extend([base] * n)
-        elif name == "_corrupt":
+        elif name in ("_corrupt", "_lost"):
             col.extend([None] * n)
         else:
             raise ValueError(f"kanal-log has no column {name!r}")
     buf.rows += n
 
 
-def add_damage(buf: RowBuffer, topic: str, partition: int, damage: SegmentDamage) -> None:
-    buf.add_nulls_except(1, {"topic": [topic], "partition": [partition], "offset": [damage.offset],
-                             "_corrupt": [damage.describe()]})
+def add_notice(buf: RowBuffer, topic: str, partition: int, notice: Notice) -> None:
+    """One row that is not a record: `_corrupt` says what, `_lost` whether offsets are missing."""
+    buf.add_nulls_except(1, {"topic": [topic], "partition": [partition], "offset": [notice.offset],
+                             "_corrupt": [notice.text], "_lost": [notice.lost]})
+
+
+def as_notice(damage: SegmentDamage) -> Notice:
+    return Notice(damage.offset, damage.describe(), True)
+
+
+def undecodable(path: str, entry: StoredEntry, exc: KanalError) -> Notice:
+    """A batch whose entry is intact but whose records do not decode: lost, at its own position (every
+    copy holds the same bytes, so no other copy can help)."""
+    return as_notice(SegmentDamage(path, entry.position, entry.base_offset, len(entry.batch) + 8,
+                                   f"batch [{entry.base_offset}, {entry.last_offset}] does not decode: {exc.message}"))
 
 
 def entry_rows(buf: RowBuffer, topic: str, partition: int, path: str,
-               items: Iterable[StoredEntry | SegmentDamage], fail_fast: bool) -> Iterator[pa.RecordBatch]:
-    """Fill `buf` from a segment walk, yielding full Arrow batches. Damage becomes a `_corrupt` row, or
-    raises in fail-fast mode; a batch whose records do not decode is damage at its own position."""
+               items: Iterable[Clipped | Notice | StoredEntry | SegmentDamage], fail_fast: bool,
+               add: Callable[[RowBuffer, str, int, StoredEntry, int, int], None] = add_entry,
+               ) -> Iterator[pa.RecordBatch]:
+    """Fill `buf` from a read (range_reader.read_item, or a Fetch walk), yielding full Arrow batches.
+    Notices become rows (`_corrupt` set); one saying offsets are lost raises instead in fail-fast mode."""
     for item in items:
-        if isinstance(item, StoredEntry):
+        if isinstance(item, SegmentDamage):
+            item = as_notice(item)
+        elif isinstance(item, StoredEntry):
+            item = Clipped(item, 0, OFFSET_END)
+        if isinstance(item, Clipped):
             try:
-                add_entry(buf, topic, partition, item)
+                add(buf, topic, partition, item.entry, item.lo, item.hi)
             except KanalError as exc:
                 # Records are decoded before any column grows, so a failure leaves the buffer whole.
-                item = SegmentDamage(path, item.position, item.base_offset, len(item.batch) + 8,
-                                     f"batch [{item.base_offset}, {item.last_offset}] does not decode: {exc.message}")
-        if isinstance(item, SegmentDamage):
-            if fail_fast:
+                item = undecodable(path, item.entry, exc)
+        if isinstance(item, Notice):
+            if fail_fast and item.lost:
                 raise item.error()
-            add_damage(buf, topic, partition, item)
+            add_notice(buf, topic, partition, item)
         if buf.full():
             out = buf.flush()
             if out is not None:

@@ -12,12 +12,17 @@ Options (all optional):
 | `bootstrap` | | read a live cluster with Fetch instead of files (`host:port,...`) |
 | `topics` | all | comma-separated topic names |
 | `includeInternal` | false | with no `topics`: also read `__consumer_offsets` and other `__` topics |
-| `mode` | PERMISSIVE | PERMISSIVE: damage becomes a row with `_corrupt` set and the scan goes on; FAILFAST: the query fails at the first damage with its file and offset |
-| `bytesPerPartition` | 134217728 | segment bytes per Spark partition (whole files) |
+| `mode` | PERMISSIVE | PERMISSIVE: damage and notices become rows with `_corrupt` set and the scan goes on; FAILFAST: the query fails at the first offsets no copy holds, with file and offset |
+| `bytesPerPartition` | 16777216 | segment bytes per Spark partition (whole files; a partition's files are split over several) |
 
 Columns: columns.LOG_TABLE (topic, partition, offset, timestamp, key, value, headers, producer_id,
-producer_epoch, leader_epoch, batch_offset, value_bytes, _corrupt). A narrower user schema builds fewer
-columns. There is no DROPMALFORMED mode: rows are never dropped silently.
+producer_epoch, leader_epoch, batch_offset, value_bytes, _corrupt, _lost). A narrower user schema builds
+fewer columns. Records are the rows with `_corrupt` null; the others say what the reader found (`_lost`:
+whether offsets are missing). There is no DROPMALFORMED mode: rows are never dropped silently.
+
+From files, each partition is read from its current copy up to the committed end, with the other copies
+standing in for damage (copy_plan.py, replica_history.py, range_reader.py). Batch-only: readStream and
+writes are refused (batch_only.py).
 """
 
 from __future__ import annotations
@@ -29,20 +34,23 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from kanal.spark.batch_only import BatchOnly
 from kanal.spark.columns import LOG_TABLE, Table
+from kanal.spark.copy_plan import ReadPlan, data_plan, pack_items, read_items
 from kanal.spark.fetch_reader import FetchPartition, fetch_partition, list_partitions
 from kanal.spark.log_rows import RowBuffer, entry_rows
-from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT, SegmentFile, data_partitions, group_segments
-from kanal.spark.segment_reader import read_segment
+from kanal.spark.metadata_files import image_from_files
+from kanal.spark.range_reader import ReadItem, read_item
+from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
 from kanal.spark.source_options import SourceOptions
 
 
-class SegmentGroup(InputPartition):
-    """Whole segment files read by one Spark task."""
+class ItemGroup(InputPartition):
+    """Parts of partitions (whole segment files, copy_plan.ReadItem) read by one Spark task."""
 
-    def __init__(self, segments: tuple[SegmentFile, ...]) -> None:
-        super().__init__(len(segments))
-        self.segments = segments
+    def __init__(self, items: tuple[ReadItem, ...]) -> None:
+        super().__init__(len(items))
+        self.items = items
 
 
 class FetchGroup(InputPartition):
@@ -53,7 +61,7 @@ class FetchGroup(InputPartition):
         self.part = part
 
 
-class KanalLogDataSource(DataSource):
+class KanalLogDataSource(BatchOnly, DataSource):
     @classmethod
     def name(cls) -> str:
         return "kanal-log"
@@ -63,6 +71,20 @@ class KanalLogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KanalLogReader(SourceOptions.parse(self.options), LOG_TABLE.select(schema.fieldNames()))
+
+
+def file_plan(root: Path, topics: frozenset[str] | None = None, include_internal: bool = False) -> ReadPlan:
+    """The plan for reading the partition logs under `root`: the metadata image from the controllers'
+    copies there (when any), then each partition's committed copy (copy_plan.py)."""
+    image, note = image_from_files(root)
+    return data_plan(root, image, topics, include_internal, note)
+
+
+def plan_groups(plan: ReadPlan, bytes_per_partition: int) -> list[InputPartition]:
+    size = bytes_per_partition or GROUP_BYTES_MAX_DEFAULT
+    groups = pack_items(read_items(plan, size), size)
+    # Spark needs at least one partition; an empty group yields no rows.
+    return [ItemGroup(g) for g in groups] or [ItemGroup(())]
 
 
 class KanalLogReader(DataSourceReader):
@@ -75,14 +97,8 @@ class KanalLogReader(DataSourceReader):
         if o.bootstrap:
             parts: list[InputPartition] = [
                 FetchGroup(p) for p in list_partitions(o.bootstrap, o.topics, o.include_internal)]
-            return parts or [SegmentGroup(())]
-        copies = data_partitions(Path(o.path), o.topics)
-        if o.topics is None and not o.include_internal:
-            copies = [c for c in copies if not c.topic.startswith("__")]
-        segments = [seg for c in copies for seg in c.segments]
-        groups = group_segments(segments, o.bytes_per_partition or GROUP_BYTES_MAX_DEFAULT)
-        # Spark needs at least one partition; an empty group yields no rows.
-        return [SegmentGroup(g) for g in groups] or [SegmentGroup(())]
+            return parts or [ItemGroup(())]
+        return plan_groups(file_plan(Path(o.path), o.topics, o.include_internal), o.bytes_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         buf = RowBuffer(self.table)
@@ -92,9 +108,8 @@ class KanalLogReader(DataSourceReader):
             yield from entry_rows(buf, part.topic, part.partition, f"fetch://{part.topic}-{part.partition}",
                                   fetch_partition(self.options.bootstrap, part), fail_fast)
         else:
-            for seg in partition.segments:  # type: ignore[attr-defined]
-                yield from entry_rows(buf, seg.topic, seg.partition, seg.path,
-                                      read_segment(seg.path, seg.base_offset), fail_fast)
+            for item in partition.items:  # type: ignore[attr-defined]
+                yield from entry_rows(buf, item.topic, item.partition, item.topic, read_item(item), fail_fast)
         last = buf.flush()
         if last is not None:
             yield last

@@ -15,10 +15,9 @@ from __future__ import annotations
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
-from kanal.spark.log_rows import RowBuffer
-from kanal.spark.segment_reader import SegmentDamage, StoredEntry
+from kanal.spark.log_rows import OFFSET_END, RowBuffer, clipped_records
+from kanal.spark.segment_reader import StoredEntry
 from kanal.v1 import metadata_pb2
-from kanal.v1.batch import decode_records, parse_batch
 from kanal.v1.error import ErrorCode, KanalError
 
 _CAUSE_NAMES = metadata_pb2.PartitionChangeCause.Name
@@ -73,13 +72,19 @@ def typed_fields(record: metadata_pb2.MetadataRecord, kind: str | None) -> dict[
 def record_json(record: metadata_pb2.MetadataRecord, kind: str | None) -> str:
     if kind is None:
         return "{}"
-    return json_format.MessageToJson(getattr(record, kind), indent=None, preserving_proto_field_name=True)
+    body = getattr(record, kind)
+    if kind == "user_scram_credential":
+        # The audit shows who set whose credential, not the keys a password is checked against.
+        body = metadata_pb2.UserScramCredentialRecord(name=body.name, mechanism=body.mechanism,
+                                                      iterations=body.iterations)
+    return json_format.MessageToJson(body, indent=None, preserving_proto_field_name=True)
 
 
-def add_metadata_entry(buf: RowBuffer, entry: StoredEntry) -> None:
-    """Append one row per record of an intact metadata-log batch."""
-    batch = parse_batch(entry.batch, verify_crc=False)
-    raw = decode_records(batch)
+def add_metadata_entry(buf: RowBuffer, topic: str | None, partition: int | None, entry: StoredEntry, lo: int = 0,
+                       hi: int = OFFSET_END) -> None:
+    """Append one row per record of an intact metadata-log batch with an offset in [lo, hi) (topic and
+    partition: the log's, not columns of this table)."""
+    _batch, raw = clipped_records(entry, lo, hi)
     values = [r.value for r in raw]
     try:
         records = [metadata_pb2.MetadataRecord.FromString(v) for v in values]
@@ -110,14 +115,10 @@ def add_metadata_entry(buf: RowBuffer, entry: StoredEntry) -> None:
             col.extend([record_json(r, k) for r, k in zip(records, kinds)])
         elif name == "record":
             col.extend(values)
-        elif name == "_corrupt":
+        elif name in ("_corrupt", "_lost"):
             col.extend([None] * n)
         elif name in _TYPED:
             col.extend([t.get(name) for t in typed])  # type: ignore[union-attr]
         else:
             raise ValueError(f"kanal-metadata has no column {name!r}")
     buf.rows += n
-
-
-def add_metadata_damage(buf: RowBuffer, damage: SegmentDamage) -> None:
-    buf.add_nulls_except(1, {"offset": [damage.offset], "_corrupt": [damage.describe()]})

@@ -1,5 +1,9 @@
 """Replay: the metadata log applied in order, turned into the cluster's history. A pure core.
 
+Topic lifecycle events: `topic_created`, `partitions_increased` (a decision adding partitions to a topic
+that already existed: "N -> M partitions"), `topic_deleted`; each carries the topic id, so a name deleted
+and re-created is two topics.
+
 Input: the log's records in offset order (`ReplayRow`: offset, batch, controller epoch, time, principal,
 request id, the serialized MetadataRecord, or a damage report). Output (`History`): one `Event` per
 thing that happened, intervals of partition trouble (under-replicated, offline) and broker fencing, and
@@ -34,6 +38,7 @@ from itertools import groupby
 from google.protobuf.message import DecodeError
 
 from kanal.metadata import MetadataImage, MetadataInvariantError, apply, apply_batch, image_from_snapshot
+from kanal.metadata.acl import operation_name, pattern_name, permission_name, resource_type_name
 from kanal.metadata.snapshot import SNAPSHOT_PRINCIPAL
 from kanal.spark.replay_start import ReplayStart
 from kanal.v1 import metadata_pb2
@@ -289,6 +294,13 @@ class _Replayer:
             return
         topic = image.topic_by_id(r.topic_id)
         name = topic.name if topic else None
+        added = sorted(x.partition.partition_id for x in batch.records
+                       if x.WhichOneof("record") == "partition" and x.partition.topic_id == r.topic_id)
+        created_here = any(x.WhichOneof("record") == "topic" and x.topic.topic_id == r.topic_id for x in batch.records)
+        if not created_here and r.partition_id == added[0]:
+            # Partitions of a topic that already existed: a partition increase, one event per decision.
+            self._event(row, record, "partitions_increased", topic=name, topic_id=r.topic_id,
+                        detail=f"{added[0]} -> {added[-1] + 1} partitions")
         self._event(row, record, "partition_created", topic=name, topic_id=r.topic_id, partition=r.partition_id,
                     leader_after=r.leader, leader_epoch=r.leader_epoch, isr_after=list(r.isr),
                     replicas=list(r.replicas))
@@ -344,7 +356,9 @@ class _Replayer:
 
     def _on_client_quota(self, row, record, r, image, batch, phase):
         if phase == "before":
-            value = image.client_quotas.get((r.entity_type, r.entity_name), {}).get(r.key)
+            entities, entity = ((image.user_client_quotas, (r.entity_name, r.client_id)) if r.HasField("client_id")
+                                else (image.client_quotas, (r.entity_type, r.entity_name)))
+            value = entities.get(entity, {}).get(r.key)
             return repr(value) if value is not None else None
         after = repr(r.value) if r.HasField("value") else None
         self._event(row, record, "quota_set" if after is not None else "quota_removed", resource_type=r.entity_type,
@@ -355,6 +369,26 @@ class _Replayer:
             return
         self._event(row, record, "producer_ids_allocated", broker_id=r.broker_id, broker_epoch=r.broker_epoch,
                     detail=f"next producer id {r.next_producer_id}")
+
+    def _on_access_control_entry(self, row, record, r, image, batch, phase):
+        if phase != "before":
+            self._acl_event(row, record, "acl_added", r.entry)
+
+    def _on_remove_access_control_entry(self, row, record, r, image, batch, phase):
+        if phase != "before":
+            self._acl_event(row, record, "acl_removed", r.entry)
+
+    def _acl_event(self, row, record, event: str, e: metadata_pb2.AccessControlEntry) -> None:
+        """An ACL change: the resource, `key` the grantee and host, `value_after` (added) or `value_before`
+        (removed) what it allows or denies; `principal` is who made the change."""
+        what = f"{permission_name(e.permission)} {operation_name(e.operation)} ({pattern_name(e.pattern_type)})"
+        added = event == "acl_added"
+        self._event(row, record, event, topic=e.resource_name if e.resource_type == metadata_pb2.ACL_RESOURCE_TOPIC
+                    else None, resource_type=resource_type_name(e.resource_type).lower(), resource=e.resource_name,
+                    key=f"{e.principal}@{e.host}", value_before=None if added else what,
+                    value_after=what if added else None,
+                    detail=f"{what} for {e.principal} from {e.host} on {resource_type_name(e.resource_type)} "
+                           f"{e.resource_name!r}")
 
     def _on_no_op(self, row, record, r, image, batch, phase):
         if phase == "before":

@@ -23,9 +23,8 @@ from kanal.metadata.snapshot_file import (
     decode_snapshot_file,
     parse_snapshot_file_name,
 )
+from kanal.spark.copy_plan import log_start_of
 from kanal.spark.segment_files import PartitionCopy
-
-LOG_START_FILE = "log-start-offset"  # kanal.broker.storage.log's file of the same name
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,16 +45,6 @@ class ReplayStart:
     @property
     def replayable(self) -> bool:
         return self.log_start_offset == 0 or self.snapshot is not None
-
-
-def log_start_of(copy: PartitionCopy) -> int:
-    """The log start: the `log-start-offset` file or the first segment's base, whichever is larger."""
-    first = copy.segments[0].base_offset if copy.segments else 0
-    try:
-        recorded = int((Path(copy.directory) / LOG_START_FILE).read_text().strip())
-    except (OSError, ValueError):
-        recorded = 0
-    return max(first, recorded)
 
 
 def replay_start(copy: PartitionCopy) -> ReplayStart:

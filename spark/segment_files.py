@@ -4,11 +4,10 @@ A data directory may be one node's (`<data_dir>/<topic>-<partition>/<base:020d>.
 cluster's (`<root>/broker-0/...`, `<root>/controller-1/__cluster_metadata-0/...`, as `kanal dev` and
 LocalCluster lay it out), or a copy of either. Partition directories are found up to three levels down.
 
-One copy per partition. A cluster directory holds a partition once per replica; reading every copy
-would count each record replication-factor times. For each (topic, partition) the reader takes the
-replica whose log reaches furthest (highest last segment base offset, then the largest last segment),
-which is the leader's copy or a caught-up follower's. `__cluster_metadata-0` likewise: the controller with
-the longest metadata log.
+Copies. A cluster directory holds a partition once per replica (and the metadata log once per
+controller); this module lists them all. Which copy is read, and how far, is copy_plan.py's and
+replica_history.py's: the copy with the current history up to the committed end, never simply the
+longest (a dead ex-leader's copy can be the longest and hold records that were never committed).
 
 Groups. A Spark partition reads whole segment files (never part of one), so files are packed, in
 (topic, partition, base offset) order, into groups of at most `group_bytes_max` bytes (a larger file is
@@ -20,8 +19,10 @@ Pure apart from listing directories and stat; nothing is opened for writing.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_DIR_NAME = "__cluster_metadata-0"
@@ -30,8 +31,11 @@ _PARTITION_DIR = re.compile(r"^(?P<topic>[A-Za-z0-9._-]{1,249})-(?P<partition>\d
 _SEGMENT_FILE = re.compile(r"^(?P<base>\d{20})\.log$")
 # How deep below the given directory partition directories are looked for (root/node/partition).
 _SEARCH_DEPTH_MAX = 3
-# Default bytes of segment files per Spark partition.
-GROUP_BYTES_MAX_DEFAULT = 128 * 1024 * 1024
+T = TypeVar("T")
+# Default bytes of segment files per Spark partition: small enough that a partition of a few tens of MiB
+# is several tasks and `local[2]` keeps both cores busy (at 128 MiB one task read such a partition while
+# the other core idled), large enough that the per-task cost (~tens of ms) stays small against the read.
+GROUP_BYTES_MAX_DEFAULT = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,14 +60,6 @@ class PartitionCopy:
     partition: int
     directory: str
     segments: tuple[SegmentFile, ...]
-
-    @property
-    def reach(self) -> tuple[int, int]:
-        """How far this copy's log goes: (last segment base offset, last segment bytes)."""
-        if not self.segments:
-            return (-1, -1)
-        last = self.segments[-1]
-        return (last.base_offset, last.size_bytes)
 
 
 def _segments_of(directory: Path, topic: str, partition: int) -> tuple[SegmentFile, ...]:
@@ -94,44 +90,26 @@ def find_partition_copies(root: Path) -> list[PartitionCopy]:
     return sorted(copies, key=lambda c: (c.topic, c.partition, c.directory))
 
 
-def choose_copies(copies: list[PartitionCopy]) -> list[PartitionCopy]:
-    """One copy per (topic, partition): the one whose log reaches furthest (ties: directory name)."""
-    best: dict[tuple[str, int], PartitionCopy] = {}
-    for copy in copies:
-        key = (copy.topic, copy.partition)
-        held = best.get(key)
-        if held is None or copy.reach > held.reach:
-            best[key] = copy
-    return [best[k] for k in sorted(best)]
-
-
-def data_partitions(root: Path, topics: frozenset[str] | None = None) -> list[PartitionCopy]:
-    """The partition logs to read for data: one copy each, the metadata log left out."""
-    chosen = choose_copies(find_partition_copies(root))
-    return [c for c in chosen if c.topic != METADATA_TOPIC and (topics is None or c.topic in topics)]
-
-
-def metadata_copy(root: Path) -> PartitionCopy:
-    """The metadata log to replay: the longest `__cluster_metadata-0` under `root`."""
-    copies = [c for c in choose_copies(find_partition_copies(root)) if c.topic == METADATA_TOPIC]
-    if not copies:
-        raise FileNotFoundError(f"no {METADATA_DIR_NAME} directory with segments under {root}")
-    return copies[0]
-
-
 def group_segments(segments: list[SegmentFile], group_bytes_max: int) -> list[tuple[SegmentFile, ...]]:
     """Pack segment files, in order, into groups of at most group_bytes_max bytes (whole files)."""
+    return pack_by_size(segments, group_bytes_max, lambda s: s.size_bytes)
+
+
+def pack_by_size(items: Sequence[T], group_bytes_max: int, size_of: Callable[[T], int]) -> list[tuple[T, ...]]:
+    """Items packed, in order, into groups of at most group_bytes_max bytes; an item larger than that is a
+    group of its own (items are never split)."""
     if group_bytes_max < 1:
         raise ValueError(f"group_bytes_max must be >= 1, got {group_bytes_max}")
-    groups: list[tuple[SegmentFile, ...]] = []
-    current: list[SegmentFile] = []
+    groups: list[tuple[T, ...]] = []
+    current: list[T] = []
     current_bytes = 0
-    for seg in segments:
-        if current and current_bytes + seg.size_bytes > group_bytes_max:
+    for item in items:
+        size = size_of(item)
+        if current and current_bytes + size > group_bytes_max:
             groups.append(tuple(current))
             current, current_bytes = [], 0
-        current.append(seg)
-        current_bytes += seg.size_bytes
+        current.append(item)
+        current_bytes += size
     if current:
         groups.append(tuple(current))
     return groups

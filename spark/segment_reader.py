@@ -57,23 +57,27 @@ class StoredEntry:
     batch: memoryview
 
 
-def read_segment(path: str, base_offset: int) -> Iterator[StoredEntry | SegmentDamage]:
+def read_segment(path: str, base_offset: int, start: int = 0, start_offset: int | None = None
+                 ) -> Iterator[StoredEntry | SegmentDamage]:
     """Every intact entry of the segment file at `path`, in order, then a SegmentDamage if the file does
-    not end on an intact entry."""
+    not end on an intact entry. With `start`: from that byte position on, which must be where an entry
+    begins (an offset index entry's position; `start_offset` is that entry's base offset)."""
     with mapped_segment_file(path) as view:
-        expected = base_offset
+        expected = base_offset if start_offset is None else start_offset
         try:
-            for entry in walk_segment(view, base_offset):
-                stored = _located(entry)
+            for entry in walk_segment(view[start:], base_offset):
+                stored = _located(entry, start)
                 expected = stored.last_offset + 1
                 yield stored
         except CorruptEntry as exc:
-            yield SegmentDamage(path, exc.position, expected, len(view) - exc.position, _reason(exc))
+            position = start + exc.position
+            yield SegmentDamage(path, position, expected, len(view) - position, _reason(exc))
 
 
-def _located(entry: Entry) -> StoredEntry:
+def _located(entry: Entry, start: int = 0) -> StoredEntry:
     suffix = entry.suffix
-    return StoredEntry(entry.position, suffix.base_offset, suffix.last_offset, suffix.leader_epoch, entry.batch)
+    return StoredEntry(start + entry.position, suffix.base_offset, suffix.last_offset, suffix.leader_epoch,
+                       entry.batch)
 
 
 def _reason(exc: KanalError) -> str:

@@ -140,7 +140,7 @@ def _swap(seg: LogSegment, entries: list[bytes]) -> LogSegment:
         f.writelines(entries)
         f.flush()
         os.fsync(f.fileno())
-    directory, base, interval = seg.directory, seg.base_offset, seg._index_interval_bytes
+    directory, base, interval = seg.directory, seg.base_offset, seg.index_interval_bytes
     # Indexes go first: a crash after this point finds them missing and rebuilds them from whichever
     # .log is in place, the original (the .cleaned file is then discarded) or the cleaned one.
     seg.close()
@@ -148,9 +148,6 @@ def _swap(seg: LogSegment, entries: list[bytes]) -> LogSegment:
     seg.time_index.delete()
     os.replace(cleaned, seg.log_path)
     fsync_directory(directory)
-    new_seg = LogSegment(directory, base, interval)
-    new_seg._open_fd()
-    new_seg.recover()  # checks the rewritten entries and rebuilds both indexes
-    return new_seg
+    return LogSegment.recovered(directory, base, interval)  # checks the rewritten entries, rebuilds both indexes
 
 

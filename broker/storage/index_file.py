@@ -59,6 +59,10 @@ class IndexFile:
         with open(self.path, "r+b") as f:
             f.truncate(count * self._entry.size)
 
+    def drop_pending(self) -> None:
+        """Forget entries not yet written, as a crash would (they are rebuilt by recovery)."""
+        self._pending.clear()
+
     def write_pending(self) -> None:
         """Push appended entries to the file (page cache)."""
         if self._pending:

@@ -119,9 +119,8 @@ class Log:
             next_base = bases[i + 1] if i + 1 < len(bases) else None
             needs_recovery = rebuild_epochs or (not clean and (next_base is None or next_base > log._recovery_point))
             if needs_recovery:
-                seg = LogSegment(directory, Offset(base), config.index_interval_bytes)
-                seg._open_fd()
-                cut = seg.recover()
+                seg = LogSegment.recovered(directory, Offset(base), config.index_interval_bytes)
+                cut = seg.cut_bytes
                 log.recovered_bytes_cut += cut
                 for epoch, start in seg.epoch_starts:
                     log.epoch_cache.assign(epoch, start)
@@ -164,10 +163,7 @@ class Log:
         """Release file handles without the clean-shutdown marker: the next open recovers, as after a
         crash. Pending index entries are dropped, as a crash would drop them."""
         for seg in self._segments:
-            seg.offset_index._file._pending.clear()
-            seg.time_index._file._pending.clear()
-            os.close(seg._fd)
-            seg._fd = -1
+            seg.close_unclean()
 
     # ---- bounds ----
 
@@ -244,7 +240,7 @@ class Log:
                         f"replicated batch at {suffix.base_offset} does not follow the log end {expected_min}",
                     )
                 self._check_epoch(suffix.leader_epoch)
-                expected_min = suffix.last_offset + 1
+                expected_min = Offset(suffix.last_offset + 1)
                 checked.append(entry)
         except CorruptEntry as exc:
             raise KanalError(ErrorCode.CORRUPT_MESSAGE, exc.message) from None

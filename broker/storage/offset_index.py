@@ -70,6 +70,9 @@ class OffsetIndex:
     def rewrite(self, entries: list[tuple[Offset, FilePosition]]) -> None:
         self._file.rewrite([(offset - self.base_offset, position) for offset, position in entries])
 
+    def drop_pending(self) -> None:
+        self._file.drop_pending()
+
     def write_pending(self) -> None:
         self._file.write_pending()
 

@@ -76,6 +76,8 @@ class LogSegment:
         self._bytes_since_index_entry = 0
         # Filled by recover(): (leader epoch, base offset) where the epoch changes, for the epoch cache.
         self.epoch_starts: list[tuple[int, int]] = []
+        # Bytes the last recover() cut from the tail (set by `recovered`).
+        self.cut_bytes = 0
 
     def __repr__(self) -> str:
         return (
@@ -116,8 +118,21 @@ class LogSegment:
             seg.recover()
         return seg
 
+    @classmethod
+    def recovered(cls, directory: Path, base_offset: Offset, index_interval_bytes: int) -> LogSegment:
+        """Open a segment that may not have been closed cleanly: check every entry, cut a bad tail and
+        rebuild both indexes (recover()); `cut_bytes` then says how much was cut."""
+        seg = cls(directory, base_offset, index_interval_bytes)
+        seg._open_fd()
+        seg.cut_bytes = seg.recover()
+        return seg
+
     def _open_fd(self) -> None:
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    @property
+    def index_interval_bytes(self) -> int:
+        return self._index_interval_bytes
 
     # ---- appending ----
 
@@ -187,7 +202,7 @@ class LogSegment:
         while position < self.size:
             location = self.location_at(FilePosition(position))
             yield location
-            position += location.size
+            position = FilePosition(position + location.size)
 
     def _header_at(self, location: EntryLocation) -> BatchHeader:
         body = self.read_bytes(location.position + ENTRY_HEADER_BYTES, location.size - ENTRY_HEADER_BYTES)
@@ -222,6 +237,8 @@ class LogSegment:
         offsets in order and inside the segment's range). Raises CorruptEntry at the first bad one."""
         with mapped_segment(self._fd, self.size) as view:
             for entry in walk_segment(view, self.base_offset):
+                if entry.header is None:  # walk_segment checks every entry, so each carries its header
+                    raise RuntimeError(f"{self!r}: entry at {entry.position} came back unchecked")
                 location = EntryLocation(FilePosition(entry.position), entry.size, entry.suffix)
                 yield RecoveredEntry(location, entry.header)
 
@@ -305,6 +322,15 @@ class LogSegment:
         if self._fd >= 0:
             self.offset_index.write_pending()
             self.time_index.write_pending()
+            os.close(self._fd)
+            self._fd = -1
+
+    def close_unclean(self) -> None:
+        """Release the file without writing pending index entries, as a crash would leave it: the next
+        open recovers the indexes from the log."""
+        if self._fd >= 0:
+            self.offset_index.drop_pending()
+            self.time_index.drop_pending()
             os.close(self._fd)
             self._fd = -1
 

@@ -78,6 +78,9 @@ class TimeIndex:
     def rewrite(self, entries: list[tuple[int, Offset]]) -> None:
         self._file.rewrite([(ts, offset - self.base_offset) for ts, offset in entries])
 
+    def drop_pending(self) -> None:
+        self._file.drop_pending()
+
     def write_pending(self) -> None:
         self._file.write_pending()
 

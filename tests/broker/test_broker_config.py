@@ -55,3 +55,23 @@ def test_metadata_fetch_bytes_takes_the_flag_and_is_bounded(tmp_path):
         with pytest.raises(KanalError) as err:
             parse_args(base(tmp_path) + ["--metadata-fetch-bytes-max", value])
         assert err.value.code == ErrorCode.INVALID_CONFIG and "metadata_fetch_bytes_max" in err.value.message
+
+
+
+def test_a_data_directory_of_another_node_stops_the_start_in_one_line(tmp_path):
+    """`kanal broker --id 1` on broker 7's disk: a startup failure in one line, no traceback, and the
+    directory's identity untouched. (Its own process: main() takes over the process's logging.)"""
+    import subprocess
+    import sys
+
+    from kanal.broker.broker_main import EXIT_STARTUP_FAILED
+
+    identity = "version=1\nnode.id=7\ndirectory.id=6f1c0d3e9a8b4c52a1e07d2b5f3c9e41\n"
+    (tmp_path / "meta.properties").write_text(identity)
+    argv = ["--id", "1", "--data-dir", str(tmp_path), "--listen", "127.0.0.1:1", "--controllers", "127.0.0.1:2"]
+    code = f"import sys; from kanal.broker.broker_main import main; sys.exit(main({argv!r}))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == EXIT_STARTUP_FAILED, result.stderr
+    assert result.stderr.count("\n") == 1 and "another node's" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert (tmp_path / "meta.properties").read_text() == identity

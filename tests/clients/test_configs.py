@@ -17,6 +17,10 @@ BOOTSTRAP = "127.0.0.1:9092"
     (ProducerConfig, {"bootstrap": "no-port"}, "bootstrap"),
     (ProducerConfig, {"enable_idempotence": "no"}, "enable_idempotence"),  # a truthy str would turn it on
     (ProducerConfig, {"client_id": 5}, "client_id"),
+    # The client id travels as gRPC metadata (kanal-client-id): printable ASCII, at most 255 characters.
+    (ProducerConfig, {"client_id": "caf\u00e9"}, "client id"),
+    (ProducerConfig, {"client_id": "x" * 256}, "client id"),
+    (ConsumerConfig, {"client_id": "tab\there"}, "client id"),
     (ProducerConfig, {"batch_size_bytes": True}, "batch_size_bytes"),
     (ProducerConfig, {"linger_ms": 1.5}, "linger_ms"),
     (ProducerConfig, {"acks": 2}, "acks"),

@@ -209,3 +209,21 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_acls_add_list_remove(dev):
+    env, _, _ = dev
+    out = kanal(env, "acls", "add", "--allow-principal", "User:alice", "--operation", "Read",
+                "--operation", "DescribeConfigs", "--topic", "cli-acl-").stdout
+    assert out.count("added ALLOW User:alice@* ") == 2
+    kanal(env, "acls", "add", "--deny-principal", "User:*", "--deny-host", "10.0.0.9", "--operation", "all",
+          "--topic", "cli-acl-", "--resource-pattern-type", "prefixed")
+    listed = json.loads(kanal(env, "acls", "list", "--topic", "cli-acl-x", "--resource-pattern-type", "match",
+                              "--output", "json").stdout)
+    assert [(a["principal"], a["pattern_type"]) for a in listed] == [("User:*", "ACL_PATTERN_PREFIXED")]
+    assert "READ TOPIC:LITERAL:cli-acl-" in kanal(env, "acls", "list", "--principal", "User:alice").stdout
+    bad = kanal(env, "acls", "add", "--allow-principal", "alice", "--operation", "Read", "--topic", "t", check=False)
+    assert bad.returncode == 1 and "INVALID_REQUEST" in bad.stderr
+    removed = kanal(env, "acls", "remove", "--topic", "cli-acl-", "--operation", "Read").stdout
+    assert removed.count("removed ") == 1
+    assert kanal(env, "acls", "list", "--topic", "cli-acl-").stdout.count("User:alice") == 1  # DescribeConfigs left

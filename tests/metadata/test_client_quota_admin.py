@@ -111,3 +111,52 @@ def test_describe_filters_by_type_and_name(harness) -> None:
     assert [n for _, n, _ in names("user")] == ["a", "b"]
     assert [n for _, n, _ in names("user", "b")] == ["b"]
     assert names("client-id", "zzz") == []
+
+
+def composite(user, client_id, *values) -> Entry:
+    e = entry("user", user, *values)
+    e.entity.client_id = client_id
+    return e
+
+
+def test_illegal_names_and_misplaced_client_ids_are_refused_and_change_nothing(harness) -> None:
+    h = harness
+    bad = [
+        entry("client-id", "caf\u00e9", ("producer_byte_rate", 1, False)),  # not ASCII: cannot travel as metadata
+        entry("client-id", "a\nb", ("producer_byte_rate", 1, False)),
+        entry("client-id", "x" * 256, ("producer_byte_rate", 1, False)),
+        entry("user", "bad\x00user", ("producer_byte_rate", 1, False)),
+        entry("user", "u" * 256, ("producer_byte_rate", 1, False)),
+        composite("alice", "caf\u00e9", ("producer_byte_rate", 1, False)),
+    ]
+    misplaced = entry("client-id", "app", ("producer_byte_rate", 1, False))
+    misplaced.entity.client_id = "app"
+    decision = alter(h, *bad, misplaced)
+    assert [r.error for r in decision.reply.results] == [ErrorCode.INVALID_QUOTA] * 7
+    assert decision.records == []
+    assert "printable ASCII" in decision.reply.results[0].error_message
+    assert "maximum is 255" in decision.reply.results[2].error_message
+    assert "only a user entity takes a client id" in decision.reply.results[6].error_message
+    # Legal names in other scripts are fine for users; the longest legal names are fine for both.
+    h.commit(alter(h, entry("user", "Jos\u00e9", ("producer_byte_rate", 1, False)),
+                   entry("client-id", "c" * 255, ("producer_byte_rate", 1, False))))
+    assert set(h.image.client_quotas) == {("user", "Jos\u00e9"), ("client-id", "c" * 255)}
+
+
+def test_user_client_id_entities_are_their_own_and_survive_a_snapshot(harness) -> None:
+    from kanal.metadata.snapshot import image_from_snapshot, image_to_snapshot
+
+    h = harness
+    h.commit(alter(h, composite("alice", "app", ("producer_byte_rate", 5, False)),
+                   composite("", "", ("consumer_byte_rate", 6, False)),
+                   entry("user", "alice", ("producer_byte_rate", 7, False))))
+    assert h.image.user_client_quotas == {("alice", "app"): {"producer_byte_rate": 5},
+                                          ("", ""): {"consumer_byte_rate": 6}}
+    assert h.image.client_quotas == {("user", "alice"): {"producer_byte_rate": 7}}
+    reply = describe_client_quotas(h.image, admin_pb2.DescribeClientQuotasRequest(entity_type="user",
+                                                                                  entity_name="alice"))
+    assert [(e.entity.entity_name, e.entity.HasField("client_id"), e.entity.client_id) for e in reply.entries] == [
+        ("alice", False, ""), ("alice", True, "app")]
+    assert image_from_snapshot(image_to_snapshot(h.image)) == h.image
+    h.commit(alter(h, composite("alice", "app", ("producer_byte_rate", 0, True))))
+    assert h.image.user_client_quotas == {("", ""): {"consumer_byte_rate": 6}}

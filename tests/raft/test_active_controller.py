@@ -4,13 +4,20 @@ and broker sessions — without sockets and without sleeping (the clock is a fak
 from __future__ import annotations
 
 import random
+import threading
 import time
 
 import pytest
 
 from kanal.metadata import decide_create_topics
 from kanal.raft.active_controller import ActiveController
-from kanal.raft.command import UNCONDITIONAL_OFFSET, ProposalId, ProposalIdSource, encode_command
+from kanal.raft.command import (
+    UNCONDITIONAL_OFFSET,
+    ProposalId,
+    ProposalIdSource,
+    decode_entry,
+    encode_command,
+)
 from kanal.raft.controller_config import parse_controller_args
 from kanal.raft.metadata_log import read_all
 from kanal.raft.metadata_store import MetadataStore
@@ -35,7 +42,7 @@ class FakeRaft:
         self.after_next = None  # callable run after the next proposal is committed
         self.proposed: list[bytes] = []
 
-    def propose(self, command, on_definite_failure):
+    def propose(self, command, on_definite_failure, on_committed=None):
         self.proposed.append(command)
         if self.hold:
             self.held.append(command)
@@ -49,9 +56,9 @@ class FakeRaft:
             hook()
 
     def commit(self, data: bytes) -> None:
-        entry = self.store.apply(data)
+        entries = self.store.apply_entry(data)
         self.store.flush()
-        self.controller.on_applied([entry])
+        self.controller.on_applied(entries)
 
     def is_leader(self):
         return self.leader
@@ -342,3 +349,67 @@ def test_a_stalled_controller_steps_back_and_takes_over_again_with_fresh_session
     fake_clock.advance(1_001)
     controller.step()
     assert store.read(lambda image: not any(image.is_live(b) for b in (1, 2, 3)))
+
+
+def _creating(controller, names):
+    """Writers on their own threads (as gRPC threads would be); their replies or errors by name."""
+    outcomes: dict = {}
+
+    def run(name):
+        try:
+            outcomes[name] = _create(controller, name)
+        except KanalError as exc:
+            outcomes[name] = exc
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in names]
+    for t in threads:
+        t.start()
+    return outcomes, threads
+
+
+def test_decisions_taken_while_an_entry_is_in_flight_go_together_as_the_next_entry(setup, wait):
+    store, controller, raft = setup("--inflight-proposals-max", "1")
+    controller.step()
+    _live_brokers(controller)
+    raft.hold = True
+    outcomes, threads = _creating(controller, [f"t{i}" for i in range(5)])
+    # One entry in flight (held); the other four decisions are taken at once, on the speculative image,
+    # and wait in the outbox instead of waiting for room before deciding.
+    wait(lambda: len(raft.held) == 1 and len(controller._pipeline) == 5, 5, "one entry held, four decisions queued")
+    assert len(decode_entry(raft.held[0])) == 1
+    proposed_before = len(raft.proposed)
+    raft.hold = False
+    raft.commit(raft.held.pop())  # settles the entry: the outbox goes as one group entry
+    for t in threads:
+        t.join(10)
+    assert all(not isinstance(o, KanalError) and o.results[0].error == 0 for o in outcomes.values()), outcomes
+    group = raft.proposed[proposed_before:]
+    assert len(group) == 1 and len(decode_entry(group[0])) == 4
+    # Each decision is still its own batch in the metadata log.
+    topic_batches = [b for b in read_all(store._log)
+                     if any(r.WhichOneof("record") == "topic" for r in b.metadata_batch().records)]
+    assert len(topic_batches) == 5
+    assert store.read(lambda image: sorted(n for n in image.topics if n.startswith("t"))) == [f"t{i}" for i in range(5)]
+
+
+def test_decisions_in_the_outbox_fail_at_once_when_the_controller_is_deposed(setup, wait):
+    store, controller, raft = setup("--inflight-proposals-max", "1")
+    controller.step()
+    _live_brokers(controller)
+    raft.hold = True
+    first, first_threads = _creating(controller, ["first"])
+    wait(lambda: len(raft.held) == 1, 5, "the first entry held")
+    queued, queued_threads = _creating(controller, ["q1", "q2"])
+    wait(lambda: len(controller._pipeline) == 3, 5, "two decisions queued")
+    proposed_before = len(raft.proposed)
+    raft.leader, raft.current_term, raft.leader_at = False, 2, "127.0.0.1:7002"
+    controller.step()  # deposed: what was never handed to Raft is certainly not applied
+    for t in queued_threads:
+        t.join(10)
+    assert {name: o.code for name, o in queued.items()} == {"q1": ErrorCode.NOT_CONTROLLER, "q2": ErrorCode.NOT_CONTROLLER}
+    assert len(raft.proposed) == proposed_before  # and it is not proposed later either
+    raft.commit(raft.held.pop())  # the entry in flight may still commit: its writer hears it applied
+    for t in first_threads:
+        t.join(10)
+    assert first["first"].results[0].error == 0
+    assert store.read(lambda image: ("first" in image.topics, "q1" in image.topics, "q2" in image.topics)) == (True, False, False)

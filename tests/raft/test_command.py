@@ -12,7 +12,9 @@ from kanal.raft.command import (
     ProposalIdSource,
     Verdict,
     decode_command,
+    decode_entry,
     encode_command,
+    encode_entry,
     judge,
 )
 from kanal.v1 import metadata_pb2
@@ -92,3 +94,36 @@ def test_judge_applies_only_after_the_parent_and_not_below_the_highest_epoch():
     noop = decode_command(encode_command(proposal, ProposalId.NONE, UNCONDITIONAL_OFFSET, _batch()))
     assert judge(noop, 3, highest_epoch=3, last_proposal=other) is Verdict.APPLY
     assert judge(noop, 2, highest_epoch=3, last_proposal=other) is Verdict.STALE_EPOCH
+
+
+def test_an_entry_of_one_command_is_the_command_and_a_group_keeps_every_command_in_order():
+    ids = ProposalIdSource(b"\x02" * 8)
+    first, second, third = ids.next(), ids.next(), ids.next()
+    commands = [encode_command(first, ProposalId(b"\x09" * 16), 7, _batch()),
+                encode_command(second, first, 8, _batch()),
+                encode_command(third, second, 9, _batch(epoch=4))]
+    assert encode_entry(commands[:1]) == commands[0]
+    assert decode_entry(commands[0]) == [decode_command(commands[0])]
+    group = encode_entry(commands)
+    assert group[:4] == b"KMG1"
+    assert decode_entry(group) == [decode_command(c) for c in commands]
+
+
+def test_damaged_group_entries_are_refused():
+    ids = ProposalIdSource(b"\x03" * 8)
+    first, second = ids.next(), ids.next()
+    commands = [encode_command(first, ProposalId(b"\x09" * 16), 7, _batch()), encode_command(second, first, 8, _batch())]
+    group = encode_entry(commands)
+    for damaged in (
+        group[:-1],  # ends inside a command
+        group + b"\x00",  # bytes after the last command
+        group[:9],  # ends inside a length
+        b"KMG1" + (1).to_bytes(4, "big") + len(commands[0]).to_bytes(4, "big") + commands[0],  # a group of one
+        b"KMG1" + (2).to_bytes(4, "big") + (5).to_bytes(4, "big") + b"KMG1x" + commands[0],  # not a command
+    ):
+        with pytest.raises(CommandFormatError):
+            decode_entry(damaged)
+    with pytest.raises(ValueError):
+        encode_entry([])
+    with pytest.raises(ValueError):
+        encode_entry([group, commands[0]])  # groups do not nest

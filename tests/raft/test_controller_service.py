@@ -184,9 +184,12 @@ def test_fetch_metadata_below_the_log_start_is_offset_out_of_range(env):
     assert before <= reply.end_offset <= q.end_offset(active)
 
 
-def test_fetch_metadata_long_polls_until_a_write(env):
+def test_fetch_metadata_long_polls_until_a_write(env, wait):
     q, _, active, stub = env
     standby = next(i for i in q.ids if i != active)
+    # A controller's directory-id registration, written a moment after its start, would otherwise be the
+    # first batch the poll sees when this test runs soon after the quorum started.
+    wait(q.registrations_done, 30, "the controllers' registrations committed")
     end = q.end_offset(active)
     pending = q.stub(standby).FetchMetadata.future(
         controller_pb2.FetchMetadataRequest(offset=end, max_wait_ms=20_000), timeout=30

@@ -8,7 +8,7 @@ import pytest
 
 from kanal.metadata import MetadataInvariantError, image_to_snapshot
 from kanal.metadata.log_codec import iter_batches
-from kanal.raft.command import ProposalId, Verdict
+from kanal.raft.command import ProposalId, Verdict, encode_entry
 from kanal.raft.metadata_log import MetadataLogGapError, read_all
 from kanal.raft.metadata_store import MetadataStore
 from kanal.v1 import metadata_pb2
@@ -209,3 +209,27 @@ def test_a_new_leaders_noop_cuts_a_lost_tail(tmp_path, log_factory, chain):
     restarted.apply(fork.noop(2))  # the new active controller's first batch
     assert restarted.flush() == 3
     assert restarted._log.log_end_offset == 3 and restarted.replaced_batches == 1
+
+
+def test_a_group_entry_is_judged_command_by_command_like_separate_entries(tmp_path, log_factory, chain):
+    grouped = _store(tmp_path, log_factory, "grouped")
+    separate = _store(tmp_path, log_factory, "separate")
+    first = [chain.noop(1), chain.register(1, 1)]
+    _, head = chain.image, chain.last
+    good = chain.register(2, 1)
+    # Decided on an image without `good` (its parent is the head before it): stale once `good` applies,
+    # and so is its child, in the same group.
+    stale = chain.command([chain.stamp(no_op=metadata_pb2.NoOpRecord())], 1, parent=head, mirror=False)
+    orphan = chain.command([chain.stamp(no_op=metadata_pb2.NoOpRecord())], 1,
+                           parent=ProposalId(stale[4:20]), mirror=False)
+    after = chain.register(3, 1)
+    entries = [*first, encode_entry([good, stale, orphan, after])]
+    results = [r for data in entries for r in grouped.apply_entry(data)]
+    expected = [separate.apply(c) for c in [*first, good, stale, orphan, after]]
+    assert [r.verdict for r in results] == [Verdict.APPLY, Verdict.APPLY, Verdict.APPLY, Verdict.STALE_PARENT,
+                                            Verdict.STALE_PARENT, Verdict.APPLY]
+    assert results == expected
+    assert grouped.flush() == separate.flush() == 4
+    assert grouped.copy_image() == separate.copy_image() == (chain.image, chain.last)
+    assert [b.metadata_batch() for b in read_all(grouped._log)] == [b.metadata_batch() for b in read_all(separate._log)]
+    assert len(read_all(grouped._log)) == 4  # one RecordBatch per applied command, grouped or not

@@ -1,5 +1,5 @@
 """The audit on real files written by a real cluster: a scripted history (create topics, produce, kill a
-broker, let it come back, alter a config, delete a topic) must come back from the metadata log exactly, in
+broker, let it come back, alter a config, delete a topic, add and remove an ACL) must come back from the metadata log exactly, in
 order, with the right principals; the replayed image must equal the controllers'; and the data job must
 count what was produced."""
 
@@ -13,6 +13,7 @@ from kanal.clients.admin import TOPIC, Admin
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
 from kanal.spark.audit import run_audit
+from kanal.v1 import admin_pb2, metadata_pb2
 
 from ..cluster.conftest import broker_node, create_topic, partition_info, start_cluster, wait_until
 
@@ -22,6 +23,9 @@ TOPIC_NAME = "orders"
 TEMP_TOPIC = "scratch"
 PARTITIONS = 3
 KILLED = 2
+ACL = metadata_pb2.AccessControlEntry(
+    resource_type=metadata_pb2.ACL_RESOURCE_TOPIC, resource_name=TOPIC_NAME, pattern_type=metadata_pb2.ACL_PATTERN_LITERAL,
+    principal="User:etl", host="*", operation=metadata_pb2.ACL_OPERATION_WRITE, permission=metadata_pb2.ACL_PERMISSION_ALLOW)
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +53,8 @@ def history(tmp_path_factory):
         with Admin(cluster.bootstrap) as admin:
             admin.alter_configs(TOPIC, TOPIC_NAME, set_={"retention.ms": "3600000"})
             admin.delete_topic(TEMP_TOPIC)
+            admin.create_acls([ACL])
+            admin.delete_acls([admin_pb2.AclFilter(principal=ACL.principal)])
         yield cluster, produced, led_by_killed
     finally:
         cluster.stop()
@@ -69,14 +75,20 @@ def rows(df, *cols):
 def test_topic_lifecycle_in_order_with_principals(audit):
     lifecycle = [(e, t, p) for e, t, p in rows(audit.tables["topic_lifecycle"], "event", "topic", "principal")
                  if t in (TOPIC_NAME, TEMP_TOPIC)]
-    assert lifecycle == [("topic_created", TOPIC_NAME, "anonymous"), ("topic_created", TEMP_TOPIC, "anonymous"),
-                         ("topic_deleted", TEMP_TOPIC, "anonymous")]
+    assert lifecycle == [("topic_created", TOPIC_NAME, "User:ANONYMOUS"), ("topic_created", TEMP_TOPIC, "User:ANONYMOUS"),
+                         ("topic_deleted", TEMP_TOPIC, "User:ANONYMOUS")]
 
 
 def test_config_change_with_principal_and_old_value(audit):
     changes = rows(audit.tables["config_changes"], "event", "resource", "key", "value_before", "value_after",
                    "principal")
-    assert ("config_set", TOPIC_NAME, "retention.ms", None, "3600000", "anonymous") in changes
+    assert ("config_set", TOPIC_NAME, "retention.ms", None, "3600000", "User:ANONYMOUS") in changes
+
+
+def test_acl_changes_with_principal(audit):
+    changes = rows(audit.tables["acl_changes"], "event", "resource", "key", "value_after", "principal")
+    assert changes == [("acl_added", TOPIC_NAME, "User:etl@*", "ALLOW WRITE (LITERAL)", "User:ANONYMOUS"),
+                       ("acl_removed", TOPIC_NAME, "User:etl@*", None, "User:ANONYMOUS")]
 
 
 def test_killed_broker_fenced_and_back(audit):

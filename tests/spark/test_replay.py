@@ -88,3 +88,18 @@ def test_images_that_differ_are_listed():
     apply_batch(a, m.MetadataBatch(controller_epoch=1, records=history_batches()[0][1]), 0)
     lines = diff_images(a, b, "replay", "controller")
     assert any(line.startswith("only in replay:") and "register_broker" in line for line in lines)
+
+
+def test_acl_changes_are_events_with_who_made_them():
+    entry = m.AccessControlEntry(resource_type=m.ACL_RESOURCE_TOPIC, resource_name="orders",
+                                 pattern_type=m.ACL_PATTERN_PREFIXED, principal="User:etl", host="*",
+                                 operation=m.ACL_OPERATION_WRITE, permission=m.ACL_PERMISSION_ALLOW)
+    h = replay(rows_of([
+        (1, [rec(1, "User:admin", access_control_entry=m.AccessControlEntryRecord(entry=entry))]),
+        (1, [rec(2, "User:auditor", remove_access_control_entry=m.RemoveAccessControlEntryRecord(entry=entry))]),
+    ]))
+    assert h.stopped is None and h.image.acls == {}
+    assert [(e.event, e.principal, e.resource_type, e.resource, e.key, e.value_before, e.value_after)
+            for e in h.events] == [
+        ("acl_added", "User:admin", "topic", "orders", "User:etl@*", None, "ALLOW WRITE (PREFIXED)"),
+        ("acl_removed", "User:auditor", "topic", "orders", "User:etl@*", "ALLOW WRITE (PREFIXED)", None)]

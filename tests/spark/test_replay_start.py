@@ -13,9 +13,9 @@ from kanal.metadata import MetadataImage, apply_batch, image_to_snapshot
 from kanal.metadata.log_codec import LogBatch
 from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME, MetadataLogWriter, metadata_log_config, read_all
 from kanal.raft.metadata_snapshots import MetadataSnapshots
+from kanal.spark.copy_plan import metadata_copy
 from kanal.spark.replay import ReplayRow, replay
 from kanal.spark.replay_start import replay_start
-from kanal.spark.segment_files import metadata_copy
 from kanal.v1 import metadata_pb2 as m
 
 T0 = 1_700_000_000_000

@@ -160,3 +160,35 @@ def test_an_unreachable_bootstrap_is_one_clear_line_per_endpoint():
     message = str(err.value)
     assert err.value.code == ErrorCode.BROKER_NOT_AVAILABLE
     assert f"{endpoint} (UNAVAILABLE: " in message and "\n" not in message
+
+
+def test_a_large_partition_is_split_over_tasks_with_the_same_rows(spark, data_dir):
+    from kanal.spark.copy_plan import pack_items, read_items
+    from kanal.spark.log_source import file_plan
+    from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
+
+    assert GROUP_BYTES_MAX_DEFAULT <= 16 * 1024 * 1024
+    items = [i for i in read_items(file_plan(data_dir), 8000) if (i.topic, i.partition) == ("events", 0)]
+    assert len(pack_items(items, 8000)) > 2  # one partition, several Spark partitions (whole segment files)
+    cols = ["topic", "partition", "offset", "key", "value", "timestamp", "batch_offset"]
+    whole = spark.read.format("kanal-log").option("bytesPerPartition", str(1 << 30)).load(str(data_dir))
+    split = spark.read.format("kanal-log").option("bytesPerPartition", "8000").load(str(data_dir))
+    assert whole.rdd.getNumPartitions() == 1 and split.rdd.getNumPartitions() > 4
+    assert sorted(split.select(*cols).collect()) == sorted(whole.select(*cols).collect())
+
+
+def test_one_large_segment_is_split_at_its_index_with_the_same_rows(spark, tmp_path):
+    from kanal.broker.storage.log_config import LogConfig
+
+    one_segment = LogConfig(segment_bytes_max=1 << 24, batch_bytes_max=1 << 16)
+    batches = [[NewRecord(value=b"x" * 200, key=f"k{i}".encode(), timestamp_ms=T0 + b) for i in range(20)]
+               for b in range(400)]
+    write_log(tmp_path / "big-0", batches, config=one_segment)
+    assert len(segment_paths(tmp_path / "big-0")) == 1
+    cols = ["offset", "key", "value", "timestamp", "batch_offset"]
+    whole = spark.read.format("kanal-log").option("bytesPerPartition", str(1 << 30)).load(str(tmp_path))
+    split = spark.read.format("kanal-log").option("bytesPerPartition", "100000").load(str(tmp_path))
+    assert whole.rdd.getNumPartitions() == 1 and split.rdd.getNumPartitions() > 10
+    rows = sorted(split.select(*cols).collect())
+    assert [r["offset"] for r in rows] == list(range(400 * 20))
+    assert rows == sorted(whole.select(*cols).collect())

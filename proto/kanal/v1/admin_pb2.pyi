@@ -188,12 +188,14 @@ class AlterConfigsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[ConfigResourceResult, _Mapping]]] = ...) -> None: ...
 
 class QuotaEntity(_message.Message):
-    __slots__ = ("entity_type", "entity_name")
+    __slots__ = ("entity_type", "entity_name", "client_id")
     ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
     ENTITY_NAME_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     entity_type: str
     entity_name: str
-    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ...) -> None: ...
+    client_id: str
+    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class QuotaValue(_message.Message):
     __slots__ = ("key", "value", "remove")
@@ -320,3 +322,168 @@ class DescribeClusterResponse(_message.Message):
     brokers: _containers.RepeatedCompositeFieldContainer[BrokerDescription]
     quorum: DescribeQuorumResponse
     def __init__(self, cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[BrokerDescription, _Mapping]]] = ..., quorum: _Optional[_Union[DescribeQuorumResponse, _Mapping]] = ...) -> None: ...
+
+class AclFilter(_message.Message):
+    __slots__ = ("resource_type", "resource_name", "pattern_filter", "principal", "host", "operation", "permission")
+    class PatternFilter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        ANY: _ClassVar[AclFilter.PatternFilter]
+        LITERAL: _ClassVar[AclFilter.PatternFilter]
+        PREFIXED: _ClassVar[AclFilter.PatternFilter]
+        MATCH: _ClassVar[AclFilter.PatternFilter]
+    ANY: AclFilter.PatternFilter
+    LITERAL: AclFilter.PatternFilter
+    PREFIXED: AclFilter.PatternFilter
+    MATCH: AclFilter.PatternFilter
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_FILTER_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    resource_type: _metadata_pb2.AclResourceType
+    resource_name: str
+    pattern_filter: AclFilter.PatternFilter
+    principal: str
+    host: str
+    operation: _metadata_pb2.AclOperation
+    permission: _metadata_pb2.AclPermission
+    def __init__(self, resource_type: _Optional[_Union[_metadata_pb2.AclResourceType, str]] = ..., resource_name: _Optional[str] = ..., pattern_filter: _Optional[_Union[AclFilter.PatternFilter, str]] = ..., principal: _Optional[str] = ..., host: _Optional[str] = ..., operation: _Optional[_Union[_metadata_pb2.AclOperation, str]] = ..., permission: _Optional[_Union[_metadata_pb2.AclPermission, str]] = ...) -> None: ...
+
+class CreateAclsRequest(_message.Message):
+    __slots__ = ("creations", "request_id")
+    CREATIONS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    creations: _containers.RepeatedCompositeFieldContainer[_metadata_pb2.AccessControlEntry]
+    request_id: str
+    def __init__(self, creations: _Optional[_Iterable[_Union[_metadata_pb2.AccessControlEntry, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CreateAclsResponse(_message.Message):
+    __slots__ = ("results",)
+    class Result(_message.Message):
+        __slots__ = ("error", "error_message")
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        error: _errors_pb2.ErrorCode
+        error_message: str
+        def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CreateAclsResponse.Result]
+    def __init__(self, results: _Optional[_Iterable[_Union[CreateAclsResponse.Result, _Mapping]]] = ...) -> None: ...
+
+class DescribeAclsRequest(_message.Message):
+    __slots__ = ("filter",)
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    filter: AclFilter
+    def __init__(self, filter: _Optional[_Union[AclFilter, _Mapping]] = ...) -> None: ...
+
+class DescribeAclsResponse(_message.Message):
+    __slots__ = ("error", "error_message", "acls")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ACLS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.ErrorCode
+    error_message: str
+    acls: _containers.RepeatedCompositeFieldContainer[_metadata_pb2.AccessControlEntry]
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., acls: _Optional[_Iterable[_Union[_metadata_pb2.AccessControlEntry, _Mapping]]] = ...) -> None: ...
+
+class DeleteAclsRequest(_message.Message):
+    __slots__ = ("filters", "request_id")
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    filters: _containers.RepeatedCompositeFieldContainer[AclFilter]
+    request_id: str
+    def __init__(self, filters: _Optional[_Iterable[_Union[AclFilter, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DeleteAclsResponse(_message.Message):
+    __slots__ = ("results",)
+    class FilterResult(_message.Message):
+        __slots__ = ("error", "error_message", "deleted")
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        DELETED_FIELD_NUMBER: _ClassVar[int]
+        error: _errors_pb2.ErrorCode
+        error_message: str
+        deleted: _containers.RepeatedCompositeFieldContainer[_metadata_pb2.AccessControlEntry]
+        def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., deleted: _Optional[_Iterable[_Union[_metadata_pb2.AccessControlEntry, _Mapping]]] = ...) -> None: ...
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[DeleteAclsResponse.FilterResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[DeleteAclsResponse.FilterResult, _Mapping]]] = ...) -> None: ...
+
+class ScramCredentialUpsertion(_message.Message):
+    __slots__ = ("name", "mechanism", "iterations", "salt", "salted_password")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    SALTED_PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: str
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[str] = ..., iterations: _Optional[int] = ..., salt: _Optional[bytes] = ..., salted_password: _Optional[bytes] = ...) -> None: ...
+
+class ScramCredentialDeletion(_message.Message):
+    __slots__ = ("name", "mechanism")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: str
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[str] = ...) -> None: ...
+
+class AlterUserScramCredentialsRequest(_message.Message):
+    __slots__ = ("deletions", "upsertions", "request_id")
+    DELETIONS_FIELD_NUMBER: _ClassVar[int]
+    UPSERTIONS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    deletions: _containers.RepeatedCompositeFieldContainer[ScramCredentialDeletion]
+    upsertions: _containers.RepeatedCompositeFieldContainer[ScramCredentialUpsertion]
+    request_id: str
+    def __init__(self, deletions: _Optional[_Iterable[_Union[ScramCredentialDeletion, _Mapping]]] = ..., upsertions: _Optional[_Iterable[_Union[ScramCredentialUpsertion, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class AlterUserScramCredentialsResponse(_message.Message):
+    __slots__ = ("results",)
+    class Result(_message.Message):
+        __slots__ = ("user", "error", "error_message")
+        USER_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        user: str
+        error: _errors_pb2.ErrorCode
+        error_message: str
+        def __init__(self, user: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AlterUserScramCredentialsResponse.Result]
+    def __init__(self, results: _Optional[_Iterable[_Union[AlterUserScramCredentialsResponse.Result, _Mapping]]] = ...) -> None: ...
+
+class DescribeUserScramCredentialsRequest(_message.Message):
+    __slots__ = ("users",)
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, users: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribeUserScramCredentialsResponse(_message.Message):
+    __slots__ = ("results",)
+    class CredentialInfo(_message.Message):
+        __slots__ = ("mechanism", "iterations")
+        MECHANISM_FIELD_NUMBER: _ClassVar[int]
+        ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+        mechanism: str
+        iterations: int
+        def __init__(self, mechanism: _Optional[str] = ..., iterations: _Optional[int] = ...) -> None: ...
+    class Result(_message.Message):
+        __slots__ = ("user", "error", "error_message", "credentials")
+        USER_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+        user: str
+        error: _errors_pb2.ErrorCode
+        error_message: str
+        credentials: _containers.RepeatedCompositeFieldContainer[DescribeUserScramCredentialsResponse.CredentialInfo]
+        def __init__(self, user: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., credentials: _Optional[_Iterable[_Union[DescribeUserScramCredentialsResponse.CredentialInfo, _Mapping]]] = ...) -> None: ...
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[DescribeUserScramCredentialsResponse.Result]
+    def __init__(self, results: _Optional[_Iterable[_Union[DescribeUserScramCredentialsResponse.Result, _Mapping]]] = ...) -> None: ...

@@ -165,7 +165,7 @@ class ListOffsetsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsRequest.TopicQuery, _Mapping]]] = ...) -> None: ...
 
 class ListOffsetsResponse(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "throttle_time_ms")
     class PartitionOffset(_message.Message):
         __slots__ = ("partition", "error", "offset", "timestamp_ms")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -185,8 +185,10 @@ class ListOffsetsResponse(_message.Message):
         partitions: _containers.RepeatedCompositeFieldContainer[ListOffsetsResponse.PartitionOffset]
         def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[ListOffsetsResponse.PartitionOffset, _Mapping]]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[ListOffsetsResponse.TopicOffsets]
-    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsResponse.TopicOffsets, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsResponse.TopicOffsets, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class MetadataRequest(_message.Message):
     __slots__ = ("topics",)
@@ -227,18 +229,20 @@ class TopicMetadata(_message.Message):
     def __init__(self, name: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., topic_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionMetadata, _Mapping]]] = ..., is_internal: _Optional[bool] = ...) -> None: ...
 
 class MetadataResponse(_message.Message):
-    __slots__ = ("brokers", "topics", "cluster_id", "controller_id", "metadata_offset")
+    __slots__ = ("brokers", "topics", "cluster_id", "controller_id", "metadata_offset", "throttle_time_ms")
     BROKERS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     brokers: _containers.RepeatedCompositeFieldContainer[_admin_pb2.BrokerDescription]
     topics: _containers.RepeatedCompositeFieldContainer[TopicMetadata]
     cluster_id: str
     controller_id: int
     metadata_offset: int
-    def __init__(self, brokers: _Optional[_Iterable[_Union[_admin_pb2.BrokerDescription, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., metadata_offset: _Optional[int] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, brokers: _Optional[_Iterable[_Union[_admin_pb2.BrokerDescription, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., metadata_offset: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class InitProducerIdRequest(_message.Message):
     __slots__ = ("transactional_id", "producer_id", "producer_epoch")
@@ -251,16 +255,18 @@ class InitProducerIdRequest(_message.Message):
     def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
 
 class InitProducerIdResponse(_message.Message):
-    __slots__ = ("error", "error_message", "producer_id", "producer_epoch")
+    __slots__ = ("error", "error_message", "producer_id", "producer_epoch", "throttle_time_ms")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     error_message: str
     producer_id: int
     producer_epoch: int
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class FindCoordinatorRequest(_message.Message):
     __slots__ = ("key",)
@@ -269,16 +275,18 @@ class FindCoordinatorRequest(_message.Message):
     def __init__(self, key: _Optional[str] = ...) -> None: ...
 
 class FindCoordinatorResponse(_message.Message):
-    __slots__ = ("error", "error_message", "node_id", "endpoint")
+    __slots__ = ("error", "error_message", "node_id", "endpoint", "throttle_time_ms")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     error_message: str
     node_id: int
     endpoint: str
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., node_id: _Optional[int] = ..., endpoint: _Optional[str] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., node_id: _Optional[int] = ..., endpoint: _Optional[str] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class GroupProtocol(_message.Message):
     __slots__ = ("name", "metadata")
@@ -347,7 +355,7 @@ class JoinGroupMember(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., metadata: _Optional[bytes] = ...) -> None: ...
 
 class JoinGroupResponse(_message.Message):
-    __slots__ = ("error", "error_message", "generation_id", "protocol_type", "protocol_name", "leader", "member_id", "members", "skip_assignment")
+    __slots__ = ("error", "error_message", "generation_id", "protocol_type", "protocol_name", "leader", "member_id", "members", "skip_assignment", "throttle_time_ms")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -357,6 +365,7 @@ class JoinGroupResponse(_message.Message):
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     SKIP_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     error_message: str
     generation_id: int
@@ -366,7 +375,8 @@ class JoinGroupResponse(_message.Message):
     member_id: str
     members: _containers.RepeatedCompositeFieldContainer[JoinGroupMember]
     skip_assignment: bool
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., generation_id: _Optional[int] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., leader: _Optional[str] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[JoinGroupMember, _Mapping]]] = ..., skip_assignment: _Optional[bool] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., generation_id: _Optional[int] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., leader: _Optional[str] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[JoinGroupMember, _Mapping]]] = ..., skip_assignment: _Optional[bool] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class SyncGroupAssignment(_message.Message):
     __slots__ = ("member_id", "assignment")
@@ -395,18 +405,20 @@ class SyncGroupRequest(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., assignments: _Optional[_Iterable[_Union[SyncGroupAssignment, _Mapping]]] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ...) -> None: ...
 
 class SyncGroupResponse(_message.Message):
-    __slots__ = ("error", "error_message", "assignment", "protocol_type", "protocol_name")
+    __slots__ = ("error", "error_message", "assignment", "protocol_type", "protocol_name", "throttle_time_ms")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     error_message: str
     assignment: bytes
     protocol_type: str
     protocol_name: str
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., assignment: _Optional[bytes] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., assignment: _Optional[bytes] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id")
@@ -421,12 +433,14 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("error", "error_message")
+    __slots__ = ("error", "error_message", "throttle_time_ms")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     error_message: str
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class LeaveGroupRequest(_message.Message):
     __slots__ = ("group_id", "members")
@@ -444,12 +458,14 @@ class LeaveGroupRequest(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[LeaveGroupRequest.Member, _Mapping]]] = ...) -> None: ...
 
 class LeaveGroupResponse(_message.Message):
-    __slots__ = ("error", "error_message")
+    __slots__ = ("error", "error_message", "throttle_time_ms")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     error_message: str
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class PartitionOffsetCommit(_message.Message):
     __slots__ = ("partition", "offset", "leader_epoch", "metadata")
@@ -495,7 +511,7 @@ class PartitionError(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class OffsetCommitResponse(_message.Message):
-    __slots__ = ("error", "topics", "error_message")
+    __slots__ = ("error", "topics", "error_message", "throttle_time_ms")
     class Topic(_message.Message):
         __slots__ = ("topic", "partitions")
         TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -506,10 +522,12 @@ class OffsetCommitResponse(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitResponse.Topic]
     error_message: str
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitResponse.Topic, _Mapping]]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitResponse.Topic, _Mapping]]] = ..., error_message: _Optional[str] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class OffsetFetchRequest(_message.Message):
     __slots__ = ("group_id", "topics")
@@ -520,7 +538,7 @@ class OffsetFetchRequest(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ...) -> None: ...
 
 class OffsetFetchResponse(_message.Message):
-    __slots__ = ("error", "offsets", "error_message")
+    __slots__ = ("error", "offsets", "error_message", "throttle_time_ms")
     class PartitionOffset(_message.Message):
         __slots__ = ("topic", "partition", "offset", "leader_epoch", "metadata", "error")
         TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -539,10 +557,12 @@ class OffsetFetchResponse(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     offsets: _containers.RepeatedCompositeFieldContainer[OffsetFetchResponse.PartitionOffset]
     error_message: str
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., offsets: _Optional[_Iterable[_Union[OffsetFetchResponse.PartitionOffset, _Mapping]]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., offsets: _Optional[_Iterable[_Union[OffsetFetchResponse.PartitionOffset, _Mapping]]] = ..., error_message: _Optional[str] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeGroupsRequest(_message.Message):
     __slots__ = ("group_ids",)
@@ -599,17 +619,19 @@ class GroupDescription(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., state: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMemberDescription, _Mapping]]] = ..., generation_id: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[PartitionLag, _Mapping]]] = ...) -> None: ...
 
 class DescribeGroupsResponse(_message.Message):
-    __slots__ = ("groups",)
+    __slots__ = ("groups", "throttle_time_ms")
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[GroupDescription]
-    def __init__(self, groups: _Optional[_Iterable[_Union[GroupDescription, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, groups: _Optional[_Iterable[_Union[GroupDescription, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class ListGroupsResponse(_message.Message):
-    __slots__ = ("groups",)
+    __slots__ = ("groups", "throttle_time_ms")
     class Group(_message.Message):
         __slots__ = ("group_id", "protocol_type", "state")
         GROUP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -620,8 +642,10 @@ class ListGroupsResponse(_message.Message):
         state: str
         def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[ListGroupsResponse.Group]
-    def __init__(self, groups: _Optional[_Iterable[_Union[ListGroupsResponse.Group, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, groups: _Optional[_Iterable[_Union[ListGroupsResponse.Group, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class DeleteGroupsRequest(_message.Message):
     __slots__ = ("group_ids",)
@@ -630,7 +654,7 @@ class DeleteGroupsRequest(_message.Message):
     def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeleteGroupsResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "throttle_time_ms")
     class Result(_message.Message):
         __slots__ = ("group_id", "error")
         GROUP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -639,5 +663,7 @@ class DeleteGroupsResponse(_message.Message):
         error: _errors_pb2.ErrorCode
         def __init__(self, group_id: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ...) -> None: ...
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[DeleteGroupsResponse.Result]
-    def __init__(self, results: _Optional[_Iterable[_Union[DeleteGroupsResponse.Result, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, results: _Optional[_Iterable[_Union[DeleteGroupsResponse.Result, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...

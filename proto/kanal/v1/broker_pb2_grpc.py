@@ -151,6 +151,31 @@ class BrokerStub:
                 request_serializer=kanal_dot_v1_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
                 response_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/kanal.v1.Broker/CreateAcls',
+                request_serializer=kanal_dot_v1_dot_admin__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_admin__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/kanal.v1.Broker/DescribeAcls',
+                request_serializer=kanal_dot_v1_dot_admin__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/kanal.v1.Broker/DeleteAcls',
+                request_serializer=kanal_dot_v1_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_admin__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/kanal.v1.Broker/AlterUserScramCredentials',
+                request_serializer=kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.DescribeUserScramCredentials = channel.unary_unary(
+                '/kanal.v1.Broker/DescribeUserScramCredentials',
+                request_serializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -311,6 +336,39 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAcls(self, request, context):
+        """Admin: add access-control entries (needs ALTER on the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """Admin: list access-control entries (needs DESCRIBE on the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Admin: remove the access-control entries filters match (needs ALTER on the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -428,6 +486,31 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.DescribeCluster,
                     request_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeClusterRequest.FromString,
                     response_serializer=kanal_dot_v1_dot_admin__pb2.DescribeClusterResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=kanal_dot_v1_dot_admin__pb2.CreateAclsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_admin__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_admin__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=kanal_dot_v1_dot_admin__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_admin__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'DescribeUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeUserScramCredentials,
+                    request_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1052,6 +1135,141 @@ class Broker:
             '/kanal.v1.Broker/DescribeCluster',
             kanal_dot_v1_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
             kanal_dot_v1_dot_admin__pb2.DescribeClusterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/CreateAcls',
+            kanal_dot_v1_dot_admin__pb2.CreateAclsRequest.SerializeToString,
+            kanal_dot_v1_dot_admin__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/DescribeAcls',
+            kanal_dot_v1_dot_admin__pb2.DescribeAclsRequest.SerializeToString,
+            kanal_dot_v1_dot_admin__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/DeleteAcls',
+            kanal_dot_v1_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
+            kanal_dot_v1_dot_admin__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/AlterUserScramCredentials',
+            kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/DescribeUserScramCredentials',
+            kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+            kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -14,6 +14,7 @@ and it refuses what `decompress` refuses (trailing bytes after a gzip member are
 from __future__ import annotations
 
 import zlib
+from typing import cast
 
 import cramjam
 
@@ -85,7 +86,7 @@ def decompress_bounded(codec: int, data: bytes | memoryview, bytes_max: int) -> 
             if not unpacker.eof:  # zlib.decompress raises the same for a stream that does not end
                 raise zlib.error("Error -5 while decompressing data: incomplete or truncated stream")
             return out
-        module = _CRAMJAM.get(codec)
+        module = _CRAMJAM.get(cast(Codec, codec))
         if module is None:
             raise KanalError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {codec}")
         size = min(bytes_max + 1, max(_BOUNDED_FIRST_BYTES, _BOUNDED_FIRST_RATIO * len(data)))

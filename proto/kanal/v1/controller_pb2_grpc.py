@@ -111,10 +111,35 @@ class ControllerStub:
                 request_serializer=kanal_dot_v1_dot_controller__pb2.RegisterControllerRequest.SerializeToString,
                 response_deserializer=kanal_dot_v1_dot_controller__pb2.RegisterControllerResponse.FromString,
                 _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/kanal.v1.Controller/AlterUserScramCredentials',
+                request_serializer=kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.DescribeUserScramCredentials = channel.unary_unary(
+                '/kanal.v1.Controller/DescribeUserScramCredentials',
+                request_serializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsResponse.FromString,
+                _registered_method=True)
         self.DescribeMetadataImage = channel.unary_unary(
                 '/kanal.v1.Controller/DescribeMetadataImage',
                 request_serializer=kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageRequest.SerializeToString,
                 response_deserializer=kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageResponse.FromString,
+                _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/kanal.v1.Controller/CreateAcls',
+                request_serializer=kanal_dot_v1_dot_admin__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_admin__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/kanal.v1.Controller/DescribeAcls',
+                request_serializer=kanal_dot_v1_dot_admin__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/kanal.v1.Controller/DeleteAcls',
+                request_serializer=kanal_dot_v1_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_admin__pb2.DeleteAclsResponse.FromString,
                 _registered_method=True)
 
 
@@ -228,8 +253,43 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterUserScramCredentials(self, request, context):
+        """Admin: create, replace or remove users' SCRAM credentials (UserScramCredentialRecord).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeUserScramCredentials(self, request, context):
+        """Admin: which users have which SCRAM credentials (mechanism and iterations, never the keys).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DescribeMetadataImage(self, request, context):
         """The committed image this controller holds in memory (any controller answers with its own).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateAcls(self, request, context):
+        """Admin: add access-control entries (needs ALTER on the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """Admin: list access-control entries (needs DESCRIBE on the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Admin: remove the access-control entries filters match (needs ALTER on the cluster).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -313,10 +373,35 @@ def add_ControllerServicer_to_server(servicer, server):
                     request_deserializer=kanal_dot_v1_dot_controller__pb2.RegisterControllerRequest.FromString,
                     response_serializer=kanal_dot_v1_dot_controller__pb2.RegisterControllerResponse.SerializeToString,
             ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'DescribeUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeUserScramCredentials,
+                    request_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsResponse.SerializeToString,
+            ),
             'DescribeMetadataImage': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeMetadataImage,
                     request_deserializer=kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageRequest.FromString,
                     response_serializer=kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=kanal_dot_v1_dot_admin__pb2.CreateAclsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_admin__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_admin__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=kanal_dot_v1_dot_admin__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_admin__pb2.DeleteAclsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -736,6 +821,60 @@ class Controller:
             _registered_method=True)
 
     @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/AlterUserScramCredentials',
+            kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            kanal_dot_v1_dot_admin__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/DescribeUserScramCredentials',
+            kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+            kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def DescribeMetadataImage(request,
             target,
             options=(),
@@ -752,6 +891,87 @@ class Controller:
             '/kanal.v1.Controller/DescribeMetadataImage',
             kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageRequest.SerializeToString,
             kanal_dot_v1_dot_controller__pb2.DescribeMetadataImageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/CreateAcls',
+            kanal_dot_v1_dot_admin__pb2.CreateAclsRequest.SerializeToString,
+            kanal_dot_v1_dot_admin__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/DescribeAcls',
+            kanal_dot_v1_dot_admin__pb2.DescribeAclsRequest.SerializeToString,
+            kanal_dot_v1_dot_admin__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/DeleteAcls',
+            kanal_dot_v1_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
+            kanal_dot_v1_dot_admin__pb2.DeleteAclsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -7,6 +7,7 @@ errors.proto, so the .proto stays the single source for every language.
 from __future__ import annotations
 
 import functools
+from typing import cast
 
 import grpc
 
@@ -45,7 +46,9 @@ class KanalError(Exception):
         if code == ErrorCode.NONE:
             raise ValueError("KanalError needs a code other than NONE")
         super().__init__(f"{error_name(code)}: {message}")
-        self.code = code
+        # An ErrorCode number (the generated enum's values are plain ints at run time; the cast tells the
+        # type checker so, where the code goes into a reply's `error` field).
+        self.code = cast(ErrorCode, code)
         self.message = message
 
     @property

@@ -23,6 +23,41 @@ class ConfigResourceType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONFIG_RESOURCE_UNSPECIFIED: _ClassVar[ConfigResourceType]
     CONFIG_RESOURCE_TOPIC: _ClassVar[ConfigResourceType]
     CONFIG_RESOURCE_BROKER: _ClassVar[ConfigResourceType]
+
+class AclResourceType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACL_RESOURCE_UNSPECIFIED: _ClassVar[AclResourceType]
+    ACL_RESOURCE_TOPIC: _ClassVar[AclResourceType]
+    ACL_RESOURCE_GROUP: _ClassVar[AclResourceType]
+    ACL_RESOURCE_CLUSTER: _ClassVar[AclResourceType]
+    ACL_RESOURCE_TRANSACTIONAL_ID: _ClassVar[AclResourceType]
+
+class AclPatternType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACL_PATTERN_UNSPECIFIED: _ClassVar[AclPatternType]
+    ACL_PATTERN_LITERAL: _ClassVar[AclPatternType]
+    ACL_PATTERN_PREFIXED: _ClassVar[AclPatternType]
+
+class AclOperation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACL_OPERATION_UNSPECIFIED: _ClassVar[AclOperation]
+    ACL_OPERATION_ALL: _ClassVar[AclOperation]
+    ACL_OPERATION_READ: _ClassVar[AclOperation]
+    ACL_OPERATION_WRITE: _ClassVar[AclOperation]
+    ACL_OPERATION_CREATE: _ClassVar[AclOperation]
+    ACL_OPERATION_DELETE: _ClassVar[AclOperation]
+    ACL_OPERATION_ALTER: _ClassVar[AclOperation]
+    ACL_OPERATION_DESCRIBE: _ClassVar[AclOperation]
+    ACL_OPERATION_CLUSTER_ACTION: _ClassVar[AclOperation]
+    ACL_OPERATION_DESCRIBE_CONFIGS: _ClassVar[AclOperation]
+    ACL_OPERATION_ALTER_CONFIGS: _ClassVar[AclOperation]
+    ACL_OPERATION_IDEMPOTENT_WRITE: _ClassVar[AclOperation]
+
+class AclPermission(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACL_PERMISSION_UNSPECIFIED: _ClassVar[AclPermission]
+    ACL_PERMISSION_ALLOW: _ClassVar[AclPermission]
+    ACL_PERMISSION_DENY: _ClassVar[AclPermission]
 CAUSE_UNSPECIFIED: PartitionChangeCause
 CAUSE_ISR_SHRINK: PartitionChangeCause
 CAUSE_ISR_EXPAND: PartitionChangeCause
@@ -34,6 +69,29 @@ CAUSE_UNCLEAN_ELECTION: PartitionChangeCause
 CONFIG_RESOURCE_UNSPECIFIED: ConfigResourceType
 CONFIG_RESOURCE_TOPIC: ConfigResourceType
 CONFIG_RESOURCE_BROKER: ConfigResourceType
+ACL_RESOURCE_UNSPECIFIED: AclResourceType
+ACL_RESOURCE_TOPIC: AclResourceType
+ACL_RESOURCE_GROUP: AclResourceType
+ACL_RESOURCE_CLUSTER: AclResourceType
+ACL_RESOURCE_TRANSACTIONAL_ID: AclResourceType
+ACL_PATTERN_UNSPECIFIED: AclPatternType
+ACL_PATTERN_LITERAL: AclPatternType
+ACL_PATTERN_PREFIXED: AclPatternType
+ACL_OPERATION_UNSPECIFIED: AclOperation
+ACL_OPERATION_ALL: AclOperation
+ACL_OPERATION_READ: AclOperation
+ACL_OPERATION_WRITE: AclOperation
+ACL_OPERATION_CREATE: AclOperation
+ACL_OPERATION_DELETE: AclOperation
+ACL_OPERATION_ALTER: AclOperation
+ACL_OPERATION_DESCRIBE: AclOperation
+ACL_OPERATION_CLUSTER_ACTION: AclOperation
+ACL_OPERATION_DESCRIBE_CONFIGS: AclOperation
+ACL_OPERATION_ALTER_CONFIGS: AclOperation
+ACL_OPERATION_IDEMPOTENT_WRITE: AclOperation
+ACL_PERMISSION_UNSPECIFIED: AclPermission
+ACL_PERMISSION_ALLOW: AclPermission
+ACL_PERMISSION_DENY: AclPermission
 
 class RegisterBrokerRecord(_message.Message):
     __slots__ = ("broker_id", "incarnation_id", "broker_epoch", "endpoint", "rack", "fenced", "metrics_endpoint", "directory_id")
@@ -146,16 +204,18 @@ class ConfigRecord(_message.Message):
     def __init__(self, resource_type: _Optional[_Union[ConfigResourceType, str]] = ..., resource_name: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class ClientQuotaRecord(_message.Message):
-    __slots__ = ("entity_type", "entity_name", "key", "value")
+    __slots__ = ("entity_type", "entity_name", "key", "value", "client_id")
     ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
     ENTITY_NAME_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     entity_type: str
     entity_name: str
     key: str
     value: float
-    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    client_id: str
+    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[float] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class ProducerIdsRecord(_message.Message):
     __slots__ = ("broker_id", "broker_epoch", "next_producer_id")
@@ -175,12 +235,66 @@ class ControllerRegistrationRecord(_message.Message):
     directory_id: str
     def __init__(self, controller_id: _Optional[int] = ..., directory_id: _Optional[str] = ...) -> None: ...
 
+class AccessControlEntry(_message.Message):
+    __slots__ = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission")
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    resource_type: AclResourceType
+    resource_name: str
+    pattern_type: AclPatternType
+    principal: str
+    host: str
+    operation: AclOperation
+    permission: AclPermission
+    def __init__(self, resource_type: _Optional[_Union[AclResourceType, str]] = ..., resource_name: _Optional[str] = ..., pattern_type: _Optional[_Union[AclPatternType, str]] = ..., principal: _Optional[str] = ..., host: _Optional[str] = ..., operation: _Optional[_Union[AclOperation, str]] = ..., permission: _Optional[_Union[AclPermission, str]] = ...) -> None: ...
+
+class AccessControlEntryRecord(_message.Message):
+    __slots__ = ("entry",)
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    entry: AccessControlEntry
+    def __init__(self, entry: _Optional[_Union[AccessControlEntry, _Mapping]] = ...) -> None: ...
+
+class RemoveAccessControlEntryRecord(_message.Message):
+    __slots__ = ("entry",)
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    entry: AccessControlEntry
+    def __init__(self, entry: _Optional[_Union[AccessControlEntry, _Mapping]] = ...) -> None: ...
+
+class UserScramCredentialRecord(_message.Message):
+    __slots__ = ("name", "mechanism", "salt", "stored_key", "server_key", "iterations")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    STORED_KEY_FIELD_NUMBER: _ClassVar[int]
+    SERVER_KEY_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: str
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[str] = ..., salt: _Optional[bytes] = ..., stored_key: _Optional[bytes] = ..., server_key: _Optional[bytes] = ..., iterations: _Optional[int] = ...) -> None: ...
+
+class RemoveUserScramCredentialRecord(_message.Message):
+    __slots__ = ("name", "mechanism")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: str
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[str] = ...) -> None: ...
+
 class NoOpRecord(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class MetadataRecord(_message.Message):
-    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op", "controller_registration")
+    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op", "controller_registration", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential")
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
@@ -196,6 +310,10 @@ class MetadataRecord(_message.Message):
     PRODUCER_IDS_FIELD_NUMBER: _ClassVar[int]
     NO_OP_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_REGISTRATION_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _ClassVar[int]
+    USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     time_ms: int
     principal: str
     request_id: str
@@ -211,7 +329,11 @@ class MetadataRecord(_message.Message):
     producer_ids: ProducerIdsRecord
     no_op: NoOpRecord
     controller_registration: ControllerRegistrationRecord
-    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., controller_registration: _Optional[_Union[ControllerRegistrationRecord, _Mapping]] = ...) -> None: ...
+    access_control_entry: AccessControlEntryRecord
+    remove_access_control_entry: RemoveAccessControlEntryRecord
+    user_scram_credential: UserScramCredentialRecord
+    remove_user_scram_credential: RemoveUserScramCredentialRecord
+    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., controller_registration: _Optional[_Union[ControllerRegistrationRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ...) -> None: ...
 
 class MetadataBatch(_message.Message):
     __slots__ = ("controller_epoch", "records")

@@ -202,8 +202,11 @@ def _typed(action: argparse.Action, value: object, where: str) -> object:
         raise ServerFlagError(f"{where}: expected one of {', '.join(map(str, action.choices))}, got {text!r}")
     if action.type is None:
         return text
+    convert = action.type
+    if not callable(convert):  # argparse also allows a registered type's name; kanal's flags never use one
+        raise ServerFlagError(f"{where}: flag type {convert!r} is not a converter")
     try:
-        return action.type(text)
+        return convert(text)
     except (ValueError, TypeError, argparse.ArgumentTypeError):
         raise ServerFlagError(f"{where}: expected {_kind(action)}, got {value!r}") from None
 

@@ -1,0 +1,37 @@
+"""BatchOnly: kanal's Spark sources read in batch only, and say so when asked to stream or to write.
+
+Spark's Python Data Source API answers an unimplemented `streamReader` / `writer` with NOT_IMPLEMENTED
+from deep inside PySpark, which reads like a bug. Until the streaming source and the sink land (issue 26),
+`spark.readStream.format("kanal-log")` and friends fail with one sentence naming the source, what is
+not supported and what to use instead.
+"""
+
+from __future__ import annotations
+
+from kanal.v1.error import ErrorCode, KanalError
+
+
+class BatchOnly:
+    """Mixed into a DataSource: streaming reads and every write are refused with a clear error."""
+
+    @classmethod
+    def name(cls) -> str:
+        raise NotImplementedError
+
+    def _refuse(self, what: str) -> KanalError:
+        source = self.name()
+        return KanalError(ErrorCode.INVALID_REQUEST, (
+            f"the {source} source is batch-only: {what} is not supported yet (Structured Streaming and a sink "
+            f"are planned); read with spark.read.format(\"{source}\")"))
+
+    def streamReader(self, schema):
+        raise self._refuse("spark.readStream")
+
+    def simpleStreamReader(self, schema):
+        raise self._refuse("spark.readStream")
+
+    def writer(self, schema, overwrite):
+        raise self._refuse("writing (df.write)")
+
+    def streamWriter(self, schema, overwrite):
+        raise self._refuse("writing a stream (df.writeStream)")

@@ -1,0 +1,143 @@
+"""Authentication and authorization together, as a Kafka operator runs them: every node on mTLS, the
+authorizer on at every broker and controller, the nodes and `User:admin` as super users. Real principals
+(a certificate, a SCRAM password) meet real ACLs: a user with none can do nothing, a grant enables its
+operation, and the metadata log records who made each change."""
+
+from __future__ import annotations
+
+import pytest
+
+from kanal.clients.admin import Admin
+from kanal.clients.producer import Producer
+from kanal.clients.producer_config import ProducerConfig
+from kanal.deploy.certificates import NODE_MAPPING_RULES, make_dev_tls
+from kanal.deploy.local_cluster import LocalCluster
+from kanal.metadata.log_codec import iter_batches
+from kanal.v1 import controller_pb2, controller_pb2_grpc, metadata_pb2
+from kanal.v1.channel_security import ClientSecurity, open_channel
+from kanal.v1.error import ErrorCode, KanalError
+
+from .conftest import BROKER_FLAGS, CONTROLLER_FLAGS, wait_until
+
+SUPER_USERS = ";".join([*(f"User:broker-{i}" for i in range(3)), *(f"User:controller-{i}" for i in range(3)),
+                        "User:admin"])
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return make_dev_tls(tmp_path_factory.mktemp("pki"), broker_ids=range(3), controller_ids=range(3),
+                        client_name="admin")
+
+
+@pytest.fixture(scope="module")
+def cluster(pki, tmp_path_factory):
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("authorized"), controllers=3, brokers=3, tls=pki,
+        controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS,
+        security_flags=["--tls-client-auth", "required", "--authentication", "mtls,password",
+                        "--principal-mapping-rules", NODE_MAPPING_RULES,
+                        "--authorizer", "on", "--super-users", SUPER_USERS])
+    cluster.start(timeout_s=120)
+    yield cluster
+    cluster.stop()
+
+
+def as_admin(pki) -> ClientSecurity:
+    return ClientSecurity(ca_file=str(pki.ca.cert), cert_file=str(pki.client.cert), key_file=str(pki.client.key))
+
+
+def as_user(pki, user: str, password: str) -> ClientSecurity:
+    """The listener requires a client certificate; the password then names the principal."""
+    return ClientSecurity(ca_file=str(pki.ca.cert), cert_file=str(pki.client.cert), key_file=str(pki.client.key),
+                          user=user, password=password)
+
+
+def acl(principal: str, operation: int, name: str, pattern: int = metadata_pb2.ACL_PATTERN_LITERAL,
+        resource: int = metadata_pb2.ACL_RESOURCE_TOPIC) -> metadata_pb2.AccessControlEntry:
+    return metadata_pb2.AccessControlEntry(resource_type=resource, resource_name=name, pattern_type=pattern,
+                                           principal=principal, host="*", operation=operation,
+                                           permission=metadata_pb2.ACL_PERMISSION_ALLOW)
+
+
+def metadata_records(cluster, pki) -> list[metadata_pb2.MetadataRecord]:
+    """Every record of the metadata log, read from a controller as a super user (CLUSTER_ACTION)."""
+    records: list[metadata_pb2.MetadataRecord] = []
+    with open_channel(cluster.controllers[0].endpoint, (), as_admin(pki)) as channel:
+        stub = controller_pb2_grpc.ControllerStub(channel)
+        offset = 0
+        while True:
+            reply = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(offset=offset, max_bytes=1 << 20),
+                                       timeout=10)
+            assert reply.error == 0, reply.error_message
+            batches = list(iter_batches(reply.entries))
+            if not batches:
+                return records
+            for batch in batches:
+                records.extend(batch.metadata_batch().records)
+                offset = batch.end_offset
+
+
+def test_brokers_replicate_and_register_as_super_users(pki, cluster):
+    """The controllers' and brokers' authorizers admit the nodes' own calls (registration, heartbeats,
+    replica fetches) by their certificates: an RF=3 topic takes acks=all writes that need both followers."""
+    with Admin(cluster.bootstrap, security=as_admin(pki)) as admin:
+        admin.create_topic("replicated", 1, 3, {"min.insync.replicas": "3"})
+    with Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", security=as_admin(pki))) as producer:
+        futures = [producer.produce("replicated", b"v%d" % i) for i in range(50)]
+        producer.flush(60)
+        assert [f.result(0).offset for f in futures] == list(range(50))
+
+
+def test_a_user_without_acls_can_do_nothing_and_a_grant_enables_exactly_its_operation(pki, cluster):
+    with Admin(cluster.bootstrap, security=as_admin(pki)) as admin:
+        admin.create_user("alice", "wonderland")
+    alice = as_user(pki, "alice", "wonderland")
+    with Admin(cluster.bootstrap, security=alice) as admin:
+        assert admin.list_topics() == []  # Metadata shows her no topic she may not describe
+        with pytest.raises(KanalError) as err:
+            admin.create_topic("alice-orders", 1, 1)
+        assert err.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        with pytest.raises(KanalError) as err:
+            admin.create_acls([acl("User:alice", metadata_pb2.ACL_OPERATION_ALL, "alice-", metadata_pb2.ACL_PATTERN_PREFIXED)])
+        assert err.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+    with Admin(cluster.bootstrap, security=as_admin(pki)) as admin:
+        # CREATE, and DESCRIBE so that she sees the topics she creates (Admin.create_topic waits for their
+        # leaders in Metadata, which shows a principal only what it may describe, as Kafka's does).
+        admin.create_acls([acl("User:alice", op, "alice-", metadata_pb2.ACL_PATTERN_PREFIXED)
+                           for op in (metadata_pb2.ACL_OPERATION_CREATE, metadata_pb2.ACL_OPERATION_DESCRIBE)])
+    with Admin(cluster.bootstrap, security=alice) as admin:
+        wait_until(lambda: _creates(admin, "alice-orders"), 30, "alice's CREATE grant reaches the brokers")
+        with pytest.raises(KanalError) as err:
+            admin.create_topic("bob-orders", 1, 1)  # the grant is for names starting "alice-" only
+        assert err.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        with pytest.raises(KanalError) as err:
+            admin.delete_topic("alice-orders")  # CREATE is not DELETE
+        assert err.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _creates(admin: Admin, name: str) -> bool:
+    try:
+        admin.create_topic(name, 1, 1)
+    except KanalError as exc:
+        if exc.code != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            raise
+        return False
+    return True
+
+
+def test_the_metadata_log_records_the_authenticated_principal_of_each_change(pki, cluster):
+    with Admin(cluster.bootstrap, security=as_admin(pki)) as admin:
+        admin.create_user("carol", "lewis")
+        admin.create_acls([acl("User:carol", op, "carol-topic")
+                           for op in (metadata_pb2.ACL_OPERATION_CREATE, metadata_pb2.ACL_OPERATION_DESCRIBE)])
+    with Admin(cluster.bootstrap, security=as_user(pki, "carol", "lewis")) as admin:
+        wait_until(lambda: _creates(admin, "carol-topic"), 30, "carol's CREATE grant reaches the brokers")
+    records = metadata_records(cluster, pki)
+    created = [r for r in records if r.HasField("topic") and r.topic.name == "carol-topic"]
+    assert [r.principal for r in created] == ["User:carol"]
+    granted = [r for r in records if r.HasField("access_control_entry")
+               and r.access_control_entry.entry.principal == "User:carol"]
+    assert [r.principal for r in granted] == ["User:admin", "User:admin"]
+    users = [r for r in records if r.HasField("user_scram_credential") and r.user_scram_credential.name == "carol"]
+    assert users and {r.principal for r in users} == {"User:admin"}
