@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "metadata": ("kanal.raft.metadata_shell", "browse the metadata image as a tree, from a controller or its data directory"),
     "dump-log": ("kanal.broker.dump_log", "print what a partition's segment files hold, read offline (kafka-dump-log)"),
     "node-zone": ("kanal.deploy.node_zone", "write this pod's node zone to a file (an init container; broker --rack-file)"),
+    "chaos": ("kanal.deploy.chaos.cli", "fault runner: workloads under kills, pauses and partitions, history checked"),
     "dev": ("kanal.deploy.dev", "run a local cluster (3 controllers, 3 brokers) on loopback until Ctrl-C"),
     "topics": ("kanal.clients.cli", "create, list, describe, delete or alter topics"),
     "produce": ("kanal.clients.cli", "produce one record per line of stdin or a file"),

@@ -62,6 +62,9 @@ class Node:
     log_path: Path
     process: subprocess.Popen | None = None
     extra: dict = field(default_factory=dict)
+    # The argv before `<kind> <args>`: this interpreter running the `kanal` command, unless a launcher
+    # (kanal chaos: `ip netns exec NS ...`) says otherwise.
+    launcher: list[str] = field(default_factory=lambda: [sys.executable, "-m", "kanal.deploy.cli"])
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
@@ -86,7 +89,7 @@ class Node:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as out:  # the child keeps its own copy of the descriptor
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "kanal.deploy.cli", self.kind, *self.args],
+                [*self.launcher, self.kind, *self.args],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             )
 
@@ -123,7 +126,9 @@ class LocalCluster:
     def __init__(self, data_dir: Path | None = None, *, controllers: int = 3, brokers: int = 3,
                  controller_flags: list[str] | None = None, broker_flags: list[str] | None = None,
                  cluster_secret: str = "kanal-local", tls: DevTls | None = None,
-                 security_flags: list[str] | None = None) -> None:
+                 security_flags: list[str] | None = None, hosts: dict[str, str] | None = None) -> None:
+        """`hosts`: the address each node (by name, `controller-0`, `broker-1`) binds and advertises,
+        127.0.0.1 when left out (kanal chaos gives each node its own network namespace and address)."""
         if not 1 <= controllers <= 7:
             raise ValueError("controllers must be in [1, 7]")
         if not 0 <= brokers <= 64:
@@ -138,30 +143,33 @@ class LocalCluster:
                                                   key_file=str(tls.client.key))
         ports = free_ports(2 * controllers + 2 * brokers)
         self.controllers: list[Node] = []
+        hosts = hosts or {}
+        c_hosts = [hosts.get(f"controller-{i}", "127.0.0.1") for i in range(controllers)]
         peers = ",".join(
-            f"{i}=127.0.0.1:{ports[2 * i + 1]}=127.0.0.1:{ports[2 * i]}" for i in range(controllers)
+            f"{i}={c_hosts[i]}:{ports[2 * i + 1]}={c_hosts[i]}:{ports[2 * i]}" for i in range(controllers)
         )
         for i in range(controllers):
             grpc_port, raft_port = ports[2 * i], ports[2 * i + 1]
-            args = ["--id", str(i), "--listen", f"127.0.0.1:{grpc_port}", "--raft", f"127.0.0.1:{raft_port}",
+            args = ["--id", str(i), "--listen", f"{c_hosts[i]}:{grpc_port}", "--raft", f"{c_hosts[i]}:{raft_port}",
                     "--peers", peers, "--data-dir", str(self.data_dir / f"controller-{i}"),
                     "--cluster-secret", cluster_secret, *self._tls_flags(f"controller-{i}", security_flags),
                     *(controller_flags or [])]
-            self.controllers.append(Node("controller", i, f"127.0.0.1:{grpc_port}", args,
+            self.controllers.append(Node("controller", i, f"{c_hosts[i]}:{grpc_port}", args,
                                          self.data_dir / "logs" / f"controller-{i}.log"))
         controller_endpoints = ",".join(n.endpoint for n in self.controllers)
         self.brokers: list[Node] = []
         base = 2 * controllers
         for b in range(brokers):
             grpc_port, metrics_port = ports[base + 2 * b], ports[base + 2 * b + 1]
-            args = ["--id", str(b), "--listen", f"127.0.0.1:{grpc_port}", "--controllers", controller_endpoints,
-                    "--data-dir", str(self.data_dir / f"broker-{b}"), "--metrics", f"127.0.0.1:{metrics_port}",
+            host = hosts.get(f"broker-{b}", "127.0.0.1")
+            args = ["--id", str(b), "--listen", f"{host}:{grpc_port}", "--controllers", controller_endpoints,
+                    "--data-dir", str(self.data_dir / f"broker-{b}"), "--metrics", f"{host}:{metrics_port}",
                     # A cluster of fewer than 3 brokers can never host the offsets topic at Kafka's
                     # default RF 3 (brokers refuse to create it smaller): use what this cluster has.
                     "--offsets-topic-replication-factor", str(min(3, brokers)),
                     *self._tls_flags(f"broker-{b}", security_flags), *(broker_flags or [])]
-            node = Node("broker", b, f"127.0.0.1:{grpc_port}", args, self.data_dir / "logs" / f"broker-{b}.log")
-            node.extra["metrics"] = f"127.0.0.1:{metrics_port}"
+            node = Node("broker", b, f"{host}:{grpc_port}", args, self.data_dir / "logs" / f"broker-{b}.log")
+            node.extra["metrics"] = f"{host}:{metrics_port}"
             self.brokers.append(node)
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")

@@ -1,0 +1,1 @@
+"""kanal chaos: a Jepsen-style fault runner (nemeses, workloads, a recorded history) and its checker."""

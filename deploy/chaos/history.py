@@ -1,0 +1,91 @@
+"""The recorded history of a chaos run: one JSON object per line, in the order events happened.
+
+Every event has `type` (below), `time` (seconds since the run began, float, from the recorder's monotonic
+clock) and `process` (who did it: `producer-0`, `consumer-1`, `admin`, `monitor`, `nemesis`, `final`).
+Other fields by type (`topic` and `partition` name a partition; `value` is the record's value as text):
+
+| type | fields | meaning |
+|---|---|---|
+| `send` | topic, partition, value | a producer queued the record (an invocation) |
+| `ack` | topic, partition, value, offset | the broker acknowledged it at `offset` (acks=all) |
+| `fail` | topic, partition, value, error | the producer gave up on it: indeterminate, it may be stored |
+| `read` | topic, partition, offset, value, leader_epoch | a consumer of a group read it |
+| `commit` | group, topic, partition, offset | an offset commit the coordinator acknowledged |
+| `committed` | group, topic, partition, offset, invoked | a committed offset fetched (asked at time `invoked`) |
+| `final` | topic, partition, offset, value, leader_epoch | the closing read of every partition from its start |
+| `final_end` | topic, partition, end_offset | the closing read of this partition reached `end_offset` |
+| `create_topic` / `delete_topic` | topic, ok, error | a topic created / deleted during the faults |
+| `leader` | observer, topic, partition, leader, epoch | broker `observer`'s metadata names `leader` for `epoch` |
+| `controller` | observer, leader, epoch | controller `observer` names `leader` active in Raft term `epoch` |
+| `nemesis` | fault, action (`start` / `stop`), detail | a fault injected or healed |
+| `unavailable` | start, end | no producer got an acknowledgement from `start` to `end` (seconds) |
+
+`leader_epoch` and `offset` are ints; an event may carry fields the checker does not read. The format is
+stable: `kanal chaos check FILE` re-checks a history written by any version that wrote these fields.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+Event = dict[str, Any]
+
+EVENT_TYPES = frozenset({
+    "send", "ack", "fail", "read", "commit", "committed", "final", "final_end", "create_topic",
+    "delete_topic", "leader", "controller", "nemesis", "unavailable",
+})
+
+
+class Recorder:
+    """Appends events to a history, in memory and (when given a file) as JSON lines flushed as they come,
+    so a run that is interrupted still leaves what it saw. Safe to call from several threads."""
+
+    def __init__(self, out: IO[str] | None = None, *, clock=time.monotonic) -> None:
+        self._out = out
+        self._clock = clock
+        self._start = clock()
+        self._lock = threading.Lock()
+        self.events: list[Event] = []
+
+    def close(self) -> None:
+        """Stop writing to the file (events are still kept in memory)."""
+        with self._lock:
+            self._out = None
+
+    def now(self) -> float:
+        return round(self._clock() - self._start, 6)
+
+    def record(self, type_: str, process: str, **fields: Any) -> Event:
+        if type_ not in EVENT_TYPES:
+            raise ValueError(f"unknown history event type {type_!r}")
+        with self._lock:
+            event = {"type": type_, "time": self.now(), "process": process, **fields}
+            self.events.append(event)
+            if self._out is not None:
+                self._out.write(json.dumps(event, separators=(",", ":")) + "\n")
+                self._out.flush()
+        return event
+
+
+def read_history(path: Path) -> list[Event]:
+    """The events of a history file; a torn last line (the writer was killed mid-line) is ignored."""
+    return list(parse_lines(Path(path).read_text().splitlines()))
+
+
+def parse_lines(lines: Iterable[str]) -> Iterator[Event]:
+    lines = [line for line in lines if line.strip()]
+    for number, line in enumerate(lines, 1):
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):
+                return
+            raise ValueError(f"history line {number} is not JSON: {line[:80]!r}") from None
+        if not isinstance(event, dict) or event.get("type") not in EVENT_TYPES:
+            raise ValueError(f"history line {number} is not a history event: {line[:80]!r}")
+        yield event

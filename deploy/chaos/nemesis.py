@@ -1,0 +1,156 @@
+"""The nemesis: carries out the faults of a schedule (schedule.py) on a target (target.py) and undoes them.
+
+`start(fault)` resolves the fault's roles to nodes (the leader of a partition is asked for at that moment),
+injects it and records a `nemesis start` event naming what it hit; `stop(fault)` undoes it and records
+`nemesis stop`. `heal_all()` undoes whatever is still in force — every paused node resumed, every network fault removed,
+every full disk emptied, every killed node started again — and is safe to call at any time and more than once: the
+runner calls it in a `finally`, so an exception or Ctrl-C never leaves a fault behind.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.deploy.chaos.history import Recorder
+from kanal.deploy.chaos.schedule import Fault
+from kanal.v1.error import KanalError
+
+log = logging.getLogger("kanal.chaos.nemesis")
+
+FLAKY_DROP_PROBABILITY = 0.3
+
+
+class Nemesis:
+    def __init__(self, target, recorder: Recorder) -> None:
+        self.target = target
+        self.recorder = recorder
+        self.killed: set[str] = set()
+        self.paused: set[str] = set()
+        self.network_dirty = False
+        self.full_disks: set[str] = set()
+        self._first_failure: BaseException | None = None
+        self.injected: list[tuple[Fault, str]] = []  # each fault started, with the nodes it hit
+
+    def start(self, fault: Fault) -> str:
+        """Inject `fault`; returns what it hit ('' when it could not be aimed, e.g. a partition without a
+        leader), as recorded."""
+        nodes = [self._resolve(t) for t in fault.targets]
+        if any(n is None for n in nodes):
+            self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="skip",
+                                 detail=f"no node for {fault.targets}")
+            return ""
+        detail = ",".join(nodes)
+        self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="start",
+                             detail=detail)
+        if fault.kind == "kill":
+            self.killed.add(nodes[0])
+            self.target.kill(nodes[0])
+        elif fault.kind == "pause":
+            self.paused.add(nodes[0])
+            self.target.pause(nodes[0])
+        elif fault.kind == "partition":
+            self.network_dirty = True
+            self._partition(fault.variant, nodes)
+        elif fault.kind == "disk":
+            self.full_disks.add(nodes[0])
+            self.target.fill_disk(nodes[0])
+        else:
+            raise ValueError(f"unknown fault kind {fault.kind!r}")
+        self.injected.append((fault, detail))
+        return detail
+
+    def _partition(self, variant: str, nodes: list[str]) -> None:
+        net = self.target.network
+        everyone = self.target.node_names
+        controllers = [n for n in everyone if n.startswith("controller-")]
+        if variant == "isolate":
+            net.isolate(nodes[0])
+        elif variant == "controller-split":
+            # One controller alone; the other controllers and every broker on the other side. Clients (the
+            # host) still reach it, as a client would in a real split.
+            for other in everyone:
+                if other != nodes[0]:
+                    net.cut(nodes[0], other)
+        elif variant == "zombie-leader":
+            for controller in controllers:
+                net.cut(nodes[0], controller)
+        elif variant == "leader-alone":
+            for other in everyone:
+                if other != nodes[0]:
+                    net.cut(nodes[0], other)
+        elif variant == "one-way":
+            net.drop(nodes[0], nodes[1])
+        elif variant == "flaky":
+            net.flaky(nodes[0], FLAKY_DROP_PROBABILITY)
+        else:
+            raise ValueError(f"unknown partition variant {variant!r}")
+
+    def stop(self, fault: Fault, detail: str) -> None:
+        if not detail:
+            return
+        if fault.kind == "kill":
+            self.target.restart(detail)
+            self.killed.discard(detail)
+        elif fault.kind == "pause":
+            self.target.resume(detail)
+            self.paused.discard(detail)
+        elif fault.kind == "partition":
+            self.target.network.heal()
+            self.network_dirty = False
+        elif fault.kind == "disk":
+            self.target.empty_disk(detail)
+            self.full_disks.discard(detail)
+        self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="stop",
+                             detail=detail)
+        self.restart_exited()
+
+    def restart_exited(self) -> None:
+        """A node that exited by itself during a fault (a broker that stops on a full disk) is recorded and
+        started again, as a supervisor would; the run goes on."""
+        for name, status in self.target.exited_nodes():
+            if name in self.killed:
+                continue
+            self.recorder.record("nemesis", "nemesis", fault="exited", action="restart",
+                                 detail=f"{name} exited with status {status}")
+            self.target.restart(name)
+
+    def heal_all(self) -> None:
+        """Undo everything still in force — the network, paused nodes, full disks, and killed nodes last
+        (started again into a healed cluster); keeps going past a failure and raises the first one at the
+        end."""
+        if self.network_dirty:
+            self.network_dirty = not self._undo(self.target.network.heal)
+        # By name: a target that takes no faults (BootstrapTarget) has none of these handles.
+        for pending, undo in ((self.paused, "resume"), (self.full_disks, "empty_disk"), (self.killed, "restart")):
+            for name in sorted(pending):
+                if self._undo(getattr(self.target, undo), name):
+                    pending.discard(name)
+        first = self._first_failure
+        self._first_failure = None
+        if first is not None:
+            raise first
+
+    def _undo(self, undo, *args) -> bool:
+        try:
+            undo(*args)
+        except (OSError, RuntimeError) as exc:
+            self._first_failure = self._first_failure or exc
+            return False
+        return True
+
+    def _resolve(self, role: str) -> str | None:
+        if not role.startswith("leader:"):
+            return role
+        _, topic, partition = role.split(":")
+        md = ClusterMetadata(self.target.bootstrap)
+        try:
+            leader = md.refresh([topic]).topics[topic][int(partition)].leader
+        except (KanalError, grpc.RpcError, KeyError, IndexError) as exc:
+            log.info("no leader for %s: %s", role, exc)
+            return None
+        finally:
+            md.close()
+        return f"broker-{leader}" if leader >= 0 else None

@@ -1,0 +1,237 @@
+"""One chaos run: start the target, create the run's topic, start the workloads and the monitor, carry out
+the fault schedule, heal everything, let the cluster recover, stop the workloads, read every partition,
+and check the history.
+
+Order of a run (times from the recorder's start):
+
+    0                 workloads start (producers, consumers, topic churn, monitor)
+    warmup_s          first fault; faults one at a time (schedule.py)
+    duration_s - cooldown_s   everything healed (also on any exception or Ctrl-C: `finally`)
+    duration_s        workloads stop; wait until every node serves; the final read; the check
+
+Unavailability: a window is a stretch of more than `UNAVAILABLE_GAP_S` with no acknowledgement at all
+(from the producers), between the first and the last; each is charged to the fault in force when it began
+(`none` when none was) and recorded as an `unavailable` event.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kanal.clients.admin import Admin
+from kanal.deploy.chaos.checker import CheckReport, check
+from kanal.deploy.chaos.history import Event, Recorder
+from kanal.deploy.chaos.mutation import make_mutant
+from kanal.deploy.chaos.nemesis import Nemesis
+from kanal.deploy.chaos.schedule import Fault, ScheduleOptions, schedule
+from kanal.deploy.chaos.target import BROKER_DISK_BYTES, BootstrapTarget, ContainersTarget, DevTarget
+from kanal.deploy.chaos.workload import ChurnWorkload, ConsumerWorkload, Monitor, ProducerWorkload, final_read
+
+log = logging.getLogger("kanal.chaos.runner")
+
+TOPIC = "chaos"
+UNAVAILABLE_GAP_S = 1.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    target: str  # "dev", "containers" or a bootstrap address
+    faults: tuple[str, ...]
+    duration_s: float
+    seed: int
+    history_path: Path
+    partitions: int = 3
+    producers: int = 2
+    consumers: int = 2
+    churn: bool = True
+    mutation: str | None = None  # mutation.py: a broker with a deliberate bug (the mutation check)
+    recovery_timeout_s: float = 90.0
+    image: str = "kanal:dev"  # the containers target's image (deploy/image/build.sh)
+
+    def schedule_options(self) -> ScheduleOptions:
+        return ScheduleOptions(faults=self.faults, duration_s=self.duration_s, seed=self.seed, topic=TOPIC,
+                               partitions=self.partitions)
+
+
+@dataclass
+class Window:
+    start_s: float
+    end_s: float
+    fault: str
+
+    @property
+    def length_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass
+class RunResult:
+    options: RunOptions
+    report: CheckReport
+    injected: list[tuple[Fault, str]]
+    windows: list[Window] = field(default_factory=list)
+    failed: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok
+
+    def longest_window_s(self) -> float:
+        return max((w.length_s for w in self.windows), default=0.0)
+
+    def table(self, number: int = 1, runs: int = 1) -> str:
+        o, r = self.options, self.report
+        faults = ", ".join(f"{f.kind}/{f.variant} {detail} {f.start_s:.1f}-{f.end_s:.1f}s"
+                           for f, detail in self.injected) or "none"
+        if self.windows:
+            longest = max(self.windows, key=lambda w: w.length_s)
+            unavailable = (f"{len(self.windows)} windows, longest {longest.length_s:.1f}s at "
+                           f"{longest.start_s:.1f}s ({longest.fault})")
+        else:
+            unavailable = "none"
+        if r.ok:
+            violations = "none"
+        else:
+            counts = ", ".join(f"{k} {n}" for k, n in r.counts().items() if n)
+            violations = f"{counts}; first:\n      {str(r.first).replace(chr(10), chr(10) + '      ')}"
+        rows = [
+            f"run {number}/{runs}  seed {o.seed}  target {o.target}  {o.duration_s:.0f}s"
+            + (f"  mutation {o.mutation}" if o.mutation else ""),
+            f"  faults injected  {len(self.injected)}: {faults}",
+            (f"  acknowledged     {r.acknowledged} of {r.sent} sent ({self.failed} failed), "
+            f"{r.read} read by the group, {r.final_records} in the final read"),
+            f"  unavailable      {unavailable}",
+            f"  violations       {violations}",
+            f"  history          {o.history_path}",
+        ]
+        if r.unchecked:
+            rows.insert(-1, f"  unchecked        {r.unchecked} (no final read)")
+        return "\n".join(rows)
+
+
+def make_target(options: RunOptions, data_dir: Path, mutant=None):
+    disk_bytes = BROKER_DISK_BYTES if "disk" in options.faults else None
+    if options.target == "dev":
+        return DevTarget(data_dir, mutant=mutant, broker_disk_bytes=disk_bytes)
+    if options.target == "containers":
+        if mutant is not None:
+            raise ValueError("a mutation needs --target dev (it patches the broker of this checkout)")
+        return ContainersTarget(data_dir, image=options.image, broker_disk_bytes=disk_bytes)
+    if options.faults:
+        raise ValueError(f"target {options.target}: kanal cannot reach the processes or the network of a "
+                         "cluster given by its bootstrap address, so it takes no --faults (use --target dev)")
+    if mutant is not None:
+        raise ValueError("a mutation needs --target dev")
+    return BootstrapTarget(options.target)
+
+
+def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line: None) -> RunResult:
+    faults = schedule(options.schedule_options())
+    mutant = make_mutant(options.mutation) if options.mutation else None
+    data_dir = Path(tempfile.mkdtemp(prefix=f"kanal-chaos-{options.seed}-"))
+    target = make_target(options, data_dir, mutant)
+    options.history_path.parent.mkdir(parents=True, exist_ok=True)
+    workloads: list = []
+    recorder: Recorder | None = None
+    out = open(options.history_path, "w")  # noqa: SIM115 - closed in the finally, after the workloads stop
+    try:
+        progress(f"seed {options.seed}: starting the {target.name} target")
+        target.start()
+        with Admin(target.bootstrap, request_timeout_ms=10_000) as admin:
+            if TOPIC not in admin.list_topics():
+                admin.create_topic(TOPIC, options.partitions, 3, {"min.insync.replicas": "2"}, wait_s=60)
+        recorder = Recorder(out)  # time 0 of the schedule
+        nemesis = Nemesis(target, recorder)
+        rng = random.Random(f"kanal-chaos-workload:{options.seed}")
+        workloads = [Monitor(recorder, target.brokers, target.controllers, TOPIC)]
+        workloads += [ProducerWorkload(i, recorder, target.bootstrap, TOPIC, options.partitions)
+                      for i in range(options.producers)]
+        workloads += [ConsumerWorkload(i, recorder, target.bootstrap, TOPIC, random.Random(rng.random()))
+                      for i in range(options.consumers)]
+        if options.churn:
+            workloads.append(ChurnWorkload(recorder, target.bootstrap))
+        for w in workloads:
+            w.start()
+        try:
+            _carry_out(faults, nemesis, recorder, options, workloads, progress)
+        finally:
+            nemesis.heal_all()
+        progress(f"seed {options.seed}: healed; waiting for every node to serve")
+        target.wait_all_serving(options.recovery_timeout_s)
+        for w in reversed(workloads):
+            w.join_checked(60)
+        progress(f"seed {options.seed}: final read")
+        final_read(recorder, target.bootstrap, TOPIC, options.partitions)
+        windows = _unavailable(recorder.events, nemesis.injected, options.duration_s)
+        for w in windows:
+            recorder.record("unavailable", "runner", start=round(w.start_s, 3), end=round(w.end_s, 3),
+                            fault=w.fault)
+        events = list(recorder.events)
+        report = check(events)
+        failed = sum(1 for e in events if e["type"] == "fail")
+        return RunResult(options, report, list(nemesis.injected), windows, failed)
+    finally:
+        for w in workloads:
+            w.stop()
+        for w in workloads:
+            w.join(10)  # daemon threads: one stuck in a call cannot keep the run from cleaning up
+        if recorder is not None:
+            recorder.close()  # a thread still running records into memory only
+        out.close()
+        target.close()
+        if mutant is not None:
+            mutant.close()
+        # The nodes' output beside the history (HISTORY.logs/), for reading what a violation looked like.
+        logs = options.history_path.with_suffix(".logs")
+        shutil.rmtree(logs, ignore_errors=True)
+        if (data_dir / "logs").is_dir():
+            shutil.copytree(data_dir / "logs", logs)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _carry_out(faults: list[Fault], nemesis: Nemesis, recorder: Recorder, options: RunOptions, workloads,
+               progress) -> None:
+    heal_at = options.duration_s - options.schedule_options().cooldown_s
+    pending = list(faults)
+    active: tuple[Fault, str] | None = None
+    while True:
+        now = recorder.now()
+        for w in workloads:
+            if w.error is not None:
+                raise RuntimeError(f"{w.process} failed: {w.error!r}") from w.error
+        if active is not None and now >= active[0].end_s:
+            nemesis.stop(*active)
+            active = None
+        if active is None and pending and now >= pending[0].start_s:
+            fault = pending.pop(0)
+            active = (fault, nemesis.start(fault))
+        if now >= heal_at and active is None and not pending:
+            break
+        acked = sum(getattr(w, "acked", 0) for w in workloads)
+        doing = f"{active[0].kind}/{active[0].variant} {active[1]}" if active else "healed"
+        progress(f"seed {options.seed}: t={now:5.1f}/{options.duration_s:.0f}s acked={acked} {doing}")
+        time.sleep(0.2)  # the fault clock's tick: faults start and end within 0.2 s of their schedule
+    while recorder.now() < options.duration_s:
+        progress(f"seed {options.seed}: t={recorder.now():5.1f}/{options.duration_s:.0f}s recovering")
+        time.sleep(0.2)
+
+
+def _unavailable(events: list[Event], injected: list[tuple[Fault, str]], until_s: float) -> list[Window]:
+    # The producers' acknowledgements while the run lasts (not the final read's fence records after it).
+    acks = sorted(float(e["time"]) for e in events
+                  if e["type"] == "ack" and e["process"].startswith("producer-") and float(e["time"]) <= until_s)
+    out = []
+    for before, after in itertools.pairwise(acks):
+        if after - before > UNAVAILABLE_GAP_S:
+            fault = next((f"{f.kind}/{f.variant}" for f, _ in injected
+                          if f.start_s <= before + UNAVAILABLE_GAP_S and before <= f.end_s), "none")
+            out.append(Window(before, after, fault))
+    return out

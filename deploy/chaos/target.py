@@ -1,0 +1,376 @@
+"""Targets a chaos run can hit:
+
+- `DevTarget`: a `kanal dev`-style cluster (3 controllers, 3 brokers by default; deploy/local_cluster.py)
+  started by the run, each node a process in its own network namespace (netns.py). Needs root.
+- `ContainersTarget`: the same cluster as containers of kanal's image (deploy/image), one per node. Each
+  node's container shares the network namespace of a small sandbox container of its own (started with
+  `--network none`, as a pod's pause container holds a pod's network), which the chaos network wires to
+  its bridge; so a container can be killed (`docker kill`, then `docker start`) or paused (`docker pause`)
+  and keeps its address and its cuts. Data in a host directory bind-mounted at the same path. Needs root
+  and a Docker engine; every container carries the label `kanal.chaos.run=<run name>` and is removed by it.
+- `BootstrapTarget`: a running cluster the user names by its bootstrap address. kanal cannot reach its
+  processes or network, so it takes no faults: the workloads and the checker run against it as it is
+  (useful while the user injects faults their own way).
+
+With the `disk` fault each broker's data directory is a tmpfs of its own (`BROKER_DISK_BYTES`), which the
+fault fills with one ballast file. Everything a target starts is stopped by `close()`, also after a failure
+(mounts unmounted by path, containers removed by name).
+
+A target gives the workloads a bootstrap, the monitor the nodes' endpoints, and the nemesis its handles
+(`kill`, `restart`, `pause`, `resume`, `fill_disk`, `empty_disk`, `exited_nodes`, the network).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kanal.deploy.chaos.mutation import Mutant
+from kanal.deploy.chaos.netns import ChaosNetwork
+from kanal.deploy.local_cluster import LocalCluster, Node, serving
+
+log = logging.getLogger("kanal.chaos.target")
+
+BALLAST = ".kanal-chaos-ballast"  # the file the disk fault fills a broker's filesystem with
+BROKER_DISK_BYTES = 256 * 1024 * 1024
+IMAGE_UID = 10001  # the image runs as this user (deploy/image/README.md): it must own the data directories
+RUN_LABEL = "kanal.chaos.run"
+
+# Short timeouts so a failover fits in a short run (the cluster tests' spirit, a little slower for a
+# loaded machine). The session timeout must exceed 6 election timeouts and 4 broker heartbeat intervals.
+CONTROLLER_FLAGS = ["--session-timeout-ms", "3000", "--election-timeout-ms", "400"]
+BROKER_FLAGS = ["--heartbeat-interval-ms", "300", "--replica-lag-ms-max", "2000", "--replica-fetch-wait-ms-max",
+                "200", "--group-session-timeout-ms-min", "200", "--group-initial-rebalance-delay-ms", "100",
+                "--offsets-topic-partitions", "5"]
+
+
+def node_names(controllers: int, brokers: int) -> list[str]:
+    return [f"controller-{i}" for i in range(controllers)] + [f"broker-{i}" for i in range(brokers)]
+
+
+class BrokerDisks:
+    """A tmpfs per broker data directory (when sized), filled and emptied by the disk fault."""
+
+    def __init__(self, data_dir: Path, size_bytes: int | None) -> None:
+        self.data_dir = data_dir
+        self.size_bytes = size_bytes
+        self.mounts: list[Path] = []
+
+    def mount(self, names: list[str]) -> None:
+        if self.size_bytes is None:
+            return
+        for name in names:
+            if name.startswith("broker-"):
+                path = self.data_dir / name
+                path.mkdir(parents=True, exist_ok=True)
+                subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size_bytes}",
+                                f"kanal-chaos-{os.getpid()}", str(path)], check=True, capture_output=True)
+                self.mounts.append(path)
+
+    def _ballast(self, name: str) -> Path:
+        if self.data_dir / name not in self.mounts:
+            raise RuntimeError(f"{name} has no disk of its own to fill (the disk fault needs broker_disk_bytes)")
+        return self.data_dir / name / BALLAST
+
+    def fill(self, name: str) -> None:
+        """Fill the broker's data filesystem to the last byte with one file (which the broker ignores: it is
+        not a partition directory)."""
+        path = self._ballast(name)
+        with open(path, "ab") as f:
+            # Whole free space first, then ever smaller pieces: the filesystem's own bookkeeping makes the
+            # exact free byte count unreliable, so fill until it says no at 4 KiB.
+            stat = os.statvfs(path.parent)
+            chunk = stat.f_bavail * stat.f_frsize
+            while chunk >= 4096:
+                try:
+                    os.posix_fallocate(f.fileno(), os.fstat(f.fileno()).st_size, chunk)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    chunk //= 2
+
+    def empty(self, name: str) -> None:
+        self._ballast(name).unlink(missing_ok=True)
+
+    def unmount(self) -> None:
+        for mount in reversed(self.mounts):
+            result = subprocess.run(["umount", str(mount)], capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                log.warning("could not unmount %s: %s", mount, result.stderr.strip())
+        self.mounts.clear()
+
+
+class DevTarget:
+    name = "dev"
+    takes_faults = True
+
+    def __init__(self, data_dir: Path, *, controllers: int = 3, brokers: int = 3, mutant: Mutant | None = None,
+                 broker_disk_bytes: int | None = None) -> None:
+        """`broker_disk_bytes`: give each broker's data directory a tmpfs of this size (the `disk` fault
+        fills it); None keeps them on the data directory's filesystem."""
+        self.data_dir = Path(data_dir)
+        self.disks = BrokerDisks(self.data_dir, broker_disk_bytes)
+        self.node_names = node_names(controllers, brokers)
+        self.network = ChaosNetwork(self.node_names)
+        self.cluster: LocalCluster | None = None
+        self._counts = (controllers, brokers)
+        self._mutant = mutant
+
+    def __repr__(self) -> str:
+        return f"<DevTarget {self.cluster!r} {self.network!r}>"
+
+    def start(self) -> None:
+        try:
+            self.network.open()
+            self.disks.mount(self.node_names)
+            hosts = {name: m.address for name, m in self.network.members.items()}
+            self.cluster = LocalCluster(self.data_dir, controllers=self._counts[0], brokers=self._counts[1],
+                                        controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS, hosts=hosts)
+            for node in self.cluster.nodes:
+                python = [sys.executable, "-m", "kanal.deploy.cli"]
+                if self._mutant is not None and node.kind == "broker":
+                    python = self._mutant.launcher()
+                node.launcher = [*self.network.launcher(node.name), *python]
+            self.cluster.start(timeout_s=90)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            if self.cluster is not None:
+                # SIGKILL: the history is written; a controlled shutdown of six nodes would only add time.
+                for node in self.cluster.nodes:
+                    node.kill()
+                self.cluster.stop()
+        finally:
+            try:
+                self.network.close()
+            finally:
+                self.disks.unmount()
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap
+
+    def node(self, name: str) -> Node:
+        for node in self.cluster.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+    @property
+    def brokers(self) -> dict[int, str]:
+        return {n.node_id: n.endpoint for n in self.cluster.brokers}
+
+    @property
+    def controllers(self) -> dict[int, str]:
+        return {n.node_id: n.endpoint for n in self.cluster.controllers}
+
+    def exited_nodes(self) -> list[tuple[str, int]]:
+        """Nodes started and since exited (not those never started), with their exit status."""
+        return [(n.name, n.process.returncode) for n in self.cluster.nodes if n.process is not None and not n.running]
+
+    def kill(self, name: str) -> None:
+        self.node(name).kill()
+
+    def restart(self, name: str) -> None:
+        node = self.node(name)
+        if not node.running:
+            self.cluster.start_node(node, wait=False)
+
+    def pause(self, name: str) -> None:
+        self.node(name).pause()
+
+    def resume(self, name: str) -> None:
+        self.node(name).resume()
+
+    def fill_disk(self, name: str) -> None:
+        self.disks.fill(name)
+
+    def empty_disk(self, name: str) -> None:
+        self.disks.empty(name)
+
+    def wait_all_serving(self, timeout_s: float) -> None:
+        for node in self.cluster.nodes:
+            if not node.running:
+                self.cluster.start_node(node, wait=False)
+        self.cluster.wait_ready(self.cluster.nodes, timeout_s)
+
+
+def _docker(*args: str, check: bool = True) -> str:
+    result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=False)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"docker {' '.join(args[:3])} ...: exit {result.returncode}: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+class ContainersTarget:
+    name = "containers"
+    takes_faults = True
+
+    def __init__(self, data_dir: Path, *, image: str = "kanal:dev", controllers: int = 3, brokers: int = 3,
+                 broker_disk_bytes: int | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.image = image
+        self.run = f"kanal-chaos-{os.getpid()}"
+        self.node_names = node_names(controllers, brokers)
+        self.disks = BrokerDisks(self.data_dir, broker_disk_bytes)
+        self.network: ChaosNetwork | None = None
+        self.cluster: LocalCluster | None = None  # the nodes' arguments and endpoints only; never started
+        self._counts = (controllers, brokers)
+
+    def __repr__(self) -> str:
+        return f"<ContainersTarget {self.run} image={self.image} {self.network!r}>"
+
+    def container(self, name: str) -> str:
+        return f"{self.run}-{name}"
+
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self) -> None:
+        if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode != 0:
+            raise RuntimeError("--target containers needs a Docker engine (bash deploy/image/ensure-docker.sh)")
+        if subprocess.run(["docker", "image", "inspect", self.image], capture_output=True, check=False).returncode:
+            raise RuntimeError(f"no image {self.image}: build it with bash deploy/image/build.sh --tag {self.image}")
+        self.disks.mount(self.node_names)
+        pids = {}
+        for name in self.node_names:
+            # The sandbox holds the node's network namespace across kills and restarts of the node.
+            _docker("run", "-d", "--name", f"{self.container(name)}-net", "--label", f"{RUN_LABEL}={self.run}",
+                    "--network", "none", "--entrypoint", "python3", self.image, "-c",
+                    "import signal; signal.pause()")
+            pids[name] = int(_docker("inspect", "-f", "{{.State.Pid}}", f"{self.container(name)}-net"))
+        self.network = ChaosNetwork(self.node_names, attach=pids)
+        self.network.open()
+        hosts = {name: m.address for name, m in self.network.members.items()}
+        self.cluster = LocalCluster(self.data_dir, controllers=self._counts[0], brokers=self._counts[1],
+                                    controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS, hosts=hosts)
+        for node in self.cluster.nodes:
+            (self.data_dir / node.name).mkdir(parents=True, exist_ok=True)
+        subprocess.run(["chown", "-R", f"{IMAGE_UID}:{IMAGE_UID}", str(self.data_dir)], check=True)
+        for node in self.cluster.nodes:
+            _docker("run", "-d", "--name", self.container(node.name), "--label", f"{RUN_LABEL}={self.run}",
+                    "--network", f"container:{self.container(node.name)}-net",
+                    "-v", f"{self.data_dir}:{self.data_dir}", self.image, node.kind, *node.args)
+        self.wait_all_serving(90)
+
+    def close(self) -> None:
+        try:
+            if self.cluster is not None:
+                logs = self.data_dir / "logs"
+                logs.mkdir(parents=True, exist_ok=True)
+                for name in self.node_names:  # the runner keeps them beside the history
+                    out = subprocess.run(["docker", "logs", self.container(name)], capture_output=True,
+                                         check=False)
+                    (logs / f"{name}.log").write_bytes(out.stdout + out.stderr)
+            names = _docker("ps", "-aq", "--filter", f"label={RUN_LABEL}={self.run}", check=False).split()
+            if names:
+                _docker("rm", "-f", *names, check=False)
+        finally:
+            try:
+                if self.network is not None:
+                    self.network.close()
+            finally:
+                self.disks.unmount()
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap
+
+    @property
+    def brokers(self) -> dict[int, str]:
+        return {n.node_id: n.endpoint for n in self.cluster.brokers}
+
+    @property
+    def controllers(self) -> dict[int, str]:
+        return {n.node_id: n.endpoint for n in self.cluster.controllers}
+
+    def _state(self, name: str) -> dict:
+        return json.loads(_docker("inspect", "-f", "{{json .State}}", self.container(name)))
+
+    def exited_nodes(self) -> list[tuple[str, int]]:
+        out = []
+        for name in self.node_names:
+            state = self._state(name)
+            if state["Status"] == "exited":
+                out.append((name, int(state["ExitCode"])))
+        return out
+
+    def kill(self, name: str) -> None:
+        _docker("kill", self.container(name))
+
+    def restart(self, name: str) -> None:
+        if self._state(name)["Status"] == "exited":
+            _docker("start", self.container(name))
+
+    def pause(self, name: str) -> None:
+        _docker("pause", self.container(name))
+
+    def resume(self, name: str) -> None:
+        if self._state(name)["Status"] == "paused":
+            _docker("unpause", self.container(name))
+
+    def fill_disk(self, name: str) -> None:
+        self.disks.fill(name)
+
+    def empty_disk(self, name: str) -> None:
+        self.disks.empty(name)
+
+    def wait_all_serving(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for name, _ in self.exited_nodes():
+            self.restart(name)
+        for node in self.cluster.nodes:
+            while not serving(node.endpoint, timeout_s=0.5):
+                if self._state(node.name)["Status"] == "exited":
+                    tail = _docker("logs", "--tail", "30", self.container(node.name), check=False)
+                    raise RuntimeError(f"{node.name} exited; last output:\n{tail}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{node.name} not SERVING after {timeout_s}s")
+                time.sleep(0.1)
+
+
+class BootstrapTarget:
+    name = "bootstrap"
+    takes_faults = False
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def brokers(self) -> dict[int, str]:
+        from kanal.clients.cluster_metadata import ClusterMetadata
+
+        md = ClusterMetadata(self.bootstrap)
+        try:
+            return dict(md.refresh([]).brokers)
+        finally:
+            md.close()
+
+    @property
+    def controllers(self) -> dict[int, str]:
+        return {}
+
+    def wait_all_serving(self, timeout_s: float) -> None:
+        pass
+
+    def exited_nodes(self) -> list[tuple[str, int]]:
+        return []

@@ -1,0 +1,352 @@
+"""The workloads of a chaos run, each a thread recording into the history (history.py):
+
+- `ProducerWorkload`: an idempotent acks=all kanal Producer writing unique values `producer-N:seq` round
+  robin over the partitions of the run's topic; `send` before each record, `ack` (with its offset) or
+  `fail` when the producer resolves it.
+- `ConsumerWorkload`: consumers of one group, each living a few seconds and then closing so another starts
+  (a restart); `read` for each record, `commit` for each acknowledged commit (by hand, never auto-commit),
+  `committed` for the offsets a member fetches when partitions are assigned to it.
+- `ChurnWorkload`: topics created and deleted during the faults (`chaos-churn-N`, never a name twice).
+- `Monitor`: every broker's leader and epoch for each partition of the topic and every controller's claim
+  to be active, recorded when they change.
+- `final_read`: after the faults, one acknowledged fence record per partition, then every partition from
+  offset 0 to its high-water mark.
+
+All of them tolerate the faults: an error is recorded or retried, never raised out of the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+
+import grpc
+
+from kanal.clients.admin import Admin
+from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.clients.consumer import Consumer, ConsumerConfig
+from kanal.clients.producer import Producer
+from kanal.clients.producer_config import ProducerConfig
+from kanal.deploy.chaos.history import Recorder
+from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, controller_pb2_grpc
+from kanal.v1.error import KanalError
+
+log = logging.getLogger("kanal.chaos.workload")
+
+GROUP = "chaos-group"
+
+
+class Workload(threading.Thread):
+    """A daemon thread that runs `step()` until stopped; the first unexpected error ends the run's check
+    (it is kept in `error` and raised by `join_checked`)."""
+
+    def __init__(self, name: str, recorder: Recorder) -> None:
+        super().__init__(name=f"kanal-chaos-{name}", daemon=True)
+        self.process = name
+        self.recorder = recorder
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.body()
+        except BaseException as exc:  # kept and raised in the runner's thread by join_checked
+            log.exception("%s failed", self.process)
+            self.error = exc
+
+    def body(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def join_checked(self, timeout_s: float) -> None:
+        self.stop()
+        self.join(timeout_s)
+        if self.is_alive():
+            raise RuntimeError(f"{self.process} did not stop within {timeout_s}s")
+        if self.error is not None:
+            raise RuntimeError(f"{self.process} failed: {self.error!r}") from self.error
+
+
+class ProducerWorkload(Workload):
+    def __init__(self, index: int, recorder: Recorder, bootstrap: str, topic: str, partitions: int,
+                 *, interval_s: float = 0.01) -> None:
+        super().__init__(f"producer-{index}", recorder)
+        self.bootstrap, self.topic, self.partitions, self.interval_s = bootstrap, topic, partitions, interval_s
+        self.acked = 0
+
+    def body(self) -> None:
+        config = ProducerConfig(bootstrap=self.bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
+                                request_timeout_ms=3_000, delivery_timeout_ms=20_000, max_block_ms=5_000,
+                                retry_backoff_ms=100, client_id=self.process)
+        producer = Producer(config)
+        try:
+            seq = 0
+            while not self.stopping.is_set():
+                value = f"{self.process}:{seq}"
+                partition = seq % self.partitions
+                self.recorder.record("send", self.process, topic=self.topic, partition=partition, value=value)
+                try:
+                    producer.produce(self.topic, value.encode(), partition=partition,
+                                     on_delivery=self._delivered(value, partition))
+                except KanalError as exc:  # buffer full for max_block_ms, or metadata not there
+                    self.recorder.record("fail", self.process, topic=self.topic, partition=partition,
+                                         value=value, error=exc.name)
+                seq += 1
+                self.stopping.wait(self.interval_s)
+            producer.flush(25)
+        finally:
+            producer.close(5)
+
+    def _delivered(self, value: str, partition: int):
+        def done(error, meta) -> None:
+            if error is None:
+                self.acked += 1
+                self.recorder.record("ack", self.process, topic=self.topic, partition=meta.partition,
+                                     value=value, offset=meta.offset)
+            else:
+                self.recorder.record("fail", self.process, topic=self.topic, partition=partition, value=value,
+                                     error=getattr(error, "name", repr(error)))
+        return done
+
+
+class ConsumerWorkload(Workload):
+    """Consumers of GROUP, one after another on this thread, each closing after a seeded lifetime."""
+
+    def __init__(self, index: int, recorder: Recorder, bootstrap: str, topic: str, rng: random.Random,
+                 *, lifetime_s: tuple[float, float] = (5.0, 12.0), commit_interval_s: float = 1.0) -> None:
+        super().__init__(f"consumer-{index}", recorder)
+        self.bootstrap, self.topic, self.rng = bootstrap, topic, rng
+        self.lifetime_s, self.commit_interval_s = lifetime_s, commit_interval_s
+
+    def body(self) -> None:
+        generation = 0
+        while not self.stopping.is_set():
+            self._one_member(f"{self.process}.{generation}")
+            generation += 1
+
+    def _one_member(self, name: str) -> None:
+        config = ConsumerConfig(bootstrap=self.bootstrap, group_id=GROUP, auto_offset_reset="earliest",
+                                enable_auto_commit=False, session_timeout_ms=6_000, heartbeat_interval_ms=1_000,
+                                max_poll_interval_ms=30_000, request_timeout_ms=5_000, client_id=name,
+                                partition_assignment_strategy=("cooperative-sticky",))
+        consumer = Consumer(config)
+        read: dict[tuple[str, int], int] = {}  # next offset to commit, per partition read since assigned
+
+        def commit(partitions) -> None:
+            offsets = {tp: read[tp] for tp in partitions if tp in read}
+            if not offsets:
+                return
+            try:
+                consumer.commit(offsets)
+            except KanalError as exc:
+                log.info("%s: commit refused: %s", name, exc)
+                return
+            for (topic, partition), offset in offsets.items():
+                self.recorder.record("commit", name, group=GROUP, topic=topic, partition=partition, offset=offset)
+
+        def on_assign(partitions) -> None:
+            for tp in partitions:
+                read.pop(tp, None)
+            invoked = self.recorder.now()
+            try:
+                found = consumer.committed(partitions)
+            except KanalError as exc:
+                log.info("%s: committed offsets not fetched: %s", name, exc)
+                return
+            for (topic, partition), offset in found.items():
+                if offset is not None:
+                    self.recorder.record("committed", name, group=GROUP, topic=topic, partition=partition,
+                                         offset=offset, invoked=invoked)
+
+        def on_revoke(partitions) -> None:
+            commit(partitions)
+            for tp in partitions:
+                read.pop(tp, None)
+
+        try:
+            consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+            end = time.monotonic() + self.rng.uniform(*self.lifetime_s)
+            next_commit = time.monotonic() + self.commit_interval_s
+            while not self.stopping.is_set() and time.monotonic() < end:
+                try:
+                    records = consumer.poll(0.5)
+                except KanalError as exc:
+                    log.info("%s: poll: %s", name, exc)
+                    self.stopping.wait(0.2)
+                    continue
+                for r in records:
+                    self.recorder.record("read", name, topic=r.topic, partition=r.partition, offset=r.offset,
+                                         value=r.value.decode(errors="replace"), leader_epoch=r.leader_epoch)
+                    read[(r.topic, r.partition)] = r.offset + 1
+                if time.monotonic() >= next_commit:
+                    commit(consumer.assignment())
+                    next_commit = time.monotonic() + self.commit_interval_s
+            commit(consumer.assignment())
+        finally:
+            try:
+                consumer.close()
+            except (KanalError, grpc.RpcError) as exc:
+                log.info("%s: close: %s", name, exc)
+
+
+class ChurnWorkload(Workload):
+    """Creates `chaos-churn-N` every `interval_s` and deletes the oldest once `keep` exist."""
+
+    def __init__(self, recorder: Recorder, bootstrap: str, *, interval_s: float = 3.0, keep: int = 2,
+                 replication_factor: int = 2) -> None:
+        super().__init__("admin", recorder)
+        self.bootstrap, self.interval_s, self.keep, self.rf = bootstrap, interval_s, keep, replication_factor
+
+    def body(self) -> None:
+        live: list[str] = []
+        n = 0
+        with Admin(self.bootstrap, request_timeout_ms=5_000) as admin:
+            while not self.stopping.wait(self.interval_s):
+                name = f"chaos-churn-{n}"
+                n += 1
+                self._do("create_topic", name, lambda name=name: admin.create_topic(name, 1, self.rf, wait_s=5))
+                live.append(name)
+                if len(live) > self.keep:
+                    old = live.pop(0)
+                    self._do("delete_topic", old, lambda old=old: admin.delete_topic(old))
+
+    def _do(self, type_: str, topic: str, call) -> None:
+        try:
+            call()
+        except (KanalError, TimeoutError, grpc.RpcError) as exc:
+            self.recorder.record(type_, self.process, topic=topic, ok=False, error=repr(exc)[:200])
+            return
+        self.recorder.record(type_, self.process, topic=topic, ok=True, error="")
+
+
+class Monitor(Workload):
+    def __init__(self, recorder: Recorder, brokers: dict[int, str], controllers: dict[int, str], topic: str,
+                 *, interval_s: float = 0.5, call_timeout_s: float = 0.4) -> None:
+        super().__init__("monitor", recorder)
+        self.brokers, self.controllers, self.topic = brokers, controllers, topic
+        self.interval_s, self.call_timeout_s = interval_s, call_timeout_s
+
+    def body(self) -> None:
+        channels = {e: grpc.insecure_channel(e) for e in [*self.brokers.values(), *self.controllers.values()]}
+        seen: dict[tuple, tuple] = {}
+        try:
+            while not self.stopping.wait(self.interval_s):
+                for broker_id, endpoint in self.brokers.items():
+                    self._broker(broker_id, broker_pb2_grpc.BrokerStub(channels[endpoint]), seen)
+                for controller_id, endpoint in self.controllers.items():
+                    self._controller(controller_id, controller_pb2_grpc.ControllerStub(channels[endpoint]), seen)
+        finally:
+            for channel in channels.values():
+                channel.close()
+
+    def _broker(self, broker_id: int, stub, seen) -> None:
+        try:
+            reply = stub.Metadata(broker_pb2.MetadataRequest(topics=[self.topic]), timeout=self.call_timeout_s)
+        except grpc.RpcError:
+            return
+        for topic in reply.topics:
+            for p in topic.partitions:
+                key, now = ("leader", broker_id, topic.name, p.partition), (p.leader, p.leader_epoch)
+                if seen.get(key) != now:
+                    seen[key] = now
+                    self.recorder.record("leader", self.process, observer=broker_id, topic=topic.name,
+                                         partition=p.partition, leader=p.leader, epoch=p.leader_epoch)
+
+    def _controller(self, controller_id: int, stub, seen) -> None:
+        try:
+            reply = stub.DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=self.call_timeout_s)
+        except grpc.RpcError:
+            return
+        # Only a controller's claim about itself: a follower's idea of the leader may lag its term.
+        if reply.leader_id != controller_id:
+            return
+        key, now = ("controller", controller_id), reply.term
+        if seen.get(key) != now:
+            seen[key] = now
+            self.recorder.record("controller", self.process, observer=controller_id, leader=controller_id,
+                                 epoch=reply.term)
+
+
+def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, *, timeout_s: float = 60.0) -> int:
+    """Every record of every partition from 0 to its high-water mark, as `final` events and one `final_end`
+    per partition; retried until `timeout_s`. Returns the number of records read."""
+    deadline = time.monotonic() + timeout_s
+    _fence(recorder, bootstrap, topic, partitions, deadline)
+    ends = _end_offsets(bootstrap, topic, partitions, deadline)
+    consumer = Consumer(ConsumerConfig(bootstrap=bootstrap, auto_offset_reset="earliest", max_poll_records=5000,
+                                       request_timeout_ms=5_000, client_id="final"))
+    count = 0
+    try:
+        consumer.assign([(topic, p) for p in range(partitions)])
+        positions = {}
+        for p in range(partitions):
+            consumer.seek((topic, p), 0)
+            positions[p] = 0
+        while any(positions[p] < ends[p] for p in positions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"final read reached {positions} of {ends} in {timeout_s}s")
+            try:
+                records = consumer.poll(0.5)
+            except KanalError as exc:
+                log.info("final read: %s", exc)
+                continue
+            for r in records:
+                if r.offset >= ends[r.partition]:
+                    continue
+                recorder.record("final", "final", topic=topic, partition=r.partition, offset=r.offset,
+                                value=r.value.decode(errors="replace"), leader_epoch=r.leader_epoch)
+                positions[r.partition] = r.offset + 1
+                count += 1
+        for p in range(partitions):
+            recorder.record("final_end", "final", topic=topic, partition=p, end_offset=ends[p])
+    finally:
+        consumer.close()
+    return count
+
+
+def _fence(recorder: Recorder, bootstrap: str, topic: str, partitions: int, deadline: float) -> None:
+    """One acks=all record per partition, acknowledged before the end offsets are asked for: a leader
+    elected late may not yet have moved its high-water mark over what an earlier leader acknowledged, but
+    it has once it acknowledges a record of its own, so the final read cannot stop short of an
+    acknowledged record through timing alone."""
+    config = ProducerConfig(bootstrap=bootstrap, acks="all", enable_idempotence=True, request_timeout_ms=5_000,
+                            delivery_timeout_ms=max(10_000, int((deadline - time.monotonic()) * 1000) - 5_000),
+                            client_id="final")
+    with Producer(config) as producer:
+        futures = []
+        for p in range(partitions):
+            value = f"final:{p}"
+            recorder.record("send", "final", topic=topic, partition=p, value=value)
+            futures.append((p, value, producer.produce(topic, value.encode(), partition=p)))
+        for p, value, future in futures:
+            meta = future.result(max(0.1, deadline - time.monotonic()))
+            recorder.record("ack", "final", topic=topic, partition=p, value=value, offset=meta.offset)
+
+
+def _end_offsets(bootstrap: str, topic: str, partitions: int, deadline: float) -> dict[int, int]:
+    """Each partition's high-water mark from its leader, retried while leaders move."""
+    md = ClusterMetadata(bootstrap)
+    try:
+        while True:
+            try:
+                view = md.refresh([topic])
+                out = {}
+                for p in range(partitions):
+                    request = broker_pb2.ListOffsetsRequest()
+                    request.topics.add(topic=topic).partitions.add(partition=p, timestamp_ms=-1)
+                    answer = md.stub(view.brokers[view.topics[topic][p].leader]).ListOffsets(request, timeout=5)
+                    part = answer.topics[0].partitions[0]
+                    if part.error:
+                        raise KanalError(part.error, "ListOffsets")
+                    out[p] = part.offset
+                return out
+            except (KanalError, grpc.RpcError, KeyError) as exc:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no end offsets for {topic}: {exc!r}") from exc
+                time.sleep(0.5)
+    finally:
+        md.close()

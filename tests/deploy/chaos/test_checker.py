@@ -1,0 +1,265 @@
+"""The history checker on hand-made histories: each anomaly it names is caught, named first when it is the
+earliest, shown by the events that prove it; clean histories (including legal indeterminate outcomes)
+pass."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from kanal.deploy.chaos.checker import check
+from kanal.deploy.chaos.history import Recorder, parse_lines
+
+
+class H:
+    """A history under construction; every event gets the next time step."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+
+    def add(self, type_: str, process: str, **fields) -> dict:
+        event = {"type": type_, "time": float(len(self.events)), "process": process, **fields}
+        self.events.append(event)
+        return event
+
+    def produce(self, process: str, seq: int, offset: int, topic: str = "t", partition: int = 0) -> str:
+        value = f"{process}:{seq}"
+        self.add("send", process, topic=topic, partition=partition, value=value)
+        self.add("ack", process, topic=topic, partition=partition, value=value, offset=offset)
+        return value
+
+    def final(self, records: list[str], topic: str = "t", partition: int = 0, epoch: int = 1) -> None:
+        for offset, value in enumerate(records):
+            self.add("final", "final", topic=topic, partition=partition, offset=offset, value=value,
+                     leader_epoch=epoch)
+        self.add("final_end", "final", topic=topic, partition=partition, end_offset=len(records))
+
+
+def clean() -> H:
+    h = H()
+    a = [h.produce("p0", i, i) for i in range(3)]
+    h.add("read", "c0", topic="t", partition=0, offset=0, value=a[0], leader_epoch=1)
+    h.add("commit", "c0", group="g", topic="t", partition=0, offset=1)
+    h.add("committed", "c1", group="g", topic="t", partition=0, offset=1, invoked=h.events[-1]["time"] + 0.5)
+    h.add("read", "c1", topic="t", partition=0, offset=1, value=a[1], leader_epoch=1)
+    h.add("commit", "c1", group="g", topic="t", partition=0, offset=2)
+    for observer in (0, 1, 2):
+        h.add("leader", "monitor", observer=observer, topic="t", partition=0, leader=1, epoch=1)
+        h.add("controller", "monitor", observer=observer, leader=0, epoch=3)
+    h.add("leader", "monitor", observer=0, topic="t", partition=0, leader=-1, epoch=2)  # offline: no leader
+    h.add("leader", "monitor", observer=0, topic="t", partition=0, leader=2, epoch=3)
+    h.add("controller", "monitor", observer=2, leader=-1, epoch=4)  # an election in progress
+    h.add("controller", "monitor", observer=1, leader=1, epoch=4)
+    h.final(a)
+    return h
+
+
+def test_a_clean_history_passes():
+    report = check(clean().events)
+    assert report.ok, [str(v) for v in report.violations]
+    assert (report.sent, report.acknowledged, report.read, report.final_records) == (3, 3, 2, 3)
+    assert report.unchecked == []
+
+
+def test_indeterminate_records_may_or_may_not_be_stored():
+    h = H()
+    a = h.produce("p0", 0, 0)
+    h.add("send", "p0", topic="t", partition=0, value="p0:1")
+    h.add("fail", "p0", topic="t", partition=0, value="p0:1", error="REQUEST_TIMED_OUT")
+    h.add("send", "p0", topic="t", partition=0, value="p0:2")
+    h.add("fail", "p0", topic="t", partition=0, value="p0:2", error="REQUEST_TIMED_OUT")
+    b = h.produce("p0", 3, 2)
+    h.final([a, "p0:1", b])  # p0:1 stored, p0:2 not: both fine
+    assert check(h.events).ok
+
+
+def test_records_of_a_deleted_topic_may_go():
+    h = H()
+    h.produce("p0", 0, 0, topic="churn-1")
+    h.add("read", "c0", topic="churn-1", partition=0, offset=0, value="p0:0", leader_epoch=1)
+    h.add("delete_topic", "admin", topic="churn-1", ok=True, error="")
+    h.final([])
+    report = check(h.events)
+    assert report.ok and report.unchecked == []
+
+
+def test_a_partition_without_a_final_read_is_unchecked_not_passed():
+    h = H()
+    h.produce("p0", 0, 0, partition=1)
+    h.final([])
+    report = check(h.events)
+    assert report.ok and report.unchecked == [("t", 1)]
+
+
+def only(report, kind):
+    kinds = {v.kind for v in report.violations}
+    assert kind in kinds, [str(v) for v in report.violations]
+    return next(v for v in report.violations if v.kind == kind)
+
+
+def test_an_acknowledged_record_missing_at_the_end_is_lost():
+    h = H()
+    a = [h.produce("p0", i, i) for i in range(3)]
+    h.final(a[:2])
+    report = check(h.events)
+    v = only(report, "lost")
+    assert report.first is v and "p0:2" in v.message and "ends at 2" in v.message
+    assert [e["type"] for e in v.events] == ["ack", "final_end"]
+
+
+def test_an_acknowledged_record_overwritten_is_lost():
+    h = H()
+    a = [h.produce("p0", i, i) for i in range(2)]
+    h.final([a[0], "p1:0"])
+    v = only(check(h.events), "lost")
+    assert "holds 'p1:0'" in v.message and [e["type"] for e in v.events] == ["ack", "final"]
+
+
+def test_a_value_at_two_offsets_is_a_duplicate():
+    h = H()
+    a = h.produce("p0", 0, 0)
+    h.final([a, a])
+    report = check(h.events)
+    v = only(report, "duplicate")
+    assert {e["offset"] for e in v.events} == {0, 1}
+    assert report.counts()["duplicate"] == 1
+
+
+def test_a_producers_records_stored_out_of_order_are_reordered():
+    h = H()
+    h.add("send", "p0", topic="t", partition=0, value="p0:0")
+    h.add("send", "p0", topic="t", partition=0, value="p0:1")
+    h.final(["p0:1", "p0:0"])
+    v = only(check(h.events), "reorder")
+    assert [e["value"] for e in v.events] == ["p0:1", "p0:0"]
+
+
+def test_two_reads_of_one_offset_that_disagree_are_divergent():
+    h = H()
+    a = h.produce("p0", 0, 0)
+    h.add("read", "c0", topic="t", partition=0, offset=0, value=a, leader_epoch=1)
+    h.add("read", "c1", topic="t", partition=0, offset=0, value="p9:9", leader_epoch=2)
+    h.final([a])
+    report = check(h.events)
+    v = only(report, "divergent")
+    assert [e["process"] for e in v.events] == ["p0", "c1"] or [e["process"] for e in v.events] == ["c0", "c1"]
+
+
+def test_an_acknowledgement_and_a_read_that_disagree_are_divergent():
+    h = H()
+    h.add("read", "c0", topic="t", partition=0, offset=0, value="p1:0", leader_epoch=1)
+    a = h.produce("p0", 0, 0)
+    h.final([a])
+    only(check(h.events), "divergent")
+
+
+def test_a_read_record_gone_from_the_final_read_vanished():
+    h = H()
+    a = h.produce("p0", 0, 0)
+    h.add("send", "p0", topic="t", partition=0, value="p0:1")
+    h.add("read", "c0", topic="t", partition=0, offset=1, value="p0:1", leader_epoch=1)  # above the HW
+    h.add("fail", "p0", topic="t", partition=0, value="p0:1", error="NOT_ENOUGH_REPLICAS")
+    h.final([a])
+    report = check(h.events)
+    v = only(report, "vanished")
+    assert report.first is v and [e["type"] for e in v.events] == ["read", "final_end"]
+
+
+def test_a_commit_below_an_acknowledged_commit_goes_backwards():
+    h = H()
+    h.add("commit", "c0", group="g", topic="t", partition=0, offset=5)
+    h.add("commit", "c1", group="g", topic="t", partition=0, offset=3)
+    h.final([])
+    v = only(check(h.events), "commit_backwards")
+    assert [e["offset"] for e in v.events] == [5, 3]
+
+
+def test_a_committed_fetch_below_an_earlier_commit_goes_backwards():
+    h = H()
+    h.add("commit", "c0", group="g", topic="t", partition=0, offset=5)
+    h.add("committed", "c1", group="g", topic="t", partition=0, offset=2, invoked=0.5)
+    h.final([])
+    only(check(h.events), "commit_backwards")
+
+
+def test_a_committed_fetch_asked_before_the_commit_may_see_the_old_offset():
+    h = H()
+    h.add("commit", "c0", group="g", topic="t", partition=0, offset=2)
+    h.add("commit", "c0", group="g", topic="t", partition=0, offset=5)  # at t=1
+    h.add("committed", "c1", group="g", topic="t", partition=0, offset=2, invoked=0.5)  # asked at 0.5
+    h.final([])
+    assert check(h.events).ok
+
+
+def test_two_leaders_in_one_leader_epoch():
+    h = H()
+    h.add("leader", "monitor", observer=0, topic="t", partition=0, leader=1, epoch=4)
+    h.add("leader", "monitor", observer=2, topic="t", partition=0, leader=2, epoch=4)
+    h.final([])
+    v = only(check(h.events), "two_leaders")
+    assert "epoch 4" in v.message
+
+
+def test_two_active_controllers_in_one_epoch():
+    h = H()
+    h.add("controller", "monitor", observer=0, leader=0, epoch=7)
+    h.add("controller", "monitor", observer=1, leader=1, epoch=7)
+    h.final([])
+    v = only(check(h.events), "two_controllers")
+    assert "epoch 7" in v.message
+
+
+def test_an_older_leader_epoch_after_a_newer_one_goes_backwards():
+    h = H()
+    for offset, epoch in enumerate([1, 2, 2, 1, 3]):
+        h.add("final", "final", topic="t", partition=0, offset=offset, value=f"p0:{offset}", leader_epoch=epoch)
+    h.add("final_end", "final", topic="t", partition=0, end_offset=5)
+    v = only(check(h.events), "epoch_backwards")
+    assert [e["offset"] for e in v.events] == [1, 3] and check(h.events).counts()["epoch_backwards"] == 1
+
+
+def test_the_first_violation_is_the_earliest_proven():
+    h = H()
+    h.add("controller", "monitor", observer=0, leader=0, epoch=7)
+    h.add("leader", "monitor", observer=0, topic="t", partition=0, leader=1, epoch=4)
+    h.add("leader", "monitor", observer=2, topic="t", partition=0, leader=2, epoch=4)  # t=2: proven here
+    h.add("controller", "monitor", observer=1, leader=1, epoch=7)  # t=3
+    h.final([])
+    report = check(h.events)
+    assert [v.kind for v in report.violations] == ["two_leaders", "two_controllers"]
+    assert report.first.kind == "two_leaders" and "two_leaders at t=2.000s" in str(report.first)
+
+
+def test_a_recorded_history_reads_back_and_a_torn_last_line_is_ignored():
+    out = io.StringIO()
+    ticks = iter([0.0, 0.25, 0.5])
+    recorder = Recorder(out, clock=lambda: next(ticks))
+    recorder.record("send", "p0", topic="t", partition=0, value="p0:0")
+    recorder.record("ack", "p0", topic="t", partition=0, value="p0:0", offset=0)
+    lines = out.getvalue().splitlines()
+    assert [json.loads(line)["time"] for line in lines] == [0.25, 0.5]
+    events = list(parse_lines([*lines, '{"type": "ack", "ti']))
+    assert events == recorder.events
+    with pytest.raises(ValueError, match="line 1"):
+        list(parse_lines(['{"type": "nonsense", "time": 0}', lines[0]]))
+    with pytest.raises(ValueError):
+        recorder.record("nonsense", "p0")
+
+
+def test_kanal_chaos_check_exits_1_on_a_violation_and_0_on_a_clean_history(tmp_path, capsys):
+    from kanal.deploy.chaos.cli import main
+
+    clean_file, bad_file = tmp_path / "clean.jsonl", tmp_path / "bad.jsonl"
+    clean_file.write_text("".join(json.dumps(e) + "\n" for e in clean().events))
+    h = H()
+    a = [h.produce("p0", i, i) for i in range(3)]
+    h.final(a[:2])
+    bad_file.write_text("".join(json.dumps(e) + "\n" for e in h.events))
+    assert main(["check", str(clean_file)]) == 0
+    assert "no violations" in capsys.readouterr().out
+    assert main(["check", str(bad_file)]) == 1
+    out = capsys.readouterr().out
+    assert "violations: lost 1" in out and "'p0:2' acknowledged at t-0 offset 2" in out
+    assert main(["check", str(tmp_path / "missing.jsonl")]) == 2
