@@ -8,7 +8,7 @@ import pytest
 
 from kanal.clients.admin import Admin
 
-from .conftest import start_cluster
+from .conftest import start_cluster, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +28,6 @@ def test_admin_calls_go_to_a_live_broker_when_theirs_dies(cluster):
             admin.create_topic("after-kill", 1, 3)  # RF 3: a leader placed on the dead broker moves once it is fenced
             assert "after-kill" in admin.list_topics()
             admin.delete_topic("before-kill")
-            assert "before-kill" not in admin.list_topics()
+            wait_until(lambda: "before-kill" not in admin.list_topics(), 30, "the deletion reaches the brokers")
         finally:
             cluster.start_node(victim, 60)

@@ -369,33 +369,40 @@ def test_a_lost_leader_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path, da
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 256 KiB tmpfs: a real filesystem that fills up (root only, as the suite runs)."""
+    """A 256 KiB tmpfs: a real filesystem that fills up (root only, as the suite runs). Unmounted in
+    teardown whatever happened (lazily, should a failed test have left a file open on it)."""
     mountpoint = tmp_path / "small-disk"
     mountpoint.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "kanal-test-full", str(mountpoint)], check=True)
     try:
         yield mountpoint
     finally:
-        subprocess.run(["umount", str(mountpoint)], check=True)
+        subprocess.run(["umount", "-l", str(mountpoint)], check=True)
 
 
 def test_a_full_disk_is_storage_error_and_leaves_the_log_as_it_was(small_disk):
     config = LogConfig(segment_bytes_max=64 * 1024, batch_bytes_max=16 * 1024, index_interval_bytes=4096)
     log = Log.open(small_disk / "orders-0", config)
     stored = 0
-    with pytest.raises(KanalError) as err:
-        for _ in range(1000):  # 256 KiB cannot hold 1000 batches of ~8 KiB
-            log.append(batch(1, size=8000), leader_epoch=0, now_ms=NOW)
-            stored += 1
-    assert err.value.code == ErrorCode.STORAGE_ERROR and "refused a write" in err.value.message
-    assert 0 < stored < 1000 and log.log_end_offset == stored
-    read: list[int] = []
-    while len(read) < stored:
-        read += offsets_in(log.read(len(read), 1 << 20).data)
-    assert read == list(range(stored))  # every stored batch whole and readable, nothing half written
-    log.close_unclean()  # as a crash would: the reopened log recovers to exactly what was acknowledged
+    try:
+        with pytest.raises(KanalError) as err:
+            for _ in range(1000):  # 256 KiB cannot hold 1000 batches of ~8 KiB
+                log.append(batch(1, size=8000), leader_epoch=0, now_ms=NOW)
+                stored += 1
+        assert err.value.code == ErrorCode.STORAGE_ERROR and "refused a write" in err.value.message
+        assert 0 < stored < 1000 and log.log_end_offset == stored
+        read: list[int] = []
+        while len(read) < stored:
+            read += offsets_in(log.read(len(read), 1 << 20).data)
+        assert read == list(range(stored))  # every stored batch whole and readable, nothing half written
+    finally:
+        log.close_unclean()  # as a crash would
+    # The operator makes room; the reopened log recovers to exactly the batches that were acknowledged.
+    subprocess.run(["mount", "-o", "remount,size=2m", str(small_disk)], check=True)
     reopened = Log.open(small_disk / "orders-0", config)
     try:
         assert reopened.log_end_offset == stored
+        reopened.append(batch(1), leader_epoch=0, now_ms=NOW)
+        assert reopened.log_end_offset == stored + 1
     finally:
-        reopened.close_unclean()
+        reopened.close()
