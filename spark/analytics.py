@@ -31,6 +31,8 @@ from pyspark.sql import functions as F
 from kanal.spark.fetch_reader import cluster_metadata
 from kanal.spark.offsets_topic import COMMITS_DDL, OFFSETS_TOPIC, commits_frame_from_rows
 from kanal.spark.parquet_out import write_tables
+from kanal.spark.source_options import security_options
+from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode
 
 HOT_KEYS_MAX_DEFAULT = 10
@@ -47,12 +49,13 @@ class AnalyticsResult:
     out_dir: Path | None = None
 
 
-def _reader(spark: SparkSession, data_dir: str | None, bootstrap: str | None, fail_fast: bool, split_bytes: int = 0):
+def _reader(spark: SparkSession, data_dir: str | None, bootstrap: str | None, fail_fast: bool, split_bytes: int = 0,
+            security: ClientSecurity | None = None):
     reader = spark.read.format("kanal-log").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
     if split_bytes:
         reader = reader.option("bytesPerPartition", str(split_bytes))
     if bootstrap:
-        reader = reader.option("bootstrap", bootstrap)
+        reader = reader.option("bootstrap", bootstrap).options(**security_options(security))
     return reader
 
 
@@ -61,9 +64,10 @@ def _load(reader, data_dir: str | None) -> DataFrame:
 
 
 def data_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: str | None = None,
-               topics: list[str] | None = None, fail_fast: bool = False, split_bytes: int = 0) -> DataFrame:
+               topics: list[str] | None = None, fail_fast: bool = False, split_bytes: int = 0,
+               security: ClientSecurity | None = None) -> DataFrame:
     """The data topics' records (internal `__` topics left out unless named)."""
-    reader = _reader(spark, data_dir, bootstrap, fail_fast, split_bytes).schema(
+    reader = _reader(spark, data_dir, bootstrap, fail_fast, split_bytes, security).schema(
         "topic string, partition int, offset bigint, timestamp timestamp, key binary, value_bytes int, "
         "producer_id bigint, _corrupt string, _lost boolean")
     if topics:
@@ -72,12 +76,12 @@ def data_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: s
 
 
 def commits_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: str | None = None,
-                  fail_fast: bool = False, split_bytes: int = 0) -> DataFrame:
+                  fail_fast: bool = False, split_bytes: int = 0, security: ClientSecurity | None = None) -> DataFrame:
     """Offset commits decoded from `__consumer_offsets` (empty when the topic does not exist)."""
-    reader = (_reader(spark, data_dir, bootstrap, fail_fast, split_bytes).schema("offset bigint, key binary, value binary")
-              .option("topics", OFFSETS_TOPIC))
+    reader = (_reader(spark, data_dir, bootstrap, fail_fast, split_bytes, security)
+              .schema("offset bigint, key binary, value binary").option("topics", OFFSETS_TOPIC))
     if bootstrap and not any(t.name == OFFSETS_TOPIC and t.error == ErrorCode.NONE
-                             for t in cluster_metadata(bootstrap, [OFFSETS_TOPIC]).topics):
+                             for t in cluster_metadata(bootstrap, [OFFSETS_TOPIC], security).topics):
         return spark.createDataFrame([], COMMITS_DDL)  # no group has committed yet
     return commits_frame_from_rows(_load(reader, data_dir))
 
@@ -156,15 +160,16 @@ def _lag(good: DataFrame, commits: DataFrame) -> tuple[DataFrame, DataFrame]:
 def run_analytics(spark: SparkSession, *, data_dir: str | Path | None = None, bootstrap: str | None = None,
                   out_dir: str | Path | None = None, topics: list[str] | None = None,
                   hot_keys_max: int = HOT_KEYS_MAX_DEFAULT, fail_fast: bool = False,
-                  split_bytes: int = 0) -> AnalyticsResult:
-    """Read the data (files or a live cluster), build every table, write them as Parquet when out_dir."""
+                  split_bytes: int = 0, security: ClientSecurity | None = None) -> AnalyticsResult:
+    """Read the data (files or a live cluster, over TLS with `security`), build every table, write them
+    as Parquet when out_dir."""
     if not data_dir and not bootstrap:
         raise ValueError("give data_dir or bootstrap")
     path = str(data_dir) if data_dir else None
     records = data_frame(spark, data_dir=path, bootstrap=bootstrap, topics=topics, fail_fast=fail_fast,
-                         split_bytes=split_bytes).cache()
+                         split_bytes=split_bytes, security=security).cache()
     commits = commits_frame(spark, data_dir=path, bootstrap=bootstrap, fail_fast=fail_fast,
-                            split_bytes=split_bytes).cache()
+                            split_bytes=split_bytes, security=security).cache()
     result = AnalyticsResult(analytics_tables(records, commits, hot_keys_max))
     result.damage = [r["_corrupt"] for r in result.tables["damage"].collect()]
     result.notices = [r["notice"] for r in result.tables["notices"].collect()]

@@ -13,7 +13,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kanal.spark.cli_common import add_common_args, report_findings, resolve_data_dir, run_job, spark_missing
+from kanal.spark.cli_common import (
+    add_common_args,
+    report_findings,
+    resolve_data_dir,
+    run_job,
+    security_of,
+    spark_missing,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         if warning:
             print(f"kanal analytics: WARNING: {warning}", file=sys.stderr)
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else None
+    security = security_of(args) if args.bootstrap else None
     from kanal.spark.analytics import run_analytics
     from kanal.spark.analytics_report import analytics_html, analytics_summary
 
@@ -49,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     result = run_job("analytics", args.master, args.quiet, "reading partitions and computing the tables",
                      lambda spark: run_analytics(spark, data_dir=data_dir, bootstrap=args.bootstrap, out_dir=args.out,
                                                  topics=topics, hot_keys_max=args.hot_keys, fail_fast=args.fail_fast,
-                                                 split_bytes=args.split_bytes),
+                                                 split_bytes=args.split_bytes, security=security),
                      analytics_html, analytics_summary, args.out)
     if result is None:
         return 1

@@ -40,6 +40,7 @@ from kanal.spark.live_image import ControllerCheck, check_controllers
 from kanal.spark.parquet_out import write_tables
 from kanal.spark.replay import History, ReplayRow, replay
 from kanal.spark.replay_start import ReplayStart, replay_start
+from kanal.v1.channel_security import ClientSecurity
 
 _INT_LIST = pa.list_(pa.field("element", pa.int32()))
 
@@ -181,8 +182,10 @@ def _partition_summary(events: DataFrame, intervals: DataFrame, live: DataFrame)
 
 
 def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | None = None, *,
-              controllers: list[str] | None = None, fail_fast: bool = False, split_bytes: int = 0) -> AuditResult:
-    """Read, replay, compare with the controllers (when endpoints are given), write the tables."""
+              controllers: list[str] | None = None, fail_fast: bool = False, split_bytes: int = 0,
+              security: ClientSecurity | None = None) -> AuditResult:
+    """Read, replay, compare with the controllers (when endpoints are given; over TLS with `security`),
+    write the tables."""
     rows = read_replay_rows(spark, str(data_dir), fail_fast=fail_fast, split_bytes=split_bytes)
     flagged = [(c, lost) for c, lost in zip(rows.column("_corrupt").to_pylist(), rows.column("_lost").to_pylist())
                if c is not None]
@@ -190,7 +193,7 @@ def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | N
     start = replay_start(metadata_copy(Path(data_dir)))
     history = replay(_rows(rows), start)
     checks = check_controllers(controllers or [], history.image,
-                               start.snapshot.snapshot if start.snapshot is not None else None)
+                               start.snapshot.snapshot if start.snapshot is not None else None, security)
     result = AuditResult(history, rows.num_rows - len(flagged), [*start.damaged, *corrupt], checks)
     result.notices = [c for c, lost in flagged if not lost]
     result.start = start

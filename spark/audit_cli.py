@@ -21,6 +21,7 @@ from kanal.spark.cli_common import (
     report_findings,
     resolve_data_dir,
     run_job,
+    security_of,
     spark_missing,
 )
 
@@ -39,14 +40,16 @@ def main(argv: list[str] | None = None) -> int:
     if not data_dir.is_dir():
         print(f"kanal audit: no data directory {data_dir} (start `kanal dev` or give --data-dir)", file=sys.stderr)
         return 2
-    controllers = _controllers(args)
+    security = security_of(args)
+    controllers = _controllers(args, security)
     from kanal.spark.audit import run_audit
     from kanal.spark.audit_report import audit_html, audit_summary
 
     print(f"kanal audit: reading {data_dir} on {args.master}", file=sys.stderr, flush=True)
     result = run_job("audit", args.master, args.quiet, "reading and replaying the metadata log",
                      lambda spark: run_audit(spark, data_dir, args.out, controllers=controllers,
-                                             fail_fast=args.fail_fast, split_bytes=args.split_bytes),
+                                             fail_fast=args.fail_fast, split_bytes=args.split_bytes,
+                                             security=security),
                      audit_html, audit_summary, args.out)
     if result is None:
         return 1
@@ -55,11 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def _controllers(args: argparse.Namespace) -> list[str]:
+def _controllers(args: argparse.Namespace, security) -> list[str]:
     if args.controllers:
         return [c.strip() for c in args.controllers.split(",") if c.strip()]
     if args.bootstrap:
-        return controllers_of(args.bootstrap)
+        return controllers_of(args.bootstrap, security)
     state = dev_state()
     if state.get("controllers") and not args.data_dir:
         return [c for c in state["controllers"].split(",") if c]

@@ -23,6 +23,8 @@ import grpc
 
 from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
 from kanal.v1 import admin_pb2, broker_pb2_grpc
+from kanal.v1.channel_security import ClientSecurity, open_channel
+from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 
 R = TypeVar("R")
 KANAL_HOME = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal"))
@@ -38,6 +40,7 @@ def dev_state() -> dict:
 
 
 def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
+    add_client_security_flags(p)  # TLS and credentials for --bootstrap and --controllers (a secured cluster)
     p.add_argument("--data-dir", type=Path, help="data dir, cluster dir or a copy (default: kanal dev's)")
     p.add_argument("--bootstrap", help="brokers host:port,... (default: kanal dev's, when it runs)")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
@@ -49,6 +52,12 @@ def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--split-bytes", type=_split_bytes, default=GROUP_BYTES_MAX_DEFAULT,
                    help="segment bytes read by one Spark task (whole segment files; default "
                         f"{GROUP_BYTES_MAX_DEFAULT // (1024 * 1024)} MiB): smaller spreads a large partition over more cores")
+
+
+def security_of(args: argparse.Namespace) -> ClientSecurity | None:
+    """The TLS settings and credentials of the command's flags and client config files (None: plaintext),
+    read as the client commands read them (kanal.v1.command_config)."""
+    return security_from(layered_settings(args, os.environ, dev_state(), talks_to_dev=not args.bootstrap))
 
 
 def _split_bytes(text: str) -> int:
@@ -65,10 +74,10 @@ def resolve_data_dir(args: argparse.Namespace) -> Path:
     return Path(state.get("data_dir") or KANAL_HOME / "dev-data")
 
 
-def controllers_of(bootstrap: str) -> list[str]:
+def controllers_of(bootstrap: str, security: ClientSecurity | None = None) -> list[str]:
     """Controller endpoints from a broker's DescribeCluster (the quorum's voters)."""
     for endpoint in [e.strip() for e in bootstrap.split(",") if e.strip()]:
-        with grpc.insecure_channel(endpoint) as channel:
+        with open_channel(endpoint, (), security) as channel:
             try:
                 reply = broker_pb2_grpc.BrokerStub(channel).DescribeCluster(admin_pb2.DescribeClusterRequest(),
                                                                           timeout=10)

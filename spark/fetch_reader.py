@@ -21,6 +21,7 @@ from kanal.spark.segment_reader import SegmentDamage, StoredEntry
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.batch import CorruptEntry, iter_entries
 from kanal.v1.channel_options import channel_options
+from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError, error_name, is_retriable
 
 # gRPC message limit for fetch replies (a reply holds at least one whole batch of up to ~1 MiB).
@@ -39,15 +40,16 @@ class FetchPartition:
     partition: int
 
 
-def _channel(endpoint: str) -> grpc.Channel:
-    return grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS)
+def _channel(endpoint: str, security: ClientSecurity | None) -> grpc.Channel:
+    return open_channel(endpoint, _CHANNEL_OPTIONS, security)
 
 
-def cluster_metadata(bootstrap: str, topics: list[str] | None = None) -> broker_pb2.MetadataResponse:
+def cluster_metadata(bootstrap: str, topics: list[str] | None = None,
+                     security: ClientSecurity | None = None) -> broker_pb2.MetadataResponse:
     """Metadata from the first bootstrap broker that answers."""
     problems: list[str] = []
     for endpoint in [e.strip() for e in bootstrap.split(",") if e.strip()]:
-        with _channel(endpoint) as channel:
+        with _channel(endpoint, security) as channel:
             try:
                 return broker_pb2_grpc.BrokerStub(channel).Metadata(
                     broker_pb2.MetadataRequest(topics=topics or []), timeout=REQUEST_TIMEOUT_S)
@@ -59,9 +61,10 @@ def cluster_metadata(bootstrap: str, topics: list[str] | None = None) -> broker_
                      f"no bootstrap broker of {bootstrap!r} answered: {'; '.join(problems) or 'no endpoints given'}")
 
 
-def list_partitions(bootstrap: str, topics: frozenset[str] | None, internal: bool) -> list[FetchPartition]:
+def list_partitions(bootstrap: str, topics: frozenset[str] | None, internal: bool,
+                    security: ClientSecurity | None = None) -> list[FetchPartition]:
     """Every partition of the topics wanted (all, or internal ones too when `internal`)."""
-    reply = cluster_metadata(bootstrap, sorted(topics) if topics else None)
+    reply = cluster_metadata(bootstrap, sorted(topics) if topics else None, security)
     out: list[FetchPartition] = []
     for topic in reply.topics:
         if topic.error != ErrorCode.NONE:
@@ -72,8 +75,8 @@ def list_partitions(bootstrap: str, topics: frozenset[str] | None, internal: boo
     return sorted(out, key=lambda p: (p.topic, p.partition))
 
 
-def _leader_endpoint(bootstrap: str, topic: str, partition: int) -> str | None:
-    reply = cluster_metadata(bootstrap, [topic])
+def _leader_endpoint(bootstrap: str, topic: str, partition: int, security: ClientSecurity | None) -> str | None:
+    reply = cluster_metadata(bootstrap, [topic], security)
     endpoints = {b.broker_id: b.endpoint for b in reply.brokers}
     for t in reply.topics:
         for p in t.partitions:
@@ -82,7 +85,8 @@ def _leader_endpoint(bootstrap: str, topic: str, partition: int) -> str | None:
     return None
 
 
-def fetch_partition(bootstrap: str, part: FetchPartition) -> Iterator[StoredEntry | SegmentDamage]:
+def fetch_partition(bootstrap: str, part: FetchPartition,
+                    security: ClientSecurity | None = None) -> Iterator[StoredEntry | SegmentDamage]:
     """Every batch of one partition from its log start to the high-water mark at the first fetch."""
     source = f"fetch://{part.topic}-{part.partition}"
     offset = 0
@@ -91,10 +95,10 @@ def fetch_partition(bootstrap: str, part: FetchPartition) -> Iterator[StoredEntr
     endpoint: str | None = None
     while end is None or offset < end:
         if endpoint is None:
-            endpoint = _leader_endpoint(bootstrap, part.topic, part.partition)
+            endpoint = _leader_endpoint(bootstrap, part.topic, part.partition, security)
         data = None
         if endpoint is not None:
-            data = _fetch_once(endpoint, part, offset)
+            data = _fetch_once(endpoint, part, offset, security)
         if data is None or data.error != ErrorCode.NONE:
             endpoint = None  # ask again who leads
             code = data.error if data is not None else ErrorCode.LEADER_NOT_AVAILABLE
@@ -128,14 +132,14 @@ def fetch_partition(bootstrap: str, part: FetchPartition) -> Iterator[StoredEntr
         deadline = time.monotonic() + RETRY_DEADLINE_S
 
 
-def _fetch_once(endpoint: str, part: FetchPartition, offset: int):
+def _fetch_once(endpoint: str, part: FetchPartition, offset: int, security: ClientSecurity | None):
     request = broker_pb2.FetchRequest(
         replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=FETCH_BYTES_MAX,
         topics=[broker_pb2.FetchRequest.TopicRequest(topic=part.topic, partitions=[
             broker_pb2.FetchRequest.PartitionRequest(partition=part.partition, fetch_offset=offset,
                                                      max_bytes=FETCH_BYTES_MAX, current_leader_epoch=-1,
                                                      last_fetched_epoch=-1)])])
-    with _channel(endpoint) as channel:
+    with _channel(endpoint, security) as channel:
         try:
             reply = broker_pb2_grpc.BrokerStub(channel).Fetch(request, timeout=REQUEST_TIMEOUT_S)
         except grpc.RpcError:

@@ -27,6 +27,7 @@ from kanal.metadata.log_codec import iter_batches
 from kanal.spark.image_diff import diff_images
 from kanal.v1 import controller_pb2, controller_pb2_grpc
 from kanal.v1.channel_options import channel_options
+from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError, error_name
 from kanal.v1.metadata_pb2 import MetadataSnapshot
 
@@ -81,9 +82,10 @@ def apply_fetched(stub: controller_pb2_grpc.ControllerStub, image: MetadataImage
     return end
 
 
-def check_controller(endpoint: str, replayed: MetadataImage, start: MetadataSnapshot | None = None) -> ControllerCheck:
+def check_controller(endpoint: str, replayed: MetadataImage, start: MetadataSnapshot | None = None,
+                     security: ClientSecurity | None = None) -> ControllerCheck:
     check = ControllerCheck(endpoint)
-    with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+    with open_channel(endpoint, _CHANNEL_OPTIONS, security) as channel:
         stub = controller_pb2_grpc.ControllerStub(channel)
         try:
             live, end = fetch_image(stub, replayed.next_offset, start)
@@ -119,8 +121,8 @@ def _in_memory_differences(stub, live: MetadataImage, endpoint: str) -> list[str
                        f"controller {endpoint}'s memory")
 
 
-def check_controllers(endpoints: list[str], replayed: MetadataImage,
-                      start: MetadataSnapshot | None = None) -> list[ControllerCheck]:
+def check_controllers(endpoints: list[str], replayed: MetadataImage, start: MetadataSnapshot | None = None,
+                      security: ClientSecurity | None = None) -> list[ControllerCheck]:
     """`start`: the snapshot the replay began from (a log whose start is past 0); each controller's log
     is then applied from its offset (a controller whose log starts later reports OFFSET_OUT_OF_RANGE)."""
-    return [check_controller(e, replayed, start) for e in endpoints]
+    return [check_controller(e, replayed, start, security) for e in endpoints]

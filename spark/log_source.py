@@ -96,7 +96,7 @@ class KanalLogReader(DataSourceReader):
         o = self.options
         if o.bootstrap:
             parts: list[InputPartition] = [
-                FetchGroup(p) for p in list_partitions(o.bootstrap, o.topics, o.include_internal)]
+                FetchGroup(p) for p in list_partitions(o.bootstrap, o.topics, o.include_internal, o.security)]
             return parts or [ItemGroup(())]
         return plan_groups(file_plan(Path(o.path), o.topics, o.include_internal), o.bytes_per_partition)
 
@@ -106,7 +106,7 @@ class KanalLogReader(DataSourceReader):
         if isinstance(partition, FetchGroup):
             part = partition.part
             yield from entry_rows(buf, part.topic, part.partition, f"fetch://{part.topic}-{part.partition}",
-                                  fetch_partition(self.options.bootstrap, part), fail_fast)
+                                  fetch_partition(self.options.bootstrap, part, self.options.security), fail_fast)
         else:
             for item in partition.items:  # type: ignore[attr-defined]
                 yield from entry_rows(buf, item.topic, item.partition, item.topic, read_item(item), fail_fast)

@@ -9,8 +9,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kanal.v1.channel_security import ClientSecurity
+from kanal.v1.error import KanalError
+
 MODES = ("PERMISSIVE", "FAILFAST")
-_KNOWN = {"path", "paths", "bootstrap", "topics", "includeinternal", "mode", "bytesperpartition"}
+# A secured cluster read through `bootstrap` (kanal.v1.channel_security): option -> ClientSecurity field.
+# The password travels in the query's options as every option does (Spark shows them in plans): give
+# a user for whom that is acceptable, or a client certificate.
+SECURITY_OPTIONS = {"tls.ca.file": "ca_file", "tls.cert.file": "cert_file", "tls.key.file": "key_file",
+                    "tls.server.name": "server_name", "user": "user", "password": "password"}
+_KNOWN = {"path", "paths", "bootstrap", "topics", "includeinternal", "mode", "bytesperpartition",
+          *SECURITY_OPTIONS}
+
+
+def security_options(security: ClientSecurity | None) -> dict[str, str]:
+    """The data source options that carry `security` (none for plaintext)."""
+    if security is None:
+        return {}
+    return {option: str(getattr(security, name)) for option, name in SECURITY_OPTIONS.items()
+            if getattr(security, name) is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +39,7 @@ class SourceOptions:
     # PERMISSIVE: damage becomes a `_corrupt` row; FAILFAST: the scan stops at the first damage.
     mode: str = "PERMISSIVE"
     bytes_per_partition: int = 0  # 0: the default (segment_files.GROUP_BYTES_MAX_DEFAULT)
+    security: ClientSecurity | None = None  # TLS and credentials for `bootstrap` (None: plaintext)
 
     @property
     def fail_fast(self) -> bool:
@@ -52,4 +70,11 @@ class SourceOptions:
             raise ValueError(f"bytesPerPartition must be an integer, got {given['bytesperpartition']!r}") from None
         if per_partition < 0:
             raise ValueError(f"bytesPerPartition must be >= 0, got {per_partition}")
-        return cls(path, bootstrap, topics, internal == "true", mode, per_partition)
+        fields = {name: given[option] for option, name in SECURITY_OPTIONS.items() if option in given}
+        if fields and not bootstrap:
+            raise ValueError(f"{sorted(o for o in SECURITY_OPTIONS if o in given)} apply to a bootstrap only")
+        try:
+            security = ClientSecurity(**fields) if fields else None
+        except KanalError as exc:
+            raise ValueError(exc.message) from None
+        return cls(path, bootstrap, topics, internal == "true", mode, per_partition, security)

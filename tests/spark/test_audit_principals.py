@@ -1,6 +1,7 @@
-"""`kanal audit` names who did what on a secured cluster: mTLS and passwords, the authorizer on, a user
-who may create only her own topics. The audit of the controller's files shows her as the creator of her
-topic and `User:admin` as the one who made her and granted her the ACLs."""
+"""Spark on a secured cluster (mTLS and passwords, the authorizer on, a user who may create only her own
+topics): the audit of the controller's files names her as the creator of her topic and `User:admin` as
+the one who made her and granted her the ACLs; the audit checks the controllers, and the `kanal-log`
+source reads through the brokers, over TLS with the given credentials, and not without them."""
 
 from __future__ import annotations
 
@@ -9,14 +10,19 @@ import time
 import pytest
 
 from kanal.clients.admin import Admin
+from kanal.clients.producer import Producer
+from kanal.clients.producer_config import ProducerConfig
 from kanal.deploy.certificates import NODE_MAPPING_RULES, make_dev_tls
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.spark.audit import run_audit
+from kanal.spark.source_options import security_options
 from kanal.v1 import metadata_pb2
 from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark]
+
+RECORDS = 200
 
 SUPER_USERS = "User:broker-0;User:controller-0;User:admin"
 
@@ -47,9 +53,13 @@ def secured_history(tmp_path_factory):
             while not _created(admin, "alice-orders"):
                 assert time.monotonic() < deadline, "alice's grant never reached the broker"
                 time.sleep(0.05)
+        with Producer(ProducerConfig(bootstrap=cluster.bootstrap, security=admin_security)) as producer:
+            for i in range(RECORDS):
+                producer.produce("alice-orders", b"v%d" % i)
+            producer.flush(30)
+        yield cluster, admin_security
     finally:
         cluster.stop()
-    return cluster
 
 
 def _created(admin: Admin, name: str) -> bool:
@@ -63,9 +73,24 @@ def _created(admin: Admin, name: str) -> bool:
 
 
 def test_the_audit_names_the_authenticated_principals(secured_history, spark, tmp_path):
-    audit = run_audit(spark, secured_history.data_dir, tmp_path / "audit")
+    cluster, admin_security = secured_history
+    controllers = [n.endpoint for n in cluster.controllers]
+    audit = run_audit(spark, cluster.data_dir, tmp_path / "audit", controllers=controllers, security=admin_security)
     lifecycle = [(r["event"], r["topic"], r["principal"]) for r in audit.tables["topic_lifecycle"].collect()
                  if r["topic"] == "alice-orders"]
     assert lifecycle == [("topic_created", "alice-orders", "User:alice")]
     acl_changes = [(r["event"], r["principal"]) for r in audit.tables["acl_changes"].collect()]
     assert acl_changes == [("acl_added", "User:admin"), ("acl_added", "User:admin")]
+    # The controller's image was fetched over TLS (as User:admin, a super user) and equals the replay.
+    assert [c.error for c in audit.checks] == [None] and audit.image_matches is True
+
+
+def test_the_log_source_reads_a_secured_cluster_over_tls_and_not_without(secured_history, spark):
+    cluster, admin_security = secured_history
+    reader = (spark.read.format("kanal-log").option("bootstrap", cluster.bootstrap).option("topics", "alice-orders")
+              .options(**security_options(admin_security)))
+    values = sorted(r["value"] for r in reader.load().select("value").collect())
+    assert values == sorted(b"v%d" % i for i in range(RECORDS))
+    plaintext = spark.read.format("kanal-log").option("bootstrap", cluster.bootstrap).option("topics", "alice-orders")
+    with pytest.raises(Exception, match="no bootstrap broker"):
+        plaintext.load().count()
