@@ -29,6 +29,7 @@ import grpc
 
 from kanal.broker.group_coordinator import join_timed_out, sync_timed_out
 from kanal.broker.grpc_errors import async_error_boundary, error_boundary
+from kanal.broker.replica_stream import serve_replica_stream
 from kanal.metadata import MetadataImage, offline_reason
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
@@ -117,6 +118,15 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def Fetch(self, request: broker_pb2.FetchRequest,
                     context: grpc.aio.ServicerContext) -> broker_pb2.FetchResponse:
         self._refuse_until_ready()
+        return await self._fetch(request)
+
+    @async_error_boundary
+    async def ReplicaFetch(self, request_iterator, context: grpc.aio.ServicerContext) -> None:
+        """A follower's fetches on one stream (replica_stream.py), each served as a Fetch."""
+        self._refuse_until_ready()
+        await serve_replica_stream(context, self._fetch)
+
+    async def _fetch(self, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
         started = time.perf_counter()
         woken = LoopWaker(asyncio.get_running_loop())
         call = self._server.replicas.begin_fetch(request, woken)
