@@ -6,13 +6,17 @@
 Each round runs `cluster_bench.py --quick --produce-only` once with each interpreter (its own editable
 install, so its own broker code), alternating which goes first. Prints one JSON object: every round's
 records/s per case, the medians of the rounds and after/before for each case (PERFORMANCE.md: a goal is
-judged on the median of five rounds, measured side by side).
+judged on the median of five rounds, measured side by side). Each run also reports
+`cpu_s_per_million_records`: the CPU its whole process tree used per million records produced (for
+this figure lower is better); on a shared machine it moves far less with the load of the moment than
+records/s does.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 from pathlib import Path
@@ -20,17 +24,29 @@ from pathlib import Path
 BENCH = Path(__file__).with_name("cluster_bench.py")
 
 
-def run(python: str, args) -> dict[str, int]:
+def run(python: str, args) -> dict[str, float]:
+    cpu_before = _children_cpu_s()
     out = subprocess.run([python, str(BENCH), "--quick", "--produce-only", "--seconds", str(args.seconds),
                           "--clusters", args.clusters], check=False, capture_output=True, text=True, timeout=1800)
     if out.returncode:
         raise SystemExit(f"{python} {BENCH.name} failed:\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout)
     figures = {}
+    records = 0
     for cluster in ("one_broker_acks_1", "three_brokers_acks_all_rf3"):
         for case, value in result.get(cluster, {}).get("100B", {}).items():
             figures[f"{cluster}.{case}"] = value["records_s"]
+            records += value["records"]
+    # CPU of the whole run (every process of the cluster, the producers, the cluster's start and stop)
+    # per million records produced: on a machine shared with other work, records/s swing with the load of
+    # the moment, while the CPU a record costs moves far less. Lower is better.
+    figures["cpu_s_per_million_records"] = round((_children_cpu_s() - cpu_before) / records * 1e6, 2)
     return figures
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # waited-for descendants: the cluster's processes too
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:

@@ -2,7 +2,8 @@
 metadata image and the controller client. Handlers translate messages and errors; they hold no state.
 
 It runs on a grpc.aio server (server.py). Coroutine handlers run on the server's event loop and never
-block it for long: Produce and Fetch (appends and reads are page-cache work under a partition lock; a
+block it for long: Produce, Fetch and ReplicaFetch (followers' fetches on one stream, each served as a
+Fetch: replica_stream.py) (appends and reads are page-cache work under a partition lock; a
 waiting acks=all produce or long poll is a parked coroutine woken by the partition, Kafka's purgatory),
 Metadata and ListOffsets. JoinGroup and SyncGroup are admitted on a pool thread (admission may write
 the group's state with acks=all) and then park as coroutines too. Every other handler is a plain
