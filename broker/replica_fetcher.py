@@ -2,18 +2,19 @@
 
 Each round is one follower fetch (replica_id = this broker) for every partition this broker follows on
 that leader, sent on the fetcher's ReplicaFetch stream (replica_stream.py: one request and its answer at
-a time, many on one stream; unary Fetch to a leader without the method), from each log's end, carrying the current leader epoch and the epoch of our last batch so the
-leader can report divergence, and each topic's id (KIP-516), so the leader answers UNKNOWN_TOPIC_ID
-rather than data of another incarnation of the name. Partition.apply_fetched appends, truncates or
-resets as the answer says.
-A failed round backs off briefly; leadership changes come through the metadata image, which updates the
-fetcher's partition list.
+a time, many on one stream; unary Fetch to a leader without the method), from each log's end, carrying
+the current leader epoch and the epoch of our last batch so the leader can report divergence, and each
+topic's id (KIP-516), so the leader answers UNKNOWN_TOPIC_ID rather than data of another incarnation of
+the name. Partition.apply_fetched appends, truncates or resets as the answer says.
+A failed round backs off briefly (and the next one opens a new stream); leadership changes come through
+the metadata image, which updates the fetcher's partition list.
 
 A partition added to the list (a new topic, a new leader) is fetched at once: the long poll in flight
 (for the old list, up to replica_fetch_wait_ms_max) is ended by closing its channel (which ends the
 stream), and the next round goes out on a new stream on a new channel. Otherwise a new partition's
-first records wait for that poll to expire before any follower asks for them, and acks=all produces and consumers (who read below the high-water mark)
-wait with them: up to 500 ms after every topic creation or leader change.
+first records wait for that poll to expire before any follower asks for them, and acks=all produces and
+consumers (who read below the high-water mark) wait with them: up to 500 ms after every topic creation
+or leader change.
 """
 
 from __future__ import annotations
