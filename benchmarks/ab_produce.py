@@ -9,7 +9,9 @@ records/s per case, the medians of the rounds and after/before for each case (PE
 judged on the median of five rounds, measured side by side). Each run also reports
 `cpu_s_per_million_records`: the CPU its whole process tree used per million records produced (for
 this figure lower is better); on a shared machine it moves far less with the load of the moment than
-records/s does.
+records/s does. `median_of_round_ratios` pairs each round's two runs (run back to back, so under the
+same load) before taking the median: the ratio of the two sides' medians can pair a quiet minute of one
+side with a busy one of the other.
 """
 
 from __future__ import annotations
@@ -66,7 +68,9 @@ def main() -> None:
     cases = sorted(rounds[0]["before"])
     medians = {side: {c: statistics.median(r[side][c] for r in rounds) for c in cases} for side in ("before", "after")}
     print(json.dumps({"benchmark": "ab_produce", "rounds": rounds, "medians": medians,
-                      "after_vs_before": {c: round(medians["after"][c] / medians["before"][c], 3) for c in cases}},
+                      "after_vs_before": {c: round(medians["after"][c] / medians["before"][c], 3) for c in cases},
+                      "median_of_round_ratios": {c: round(statistics.median(r["after"][c] / r["before"][c] for r in rounds), 3)
+                                                 for c in cases}},
                      indent=2))
 
 
