@@ -10,13 +10,19 @@ ACL check in the produce path). Prints one JSON object: every round's
 records/s per case, the medians of the rounds and after/before for each case (PERFORMANCE.md: a goal is
 judged on the median of five rounds, measured side by side). --quotas passes cluster_bench.py's --quotas:
 a quota set for another client id, so the brokers' quota enforcement runs on every call (a checkout
-without quotas ignores it), where without it no quota is set at all.
+without quotas ignores it), where without it no quota is set at all. Each run also reports
+`cpu_s_per_million_records`: the CPU its whole process tree used per million records produced (for
+this figure lower is better); on a shared machine it moves far less with the load of the moment than
+records/s does. `median_of_round_ratios` pairs each round's two runs (run back to back, so under the
+same load) before taking the median: the ratio of the two sides' medians can pair a quiet minute of one
+side with a busy one of the other.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 from pathlib import Path
@@ -24,7 +30,8 @@ from pathlib import Path
 BENCH = Path(__file__).with_name("cluster_bench.py")
 
 
-def run(python: str, args, extra: list[str]) -> dict[str, int]:
+def run(python: str, args, extra: list[str]) -> dict[str, float]:
+    cpu_before = _children_cpu_s()
     out = subprocess.run([python, str(BENCH), "--quick", "--produce-only", "--seconds", str(args.seconds),
                           "--clusters", args.clusters, *extra, *(["--quotas"] if args.quotas else [])],
                          check=False, capture_output=True, text=True, timeout=1800)
@@ -32,10 +39,21 @@ def run(python: str, args, extra: list[str]) -> dict[str, int]:
         raise SystemExit(f"{python} {BENCH.name} failed:\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout)
     figures = {}
+    records = 0
     for cluster in ("one_broker_acks_1", "three_brokers_acks_all_rf3"):
         for case, value in result.get(cluster, {}).get("100B", {}).items():
             figures[f"{cluster}.{case}"] = value["records_s"]
+            records += value["records"]
+    # CPU of the whole run (every process of the cluster, the producers, the cluster's start and stop)
+    # per million records produced: on a machine shared with other work, records/s swing with the load of
+    # the moment, while the CPU a record costs moves far less. Lower is better.
+    figures["cpu_s_per_million_records"] = round((_children_cpu_s() - cpu_before) / records * 1e6, 2)
     return figures
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # waited-for descendants: the cluster's processes too
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -61,7 +79,9 @@ def main() -> None:
     cases = sorted(rounds[0]["before"])
     medians = {side: {c: statistics.median(r[side][c] for r in rounds) for c in cases} for side in ("before", "after")}
     print(json.dumps({"benchmark": "ab_produce", "quotas": args.quotas, "rounds": rounds, "medians": medians,
-                      "after_vs_before": {c: round(medians["after"][c] / medians["before"][c], 3) for c in cases}},
+                      "after_vs_before": {c: round(medians["after"][c] / medians["before"][c], 3) for c in cases},
+                      "median_of_round_ratios": {c: round(statistics.median(r["after"][c] / r["before"][c] for r in rounds), 3)
+                                                 for c in cases}},
                      indent=2))
 
 

@@ -1,18 +1,20 @@
 """ReplicaFetcher: the thread that copies a leader's partitions to this broker, one per leader followed.
 
-Each round is one Fetch (replica_id = this broker) for every partition this broker follows on that
-leader, from each log's end, carrying the current leader epoch and the epoch of our last batch so the
-leader can report divergence, and each topic's id (KIP-516), so the leader answers UNKNOWN_TOPIC_ID
-rather than data of another incarnation of the name. Partition.apply_fetched appends, truncates or
-resets as the answer says.
-A failed round backs off briefly; leadership changes come through the metadata image, which updates the
-fetcher's partition list.
+Each round is one follower fetch (replica_id = this broker) for every partition this broker follows on
+that leader, sent on the fetcher's ReplicaFetch stream (replica_stream.py: one request and its answer at
+a time, many on one stream; unary Fetch to a leader without the method), from each log's end, carrying
+the current leader epoch and the epoch of our last batch so the leader can report divergence, and each
+topic's id (KIP-516), so the leader answers UNKNOWN_TOPIC_ID rather than data of another incarnation of
+the name. Partition.apply_fetched appends, truncates or resets as the answer says.
+A failed round backs off briefly (and the next one opens a new stream); leadership changes come through
+the metadata image, which updates the fetcher's partition list.
 
 A partition added to the list (a new topic, a new leader) is fetched at once: the long poll in flight
-(for the old list, up to replica_fetch_wait_ms_max) is ended by closing its channel, and the next round
-goes out on a new one. Otherwise a new partition's first records wait for that poll to expire before
-any follower asks for them, and acks=all produces and consumers (who read below the high-water mark)
-wait with them: up to 500 ms after every topic creation or leader change.
+(for the old list, up to replica_fetch_wait_ms_max) is ended by closing its channel (which ends the
+stream), and the next round goes out on a new stream on a new channel. Otherwise a new partition's
+first records wait for that poll to expire before any follower asks for them, and acks=all produces and
+consumers (who read below the high-water mark) wait with them: up to 500 ms after every topic creation
+or leader change.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from kanal.broker.config import BrokerConfig
+from kanal.broker.replica_stream import ReplicaFetchSession
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.channel_options import channel_options
 from kanal.v1.channel_security import open_channel
@@ -53,6 +56,10 @@ class ReplicaFetcher:
         self._stub = broker_pb2_grpc.BrokerStub(self._channel)
         self._fetching = False  # a Fetch is in flight on self._channel
         self._interrupted = False  # ...and set_partitions closed its channel to end it
+        # The fetcher thread's own: the open ReplicaFetch stream (replica_stream.py) and its stub.
+        self._streaming = True  # False once this leader answered UNIMPLEMENTED: unary Fetch from then on
+        self._session: ReplicaFetchSession | None = None
+        self._session_stub: broker_pb2_grpc.BrokerStub | None = None
         self._thread = threading.Thread(target=self._run, name=f"replica-fetcher-{leader_id}", daemon=True)
 
     def __repr__(self) -> str:
@@ -86,7 +93,41 @@ class ReplicaFetcher:
             channel = self._channel
         channel.close()
 
+    def _fetch(self, stub: broker_pb2_grpc.BrokerStub, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+        """One fetch round trip: on the ReplicaFetch stream (opened on first use, replaced when it is old or
+        its channel was replaced), or as a unary Fetch to a leader that has no ReplicaFetch."""
+        poll_s_max = self._config.replica_fetch_wait_ms_max / 1000
+        if not self._streaming:
+            return stub.Fetch(request, timeout=poll_s_max + 10)
+        session = self._session
+        if session is not None and (session.expired or self._session_stub is not stub):
+            self._end_session()
+            session = None
+        if session is None:
+            session = self._session = ReplicaFetchSession(stub, poll_s_max)
+            self._session_stub = stub
+        try:
+            return session.exchange(request)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            log.info("leader %d has no ReplicaFetch: fetching with unary Fetch from now on", self.leader_id)
+            self._end_session()
+            self._streaming = False
+            return stub.Fetch(request, timeout=poll_s_max + 10)
+
+    def _end_session(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = self._session_stub = None
+
     def _run(self) -> None:
+        try:
+            self._run_rounds()
+        finally:
+            self._end_session()
+
+    def _run_rounds(self) -> None:
         while not self._stop.is_set():
             self._added.clear()
             with self._lock:
@@ -116,8 +157,9 @@ class ReplicaFetcher:
             if not self._fetching:
                 continue
             try:
-                reply = stub.Fetch(request, timeout=self._config.replica_fetch_wait_ms_max / 1000 + 10)
+                reply = self._fetch(stub, request)
             except (grpc.RpcError, ValueError) as exc:  # ValueError: the channel was closed before the call
+                self._end_session()
                 with self._lock:
                     self._fetching = False
                     interrupted, self._interrupted = self._interrupted, False

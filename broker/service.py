@@ -2,7 +2,8 @@
 metadata image and the controller client. Handlers translate messages and errors; they hold no state.
 
 It runs on a grpc.aio server (server.py). Coroutine handlers run on the server's event loop and never
-block it for long: Produce and Fetch (appends and reads are page-cache work under a partition lock; a
+block it for long: Produce, Fetch and ReplicaFetch (followers' fetches on one stream, each served as a
+Fetch: replica_stream.py) (appends and reads are page-cache work under a partition lock; a
 waiting acks=all produce or long poll is a parked coroutine woken by the partition, Kafka's purgatory),
 Metadata and ListOffsets. JoinGroup and SyncGroup are admitted on a pool thread (admission may write
 the group's state with acks=all) and then park as coroutines too. Every other handler is a plain
@@ -33,6 +34,7 @@ import grpc
 
 from kanal.broker.group_coordinator import join_timed_out, sync_timed_out
 from kanal.broker.grpc_errors import async_error_boundary, error_boundary
+from kanal.broker.replica_stream import serve_replica_stream
 from kanal.broker.request_authorization import gated
 from kanal.metadata import MetadataImage, offline_reason
 from kanal.v1 import broker_pb2, broker_pb2_grpc
@@ -127,6 +129,26 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def Fetch(self, request: broker_pb2.FetchRequest,
                     context: grpc.aio.ServicerContext) -> broker_pb2.FetchResponse:
         self._refuse_until_ready()
+        return await self._fetch(request)
+
+    @async_error_boundary
+    async def ReplicaFetch(self, request_iterator, context: grpc.aio.ServicerContext) -> None:
+        """A follower's fetches on one stream (replica_stream.py), each served as a Fetch and authorized as
+        one: with the authorizer on, every request must come from the broker principal of its replica_id
+        with CLUSTER_ACTION (request_authorization.py's Fetch rule), or it gets nothing."""
+        self._refuse_until_ready()
+        gate = self._server.gate
+
+        async def fetch(request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+            if not gate.enabled:
+                return await self._fetch(request)
+            admission = gate.admit("Fetch", request, context)
+            reply = None if admission.request is None else await self._fetch(admission.request)
+            return admission.reply(reply)
+
+        await serve_replica_stream(context, fetch)
+
+    async def _fetch(self, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
         started = time.perf_counter()
         woken = LoopWaker(asyncio.get_running_loop())
         call = self._server.replicas.begin_fetch(request, woken)

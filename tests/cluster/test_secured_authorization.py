@@ -5,6 +5,7 @@ operation, and the metadata log records who made each change."""
 
 from __future__ import annotations
 
+import grpc
 import pytest
 
 from kanal.clients.admin import Admin
@@ -13,7 +14,7 @@ from kanal.clients.producer_config import ProducerConfig
 from kanal.deploy.certificates import NODE_MAPPING_RULES, make_dev_tls
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.metadata.log_codec import iter_batches
-from kanal.v1 import controller_pb2, controller_pb2_grpc, metadata_pb2
+from kanal.v1 import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, metadata_pb2
 from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -141,3 +142,20 @@ def test_the_metadata_log_records_the_authenticated_principal_of_each_change(pki
     assert [r.principal for r in granted] == ["User:admin", "User:admin"]
     users = [r for r in records if r.HasField("user_scram_credential") and r.user_scram_credential.name == "carol"]
     assert users and {r.principal for r in users} == {"User:admin"}
+
+
+def test_a_replica_stream_from_a_principal_that_is_not_that_broker_gets_nothing(pki, cluster):
+    """ReplicaFetch (the followers' stream) is authorized per request as a replica Fetch: User:admin, a
+    super user but not broker-1, may not fetch as replica 1 on it."""
+    with Admin(cluster.bootstrap, security=as_admin(pki)) as admin:
+        admin.create_topic("stream-guarded", 1, 3)
+        leader = admin.describe_topic("stream-guarded").partitions[0].leader
+    endpoint = cluster.brokers[leader].endpoint  # LocalCluster's broker i has id i
+    request = broker_pb2.FetchRequest(replica_id=1, max_wait_ms=0, topics=[broker_pb2.FetchRequest.TopicRequest(
+        topic="stream-guarded", partitions=[broker_pb2.FetchRequest.PartitionRequest(partition=0, fetch_offset=0)])])
+    with open_channel(endpoint, (), as_admin(pki)) as channel:
+        stream = broker_pb2_grpc.BrokerStub(channel).ReplicaFetch(iter([request]), timeout=10)
+        with pytest.raises(grpc.RpcError) as err:
+            list(stream)
+    assert dict(err.value.trailing_metadata() or ()).get("kanal-error-code") == str(
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED), err.value

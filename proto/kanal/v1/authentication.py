@@ -314,25 +314,29 @@ _STREAMING_KINDS = (("unary_stream", grpc.unary_stream_rpc_method_handler),
 
 
 def _guard_streaming(handler, auth: Authenticator):
-    """A streaming handler (health Watch, reflection): authenticated at the door, no principal bound (they
-    read none). Sync, coroutine and async-generator behaviours each keep their kind."""
+    """A streaming handler (health Watch, reflection, the followers' ReplicaFetch): authenticated at the
+    door and served with its principal bound, as a unary call is. Sync, coroutine and async-generator
+    behaviours each keep their kind."""
     kind, factory = next(((k, f) for k, f in _STREAMING_KINDS if getattr(handler, k) is not None), (None, None))
     if kind is None or factory is None:
         return handler
     behavior = getattr(handler, kind)
     if inspect.isasyncgenfunction(behavior):
         async def guarded(argument, context):
-            await _authenticate_aio(auth, context)
-            async for reply in behavior(argument, context):
-                yield reply
+            principal = await _authenticate_aio(auth, context)
+            with bind_principal(principal):
+                async for reply in behavior(argument, context):
+                    yield reply
     elif inspect.iscoroutinefunction(behavior):
         async def guarded(argument, context):
-            await _authenticate_aio(auth, context)
-            return await behavior(argument, context)
+            principal = await _authenticate_aio(auth, context)
+            with bind_principal(principal):
+                return await behavior(argument, context)
     else:
         def guarded(argument, context):
-            _authenticate_sync(auth, context)
-            return behavior(argument, context)
+            principal = _authenticate_sync(auth, context)
+            with bind_principal(principal):
+                return behavior(argument, context)
     return factory(guarded, handler.request_deserializer, handler.response_serializer)
 
 

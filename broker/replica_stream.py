@@ -1,0 +1,99 @@
+"""ReplicaFetch: a follower's fetches to one leader as messages on one gRPC stream (broker.proto).
+
+Why: with RF=3 and acks=all every produce costs each follower one or two Fetches at the leader (one
+brings the data, the next reports the follower's new log end, which moves the high-water mark). As unary
+calls on the leader's grpc.aio server each of those paid a whole call's setup and teardown (a new call,
+its metadata, a Task, the status): measured on this machine with a 220 KB answer, about 450 µs of leader
+CPU per unary call against about 240 µs per request/answer pair on an open stream (and 590 against 400
+µs at the follower). The fetch itself is unchanged: each request is a follower FetchRequest, read and
+long-polled exactly as a unary follower Fetch (fetch_call.py), with its replica id and broker epoch
+checked on every request.
+
+The rules of a session:
+- one request in flight: the follower sends the next request only after it has read the answer, so
+  answers pair with requests by order and a request's fetch offset is the follower's log end as of its
+  last applied answer (the same thing a unary Fetch reports);
+- a request that is not a follower's (no replica_id) ends the stream with INVALID_REQUEST; an error of a
+  whole fetch ends it with that error (the error boundary of the handler); the follower then opens a new
+  stream after its usual back-off;
+- the follower replaces a stream older than `stream_age_s_max` between two exchanges (never in the
+  middle of one), and gives every stream a deadline of that age plus one long poll plus a margin, so a
+  leader that hangs (SIGSTOP) ends the stream with DEADLINE_EXCEEDED as a hung unary Fetch did;
+- a leader without the method answers UNIMPLEMENTED (an older broker during a rolling upgrade): the
+  follower uses unary Fetch to that leader from then on.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Awaitable, Callable
+
+import grpc
+
+from kanal.broker.fetch_call import follower_id
+from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1.error import ErrorCode, KanalError
+
+STREAM_AGE_S_MAX = 60.0
+_DEADLINE_MARGIN_S = 10.0
+
+
+async def serve_replica_stream(context: grpc.aio.ServicerContext,
+                               fetch: Callable[[broker_pb2.FetchRequest], Awaitable[broker_pb2.FetchResponse]]
+                               ) -> None:
+    """The leader's side: answer each follower FetchRequest read from the stream with `fetch` (the same
+    coroutine that serves a unary Fetch), in order, until the follower half-closes or cancels."""
+    while True:
+        request = await context.read()
+        if request is grpc.aio.EOF:
+            return
+        if follower_id(request) is None:
+            raise KanalError(ErrorCode.INVALID_REQUEST, "ReplicaFetch is for followers: set replica_id "
+                                                        "(consumers use Fetch)")
+        await context.write(await fetch(request))
+
+
+class ReplicaFetchSession:
+    """The follower's side: one open stream to a leader and its request queue. Not thread-safe: used by
+    the one fetcher thread; `close` may be called from any thread (it ends the stream)."""
+
+    def __init__(self, stub: broker_pb2_grpc.BrokerStub, poll_s_max: float,
+                 stream_age_s_max: float = STREAM_AGE_S_MAX) -> None:
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self.opened_s = time.monotonic()
+        self.stream_age_s_max = stream_age_s_max
+        # gRPC sends what the iterator yields (on a thread of its own); None ends the iterator: half-close.
+        self._call = stub.ReplicaFetch(iter(self._requests.get, None),
+                                       timeout=stream_age_s_max + poll_s_max + _DEADLINE_MARGIN_S)
+
+    def __repr__(self) -> str:
+        return f"<ReplicaFetchSession age={time.monotonic() - self.opened_s:.1f}s>"
+
+    @property
+    def expired(self) -> bool:
+        """Old enough to be replaced before the next exchange (so its deadline never ends an exchange)."""
+        return time.monotonic() - self.opened_s >= self.stream_age_s_max
+
+    def exchange(self, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+        """Send one request and wait for its answer. grpc.RpcError when the stream ended (closed, the
+        leader refused, the deadline passed)."""
+        self._requests.put(request)
+        try:
+            return next(self._call)
+        except StopIteration:  # the leader ended the stream with OK between answers: not expected
+            raise _StreamEnded() from None
+
+    def close(self) -> None:
+        self._requests.put(None)  # lets gRPC's request thread finish
+        self._call.cancel()
+
+
+class _StreamEnded(grpc.RpcError):
+    """The stream ended with OK status before answering a request."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def __str__(self) -> str:
+        return "the leader ended the ReplicaFetch stream"
