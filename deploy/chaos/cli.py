@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import signal
 import sys
@@ -31,6 +32,8 @@ from kanal.deploy.chaos.checker import check
 from kanal.deploy.chaos.history import read_history
 from kanal.deploy.chaos.mutation import MUTATIONS
 from kanal.deploy.chaos.schedule import FAULT_KINDS, ScheduleOptions, schedule
+from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
+from kanal.v1.error import KanalError
 
 
 def duration_s(text: str) -> float:
@@ -67,6 +70,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress line")
     run.add_argument("--unsafe-test-mutation", choices=sorted(MUTATIONS), default=None,
                      help="TEST ONLY: brokers from a copy of kanal.broker with this deliberate bug")
+    # A secured cluster given by its bootstrap address: the client commands' TLS and credential flags.
+    add_client_security_flags(run)
     chk = sub.add_parser("check", help="check a recorded history")
     chk.add_argument("history", type=Path)
     chk.add_argument("--all", action="store_true", help="print every violation, not only the first")
@@ -124,6 +129,15 @@ def _run(args) -> int:
     if args.runs < 1:
         print("kanal chaos: --runs must be at least 1", file=sys.stderr)
         return 2
+    try:
+        security = security_from(layered_settings(args, os.environ, None, talks_to_dev=False))
+    except KanalError as exc:
+        print(f"kanal chaos: {exc.message}", file=sys.stderr)
+        return 2
+    if security is not None and args.target in ("dev", "containers"):
+        print("kanal chaos: TLS settings apply to a cluster given by its bootstrap address; the dev and "
+              "containers targets start their own plaintext cluster", file=sys.stderr)
+        return 2
     # SIGTERM unwinds like Ctrl-C, through every `finally` that heals a fault or stops a process.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     tty = sys.stderr.isatty()
@@ -145,7 +159,7 @@ def _run(args) -> int:
         seed = args.seed + r
         options = RunOptions(target=args.target, faults=args.faults, duration_s=args.duration, seed=seed,
                              history_path=args.history_dir / f"seed-{seed}.jsonl", partitions=args.partitions,
-                             mutation=args.unsafe_test_mutation, image=args.image)
+                             mutation=args.unsafe_test_mutation, image=args.image, security=security)
         try:
             options.schedule_options()
             result = run_once(options, progress)

@@ -34,6 +34,7 @@ from kanal.deploy.chaos.nemesis import Nemesis
 from kanal.deploy.chaos.schedule import Fault, ScheduleOptions, schedule
 from kanal.deploy.chaos.target import BROKER_DISK_BYTES, BootstrapTarget, ContainersTarget, DevTarget
 from kanal.deploy.chaos.workload import ChurnWorkload, ConsumerWorkload, Monitor, ProducerWorkload, final_read
+from kanal.v1.channel_security import ClientSecurity
 
 log = logging.getLogger("kanal.chaos.runner")
 
@@ -55,6 +56,8 @@ class RunOptions:
     mutation: str | None = None  # mutation.py: a broker with a deliberate bug (the mutation check)
     recovery_timeout_s: float = 90.0
     image: str = "kanal:dev"  # the containers target's image (deploy/image/build.sh)
+    # TLS and credentials for a secured cluster given by its bootstrap address (None: plaintext).
+    security: ClientSecurity | None = None
 
     def schedule_options(self) -> ScheduleOptions:
         return ScheduleOptions(faults=self.faults, duration_s=self.duration_s, seed=self.seed, topic=TOPIC,
@@ -130,7 +133,7 @@ def make_target(options: RunOptions, data_dir: Path, mutant=None):
                          "cluster given by its bootstrap address, so it takes no --faults (use --target dev)")
     if mutant is not None:
         raise ValueError("a mutation needs --target dev")
-    return BootstrapTarget(options.target)
+    return BootstrapTarget(options.target, options.security)
 
 
 def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line: None) -> RunResult:
@@ -145,19 +148,21 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
     try:
         progress(f"seed {options.seed}: starting the {target.name} target")
         target.start()
-        with Admin(target.bootstrap, request_timeout_ms=10_000) as admin:
+        security = options.security
+        with Admin(target.bootstrap, request_timeout_ms=10_000, security=security) as admin:
             if TOPIC not in admin.list_topics():
                 admin.create_topic(TOPIC, options.partitions, 3, {"min.insync.replicas": "2"}, wait_s=60)
         recorder = Recorder(out)  # time 0 of the schedule
         nemesis = Nemesis(target, recorder)
         rng = random.Random(f"kanal-chaos-workload:{options.seed}")
-        workloads = [Monitor(recorder, target.brokers, target.controllers, TOPIC)]
-        workloads += [ProducerWorkload(i, recorder, target.bootstrap, TOPIC, options.partitions)
+        workloads = [Monitor(recorder, target.brokers, target.controllers, TOPIC, security=security)]
+        workloads += [ProducerWorkload(i, recorder, target.bootstrap, TOPIC, options.partitions, security=security)
                       for i in range(options.producers)]
-        workloads += [ConsumerWorkload(i, recorder, target.bootstrap, TOPIC, random.Random(rng.random()))
+        workloads += [ConsumerWorkload(i, recorder, target.bootstrap, TOPIC, random.Random(rng.random()),
+                                       security=security)
                       for i in range(options.consumers)]
         if options.churn:
-            workloads.append(ChurnWorkload(recorder, target.bootstrap))
+            workloads.append(ChurnWorkload(recorder, target.bootstrap, security=security))
         for w in workloads:
             w.start()
         try:
@@ -169,7 +174,7 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         for w in reversed(workloads):
             w.join_checked(60)
         progress(f"seed {options.seed}: final read")
-        final_read(recorder, target.bootstrap, TOPIC, options.partitions)
+        final_read(recorder, target.bootstrap, TOPIC, options.partitions, security=security)
         windows = _unavailable(recorder.events, nemesis.injected, options.duration_s)
         for w in windows:
             recorder.record("unavailable", "runner", start=round(w.start_s, 3), end=round(w.end_s, 3),

@@ -34,6 +34,7 @@ from pathlib import Path
 from kanal.deploy.chaos.mutation import Mutant
 from kanal.deploy.chaos.netns import ChaosNetwork
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
+from kanal.v1.channel_security import ClientSecurity
 
 log = logging.getLogger("kanal.chaos.target")
 
@@ -346,8 +347,9 @@ class BootstrapTarget:
     name = "bootstrap"
     takes_faults = False
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: ClientSecurity | None = None) -> None:
         self.bootstrap = bootstrap
+        self.security = security  # TLS and credentials, for a secured cluster
 
     def start(self) -> None:
         pass
@@ -359,7 +361,7 @@ class BootstrapTarget:
     def brokers(self) -> dict[int, str]:
         from kanal.clients.cluster_metadata import ClusterMetadata
 
-        md = ClusterMetadata(self.bootstrap)
+        md = ClusterMetadata(self.bootstrap, security=self.security)
         try:
             return dict(md.refresh([]).brokers)
         finally:

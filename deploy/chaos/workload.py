@@ -31,6 +31,7 @@ from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
 from kanal.deploy.chaos.history import Recorder
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, controller_pb2_grpc
+from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import KanalError
 
 log = logging.getLogger("kanal.chaos.workload")
@@ -73,13 +74,15 @@ class Workload(threading.Thread):
 
 class ProducerWorkload(Workload):
     def __init__(self, index: int, recorder: Recorder, bootstrap: str, topic: str, partitions: int,
-                 *, interval_s: float = 0.01) -> None:
+                 *, interval_s: float = 0.01, security: ClientSecurity | None = None) -> None:
         super().__init__(f"producer-{index}", recorder)
         self.bootstrap, self.topic, self.partitions, self.interval_s = bootstrap, topic, partitions, interval_s
+        self.security = security
         self.acked = 0
 
     def body(self) -> None:
-        config = ProducerConfig(bootstrap=self.bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
+        config = ProducerConfig(bootstrap=self.bootstrap, security=self.security, acks="all", enable_idempotence=True,
+                                linger_ms=5,
                                 request_timeout_ms=3_000, delivery_timeout_ms=20_000, max_block_ms=5_000,
                                 retry_backoff_ms=100, client_id=self.process)
         producer = Producer(config)
@@ -117,9 +120,10 @@ class ConsumerWorkload(Workload):
     """Consumers of GROUP, one after another on this thread, each closing after a seeded lifetime."""
 
     def __init__(self, index: int, recorder: Recorder, bootstrap: str, topic: str, rng: random.Random,
-                 *, lifetime_s: tuple[float, float] = (5.0, 12.0), commit_interval_s: float = 1.0) -> None:
+                 *, lifetime_s: tuple[float, float] = (5.0, 12.0), commit_interval_s: float = 1.0,
+                 security: ClientSecurity | None = None) -> None:
         super().__init__(f"consumer-{index}", recorder)
-        self.bootstrap, self.topic, self.rng = bootstrap, topic, rng
+        self.bootstrap, self.topic, self.rng, self.security = bootstrap, topic, rng, security
         self.lifetime_s, self.commit_interval_s = lifetime_s, commit_interval_s
 
     def body(self) -> None:
@@ -129,7 +133,8 @@ class ConsumerWorkload(Workload):
             generation += 1
 
     def _one_member(self, name: str) -> None:
-        config = ConsumerConfig(bootstrap=self.bootstrap, group_id=GROUP, auto_offset_reset="earliest",
+        config = ConsumerConfig(bootstrap=self.bootstrap, security=self.security, group_id=GROUP,
+                                auto_offset_reset="earliest",
                                 enable_auto_commit=False, session_timeout_ms=6_000, heartbeat_interval_ms=1_000,
                                 max_poll_interval_ms=30_000, request_timeout_ms=5_000, client_id=name,
                                 partition_assignment_strategy=("cooperative-sticky",))
@@ -197,14 +202,15 @@ class ChurnWorkload(Workload):
     """Creates `chaos-churn-N` every `interval_s` and deletes the oldest once `keep` exist."""
 
     def __init__(self, recorder: Recorder, bootstrap: str, *, interval_s: float = 3.0, keep: int = 2,
-                 replication_factor: int = 2) -> None:
+                 replication_factor: int = 2, security: ClientSecurity | None = None) -> None:
         super().__init__("admin", recorder)
         self.bootstrap, self.interval_s, self.keep, self.rf = bootstrap, interval_s, keep, replication_factor
+        self.security = security
 
     def body(self) -> None:
         live: list[str] = []
         n = 0
-        with Admin(self.bootstrap, request_timeout_ms=5_000) as admin:
+        with Admin(self.bootstrap, request_timeout_ms=5_000, security=self.security) as admin:
             while not self.stopping.wait(self.interval_s):
                 name = f"chaos-churn-{n}"
                 n += 1
@@ -225,13 +231,14 @@ class ChurnWorkload(Workload):
 
 class Monitor(Workload):
     def __init__(self, recorder: Recorder, brokers: dict[int, str], controllers: dict[int, str], topic: str,
-                 *, interval_s: float = 0.5, call_timeout_s: float = 0.4) -> None:
+                 *, interval_s: float = 0.5, call_timeout_s: float = 0.4,
+                 security: ClientSecurity | None = None) -> None:
         super().__init__("monitor", recorder)
-        self.brokers, self.controllers, self.topic = brokers, controllers, topic
+        self.brokers, self.controllers, self.topic, self.security = brokers, controllers, topic, security
         self.interval_s, self.call_timeout_s = interval_s, call_timeout_s
 
     def body(self) -> None:
-        channels = {e: grpc.insecure_channel(e) for e in [*self.brokers.values(), *self.controllers.values()]}
+        channels = {e: open_channel(e, (), self.security) for e in [*self.brokers.values(), *self.controllers.values()]}
         seen: dict[tuple, tuple] = {}
         try:
             while not self.stopping.wait(self.interval_s):
@@ -271,13 +278,15 @@ class Monitor(Workload):
                                  epoch=reply.term)
 
 
-def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, *, timeout_s: float = 60.0) -> int:
+def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, *, timeout_s: float = 60.0,
+               security: ClientSecurity | None = None) -> int:
     """Every record of every partition from 0 to its high-water mark, as `final` events and one `final_end`
     per partition; retried until `timeout_s`. Returns the number of records read."""
     deadline = time.monotonic() + timeout_s
-    _fence(recorder, bootstrap, topic, partitions, deadline)
-    ends = _end_offsets(bootstrap, topic, partitions, deadline)
-    consumer = Consumer(ConsumerConfig(bootstrap=bootstrap, auto_offset_reset="earliest", max_poll_records=5000,
+    _fence(recorder, bootstrap, topic, partitions, deadline, security)
+    ends = _end_offsets(bootstrap, topic, partitions, deadline, security)
+    consumer = Consumer(ConsumerConfig(bootstrap=bootstrap, security=security, auto_offset_reset="earliest",
+                                       max_poll_records=5000,
                                        request_timeout_ms=5_000, client_id="final"))
     count = 0
     try:
@@ -308,12 +317,14 @@ def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, 
     return count
 
 
-def _fence(recorder: Recorder, bootstrap: str, topic: str, partitions: int, deadline: float) -> None:
+def _fence(recorder: Recorder, bootstrap: str, topic: str, partitions: int, deadline: float,
+           security: ClientSecurity | None) -> None:
     """One acks=all record per partition, acknowledged before the end offsets are asked for: a leader
     elected late may not yet have moved its high-water mark over what an earlier leader acknowledged, but
     it has once it acknowledges a record of its own, so the final read cannot stop short of an
     acknowledged record through timing alone."""
-    config = ProducerConfig(bootstrap=bootstrap, acks="all", enable_idempotence=True, request_timeout_ms=5_000,
+    config = ProducerConfig(bootstrap=bootstrap, security=security, acks="all", enable_idempotence=True,
+                            request_timeout_ms=5_000,
                             delivery_timeout_ms=max(10_000, int((deadline - time.monotonic()) * 1000) - 5_000),
                             client_id="final")
     with Producer(config) as producer:
@@ -327,9 +338,10 @@ def _fence(recorder: Recorder, bootstrap: str, topic: str, partitions: int, dead
             recorder.record("ack", "final", topic=topic, partition=p, value=value, offset=meta.offset)
 
 
-def _end_offsets(bootstrap: str, topic: str, partitions: int, deadline: float) -> dict[int, int]:
+def _end_offsets(bootstrap: str, topic: str, partitions: int, deadline: float,
+                 security: ClientSecurity | None) -> dict[int, int]:
     """Each partition's high-water mark from its leader, retried while leaders move."""
-    md = ClusterMetadata(bootstrap)
+    md = ClusterMetadata(bootstrap, security=security)
     try:
         while True:
             try:

@@ -12,6 +12,9 @@ from kanal.clients.admin import Admin
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
 from kanal.deploy.certificates import NODE_MAPPING_RULES, make_dev_tls
+from kanal.deploy.chaos.checker import check
+from kanal.deploy.chaos.cli import main as chaos_main
+from kanal.deploy.chaos.history import read_history
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.metadata.log_codec import iter_batches
 from kanal.v1 import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, metadata_pb2
@@ -159,3 +162,15 @@ def test_a_replica_stream_from_a_principal_that_is_not_that_broker_gets_nothing(
             list(stream)
     assert dict(err.value.trailing_metadata() or ()).get("kanal-error-code") == str(
         ErrorCode.CLUSTER_AUTHORIZATION_FAILED), err.value
+
+
+def test_kanal_chaos_runs_its_workloads_and_check_against_a_secured_cluster(pki, cluster, tmp_path):
+    """`kanal chaos run --target BOOTSTRAP` with the client commands' TLS flags: its producers, consumer
+    group, topic churn, monitor and final read all go over mTLS as User:admin, and the history checks out."""
+    tls = pki
+    code = chaos_main(["run", "--target", cluster.bootstrap, "--faults", "", "--duration", "8s", "--seed", "3",
+                       "--history-dir", str(tmp_path), "--quiet", "--tls-ca-file", str(tls.ca.cert),
+                       "--tls-cert-file", str(tls.client.cert), "--tls-key-file", str(tls.client.key)])
+    assert code == 0
+    report = check(read_history(tmp_path / "seed-3.jsonl"))
+    assert report.ok and report.acknowledged > 0 and report.final_records >= report.acknowledged
