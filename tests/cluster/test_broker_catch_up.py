@@ -130,7 +130,11 @@ def test_calls_before_registration_and_catch_up_are_refused_and_store_nothing(sm
             refused = {}
             for method in service.methods:
                 request_type = GetMessageClass(method.input_type)
-                refused[method.name] = _refusal(lambda m=method, r=request_type: getattr(stub, m.name)(r(), timeout=5))
+                call = getattr(stub, method.name)
+                if method.client_streaming:  # ReplicaFetch: one request on the stream, the answers read
+                    refused[method.name] = _refusal(lambda c=call, r=request_type: list(c(iter([r()]), timeout=5)))
+                else:
+                    refused[method.name] = _refusal(lambda c=call, r=request_type: c(r(), timeout=5))
             assert set(refused.values()) == {"BROKER_NOT_AVAILABLE"}, refused
             produce = broker_pb2.ProduceRequest(acks=1, timeout_ms=5000)
             produce.topics.add(topic=EARLY).partitions.add(
