@@ -46,7 +46,8 @@ class BrokerConfig:
     rack: str = ""
     # host:port clients and other brokers dial, registered with the controllers; empty: `listen`.
     advertise: str = ""
-    # host:port for the Prometheus metrics endpoint; empty disables it.
+    # host:port for the Prometheus metrics endpoint; empty disables it. `kanal broker` fills it in: port 9404
+    # (kanal.v1.metrics_endpoint) on the --listen host, unless --metrics moves it or says `off`.
     metrics_listen: str = ""
     # Heartbeat period to the active controller; also the deadline of one heartbeat attempt at one
     # controller (two for the whole heartbeat). At most 1/4 of the controllers' session timeout

@@ -164,6 +164,8 @@ class GroupCoordinator:
         self._peers: dict[str, broker_pb2_grpc.BrokerStub] = {}
         self._channels: list[grpc.Channel] = []
         self._exported_lag: set[tuple[str, str, str]] = set()
+        # Each group's generation at the last export: rebalances are counted from its increments.
+        self._seen_generations: dict[str, int] = {}
         self._reconciled_image = MetadataImage()  # the last image the replica manager had applied
 
     def __repr__(self) -> str:
@@ -685,6 +687,7 @@ class GroupCoordinator:
             states: dict[str, int] = {}
             for g in self._groups.values():
                 states[g.state] = states.get(g.state, 0) + 1
+            generations = {g.group_id: g.generation for g in self._groups.values()}
         ends = self.high_watermarks(sorted({tp for _, tp in committed}))
         exported = set()
         for (group_id, (topic, p)), offset in committed.items():
@@ -699,6 +702,11 @@ class GroupCoordinator:
         self._exported_lag = exported
         for state in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable"):
             self._metrics.groups.labels(state).set(states.get(state, 0))
+        for group_id, generation in generations.items():
+            seen = self._seen_generations.get(group_id)
+            if seen is not None and generation > seen:  # a group new here (loaded, created) counts from now
+                self._metrics.group_rebalances.inc(generation - seen)
+        self._seen_generations = generations
 
     # ---- the ticker ----
 

@@ -502,8 +502,16 @@ class Partition:
                 self.log.delete_old_segments(now_ms)
             elif compact_due:
                 self.log.compact(now_ms)
-            self.log.maybe_flush(now_ms)
+            started = time.perf_counter()
+            if self.log.maybe_flush(now_ms):
+                self.manager.metrics.log_flush_latency.observe(time.perf_counter() - started)
             return len(self.producers)
+
+    @property
+    def pending_produces(self) -> int:
+        """acks=all produces waiting here for the high-water mark (the produce purgatory)."""
+        with self.lock:
+            return self._leader.pending_produces if self._leader is not None else 0
 
     # ---- removal ----
 

@@ -356,13 +356,15 @@ class ReplicaManager:
         compact_due = now_ms - self._last_compaction_ms >= _COMPACTION_INTERVAL_MS
         if compact_due:
             self._last_compaction_ms = now_ms
-        producers = 0
+        producers = parked = 0
         for part in list(self._partitions.values()):
             try:
                 producers += part.maintenance(now_ms, compact_due, self.config.producer_id_expiration_ms)
             except KanalError as exc:
                 log.warning("maintenance of %r: %s", part, exc)
+            parked += part.pending_produces
         self._metrics.producer_ids.set(producers)
+        self._metrics.produce_purgatory.set(parked)
 
     def send_alter_partition(self, part: Partition, proposal, *, resend: bool = False) -> None:
         """Send an ISR change to the controller off the request path; the answer goes back to the core. A

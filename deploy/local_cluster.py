@@ -141,24 +141,29 @@ class LocalCluster:
         if tls is not None:
             self.client_security = ClientSecurity(ca_file=str(tls.ca.cert), cert_file=str(tls.client.cert),
                                                   key_file=str(tls.client.key))
-        ports = free_ports(2 * controllers + 2 * brokers)
+        # Per controller: gRPC, Raft, metrics; per broker: gRPC, metrics. Every node gets its own metrics port
+        # (the default one is fixed, so nodes sharing an address would collide).
+        ports = free_ports(3 * controllers + 2 * brokers)
         self.controllers: list[Node] = []
         hosts = hosts or {}
         c_hosts = [hosts.get(f"controller-{i}", "127.0.0.1") for i in range(controllers)]
         peers = ",".join(
-            f"{i}={c_hosts[i]}:{ports[2 * i + 1]}={c_hosts[i]}:{ports[2 * i]}" for i in range(controllers)
+            f"{i}={c_hosts[i]}:{ports[3 * i + 1]}={c_hosts[i]}:{ports[3 * i]}" for i in range(controllers)
         )
         for i in range(controllers):
-            grpc_port, raft_port = ports[2 * i], ports[2 * i + 1]
+            grpc_port, raft_port, metrics_port = ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]
             args = ["--id", str(i), "--listen", f"{c_hosts[i]}:{grpc_port}", "--raft", f"{c_hosts[i]}:{raft_port}",
                     "--peers", peers, "--data-dir", str(self.data_dir / f"controller-{i}"),
+                    "--metrics", f"{c_hosts[i]}:{metrics_port}",
                     "--cluster-secret", cluster_secret, *self._tls_flags(f"controller-{i}", security_flags),
                     *(controller_flags or [])]
-            self.controllers.append(Node("controller", i, f"{c_hosts[i]}:{grpc_port}", args,
-                                         self.data_dir / "logs" / f"controller-{i}.log"))
+            node = Node("controller", i, f"{c_hosts[i]}:{grpc_port}", args,
+                        self.data_dir / "logs" / f"controller-{i}.log")
+            node.extra["metrics"] = f"{c_hosts[i]}:{metrics_port}"
+            self.controllers.append(node)
         controller_endpoints = ",".join(n.endpoint for n in self.controllers)
         self.brokers: list[Node] = []
-        base = 2 * controllers
+        base = 3 * controllers
         for b in range(brokers):
             grpc_port, metrics_port = ports[base + 2 * b], ports[base + 2 * b + 1]
             host = hosts.get(f"broker-{b}", "127.0.0.1")

@@ -143,8 +143,12 @@ class ActiveController:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         ids: ProposalIdSource | None = None,
+        on_write_s: Callable[[float], None] | None = None,
     ) -> None:
+        """`on_write_s` gets the seconds each write that succeeded took, decision to durable (the
+        write-latency metric)."""
         self._config = config
+        self._on_write_s = on_write_s or (lambda _s: None)
         self._store = store
         self._clock = clock or Clock()
         self._rng = rng or random.Random()
@@ -247,13 +251,16 @@ class ActiveController:
         controller is not active, REQUEST_TIMED_OUT when no fate came in time (outcome unknown),
         INVALID_REQUEST when the batch would be too large, UNKNOWN_SERVER_ERROR for a bad decision."""
         reply: R
+        started_s = time.monotonic()
         for _ in range(DECISION_ATTEMPTS_MAX):
             self._await_activation(deadline_s)
             waiter, reply = self._decide_and_propose(decide, deadline_s)
             if waiter is None:
+                self._on_write_s(time.monotonic() - started_s)
                 return reply, self._store.durable_end_offset
             fate = waiter.wait(deadline_s - time.monotonic())
             if fate is Fate.APPLIED:
+                self._on_write_s(time.monotonic() - started_s)
                 return reply, max(waiter.end_offset, self._store.durable_end_offset)
             if fate is None:
                 self._spec_stale = True

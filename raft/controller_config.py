@@ -38,6 +38,7 @@ from kanal.v1.listener_security import (
     add_listener_security_flags,
     listener_security_from_args,
 )
+from kanal.v1.metrics_endpoint import CONTROLLER_METRICS_PORT_DEFAULT, MetricsFlagError, metrics_listen
 from kanal.v1.server_flags import (
     ServerFlagError,
     add_server_flags,
@@ -184,7 +185,9 @@ class ControllerConfig:
     raft_listen: Address | None = None
     # stdout log lines: "text" or "json" (one object per line, kanal.v1.server_logging).
     log_format: str = "text"
-    # Prometheus endpoint HOST:PORT (controller_metrics.py), e.g. 0.0.0.0:9404 in a pod; None: off.
+    # Prometheus endpoint HOST:PORT (controller_metrics.py), e.g. 0.0.0.0:9404 in a pod; None: off. `kanal
+    # controller` fills it in: port 9405 (kanal.v1.metrics_endpoint) on the --listen host, unless --metrics
+    # moves it or says `off`.
     metrics_listen: Address | None = None
     # ACL checks on every call (--authorizer, --super-users, --allow-everyone-if-no-acl-found); off by
     # default. On, broker calls need the broker's own principal: brokers must authenticate (TLS).
@@ -390,11 +393,21 @@ def build_parser() -> argparse.ArgumentParser:
         default = d[name].default
         p.add_argument(flag, dest=name, type=integer(flag), default=default, help=f"default {default}")
     p.add_argument("--log-level", default=d["log_level"].default, help="DEBUG, INFO, WARNING or ERROR")
-    p.add_argument("--metrics", default="", help="HOST:PORT of the Prometheus endpoint (default: off)")
+    p.add_argument("--metrics", default="",
+                   help=f"HOST:PORT of the Prometheus endpoint, or 'off' (default: the --listen host, port "
+                        f"{CONTROLLER_METRICS_PORT_DEFAULT})")
     add_authorizer_flags(p)
     add_listener_security_flags(p)
     add_server_flags(p)
     return p
+
+
+def _metrics_flag(flag: str, listen: str) -> Address | None:
+    try:
+        where = metrics_listen(flag, listen, CONTROLLER_METRICS_PORT_DEFAULT)
+    except MetricsFlagError as exc:
+        raise ControllerConfigError(str(exc)) from None
+    return None if where is None else Address.parse(str(where), "--metrics")
 
 
 def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None = None,
@@ -457,7 +470,7 @@ def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None
         metadata_retention_ms=args.metadata_retention_ms,
         metadata_retention_bytes=args.metadata_retention_bytes,
         log_level=args.log_level,
-        metrics_listen=Address.parse(args.metrics, "--metrics") if args.metrics else None,
+        metrics_listen=_metrics_flag(args.metrics, args.listen),
     )
     for what, address in (("--peers raft", config.me.raft), ("--peers grpc", config.me.grpc)):
         try:
