@@ -8,6 +8,7 @@ the active controller). Per-item failures raise KanalError naming the item; `res
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Self
 
@@ -20,6 +21,7 @@ from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.scram import ITERATIONS_DEFAULT, MECHANISMS, check_mechanism, new_salt, salted_password
 from kanal.v1.topic_name import check_topic_name
+from kanal.v1.wire_enum import as_enum
 
 TOPIC = metadata_pb2.CONFIG_RESOURCE_TOPIC
 # Pause before calling again after a starting broker refused a call; the least time one attempt is given.
@@ -131,7 +133,7 @@ class Admin:
     # ---- configs ----
 
     def describe_configs(self, resource_type: int, name: str) -> list[admin_pb2.ConfigEntry]:
-        request = admin_pb2.DescribeConfigsRequest(resources=[admin_pb2.ConfigResource(type=resource_type, name=name)])
+        request = admin_pb2.DescribeConfigsRequest(resources=[admin_pb2.ConfigResource(type=as_enum(metadata_pb2.ConfigResourceType, resource_type), name=name)])
         result = self._call("DescribeConfigs", request).results[0]
         _raise_for(result.error, f"configs of {name}: {result.error_message}")
         return list(result.entries)
@@ -141,7 +143,7 @@ class Admin:
         ops = [admin_pb2.AlterConfigOp(key=k, op=admin_pb2.AlterConfigOp.SET, value=v) for k, v in (set_ or {}).items()]
         ops += [admin_pb2.AlterConfigOp(key=k, op=admin_pb2.AlterConfigOp.DELETE) for k in (delete or [])]
         request = admin_pb2.AlterConfigsRequest(changes=[admin_pb2.AlterConfigsRequest.Change(
-            resource=admin_pb2.ConfigResource(type=resource_type, name=name), ops=ops)])
+            resource=admin_pb2.ConfigResource(type=as_enum(metadata_pb2.ConfigResourceType, resource_type), name=name), ops=ops)])
         result = self._call("AlterConfigs", request).results[0]
         _raise_for(result.error, f"configs of {name}: {result.error_message}")
 
@@ -205,8 +207,8 @@ class Admin:
 
     # ---- users (SCRAM credentials) ----
 
-    def alter_user_scram_credentials(self, upsertions: list[admin_pb2.ScramCredentialUpsertion] = (),
-                                     deletions: list[admin_pb2.ScramCredentialDeletion] = ()) -> None:
+    def alter_user_scram_credentials(self, upsertions: Sequence[admin_pb2.ScramCredentialUpsertion] = (),
+                                     deletions: Sequence[admin_pb2.ScramCredentialDeletion] = ()) -> None:
         """Kafka's alterUserScramCredentials; the first user's error raises (each user's changes succeed or
         fail together)."""
         reply = self._call("AlterUserScramCredentials", admin_pb2.AlterUserScramCredentialsRequest(

@@ -18,11 +18,13 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 
 from kanal.clients.acls_cli import add_acls_parser
 from kanal.clients.admin import BROKER, TOPIC, Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
+from kanal.clients.producer_batch import RecordFuture
 from kanal.clients.producer_config import ProducerConfig
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.dev_state import dev_state_path, read_dev_state
@@ -163,7 +165,7 @@ def produce(args) -> int:
                 value = line
             headers = [(k, v.encode()) for k, _, v in (h.partition("=") for h in args.header or [])]
             producer.produce(args.topic, value, key=key, partition=args.partition, headers=headers,
-                             on_delivery=lambda err, meta: err and failures.append(err))
+                             on_delivery=lambda err, meta: failures.append(err) if err else None)
             count += 1
         producer.flush()
     if failures:
@@ -260,20 +262,21 @@ def groups_describe(args) -> int:
     with _admin(args) as admin:
         info = admin.describe_group(args.group)
     owner = {(t.topic, p): m.member_id for m in info.members for t in m.assignment.partitions for p in t.partitions}
+    offsets = [{"topic": o.topic, "partition": o.partition, "committed_offset": o.committed_offset,
+                "log_end_offset": o.log_end_offset, "lag": o.lag, "member_id": owner.get((o.topic, o.partition), "")}
+               for o in info.offsets]
     data = {"group": info.group_id, "state": info.state, "protocol": info.protocol, "generation": info.generation,
             "coordinator": info.coordinator,
             "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
                          "host": m.client_host,
                          "partitions": [[t.topic, p] for t in m.assignment.partitions for p in t.partitions]}
                         for m in info.members],
-            "offsets": [{"topic": o.topic, "partition": o.partition, "committed_offset": o.committed_offset,
-                         "log_end_offset": o.log_end_offset, "lag": o.lag,
-                         "member_id": owner.get((o.topic, o.partition), "")} for o in info.offsets]}
+            "offsets": offsets}
     lines = [(f"group {info.group_id}: {info.state}, protocol {info.protocol or '-'}, generation {info.generation}, "
               f"coordinator broker {info.coordinator}, {len(info.members)} members"),
              f"{'TOPIC':<24} {'PARTITION':>9} {'COMMITTED':>10} {'LOG-END':>10} {'LAG':>8}  MEMBER"]
     lines += [f"{o['topic']:<24} {o['partition']:>9} {o['committed_offset']:>10} {o['log_end_offset']:>10} "
-              f"{o['lag']:>8}  {o['member_id'] or '-'}" for o in data["offsets"]]
+              f"{o['lag']:>8}  {o['member_id'] or '-'}" for o in offsets]
     _print(args, lines, data)
     return 0
 
@@ -416,6 +419,7 @@ def perf_produce(args) -> int:
         while sent < args.num_records and time.perf_counter() - progress.started < args.max_seconds:
             chunk = min(1000, args.num_records - sent)
             t0 = time.perf_counter()
+            futures: Sequence[RecordFuture]
             if args.per_record:  # the cost of one produce() call per record, as most applications make
                 futures = [producer.produce(args.topic, value) for _ in range(chunk)]
             else:
