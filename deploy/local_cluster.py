@@ -81,7 +81,12 @@ class Node:
 
     @property
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return self._live() is not None
+
+    def _live(self) -> subprocess.Popen | None:
+        """The process while it runs; None before the first start and after it exited."""
+        process = self.process
+        return process if process is not None and process.poll() is None else None
 
     def start(self, env: dict[str, str]) -> None:
         if self.running:
@@ -94,14 +99,14 @@ class Node:
             )
 
     def signal(self, sig: int) -> None:
-        if self.running:
-            os.kill(self.process.pid, sig)
+        if (process := self._live()) is not None:
+            os.kill(process.pid, sig)
 
     def kill(self) -> None:
         """SIGKILL: a crash, no shutdown work."""
-        if self.running:
-            self.process.kill()
-            self.process.wait(10)
+        if (process := self._live()) is not None:
+            process.kill()
+            process.wait(10)
 
     def pause(self) -> None:
         self.signal(signal.SIGSTOP)
@@ -111,15 +116,15 @@ class Node:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM (a clean shutdown), then SIGKILL if it has not exited by the deadline."""
-        if not self.running:
+        if (process := self._live()) is None:
             return
         self.resume()  # a paused process cannot handle SIGTERM
-        self.process.terminate()
+        process.terminate()
         try:
-            self.process.wait(timeout_s)
+            process.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+            process.kill()
+            process.wait(10)
 
 
 class LocalCluster:
@@ -238,7 +243,8 @@ class LocalCluster:
         for node in nodes:
             while not serving(node.endpoint, timeout_s=0.5, security=self.client_security):
                 if not node.running:
-                    raise RuntimeError(f"{node.name} exited with {node.process.returncode}; "
+                    code = node.process.returncode if node.process is not None else None
+                    raise RuntimeError(f"{node.name} exited with {code}; "
                                        f"last output:\n{self.tail(node)}")
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{node.name} not SERVING after {timeout_s}s; last output:\n{self.tail(node)}")

@@ -124,7 +124,7 @@ def history_frames(spark: SparkSession, history: History) -> dict[str, DataFrame
     events = [asdict(e) for e in history.events]
     ev = {c: [e[c if c != "time" else "time_ms"] for e in events] for c in EVENTS_TABLE.names()}
     events_df = spark.createDataFrame(pa.Table.from_batches([EVENTS_TABLE.batch(ev)]))
-    iv = {c: [] for c in INTERVALS_TABLE.names()}
+    iv: dict[str, list] = {c: [] for c in INTERVALS_TABLE.names()}
     for i in history.intervals:
         for c in INTERVALS_TABLE.names():
             value = {"start": i.start_ms, "end": i.end_ms, "duration_ms": i.duration_ms}.get(c, None)

@@ -250,7 +250,7 @@ class Log:
                 checked.append(entry)
         except CorruptEntry as exc:
             raise KanalError(ErrorCode.CORRUPT_MESSAGE, exc.message) from None
-        infos = []
+        infos: list[tuple[AppendInfo, BatchHeader]] = []
         view = memoryview(entries)
         for entry in checked:
             suffix = entry.suffix
