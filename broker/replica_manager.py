@@ -45,6 +45,7 @@ from kanal.broker.storage.partition_metadata import (
     write_topic_id,
 )
 from kanal.metadata import MetadataImage, topic_config_texts
+from kanal.metadata.ids import BrokerId
 from kanal.metadata.topic_config import effective_topic_configs
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
@@ -171,11 +172,11 @@ class ReplicaManager:
                     part.become_follower(assignment)
                 if p.leader >= 0:
                     follow.setdefault(p.leader, []).append(part)
-        for key in [k for k in self._partitions if k not in wanted]:
+        for gone in [k for k in self._partitions if k not in wanted]:
             with self._lock:
-                part = self._partitions.pop(key)
+                part = self._partitions.pop(gone)
             part.delete()
-            log.info("deleted replica %s-%d", *key)
+            log.info("deleted replica %s-%d", *gone)
         if not self._swept:
             self._swept = True
             self._remove_unnamed_directories(wanted)
@@ -233,7 +234,7 @@ class ReplicaManager:
                 if leader_id not in follow:
                     self._fetchers.pop(leader_id).stop()
             for leader_id, parts in follow.items():
-                broker = image.brokers.get(leader_id)
+                broker = image.brokers.get(BrokerId(leader_id))
                 if broker is None:
                     continue
                 fetcher = self._fetchers.get(leader_id)

@@ -76,6 +76,7 @@ from kanal.metadata import (
     decide_register_broker,
     decide_session_expirations,
 )
+from kanal.metadata.ids import BrokerId
 from kanal.raft.broker_sessions import BrokerSessions
 from kanal.raft.clock import Clock
 from kanal.raft.command import (
@@ -645,7 +646,7 @@ class ActiveController:
     def _expire_sessions(self) -> None:
         timeout_ms = self._config.session_timeout_ms
 
-        def decide(image: MetadataImage, now_ms: int) -> Decision[list[int]]:
+        def decide(image: MetadataImage, now_ms: int) -> Decision[list[BrokerId]]:
             self._sessions.ensure(image.live_brokers(), now_ms)
             decision = decide_session_expirations(
                 image,
