@@ -112,10 +112,15 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
     except ListenerSecurityError as exc:
         raise ServerFlagError(str(exc)) from None
     config = BrokerConfig(
-        broker_id=args.id, listen=args.listen, advertise=args.advertise,
+        broker_id=args.id,
+        listen=args.listen,
+        advertise=args.advertise,
         controllers=tuple(c.strip() for c in args.controllers.split(",") if c.strip()),
-        data_dir=args.data_dir, rack=rack_of(args.rack, args.rack_file), metrics_listen=_metrics_flag(args.metrics, args.listen),
-        heartbeat_interval_ms=args.heartbeat_interval_ms, replica_lag_ms_max=args.replica_lag_ms_max,
+        data_dir=args.data_dir,
+        rack=rack_of(args.rack, args.rack_file),
+        metrics_listen=_metrics_flag(args.metrics, args.listen),
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        replica_lag_ms_max=args.replica_lag_ms_max,
         replica_fetch_wait_ms_max=args.replica_fetch_wait_ms_max,
         metadata_fetch_bytes_max=args.metadata_fetch_bytes_max,
         offsets_topic_partitions=args.offsets_topic_partitions,
@@ -129,7 +134,8 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
         produce_timeout_ms_default=args.produce_timeout_ms_default,
         authorizer=authorizer_config_from(args.authorizer, args.super_users, args.allow_everyone_if_no_acl_found),
         security=security,
-        quota_window_num=args.quota_window_num, quota_window_size_ms=args.quota_window_size_ms,
+        quota_window_num=args.quota_window_num,
+        quota_window_size_ms=args.quota_window_size_ms,
     )
     advertised_host, _ = parse_endpoint(config.advertised)
     check_resolves("--advertise", advertised_host, args.resolve_wait_ms_max)

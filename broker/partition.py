@@ -169,7 +169,11 @@ class Partition:
     def become_leader(self, assignment: Assignment, ineligible: AbstractSet[int], lag_ms_max: int) -> None:
         with self.lock:
             now = mono_ms()
-            if self._leader is not None and self._leader.active and self._leader.leader_epoch <= assignment.leader_epoch:
+            if (
+                self._leader is not None
+                and self._leader.active
+                and self._leader.leader_epoch <= assignment.leader_epoch
+            ):
                 effects = self._leader.on_partition_change(
                     replicas=assignment.replicas, isr=assignment.isr, leader=assignment.leader,
                     leader_epoch=assignment.leader_epoch, partition_epoch=assignment.partition_epoch, now_ms=now)
@@ -247,7 +251,9 @@ class Partition:
 
     def proposal_in_flight(self, proposal) -> bool:
         with self.lock:
-            return self._leader is not None and self._leader.active and self._leader.alter_partition_in_flight is proposal
+            return (
+                self._leader is not None and self._leader.active and self._leader.alter_partition_in_flight is proposal
+            )
 
     def on_alter_partition_answer(self, proposal, *, error: int, isr=(), leader_epoch: int = -1,
                                   partition_epoch: int = -1) -> None:

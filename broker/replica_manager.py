@@ -10,7 +10,8 @@ recorded in its directory (storage/partition_metadata.py) and the replica is nev
 On reconcile, a replica whose topic name now has another id (deleted and recreated) is deleted and a
 fresh one created; a directory on disk recording another id is never adopted but removed as a stray
 (`_claim_directory`). The first image given (the metadata follower publishes none before its initial
-catch-up, metadata_catch_up.py, so it is the cluster as it is now) also removes the replica directories it does not name at all (topics
+catch-up, metadata_catch_up.py, so it is the cluster as it is now) also removes the replica directories it does not name
+at all (topics
 deleted while this broker was away). A Fetch naming a topic id that is not the one hosted under the
 name is answered UNKNOWN_TOPIC_ID (`partition`), so a follower never copies across incarnations.
 """

@@ -78,7 +78,9 @@ class BrokerServer:
             request_timeout_ms=config.controller_request_timeout_ms,
             message_bytes_max=config.grpc_message_bytes_max, security=config.security.outbound(),
         )
-        self.replicas = ReplicaManager(config, self.controllers, self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch)
+        self.replicas = ReplicaManager(
+            config, self.controllers, self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch
+        )
         self.metadata = MetadataFollower(
             self.controllers, fetch_bytes_max=config.metadata_fetch_bytes_max,
             fetch_wait_ms=config.metadata_fetch_wait_ms_max,

@@ -147,8 +147,14 @@ def topics_alter(args) -> int:
 # ---- produce / consume ----
 
 def produce(args) -> int:
-    config = ProducerConfig(bootstrap=_bootstrap(args), security=_security(args), acks=args.acks, enable_idempotence=args.acks == "all",
-                            compression=args.compression, linger_ms=args.linger_ms)
+    config = ProducerConfig(
+        bootstrap=_bootstrap(args),
+        security=_security(args),
+        acks=args.acks,
+        enable_idempotence=args.acks == "all",
+        compression=args.compression,
+        linger_ms=args.linger_ms,
+    )
     failures = []
     count = 0
     with contextlib.ExitStack() as stack:
@@ -186,11 +192,21 @@ def consume(args) -> int:
             raise KanalError(ErrorCode.INVALID_REQUEST, "--group assigns partitions itself: --partition, --offset "
                                                         "and --from-timestamp do not apply")
         # Commits are explicit: exactly what was printed, so --max-messages leaves the rest for the group.
-        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset, group_id=args.group,
-                                           enable_auto_commit=False, client_id="kanal-console-consumer"))
+        consumer = Consumer(
+            ConsumerConfig(
+                bootstrap=_bootstrap(args),
+                security=_security(args),
+                auto_offset_reset=reset,
+                group_id=args.group,
+                enable_auto_commit=False,
+                client_id="kanal-console-consumer",
+            )
+        )
         consumer.subscribe([args.topic])
     else:
-        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset))
+        consumer = Consumer(
+            ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset)
+        )
         if args.partition is not None:
             partitions = [args.partition]
         consumer.assign([(args.topic, p) for p in partitions])
@@ -254,7 +270,9 @@ def _print_record(args, r) -> None:
 def groups_list(args) -> int:
     with _admin(args) as admin:
         groups = admin.list_groups()
-    _print(args, [f"{g}\t{state}" for g, state in groups.items()], [{"group": g, "state": s} for g, s in groups.items()])
+    _print(
+        args, [f"{g}\t{state}" for g, state in groups.items()], [{"group": g, "state": s} for g, s in groups.items()]
+    )
     return 0
 
 
@@ -658,14 +676,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--quiet", action="store_true")
     c.add_argument("--per-record", action="store_true",
                    help="call produce() once per record (default: produce_many() once per 1,000 records)")
-    c.add_argument("--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-producer)")
+    c.add_argument(
+        "--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-producer)"
+    )
     c.set_defaults(func=perf_produce)
     c = perf.add_parser("consume", parents=[common])
     c.add_argument("topic")
     c.add_argument("--num-records", type=_positive_int, default=1_000_000)
     c.add_argument("--max-seconds", type=_positive_float, default=60)
     c.add_argument("--quiet", action="store_true")
-    c.add_argument("--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-consumer)")
+    c.add_argument(
+        "--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-consumer)"
+    )
     c.set_defaults(func=perf_consume)
     return p
 

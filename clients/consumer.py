@@ -624,7 +624,9 @@ class Consumer:
                 # Eager: give up everything before rejoining, so no partition ever has two owners.
                 self._revoke(owned)
                 owned = []
-            deadline = time.monotonic() + self.config.max_poll_interval_ms / 1000 + self.config.request_timeout_ms / 1000
+            deadline = (
+                time.monotonic() + self.config.max_poll_interval_ms / 1000 + self.config.request_timeout_ms / 1000
+            )
             while True:
                 with self._lock:
                     self._rejoin_needed = False
@@ -858,7 +860,9 @@ class Consumer:
             request = broker_pb2.ListOffsetsRequest()
             request.topics.add(topic=topic).partitions.add(partition=partition, timestamp_ms=where)
             try:
-                reply = self._metadata.stub(endpoint).ListOffsets(request, timeout=self.config.request_timeout_ms / 1000)
+                reply = self._metadata.stub(endpoint).ListOffsets(
+                    request, timeout=self.config.request_timeout_ms / 1000
+                )
             except grpc.RpcError:
                 self._refresh()
                 continue

@@ -252,8 +252,16 @@ class Producer:
         if size > self._record_bytes_max:
             raise self._too_large(size)
         batch, index, sealed = self._accumulator.append(
-            topic, partition, value, key, time.time_ns() // 1_000_000 if timestamp is None else timestamp, headers, size,
-            self._max_block_s, on_delivery)
+            topic,
+            partition,
+            value,
+            key,
+            time.time_ns() // 1_000_000 if timestamp is None else timestamp,
+            headers,
+            size,
+            self._max_block_s,
+            on_delivery,
+        )
         if sealed and key is None and partition == self._sticky.get(topic):
             self._sticky[topic] = self._rng.randrange(count)  # sticky partitioner: move on once a batch is full
         return self._future(batch, index)

@@ -6,7 +6,7 @@ where a controller decides it: `admit_admin(method, request, access) -> Admissio
 | CreateTopics | CREATE on the cluster, else CREATE on the topic | per topic, TOPIC_AUTHORIZATION_FAILED |
 | DeleteTopics | DELETE on the topic | per topic, TOPIC_AUTHORIZATION_FAILED |
 | CreatePartitions | ALTER on the topic | per topic, TOPIC_AUTHORIZATION_FAILED |
-| DescribeConfigs | DESCRIBE_CONFIGS on the topic (broker resources: on the cluster) | per resource, TOPIC_ / CLUSTER_AUTHORIZATION_FAILED |
+| DescribeConfigs | DESCRIBE_CONFIGS on the topic (broker resources: the cluster) | per resource, TOPIC_/CLUSTER_... |
 | AlterConfigs | ALTER_CONFIGS on the topic (broker resources: on the cluster) | per resource, as above |
 | AlterClientQuotas | ALTER_CONFIGS on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
 | DescribeClientQuotas | DESCRIBE_CONFIGS on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |

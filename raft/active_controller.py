@@ -15,7 +15,8 @@ speculative image at once and put in the **outbox**.
 Group commit of decisions. Up to `inflight_proposals_max` Raft entries may be in flight (proposed, and
 neither committed — pysyncobj's success callback — nor settled). When fewer are, the outbox is proposed
 at once as one Raft entry; otherwise it fills until an entry leaves the pipeline, and then everything in
-it goes as one entry (command.py: a group, judged command by command). So under load one Raft entry — one pickling, encryption, journal record and
+it goes as one entry (command.py: a group, judged command by command). So under load one Raft entry — one pickling,
+encryption, journal record and
 acknowledgement in pysyncobj, one fsync share — carries every decision taken while the previous entries
 were in flight, and the rate grows with the number of callers instead of being capped at
 `inflight_proposals_max` / (commit latency). The outbox holds at most about one batch of

@@ -232,9 +232,10 @@ class ControllerConfig:
             per_t = 2 * (LEADER_FALLBACK_ELECTION_TIMEOUTS + 1)  # the sum, in units of --election-timeout-ms
             raise ControllerConfigError(
                 f"--session-timeout-ms ({self.session_timeout_ms}) must exceed the leader fallback timeout "
-                f"({self.leader_fallback_timeout_ms} = {2 * LEADER_FALLBACK_ELECTION_TIMEOUTS} x --election-timeout-ms) plus the longest election "
-                f"timeout ({self.election_timeout_ms_max} = 2 x --election-timeout-ms), or a controller that "
-                f"lost the quorum keeps answering heartbeats while the new one fences the brokers; raise "
+                f"({self.leader_fallback_timeout_ms} = {2 * LEADER_FALLBACK_ELECTION_TIMEOUTS} x "
+                f"--election-timeout-ms) plus the longest election timeout ({self.election_timeout_ms_max} = 2 x "
+                f"--election-timeout-ms), or a controller that lost the quorum keeps answering heartbeats while "
+                f"the new one fences the brokers; raise "
                 f"--session-timeout-ms above {self.leader_fallback_timeout_ms + self.election_timeout_ms_max} "
                 f"or lower --election-timeout-ms below {ceil_div(self.session_timeout_ms, per_t)}"
             )

@@ -1,7 +1,8 @@
 """ControllerServer: one controller process assembled — metadata log, store, applier, Raft node, active
 controller, gRPC server (Controller service, grpc.health.v1, reflection).
 
-Start order: the data directory's identity is read or made (disk_identity.py); the metadata log is opened (recovered if the last run crashed); the gRPC server starts
+Start order: the data directory's identity is read or made (disk_identity.py); the metadata log is opened (recovered if
+the last run crashed); the gRPC server starts
 (NOT_SERVING), so peers can fetch from this controller even while it catches up; the Prometheus endpoint
 binds unless --metrics is off (controller_metrics.py; an address in use is a StartupError); the directory id is
 checked against what the other controllers recorded for this id (a controller on an empty or wrong disk
@@ -175,7 +176,8 @@ class ControllerServer:
         self.controller.start()
         self._registration = RegistrationThread(self.identity, self.controller, self.peers, stop_process)
         self._registration.start()
-        _log.info("controller %d started: gRPC %s, Raft %s", self.config.controller_id, self.config.listen, self.config.raft)
+        _log.info("controller %d started: gRPC %s, Raft %s", self.config.controller_id, self.config.listen,
+                  self.config.raft)
 
     def stop(self, grace_s: float = 2.0) -> None:
         if self._stopped.is_set():

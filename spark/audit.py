@@ -4,7 +4,8 @@
 
 Steps: Spark reads the log with `kanal-metadata` (whole segment files per task); the rows come to the
 driver in offset order as Arrow and are replayed there (from offset 0, or, when the controllers' retention
-moved the log start past 0, from the oldest snapshot file at or past it: replay_start.py) (replay.py: a state machine is sequential, and a
+moved the log start past 0, from the oldest snapshot file at or past it: replay_start.py) (replay.py: a state machine is
+sequential, and a
 metadata log is megabytes, not terabytes); the history goes back into Spark as DataFrames, is aggregated
 per partition and written as Parquet under `out_dir/<table>/`:
 
@@ -23,7 +24,7 @@ per partition and written as Parquet under `out_dir/<table>/`:
 | damage | log regions (file, byte, offset) no controller's copy could give: the replay stops there |
 | notices | damage in one controller's copy that another copy made good, divergent copies |
 | image_check | per controller: whether the replayed image equals its image, and the differences |
-"""
+"""  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations
 

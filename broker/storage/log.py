@@ -324,7 +324,9 @@ class Log:
         """fsync when the policy asks for it (batch count or age of the oldest unflushed append)."""
         if not self._unflushed_batches:
             return False
-        by_count = self.config.flush_batches_max is not None and self._unflushed_batches >= self.config.flush_batches_max
+        by_count = (
+            self.config.flush_batches_max is not None and self._unflushed_batches >= self.config.flush_batches_max
+        )
         by_age = (
             self.config.flush_interval_ms is not None
             and self._oldest_unflushed_ms is not None

@@ -94,7 +94,9 @@ class Chain:
         return metadata_pb2.MetadataRecord(time_ms=self.now_ms, principal="test", request_id=f"r{self.now_ms}", **body)
 
     def noop(self, epoch: int, *, mirror: bool = True) -> bytes:
-        batch = metadata_pb2.MetadataBatch(controller_epoch=epoch, records=[self.stamp(no_op=metadata_pb2.NoOpRecord())])
+        batch = metadata_pb2.MetadataBatch(
+            controller_epoch=epoch, records=[self.stamp(no_op=metadata_pb2.NoOpRecord())]
+        )
         proposal = self.ids.next()
         data = encode_command(proposal, ProposalId.NONE, UNCONDITIONAL_OFFSET, batch)
         if mirror:

@@ -93,8 +93,10 @@ def load_crl(path: Path, ca_pem: bytes | None) -> frozenset[int]:
         raise KanalError(ErrorCode.INVALID_CONFIG, f"--tls-crl-file {path}: not a CRL: {exc}") from None
     cas = x509.load_pem_x509_certificates(ca_pem) if ca_pem else []
     if not any(ca.subject == crl.issuer and _signed_by(crl, ca) for ca in cas):
-        raise KanalError(ErrorCode.INVALID_CONFIG,
-                         f"--tls-crl-file {path}: not signed by a CA of --tls-ca-file (issuer {crl.issuer.rfc4514_string()})")
+        raise KanalError(
+            ErrorCode.INVALID_CONFIG,
+            f"--tls-crl-file {path}: not signed by a CA of --tls-ca-file (issuer {crl.issuer.rfc4514_string()})",
+        )
     return frozenset(entry.serial_number for entry in crl)
 
 
