@@ -293,18 +293,8 @@ def _guard(handler, auth: Authenticator):
     behavior = handler.unary_unary
     if behavior is None:
         return _guard_streaming(handler, auth)
-    async def unary_aio(request, context):
-        principal = await _authenticate_aio(auth, context)
-        with bind_principal(principal):
-            return await behavior(request, context)
-
-    def unary_sync(request, context):
-        principal = _authenticate_sync(auth, context)
-        with bind_principal(principal):
-            return behavior(request, context)
-
-    unary_unary: Callable[..., Any] = unary_aio if inspect.iscoroutinefunction(behavior) else unary_sync
-    return grpc.unary_unary_rpc_method_handler(unary_unary, handler.request_deserializer, handler.response_serializer)
+    return grpc.unary_unary_rpc_method_handler(_bound_to_caller(behavior, auth), handler.request_deserializer,
+                                               handler.response_serializer)
 
 
 class _SyncInterceptor(grpc.ServerInterceptor):
@@ -336,7 +326,13 @@ def _guard_streaming(handler, auth: Authenticator):
     kind, factory = next(((k, f) for k, f in _STREAMING_KINDS if getattr(handler, k) is not None), (None, None))
     if kind is None or factory is None:
         return handler
-    behavior = getattr(handler, kind)
+    return factory(_bound_to_caller(getattr(handler, kind), auth), handler.request_deserializer,
+                   handler.response_serializer)
+
+
+def _bound_to_caller(behavior: Callable[..., Any], auth: Authenticator) -> Callable[..., Any]:
+    """`behavior` authenticated at the door and run with the caller's principal bound, of the same kind:
+    an async generator, a coroutine (the aio server's loop) or a plain function (a thread)."""
 
     async def async_generator(argument, context):
         principal = await _authenticate_aio(auth, context)
@@ -354,9 +350,9 @@ def _guard_streaming(handler, auth: Authenticator):
         with bind_principal(principal):
             return behavior(argument, context)
 
-    guarded: Callable[..., Any] = (async_generator if inspect.isasyncgenfunction(behavior)
-                                   else coroutine if inspect.iscoroutinefunction(behavior) else sync)
-    return factory(guarded, handler.request_deserializer, handler.response_serializer)
+    if inspect.isasyncgenfunction(behavior):
+        return async_generator
+    return coroutine if inspect.iscoroutinefunction(behavior) else sync
 
 
 def server_interceptor(authenticator: Authenticator) -> grpc.ServerInterceptor:

@@ -10,7 +10,6 @@ its own port.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,12 +18,13 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from kanal.v1.host_port import HostPortError, parse_host_port
+
 BROKER_METRICS_PORT_DEFAULT = 9404
 CONTROLLER_METRICS_PORT_DEFAULT = 9405
 # The flag value that switches the endpoint off.
 METRICS_OFF = "off"
 
-_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)$")
 
 
 class MetricsFlagError(ValueError):
@@ -49,12 +49,10 @@ def metrics_listen(flag: str, listen: str, default_port: int) -> MetricsListen |
     if not text:
         host = listen.rpartition(":")[0] or "127.0.0.1"
         return MetricsListen(host, default_port)
-    host, sep, port_text = text.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or not _HOST.match(host):
-        raise MetricsFlagError(f"--metrics: expected HOST:PORT or 'off', got {flag!r}")
-    port = int(port_text)
-    if not 1 <= port <= 65535:
-        raise MetricsFlagError(f"--metrics: port {port} is outside 1..65535")
+    try:
+        host, port = parse_host_port(text)
+    except HostPortError as exc:
+        raise MetricsFlagError(f"--metrics: {exc} (or 'off')") from None
     return MetricsListen(host, port)
 
 
