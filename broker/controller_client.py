@@ -38,6 +38,7 @@ from kanal.v1 import controller_pb2_grpc
 from kanal.v1.channel_options import channel_options
 from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.grpc_errors import active_controller_of, error_code_of
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +102,11 @@ class ControllerClient:
             try:
                 reply = rpc(request, timeout=per_attempt, metadata=metadata or None)
             except grpc.RpcError as exc:
-                code = _kanal_code(exc)
+                code = error_code_of(exc)
                 last_problem = f"{endpoint}: {exc.code().name} {exc.details()}"
                 if code in _NOT_ACTIVE:
                     with self._lock:
-                        endpoint = self._chooser.on_not_controller(endpoint, _hint_from_metadata(exc), _now_ms())
+                        endpoint = self._chooser.on_not_controller(endpoint, active_controller_of(exc), _now_ms())
                     _pause(deadline)
                     continue
                 if code is None and exc.code() in _SILENT:
@@ -143,18 +144,3 @@ def _pause(deadline: float) -> None:
     time.sleep(min(RETRY_BACKOFF_MS / 1000, max(0.0, deadline - time.monotonic())))
 
 
-def _kanal_code(exc: grpc.RpcError) -> int | None:
-    for key, value in exc.trailing_metadata() or ():
-        if key == "kanal-error-code":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
-
-
-def _hint_from_metadata(exc: grpc.RpcError) -> str:
-    for key, value in exc.trailing_metadata() or ():
-        if key == "kanal-active-controller":
-            return str(value)
-    return ""

@@ -41,12 +41,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from kanal.v1 import broker_pb2, groups_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
+
+class GroupState(StrEnum):
+    """A group's state, spelled as Kafka's (DescribeGroups and the group-state metric labels show it)."""
+
+    EMPTY = "Empty"
+    PREPARING = "PreparingRebalance"
+    COMPLETING = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
-    "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+    GroupState.EMPTY, GroupState.PREPARING, GroupState.COMPLETING, GroupState.STABLE, GroupState.DEAD)
 GROUP_ID_LENGTH_MAX = 255
 
 
@@ -138,7 +150,7 @@ class Group:
     def __init__(self, group_id: str, limits: GroupLimits) -> None:
         self.group_id = group_id
         self.limits = limits
-        self.state = EMPTY
+        self.state: GroupState = EMPTY
         self.generation = 0
         self.protocol_type = ""
         self.protocol_name = ""

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,7 +67,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LEADER, FOLLOWER = "leader", "follower"
+class PartitionRole(StrEnum):
+    """What this broker is for a partition it hosts (None before the first assignment and once deleted)."""
+
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+LEADER, FOLLOWER = PartitionRole.LEADER, PartitionRole.FOLLOWER
 _REPLAY_CHUNK_BYTES = 8 << 20
 _request_ids = itertools.count(1)
 
@@ -104,7 +112,7 @@ class Partition:
         self.manager = manager
         self.log = Log.open(directory, config)
         self.lock = threading.RLock()
-        self.role: str | None = None
+        self.role: PartitionRole | None = None
         self.assignment: Assignment | None = None
         self.high_watermark = 0
         self.min_insync_replicas = min_insync_replicas

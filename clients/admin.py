@@ -19,6 +19,7 @@ from kanal.clients.group_membership import GroupMembership
 from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2
 from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.grpc_errors import error_code_of
 from kanal.v1.scram import ITERATIONS_DEFAULT, MECHANISMS, check_mechanism, new_salt, salted_password
 from kanal.v1.topic_name import check_topic_name
 from kanal.v1.wire_enum import as_enum
@@ -79,11 +80,11 @@ class Admin:
                 return getattr(self._metadata.any_stub(), method)(
                     request, timeout=max(_ATTEMPT_TIMEOUT_S_MIN, deadline - time.monotonic()))
             except grpc.RpcError as exc:
-                code = dict(exc.trailing_metadata() or ()).get("kanal-error-code")
-                error = KanalError(int(code) if code else ErrorCode.BROKER_NOT_AVAILABLE,
+                code = error_code_of(exc)
+                error = KanalError(code if code is not None else ErrorCode.BROKER_NOT_AVAILABLE,
                                    exc.details() or exc.code().name)
-                unreachable = not code and exc.code() == grpc.StatusCode.UNAVAILABLE
-            starting = bool(code) and error.code == ErrorCode.BROKER_NOT_AVAILABLE
+                unreachable = code is None and exc.code() == grpc.StatusCode.UNAVAILABLE
+            starting = code is not None and error.code == ErrorCode.BROKER_NOT_AVAILABLE
             if not (starting or unreachable) or time.monotonic() >= deadline:
                 raise error
             time.sleep(_STARTING_BROKER_BACKOFF_S)

@@ -16,9 +16,9 @@ Who answers what:
 
 Errors. Per-item failures are in the replies (kanal.metadata's decisions). A call that fails as a whole
 carries the ErrorCode in the reply's `error` field where it has one (broker calls, FetchMetadata), else
-as a gRPC status (kanal.v1.error.grpc_status) with trailing metadata `kanal-error-code` (the number) and
-`kanal-error-message`. Anything that is not a KanalError is a bug: logged with its traceback and answered
-INTERNAL with UNKNOWN_SERVER_ERROR.
+as a gRPC status (kanal.v1.grpc_errors, the boundary every server shares) with trailing metadata
+`kanal-error-code` (the number) and `kanal-error-message`. Anything that is not a KanalError is a bug: logged
+with its traceback and answered INTERNAL with UNKNOWN_SERVER_ERROR.
 
 Deadlines: a write waits at most `request_timeout_ms`, less when the caller's gRPC deadline is sooner
 (the reply must reach the caller before it gives up). Principal: admin calls stamp the caller's principal
@@ -68,15 +68,11 @@ from kanal.raft.quorum_status import QuorumStatus
 from kanal.raft.request_authorization import ControllerGate, gated
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc
 from kanal.v1.call_identity import PRINCIPAL_METADATA_KEY
-from kanal.v1.error import ErrorCode, KanalError, grpc_status
+from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.grpc_errors import ERROR_CODE_KEY, abort_with
 
 _log = logging.getLogger("kanal.raft.service")
 
-ERROR_CODE_KEY = "kanal-error-code"
-ERROR_MESSAGE_KEY = "kanal-error-message"
-# With NOT_CONTROLLER / CONTROLLER_NOT_AVAILABLE as a gRPC status: host:port of the active controller,
-# when known (replies without an `active_controller` field carry the hint here).
-ACTIVE_CONTROLLER_KEY = "kanal-active-controller"
 # FetchMetadata: bytes per reply when the request says 0, and at most (at least one batch is returned
 # whatever the limit, and a batch is at most metadata_batch_bytes_max).
 FETCH_BYTES_DEFAULT = 1024 * 1024
@@ -108,19 +104,6 @@ def _rpc(method: F) -> F:
         abort_with(context, code, message, active_controller=hint)
 
     return wrapper  # type: ignore[return-value]
-
-
-def abort_with(context: grpc.ServicerContext, code: int, message: str, *, active_controller: str = "") -> None:
-    trailing = [(ERROR_CODE_KEY, str(int(code))), (ERROR_MESSAGE_KEY, _ascii(message))]
-    if active_controller:
-        trailing.append((ACTIVE_CONTROLLER_KEY, active_controller))
-    context.set_trailing_metadata(tuple(trailing))
-    context.abort(grpc_status(code), message)
-
-
-def _ascii(text: str) -> str:
-    # Metadata values must be printable ASCII.
-    return text.encode("ascii", "backslashreplace").decode("ascii").replace("\n", " ")[:1024]
 
 
 class _Forwarded(Exception):

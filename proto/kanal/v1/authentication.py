@@ -48,6 +48,7 @@ import grpc
 
 from kanal.v1.channel_security import PASSWORD_METADATA_KEY, USER_METADATA_KEY
 from kanal.v1.error import ErrorCode, KanalError, grpc_status
+from kanal.v1.grpc_errors import error_trailer
 from kanal.v1.listener_security import ListenerSecurity
 from kanal.v1.principal import ANONYMOUS, PRINCIPAL_TYPE_USER, Principal, bind_principal
 from kanal.v1.scram import ScramCredential, verify_password
@@ -263,7 +264,7 @@ def _refused(message: str) -> KanalError:
 
 
 def _trailer(exc: KanalError) -> tuple[tuple[str, str], ...]:
-    return (("kanal-error-code", str(int(exc.code))), ("kanal-error-message", exc.message))
+    return error_trailer(exc.code, exc.message)
 
 
 # -- the interceptors: grpc.server (controllers) and grpc.aio (brokers) --------------------------------

@@ -1,6 +1,15 @@
-"""The gRPC boundary for errors: KanalError -> gRPC status with `kanal-error-code` / `kanal-error-message`
-trailing metadata; any other exception is a bug, logged with its traceback and answered as
-UNKNOWN_SERVER_ERROR (INTERNAL), never swallowed silently."""
+"""The gRPC boundary for errors, one for every kanal server (brokers, controllers, the authenticator).
+
+A KanalError leaves as a gRPC status (kanal.v1.error.grpc_status) with trailing metadata:
+
+    kanal-error-code         the ErrorCode number (errors.proto), as decimal text
+    kanal-error-message      the message, cleaned to printable ASCII (metadata values must be), at most 1 KiB
+    kanal-active-controller  with NOT_CONTROLLER / CONTROLLER_NOT_AVAILABLE: host:port of the active
+                             controller, when known
+
+Any other exception is a bug: logged with its traceback and answered as UNKNOWN_SERVER_ERROR (INTERNAL),
+never swallowed silently. `error_code_of` and `active_controller_of` read the trailer on the calling side.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +26,40 @@ from kanal.v1.error import ErrorCode, KanalError, grpc_status
 log = logging.getLogger(__name__)
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
+ERROR_CODE_KEY = "kanal-error-code"
+ERROR_MESSAGE_KEY = "kanal-error-message"
+ACTIVE_CONTROLLER_KEY = "kanal-active-controller"
+_MESSAGE_CHARS_MAX = 1024
 
-def abort_with(context: grpc.ServicerContext, code: int, message: str) -> None:
-    context.set_trailing_metadata((("kanal-error-code", str(int(code))), ("kanal-error-message", message)))
+
+def error_trailer(code: int, message: str, *, active_controller: str = "") -> tuple[tuple[str, str], ...]:
+    """The trailing metadata of an error reply."""
+    clean = message.encode("ascii", "backslashreplace").decode("ascii").replace("\n", " ")[:_MESSAGE_CHARS_MAX]
+    trailer = ((ERROR_CODE_KEY, str(int(code))), (ERROR_MESSAGE_KEY, clean))
+    return (*trailer, (ACTIVE_CONTROLLER_KEY, active_controller)) if active_controller else trailer
+
+
+def error_code_of(exc: grpc.RpcError) -> int | None:
+    """The kanal error code a failed call's trailer carries; None when it has none (not a kanal error)."""
+    for key, value in exc.trailing_metadata() or ():
+        if key == ERROR_CODE_KEY:
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def active_controller_of(exc: grpc.RpcError) -> str:
+    """The active controller's host:port a refusal names; "" when it names none."""
+    for key, value in exc.trailing_metadata() or ():
+        if key == ACTIVE_CONTROLLER_KEY:
+            return str(value)
+    return ""
+
+
+def abort_with(context: grpc.ServicerContext, code: int, message: str, *, active_controller: str = "") -> None:
+    context.set_trailing_metadata(error_trailer(code, message, active_controller=active_controller))
     context.abort(grpc_status(code), message)
 
 
@@ -43,7 +83,7 @@ def error_boundary(handler: Handler) -> Handler:
 
 
 async def abort_with_async(context: grpc.aio.ServicerContext, code: int, message: str) -> None:
-    context.set_trailing_metadata((("kanal-error-code", str(int(code))), ("kanal-error-message", message)))
+    context.set_trailing_metadata(error_trailer(code, message))
     await context.abort(grpc_status(code), message)
 
 
