@@ -4,6 +4,8 @@ held by import-linter's contracts in pyproject.toml."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +36,38 @@ def test_a_server_importing_a_client_breaks_a_contract(package_tree):
     result = lint_imports(root)
     assert result.returncode != 0
     assert "raft imports metadata, kanal.v1 and broker.storage only BROKEN" in result.stdout
+
+
+def _buf(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    buf = Path(sys.executable).with_name("buf")
+    return subprocess.run([str(buf), *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
+
+
+def _schema_copy(tmp_path: Path) -> Path:
+    """The checkout's buf.yaml and proto/ in a directory of their own, to break without touching the tree."""
+    copy = tmp_path / "schema"
+    shutil.copytree(REPO / "proto", copy / "proto", ignore=shutil.ignore_patterns("*.py", "*.pyi", "*.c", "*.json"))
+    shutil.copy2(REPO / "buf.yaml", copy / "buf.yaml")
+    return copy
+
+
+def test_buf_breaking_refuses_a_renumbered_field(tmp_path):
+    """tests/strict_checks.py's buf breaking can fail: the same schema with one field renumbered."""
+    copy = _schema_copy(tmp_path)
+    assert _buf("breaking", "proto", "--against", str(REPO / "proto"), cwd=copy).returncode == 0
+    broker = copy / "proto" / "kanal" / "v1" / "broker.proto"
+    text = broker.read_text()
+    changed = re.sub(r"int32 partition = (\d+);", "int32 partition = 99;", text, count=1)
+    assert changed != text
+    broker.write_text(changed)
+    result = _buf("breaking", "proto", "--against", str(REPO / "proto"), cwd=copy)
+    assert result.returncode != 0 and 'field "1" with name "partition"' in result.stdout, result.stdout
+
+
+def test_buf_lint_refuses_what_buf_yaml_does_not_excuse(tmp_path):
+    copy = _schema_copy(tmp_path)
+    assert _buf("lint", cwd=copy).returncode == 0
+    with open(copy / "proto" / "kanal" / "v1" / "errors.proto", "a") as f:
+        f.write("\nmessage bad_name {}\n")
+    result = _buf("lint", cwd=copy)
+    assert result.returncode != 0 and "bad_name" in result.stdout, result.stdout
