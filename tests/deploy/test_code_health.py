@@ -1,5 +1,6 @@
 """Strict checks that run with the suite (so in `.ci/run`): the layering rule of docs/architecture.md,
-held by import-linter's contracts in pyproject.toml."""
+held by import-linter's contracts in pyproject.toml; and that the schema checks tests/strict_checks.py runs
+(buf lint, buf breaking) fail when they should."""
 
 from __future__ import annotations
 
