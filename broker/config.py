@@ -13,6 +13,7 @@ from pathlib import Path
 from kanal.broker.quota_sampler import QuotaWindows
 from kanal.metadata.authorizer import AuthorizerConfig
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.host_port import parse_host_port
 from kanal.v1.listener_security import ListenerSecurity
 
 # One attempt of a call at one controller waits at most this long (unless the call says less: heartbeats
@@ -25,11 +26,12 @@ METADATA_FETCH_REPLY_MARGIN_MS = 1_000
 
 
 def parse_endpoint(text: str) -> tuple[str, int]:
-    """'host:port' -> (host, port); INVALID_CONFIG when malformed."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise KanalError(ErrorCode.INVALID_CONFIG, f"{text!r} is not host:port")
-    return host, int(port)
+    """'host:port' -> (host, port) by kanal.v1.host_port's rules; INVALID_CONFIG when malformed."""
+    try:
+        parsed = parse_host_port(text)
+    except ValueError as exc:
+        raise KanalError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    return parsed.host, parsed.port
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from kanal.raft.metadata_snapshots import (
 )
 from kanal.v1.authorizer_flags import add_authorizer_flags
 from kanal.v1.error import KanalError
+from kanal.v1.host_port import HostPort, parse_host_port
 from kanal.v1.listener_security import (
     ListenerSecurity,
     ListenerSecurityError,
@@ -52,34 +53,22 @@ VOTERS_MAX = 7
 # pysyncobj's leaderFallbackTimeout, in maximal election timeouts (see leader_fallback_timeout_ms).
 LEADER_FALLBACK_ELECTION_TIMEOUTS = 2
 _CLUSTER_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-_HOST = re.compile(r"^[A-Za-z0-9.-]{1,253}$|^\[[0-9A-Fa-f:.]{2,45}\]$")
-
-
 class ControllerConfigError(ValueError):
     """A flag or setting is missing, unknown or out of bounds; the message is one line."""
 
 
-@dataclass(frozen=True, slots=True)
-class Address:
-    """host:port, validated (host: a name, an IPv4 address, or [IPv6]; port 1..65535)."""
+class Address(HostPort):
+    """host:port of a controller's listener or peer (kanal.v1.host_port's rules)."""
 
-    host: str
-    port: int
+    __slots__ = ()
 
     @classmethod
     def parse(cls, text: str, what: str) -> Address:
-        host, sep, port_text = text.rpartition(":")
-        if not sep or not host or not port_text.isdigit():
-            raise ControllerConfigError(f"{what}: expected HOST:PORT, got {text!r}")
-        if not _HOST.match(host):
-            raise ControllerConfigError(f"{what}: {host!r} is not a host name or address")
-        port = int(port_text)
-        if not 1 <= port <= 65535:
-            raise ControllerConfigError(f"{what}: port {port} is outside 1..65535")
-        return cls(host, port)
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
+        try:
+            parsed = parse_host_port(text)
+        except ValueError as exc:
+            raise ControllerConfigError(f"{what}: {exc}") from None
+        return cls(parsed.host, parsed.port)
 
 
 @dataclass(frozen=True, slots=True)
