@@ -18,11 +18,13 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 
 from kanal.clients.acls_cli import add_acls_parser
 from kanal.clients.admin import BROKER, TOPIC, Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
+from kanal.clients.producer_batch import RecordFuture
 from kanal.clients.producer_config import ProducerConfig
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.dev_state import dev_state_path, read_dev_state
@@ -145,8 +147,14 @@ def topics_alter(args) -> int:
 # ---- produce / consume ----
 
 def produce(args) -> int:
-    config = ProducerConfig(bootstrap=_bootstrap(args), security=_security(args), acks=args.acks, enable_idempotence=args.acks == "all",
-                            compression=args.compression, linger_ms=args.linger_ms)
+    config = ProducerConfig(
+        bootstrap=_bootstrap(args),
+        security=_security(args),
+        acks=args.acks,
+        enable_idempotence=args.acks == "all",
+        compression=args.compression,
+        linger_ms=args.linger_ms,
+    )
     failures = []
     count = 0
     with contextlib.ExitStack() as stack:
@@ -163,7 +171,7 @@ def produce(args) -> int:
                 value = line
             headers = [(k, v.encode()) for k, _, v in (h.partition("=") for h in args.header or [])]
             producer.produce(args.topic, value, key=key, partition=args.partition, headers=headers,
-                             on_delivery=lambda err, meta: err and failures.append(err))
+                             on_delivery=lambda err, meta: failures.append(err) if err else None)
             count += 1
         producer.flush()
     if failures:
@@ -184,11 +192,21 @@ def consume(args) -> int:
             raise KanalError(ErrorCode.INVALID_REQUEST, "--group assigns partitions itself: --partition, --offset "
                                                         "and --from-timestamp do not apply")
         # Commits are explicit: exactly what was printed, so --max-messages leaves the rest for the group.
-        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset, group_id=args.group,
-                                           enable_auto_commit=False, client_id="kanal-console-consumer"))
+        consumer = Consumer(
+            ConsumerConfig(
+                bootstrap=_bootstrap(args),
+                security=_security(args),
+                auto_offset_reset=reset,
+                group_id=args.group,
+                enable_auto_commit=False,
+                client_id="kanal-console-consumer",
+            )
+        )
         consumer.subscribe([args.topic])
     else:
-        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset))
+        consumer = Consumer(
+            ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset)
+        )
         if args.partition is not None:
             partitions = [args.partition]
         consumer.assign([(args.topic, p) for p in partitions])
@@ -252,7 +270,9 @@ def _print_record(args, r) -> None:
 def groups_list(args) -> int:
     with _admin(args) as admin:
         groups = admin.list_groups()
-    _print(args, [f"{g}\t{state}" for g, state in groups.items()], [{"group": g, "state": s} for g, s in groups.items()])
+    _print(
+        args, [f"{g}\t{state}" for g, state in groups.items()], [{"group": g, "state": s} for g, s in groups.items()]
+    )
     return 0
 
 
@@ -260,20 +280,21 @@ def groups_describe(args) -> int:
     with _admin(args) as admin:
         info = admin.describe_group(args.group)
     owner = {(t.topic, p): m.member_id for m in info.members for t in m.assignment.partitions for p in t.partitions}
+    offsets = [{"topic": o.topic, "partition": o.partition, "committed_offset": o.committed_offset,
+                "log_end_offset": o.log_end_offset, "lag": o.lag, "member_id": owner.get((o.topic, o.partition), "")}
+               for o in info.offsets]
     data = {"group": info.group_id, "state": info.state, "protocol": info.protocol, "generation": info.generation,
             "coordinator": info.coordinator,
             "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
                          "host": m.client_host,
                          "partitions": [[t.topic, p] for t in m.assignment.partitions for p in t.partitions]}
                         for m in info.members],
-            "offsets": [{"topic": o.topic, "partition": o.partition, "committed_offset": o.committed_offset,
-                         "log_end_offset": o.log_end_offset, "lag": o.lag,
-                         "member_id": owner.get((o.topic, o.partition), "")} for o in info.offsets]}
+            "offsets": offsets}
     lines = [(f"group {info.group_id}: {info.state}, protocol {info.protocol or '-'}, generation {info.generation}, "
               f"coordinator broker {info.coordinator}, {len(info.members)} members"),
              f"{'TOPIC':<24} {'PARTITION':>9} {'COMMITTED':>10} {'LOG-END':>10} {'LAG':>8}  MEMBER"]
     lines += [f"{o['topic']:<24} {o['partition']:>9} {o['committed_offset']:>10} {o['log_end_offset']:>10} "
-              f"{o['lag']:>8}  {o['member_id'] or '-'}" for o in data["offsets"]]
+              f"{o['lag']:>8}  {o['member_id'] or '-'}" for o in offsets]
     _print(args, lines, data)
     return 0
 
@@ -416,6 +437,7 @@ def perf_produce(args) -> int:
         while sent < args.num_records and time.perf_counter() - progress.started < args.max_seconds:
             chunk = min(1000, args.num_records - sent)
             t0 = time.perf_counter()
+            futures: Sequence[RecordFuture]
             if args.per_record:  # the cost of one produce() call per record, as most applications make
                 futures = [producer.produce(args.topic, value) for _ in range(chunk)]
             else:
@@ -654,14 +676,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--quiet", action="store_true")
     c.add_argument("--per-record", action="store_true",
                    help="call produce() once per record (default: produce_many() once per 1,000 records)")
-    c.add_argument("--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-producer)")
+    c.add_argument(
+        "--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-producer)"
+    )
     c.set_defaults(func=perf_produce)
     c = perf.add_parser("consume", parents=[common])
     c.add_argument("topic")
     c.add_argument("--num-records", type=_positive_int, default=1_000_000)
     c.add_argument("--max-seconds", type=_positive_float, default=60)
     c.add_argument("--quiet", action="store_true")
-    c.add_argument("--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-consumer)")
+    c.add_argument(
+        "--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-consumer)"
+    )
     c.set_defaults(func=perf_consume)
     return p
 

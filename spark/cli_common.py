@@ -49,9 +49,13 @@ def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--fail-fast", action="store_true", help="stop at the first damaged segment instead of "
                    "reporting it and reading the rest")
     p.add_argument("--quiet", action="store_true", help="no progress line")
-    p.add_argument("--split-bytes", type=_split_bytes, default=GROUP_BYTES_MAX_DEFAULT,
-                   help="segment bytes read by one Spark task (whole segment files; default "
-                        f"{GROUP_BYTES_MAX_DEFAULT // (1024 * 1024)} MiB): smaller spreads a large partition over more cores")
+    p.add_argument(
+        "--split-bytes",
+        type=_split_bytes,
+        default=GROUP_BYTES_MAX_DEFAULT,
+        help="segment bytes read by one Spark task (whole segment files; default "
+        f"{GROUP_BYTES_MAX_DEFAULT // (1024 * 1024)} MiB): smaller spreads a large partition over more cores",
+    )
 
 
 def security_of(args: argparse.Namespace) -> ClientSecurity | None:
