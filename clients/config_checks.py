@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import NoReturn
 
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.host_port import parse_host_port
 
 
 def bad_config(message: str) -> NoReturn:
@@ -37,9 +38,10 @@ def parse_bootstrap(value: object) -> list[str]:
     if not endpoints:
         bad_config("bootstrap needs at least one host:port")
     for endpoint in endpoints:
-        host, sep, port = endpoint.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            bad_config(f"bootstrap endpoint {endpoint!r} is not host:port")
+        try:
+            parse_host_port(endpoint)
+        except ValueError as exc:
+            bad_config(f"bootstrap endpoint {endpoint!r}: {exc}")
     return endpoints
 
 
