@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.error import ConfigError
 from kanal.v1.host_port import parse_host_port
 
 
 def bad_config(message: str) -> NoReturn:
-    raise KanalError(ErrorCode.INVALID_CONFIG, message)
+    raise ConfigError(message)
 
 
 def check_int(name: str, value: object, lo: int, hi: int) -> None:

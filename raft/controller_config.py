@@ -31,7 +31,7 @@ from kanal.raft.metadata_snapshots import (
     SnapshotSettings,
 )
 from kanal.v1.authorizer_flags import add_authorizer_flags
-from kanal.v1.error import KanalError
+from kanal.v1.error import ConfigError, KanalError
 from kanal.v1.host_port import HostPortError, parse_host_port
 from kanal.v1.listener_security import (
     ListenerSecurity,
@@ -54,8 +54,8 @@ VOTERS_MAX = 7
 # pysyncobj's leaderFallbackTimeout, in maximal election timeouts (see leader_fallback_timeout_ms).
 LEADER_FALLBACK_ELECTION_TIMEOUTS = 2
 _CLUSTER_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-class ControllerConfigError(ValueError):
-    """A flag or setting is missing, unknown or out of bounds; the message is one line."""
+# A flag or setting is missing, unknown or out of bounds: the one ConfigError (its message is one line).
+ControllerConfigError = ConfigError
 
 
 @dataclass(frozen=True, slots=True)

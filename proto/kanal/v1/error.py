@@ -58,3 +58,16 @@ class KanalError(Exception):
     @property
     def name(self) -> str:
         return error_name(self.code)
+
+
+class ConfigError(KanalError, ValueError):
+    """The one config error: a setting is missing, unknown, of the wrong type or out of bounds, wherever it
+    came from (a flag, a KANAL_* variable, a TOML file, a client's config object). INVALID_CONFIG, and its
+    text is the message alone, one line naming the setting: servers print it and exit 2, clients raise it
+    at construction. A ValueError too, as the per-module errors it replaced were."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.INVALID_CONFIG, message)
+
+    def __str__(self) -> str:
+        return self.message

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 
+from kanal.v1.error import ConfigError
+
 _HOST = re.compile(r"^[A-Za-z0-9.-]{1,253}$|^\[[0-9A-Fa-f:.]{2,45}\]$")
 
 
-class HostPortError(ValueError):
-    pass
+# Malformed HOST:PORT text: the one ConfigError; callers that know the flag wrap it naming the flag.
+HostPortError = ConfigError
 
 
 def parse_host_port(text: str) -> tuple[str, int]:

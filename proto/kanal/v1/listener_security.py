@@ -43,15 +43,15 @@ from pathlib import Path
 import grpc
 
 from kanal.v1.channel_security import ClientSecurity, read_pem
-from kanal.v1.error import KanalError
+from kanal.v1.error import ConfigError, KanalError
 from kanal.v1.principal_mapping import DEFAULT_RULES, PrincipalMapper, parse_rules
 
 CLIENT_AUTH_MODES = ("none", "required")
 AUTHENTICATION_MODES = ("mtls", "password")
 
 
-class ListenerSecurityError(ValueError):
-    """A security setting is wrong or a file cannot be used; one line naming the flag."""
+# A security setting is wrong or a file cannot be used: the one ConfigError, one line naming the flag.
+ListenerSecurityError = ConfigError
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from kanal.v1.error import ConfigError
 from kanal.v1.host_port import HostPortError, parse_host_port
 
 BROKER_METRICS_PORT_DEFAULT = 9404
@@ -27,8 +28,8 @@ METRICS_OFF = "off"
 
 
 
-class MetricsFlagError(ValueError):
-    """A `--metrics` value that is neither `off` nor HOST:PORT (a one-line message)."""
+# A `--metrics` value that is neither `off` nor HOST:PORT: the one ConfigError (a one-line message).
+MetricsFlagError = ConfigError
 
 
 @dataclass(frozen=True, slots=True)

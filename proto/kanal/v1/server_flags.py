@@ -37,6 +37,8 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from kanal.v1.error import ConfigError
+
 # The gRPC health service name a liveness probe asks: SERVING as soon as the node's gRPC server runs and for
 # as long as it answers, whether or not the node has caught up (readiness asks "", SERVING only then).
 LIVENESS_SERVICE = "kanal.liveness"
@@ -49,8 +51,8 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
-class ServerFlagError(ValueError):
-    """A setting is unknown, of the wrong type or out of bounds, wherever it came from; one line."""
+# A setting is unknown, of the wrong type or out of bounds, wherever it came from: the one ConfigError.
+ServerFlagError = ConfigError
 
 
 class OneLineParser(argparse.ArgumentParser):
