@@ -21,7 +21,8 @@ the three cases once, in an order rotated from round to round, each on a fresh t
 JSON object: every round's p50 / p99 / max per case, the medians of the rounds, and the ratios the goals
 are set on, p99 of kanal_1_broker_acks_1 / jetstream_push (goal <= 3) and p99 of kanal_rf3_acks_all /
 kanal_1_broker_acks_1 (goal <= 1.5), each as the ratio of the medians and as the median of the rounds'
-own ratios (a round's cases share the load of the moment). Every loop is bounded by count and time.
+own ratios (a round's cases share the load of the moment; `met` is judged on the latter), and the same
+ratios of the p50 medians. Every loop is bounded by count and time.
 """
 
 from __future__ import annotations
@@ -243,9 +244,11 @@ def summary(rounds: list[dict], args) -> dict:
         of_rounds = round(statistics.median(r[num]["p99_ms"] / r[den]["p99_ms"] for r in rounds), 3)
         goals[name] = {"ratio_of_medians": of_medians, "median_of_round_ratios": of_rounds, "goal_max": goal,
                        "met": of_rounds <= goal}
+    # p50 beside it: on a loaded machine a p99 of 10,000 records swings several-fold between rounds.
+    p50 = {name.replace("p99", "p50"): round(medians[num]["p50_ms"] / medians[den]["p50_ms"], 3) for name, (num, den, _) in GOALS.items()}
     return {"benchmark": "latency", "rate_records_s": args.rate, "seconds_per_case": args.seconds,
             "load_average_1m_at_end": round(os.getloadavg()[0], 1), "rounds": rounds, "medians": medians,
-            "p99_ratios": goals}
+            "p99_ratios": goals, "p50_ratio_of_medians": p50}
 
 
 if __name__ == "__main__":
