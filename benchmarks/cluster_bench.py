@@ -60,7 +60,7 @@ LATENCY_PRODUCER = {"acks": "1", "enable_idempotence": False, "linger_ms": 0}
 
 
 def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, security=None, **configs: str) -> None:
-    md = ClusterMetadata(cluster.bootstrap, security=security)
+    md = ClusterMetadata(cluster.bootstrap, **_security_arg(security))
     try:
         request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
             name=name, partitions=partitions, replication_factor=rf,
@@ -77,6 +77,12 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, sec
         raise SystemExit(f"{name} has no leaders")
     finally:
         md.close()
+
+
+def _security_arg(security) -> dict:
+    """`security=...` only when there is some: ab_produce.py runs this file on checkouts from before the
+    clients took TLS settings (c15f553, issue 17's baseline), whose constructors have no such argument."""
+    return {} if security is None else {"security": security}
 
 
 def grant_benchmark_acls(cluster: LocalCluster, others: int) -> None:
@@ -166,7 +172,7 @@ def _check(futures) -> None:
 def _client_producer(bootstrap: str, topic: str, record_bytes: int, acks: str, records_max: int, seconds: float,
                      per_record: bool, security, out: mp.Queue) -> None:
     producer = Producer(ProducerConfig(bootstrap=bootstrap, acks=acks, enable_idempotence=(acks == "all"),
-                                       security=security))
+                                       **_security_arg(security)))
     value = os.urandom(record_bytes)
     values = [value] * 1000
     started = time.perf_counter()
@@ -279,15 +285,15 @@ def _latency_consumer(bootstrap: str, topic: str, count: int, seconds: float, re
     out.put(samples)
 
 
-def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float) -> dict:
-    """A producer paced at rate_s (linger 0, acks=1) in this process and a consumer process; each record
-    carries its send time, the consumer notes when it got it (one machine, one clock)."""
+def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float, acks: str = "1") -> dict:
+    """A producer paced at rate_s (linger 0, `acks`, not idempotent) in this process and a consumer process;
+    each record carries its send time, the consumer notes when it got it (one machine, one clock)."""
     count = int(rate_s * seconds)
     ctx = mp.get_context("spawn")
     ready, queue = ctx.Event(), ctx.Queue()
     reader = ctx.Process(target=_latency_consumer, args=(cluster.bootstrap, topic, count, seconds, ready, queue))
     reader.start()
-    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, **LATENCY_PRODUCER))
+    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, **{**LATENCY_PRODUCER, "acks": acks}))
     try:
         if not ready.wait(60):
             raise SystemExit("the latency consumer did not start")
@@ -299,12 +305,18 @@ def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float) -> d
                 time.sleep(max(0.0, min(0.0005, target - time.perf_counter())))
             producer.produce(topic, b"%020d" % time.time_ns() + b"x" * 80, partition=0)
         producer.flush(30)
-        samples = sorted(queue.get(timeout=seconds + 30))
+        samples = queue.get(timeout=seconds + 30)
     finally:
         producer.close()
         reader.join(30)
         if reader.is_alive():
             reader.kill()
+    return latency_summary(samples, rate_s, count)
+
+
+def latency_summary(samples_ms: list[float], rate_s: int, count: int) -> dict:
+    """p50 / p99 / max of end-to-end latencies in ms (nan below 100 samples), with what was sent and got."""
+    samples = sorted(samples_ms)
     q = statistics.quantiles(samples, n=100) if len(samples) > 100 else [float("nan")] * 99
     return {"rate_records_s": rate_s, "records": count, "received": len(samples),
             "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3), "max_ms": round(samples[-1], 3) if samples else None}
