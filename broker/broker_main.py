@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p.add_argument(flag, type=integer(flag), default=default,
                        help=f"{help_text + '; ' if help_text else ''}default {default}")
-    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                   help="the least severe log level written (default INFO)")
     add_authorizer_flags(p)
     add_listener_security_flags(p)
     add_server_flags(p)

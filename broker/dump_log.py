@@ -33,6 +33,7 @@ from kanal.broker.storage.segment import segment_file_name
 from kanal.broker.storage.segment_walk import mapped_segment, walk_segment
 from kanal.v1 import records_pb2
 from kanal.v1.batch import CorruptEntry, Entry, decode_records, parse_batch
+from kanal.v1.cli_report import CommandParser
 from kanal.v1.error import KanalError
 from kanal.v1.record_text import as_text, put_bytes
 
@@ -218,7 +219,7 @@ def dump_index_file(path: Path, out: Printer) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="kanal dump-log",
         description="Print what a partition's segment files hold, read offline (Kafka's kafka-dump-log).",
     )

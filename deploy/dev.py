@@ -29,7 +29,6 @@ stop them. The protocol is one JSON request line and one JSON reply line per con
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -40,6 +39,7 @@ import threading
 from pathlib import Path
 
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
+from kanal.v1.cli_report import CommandParser
 from kanal.v1.dev_state import dev_state_path, kanal_home
 
 KANAL_HOME = kanal_home()
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="kanal dev", description=__doc__.splitlines()[0],
+    p = CommandParser(prog="kanal dev", description=__doc__.splitlines()[0],
                                 epilog="Also: `kanal dev status`, `kanal dev restart NODE`.")
     p.add_argument("--data-dir", type=Path, default=KANAL_HOME / "dev-data")
     p.add_argument("--controllers", type=int, default=3)
@@ -261,7 +261,7 @@ def _call(request: dict, timeout_s: float) -> dict:
 
 
 def _status_command(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="kanal dev status", description="Show every node of the running kanal dev.")
+    p = CommandParser(prog="kanal dev status", description="Show every node of the running kanal dev.")
     p.add_argument("--output", choices=("text", "json"), default="text")
     args = p.parse_args(argv)
     try:
@@ -280,7 +280,7 @@ def _status_command(argv: list[str]) -> int:
 
 
 def _restart_command(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="kanal dev restart",
+    p = CommandParser(prog="kanal dev restart",
                                 description="Restart one node of the running kanal dev on its data.")
     p.add_argument("node", help="a node name as `kanal dev status` shows it, e.g. broker-1 or controller-0")
     args = p.parse_args(argv)

@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kanal.v1.cli_report import CommandParser
+
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 REQUEST_TIMEOUT_S = 10.0
@@ -113,12 +115,14 @@ def access_from(args: argparse.Namespace, environ: Mapping[str, str]) -> ApiAcce
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kanal node-zone", description=__doc__.split("\n")[0], allow_abbrev=False)
+    p = CommandParser(prog="kanal node-zone", description=__doc__.split("\n")[0], allow_abbrev=False)
     p.add_argument("--output", required=True, type=Path, help="file to write the zone to (the broker's --rack-file)")
     p.add_argument("--node", default=None, help="node name (default: $NODE_NAME, from the downward API)")
     p.add_argument("--api-server", default="", help="API server URL (default: from KUBERNETES_SERVICE_HOST/PORT)")
-    p.add_argument("--token-file", default=str(SERVICE_ACCOUNT_DIR / "token"))
-    p.add_argument("--ca-file", default=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
+    p.add_argument("--token-file", default=str(SERVICE_ACCOUNT_DIR / "token"),
+                   help="the service account token (default: the mounted one)")
+    p.add_argument("--ca-file", default=str(SERVICE_ACCOUNT_DIR / "ca.crt"),
+                   help="the API server's CA certificate (default: the mounted one)")
     return p
 
 

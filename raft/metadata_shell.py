@@ -42,6 +42,7 @@ from kanal.metadata.log_codec import decode_entry
 from kanal.metadata.snapshot_file import SnapshotFileError, decode_snapshot_file, parse_snapshot_file_name
 from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME
 from kanal.v1.batch import CorruptEntry
+from kanal.v1.cli_report import CommandParser
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.dev_state import dev_state_path, read_dev_state
 from kanal.v1.error import KanalError
@@ -210,7 +211,7 @@ class Shell:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="kanal metadata",
         description="Browse the metadata image as a tree, from a controller or offline from a controller's "
                     "data directory (Kafka's kafka-metadata-shell).",

@@ -10,7 +10,6 @@ status: 0, or 1 when damage was found or the job failed, 2 for bad arguments.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from kanal.spark.cli_common import (
@@ -21,18 +20,19 @@ from kanal.spark.cli_common import (
     security_of,
     spark_missing,
 )
+from kanal.v1.cli_report import CommandParser
+from kanal.v1.error import ErrorCode, KanalError
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="kanal analytics", description=__doc__.splitlines()[0])
+    p = CommandParser(prog="kanal analytics", description=__doc__.splitlines()[0])
     add_common_args(p, "analytics")
     p.add_argument("--topics", help="comma-separated topics (default: every non-internal topic)")
     p.add_argument("--hot-keys", type=int, default=10, help="hottest keys kept per topic (default 10)")
     args = p.parse_args(argv)
     missing = spark_missing()
-    if missing:
-        print(f"kanal analytics: {missing}", file=sys.stderr)
-        return 1
+    if missing:  # one line naming what to install, exit 1 (MISSING_DEPENDENCY)
+        raise KanalError(ErrorCode.MISSING_DEPENDENCY, f"kanal analytics {missing}")
     if args.hot_keys < 1:
         p.error("--hot-keys must be >= 1")
     data_dir = None
