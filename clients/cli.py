@@ -283,17 +283,19 @@ def consume(args) -> int:
 def _check_offset(args, admin: Admin, partitions: list[int]) -> None:
     """--offset must lie in every chosen partition's log (start..end: the end is where the next record
     goes, so reading from it waits for new records); else OFFSET_OUT_OF_RANGE, rather than nothing printed."""
+    if args.offset < 0:
+        raise KanalError(ErrorCode.INVALID_REQUEST, f"--offset {args.offset}: offsets are 0 or more")
     for p, (start, end) in sorted(admin.log_bounds(args.topic, partitions).items()):
         if not start <= args.offset <= end:
+            held = f"holds offsets {start} to {end - 1}" if end > start else f"is empty (log end {end})"
             raise KanalError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"offset {args.offset} is outside {args.topic}-{p}'s log: it holds offsets {start} "
-                             f"to {end - 1}" + (" (it is empty)" if start == end else "")
-                             + f"; --offset {end} waits for the next record")
+                             f"offset {args.offset} is outside {args.topic}-{p}'s log: it {held}; "
+                             f"--offset {end} waits for the next record")
 
 
 def _print_record(args, r) -> None:
     if getattr(args, "render", None) is not None:
-        print(args.render(r), flush=True)
+        print(args.render(r), end="", flush=True)  # as kcat: the format ends its lines itself (\n)
     elif args.output == "json":
         out = {"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp_ms}
         put_bytes(out, "key", r.key)

@@ -58,8 +58,9 @@ def usage() -> str:
               "", "environment: KANAL_BOOTSTRAP (HOST:PORT[,...] of brokers when --bootstrap is not given),",
               "  KANAL_HOME (where `kanal dev` writes dev.json, which the other commands read; default ~/.kanal),",
               "  KANAL_DEBUG=1 (print the traceback of an internal error).",
-              "exit status: 0 done, 1 failed (the message names an error code), 2 bad arguments, 3 internal error,",
-              "  130 interrupted. docs/cli.md has the commands, their Kafka equivalents and examples.",
+              "exit status: 0 done, 1 failed (the message names an error code), 2 bad arguments, 70 internal",
+              "  error (a bug), 130 interrupted; 3 from `dev status` and `chaos run`. docs/cli.md has the",
+              "  commands, their exit statuses, their Kafka equivalents and examples.",
               "", "Run `kanal <command> --help` for a command's options; `kanal completion bash|zsh|tcsh` prints a",
               "shell completion script."]
     return "\n".join(lines)

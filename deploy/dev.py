@@ -39,8 +39,9 @@ import threading
 from pathlib import Path
 
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
-from kanal.v1.cli_report import CommandParser
+from kanal.v1.cli_report import CommandParser, command_error
 from kanal.v1.dev_state import dev_state_path, kanal_home
+from kanal.v1.error import ErrorCode
 
 KANAL_HOME = kanal_home()
 STATE_FILE = dev_state_path()
@@ -267,8 +268,7 @@ def _status_command(argv: list[str]) -> int:
     try:
         reply = _call({"op": "status"}, timeout_s=30)
     except (OSError, ValueError) as exc:
-        print(f"kanal dev status: {exc}", file=sys.stderr)
-        return 1
+        return command_error("kanal dev status", f"no running `kanal dev` answers: {exc}", ErrorCode.NO_CLUSTER)
     nodes = reply["nodes"]
     if args.output == "json":
         print(json.dumps(nodes))
@@ -287,11 +287,9 @@ def _restart_command(argv: list[str]) -> int:
     try:
         reply = _call({"op": "restart", "node": args.node}, timeout_s=RESTART_READY_S_MAX + 30)
     except (OSError, ValueError) as exc:
-        print(f"kanal dev restart: {exc}", file=sys.stderr)
-        return 1
+        return command_error("kanal dev restart", f"no running `kanal dev` answers: {exc}", ErrorCode.NO_CLUSTER)
     if not reply.get("ok"):
-        print(f"kanal dev restart: {reply.get('error')}", file=sys.stderr)
-        return 1
+        return command_error("kanal dev restart", str(reply.get("error")))
     node = reply["node"]
     print(f"{node['name']} {node['endpoint']} pid {node['pid']} {node['state']}")
     return 0

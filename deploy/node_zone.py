@@ -33,7 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kanal.v1.cli_report import CommandParser
+from kanal.v1.cli_report import CommandParser, command_error
+from kanal.v1.error import ErrorCode
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -134,18 +135,16 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         return EXIT_USAGE if exc.code else EXIT_OK
     node_name = args.node or environ.get("NODE_NAME", "")
     if not node_name:
-        print("kanal node-zone: error: no node name: set NODE_NAME (fieldRef spec.nodeName) or --node",
-              file=sys.stderr)
-        return EXIT_USAGE
+        return command_error("kanal node-zone: error", "no node name: set NODE_NAME (fieldRef spec.nodeName) or --node",
+                             exit_status=EXIT_USAGE)
     try:
         zone = zone_of(read_node(access_from(args, environ), node_name))
         write_zone(args.output, zone)
     except NodeZoneError as exc:
-        print(f"kanal node-zone: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return command_error("kanal node-zone: error", str(exc), ErrorCode.BROKER_NOT_AVAILABLE)
     except OSError as exc:
-        print(f"kanal node-zone: error: cannot write {args.output}: {exc.strerror}", file=sys.stderr)
-        return EXIT_FAILED
+        return command_error("kanal node-zone: error", f"cannot write {args.output}: {exc.strerror}",
+                             ErrorCode.STORAGE_ERROR)
     print(f"kanal node-zone: node {node_name} is in zone {zone!r}" if zone
           else f"kanal node-zone: node {node_name} has no zone label; no rack")
     return EXIT_OK

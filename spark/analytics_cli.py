@@ -20,7 +20,7 @@ from kanal.spark.cli_common import (
     security_of,
     spark_missing,
 )
-from kanal.v1.cli_report import CommandParser
+from kanal.v1.cli_report import CommandParser, command_error
 from kanal.v1.error import ErrorCode, KanalError
 
 
@@ -39,9 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.bootstrap:
         data_dir = resolve_data_dir(args)
         if not data_dir.is_dir():
-            print(f"kanal analytics: no data directory {data_dir} (start `kanal dev`, give --data-dir or "
-                  "--bootstrap)", file=sys.stderr)
-            return 2
+            return command_error("kanal analytics", f"no data directory {data_dir} (start `kanal dev`, give "
+                                 "--data-dir or --bootstrap)", exit_status=2)
     if data_dir is not None:
         from kanal.spark.copy_plan import no_image_warning
 

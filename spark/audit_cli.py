@@ -24,7 +24,7 @@ from kanal.spark.cli_common import (
     security_of,
     spark_missing,
 )
-from kanal.v1.cli_report import CommandParser
+from kanal.v1.cli_report import CommandParser, command_error
 from kanal.v1.error import ErrorCode, KanalError
 
 
@@ -39,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         raise KanalError(ErrorCode.MISSING_DEPENDENCY, f"kanal audit {missing}")
     data_dir = resolve_data_dir(args)
     if not data_dir.is_dir():
-        print(f"kanal audit: no data directory {data_dir} (start `kanal dev` or give --data-dir)", file=sys.stderr)
-        return 2
+        return command_error("kanal audit", f"no data directory {data_dir} (start `kanal dev` or give --data-dir)",
+                             exit_status=2)
     security = security_of(args)
     controllers = _controllers(args, security)
     from kanal.spark.audit import run_audit

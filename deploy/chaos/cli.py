@@ -32,7 +32,7 @@ from kanal.deploy.chaos.checker import check
 from kanal.deploy.chaos.history import read_history
 from kanal.deploy.chaos.mutation import MUTATIONS
 from kanal.deploy.chaos.schedule import FAULT_KINDS, ScheduleOptions, schedule
-from kanal.v1.cli_report import CommandParser
+from kanal.v1.cli_report import CommandParser, command_error
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.error import KanalError
 
@@ -93,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             steps = schedule(ScheduleOptions(faults=args.faults, duration_s=args.duration, seed=args.seed))
         except ValueError as exc:
-            print(f"kanal chaos: {exc}", file=sys.stderr)
-            return 2
+            return command_error("kanal chaos", str(exc), exit_status=2)
         for f in steps:
             print(f.describe())
         return 0
@@ -105,8 +104,7 @@ def _check(args) -> int:
     try:
         events = read_history(args.history)
     except (OSError, ValueError) as exc:
-        print(f"kanal chaos check: {exc}", file=sys.stderr)
-        return 2
+        return command_error("kanal chaos check", str(exc), exit_status=2)
     report = check(events)
     print(f"{args.history}: {len(events)} events, {report.acknowledged} acknowledged, {report.read} read, "
           f"{report.final_records} in the final read")
@@ -135,8 +133,7 @@ def _run(args) -> int:
     try:
         security = security_from(layered_settings(args, os.environ, None, talks_to_dev=False))
     except KanalError as exc:
-        print(f"kanal chaos: {exc.message}", file=sys.stderr)
-        return 2
+        return command_error("kanal chaos", exc.message, exc.code, exit_status=2)
     if security is not None and args.target in ("dev", "containers"):
         print("kanal chaos: TLS settings apply to a cluster given by its bootstrap address; the dev and "
               "containers targets start their own plaintext cluster", file=sys.stderr)

@@ -15,7 +15,7 @@ import kanal
 from kanal.clients.cli import build_parser
 from kanal.deploy import cli as dispatcher
 from kanal.deploy.completion import full_parser
-from kanal.v1.cli_report import DOCUMENTED_EXITS, EXIT_FAILED, EXIT_USAGE
+from kanal.v1.cli_report import DOCUMENTED_EXITS, EXIT_FAILED, EXIT_INTERNAL, EXIT_USAGE
 
 # what a command needs besides its positionals to get as far as connecting
 _EXTRA = {("groups", "reset-offsets"): ["--topic", "t", "--to-earliest"],
@@ -62,7 +62,7 @@ def run(argv: list[str], capsys) -> tuple[int, str, str]:
         status = exc.code if isinstance(exc.code, int) else 1
     out, err = capsys.readouterr()
     assert "Traceback" not in err + out, (argv, err)
-    assert status in DOCUMENTED_EXITS and status != 3, (argv, status, err)  # 3 is a bug, reported in one line
+    assert status in DOCUMENTED_EXITS and status != EXIT_INTERNAL, (argv, status, err)  # a bug, in one line
     return status, out, err
 
 
@@ -161,11 +161,11 @@ def test_an_internal_error_is_one_line_with_its_own_exit_status(no_cluster, caps
         raise RuntimeError("boom")
 
     monkeypatch.setattr(cli, "topics_list", broken)
-    assert dispatcher.main(["topics", "list"]) == 3
+    assert dispatcher.main(["topics", "list"]) == EXIT_INTERNAL
     err = capsys.readouterr().err
     assert err.startswith("kanal: UNKNOWN_SERVER_ERROR: internal error RuntimeError: boom") and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     monkeypatch.setenv("KANAL_DEBUG", "1")
-    assert dispatcher.main(["topics", "list", "--output", "json"]) == 3
+    assert dispatcher.main(["topics", "list", "--output", "json"]) == EXIT_INTERNAL
     err = capsys.readouterr().err
-    assert "Traceback" in err and json.loads(err.strip().splitlines()[-1])["exit"] == 3
+    assert "Traceback" in err and json.loads(err.strip().splitlines()[-1])["exit"] == EXIT_INTERNAL

@@ -5,7 +5,9 @@ Exit statuses (docs/cli.md lists them for users):
     0    done
     1    the command failed; the message names an ErrorCode (a server's answer, or a check here)
     2    bad arguments (a usage error; nothing was sent)
-    3    an internal error: a bug in kanal, reported in one line (KANAL_DEBUG=1 prints the traceback)
+    3    `kanal dev status`: a node is not serving; `kanal chaos run`: a run could not be carried out
+    70   an internal error: a bug in kanal, reported in one line (KANAL_DEBUG=1 prints the traceback);
+         sysexits' EX_SOFTWARE
     130  interrupted (Ctrl-C)
 
 An error is one line on stderr: `kanal: NAME: message`; with `--output json` anywhere on the command line
@@ -26,8 +28,8 @@ from typing import NoReturn
 
 from kanal.v1.error import ErrorCode, error_name
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-DOCUMENTED_EXITS = frozenset({EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED})
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_ALL_WELL, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
+DOCUMENTED_EXITS = frozenset({EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_ALL_WELL, EXIT_INTERNAL, EXIT_INTERRUPTED})
 OUTPUT_HELP = "text (default) or json: data as JSON on stdout, an error as one JSON object on stderr"
 
 _json_errors = False
@@ -62,3 +64,13 @@ class CommandParser(argparse.ArgumentParser):
             report_error(ErrorCode.INVALID_REQUEST, f"{self.prog}: {message}", EXIT_USAGE)
             sys.exit(EXIT_USAGE)
         super().error(message)
+
+
+def command_error(prefix: str, message: str, code: int = ErrorCode.INVALID_REQUEST,
+                  exit_status: int = EXIT_FAILED) -> int:
+    """A command's own error line, `PREFIX: MESSAGE` (e.g. `kanal broker: error: ...`), or in JSON mode the
+    JSON object with that text as its message; returns the exit status to end with."""
+    if _json_errors:
+        return report_error(code, f"{prefix}: {message}", exit_status)
+    print(f"{prefix}: {message}", file=sys.stderr, flush=True)
+    return exit_status
