@@ -39,7 +39,7 @@ import threading
 from pathlib import Path
 
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
-from kanal.v1.cli_report import CommandParser, command_error
+from kanal.v1.cli_report import OUTPUT_HELP, CommandParser, command_error
 from kanal.v1.dev_state import dev_state_path, kanal_home
 from kanal.v1.error import ErrorCode
 
@@ -263,7 +263,7 @@ def _call(request: dict, timeout_s: float) -> dict:
 
 def _status_command(argv: list[str]) -> int:
     p = CommandParser(prog="kanal dev status", description="Show every node of the running kanal dev.")
-    p.add_argument("--output", choices=("text", "json"), default="text")
+    p.add_argument("--output", choices=("text", "json"), default="text", help=OUTPUT_HELP)
     args = p.parse_args(argv)
     try:
         reply = _call({"op": "status"}, timeout_s=30)
@@ -283,6 +283,7 @@ def _restart_command(argv: list[str]) -> int:
     p = CommandParser(prog="kanal dev restart",
                                 description="Restart one node of the running kanal dev on its data.")
     p.add_argument("node", help="a node name as `kanal dev status` shows it, e.g. broker-1 or controller-0")
+    p.add_argument("--output", choices=("text", "json"), default="text", help=OUTPUT_HELP)
     args = p.parse_args(argv)
     try:
         reply = _call({"op": "restart", "node": args.node}, timeout_s=RESTART_READY_S_MAX + 30)
@@ -291,7 +292,10 @@ def _restart_command(argv: list[str]) -> int:
     if not reply.get("ok"):
         return command_error("kanal dev restart", str(reply.get("error")))
     node = reply["node"]
-    print(f"{node['name']} {node['endpoint']} pid {node['pid']} {node['state']}")
+    if args.output == "json":
+        print(json.dumps(node))
+    else:
+        print(f"{node['name']} {node['endpoint']} pid {node['pid']} {node['state']}")
     return 0
 
 

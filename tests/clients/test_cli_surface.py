@@ -86,9 +86,8 @@ ALL_COMMANDS = [*(p for p, _ in CLIENT_COMMANDS), *((name,) for name in dispatch
 def test_every_command_with_a_bad_flag_is_a_usage_error(path, no_cluster, capsys):
     status, _, err = run([*path, "--no-such-flag"], capsys)
     assert status == EXIT_USAGE and "Traceback" not in err and err.strip(), err
-    if path[0] not in ("broker", "controller"):  # the servers print their own flag errors (server_flags)
-        status, _, err = run([*path, "--no-such-flag", "--output", "json"], capsys)
-        assert status == EXIT_USAGE and json.loads(err)["exit"] == EXIT_USAGE, err
+    status, _, err = run([*path, "--no-such-flag", "--output", "json"], capsys)
+    assert status == EXIT_USAGE and json.loads(err)["exit"] == EXIT_USAGE, err
 
 
 @pytest.mark.parametrize("argv,code", [
@@ -169,3 +168,18 @@ def test_an_internal_error_is_one_line_with_its_own_exit_status(no_cluster, caps
     assert dispatcher.main(["topics", "list", "--output", "json"]) == EXIT_INTERNAL
     err = capsys.readouterr().err
     assert "Traceback" in err and json.loads(err.strip().splitlines()[-1])["exit"] == EXIT_INTERNAL
+
+
+@pytest.mark.parametrize("argv,status,name", [
+    (["metadata", "ls", "/"], EXIT_FAILED, "INVALID_REQUEST"),
+    (["dev", "status"], EXIT_FAILED, "NO_CLUSTER"),
+    (["dev", "restart", "broker-1"], EXIT_FAILED, "NO_CLUSTER"),
+    (["dump-log", "/no/such/partition-0"], EXIT_USAGE, "INVALID_REQUEST"),
+    (["audit"], EXIT_USAGE, "INVALID_REQUEST"),  # no `kanal dev` data to read
+    (["analytics"], EXIT_USAGE, "INVALID_REQUEST"),
+])
+def test_other_commands_without_a_cluster(argv, status, name, no_cluster, capsys):
+    got, _, err = run(argv, capsys)
+    assert got == status and len(err.strip().splitlines()) == 1 and err.startswith(f"kanal {argv[0]}"), err
+    got, _, err = run([*argv, "--output", "json"], capsys)
+    assert got == status and json.loads(err)["error"]["name"] == name, err
