@@ -40,7 +40,8 @@ def default_bootstrap() -> str:
     state = read_dev_state()
     if state is None or not isinstance(state.get("bootstrap"), str):
         raise KanalError(ErrorCode.NO_CLUSTER, "no cluster to talk to: no --bootstrap given, $KANAL_BOOTSTRAP "
-                                               f"unset, and no `kanal dev` running ({dev_state_path()} not found)")
+                                               f"unset, and no `kanal dev` running ({dev_state_path()} not found, or "
+                                               "the kanal dev that wrote it has stopped)")
     return state["bootstrap"]
 
 

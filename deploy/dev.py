@@ -40,7 +40,7 @@ from pathlib import Path
 
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
 from kanal.v1.cli_report import OUTPUT_HELP, CommandParser, command_error
-from kanal.v1.dev_state import dev_state_path, kanal_home
+from kanal.v1.dev_state import dev_state_path, kanal_home, process_alive
 from kanal.v1.error import ErrorCode
 
 KANAL_HOME = kanal_home()
@@ -246,7 +246,7 @@ def _running_state() -> dict | None:
         state = json.loads(STATE_FILE.read_text())
     except (FileNotFoundError, ValueError):
         return None
-    return state if _alive(state.get("pid")) else None
+    return state if process_alive(state.get("pid")) else None
 
 
 def _call(request: dict, timeout_s: float) -> dict:
@@ -299,13 +299,3 @@ def _restart_command(argv: list[str]) -> int:
     return 0
 
 
-def _alive(pid) -> bool:
-    if not isinstance(pid, int):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -183,3 +183,12 @@ def test_other_commands_without_a_cluster(argv, status, name, no_cluster, capsys
     assert got == status and len(err.strip().splitlines()) == 1 and err.startswith(f"kanal {argv[0]}"), err
     got, _, err = run([*argv, "--output", "json"], capsys)
     assert got == status and json.loads(err)["error"]["name"] == name, err
+
+
+def test_a_dev_json_left_by_a_killed_kanal_dev_is_no_cluster(no_cluster, tmp_path, capsys):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True,
+                          text=True, timeout=60)
+    dead_pid = int(gone.stdout)  # that process has exited: nothing answers at the bootstrap below
+    (tmp_path / "dev.json").write_text(json.dumps({"pid": dead_pid, "bootstrap": "127.0.0.1:9"}))
+    status, _, err = run(["topics", "list"], capsys)
+    assert status == EXIT_FAILED and err.startswith("kanal: NO_CLUSTER: "), err
