@@ -101,6 +101,7 @@ class _AckTimer:
     def __init__(self, histogram: LatencyHistogram) -> None:
         self.histogram = histogram
         self.pending: collections.deque = collections.deque()  # (batch, records of one call, queued at)
+        self.failures: list[Exception] = []  # the first batch that failed for good ends the run in one line
 
     def queued(self, batch_counts, queued_s: float) -> None:
         self.pending.extend((batch, n, queued_s) for batch, n in batch_counts)
@@ -111,6 +112,8 @@ class _AckTimer:
             batch, n, queued_s = self.pending.popleft()
             if batch.error is None:
                 self.histogram.add(batch.completed_s - queued_s, n)
+            elif not self.failures:
+                self.failures.append(batch.error)
 
     def wait_all(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -165,8 +168,8 @@ def perf_produce(args, connection: Connection) -> int:
         elapsed = time.perf_counter() - progress.started
         throttle = producer.metrics()
     progress.end(sent, sent * args.record_size)
-    if failures:
-        raise failures[0]
+    if failures or timer.failures:
+        raise (failures or timer.failures)[0]
     print(json.dumps(perf_summary(sent, sent * args.record_size, elapsed, histogram,
                                   record_size=args.record_size, acks=args.acks, latency_samples=histogram.count,
                                   api="produce" if args.per_record else "produce_many", **throttle)))
