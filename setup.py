@@ -6,7 +6,7 @@ still succeeds; the clients then run their pure-Python paths (kanal.clients.prod
 kanal.clients.consumer.NATIVE are False), and the broker its pure-Python record walk
 (kanal.v1.batch_validation.NATIVE is False).
 
-    _producer_fast  produce()'s per-record path (clients/_producer_fast.c)
+    _producer_fast  produce()'s per-record path (clients/_producer_fast.c, clients/_producer_records.c)
     _consumer_fast  the consumer's per-record decoding of fetched RecordLists (clients/_consumer_fast.c)
     _batch_walk     the leader's validation walk of every produced batch's records (proto/kanal/v1/_batch_walk.c)
 """
@@ -14,8 +14,8 @@ kanal.clients.consumer.NATIVE are False), and the broker its pure-Python record 
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    Extension("kanal.clients._producer_fast", sources=["clients/_producer_fast.c"],
-              depends=["clients/_kanal_errors.h"], optional=True),
+    Extension("kanal.clients._producer_fast", sources=["clients/_producer_fast.c", "clients/_producer_records.c"],
+              depends=["clients/_kanal_errors.h", "clients/_producer_records.h"], optional=True),
     Extension("kanal.clients._consumer_fast", sources=["clients/_consumer_fast.c"],
               depends=["clients/_kanal_errors.h"], optional=True),
     Extension("kanal.v1._batch_walk", sources=["proto/kanal/v1/_batch_walk.c"], optional=True),

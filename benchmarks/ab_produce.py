@@ -78,11 +78,21 @@ def main() -> None:
         rounds.append({name: run(python, args, extra[name]) for name, python in order})
     cases = sorted(rounds[0]["before"])
     medians = {side: {c: statistics.median(r[side][c] for r in rounds) for c in cases} for side in ("before", "after")}
-    print(json.dumps({"benchmark": "ab_produce", "quotas": args.quotas, "rounds": rounds, "medians": medians,
-                      "after_vs_before": {c: round(medians["after"][c] / medians["before"][c], 3) for c in cases},
-                      "median_of_round_ratios": {c: round(statistics.median(r["after"][c] / r["before"][c] for r in rounds), 3)
-                                                 for c in cases}},
-                     indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "ab_produce",
+                "quotas": args.quotas,
+                "rounds": rounds,
+                "medians": medians,
+                "after_vs_before": {c: round(medians["after"][c] / medians["before"][c], 3) for c in cases},
+                "median_of_round_ratios": {
+                    c: round(statistics.median(r["after"][c] / r["before"][c] for r in rounds), 3) for c in cases
+                },
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -462,14 +462,30 @@ def bench_security(args) -> dict:
                   for kind in ("client_produce", "client_consume") for who in ("client", "broker")}
            for mode, rounds in runs.items()}
     base, base_cpu = medians["plaintext"], cpu["plaintext"]
-    return {"record_bytes": 100, "rounds": runs, "median_records_s": medians, "median_cpu": cpu,
-            "ratio_to_plaintext": {mode: {kind: round(m[kind] / base[kind], 3) for kind in m}
-                                   for mode, m in medians.items() if mode != "plaintext"},
-            # plaintext CPU per record / this mode's: the throughput ratio a CPU-bound machine would see.
-            "cpu_ratio_to_plaintext": {mode: {
-                kind: round((base_cpu[f"{kind}_client_cpu_us_per_record"] + base_cpu[f"{kind}_broker_cpu_us_per_record"])
-                            / (c[f"{kind}_client_cpu_us_per_record"] + c[f"{kind}_broker_cpu_us_per_record"]), 3)
-                for kind in ("client_produce", "client_consume")} for mode, c in cpu.items() if mode != "plaintext"}}
+    return {
+        "record_bytes": 100,
+        "rounds": runs,
+        "median_records_s": medians,
+        "median_cpu": cpu,
+        "ratio_to_plaintext": {
+            mode: {kind: round(m[kind] / base[kind], 3) for kind in m}
+            for mode, m in medians.items()
+            if mode != "plaintext"
+        },
+        # plaintext CPU per record / this mode's: the throughput ratio a CPU-bound machine would see.
+        "cpu_ratio_to_plaintext": {
+            mode: {
+                kind: round(
+                    (base_cpu[f"{kind}_client_cpu_us_per_record"] + base_cpu[f"{kind}_broker_cpu_us_per_record"])
+                    / (c[f"{kind}_client_cpu_us_per_record"] + c[f"{kind}_broker_cpu_us_per_record"]),
+                    3,
+                )
+                for kind in ("client_produce", "client_consume")
+            }
+            for mode, c in cpu.items()
+            if mode != "plaintext"
+        },
+    }
 
 
 def _process_cpu_s(pid: int) -> float:
@@ -513,10 +529,15 @@ def ratios(result: dict, sizes: list[int], producers: int) -> dict:
         key = f"{size}B"
         raw_1 = one[key][f"broker_produce_{producers}p"]["records_s"]
         out[key] = {
-            "rf3_acks_all_vs_1_broker_acks_1": round(three[key][f"broker_produce_{producers}p"]["records_s"] / raw_1, 3),
-            "client_vs_broker_produce_1_broker": round(one[key][f"client_produce_{producers}p"]["records_s"] / raw_1, 3),
+            "rf3_acks_all_vs_1_broker_acks_1": round(
+                three[key][f"broker_produce_{producers}p"]["records_s"] / raw_1, 3
+            ),
+            "client_vs_broker_produce_1_broker": round(
+                one[key][f"client_produce_{producers}p"]["records_s"] / raw_1, 3
+            ),
             "client_per_record_vs_broker_produce_1_broker": round(
-                one[key]["client_produce_per_record_1p"]["records_s"] / raw_1, 3),
+                one[key]["client_produce_per_record_1p"]["records_s"] / raw_1, 3
+            ),
         }
     return out
 

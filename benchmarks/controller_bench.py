@@ -154,11 +154,16 @@ class LocalQuorum:
         while time.monotonic() < deadline:
             try:
                 serving = all(
-                    health_pb2_grpc.HealthStub(self.channels[i]).Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                    health_pb2_grpc.HealthStub(self.channels[i])
+                    .Check(health_pb2.HealthCheckRequest(), timeout=1)
+                    .status
                     == health_pb2.HealthCheckResponse.SERVING
                     for i in self.ids
                 )
-                ends = {self.stub(i).DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=1).metadata_end_offset for i in self.ids}
+                ends = {
+                    self.stub(i).DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=1).metadata_end_offset
+                    for i in self.ids
+                }
                 if serving and len(ends) == 1:
                     return
             except grpc.RpcError:
@@ -194,7 +199,9 @@ def _create(stub, names, partitions=1, rf=3, timeout=30.0):
 
 def _delete(stub, names):
     for start in range(0, len(names), 2000):
-        stub.DeleteTopics(admin_pb2.DeleteTopicsRequest(names=names[start : start + 2000]), timeout=60, metadata=NO_FORWARD)
+        stub.DeleteTopics(
+            admin_pb2.DeleteTopicsRequest(names=names[start : start + 2000]), timeout=60, metadata=NO_FORWARD
+        )
 
 
 def _percentile(values, q):
@@ -486,13 +493,21 @@ def bench_admin_writes(admin, clients: int, seconds: float, prefix: str,
     created = names + failed
     for first in range(0, len(created), 500):
         reply = admin._call("DeleteTopics", admin_pb2.DeleteTopicsRequest(names=created[first:first + 500]))
-        bad = [r for r in reply.results if r.error and not (r.name in failed and r.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+        bad = [
+            r
+            for r in reply.results
+            if r.error and not (r.name in failed and r.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        ]
         if bad:
             raise RuntimeError(f"delete failed: {bad[0]}")
     deadline = time.monotonic() + PHASE_TIME_MAX_S
-    while broker_dirs and any(entry.startswith(f"{prefix}-") for d in broker_dirs if d.is_dir() for entry in os.listdir(d)):
+    while broker_dirs and any(
+        entry.startswith(f"{prefix}-") for d in broker_dirs if d.is_dir() for entry in os.listdir(d)
+    ):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the brokers still hold partitions of deleted topics {prefix}-* after {PHASE_TIME_MAX_S} s")
+            raise RuntimeError(
+                f"the brokers still hold partitions of deleted topics {prefix}-* after {PHASE_TIME_MAX_S} s"
+            )
         time.sleep(0.1)
     return {
         "clients": clients,
@@ -630,7 +645,9 @@ def main() -> int:
     parser.add_argument("--pysyncobj-node", help=argparse.SUPPRESS)
     parser.add_argument("--pysyncobj-peers", default="", help=argparse.SUPPRESS)
     parser.add_argument("--pysyncobj-result", help=argparse.SUPPRESS)
-    parser.add_argument("--pysyncobj-conf", choices=["defaults", "comparable"], default="defaults", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--pysyncobj-conf", choices=["defaults", "comparable"], default="defaults", help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.pysyncobj_node:
         return _bare_pysyncobj_node(args)
@@ -659,11 +676,15 @@ def main() -> int:
         stub = q.stub(active)
         for b in range(args.brokers):
             reply = stub.RegisterBroker(
-                controller_pb2.RegisterBrokerRequest(broker_id=b, incarnation_id=uuid.uuid4().hex, endpoint=f"127.0.0.1:{30000 + b}"),
+                controller_pb2.RegisterBrokerRequest(
+                    broker_id=b, incarnation_id=uuid.uuid4().hex, endpoint=f"127.0.0.1:{30000 + b}"
+                ),
                 timeout=10,
             )
             stub.BrokerHeartbeat(
-                controller_pb2.BrokerHeartbeatRequest(broker_id=b, broker_epoch=reply.broker_epoch, metadata_offset=1 << 40),
+                controller_pb2.BrokerHeartbeatRequest(
+                    broker_id=b, broker_epoch=reply.broker_epoch, metadata_offset=1 << 40
+                ),
                 timeout=10,
             )
         log(f"quorum up in {base}, controller {active} active, {args.brokers} brokers")

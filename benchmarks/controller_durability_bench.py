@@ -51,7 +51,9 @@ def _quorum(python: str) -> tuple[object, Path]:
             timeout=10,
         )
         stub.BrokerHeartbeat(
-            controller_pb2.BrokerHeartbeatRequest(broker_id=b, broker_epoch=reply.broker_epoch, metadata_offset=1 << 40),
+            controller_pb2.BrokerHeartbeatRequest(
+                broker_id=b, broker_epoch=reply.broker_epoch, metadata_offset=1 << 40
+            ),
             timeout=10,
         )
     return q, base

@@ -84,7 +84,12 @@ def one_round(leader_node, idle_partition: int, seconds: float) -> dict:
     stubs = [broker_pb2_grpc.BrokerStub(c) for c in channels]
     try:
         stub = stubs[0]
-        idle_end = stub.Fetch(fetch_at_end("idle", idle_partition, 0, max_wait_ms=0), timeout=10).topics[0].partitions[0].log_end_offset
+        idle_end = (
+            stub.Fetch(fetch_at_end("idle", idle_partition, 0, max_wait_ms=0), timeout=10)
+            .topics[0]
+            .partitions[0]
+            .log_end_offset
+        )
         shrinks_before = metric(leader_node, "kanal_broker_isr_shrinks_total")
         parked = [stubs[i % CHANNELS].Fetch.future(fetch_at_end("idle", idle_partition, idle_end), timeout=40)
                   for i in range(PARKED_FETCHES)]

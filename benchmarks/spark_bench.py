@@ -74,7 +74,12 @@ def plain_log_loop(root: Path) -> int:
                 if isinstance(item, StoredEntry):
                     batch = parse_batch(item.batch, verify_crc=False)
                     for r in decode_records(batch):
-                        _ = (item.base_offset + r.offset_delta, r.key, r.value, batch.first_timestamp_ms + r.timestamp_delta_ms)
+                        _ = (
+                            item.base_offset + r.offset_delta,
+                            r.key,
+                            r.value,
+                            batch.first_timestamp_ms + r.timestamp_delta_ms,
+                        )
                         count += 1
     return count
 
@@ -126,19 +131,33 @@ def main() -> None:
         plain_meta_n, plain_meta_s = timed(lambda: plain_metadata_loop(root))
         if not log_n == narrow_n == plain_n == args.records or not meta_n == plain_meta_n == args.metadata_records:
             raise SystemExit(f"counts differ: {log_n} {narrow_n} {plain_n} / {meta_n} {plain_meta_n}")
-        print(json.dumps({
-            "master": args.master,
-            "files_written_s": round(write_s, 1),
-            "kanal_log": {"records": log_n, "record_value_bytes": RECORD_VALUE_BYTES, "data_bytes": data_bytes,
-                          "spark_all_columns_s": round(log_s, 2), "spark_all_columns_rows_per_s": round(log_n / log_s),
-                          "spark_narrow_schema_s": round(narrow_s, 2),
-                          "spark_narrow_schema_rows_per_s": round(narrow_n / narrow_s),
-                          "plain_python_loop_s": round(plain_s, 2),
-                          "plain_python_loop_rows_per_s": round(plain_n / plain_s)},
-            "kanal_metadata": {"records": meta_n, "spark_s": round(meta_s, 2), "spark_rows_per_s": round(meta_n / meta_s),
-                               "plain_python_loop_s": round(plain_meta_s, 2),
-                               "plain_python_loop_rows_per_s": round(plain_meta_n / plain_meta_s)},
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "master": args.master,
+                    "files_written_s": round(write_s, 1),
+                    "kanal_log": {
+                        "records": log_n,
+                        "record_value_bytes": RECORD_VALUE_BYTES,
+                        "data_bytes": data_bytes,
+                        "spark_all_columns_s": round(log_s, 2),
+                        "spark_all_columns_rows_per_s": round(log_n / log_s),
+                        "spark_narrow_schema_s": round(narrow_s, 2),
+                        "spark_narrow_schema_rows_per_s": round(narrow_n / narrow_s),
+                        "plain_python_loop_s": round(plain_s, 2),
+                        "plain_python_loop_rows_per_s": round(plain_n / plain_s),
+                    },
+                    "kanal_metadata": {
+                        "records": meta_n,
+                        "spark_s": round(meta_s, 2),
+                        "spark_rows_per_s": round(meta_n / meta_s),
+                        "plain_python_loop_s": round(plain_meta_s, 2),
+                        "plain_python_loop_rows_per_s": round(plain_meta_n / plain_meta_s),
+                    },
+                },
+                indent=2,
+            )
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

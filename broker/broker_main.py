@@ -32,6 +32,7 @@ from kanal.v1.listener_security import (
     add_listener_security_flags,
     listener_security_from_args,
 )
+from kanal.v1.metrics_endpoint import BROKER_METRICS_PORT_DEFAULT, MetricsFlagError, metrics_listen
 from kanal.v1.server_flags import (
     OneLineParser,
     ServerFlagError,
@@ -60,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rack-file", default="",
                    help="file whose first line is the rack (in a pod: written by `kanal node-zone` from the node's "
                         "zone label); an empty line is no rack")
-    p.add_argument("--metrics", default="", help="host:port for the Prometheus endpoint (default: off)")
+    p.add_argument("--metrics", default="",
+                   help=f"HOST:PORT of the Prometheus endpoint, or 'off' (default: the --listen host, port "
+                        f"{BROKER_METRICS_PORT_DEFAULT})")
     for flag, default, help_text in (
         ("--heartbeat-interval-ms", 1000, None),
         ("--replica-lag-ms-max", 10_000, "replica.lag.time.max.ms"),
@@ -111,10 +114,15 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
     except ListenerSecurityError as exc:
         raise ServerFlagError(str(exc)) from None
     config = BrokerConfig(
-        broker_id=args.id, listen=args.listen, advertise=args.advertise,
+        broker_id=args.id,
+        listen=args.listen,
+        advertise=args.advertise,
         controllers=tuple(c.strip() for c in args.controllers.split(",") if c.strip()),
-        data_dir=args.data_dir, rack=rack_of(args.rack, args.rack_file), metrics_listen=args.metrics,
-        heartbeat_interval_ms=args.heartbeat_interval_ms, replica_lag_ms_max=args.replica_lag_ms_max,
+        data_dir=args.data_dir,
+        rack=rack_of(args.rack, args.rack_file),
+        metrics_listen=_metrics_flag(args.metrics, args.listen),
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        replica_lag_ms_max=args.replica_lag_ms_max,
         replica_fetch_wait_ms_max=args.replica_fetch_wait_ms_max,
         metadata_fetch_bytes_max=args.metadata_fetch_bytes_max,
         offsets_topic_partitions=args.offsets_topic_partitions,
@@ -128,11 +136,20 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
         produce_timeout_ms_default=args.produce_timeout_ms_default,
         authorizer=authorizer_config_from(args.authorizer, args.super_users, args.allow_everyone_if_no_acl_found),
         security=security,
-        quota_window_num=args.quota_window_num, quota_window_size_ms=args.quota_window_size_ms,
+        quota_window_num=args.quota_window_num,
+        quota_window_size_ms=args.quota_window_size_ms,
     )
     advertised_host, _ = parse_endpoint(config.advertised)
     check_resolves("--advertise", advertised_host, args.resolve_wait_ms_max)
     return config, args
+
+
+def _metrics_flag(flag: str, listen: str) -> str:
+    try:
+        where = metrics_listen(flag, listen, BROKER_METRICS_PORT_DEFAULT)
+    except MetricsFlagError as exc:
+        raise ServerFlagError(str(exc)) from None
+    return "" if where is None else str(where)
 
 
 def rack_of(rack: str, rack_file: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from kanal.broker.quota_sampler import QuotaWindows
 from kanal.metadata.authorizer import AuthorizerConfig
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.host_port import HostPortError, parse_host_port
 from kanal.v1.listener_security import ListenerSecurity
 
 # One attempt of a call at one controller waits at most this long (unless the call says less: heartbeats
@@ -26,10 +27,10 @@ METADATA_FETCH_REPLY_MARGIN_MS = 1_000
 
 def parse_endpoint(text: str) -> tuple[str, int]:
     """'host:port' -> (host, port); INVALID_CONFIG when malformed."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise KanalError(ErrorCode.INVALID_CONFIG, f"{text!r} is not host:port")
-    return host, int(port)
+    try:
+        return parse_host_port(text)
+    except HostPortError as exc:
+        raise KanalError(ErrorCode.INVALID_CONFIG, f"{text!r} is not host:port: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ class BrokerConfig:
     rack: str = ""
     # host:port clients and other brokers dial, registered with the controllers; empty: `listen`.
     advertise: str = ""
-    # host:port for the Prometheus metrics endpoint; empty disables it.
+    # host:port for the Prometheus metrics endpoint; empty disables it. `kanal broker` fills it in: port 9404
+    # (kanal.v1.metrics_endpoint) on the --listen host, unless --metrics moves it or says `off`.
     metrics_listen: str = ""
     # Heartbeat period to the active controller; also the deadline of one heartbeat attempt at one
     # controller (two for the whole heartbeat). At most 1/4 of the controllers' session timeout

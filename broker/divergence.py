@@ -145,8 +145,13 @@ def truncation_step(
                      f"first epoch's start {first_start} diverges (leader's end {leader_answer.end_offset})")
     if mine.epoch == leader_answer.epoch:
         target = min(mine.end_offset, leader_answer.end_offset, leo)
-        return _step(target, True, None, follower_high_watermark,
-                     f"epoch {mine.epoch} ends at {mine.end_offset} here and at {leader_answer.end_offset} on the leader")
+        return _step(
+            target,
+            True,
+            None,
+            follower_high_watermark,
+            f"epoch {mine.epoch} ends at {mine.end_offset} here and at {leader_answer.end_offset} on the leader",
+        )
     target = min(mine.end_offset, leo)
     return _step(target, False, mine.epoch, follower_high_watermark,
                  f"we do not know the leader's epoch {leader_answer.epoch}; our epochs from {target} on are "

@@ -26,6 +26,7 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from kanal.metadata import MetadataImage
+from kanal.metadata.ids import BrokerId
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -59,7 +60,7 @@ def check_topic_id(topic: str, requested_topic_id: str, hosted_topic_id: str | N
 
 def check_follower(image: MetadataImage, replica_id: int, replica_epoch: int) -> None:
     """STALE_BROKER_EPOCH unless `replica_id` is a registered, unfenced broker at `replica_epoch`."""
-    broker = image.brokers.get(replica_id)
+    broker = image.brokers.get(BrokerId(replica_id))
     if broker is None:
         raise KanalError(ErrorCode.STALE_BROKER_EPOCH, f"replica {replica_id} is not a registered broker")
     if broker.fenced:

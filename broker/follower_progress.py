@@ -51,8 +51,10 @@ class FollowerProgress:
     last_caught_up_ms: int | None = None
 
     def __repr__(self) -> str:
-        return (f"<FollowerProgress {self.broker_id} epoch={self.broker_epoch} leo={self.log_end_offset} last_fetch={self.last_fetch_ms} "
-                f"caught_up={self.last_caught_up_ms}>")
+        return (
+            f"<FollowerProgress {self.broker_id} epoch={self.broker_epoch} leo={self.log_end_offset} "
+            f"last_fetch={self.last_fetch_ms} caught_up={self.last_caught_up_ms}>"
+        )
 
     def on_fetch(self, fetch_offset: Offset, leader_log_end_offset: Offset, now_ms: int,
                  broker_epoch: int = -1) -> None:

@@ -45,6 +45,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import cast
 
 import grpc
 
@@ -61,6 +62,7 @@ from kanal.broker.group_records import (
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.metadata import MetadataImage
+from kanal.metadata.ids import BrokerId, PartitionId
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, groups_pb2
 from kanal.v1.batch import CorruptEntry
 from kanal.v1.channel_options import channel_options
@@ -164,6 +166,8 @@ class GroupCoordinator:
         self._peers: dict[str, broker_pb2_grpc.BrokerStub] = {}
         self._channels: list[grpc.Channel] = []
         self._exported_lag: set[tuple[str, str, str]] = set()
+        # Each group's generation at the last export: rebalances are counted from its increments.
+        self._seen_generations: dict[str, int] = {}
         self._reconciled_image = MetadataImage()  # the last image the replica manager had applied
 
     def __repr__(self) -> str:
@@ -195,8 +199,14 @@ class GroupCoordinator:
         raise KanalError(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} does not coordinate {group_id!r}")
 
     def _group(self, group_id: str, *, create: bool) -> Group | None:
+        if create:
+            return self._joinable_group(group_id)
+        return self._groups.get(group_id)
+
+    def _joinable_group(self, group_id: str) -> Group:
+        """The group a JoinGroup joins: the live one, or a new one in place of none or a Dead one."""
         group = self._groups.get(group_id)
-        if (group is None or group.state == DEAD) and create:
+        if group is None or group.state == DEAD:
             group = self._groups[group_id] = Group(group_id, self.limits)
         return group
 
@@ -217,7 +227,7 @@ class GroupCoordinator:
             if self._closed:
                 return
             for p, epoch in [*self._owned.items(), *((q, load.epoch) for q, load in self._loading.items())]:
-                if led.get(p) != epoch:
+                if led.get(PartitionId(p)) != epoch:
                     effects += self._unload(p, image)
             for p, epoch in led.items():
                 if self._owned.get(p) == epoch:
@@ -365,7 +375,7 @@ class GroupCoordinator:
         call = _Call()
         with self._lock:
             p = self._require_owned(req.group_id)
-            group = self._group(req.group_id, create=True)
+            group = self._joinable_group(req.group_id)
             new_id = f"{req.client_id or 'member'}-{uuid.uuid4()}"
             effects = group.join(call, req, client_host, _now_ms(), new_id)
         self._execute(p, effects)
@@ -428,7 +438,7 @@ class GroupCoordinator:
                 response = effect.response
                 if failed is not None and isinstance(response, broker_pb2.SyncGroupResponse) and not response.error:
                     response = broker_pb2.SyncGroupResponse(error=failed.code, error_message=failed.message)
-                effect.call.complete(response)
+                cast(_Call, effect.call).complete(response)  # the token this shell gave the core
 
     def _persist(self, p: int, effect: Persist) -> None:
         with self._write_lock(p):
@@ -650,8 +660,8 @@ class GroupCoordinator:
                     pass  # deleted or moved meanwhile: unknown
             elif leader >= 0:
                 remote.setdefault(leader, []).append((topic, p))
-        for leader, items in remote.items():
-            broker = image.brokers.get(leader)
+        for leader_id, items in remote.items():
+            broker = image.brokers.get(BrokerId(leader_id))
             if broker is None:
                 continue
             request = broker_pb2.ListOffsetsRequest()
@@ -660,7 +670,7 @@ class GroupCoordinator:
             try:
                 answer = self._peer(broker.endpoint).ListOffsets(request, timeout=_PEER_CALL_TIMEOUT_S)
             except grpc.RpcError as exc:
-                log.info("high-water marks from broker %d: %s", leader, exc.code().name)
+                log.info("high-water marks from broker %d: %s", leader_id, exc.code().name)
                 continue
             for t in answer.topics:
                 for p in t.partitions:
@@ -685,6 +695,7 @@ class GroupCoordinator:
             states: dict[str, int] = {}
             for g in self._groups.values():
                 states[g.state] = states.get(g.state, 0) + 1
+            generations = {g.group_id: g.generation for g in self._groups.values()}
         ends = self.high_watermarks(sorted({tp for _, tp in committed}))
         exported = set()
         for (group_id, (topic, p)), offset in committed.items():
@@ -699,6 +710,11 @@ class GroupCoordinator:
         self._exported_lag = exported
         for state in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable"):
             self._metrics.groups.labels(state).set(states.get(state, 0))
+        for group_id, generation in generations.items():
+            seen = self._seen_generations.get(group_id)
+            if seen is not None and generation > seen:  # a group new here (loaded, created) counts from now
+                self._metrics.group_rebalances.inc(generation - seen)
+        self._seen_generations = generations
 
     # ---- the ticker ----
 

@@ -1,19 +1,24 @@
 """The broker's Prometheus metrics, named after Kafka's MBeans so dashboards translate directly.
 
-One registry per broker process (not the global default), served on `metrics_listen` by
-prometheus_client's HTTP server.
+One registry per broker process (not the global default), with the process and Python runtime collectors
+(kanal.v1.metrics_endpoint), served on `metrics_listen`: port 9404 on the --listen host unless moved or
+switched off (`--metrics`). docs/metrics.md lists every name; deploy/grafana/kanal.json draws them.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
+
+from kanal.v1.metrics_endpoint import node_registry
 
 _LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+# An fsync takes from tens of microseconds (a page cache with nothing dirty) to seconds (a busy disk).
+_FLUSH_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 
 class BrokerMetrics:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
+        self.registry = node_registry()
         r = self.registry
         self.under_replicated_partitions = Gauge(
             "kanal_replica_manager_under_replicated_partitions",
@@ -40,6 +45,13 @@ class BrokerMetrics:
         self.messages_in = Counter("kanal_broker_topic_messages_in", "Records appended by producers", registry=r)
         self.fetch_purgatory = Gauge("kanal_fetch_purgatory_size", "Long-poll fetches waiting for data",
                                      ["kind"], registry=r)
+        self.produce_purgatory = Gauge(
+            "kanal_produce_purgatory_size",
+            "acks=all produces parked until the high-water mark passes them, over the partitions led here",
+            registry=r)
+        self.log_flush_latency = Histogram(
+            "kanal_log_flush_latency_seconds", "Time of one partition log flush (fsync of its active segment)",
+            buckets=_FLUSH_BUCKETS_S, registry=r)
         self.metadata_offset = Gauge("kanal_broker_metadata_offset", "Metadata log offset applied", registry=r)
         self.consumer_group_lag = Gauge(
             "kanal_consumer_group_lag", "High-water mark minus committed offset, for groups coordinated here",
@@ -47,6 +59,9 @@ class BrokerMetrics:
         self.groups = Gauge("kanal_group_coordinator_groups", "Groups coordinated here, by state", ["state"],
                             registry=r)
         # Exposed with the _total suffix prometheus_client gives counters.
+        self.group_rebalances = Counter(
+            "kanal_group_coordinator_rebalances",
+            "Generations completed by groups coordinated here (each one a finished rebalance)", registry=r)
         self.group_bad_records = Counter(
             "kanal_group_coordinator_bad_records",
             "__consumer_offsets records (an undecodable batch counts once) a load skipped as unusable", registry=r)

@@ -29,12 +29,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kanal.broker.divergence import EpochEndOffset, diverging_epoch, truncation_step
-from kanal.broker.leader_state import LeaderState, ReplicationConfig, ReplicationEffects
+from kanal.broker.leader_state import IsrProposal, LeaderState, ReplicationConfig, ReplicationEffects
 from kanal.broker.producer_snapshot import (
     delete_snapshots_above,
     delete_snapshots_below,
@@ -50,6 +51,7 @@ from kanal.broker.producer_state import (
     producer_batches_in,
 )
 from kanal.broker.storage.clock import PROCESS_CLOCK
+from kanal.broker.storage.ids import LeaderEpoch, Offset
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.storage.partition_metadata import DELETE_SUFFIX, remove_directory
@@ -109,7 +111,7 @@ class Partition:
         self.deleted = False
         self._leader: LeaderState | None = None
         self._ineligible: set[int] = set()
-        self._last_proposal = None
+        self._last_proposal: IsrProposal | None = None
         # acks=all waits by request id: called once with the ErrorCode when the core completes them.
         self._on_replicated: dict[int, Callable[[int], None]] = {}
         self._log_end_waiters: set[Waiter] = set()  # follower long polls: wake on appends
@@ -149,7 +151,7 @@ class Partition:
                 break
             batches = [b for b in producer_batches_in(data) if b.base_offset >= table.next_offset]
             table = ProducerStateTable.rebuild(batches, start=table)
-            offset = max(offset + 1, table.next_offset)
+            offset = Offset(max(offset + 1, table.next_offset))
         if table.next_offset < self.log.log_end_offset:
             table.advance_to(self.log.log_end_offset)  # compaction left a gap at the end
         return table
@@ -164,10 +166,14 @@ class Partition:
 
     # ---- role changes (from the metadata image) ----
 
-    def become_leader(self, assignment: Assignment, ineligible: set[int], lag_ms_max: int) -> None:
+    def become_leader(self, assignment: Assignment, ineligible: AbstractSet[int], lag_ms_max: int) -> None:
         with self.lock:
             now = mono_ms()
-            if self._leader is not None and self._leader.active and self._leader.leader_epoch <= assignment.leader_epoch:
+            if (
+                self._leader is not None
+                and self._leader.active
+                and self._leader.leader_epoch <= assignment.leader_epoch
+            ):
                 effects = self._leader.on_partition_change(
                     replicas=assignment.replicas, isr=assignment.isr, leader=assignment.leader,
                     leader_epoch=assignment.leader_epoch, partition_epoch=assignment.partition_epoch, now_ms=now)
@@ -187,7 +193,7 @@ class Partition:
             self._apply(effects)
             self._wake_all()
 
-    def update_assignment(self, assignment: Assignment, ineligible: set[int]) -> None:
+    def update_assignment(self, assignment: Assignment, ineligible: AbstractSet[int]) -> None:
         """Same leader (this broker), a newer partition epoch: the ISR or replicas changed."""
         with self.lock:
             self.assignment = assignment
@@ -199,7 +205,7 @@ class Partition:
                     replicas=assignment.replicas, isr=assignment.isr, leader=assignment.leader,
                     leader_epoch=assignment.leader_epoch, partition_epoch=assignment.partition_epoch, now_ms=now))
 
-    def set_ineligible(self, ineligible: set[int]) -> None:
+    def set_ineligible(self, ineligible: AbstractSet[int]) -> None:
         """Brokers that may not join the ISR now (fenced); lifts a pause after a refused proposal."""
         with self.lock:
             if self._leader is not None and self._leader.active and ineligible != self._ineligible:
@@ -245,7 +251,9 @@ class Partition:
 
     def proposal_in_flight(self, proposal) -> bool:
         with self.lock:
-            return self._leader is not None and self._leader.active and self._leader.alter_partition_in_flight is proposal
+            return (
+                self._leader is not None and self._leader.active and self._leader.alter_partition_in_flight is proposal
+            )
 
     def on_alter_partition_answer(self, proposal, *, error: int, isr=(), leader_epoch: int = -1,
                                   partition_epoch: int = -1) -> None:
@@ -436,7 +444,7 @@ class Partition:
                 return 0
             if p.diverging_epoch >= 0:
                 step = truncation_step(self.log.epoch_cache.entries(), self.log.log_end_offset, self.high_watermark,
-                                       EpochEndOffset(p.diverging_epoch, p.diverging_end_offset))
+                                       EpochEndOffset(LeaderEpoch(p.diverging_epoch), Offset(p.diverging_end_offset)))
                 if step.below_high_watermark:
                     log.error("%r truncates below its high-water mark: %s", self, step.reason)
                 log.info("%r diverged from leader %d: truncating to %d (%s)", self, leader_id, step.truncate_to,
@@ -502,8 +510,16 @@ class Partition:
                 self.log.delete_old_segments(now_ms)
             elif compact_due:
                 self.log.compact(now_ms)
-            self.log.maybe_flush(now_ms)
+            started = time.perf_counter()
+            if self.log.maybe_flush(now_ms):
+                self.manager.metrics.log_flush_latency.observe(time.perf_counter() - started)
             return len(self.producers)
+
+    @property
+    def pending_produces(self) -> int:
+        """acks=all produces waiting here for the high-water mark (the produce purgatory)."""
+        with self.lock:
+            return self._leader.pending_produces if self._leader is not None else 0
 
     # ---- removal ----
 

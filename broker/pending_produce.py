@@ -104,7 +104,11 @@ class PendingProduces:
                 break
             _, _, request_id = heapq.heappop(heap)
             pending = self._entries.pop(request_id)
-            error = ErrorCode.NONE if isr_size >= pending.min_insync_replicas else ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            error = (
+                ErrorCode.NONE
+                if isr_size >= pending.min_insync_replicas
+                else ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            )
             done.append(ProduceCompletion(request_id, error, pending.required_offset))
         return done
 

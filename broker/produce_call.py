@@ -77,7 +77,7 @@ class ProduceCall:
         if not self.done:
             raise RuntimeError(f"{self!r}: finish before every wait was answered")
         for wait in self.waits:
-            if wait.error != ErrorCode.NONE:
+            if wait.error is not None and wait.error != ErrorCode.NONE:  # `done`: every wait has an error
                 del wait.out.batch_base_offsets[:]
                 part = wait.part
                 self._on_error(wait.out, part.topic, part.partition_id, KanalError(

@@ -290,7 +290,9 @@ class ProducerStateTable:
     # ---- rebuilding and forgetting ----
 
     @classmethod
-    def rebuild(cls, batches: Iterable[ProducerBatch], *, start: ProducerStateTable | None = None) -> ProducerStateTable:
+    def rebuild(
+        cls, batches: Iterable[ProducerBatch], *, start: ProducerStateTable | None = None
+    ) -> ProducerStateTable:
         """Replay batches in log order, on top of `start` (a loaded snapshot; it is changed) or an empty
         table."""
         table = start if start is not None else cls()

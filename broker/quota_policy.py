@@ -55,8 +55,10 @@ class QuotaKind(enum.Enum):
     REQUEST = "request_percentage"
 
 
-def table_from_image(client_quotas: Mapping[tuple[str, str], Mapping[str, float]],
-                     user_client_quotas: Mapping[tuple[str, str], Mapping[str, float]]) -> dict[EntityKey, dict[str, float]]:
+def table_from_image(
+    client_quotas: Mapping[tuple[str, str], Mapping[str, float]],
+    user_client_quotas: Mapping[tuple[str, str], Mapping[str, float]],
+) -> dict[EntityKey, dict[str, float]]:
     """The quota table of a metadata image: `client_quotas` keyed ("user" | "client-id", name) and the
     user+client-id entities keyed (user, client id)."""
     table: dict[EntityKey, dict[str, float]] = {}

@@ -178,15 +178,15 @@ class ReplicaFetcher:
             errors = 0
             for topic_data in reply.topics:
                 for p in topic_data.partitions:
-                    part = by_key.get((topic_data.topic, p.partition))
-                    if part is None:
+                    fetched_part = by_key.get((topic_data.topic, p.partition))
+                    if fetched_part is None:
                         continue
                     if p.error:
                         errors += 1
                     try:
-                        appended += part.apply_fetched(self.leader_id, p)
+                        appended += fetched_part.apply_fetched(self.leader_id, p)
                     except Exception:  # a broken partition must not stop replication of the others
-                        log.exception("applying fetched data to %r failed", part)
+                        log.exception("applying fetched data to %r failed", fetched_part)
                         errors += 1
             if appended:
                 # Nothing long-polls a follower's partitions (consumers read leaders), so nobody is woken.

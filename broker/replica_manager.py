@@ -10,7 +10,8 @@ recorded in its directory (storage/partition_metadata.py) and the replica is nev
 On reconcile, a replica whose topic name now has another id (deleted and recreated) is deleted and a
 fresh one created; a directory on disk recording another id is never adopted but removed as a stray
 (`_claim_directory`). The first image given (the metadata follower publishes none before its initial
-catch-up, metadata_catch_up.py, so it is the cluster as it is now) also removes the replica directories it does not name at all (topics
+catch-up, metadata_catch_up.py, so it is the cluster as it is now) also removes the replica directories it does not name
+at all (topics
 deleted while this broker was away). A Fetch naming a topic id that is not the one hosted under the
 name is answered UNKNOWN_TOPIC_ID (`partition`), so a follower never copies across incarnations.
 """
@@ -45,6 +46,7 @@ from kanal.broker.storage.partition_metadata import (
     write_topic_id,
 )
 from kanal.metadata import MetadataImage, topic_config_texts
+from kanal.metadata.ids import BrokerId
 from kanal.metadata.topic_config import effective_topic_configs
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
@@ -171,11 +173,11 @@ class ReplicaManager:
                     part.become_follower(assignment)
                 if p.leader >= 0:
                     follow.setdefault(p.leader, []).append(part)
-        for key in [k for k in self._partitions if k not in wanted]:
+        for gone in [k for k in self._partitions if k not in wanted]:
             with self._lock:
-                part = self._partitions.pop(key)
+                part = self._partitions.pop(gone)
             part.delete()
-            log.info("deleted replica %s-%d", *key)
+            log.info("deleted replica %s-%d", *gone)
         if not self._swept:
             self._swept = True
             self._remove_unnamed_directories(wanted)
@@ -233,7 +235,7 @@ class ReplicaManager:
                 if leader_id not in follow:
                     self._fetchers.pop(leader_id).stop()
             for leader_id, parts in follow.items():
-                broker = image.brokers.get(leader_id)
+                broker = image.brokers.get(BrokerId(leader_id))
                 if broker is None:
                     continue
                 fetcher = self._fetchers.get(leader_id)
@@ -356,13 +358,15 @@ class ReplicaManager:
         compact_due = now_ms - self._last_compaction_ms >= _COMPACTION_INTERVAL_MS
         if compact_due:
             self._last_compaction_ms = now_ms
-        producers = 0
+        producers = parked = 0
         for part in list(self._partitions.values()):
             try:
                 producers += part.maintenance(now_ms, compact_due, self.config.producer_id_expiration_ms)
             except KanalError as exc:
                 log.warning("maintenance of %r: %s", part, exc)
+            parked += part.pending_produces
         self._metrics.producer_ids.set(producers)
+        self._metrics.produce_purgatory.set(parked)
 
     def send_alter_partition(self, part: Partition, proposal, *, resend: bool = False) -> None:
         """Send an ISR change to the controller off the request path; the answer goes back to the core. A

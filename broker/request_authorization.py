@@ -28,7 +28,7 @@ CREATE but CreateTopics; the broker creates `__consumer_offsets` itself, as itse
 
 The check runs after the starting-broker refusal (an empty image would deny everything) and reads the
 image the metadata follower last published (`MetadataFollower.image`, swapped whole, read without locks).
-"""
+"""  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations
 

@@ -30,7 +30,6 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from prometheus_client import start_http_server
 
 from kanal.broker.config import BrokerConfig, parse_endpoint
 from kanal.broker.controller_client import ControllerClient
@@ -50,6 +49,7 @@ from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.authentication import Authenticator, aio_server_interceptor
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.listener_security import warn_if_exposed
+from kanal.v1.metrics_endpoint import MetricsListen, serve_metrics
 from kanal.v1.server_flags import LIVENESS_SERVICE
 from kanal.v1.server_reflection import enable_reflection
 
@@ -78,7 +78,9 @@ class BrokerServer:
             request_timeout_ms=config.controller_request_timeout_ms,
             message_bytes_max=config.grpc_message_bytes_max, security=config.security.outbound(),
         )
-        self.replicas = ReplicaManager(config, self.controllers, self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch)
+        self.replicas = ReplicaManager(
+            config, self.controllers, self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch
+        )
         self.metadata = MetadataFollower(
             self.controllers, fetch_bytes_max=config.metadata_fetch_bytes_max,
             fetch_wait_ms=config.metadata_fetch_wait_ms_max,
@@ -123,7 +125,12 @@ class BrokerServer:
         self._on_loop(self._start_grpc())
         if self.config.metrics_listen:
             host, port = parse_endpoint(self.config.metrics_listen)
-            self._metrics_server, _ = start_http_server(port, addr=host, registry=self.metrics.registry)
+            try:
+                self._metrics_server = serve_metrics(MetricsListen(host, port), self.metrics.registry)
+            except OSError as exc:
+                raise KanalError(ErrorCode.INVALID_CONFIG,
+                                 f"cannot serve metrics on {self.config.metrics_listen}: {exc.strerror or exc} "
+                                 "(--metrics HOST:PORT moves the endpoint, --metrics off switches it off)") from exc
         self.lifecycle.register(timeout_s=register_timeout_s)
         # The broker epoch is the offset of this registration's record: the first image published holds it.
         self.metadata.require_offset(self.lifecycle.broker_epoch + 1)

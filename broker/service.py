@@ -38,7 +38,7 @@ from kanal.broker.replica_stream import serve_replica_stream
 from kanal.broker.request_authorization import gated
 from kanal.metadata import MetadataImage, offline_reason
 from kanal.v1 import broker_pb2, broker_pb2_grpc
-from kanal.v1.call_identity import PRINCIPAL_METADATA_KEY
+from kanal.v1.call_identity import PRINCIPAL_METADATA_KEY, peer_host
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.principal import call_principal
 
@@ -207,7 +207,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @gated
     async def JoinGroup(self, request, context):
         self._refuse_until_ready()
-        host = context.peer().partition(":")[2].rpartition(":")[0]
+        host = peer_host(context.peer())
         return await _parked(broker_pb2.JoinGroupResponse, self._server.groups.start_join, join_timed_out,
                              request, host)
 

@@ -1,4 +1,6 @@
-/* kanal.clients._producer_fast: the per-record hot path of Producer.produce(), in C.
+/* kanal.clients._producer_fast: the per-record hot path of Producer.produce(), in C. Two files make the
+ * module: this one (the Appender and the module's init) and _producer_records.c (RecordList, BufferMemory,
+ * RecordFuture, murmur3 and the record encoding); _producer_records.h is what they share.
  *
  * Optional: producer_batch.py imports it when it is built (pip install -e . builds it when a C compiler
  * and the Python headers are there) and falls back to the pure-Python path otherwise. Both paths must
@@ -39,405 +41,15 @@
  *   0x22 varint(len(value)) value               -- field 4; whenever the value is not None, even empty
  *   headers                                     -- field 5 entries, encoded by Python (tail argument)
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_producer_records.h"
+
 #include <structmember.h>
 
-#include "_kanal_errors.h"
-
-#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
-#define RECORD_OVERHEAD_BYTES 16 /* producer.py's _RECORD_OVERHEAD_BYTES: the charge per record */
-
-static PyObject *KanalError;            /* kanal.v1.error.KanalError */
-static PyObject *UNKNOWN_SERVER_ERROR;  /* ErrorCode.UNKNOWN_SERVER_ERROR */
-static PyObject *str_records, *str_callbacks, *str_done, *str_is_set, *str_result_of;
+static PyObject *str_records, *str_callbacks;
 static PyObject *kw_names[7];           /* produce()'s parameter names, interned */
-
-/* ---- murmur3_x86_32 (Austin Appleby's MurmurHash3, public domain) ---- */
-
-static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
-
-static uint32_t murmur3_32(const unsigned char *data, Py_ssize_t len, uint32_t seed) {
-    const uint32_t c1 = 0xcc9e2d51, c2 = 0x1b873593;
-    uint32_t h = seed, k;
-    Py_ssize_t nblocks = len / 4, i;
-    for (i = 0; i < nblocks; i++) {
-        const unsigned char *p = data + 4 * i;  /* little-endian blocks on every machine, as mmh3 reads */
-        k = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-        k *= c1; k = rotl32(k, 15); k *= c2;
-        h ^= k; h = rotl32(h, 13); h = h * 5 + 0xe6546b64;
-    }
-    const unsigned char *tail = data + 4 * nblocks;
-    k = 0;
-    switch (len & 3) {
-    case 3: k ^= (uint32_t)tail[2] << 16; /* fall through */
-    case 2: k ^= (uint32_t)tail[1] << 8;  /* fall through */
-    case 1: k ^= tail[0]; k *= c1; k = rotl32(k, 15); k *= c2; h ^= k;
-    }
-    h ^= (uint32_t)len;
-    h ^= h >> 16; h *= 0x85ebca6b; h ^= h >> 13; h *= 0xc2b2ae35; h ^= h >> 16;
-    return h;
-}
-
-static PyObject *py_murmur3_32(PyObject *mod, PyObject *args) {
-    Py_buffer data;
-    unsigned long seed = 0;
-    if (!PyArg_ParseTuple(args, "y*|k:murmur3_32", &data, &seed)) return NULL;
-    uint32_t h = murmur3_32(data.buf, data.len, (uint32_t)seed);
-    PyBuffer_Release(&data);
-    return PyLong_FromUnsignedLong(h);
-}
-
-/* ---- varints ---- */
-
-static inline char *put_varint(char *p, uint64_t n) {
-    while (n >= 0x80) { *p++ = (char)((n & 0x7f) | 0x80); n >>= 7; }
-    *p++ = (char)n;
-    return p;
-}
-
-/* Timestamp deltas are zigzagged as the Python encoder does, (d << 1) ^ (d >> 63) on unbounded ints:
- * two int64 timestamps differ by up to 2^64, so the arithmetic is 128-bit (the result is never negative). */
-static inline char *put_varint128(char *p, unsigned __int128 n) {
-    while (n >= 0x80) { *p++ = (char)((n & 0x7f) | 0x80); n >>= 7; }
-    *p++ = (char)n;
-    return p;
-}
-
-static inline int varint_len(uint64_t n) {
-    int len = 1;
-    while (n >= 0x80) { n >>= 7; len++; }
-    return len;
-}
-
-/* ---- RecordList ---- */
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *bytes;           /* owns buf: a bytes object of cap bytes, handed out by take(); NULL once taken */
-    char *buf;                 /* the RecordList bytes so far */
-    Py_ssize_t len, cap;
-    int64_t *timestamps;       /* per record, absolute: for RecordMetadata */
-    Py_ssize_t count, ts_cap;
-    long long first_ts, max_ts;
-    long long size_bytes;      /* what the accumulator charged against buffer_memory_bytes */
-    int taken;
-} RecordList;
-
-static PyTypeObject RecordListType;
-
-static void RecordList_dealloc(RecordList *self) {
-    Py_XDECREF(self->bytes);
-    PyMem_Free(self->timestamps);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *kanal_error(const char *message) {
-    PyObject *err = PyObject_CallFunction(KanalError, "Os", UNKNOWN_SERVER_ERROR, message);
-    if (err != NULL) {
-        PyErr_SetObject(KanalError, err);
-        Py_DECREF(err);
-    }
-    return NULL;
-}
-
-/* Makes room for cap bytes. The records are written straight into a bytes object (resized as it grows),
- * so take() hands that object out without copying the batch. */
-static int records_grow(RecordList *self, Py_ssize_t cap) {
-    PyObject *bigger = PyBytes_FromStringAndSize(NULL, cap);  /* not _PyBytes_Resize: on failure that */
-    if (bigger == NULL) return -1;                            /* frees the records written so far */
-    if (self->len) memcpy(PyBytes_AS_STRING(bigger), self->buf, self->len);
-    Py_XSETREF(self->bytes, bigger);
-    self->buf = PyBytes_AS_STRING(bigger);
-    self->cap = cap;
-    return 0;
-}
-
-/* Appends one record; returns its index (offset delta), or -1 with an exception set and nothing
- * changed. vlen / klen are -1 for None. */
-static Py_ssize_t records_append(RecordList *self, const char *value, Py_ssize_t vlen, const char *key,
-                                 Py_ssize_t klen, long long ts, const char *tail, Py_ssize_t tlen) {
-    if (self->taken) {
-        kanal_error("the batch's records were already encoded; it takes no more records");
-        return -1;
-    }
-    Py_ssize_t index = self->count;
-    char head[48], *h = head;
-    if (index) {
-        *h++ = 0x08;
-        h = put_varint(h, (uint64_t)index);
-        __int128 delta = (__int128)ts - (__int128)self->first_ts;
-        if (delta) {
-            *h++ = 0x10;
-            /* zigzag, shifted unsigned: a left shift of a negative signed value is undefined in C */
-            h = put_varint128(h, ((unsigned __int128)delta << 1) ^ (unsigned __int128)(delta >> 63));
-        }
-    }
-    Py_ssize_t hlen = h - head;
-    Py_ssize_t body = hlen + tlen;
-    if (klen >= 0) body += 1 + varint_len((uint64_t)klen) + klen;
-    if (vlen >= 0) body += 1 + varint_len((uint64_t)vlen) + vlen;
-    Py_ssize_t need = 1 + varint_len((uint64_t)body) + body;
-    /* Grow both arrays before writing anything, so a failure leaves the list as it was. */
-    if (self->len + need > self->cap) {
-        Py_ssize_t cap = self->cap ? self->cap * 2 : 256;
-        while (cap < self->len + need) cap *= 2;
-        if (records_grow(self, cap) < 0) return -1;
-    }
-    if (index == self->ts_cap) {
-        Py_ssize_t cap = self->ts_cap ? self->ts_cap * 2 : 16;
-        int64_t *t = PyMem_Realloc(self->timestamps, cap * sizeof(int64_t));
-        if (t == NULL) { PyErr_NoMemory(); return -1; }
-        self->timestamps = t;
-        self->ts_cap = cap;
-    }
-    char *p = self->buf + self->len;
-    *p++ = 0x0a;
-    p = put_varint(p, (uint64_t)body);
-    memcpy(p, head, hlen); p += hlen;
-    if (klen >= 0) { *p++ = 0x1a; p = put_varint(p, (uint64_t)klen); memcpy(p, key, klen); p += klen; }
-    if (vlen >= 0) { *p++ = 0x22; p = put_varint(p, (uint64_t)vlen); memcpy(p, value, vlen); p += vlen; }
-    if (tlen) { memcpy(p, tail, tlen); p += tlen; }
-    self->len = p - self->buf;
-    if (index == 0) {
-        self->first_ts = self->max_ts = ts;
-    } else if (ts > self->max_ts) {
-        self->max_ts = ts;
-    }
-    self->timestamps[index] = ts;
-    self->count = index + 1;
-    return index;
-}
-
-
-static int bytes_or_none(PyObject *obj, const char *what, const char **data, Py_ssize_t *len) {
-    if (obj == Py_None) { *data = NULL; *len = -1; return 0; }
-    if (!PyBytes_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be bytes or None, not %.100s", what, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    *data = PyBytes_AS_STRING(obj);
-    *len = PyBytes_GET_SIZE(obj);
-    return 0;
-}
-
-static PyObject *RecordList_append(RecordList *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "append(value, key, timestamp_ms, tail) takes 4 arguments");
-        return NULL;
-    }
-    const char *value, *key;
-    Py_ssize_t vlen, klen;
-    if (bytes_or_none(args[0], "value", &value, &vlen) < 0) return NULL;
-    if (bytes_or_none(args[1], "key", &key, &klen) < 0) return NULL;
-    long long ts = PyLong_AsLongLong(args[2]);
-    if (ts == -1 && PyErr_Occurred()) return NULL;
-    if (!PyBytes_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "tail must be bytes (the encoded headers)");
-        return NULL;
-    }
-    Py_ssize_t index = records_append(self, value, vlen, key, klen, ts, PyBytes_AS_STRING(args[3]),
-                                      PyBytes_GET_SIZE(args[3]));
-    return index < 0 ? NULL : PyLong_FromSsize_t(index);
-}
-
-static PyObject *RecordList_take(RecordList *self, PyObject *unused) {
-    if (self->taken) return kanal_error("the batch's records were already taken");
-    PyObject *data = self->bytes;
-    if (data == NULL) {
-        data = PyBytes_FromStringAndSize(NULL, 0);
-        if (data == NULL) return NULL;
-    } else if (_PyBytes_Resize(&data, self->len) < 0) {  /* a shrink, in place; failing, it frees the data */
-        self->bytes = NULL;
-        self->buf = NULL;
-        self->len = self->cap = 0;
-        return NULL;
-    }
-    self->bytes = NULL;  /* handed out: the list takes no more records */
-    self->buf = NULL;
-    self->len = self->cap = 0;
-    self->taken = 1;
-    return data;
-}
-
-static PyObject *RecordList_timestamp(RecordList *self, PyObject *arg) {
-    Py_ssize_t i = PyLong_AsSsize_t(arg);
-    if (i == -1 && PyErr_Occurred()) return NULL;
-    if (i < 0 || i >= self->count) {
-        PyErr_SetString(PyExc_IndexError, "record index out of range");
-        return NULL;
-    }
-    return PyLong_FromLongLong(self->timestamps[i]);
-}
-
-static PyObject *RecordList_get_timestamps(RecordList *self, void *closure) {
-    PyObject *list = PyList_New(self->count);
-    if (list == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < self->count; i++) {
-        PyObject *ts = PyLong_FromLongLong(self->timestamps[i]);
-        if (ts == NULL) { Py_DECREF(list); return NULL; }
-        PyList_SET_ITEM(list, i, ts);
-    }
-    return list;
-}
-
-static PyObject *RecordList_get_taken(RecordList *self, void *closure) { return PyBool_FromLong(self->taken); }
-
-static PyObject *RecordList_repr(RecordList *self) {
-    return PyUnicode_FromFormat("<RecordList native records=%zd bytes=%zd>", self->count, self->len);
-}
-
-static PyMethodDef RecordList_methods[] = {
-    {"append", (PyCFunction)(void (*)(void))RecordList_append, METH_FASTCALL,
-     "append(value, key, timestamp_ms, tail) -> index: encode one record at the end (tail: its encoded "
-     "headers, b'' for none)."},
-    {"take", (PyCFunction)RecordList_take, METH_NOARGS,
-     "The serialized RecordList; the list takes no more records after."},
-    {"timestamp", (PyCFunction)RecordList_timestamp, METH_O, "The timestamp of record i."},
-    {NULL}};
-
-static PyMemberDef RecordList_members[] = {
-    {"record_count", T_PYSSIZET, offsetof(RecordList, count), READONLY, NULL},
-    {"first_timestamp_ms", T_LONGLONG, offsetof(RecordList, first_ts), READONLY, NULL},
-    {"max_timestamp_ms", T_LONGLONG, offsetof(RecordList, max_ts), READONLY, NULL},
-    {"size_bytes", T_LONGLONG, offsetof(RecordList, size_bytes), 0,
-     "bytes charged against buffer_memory_bytes"},
-    {NULL}};
-
-static PyGetSetDef RecordList_getset[] = {
-    {"timestamps", (getter)RecordList_get_timestamps, NULL, "per record, absolute (a new list)", NULL},
-    {"taken", (getter)RecordList_get_taken, NULL, "whether take() was called", NULL},
-    {NULL}};
-
-static PyTypeObject RecordListType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "kanal.clients._producer_fast.RecordList",
-    .tp_doc = "One batch's records, encoded as they arrive (same bytes as producer_batch.RecordList).",
-    .tp_basicsize = sizeof(RecordList),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_dealloc = (destructor)RecordList_dealloc,
-    .tp_repr = (reprfunc)RecordList_repr,
-    .tp_methods = RecordList_methods,
-    .tp_members = RecordList_members,
-    .tp_getset = RecordList_getset,
-};
-
-/* ---- BufferMemory ---- */
-
-typedef struct {
-    PyObject_HEAD
-    long long buffered_bytes;
-} BufferMemory;
-
-static PyTypeObject BufferMemoryType;
-
-static PyMemberDef BufferMemory_members[] = {
-    {"buffered_bytes", T_LONGLONG, offsetof(BufferMemory, buffered_bytes), 0,
-     "bytes of records buffered and not yet completed"},
-    {NULL}};
-
-static PyTypeObject BufferMemoryType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "kanal.clients._producer_fast.BufferMemory",
-    .tp_doc = "The accumulator's buffered bytes (changed only under its lock).",
-    .tp_basicsize = sizeof(BufferMemory),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_members = BufferMemory_members,
-};
-
-/* ---- RecordFuture ---- */
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *batch;
-    Py_ssize_t index;
-} RecordFuture;
-
-static PyTypeObject RecordFutureType;
-
-static PyObject *future_new(PyObject *batch, Py_ssize_t index) {  /* takes a new reference to batch */
-    RecordFuture *f = PyObject_GC_New(RecordFuture, &RecordFutureType);
-    if (f == NULL) return NULL;
-    f->batch = Py_NewRef(batch);
-    f->index = index;
-    PyObject_GC_Track(f);
-    return (PyObject *)f;
-}
-
-static PyObject *RecordFuture_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *batch;
-    Py_ssize_t index;
-    static char *names[] = {"batch", "index", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On:RecordFuture", names, &batch, &index)) return NULL;
-    return future_new(batch, index);
-}
-
-static int RecordFuture_traverse(RecordFuture *self, visitproc visit, void *arg) {
-    Py_VISIT(self->batch);
-    return 0;
-}
-
-static int RecordFuture_clear(RecordFuture *self) {
-    Py_CLEAR(self->batch);
-    return 0;
-}
-
-static void RecordFuture_dealloc(RecordFuture *self) {
-    PyObject_GC_UnTrack(self);
-    Py_CLEAR(self->batch);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *RecordFuture_done(RecordFuture *self, PyObject *unused) {
-    if (self->batch == NULL) return kanal_error("the future was cleared");
-    PyObject *event = PyObject_GetAttr(self->batch, str_done);
-    if (event == NULL) return NULL;
-    PyObject *r = PyObject_CallMethodNoArgs(event, str_is_set);
-    Py_DECREF(event);
-    return r;
-}
-
-static PyObject *RecordFuture_result(RecordFuture *self, PyObject *args, PyObject *kwargs) {
-    PyObject *timeout = Py_None;
-    static char *names[] = {"timeout", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:result", names, &timeout)) return NULL;
-    if (self->batch == NULL) return kanal_error("the future was cleared");
-    PyObject *index = PyLong_FromSsize_t(self->index);
-    if (index == NULL) return NULL;
-    PyObject *r = PyObject_CallMethodObjArgs(self->batch, str_result_of, index, timeout, NULL);
-    Py_DECREF(index);
-    return r;
-}
-
-static PyObject *RecordFuture_repr(RecordFuture *self) {
-    return PyUnicode_FromFormat("<RecordFuture %R index=%zd>", self->batch ? self->batch : Py_None, self->index);
-}
-
-static PyMethodDef RecordFuture_methods[] = {
-    {"done", (PyCFunction)RecordFuture_done, METH_NOARGS, "Whether the record's batch is finished."},
-    {"result", (PyCFunction)(void (*)(void))RecordFuture_result, METH_VARARGS | METH_KEYWORDS,
-     "result(timeout=None) -> RecordMetadata: wait for the acknowledgement; raises the KanalError the "
-     "batch failed with (ProducerBatch.result_of)."},
-    {NULL}};
-
-static PyTypeObject RecordFutureType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "kanal.clients._producer_fast.RecordFuture",
-    .tp_doc = "The outcome of one produce() call (same methods as producer_batch.RecordFuture).",
-    .tp_basicsize = sizeof(RecordFuture),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_new = RecordFuture_tp_new,
-    .tp_dealloc = (destructor)RecordFuture_dealloc,
-    .tp_traverse = (traverseproc)RecordFuture_traverse,
-    .tp_clear = (inquiry)RecordFuture_clear,
-    .tp_repr = (reprfunc)RecordFuture_repr,
-    .tp_methods = RecordFuture_methods,
-};
 
 /* ---- Appender ---- */
 
@@ -777,205 +389,261 @@ static int bytes_item(PyObject *obj, const char **data, Py_ssize_t *len) {
     return 1;
 }
 
+/* A produce_many call as checked before the lock is taken. */
+typedef struct {
+    PyObject *topic, *on_delivery;  /* borrowed from the call's arguments */
+    PyObject **vitems, **kitems;    /* the values and keys (kitems NULL without keys) */
+    Py_ssize_t n;
+    long count;                     /* the topic's partition count */
+    long fixed;                     /* the explicit partition, or -1 */
+    long long ts;                   /* one timestamp for every record, as the Python produce_many */
+    long long total;                /* bytes charged against buffer memory for the whole call */
+    int needs_sticky;               /* some record goes to the topic's sticky partition */
+} ManyCall;
+
+/* Checks the call and every record before anything is appended. Returns 1 for the common case (c filled
+ * in), 0 for a call Python's produce_many does itself, -1 with an exception set. */
+static int many_check(Appender *self, PyObject *args, ManyCall *c) {
+    PyObject *values, *keys, *partition, *timestamp;
+    if (!PyArg_ParseTuple(args, "OOOOOO:produce_many", &c->topic, &values, &keys, &partition, &timestamp,
+                          &c->on_delivery))
+        return -1;
+    if (self->closed) return 0;
+    if (!PyList_CheckExact(values) && !PyTuple_CheckExact(values)) return 0;
+    if (keys != Py_None && !PyList_CheckExact(keys) && !PyTuple_CheckExact(keys)) return 0;
+    if (c->on_delivery != Py_None && !PyCallable_Check(c->on_delivery)) return 0;
+    c->n = PySequence_Fast_GET_SIZE(values);
+    if (keys != Py_None && PySequence_Fast_GET_SIZE(keys) != c->n) return 0;
+    if (c->n > (Py_ssize_t)UINT32_MAX) return 0;  /* owners and indexes are uint32 */
+    c->vitems = PySequence_Fast_ITEMS(values);
+    c->kitems = keys == Py_None ? NULL : PySequence_Fast_ITEMS(keys);
+
+    PyObject *count_obj = PyDict_GetItemWithError(self->partition_counts, c->topic);  /* borrowed */
+    if (count_obj == NULL) return PyErr_Occurred() ? -1 : 0;  /* a topic not seen yet: Python asks */
+    if (!PyLong_CheckExact(count_obj)) return 0;
+    c->count = PyLong_AsLong(count_obj);
+    if (c->count <= 0 || c->count > INT32_MAX) { PyErr_Clear(); return 0; }
+    c->fixed = -1;
+    if (partition != Py_None) {
+        int overflow;
+        if (!PyLong_CheckExact(partition)) return 0;
+        c->fixed = PyLong_AsLongAndOverflow(partition, &overflow);
+        if (overflow || c->fixed < 0 || c->fixed >= c->count) return 0;  /* Python raises the error */
+    }
+    if (timestamp == Py_None) {
+        c->ts = now_ms();
+    } else {
+        int overflow;
+        if (!PyLong_CheckExact(timestamp)) return 0;
+        c->ts = PyLong_AsLongLongAndOverflow(timestamp, &overflow);
+        if (overflow || c->ts < 0) return 0;
+    }
+    c->total = 0;
+    c->needs_sticky = 0;
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        const char *d;
+        Py_ssize_t vlen, klen = -1;
+        if (!bytes_item(c->vitems[i], &d, &vlen)) return 0;
+        if (c->kitems != NULL && !bytes_item(c->kitems[i], &d, &klen)) return 0;
+        long long size = RECORD_OVERHEAD_BYTES + (vlen > 0 ? vlen : 0) + (klen > 0 ? klen : 0);
+        if (size > self->record_bytes_max) return 0;
+        c->total += size;
+        if (klen < 0) c->needs_sticky = 1;
+    }
+    if (c->total > self->buffer_memory_bytes) return 0;
+    if (c->needs_sticky && c->fixed < 0 && PyDict_GetItemWithError(self->sticky, c->topic) == NULL)
+        return PyErr_Occurred() ? -1 : 0;  /* the topic's first sticky partition is drawn in Python */
+    return 1;
+}
+
+/* Where a produce_many call has got to: its result so far, and the batch it last appended to. */
+typedef struct {
+    PyObject *result;          /* (batches, owners, indexes), see Appender_produce_many */
+    PyObject *batches;         /* borrowed from result */
+    PyObject *numbers;         /* batch -> its place in batches */
+    uint32_t *owners, *indexes;
+    long part;                 /* the partition last appended to, -1 before the first */
+    long sticky_part;          /* the sticky partition as last read, -1 when it must be read again */
+    PyObject *tp, *batch;      /* (topic, part) and its open batch: new references */
+    RecordList *records;       /* that batch's records: a new reference */
+    uint32_t owner;            /* that batch's place in batches */
+} ManyState;
+
+static int many_state_init(ManyState *s, Py_ssize_t n) {
+    memset(s, 0, sizeof *s);
+    s->part = s->sticky_part = -1;
+    PyObject *batches = PyList_New(0);
+    PyObject *owners = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(uint32_t));
+    PyObject *indexes = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(uint32_t));
+    s->numbers = PyDict_New();
+    s->result = batches && owners && indexes && s->numbers ? PyTuple_Pack(3, batches, owners, indexes) : NULL;
+    Py_XDECREF(batches);  /* the tuple holds them from here on */
+    Py_XDECREF(owners);
+    Py_XDECREF(indexes);
+    if (s->result == NULL) { Py_CLEAR(s->numbers); return -1; }
+    s->batches = batches;
+    s->owners = (uint32_t *)PyBytes_AS_STRING(owners);
+    s->indexes = (uint32_t *)PyBytes_AS_STRING(indexes);
+    return 0;
+}
+
+/* Drops what the state holds. Call it after the lock is released: freeing a batch may run Python code. */
+static void many_state_clear(ManyState *s) {
+    Py_CLEAR(s->tp);
+    Py_CLEAR(s->records);
+    Py_CLEAR(s->batch);
+    Py_CLEAR(s->numbers);
+    Py_CLEAR(s->result);
+}
+
+/* Under the lock: waits (releasing the lock meanwhile, as a Condition does) until the whole call fits in
+ * buffer memory; wait_for_space raises REQUEST_TIMED_OUT when it does not in time. */
+static int many_wait_for_room(Appender *self, const ManyCall *c) {
+    if (self->memory->buffered_bytes + c->total <= self->buffer_memory_bytes) return 0;
+    PyObject *size = PyLong_FromLongLong(c->total);
+    PyObject *r = size ? PyObject_CallOneArg(self->wait_for_space, size) : NULL;
+    Py_XDECREF(size);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    /* The wait released the lock: check the sticky partition again (it is only ever replaced). */
+    if (c->needs_sticky && c->fixed < 0 && PyDict_GetItemWithError(self->sticky, c->topic) == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "the sticky partition was removed");
+        return -1;
+    }
+    return 0;
+}
+
+/* The partition of a record (key: klen bytes, klen -1 for none); sets *is_sticky when the sticky
+ * partitioner chose it. -1 with an exception set. */
+static long many_partition(Appender *self, const ManyCall *c, ManyState *s, const char *key, Py_ssize_t klen,
+                           int *is_sticky) {
+    *is_sticky = 0;
+    if (c->fixed >= 0) return c->fixed;
+    if (klen >= 0) return (long)(murmur3_32((const unsigned char *)key, klen, 0) % (uint32_t)c->count);
+    if (s->sticky_part < 0) {  /* read once, and again after this call moves it on */
+        PyObject *p = PyDict_GetItemWithError(self->sticky, c->topic);  /* checked present before */
+        int overflow = 0;
+        s->sticky_part = p == NULL ? -1 : PyLong_AsLongAndOverflow(p, &overflow);
+        if (p == NULL || overflow || s->sticky_part < 0 || s->sticky_part >= c->count) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "the sticky partition is not valid");
+            s->sticky_part = -1;
+            return -1;
+        }
+    }
+    *is_sticky = 1;
+    return s->sticky_part;
+}
+
+/* Under the lock: makes part's open batch the one appended to (opening one through the accumulator when
+ * the partition has none), numbering it in the result's batches the first time it is seen. */
+static int many_use_batch(Appender *self, const ManyCall *c, ManyState *s, long part) {
+    Py_CLEAR(s->tp);
+    Py_CLEAR(s->batch);
+    Py_CLEAR(s->records);
+    s->part = part;
+    s->tp = Py_BuildValue("(Ol)", c->topic, part);
+    if (s->tp == NULL) return -1;
+    s->batch = Py_XNewRef(PyDict_GetItemWithError(self->open_batches, s->tp));
+    if (s->batch == NULL) {
+        if (PyErr_Occurred()) return -1;
+        s->batch = PyObject_CallOneArg(self->open_batch, s->tp);
+        if (s->batch == NULL) return -1;
+    }
+    s->records = (RecordList *)PyObject_GetAttr(s->batch, str_records);
+    if (s->records == NULL) return -1;
+    if (!Py_IS_TYPE(s->records, &RecordListType)) {
+        PyErr_SetString(PyExc_TypeError, "the batch's records are not a native RecordList");
+        return -1;
+    }
+    PyObject *number = PyDict_GetItemWithError(s->numbers, s->batch);
+    if (number != NULL) {
+        s->owner = (uint32_t)PyLong_AsUnsignedLong(number);
+        return 0;
+    }
+    if (PyErr_Occurred()) return -1;
+    s->owner = (uint32_t)PyList_GET_SIZE(s->batches);
+    number = PyLong_FromUnsignedLong(s->owner);
+    int failed = number == NULL || PyDict_SetItem(s->numbers, s->batch, number) < 0 ||
+                 PyList_Append(s->batches, s->batch) < 0;
+    Py_XDECREF(number);
+    return failed ? -1 : 0;
+}
+
+/* Under the lock: seals the current batch, which reached batch_size_bytes; the next record of its
+ * partition opens a new one. The sticky partitioner moves on once its batch is full. */
+static int many_seal(Appender *self, const ManyCall *c, ManyState *s, int is_sticky) {
+    PyObject *r = PyObject_CallFunctionObjArgs(self->seal_full, s->tp, s->batch, NULL);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    Py_CLEAR(s->batch);
+    if (!is_sticky) return 0;
+    PyObject *n = PyLong_FromLong(c->count);
+    PyObject *next = n ? PyObject_CallOneArg(self->randrange, n) : NULL;
+    int failed = next == NULL || PyDict_SetItem(self->sticky, c->topic, next) < 0;
+    Py_XDECREF(next);
+    Py_XDECREF(n);
+    s->sticky_part = -1;
+    return failed ? -1 : 0;
+}
+
+/* Under the lock: appends record i of the call. */
+static int many_append(Appender *self, const ManyCall *c, ManyState *s, Py_ssize_t i) {
+    const char *value = NULL, *key = NULL;
+    Py_ssize_t vlen = -1, klen = -1;
+    (void)bytes_item(c->vitems[i], &value, &vlen);  /* checked by many_check: bytes or None */
+    if (c->kitems != NULL) (void)bytes_item(c->kitems[i], &key, &klen);
+    int is_sticky;
+    long part = many_partition(self, c, s, key, klen, &is_sticky);
+    if (part < 0) return -1;
+    if ((part != s->part || s->batch == NULL) && many_use_batch(self, c, s, part) < 0) return -1;
+    long long size = RECORD_OVERHEAD_BYTES + (vlen > 0 ? vlen : 0) + (klen > 0 ? klen : 0);
+    Py_ssize_t index = append_record(self, s->batch, s->records, value, vlen, key, klen, c->ts, c->on_delivery,
+                                     size);
+    if (index < 0) return -1;
+    s->owners[i] = s->owner;
+    s->indexes[i] = (uint32_t)index;
+    return s->records->size_bytes >= self->batch_size_bytes ? many_seal(self, c, s, is_sticky) : 0;
+}
+
 /* Producer.produce_many() for the common case: lists or tuples of bytes/None, a known topic, an
  * explicit partition in range or the built-in partitioners, no record over record_bytes_max and the
- * whole call fitting in buffer memory. Every record is checked before the lock is taken; then all are
- * appended under one hold of the lock, as the Python produce_many does (one timestamp, the sticky
- * partition moving on when its batch seals, batches opened through the accumulator's open_batch).
- * A full buffer is waited on here, through the accumulator's wait_for_space (it may raise
+ * whole call fitting in buffer memory. Every record is checked before the lock is taken (many_check);
+ * then all are appended under one hold of the lock, as the Python produce_many does (one timestamp, the
+ * sticky partition moving on when its batch seals, batches opened through the accumulator's
+ * open_batch). A full buffer is waited on here, through the accumulator's wait_for_space (it may raise
  * REQUEST_TIMED_OUT, with nothing appended).
  *
  * Returns (batches, owners, indexes): record i is record indexes[i] of batches[owners[i]], both bytes of
  * native-endian uint32 (Python wraps them in a RecordFutures; no object is made per record). Returns
- * None for anything else, which Python's produce_many then does itself, raising its errors. */
+ * None for anything else, which Python's produce_many then does itself, raising its errors. An error
+ * after the lock is taken (only MemoryError and broken state) leaves the records appended so far queued. */
 static PyObject *Appender_produce_many(Appender *self, PyObject *args) {
-    PyObject *topic, *values, *keys, *partition, *timestamp, *on_delivery;
-    if (!PyArg_ParseTuple(args, "OOOOOO:produce_many", &topic, &values, &keys, &partition, &timestamp,
-                          &on_delivery))
-        return NULL;
-    if (self->closed) goto fallback;
-    if (!PyList_CheckExact(values) && !PyTuple_CheckExact(values)) goto fallback;
-    if (keys != Py_None && !PyList_CheckExact(keys) && !PyTuple_CheckExact(keys)) goto fallback;
-    if (on_delivery != Py_None && !PyCallable_Check(on_delivery)) goto fallback;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(values);
-    if (keys != Py_None && PySequence_Fast_GET_SIZE(keys) != n) goto fallback;
-    PyObject **vitems = PySequence_Fast_ITEMS(values), **kitems = keys == Py_None ? NULL : PySequence_Fast_ITEMS(keys);
-
-    PyObject *count_obj = PyDict_GetItemWithError(self->partition_counts, topic);  /* borrowed */
-    if (count_obj == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        goto fallback;
+    ManyCall c;
+    int common = many_check(self, args, &c);
+    if (common <= 0) {
+        if (common < 0) return NULL;
+        self->fallback_calls++;
+        Py_RETURN_NONE;
     }
-    if (!PyLong_CheckExact(count_obj)) goto fallback;
-    long count = PyLong_AsLong(count_obj);
-    if (count <= 0 || count > INT32_MAX) { PyErr_Clear(); goto fallback; }
-    long fixed = -1;
-    if (partition != Py_None) {
-        int overflow;
-        if (!PyLong_CheckExact(partition)) goto fallback;
-        fixed = PyLong_AsLongAndOverflow(partition, &overflow);
-        if (overflow || fixed < 0 || fixed >= count) goto fallback;
-    }
-    long long ts;
-    if (timestamp == Py_None) {
-        ts = now_ms();
-    } else {
-        int overflow;
-        if (!PyLong_CheckExact(timestamp)) goto fallback;
-        ts = PyLong_AsLongLongAndOverflow(timestamp, &overflow);
-        if (overflow || ts < 0) goto fallback;
-    }
-    /* Check every record before anything is appended. */
-    long long total = 0;
-    int needs_sticky = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const char *d;
-        Py_ssize_t vlen, klen = -1;
-        if (!bytes_item(vitems[i], &d, &vlen)) goto fallback;
-        if (kitems != NULL && !bytes_item(kitems[i], &d, &klen)) goto fallback;
-        long long size = RECORD_OVERHEAD_BYTES + (vlen > 0 ? vlen : 0) + (klen > 0 ? klen : 0);
-        if (size > self->record_bytes_max) goto fallback;
-        total += size;
-        if (klen < 0) needs_sticky = 1;
-    }
-    if (total > self->buffer_memory_bytes) goto fallback;
-    if (needs_sticky && fixed < 0) {
-        PyObject *s = PyDict_GetItemWithError(self->sticky, topic);
-        if (s == NULL) {
-            if (PyErr_Occurred()) return NULL;
-            goto fallback;  /* the topic's first sticky partition is drawn in Python */
-        }
-    }
-    if (n > (Py_ssize_t)UINT32_MAX) goto fallback;
-
-    PyObject *batches = PyList_New(0), *numbers = PyDict_New();  /* numbers: batch -> its place in batches */
-    PyObject *owners_obj = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(uint32_t));
-    PyObject *indexes_obj = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(uint32_t));
-    PyObject *result = batches && numbers && owners_obj && indexes_obj
-                       ? PyTuple_Pack(3, batches, owners_obj, indexes_obj) : NULL;
-    Py_XDECREF(batches);  /* the tuple holds them from here on */
-    Py_XDECREF(owners_obj);
-    Py_XDECREF(indexes_obj);
-    if (result == NULL) { Py_XDECREF(numbers); return NULL; }
-    uint32_t *owners = (uint32_t *)PyBytes_AS_STRING(owners_obj), *indexes = (uint32_t *)PyBytes_AS_STRING(indexes_obj);
-    uint32_t owner = 0;
-    long cur_part = -1, sticky_part = -1;
-    PyObject *tp = NULL, *batch = NULL;  /* the partition last appended to, its batch (new references) */
-    RecordList *records = NULL;
+    ManyState s;
+    if (many_state_init(&s, c.n) < 0) return NULL;
     PyObject *r = PyObject_CallNoArgs(self->acquire);
-    if (r == NULL) { Py_DECREF(numbers); Py_DECREF(result); return NULL; }
+    if (r == NULL) { many_state_clear(&s); return NULL; }
     Py_DECREF(r);
     /* ---- under the accumulator's lock ---- */
-    if (self->memory->buffered_bytes + total > self->buffer_memory_bytes) {
-        /* Back-pressure: wait (releasing the lock meanwhile, as a Condition does) until all fit. */
-        PyObject *size = PyLong_FromLongLong(total);
-        r = size ? PyObject_CallOneArg(self->wait_for_space, size) : NULL;
-        Py_XDECREF(size);
-        if (r == NULL) goto error;
-        Py_DECREF(r);
-        /* The wait released the lock: check the sticky partition again (it is only ever replaced). */
-        if (needs_sticky && fixed < 0 && PyDict_GetItemWithError(self->sticky, topic) == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "the sticky partition was removed");
-            goto error;
-        }
+    int failed = many_wait_for_room(self, &c) < 0;
+    for (Py_ssize_t i = 0; i < c.n && !failed; i++) failed = many_append(self, &c, &s, i) < 0;
+    if (failed) {
+        unlock_on_error(self);
+        many_state_clear(&s);
+        return NULL;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const char *value = NULL, *key = NULL;
-        Py_ssize_t vlen = -1, klen = -1;
-        (void)bytes_item(vitems[i], &value, &vlen);  /* checked above: bytes or None */
-        if (kitems != NULL) (void)bytes_item(kitems[i], &key, &klen);
-        int is_sticky = 0;
-        long part;
-        if (fixed >= 0) {
-            part = fixed;
-        } else if (klen >= 0) {
-            part = (long)(murmur3_32((const unsigned char *)key, klen, 0) % (uint32_t)count);
-        } else {
-            if (sticky_part < 0) {  /* read once, and again after this call moves it on */
-                PyObject *s = PyDict_GetItemWithError(self->sticky, topic);  /* checked present above */
-                int overflow = 0;
-                sticky_part = s == NULL ? -1 : PyLong_AsLongAndOverflow(s, &overflow);
-                if (s == NULL || overflow || sticky_part < 0 || sticky_part >= count) {
-                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "the sticky partition is not valid");
-                    goto error;
-                }
-            }
-            part = sticky_part;
-            is_sticky = 1;
-        }
-        if (part != cur_part || batch == NULL) {
-            Py_CLEAR(tp);
-            Py_CLEAR(batch);
-            Py_CLEAR(records);
-            cur_part = part;
-            tp = Py_BuildValue("(Ol)", topic, part);
-            if (tp == NULL) goto error;
-            batch = Py_XNewRef(PyDict_GetItemWithError(self->open_batches, tp));
-            if (batch == NULL) {
-                if (PyErr_Occurred()) goto error;
-                batch = PyObject_CallOneArg(self->open_batch, tp);
-                if (batch == NULL) goto error;
-            }
-            records = (RecordList *)PyObject_GetAttr(batch, str_records);
-            if (records == NULL) goto error;
-            if (!Py_IS_TYPE(records, &RecordListType)) {
-                PyErr_SetString(PyExc_TypeError, "the batch's records are not a native RecordList");
-                goto error;
-            }
-            PyObject *number = PyDict_GetItemWithError(numbers, batch);
-            if (number != NULL) {
-                owner = (uint32_t)PyLong_AsUnsignedLong(number);
-            } else {
-                if (PyErr_Occurred()) goto error;
-                owner = (uint32_t)PyList_GET_SIZE(batches);
-                number = PyLong_FromUnsignedLong(owner);
-                int failed = number == NULL || PyDict_SetItem(numbers, batch, number) < 0 ||
-                             PyList_Append(batches, batch) < 0;
-                Py_XDECREF(number);
-                if (failed) goto error;
-            }
-        }
-        long long size = RECORD_OVERHEAD_BYTES + (vlen > 0 ? vlen : 0) + (klen > 0 ? klen : 0);
-        Py_ssize_t index = append_record(self, batch, records, value, vlen, key, klen, ts, on_delivery, size);
-        if (index < 0) goto error;
-        owners[i] = owner;
-        indexes[i] = (uint32_t)index;
-        if (records->size_bytes >= self->batch_size_bytes) {
-            r = PyObject_CallFunctionObjArgs(self->seal_full, tp, batch, NULL);
-            if (r == NULL) goto error;
-            Py_DECREF(r);
-            Py_CLEAR(batch);  /* the next record of this partition opens a new batch */
-            if (is_sticky) {  /* sticky partitioner: move on once a batch is full */
-                PyObject *c = PyLong_FromLong(count);
-                PyObject *next = c ? PyObject_CallOneArg(self->randrange, c) : NULL;
-                int failed = next == NULL || PyDict_SetItem(self->sticky, topic, next) < 0;
-                Py_XDECREF(next);
-                Py_XDECREF(c);
-                if (failed) goto error;
-                sticky_part = -1;
-            }
-        }
-    }
-    Py_XDECREF(tp);
-    Py_XDECREF(records);
-    if (unlock(self) < 0) { Py_XDECREF(batch); Py_DECREF(numbers); Py_DECREF(result); return NULL; }
-    Py_XDECREF(batch);  /* after the unlock: freeing a batch may run Python code */
-    Py_DECREF(numbers);
-    self->fast_calls += (unsigned long long)n;
+    failed = unlock(self) < 0;
+    /* ---- lock released ---- */
+    PyObject *result = failed ? NULL : Py_NewRef(s.result);
+    many_state_clear(&s);
+    if (result != NULL) self->fast_calls += (unsigned long long)c.n;
     return result;
-
-error:  /* under the lock; records appended so far stay queued (only MemoryError and broken state get here) */
-    unlock_on_error(self);
-    Py_XDECREF(tp);
-    Py_XDECREF(records);
-    Py_XDECREF(batch);
-    Py_DECREF(numbers);
-    Py_DECREF(result);
-    return NULL;
-
-fallback:
-    self->fallback_calls++;
-    Py_RETURN_NONE;
 }
 
 static PyObject *Appender_repr(Appender *self) {
@@ -1017,6 +685,15 @@ static PyTypeObject AppenderType = {
 
 /* ---- module ---- */
 
+static PyObject *py_murmur3_32(PyObject *mod, PyObject *args) {
+    Py_buffer data;
+    unsigned long seed = 0;
+    if (!PyArg_ParseTuple(args, "y*|k:murmur3_32", &data, &seed)) return NULL;
+    uint32_t h = murmur3_32(data.buf, data.len, (uint32_t)seed);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(h);
+}
+
 static PyMethodDef module_methods[] = {
     {"murmur3_32", py_murmur3_32, METH_VARARGS,
      "murmur3_32(data, seed=0) -> int: MurmurHash3 x86_32, unsigned (mmh3.hash(data, seed, signed=False))."},
@@ -1033,15 +710,9 @@ PyMODINIT_FUNC PyInit__producer_fast(void) {
     for (int i = 0; i < A_COUNT; i++)
         if ((kw_names[i] = PyUnicode_InternFromString(names[i])) == NULL) return NULL;
     if ((str_records = PyUnicode_InternFromString("records")) == NULL ||
-        (str_callbacks = PyUnicode_InternFromString("callbacks")) == NULL ||
-        (str_done = PyUnicode_InternFromString("done")) == NULL ||
-        (str_is_set = PyUnicode_InternFromString("is_set")) == NULL ||
-        (str_result_of = PyUnicode_InternFromString("result_of")) == NULL)
+        (str_callbacks = PyUnicode_InternFromString("callbacks")) == NULL)
         return NULL;
-    if (import_kanal_error("UNKNOWN_SERVER_ERROR", &KanalError, &UNKNOWN_SERVER_ERROR) < 0) return NULL;
-    if (PyType_Ready(&RecordListType) < 0 || PyType_Ready(&BufferMemoryType) < 0 ||
-        PyType_Ready(&RecordFutureType) < 0 || PyType_Ready(&AppenderType) < 0)
-        return NULL;
+    if (producer_records_ready() < 0 || PyType_Ready(&AppenderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "RecordList", (PyObject *)&RecordListType) < 0 ||

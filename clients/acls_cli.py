@@ -23,6 +23,7 @@ from itertools import product
 from kanal.clients.admin import Admin, acl_text
 from kanal.v1 import admin_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.wire_enum import as_enum
 
 CLUSTER_RESOURCE_NAME = "kanal-cluster"
 _OPERATIONS = {name.removeprefix("ACL_OPERATION_").replace("_", "").lower(): value
@@ -73,7 +74,7 @@ def _operation(text: str) -> int:
 
 
 def _resources(args) -> list[tuple[int, str]]:
-    out = [(metadata_pb2.ACL_RESOURCE_TOPIC, n) for n in args.topic]
+    out: list[tuple[int, str]] = [(metadata_pb2.ACL_RESOURCE_TOPIC, n) for n in args.topic]
     out += [(metadata_pb2.ACL_RESOURCE_GROUP, n) for n in args.group]
     out += [(metadata_pb2.ACL_RESOURCE_TRANSACTIONAL_ID, n) for n in args.transactional_id]
     if args.cluster:
@@ -83,7 +84,7 @@ def _resources(args) -> list[tuple[int, str]]:
 
 def _grants(args) -> list[tuple[int, str, str]]:
     """(permission, principal, host) for every --allow/--deny-principal and its hosts (default "*")."""
-    out = []
+    out: list[tuple[int, str, str]] = []
     for permission, principals, hosts in ((metadata_pb2.ACL_PERMISSION_ALLOW, args.allow_principal, args.allow_host),
                                           (metadata_pb2.ACL_PERMISSION_DENY, args.deny_principal, args.deny_host)):
         out += [(permission, p, h) for p, h in product(principals, hosts or ["*"])]
@@ -101,8 +102,10 @@ def _add(args, opened: Admin) -> int:
                      "--allow-principal or --deny-principal, and --operation")
     pattern = metadata_pb2.ACL_PATTERN_PREFIXED if args.resource_pattern_type == "prefixed" \
         else metadata_pb2.ACL_PATTERN_LITERAL
-    entries = [metadata_pb2.AccessControlEntry(resource_type=rtype, resource_name=name, pattern_type=pattern,
-                                               principal=principal, host=host, operation=op, permission=permission)
+    entries = [metadata_pb2.AccessControlEntry(resource_type=as_enum(metadata_pb2.AclResourceType, rtype),
+                                               resource_name=name, pattern_type=pattern, principal=principal,
+                                               host=host, operation=op,
+                                               permission=as_enum(metadata_pb2.AclPermission, permission))
                for (rtype, name), (permission, principal, host), op in product(resources, grants, args.operation)]
     with opened as admin:
         admin.create_acls(entries)
@@ -124,7 +127,8 @@ def _list(args, opened: Admin) -> int:
     entries = []
     with opened as admin:
         for rtype, name in resources:
-            f = admin_pb2.AclFilter(resource_type=rtype, pattern_filter=_pattern_filter(args))
+            f = admin_pb2.AclFilter(resource_type=as_enum(metadata_pb2.AclResourceType, rtype),
+                                    pattern_filter=as_enum(admin_pb2.AclFilter.PatternFilter, _pattern_filter(args)))
             if name is not None:
                 f.resource_name = name
             if args.principal:
@@ -143,8 +147,9 @@ def _remove(args, opened: Admin) -> int:
         (perm, principal, host if (args.allow_host or args.deny_host) else None)
         for perm, principal, host in _grants(args)] or [(metadata_pb2.ACL_PERMISSION_UNSPECIFIED, None, None)]
     for (rtype, name), (permission, principal, host), op in product(resources, grants, args.operation or [0]):
-        f = admin_pb2.AclFilter(resource_type=rtype, resource_name=name, pattern_filter=_pattern_filter(args),
-                                operation=op, permission=permission)
+        f = admin_pb2.AclFilter(resource_type=as_enum(metadata_pb2.AclResourceType, rtype), resource_name=name,
+                                pattern_filter=as_enum(admin_pb2.AclFilter.PatternFilter, _pattern_filter(args)),
+                                operation=op, permission=as_enum(metadata_pb2.AclPermission, permission))
         if principal is not None:
             f.principal = principal
         if host is not None:

@@ -8,6 +8,7 @@ the active controller). Per-item failures raise KanalError naming the item; `res
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Self
 
@@ -20,6 +21,7 @@ from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.scram import ITERATIONS_DEFAULT, MECHANISMS, check_mechanism, new_salt, salted_password
 from kanal.v1.topic_name import check_topic_name
+from kanal.v1.wire_enum import as_enum
 
 TOPIC = metadata_pb2.CONFIG_RESOURCE_TOPIC
 # Pause before calling again after a starting broker refused a call; the least time one attempt is given.
@@ -109,7 +111,9 @@ class Admin:
 
     def create_partitions(self, name: str, total: int) -> None:
         check_topic_name(name)
-        request = admin_pb2.CreatePartitionsRequest(targets=[admin_pb2.CreatePartitionsRequest.Target(name=name, count=total)])
+        request = admin_pb2.CreatePartitionsRequest(
+            targets=[admin_pb2.CreatePartitionsRequest.Target(name=name, count=total)]
+        )
         result = self._call("CreatePartitions", request).results[0]
         _raise_for(result.error, f"topic {name}: {result.error_message}")
 
@@ -131,7 +135,11 @@ class Admin:
     # ---- configs ----
 
     def describe_configs(self, resource_type: int, name: str) -> list[admin_pb2.ConfigEntry]:
-        request = admin_pb2.DescribeConfigsRequest(resources=[admin_pb2.ConfigResource(type=resource_type, name=name)])
+        request = admin_pb2.DescribeConfigsRequest(
+            resources=[
+                admin_pb2.ConfigResource(type=as_enum(metadata_pb2.ConfigResourceType, resource_type), name=name)
+            ]
+        )
         result = self._call("DescribeConfigs", request).results[0]
         _raise_for(result.error, f"configs of {name}: {result.error_message}")
         return list(result.entries)
@@ -140,8 +148,16 @@ class Admin:
                       delete: list[str] | None = None) -> None:
         ops = [admin_pb2.AlterConfigOp(key=k, op=admin_pb2.AlterConfigOp.SET, value=v) for k, v in (set_ or {}).items()]
         ops += [admin_pb2.AlterConfigOp(key=k, op=admin_pb2.AlterConfigOp.DELETE) for k in (delete or [])]
-        request = admin_pb2.AlterConfigsRequest(changes=[admin_pb2.AlterConfigsRequest.Change(
-            resource=admin_pb2.ConfigResource(type=resource_type, name=name), ops=ops)])
+        request = admin_pb2.AlterConfigsRequest(
+            changes=[
+                admin_pb2.AlterConfigsRequest.Change(
+                    resource=admin_pb2.ConfigResource(
+                        type=as_enum(metadata_pb2.ConfigResourceType, resource_type), name=name
+                    ),
+                    ops=ops,
+                )
+            ]
+        )
         result = self._call("AlterConfigs", request).results[0]
         _raise_for(result.error, f"configs of {name}: {result.error_message}")
 
@@ -166,7 +182,9 @@ class Admin:
         what = f"{entity_type} {entity_name!r}" + (f" client-id {client_id!r}" if client_id is not None else "")
         _raise_for(result.error, f"quota of {what}: {result.error_message}")
 
-    def describe_client_quotas(self, entity_type: str = "", entity_name: str = "") -> dict[tuple[str, ...], dict[str, float]]:
+    def describe_client_quotas(
+        self, entity_type: str = "", entity_name: str = ""
+    ) -> dict[tuple[str, ...], dict[str, float]]:
         """Entity -> its quotas. The key is (entity_type, entity_name), or ("user", name, client_id) for a
         user+client-id entity."""
         reply = self._call("DescribeClientQuotas", admin_pb2.DescribeClientQuotasRequest(
@@ -205,8 +223,8 @@ class Admin:
 
     # ---- users (SCRAM credentials) ----
 
-    def alter_user_scram_credentials(self, upsertions: list[admin_pb2.ScramCredentialUpsertion] = (),
-                                     deletions: list[admin_pb2.ScramCredentialDeletion] = ()) -> None:
+    def alter_user_scram_credentials(self, upsertions: Sequence[admin_pb2.ScramCredentialUpsertion] = (),
+                                     deletions: Sequence[admin_pb2.ScramCredentialDeletion] = ()) -> None:
         """Kafka's alterUserScramCredentials; the first user's error raises (each user's changes succeed or
         fail together)."""
         reply = self._call("AlterUserScramCredentials", admin_pb2.AlterUserScramCredentialsRequest(
@@ -255,7 +273,9 @@ class Admin:
         groups: dict[str, str] = {}
         for endpoint in sorted(self._metadata.refresh().brokers.values()):
             try:
-                reply = self._metadata.stub(endpoint).ListGroups(broker_pb2.ListGroupsRequest(), timeout=self._timeout_s)
+                reply = self._metadata.stub(endpoint).ListGroups(
+                    broker_pb2.ListGroupsRequest(), timeout=self._timeout_s
+                )
             except grpc.RpcError as exc:
                 raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {endpoint}: {exc.code().name}") from None
             groups.update({g.group_id: g.state for g in reply.groups})
@@ -326,7 +346,9 @@ class Admin:
             if endpoint is None:
                 raise KanalError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{p} has no leader")
             try:
-                answer = self._metadata.stub(endpoint).ListOffsets(request, timeout=self._timeout_s).topics[0].partitions[0]
+                answer = (
+                    self._metadata.stub(endpoint).ListOffsets(request, timeout=self._timeout_s).topics[0].partitions[0]
+                )
             except grpc.RpcError as exc:
                 raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"{endpoint}: {exc.code().name}") from None
             _raise_for(answer.error, f"offsets of {topic}-{p}")

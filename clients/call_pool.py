@@ -69,7 +69,9 @@ class CallPool:
                 future, next_method, next_request, next_timeout_s, next_on_done = follow_on.pop()
                 if future.set_running_or_notify_cancel():
                     try:
-                        future.set_result(self._call(next_method, next_request, next_timeout_s, next_on_done, follow_on))
+                        future.set_result(
+                            self._call(next_method, next_request, next_timeout_s, next_on_done, follow_on)
+                        )
                     except Exception as exc:  # noqa: BLE001 -- the future carries it, as an executor would
                         future.set_exception(exc)
 

@@ -26,6 +26,7 @@ from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.perf_cli import add_perf_parser
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
+from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.cli_report import EXIT_FAILED, OUTPUT_HELP, CommandParser, report_error
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.dev_state import dev_state_path, read_dev_state
@@ -72,7 +73,7 @@ def _security(args):
     return args._security or None
 
 
-def _connection(args) -> tuple[str, object]:
+def _connection(args) -> tuple[str, ClientSecurity | None]:
     """(bootstrap, security) of this command, for the commands that open producers and consumers."""
     return _bootstrap(args), _security(args)
 
@@ -189,8 +190,14 @@ def topics_alter(args) -> int:
 # ---- produce / consume ----
 
 def produce(args) -> int:
-    config = ProducerConfig(bootstrap=_bootstrap(args), security=_security(args), acks=args.acks, enable_idempotence=args.acks == "all",
-                            compression=args.compression, linger_ms=args.linger_ms)
+    config = ProducerConfig(
+        bootstrap=_bootstrap(args),
+        security=_security(args),
+        acks=args.acks,
+        enable_idempotence=args.acks == "all",
+        compression=args.compression,
+        linger_ms=args.linger_ms,
+    )
     failures = []
     count = 0
     with contextlib.ExitStack() as stack:
@@ -207,7 +214,7 @@ def produce(args) -> int:
                 value = line
             headers = [(k, v.encode()) for k, _, v in (h.partition("=") for h in args.header or [])]
             producer.produce(args.topic, value, key=key, partition=args.partition, headers=headers,
-                             on_delivery=lambda err, meta: err and failures.append(err))
+                             on_delivery=lambda err, meta: failures.append(err) if err else None)
             count += 1
         producer.flush()
     if failures:
@@ -238,11 +245,21 @@ def consume(args) -> int:
             raise KanalError(ErrorCode.INVALID_REQUEST, "--group assigns partitions itself: --partition, --offset "
                                                         "and --from-timestamp do not apply")
         # Commits are explicit: exactly what was printed, so --max-messages leaves the rest for the group.
-        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset, group_id=args.group,
-                                           enable_auto_commit=False, client_id="kanal-console-consumer"))
+        consumer = Consumer(
+            ConsumerConfig(
+                bootstrap=_bootstrap(args),
+                security=_security(args),
+                auto_offset_reset=reset,
+                group_id=args.group,
+                enable_auto_commit=False,
+                client_id="kanal-console-consumer",
+            )
+        )
         consumer.subscribe([args.topic])
     else:
-        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset))
+        consumer = Consumer(
+            ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset)
+        )
         if args.partition is not None:
             partitions = [args.partition]
         consumer.assign([(args.topic, p) for p in partitions])
@@ -321,7 +338,9 @@ def _print_record(args, r) -> None:
 def groups_list(args) -> int:
     with _admin(args) as admin:
         groups = admin.list_groups()
-    _print(args, [f"{g}\t{state}" for g, state in groups.items()], [{"group": g, "state": s} for g, s in groups.items()])
+    _print(
+        args, [f"{g}\t{state}" for g, state in groups.items()], [{"group": g, "state": s} for g, s in groups.items()]
+    )
     return 0
 
 
@@ -345,20 +364,21 @@ def _group_view(args, info) -> tuple[list[str], dict]:
     """One group's lines and JSON: offsets and lag (the default), --members or --state, as
     kafka-consumer-groups --describe prints them."""
     owner = {(t.topic, p): m.member_id for m in info.members for t in m.assignment.partitions for p in t.partitions}
+    offsets = [{"topic": o.topic, "partition": o.partition, "committed_offset": o.committed_offset,
+                "log_end_offset": o.log_end_offset, "lag": o.lag, "member_id": owner.get((o.topic, o.partition), "")}
+               for o in info.offsets]
     data = {"group": info.group_id, "state": info.state, "protocol": info.protocol, "generation": info.generation,
             "coordinator": info.coordinator,
             "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
                          "host": m.client_host,
                          "partitions": [[t.topic, p] for t in m.assignment.partitions for p in t.partitions]}
                         for m in info.members],
-            "offsets": [{"topic": o.topic, "partition": o.partition, "committed_offset": o.committed_offset,
-                         "log_end_offset": o.log_end_offset, "lag": o.lag,
-                         "member_id": owner.get((o.topic, o.partition), "")} for o in info.offsets]}
+            "offsets": offsets}
     lines = [(f"group {info.group_id}: {info.state}, protocol {info.protocol or '-'}, generation {info.generation}, "
               f"coordinator broker {info.coordinator}, {len(info.members)} members"),
              f"{'TOPIC':<24} {'PARTITION':>9} {'COMMITTED':>10} {'LOG-END':>10} {'LAG':>8}  MEMBER"]
     lines += [f"{o['topic']:<24} {o['partition']:>9} {o['committed_offset']:>10} {o['log_end_offset']:>10} "
-              f"{o['lag']:>8}  {o['member_id'] or '-'}" for o in data["offsets"]]
+              f"{o['lag']:>8}  {o['member_id'] or '-'}" for o in offsets]
     if args.state:
         data = {k: data[k] for k in ("group", "state", "protocol", "generation", "coordinator")}
         data["members"] = len(info.members)
@@ -527,7 +547,7 @@ _positive_float = _bounded_number(float, 1e-9, "positive")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = CommandParser(add_help=False)
     common.add_argument("--bootstrap", help="HOST:PORT[,...] of brokers (default: $KANAL_BOOTSTRAP, else the "
                                             "running `kanal dev`, found through $KANAL_HOME/dev.json)")
     common.add_argument("--output", choices=["text", "json"], default="text", help=OUTPUT_HELP)
@@ -535,8 +555,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = CommandParser(prog="kanal", description="kanal client commands; --output json on every one")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    topics = sub.add_parser("topics", help="create, list, describe, delete, alter topics (kafka-topics)")
-    topics = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+    topics = sub.add_parser("topics", help="create, list, describe, delete, alter topics (kafka-topics)") \
+        .add_subparsers(dest="action", required=True, metavar="ACTION")
     c = topics.add_parser("create", parents=[common], help="create a topic")
     c.add_argument("name", help="the topic's name")
     c.add_argument("--partitions", type=int, default=1, help="partition count (default 1)")
@@ -597,8 +617,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=consume)
 
     groups = sub.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups "
-                                           "(kafka-consumer-groups)")
-    groups = groups.add_subparsers(dest="action", required=True, metavar="ACTION")
+                                           "(kafka-consumer-groups)").add_subparsers(dest="action", required=True,
+                                                                                     metavar="ACTION")
     c = groups.add_parser("list", parents=[common], help="groups and their states")
     c.set_defaults(func=groups_list)
     c = groups.add_parser("describe", parents=[common], help="committed offsets and lag; or members, or state")
@@ -626,8 +646,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("group", help="the group")
     c.set_defaults(func=groups_delete)
 
-    cluster = sub.add_parser("cluster", help="describe the cluster: brokers and the controller quorum")
-    cluster = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
+    cluster = sub.add_parser("cluster", help="describe the cluster: brokers and the controller quorum") \
+        .add_subparsers(dest="action", required=True, metavar="ACTION")
     c = cluster.add_parser("describe", parents=[common], help="brokers, controllers, leader, term and lag")
     c.set_defaults(func=cluster_describe)
 
@@ -650,8 +670,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=quotas)
 
     add_acls_parser(sub, common, _admin)
-    users = sub.add_parser("users", help="create, delete, list users (SCRAM credentials)")
-    users = users.add_subparsers(dest="action", required=True, metavar="ACTION")
+    users = sub.add_parser("users", help="create, delete, list users (SCRAM credentials)") \
+        .add_subparsers(dest="action", required=True, metavar="ACTION")
     c = users.add_parser("create", parents=[common], help="create a user or change its password")
     c.add_argument("name", help="the user's name")
     c.add_argument("--mechanism", action="append", choices=sorted(MECHANISMS),

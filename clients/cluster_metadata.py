@@ -127,6 +127,8 @@ class ClusterMetadata:
         """A stub to a broker that answered recently, for calls any broker can serve."""
         if self._good is None:
             self.refresh()
+        if self._good is None:  # refresh() sets it or raises
+            raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, "no broker answered")
         return self.stub(self._good)
 
     def refresh(self, topics: list[str] | None = None) -> ClusterView:

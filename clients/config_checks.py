@@ -4,10 +4,13 @@ number where a str goes, a bootstrap that is not host:port)."""
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.host_port import parse_host_port
 
 
-def bad_config(message: str) -> None:
+def bad_config(message: str) -> NoReturn:
     raise KanalError(ErrorCode.INVALID_CONFIG, message)
 
 
@@ -29,14 +32,16 @@ def check_str(name: str, value: object) -> None:
 
 def parse_bootstrap(value: object) -> list[str]:
     """The endpoints of host:port[,host:port...]: checked by the configs, used by ClusterMetadata."""
-    check_str("bootstrap", value)
+    if not isinstance(value, str):
+        bad_config(f"bootstrap must be a str, got {value!r}")
     endpoints = [e.strip() for e in value.split(",") if e.strip()]
     if not endpoints:
         bad_config("bootstrap needs at least one host:port")
     for endpoint in endpoints:
-        host, sep, port = endpoint.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            bad_config(f"bootstrap endpoint {endpoint!r} is not host:port")
+        try:
+            parse_host_port(endpoint)
+        except ValueError as exc:
+            bad_config(f"bootstrap endpoint {endpoint!r}: {exc}")
     return endpoints
 
 

@@ -46,7 +46,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Self
+from typing import Self, SupportsIndex
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -79,6 +79,8 @@ def _checked_offset(value: object, what: str) -> int:
     """An offset or timestamp a caller gives, as an int in [0, 2^63 - 1], else a clear error at the call:
     a float or str let through would end the fetcher thread when it builds the request."""
     try:
+        if not isinstance(value, SupportsIndex):
+            raise TypeError
         n = operator.index(value)
     except TypeError:
         raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
@@ -299,7 +301,8 @@ class Consumer:
     def __init__(self, config: ConsumerConfig) -> None:
         self.config = config
         self.native = NATIVE and config.use_native_path
-        self._decode_record_list: RecordListDecoder = native.decode_into if self.native else decode_record_list_python
+        self._decode_record_list: RecordListDecoder = native.decode_into if self.native and native is not None \
+            else decode_record_list_python
         self._metadata = ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms,
                                          security=config.security, client_id=config.client_id)
         self._throttles = BrokerThrottles()  # quota throttles the brokers asked for (throttle.py)
@@ -474,7 +477,8 @@ class Consumer:
             self._group.leave()
             if self._heartbeater is not None:
                 self._heartbeater.join(timeout=5)
-            self._commit_pool.shutdown(wait=True)
+            if self._commit_pool is not None:
+                self._commit_pool.shutdown(wait=True)
         self._running = False
         with self._lock:
             self._arrived.notify_all()
@@ -559,6 +563,8 @@ class Consumer:
 
     def _require_commit_pool(self) -> ThreadPoolExecutor:
         self._require_group()
+        if self._commit_pool is None:  # made with the membership, in __init__
+            raise RuntimeError("a consumer with a group has no commit pool")
         return self._commit_pool
 
     def _positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -581,7 +587,7 @@ class Consumer:
             if topics != self._topics:
                 self._topics = topics
                 self._rejoin_needed = True
-        if self._rejoin_needed or self._group.generation < 0:
+        if self._rejoin_needed or self._require_group().generation < 0:
             self._rebalance()
         if self.config.enable_auto_commit and \
                 time.monotonic() - self._last_auto_commit >= self.config.auto_commit_interval_ms / 1000:
@@ -589,6 +595,9 @@ class Consumer:
             self._commit_quietly(self.assignment(), "auto-commit")
 
     def _matching_topics(self) -> list[str]:
+        pattern = self._pattern
+        if pattern is None:
+            return []
         self._pattern_checked = time.monotonic()
         try:
             reply = self._metadata.any_stub().Metadata(broker_pb2.MetadataRequest(),
@@ -597,7 +606,7 @@ class Consumer:
             raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"listing topics for the pattern: {exc.code().name}") \
                 from None
         return sorted(t.name for t in reply.topics if not t.is_internal and not t.error and
-                      self._pattern.fullmatch(t.name))
+                      pattern.fullmatch(t.name))
 
     def _commit_quietly(self, partitions: list[TopicPartition], why: str) -> None:
         offsets = {tp: o for tp, o in self._positions(partitions).items() if self._committed_positions.get(tp) != o}
@@ -607,7 +616,7 @@ class Consumer:
             log.warning("%s of %s failed: %s", why, sorted(offsets), exc)
 
     def _rebalance(self) -> None:
-        group = self._group
+        group = self._require_group()
         self._rebalancing = True
         try:
             owned = self.assignment()
@@ -615,7 +624,9 @@ class Consumer:
                 # Eager: give up everything before rejoining, so no partition ever has two owners.
                 self._revoke(owned)
                 owned = []
-            deadline = time.monotonic() + self.config.max_poll_interval_ms / 1000 + self.config.request_timeout_ms / 1000
+            deadline = (
+                time.monotonic() + self.config.max_poll_interval_ms / 1000 + self.config.request_timeout_ms / 1000
+            )
             while True:
                 with self._lock:
                     self._rejoin_needed = False
@@ -658,7 +669,7 @@ class Consumer:
 
     def _set_group_partitions(self, kept: list[TopicPartition], added: list[TopicPartition]) -> None:
         """Own `kept` + `added`; `added` start at the group's committed offsets, else auto_offset_reset."""
-        committed = self._group.committed(added) if added else {}
+        committed = self._require_group().committed(added) if added else {}
         with self._lock:
             states = {tp: self._states[tp] for tp in kept if tp in self._states}
             for tp in added:
@@ -680,7 +691,7 @@ class Consumer:
     def _run_heartbeats(self) -> None:
         interval_s = self.config.heartbeat_interval_ms / 1000
         while not self._stopping.wait(interval_s):
-            group = self._group
+            group = self._require_group()
             if self._rebalancing or group.generation < 0:
                 continue
             if time.monotonic() - self._last_poll > self.config.max_poll_interval_ms / 1000:
@@ -849,7 +860,9 @@ class Consumer:
             request = broker_pb2.ListOffsetsRequest()
             request.topics.add(topic=topic).partitions.add(partition=partition, timestamp_ms=where)
             try:
-                reply = self._metadata.stub(endpoint).ListOffsets(request, timeout=self.config.request_timeout_ms / 1000)
+                reply = self._metadata.stub(endpoint).ListOffsets(
+                    request, timeout=self.config.request_timeout_ms / 1000
+                )
             except grpc.RpcError:
                 self._refresh()
                 continue

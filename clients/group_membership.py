@@ -117,7 +117,9 @@ class GroupMembership:
     @staticmethod
     def _wait_or_raise(deadline: float, what: str, problem: str) -> None:
         if time.monotonic() + _RETRY_BACKOFF_S > deadline:
-            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{what}: no coordinator answered in time ({problem})")
+            raise KanalError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{what}: no coordinator answered in time ({problem})"
+            )
         time.sleep(_RETRY_BACKOFF_S)  # a backoff between retries, not a synchronisation
 
     # ---- joining ----

@@ -53,7 +53,8 @@ def add_perf_parser(sub, common: argparse.ArgumentParser, connection: Connection
     c.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     c.add_argument("--per-record", action="store_true",
                    help="call produce() once per record (default: produce_many() once per 1,000 records)")
-    c.add_argument("--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-producer)")
+    c.add_argument("--client-id", default=None,
+                   help="the client id brokers key quotas on (default kanal-perf-producer)")
     c.set_defaults(func=lambda args: perf_produce(args, connection))
     c = perf.add_parser("consume", parents=[common], help="read a topic from its start; JSON summary "
                                                           "(kafka-consumer-perf-test)")
@@ -62,7 +63,8 @@ def add_perf_parser(sub, common: argparse.ArgumentParser, connection: Connection
                    help="stop after exactly this many records (default 1,000,000)")
     c.add_argument("--max-seconds", type=positive_float, default=60, help="stop after this long (default 60)")
     c.add_argument("--quiet", action="store_true", help="no progress line on stderr")
-    c.add_argument("--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-consumer)")
+    c.add_argument("--client-id", default=None,
+                   help="the client id brokers key quotas on (default kanal-perf-consumer)")
     c.set_defaults(func=lambda args: perf_consume(args, connection, admin_for))
 
 

@@ -25,6 +25,7 @@ repr say which path a producer runs; KANAL_PRODUCER_PURE_PYTHON=1 or `use_native
 
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 import random
@@ -33,7 +34,7 @@ import time
 import types
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Self
+from typing import Self, SupportsIndex
 
 import grpc
 
@@ -51,7 +52,7 @@ from kanal.clients.producer_batch import (
     uint32_array,
 )
 from kanal.clients.producer_config import ProducerConfig
-from kanal.clients.record_accumulator import RecordAccumulator
+from kanal.clients.record_accumulator import NativeAppender, RecordAccumulator
 from kanal.clients.throttle import BrokerThrottles
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import encode_batch_parts, frame_batch_parts
@@ -85,10 +86,19 @@ def _as_bytes(value: bytes | bytearray | memoryview | str | None, what: str) -> 
     raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
 
 
+def _encoded(batch: ProducerBatch) -> tuple[bytes, ...]:
+    """A batch's encoded pieces, which Producer._encode made before the batch was put in a request."""
+    if batch.encoded is None:
+        raise RuntimeError(f"{batch!r} is being sent unencoded")
+    return batch.encoded
+
+
 def _checked_timestamp(timestamp: object) -> int:
     """An explicit record timestamp as an int in [0, 2^63 - 1], or INVALID_REQUEST: caught here, in
     produce(), rather than when the sender encodes the batch, where it would fail every record with it."""
     try:
+        if not isinstance(timestamp, SupportsIndex):
+            raise TypeError
         ms = operator.index(timestamp)
     except TypeError:
         raise KanalError(ErrorCode.INVALID_REQUEST,
@@ -104,6 +114,8 @@ def _checked_partition(partition: object, topic: str, count: int, *, chosen: boo
     buffered record."""
     whose = "the partitioner's " if chosen else ""
     try:
+        if not isinstance(partition, SupportsIndex):
+            raise TypeError
         index = operator.index(partition)
     except TypeError:
         raise TypeError(f"{whose}partition must be an int or None, not {type(partition).__name__}") from None
@@ -154,7 +166,7 @@ class Producer:
             buffer_memory_bytes=config.buffer_memory_bytes, delivery_timeout_ms=config.delivery_timeout_ms,
             native=self.native,
         )
-        self._future = native.RecordFuture if self.native else RecordFuture
+        self._future = native.RecordFuture if self.native and native is not None else RecordFuture
         self._partitioner = partitioner
         self._rng = rng or random.Random()
         self._sticky: dict[str, int] = {}
@@ -179,7 +191,7 @@ class Producer:
             self._init_producer_id()
         # One thread per call the sender may have in flight to each of a few brokers; more calls queue.
         self._calls = CallPool(min(64, config.max_in_flight * 4), "kanal-producer-call")
-        self._appender = None
+        self._appender: NativeAppender | None = None
         if self.native:
             # An instance attribute shadows the method: callers reach C in one call; C calls the method
             # below (the same arguments) for everything uncommon.
@@ -240,8 +252,16 @@ class Producer:
         if size > self._record_bytes_max:
             raise self._too_large(size)
         batch, index, sealed = self._accumulator.append(
-            topic, partition, value, key, time.time_ns() // 1_000_000 if timestamp is None else timestamp, headers, size,
-            self._max_block_s, on_delivery)
+            topic,
+            partition,
+            value,
+            key,
+            time.time_ns() // 1_000_000 if timestamp is None else timestamp,
+            headers,
+            size,
+            self._max_block_s,
+            on_delivery,
+        )
         if sealed and key is None and partition == self._sticky.get(topic):
             self._sticky[topic] = self._rng.randrange(count)  # sticky partitioner: move on once a batch is full
         return self._future(batch, index)
@@ -263,22 +283,23 @@ class Producer:
         if self._appender is not None:
             placed = self._appender.produce_many(topic, values, keys, partition, timestamp, on_delivery)
             if placed is not None:  # the common case, done in C; else the code below does it (and raises)
-                batches, owners, indexes = placed
-                return RecordFutures(batches, memoryview(owners).cast("I"), memoryview(indexes).cast("I"))
+                placed_batches, owners, indexes = placed
+                return RecordFutures(placed_batches, memoryview(owners).cast("I"), memoryview(indexes).cast("I"))
         timestamp = self._checked_call(timestamp, on_delivery)
         if isinstance(values, str | bytes) or (keys is not None and isinstance(keys, str | bytes)):
             raise TypeError("produce_many takes sequences of values and keys; for one record, call produce()")
-        values = [v if v.__class__ is bytes or v is None else _as_bytes(v, "value") for v in values]
+        value_list = [v if v is None or isinstance(v, bytes) else _as_bytes(v, "value") for v in values]
         if keys is None:
-            keys = [None] * len(values)
+            key_list: list[bytes | None] = [None] * len(value_list)
         else:
-            keys = [k if k.__class__ is bytes or k is None else _as_bytes(k, "key") for k in keys]
-            if len(keys) != len(values):
-                raise ValueError(f"produce_many got {len(values)} values and {len(keys)} keys")
+            key_list = [k if k is None or isinstance(k, bytes) else _as_bytes(k, "key") for k in keys]
+            if len(key_list) != len(value_list):
+                raise ValueError(f"produce_many got {len(value_list)} values and {len(key_list)} keys")
         count = self._partition_counts.get(topic) or self._partition_count(topic)
         if partition is not None:
             partition = _checked_partition(partition, topic, count)
-        sizes = [_RECORD_OVERHEAD_BYTES + (len(v) if v else 0) + (len(k) if k else 0) for v, k in zip(values, keys)]
+        sizes = [_RECORD_OVERHEAD_BYTES + (len(v) if v else 0) + (len(k) if k else 0)
+                 for v, k in zip(value_list, key_list)]
         for size in sizes:
             if size > self._record_bytes_max:
                 raise self._too_large(size)
@@ -290,11 +311,12 @@ class Producer:
         # Partitions that do not depend on the order of sealing are chosen before the lock is taken (a
         # custom partitioner is the caller's code); None marks a record for the sticky partition.
         if partition is not None:
-            chosen: list[int | None] = [partition] * len(values)
+            chosen: list[int | None] = [partition] * len(value_list)
         elif self._partitioner is not None:
-            chosen = [_checked_partition(self._partitioner(topic, k, count), topic, count, chosen=True) for k in keys]
+            chosen = [_checked_partition(self._partitioner(topic, k, count), topic, count, chosen=True)
+                      for k in key_list]
         else:
-            chosen = [None if k is None else partition_for_key(k, count) for k in keys]
+            chosen = [None if k is None else partition_for_key(k, count) for k in key_list]
         timestamp_ms = time.time_ns() // 1_000_000 if timestamp is None else timestamp
         batches: list[ProducerBatch] = []
         numbers: dict[int, int] = {}  # id(batch) -> its place in batches
@@ -302,9 +324,9 @@ class Producer:
         accumulator, sticky = self._accumulator, self._sticky
         with accumulator.lock:
             accumulator.wait_for_space(total, self._max_block_s)
-            for value, key, size, part in zip(values, keys, sizes, chosen):
+            for value, key, size, part in zip(value_list, key_list, sizes, chosen):
                 is_sticky = part is None
-                if is_sticky:
+                if part is None:
                     part = sticky.get(topic)
                     if part is None:
                         part = sticky[topic] = self._rng.randrange(count)
@@ -462,15 +484,15 @@ class Producer:
                 self._encode(batch)
                 batch.attempts += 1
             by_leader[endpoint][key] = live
-        for endpoint, group in by_leader.items():
+        for endpoint, per_partition in by_leader.items():
             topics: dict[str, list[tuple[int, tuple[tuple[bytes, ...], ...]]]] = defaultdict(list)
-            for (topic, partition), batches_of_partition in group.items():
-                topics[topic].append((partition, tuple(b.encoded for b in batches_of_partition)))
+            for (topic, partition), batches_of_partition in per_partition.items():
+                topics[topic].append((partition, tuple(_encoded(b) for b in batches_of_partition)))
             request = encode_produce_request(self.config.acks_value, self.config.request_timeout_ms, topics.items())
             with self._calls_lock:
                 self._in_flight_calls[endpoint] += 1
             self._calls.submit(self._metadata.produce_call(endpoint), request, self.config.request_timeout_ms / 1000,
-                               lambda reply, error, e=endpoint, g=group: self._on_reply(reply, error, e, g))
+                               functools.partial(self._on_reply, endpoint=endpoint, by_partition=per_partition))
 
     def _encode(self, batch: ProducerBatch) -> None:
         """The batch's producer bytes, made on its first send (the records were encoded as they came), as
@@ -525,6 +547,8 @@ class Producer:
                 self._resolve(key, batches, [], problem)
             self._force_refresh()
             return
+        if reply is None:
+            raise RuntimeError(f"a produce call to {endpoint} ended with neither a reply nor an error")
         if reply.throttle_time_ms > 0:
             self._throttles.on_reply(endpoint, reply.throttle_time_ms)
             with self._accumulator.wakeup:  # the sender sleeps until that throttle ends, then sends

@@ -18,6 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from kanal.clients.producer_batch import BufferMemory, DeliveryCallback, ProducerBatch, RecordList
 from kanal.clients.producer_batch import native as _native
@@ -25,6 +26,20 @@ from kanal.v1.error import ErrorCode, KanalError
 
 TopicPartition = tuple[str, int]
 
+
+
+class NativeAppender(Protocol):
+    """What the producer uses of the C Appender (clients/_producer_fast.c)."""
+
+    # Set to 1 when the producer closes: every later call goes to the Python fallback, which raises.
+    closed: int
+    # produce() with the Python Producer.produce's signature; the producer installs it as its own.
+    produce: Callable[..., Any]
+
+    def produce_many(self, topic: str, values: Any, keys: Any, partition: int | None, timestamp: int | None,
+                     on_delivery: Any) -> tuple[list[Any], Any, Any] | None:
+        """(batches, owners, indexes) of the records it placed, or None for a call it leaves to Python."""
+        ...
 
 class RecordAccumulator:
     def __init__(self, *, batch_size_bytes: int, linger_ms: int, buffer_memory_bytes: int,
@@ -120,7 +135,7 @@ class RecordAccumulator:
 
     def native_appender(self, *, partition_counts: dict[str, int], sticky: dict[str, int],
                         randrange: Callable[[int], int], fallback: Callable[..., object],
-                        record_bytes_max: int, max_block_s: float) -> object:
+                        record_bytes_max: int, max_block_s: float) -> NativeAppender:
         """The C Appender for a producer (its produce() and produce_many()), sharing this accumulator's
         lock, open batches and memory, and the producer's partition counts and sticky partitions;
         `fallback` is the Python produce() it hands every uncommon call to (produce_many returns None

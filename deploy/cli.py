@@ -29,9 +29,15 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("kanal.raft.controller_main", "run one controller of the Raft metadata quorum"),
     "broker": ("kanal.broker.broker_main", "run one broker (partition replicas, produce and fetch)"),
     "demo": ("kanal.deploy.demo", "run kanal's main job end to end on the embedded default"),
-    "metadata": ("kanal.raft.metadata_shell", "browse the metadata image as a tree, from a controller or its data directory"),
+    "metadata": (
+        "kanal.raft.metadata_shell",
+        "browse the metadata image as a tree, from a controller or its data directory",
+    ),
     "dump-log": ("kanal.broker.dump_log", "print what a partition's segment files hold, read offline (kafka-dump-log)"),
-    "node-zone": ("kanal.deploy.node_zone", "write this pod's node zone to a file (an init container; broker --rack-file)"),
+    "node-zone": (
+        "kanal.deploy.node_zone",
+        "write this pod's node zone to a file (an init container; broker --rack-file)",
+    ),
     "chaos": ("kanal.deploy.chaos.cli", "fault runner: workloads under kills, pauses and partitions, history checked"),
     "dev": ("kanal.deploy.dev", "run a local cluster (3 controllers, 3 brokers) on loopback until Ctrl-C"),
     "topics": ("kanal.clients.cli", "create, list, describe, delete or alter topics"),

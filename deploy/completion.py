@@ -18,7 +18,8 @@ from kanal.v1.cli_report import CommandParser
 
 # command -> module whose build_parser() (or parser()) gives that command's flags
 _PARSERS = {"broker": "kanal.broker.broker_main", "metadata": "kanal.raft.metadata_shell",
-            "dump-log": "kanal.broker.dump_log", "node-zone": "kanal.deploy.node_zone", "chaos": "kanal.deploy.chaos.cli"}
+            "dump-log": "kanal.broker.dump_log", "node-zone": "kanal.deploy.node_zone",
+            "chaos": "kanal.deploy.chaos.cli"}
 
 
 def full_parser() -> argparse.ArgumentParser:

@@ -22,8 +22,9 @@ User:admin, the bootstrap) that every other `kanal` command picks up while it ta
 path dev.json names (`control`): `kanal dev` started the nodes and is the only one that can restart or
 stop them. The protocol is one JSON request line and one JSON reply line per connection:
     {"op": "status"}                      -> {"ok": true, "nodes": [{"name", "kind", "id", "endpoint",
-                                               "pid", "state": "serving"|"starting"|"exited", "exit_code",
-                                               "log"}]}
+                                               "metrics", "pid", "state": "serving"|"starting"|"exited",
+                                               "exit_code", "log"}]}
+Each node serves Prometheus metrics on a port of its own (`metrics`, HOST:PORT; docs/metrics.md).
     {"op": "restart", "node": "broker-1"} -> {"ok": true, "node": {...}} or {"ok": false, "error": "..."}
 """
 
@@ -203,7 +204,7 @@ def _describe(node: Node, check_serving: bool = True, security=None) -> dict:
     else:
         state = "serving" if serving(node.endpoint, timeout_s=1.0, security=security) else "starting"
     return {"name": node.name, "kind": node.kind, "id": node.node_id, "endpoint": node.endpoint,
-            "pid": node.pid, "state": state,
+            "metrics": node.extra.get("metrics"), "pid": node.pid, "state": state,
             "exit_code": node.process.returncode if node.process and not node.running else None,
             "log": str(node.log_path)}
 
@@ -275,7 +276,8 @@ def _status_command(argv: list[str]) -> int:
     else:
         for n in nodes:
             extra = f" (exit status {n['exit_code']})" if n["state"] == "exited" else ""
-            print(f"{n['name']:<13} {n['endpoint']:<22} pid {n['pid']!s:<8} {n['state']}{extra}")
+            print(f"{n['name']:<13} {n['endpoint']:<22} metrics {n.get('metrics') or '-':<22} pid {n['pid']!s:<8} "
+                  f"{n['state']}{extra}")
     return 0 if all(n["state"] == "serving" for n in nodes) else 3
 
 

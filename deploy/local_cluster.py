@@ -81,7 +81,12 @@ class Node:
 
     @property
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return self._live() is not None
+
+    def _live(self) -> subprocess.Popen | None:
+        """The process while it runs; None before the first start and after it exited."""
+        process = self.process
+        return process if process is not None and process.poll() is None else None
 
     def start(self, env: dict[str, str]) -> None:
         if self.running:
@@ -94,14 +99,14 @@ class Node:
             )
 
     def signal(self, sig: int) -> None:
-        if self.running:
-            os.kill(self.process.pid, sig)
+        if (process := self._live()) is not None:
+            os.kill(process.pid, sig)
 
     def kill(self) -> None:
         """SIGKILL: a crash, no shutdown work."""
-        if self.running:
-            self.process.kill()
-            self.process.wait(10)
+        if (process := self._live()) is not None:
+            process.kill()
+            process.wait(10)
 
     def pause(self) -> None:
         self.signal(signal.SIGSTOP)
@@ -111,15 +116,15 @@ class Node:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM (a clean shutdown), then SIGKILL if it has not exited by the deadline."""
-        if not self.running:
+        if (process := self._live()) is None:
             return
         self.resume()  # a paused process cannot handle SIGTERM
-        self.process.terminate()
+        process.terminate()
         try:
-            self.process.wait(timeout_s)
+            process.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+            process.kill()
+            process.wait(10)
 
 
 class LocalCluster:
@@ -141,24 +146,29 @@ class LocalCluster:
         if tls is not None:
             self.client_security = ClientSecurity(ca_file=str(tls.ca.cert), cert_file=str(tls.client.cert),
                                                   key_file=str(tls.client.key))
-        ports = free_ports(2 * controllers + 2 * brokers)
+        # Per controller: gRPC, Raft, metrics; per broker: gRPC, metrics. Every node gets its own metrics port
+        # (the default one is fixed, so nodes sharing an address would collide).
+        ports = free_ports(3 * controllers + 2 * brokers)
         self.controllers: list[Node] = []
         hosts = hosts or {}
         c_hosts = [hosts.get(f"controller-{i}", "127.0.0.1") for i in range(controllers)]
         peers = ",".join(
-            f"{i}={c_hosts[i]}:{ports[2 * i + 1]}={c_hosts[i]}:{ports[2 * i]}" for i in range(controllers)
+            f"{i}={c_hosts[i]}:{ports[3 * i + 1]}={c_hosts[i]}:{ports[3 * i]}" for i in range(controllers)
         )
         for i in range(controllers):
-            grpc_port, raft_port = ports[2 * i], ports[2 * i + 1]
+            grpc_port, raft_port, metrics_port = ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]
             args = ["--id", str(i), "--listen", f"{c_hosts[i]}:{grpc_port}", "--raft", f"{c_hosts[i]}:{raft_port}",
                     "--peers", peers, "--data-dir", str(self.data_dir / f"controller-{i}"),
+                    "--metrics", f"{c_hosts[i]}:{metrics_port}",
                     "--cluster-secret", cluster_secret, *self._tls_flags(f"controller-{i}", security_flags),
                     *(controller_flags or [])]
-            self.controllers.append(Node("controller", i, f"{c_hosts[i]}:{grpc_port}", args,
-                                         self.data_dir / "logs" / f"controller-{i}.log"))
+            node = Node("controller", i, f"{c_hosts[i]}:{grpc_port}", args,
+                        self.data_dir / "logs" / f"controller-{i}.log")
+            node.extra["metrics"] = f"{c_hosts[i]}:{metrics_port}"
+            self.controllers.append(node)
         controller_endpoints = ",".join(n.endpoint for n in self.controllers)
         self.brokers: list[Node] = []
-        base = 2 * controllers
+        base = 3 * controllers
         for b in range(brokers):
             grpc_port, metrics_port = ports[base + 2 * b], ports[base + 2 * b + 1]
             host = hosts.get(f"broker-{b}", "127.0.0.1")
@@ -233,7 +243,8 @@ class LocalCluster:
         for node in nodes:
             while not serving(node.endpoint, timeout_s=0.5, security=self.client_security):
                 if not node.running:
-                    raise RuntimeError(f"{node.name} exited with {node.process.returncode}; "
+                    code = node.process.returncode if node.process is not None else None
+                    raise RuntimeError(f"{node.name} exited with {code}; "
                                        f"last output:\n{self.tail(node)}")
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{node.name} not SERVING after {timeout_s}s; last output:\n{self.tail(node)}")

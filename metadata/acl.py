@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from kanal.v1 import admin_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.wire_enum import as_enum
 
 CLUSTER_RESOURCE_NAME = "kanal-cluster"
 WILDCARD_RESOURCE = "*"
@@ -83,8 +84,10 @@ class AclEntry:
 
     def to_proto(self) -> metadata_pb2.AccessControlEntry:
         return metadata_pb2.AccessControlEntry(
-            resource_type=self.resource_type, resource_name=self.resource_name, pattern_type=self.pattern_type,
-            principal=self.principal, host=self.host, operation=self.operation, permission=self.permission)
+            resource_type=as_enum(metadata_pb2.AclResourceType, self.resource_type), resource_name=self.resource_name,
+            pattern_type=as_enum(metadata_pb2.AclPatternType, self.pattern_type), principal=self.principal,
+            host=self.host, operation=as_enum(metadata_pb2.AclOperation, self.operation),
+            permission=as_enum(metadata_pb2.AclPermission, self.permission))
 
     def sort_key(self) -> tuple:
         return (self.resource_type, self.resource_name, self.pattern_type, self.principal, self.host,

@@ -6,7 +6,7 @@ where a controller decides it: `admit_admin(method, request, access) -> Admissio
 | CreateTopics | CREATE on the cluster, else CREATE on the topic | per topic, TOPIC_AUTHORIZATION_FAILED |
 | DeleteTopics | DELETE on the topic | per topic, TOPIC_AUTHORIZATION_FAILED |
 | CreatePartitions | ALTER on the topic | per topic, TOPIC_AUTHORIZATION_FAILED |
-| DescribeConfigs | DESCRIBE_CONFIGS on the topic (broker resources: on the cluster) | per resource, TOPIC_ / CLUSTER_AUTHORIZATION_FAILED |
+| DescribeConfigs | DESCRIBE_CONFIGS on the topic (broker resources: the cluster) | per resource, TOPIC_/CLUSTER_... |
 | AlterConfigs | ALTER_CONFIGS on the topic (broker resources: on the cluster) | per resource, as above |
 | AlterClientQuotas | ALTER_CONFIGS on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
 | DescribeClientQuotas | DESCRIBE_CONFIGS on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
@@ -24,8 +24,9 @@ from typing import Any
 
 from kanal.metadata.access import Access, Admission, admitted, per_item
 from kanal.metadata.acl import CLUSTER, CLUSTER_RESOURCE_NAME, TOPIC
-from kanal.v1 import admin_pb2, metadata_pb2
+from kanal.v1 import admin_pb2, errors_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode
+from kanal.v1.wire_enum import as_enum
 
 _OP = metadata_pb2
 TOPIC_REFUSED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -75,7 +76,8 @@ def _describe_configs(request: admin_pb2.DescribeConfigsRequest, access: Access)
 
     def refused(resource: admin_pb2.ConfigResource) -> admin_pb2.ResourceConfigs:
         rtype, name, code = _config_resource(resource)
-        return admin_pb2.ResourceConfigs(resource=resource, error=code, error_message=access.refusal(op, rtype, name))
+        return admin_pb2.ResourceConfigs(resource=resource, error=as_enum(errors_pb2.ErrorCode, code),
+                                         error_message=access.refusal(op, rtype, name))
 
     return per_item(request, "resources", lambda r: access.allows(op, *_config_resource(r)[:2]), refused,
                     admin_pb2.DescribeConfigsResponse, "results")
@@ -86,7 +88,7 @@ def _alter_configs(request: admin_pb2.AlterConfigsRequest, access: Access) -> Ad
 
     def refused(change: admin_pb2.AlterConfigsRequest.Change) -> admin_pb2.ConfigResourceResult:
         rtype, name, code = _config_resource(change.resource)
-        return admin_pb2.ConfigResourceResult(resource=change.resource, error=code,
+        return admin_pb2.ConfigResourceResult(resource=change.resource, error=as_enum(errors_pb2.ErrorCode, code),
                                               error_message=access.refusal(op, rtype, name))
 
     return per_item(request, "changes", lambda c: access.allows(op, *_config_resource(c.resource)[:2]), refused,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from kanal.metadata.acl import (
     ALLOW,
@@ -94,7 +95,7 @@ def _applying(acls: AclMap, resource_type: int, resource_name: str) -> list[AclS
     empty set."""
     # Plain tuples: they hash and compare as the AclResource keys do, and cost less to build (this runs
     # on every call of every client).
-    get = acls.get
+    get = cast(Mapping[tuple[int, int, str], AclSet], acls).get
     found = [group for group in (get((resource_type, LITERAL, resource_name)),
                                  get((resource_type, LITERAL, WILDCARD_RESOURCE))
                                  if resource_name != WILDCARD_RESOURCE else None) if group is not None]

@@ -45,7 +45,9 @@ def check_quota_entity_names(entity_type: str, entity_name: str, client_id: str 
                 raise KanalError(ErrorCode.INVALID_QUOTA, "only a user entity takes a client id (user+client-id); "
                                                           "a client-id entity names its client id in entity_name")
     except KanalError as exc:
-        raise KanalError(ErrorCode.INVALID_QUOTA, f"quota entity {entity_type} {entity_name!r}: {exc.message}") from None
+        raise KanalError(
+            ErrorCode.INVALID_QUOTA, f"quota entity {entity_type} {entity_name!r}: {exc.message}"
+        ) from None
 
 
 def check_quota_key(key: str) -> None:

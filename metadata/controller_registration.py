@@ -34,8 +34,13 @@ def decide_register_controller(
 ) -> Decision[controller_pb2.RegisterControllerResponse]:
     """Record a controller's directory id, or refuse another one than recorded."""
     if request.controller_id < 0 or not request.directory_id:
-        return Decision([], controller_pb2.RegisterControllerResponse(
-            error=ErrorCode.INVALID_REQUEST, error_message="a controller registration needs an id >= 0 and a directory id"))
+        return Decision(
+            [],
+            controller_pb2.RegisterControllerResponse(
+                error=ErrorCode.INVALID_REQUEST,
+                error_message="a controller registration needs an id >= 0 and a directory id",
+            ),
+        )
     recorded = image.controller_directories.get(request.controller_id)
     if recorded == request.directory_id:
         return Decision([], controller_pb2.RegisterControllerResponse())

@@ -12,7 +12,8 @@ ISR (`PartitionState.isr_directory_ids`).
   in-sync replica the partition stays offline (`offline_reason` says why) rather than making every
   other replica truncate to its empty log. An unknown id on either side ("", written before directory
   ids) is not a mismatch.
-- ISR: members that are not live (or lost their disk) leave it, except that the ISR never becomes empty: when no member is
+- ISR: members that are not live (or lost their disk) leave it, except that the ISR never becomes empty: when no member
+is
   live, the last in-sync replica stays listed (the leader, if it was in the ISR) so that a later election
   knows which replica holds every committed record.
 - Leader: a live leader in the ISR keeps leading. Otherwise the first replica, in assignment order (the

@@ -15,7 +15,8 @@ speculative image at once and put in the **outbox**.
 Group commit of decisions. Up to `inflight_proposals_max` Raft entries may be in flight (proposed, and
 neither committed — pysyncobj's success callback — nor settled). When fewer are, the outbox is proposed
 at once as one Raft entry; otherwise it fills until an entry leaves the pipeline, and then everything in
-it goes as one entry (command.py: a group, judged command by command). So under load one Raft entry — one pickling, encryption, journal record and
+it goes as one entry (command.py: a group, judged command by command). So under load one Raft entry — one pickling,
+encryption, journal record and
 acknowledgement in pysyncobj, one fsync share — carries every decision taken while the previous entries
 were in flight, and the rate grows with the number of callers instead of being capped at
 `inflight_proposals_max` / (commit latency). The outbox holds at most about one batch of
@@ -76,6 +77,7 @@ from kanal.metadata import (
     decide_register_broker,
     decide_session_expirations,
 )
+from kanal.metadata.ids import BrokerId
 from kanal.raft.broker_sessions import BrokerSessions
 from kanal.raft.clock import Clock
 from kanal.raft.command import (
@@ -143,8 +145,12 @@ class ActiveController:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         ids: ProposalIdSource | None = None,
+        on_write_s: Callable[[float], None] | None = None,
     ) -> None:
+        """`on_write_s` gets the seconds each write that succeeded took, decision to durable (the
+        write-latency metric)."""
         self._config = config
+        self._on_write_s = on_write_s or (lambda _s: None)
         self._store = store
         self._clock = clock or Clock()
         self._rng = rng or random.Random()
@@ -247,13 +253,16 @@ class ActiveController:
         controller is not active, REQUEST_TIMED_OUT when no fate came in time (outcome unknown),
         INVALID_REQUEST when the batch would be too large, UNKNOWN_SERVER_ERROR for a bad decision."""
         reply: R
+        started_s = time.monotonic()
         for _ in range(DECISION_ATTEMPTS_MAX):
             self._await_activation(deadline_s)
             waiter, reply = self._decide_and_propose(decide, deadline_s)
             if waiter is None:
+                self._on_write_s(time.monotonic() - started_s)
                 return reply, self._store.durable_end_offset
             fate = waiter.wait(deadline_s - time.monotonic())
             if fate is Fate.APPLIED:
+                self._on_write_s(time.monotonic() - started_s)
                 return reply, max(waiter.end_offset, self._store.durable_end_offset)
             if fate is None:
                 self._spec_stale = True
@@ -638,7 +647,7 @@ class ActiveController:
     def _expire_sessions(self) -> None:
         timeout_ms = self._config.session_timeout_ms
 
-        def decide(image: MetadataImage, now_ms: int) -> Decision[list[int]]:
+        def decide(image: MetadataImage, now_ms: int) -> Decision[list[BrokerId]]:
             self._sessions.ensure(image.live_brokers(), now_ms)
             decision = decide_session_expirations(
                 image,

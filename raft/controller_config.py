@@ -32,12 +32,14 @@ from kanal.raft.metadata_snapshots import (
 )
 from kanal.v1.authorizer_flags import add_authorizer_flags
 from kanal.v1.error import KanalError
+from kanal.v1.host_port import HostPortError, parse_host_port
 from kanal.v1.listener_security import (
     ListenerSecurity,
     ListenerSecurityError,
     add_listener_security_flags,
     listener_security_from_args,
 )
+from kanal.v1.metrics_endpoint import CONTROLLER_METRICS_PORT_DEFAULT, MetricsFlagError, metrics_listen
 from kanal.v1.server_flags import (
     ServerFlagError,
     add_server_flags,
@@ -52,9 +54,6 @@ VOTERS_MAX = 7
 # pysyncobj's leaderFallbackTimeout, in maximal election timeouts (see leader_fallback_timeout_ms).
 LEADER_FALLBACK_ELECTION_TIMEOUTS = 2
 _CLUSTER_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-_HOST = re.compile(r"^[A-Za-z0-9.-]{1,253}$|^\[[0-9A-Fa-f:.]{2,45}\]$")
-
-
 class ControllerConfigError(ValueError):
     """A flag or setting is missing, unknown or out of bounds; the message is one line."""
 
@@ -68,14 +67,10 @@ class Address:
 
     @classmethod
     def parse(cls, text: str, what: str) -> Address:
-        host, sep, port_text = text.rpartition(":")
-        if not sep or not host or not port_text.isdigit():
-            raise ControllerConfigError(f"{what}: expected HOST:PORT, got {text!r}")
-        if not _HOST.match(host):
-            raise ControllerConfigError(f"{what}: {host!r} is not a host name or address")
-        port = int(port_text)
-        if not 1 <= port <= 65535:
-            raise ControllerConfigError(f"{what}: port {port} is outside 1..65535")
+        try:
+            host, port = parse_host_port(text)
+        except HostPortError as exc:
+            raise ControllerConfigError(f"{what}: {exc}") from None
         return cls(host, port)
 
     def __str__(self) -> str:
@@ -184,7 +179,9 @@ class ControllerConfig:
     raft_listen: Address | None = None
     # stdout log lines: "text" or "json" (one object per line, kanal.v1.server_logging).
     log_format: str = "text"
-    # Prometheus endpoint HOST:PORT (controller_metrics.py), e.g. 0.0.0.0:9404 in a pod; None: off.
+    # Prometheus endpoint HOST:PORT (controller_metrics.py), e.g. 0.0.0.0:9404 in a pod; None: off. `kanal
+    # controller` fills it in: port 9405 (kanal.v1.metrics_endpoint) on the --listen host, unless --metrics
+    # moves it or says `off`.
     metrics_listen: Address | None = None
     # ACL checks on every call (--authorizer, --super-users, --allow-everyone-if-no-acl-found); off by
     # default. On, broker calls need the broker's own principal: brokers must authenticate (TLS).
@@ -229,9 +226,10 @@ class ControllerConfig:
             per_t = 2 * (LEADER_FALLBACK_ELECTION_TIMEOUTS + 1)  # the sum, in units of --election-timeout-ms
             raise ControllerConfigError(
                 f"--session-timeout-ms ({self.session_timeout_ms}) must exceed the leader fallback timeout "
-                f"({self.leader_fallback_timeout_ms} = {2 * LEADER_FALLBACK_ELECTION_TIMEOUTS} x --election-timeout-ms) plus the longest election "
-                f"timeout ({self.election_timeout_ms_max} = 2 x --election-timeout-ms), or a controller that "
-                f"lost the quorum keeps answering heartbeats while the new one fences the brokers; raise "
+                f"({self.leader_fallback_timeout_ms} = {2 * LEADER_FALLBACK_ELECTION_TIMEOUTS} x "
+                f"--election-timeout-ms) plus the longest election timeout ({self.election_timeout_ms_max} = 2 x "
+                f"--election-timeout-ms), or a controller that lost the quorum keeps answering heartbeats while "
+                f"the new one fences the brokers; raise "
                 f"--session-timeout-ms above {self.leader_fallback_timeout_ms + self.election_timeout_ms_max} "
                 f"or lower --election-timeout-ms below {ceil_div(self.session_timeout_ms, per_t)}"
             )
@@ -390,11 +388,21 @@ def build_parser() -> argparse.ArgumentParser:
         default = d[name].default
         p.add_argument(flag, dest=name, type=integer(flag), default=default, help=f"default {default}")
     p.add_argument("--log-level", default=d["log_level"].default, help="DEBUG, INFO, WARNING or ERROR")
-    p.add_argument("--metrics", default="", help="HOST:PORT of the Prometheus endpoint (default: off)")
+    p.add_argument("--metrics", default="",
+                   help=f"HOST:PORT of the Prometheus endpoint, or 'off' (default: the --listen host, port "
+                        f"{CONTROLLER_METRICS_PORT_DEFAULT})")
     add_authorizer_flags(p)
     add_listener_security_flags(p)
     add_server_flags(p)
     return p
+
+
+def _metrics_flag(flag: str, listen: str) -> Address | None:
+    try:
+        where = metrics_listen(flag, listen, CONTROLLER_METRICS_PORT_DEFAULT)
+    except MetricsFlagError as exc:
+        raise ControllerConfigError(str(exc)) from None
+    return None if where is None else Address.parse(str(where), "--metrics")
 
 
 def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None = None,
@@ -457,7 +465,7 @@ def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None
         metadata_retention_ms=args.metadata_retention_ms,
         metadata_retention_bytes=args.metadata_retention_bytes,
         log_level=args.log_level,
-        metrics_listen=Address.parse(args.metrics, "--metrics") if args.metrics else None,
+        metrics_listen=_metrics_flag(args.metrics, args.listen),
     )
     for what, address in (("--peers raft", config.me.raft), ("--peers grpc", config.me.grpc)):
         try:

@@ -1,9 +1,10 @@
 """ControllerServer: one controller process assembled — metadata log, store, applier, Raft node, active
 controller, gRPC server (Controller service, grpc.health.v1, reflection).
 
-Start order: the data directory's identity is read or made (disk_identity.py); the metadata log is opened (recovered if the last run crashed); the gRPC server starts
+Start order: the data directory's identity is read or made (disk_identity.py); the metadata log is opened (recovered if
+the last run crashed); the gRPC server starts
 (NOT_SERVING), so peers can fetch from this controller even while it catches up; the Prometheus endpoint
-binds when --metrics is set (controller_metrics.py; an address in use is a StartupError); the directory id is
+binds unless --metrics is off (controller_metrics.py; an address in use is a StartupError); the directory id is
 checked against what the other controllers recorded for this id (a controller on an empty or wrong disk
 stops here, before it could vote: StartupError, exit status 1); the Applier and the
 active-controller loop start; then pysyncobj, which replays its journal (and snapshot) into the Applier.
@@ -34,7 +35,12 @@ from kanal.raft.active_controller import ActiveController
 from kanal.raft.applier import Applier
 from kanal.raft.clock import Clock
 from kanal.raft.controller_config import ControllerConfig
-from kanal.raft.controller_metrics import ControllerCollector, image_counts, start_metrics_server
+from kanal.raft.controller_metrics import (
+    ControllerCollector,
+    image_counts,
+    start_metrics_server,
+    write_latency_histogram,
+)
 from kanal.raft.controller_service import ControllerService
 from kanal.raft.disk_identity import (
     DiskIdentityError,
@@ -51,6 +57,7 @@ from kanal.v1 import controller_pb2, controller_pb2_grpc
 from kanal.v1.authentication import Authenticator, server_interceptor
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.listener_security import is_loopback_bind, warn_if_exposed
+from kanal.v1.metrics_endpoint import node_registry
 from kanal.v1.server_flags import LIVENESS_SERVICE
 from kanal.v1.server_reflection import enable_reflection
 
@@ -81,7 +88,11 @@ class ControllerServer:
             raise StartupError(f"cannot open the metadata log under {config.data_dir}: {exc}") from exc
         self.store = MetadataStore(self.log, config.snapshot_settings)
         self.peers = PeerClient(config)
-        self.controller = ActiveController(config, self.store)
+        # One registry for the process: the runtime collectors, the write-latency histogram the active
+        # controller observes, and (at start) the collector reading the image and Raft's status.
+        self._metrics_registry = node_registry()
+        self.controller = ActiveController(config, self.store,
+                                           on_write_s=write_latency_histogram(self._metrics_registry).observe)
         self._clock = Clock()
         self.applier = Applier(self.store, self.controller.on_applied, stop_process,
                                housekeeping=self._housekeeping)
@@ -137,7 +148,8 @@ class ControllerServer:
                 active=lambda: self.raft is not None and self.controller.is_active(),
             )
             try:
-                self._metrics_server = start_metrics_server(self.config.metrics_listen, collector)
+                self._metrics_server = start_metrics_server(self.config.metrics_listen, collector,
+                                                            self._metrics_registry)
             except OSError as exc:
                 self.grpc_server.stop(0)
                 raise StartupError(f"cannot serve metrics on {self.config.metrics_listen}: {exc}") from exc
@@ -164,7 +176,8 @@ class ControllerServer:
         self.controller.start()
         self._registration = RegistrationThread(self.identity, self.controller, self.peers, stop_process)
         self._registration.start()
-        _log.info("controller %d started: gRPC %s, Raft %s", self.config.controller_id, self.config.listen, self.config.raft)
+        _log.info("controller %d started: gRPC %s, Raft %s", self.config.controller_id, self.config.listen,
+                  self.config.raft)
 
     def stop(self, grace_s: float = 2.0) -> None:
         if self._stopped.is_set():

@@ -377,7 +377,10 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             return call(
                 request,
                 timeout=max(0.001, deadline_s - time.monotonic()),
-                metadata=((FORWARDED_METADATA_KEY, str(self._config.controller_id)), (PRINCIPAL_METADATA_KEY, principal)),
+                metadata=(
+                    (FORWARDED_METADATA_KEY, str(self._config.controller_id)),
+                    (PRINCIPAL_METADATA_KEY, principal),
+                ),
             )
         except grpc.RpcError as exc:
             trailing = tuple((k, v) for k, v in (exc.trailing_metadata() or ()) if isinstance(v, str))

@@ -217,7 +217,9 @@ class MetadataStore:
         """Let retention delete segments below `offset` (a snapshot file and pysyncobj's dump hold it)."""
         with self._lock:
             if offset > self._log.log_end_offset:
-                raise MetadataLogGapError(f"a snapshot at {offset} is past the metadata log end {self._log.log_end_offset}")
+                raise MetadataLogGapError(
+                    f"a snapshot at {offset} is past the metadata log end {self._log.log_end_offset}"
+                )
             self._snapshot_offset = max(offset, self._snapshot_offset or 0)
 
     def maintain(self, now_ms: int) -> bool:

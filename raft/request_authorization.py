@@ -20,7 +20,7 @@ With `--authorizer on`:
 So with the authorizer on, brokers must authenticate as themselves (TLS client certificates) and be
 allowed CLUSTER_ACTION (usually as super users); on a listener without authentication every broker is
 ANONYMOUS and cannot register.
-"""
+"""  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations
 

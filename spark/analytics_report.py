@@ -44,20 +44,70 @@ def analytics_html(result: AnalyticsResult) -> str:
                   "producer_ids", "distinct_keys")
     sections = [
         summary,
-        Section("Throughput per topic (records per minute)", [
-            line_chart({t: sorted(m.items()) for t, m in per_topic.items()}, " rec/min")]),
-        Section("Records per partition", [bar_chart([(f"{r[0]}-{r[1]}", r[2]) for r in stats]),
-                                          table(["topic", "partition", "records", "bytes", "first offset",
-                                                 "last offset", "producer ids", "distinct keys"], stats)]),
-        Section("Consumer lag per group (records)", [line_chart(dict(lag_series), " records"),
-                                                     table(["group", "topic", "partition", "committed", "log end", "lag"],
-                                                           _rows(result, "group_lag", "group", "topic", "partition",
-                                                                 "committed_offset", "log_end_offset", "lag"))]),
-        Section("Hottest keys", [table(["topic", "rank", "key", "count", "share"], [
-            (t, rank, k.decode("utf-8", "replace") if k is not None else None, c, f"{s:.1%}")
-            for t, rank, k, c, s in _rows(result, "hot_keys", "topic", "rank", "key", "count", "share")])]),
-        Section("Producers", [table(["topic", "partition", "producer id", "records", "first offset", "last offset"],
-                                    _rows(result, "producers", "topic", "partition", "producer_id", "records",
-                                          "first_offset", "last_offset"))]),
+        Section(
+            "Throughput per topic (records per minute)",
+            [line_chart({t: sorted(m.items()) for t, m in per_topic.items()}, " rec/min")],
+        ),
+        Section(
+            "Records per partition",
+            [
+                bar_chart([(f"{r[0]}-{r[1]}", r[2]) for r in stats]),
+                table(
+                    [
+                        "topic",
+                        "partition",
+                        "records",
+                        "bytes",
+                        "first offset",
+                        "last offset",
+                        "producer ids",
+                        "distinct keys",
+                    ],
+                    stats,
+                ),
+            ],
+        ),
+        Section(
+            "Consumer lag per group (records)",
+            [
+                line_chart(dict(lag_series), " records"),
+                table(
+                    ["group", "topic", "partition", "committed", "log end", "lag"],
+                    _rows(
+                        result, "group_lag", "group", "topic", "partition", "committed_offset", "log_end_offset", "lag"
+                    ),
+                ),
+            ],
+        ),
+        Section(
+            "Hottest keys",
+            [
+                table(
+                    ["topic", "rank", "key", "count", "share"],
+                    [
+                        (t, rank, k.decode("utf-8", "replace") if k is not None else None, c, f"{s:.1%}")
+                        for t, rank, k, c, s in _rows(result, "hot_keys", "topic", "rank", "key", "count", "share")
+                    ],
+                )
+            ],
+        ),
+        Section(
+            "Producers",
+            [
+                table(
+                    ["topic", "partition", "producer id", "records", "first offset", "last offset"],
+                    _rows(
+                        result,
+                        "producers",
+                        "topic",
+                        "partition",
+                        "producer_id",
+                        "records",
+                        "first_offset",
+                        "last_offset",
+                    ),
+                )
+            ],
+        ),
     ]
     return page("kanal analytics", sections)

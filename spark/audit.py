@@ -4,7 +4,8 @@
 
 Steps: Spark reads the log with `kanal-metadata` (whole segment files per task); the rows come to the
 driver in offset order as Arrow and are replayed there (from offset 0, or, when the controllers' retention
-moved the log start past 0, from the oldest snapshot file at or past it: replay_start.py) (replay.py: a state machine is sequential, and a
+moved the log start past 0, from the oldest snapshot file at or past it: replay_start.py) (replay.py: a state machine is
+sequential, and a
 metadata log is megabytes, not terabytes); the history goes back into Spark as DataFrames, is aggregated
 per partition and written as Parquet under `out_dir/<table>/`:
 
@@ -23,7 +24,7 @@ per partition and written as Parquet under `out_dir/<table>/`:
 | damage | log regions (file, byte, offset) no controller's copy could give: the replay stops there |
 | notices | damage in one controller's copy that another copy made good, divergent copies |
 | image_check | per controller: whether the replayed image equals its image, and the differences |
-"""
+"""  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations
 
@@ -124,7 +125,7 @@ def history_frames(spark: SparkSession, history: History) -> dict[str, DataFrame
     events = [asdict(e) for e in history.events]
     ev = {c: [e[c if c != "time" else "time_ms"] for e in events] for c in EVENTS_TABLE.names()}
     events_df = spark.createDataFrame(pa.Table.from_batches([EVENTS_TABLE.batch(ev)]))
-    iv = {c: [] for c in INTERVALS_TABLE.names()}
+    iv: dict[str, list] = {c: [] for c in INTERVALS_TABLE.names()}
     for i in history.intervals:
         for c in INTERVALS_TABLE.names():
             value = {"start": i.start_ms, "end": i.end_ms, "duration_ms": i.duration_ms}.get(c, None)

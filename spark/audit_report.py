@@ -69,8 +69,13 @@ def _topic_label(topic: str | None, topic_id: str | None, deleted: bool) -> str:
 
 
 def audit_html(result: AuditResult) -> str:
-    summary = Section("Summary", [paragraph(line, "bad" if any(w in line for w in ("DIFFERS", "DAMAGE", "STOPPED", "NOTICE"))
-                                            else "") for line in audit_summary(result)])
+    summary = Section(
+        "Summary",
+        [
+            paragraph(line, "bad" if any(w in line for w in ("DIFFERS", "DAMAGE", "STOPPED", "NOTICE")) else "")
+            for line in audit_summary(result)
+        ],
+    )
     stats = [(_topic_label(t, tid, deleted), *rest) for t, tid, deleted, *rest in _rows(
         result, "partition_summary", "topic", "topic_id", "deleted", "partition", "leader_changes", "last_leader_epoch",
         "isr_shrinks", "isr_expands", "under_replicated_ms", "offline_ms")]

@@ -53,9 +53,13 @@ def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--output", choices=("text", "json"), default="text",
                    help=f"{OUTPUT_HELP} (the summary lines and where the tables and report are)")
-    p.add_argument("--split-bytes", type=_split_bytes, default=GROUP_BYTES_MAX_DEFAULT,
-                   help="segment bytes read by one Spark task (whole segment files; default "
-                        f"{GROUP_BYTES_MAX_DEFAULT // (1024 * 1024)} MiB): smaller spreads a large partition over more cores")
+    p.add_argument(
+        "--split-bytes",
+        type=_split_bytes,
+        default=GROUP_BYTES_MAX_DEFAULT,
+        help="segment bytes read by one Spark task (whole segment files; default "
+        f"{GROUP_BYTES_MAX_DEFAULT // (1024 * 1024)} MiB): smaller spreads a large partition over more cores",
+    )
 
 
 def security_of(args: argparse.Namespace) -> ClientSecurity | None:

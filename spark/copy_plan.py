@@ -20,7 +20,8 @@ replica_history.py has the rule).
 
 Tasks. Each partition's current copy is cut into `ReadItem`s of whole segment files of at most
 `group_bytes_max` bytes; a single segment file larger than that is cut into parts at its offset index
-entries (each part starts at an entry boundary, so it is walked like a file), and items are packed, in (topic, partition, offset) order, into groups of at most
+entries (each part starts at an entry boundary, so it is walked like a file), and items are packed, in (topic,
+partition, offset) order, into groups of at most
 that many bytes: one group is one Spark InputPartition.
 """
 

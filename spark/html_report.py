@@ -50,7 +50,9 @@ def bar_chart(items: Sequence[tuple[str, float]], unit: str = "", width: int = 7
         out.append(f'<text x="{label_w + w + 4:.1f}" y="{y + 12}">{_e(_num(value))}{_e(unit)}</text>')
     out.append("</svg>")
     if hidden:
-        out.append(f'<p class="note">{len(hidden)} more not drawn (total {_num(sum(v for _, v in hidden))}{_e(unit)})</p>')
+        out.append(
+            f'<p class="note">{len(hidden)} more not drawn (total {_num(sum(v for _, v in hidden))}{_e(unit)})</p>'
+        )
     return "".join(out)
 
 

@@ -9,6 +9,7 @@ scan, so each column is filled by its own comprehension over the decoded records
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -30,7 +31,8 @@ class RowBuffer:
     def __init__(self, table: Table) -> None:
         self.table = table
         self.names = table.names()
-        self.values: dict[str, list] = self._empty()
+        # Each column's values: a list, or for the headers a HeaderColumn (Arrow's list-of-struct pieces).
+        self.values: dict[str, Any] = self._empty()
         self.rows = 0
 
     def _empty(self) -> dict:
@@ -103,7 +105,7 @@ def clipped_records(entry: StoredEntry, lo: int, hi: int):
     return batch, records
 
 
-def add_entry(buf: RowBuffer, topic: str, partition: int, entry: StoredEntry, lo: int = 0,
+def add_entry(buf: RowBuffer, topic: str | None, partition: int | None, entry: StoredEntry, lo: int = 0,
               hi: int = OFFSET_END) -> None:
     """Append the records of one intact stored batch that have offsets in [lo, hi)."""
     batch, records = clipped_records(entry, lo, hi)
@@ -144,7 +146,7 @@ def add_entry(buf: RowBuffer, topic: str, partition: int, entry: StoredEntry, lo
     buf.rows += n
 
 
-def add_notice(buf: RowBuffer, topic: str, partition: int, notice: Notice) -> None:
+def add_notice(buf: RowBuffer, topic: str | None, partition: int | None, notice: Notice) -> None:
     """One row that is not a record: `_corrupt` says what, `_lost` whether offsets are missing."""
     buf.add_nulls_except(1, {"topic": [topic], "partition": [partition], "offset": [notice.offset],
                              "_corrupt": [notice.text], "_lost": [notice.lost]})
@@ -161,9 +163,9 @@ def undecodable(path: str, entry: StoredEntry, exc: KanalError) -> Notice:
                                    f"batch [{entry.base_offset}, {entry.last_offset}] does not decode: {exc.message}"))
 
 
-def entry_rows(buf: RowBuffer, topic: str, partition: int, path: str,
+def entry_rows(buf: RowBuffer, topic: str | None, partition: int | None, path: str,
                items: Iterable[Clipped | Notice | StoredEntry | SegmentDamage], fail_fast: bool,
-               add: Callable[[RowBuffer, str, int, StoredEntry, int, int], None] = add_entry,
+               add: Callable[[RowBuffer, str | None, int | None, StoredEntry, int, int], None] = add_entry,
                ) -> Iterator[pa.RecordBatch]:
     """Fill `buf` from a read (range_reader.read_item, or a Fetch walk), yielding full Arrow batches.
     Notices become rows (`_corrupt` set); one saying offsets are lost raises instead in fail-fast mode."""

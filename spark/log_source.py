@@ -23,7 +23,7 @@ whether offsets are missing). There is no DROPMALFORMED mode: rows are never dro
 From files, each partition is read from its current copy up to the committed end, with the other copies
 standing in for damage (copy_plan.py, replica_history.py, range_reader.py). Batch-only: readStream and
 writes are refused (batch_only.py).
-"""
+"""  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations
 

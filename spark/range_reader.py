@@ -123,7 +123,7 @@ def read_copy_range(segments: tuple[SegmentFile, ...], lo: int, hi: int, start_p
 
 
 def _range_with_stand_ins(item: ReadItem, segment: SegmentFile, lo: int, hi: int) -> Iterator[Clipped | Notice]:
-    sources = [(segment.path, (segment,), hi, item.start_position)]
+    sources: list[tuple[str, tuple[SegmentFile, ...], int, int]] = [(segment.path, (segment,), hi, item.start_position)]
     sources += [(copy.directory, copy.segments, min(hi, end), 0) for copy, end in item.alternates]
     damages: list[SegmentDamage] = []
     gave: list[str] = []

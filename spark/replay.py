@@ -285,7 +285,9 @@ class _Replayer:
     def _on_topic(self, row, record, r, image, batch, phase):
         if phase == "before":
             return
-        partitions = sum(1 for x in batch.records if x.WhichOneof("record") == "partition" and x.partition.topic_id == r.topic_id)
+        partitions = sum(
+            1 for x in batch.records if x.WhichOneof("record") == "partition" and x.partition.topic_id == r.topic_id
+        )
         self._event(row, record, "topic_created", topic=r.name, topic_id=r.topic_id,
                     detail=f"{partitions} partitions")
 

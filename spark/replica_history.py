@@ -136,6 +136,7 @@ def _incarnation(topic: str, partition: int, copies: Sequence[CopyState], facts:
     """The copies of the current topic id, notes on the others, and the id (None when unknown)."""
     ids = {c.topic_id for c in copies if c.topic_id is not None}
     notes: list[tuple[int, str]] = []
+    current: str | None
     if facts is not None:
         if facts.topic_id is None:
             for c in copies:

@@ -250,7 +250,7 @@ class Log:
                 checked.append(entry)
         except CorruptEntry as exc:
             raise KanalError(ErrorCode.CORRUPT_MESSAGE, exc.message) from None
-        infos = []
+        infos: list[tuple[AppendInfo, BatchHeader]] = []
         view = memoryview(entries)
         for entry in checked:
             suffix = entry.suffix
@@ -324,7 +324,9 @@ class Log:
         """fsync when the policy asks for it (batch count or age of the oldest unflushed append)."""
         if not self._unflushed_batches:
             return False
-        by_count = self.config.flush_batches_max is not None and self._unflushed_batches >= self.config.flush_batches_max
+        by_count = (
+            self.config.flush_batches_max is not None and self._unflushed_batches >= self.config.flush_batches_max
+        )
         by_age = (
             self.config.flush_interval_ms is not None
             and self._oldest_unflushed_ms is not None

@@ -20,7 +20,7 @@ carries the events that show it. The kinds, and the rule each one breaks:
 Records of a topic that was deleted during the run are exempt from `lost` and `vanished` (deleting a topic
 deletes them). A partition that has acknowledged or read records but no `final_end` event cannot be
 checked for loss: it is listed in `unchecked`, never silently passed.
-"""
+"""  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations
 
@@ -207,7 +207,7 @@ def _duplicates(observations: list[Event]) -> list[Violation]:
 def _reordered(finals: dict[TopicPartition, dict[int, Event]]) -> list[Violation]:
     out = []
     for records in finals.values():
-        last: dict[str, Event] = {}
+        last: dict[str, tuple[Event, int]] = {}  # process -> its record with the highest sequence so far
         for offset in sorted(records):
             e = records[offset]
             parsed = _seq(e["value"])
@@ -215,11 +215,11 @@ def _reordered(finals: dict[TopicPartition, dict[int, Event]]) -> list[Violation
                 continue
             process, seq = parsed
             before = last.get(process)
-            if before is not None and _seq(before["value"])[1] > seq:
-                out.append(Violation("reorder", f"{process} sent {e['value']!r} before {before['value']!r}, "
+            if before is not None and before[1] > seq:
+                out.append(Violation("reorder", f"{process} sent {e['value']!r} before {before[0]['value']!r}, "
                                      f"but {_name(e)} stores it at offset {offset}, after offset "
-                                     f"{before['offset']}", (before, e)))
-            last[process] = e if before is None or _seq(before["value"])[1] < seq else before
+                                     f"{before[0]['offset']}", (before[0], e)))
+            last[process] = (e, seq) if before is None or before[1] < seq else before
     return out
 
 
@@ -250,7 +250,7 @@ def _commits_backwards(ordered: list[Event]) -> list[Violation]:
         if e["type"] not in ("commit", "committed"):
             continue
         key = (str(e["group"]), *_tp(e))
-        since = float(e.get("invoked", e["time"])) if e["type"] == "committed" else float(e["time"])
+        since = float(e["invoked"] if "invoked" in e else e["time"]) if e["type"] == "committed" else float(e["time"])
         earlier = [c for c in acked[key] if float(c["time"]) <= since]
         if earlier:
             top = max(earlier, key=lambda c: int(c["offset"]))

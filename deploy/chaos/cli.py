@@ -10,7 +10,8 @@
 unavailability windows, violations), writes each run's history to `--history-dir` (default
 ./chaos-histories/seed-N.jsonl), and exits 1 when any run shows a violation (2 on bad arguments, 3 when a
 run could not be carried out). Run `r` of `--runs N` uses seed `--seed + r`. `--target dev` and
-`--target containers` need root: every node runs in its own network namespace. Ctrl-C heals every fault and stops everything the run
+`--target containers` need root: every node runs in its own network namespace. Ctrl-C heals every fault and stops
+everything the run
 started before it exits.
 
 `--unsafe-test-mutation NAME` runs the brokers from a copy of kanal.broker with a deliberate bug

@@ -8,7 +8,7 @@ brokers with `python -m kanal.deploy.chaos.mutant_main DIR broker ...`, which po
 | mutation | the bug |
 |---|---|
 | `acks-all-as-1` | the leader answers an acks=all produce as acks=1: at once, without waiting for the ISR and without checking min.insync.replicas |
-"""
+"""  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations
 

@@ -37,8 +37,9 @@ class Nemesis:
     def start(self, fault: Fault) -> str:
         """Inject `fault`; returns what it hit ('' when it could not be aimed, e.g. a partition without a
         leader), as recorded."""
-        nodes = [self._resolve(t) for t in fault.targets]
-        if any(n is None for n in nodes):
+        resolved = [self._resolve(t) for t in fault.targets]
+        nodes = [n for n in resolved if n is not None]
+        if len(nodes) < len(resolved):
             self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="skip",
                                  detail=f"no node for {fault.targets}")
             return ""

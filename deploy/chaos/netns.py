@@ -74,7 +74,7 @@ def free_subnet(pid: int) -> ipaddress.IPv4Network:
         except ValueError:
             continue
     for k in range(SUBNET_COUNT):
-        net = ipaddress.ip_network(f"10.213.{SUBNET_FIRST + (pid + k) % SUBNET_COUNT}.0/24")
+        net = ipaddress.IPv4Network(f"10.213.{SUBNET_FIRST + (pid + k) % SUBNET_COUNT}.0/24")
         if not any(net.overlaps(u) for u in used if u.prefixlen > 0):
             return net
     raise NetworkError("no free 10.213.S.0/24 for the chaos network")
@@ -122,6 +122,8 @@ class ChaosNetwork:
 
     @property
     def host_address(self) -> str:
+        if self.subnet is None:
+            raise NetworkError("the chaos network is not open")
         return str(self.subnet.network_address + 1)
 
     def launcher(self, node_name: str) -> list[str]:

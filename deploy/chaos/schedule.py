@@ -14,7 +14,7 @@ Faults and their variants (`Fault.kind` / `Fault.variant`, target roles):
 | `pause` | SIGSTOP a node, SIGCONT when the fault ends |
 | `disk` | `full`: a broker's data filesystem (a small tmpfs of its own) filled to the last byte, emptied when the fault ends |
 | `partition` | `isolate` (one node cut from everyone), `controller-split` (one controller alone, the others a majority; brokers stay with the majority), `zombie-leader` (the leader of a partition cut from every controller, not from clients or brokers), `leader-alone` (the leader of a partition cut from every other node, not from its clients: it may go on taking writes no one else sees), `one-way` (packets from one node dropped at another), `flaky` (30 % of one node's packets dropped) |
-"""
+"""  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations
 

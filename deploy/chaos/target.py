@@ -55,6 +55,13 @@ def node_names(controllers: int, brokers: int) -> list[str]:
     return [f"controller-{i}" for i in range(controllers)] + [f"broker-{i}" for i in range(brokers)]
 
 
+def _started(cluster: LocalCluster | None) -> LocalCluster:
+    """The target's cluster, which exists from start() on."""
+    if cluster is None:
+        raise RuntimeError("the chaos target has not been started")
+    return cluster
+
+
 class BrokerDisks:
     """A tmpfs per broker data directory (when sized), filled and emptied by the disk fault."""
 
@@ -158,25 +165,26 @@ class DevTarget:
 
     @property
     def bootstrap(self) -> str:
-        return self.cluster.bootstrap
+        return _started(self.cluster).bootstrap
 
     def node(self, name: str) -> Node:
-        for node in self.cluster.nodes:
+        for node in _started(self.cluster).nodes:
             if node.name == name:
                 return node
         raise KeyError(name)
 
     @property
     def brokers(self) -> dict[int, str]:
-        return {n.node_id: n.endpoint for n in self.cluster.brokers}
+        return {n.node_id: n.endpoint for n in _started(self.cluster).brokers}
 
     @property
     def controllers(self) -> dict[int, str]:
-        return {n.node_id: n.endpoint for n in self.cluster.controllers}
+        return {n.node_id: n.endpoint for n in _started(self.cluster).controllers}
 
     def exited_nodes(self) -> list[tuple[str, int]]:
         """Nodes started and since exited (not those never started), with their exit status."""
-        return [(n.name, n.process.returncode) for n in self.cluster.nodes if n.process is not None and not n.running]
+        return [(n.name, n.process.returncode) for n in _started(self.cluster).nodes
+                if n.process is not None and not n.running]
 
     def kill(self, name: str) -> None:
         self.node(name).kill()
@@ -184,7 +192,7 @@ class DevTarget:
     def restart(self, name: str) -> None:
         node = self.node(name)
         if not node.running:
-            self.cluster.start_node(node, wait=False)
+            _started(self.cluster).start_node(node, wait=False)
 
     def pause(self, name: str) -> None:
         self.node(name).pause()
@@ -199,10 +207,10 @@ class DevTarget:
         self.disks.empty(name)
 
     def wait_all_serving(self, timeout_s: float) -> None:
-        for node in self.cluster.nodes:
+        for node in _started(self.cluster).nodes:
             if not node.running:
-                self.cluster.start_node(node, wait=False)
-        self.cluster.wait_ready(self.cluster.nodes, timeout_s)
+                _started(self.cluster).start_node(node, wait=False)
+        _started(self.cluster).wait_ready(_started(self.cluster).nodes, timeout_s)
 
 
 def _docker(*args: str, check: bool = True) -> str:
@@ -288,15 +296,15 @@ class ContainersTarget:
 
     @property
     def bootstrap(self) -> str:
-        return self.cluster.bootstrap
+        return _started(self.cluster).bootstrap
 
     @property
     def brokers(self) -> dict[int, str]:
-        return {n.node_id: n.endpoint for n in self.cluster.brokers}
+        return {n.node_id: n.endpoint for n in _started(self.cluster).brokers}
 
     @property
     def controllers(self) -> dict[int, str]:
-        return {n.node_id: n.endpoint for n in self.cluster.controllers}
+        return {n.node_id: n.endpoint for n in _started(self.cluster).controllers}
 
     def _state(self, name: str) -> dict:
         return json.loads(_docker("inspect", "-f", "{{json .State}}", self.container(name)))
@@ -333,7 +341,7 @@ class ContainersTarget:
         deadline = time.monotonic() + timeout_s
         for name, _ in self.exited_nodes():
             self.restart(name)
-        for node in self.cluster.nodes:
+        for node in _started(self.cluster).nodes:
             while not serving(node.endpoint, timeout_s=0.5):
                 if self._state(node.name)["Status"] == "exited":
                     tail = _docker("logs", "--tail", "30", self.container(node.name), check=False)

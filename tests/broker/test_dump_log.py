@@ -49,7 +49,9 @@ def test_a_partition_directory_lists_every_batch_record_and_index_entry(partitio
     assert result.returncode == 0, result.stderr
     rows = json_lines(result)
     entries = [r for r in rows if r["type"] == "entry"]
-    assert [(e["base_offset"], e["last_offset"]) for e in entries] == [(2 * i, 2 * i + 1) for i in range(30)] + [(60, 60)]
+    assert [(e["base_offset"], e["last_offset"]) for e in entries] == [(2 * i, 2 * i + 1) for i in range(30)] + [
+        (60, 60)
+    ]
     assert {e["crc"] for e in entries} == {"ok"}
     assert entries[0]["producer_id"] == 77 and entries[0]["producer_epoch"] == 1 and entries[4]["base_sequence"] == 8
     assert entries[0]["leader_epoch"] == 3 and entries[-1]["leader_epoch"] == 4 and entries[-1]["codec"] == "gzip"

@@ -157,9 +157,15 @@ class ReplicationModel(RuleBasedStateMachine):
             broker_id=broker.broker_id, incarnation_id=f"{broker.broker_id}-{broker.incarnation}",
             endpoint=f"127.0.0.1:{9000 + broker.broker_id}")
         stamp = self._stamp()
-        decision = decide_register_broker(self.controller, request, now_ms=stamp.time_ms, principal="model",
-                                          request_id=stamp.request_id, last_heartbeat_ms={b: stamp.time_ms for b in BROKERS},
-                                          session_timeout_ms=SESSION_TIMEOUT_MS)
+        decision = decide_register_broker(
+            self.controller,
+            request,
+            now_ms=stamp.time_ms,
+            principal="model",
+            request_id=stamp.request_id,
+            last_heartbeat_ms={b: stamp.time_ms for b in BROKERS},
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+        )
         if decision.reply.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
             return False
         if decision.reply.error != ErrorCode.NONE:

@@ -74,7 +74,10 @@ def test_write_implies_describe_in_metadata_and_named_topics_are_refused():
 
 def test_replica_fetches_need_the_broker_itself():
     request = broker_pb2.FetchRequest(replica_id=2, replica_epoch=5)
-    for who in (access(supers=frozenset({ALICE})), access(principal="User:broker-1", supers=frozenset({"User:broker-1"}))):
+    for who in (
+        access(supers=frozenset({ALICE})),
+        access(principal="User:broker-1", supers=frozenset({"User:broker-1"})),
+    ):
         with pytest.raises(KanalError) as err:
             BROKER_RULES["Fetch"](request, who)
         assert err.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -99,7 +102,10 @@ def test_idempotent_producers_need_idempotent_write_or_some_topic_write():
     with pytest.raises(KanalError) as err:
         BROKER_RULES["InitProducerId"](broker_pb2.InitProducerIdRequest(), access((M.ACL_OPERATION_READ, TOPIC, "t")))
     assert err.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    for grant in ((M.ACL_OPERATION_WRITE, TOPIC, "t"), (M.ACL_OPERATION_IDEMPOTENT_WRITE, CLUSTER, CLUSTER_RESOURCE_NAME)):
+    for grant in (
+        (M.ACL_OPERATION_WRITE, TOPIC, "t"),
+        (M.ACL_OPERATION_IDEMPOTENT_WRITE, CLUSTER, CLUSTER_RESOURCE_NAME),
+    ):
         BROKER_RULES["InitProducerId"](broker_pb2.InitProducerIdRequest(), access(grant))
     with pytest.raises(KanalError) as err:
         BROKER_RULES["InitProducerId"](broker_pb2.InitProducerIdRequest(transactional_id="tx"), access())
@@ -110,7 +116,9 @@ def test_admin_results_keep_the_request_order():
     request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(name=n) for n in ("a", "b", "c")])
     admission = admit_admin("CreateTopics", request, access((M.ACL_OPERATION_CREATE, TOPIC, "b")))
     assert [t.name for t in admission.request.topics] == ["b"]
-    reply = admission.reply(admin_pb2.CreateTopicsResponse(results=[admin_pb2.CreateTopicResult(name="b", topic_id="x")]))
+    reply = admission.reply(
+        admin_pb2.CreateTopicsResponse(results=[admin_pb2.CreateTopicResult(name="b", topic_id="x")])
+    )
     assert [(r.name, r.error) for r in reply.results] == [
         ("a", ErrorCode.TOPIC_AUTHORIZATION_FAILED), ("b", ErrorCode.NONE), ("c", ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
     cluster_wide = access((M.ACL_OPERATION_CREATE, CLUSTER, CLUSTER_RESOURCE_NAME))

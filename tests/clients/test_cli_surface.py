@@ -140,11 +140,11 @@ def test_every_subcommand_and_option_has_a_help_line():
 
 def test_version_python_dash_m_and_completion(tmp_path):
     env = dict(os.environ, KANAL_HOME=str(tmp_path))
-    version = subprocess.run([sys.executable, "-m", "kanal", "--version"], check=False, capture_output=True, text=True, env=env,
-                             timeout=60)
+    version = subprocess.run([sys.executable, "-m", "kanal", "--version"], check=False, capture_output=True,
+                             text=True, env=env, timeout=60)
     assert version.returncode == 0 and version.stdout.strip() == f"kanal {kanal.__version__}"
-    script = subprocess.run([sys.executable, "-m", "kanal", "completion", "bash"], check=False, capture_output=True, text=True,
-                            env=env, timeout=60)
+    script = subprocess.run([sys.executable, "-m", "kanal", "completion", "bash"], check=False,
+                            capture_output=True, text=True, env=env, timeout=60)
     assert script.returncode == 0, script.stderr
     for word in ("topics", "reset-offsets", "--under-replicated-partitions", "dump-log", "--print-data"):
         assert word in script.stdout, word

@@ -62,7 +62,11 @@ HEADER_FIELDS = {1: 2, 2: 2}
 
 def unknown_field(rng: random.Random, known: dict[int, int], depth: int = 0) -> bytes:
     """A field a parser must skip: an unknown number, or a known one with another wire type."""
-    field = rng.choice([*known, 6, 7, 15, 16, 100, 2047, (1 << 29) - 1]) if rng.random() < 0.8 else rng.randrange(1, 1 << 29)
+    field = (
+        rng.choice([*known, 6, 7, 15, 16, 100, 2047, (1 << 29) - 1])
+        if rng.random() < 0.8
+        else rng.randrange(1, 1 << 29)
+    )
     wire_type = rng.choice([0, 1, 2, 3, 5] if depth < 3 else [0, 1, 2, 5])
     if known.get(field) == wire_type:
         wire_type = 5  # known number, wrong wire type

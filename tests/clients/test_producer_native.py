@@ -179,7 +179,10 @@ def test_errors_have_the_same_codes_and_messages(path):
                 p.produce(*args, **kwargs)
             return err.value.code, str(err.value)
 
-        assert error_of("t", b"x", partition=4) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "UNKNOWN_TOPIC_OR_PARTITION: t has no partition 4")
+        assert error_of("t", b"x", partition=4) == (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            "UNKNOWN_TOPIC_OR_PARTITION: t has no partition 4",
+        )
         assert error_of("t", b"x", partition=-1)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert error_of("nope", b"x")[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert error_of("t", b"x" * 935, partition=0) == (
@@ -199,7 +202,10 @@ def test_errors_have_the_same_codes_and_messages(path):
             ErrorCode.INVALID_REQUEST, "INVALID_REQUEST: on_delivery must be callable, not 5")
         assert sum(b.record_count for b in p._accumulator._open.values()) == records_before
         shut(p)
-        assert error_of("t", b"x", partition=0) == (ErrorCode.INVALID_REQUEST, "INVALID_REQUEST: the producer is closed")
+        assert error_of("t", b"x", partition=0) == (
+            ErrorCode.INVALID_REQUEST,
+            "INVALID_REQUEST: the producer is closed",
+        )
     finally:
         shut(p)
 
@@ -334,8 +340,11 @@ def test_bad_partitions_and_headers_fail_at_produce_and_the_producer_goes_on(pat
     """A float or str partition, a custom partitioner's bad answer and malformed headers used to be queued
     and fail on the sender thread, which then failed every buffered record and closed the producer."""
     p = make_producer(path)
-    q = Producer(ProducerConfig(bootstrap="x:1", linger_ms=60_000, enable_idempotence=False, acks="1"),
-                 partitioner=lambda topic, key, count: 1.5 if key == b"float" else 9, metadata=StandInMetadata({"t": 4}))
+    q = Producer(
+        ProducerConfig(bootstrap="x:1", linger_ms=60_000, enable_idempotence=False, acks="1"),
+        partitioner=lambda topic, key, count: 1.5 if key == b"float" else 9,
+        metadata=StandInMetadata({"t": 4}),
+    )
     try:
         p.produce("t", b"x", partition=0)  # an open batch, so later calls reach the C path
         queued = sum(b.record_count for b in p._accumulator._open.values())
@@ -353,7 +362,10 @@ def test_bad_partitions_and_headers_fail_at_produce_and_the_producer_goes_on(pat
         with pytest.raises(KanalError) as err:
             q.produce("t", b"x", key=b"k")
         assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert str(err.value) == "UNKNOWN_TOPIC_OR_PARTITION: t has no partition 9 (the partitioner chose it; 4 partitions)"
+        assert (
+            str(err.value)
+            == "UNKNOWN_TOPIC_OR_PARTITION: t has no partition 9 (the partitioner chose it; 4 partitions)"
+        )
         assert not q._accumulator._open
         # What is valid still goes in, the bool partition as the int it is, str header values as UTF-8.
         p.produce("t", b"y", partition=True, headers=[("k", "é"), ("n", None)])

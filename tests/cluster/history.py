@@ -27,7 +27,9 @@ def end_offsets(cluster: LocalCluster, topic: str, partitions: int) -> dict[int,
         md.close()
 
 
-def read_topic(cluster: LocalCluster, topic: str, partitions: int, timeout_s: float = 60) -> list[tuple[int, int, bytes]]:
+def read_topic(
+    cluster: LocalCluster, topic: str, partitions: int, timeout_s: float = 60
+) -> list[tuple[int, int, bytes]]:
     """Every record of every partition from offset 0 up to its current high-water mark."""
     ends = end_offsets(cluster, topic, partitions)
     out: list[tuple[int, int, bytes]] = []

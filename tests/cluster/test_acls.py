@@ -159,7 +159,9 @@ def test_each_grant_enables_exactly_its_operation_and_a_deny_wins(secured):
     deleted = brokers[0].DeleteTopics(admin_pb2.DeleteTopicsRequest(names=["t-write"]), timeout=30).results[0]
     assert deleted.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
-    grant(controller, brokers, acl("t-write", M.ACL_OPERATION_WRITE, permission=M.ACL_PERMISSION_DENY, principal="User:*"))
+    grant(
+        controller, brokers, acl("t-write", M.ACL_OPERATION_WRITE, permission=M.ACL_PERMISSION_DENY, principal="User:*")
+    )
     assert produce_anywhere(brokers, "t-write") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
     # The grants are in the metadata log with the principal that made them (the audit trail).
@@ -198,7 +200,9 @@ def test_a_replica_claim_without_the_broker_principal_changes_no_isr(secured):
     shrunk = wait_until(lambda: (p := partition()) is not None and len(p.isr) == 1 and p, 30, "the ISR shrink")
     leader = shrunk.leader
     follower = next(b for b in shrunk.replicas if b != leader)
-    epochs = {b.broker_id: b.broker_epoch for b in brokers[0].Metadata(broker_pb2.MetadataRequest(), timeout=10).brokers}
+    epochs = {
+        b.broker_id: b.broker_epoch for b in brokers[0].Metadata(broker_pb2.MetadataRequest(), timeout=10).brokers
+    }
     leader_stub = brokers[[n.node_id for n in cluster.brokers].index(leader)]
     with pytest.raises(grpc.RpcError) as err:
         fetch(leader_stub, "claimed", replica_id=follower, replica_epoch=epochs[follower])

@@ -222,8 +222,11 @@ def test_server_reflection_v1_and_v1alpha_on_brokers_and_controllers(cluster, ve
     method = f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo"
     for node, service in ((cluster.brokers[0], "kanal.v1.Broker"), (cluster.controllers[0], "kanal.v1.Controller")):
         with grpc.insecure_channel(node.endpoint) as channel:
-            call = channel.stream_stream(method, request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
-                                         response_deserializer=reflection_pb2.ServerReflectionResponse.FromString)
+            call = channel.stream_stream(
+                method,
+                request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+                response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+            )
             listed, described = call(iter([
                 reflection_pb2.ServerReflectionRequest(list_services=""),
                 reflection_pb2.ServerReflectionRequest(file_containing_symbol=service),

@@ -115,7 +115,9 @@ def test_groups_consume_describe_reset_delete(dev):
     assert all(o["lag"] == 0 for o in json.loads(kanal(env, "groups", "describe", "cli-g", "--output",
                                                        "json").stdout)["offsets"])
     kanal(env, "groups", "reset-offsets", "cli-g", "--topic", "cli-events", "--shift-by", "-3", "--execute")
-    lag = [o["lag"] for o in json.loads(kanal(env, "groups", "describe", "cli-g", "--output", "json").stdout)["offsets"]]
+    lag = [
+        o["lag"] for o in json.loads(kanal(env, "groups", "describe", "cli-g", "--output", "json").stdout)["offsets"]
+    ]
     assert lag == [3, 3]
     kanal(env, "groups", "delete", "cli-g")
     assert json.loads(kanal(env, "groups", "list", "--output", "json").stdout) == []

@@ -102,7 +102,9 @@ def test_a_user_without_acls_can_do_nothing_and_a_grant_enables_exactly_its_oper
             admin.create_topic("alice-orders", 1, 1)
         assert err.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         with pytest.raises(KanalError) as err:
-            admin.create_acls([acl("User:alice", metadata_pb2.ACL_OPERATION_ALL, "alice-", metadata_pb2.ACL_PATTERN_PREFIXED)])
+            admin.create_acls(
+                [acl("User:alice", metadata_pb2.ACL_OPERATION_ALL, "alice-", metadata_pb2.ACL_PATTERN_PREFIXED)]
+            )
         assert err.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
     with Admin(cluster.bootstrap, security=as_admin(pki)) as admin:

@@ -29,9 +29,13 @@ NEW_RECORDS = 10  # more than the old log held: the old log's end is then inside
 
 @pytest.fixture
 def slow_sessions_cluster(tmp_path_factory):
-    cluster = LocalCluster(tmp_path_factory.mktemp("reborn"), controllers=3, brokers=3,
-                           controller_flags=["--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--election-timeout-ms", "300"],
-                           broker_flags=BROKER_FLAGS)
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("reborn"),
+        controllers=3,
+        brokers=3,
+        controller_flags=["--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--election-timeout-ms", "300"],
+        broker_flags=BROKER_FLAGS,
+    )
     cluster.start(timeout_s=90)
     yield cluster
     cluster.stop()

@@ -92,8 +92,9 @@ def test_the_sdist_holds_sources_headers_protos_and_license(dists):
     with tarfile.open(dists["sdist"]) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     for needed in ("LICENSE", "README.md", "pyproject.toml", "setup.py", "clients/_producer_fast.c",
-                   "clients/_consumer_fast.c", "clients/_kanal_errors.h", "proto/kanal/v1/_batch_walk.c",
-                   "proto/kanal/v1/records.proto", "proto/kanal/v1/crc_vectors.json", "deploy/_kanal/py.typed"):
+                   "clients/_producer_records.c", "clients/_producer_records.h", "clients/_consumer_fast.c",
+                   "clients/_kanal_errors.h", "proto/kanal/v1/_batch_walk.c", "proto/kanal/v1/records.proto",
+                   "proto/kanal/v1/crc_vectors.json", "deploy/_kanal/py.typed"):
         assert needed in names, needed
 
 

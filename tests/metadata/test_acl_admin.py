@@ -44,7 +44,9 @@ def test_create_describe_delete(harness):
     assert [r.error for r in reply.results] == [0, 0, 0]
     assert len(listed(h)) == 3
     assert len(listed(h, operation=M.ACL_OPERATION_WRITE)) == 1
-    assert [a.resource_name for a in listed(h, resource_name="payments", pattern_filter=admin_pb2.AclFilter.MATCH)] == ["pay"]
+    assert [a.resource_name for a in listed(h, resource_name="payments", pattern_filter=admin_pb2.AclFilter.MATCH)] == [
+        "pay"
+    ]
     assert len(listed(h, resource_name="orders")) == 2
     assert listed(h, principal="User:bob") == []
     deleted = h.commit(decide_delete_acls(h.image, admin_pb2.DeleteAclsRequest(filters=[

@@ -111,8 +111,14 @@ def test_credentials_survive_a_snapshot(harness) -> None:
 def test_apply_refuses_records_that_do_not_fit() -> None:
     image = MetadataImage()
     with pytest.raises(MetadataInvariantError):
-        apply(image, metadata_pb2.MetadataRecord(remove_user_scram_credential=metadata_pb2.RemoveUserScramCredentialRecord(
-            name="alice", mechanism="SCRAM-SHA-256")))
+        apply(
+            image,
+            metadata_pb2.MetadataRecord(
+                remove_user_scram_credential=metadata_pb2.RemoveUserScramCredentialRecord(
+                    name="alice", mechanism="SCRAM-SHA-256"
+                )
+            ),
+        )
     with pytest.raises(MetadataInvariantError):
         apply(image, metadata_pb2.MetadataRecord(user_scram_credential=metadata_pb2.UserScramCredentialRecord(
             name="alice", mechanism="SCRAM-SHA-256", iterations=10, salt=SALT, stored_key=b"k", server_key=b"k")))

@@ -94,7 +94,9 @@ class Chain:
         return metadata_pb2.MetadataRecord(time_ms=self.now_ms, principal="test", request_id=f"r{self.now_ms}", **body)
 
     def noop(self, epoch: int, *, mirror: bool = True) -> bytes:
-        batch = metadata_pb2.MetadataBatch(controller_epoch=epoch, records=[self.stamp(no_op=metadata_pb2.NoOpRecord())])
+        batch = metadata_pb2.MetadataBatch(
+            controller_epoch=epoch, records=[self.stamp(no_op=metadata_pb2.NoOpRecord())]
+        )
         proposal = self.ids.next()
         data = encode_command(proposal, ProposalId.NONE, UNCONDITIONAL_OFFSET, batch)
         if mirror:
@@ -178,9 +180,11 @@ class Quorum:
     def __init__(self, base_dir: Path, size: int = 3, extra_args: Iterable[str] = ()) -> None:
         self.base_dir = base_dir
         self.ids = list(range(1, size + 1))
-        ports = free_ports(2 * size)
-        self.grpc_port = {i: ports[2 * (i - 1)] for i in self.ids}
-        self.raft_port = {i: ports[2 * (i - 1) + 1] for i in self.ids}
+        ports = free_ports(3 * size)
+        self.grpc_port = {i: ports[3 * (i - 1)] for i in self.ids}
+        self.raft_port = {i: ports[3 * (i - 1) + 1] for i in self.ids}
+        # Each controller's Prometheus endpoint (on by default, at one fixed port): a port of its own.
+        self.metrics_port = {i: ports[3 * (i - 1) + 2] for i in self.ids}
         self.extra_args = list(extra_args)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self._channels: dict[int, grpc.Channel] = {}
@@ -207,6 +211,7 @@ class Quorum:
             "--peers", self.peers,
             "--data-dir", str(self.data_dir(i)),
             *(["--cluster-secret", self.SECRET] if self.SECRET else []),
+            *([] if "--metrics" in self.extra_args else ["--metrics", f"127.0.0.1:{self.metrics_port[i]}"]),
             *self.extra_args,
         ]
 

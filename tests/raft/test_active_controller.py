@@ -163,7 +163,9 @@ def test_a_conflicting_batch_makes_the_write_decide_again(setup):
     # Another batch for the same parent is committed first (say, a leftover of an earlier decision).
     foreign = metadata_pb2.MetadataBatch(
         controller_epoch=1,
-        records=[metadata_pb2.MetadataRecord(time_ms=1, principal="x", request_id="x", no_op=metadata_pb2.NoOpRecord())],
+        records=[
+            metadata_pb2.MetadataRecord(time_ms=1, principal="x", request_id="x", no_op=metadata_pb2.NoOpRecord())
+        ],
     )
     raft.before_next = [encode_command(ProposalIdSource().next(), head, image.next_offset, foreign)]
     reply = _create(controller, "retry-me")
@@ -184,7 +186,11 @@ def test_a_deposed_controller_write_is_never_applied(setup):
     # A new controller (epoch 2) becomes active before our proposal is committed.
     newer = metadata_pb2.MetadataBatch(
         controller_epoch=2,
-        records=[metadata_pb2.MetadataRecord(time_ms=1, principal="controller", request_id="a", no_op=metadata_pb2.NoOpRecord())],
+        records=[
+            metadata_pb2.MetadataRecord(
+                time_ms=1, principal="controller", request_id="a", no_op=metadata_pb2.NoOpRecord()
+            )
+        ],
     )
     raft.before_next = [encode_command(ProposalIdSource().next(), ProposalId.NONE, UNCONDITIONAL_OFFSET, newer)]
 
@@ -211,8 +217,13 @@ def test_no_commit_in_time_is_request_timed_out_and_the_outcome_can_still_happen
     with pytest.raises(KanalError) as info:
         controller.decide_with(
             decide_create_topics,
-            admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(name="maybe", partitions=1, replication_factor=1)]),
-            principal="anonymous", request_id="r", deadline_s=time.monotonic(), with_rng=True,
+            admin_pb2.CreateTopicsRequest(
+                topics=[admin_pb2.CreatableTopic(name="maybe", partitions=1, replication_factor=1)]
+            ),
+            principal="anonymous",
+            request_id="r",
+            deadline_s=time.monotonic(),
+            with_rng=True,
         )
     assert info.value.code == ErrorCode.REQUEST_TIMED_OUT
     assert store.read(lambda image: "maybe" not in image.topics)
@@ -406,10 +417,17 @@ def test_decisions_in_the_outbox_fail_at_once_when_the_controller_is_deposed(set
     controller.step()  # deposed: what was never handed to Raft is certainly not applied
     for t in queued_threads:
         t.join(10)
-    assert {name: o.code for name, o in queued.items()} == {"q1": ErrorCode.NOT_CONTROLLER, "q2": ErrorCode.NOT_CONTROLLER}
+    assert {name: o.code for name, o in queued.items()} == {
+        "q1": ErrorCode.NOT_CONTROLLER,
+        "q2": ErrorCode.NOT_CONTROLLER,
+    }
     assert len(raft.proposed) == proposed_before  # and it is not proposed later either
     raft.commit(raft.held.pop())  # the entry in flight may still commit: its writer hears it applied
     for t in first_threads:
         t.join(10)
     assert first["first"].results[0].error == 0
-    assert store.read(lambda image: ("first" in image.topics, "q1" in image.topics, "q2" in image.topics)) == (True, False, False)
+    assert store.read(lambda image: ("first" in image.topics, "q1" in image.topics, "q2" in image.topics)) == (
+        True,
+        False,
+        False,
+    )

@@ -112,7 +112,10 @@ def test_an_entry_of_one_command_is_the_command_and_a_group_keeps_every_command_
 def test_damaged_group_entries_are_refused():
     ids = ProposalIdSource(b"\x03" * 8)
     first, second = ids.next(), ids.next()
-    commands = [encode_command(first, ProposalId(b"\x09" * 16), 7, _batch()), encode_command(second, first, 8, _batch())]
+    commands = [
+        encode_command(first, ProposalId(b"\x09" * 16), 7, _batch()),
+        encode_command(second, first, 8, _batch()),
+    ]
     group = encode_entry(commands)
     for damaged in (
         group[:-1],  # ends inside a command

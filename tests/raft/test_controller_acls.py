@@ -41,8 +41,11 @@ def test_acls_are_metadata_records_that_survive_a_restart(quorum_factory):
     assert [r.error for r in reply.results] == [ErrorCode.INVALID_REQUEST] * len(bad)
     assert added_records(q, active, before) == []
 
-    good = [entry(), entry("pay-", M.ACL_OPERATION_WRITE, pattern=M.ACL_PATTERN_PREFIXED),
-            entry("kanal-cluster", M.ACL_OPERATION_ALTER, rtype=M.ACL_RESOURCE_CLUSTER, permission=M.ACL_PERMISSION_DENY)]
+    good = [
+        entry(),
+        entry("pay-", M.ACL_OPERATION_WRITE, pattern=M.ACL_PATTERN_PREFIXED),
+        entry("kanal-cluster", M.ACL_OPERATION_ALTER, rtype=M.ACL_RESOURCE_CLUSTER, permission=M.ACL_PERMISSION_DENY),
+    ]
     standby = next(i for i in q.alive_ids() if i != active)
     reply = q.stub(standby).CreateAcls(admin_pb2.CreateAclsRequest(creations=good), timeout=10)  # forwarded
     assert [r.error for r in reply.results] == [ErrorCode.NONE] * 3
@@ -63,7 +66,9 @@ def test_acls_are_metadata_records_that_survive_a_restart(quorum_factory):
     wait_until(lambda: len(stub.DescribeAcls(admin_pb2.DescribeAclsRequest(), timeout=10).acls) == 15, 30,
                "the ACLs after the restart")
     match = admin_pb2.AclFilter(resource_name="pay-eu", pattern_filter=admin_pb2.AclFilter.MATCH)
-    assert [a.resource_name for a in stub.DescribeAcls(admin_pb2.DescribeAclsRequest(filter=match), timeout=10).acls] == ["pay-"]
+    assert [
+        a.resource_name for a in stub.DescribeAcls(admin_pb2.DescribeAclsRequest(filter=match), timeout=10).acls
+    ] == ["pay-"]
     deleted = stub.DeleteAcls(admin_pb2.DeleteAclsRequest(filters=[admin_pb2.AclFilter(
         resource_type=M.ACL_RESOURCE_TOPIC, pattern_filter=admin_pb2.AclFilter.PREFIXED)]), timeout=10)
     assert [a.resource_name for a in deleted.results[0].deleted] == ["pay-"]

@@ -88,7 +88,9 @@ def test_bad_alter_configs_and_create_partitions_change_nothing(env):
             q,
             active,
             lambda op=op: stub.AlterConfigs(
-                admin_pb2.AlterConfigsRequest(changes=[admin_pb2.AlterConfigsRequest.Change(resource=resource, ops=[op])]),
+                admin_pb2.AlterConfigsRequest(
+                    changes=[admin_pb2.AlterConfigsRequest.Change(resource=resource, ops=[op])]
+                ),
                 timeout=10,
             ),
         )
@@ -97,7 +99,9 @@ def test_bad_alter_configs_and_create_partitions_change_nothing(env):
         q,
         active,
         lambda: stub.CreatePartitions(
-            admin_pb2.CreatePartitionsRequest(targets=[admin_pb2.CreatePartitionsRequest.Target(name="existing", count=2)]),
+            admin_pb2.CreatePartitionsRequest(
+                targets=[admin_pb2.CreatePartitionsRequest.Target(name="existing", count=2)]
+            ),
             timeout=10,
         ),
     )
@@ -205,7 +209,9 @@ def test_fetch_metadata_long_polls_until_a_write(env, wait):
 def test_standby_forwards_admin_writes_and_names_the_active_controller_to_brokers(env):
     q, brokers, active, _ = env
     standby = next(i for i in q.ids if i != active)
-    reply = q.stub(standby).CreateTopics(admin_pb2.CreateTopicsRequest(topics=[_topic("via-standby", 2, 2)]), timeout=10)
+    reply = q.stub(standby).CreateTopics(
+        admin_pb2.CreateTopicsRequest(topics=[_topic("via-standby", 2, 2)]), timeout=10
+    )
     assert reply.results[0].error == 0 and reply.results[0].topic_id
     heartbeat = q.stub(standby).BrokerHeartbeat(
         controller_pb2.BrokerHeartbeatRequest(broker_id=1, broker_epoch=brokers.epochs[1]), timeout=10

@@ -47,10 +47,17 @@ def controller_dir(tmp_path, chain):
     for b in range(150, 250):
         store.apply(chain.register(b, 1))
     entry = metadata_pb2.AccessControlEntry(
-        resource_type=metadata_pb2.ACL_RESOURCE_TOPIC, resource_name="orders-", pattern_type=metadata_pb2.ACL_PATTERN_PREFIXED,
-        principal="User:alice", host="*", operation=metadata_pb2.ACL_OPERATION_READ,
-        permission=metadata_pb2.ACL_PERMISSION_ALLOW)
-    store.apply(chain.command([chain.stamp(access_control_entry=metadata_pb2.AccessControlEntryRecord(entry=entry))], 1))
+        resource_type=metadata_pb2.ACL_RESOURCE_TOPIC,
+        resource_name="orders-",
+        pattern_type=metadata_pb2.ACL_PATTERN_PREFIXED,
+        principal="User:alice",
+        host="*",
+        operation=metadata_pb2.ACL_OPERATION_READ,
+        permission=metadata_pb2.ACL_PERMISSION_ALLOW,
+    )
+    store.apply(
+        chain.command([chain.stamp(access_control_entry=metadata_pb2.AccessControlEntryRecord(entry=entry))], 1)
+    )
     store.flush()
     assert store.log_start_offset > 0, "the fixture must make the reader start from the snapshot"
     store.close()

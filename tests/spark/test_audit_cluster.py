@@ -1,5 +1,6 @@
 """The audit on real files written by a real cluster: a scripted history (create topics, produce, kill a
-broker, let it come back, alter a config, delete a topic, add and remove an ACL) must come back from the metadata log exactly, in
+broker, let it come back, alter a config, delete a topic, add and remove an ACL) must come back from the metadata log
+exactly, in
 order, with the right principals; the replayed image must equal the controllers'; and the data job must
 count what was produced."""
 
@@ -24,8 +25,14 @@ TEMP_TOPIC = "scratch"
 PARTITIONS = 3
 KILLED = 2
 ACL = metadata_pb2.AccessControlEntry(
-    resource_type=metadata_pb2.ACL_RESOURCE_TOPIC, resource_name=TOPIC_NAME, pattern_type=metadata_pb2.ACL_PATTERN_LITERAL,
-    principal="User:etl", host="*", operation=metadata_pb2.ACL_OPERATION_WRITE, permission=metadata_pb2.ACL_PERMISSION_ALLOW)
+    resource_type=metadata_pb2.ACL_RESOURCE_TOPIC,
+    resource_name=TOPIC_NAME,
+    pattern_type=metadata_pb2.ACL_PATTERN_LITERAL,
+    principal="User:etl",
+    host="*",
+    operation=metadata_pb2.ACL_OPERATION_WRITE,
+    permission=metadata_pb2.ACL_PERMISSION_ALLOW,
+)
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +80,13 @@ def rows(df, *cols):
 
 
 def test_topic_lifecycle_in_order_with_principals(audit):
-    lifecycle = [(e, t, p) for e, t, p in rows(audit.tables["topic_lifecycle"], "event", "topic", "principal")
-                 if t in (TOPIC_NAME, TEMP_TOPIC)]
-    assert lifecycle == [("topic_created", TOPIC_NAME, "User:ANONYMOUS"), ("topic_created", TEMP_TOPIC, "User:ANONYMOUS"),
+    lifecycle = [
+        (e, t, p)
+        for e, t, p in rows(audit.tables["topic_lifecycle"], "event", "topic", "principal")
+        if t in (TOPIC_NAME, TEMP_TOPIC)
+    ]
+    assert lifecycle == [("topic_created", TOPIC_NAME, "User:ANONYMOUS"),
+                         ("topic_created", TEMP_TOPIC, "User:ANONYMOUS"),
                          ("topic_deleted", TEMP_TOPIC, "User:ANONYMOUS")]
 
 

@@ -55,7 +55,12 @@ def test_reads_every_record_once_with_its_fields(spark, data_dir):
 
 
 def test_narrow_schema_and_topic_filter(spark, data_dir):
-    df = spark.read.format("kanal-log").schema("offset bigint, topic string").option("topics", "events").load(str(data_dir))
+    df = (
+        spark.read.format("kanal-log")
+        .schema("offset bigint, topic string")
+        .option("topics", "events")
+        .load(str(data_dir))
+    )
     assert df.columns == ["offset", "topic"]
     assert df.count() == 2 * BATCHES * RECORDS_PER_BATCH
     assert spark.read.format("kanal-log").option("topics", "other").load(str(data_dir)).count() == 0

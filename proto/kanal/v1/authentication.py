@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -51,6 +51,9 @@ from kanal.v1.error import ErrorCode, KanalError, grpc_status
 from kanal.v1.listener_security import ListenerSecurity
 from kanal.v1.principal import ANONYMOUS, PRINCIPAL_TYPE_USER, Principal, bind_principal
 from kanal.v1.scram import ScramCredential, verify_password
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,16 @@ PASSWORD_CACHE_ENTRIES_MAX = 4096
 CRL_RECHECK_INTERVAL_S = 5.0
 # gRPC health answers without credentials: probes and load balancers carry none.
 _OPEN_METHOD_PREFIX = "/grpc.health.v1.Health/"
+
+
+def _signed_by(crl: x509.CertificateRevocationList, ca: x509.Certificate) -> bool:
+    from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
+
+    key = ca.public_key()
+    if not isinstance(key, (dsa.DSAPublicKey, rsa.RSAPublicKey, ec.EllipticCurvePublicKey, ed25519.Ed25519PublicKey,
+                            ed448.Ed448PublicKey)):
+        return False  # a key-agreement key (X25519, X448) signs nothing
+    return crl.is_signature_valid(key)
 
 
 def load_crl(path: Path, ca_pem: bytes | None) -> frozenset[int]:
@@ -79,9 +92,11 @@ def load_crl(path: Path, ca_pem: bytes | None) -> frozenset[int]:
     except ValueError as exc:
         raise KanalError(ErrorCode.INVALID_CONFIG, f"--tls-crl-file {path}: not a CRL: {exc}") from None
     cas = x509.load_pem_x509_certificates(ca_pem) if ca_pem else []
-    if not any(ca.subject == crl.issuer and crl.is_signature_valid(ca.public_key()) for ca in cas):
-        raise KanalError(ErrorCode.INVALID_CONFIG,
-                         f"--tls-crl-file {path}: not signed by a CA of --tls-ca-file (issuer {crl.issuer.rfc4514_string()})")
+    if not any(ca.subject == crl.issuer and _signed_by(crl, ca) for ca in cas):
+        raise KanalError(
+            ErrorCode.INVALID_CONFIG,
+            f"--tls-crl-file {path}: not signed by a CA of --tls-ca-file (issuer {crl.issuer.rfc4514_string()})",
+        )
     return frozenset(entry.serial_number for entry in crl)
 
 
@@ -278,17 +293,8 @@ def _guard(handler, auth: Authenticator):
     behavior = handler.unary_unary
     if behavior is None:
         return _guard_streaming(handler, auth)
-    if inspect.iscoroutinefunction(behavior):
-        async def unary_unary(request, context):
-            principal = await _authenticate_aio(auth, context)
-            with bind_principal(principal):
-                return await behavior(request, context)
-    else:
-        def unary_unary(request, context):
-            principal = _authenticate_sync(auth, context)
-            with bind_principal(principal):
-                return behavior(request, context)
-    return grpc.unary_unary_rpc_method_handler(unary_unary, handler.request_deserializer, handler.response_serializer)
+    return grpc.unary_unary_rpc_method_handler(_bound_to_caller(behavior, auth), handler.request_deserializer,
+                                               handler.response_serializer)
 
 
 class _SyncInterceptor(grpc.ServerInterceptor):
@@ -320,24 +326,33 @@ def _guard_streaming(handler, auth: Authenticator):
     kind, factory = next(((k, f) for k, f in _STREAMING_KINDS if getattr(handler, k) is not None), (None, None))
     if kind is None or factory is None:
         return handler
-    behavior = getattr(handler, kind)
+    return factory(_bound_to_caller(getattr(handler, kind), auth), handler.request_deserializer,
+                   handler.response_serializer)
+
+
+def _bound_to_caller(behavior: Callable[..., Any], auth: Authenticator) -> Callable[..., Any]:
+    """`behavior` authenticated at the door and run with the caller's principal bound, of the same kind:
+    an async generator, a coroutine (the aio server's loop) or a plain function (a thread)."""
+
+    async def async_generator(argument, context):
+        principal = await _authenticate_aio(auth, context)
+        with bind_principal(principal):
+            async for reply in behavior(argument, context):
+                yield reply
+
+    async def coroutine(argument, context):
+        principal = await _authenticate_aio(auth, context)
+        with bind_principal(principal):
+            return await behavior(argument, context)
+
+    def sync(argument, context):
+        principal = _authenticate_sync(auth, context)
+        with bind_principal(principal):
+            return behavior(argument, context)
+
     if inspect.isasyncgenfunction(behavior):
-        async def guarded(argument, context):
-            principal = await _authenticate_aio(auth, context)
-            with bind_principal(principal):
-                async for reply in behavior(argument, context):
-                    yield reply
-    elif inspect.iscoroutinefunction(behavior):
-        async def guarded(argument, context):
-            principal = await _authenticate_aio(auth, context)
-            with bind_principal(principal):
-                return await behavior(argument, context)
-    else:
-        def guarded(argument, context):
-            principal = _authenticate_sync(auth, context)
-            with bind_principal(principal):
-                return behavior(argument, context)
-    return factory(guarded, handler.request_deserializer, handler.response_serializer)
+        return async_generator
+    return coroutine if inspect.iscoroutinefunction(behavior) else sync
 
 
 def server_interceptor(authenticator: Authenticator) -> grpc.ServerInterceptor:

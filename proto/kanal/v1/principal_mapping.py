@@ -38,9 +38,10 @@ class MappingRule:
 
     def apply(self, subject: str) -> str | None:
         """The name this rule gives `subject`, or None when it does not apply."""
-        if self.pattern is None:
+        pattern = self.pattern
+        if pattern is None:
             return subject
-        match = self.pattern.fullmatch(subject)
+        match = pattern.fullmatch(subject)
         if match is None:
             return None
 
@@ -48,8 +49,8 @@ class MappingRule:
             if ref.group(1) == "$":
                 return "$"
             index = int(ref.group(1))
-            if index > (self.pattern.groups if self.pattern else 0):
-                raise ValueError(f"rule {self.pattern.pattern!r} has no group ${index}")
+            if index > pattern.groups:
+                raise ValueError(f"rule {pattern.pattern!r} has no group ${index}")
             return match.group(index) or ""
 
         name = _GROUP_REF.sub(group, self.replacement)

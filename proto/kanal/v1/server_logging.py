@@ -43,5 +43,7 @@ def setup_logging(log_format: str, level: str, node: str) -> None:
     if log_format == "json":
         handler.setFormatter(JsonFormatter(node))
     else:
-        handler.setFormatter(logging.Formatter(f"%(asctime)s {node} %(threadName)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(
+            logging.Formatter(f"%(asctime)s {node} %(threadName)s %(levelname)s %(name)s: %(message)s")
+        )
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)

@@ -184,7 +184,11 @@ class LogMachine(RuleBasedStateMachine):
         start = self.log.log_start_offset
         assert self.log.active_segment.base_offset == active_base, "the active segment is never deleted"
         self.batches = [b for b in self.batches if b.last >= start]
-        if self.config.cleanup_policy == "delete" and self.config.retention_ms is not None and len(self.log.segments) > 1:
+        if (
+            self.config.cleanup_policy == "delete"
+            and self.config.retention_ms is not None
+            and len(self.log.segments) > 1
+        ):
             assert self.log.segments[0].max_timestamp_ms >= self.now_ms - self.config.retention_ms
 
     @precondition(lambda self: self.config.cleanup_policy == "compact")
@@ -229,7 +233,9 @@ class LogMachine(RuleBasedStateMachine):
         """Unclean close, damage one segment past the recovery point, reopen."""
         segs = self.log.segments
         recovery_point = self.log.recovery_point
-        damageable = [i for i, s in enumerate(segs) if s.size and (i == len(segs) - 1 or segs[i + 1].base_offset > recovery_point)]
+        damageable = [
+            i for i, s in enumerate(segs) if s.size and (i == len(segs) - 1 or segs[i + 1].base_offset > recovery_point)
+        ]
         locations = {i: list(segs[i].locations()) for i in damageable}
         self.log.close_unclean()
         if damageable:
