@@ -25,6 +25,7 @@ from kanal.broker.config import BrokerConfig, parse_endpoint
 from kanal.broker.server import BrokerServer
 from kanal.metadata.authorizer import authorizer_config_from
 from kanal.v1.authorizer_flags import add_authorizer_flags
+from kanal.v1.cli_report import command_error
 from kanal.v1.error import KanalError
 from kanal.v1.listener_security import (
     ListenerSecurityError,
@@ -87,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p.add_argument(flag, type=integer(flag), default=default,
                        help=f"{help_text + '; ' if help_text else ''}default {default}")
-    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                   help="the least severe log level written (default INFO)")
     add_authorizer_flags(p)
     add_listener_security_flags(p)
     add_server_flags(p)
@@ -171,27 +173,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config, args = parse_command(sys.argv[1:] if argv is None else argv)
     except ServerFlagError as exc:
-        print(f"kanal broker: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return command_error("kanal broker: error", str(exc), exit_status=EXIT_USAGE)
     except KanalError as exc:
-        print(f"kanal broker: error: {exc.message}", file=sys.stderr)
-        return EXIT_USAGE
+        return command_error("kanal broker: error", exc.message, exc.code, EXIT_USAGE)
     setup_logging(args.log_format, args.log_level, f"broker-{config.broker_id}")
     try:
         # Opening the data directory (meta.properties: another node's disk) can refuse before any start.
         server = BrokerServer(config)
     except KanalError as exc:
-        print(f"kanal broker: could not start: {exc}", file=sys.stderr)
-        return EXIT_STARTUP_FAILED
+        return command_error("kanal broker: could not start", str(exc), exc.code, EXIT_STARTUP_FAILED)
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
     try:
         server.start()
     except KanalError as exc:
-        print(f"kanal broker: could not start: {exc}", file=sys.stderr)
         server.stop(controlled=False)
-        return EXIT_STARTUP_FAILED
+        return command_error("kanal broker: could not start", str(exc), exc.code, EXIT_STARTUP_FAILED)
     stopping.wait()
     server.stop()
     return EXIT_OK

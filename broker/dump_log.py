@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import struct
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from kanal.broker.storage.segment import segment_file_name
 from kanal.broker.storage.segment_walk import mapped_segment, walk_segment
 from kanal.v1 import records_pb2
 from kanal.v1.batch import CorruptEntry, Entry, decode_records, parse_batch
+from kanal.v1.cli_report import CommandParser, command_error
 from kanal.v1.error import KanalError
 from kanal.v1.record_text import as_text, put_bytes
 
@@ -218,7 +218,7 @@ def dump_index_file(path: Path, out: Printer) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="kanal dump-log",
         description="Print what a partition's segment files hold, read offline (Kafka's kafka-dump-log).",
     )
@@ -236,13 +236,11 @@ def main(argv: list[str]) -> int:
     for raw in args.paths:
         path = Path(raw)
         if not path.exists():
-            print(f"kanal dump-log: error: {path}: no such file or directory", file=sys.stderr)
-            return EXIT_USAGE
+            return command_error("kanal dump-log: error", f"{path}: no such file or directory", exit_status=EXIT_USAGE)
         try:
             files += segment_files(path)
         except ValueError as exc:
-            print(f"kanal dump-log: error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+            return command_error("kanal dump-log: error", str(exc), exit_status=EXIT_USAGE)
     out = Printer(args.output == "json")
     for path in files:
         if path.suffix == ".log":

@@ -39,20 +39,29 @@ def add_acls_parser(sub, common: argparse.ArgumentParser, admin_for: Callable[[a
                                ("list", _list, "list access-control entries"),
                                ("remove", _remove, "remove access-control entries")):
         c = acls.add_parser(action, parents=[common], help=text)
-        c.add_argument("--topic", action="append", default=[], metavar="NAME")
-        c.add_argument("--group", action="append", default=[], metavar="NAME")
-        c.add_argument("--transactional-id", action="append", default=[], metavar="ID")
+        c.add_argument("--topic", action="append", default=[], metavar="NAME", help="a topic resource; repeatable")
+        c.add_argument("--group", action="append", default=[], metavar="NAME", help="a group resource; repeatable")
+        c.add_argument("--transactional-id", action="append", default=[], metavar="ID",
+                       help="a transactional id resource; repeatable")
         c.add_argument("--cluster", action="store_true", help="the cluster resource")
         c.add_argument("--resource-pattern-type", choices=_PATTERNS if action != "add" else _PATTERNS[:2],
-                       default="literal" if action == "add" else None)
+                       default="literal" if action == "add" else None,
+                       help="how resource names match: literal, prefixed" + (", match (all that apply), any"
+                                                                             if action != "add" else ""))
         if action == "list":
             c.add_argument("--principal", help="only the entries of this principal")
         else:
-            c.add_argument("--allow-principal", action="append", default=[], metavar="User:NAME")
-            c.add_argument("--deny-principal", action="append", default=[], metavar="User:NAME")
-            c.add_argument("--allow-host", action="append", default=[], metavar="HOST")
-            c.add_argument("--deny-host", action="append", default=[], metavar="HOST")
-            c.add_argument("--operation", action="append", default=[], type=_operation, metavar="OP")
+            c.add_argument("--allow-principal", action="append", default=[], metavar="User:NAME",
+                           help="a principal allowed; repeatable")
+            c.add_argument("--deny-principal", action="append", default=[], metavar="User:NAME",
+                           help="a principal denied; repeatable")
+            c.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                           help="a host the allow entries hold for (default *); repeatable")
+            c.add_argument("--deny-host", action="append", default=[], metavar="HOST",
+                           help="a host the deny entries hold for (default *); repeatable")
+            c.add_argument("--operation", action="append", default=[], type=_operation, metavar="OP",
+                           help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+                                "AlterConfigs, IdempotentWrite or All; repeatable")
         c.set_defaults(func=lambda args, f=func: f(args, admin_for(args)))
 
 
@@ -100,6 +109,9 @@ def _add(args, opened: Admin) -> int:
                for (rtype, name), (permission, principal, host), op in product(resources, grants, args.operation)]
     with opened as admin:
         admin.create_acls(entries)
+    if args.output == "json":
+        _print_entries(args, entries)
+        return 0
     for entry in entries:
         print(f"added {acl_text(entry)}")
     return 0
@@ -145,6 +157,9 @@ def _remove(args, opened: Admin) -> int:
         filters.append(f)
     with opened as admin:
         deleted = admin.delete_acls(filters)
+    if args.output == "json":
+        _print_entries(args, deleted)
+        return 0
     for entry in deleted:
         print(f"removed {acl_text(entry)}")
     if not deleted:

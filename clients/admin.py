@@ -332,6 +332,12 @@ class Admin:
             handle.commit(plan, as_member=False)
         return plan
 
+    def log_bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        """(log start offset, log end offset) of each partition, from its leader."""
+        earliest = self._list_offsets(topic, partitions, -2)
+        latest = self._list_offsets(topic, partitions, -1)
+        return {p: (earliest[p], latest[p]) for p in partitions}
+
     def _list_offsets(self, topic: str, partitions: list[int], timestamp_ms: int) -> dict[int, int]:
         out = {}
         for p in partitions:

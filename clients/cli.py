@@ -4,8 +4,9 @@ Every command takes TLS settings and credentials (--tls-ca-file, --tls-cert-file
 --password, or --command-config FILE): see kanal.v1.command_config.
 
 Every command takes --bootstrap HOST:PORT[,...]; without it, $KANAL_BOOTSTRAP, else the cluster that
-`kanal dev` is running (it writes its address to ~/.kanal/dev.json). Describe and list commands print
-text or, with --output json, JSON. Errors are one line on stderr and a non-zero exit code.
+`kanal dev` is running (it writes its address to $KANAL_HOME/dev.json, ~/.kanal by default); with none of
+them, NO_CLUSTER. Every command prints text or, with --output json, JSON: data on stdout, an error as one
+JSON object on stderr. Errors are one line and a documented exit status (kanal.v1.cli_report; docs/cli.md).
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ import contextlib
 import getpass
 import json
 import os
-import statistics
 import sys
 import time
-from collections.abc import Sequence
 
 from kanal.clients.acls_cli import add_acls_parser
 from kanal.clients.admin import BROKER, TOPIC, Admin
+from kanal.clients.cli_formats import compile_format, parse_duration_ms, parse_timestamp_ms
 from kanal.clients.consumer import Consumer, ConsumerConfig
+from kanal.clients.perf_cli import add_perf_parser
 from kanal.clients.producer import Producer
-from kanal.clients.producer_batch import RecordFuture
 from kanal.clients.producer_config import ProducerConfig
+from kanal.v1.channel_security import ClientSecurity
+from kanal.v1.cli_report import EXIT_FAILED, OUTPUT_HELP, CommandParser, report_error
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.dev_state import dev_state_path, read_dev_state
 from kanal.v1.error import ErrorCode, KanalError
@@ -38,8 +40,9 @@ def default_bootstrap() -> str:
         return os.environ["KANAL_BOOTSTRAP"]
     state = read_dev_state()
     if state is None or not isinstance(state.get("bootstrap"), str):
-        raise KanalError(7, "no --bootstrap given, $KANAL_BOOTSTRAP unset, and no `kanal dev` cluster running "
-                            f"({dev_state_path()} not found)")
+        raise KanalError(ErrorCode.NO_CLUSTER, "no cluster to talk to: no --bootstrap given, $KANAL_BOOTSTRAP "
+                                               f"unset, and no `kanal dev` running ({dev_state_path()} not found, or "
+                                               "the kanal dev that wrote it has stopped)")
     return state["bootstrap"]
 
 
@@ -70,6 +73,11 @@ def _security(args):
     return args._security or None
 
 
+def _connection(args) -> tuple[str, ClientSecurity | None]:
+    """(bootstrap, security) of this command, for the commands that open producers and consumers."""
+    return _bootstrap(args), _security(args)
+
+
 def _print(args, text_lines, data) -> None:
     if args.output == "json":
         print(json.dumps(data, indent=2, sort_keys=True))
@@ -83,7 +91,7 @@ def _configs(pairs: list[str]) -> dict[str, str]:
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise KanalError(23, f"--config expects key=value, got {pair!r}")
+            raise KanalError(ErrorCode.INVALID_CONFIG, f"--config expects key=value, got {pair!r}")
         out[key] = value
     return out
 
@@ -92,9 +100,18 @@ def _configs(pairs: list[str]) -> dict[str, str]:
 
 def topics_create(args) -> int:
     with _admin(args) as admin:
-        topic_id = admin.create_topic(args.name, args.partitions, args.replication_factor, _configs(args.config))
-    print(f"created topic {args.name} ({topic_id}) with {args.partitions} partitions, "
-          f"replication factor {args.replication_factor}")
+        try:
+            topic_id = admin.create_topic(args.name, args.partitions, args.replication_factor,
+                                          _configs(args.config))
+        except KanalError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS or not args.if_not_exists:
+                raise
+            _print(args, [f"topic {args.name} exists already"], {"topic": args.name, "created": False})
+            return 0
+    _print(args, [(f"created topic {args.name} ({topic_id}) with {args.partitions} partitions, "
+                   f"replication factor {args.replication_factor}")],
+           {"topic": args.name, "topic_id": topic_id, "created": True, "partitions": args.partitions,
+            "replication_factor": args.replication_factor})
     return 0
 
 
@@ -105,10 +122,28 @@ def topics_list(args) -> int:
     return 0
 
 
+def _partition_filter(args, admin: Admin, topic: str):
+    """kafka-topics' partition filters: which partitions of `topic` to show (None: all)."""
+    if args.under_replicated_partitions:
+        return lambda p: len(p.isr) < len(p.replicas)
+    if args.unavailable_partitions:
+        return lambda p: p.leader < 0 or bool(p.offline_reason)
+    if args.at_min_isr_partitions:
+        entries = {e.key: e.value for e in admin.describe_configs(TOPIC, topic)}
+        min_isr = int(entries.get("min.insync.replicas", "1"))
+        return lambda p: len(p.isr) == min_isr
+    return None
+
+
 def topics_describe(args) -> int:
     with _admin(args) as admin:
         names = [args.name] if args.name else admin.list_topics()
         descriptions = [admin.describe_topic(n) for n in names]
+        keep = {d.name: _partition_filter(args, admin, d.name) for d in descriptions}
+    if any(keep.values()):  # only the partitions asked for, and only topics that have some
+        for d in descriptions:
+            d.partitions[:] = [p for p in d.partitions if keep[d.name](p)]
+        descriptions = [d for d in descriptions if d.partitions]
     data = [{"name": d.name, "topic_id": d.topic_id, "internal": d.internal, "configs": d.configs,
              "partitions": [{"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
                              "replicas": list(p.replicas), "isr": list(p.isr),
@@ -129,8 +164,14 @@ def topics_describe(args) -> int:
 
 def topics_delete(args) -> int:
     with _admin(args) as admin:
-        admin.delete_topic(args.name)
-    print(f"deleted topic {args.name}")
+        try:
+            admin.delete_topic(args.name)
+        except KanalError as exc:
+            if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or not args.if_exists:
+                raise
+            _print(args, [f"no topic {args.name}"], {"topic": args.name, "deleted": False})
+            return 0
+    _print(args, [f"deleted topic {args.name}"], {"topic": args.name, "deleted": True})
     return 0
 
 
@@ -140,7 +181,9 @@ def topics_alter(args) -> int:
             admin.create_partitions(args.name, args.partitions)
         if args.config or args.delete_config:
             admin.alter_configs(TOPIC, args.name, _configs(args.config), args.delete_config)
-    print(f"altered topic {args.name}")
+    _print(args, [f"altered topic {args.name}"],
+           {"topic": args.name, "partitions": args.partitions, "set": _configs(args.config),
+            "deleted": args.delete_config or []})
     return 0
 
 
@@ -176,7 +219,10 @@ def produce(args) -> int:
         producer.flush()
     if failures:
         raise failures[0]
-    print(f"produced {count} records to {args.topic}", file=sys.stderr)
+    if args.output == "json":
+        print(json.dumps({"topic": args.topic, "records": count}))
+    else:
+        print(f"produced {count} records to {args.topic}", file=sys.stderr)
     return 0
 
 
@@ -186,6 +232,13 @@ def consume(args) -> int:
     (--from-beginning only decides where partitions without one start), committing what was printed."""
     with _admin(args) as admin:
         partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
+        if args.partition is not None and args.partition not in partitions:
+            raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"{args.topic} has no partition {args.partition} (it has {len(partitions)})")
+        if args.offset is not None and not args.group:
+            _check_offset(args, admin, [args.partition] if args.partition is not None else partitions)
+    from_timestamp = None if args.from_timestamp is None else parse_timestamp_ms(args.from_timestamp)
+    args.render = compile_format(args.format) if args.format else None
     reset = "earliest" if args.from_beginning else "latest"
     if args.group:
         if args.partition is not None or args.offset is not None or args.from_timestamp is not None:
@@ -214,8 +267,8 @@ def consume(args) -> int:
             tp = (args.topic, p)
             if args.offset is not None:
                 consumer.seek(tp, args.offset)
-            elif args.from_timestamp is not None:
-                consumer.seek_to_timestamp(tp, args.from_timestamp)
+            elif from_timestamp is not None:
+                consumer.seek_to_timestamp(tp, from_timestamp)
             elif args.from_beginning:
                 consumer.seek_to_beginning([tp])
     seen = 0
@@ -245,8 +298,23 @@ def consume(args) -> int:
     return 0
 
 
+def _check_offset(args, admin: Admin, partitions: list[int]) -> None:
+    """--offset must lie in every chosen partition's log (start..end: the end is where the next record
+    goes, so reading from it waits for new records); else OFFSET_OUT_OF_RANGE, rather than nothing printed."""
+    if args.offset < 0:
+        raise KanalError(ErrorCode.INVALID_REQUEST, f"--offset {args.offset}: offsets are 0 or more")
+    for p, (start, end) in sorted(admin.log_bounds(args.topic, partitions).items()):
+        if not start <= args.offset <= end:
+            held = f"holds offsets {start} to {end - 1}" if end > start else f"is empty (log end {end})"
+            raise KanalError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {args.offset} is outside {args.topic}-{p}'s log: it {held}; "
+                             f"--offset {end} waits for the next record")
+
+
 def _print_record(args, r) -> None:
-    if args.output == "json":
+    if getattr(args, "render", None) is not None:
+        print(args.render(r), end="", flush=True)  # as kcat: the format ends its lines itself (\n)
+    elif args.output == "json":
         out = {"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp_ms}
         put_bytes(out, "key", r.key)
         put_bytes(out, "value", r.value)
@@ -277,8 +345,24 @@ def groups_list(args) -> int:
 
 
 def groups_describe(args) -> int:
+    if bool(args.group) == bool(args.all_groups):
+        raise KanalError(ErrorCode.INVALID_REQUEST, "groups describe takes a GROUP or --all-groups")
     with _admin(args) as admin:
-        info = admin.describe_group(args.group)
+        groups = sorted(admin.list_groups()) if args.all_groups else [args.group]
+        infos = [admin.describe_group(g) for g in groups]
+    lines: list[str] = []
+    data = []
+    for info in infos:
+        group_lines, group_data = _group_view(args, info)
+        lines += group_lines
+        data.append(group_data)
+    _print(args, lines, data if args.all_groups else data[0])
+    return 0
+
+
+def _group_view(args, info) -> tuple[list[str], dict]:
+    """One group's lines and JSON: offsets and lag (the default), --members or --state, as
+    kafka-consumer-groups --describe prints them."""
     owner = {(t.topic, p): m.member_id for m in info.members for t in m.assignment.partitions for p in t.partitions}
     offsets = [{"topic": o.topic, "partition": o.partition, "committed_offset": o.committed_offset,
                 "log_end_offset": o.log_end_offset, "lag": o.lag, "member_id": owner.get((o.topic, o.partition), "")}
@@ -295,8 +379,18 @@ def groups_describe(args) -> int:
              f"{'TOPIC':<24} {'PARTITION':>9} {'COMMITTED':>10} {'LOG-END':>10} {'LAG':>8}  MEMBER"]
     lines += [f"{o['topic']:<24} {o['partition']:>9} {o['committed_offset']:>10} {o['log_end_offset']:>10} "
               f"{o['lag']:>8}  {o['member_id'] or '-'}" for o in offsets]
-    _print(args, lines, data)
-    return 0
+    if args.state:
+        data = {k: data[k] for k in ("group", "state", "protocol", "generation", "coordinator")}
+        data["members"] = len(info.members)
+        lines = [f"{'GROUP':<24} {'COORDINATOR':>11} {'STATE':<20} {'PROTOCOL':<20} {'MEMBERS':>7}",
+                 (f"{info.group_id:<24} {info.coordinator:>11} {info.state:<20} {info.protocol or '-':<20} "
+                  f"{len(info.members):>7}")]
+    elif args.members:
+        data = {"group": data["group"], "state": data["state"], "members": data["members"]}
+        lines = [f"{'GROUP':<24} {'MEMBER-ID':<40} {'CLIENT-ID':<24} {'HOST':<20} {'PARTITIONS':>10}"]
+        lines += [f"{info.group_id:<24} {m['member_id']:<40} {m['client_id']:<24} {m['host'] or '-':<20} "
+                  f"{len(m['partitions']):>10}" for m in data["members"]]
+    return lines, data
 
 
 def groups_reset_offsets(args) -> int:
@@ -308,8 +402,10 @@ def groups_reset_offsets(args) -> int:
         to, value = "offset", args.to_offset
     elif args.shift_by is not None:
         to, value = "shift", args.shift_by
+    elif args.by_duration is not None:  # now minus the duration, as Kafka's --by-duration
+        to, value = "datetime", int(time.time() * 1000) - parse_duration_ms(args.by_duration)
     else:
-        to, value = "datetime", args.to_datetime
+        to, value = "datetime", parse_timestamp_ms(args.to_datetime)
     with _admin(args) as admin:
         plan = admin.reset_group_offsets(args.group, args.topic, to=to, value=value, execute=args.execute)
     verb = "reset" if args.execute else "would reset (dry run; add --execute)"
@@ -322,7 +418,7 @@ def groups_reset_offsets(args) -> int:
 def groups_delete(args) -> int:
     with _admin(args) as admin:
         admin.delete_group(args.group)
-    print(f"deleted group {args.group}")
+    _print(args, [f"deleted group {args.group}"], {"group": args.group, "deleted": True})
     return 0
 
 
@@ -352,6 +448,11 @@ def configs(args) -> int:
     resource = TOPIC if args.topic else BROKER
     name = args.topic or str(args.broker)
     with _admin(args) as admin:
+        if args.broker is not None:  # a broker config of an id no broker has would print defaults only
+            registered = sorted(b.broker_id for b in admin.describe_cluster().brokers)
+            if args.broker not in registered:
+                raise KanalError(ErrorCode.UNKNOWN_BROKER, f"no broker {args.broker} is registered (brokers: "
+                                                           f"{', '.join(map(str, registered)) or 'none'})")
         if args.set or args.delete:
             admin.alter_configs(resource, name, _configs(args.set), args.delete)
         entries = admin.describe_configs(resource, name)
@@ -361,20 +462,21 @@ def configs(args) -> int:
 
 
 def quotas(args) -> int:
+    values: dict[str, float | None] = {}
+    if args.set or args.delete:  # checked before anything is sent: a bad value changes nothing
+        if not args.entity_type:
+            raise KanalError(ErrorCode.INVALID_QUOTA, "--set and --delete need --entity-type")
+        if args.client_id is not None and args.entity_type != "user":
+            raise KanalError(ErrorCode.INVALID_QUOTA, "--client-id goes with --entity-type user "
+                                                      "(Kafka's user+client-id entity)")
+        for key, text in _configs(args.set).items():
+            try:
+                values[key] = float(text)
+            except ValueError:
+                raise KanalError(ErrorCode.INVALID_QUOTA, f"quota {key} must be a number, got {text!r}") from None
+        values.update({k: None for k in args.delete or []})
     with _admin(args) as admin:
-        if args.set or args.delete:
-            if not args.entity_type:
-                raise KanalError(ErrorCode.INVALID_QUOTA, "--set and --delete need --entity-type")
-            if args.client_id is not None and args.entity_type != "user":
-                raise KanalError(ErrorCode.INVALID_QUOTA, "--client-id goes with --entity-type user "
-                                                          "(Kafka's user+client-id entity)")
-            values: dict[str, float | None] = {}
-            for key, text in _configs(args.set).items():
-                try:
-                    values[key] = float(text)
-                except ValueError:
-                    raise KanalError(ErrorCode.INVALID_QUOTA, f"quota {key} must be a number, got {text!r}") from None
-            values.update({k: None for k in args.delete or []})
+        if values:
             admin.alter_client_quota(args.entity_type, args.entity_name or "", values, client_id=args.client_id)
         found = admin.describe_client_quotas(args.entity_type or "", args.entity_name or "")
 
@@ -386,107 +488,6 @@ def quotas(args) -> int:
             for e, q in sorted(found.items())]
     _print(args, [f"{name(e)}: " + ", ".join(f"{k}={v:g}" for k, v in sorted(q.items()))
                   for e, q in sorted(found.items())], data)
-    return 0
-
-
-# ---- perf ----
-
-class _Progress:
-    """The perf commands' progress line on stderr, at most once a second (none with --quiet)."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.started = self.last = time.perf_counter()
-
-    def show(self, records: int, nbytes: int, *, final: bool = False) -> None:
-        now = time.perf_counter()
-        if self.quiet or (now - self.last < 1 and not final):
-            return
-        self.last = now
-        rate = records / (now - self.started)
-        print(f"\r{records:>12,} records  {rate:>12,.0f} records/s  {nbytes / (now - self.started) / 1e6:>8.1f} MB/s",
-              end="", file=sys.stderr, flush=True)
-
-    def end(self, records: int, nbytes: int) -> None:
-        """The last line, whatever the time since the previous one, then a newline."""
-        self.show(records, nbytes, final=True)
-        if not self.quiet:
-            print(file=sys.stderr)
-
-
-def _perf_summary(records: int, nbytes: int, elapsed_s: float, latencies_ms: list[float], **extra) -> dict:
-    summary = {"records": records, "seconds": round(elapsed_s, 3), "records_s": round(records / elapsed_s),
-               "mb_s": round(nbytes / elapsed_s / 1e6, 2), **extra}
-    if len(latencies_ms) >= 2:
-        q = statistics.quantiles(latencies_ms, n=100) if len(latencies_ms) >= 100 else sorted(latencies_ms)
-        summary["latency_ms_p50"] = round(statistics.median(latencies_ms), 2)
-        summary["latency_ms_p99"] = round(q[-1] if len(latencies_ms) < 100 else q[98], 2)
-    return summary
-
-
-def perf_produce(args) -> int:
-    config = ProducerConfig(bootstrap=_bootstrap(args), security=_security(args), acks=args.acks,
-                            enable_idempotence=args.acks == "all", compression=args.compression,
-                            client_id=args.client_id or "kanal-perf-producer")
-    value = os.urandom(args.record_size)
-    values = [value] * 1000
-    latencies: list[float] = []  # produce to acknowledgement, one chunk of 1,000 in 50
-    sent = 0
-    with Producer(config) as producer:
-        progress = _Progress(args.quiet)
-        while sent < args.num_records and time.perf_counter() - progress.started < args.max_seconds:
-            chunk = min(1000, args.num_records - sent)
-            t0 = time.perf_counter()
-            futures: Sequence[RecordFuture]
-            if args.per_record:  # the cost of one produce() call per record, as most applications make
-                futures = [producer.produce(args.topic, value) for _ in range(chunk)]
-            else:
-                futures = producer.produce_many(args.topic, values if chunk == 1000 else values[:chunk])
-            sent += chunk
-            if sent % 50_000 < chunk:
-                futures[-1].result(60)
-                latencies.append((time.perf_counter() - t0) * 1000)
-            progress.show(sent, sent * args.record_size)
-        producer.flush()
-        elapsed = time.perf_counter() - progress.started
-        throttle = producer.metrics()
-    progress.end(sent, sent * args.record_size)
-    print(json.dumps(_perf_summary(sent, sent * args.record_size, elapsed, latencies,
-                                   record_size=args.record_size, acks=args.acks,
-                                   api="produce" if args.per_record else "produce_many", **throttle)))
-    return 0
-
-
-def perf_consume(args) -> int:
-    """Reads the topic from its start. Latency is receive time minus each sampled record's timestamp: the
-    end-to-end latency while a producer runs, the records' age when reading what is already there."""
-    with _admin(args) as admin:
-        partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
-    consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args),
-                                       auto_offset_reset="earliest", max_poll_records=10_000,
-                                       client_id=args.client_id or "kanal-perf-consumer"))
-    consumer.assign([(args.topic, p) for p in partitions])
-    got = nbytes = 0
-    latencies: list[float] = []  # one record in 1,000
-    progress = _Progress(args.quiet)
-    idle_since = time.perf_counter()
-    while got < args.num_records and time.perf_counter() - progress.started < args.max_seconds:
-        records = consumer.poll(0.5)
-        if not records:
-            if time.perf_counter() - idle_since > 3:
-                break
-            continue
-        idle_since = time.perf_counter()
-        now_ms = time.time() * 1000
-        latencies.extend(now_ms - r.timestamp_ms for r in records[::1000])
-        got += len(records)
-        nbytes += sum(len(r.value or b"") for r in records)
-        progress.show(got, nbytes)
-    elapsed = time.perf_counter() - progress.started
-    throttle = consumer.metrics()
-    consumer.close()
-    progress.end(got, nbytes)
-    print(json.dumps(_perf_summary(got, nbytes, elapsed, latencies, **throttle)))
     return 0
 
 
@@ -506,14 +507,15 @@ def users_create(args) -> int:
     mechanisms = args.mechanism or sorted(MECHANISMS)
     with _admin(args) as admin:
         admin.create_user(args.name, password, mechanisms=mechanisms, iterations=args.iterations)
-    print(f"user {args.name}: {', '.join(mechanisms)} credentials stored ({args.iterations} iterations)")
+    _print(args, [f"user {args.name}: {', '.join(mechanisms)} credentials stored ({args.iterations} iterations)"],
+           {"user": args.name, "mechanisms": mechanisms, "iterations": args.iterations})
     return 0
 
 
 def users_delete(args) -> int:
     with _admin(args) as admin:
         removed = admin.delete_user(args.name, mechanisms=args.mechanism)
-    print(f"user {args.name}: removed {', '.join(removed)}")
+    _print(args, [f"user {args.name}: removed {', '.join(removed)}"], {"user": args.name, "removed": removed})
     return 0
 
 
@@ -545,109 +547,133 @@ _positive_float = _bounded_number(float, 1e-9, "positive")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--bootstrap", help="HOST:PORT[,...] of brokers (default: the running kanal dev cluster)")
-    common.add_argument("--output", choices=["text", "json"], default="text")
+    common = CommandParser(add_help=False)
+    common.add_argument("--bootstrap", help="HOST:PORT[,...] of brokers (default: $KANAL_BOOTSTRAP, else the "
+                                            "running `kanal dev`, found through $KANAL_HOME/dev.json)")
+    common.add_argument("--output", choices=["text", "json"], default="text", help=OUTPUT_HELP)
     add_client_security_flags(common)
-    p = argparse.ArgumentParser(prog="kanal", description="kanal client commands")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = CommandParser(prog="kanal", description="kanal client commands; --output json on every one")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    topics = sub.add_parser("topics", help="create, list, describe, delete, alter topics").add_subparsers(
-        dest="action", required=True)
-    c = topics.add_parser("create", parents=[common])
-    c.add_argument("name")
-    c.add_argument("--partitions", type=int, default=1)
-    c.add_argument("--replication-factor", type=int, default=1)
-    c.add_argument("--config", action="append", metavar="KEY=VALUE")
+    topics = sub.add_parser("topics", help="create, list, describe, delete, alter topics (kafka-topics)") \
+        .add_subparsers(dest="action", required=True, metavar="ACTION")
+    c = topics.add_parser("create", parents=[common], help="create a topic")
+    c.add_argument("name", help="the topic's name")
+    c.add_argument("--partitions", type=int, default=1, help="partition count (default 1)")
+    c.add_argument("--replication-factor", type=int, default=1, help="replicas per partition (default 1)")
+    c.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic config; repeatable")
+    c.add_argument("--if-not-exists", action="store_true", help="succeed, changing nothing, if the topic exists")
     c.set_defaults(func=topics_create)
-    c = topics.add_parser("list", parents=[common])
+    c = topics.add_parser("list", parents=[common], help="topic names")
     c.add_argument("--internal", action="store_true", help="include internal topics")
     c.set_defaults(func=topics_list)
-    c = topics.add_parser("describe", parents=[common])
-    c.add_argument("name", nargs="?")
+    c = topics.add_parser("describe", parents=[common], help="partitions, leaders, replicas, ISR and configs")
+    c.add_argument("name", nargs="?", help="the topic (default: every topic)")
+    only = c.add_mutually_exclusive_group()
+    only.add_argument("--under-replicated-partitions", action="store_true",
+                      help="only partitions whose ISR is smaller than their replica set")
+    only.add_argument("--unavailable-partitions", action="store_true", help="only partitions without a leader")
+    only.add_argument("--at-min-isr-partitions", action="store_true",
+                      help="only partitions whose ISR size equals min.insync.replicas")
     c.set_defaults(func=topics_describe)
-    c = topics.add_parser("delete", parents=[common])
-    c.add_argument("name")
+    c = topics.add_parser("delete", parents=[common], help="delete a topic and its data")
+    c.add_argument("name", help="the topic's name")
+    c.add_argument("--if-exists", action="store_true", help="succeed, changing nothing, if there is no such topic")
     c.set_defaults(func=topics_delete)
-    c = topics.add_parser("alter", parents=[common])
-    c.add_argument("name")
+    c = topics.add_parser("alter", parents=[common], help="add partitions or change a topic's configs")
+    c.add_argument("name", help="the topic's name")
     c.add_argument("--partitions", type=int, help="new total partition count")
-    c.add_argument("--config", action="append", metavar="KEY=VALUE")
-    c.add_argument("--delete-config", action="append", metavar="KEY")
+    c.add_argument("--config", action="append", metavar="KEY=VALUE", help="a config to set; repeatable")
+    c.add_argument("--delete-config", action="append", metavar="KEY", help="a config to reset; repeatable")
     c.set_defaults(func=topics_alter)
 
-    c = sub.add_parser("produce", parents=[common], help="produce one record per input line")
-    c.add_argument("topic")
+    c = sub.add_parser("produce", parents=[common],
+                       help="produce one record per line of stdin or --file (kafka-console-producer)")
+    c.add_argument("topic", help="the topic to write to")
     c.add_argument("--key-separator", help="split each line into key and value at the first SEP")
-    c.add_argument("--acks", choices=["0", "1", "all"], default="all")
-    c.add_argument("--partition", type=int)
-    c.add_argument("--header", action="append", metavar="KEY=VALUE")
+    c.add_argument("--acks", choices=["0", "1", "all"], default="all", help="acknowledgements to wait for")
+    c.add_argument("--partition", type=int, help="write every record to this partition")
+    c.add_argument("--header", action="append", metavar="KEY=VALUE", help="a header on every record; repeatable")
     c.add_argument("--file", help="read lines from FILE instead of stdin")
-    c.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    c.add_argument("--linger-ms", type=_non_negative_int, default=5)
+    c.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                   help="batch compression (default none)")
+    c.add_argument("--linger-ms", type=_non_negative_int, default=5, help="how long a batch waits to fill (ms)")
     c.set_defaults(func=produce)
 
-    c = sub.add_parser("consume", parents=[common], help="print records")
-    c.add_argument("topic")
-    c.add_argument("--from-beginning", action="store_true")
-    c.add_argument("--offset", type=int)
-    c.add_argument("--from-timestamp", type=int, help="milliseconds since the epoch")
-    c.add_argument("--partition", type=int)
-    c.add_argument("--max-messages", type=_positive_int)
-    c.add_argument("--group")
-    c.add_argument("--print-key", action="store_true")
-    c.add_argument("--key-separator", default="\t")
+    c = sub.add_parser("consume", parents=[common], help="print records (kafka-console-consumer, kcat -C)")
+    c.add_argument("topic", help="the topic to read")
+    c.add_argument("--from-beginning", action="store_true", help="start at the log start (default: the end)")
+    c.add_argument("--offset", type=int, help="start at this offset (it must be in the log: OFFSET_OUT_OF_RANGE)")
+    c.add_argument("--from-timestamp", metavar="TIME",
+                   help="start at the first record at or after TIME: ISO 8601 or milliseconds since the epoch")
+    c.add_argument("--partition", type=int, help="read only this partition")
+    c.add_argument("--max-messages", type=_positive_int, help="stop after this many records")
+    c.add_argument("--group", help="read as a member of this consumer group, committing what was printed")
+    c.add_argument("--print-key", action="store_true", help="print KEY<separator>VALUE")
+    c.add_argument("--key-separator", default="\t", help="between key and value with --print-key (default tab)")
+    c.add_argument("--format", metavar="FMT", help="kcat-style line format: %%t topic, %%p partition, %%o offset, "
+                                                   "%%T timestamp, %%k key, %%s value, %%h headers, \\n newline")
     c.add_argument("--timeout-s", type=_positive_float, default=None, help="stop after this long without records")
     c.set_defaults(func=consume)
 
-    groups = sub.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups").add_subparsers(
-        dest="action", required=True)
-    c = groups.add_parser("list", parents=[common])
+    groups = sub.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups "
+                                           "(kafka-consumer-groups)").add_subparsers(dest="action", required=True,
+                                                                                     metavar="ACTION")
+    c = groups.add_parser("list", parents=[common], help="groups and their states")
     c.set_defaults(func=groups_list)
-    c = groups.add_parser("describe", parents=[common], help="members, assignments, committed offsets and lag")
-    c.add_argument("group")
+    c = groups.add_parser("describe", parents=[common], help="committed offsets and lag; or members, or state")
+    c.add_argument("group", nargs="?", help="the group (or --all-groups)")
+    c.add_argument("--all-groups", action="store_true", help="describe every group")
+    view = c.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true", help="the members: id, client id, host, partition count")
+    view.add_argument("--state", action="store_true", help="the state, protocol, coordinator and member count")
     c.set_defaults(func=groups_describe)
     c = groups.add_parser("reset-offsets", parents=[common], help="move an empty group's committed offsets")
-    c.add_argument("group")
-    c.add_argument("--topic", required=True)
+    c.add_argument("group", help="the group")
+    c.add_argument("--topic", required=True, help="the topic whose partitions move")
     target = c.add_mutually_exclusive_group(required=True)
-    target.add_argument("--to-earliest", action="store_true")
-    target.add_argument("--to-latest", action="store_true")
-    target.add_argument("--to-offset", type=int)
-    target.add_argument("--shift-by", type=int)
-    target.add_argument("--to-datetime", type=int, metavar="MS", help="milliseconds since the epoch")
+    target.add_argument("--to-earliest", action="store_true", help="to each log's start")
+    target.add_argument("--to-latest", action="store_true", help="to each log's end")
+    target.add_argument("--to-offset", type=int, help="to this offset (clamped to the log)")
+    target.add_argument("--shift-by", type=int, help="by this many records from the committed offset")
+    target.add_argument("--to-datetime", metavar="TIME",
+                        help="to the first record at or after TIME: ISO 8601 or milliseconds since the epoch")
+    target.add_argument("--by-duration", metavar="DURATION",
+                        help="to the first record at or after now minus DURATION (ISO 8601, e.g. PT15M)")
     c.add_argument("--execute", action="store_true", help="commit the new offsets (default: show them)")
     c.set_defaults(func=groups_reset_offsets)
     c = groups.add_parser("delete", parents=[common], help="delete an empty group and its offsets")
-    c.add_argument("group")
+    c.add_argument("group", help="the group")
     c.set_defaults(func=groups_delete)
 
-    cluster = sub.add_parser("cluster", help="describe the cluster").add_subparsers(dest="action", required=True)
-    c = cluster.add_parser("describe", parents=[common])
+    cluster = sub.add_parser("cluster", help="describe the cluster: brokers and the controller quorum") \
+        .add_subparsers(dest="action", required=True, metavar="ACTION")
+    c = cluster.add_parser("describe", parents=[common], help="brokers, controllers, leader, term and lag")
     c.set_defaults(func=cluster_describe)
 
-    c = sub.add_parser("configs", parents=[common], help="describe or alter topic/broker configs")
+    c = sub.add_parser("configs", parents=[common], help="describe or alter topic/broker configs (kafka-configs)")
     target = c.add_mutually_exclusive_group(required=True)
-    target.add_argument("--topic")
-    target.add_argument("--broker", type=int)
-    c.add_argument("--set", action="append", metavar="KEY=VALUE")
-    c.add_argument("--delete", action="append", metavar="KEY")
+    target.add_argument("--topic", help="a topic's configs")
+    target.add_argument("--broker", type=int, help="a broker's configs (the id must be registered)")
+    c.add_argument("--set", action="append", metavar="KEY=VALUE", help="a config to set; repeatable")
+    c.add_argument("--delete", action="append", metavar="KEY", help="a config to reset; repeatable")
     c.set_defaults(func=configs)
 
-    c = sub.add_parser("quotas", parents=[common], help="describe or alter client quotas")
-    c.add_argument("--entity-type", choices=["user", "client-id"], default=None)
+    c = sub.add_parser("quotas", parents=[common], help="describe or alter client quotas (kafka-configs)")
+    c.add_argument("--entity-type", choices=["user", "client-id"], default=None, help="the kind of entity")
     c.add_argument("--entity-name", help="the entity's name; leave out for the default entity")
     c.add_argument("--client-id", default=None,
                    help="with --entity-type user: the user+client-id entity ('' the user's default client id)")
-    c.add_argument("--set", action="append", metavar="KEY=VALUE")
-    c.add_argument("--delete", action="append", metavar="KEY")
+    c.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="a quota to set (producer_byte_rate, consumer_byte_rate, request_percentage, ...)")
+    c.add_argument("--delete", action="append", metavar="KEY", help="a quota to remove; repeatable")
     c.set_defaults(func=quotas)
 
     add_acls_parser(sub, common, _admin)
-    users = sub.add_parser("users", help="create, delete, list users (SCRAM credentials)").add_subparsers(
-        dest="action", required=True)
+    users = sub.add_parser("users", help="create, delete, list users (SCRAM credentials)") \
+        .add_subparsers(dest="action", required=True, metavar="ACTION")
     c = users.add_parser("create", parents=[common], help="create a user or change its password")
-    c.add_argument("name")
+    c.add_argument("name", help="the user's name")
     c.add_argument("--mechanism", action="append", choices=sorted(MECHANISMS),
                    help="SCRAM mechanism(s) to store (default: SCRAM-SHA-256 and SCRAM-SHA-512)")
     c.add_argument("--iterations", type=int, default=ITERATIONS_DEFAULT,
@@ -657,38 +683,15 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--user-password-stdin", action="store_true", help="read the password from stdin's first line")
     c.set_defaults(func=users_create)
     c = users.add_parser("delete", parents=[common], help="delete a user's credentials")
-    c.add_argument("name")
+    c.add_argument("name", help="the user's name")
     c.add_argument("--mechanism", action="append", choices=sorted(MECHANISMS),
                    help="only this mechanism's credential (default: all of the user's)")
     c.set_defaults(func=users_delete)
     c = users.add_parser("list", parents=[common], help="users and their mechanisms")
-    c.add_argument("name", nargs="*")
+    c.add_argument("name", nargs="*", help="only these users (default: all)")
     c.set_defaults(func=users_list)
 
-    perf = sub.add_parser("perf", help="load generators").add_subparsers(dest="action", required=True)
-    c = perf.add_parser("produce", parents=[common])
-    c.add_argument("topic")
-    c.add_argument("--num-records", type=_positive_int, default=1_000_000)
-    c.add_argument("--record-size", type=_positive_int, default=100)
-    c.add_argument("--acks", choices=["0", "1", "all"], default="1")
-    c.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    c.add_argument("--max-seconds", type=_positive_float, default=60)
-    c.add_argument("--quiet", action="store_true")
-    c.add_argument("--per-record", action="store_true",
-                   help="call produce() once per record (default: produce_many() once per 1,000 records)")
-    c.add_argument(
-        "--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-producer)"
-    )
-    c.set_defaults(func=perf_produce)
-    c = perf.add_parser("consume", parents=[common])
-    c.add_argument("topic")
-    c.add_argument("--num-records", type=_positive_int, default=1_000_000)
-    c.add_argument("--max-seconds", type=_positive_float, default=60)
-    c.add_argument("--quiet", action="store_true")
-    c.add_argument(
-        "--client-id", default=None, help="the client id brokers key quotas on (default kanal-perf-consumer)"
-    )
-    c.set_defaults(func=perf_consume)
+    add_perf_parser(sub, common, _connection, _admin, _positive_int, _positive_float)
     return p
 
 
@@ -698,7 +701,6 @@ def main(argv: list[str]) -> int:
     try:
         return args.func(args)
     except KanalError as exc:
-        print(f"kanal: {exc}", file=sys.stderr)
-        return 1
+        return report_error(exc.code, exc.message, EXIT_FAILED)
     except BrokenPipeError:
         return 0

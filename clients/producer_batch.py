@@ -149,6 +149,7 @@ class ProducerBatch:
         "base_offset",
         "base_sequence",
         "callbacks",
+        "completed_s",
         "created_s",
         "deadline_s",
         "done",
@@ -171,6 +172,7 @@ class ProducerBatch:
         self.created_s = created_s
         self.callbacks: list[tuple[int, DeliveryCallback]] = []
         self.done = threading.Event()
+        self.completed_s = 0.0  # time.monotonic() of complete(): `kanal perf produce` times records by it
         self.base_offset = -1
         self.error: KanalError | None = None
         # Encoded once, on first send, as the pieces that join to the producer bytes
@@ -221,6 +223,7 @@ class ProducerBatch:
     def complete(self, base_offset: int, error: KanalError | None) -> None:
         self.base_offset = base_offset
         self.error = error
+        self.completed_s = time.monotonic()
         self.done.set()
         if self.callbacks:
             timestamps = self.records.timestamps  # the C list builds a new list per read: read it once
@@ -283,6 +286,13 @@ class RecordFutures(Sequence[RecordFuture]):
     def __iter__(self) -> Iterator[RecordFuture]:
         batches = self._batches
         return (RecordFuture(batches[o], i) for o, i in zip(self._owners, self._indexes))
+
+    def batch_counts(self) -> list[tuple[ProducerBatch, int]]:
+        """Each batch these records went into and how many of them it holds (a perf run's latencies)."""
+        counts: dict[int, int] = {}
+        for owner in self._owners:
+            counts[owner] = counts.get(owner, 0) + 1
+        return [(self._batches[owner], n) for owner, n in counts.items()]
 
     def done(self) -> bool:
         """Whether every record's batch is finished."""

@@ -9,7 +9,6 @@ and that the group committed up to the end. Then it stops every process.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import signal
 import sys
@@ -22,6 +21,7 @@ from kanal.clients.admin import Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer, ProducerConfig
 from kanal.deploy.local_cluster import LocalCluster
+from kanal.v1.cli_report import CommandParser
 
 TOPIC = "orders"
 PARTITIONS = 3
@@ -33,7 +33,7 @@ def say(text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kanal demo", description=__doc__.splitlines()[0])
+    parser = CommandParser(prog="kanal demo", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=None, help="cluster data (default: a temp dir, removed)")
     parser.add_argument("--records", type=int, default=100_000, help="records to produce (1..5,000,000)")
     args = parser.parse_args(argv)

@@ -30,7 +30,6 @@ Each node serves Prometheus metrics on a port of its own (`metrics`, HOST:PORT; 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -41,7 +40,9 @@ import threading
 from pathlib import Path
 
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
-from kanal.v1.dev_state import dev_state_path, kanal_home
+from kanal.v1.cli_report import OUTPUT_HELP, CommandParser, command_error
+from kanal.v1.dev_state import dev_state_path, kanal_home, process_alive
+from kanal.v1.error import ErrorCode
 
 KANAL_HOME = kanal_home()
 STATE_FILE = dev_state_path()
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="kanal dev", description=__doc__.splitlines()[0],
+    p = CommandParser(prog="kanal dev", description=__doc__.splitlines()[0],
                                 epilog="Also: `kanal dev status`, `kanal dev restart NODE`.")
     p.add_argument("--data-dir", type=Path, default=KANAL_HOME / "dev-data")
     p.add_argument("--controllers", type=int, default=3)
@@ -246,7 +247,7 @@ def _running_state() -> dict | None:
         state = json.loads(STATE_FILE.read_text())
     except (FileNotFoundError, ValueError):
         return None
-    return state if _alive(state.get("pid")) else None
+    return state if process_alive(state.get("pid")) else None
 
 
 def _call(request: dict, timeout_s: float) -> dict:
@@ -262,14 +263,13 @@ def _call(request: dict, timeout_s: float) -> dict:
 
 
 def _status_command(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="kanal dev status", description="Show every node of the running kanal dev.")
-    p.add_argument("--output", choices=("text", "json"), default="text")
+    p = CommandParser(prog="kanal dev status", description="Show every node of the running kanal dev.")
+    p.add_argument("--output", choices=("text", "json"), default="text", help=OUTPUT_HELP)
     args = p.parse_args(argv)
     try:
         reply = _call({"op": "status"}, timeout_s=30)
     except (OSError, ValueError) as exc:
-        print(f"kanal dev status: {exc}", file=sys.stderr)
-        return 1
+        return command_error("kanal dev status", f"no running `kanal dev` answers: {exc}", ErrorCode.NO_CLUSTER)
     nodes = reply["nodes"]
     if args.output == "json":
         print(json.dumps(nodes))
@@ -282,30 +282,22 @@ def _status_command(argv: list[str]) -> int:
 
 
 def _restart_command(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="kanal dev restart",
+    p = CommandParser(prog="kanal dev restart",
                                 description="Restart one node of the running kanal dev on its data.")
     p.add_argument("node", help="a node name as `kanal dev status` shows it, e.g. broker-1 or controller-0")
+    p.add_argument("--output", choices=("text", "json"), default="text", help=OUTPUT_HELP)
     args = p.parse_args(argv)
     try:
         reply = _call({"op": "restart", "node": args.node}, timeout_s=RESTART_READY_S_MAX + 30)
     except (OSError, ValueError) as exc:
-        print(f"kanal dev restart: {exc}", file=sys.stderr)
-        return 1
+        return command_error("kanal dev restart", f"no running `kanal dev` answers: {exc}", ErrorCode.NO_CLUSTER)
     if not reply.get("ok"):
-        print(f"kanal dev restart: {reply.get('error')}", file=sys.stderr)
-        return 1
+        return command_error("kanal dev restart", str(reply.get("error")))
     node = reply["node"]
-    print(f"{node['name']} {node['endpoint']} pid {node['pid']} {node['state']}")
+    if args.output == "json":
+        print(json.dumps(node))
+    else:
+        print(f"{node['name']} {node['endpoint']} pid {node['pid']} {node['state']}")
     return 0
 
 
-def _alive(pid) -> bool:
-    if not isinstance(pid, int):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -33,6 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kanal.v1.cli_report import CommandParser, command_error
+from kanal.v1.error import ErrorCode
+
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 REQUEST_TIMEOUT_S = 10.0
@@ -113,12 +116,14 @@ def access_from(args: argparse.Namespace, environ: Mapping[str, str]) -> ApiAcce
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kanal node-zone", description=__doc__.split("\n")[0], allow_abbrev=False)
+    p = CommandParser(prog="kanal node-zone", description=__doc__.split("\n")[0], allow_abbrev=False)
     p.add_argument("--output", required=True, type=Path, help="file to write the zone to (the broker's --rack-file)")
     p.add_argument("--node", default=None, help="node name (default: $NODE_NAME, from the downward API)")
     p.add_argument("--api-server", default="", help="API server URL (default: from KUBERNETES_SERVICE_HOST/PORT)")
-    p.add_argument("--token-file", default=str(SERVICE_ACCOUNT_DIR / "token"))
-    p.add_argument("--ca-file", default=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
+    p.add_argument("--token-file", default=str(SERVICE_ACCOUNT_DIR / "token"),
+                   help="the service account token (default: the mounted one)")
+    p.add_argument("--ca-file", default=str(SERVICE_ACCOUNT_DIR / "ca.crt"),
+                   help="the API server's CA certificate (default: the mounted one)")
     return p
 
 
@@ -130,18 +135,16 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         return EXIT_USAGE if exc.code else EXIT_OK
     node_name = args.node or environ.get("NODE_NAME", "")
     if not node_name:
-        print("kanal node-zone: error: no node name: set NODE_NAME (fieldRef spec.nodeName) or --node",
-              file=sys.stderr)
-        return EXIT_USAGE
+        return command_error("kanal node-zone: error", "no node name: set NODE_NAME (fieldRef spec.nodeName) or --node",
+                             exit_status=EXIT_USAGE)
     try:
         zone = zone_of(read_node(access_from(args, environ), node_name))
         write_zone(args.output, zone)
     except NodeZoneError as exc:
-        print(f"kanal node-zone: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return command_error("kanal node-zone: error", str(exc), ErrorCode.BROKER_NOT_AVAILABLE)
     except OSError as exc:
-        print(f"kanal node-zone: error: cannot write {args.output}: {exc.strerror}", file=sys.stderr)
-        return EXIT_FAILED
+        return command_error("kanal node-zone: error", f"cannot write {args.output}: {exc.strerror}",
+                             ErrorCode.STORAGE_ERROR)
     print(f"kanal node-zone: node {node_name} is in zone {zone!r}" if zone
           else f"kanal node-zone: node {node_name} has no zone label; no rack")
     return EXIT_OK

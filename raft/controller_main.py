@@ -17,6 +17,8 @@ import threading
 from collections.abc import Sequence
 
 from kanal.raft.controller_config import ControllerConfigError, parse_controller_args
+from kanal.v1.cli_report import command_error
+from kanal.v1.error import ErrorCode
 from kanal.v1.server_logging import setup_logging
 
 EXIT_OK = 0
@@ -29,14 +31,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = parse_controller_args(args)
     except ControllerConfigError as exc:
-        print(f"kanal controller: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return command_error("kanal controller: error", str(exc), exit_status=EXIT_USAGE)
     if config.cluster_secret is not None:
         from pysyncobj import HAS_CRYPTO
 
         if not HAS_CRYPTO:
-            print("kanal controller: error: --cluster-secret needs the 'cryptography' package", file=sys.stderr)
-            return EXIT_USAGE
+            return command_error("kanal controller: error", "--cluster-secret needs the 'cryptography' package",
+                                 ErrorCode.MISSING_DEPENDENCY, EXIT_USAGE)
     setup_logging(config.log_format, config.log_level, f"controller-{config.controller_id}")
     from kanal.raft.controller_server import ControllerServer, StartupError
 
@@ -48,8 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.start()
     except StartupError as exc:
         logging.getLogger("kanal.raft").error("%s", exc)
-        print(f"kanal controller: error: {exc}", file=sys.stderr)
-        return EXIT_STARTUP_FAILED
+        return command_error("kanal controller: error", str(exc), ErrorCode.UNKNOWN_SERVER_ERROR,
+                             EXIT_STARTUP_FAILED)
     try:
         while not stop.wait(1.0):
             pass

@@ -42,6 +42,7 @@ from kanal.metadata.log_codec import decode_entry
 from kanal.metadata.snapshot_file import SnapshotFileError, decode_snapshot_file, parse_snapshot_file_name
 from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME
 from kanal.v1.batch import CorruptEntry
+from kanal.v1.cli_report import OUTPUT_HELP, CommandParser, command_error
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.dev_state import dev_state_path, read_dev_state
 from kanal.v1.error import KanalError
@@ -210,7 +211,7 @@ class Shell:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="kanal metadata",
         description="Browse the metadata image as a tree, from a controller or offline from a controller's "
                     "data directory (Kafka's kafka-metadata-shell).",
@@ -221,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--data-dir", type=Path, help="a controller's data directory, read offline")
     parser.add_argument("command", nargs="*", metavar="COMMAND",
                         help="ls [PATH] | cat PATH | tree [PATH]; none: an interactive shell on stdin")
+    parser.add_argument("--output", choices=("text", "json"), default="text",
+                        help=f"{OUTPUT_HELP}; with a COMMAND: ls gives a JSON list of names, cat and tree the "
+                             "node as one JSON document")
     add_client_security_flags(parser)
     return parser
 
@@ -241,18 +245,21 @@ def main(argv: list[str]) -> int:
             settings = layered_settings(args, os.environ, read_dev_state(), talks_to_dev=not args.controller)
             image = image_from_controller(args.controller or _dev_controller(), security=security_from(settings))
     except KanalError as exc:
-        print(f"kanal metadata: error: {exc.message}", file=sys.stderr)
-        return EXIT_FAILED
+        return command_error("kanal metadata: error", exc.message, exc.code)
     except ShellError as exc:
-        print(f"kanal metadata: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return command_error("kanal metadata: error", str(exc))
     shell = Shell(image_tree(image))
     if args.command:
         try:
             lines = shell.run(args.command)
+            if args.output == "json":
+                if args.command[0] in ("cat", "tree"):
+                    lines = [json.dumps(resolve(shell.tree, shell.cwd, args.command[1] if len(args.command) > 1
+                                                else "")[1], indent=2)]
+                else:
+                    lines = [json.dumps(lines)]
         except ShellError as exc:
-            print(f"kanal metadata: error: {exc}", file=sys.stderr)
-            return EXIT_FAILED
+            return command_error("kanal metadata: error", str(exc))
         for out in lines:
             print(out)
         return EXIT_OK

@@ -10,7 +10,6 @@ status: 0, or 1 when damage was found or the job failed, 2 for bad arguments.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from kanal.spark.cli_common import (
@@ -21,27 +20,27 @@ from kanal.spark.cli_common import (
     security_of,
     spark_missing,
 )
+from kanal.v1.cli_report import CommandParser, command_error
+from kanal.v1.error import ErrorCode, KanalError
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="kanal analytics", description=__doc__.splitlines()[0])
+    p = CommandParser(prog="kanal analytics", description=__doc__.splitlines()[0])
     add_common_args(p, "analytics")
     p.add_argument("--topics", help="comma-separated topics (default: every non-internal topic)")
     p.add_argument("--hot-keys", type=int, default=10, help="hottest keys kept per topic (default 10)")
     args = p.parse_args(argv)
     missing = spark_missing()
-    if missing:
-        print(f"kanal analytics: {missing}", file=sys.stderr)
-        return 1
+    if missing:  # one line naming what to install, exit 1 (MISSING_DEPENDENCY)
+        raise KanalError(ErrorCode.MISSING_DEPENDENCY, f"kanal analytics {missing}")
     if args.hot_keys < 1:
         p.error("--hot-keys must be >= 1")
     data_dir = None
     if not args.bootstrap:
         data_dir = resolve_data_dir(args)
         if not data_dir.is_dir():
-            print(f"kanal analytics: no data directory {data_dir} (start `kanal dev`, give --data-dir or "
-                  "--bootstrap)", file=sys.stderr)
-            return 2
+            return command_error("kanal analytics", f"no data directory {data_dir} (start `kanal dev`, give "
+                                 "--data-dir or --bootstrap)", exit_status=2)
     if data_dir is not None:
         from kanal.spark.copy_plan import no_image_warning
 
@@ -58,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                      lambda spark: run_analytics(spark, data_dir=data_dir, bootstrap=args.bootstrap, out_dir=args.out,
                                                  topics=topics, hot_keys_max=args.hot_keys, fail_fast=args.fail_fast,
                                                  split_bytes=args.split_bytes, security=security),
-                     analytics_html, analytics_summary, args.out)
+                     analytics_html, analytics_summary, args.out, as_json=args.output == "json")
     if result is None:
         return 1
     report_findings("analytics", result.notices, result.damage)

@@ -24,22 +24,23 @@ from kanal.spark.cli_common import (
     security_of,
     spark_missing,
 )
+from kanal.v1.cli_report import CommandParser, command_error
+from kanal.v1.error import ErrorCode, KanalError
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="kanal audit", description=__doc__.splitlines()[0])
+    p = CommandParser(prog="kanal audit", description=__doc__.splitlines()[0])
     add_common_args(p, "audit")
     p.add_argument("--controllers", help="controller endpoints host:port,... to compare the replayed image with "
                    "(default: kanal dev's, or the quorum of --bootstrap)")
     args = p.parse_args(argv)
     missing = spark_missing()
-    if missing:
-        print(f"kanal audit: {missing}", file=sys.stderr)
-        return 1
+    if missing:  # one line naming what to install, exit 1 (MISSING_DEPENDENCY)
+        raise KanalError(ErrorCode.MISSING_DEPENDENCY, f"kanal audit {missing}")
     data_dir = resolve_data_dir(args)
     if not data_dir.is_dir():
-        print(f"kanal audit: no data directory {data_dir} (start `kanal dev` or give --data-dir)", file=sys.stderr)
-        return 2
+        return command_error("kanal audit", f"no data directory {data_dir} (start `kanal dev` or give --data-dir)",
+                             exit_status=2)
     security = security_of(args)
     controllers = _controllers(args, security)
     from kanal.spark.audit import run_audit
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                      lambda spark: run_audit(spark, data_dir, args.out, controllers=controllers,
                                              fail_fast=args.fail_fast, split_bytes=args.split_bytes,
                                              security=security),
-                     audit_html, audit_summary, args.out)
+                     audit_html, audit_summary, args.out, as_json=args.output == "json")
     if result is None:
         return 1
     report_findings("audit", result.notices, result.damage)

@@ -24,7 +24,9 @@ import grpc
 from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
 from kanal.v1 import admin_pb2, broker_pb2_grpc
 from kanal.v1.channel_security import ClientSecurity, open_channel
+from kanal.v1.cli_report import OUTPUT_HELP, command_error
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
+from kanal.v1.error import ErrorCode
 
 R = TypeVar("R")
 KANAL_HOME = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal"))
@@ -49,6 +51,8 @@ def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--fail-fast", action="store_true", help="stop at the first damaged segment instead of "
                    "reporting it and reading the rest")
     p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--output", choices=("text", "json"), default="text",
+                   help=f"{OUTPUT_HELP} (the summary lines and where the tables and report are)")
     p.add_argument(
         "--split-bytes",
         type=_split_bytes,
@@ -171,8 +175,8 @@ def report_findings(command: str, notices: list[str], lost: list[str]) -> None:
 
 
 def run_job(command: str, master: str, quiet: bool, step: str, job: Callable[..., R],
-            report_html: Callable[[R], str], summary: Callable[[R], list[str]], out: Path
-            ) -> R | None:
+            report_html: Callable[[R], str], summary: Callable[[R], list[str]], out: Path,
+            as_json: bool = False) -> R | None:
     """Run `job(spark)` with a progress line, write `out/report.html` and print the summary (both computed
     while the session is up: they may read the result's DataFrames). A session already running in this
     process (an embedding program, the tests) is used and left running; one started here is stopped.
@@ -192,11 +196,14 @@ def run_job(command: str, master: str, quiet: bool, step: str, job: Callable[...
             (out / "report.html").write_text(report_html(result))
             lines = summary(result)
     except Exception as exc:  # noqa: BLE001 - a command reports any failure in one line and an exit status
-        print(f"kanal {command}: failed: {exc}", file=sys.stderr)
+        command_error(f"kanal {command}: failed", str(exc), ErrorCode.UNKNOWN_SERVER_ERROR)
         return None
     finally:
         if owned:
             spark.stop()
+    if as_json:
+        print(json.dumps({"summary": lines, "out": str(out), "report": str(out / "report.html")}))
+        return result
     for line in lines:
         print(line)
     print(f"tables and report: {out} (report.html)")

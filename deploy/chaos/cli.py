@@ -33,6 +33,7 @@ from kanal.deploy.chaos.checker import check
 from kanal.deploy.chaos.history import read_history
 from kanal.deploy.chaos.mutation import MUTATIONS
 from kanal.deploy.chaos.schedule import FAULT_KINDS, ScheduleOptions, schedule
+from kanal.v1.cli_report import CommandParser, command_error
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.error import KanalError
 
@@ -54,7 +55,7 @@ def faults(text: str) -> tuple[str, ...]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kanal chaos", description="Jepsen-style fault runner and history checker")
+    p = CommandParser(prog="kanal chaos", description="Jepsen-style fault runner and history checker")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run workloads under faults and check the history")
     run.add_argument("--target", default="dev",
@@ -64,22 +65,24 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--faults", type=faults, default=("kill", "pause", "partition"),
                      help=f"comma-separated, of {','.join(FAULT_KINDS)} (default: all)")
     run.add_argument("--duration", type=duration_s, default=60.0, help="per run (default 60s)")
-    run.add_argument("--seed", type=int, default=1)
-    run.add_argument("--runs", type=int, default=1)
-    run.add_argument("--history-dir", type=Path, default=Path("chaos-histories"))
-    run.add_argument("--partitions", type=int, default=3)
+    run.add_argument("--seed", type=int, default=1, help="seed of the fault schedule (default 1)")
+    run.add_argument("--runs", type=int, default=1, help="runs, each with the next seed (default 1)")
+    run.add_argument("--history-dir", type=Path, default=Path("chaos-histories"),
+                     help="where each run's history is written (default chaos-histories)")
+    run.add_argument("--partitions", type=int, default=3, help="partitions of the workload topic (default 3)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
     run.add_argument("--unsafe-test-mutation", choices=sorted(MUTATIONS), default=None,
                      help="TEST ONLY: brokers from a copy of kanal.broker with this deliberate bug")
     # A secured cluster given by its bootstrap address: the client commands' TLS and credential flags.
     add_client_security_flags(run)
     chk = sub.add_parser("check", help="check a recorded history")
-    chk.add_argument("history", type=Path)
+    chk.add_argument("history", type=Path, help="a history file written by `kanal chaos run`")
     chk.add_argument("--all", action="store_true", help="print every violation, not only the first")
     sch = sub.add_parser("schedule", help="print the fault schedule a seed gives")
-    sch.add_argument("--faults", type=faults, default=("kill", "pause", "partition"))
-    sch.add_argument("--duration", type=duration_s, default=60.0)
-    sch.add_argument("--seed", type=int, default=1)
+    sch.add_argument("--faults", type=faults, default=("kill", "pause", "partition"),
+                     help="fault kinds, comma-separated (default kill,pause,partition)")
+    sch.add_argument("--duration", type=duration_s, default=60.0, help="length of the schedule (default 60s)")
+    sch.add_argument("--seed", type=int, default=1, help="seed of the schedule (default 1)")
     return p
 
 
@@ -91,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             steps = schedule(ScheduleOptions(faults=args.faults, duration_s=args.duration, seed=args.seed))
         except ValueError as exc:
-            print(f"kanal chaos: {exc}", file=sys.stderr)
-            return 2
+            return command_error("kanal chaos", str(exc), exit_status=2)
         for f in steps:
             print(f.describe())
         return 0
@@ -103,8 +105,7 @@ def _check(args) -> int:
     try:
         events = read_history(args.history)
     except (OSError, ValueError) as exc:
-        print(f"kanal chaos check: {exc}", file=sys.stderr)
-        return 2
+        return command_error("kanal chaos check", str(exc), exit_status=2)
     report = check(events)
     print(f"{args.history}: {len(events)} events, {report.acknowledged} acknowledged, {report.read} read, "
           f"{report.final_records} in the final read")
@@ -133,8 +134,7 @@ def _run(args) -> int:
     try:
         security = security_from(layered_settings(args, os.environ, None, talks_to_dev=False))
     except KanalError as exc:
-        print(f"kanal chaos: {exc.message}", file=sys.stderr)
-        return 2
+        return command_error("kanal chaos", exc.message, exc.code, exit_status=2)
     if security is not None and args.target in ("dev", "containers"):
         print("kanal chaos: TLS settings apply to a cluster given by its bootstrap address; the dev and "
               "containers targets start their own plaintext cluster", file=sys.stderr)

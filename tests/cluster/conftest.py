@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +128,29 @@ def check_history(acked: dict[tuple[int, int], bytes], read: list[tuple[int, int
         by_offset[(partition, offset)] = value
     lost = {k: v for k, v in acked.items() if by_offset.get(k) != v}
     assert not lost, f"{len(lost)} acknowledged records lost or moved, e.g. {sorted(lost.items())[:5]}"
+
+
+@contextlib.contextmanager
+def kanal_dev(env: dict[str, str], out: Path, *args: str) -> Iterator[subprocess.Popen]:
+    """`kanal dev ARGS` with `env`, its output in `out`, until ready; stopped with Ctrl-C (killed after 60 s)
+    when the block ends."""
+    with open(out, "w+") as log:  # the child has its own copy of the descriptor
+        proc = subprocess.Popen([sys.executable, "-m", "kanal.deploy.cli", "dev", *args], stdout=log,
+                                stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_until(lambda: "ready. bootstrap:" in out.read_text() or proc.poll() is not None, 120,
+                   "kanal dev to be ready")
+        assert proc.poll() is None, out.read_text()
+        yield proc
+    finally:
+        stop_dev(proc)
+
+
+def stop_dev(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

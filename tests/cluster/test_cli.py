@@ -15,7 +15,7 @@ import pytest
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
 
-from .conftest import wait_until
+from .conftest import kanal_dev, wait_until
 
 pytestmark = pytest.mark.cluster
 KANAL = [sys.executable, "-m", "kanal.deploy.cli"]
@@ -26,21 +26,8 @@ def dev(tmp_path_factory):
     home = tmp_path_factory.mktemp("kanal-home")
     env = dict(os.environ, KANAL_HOME=str(home), PYTHONUNBUFFERED="1")
     env.pop("KANAL_BOOTSTRAP", None)
-    with open(home / "dev.out", "w+") as log:  # the child has its own copy of the descriptor
-        proc = subprocess.Popen([*KANAL, "dev", "--data-dir", str(home / "data")], stdout=log,
-                                stderr=subprocess.STDOUT, env=env)
-    try:
-        wait_until(lambda: "ready. bootstrap:" in (home / "dev.out").read_text() or proc.poll() is not None, 120,
-                   "kanal dev to be ready")
-        assert proc.poll() is None, (home / "dev.out").read_text()
+    with kanal_dev(env, home / "dev.out", "--data-dir", str(home / "data")) as proc:
         yield env, home, proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def kanal(env, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:

@@ -26,9 +26,23 @@ def dev_state_path() -> Path:
 
 
 def read_dev_state() -> dict[str, Any] | None:
-    """dev.json's contents, or None when there is none or it is not a JSON object."""
+    """dev.json's contents, or None when there is none, it is not a JSON object, or the `kanal dev` that
+    wrote it is no longer running (killed, it could not remove the file): a stale file names no cluster."""
     try:
         state = json.loads(dev_state_path().read_text())
     except (OSError, ValueError):
         return None
-    return state if isinstance(state, dict) else None
+    return state if isinstance(state, dict) and process_alive(state.get("pid")) else None
+
+
+def process_alive(pid: object) -> bool:
+    """Whether `pid` (an int) names a running process (one of another user's counts)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -68,6 +68,9 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     GROUP_AUTHORIZATION_FAILED: _ClassVar[ErrorCode]
     CLUSTER_AUTHORIZATION_FAILED: _ClassVar[ErrorCode]
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _ClassVar[ErrorCode]
+    NO_CLUSTER: _ClassVar[ErrorCode]
+    MISSING_DEPENDENCY: _ClassVar[ErrorCode]
+    UNKNOWN_BROKER: _ClassVar[ErrorCode]
 NONE: ErrorCode
 UNKNOWN_SERVER_ERROR: ErrorCode
 INVALID_REQUEST: ErrorCode
@@ -129,6 +132,9 @@ TOPIC_AUTHORIZATION_FAILED: ErrorCode
 GROUP_AUTHORIZATION_FAILED: ErrorCode
 CLUSTER_AUTHORIZATION_FAILED: ErrorCode
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode
+NO_CLUSTER: ErrorCode
+MISSING_DEPENDENCY: ErrorCode
+UNKNOWN_BROKER: ErrorCode
 RETRIABLE_FIELD_NUMBER: _ClassVar[int]
 retriable: _descriptor.FieldDescriptor
 GRPC_STATUS_FIELD_NUMBER: _ClassVar[int]

@@ -1,0 +1,7 @@
+"""`python -m kanal`: the `kanal` command."""
+
+import sys
+
+from kanal.deploy.cli import main
+
+sys.exit(main())
