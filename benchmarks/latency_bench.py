@@ -63,7 +63,8 @@ def ensure_peers(install: bool) -> str:
             raise SystemExit("nats-server is missing: apt-get install nats-server (or run without --no-install)")
         if os.geteuid() != 0 or shutil.which("apt-get") is None:
             raise SystemExit("nats-server is missing and this is not root on Debian: install it, then run again")
-        if subprocess.run(["apt-get", "install", "-y", "-qq", "nats-server"], capture_output=True).returncode:
+        first = subprocess.run(["apt-get", "install", "-y", "-qq", "nats-server"], capture_output=True, check=False)
+        if first.returncode:
             subprocess.run(["apt-get", "update", "-qq"], check=True)
             subprocess.run(["apt-get", "install", "-y", "-qq", "nats-server"], check=True, capture_output=True)
         server = shutil.which("nats-server") or next(p for p in NATS_SERVER_PATHS if os.access(p, os.X_OK))
@@ -81,7 +82,7 @@ class NatsServer:
         self.port = free_ports(1)[0]
         self.url = f"nats://127.0.0.1:{self.port}"
         store_dir.mkdir(parents=True, exist_ok=True)
-        self._log = open(store_dir / "nats-server.log", "ab")
+        self._log = open(store_dir / "nats-server.log", "ab")  # noqa: SIM115 - the server's output, closed in stop()
         self.process = subprocess.Popen([binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(store_dir)],
                                         stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
@@ -245,7 +246,8 @@ def summary(rounds: list[dict], args) -> dict:
         goals[name] = {"ratio_of_medians": of_medians, "median_of_round_ratios": of_rounds, "goal_max": goal,
                        "met": of_rounds <= goal}
     # p50 beside it: on a loaded machine a p99 of 10,000 records swings several-fold between rounds.
-    p50 = {name.replace("p99", "p50"): round(medians[num]["p50_ms"] / medians[den]["p50_ms"], 3) for name, (num, den, _) in GOALS.items()}
+    p50 = {name.replace("p99", "p50"): round(medians[num]["p50_ms"] / medians[den]["p50_ms"], 3)
+           for name, (num, den, _) in GOALS.items()}
     return {"benchmark": "latency", "rate_records_s": args.rate, "seconds_per_case": args.seconds,
             "load_average_1m_at_end": round(os.getloadavg()[0], 1), "rounds": rounds, "medians": medians,
             "p99_ratios": goals, "p50_ratio_of_medians": p50}
