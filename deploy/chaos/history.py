@@ -17,7 +17,7 @@ Other fields by type (`topic` and `partition` name a partition; `value` is the r
 | `create_topic` / `delete_topic` | topic, ok, error | a topic created / deleted during the faults |
 | `leader` | observer, topic, partition, leader, epoch | broker `observer`'s metadata names `leader` for `epoch` |
 | `controller` | observer, leader, epoch | controller `observer` names `leader` active in Raft term `epoch` |
-| `nemesis` | fault, action (`start` / `stop`), detail | a fault injected or healed |
+| `nemesis` | fault, action (`start` / `stop` / `cut` / `skip` / `restart`), detail | a fault injected or healed; `cut`: a node's power cut (how many writes not fsynced it dropped); `skip`: a fault with no node to aim at; `restart`: a node that exited by itself started again |
 | `unavailable` | start, end | no producer got an acknowledgement from `start` to `end` (seconds) |
 
 `leader_epoch` and `offset` are ints; an event may carry fields the checker does not read. The format is

@@ -32,7 +32,8 @@ from kanal.deploy.chaos.history import Event, Recorder
 from kanal.deploy.chaos.mutation import make_mutant
 from kanal.deploy.chaos.nemesis import Nemesis
 from kanal.deploy.chaos.schedule import Fault, ScheduleOptions, schedule
-from kanal.deploy.chaos.target import BROKER_DISK_BYTES, BootstrapTarget, ContainersTarget, DevTarget
+from kanal.deploy.chaos.storage import BROKER_DISK_BYTES
+from kanal.deploy.chaos.target import BootstrapTarget, ContainersTarget, DevTarget
 from kanal.deploy.chaos.workload import ChurnWorkload, ConsumerWorkload, Monitor, ProducerWorkload, final_read
 from kanal.v1.channel_security import ClientSecurity
 
@@ -122,12 +123,14 @@ class RunResult:
 
 def make_target(options: RunOptions, data_dir: Path, mutant=None):
     disk_bytes = BROKER_DISK_BYTES if "disk" in options.faults else None
+    power, clock = "power" in options.faults, "clock" in options.faults
     if options.target == "dev":
-        return DevTarget(data_dir, mutant=mutant, broker_disk_bytes=disk_bytes)
+        return DevTarget(data_dir, mutant=mutant, broker_disk_bytes=disk_bytes, power=power, clock=clock)
     if options.target == "containers":
         if mutant is not None:
             raise ValueError("a mutation needs --target dev (it patches the broker of this checkout)")
-        return ContainersTarget(data_dir, image=options.image, broker_disk_bytes=disk_bytes)
+        return ContainersTarget(data_dir, image=options.image, broker_disk_bytes=disk_bytes, power=power,
+                                clock=clock)
     if options.faults:
         raise ValueError(f"target {options.target}: kanal cannot reach the processes or the network of a "
                          "cluster given by its bootstrap address, so it takes no --faults (use --target dev)")
