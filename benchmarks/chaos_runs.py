@@ -26,6 +26,7 @@ from pathlib import Path
 
 from kanal.deploy.chaos.cli import duration_s, faults
 from kanal.deploy.chaos.runner import RunOptions, run_once
+from kanal.v1.error import KanalError
 
 
 def _interrupt(signum, frame):
@@ -58,7 +59,7 @@ def main() -> int:
         try:
             result = run_once(RunOptions(target=args.target, faults=args.faults, duration_s=args.duration,
                                          seed=seed, history_path=history, image=args.image))
-        except (RuntimeError, TimeoutError, OSError) as exc:
+        except (RuntimeError, TimeoutError, OSError, KanalError) as exc:
             failed_runs.append({"seed": seed, "error": repr(exc)[:500], "history": str(history)})
             print(f"  could not be carried out: {exc!r}", file=sys.stderr, flush=True)
             result = None
