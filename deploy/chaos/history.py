@@ -14,6 +14,7 @@ Other fields by type (`topic` and `partition` name a partition; `value` is the r
 | `committed` | group, topic, partition, offset, invoked | a committed offset fetched (asked at time `invoked`) |
 | `final` | topic, partition, offset, value, leader_epoch | the closing read of every partition from its start |
 | `final_end` | topic, partition, end_offset | the closing read of this partition reached `end_offset` |
+| `replica` | broker, topic, partition, offset, value | a record in an in-sync replica's own log, read from its data directory after the final read (replicas.py) |
 | `create_topic` / `delete_topic` | topic, ok, error | a topic created / deleted during the faults |
 | `leader` | observer, topic, partition, leader, epoch | broker `observer`'s metadata names `leader` for `epoch` |
 | `controller` | observer, leader, epoch | controller `observer` names `leader` active in Raft term `epoch` |
@@ -37,7 +38,7 @@ Event = dict[str, Any]
 
 EVENT_TYPES = frozenset({
     "send", "ack", "fail", "read", "commit", "committed", "final", "final_end", "create_topic",
-    "delete_topic", "leader", "controller", "nemesis", "unavailable",
+    "delete_topic", "leader", "controller", "nemesis", "unavailable", "replica",
 })
 
 

@@ -7,7 +7,8 @@ Order of a run (times from the recorder's start):
     0                 workloads start (producers, consumers, topic churn, monitor)
     warmup_s          first fault; faults one at a time (schedule.py)
     duration_s - cooldown_s   everything healed (also on any exception or Ctrl-C: `finally`)
-    duration_s        workloads stop; wait until every node serves; the final read; the check
+    duration_s        workloads stop; wait until every node serves; the final read; every in-sync
+                      replica's own log read from its data directory (replicas.py); the check
 
 Unavailability: a window is a stretch of more than `UNAVAILABLE_GAP_S` with no acknowledgement at all
 (from the producers), between the first and the last; each is charged to the fault in force when it began
@@ -31,6 +32,7 @@ from kanal.deploy.chaos.checker import CheckReport, check
 from kanal.deploy.chaos.history import Event, Recorder
 from kanal.deploy.chaos.mutation import make_mutant
 from kanal.deploy.chaos.nemesis import Nemesis
+from kanal.deploy.chaos.replicas import record_replicas
 from kanal.deploy.chaos.schedule import Fault, ScheduleOptions, schedule
 from kanal.deploy.chaos.storage import BROKER_DISK_BYTES
 from kanal.deploy.chaos.target import BootstrapTarget, ContainersTarget, DevTarget
@@ -178,6 +180,9 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
             w.join_checked(60)
         progress(f"seed {options.seed}: final read")
         final_read(recorder, target.bootstrap, TOPIC, options.partitions, security=security)
+        if target.takes_faults:  # a target whose data directories the run has: every ISR member's own log
+            progress(f"seed {options.seed}: reading the in-sync replicas' logs")
+            record_replicas(recorder, target.bootstrap, target.data_dir, TOPIC, options.partitions)
         windows = _unavailable(recorder.events, nemesis.injected, options.duration_s)
         for w in windows:
             recorder.record("unavailable", "runner", start=round(w.start_s, 3), end=round(w.end_s, 3),

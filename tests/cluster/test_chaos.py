@@ -31,12 +31,15 @@ def namespaces_work():
 
 
 # Seeds whose 25 s schedules cover a broker kill, a controller pause, a zombie leader, a leader alone with
-# its clients, an isolated controller and two full broker disks (`kanal chaos schedule --faults F
-# --duration 25s --seed N`).
+# its clients, an isolated controller, two full broker disks, the power of every controller cut at once
+# and a broker's clock stepped forward 2253 s (seed 8), a broker's power cut and a broker's clock stepped
+# back 2656 s (seed 2) (`kanal chaos schedule --faults F --duration 25s --seed N`).
 ALL = ("kill", "pause", "partition")
+POWER_CLOCK = ("power", "clock")
 
 
-@pytest.mark.parametrize(("seed", "faults"), [(1, ALL), (6, ALL), (12, ("partition",)), (1, ("disk",))])
+@pytest.mark.parametrize(("seed", "faults"), [(1, ALL), (6, ALL), (12, ("partition",)), (1, ("disk",)),
+                                              (8, POWER_CLOCK), (2, POWER_CLOCK)])
 def test_fixed_seeds_pass_the_checker(tmp_path, seed, faults):
     result = run_once(RunOptions(target="dev", faults=faults, duration_s=25, seed=seed,
                                  history_path=tmp_path / "history.jsonl"))
@@ -44,8 +47,12 @@ def test_fixed_seeds_pass_the_checker(tmp_path, seed, faults):
     assert result.ok, result.table()
     assert result.report.acknowledged > 0 and result.report.unchecked == []
     assert len(result.injected) == 2
-    kinds = [e["type"] for e in read_history(tmp_path / "history.jsonl")]
+    events = read_history(tmp_path / "history.jsonl")
+    kinds = [e["type"] for e in events]
     assert {"send", "ack", "read", "commit", "final", "final_end", "leader", "controller", "nemesis"} <= set(kinds)
+    if "power" in faults:  # each node whose power was cut: one `cut` event with what it dropped
+        cuts = [e["detail"] for e in events if e["type"] == "nemesis" and e["action"] == "cut"]
+        assert len(cuts) == {8: 3, 2: 1}[seed], cuts
 
 
 def test_the_mutation_acks_all_as_1_is_caught(tmp_path):
