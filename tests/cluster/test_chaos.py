@@ -1,6 +1,6 @@
 """`kanal chaos` on the dev target (a cluster in network namespaces; needs root): a small fixed set of
-seeds over every nemesis passes the checker; the mutation check (brokers that answer acks=all as acks=1)
-is caught as lost records; Ctrl-C in the middle of a fault heals it and leaves no namespace, link or
+seeds over every nemesis passes the checker; the mutation checks are caught (brokers that answer acks=all
+as acks=1: lost records; followers that never truncate a divergent log: divergent replicas); Ctrl-C in the middle of a fault heals it and leaves no namespace, link or
 process behind."""
 
 from __future__ import annotations
@@ -64,6 +64,18 @@ def test_the_mutation_acks_all_as_1_is_caught(tmp_path):
     print(result.table())
     assert result.report.counts()["lost"] > 0, result.table()
     assert result.report.first.kind in ("lost", "divergent")  # an ack and a later read may disagree first
+
+
+def test_the_mutation_no_follower_truncation_is_caught(tmp_path):
+    # Seed 46 cuts the leader of chaos-2 from every other node (not from the producers) for 6 s, long enough
+    # for the controller to elect another leader while the cut one still appends what the producers send
+    # it; then the same for the new leader. A deposed leader that does not truncate keeps that tail under
+    # the records its successor acknowledged at the same offsets, and is back in the ISR with it: its own
+    # log (read after the final read) disagrees with the leader's below the high-water mark.
+    result = run_once(RunOptions(target="dev", faults=("partition",), duration_s=25, seed=46,
+                                 history_path=tmp_path / "history.jsonl", mutation="no-follower-truncation"))
+    print(result.table())
+    assert result.report.counts()["divergent"] > 0, result.table()
 
 
 def _children(pid: int) -> set[int]:
