@@ -2,6 +2,7 @@
 
     kanal chaos run --target dev --faults kill,pause,partition --duration 60s --seed 7 [--runs 3]
     kanal chaos run --target containers --image kanal:dev --faults kill,pause,partition --duration 60s
+    kanal chaos run --target dev --faults power,clock,disk --duration 60s   # power cuts, clock steps, full disks
     kanal chaos run --target HOST:PORT[,HOST:PORT] --faults '' --duration 60s  # no faults: workloads + checker
     kanal chaos check HISTORY.jsonl
     kanal chaos schedule --faults kill,partition --duration 60s --seed 7   # the faults a seed gives
