@@ -108,9 +108,13 @@ def test_ctrl_c_during_a_fault_heals_it_and_stops_everything(tmp_path):
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=120)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        if process.poll() is None:  # the test failed before its SIGINT: SIGTERM unwinds and cleans up too
+            process.terminate()
+            try:
+                process.wait(120)
+            except subprocess.TimeoutExpired:
+                process.kill()  # the last resort: whatever the run started may be left behind
+                process.wait()
     assert process.returncode == 130, output
     assert "interrupted; every fault healed and every process stopped" in output
     assert netns.leftovers(process.pid) == []
