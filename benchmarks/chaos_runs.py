@@ -2,7 +2,8 @@
 target; prints one JSON object.
 
     .venv/bin/python benchmarks/chaos_runs.py [--runs 100] [--duration 25] [--seed 1000] \
-        [--faults kill,pause,partition,disk] [--target dev|containers] [--summary FILE]
+        [--faults kill,pause,partition,disk,power,clock] [--target dev|containers] [--summary FILE]
+    .venv/bin/python benchmarks/chaos_runs.py --combine SUMMARY.json SUMMARY.json ...   # series side by side
 
 Run i uses seed `--seed + i` and every nemesis asked for (the schedule draws kinds and variants from the
 seed: kills and pauses of any node, isolated nodes, controller splits, zombie leaders, leaders alone with
@@ -26,13 +27,43 @@ from pathlib import Path
 
 from kanal.deploy.chaos.cli import duration_s, faults
 from kanal.deploy.chaos.runner import RunOptions, run_once
+from kanal.v1.error import KanalError
 
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def combine(summaries: list[dict]) -> dict:
+    """One summary of several series (run side by side on other seeds, or one interrupted and one resumed):
+    counts added, longest windows the longest of any, the seed ranges listed."""
+    out: dict = {"runs": 0, "runs_asked": 0, "duration_s_each": sorted({s["duration_s_each"] for s in summaries}),
+                 "seeds": [s["seeds"] for s in summaries],
+                 "faults": sorted({f for s in summaries for f in s["faults"]}),
+                 "runs_not_carried_out": [], "runs_with_violations": [], "violations_by_kind": Counter(),
+                 "faults_injected": Counter(), "longest_unavailability_s_per_nemesis": {}, "records_acknowledged": 0,
+                 "wall_s": 0.0}
+    for s in summaries:
+        for key in ("runs", "runs_asked", "records_acknowledged", "wall_s"):
+            out[key] += s[key]
+        out["runs_not_carried_out"] += s["runs_not_carried_out"]
+        out["runs_with_violations"] += s["runs_with_violations"]
+        out["violations_by_kind"].update(s["violations_by_kind"])
+        out["faults_injected"].update(s["faults_injected"])
+        longest = out["longest_unavailability_s_per_nemesis"]
+        for fault, length in s["longest_unavailability_s_per_nemesis"].items():
+            longest[fault] = max(longest.get(fault, 0.0), length)
+    out["violations_by_kind"] = dict(out["violations_by_kind"])
+    out["faults_injected"] = dict(sorted(out["faults_injected"].items()))
+    out["longest_unavailability_s_per_nemesis"] = dict(sorted(out["longest_unavailability_s_per_nemesis"].items()))
+    out["wall_s"] = round(out["wall_s"], 1)
+    return out
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--combine"]:
+        print(json.dumps(combine([json.loads(Path(f).read_text()) for f in sys.argv[2:]]), indent=2))
+        return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=100)
     p.add_argument("--duration", type=duration_s, default=25.0)
@@ -58,7 +89,7 @@ def main() -> int:
         try:
             result = run_once(RunOptions(target=args.target, faults=args.faults, duration_s=args.duration,
                                          seed=seed, history_path=history, image=args.image))
-        except (RuntimeError, TimeoutError, OSError) as exc:
+        except (RuntimeError, TimeoutError, OSError, KanalError) as exc:
             failed_runs.append({"seed": seed, "error": repr(exc)[:500], "history": str(history)})
             print(f"  could not be carried out: {exc!r}", file=sys.stderr, flush=True)
             result = None

@@ -90,7 +90,8 @@ class RaftNode(SyncObj):
         self._kanal_fetch_missing = fetch_missing
         self._kanal_on_snapshot_loaded = on_snapshot_loaded
         self._kanal_on_state_changed = on_state_changed
-        self._kanal_status_lock = threading.Lock()
+        # pysyncobj's getStatus() as of the end of the last tick, written by the tick thread only (status()).
+        self._kanal_status: dict | None = None
         self._kanal_clock = Clock()
         # The offset of a snapshot file written with a dump pysyncobj has not renamed into place yet.
         self._kanal_pending_snapshot: int | None = None
@@ -196,6 +197,7 @@ class RaftNode(SyncObj):
             self._kanal_hand_off.clear()
             self.transferLeadership()
         super()._onTick(timeToWait)
+        self._kanal_status = self.getStatus()
 
     def _publish_snapshot(self) -> None:
         """Make the snapshot file written with the last dump a base for metadata log retention, once
@@ -273,11 +275,10 @@ class RaftNode(SyncObj):
         return None if leader is None else leader.address
 
     def status(self) -> QuorumStatus:
-        # getStatus walks dicts pysyncobj's thread may resize; retry the rare collision.
-        with self._kanal_status_lock:
-            for _ in range(10):
-                try:
-                    return from_status(self.getStatus(), self._kanal_config)
-                except RuntimeError:
-                    continue
-            return from_status(self.getStatus(), self._kanal_config)
+        """The quorum as of the end of the last tick. Read on the tick thread, never here: pysyncobj changes
+        its fields one by one (a vote request for a higher term sets the term, fsyncs it, and only then
+        drops the leader), so a read from another thread could pair a deposed leader's claim with the new
+        term: two "active controllers" in one epoch, which the chaos checker caught (DescribeQuorum)."""
+        published = self._kanal_status
+        # Before the first tick: no leader is known yet, so a live read cannot pair a claim with a term.
+        return from_status(published if published is not None else self.getStatus(), self._kanal_config)

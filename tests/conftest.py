@@ -1,25 +1,21 @@
-"""Fixtures shared by every test package: the power-loss filesystem (tests/harness/lazyfs.py) and the
+"""Fixtures shared by every test package: the power-loss filesystem (kanal.deploy.lazyfs) and the
 package laid out as installed (tests/harness/package_tree.py)."""
 
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from kanal.deploy import lazyfs
 
 # No timing in tests: Hypothesis' per-example deadline and its "input generation is slow" health check
 # judge the machine's load, not the code (a loaded 2-core CI machine fails them at random). Every property
 # test inherits this profile; the checks that remain are the ones about the data.
 settings.register_profile("kanal", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("kanal")
-
-_spec = importlib.util.spec_from_file_location("kanal_tests_lazyfs", Path(__file__).parent / "harness" / "lazyfs.py")
-lazyfs = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = lazyfs  # dataclasses look their module up there
-_spec.loader.exec_module(lazyfs)
 
 _spec = importlib.util.spec_from_file_location("kanal_tests_package_tree",
                                                Path(__file__).parent / "harness" / "package_tree.py")

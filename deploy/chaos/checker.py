@@ -10,7 +10,7 @@ carries the events that show it. The kinds, and the rule each one breaks:
 | `lost` | an acknowledged record (acks=all) is in the final read of its partition at the offset it was acknowledged at |
 | `duplicate` | a value is stored once: never seen at two offsets of its partition (the producers are idempotent) |
 | `reorder` | one producer's records of a partition are stored in the order it sent them (the value is `process:seq`) |
-| `divergent` | every read of an offset (consumers' reads and acknowledgements) names the same record |
+| `divergent` | every read of an offset (consumers' reads and acknowledgements) names the same record; below the final read's end, every in-sync replica's own log (`replica` events) holds the record the final read got from the leader |
 | `vanished` | a record a consumer read is in the final read at that offset (consumers read below the high-water mark only) |
 | `commit_backwards` | a group's committed offset of a partition never moves below an acknowledged commit |
 | `two_leaders` | one leader per partition leader epoch, in every broker's metadata |
@@ -117,6 +117,7 @@ def check(events: list[Event]) -> CheckReport:
 
     found += _lost(by_type["ack"], finals, final_ends, deleted)
     found += _divergent(by_type["ack"], by_type["read"])
+    found += _replicas_diverge(by_type["replica"], finals, final_ends)
     found += _vanished(by_type["read"], finals, final_ends, deleted)
     found += _duplicates([*by_type["read"], *by_type["final"]])
     found += _reordered(finals)
@@ -172,6 +173,25 @@ def _divergent(acks: list[Event], reads: list[Event]) -> list[Violation]:
                                  f"({first['type']} by {first['process']}) and {e['value']!r} ({e['type']} by "
                                  f"{e['process']})", (first, e)))
             seen[key] = e  # report each change once
+    return out
+
+
+def _replicas_diverge(replicas: list[Event], finals, final_ends) -> list[Violation]:
+    """An in-sync replica's log disagrees with the leader's (the final read) below the high-water mark:
+    once per replica and partition, at the first offset where they differ."""
+    out = []
+    reported: set[tuple[object, str, int]] = set()
+    for e in replicas:
+        tp = _tp(e)
+        key = (e["broker"], *tp)
+        if key in reported or tp not in final_ends or int(e["offset"]) >= int(final_ends[tp]["end_offset"]):
+            continue
+        there = finals[tp].get(int(e["offset"]))
+        if there is not None and there["value"] != e["value"]:
+            reported.add(key)
+            out.append(Violation("divergent", f"broker {e['broker']}'s own log of {_name(e)} holds {e['value']!r} "
+                                 f"at offset {e['offset']}, where the final read (from the leader) got "
+                                 f"{there['value']!r}", (there, e)))
     return out
 
 

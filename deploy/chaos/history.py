@@ -14,15 +14,16 @@ Other fields by type (`topic` and `partition` name a partition; `value` is the r
 | `committed` | group, topic, partition, offset, invoked | a committed offset fetched (asked at time `invoked`) |
 | `final` | topic, partition, offset, value, leader_epoch | the closing read of every partition from its start |
 | `final_end` | topic, partition, end_offset | the closing read of this partition reached `end_offset` |
+| `replica` | broker, topic, partition, offset, value | a record in an in-sync replica's own log, read from its data directory after the final read (replicas.py) |
 | `create_topic` / `delete_topic` | topic, ok, error | a topic created / deleted during the faults |
 | `leader` | observer, topic, partition, leader, epoch | broker `observer`'s metadata names `leader` for `epoch` |
 | `controller` | observer, leader, epoch | controller `observer` names `leader` active in Raft term `epoch` |
-| `nemesis` | fault, action (`start` / `stop`), detail | a fault injected or healed |
+| `nemesis` | fault, action (`start` / `stop` / `cut` / `skip` / `restart`), detail | a fault injected or healed; `cut`: a node's power cut (how many writes not fsynced it dropped); `skip`: a fault with no node to aim at; `restart`: a node that exited by itself started again |
 | `unavailable` | start, end | no producer got an acknowledgement from `start` to `end` (seconds) |
 
 `leader_epoch` and `offset` are ints; an event may carry fields the checker does not read. The format is
 stable: `kanal chaos check FILE` re-checks a history written by any version that wrote these fields.
-"""
+"""  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ Event = dict[str, Any]
 
 EVENT_TYPES = frozenset({
     "send", "ack", "fail", "read", "commit", "committed", "final", "final_end", "create_topic",
-    "delete_topic", "leader", "controller", "nemesis", "unavailable",
+    "delete_topic", "leader", "controller", "nemesis", "unavailable", "replica",
 })
 
 

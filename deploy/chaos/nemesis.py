@@ -3,8 +3,14 @@
 `start(fault)` resolves the fault's roles to nodes (the leader of a partition is asked for at that moment),
 injects it and records a `nemesis start` event naming what it hit; `stop(fault)` undoes it and records
 `nemesis stop`. `heal_all()` undoes whatever is still in force — every paused node resumed, every network fault removed,
-every full disk emptied, every killed node started again — and is safe to call at any time and more than once: the
-runner calls it in a `finally`, so an exception or Ctrl-C never leaves a fault behind.
+every full disk emptied, every stepped clock set right, every killed or powered-off node started again — and is safe
+to call at any time and more than once: the runner calls it in a `finally`, so an exception or Ctrl-C never leaves a
+fault behind.
+
+A power cut is SIGKILL of the node, then the target drops every write the node did not fsync and mounts its data
+directory again (storage.py); the node stays down until the fault ends. A clock fault steps the broker's wall
+clock (skewed_clock.py) and restarts the broker on it, since kanal's servers read the wall clock when they
+start; its end steps the clock back and restarts the broker again on the true clock.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ class Nemesis:
         self.paused: set[str] = set()
         self.network_dirty = False
         self.full_disks: set[str] = set()
+        self.powered_off: set[str] = set()
+        self.skewed: set[str] = set()
         self._first_failure: BaseException | None = None
         self.injected: list[tuple[Fault, str]] = []  # each fault started, with the nodes it hit
 
@@ -58,6 +66,19 @@ class Nemesis:
         elif fault.kind == "disk":
             self.full_disks.add(nodes[0])
             self.target.fill_disk(nodes[0])
+        elif fault.kind == "power":
+            for node in nodes:  # all of them down before any power is cut: "at once"
+                self.powered_off.add(node)
+                self.target.kill(node)
+            for node in nodes:
+                cut = self.target.cut_power(node)
+                self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="cut",
+                                     detail=f"{node}: {cut['dropped_ops']} writes not fsynced dropped, "
+                                            f"{cut['kept_ops']} kept")
+        elif fault.kind == "clock":
+            self.skewed.add(nodes[0])
+            self.target.step_clock(nodes[0], fault.step_s)
+            self._restart_now(nodes[0])
         else:
             raise ValueError(f"unknown fault kind {fault.kind!r}")
         self.injected.append((fault, detail))
@@ -104,15 +125,33 @@ class Nemesis:
         elif fault.kind == "disk":
             self.target.empty_disk(detail)
             self.full_disks.discard(detail)
+        elif fault.kind == "power":
+            for node in detail.split(","):
+                self.target.restart(node)
+                self.powered_off.discard(node)
+        elif fault.kind == "clock":
+            self._set_clock_right(detail)
+            self.skewed.discard(detail)
         self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="stop",
                              detail=detail)
         self.restart_exited()
+
+    def _restart_now(self, node: str) -> None:
+        """SIGKILL and start again at once (a crash and a supervisor's restart)."""
+        self.killed.add(node)
+        self.target.kill(node)
+        self.target.restart(node)
+        self.killed.discard(node)
+
+    def _set_clock_right(self, node: str) -> None:
+        self.target.step_clock(node, 0.0)
+        self._restart_now(node)
 
     def restart_exited(self) -> None:
         """A node that exited by itself during a fault (a broker that stops on a full disk) is recorded and
         started again, as a supervisor would; the run goes on."""
         for name, status in self.target.exited_nodes():
-            if name in self.killed:
+            if name in self.killed or name in self.powered_off:
                 continue
             self.recorder.record("nemesis", "nemesis", fault="exited", action="restart",
                                  detail=f"{name} exited with status {status}")
@@ -125,10 +164,15 @@ class Nemesis:
         if self.network_dirty:
             self.network_dirty = not self._undo(self.target.network.heal)
         # By name: a target that takes no faults (BootstrapTarget) has none of these handles.
-        for pending, undo in ((self.paused, "resume"), (self.full_disks, "empty_disk"), (self.killed, "restart")):
+        undos = ((self.paused, "resume"), (self.full_disks, "empty_disk"), (self.killed, "restart"),
+                 (self.powered_off, "restart"))
+        for pending, undo in undos:
             for name in sorted(pending):
                 if self._undo(getattr(self.target, undo), name):
                     pending.discard(name)
+        for name in sorted(self.skewed):  # last: into a cluster whose other faults are healed
+            if self._undo(self._set_clock_right, name):
+                self.skewed.discard(name)
         first = self._first_failure
         self._first_failure = None
         if first is not None:

@@ -7,7 +7,8 @@ Order of a run (times from the recorder's start):
     0                 workloads start (producers, consumers, topic churn, monitor)
     warmup_s          first fault; faults one at a time (schedule.py)
     duration_s - cooldown_s   everything healed (also on any exception or Ctrl-C: `finally`)
-    duration_s        workloads stop; wait until every node serves; the final read; the check
+    duration_s        workloads stop; wait until every node serves; the final read; every in-sync
+                      replica's own log read from its data directory (replicas.py); the check
 
 Unavailability: a window is a stretch of more than `UNAVAILABLE_GAP_S` with no acknowledgement at all
 (from the producers), between the first and the last; each is charged to the fault in force when it began
@@ -31,8 +32,10 @@ from kanal.deploy.chaos.checker import CheckReport, check
 from kanal.deploy.chaos.history import Event, Recorder
 from kanal.deploy.chaos.mutation import make_mutant
 from kanal.deploy.chaos.nemesis import Nemesis
+from kanal.deploy.chaos.replicas import record_replicas
 from kanal.deploy.chaos.schedule import Fault, ScheduleOptions, schedule
-from kanal.deploy.chaos.target import BROKER_DISK_BYTES, BootstrapTarget, ContainersTarget, DevTarget
+from kanal.deploy.chaos.storage import BROKER_DISK_BYTES
+from kanal.deploy.chaos.target import BootstrapTarget, ContainersTarget, DevTarget
 from kanal.deploy.chaos.workload import ChurnWorkload, ConsumerWorkload, Monitor, ProducerWorkload, final_read
 from kanal.v1.channel_security import ClientSecurity
 
@@ -122,12 +125,14 @@ class RunResult:
 
 def make_target(options: RunOptions, data_dir: Path, mutant=None):
     disk_bytes = BROKER_DISK_BYTES if "disk" in options.faults else None
+    power, clock = "power" in options.faults, "clock" in options.faults
     if options.target == "dev":
-        return DevTarget(data_dir, mutant=mutant, broker_disk_bytes=disk_bytes)
+        return DevTarget(data_dir, mutant=mutant, broker_disk_bytes=disk_bytes, power=power, clock=clock)
     if options.target == "containers":
         if mutant is not None:
             raise ValueError("a mutation needs --target dev (it patches the broker of this checkout)")
-        return ContainersTarget(data_dir, image=options.image, broker_disk_bytes=disk_bytes)
+        return ContainersTarget(data_dir, image=options.image, broker_disk_bytes=disk_bytes, power=power,
+                                clock=clock)
     if options.faults:
         raise ValueError(f"target {options.target}: kanal cannot reach the processes or the network of a "
                          "cluster given by its bootstrap address, so it takes no --faults (use --target dev)")
@@ -175,6 +180,9 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
             w.join_checked(60)
         progress(f"seed {options.seed}: final read")
         final_read(recorder, target.bootstrap, TOPIC, options.partitions, security=security)
+        if target.takes_faults:  # a target whose data directories the run has: every ISR member's own log
+            progress(f"seed {options.seed}: reading the in-sync replicas' logs")
+            record_replicas(recorder, target.bootstrap, target.data_dir, TOPIC, options.partitions)
         windows = _unavailable(recorder.events, nemesis.injected, options.duration_s)
         for w in windows:
             recorder.record("unavailable", "runner", start=round(w.start_s, 3), end=round(w.end_s, 3),

@@ -13,6 +13,8 @@ Faults and their variants (`Fault.kind` / `Fault.variant`, target roles):
 | `kill` | SIGKILL a `broker-N` or `controller-N`, restarted when the fault ends |
 | `pause` | SIGSTOP a node, SIGCONT when the fault ends |
 | `disk` | `full`: a broker's data filesystem (a small tmpfs of its own) filled to the last byte, emptied when the fault ends |
+| `power` | `node`: one node's power cut (SIGKILL, then every write it did not fsync dropped: its data directory is a power-loss filesystem), started again when the fault ends; `controllers`: every controller's power cut at once |
+| `clock` | `forward` / `back`: a broker's wall clock stepped by `step_s` (`CLOCK_STEP_S`, either way) and the broker restarted on it; stepped back and restarted on the true clock when the fault ends |
 | `partition` | `isolate` (one node cut from everyone), `controller-split` (one controller alone, the others a majority; brokers stay with the majority), `zombie-leader` (the leader of a partition cut from every controller, not from clients or brokers), `leader-alone` (the leader of a partition cut from every other node, not from its clients: it may go on taking writes no one else sees), `one-way` (packets from one node dropped at another), `flaky` (30 % of one node's packets dropped) |
 """  # noqa: E501 (a Markdown table keeps each row on one line)
 
@@ -21,10 +23,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-FAULT_KINDS = ("kill", "pause", "partition", "disk")
+FAULT_KINDS = ("kill", "pause", "partition", "disk", "power", "clock")
 PARTITION_VARIANTS = ("isolate", "controller-split", "zombie-leader", "leader-alone", "one-way", "flaky")
 HOLD_S = (3.0, 8.0)
 HEALED_S = (2.0, 5.0)
+# How far a clock fault steps a broker's wall clock: well past any heartbeat, session or lag bound, and
+# below the hours-to-days bounds (producer-id expiry, retention) where a wrong clock is meant to act.
+CLOCK_STEP_S = (10.0, 3600.0)
 
 
 @dataclass(frozen=True)
@@ -34,9 +39,11 @@ class Fault:
     kind: str
     variant: str
     targets: tuple[str, ...]  # node names, or "leader:<topic>:<partition>"
+    step_s: float = 0.0  # the clock fault's step of the wall clock (signed)
 
     def describe(self) -> str:
-        return f"{self.kind}/{self.variant} {','.join(self.targets)} {self.start_s:.1f}-{self.end_s:.1f}s"
+        step = f" step {self.step_s:+.0f}s" if self.step_s else ""
+        return f"{self.kind}/{self.variant} {','.join(self.targets)}{step} {self.start_s:.1f}-{self.end_s:.1f}s"
 
 
 @dataclass(frozen=True)
@@ -77,7 +84,10 @@ def schedule(options: ScheduleOptions) -> list[Fault]:
             return out
         kind = rng.choice(kinds)
         variant, targets = _pick(rng, kind, options)
-        out.append(Fault(round(t, 3), round(t + hold, 3), kind, variant, targets))
+        step = 0.0
+        if kind == "clock":
+            step = round(rng.uniform(*CLOCK_STEP_S), 3) * (1 if variant == "forward" else -1)
+        out.append(Fault(round(t, 3), round(t + hold, 3), kind, variant, targets, step))
         t += hold + round(rng.uniform(*HEALED_S), 3)
 
 
@@ -89,6 +99,12 @@ def _pick(rng: random.Random, kind: str, options: ScheduleOptions) -> tuple[str,
         return "node", (rng.choice(nodes),)
     if kind == "disk":
         return "full", (rng.choice(brokers),)
+    if kind == "power":
+        if rng.random() < 0.5:
+            return "controllers", tuple(controllers)
+        return "node", (rng.choice(nodes),)
+    if kind == "clock":
+        return rng.choice(("forward", "back")), (rng.choice(brokers),)
     variant = rng.choice(PARTITION_VARIANTS)
     if variant in ("isolate", "flaky"):
         return variant, (rng.choice(nodes),)

@@ -12,17 +12,20 @@
   processes or network, so it takes no faults: the workloads and the checker run against it as it is
   (useful while the user injects faults their own way).
 
-With the `disk` fault each broker's data directory is a tmpfs of its own (`BROKER_DISK_BYTES`), which the
-fault fills with one ballast file. Everything a target starts is stopped by `close()`, also after a failure
-(mounts unmounted by path, containers removed by name).
+With the `disk` fault each broker's data directory is a tmpfs of its own, which the fault fills with one
+ballast file; with the `power` fault each node's data directory is a power-loss filesystem (storage.py).
+With the `clock` fault each broker runs under `kanal.deploy.chaos.skewed_clock`, which gives it a wall clock
+of its own that the nemesis steps through a file `<data_dir>/.clock/<node>` (the host's clock is never
+touched). Everything a target starts is stopped by `close()`, also after a failure (mounts unmounted by
+path, containers removed by name).
 
 A target gives the workloads a bootstrap, the monitor the nodes' endpoints, and the nemesis its handles
-(`kill`, `restart`, `pause`, `resume`, `fill_disk`, `empty_disk`, `exited_nodes`, the network).
+(`kill`, `restart`, `pause`, `resume`, `fill_disk`, `empty_disk`, `cut_power`, `step_clock`,
+`exited_nodes`, the network).
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -33,13 +36,14 @@ from pathlib import Path
 
 from kanal.deploy.chaos.mutation import Mutant
 from kanal.deploy.chaos.netns import ChaosNetwork
+from kanal.deploy.chaos.skewed_clock import write_offset
+from kanal.deploy.chaos.storage import BrokerDisks, PowerDisks, storage_root
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
 from kanal.v1.channel_security import ClientSecurity
 
 log = logging.getLogger("kanal.chaos.target")
 
-BALLAST = ".kanal-chaos-ballast"  # the file the disk fault fills a broker's filesystem with
-BROKER_DISK_BYTES = 256 * 1024 * 1024
+CLOCKS = ".clock"  # under the data directory: each skewed node's clock offset file (skewed_clock.py)
 IMAGE_UID = 10001  # the image runs as this user (deploy/image/README.md): it must own the data directories
 RUN_LABEL = "kanal.chaos.run"
 
@@ -62,68 +66,20 @@ def _started(cluster: LocalCluster | None) -> LocalCluster:
     return cluster
 
 
-class BrokerDisks:
-    """A tmpfs per broker data directory (when sized), filled and emptied by the disk fault."""
-
-    def __init__(self, data_dir: Path, size_bytes: int | None) -> None:
-        self.data_dir = data_dir
-        self.size_bytes = size_bytes
-        self.mounts: list[Path] = []
-
-    def mount(self, names: list[str]) -> None:
-        if self.size_bytes is None:
-            return
-        for name in names:
-            if name.startswith("broker-"):
-                path = self.data_dir / name
-                path.mkdir(parents=True, exist_ok=True)
-                subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size_bytes}",
-                                f"kanal-chaos-{os.getpid()}", str(path)], check=True, capture_output=True)
-                self.mounts.append(path)
-
-    def _ballast(self, name: str) -> Path:
-        if self.data_dir / name not in self.mounts:
-            raise RuntimeError(f"{name} has no disk of its own to fill (the disk fault needs broker_disk_bytes)")
-        return self.data_dir / name / BALLAST
-
-    def fill(self, name: str) -> None:
-        """Fill the broker's data filesystem to the last byte with one file (which the broker ignores: it is
-        not a partition directory)."""
-        path = self._ballast(name)
-        with open(path, "ab") as f:
-            # Whole free space first, then ever smaller pieces: the filesystem's own bookkeeping makes the
-            # exact free byte count unreliable, so fill until it says no at 4 KiB.
-            stat = os.statvfs(path.parent)
-            chunk = stat.f_bavail * stat.f_frsize
-            while chunk >= 4096:
-                try:
-                    os.posix_fallocate(f.fileno(), os.fstat(f.fileno()).st_size, chunk)
-                except OSError as exc:
-                    if exc.errno != errno.ENOSPC:
-                        raise
-                    chunk //= 2
-
-    def empty(self, name: str) -> None:
-        self._ballast(name).unlink(missing_ok=True)
-
-    def unmount(self) -> None:
-        for mount in reversed(self.mounts):
-            result = subprocess.run(["umount", str(mount)], capture_output=True, text=True, check=False)
-            if result.returncode != 0:
-                log.warning("could not unmount %s: %s", mount, result.stderr.strip())
-        self.mounts.clear()
-
-
 class DevTarget:
     name = "dev"
     takes_faults = True
 
     def __init__(self, data_dir: Path, *, controllers: int = 3, brokers: int = 3, mutant: Mutant | None = None,
-                 broker_disk_bytes: int | None = None) -> None:
+                 broker_disk_bytes: int | None = None, power: bool = False, clock: bool = False) -> None:
         """`broker_disk_bytes`: give each broker's data directory a tmpfs of this size (the `disk` fault
-        fills it); None keeps them on the data directory's filesystem."""
+        fills it); None keeps them on the data directory's filesystem. `power`: every data directory on a
+        power-loss filesystem (the `power` fault). `clock`: brokers on a wall clock of their own (the
+        `clock` fault)."""
         self.data_dir = Path(data_dir)
-        self.disks = BrokerDisks(self.data_dir, broker_disk_bytes)
+        self.disks = BrokerDisks(storage_root(self.data_dir, power), broker_disk_bytes)
+        self.power = PowerDisks(self.data_dir, power)
+        self.clock = clock
         self.node_names = node_names(controllers, brokers)
         self.network = ChaosNetwork(self.node_names)
         self.cluster: LocalCluster | None = None
@@ -137,6 +93,7 @@ class DevTarget:
         try:
             self.network.open()
             self.disks.mount(self.node_names)
+            self.power.mount(self.node_names)
             hosts = {name: m.address for name, m in self.network.members.items()}
             self.cluster = LocalCluster(self.data_dir, controllers=self._counts[0], brokers=self._counts[1],
                                         controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS, hosts=hosts)
@@ -144,6 +101,8 @@ class DevTarget:
                 python = [sys.executable, "-m", "kanal.deploy.cli"]
                 if self._mutant is not None and node.kind == "broker":
                     python = self._mutant.launcher()
+                if self.clock and node.kind == "broker":
+                    python = [python[0], *clock_launcher(self.data_dir, node.name), *python[2:]]
                 node.launcher = [*self.network.launcher(node.name), *python]
             self.cluster.start(timeout_s=90)
         except BaseException:
@@ -161,7 +120,10 @@ class DevTarget:
             try:
                 self.network.close()
             finally:
-                self.disks.unmount()
+                try:
+                    self.power.close()
+                finally:
+                    self.disks.unmount()
 
     @property
     def bootstrap(self) -> str:
@@ -206,11 +168,29 @@ class DevTarget:
     def empty_disk(self, name: str) -> None:
         self.disks.empty(name)
 
+    def cut_power(self, name: str) -> dict:
+        return self.power.cut(name)
+
+    def step_clock(self, name: str, offset_s: float) -> None:
+        step_clock(self.data_dir, name, offset_s, self.clock)
+
     def wait_all_serving(self, timeout_s: float) -> None:
         for node in _started(self.cluster).nodes:
             if not node.running:
                 _started(self.cluster).start_node(node, wait=False)
         _started(self.cluster).wait_ready(_started(self.cluster).nodes, timeout_s)
+
+
+def clock_launcher(data_dir: Path, name: str) -> list[str]:
+    """The argv that puts a node on a wall clock of its own, between the interpreter and `-m MODULE ...`."""
+    return ["-m", "kanal.deploy.chaos.skewed_clock", str(data_dir / CLOCKS / name)]
+
+
+def step_clock(data_dir: Path, name: str, offset_s: float, enabled: bool) -> None:
+    if not enabled:
+        raise RuntimeError(f"{name} does not run on a clock of its own (the clock fault needs clock=True)")
+    (data_dir / CLOCKS).mkdir(exist_ok=True)
+    write_offset(data_dir / CLOCKS / name, offset_s)
 
 
 def _docker(*args: str, check: bool = True) -> str:
@@ -225,12 +205,15 @@ class ContainersTarget:
     takes_faults = True
 
     def __init__(self, data_dir: Path, *, image: str = "kanal:dev", controllers: int = 3, brokers: int = 3,
-                 broker_disk_bytes: int | None = None) -> None:
+                 broker_disk_bytes: int | None = None, power: bool = False, clock: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self.image = image
         self.run = f"kanal-chaos-{os.getpid()}"
         self.node_names = node_names(controllers, brokers)
-        self.disks = BrokerDisks(self.data_dir, broker_disk_bytes)
+        self.disks = BrokerDisks(storage_root(self.data_dir, power), broker_disk_bytes)
+        # The image's user (not the mounting root) reads and writes through the mounts: allow_other.
+        self.power = PowerDisks(self.data_dir, power, allow_other=True)
+        self.clock = clock
         self.network: ChaosNetwork | None = None
         self.cluster: LocalCluster | None = None  # the nodes' arguments and endpoints only; never started
         self._counts = (controllers, brokers)
@@ -268,11 +251,20 @@ class ContainersTarget:
                                     controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS, hosts=hosts)
         for node in self.cluster.nodes:
             (self.data_dir / node.name).mkdir(parents=True, exist_ok=True)
+        (self.data_dir / CLOCKS).mkdir(exist_ok=True)
         subprocess.run(["chown", "-R", f"{IMAGE_UID}:{IMAGE_UID}", str(self.data_dir)], check=True)
+        # After the chown: the mounts' daemon does every operation as root, whoever asks.
+        self.power.mount(self.node_names)
         for node in self.cluster.nodes:
+            command = [self.image, node.kind, *node.args]
+            if self.clock and node.kind == "broker":
+                command = ["--entrypoint", "python3", self.image, *clock_launcher(self.data_dir, node.name),
+                           "kanal.deploy.cli", node.kind, *node.args]
+            # The data directory bind-mounted recursively, with the mounts under it (tmpfs, power-loss) as
+            # they are when the container starts: a power cut remounts while the node is down.
             _docker("run", "-d", "--name", self.container(node.name), "--label", f"{RUN_LABEL}={self.run}",
                     "--network", f"container:{self.container(node.name)}-net",
-                    "-v", f"{self.data_dir}:{self.data_dir}", self.image, node.kind, *node.args)
+                    "-v", f"{self.data_dir}:{self.data_dir}", *command)
         self.wait_all_serving(90)
 
     def close(self) -> None:
@@ -292,7 +284,10 @@ class ContainersTarget:
                 if self.network is not None:
                     self.network.close()
             finally:
-                self.disks.unmount()
+                try:
+                    self.power.close()
+                finally:
+                    self.disks.unmount()
 
     @property
     def bootstrap(self) -> str:
@@ -336,6 +331,12 @@ class ContainersTarget:
 
     def empty_disk(self, name: str) -> None:
         self.disks.empty(name)
+
+    def cut_power(self, name: str) -> dict:
+        return self.power.cut(name)
+
+    def step_clock(self, name: str, offset_s: float) -> None:
+        step_clock(self.data_dir, name, offset_s, self.clock)
 
     def wait_all_serving(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

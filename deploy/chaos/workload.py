@@ -37,6 +37,7 @@ from kanal.v1.error import KanalError
 log = logging.getLogger("kanal.chaos.workload")
 
 GROUP = "chaos-group"
+PRODUCER_START_S = 60.0
 
 
 class Workload(threading.Thread):
@@ -80,12 +81,28 @@ class ProducerWorkload(Workload):
         self.security = security
         self.acked = 0
 
+    def _start_producer(self, config: ProducerConfig) -> Producer | None:
+        """A producer, once it has its producer id: retried while the cluster cannot give one (a loaded
+        machine's first InitProducerId can outlast max_block_ms, which bounds each produce() call and is kept
+        short for that) until `PRODUCER_START_S`; None when the workload is stopped meanwhile."""
+        deadline = time.monotonic() + PRODUCER_START_S
+        while not self.stopping.is_set():
+            try:
+                return Producer(config)
+            except KanalError as exc:
+                if not exc.retriable or time.monotonic() > deadline:
+                    raise
+                log.info("%s: no producer id yet (%s); trying again", self.process, exc)
+        return None
+
     def body(self) -> None:
         config = ProducerConfig(bootstrap=self.bootstrap, security=self.security, acks="all", enable_idempotence=True,
                                 linger_ms=5,
                                 request_timeout_ms=3_000, delivery_timeout_ms=20_000, max_block_ms=5_000,
                                 retry_backoff_ms=100, client_id=self.process)
-        producer = Producer(config)
+        producer = self._start_producer(config)
+        if producer is None:
+            return
         try:
             seq = 0
             while not self.stopping.is_set():

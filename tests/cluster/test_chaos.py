@@ -1,7 +1,7 @@
 """`kanal chaos` on the dev target (a cluster in network namespaces; needs root): a small fixed set of
-seeds over every nemesis passes the checker; the mutation check (brokers that answer acks=all as acks=1)
-is caught as lost records; Ctrl-C in the middle of a fault heals it and leaves no namespace, link or
-process behind."""
+seeds over every nemesis passes the checker; the mutation checks are caught (brokers that answer acks=all
+as acks=1: lost records; followers that never truncate a divergent log: divergent replicas); Ctrl-C in
+the middle of a fault heals it and leaves no namespace, link or process behind."""
 
 from __future__ import annotations
 
@@ -31,12 +31,15 @@ def namespaces_work():
 
 
 # Seeds whose 25 s schedules cover a broker kill, a controller pause, a zombie leader, a leader alone with
-# its clients, an isolated controller and two full broker disks (`kanal chaos schedule --faults F
-# --duration 25s --seed N`).
+# its clients, an isolated controller, two full broker disks, the power of every controller cut at once
+# and a broker's clock stepped forward 2253 s (seed 8), a broker's power cut and a broker's clock stepped
+# back 2656 s (seed 2) (`kanal chaos schedule --faults F --duration 25s --seed N`).
 ALL = ("kill", "pause", "partition")
+POWER_CLOCK = ("power", "clock")
 
 
-@pytest.mark.parametrize(("seed", "faults"), [(1, ALL), (6, ALL), (12, ("partition",)), (1, ("disk",))])
+@pytest.mark.parametrize(("seed", "faults"), [(1, ALL), (6, ALL), (12, ("partition",)), (1, ("disk",)),
+                                              (8, POWER_CLOCK), (2, POWER_CLOCK)])
 def test_fixed_seeds_pass_the_checker(tmp_path, seed, faults):
     result = run_once(RunOptions(target="dev", faults=faults, duration_s=25, seed=seed,
                                  history_path=tmp_path / "history.jsonl"))
@@ -44,8 +47,12 @@ def test_fixed_seeds_pass_the_checker(tmp_path, seed, faults):
     assert result.ok, result.table()
     assert result.report.acknowledged > 0 and result.report.unchecked == []
     assert len(result.injected) == 2
-    kinds = [e["type"] for e in read_history(tmp_path / "history.jsonl")]
+    events = read_history(tmp_path / "history.jsonl")
+    kinds = [e["type"] for e in events]
     assert {"send", "ack", "read", "commit", "final", "final_end", "leader", "controller", "nemesis"} <= set(kinds)
+    if "power" in faults:  # each node whose power was cut: one `cut` event with what it dropped
+        cuts = [e["detail"] for e in events if e["type"] == "nemesis" and e["action"] == "cut"]
+        assert len(cuts) == {8: 3, 2: 1}[seed], cuts
 
 
 def test_the_mutation_acks_all_as_1_is_caught(tmp_path):
@@ -59,6 +66,22 @@ def test_the_mutation_acks_all_as_1_is_caught(tmp_path):
     assert result.report.first.kind in ("lost", "divergent")  # an ack and a later read may disagree first
 
 
+def test_the_mutation_no_follower_truncation_is_caught(tmp_path):
+    # Seed 46 cuts the leader of a partition from every other node (not from the producers) for 6 s, long
+    # enough for the controller to elect other leaders for everything it led, then does the same to another
+    # leader. A deposed leader whose last batches no follower had fetched keeps them, and when the producers'
+    # retries land on its successor in another order, the two logs hold different records at the same
+    # offsets; it rejoins the ISR without truncating. Its own log (read after the final read) then
+    # disagrees with the leader's below the high-water mark, and if it leads again, acknowledged records are
+    # lost. Whether a given leader change leaves such a tail is a race, so the run uses 9 partitions (each
+    # broker leads three: every cut deposes three leaders).
+    result = run_once(RunOptions(target="dev", faults=("partition",), duration_s=25, seed=46, partitions=9,
+                                 history_path=tmp_path / "history.jsonl", mutation="no-follower-truncation"))
+    print(result.table())
+    counts = result.report.counts()
+    assert counts["divergent"] + counts["lost"] > 0, result.table()
+
+
 def _children(pid: int) -> set[int]:
     out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True, check=False)
     return {int(p) for p in out.stdout.split()}
@@ -66,12 +89,13 @@ def _children(pid: int) -> set[int]:
 
 def test_ctrl_c_during_a_fault_heals_it_and_stops_everything(tmp_path):
     process = subprocess.Popen(
-        [sys.executable, "-m", "kanal.deploy.cli", "chaos", "run", "--target", "dev", "--faults", "pause,partition",
+        [sys.executable, "-m", "kanal.deploy.cli", "chaos", "run", "--target", "dev", "--faults",
+         "pause,partition,power,clock",
          "--duration", "60s", "--seed", "3", "--history-dir", str(tmp_path), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     history = tmp_path / "seed-3.jsonl"
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300  # start-up of six nodes on power-loss mounts, on a loaded machine
         while not (history.exists() and '"action":"start"' in history.read_text()):
             assert process.poll() is None, process.stdout.read()
             assert time.monotonic() < deadline, "no fault started"
@@ -84,14 +108,20 @@ def test_ctrl_c_during_a_fault_heals_it_and_stops_everything(tmp_path):
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=120)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        if process.poll() is None:  # the test failed before its SIGINT: SIGTERM unwinds and cleans up too
+            process.terminate()
+            try:
+                process.wait(120)
+            except subprocess.TimeoutExpired:
+                process.kill()  # the last resort: whatever the run started may be left behind
+                process.wait()
     assert process.returncode == 130, output
     assert "interrupted; every fault healed and every process stopped" in output
     assert netns.leftovers(process.pid) == []
-    alive = [pid for pid in nodes if Path(f"/proc/{pid}").exists()]
+    alive = [pid for pid in nodes if Path(f"/proc/{pid}").exists()]  # the power-loss daemons among them
     assert alive == [], alive
+    mounts = Path("/proc/mounts").read_text()
+    assert "/kanal-chaos-3-" not in mounts  # the run's data directory (seed 3): its power-loss mounts
 
 
 def test_a_cluster_given_by_its_bootstrap_gets_the_workloads_and_the_check_but_no_faults(tmp_path):

@@ -18,8 +18,10 @@ pytestmark = pytest.mark.containers
 
 
 # A broker killed and a controller paused (docker kill / start, docker pause); a leader alone with its
-# clients and an isolated controller (`kanal chaos schedule --faults F --duration 25s --seed N`).
-@pytest.mark.parametrize(("seed", "faults"), [(1, ("kill", "pause", "partition")), (12, ("partition",))])
+# clients and an isolated controller; every controller's power cut at once and a broker's clock stepped
+# forward (`kanal chaos schedule --faults F --duration 25s --seed N`).
+@pytest.mark.parametrize(("seed", "faults"), [(1, ("kill", "pause", "partition")), (12, ("partition",)),
+                                              (8, ("power", "clock"))])
 def test_fixed_seeds_pass_the_checker_on_containers(docker_image, tmp_path, seed, faults):
     reason = netns.available()
     if reason is not None:

@@ -1,7 +1,7 @@
 """Every controller loses power at once, mid-load: no acknowledged metadata write is lost, none exits 70.
 
 Issue 18, finding 1. Each controller's data directory is its own power-loss filesystem
-(tests/harness/lazyfs.py): when the power goes, every write that controller did not fsync is dropped
+(deploy/lazyfs.py): when the power goes, every write that controller did not fsync is dropped
 (SIGKILL alone would keep the page cache and prove nothing). Writers send AlterClientQuotas calls (one
 new client-id each) to the active controller and record which were acknowledged; the power of all three
 is cut while they run; the controllers restart on what survived. Then: no controller exits, a leader is

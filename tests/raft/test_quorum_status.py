@@ -51,3 +51,23 @@ def test_no_leader():
     reply = from_status({"state": 1, "leader": None, "raft_term": 6}, CONFIG).describe(0)
     assert reply.leader_id == -1
     assert not any(v.is_active for v in reply.voters)
+
+
+def test_a_raft_node_answers_with_the_status_its_tick_published_never_a_live_read():
+    # Regression (kanal chaos, seed 3021): pysyncobj handles a vote request for a higher term by setting the
+    # term, fsyncing it, then dropping the leader; DescribeQuorum read getStatus() from a gRPC thread in
+    # between and paired "I am the leader" with the new term: two active controllers in one epoch. The
+    # status is now taken on the tick thread, after the tick, and status() only reads that.
+    from kanal.raft.raft_node import RaftNode
+
+    node = object.__new__(RaftNode)  # no cluster: the attributes status() and the tick's last step use
+    node._kanal_config = CONFIG
+    published = {"state": 0, "leader": None, "raft_term": 2, "commit_idx": 7}
+    node._kanal_status = published
+
+    def torn_read():  # what a read in the middle of the vote's handling would see
+        return {"state": 2, "leader": _Node("127.0.0.1:7001"), "raft_term": 2, "commit_idx": 7}
+
+    node.getStatus = torn_read
+    q = node.status()
+    assert (q.leader_id, q.term, q.is_leader) == (-1, 2, False)

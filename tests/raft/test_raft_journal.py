@@ -1,6 +1,6 @@
 """DurableJournal and TermVoteFile: what survives a power cut, a torn tail, a compaction, an upgrade.
 
-The power-cut tests run the journal on the power-loss filesystem (tests/harness/lazyfs.py) and compare
+The power-cut tests run the journal on the power-loss filesystem (deploy/lazyfs.py) and compare
 with pysyncobj's own FileJournal, which is what the controller used before (issue 18, findings 1 and 7):
 those assertions are the regression tests, and they fail for FileJournal.
 """

@@ -155,6 +155,24 @@ def test_an_acknowledgement_and_a_read_that_disagree_are_divergent():
     only(check(h.events), "divergent")
 
 
+def test_an_in_sync_replica_whose_own_log_disagrees_with_the_leader_below_the_end_is_divergent():
+    h = H()
+    a = [h.produce("p0", i, i) for i in range(3)]
+    h.final(a)
+    for broker in (1, 2):  # two replicas that agree with the leader: fine
+        for offset, value in enumerate(a):
+            h.add("replica", "replicas", broker=broker, topic="t", partition=0, offset=offset, value=value)
+    h.add("replica", "replicas", broker=0, topic="t", partition=0, offset=0, value=a[0])
+    h.add("replica", "replicas", broker=0, topic="t", partition=0, offset=3, value="p1:7")  # past the end: not judged
+    assert check(h.events).ok
+    # broker 0 kept a deposed leader's tail where the leader stored other records: once per replica
+    h.add("replica", "replicas", broker=0, topic="t", partition=0, offset=1, value="p1:5")
+    h.add("replica", "replicas", broker=0, topic="t", partition=0, offset=2, value="p1:6")
+    v = only(check(h.events), "divergent")
+    assert "broker 0's own log of t-0 holds 'p1:5' at offset 1" in v.message
+    assert [e["type"] for e in v.events] == ["final", "replica"]
+
+
 def test_a_read_record_gone_from_the_final_read_vanished():
     h = H()
     a = h.produce("p0", 0, 0)

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from kanal.deploy.chaos.cli import duration_s, main
-from kanal.deploy.chaos.schedule import FAULT_KINDS, PARTITION_VARIANTS, ScheduleOptions, schedule
+from kanal.deploy.chaos.schedule import CLOCK_STEP_S, FAULT_KINDS, PARTITION_VARIANTS, ScheduleOptions, schedule
 
 
 def test_same_seed_same_schedule_and_another_seed_another():
@@ -60,3 +60,23 @@ def test_durations_and_the_schedule_command(capsys):
         "kill/node broker-0 3.0-9.6s", "partition/zombie-leader leader:chaos:2 12.3-16.9s"]
     with pytest.raises(SystemExit):
         main(["schedule", "--faults", "meteor"])
+
+
+def test_power_and_clock_faults_aim_where_they_should():
+    seen = set()
+    for seed in range(60):
+        for f in schedule(ScheduleOptions(faults=("power", "clock"), duration_s=60, seed=seed)):
+            seen.add((f.kind, f.variant))
+            if f.kind == "power" and f.variant == "controllers":
+                assert f.targets == ("controller-0", "controller-1", "controller-2") and f.step_s == 0
+            elif f.kind == "power":
+                assert len(f.targets) == 1 and f.step_s == 0
+            else:
+                assert f.targets[0].startswith("broker-")
+                assert CLOCK_STEP_S[0] <= abs(f.step_s) <= CLOCK_STEP_S[1]
+                assert (f.step_s > 0) == (f.variant == "forward")
+    assert seen == {("power", "node"), ("power", "controllers"), ("clock", "forward"), ("clock", "back")}
+    # Pinned like the seed above: the fixed-seed tests of tests/cluster/test_chaos.py name what these give.
+    assert [f.describe() for f in schedule(ScheduleOptions(faults=("power", "clock"), duration_s=25, seed=8))] == [
+        "power/controllers controller-0,controller-1,controller-2 3.0-10.0s",
+        "clock/forward broker-0 step +2253s 12.5-16.2s"]

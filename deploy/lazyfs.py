@@ -1,4 +1,8 @@
-"""A power-loss filesystem for tests, after Jepsen's LazyFS: writes that were never fsynced can be lost.
+"""A power-loss filesystem, after Jepsen's LazyFS: writes that were never fsynced can be lost.
+
+Used by the durability tests (the `power_loss_fs` fixture in tests/conftest.py) and by `kanal chaos`'s
+`power` nemesis (deploy/chaos), which puts each node's data directory on one and cuts the power of a node or
+of every controller at once. It lives in the product because the chaos runner is a product.
 
 SIGKILL keeps the page cache, so killing a process never tests durability. This harness mounts a FUSE
 filesystem (mfusepy over Debian's libfuse3 / fusermount3) in front of a backing directory. Every
@@ -29,9 +33,11 @@ Shared writable mmap works over it: the kernel writes dirty pages back to the da
 the latest when the file is closed), which count as unsynced; msync(MS_SYNC) reaches the daemon as an
 fsync, as it does on Linux filesystems. It is not mounted direct_io, so the page cache is in the path.
 
-Run as a daemon: `python lazyfs.py BACKING MOUNTPOINT`; commands on stdin, one per line, answered with
-one JSON line on stdout: `stats`, `cut [keep_first]`. Tests use `PowerLossFS`, which starts the daemon,
-waits for the mount, and unmounts (fusermount3 -u, lazily if busy) and stops the daemon by its PID.
+Run as a daemon: `python -m kanal.deploy.lazyfs BACKING MOUNTPOINT [--allow-other]`; commands on stdin,
+one per line, answered with one JSON line on stdout: `stats`, `cut [keep_first]`. Callers use
+`PowerLossFS`, which starts the daemon, waits for the mount, and unmounts (fusermount3 -u, lazily if busy)
+and stops the daemon by its PID. `--allow-other` lets users other than the mounting one in (a container's
+user, for the chaos containers target); the daemon does every operation as its own user.
 """
 
 from __future__ import annotations
@@ -225,7 +231,10 @@ def _make_operations() -> Any:
         def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
             with self._mutex:
                 self._check()
-                os.utime(self._real(path), ns=times)
+                if times is None:  # "now", as utimensat(2) with no times
+                    os.utime(self._real(path))
+                else:
+                    os.utime(self._real(path), ns=times)
                 return 0
 
         def access(self, path: str, amode: int) -> int:
@@ -282,7 +291,7 @@ def _make_operations() -> Any:
     return PowerLossOperations
 
 
-def _serve(backing: str, mountpoint: str) -> None:
+def _serve(backing: str, mountpoint: str, allow_other: bool = False) -> None:
     import mfusepy
 
     ops = _make_operations()(backing)
@@ -302,19 +311,21 @@ def _serve(backing: str, mountpoint: str) -> None:
             sys.stdout.flush()
 
     threading.Thread(target=control, name="lazyfs-control", daemon=True).start()
-    mfusepy.FUSE(ops, mountpoint, foreground=True, nothreads=True, fsname="kanal-lazyfs")
+    extra = {"allow_other": True} if allow_other else {}
+    mfusepy.FUSE(ops, mountpoint, foreground=True, nothreads=True, fsname="kanal-lazyfs", **extra)
 
 
-# -- the test side ---------------------------------------------------------------------------------
+# -- the caller's side ---------------------------------------------------------------------------------
 
 
 class PowerLossFS:
     """One power-loss mount of `backing` at `mountpoint`. Use as a context manager (or call `close()`):
     it never leaves a mount behind."""
 
-    def __init__(self, backing: Path, mountpoint: Path) -> None:
+    def __init__(self, backing: Path, mountpoint: Path, *, allow_other: bool = False) -> None:
         self.backing = backing
         self.mountpoint = mountpoint
+        self.allow_other = allow_other
         self._proc: subprocess.Popen[str] | None = None
         self._log_path = backing.parent / f"{backing.name}.lazyfs.log"
 
@@ -349,7 +360,8 @@ class PowerLossFS:
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         with open(self._log_path, "a") as err:
             self._proc = subprocess.Popen(
-                [sys.executable, __file__, str(self.backing), str(self.mountpoint)],
+                [sys.executable, "-m", "kanal.deploy.lazyfs", str(self.backing), str(self.mountpoint),
+                 *(["--allow-other"] if self.allow_other else [])],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
             )
         deadline = time.monotonic() + MOUNT_TIMEOUT_S
@@ -407,10 +419,12 @@ def fuse_available() -> str | None:
         return "fusermount3 is missing (Debian: apt-get install fuse3)"
     try:
         import mfusepy  # noqa: F401
-    except (ImportError, OSError) as exc:
+    except ImportError as exc:
+        return f"mfusepy is missing (pip install 'kanal[chaos]'): {exc}"
+    except OSError as exc:
         return f"mfusepy cannot load libfuse: {exc}"
     return None
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], sys.argv[2])
+    _serve(sys.argv[1], sys.argv[2], allow_other="--allow-other" in sys.argv[3:])
