@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import grpc
@@ -143,14 +144,26 @@ class ReplicaFetcher:
             )
             by_key = {}
             topics: dict[str, broker_pb2.FetchRequest.TopicRequest] = {}
+            now_ms = int(time.monotonic() * 1000)
             for part in partitions:
+                part_bytes_max = self._config.replica_fetch_partition_bytes_max
+                throttle = part.replication_throttle
+                if throttle is not None:
+                    allowance = throttle.allowance_bytes(now_ms)
+                    if not allowance:
+                        # In debt: left out of this round, which must not long-poll past the repayment.
+                        request.max_wait_ms = min(request.max_wait_ms, throttle.wait_ms(now_ms))
+                        continue
+                    part_bytes_max = min(part_bytes_max, allowance)
                 offset, epoch, last_epoch = part.fetch_position()
                 topic = topics.get(part.topic) or topics.setdefault(
                     part.topic, request.topics.add(topic=part.topic, topic_id=part.topic_id))
                 topic.partitions.add(partition=part.partition_id, fetch_offset=offset, current_leader_epoch=epoch,
-                                     last_fetched_epoch=last_epoch,
-                                     max_bytes=self._config.replica_fetch_partition_bytes_max)
+                                     last_fetched_epoch=last_epoch, max_bytes=part_bytes_max)
                 by_key[(part.topic, part.partition_id)] = part
+            if not by_key:
+                self._added.wait(request.max_wait_ms / 1000)  # every partition is throttled: wait for credit
+                continue
             with self._lock:
                 # A partition added while this request was built is not in it: build it again.
                 self._fetching = stub is self._stub and not self._added.is_set()
@@ -184,10 +197,16 @@ class ReplicaFetcher:
                     if p.error:
                         errors += 1
                     try:
-                        appended += part.apply_fetched(self.leader_id, p)
+                        copied = part.apply_fetched(self.leader_id, p)
                     except Exception:  # a broken partition must not stop replication of the others
                         log.exception("applying fetched data to %r failed", part)
                         errors += 1
+                        continue
+                    appended += copied
+                    throttle = part.replication_throttle
+                    if throttle is not None and copied:
+                        throttle.record(copied, int(time.monotonic() * 1000))
+                        self._manager.metrics.replication_throttled_bytes_in.inc(copied)
             if appended:
                 # Nothing long-polls a follower's partitions (consumers read leaders), so nobody is woken.
                 self._manager.metrics.replication_bytes_in.inc(appended)

@@ -20,6 +20,7 @@ import sys
 import time
 
 from kanal.clients.acls_cli import add_acls_parser
+from kanal.clients.operations_cli import add_operations_parsers
 from kanal.clients.admin import BROKER, TOPIC, Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
@@ -622,6 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=quotas)
 
     add_acls_parser(sub, common, _admin)
+    add_operations_parsers(sub, common, _admin)
     users = sub.add_parser("users", help="create, delete, list users (SCRAM credentials)").add_subparsers(
         dest="action", required=True)
     c = users.add_parser("create", parents=[common], help="create a user or change its password")

@@ -11,6 +11,7 @@ from kanal.metadata.apply import apply, apply_batch, check_image
 from kanal.metadata.authorizer import AuthorizerConfig, authorize
 from kanal.metadata.broker_liveness import decide_broker_heartbeat, decide_session_expirations
 from kanal.metadata.broker_registration import (
+    decide_decommission_broker,
     decide_register_broker,
     decide_unregister_broker,
     describe_brokers,
@@ -27,6 +28,12 @@ from kanal.metadata.election import (
     elect_preferred,
     lost_disk,
     offline_reason,
+)
+from kanal.metadata.leader_balance import decide_auto_leader_rebalance, decide_elect_leaders, leader_imbalance
+from kanal.metadata.reassignment import (
+    decide_alter_partition_reassignments,
+    decide_reassignment_progress,
+    list_partition_reassignments,
 )
 from kanal.metadata.ids import (
     NO_LEADER,
@@ -101,6 +108,13 @@ __all__ = [
     "decide_delete_acls",
     "decide_delete_topics",
     "decide_preferred_leader_elections",
+    "decide_alter_partition_reassignments",
+    "decide_auto_leader_rebalance",
+    "decide_decommission_broker",
+    "decide_elect_leaders",
+    "decide_reassignment_progress",
+    "leader_imbalance",
+    "list_partition_reassignments",
     "decide_register_broker",
     "decide_register_controller",
     "decide_session_expirations",
