@@ -30,16 +30,21 @@ THROTTLE_KEY = "follower.replication.throttled.rate"
 
 
 def fill(bootstrap: str, topic: str, size_bytes: int, record_bytes: int) -> int:
-    producer = Producer(ProducerConfig(bootstrap=bootstrap, acks="1", linger_ms=5, batch_size_bytes=1 * MB,
-                                       buffer_memory_bytes=64 * MB))
+    producer = Producer(ProducerConfig(bootstrap=bootstrap, acks="1", enable_idempotence=False, linger_ms=5,
+                                       batch_size_bytes=256 * 1024, buffer_memory_bytes=64 * MB))
     value = b"x" * record_bytes
     written = 0
+    pending = []
     try:
         while written < size_bytes:
-            count = max(1, min(1000, (size_bytes - written) // record_bytes))
-            producer.produce_many(topic, [value] * count, partition=0)
+            count = max(1, min(100, (size_bytes - written) // record_bytes))
+            pending.append(producer.produce_many(topic, [value] * count, partition=0))
             written += count * record_bytes
+            if len(pending) >= 64:  # bounded: check acknowledgements as we go
+                pending.pop(0).result(600)
         producer.flush(600)
+        for futures in pending:
+            futures.result(600)  # raises if a record was not stored: the size must be real
     finally:
         producer.close()
     return written
