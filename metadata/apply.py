@@ -22,12 +22,14 @@ Rules apply_batch keeps:
   unregistered in it leads no partition and is in no ISR of a partition that has a leader.
 
 Indexes (image.py): the per-broker replica and preferred-leader counts and the topic-name collision
-keys change with TopicRecord, PartitionRecord and RemoveTopic. Count changes are summed per call and
+keys change with TopicRecord, PartitionRecord, PartitionReassignment and RemoveTopic. Count changes are summed per call and
 folded into the image once, at the end (journaled like every other change), so a 10,000-partition
 batch touches each broker's count once; nothing reads them while a batch is being applied.
 
 Epochs: a PartitionChange that sets `leader` must change it and bumps leader_epoch; every
-PartitionChange bumps partition_epoch. A RegisterBroker for an id that is registered is an error: a new
+PartitionChange bumps partition_epoch; so does every PartitionReassignment, which bumps leader_epoch
+when it changes the leader and may only keep or drop ISR members, never add one (a replica joins the ISR
+through AlterPartition alone). A RegisterBroker for an id that is registered is an error: a new
 incarnation first unregisters the old one in the same batch (see broker_registration.py). A
 BrokerRegistrationChange for an older broker epoch changes nothing, as metadata.proto specifies.
 """
