@@ -42,6 +42,10 @@ class BrokerMetrics:
         self.bytes_out = Counter("kanal_broker_topic_bytes_out", "Bytes returned to consumers", registry=r)
         self.replication_bytes_in = Counter("kanal_broker_replication_bytes_in", "Bytes appended by follower fetchers",
                                             registry=r)
+        self.replication_throttled_bytes_in = Counter(
+            "kanal_broker_replication_throttled_bytes_in",
+            "Bytes appended by follower fetchers to replicas a reassignment is adding, under "
+            "follower.replication.throttled.rate (also counted in kanal_broker_replication_bytes_in)", registry=r)
         self.messages_in = Counter("kanal_broker_topic_messages_in", "Records appended by producers", registry=r)
         self.fetch_purgatory = Gauge("kanal_fetch_purgatory_size", "Long-poll fetches waiting for data",
                                      ["kind"], registry=r)

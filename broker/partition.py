@@ -51,6 +51,7 @@ from kanal.broker.producer_state import (
     Reject,
     producer_batches_in,
 )
+from kanal.broker.replication_throttle import ReplicationThrottle
 from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.broker.storage.ids import LeaderEpoch, Offset
 from kanal.broker.storage.log import Log
@@ -126,6 +127,9 @@ class Partition:
         self._high_watermark_waiters: set[Waiter] = set()  # consumer long polls: wake on HW moves
         self.producers = self._replay_producer_state()
         self.producer_activity = ProducerActivity()
+        # Set by the replica manager while a reassignment is adding this replica and a
+        # follower.replication.throttled.rate applies (replication_throttle.py); used by the fetcher only.
+        self.replication_throttle: ReplicationThrottle | None = None
 
     def __repr__(self) -> str:
         a = self.assignment

@@ -7,7 +7,10 @@ the current leader epoch and the epoch of our last batch so the leader can repor
 topic's id (KIP-516), so the leader answers UNKNOWN_TOPIC_ID rather than data of another incarnation of
 the name. Partition.apply_fetched appends, truncates or resets as the answer says.
 A failed round backs off briefly (and the next one opens a new stream); leadership changes come through
-the metadata image, which updates the fetcher's partition list.
+the metadata image, which updates the fetcher's partition list. An expected failure to apply an answer
+(a KanalError: a full disk is STORAGE_ERROR) is logged and retried by the next round; anything else is a
+broken invariant and stops the broker (kanal.broker.fatal), as the metadata follower's does: a fetcher
+that died quietly would leave its partitions out of the ISR for good.
 
 A partition added to the list (a new topic, a new leader) is fetched at once: the long poll in flight
 (for the old list, up to replica_fetch_wait_ms_max) is ended by closing its channel (which ends the
@@ -21,15 +24,18 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import grpc
 
 from kanal.broker.config import BrokerConfig
+from kanal.broker.fatal import stop_process
 from kanal.broker.replica_stream import ReplicaFetchSession
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.channel_options import channel_options
 from kanal.v1.channel_security import open_channel
+from kanal.v1.error import KanalError
 
 if TYPE_CHECKING:
     from kanal.broker.partition import Partition
@@ -124,6 +130,8 @@ class ReplicaFetcher:
     def _run(self) -> None:
         try:
             self._run_rounds()
+        except Exception as exc:  # noqa: BLE001 - a bug: a follower that stopped fetching leaves the ISR for good
+            stop_process(f"the replica fetcher from leader {self.leader_id} failed", exc)
         finally:
             self._end_session()
 
@@ -143,14 +151,26 @@ class ReplicaFetcher:
             )
             by_key = {}
             topics: dict[str, broker_pb2.FetchRequest.TopicRequest] = {}
+            now_ms = int(time.monotonic() * 1000)
             for part in partitions:
+                part_bytes_max = self._config.replica_fetch_partition_bytes_max
+                throttle = part.replication_throttle
+                if throttle is not None:
+                    allowance = throttle.allowance_bytes(now_ms)
+                    if not allowance:
+                        # In debt: left out of this round, which must not long-poll past the repayment.
+                        request.max_wait_ms = min(request.max_wait_ms, throttle.wait_ms(now_ms))
+                        continue
+                    part_bytes_max = min(part_bytes_max, allowance)
                 offset, epoch, last_epoch = part.fetch_position()
                 topic = topics.get(part.topic) or topics.setdefault(
                     part.topic, request.topics.add(topic=part.topic, topic_id=part.topic_id))
                 topic.partitions.add(partition=part.partition_id, fetch_offset=offset, current_leader_epoch=epoch,
-                                     last_fetched_epoch=last_epoch,
-                                     max_bytes=self._config.replica_fetch_partition_bytes_max)
+                                     last_fetched_epoch=last_epoch, max_bytes=part_bytes_max)
                 by_key[(part.topic, part.partition_id)] = part
+            if not by_key:
+                self._added.wait(request.max_wait_ms / 1000)  # every partition is throttled: wait for credit
+                continue
             with self._lock:
                 # A partition added while this request was built is not in it: build it again.
                 self._fetching = stub is self._stub and not self._added.is_set()
@@ -184,10 +204,16 @@ class ReplicaFetcher:
                     if p.error:
                         errors += 1
                     try:
-                        appended += fetched_part.apply_fetched(self.leader_id, p)
-                    except Exception:  # a broken partition must not stop replication of the others
-                        log.exception("applying fetched data to %r failed", fetched_part)
+                        copied = fetched_part.apply_fetched(self.leader_id, p)
+                    except KanalError as exc:  # expected (a full disk: STORAGE_ERROR): the next round retries
+                        log.warning("applying fetched data to %r failed: %s", fetched_part, exc)
                         errors += 1
+                        continue
+                    appended += copied
+                    throttle = fetched_part.replication_throttle
+                    if throttle is not None and copied:
+                        throttle.record(copied, int(time.monotonic() * 1000))
+                        self._manager.metrics.replication_throttled_bytes_in.inc(copied)
             if appended:
                 # Nothing long-polls a follower's partitions (consumers read leaders), so nobody is woken.
                 self._manager.metrics.replication_bytes_in.inc(appended)

@@ -32,6 +32,7 @@ from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.partition import FOLLOWER, LEADER, Assignment, Partition
 from kanal.broker.produce_call import ProduceCall, ProduceWait
 from kanal.broker.replica_fetcher import ReplicaFetcher
+from kanal.broker.replication_throttle import ReplicationThrottle
 from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.storage.partition_metadata import (
@@ -157,6 +158,7 @@ class ReplicaManager:
             else:
                 part.log.config = log_config
                 part.min_insync_replicas = min_isr
+            self._set_throttle(part, p.adding_replicas, new, topic.name)
             current = part.assignment
             if p.leader == self.broker_id:
                 if part.role != LEADER or current is None or current.leader_epoch != p.leader_epoch:
@@ -185,6 +187,19 @@ class ReplicaManager:
         self._update_gauges(new)
         self.reconciled_image = new
         self.wake_long_polls()
+
+    def _set_throttle(self, part: Partition, adding, image: MetadataImage, topic: str) -> None:
+        """Throttle this replica's copying while a reassignment adds it and a rate is configured (kept
+        across images while the rate stays, so its debt carries over)."""
+        rate = None
+        if self.broker_id in adding:
+            rate = effective_topic_configs(topic_config_texts(image, topic, self.broker_id))[
+                "follower.replication.throttled.rate"]
+        current = part.replication_throttle
+        if rate is None:
+            part.replication_throttle = None
+        elif current is None or current.rate_bytes_per_s != rate:
+            part.replication_throttle = ReplicationThrottle(rate, int(time.monotonic() * 1000))
 
     def _log_config(self, image: MetadataImage, topic: str) -> tuple[LogConfig, int]:
         """The partition log's settings and min.insync.replicas: cluster default < broker < topic."""

@@ -49,6 +49,7 @@ _FORWARDED_ADMIN_CALLS = (
     "CreateTopics", "DeleteTopics", "CreatePartitions", "DescribeConfigs", "AlterConfigs",
     "AlterClientQuotas", "DescribeClientQuotas", "DescribeCluster", "CreateAcls", "DescribeAcls", "DeleteAcls",
     "AlterUserScramCredentials", "DescribeUserScramCredentials",
+    "AlterPartitionReassignments", "ListPartitionReassignments", "ElectLeaders", "UnregisterBroker",
 )
 
 

@@ -16,7 +16,7 @@ import grpc
 
 from kanal.clients.cluster_metadata import ClusterMetadata, PartitionInfo
 from kanal.clients.group_membership import GroupMembership
-from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2
+from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2, operations_pb2
 from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.grpc_errors import error_code_of
@@ -360,6 +360,51 @@ class Admin:
 
     def describe_cluster(self) -> admin_pb2.DescribeClusterResponse:
         return self._call("DescribeCluster", admin_pb2.DescribeClusterRequest())
+
+    # ---- operations: reassignment, leaders, decommissioning ----
+
+    def assignment(self, topics: list[str] | None = None) -> dict[tuple[str, int], tuple[int, ...]]:
+        """Every partition's replicas (preferred leader first) of `topics` (None: every topic, internal ones
+        included), from a broker's Metadata."""
+        reply = self._call("Metadata", broker_pb2.MetadataRequest(topics=topics or []))
+        out = {}
+        for topic in reply.topics:
+            _raise_for(topic.error, f"topic {topic.name}")
+            for p in topic.partitions:
+                out[(topic.name, p.partition)] = tuple(p.replicas)
+        return out
+
+    def alter_partition_reassignments(
+        self, targets: dict[tuple[str, int], tuple[int, ...] | None]
+    ) -> list[operations_pb2.PartitionOperationResult]:
+        """Start reassignments (target replicas) or cancel them (None); one result per partition."""
+        request = operations_pb2.AlterPartitionReassignmentsRequest(targets=[
+            operations_pb2.AlterPartitionReassignmentsRequest.Target(
+                topic=topic, partition=partition, replicas=list(replicas or ()), cancel=replicas is None)
+            for (topic, partition), replicas in targets.items()])
+        return list(self._call("AlterPartitionReassignments", request).results)
+
+    def list_partition_reassignments(
+        self, partitions: list[tuple[str, int]] | None = None
+    ) -> list[operations_pb2.PartitionReassignmentState]:
+        """The named partitions' replica sets and reassignments, or every reassignment in progress."""
+        request = operations_pb2.ListPartitionReassignmentsRequest(partitions=[
+            operations_pb2.TopicPartitionRef(topic=t, partition=p) for t, p in partitions or ()])
+        return list(self._call("ListPartitionReassignments", request).partitions)
+
+    def elect_preferred_leaders(
+        self, partitions: list[tuple[str, int]] | None = None
+    ) -> list[operations_pb2.PartitionOperationResult]:
+        """Preferred-leader election for the named partitions (None: every one not led by its preferred
+        replica); one result per partition."""
+        request = operations_pb2.ElectLeadersRequest(partitions=[
+            operations_pb2.TopicPartitionRef(topic=t, partition=p) for t, p in partitions or ()])
+        return list(self._call("ElectLeaders", request).results)
+
+    def unregister_broker(self, broker_id: int) -> None:
+        """Remove a stopped broker that holds no replicas; BROKER_HOLDS_REPLICAS names what it still holds."""
+        reply = self._call("UnregisterBroker", operations_pb2.UnregisterBrokerRequest(broker_id=broker_id))
+        _raise_for(reply.error, reply.error_message)
 
     def _wait(self, condition, timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s

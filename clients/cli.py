@@ -23,6 +23,7 @@ from kanal.clients.acls_cli import add_acls_parser
 from kanal.clients.admin import BROKER, TOPIC, Admin
 from kanal.clients.cli_formats import compile_format, parse_duration_ms, parse_timestamp_ms
 from kanal.clients.consumer import Consumer, ConsumerConfig
+from kanal.clients.operations_cli import add_operations_parsers
 from kanal.clients.perf_cli import add_perf_parser
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
@@ -670,6 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=quotas)
 
     add_acls_parser(sub, common, _admin)
+    add_operations_parsers(sub, common, _admin)
     users = sub.add_parser("users", help="create, delete, list users (SCRAM credentials)") \
         .add_subparsers(dest="action", required=True, metavar="ACTION")
     c = users.add_parser("create", parents=[common], help="create a user or change its password")

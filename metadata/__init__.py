@@ -11,6 +11,7 @@ from kanal.metadata.apply import apply, apply_batch, check_image
 from kanal.metadata.authorizer import AuthorizerConfig, authorize
 from kanal.metadata.broker_liveness import decide_broker_heartbeat, decide_session_expirations
 from kanal.metadata.broker_registration import (
+    decide_decommission_broker,
     decide_register_broker,
     decide_unregister_broker,
     describe_brokers,
@@ -48,8 +49,14 @@ from kanal.metadata.image import (
     TopicImage,
 )
 from kanal.metadata.invariant import MetadataInvariantError
+from kanal.metadata.leader_balance import decide_auto_leader_rebalance, decide_elect_leaders, leader_imbalance
 from kanal.metadata.placement import place_replicas, place_replicas_by_load
 from kanal.metadata.producer_ids import PRODUCER_ID_BLOCK_SIZE, decide_allocate_producer_ids
+from kanal.metadata.reassignment import (
+    decide_alter_partition_reassignments,
+    decide_reassignment_progress,
+    list_partition_reassignments,
+)
 from kanal.metadata.scram_admin import decide_alter_user_scram_credentials, describe_user_scram_credentials
 from kanal.metadata.snapshot import image_from_snapshot, image_to_snapshot
 from kanal.metadata.topic_admin import (
@@ -93,14 +100,19 @@ __all__ = [
     "decide_alter_client_quotas",
     "decide_alter_configs",
     "decide_alter_partition",
+    "decide_alter_partition_reassignments",
     "decide_alter_user_scram_credentials",
+    "decide_auto_leader_rebalance",
     "decide_broker_heartbeat",
     "decide_create_acls",
     "decide_create_partitions",
     "decide_create_topics",
+    "decide_decommission_broker",
     "decide_delete_acls",
     "decide_delete_topics",
+    "decide_elect_leaders",
     "decide_preferred_leader_elections",
+    "decide_reassignment_progress",
     "decide_register_broker",
     "decide_register_controller",
     "decide_session_expirations",
@@ -115,6 +127,8 @@ __all__ = [
     "elect_preferred",
     "image_from_snapshot",
     "image_to_snapshot",
+    "leader_imbalance",
+    "list_partition_reassignments",
     "lost_disk",
     "offline_reason",
     "place_replicas",

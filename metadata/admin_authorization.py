@@ -14,8 +14,10 @@ where a controller decides it: `admit_admin(method, request, access) -> Admissio
 | DescribeAcls | DESCRIBE on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
 | AlterUserScramCredentials | ALTER on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
 | DescribeUserScramCredentials | DESCRIBE on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
+| AlterPartitionReassignments, ElectLeaders, UnregisterBroker | ALTER on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
+| ListPartitionReassignments | DESCRIBE on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
 | DescribeCluster | nothing (the brokers and the quorum, as Metadata shows brokers to anyone) | — |
-"""
+"""  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations
 
@@ -119,5 +121,9 @@ _RULES: dict[str, Callable[[Any, Access], Admission]] = {
     "AlterUserScramCredentials": _on_cluster(_OP.ACL_OPERATION_ALTER),
     "DescribeUserScramCredentials": _on_cluster(_OP.ACL_OPERATION_DESCRIBE),
     "DescribeCluster": lambda request, access: admitted(request),
+    "AlterPartitionReassignments": _on_cluster(_OP.ACL_OPERATION_ALTER),
+    "ListPartitionReassignments": _on_cluster(_OP.ACL_OPERATION_DESCRIBE),
+    "ElectLeaders": _on_cluster(_OP.ACL_OPERATION_ALTER),
+    "UnregisterBroker": _on_cluster(_OP.ACL_OPERATION_ALTER),
 }
 ADMIN_CALLS = tuple(_RULES)

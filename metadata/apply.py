@@ -22,12 +22,14 @@ Rules apply_batch keeps:
   unregistered in it leads no partition and is in no ISR of a partition that has a leader.
 
 Indexes (image.py): the per-broker replica and preferred-leader counts and the topic-name collision
-keys change with TopicRecord, PartitionRecord and RemoveTopic. Count changes are summed per call and
-folded into the image once, at the end (journaled like every other change), so a 10,000-partition
+keys change with TopicRecord, PartitionRecord, PartitionReassignment and RemoveTopic. Count changes are
+summed per call and folded into the image once, at the end (journaled like every other change), so a 10,000-partition
 batch touches each broker's count once; nothing reads them while a batch is being applied.
 
 Epochs: a PartitionChange that sets `leader` must change it and bumps leader_epoch; every
-PartitionChange bumps partition_epoch. A RegisterBroker for an id that is registered is an error: a new
+PartitionChange bumps partition_epoch; so does every PartitionReassignment, which bumps leader_epoch
+when it changes the leader and may only keep or drop ISR members, never add one (a replica joins the ISR
+through AlterPartition alone). A RegisterBroker for an id that is registered is an error: a new
 incarnation first unregisters the old one in the same batch (see broker_registration.py). A
 BrokerRegistrationChange for an older broker epoch changes nothing, as metadata.proto specifies.
 """
@@ -354,6 +356,7 @@ def _partition(image: MetadataImage, r: metadata_pb2.PartitionRecord, ctx: _Cont
     leader = BrokerId(r.leader)
     _check_partition_shape(image, where, replicas, isr, leader)
     directories = _isr_directories(where, isr, tuple(r.isr_directory_ids), {})
+    adding, removing = _check_reassignment_shape(where, replicas, r.adding_replicas, r.removing_replicas)
     state = PartitionState(
         PartitionId(r.partition_id),
         replicas,
@@ -362,6 +365,8 @@ def _partition(image: MetadataImage, r: metadata_pb2.PartitionRecord, ctx: _Cont
         LeaderEpoch(r.leader_epoch),
         PartitionEpoch(r.partition_epoch),
         directories,
+        adding,
+        removing,
     )
     ctx.journal.append(topic.partitions, state)
     ctx.count_replicas(replicas, +1)
@@ -399,8 +404,70 @@ def _partition_change(image: MetadataImage, r: metadata_pb2.PartitionChangeRecor
         LeaderEpoch(old.leader_epoch + 1) if has_leader else old.leader_epoch,
         PartitionEpoch(old.partition_epoch + 1),
         directories,
+        old.adding_replicas,
+        old.removing_replicas,
     )
     ctx.journal.replace(topic.partitions, r.partition_id, new)
+
+
+def _partition_reassignment(
+    image: MetadataImage, r: metadata_pb2.PartitionReassignmentRecord, ctx: _Context
+) -> None:
+    """A partition's replica set changes (a reassignment starts, completes or is cancelled): the
+    record carries the replicas, adding and removing after it; leader and ISR when they change."""
+    topic = image.topics_by_id.get(TopicId(r.topic_id))
+    if topic is None or not 0 <= r.partition_id < len(topic.partitions):
+        raise _fail(f"PartitionReassignment for unknown partition {r.topic_id}/{r.partition_id}")
+    old = topic.partitions[r.partition_id]
+    where = f"{topic.name}-{r.partition_id}"
+    replicas = tuple(BrokerId(b) for b in r.replicas)
+    has_leader = r.HasField("leader")
+    leader = BrokerId(r.leader) if has_leader else old.leader
+    isr = tuple(BrokerId(b) for b in r.isr.broker_ids) if r.HasField("isr") else old.isr
+    _check_partition_shape(image, where, replicas, isr, leader)
+    adding, removing = _check_reassignment_shape(where, replicas, r.adding_replicas, r.removing_replicas)
+    # Only replicas that were there, or are being added now, may be in sync: a reassignment never
+    # vouches for a replica that has not caught up through the leader's AlterPartition.
+    if not set(isr) <= set(old.isr):
+        raise _fail(f"PartitionReassignment {where} puts {sorted(set(isr) - set(old.isr))} into the ISR")
+    if r.HasField("isr"):
+        kept = {b: old.recorded_directory(b) for b in old.isr}
+        directories = _isr_directories(where, isr, tuple(r.isr_directory_ids), kept)
+    elif r.isr_directory_ids:
+        raise _fail(f"PartitionReassignment {where} gives ISR directory ids without an ISR")
+    else:
+        directories = old.isr_directory_ids
+    changed_leader = has_leader and leader != old.leader
+    new = PartitionState(
+        old.partition_id,
+        replicas,
+        isr,
+        leader,
+        LeaderEpoch(old.leader_epoch + 1) if changed_leader else old.leader_epoch,
+        PartitionEpoch(old.partition_epoch + 1),
+        directories,
+        adding,
+        removing,
+    )
+    ctx.journal.replace(topic.partitions, r.partition_id, new)
+    ctx.count_replicas(old.replicas, -1)
+    ctx.count_replicas(replicas, +1)
+
+
+def _check_reassignment_shape(
+    where: str, replicas: tuple[BrokerId, ...], adding: Iterable[int], removing: Iterable[int]
+) -> tuple[tuple[BrokerId, ...], tuple[BrokerId, ...]]:
+    """Adding and removing replicas are distinct members of `replicas`, apart from each other, and leave
+    at least one target replica (what a reassignment moves to)."""
+    add = tuple(BrokerId(b) for b in adding)
+    remove = tuple(BrokerId(b) for b in removing)
+    if len(set(add)) != len(add) or len(set(remove)) != len(remove) or set(add) & set(remove):
+        raise _fail(f"partition {where}: adding {list(add)} and removing {list(remove)} must be distinct")
+    if not set(add) | set(remove) <= set(replicas):
+        raise _fail(f"partition {where}: adding/removing replicas must be among its replicas {list(replicas)}")
+    if len(remove) >= len(replicas):
+        raise _fail(f"partition {where}: a reassignment cannot remove every replica")
+    return add, remove
 
 
 def _isr_directories(
@@ -605,6 +672,7 @@ _HANDLERS: dict[str, Callable[[MetadataImage, Any, _Context], None]] = {
     "topic": _topic,
     "partition": _partition,
     "partition_change": _partition_change,
+    "partition_reassignment": _partition_reassignment,
     "remove_topic": _remove_topic,
     "config": _config,
     "client_quota": _client_quota,

@@ -31,7 +31,7 @@ from kanal.metadata.decision import Decision, Stamp
 from kanal.metadata.fencing import fence_records
 from kanal.metadata.ids import BrokerId
 from kanal.metadata.image import MetadataImage
-from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
+from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2, operations_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
 
@@ -138,6 +138,34 @@ def decide_unregister_broker(
         )
     )
     return Decision(records, None)
+
+
+# Partitions named in a refused decommission, at most (the message says how many there are in all).
+_HELD_NAMED_MAX = 20
+
+
+def decide_decommission_broker(
+    image: MetadataImage, request: operations_pb2.UnregisterBrokerRequest, *, now_ms: int, principal: str,
+    request_id: str
+) -> Decision[operations_pb2.UnregisterBrokerResponse]:
+    """UnregisterBroker from an operator: refused (BROKER_HOLDS_REPLICAS, naming them) while any partition
+    still assigns the broker a replica, since its partitions would keep a replica nobody hosts; otherwise
+    `decide_unregister_broker`."""
+    reply = operations_pb2.UnregisterBrokerResponse
+    if BrokerId(request.broker_id) not in image.brokers:
+        return Decision([], reply(error=ErrorCode.BROKER_NOT_AVAILABLE,
+                                  error_message=f"broker {request.broker_id} is not registered"))
+    held = sorted(f"{t.name}-{p.partition_id}" for t, p in image.iter_partitions() if request.broker_id in p.replicas)
+    if held:
+        more = f" and {len(held) - _HELD_NAMED_MAX} more" if len(held) > _HELD_NAMED_MAX else ""
+        return Decision([], reply(
+            error=ErrorCode.BROKER_HOLDS_REPLICAS,
+            error_message=(f"broker {request.broker_id} still holds replicas of {len(held)} partition(s): "
+                           f"{', '.join(held[:_HELD_NAMED_MAX])}{more}; reassign them away first "
+                           f"(kanal reassign balance --brokers <the others>)")))
+    decision = decide_unregister_broker(image, request.broker_id, now_ms=now_ms, principal=principal,
+                                        request_id=request_id)
+    return Decision(decision.records, reply())
 
 
 def describe_brokers(image: MetadataImage) -> list[admin_pb2.BrokerDescription]:

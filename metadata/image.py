@@ -89,6 +89,10 @@ class PartitionState:
     # The directory id each ISR member's log had when it joined the ISR, in ISR order ("" = unknown:
     # records from before directory ids). Kept by apply at the length of `isr`; () reads as all unknown.
     isr_directory_ids: tuple[str, ...] = ()
+    # A reassignment in progress (PartitionReassignmentRecord): the replicas being added and those to be
+    # removed once every target replica is in the ISR. Both empty when none is.
+    adding_replicas: tuple[BrokerId, ...] = ()
+    removing_replicas: tuple[BrokerId, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.isr_directory_ids:  # left out: all unknown, so equal states compare equal
@@ -108,10 +112,21 @@ class PartitionState:
     def preferred_leader(self) -> BrokerId:
         return self.replicas[0]
 
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[BrokerId, ...]:
+        """Where a reassignment in progress is going (the replicas when none is)."""
+        return tuple(b for b in self.replicas if b not in self.removing_replicas)
+
     def __repr__(self) -> str:
+        moving = (f" adding={list(self.adding_replicas)} removing={list(self.removing_replicas)}"
+                  if self.reassigning else "")
         return (
             f"<Partition {self.partition_id} leader={self.leader} epoch={self.leader_epoch} "
-            f"pepoch={self.partition_epoch} replicas={list(self.replicas)} isr={list(self.isr)}>"
+            f"pepoch={self.partition_epoch} replicas={list(self.replicas)} isr={list(self.isr)}{moving}>"
         )
 
 

@@ -74,6 +74,8 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                         leader_epoch=p.leader_epoch,
                         partition_epoch=p.partition_epoch,
                         isr_directory_ids=p.isr_directory_ids if any(p.isr_directory_ids) else (),
+                        adding_replicas=p.adding_replicas,
+                        removing_replicas=p.removing_replicas,
                     )
                 )
             )

@@ -141,6 +141,9 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
         ConfigKey("message.timestamp.difference.max.ms", _Int(0, unlimited=True), None,
                   "Reject batches whose timestamps are further than this from the broker clock; -1: no limit. "
                   "-1 or >= 0."),
+        ConfigKey("follower.replication.throttled.rate", _Int(1, unlimited=True), None,
+                  "bytes/s a broker copies into each replica a reassignment is adding to it (-1: no limit); "
+                  "in-sync followers are never throttled"),
         ConfigKey("compression.type", _choice("producer", "none", "gzip", "snappy", "lz4", "zstd"), "producer",
                   "Codec the topic keeps; 'producer' keeps what the producer sent (the broker never recompresses)."),
     )

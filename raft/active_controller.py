@@ -44,6 +44,11 @@ process was SIGSTOPped or starved) deactivates before anything else (`note_stall
 may have taken over, and the brokers' silence meanwhile proves nothing. Still the Raft leader, it takes
 over again at the next step with fresh sessions.
 
+Operations. Each step also completes reassignments whose target replicas are all in sync
+(decide_reassignment_progress) and, every leader_imbalance_check_interval_ms when enabled, runs the
+automatic leader rebalance (decide_auto_leader_rebalance). Both read only the image, so a new active
+controller carries on where a failed one stopped.
+
 Sessions. The loop thread also runs decide_session_expirations every `session_check_interval_ms` with the
 clock's now_ms: a broker silent for longer than the session timeout is fenced and its leaderships move
 (kanal.metadata's rules). Heartbeats update the times; one that shows a fenced broker caught up unfences
@@ -73,7 +78,9 @@ from kanal.metadata import (
     MetadataImage,
     MetadataInvariantError,
     apply_batch,
+    decide_auto_leader_rebalance,
     decide_broker_heartbeat,
+    decide_reassignment_progress,
     decide_register_broker,
     decide_session_expirations,
 )
@@ -163,6 +170,8 @@ class ActiveController:
         self._spec_last = ProposalId.NONE
         self._spec_stale = False
         self._sessions = BrokerSessions()
+        # When the next automatic leader rebalance is due (clock ms); set at each activation.
+        self._next_rebalance_ms = 0
         # Pipeline condition (re-entrant): proposals in flight, their waiters, the committed head, the
         # outbox (decided, not yet handed to Raft) and the Raft entries in flight.
         self._pipeline_cond = threading.Condition(threading.RLock())
@@ -245,18 +254,21 @@ class ActiveController:
         )
 
     def write(
-        self, decide: Callable[[MetadataImage, int], Decision[R]], *, deadline_s: float
+        self, decide: Callable[[MetadataImage, int], Decision[R]], *, deadline_s: float,
+        wait_if_unchanged: bool = True,
     ) -> tuple[R, int]:
         """Decide against the speculative image, propose the records, wait until they are applied and
         durable. Returns the reply and the durable metadata end offset after it. `deadline_s` is a
         time.monotonic() value. KanalError: NOT_CONTROLLER / CONTROLLER_NOT_AVAILABLE when this
         controller is not active, REQUEST_TIMED_OUT when no fate came in time (outcome unknown),
-        INVALID_REQUEST when the batch would be too large, UNKNOWN_SERVER_ERROR for a bad decision."""
+        INVALID_REQUEST when the batch would be too large, UNKNOWN_SERVER_ERROR for a bad decision.
+        `wait_if_unchanged=False`: a decision without records returns at once instead of waiting for the
+        batches in flight (the loop's housekeeping, whose empty replies say nothing to anybody)."""
         reply: R
         started_s = time.monotonic()
         for _ in range(DECISION_ATTEMPTS_MAX):
             self._await_activation(deadline_s)
-            waiter, reply = self._decide_and_propose(decide, deadline_s)
+            waiter, reply = self._decide_and_propose(decide, deadline_s, wait_if_unchanged)
             if waiter is None:
                 self._on_write_s(time.monotonic() - started_s)
                 return reply, self._store.durable_end_offset
@@ -446,7 +458,8 @@ class ActiveController:
                 self._state_cond.wait(min(left, 0.05))
 
     def _decide_and_propose(
-        self, decide: Callable[[MetadataImage, int], Decision[R]], deadline_s: float
+        self, decide: Callable[[MetadataImage, int], Decision[R]], deadline_s: float,
+        wait_if_unchanged: bool = True,
     ) -> tuple[_Waiter | None, R]:
         with self._lock:
             epoch = self._epoch
@@ -459,7 +472,7 @@ class ActiveController:
             if not decision.records:
                 # The reply may rest on batches still in flight (a topic "already exists" because its
                 # create is not committed yet): it waits for the last of them, like a write would.
-                return self._watch(self._spec_last), decision.reply
+                return (self._watch(self._spec_last) if wait_if_unchanged else None), decision.reply
             return self._propose(decision.records, epoch), decision.reply
 
     def _wait_for_room(self, deadline_s: float) -> None:
@@ -586,6 +599,8 @@ class ActiveController:
             self._activate(term)
         if self._epoch is not None:
             self._expire_sessions()
+            self._progress_reassignments()
+            self._rebalance_leaders()
 
     def _activate(self, term: int) -> None:
         raft = self._require_raft()
@@ -617,6 +632,7 @@ class ActiveController:
                 return
             self._spec, self._spec_last, self._spec_stale = spec, head, False
             self._sessions.start_all(spec.brokers, self._clock.now_ms())
+            self._next_rebalance_ms = self._clock.now_ms() + self._config.leader_imbalance_check_interval_ms
             with self._pipeline_cond:
                 self._finish(self._pipeline.reject_all(spec.next_offset))
             self._spec_stale = False
@@ -643,6 +659,41 @@ class ActiveController:
         with self._state_cond:
             self._state_cond.notify_all()
         _log.info("no longer the active controller (epoch %s): %s", epoch, why)
+
+    def _progress_reassignments(self) -> None:
+        """Complete the reassignments whose target replicas have all joined the ISR (every step: an O(P)
+        scan of the speculative image, a few ms for 10,000 partitions, and usually no records)."""
+
+        def decide(image: MetadataImage, now_ms: int) -> Decision[list[tuple[str, int]]]:
+            decision = decide_reassignment_progress(
+                image, now_ms=now_ms, principal=CONTROLLER_PRINCIPAL,
+                request_id=f"reassignment-{uuid.uuid4().hex[:16]}")
+            if decision.reply:
+                _log.info("reassignment complete for %s: every target replica is in sync", decision.reply)
+            return decision
+
+        self.write(decide, deadline_s=time.monotonic() + self._config.request_timeout_ms / 1000,
+                   wait_if_unchanged=False)
+
+    def _rebalance_leaders(self) -> None:
+        """Every leader_imbalance_check_interval_ms (from activation), when enabled: preferred elections
+        for brokers above the imbalance threshold."""
+        config = self._config
+        now_ms = self._clock.now_ms()
+        if not config.auto_leader_rebalance_enable or now_ms < self._next_rebalance_ms:
+            return
+        self._next_rebalance_ms = now_ms + config.leader_imbalance_check_interval_ms
+
+        def decide(image: MetadataImage, now_ms: int) -> Decision[list[tuple[str, int]]]:
+            decision = decide_auto_leader_rebalance(
+                image, imbalance_percentage_max=config.leader_imbalance_per_broker_percentage, now_ms=now_ms,
+                principal=CONTROLLER_PRINCIPAL, request_id=f"leader-rebalance-{uuid.uuid4().hex[:16]}")
+            if decision.reply:
+                _log.info("leader rebalance: preferred replicas lead %s again (imbalance above %d%%)",
+                          decision.reply, config.leader_imbalance_per_broker_percentage)
+            return decision
+
+        self.write(decide, deadline_s=time.monotonic() + config.request_timeout_ms / 1000, wait_if_unchanged=False)
 
     def _expire_sessions(self) -> None:
         timeout_ms = self._config.session_timeout_ms

@@ -129,6 +129,14 @@ class ControllerConfig:
     session_timeout_ms: int = 9_000
     # How often the active controller looks for expired sessions. 10 .. 10,000, < session timeout.
     session_check_interval_ms: int = 100
+    # Automatic preferred-leader election (Kafka's auto.leader.rebalance.enable): every
+    # leader_imbalance_check_interval_ms the active controller moves leadership back to preferred replicas
+    # (live and in the ISR only) of each broker whose share of misled partitions is above
+    # leader_imbalance_per_broker_percentage (kanal.metadata.leader_balance). Interval 100 .. 10^9
+    # (Kafka: 300,000); percentage 0 .. 100 (Kafka: 10).
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_ms: int = 300_000
+    leader_imbalance_per_broker_percentage: int = 10
     # Raft election timeout: a follower that hears nothing from the leader for a random time in
     # [election_timeout_ms, 2 * election_timeout_ms] starts an election. 100 .. 60,000.
     election_timeout_ms: int = 500
@@ -214,6 +222,8 @@ class ControllerConfig:
         _bound("--session-check-interval-ms", self.session_check_interval_ms, 10, 10_000)
         if self.session_check_interval_ms >= self.session_timeout_ms:
             raise ControllerConfigError("--session-check-interval-ms must be below --session-timeout-ms")
+        _bound("--leader-imbalance-check-interval-ms", self.leader_imbalance_check_interval_ms, 100, 10**9)
+        _bound("--leader-imbalance-per-broker-percentage", self.leader_imbalance_per_broker_percentage, 0, 100)
         _bound("--election-timeout-ms", self.election_timeout_ms, 100, 60_000)
         _bound("--raft-heartbeat-interval-ms", self.raft_heartbeat_interval_ms, 5, 60_000)
         if self.raft_heartbeat_interval_ms * 3 >= self.election_timeout_ms:
@@ -369,6 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, name in (
         ("--session-timeout-ms", "session_timeout_ms"),
         ("--session-check-interval-ms", "session_check_interval_ms"),
+        ("--leader-imbalance-check-interval-ms", "leader_imbalance_check_interval_ms"),
+        ("--leader-imbalance-per-broker-percentage", "leader_imbalance_per_broker_percentage"),
         ("--election-timeout-ms", "election_timeout_ms"),
         ("--raft-heartbeat-interval-ms", "raft_heartbeat_interval_ms"),
         ("--request-timeout-ms", "request_timeout_ms"),
@@ -387,6 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         default = d[name].default
         p.add_argument(flag, dest=name, type=integer(flag), default=default, help=f"default {default}")
+    p.add_argument("--auto-leader-rebalance-enable", choices=("true", "false"), default="true",
+                   help="move leadership back to preferred replicas automatically (default true)")
     p.add_argument("--log-level", default=d["log_level"].default, help="DEBUG, INFO, WARNING or ERROR")
     p.add_argument("--metrics", default="",
                    help=f"HOST:PORT of the Prometheus endpoint, or 'off' (default: the --listen host, port "
@@ -449,6 +463,9 @@ def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None
         cluster_id=args.cluster_id,
         session_timeout_ms=args.session_timeout_ms,
         session_check_interval_ms=args.session_check_interval_ms,
+        auto_leader_rebalance_enable=args.auto_leader_rebalance_enable == "true",
+        leader_imbalance_check_interval_ms=args.leader_imbalance_check_interval_ms,
+        leader_imbalance_per_broker_percentage=args.leader_imbalance_per_broker_percentage,
         election_timeout_ms=args.election_timeout_ms,
         raft_heartbeat_interval_ms=args.raft_heartbeat_interval_ms,
         request_timeout_ms=args.request_timeout_ms,

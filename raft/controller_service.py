@@ -6,11 +6,11 @@ Who answers what:
   CONTROLLER_NOT_AVAILABLE when no controller is active): a broker keeps its session with the active
   controller itself, so it should talk to it directly.
 - Admin writes (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, AlterClientQuotas, CreateAcls,
-  DeleteAcls, AlterUserScramCredentials) reaching a standby are forwarded to the active controller, so a
-  tool may use any controller; their replies have no field to name the active controller. A forwarded
-  call is not forwarded again; it carries its caller's principal (`kanal-forwarded-principal`).
+  DeleteAcls, AlterUserScramCredentials, AlterPartitionReassignments, ElectLeaders, UnregisterBroker)
+  reaching a standby are forwarded to the active controller, so a tool may use any controller; their
+  replies have no field to name the active controller. A forwarded call is not forwarded again; it carries its caller's principal (`kanal-forwarded-principal`).
 - Reads (FetchMetadata, DescribeConfigs, DescribeClientQuotas, DescribeAcls, DescribeUserScramCredentials,
-  DescribeCluster, DescribeQuorum, DescribeMetadataImage) are
+  DescribeCluster, DescribeQuorum, DescribeMetadataImage, ListPartitionReassignments) are
   answered by any controller from its own committed state, which may trail the active controller's by
   the few milliseconds it takes an entry to apply there.
 
@@ -46,12 +46,15 @@ from kanal.metadata import (
     decide_alter_client_quotas,
     decide_alter_configs,
     decide_alter_partition,
+    decide_alter_partition_reassignments,
     decide_alter_user_scram_credentials,
     decide_create_acls,
     decide_create_partitions,
     decide_create_topics,
+    decide_decommission_broker,
     decide_delete_acls,
     decide_delete_topics,
+    decide_elect_leaders,
     decide_register_controller,
     describe_acls,
     describe_brokers,
@@ -59,6 +62,7 @@ from kanal.metadata import (
     describe_configs,
     describe_user_scram_credentials,
     image_to_snapshot,
+    list_partition_reassignments,
 )
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.controller_config import ControllerConfig
@@ -280,7 +284,28 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def AlterUserScramCredentials(self, request, context):
         return self._admin_write("AlterUserScramCredentials", decide_alter_user_scram_credentials, request, context)
 
+    @_rpc
+    @gated
+    def AlterPartitionReassignments(self, request, context):
+        return self._admin_write("AlterPartitionReassignments", decide_alter_partition_reassignments, request,
+                                 context)
+
+    @_rpc
+    @gated
+    def ElectLeaders(self, request, context):
+        return self._admin_write("ElectLeaders", decide_elect_leaders, request, context)
+
+    @_rpc
+    @gated
+    def UnregisterBroker(self, request, context):
+        return self._admin_write("UnregisterBroker", decide_decommission_broker, request, context)
+
     # -- reads -------------------------------------------------------------------------------------
+
+    @_rpc
+    @gated
+    def ListPartitionReassignments(self, request, context):
+        return self._store.read(lambda image: list_partition_reassignments(image, request))
 
     @_rpc
     @gated

@@ -66,6 +66,14 @@ def typed_fields(record: metadata_pb2.MetadataRecord, kind: str | None) -> dict[
                 "config_key": body.key, "config_value": repr(body.value) if body.HasField("value") else None}
     if kind == "producer_ids":
         return {"broker_id": body.broker_id, "broker_epoch": body.broker_epoch}
+    if kind == "partition_reassignment":
+        out = {"topic_id": body.topic_id, "partition": body.partition_id, "replicas": list(body.replicas),
+               "reason": body.reason}
+        if body.HasField("leader"):
+            out["leader"] = body.leader
+        if body.HasField("isr"):
+            out["isr"] = list(body.isr.broker_ids)
+        return out
     return {}
 
 

@@ -1,4 +1,5 @@
 from kanal.v1 import admin_pb2 as _admin_pb2
+from kanal.v1 import operations_pb2 as _operations_pb2
 from kanal.v1 import errors_pb2 as _errors_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor

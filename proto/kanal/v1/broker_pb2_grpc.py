@@ -5,6 +5,7 @@ import warnings
 
 from kanal.v1 import admin_pb2 as kanal_dot_v1_dot_admin__pb2
 from kanal.v1 import broker_pb2 as kanal_dot_v1_dot_broker__pb2
+from kanal.v1 import operations_pb2 as kanal_dot_v1_dot_operations__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -180,6 +181,26 @@ class BrokerStub:
                 '/kanal.v1.Broker/DescribeUserScramCredentials',
                 request_serializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
                 response_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/kanal.v1.Broker/AlterPartitionReassignments',
+                request_serializer=kanal_dot_v1_dot_operations__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_operations__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/kanal.v1.Broker/ListPartitionReassignments',
+                request_serializer=kanal_dot_v1_dot_operations__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_operations__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/kanal.v1.Broker/ElectLeaders',
+                request_serializer=kanal_dot_v1_dot_operations__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_operations__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
+        self.UnregisterBroker = channel.unary_unary(
+                '/kanal.v1.Broker/UnregisterBroker',
+                request_serializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerResponse.FromString,
                 _registered_method=True)
 
 
@@ -389,6 +410,32 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Admin: operating the cluster (operations.proto): reassignments, preferred-leader election,
+        decommissioning a broker.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ElectLeaders(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnregisterBroker(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -536,6 +583,26 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.DescribeUserScramCredentials,
                     request_deserializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsRequest.FromString,
                     response_serializer=kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=kanal_dot_v1_dot_operations__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_operations__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=kanal_dot_v1_dot_operations__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_operations__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=kanal_dot_v1_dot_operations__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_operations__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'UnregisterBroker': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnregisterBroker,
+                    request_deserializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1322,6 +1389,114 @@ class Broker:
             '/kanal.v1.Broker/DescribeUserScramCredentials',
             kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
             kanal_dot_v1_dot_admin__pb2.DescribeUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/AlterPartitionReassignments',
+            kanal_dot_v1_dot_operations__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            kanal_dot_v1_dot_operations__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/ListPartitionReassignments',
+            kanal_dot_v1_dot_operations__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            kanal_dot_v1_dot_operations__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/ElectLeaders',
+            kanal_dot_v1_dot_operations__pb2.ElectLeadersRequest.SerializeToString,
+            kanal_dot_v1_dot_operations__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnregisterBroker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/UnregisterBroker',
+            kanal_dot_v1_dot_operations__pb2.UnregisterBrokerRequest.SerializeToString,
+            kanal_dot_v1_dot_operations__pb2.UnregisterBrokerResponse.FromString,
             options,
             channel_credentials,
             insecure,

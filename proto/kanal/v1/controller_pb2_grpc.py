@@ -5,6 +5,7 @@ import warnings
 
 from kanal.v1 import admin_pb2 as kanal_dot_v1_dot_admin__pb2
 from kanal.v1 import controller_pb2 as kanal_dot_v1_dot_controller__pb2
+from kanal.v1 import operations_pb2 as kanal_dot_v1_dot_operations__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -140,6 +141,26 @@ class ControllerStub:
                 '/kanal.v1.Controller/DeleteAcls',
                 request_serializer=kanal_dot_v1_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
                 response_deserializer=kanal_dot_v1_dot_admin__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/kanal.v1.Controller/AlterPartitionReassignments',
+                request_serializer=kanal_dot_v1_dot_operations__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_operations__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/kanal.v1.Controller/ListPartitionReassignments',
+                request_serializer=kanal_dot_v1_dot_operations__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_operations__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/kanal.v1.Controller/ElectLeaders',
+                request_serializer=kanal_dot_v1_dot_operations__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_operations__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
+        self.UnregisterBroker = channel.unary_unary(
+                '/kanal.v1.Controller/UnregisterBroker',
+                request_serializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerResponse.FromString,
                 _registered_method=True)
 
 
@@ -295,6 +316,34 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Admin: start or cancel partition reassignments (operations.proto; needs ALTER on the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Admin: reassignments in progress, or named partitions' replica sets (needs DESCRIBE on the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ElectLeaders(self, request, context):
+        """Admin: preferred-leader election (needs ALTER on the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnregisterBroker(self, request, context):
+        """Admin: remove a broker that holds no replicas (needs ALTER on the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -402,6 +451,26 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.DeleteAcls,
                     request_deserializer=kanal_dot_v1_dot_admin__pb2.DeleteAclsRequest.FromString,
                     response_serializer=kanal_dot_v1_dot_admin__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=kanal_dot_v1_dot_operations__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_operations__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=kanal_dot_v1_dot_operations__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_operations__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=kanal_dot_v1_dot_operations__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_operations__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'UnregisterBroker': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnregisterBroker,
+                    request_deserializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -972,6 +1041,114 @@ class Controller:
             '/kanal.v1.Controller/DeleteAcls',
             kanal_dot_v1_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
             kanal_dot_v1_dot_admin__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/AlterPartitionReassignments',
+            kanal_dot_v1_dot_operations__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            kanal_dot_v1_dot_operations__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/ListPartitionReassignments',
+            kanal_dot_v1_dot_operations__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            kanal_dot_v1_dot_operations__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/ElectLeaders',
+            kanal_dot_v1_dot_operations__pb2.ElectLeadersRequest.SerializeToString,
+            kanal_dot_v1_dot_operations__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnregisterBroker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/UnregisterBroker',
+            kanal_dot_v1_dot_operations__pb2.UnregisterBrokerRequest.SerializeToString,
+            kanal_dot_v1_dot_operations__pb2.UnregisterBrokerResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17kanal/v1/metadata.proto\x12\x08kanal.v1\"\xb7\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\t\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x0e\n\x06\x66\x65nced\x18\x06 \x01(\x08\x12\x18\n\x10metrics_endpoint\x18\x07 \x01(\t\x12\x14\n\x0c\x64irectory_id\x18\x08 \x01(\t\"i\n\x1e\x42rokerRegistrationChangeRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x0e\n\x06\x66\x65nced\x18\x03 \x01(\x08\x12\x0e\n\x06reason\x18\x04 \x01(\t\"A\n\x16UnregisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"-\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\t\"\xb2\x01\n\x0fPartitionRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x07 \x01(\x05\x12\x19\n\x11isr_directory_ids\x18\x08 \x03(\t\"!\n\x0bReplicaList\x12\x12\n\nbroker_ids\x18\x01 \x03(\x05\"\xdd\x01\n\x15PartitionChangeRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x13\n\x06leader\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\"\n\x03isr\x18\x04 \x01(\x0b\x32\x15.kanal.v1.ReplicaList\x12-\n\x05\x63\x61use\x18\x05 \x01(\x0e\x32\x1e.kanal.v1.PartitionChangeCause\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x19\n\x11isr_directory_ids\x18\x07 \x03(\tB\t\n\x07_leader\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\"\x85\x01\n\x0c\x43onfigRecord\x12\x33\n\rresource_type\x18\x01 \x01(\x0e\x32\x1c.kanal.v1.ConfigResourceType\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\"\x8e\x01\n\x11\x43lientQuotaRecord\x12\x13\n\x0b\x65ntity_type\x18\x01 \x01(\t\x12\x13\n\x0b\x65ntity_name\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x16\n\tclient_id\x18\x05 \x01(\tH\x01\x88\x01\x01\x42\x08\n\x06_valueB\x0c\n\n_client_id\"V\n\x11ProducerIdsRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x18\n\x10next_producer_id\x18\x03 \x01(\x03\"K\n\x1c\x43ontrollerRegistrationRecord\x12\x15\n\rcontroller_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x64irectory_id\x18\x02 \x01(\t\"\x86\x02\n\x12\x41\x63\x63\x65ssControlEntry\x12\x30\n\rresource_type\x18\x01 \x01(\x0e\x32\x19.kanal.v1.AclResourceType\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12.\n\x0cpattern_type\x18\x03 \x01(\x0e\x32\x18.kanal.v1.AclPatternType\x12\x11\n\tprincipal\x18\x04 \x01(\t\x12\x0c\n\x04host\x18\x05 \x01(\t\x12)\n\toperation\x18\x06 \x01(\x0e\x32\x16.kanal.v1.AclOperation\x12+\n\npermission\x18\x07 \x01(\x0e\x32\x17.kanal.v1.AclPermission\"G\n\x18\x41\x63\x63\x65ssControlEntryRecord\x12+\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x1c.kanal.v1.AccessControlEntry\"M\n\x1eRemoveAccessControlEntryRecord\x12+\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x1c.kanal.v1.AccessControlEntry\"\x86\x01\n\x19UserScramCredentialRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\t\x12\x0c\n\x04salt\x18\x03 \x01(\x0c\x12\x12\n\nstored_key\x18\x04 \x01(\x0c\x12\x12\n\nserver_key\x18\x05 \x01(\x0c\x12\x12\n\niterations\x18\x06 \x01(\x05\"B\n\x1fRemoveUserScramCredentialRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\t\"\x0c\n\nNoOpRecord\"\x9a\x08\n\x0eMetadataRecord\x12\x0f\n\x07time_ms\x18\x01 \x01(\x03\x12\x11\n\tprincipal\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x39\n\x0fregister_broker\x18\n \x01(\x0b\x32\x1e.kanal.v1.RegisterBrokerRecordH\x00\x12N\n\x1a\x62roker_registration_change\x18\x0b \x01(\x0b\x32(.kanal.v1.BrokerRegistrationChangeRecordH\x00\x12=\n\x11unregister_broker\x18\x0c \x01(\x0b\x32 .kanal.v1.UnregisterBrokerRecordH\x00\x12&\n\x05topic\x18\r \x01(\x0b\x32\x15.kanal.v1.TopicRecordH\x00\x12.\n\tpartition\x18\x0e \x01(\x0b\x32\x19.kanal.v1.PartitionRecordH\x00\x12;\n\x10partition_change\x18\x0f \x01(\x0b\x32\x1f.kanal.v1.PartitionChangeRecordH\x00\x12\x33\n\x0cremove_topic\x18\x10 \x01(\x0b\x32\x1b.kanal.v1.RemoveTopicRecordH\x00\x12(\n\x06\x63onfig\x18\x11 \x01(\x0b\x32\x16.kanal.v1.ConfigRecordH\x00\x12\x33\n\x0c\x63lient_quota\x18\x12 \x01(\x0b\x32\x1b.kanal.v1.ClientQuotaRecordH\x00\x12\x33\n\x0cproducer_ids\x18\x13 \x01(\x0b\x32\x1b.kanal.v1.ProducerIdsRecordH\x00\x12%\n\x05no_op\x18\x14 \x01(\x0b\x32\x14.kanal.v1.NoOpRecordH\x00\x12I\n\x17\x63ontroller_registration\x18\x15 \x01(\x0b\x32&.kanal.v1.ControllerRegistrationRecordH\x00\x12\x42\n\x14\x61\x63\x63\x65ss_control_entry\x18\x16 \x01(\x0b\x32\".kanal.v1.AccessControlEntryRecordH\x00\x12O\n\x1bremove_access_control_entry\x18\x17 \x01(\x0b\x32(.kanal.v1.RemoveAccessControlEntryRecordH\x00\x12\x44\n\x15user_scram_credential\x18\x18 \x01(\x0b\x32#.kanal.v1.UserScramCredentialRecordH\x00\x12Q\n\x1cremove_user_scram_credential\x18\x19 \x01(\x0b\x32).kanal.v1.RemoveUserScramCredentialRecordH\x00\x42\x08\n\x06record\"T\n\rMetadataBatch\x12\x18\n\x10\x63ontroller_epoch\x18\x01 \x01(\x03\x12)\n\x07records\x18\x02 \x03(\x0b\x32\x18.kanal.v1.MetadataRecord\"l\n\x10MetadataSnapshot\x12\x13\n\x0bnext_offset\x18\x01 \x01(\x03\x12\x18\n\x10\x63ontroller_epoch\x18\x02 \x01(\x03\x12)\n\x07records\x18\x03 \x03(\x0b\x32\x18.kanal.v1.MetadataRecord*\xe2\x01\n\x14PartitionChangeCause\x12\x15\n\x11\x43\x41USE_UNSPECIFIED\x10\x00\x12\x14\n\x10\x43\x41USE_ISR_SHRINK\x10\x01\x12\x14\n\x10\x43\x41USE_ISR_EXPAND\x10\x02\x12\x17\n\x13\x43\x41USE_LEADER_FENCED\x10\x03\x12\x18\n\x14\x43\x41USE_REPLICA_FENCED\x10\x04\x12\x1a\n\x16\x43\x41USE_LEADER_RECOVERED\x10\x05\x12\x1c\n\x18\x43\x41USE_PREFERRED_ELECTION\x10\x06\x12\x1a\n\x16\x43\x41USE_UNCLEAN_ELECTION\x10\x07*l\n\x12\x43onfigResourceType\x12\x1f\n\x1b\x43ONFIG_RESOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43ONFIG_RESOURCE_TOPIC\x10\x01\x12\x1a\n\x16\x43ONFIG_RESOURCE_BROKER\x10\x02*\x9c\x01\n\x0f\x41\x63lResourceType\x12\x1c\n\x18\x41\x43L_RESOURCE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41\x43L_RESOURCE_TOPIC\x10\x01\x12\x16\n\x12\x41\x43L_RESOURCE_GROUP\x10\x02\x12\x18\n\x14\x41\x43L_RESOURCE_CLUSTER\x10\x03\x12!\n\x1d\x41\x43L_RESOURCE_TRANSACTIONAL_ID\x10\x04*`\n\x0e\x41\x63lPatternType\x12\x1b\n\x17\x41\x43L_PATTERN_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41\x43L_PATTERN_LITERAL\x10\x01\x12\x18\n\x14\x41\x43L_PATTERN_PREFIXED\x10\x02*\xe9\x02\n\x0c\x41\x63lOperation\x12\x1d\n\x19\x41\x43L_OPERATION_UNSPECIFIED\x10\x00\x12\x15\n\x11\x41\x43L_OPERATION_ALL\x10\x01\x12\x16\n\x12\x41\x43L_OPERATION_READ\x10\x02\x12\x17\n\x13\x41\x43L_OPERATION_WRITE\x10\x03\x12\x18\n\x14\x41\x43L_OPERATION_CREATE\x10\x04\x12\x18\n\x14\x41\x43L_OPERATION_DELETE\x10\x05\x12\x17\n\x13\x41\x43L_OPERATION_ALTER\x10\x06\x12\x1a\n\x16\x41\x43L_OPERATION_DESCRIBE\x10\x07\x12 \n\x1c\x41\x43L_OPERATION_CLUSTER_ACTION\x10\x08\x12\"\n\x1e\x41\x43L_OPERATION_DESCRIBE_CONFIGS\x10\t\x12\x1f\n\x1b\x41\x43L_OPERATION_ALTER_CONFIGS\x10\n\x12\"\n\x1e\x41\x43L_OPERATION_IDEMPOTENT_WRITE\x10\x0b*b\n\rAclPermission\x12\x1e\n\x1a\x41\x43L_PERMISSION_UNSPECIFIED\x10\x00\x12\x18\n\x14\x41\x43L_PERMISSION_ALLOW\x10\x01\x12\x17\n\x13\x41\x43L_PERMISSION_DENY\x10\x02\x42.\n\x0c\x64\x65v.kanal.v1Z\x1ekanal.dev/api/kanal/v1;kanalv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17kanal/v1/metadata.proto\x12\x08kanal.v1\"\xb7\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\t\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x0e\n\x06\x66\x65nced\x18\x06 \x01(\x08\x12\x18\n\x10metrics_endpoint\x18\x07 \x01(\t\x12\x14\n\x0c\x64irectory_id\x18\x08 \x01(\t\"i\n\x1e\x42rokerRegistrationChangeRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x0e\n\x06\x66\x65nced\x18\x03 \x01(\x08\x12\x0e\n\x06reason\x18\x04 \x01(\t\"A\n\x16UnregisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"-\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\t\"\xe6\x01\n\x0fPartitionRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x07 \x01(\x05\x12\x19\n\x11isr_directory_ids\x18\x08 \x03(\t\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\t \x03(\x05\x12\x19\n\x11removing_replicas\x18\n \x03(\x05\"!\n\x0bReplicaList\x12\x12\n\nbroker_ids\x18\x01 \x03(\x05\"\xdd\x01\n\x15PartitionChangeRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x13\n\x06leader\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\"\n\x03isr\x18\x04 \x01(\x0b\x32\x15.kanal.v1.ReplicaList\x12-\n\x05\x63\x61use\x18\x05 \x01(\x0e\x32\x1e.kanal.v1.PartitionChangeCause\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x19\n\x11isr_directory_ids\x18\x07 \x03(\tB\t\n\x07_leader\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\"\x85\x01\n\x0c\x43onfigRecord\x12\x33\n\rresource_type\x18\x01 \x01(\x0e\x32\x1c.kanal.v1.ConfigResourceType\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\"\x8e\x01\n\x11\x43lientQuotaRecord\x12\x13\n\x0b\x65ntity_type\x18\x01 \x01(\t\x12\x13\n\x0b\x65ntity_name\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x16\n\tclient_id\x18\x05 \x01(\tH\x01\x88\x01\x01\x42\x08\n\x06_valueB\x0c\n\n_client_id\"V\n\x11ProducerIdsRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x18\n\x10next_producer_id\x18\x03 \x01(\x03\"K\n\x1c\x43ontrollerRegistrationRecord\x12\x15\n\rcontroller_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x64irectory_id\x18\x02 \x01(\t\"\x86\x02\n\x12\x41\x63\x63\x65ssControlEntry\x12\x30\n\rresource_type\x18\x01 \x01(\x0e\x32\x19.kanal.v1.AclResourceType\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12.\n\x0cpattern_type\x18\x03 \x01(\x0e\x32\x18.kanal.v1.AclPatternType\x12\x11\n\tprincipal\x18\x04 \x01(\t\x12\x0c\n\x04host\x18\x05 \x01(\t\x12)\n\toperation\x18\x06 \x01(\x0e\x32\x16.kanal.v1.AclOperation\x12+\n\npermission\x18\x07 \x01(\x0e\x32\x17.kanal.v1.AclPermission\"G\n\x18\x41\x63\x63\x65ssControlEntryRecord\x12+\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x1c.kanal.v1.AccessControlEntry\"M\n\x1eRemoveAccessControlEntryRecord\x12+\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x1c.kanal.v1.AccessControlEntry\"\x86\x01\n\x19UserScramCredentialRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\t\x12\x0c\n\x04salt\x18\x03 \x01(\x0c\x12\x12\n\nstored_key\x18\x04 \x01(\x0c\x12\x12\n\nserver_key\x18\x05 \x01(\x0c\x12\x12\n\niterations\x18\x06 \x01(\x05\"B\n\x1fRemoveUserScramCredentialRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\t\"\x0c\n\nNoOpRecord\"\xfa\x01\n\x1bPartitionReassignmentRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x04 \x03(\x05\x12\x19\n\x11removing_replicas\x18\x05 \x03(\x05\x12\x13\n\x06leader\x18\x06 \x01(\x05H\x00\x88\x01\x01\x12\"\n\x03isr\x18\x07 \x01(\x0b\x32\x15.kanal.v1.ReplicaList\x12\x19\n\x11isr_directory_ids\x18\x08 \x03(\t\x12\x0e\n\x06reason\x18\t \x01(\tB\t\n\x07_leader\"\xe3\x08\n\x0eMetadataRecord\x12\x0f\n\x07time_ms\x18\x01 \x01(\x03\x12\x11\n\tprincipal\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x39\n\x0fregister_broker\x18\n \x01(\x0b\x32\x1e.kanal.v1.RegisterBrokerRecordH\x00\x12N\n\x1a\x62roker_registration_change\x18\x0b \x01(\x0b\x32(.kanal.v1.BrokerRegistrationChangeRecordH\x00\x12=\n\x11unregister_broker\x18\x0c \x01(\x0b\x32 .kanal.v1.UnregisterBrokerRecordH\x00\x12&\n\x05topic\x18\r \x01(\x0b\x32\x15.kanal.v1.TopicRecordH\x00\x12.\n\tpartition\x18\x0e \x01(\x0b\x32\x19.kanal.v1.PartitionRecordH\x00\x12;\n\x10partition_change\x18\x0f \x01(\x0b\x32\x1f.kanal.v1.PartitionChangeRecordH\x00\x12\x33\n\x0cremove_topic\x18\x10 \x01(\x0b\x32\x1b.kanal.v1.RemoveTopicRecordH\x00\x12(\n\x06\x63onfig\x18\x11 \x01(\x0b\x32\x16.kanal.v1.ConfigRecordH\x00\x12\x33\n\x0c\x63lient_quota\x18\x12 \x01(\x0b\x32\x1b.kanal.v1.ClientQuotaRecordH\x00\x12\x33\n\x0cproducer_ids\x18\x13 \x01(\x0b\x32\x1b.kanal.v1.ProducerIdsRecordH\x00\x12%\n\x05no_op\x18\x14 \x01(\x0b\x32\x14.kanal.v1.NoOpRecordH\x00\x12I\n\x17\x63ontroller_registration\x18\x15 \x01(\x0b\x32&.kanal.v1.ControllerRegistrationRecordH\x00\x12\x42\n\x14\x61\x63\x63\x65ss_control_entry\x18\x16 \x01(\x0b\x32\".kanal.v1.AccessControlEntryRecordH\x00\x12O\n\x1bremove_access_control_entry\x18\x17 \x01(\x0b\x32(.kanal.v1.RemoveAccessControlEntryRecordH\x00\x12\x44\n\x15user_scram_credential\x18\x18 \x01(\x0b\x32#.kanal.v1.UserScramCredentialRecordH\x00\x12Q\n\x1cremove_user_scram_credential\x18\x19 \x01(\x0b\x32).kanal.v1.RemoveUserScramCredentialRecordH\x00\x12G\n\x16partition_reassignment\x18\x1a \x01(\x0b\x32%.kanal.v1.PartitionReassignmentRecordH\x00\x42\x08\n\x06record\"T\n\rMetadataBatch\x12\x18\n\x10\x63ontroller_epoch\x18\x01 \x01(\x03\x12)\n\x07records\x18\x02 \x03(\x0b\x32\x18.kanal.v1.MetadataRecord\"l\n\x10MetadataSnapshot\x12\x13\n\x0bnext_offset\x18\x01 \x01(\x03\x12\x18\n\x10\x63ontroller_epoch\x18\x02 \x01(\x03\x12)\n\x07records\x18\x03 \x03(\x0b\x32\x18.kanal.v1.MetadataRecord*\xe2\x01\n\x14PartitionChangeCause\x12\x15\n\x11\x43\x41USE_UNSPECIFIED\x10\x00\x12\x14\n\x10\x43\x41USE_ISR_SHRINK\x10\x01\x12\x14\n\x10\x43\x41USE_ISR_EXPAND\x10\x02\x12\x17\n\x13\x43\x41USE_LEADER_FENCED\x10\x03\x12\x18\n\x14\x43\x41USE_REPLICA_FENCED\x10\x04\x12\x1a\n\x16\x43\x41USE_LEADER_RECOVERED\x10\x05\x12\x1c\n\x18\x43\x41USE_PREFERRED_ELECTION\x10\x06\x12\x1a\n\x16\x43\x41USE_UNCLEAN_ELECTION\x10\x07*l\n\x12\x43onfigResourceType\x12\x1f\n\x1b\x43ONFIG_RESOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43ONFIG_RESOURCE_TOPIC\x10\x01\x12\x1a\n\x16\x43ONFIG_RESOURCE_BROKER\x10\x02*\x9c\x01\n\x0f\x41\x63lResourceType\x12\x1c\n\x18\x41\x43L_RESOURCE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41\x43L_RESOURCE_TOPIC\x10\x01\x12\x16\n\x12\x41\x43L_RESOURCE_GROUP\x10\x02\x12\x18\n\x14\x41\x43L_RESOURCE_CLUSTER\x10\x03\x12!\n\x1d\x41\x43L_RESOURCE_TRANSACTIONAL_ID\x10\x04*`\n\x0e\x41\x63lPatternType\x12\x1b\n\x17\x41\x43L_PATTERN_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41\x43L_PATTERN_LITERAL\x10\x01\x12\x18\n\x14\x41\x43L_PATTERN_PREFIXED\x10\x02*\xe9\x02\n\x0c\x41\x63lOperation\x12\x1d\n\x19\x41\x43L_OPERATION_UNSPECIFIED\x10\x00\x12\x15\n\x11\x41\x43L_OPERATION_ALL\x10\x01\x12\x16\n\x12\x41\x43L_OPERATION_READ\x10\x02\x12\x17\n\x13\x41\x43L_OPERATION_WRITE\x10\x03\x12\x18\n\x14\x41\x43L_OPERATION_CREATE\x10\x04\x12\x18\n\x14\x41\x43L_OPERATION_DELETE\x10\x05\x12\x17\n\x13\x41\x43L_OPERATION_ALTER\x10\x06\x12\x1a\n\x16\x41\x43L_OPERATION_DESCRIBE\x10\x07\x12 \n\x1c\x41\x43L_OPERATION_CLUSTER_ACTION\x10\x08\x12\"\n\x1e\x41\x43L_OPERATION_DESCRIBE_CONFIGS\x10\t\x12\x1f\n\x1b\x41\x43L_OPERATION_ALTER_CONFIGS\x10\n\x12\"\n\x1e\x41\x43L_OPERATION_IDEMPOTENT_WRITE\x10\x0b*b\n\rAclPermission\x12\x1e\n\x1a\x41\x43L_PERMISSION_UNSPECIFIED\x10\x00\x12\x18\n\x14\x41\x43L_PERMISSION_ALLOW\x10\x01\x12\x17\n\x13\x41\x43L_PERMISSION_DENY\x10\x02\x42.\n\x0c\x64\x65v.kanal.v1Z\x1ekanal.dev/api/kanal/v1;kanalv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,18 +32,18 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kanal.v1.metadata_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\014dev.kanal.v1Z\036kanal.dev/api/kanal/v1;kanalv1'
-  _globals['_PARTITIONCHANGECAUSE']._serialized_start=3255
-  _globals['_PARTITIONCHANGECAUSE']._serialized_end=3481
-  _globals['_CONFIGRESOURCETYPE']._serialized_start=3483
-  _globals['_CONFIGRESOURCETYPE']._serialized_end=3591
-  _globals['_ACLRESOURCETYPE']._serialized_start=3594
-  _globals['_ACLRESOURCETYPE']._serialized_end=3750
-  _globals['_ACLPATTERNTYPE']._serialized_start=3752
-  _globals['_ACLPATTERNTYPE']._serialized_end=3848
-  _globals['_ACLOPERATION']._serialized_start=3851
-  _globals['_ACLOPERATION']._serialized_end=4212
-  _globals['_ACLPERMISSION']._serialized_start=4214
-  _globals['_ACLPERMISSION']._serialized_end=4312
+  _globals['_PARTITIONCHANGECAUSE']._serialized_start=3633
+  _globals['_PARTITIONCHANGECAUSE']._serialized_end=3859
+  _globals['_CONFIGRESOURCETYPE']._serialized_start=3861
+  _globals['_CONFIGRESOURCETYPE']._serialized_end=3969
+  _globals['_ACLRESOURCETYPE']._serialized_start=3972
+  _globals['_ACLRESOURCETYPE']._serialized_end=4128
+  _globals['_ACLPATTERNTYPE']._serialized_start=4130
+  _globals['_ACLPATTERNTYPE']._serialized_end=4226
+  _globals['_ACLOPERATION']._serialized_start=4229
+  _globals['_ACLOPERATION']._serialized_end=4590
+  _globals['_ACLPERMISSION']._serialized_start=4592
+  _globals['_ACLPERMISSION']._serialized_end=4690
   _globals['_REGISTERBROKERRECORD']._serialized_start=38
   _globals['_REGISTERBROKERRECORD']._serialized_end=221
   _globals['_BROKERREGISTRATIONCHANGERECORD']._serialized_start=223
@@ -53,37 +53,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOPICRECORD']._serialized_start=397
   _globals['_TOPICRECORD']._serialized_end=442
   _globals['_PARTITIONRECORD']._serialized_start=445
-  _globals['_PARTITIONRECORD']._serialized_end=623
-  _globals['_REPLICALIST']._serialized_start=625
-  _globals['_REPLICALIST']._serialized_end=658
-  _globals['_PARTITIONCHANGERECORD']._serialized_start=661
-  _globals['_PARTITIONCHANGERECORD']._serialized_end=882
-  _globals['_REMOVETOPICRECORD']._serialized_start=884
-  _globals['_REMOVETOPICRECORD']._serialized_end=921
-  _globals['_CONFIGRECORD']._serialized_start=924
-  _globals['_CONFIGRECORD']._serialized_end=1057
-  _globals['_CLIENTQUOTARECORD']._serialized_start=1060
-  _globals['_CLIENTQUOTARECORD']._serialized_end=1202
-  _globals['_PRODUCERIDSRECORD']._serialized_start=1204
-  _globals['_PRODUCERIDSRECORD']._serialized_end=1290
-  _globals['_CONTROLLERREGISTRATIONRECORD']._serialized_start=1292
-  _globals['_CONTROLLERREGISTRATIONRECORD']._serialized_end=1367
-  _globals['_ACCESSCONTROLENTRY']._serialized_start=1370
-  _globals['_ACCESSCONTROLENTRY']._serialized_end=1632
-  _globals['_ACCESSCONTROLENTRYRECORD']._serialized_start=1634
-  _globals['_ACCESSCONTROLENTRYRECORD']._serialized_end=1705
-  _globals['_REMOVEACCESSCONTROLENTRYRECORD']._serialized_start=1707
-  _globals['_REMOVEACCESSCONTROLENTRYRECORD']._serialized_end=1784
-  _globals['_USERSCRAMCREDENTIALRECORD']._serialized_start=1787
-  _globals['_USERSCRAMCREDENTIALRECORD']._serialized_end=1921
-  _globals['_REMOVEUSERSCRAMCREDENTIALRECORD']._serialized_start=1923
-  _globals['_REMOVEUSERSCRAMCREDENTIALRECORD']._serialized_end=1989
-  _globals['_NOOPRECORD']._serialized_start=1991
-  _globals['_NOOPRECORD']._serialized_end=2003
-  _globals['_METADATARECORD']._serialized_start=2006
-  _globals['_METADATARECORD']._serialized_end=3056
-  _globals['_METADATABATCH']._serialized_start=3058
-  _globals['_METADATABATCH']._serialized_end=3142
-  _globals['_METADATASNAPSHOT']._serialized_start=3144
-  _globals['_METADATASNAPSHOT']._serialized_end=3252
+  _globals['_PARTITIONRECORD']._serialized_end=675
+  _globals['_REPLICALIST']._serialized_start=677
+  _globals['_REPLICALIST']._serialized_end=710
+  _globals['_PARTITIONCHANGERECORD']._serialized_start=713
+  _globals['_PARTITIONCHANGERECORD']._serialized_end=934
+  _globals['_REMOVETOPICRECORD']._serialized_start=936
+  _globals['_REMOVETOPICRECORD']._serialized_end=973
+  _globals['_CONFIGRECORD']._serialized_start=976
+  _globals['_CONFIGRECORD']._serialized_end=1109
+  _globals['_CLIENTQUOTARECORD']._serialized_start=1112
+  _globals['_CLIENTQUOTARECORD']._serialized_end=1254
+  _globals['_PRODUCERIDSRECORD']._serialized_start=1256
+  _globals['_PRODUCERIDSRECORD']._serialized_end=1342
+  _globals['_CONTROLLERREGISTRATIONRECORD']._serialized_start=1344
+  _globals['_CONTROLLERREGISTRATIONRECORD']._serialized_end=1419
+  _globals['_ACCESSCONTROLENTRY']._serialized_start=1422
+  _globals['_ACCESSCONTROLENTRY']._serialized_end=1684
+  _globals['_ACCESSCONTROLENTRYRECORD']._serialized_start=1686
+  _globals['_ACCESSCONTROLENTRYRECORD']._serialized_end=1757
+  _globals['_REMOVEACCESSCONTROLENTRYRECORD']._serialized_start=1759
+  _globals['_REMOVEACCESSCONTROLENTRYRECORD']._serialized_end=1836
+  _globals['_USERSCRAMCREDENTIALRECORD']._serialized_start=1839
+  _globals['_USERSCRAMCREDENTIALRECORD']._serialized_end=1973
+  _globals['_REMOVEUSERSCRAMCREDENTIALRECORD']._serialized_start=1975
+  _globals['_REMOVEUSERSCRAMCREDENTIALRECORD']._serialized_end=2041
+  _globals['_NOOPRECORD']._serialized_start=2043
+  _globals['_NOOPRECORD']._serialized_end=2055
+  _globals['_PARTITIONREASSIGNMENTRECORD']._serialized_start=2058
+  _globals['_PARTITIONREASSIGNMENTRECORD']._serialized_end=2308
+  _globals['_METADATARECORD']._serialized_start=2311
+  _globals['_METADATARECORD']._serialized_end=3434
+  _globals['_METADATABATCH']._serialized_start=3436
+  _globals['_METADATABATCH']._serialized_end=3520
+  _globals['_METADATASNAPSHOT']._serialized_start=3522
+  _globals['_METADATASNAPSHOT']._serialized_end=3630
 # @@protoc_insertion_point(module_scope)

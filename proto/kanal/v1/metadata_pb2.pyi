@@ -142,7 +142,7 @@ class TopicRecord(_message.Message):
     def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[str] = ...) -> None: ...
 
 class PartitionRecord(_message.Message):
-    __slots__ = ("topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "isr_directory_ids")
+    __slots__ = ("topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "isr_directory_ids", "adding_replicas", "removing_replicas")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -151,6 +151,8 @@ class PartitionRecord(_message.Message):
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ISR_DIRECTORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     topic_id: str
     partition_id: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
@@ -159,7 +161,9 @@ class PartitionRecord(_message.Message):
     leader_epoch: int
     partition_epoch: int
     isr_directory_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., isr_directory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+    removing_replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., isr_directory_ids: _Optional[_Iterable[str]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ReplicaList(_message.Message):
     __slots__ = ("broker_ids",)
@@ -293,8 +297,30 @@ class NoOpRecord(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class PartitionReassignmentRecord(_message.Message):
+    __slots__ = ("topic_id", "partition_id", "replicas", "adding_replicas", "removing_replicas", "leader", "isr", "isr_directory_ids", "reason")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    ISR_DIRECTORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    topic_id: str
+    partition_id: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+    removing_replicas: _containers.RepeatedScalarFieldContainer[int]
+    leader: int
+    isr: ReplicaList
+    isr_directory_ids: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., isr: _Optional[_Union[ReplicaList, _Mapping]] = ..., isr_directory_ids: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op", "controller_registration", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential")
+    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op", "controller_registration", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential", "partition_reassignment")
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
@@ -314,6 +340,7 @@ class MetadataRecord(_message.Message):
     REMOVE_ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _ClassVar[int]
     USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     REMOVE_USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_REASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     time_ms: int
     principal: str
     request_id: str
@@ -333,7 +360,8 @@ class MetadataRecord(_message.Message):
     remove_access_control_entry: RemoveAccessControlEntryRecord
     user_scram_credential: UserScramCredentialRecord
     remove_user_scram_credential: RemoveUserScramCredentialRecord
-    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., controller_registration: _Optional[_Union[ControllerRegistrationRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ...) -> None: ...
+    partition_reassignment: PartitionReassignmentRecord
+    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., controller_registration: _Optional[_Union[ControllerRegistrationRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ..., partition_reassignment: _Optional[_Union[PartitionReassignmentRecord, _Mapping]] = ...) -> None: ...
 
 class MetadataBatch(_message.Message):
     __slots__ = ("controller_epoch", "records")

@@ -1,0 +1,101 @@
+"""Time to move a partition of a given size to another broker, with and without a replication throttle.
+
+    python benchmarks/reassign_bench.py [--size-mb 1024] [--throttle-mb-s 50] [--record-bytes 10000]
+
+Starts its own cluster (1 controller, 2 brokers, data in a temporary directory), fills partition 0 of a
+replication-factor-1 topic on broker 0 with --size-mb of records (produce_many, acks=1), then moves it
+with the reassignment API: to broker 1 without a throttle, and back to broker 0 with
+`follower.replication.throttled.rate` = --throttle-mb-s. Each move is timed from the AlterPartitionReassignments
+call until ListPartitionReassignments shows it complete (the new replica caught up, joined the ISR, the
+controller wrote the completion and the old replica's broker deleted it). Prints one JSON object:
+seconds and MB/s per move, and the throttled rate as a fraction of the setting. Bounded: filling stops at
+the size, each move waits at most --move-timeout-s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kanal.clients.admin import BROKER, Admin
+from kanal.clients.producer import Producer, ProducerConfig
+from kanal.deploy.local_cluster import LocalCluster
+
+MB = 1024 * 1024
+THROTTLE_KEY = "follower.replication.throttled.rate"
+
+
+def fill(bootstrap: str, topic: str, size_bytes: int, record_bytes: int) -> int:
+    producer = Producer(ProducerConfig(bootstrap=bootstrap, acks="1", enable_idempotence=False, linger_ms=5,
+                                       batch_size_bytes=256 * 1024, buffer_memory_bytes=64 * MB))
+    value = b"x" * record_bytes
+    written = 0
+    pending = []
+    try:
+        while written < size_bytes:
+            count = max(1, min(100, (size_bytes - written) // record_bytes))
+            pending.append(producer.produce_many(topic, [value] * count, partition=0))
+            written += count * record_bytes
+            if len(pending) >= 64:  # bounded: check acknowledgements as we go
+                pending.pop(0).result(600)
+        producer.flush(600)
+        for futures in pending:
+            futures.result(600)  # raises if a record was not stored: the size must be real
+    finally:
+        producer.close()
+    return written
+
+
+def move(admin: Admin, topic: str, target: int, timeout_s: float) -> float:
+    start = time.monotonic()
+    (result,) = admin.alter_partition_reassignments({(topic, 0): (target,)})
+    if result.error:
+        raise SystemExit(f"reassignment refused: {result.error_message}")
+    deadline = start + timeout_s
+    while True:
+        (state,) = admin.list_partition_reassignments([(topic, 0)])
+        if list(state.replicas) == [target] and not state.adding_replicas and not state.removing_replicas:
+            return time.monotonic() - start
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the move to broker {target} did not finish within {timeout_s} s")
+        time.sleep(0.05)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size-mb", type=int, default=1024, help="partition size to move (default 1024 = 1 GiB)")
+    p.add_argument("--throttle-mb-s", type=float, default=50.0, help="throttle for the second move, MB/s")
+    p.add_argument("--record-bytes", type=int, default=10_000)
+    p.add_argument("--move-timeout-s", type=float, default=3600)
+    args = p.parse_args(argv)
+    throttle = int(args.throttle_mb_s * MB)
+    with tempfile.TemporaryDirectory(prefix="kanal-reassign-bench-") as tmp, \
+            LocalCluster(Path(tmp), controllers=1, brokers=2,
+                         controller_flags=["--auto-leader-rebalance-enable", "false"]) as cluster:
+        cluster.start(timeout_s=120)
+        with Admin(cluster.bootstrap) as admin:
+            topic = "moving"
+            admin.create_topic(topic, partitions=1, replication_factor=1)
+            (home,) = admin.assignment([topic])[(topic, 0)]
+            away = 1 - home
+            written = fill(cluster.bootstrap, topic, args.size_mb * MB, args.record_bytes)
+            unthrottled_s = move(admin, topic, away, args.move_timeout_s)
+            admin.alter_configs(BROKER, "", set_={THROTTLE_KEY: str(throttle)})
+            throttled_s = move(admin, topic, home, args.move_timeout_s)
+    size_mb = written / MB
+    print(json.dumps({
+        "size_mb": round(size_mb, 1),
+        "unthrottled": {"seconds": round(unthrottled_s, 2), "mb_per_s": round(size_mb / unthrottled_s, 1)},
+        "throttled": {"seconds": round(throttled_s, 2), "mb_per_s": round(size_mb / throttled_s, 1),
+                      "throttle_mb_per_s": args.throttle_mb_s,
+                      "rate_vs_throttle": round(size_mb / throttled_s / args.throttle_mb_s, 3)},
+    }, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
