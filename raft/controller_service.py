@@ -8,7 +8,8 @@ Who answers what:
 - Admin writes (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, AlterClientQuotas, CreateAcls,
   DeleteAcls, AlterUserScramCredentials, AlterPartitionReassignments, ElectLeaders, UnregisterBroker)
   reaching a standby are forwarded to the active controller, so a tool may use any controller; their
-  replies have no field to name the active controller. A forwarded call is not forwarded again; it carries its caller's principal (`kanal-forwarded-principal`).
+  replies have no field to name the active controller. A forwarded call is not forwarded again; it
+  carries its caller's principal (`kanal-forwarded-principal`).
 - Reads (FetchMetadata, DescribeConfigs, DescribeClientQuotas, DescribeAcls, DescribeUserScramCredentials,
   DescribeCluster, DescribeQuorum, DescribeMetadataImage, ListPartitionReassignments) are
   answered by any controller from its own committed state, which may trail the active controller's by
