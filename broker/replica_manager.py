@@ -345,7 +345,8 @@ class ReplicaManager:
                 out = out_topic.partitions.add(partition=q.partition, offset=-1, timestamp_ms=-1)
                 try:
                     part = self.partition(topic_query.topic, q.partition)
-                    out.offset, out.timestamp_ms = part.list_offset(q.timestamp_ms)
+                    out.offset, out.timestamp_ms = part.list_offset(
+                        q.timestamp_ms, read_committed=request.isolation_level == broker_pb2.READ_COMMITTED)
                 except KanalError as exc:
                     out.error = exc.code
         return reply

@@ -1,12 +1,20 @@
 from kanal.v1 import admin_pb2 as _admin_pb2
 from kanal.v1 import errors_pb2 as _errors_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class IsolationLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    READ_UNCOMMITTED: _ClassVar[IsolationLevel]
+    READ_COMMITTED: _ClassVar[IsolationLevel]
+READ_UNCOMMITTED: IsolationLevel
+READ_COMMITTED: IsolationLevel
 
 class ProduceRequest(_message.Message):
     __slots__ = ("acks", "timeout_ms", "topics")
@@ -67,7 +75,7 @@ class ProduceResponse(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[ProduceResponse.TopicResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("replica_id", "replica_epoch", "max_wait_ms", "min_bytes", "max_bytes", "topics", "rack_id")
+    __slots__ = ("replica_id", "replica_epoch", "max_wait_ms", "min_bytes", "max_bytes", "topics", "rack_id", "isolation_level")
     class PartitionRequest(_message.Message):
         __slots__ = ("partition", "fetch_offset", "max_bytes", "current_leader_epoch", "last_fetched_epoch")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +105,7 @@ class FetchRequest(_message.Message):
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     RACK_ID_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     replica_epoch: int
     max_wait_ms: int
@@ -104,12 +113,13 @@ class FetchRequest(_message.Message):
     max_bytes: int
     topics: _containers.RepeatedCompositeFieldContainer[FetchRequest.TopicRequest]
     rack_id: str
-    def __init__(self, replica_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchRequest.TopicRequest, _Mapping]]] = ..., rack_id: _Optional[str] = ...) -> None: ...
+    isolation_level: IsolationLevel
+    def __init__(self, replica_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchRequest.TopicRequest, _Mapping]]] = ..., rack_id: _Optional[str] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
     __slots__ = ("topics", "throttle_time_ms")
     class PartitionData(_message.Message):
-        __slots__ = ("partition", "error", "error_message", "high_watermark", "log_end_offset", "log_start_offset", "records", "diverging_epoch", "diverging_end_offset", "leader_epoch")
+        __slots__ = ("partition", "error", "error_message", "high_watermark", "log_end_offset", "log_start_offset", "records", "diverging_epoch", "diverging_end_offset", "leader_epoch", "last_stable_offset", "aborted_transactions")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
         ERROR_FIELD_NUMBER: _ClassVar[int]
         ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +130,8 @@ class FetchResponse(_message.Message):
         DIVERGING_EPOCH_FIELD_NUMBER: _ClassVar[int]
         DIVERGING_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
         LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
         partition: int
         error: _errors_pb2.ErrorCode
         error_message: str
@@ -130,7 +142,16 @@ class FetchResponse(_message.Message):
         diverging_epoch: int
         diverging_end_offset: int
         leader_epoch: int
-        def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[int] = ..., diverging_end_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
+        last_stable_offset: int
+        aborted_transactions: _containers.RepeatedCompositeFieldContainer[FetchResponse.AbortedTransaction]
+        def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[int] = ..., diverging_end_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[FetchResponse.AbortedTransaction, _Mapping]]] = ...) -> None: ...
+    class AbortedTransaction(_message.Message):
+        __slots__ = ("producer_id", "first_offset")
+        PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+        FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        producer_id: int
+        first_offset: int
+        def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ...) -> None: ...
     class TopicData(_message.Message):
         __slots__ = ("topic", "partitions")
         TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -145,7 +166,7 @@ class FetchResponse(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[FetchResponse.TopicData, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsRequest(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "isolation_level")
     class PartitionQuery(_message.Message):
         __slots__ = ("partition", "timestamp_ms")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -161,8 +182,10 @@ class ListOffsetsRequest(_message.Message):
         partitions: _containers.RepeatedCompositeFieldContainer[ListOffsetsRequest.PartitionQuery]
         def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[ListOffsetsRequest.PartitionQuery, _Mapping]]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[ListOffsetsRequest.TopicQuery]
-    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsRequest.TopicQuery, _Mapping]]] = ...) -> None: ...
+    isolation_level: IsolationLevel
+    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsRequest.TopicQuery, _Mapping]]] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ...) -> None: ...
 
 class ListOffsetsResponse(_message.Message):
     __slots__ = ("topics", "throttle_time_ms")
