@@ -311,8 +311,8 @@ class Partition:
 
     def append_as_leader(self, batches: list[bytes], acks: int, now_ms: int,
                          out: broker_pb2.ProduceResponse.PartitionResult, *, timeout_ms: int = 0,
-                         on_replicated: Callable[[int], None] | None = None, allow_control: bool = False
-                         ) -> tuple[KanalError | None, int | None]:
+                         on_replicated: Callable[[int], None] | None = None, allow_control: bool = False,
+                         validate_producer: bool = True) -> tuple[KanalError | None, int | None]:
         """Append producer batches in order; returns the error of a batch refused after others of the
         request were stored (None when all were), and the id of the acks=all wait registered (None when
         none was). A batch refused first raises, with nothing stored.
@@ -325,7 +325,9 @@ class Partition:
         exactly once, from whichever thread completes it (an HW move, `expire_produces`, or a
         resignation, which answers NOT_LEADER_OR_FOLLOWER: a later leadership of this broker, after a
         truncation, can never acknowledge offsets this one appended). It may be called before this
-        returns and is called with the partition's lock held: it must only hand the result on."""
+        returns and is called with the partition's lock held: it must only hand the result on.
+        `allow_control`: the batches may be transaction markers (WriteTxnMarkers only);
+        `validate_producer` False: a coordinator's own write, not checked against the producer's sequences."""
         with self.lock:
             leader = self.require_leader()
             if acks == -1:
@@ -340,7 +342,9 @@ class Partition:
                     header = scan_batch(raw)
                     validate_produced_batch(raw, header, self.log.config.batch_bytes_max,
                                             allow_control=allow_control)
-                    if header.producer_id and not header.attributes & ATTR_CONTROL:
+                    # Markers and the coordinators' own transactional writes (TxnOffsetCommit) stand outside
+                    # the producer's sequences: only its own batches are checked.
+                    if header.producer_id and validate_producer and not header.attributes & ATTR_CONTROL:
                         verdict = self.producers.validate_header(header)
                         if isinstance(verdict, Reject):
                             raise verdict.to_error()

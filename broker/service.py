@@ -41,6 +41,7 @@ from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.call_identity import PRINCIPAL_METADATA_KEY
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.principal import call_principal
+from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from kanal.broker.server import BrokerServer
@@ -191,8 +192,50 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                        context: grpc.ServicerContext) -> broker_pb2.InitProducerIdResponse:
         self._refuse_until_ready()
         if request.transactional_id:
-            raise KanalError(ErrorCode.INVALID_REQUEST, "transactions are not supported; leave transactional_id empty")
+            return _in_band(broker_pb2.InitProducerIdResponse, self._server.transactions.init_producer_id, request)
         return broker_pb2.InitProducerIdResponse(producer_id=self._server.producer_ids.next_id(), producer_epoch=0)
+
+    # ---- transactions (issue 22): whole-call failures in the reply's error field, as for groups ----
+
+    @error_boundary
+    @gated
+    def AddPartitionsToTxn(self, request, context):
+        self._refuse_until_ready()
+        return _in_band(broker_pb2.AddPartitionsToTxnResponse, self._server.transactions.add_partitions, request)
+
+    @error_boundary
+    @gated
+    def AddOffsetsToTxn(self, request, context):
+        self._refuse_until_ready()
+        return _in_band(broker_pb2.AddOffsetsToTxnResponse, self._server.transactions.add_offsets, request)
+
+    @error_boundary
+    @gated
+    def TxnOffsetCommit(self, request, context):
+        self._refuse_until_ready()
+        return _in_band(broker_pb2.TxnOffsetCommitResponse, self._server.groups.txn_commit, request)
+
+    @error_boundary
+    @gated
+    def EndTxn(self, request, context):
+        self._refuse_until_ready()
+        return _in_band(broker_pb2.EndTxnResponse, self._server.transactions.end_txn, request)
+
+    @error_boundary
+    @gated
+    def WriteTxnMarkers(self, request, context):
+        self._refuse_until_ready()
+        reply = self._server.replicas.write_txn_markers(request)
+        for result in reply.results:
+            if result.topic == CONSUMER_OFFSETS_TOPIC and result.error == ErrorCode.NONE:
+                self._server.groups.on_txn_marker(result.partition, request.producer_id, request.commit)
+        return reply
+
+    @error_boundary
+    @gated
+    def DescribeTransactions(self, request, context):
+        self._refuse_until_ready()
+        return self._server.transactions.describe(request)
 
 
     # ---- groups: failures of the whole call are answered in the reply's error field, as Kafka does ----
@@ -201,6 +244,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @gated
     def FindCoordinator(self, request, context):
         self._refuse_until_ready()
+        if request.key_type == broker_pb2.COORDINATOR_TRANSACTION:
+            return _in_band(broker_pb2.FindCoordinatorResponse, self._server.transactions.find_coordinator,
+                            request.key)
         return _in_band(broker_pb2.FindCoordinatorResponse, self._server.groups.find_coordinator, request)
 
     @async_error_boundary
