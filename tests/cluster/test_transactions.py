@@ -4,6 +4,15 @@ get Kafka's errors and change nothing."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
 import pytest
 
 from kanal.clients.cluster_metadata import ClusterMetadata
@@ -14,7 +23,7 @@ from kanal.clients.transactions import TransactionFatalError
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
-from .conftest import create_topic, wait_until
+from .conftest import broker_node, create_topic, partition_info, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -183,3 +192,94 @@ def test_out_of_order_and_bad_calls_get_kafkas_errors_and_change_nothing(cluster
         assert reply.error == ErrorCode.INVALID_TRANSACTION_TIMEOUT
     finally:
         md.close()
+
+
+# ---- exactly once through failures ----
+
+PROCESSOR_SCRIPT = Path(__file__).with_name("txn_processor.py")
+
+
+class Processor:
+    """txn_processor.py as a process, and the events it printed."""
+
+    def __init__(self, cluster, log_dir: Path, *args: str) -> None:
+        self.log = open(log_dir / f"processor-{time.monotonic_ns()}.err", "w")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen([sys.executable, str(PROCESSOR_SCRIPT), cluster.bootstrap, *args],
+                                        stdout=subprocess.PIPE, stderr=self.log, text=True, stdin=subprocess.DEVNULL)
+        self.events: list[dict] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            with self._lock:
+                self.events.append(json.loads(line))
+
+    def committed(self) -> int:
+        with self._lock:
+            return sum(1 for e in self.events if e["event"] == "committed")
+
+    def aborted(self) -> list[dict]:
+        with self._lock:
+            return [e for e in self.events if e["event"] == "aborted"]
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self.log.close()
+
+
+def coordinator_of(cluster, tid: str) -> int:
+    md = ClusterMetadata(cluster.bootstrap)
+    try:
+        reply = md.any_stub().FindCoordinator(broker_pb2.FindCoordinatorRequest(
+            key=tid, key_type=broker_pb2.COORDINATOR_TRANSACTION), timeout=10)
+        assert reply.error == ErrorCode.NONE, reply.error_message
+        return reply.node_id
+    finally:
+        md.close()
+
+
+def test_consume_transform_produce_is_exactly_once_through_sigkills(cluster, tmp_path):
+    """Inputs → processor (transactions, offsets in them) → outputs, while the processor, the transaction
+    coordinator's broker and an output partition's leader are SIGKILLed and restarted: every input is in
+    the output exactly once under read_committed, and no record of a transaction that aborted is seen."""
+    create_topic(cluster, "ctp-in", partitions=2)
+    create_topic(cluster, "ctp-out", partitions=2)
+    inputs = [f"in-{i:04d}".encode() for i in range(400)]
+    with Producer(ProducerConfig(cluster.bootstrap, linger_ms=0)) as feeder:
+        for value in inputs:
+            feeder.produce("ctp-in", value, key=value)
+        assert feeder.flush(60)
+    group, tid = "ctp-group", "ctp-processor"
+    processors = [Processor(cluster, tmp_path, "ctp-in", "ctp-out", group, tid, "proc", "0")]
+    total = lambda: sum(p.committed() for p in processors)  # noqa: E731
+    try:
+        wait_until(lambda: total() >= 5, 90, "the processor to commit its first transactions")
+        processors[-1].kill()  # 1. the processor, mid-stream
+        processors.append(Processor(cluster, tmp_path, "ctp-in", "ctp-out", group, tid, "proc", "1"))
+        wait_until(lambda: total() >= 12, 90, "the restarted processor to commit")
+
+        coordinator = broker_node(cluster, coordinator_of(cluster, tid))  # 2. the transaction coordinator
+        coordinator.kill()
+        wait_until(lambda: total() >= 20, 120, "commits with a new transaction coordinator")
+        cluster.restart(coordinator)
+
+        leader = broker_node(cluster, partition_info(cluster, "ctp-out", 0).leader)  # 3. an output leader
+        leader.kill()
+        wait_until(lambda: total() >= 28, 120, "commits after the output leader died")
+        cluster.restart(leader)
+
+        outputs = read_all(cluster, "ctp-out", 2, "read_committed", expected=len(inputs), timeout_s=240)
+    finally:
+        for p in processors:
+            p.kill()
+    sources = Counter(v.split(b"|")[0] for v in outputs)
+    duplicated = {v: n for v, n in sources.items() if n > 1}
+    assert not duplicated, f"inputs written more than once: {sorted(duplicated.items())[:5]}"
+    assert set(sources) == set(inputs), f"missing: {sorted(set(inputs) - set(sources))[:5]}"
+    aborted = {(str(run).encode(), str(e["txn"]).encode()) for run, p in enumerate(processors) for e in p.aborted()}
+    visible_aborted = [v for v in outputs if tuple(v.split(b"|")[1:]) in aborted]
+    assert not visible_aborted, f"records of aborted transactions are visible: {visible_aborted[:5]}"
