@@ -41,7 +41,6 @@ from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.call_identity import PRINCIPAL_METADATA_KEY
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.principal import call_principal
-from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from kanal.broker.server import BrokerServer
@@ -225,11 +224,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @gated
     def WriteTxnMarkers(self, request, context):
         self._refuse_until_ready()
-        reply = self._server.replicas.write_txn_markers(request)
-        for result in reply.results:
-            if result.topic == CONSUMER_OFFSETS_TOPIC and result.error == ErrorCode.NONE:
-                self._server.groups.on_txn_marker(result.partition, request.producer_id, request.commit)
-        return reply
+        return self._server.transactions.write_markers_here(request)
 
     @error_boundary
     @gated

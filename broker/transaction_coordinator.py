@@ -225,9 +225,12 @@ class TransactionCoordinator:
     def _id_lock(self, transactional_id: str) -> threading.Lock:
         return self._id_locks[partition_for_key(transactional_id.encode(), _LOCK_STRIPES)]
 
-    def _run(self, transactional_id: str, decide: Callable[[TxnMetadata | None], Decision]) -> tuple[Decision, TxnMetadata | None]:
-        """Decide under the id's lock, write the new state (acks=all), then apply it and start its markers.
-        Returns the decision and the id's state after it."""
+    def _run(self, transactional_id: str, decide: Callable[[TxnMetadata | None], Decision], *,
+             markers_inline: bool = False) -> tuple[Decision, TxnMetadata | None]:
+        """Decide under the id's lock, write the new state (acks=all), then apply it and start its markers
+        (on this thread with `markers_inline`, so the call is answered once they are written: the
+        producer's next transaction then finds the id complete instead of retrying on
+        CONCURRENT_TRANSACTIONS). Returns the decision and the id's state after it."""
         with self._id_lock(transactional_id):
             p = self._require_owned(transactional_id)
             with self._lock:
@@ -240,7 +243,10 @@ class TransactionCoordinator:
                         self._txns[transactional_id] = decision.new_state
                 txn = decision.new_state
         if decision.markers is not None:
-            self._start_markers(transactional_id)
+            if markers_inline and self._claim_marker_job(transactional_id):
+                self._finish_logged(transactional_id)
+            else:
+                self._start_markers(transactional_id)
         return decision, txn
 
     def init_producer_id(self, req: broker_pb2.InitProducerIdRequest) -> broker_pb2.InitProducerIdResponse:
@@ -298,7 +304,7 @@ class TransactionCoordinator:
     def end_txn(self, req: broker_pb2.EndTxnRequest) -> broker_pb2.EndTxnResponse:
         producer = req.producer
         decision, _ = self._run(producer.transactional_id, lambda txn: decide_end_txn(
-            txn, producer.producer_id, producer.producer_epoch, req.commit, _now_ms()))
+            txn, producer.producer_id, producer.producer_epoch, req.commit, _now_ms()), markers_inline=True)
         return broker_pb2.EndTxnResponse(error=decision.error, error_message=decision.message)
 
     def describe(self, req: broker_pb2.DescribeTransactionsRequest) -> broker_pb2.DescribeTransactionsResponse:
@@ -336,11 +342,17 @@ class TransactionCoordinator:
 
     # ---- markers ----
 
-    def _start_markers(self, transactional_id: str) -> None:
+    def _claim_marker_job(self, transactional_id: str) -> bool:
+        """Take the id's one marker job slot; False when a job runs already (or the coordinator closes)."""
         with self._lock:
             if transactional_id in self._marker_jobs or self._closed.is_set():
-                return
+                return False
             self._marker_jobs.add(transactional_id)
+            return True
+
+    def _start_markers(self, transactional_id: str) -> None:
+        if not self._claim_marker_job(transactional_id):
+            return
         try:
             self._markers.submit(self._finish_logged, transactional_id)
         except RuntimeError:
@@ -413,15 +425,28 @@ class TransactionCoordinator:
                     topics[topic] = request.topics.add(topic=topic)
                 topics[topic].partitions.append(p)
             try:
-                reply = self._groups.peer(image.brokers[leader].endpoint).WriteTxnMarkers(
-                    request, timeout=_MARKER_CALL_TIMEOUT_S)
-            except Exception as exc:  # noqa: BLE001 - a gRPC failure: that leader is retried next round
+                if leader == self.broker_id:  # no round trip to itself
+                    reply = self.write_markers_here(request)
+                else:
+                    reply = self._groups.peer(image.brokers[leader].endpoint).WriteTxnMarkers(
+                        request, timeout=_MARKER_CALL_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - a gRPC or write failure: that leader is retried next round
                 log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
                 continue
             for result in reply.results:
                 if result.error in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                     done.add((result.topic, result.partition))
         return done
+
+    def write_markers_here(self, request: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
+        """WriteTxnMarkers on this broker (the call's handler, and this coordinator for partitions it
+        leads itself): the markers with acks=all, then the transaction's offsets in the
+        __consumer_offsets partitions made visible or dropped."""
+        reply = self._replicas.write_txn_markers(request)
+        for result in reply.results:
+            if result.topic == CONSUMER_OFFSETS_TOPIC and result.error == ErrorCode.NONE:
+                self._groups.on_txn_marker(result.partition, request.producer_id, request.commit)
+        return reply
 
     # ---- the ticker ----
 

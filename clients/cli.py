@@ -185,10 +185,12 @@ def consume(args) -> int:
                                                         "and --from-timestamp do not apply")
         # Commits are explicit: exactly what was printed, so --max-messages leaves the rest for the group.
         consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset, group_id=args.group,
-                                           enable_auto_commit=False, client_id="kanal-console-consumer"))
+                                           enable_auto_commit=False, client_id="kanal-console-consumer",
+                                           isolation_level=args.isolation_level))
         consumer.subscribe([args.topic])
     else:
-        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset))
+        consumer = Consumer(ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset,
+                                           isolation_level=args.isolation_level))
         if args.partition is not None:
             partitions = [args.partition]
         consumer.assign([(args.topic, p) for p in partitions])
@@ -248,6 +250,23 @@ def _print_record(args, r) -> None:
 
 
 # ---- groups ----
+
+def transactions_list(args) -> int:
+    with _admin(args) as admin:
+        found = admin.describe_transactions()
+    _print(args, [f"{t['transactional_id']}\t{t['producer_id']}\t{t['producer_epoch']}\t{t['state']}" for t in found],
+           found)
+    return 0
+
+
+def transactions_describe(args) -> int:
+    with _admin(args) as admin:
+        (t,) = admin.describe_transactions([args.transactional_id])
+    lines = [f"{k}: {v}" for k, v in t.items() if k != "partitions"]
+    lines += [f"partition: {topic}-{p}" for topic, p in t["partitions"]]
+    _print(args, lines, t)
+    return 0
+
 
 def groups_list(args) -> int:
     with _admin(args) as admin:
@@ -576,7 +595,17 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--print-key", action="store_true")
     c.add_argument("--key-separator", default="\t")
     c.add_argument("--timeout-s", type=_positive_float, default=None, help="stop after this long without records")
+    c.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",
+                   help="read_committed: only committed transactions' records, up to the last stable offset")
     c.set_defaults(func=consume)
+
+    txns = sub.add_parser("transactions", help="list and describe transactional ids").add_subparsers(
+        dest="action", required=True)
+    c = txns.add_parser("list", parents=[common], help="transactional ids, their producer and state")
+    c.set_defaults(func=transactions_list)
+    c = txns.add_parser("describe", parents=[common], help="one id's state and the partitions of its transaction")
+    c.add_argument("transactional_id")
+    c.set_defaults(func=transactions_describe)
 
     groups = sub.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups").add_subparsers(
         dest="action", required=True)

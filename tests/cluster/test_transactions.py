@@ -283,3 +283,36 @@ def test_consume_transform_produce_is_exactly_once_through_sigkills(cluster, tmp
     aborted = {(str(run).encode(), str(e["txn"]).encode()) for run, p in enumerate(processors) for e in p.aborted()}
     visible_aborted = [v for v in outputs if tuple(v.split(b"|")[1:]) in aborted]
     assert not visible_aborted, f"records of aborted transactions are visible: {visible_aborted[:5]}"
+
+
+def test_cli_lists_and_describes_transactions_and_consumes_read_committed(cluster):
+    create_topic(cluster, "txn-cli")
+    producer = txn_producer(cluster, "cli-txn")
+    try:
+        producer.begin_transaction()
+        producer.produce("txn-cli", b"committed")
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.produce("txn-cli", b"open")
+        producer.flush()
+        kanal = [sys.executable, "-m", "kanal.deploy.cli"]
+        listed = json.loads(subprocess.run([*kanal, "transactions", "list", "--bootstrap", cluster.bootstrap,
+                                            "--output", "json"], capture_output=True, text=True, check=True,
+                                           timeout=60).stdout)
+        mine = next(t for t in listed if t["transactional_id"] == "cli-txn")
+        assert mine["state"] == "TXN_ONGOING" and mine["producer_id"] == producer._txn.producer_id
+        described = json.loads(subprocess.run([*kanal, "transactions", "describe", "cli-txn", "--bootstrap",
+                                               cluster.bootstrap, "--output", "json"], capture_output=True,
+                                              text=True, check=True, timeout=60).stdout)
+        assert described["partitions"] == [["txn-cli", 0]]
+        unknown = subprocess.run([*kanal, "transactions", "describe", "no-such-id", "--bootstrap", cluster.bootstrap],
+                                 capture_output=True, text=True, timeout=60)
+        assert unknown.returncode != 0 and "no-such-id" in unknown.stderr
+        for level, expected in (("read_committed", ["committed"]), ("read_uncommitted", ["committed", "open"])):
+            out = subprocess.run([*kanal, "consume", "txn-cli", "--bootstrap", cluster.bootstrap, "--from-beginning",
+                                  "--isolation-level", level, "--max-messages", str(len(expected)), "--timeout-s", "20"],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.stdout.split() == expected, (level, out.stdout, out.stderr)
+        producer.abort_transaction()
+    finally:
+        producer.close()
