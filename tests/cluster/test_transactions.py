@@ -256,6 +256,7 @@ def test_consume_transform_produce_is_exactly_once_through_sigkills(cluster, tmp
     group, tid = "ctp-group", "ctp-processor"
     processors = [Processor(cluster, tmp_path, "ctp-in", "ctp-out", group, tid, "proc", "0")]
     total = lambda: sum(p.committed() for p in processors)  # noqa: E731
+    killed = []
     try:
         wait_until(lambda: total() >= 5, 90, "the processor to commit its first transactions")
         processors[-1].kill()  # 1. the processor, mid-stream
@@ -264,18 +265,24 @@ def test_consume_transform_produce_is_exactly_once_through_sigkills(cluster, tmp
 
         coordinator = broker_node(cluster, coordinator_of(cluster, tid))  # 2. the transaction coordinator
         coordinator.kill()
-        wait_until(lambda: total() >= 20, 120, "commits with a new transaction coordinator")
+        killed.append(coordinator)
+        wait_until(lambda: total() >= 20, 240, "commits with a new transaction coordinator")
         cluster.restart(coordinator)
+        killed.remove(coordinator)
 
         leader = broker_node(cluster, partition_info(cluster, "ctp-out", 0).leader)  # 3. an output leader
         leader.kill()
-        wait_until(lambda: total() >= 28, 120, "commits after the output leader died")
+        killed.append(leader)
+        wait_until(lambda: total() >= 28, 240, "commits after the output leader died")
         cluster.restart(leader)
+        killed.remove(leader)
 
         outputs = read_all(cluster, "ctp-out", 2, "read_committed", expected=len(inputs), timeout_s=240)
     finally:
         for p in processors:
             p.kill()
+        for node in killed:  # the module's cluster goes on to the next test whole
+            cluster.restart(node)
     sources = Counter(v.split(b"|")[0] for v in outputs)
     duplicated = {v: n for v, n in sources.items() if n > 1}
     assert not duplicated, f"inputs written more than once: {sorted(duplicated.items())[:5]}"
