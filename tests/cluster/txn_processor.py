@@ -27,6 +27,7 @@ from kanal.v1.error import KanalError
 
 POLL_RECORDS_MAX = 10
 TRANSACTIONS_MAX = 100_000  # a bound on the loop; the test stops the process long before
+ABORT_TRIES_MAX = 10
 
 
 def emit(**event) -> None:
@@ -65,10 +66,16 @@ def main() -> int:
             return 2
         except KanalError as exc:
             emit(event="aborted", txn=txn, error=exc.name)
-            try:
-                producer.abort_transaction()
-            except TransactionFatalError:
-                return 2
+            for _ in range(ABORT_TRIES_MAX):  # the coordinator may be failing over: each try waits max_block
+                try:
+                    producer.abort_transaction()
+                    break
+                except TransactionFatalError:
+                    return 2
+                except KanalError as again:
+                    emit(event="abort_failed", txn=txn, error=again.name)
+            else:
+                return 3
             committed = consumer.committed(consumer.assignment())
             for tp in consumer.assignment():
                 offset = committed.get(tp)
