@@ -93,6 +93,13 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     # How long a commit or group-state write may wait for the ISR before it fails (retriably).
     offsets_commit_timeout_ms: int = 5000
+    # Partitions of __transaction_state when this broker creates it (transaction.state.log.num.partitions);
+    # fixed once the topic exists.
+    transaction_state_partitions: int = 50
+    # Its replication factor (transaction.state.log.replication.factor): not created with fewer live brokers.
+    transaction_state_replication_factor: int = 3
+    # The largest transaction timeout a producer may ask for (transaction.max.timeout.ms).
+    transaction_timeout_ms_max: int = 900_000
     # Bounds on the session timeout members may ask for (group.min/max.session.timeout.ms).
     group_session_timeout_ms_min: int = 6000
     group_session_timeout_ms_max: int = 1_800_000
@@ -156,6 +163,11 @@ class BrokerConfig:
                "grpc_message_bytes_max must hold a whole fetch response")
         _check(1 <= self.offsets_topic_partitions <= 1000, "offsets_topic_partitions must be in [1, 1000]")
         _check(1 <= self.offsets_topic_replication_factor <= 16, "offsets_topic_replication_factor must be in [1, 16]")
+        _check(1 <= self.transaction_state_partitions <= 1000, "transaction_state_partitions must be in [1, 1000]")
+        _check(1 <= self.transaction_state_replication_factor <= 16,
+               "transaction_state_replication_factor must be in [1, 16]")
+        _check(1_000 <= self.transaction_timeout_ms_max <= 3_600_000,
+               "transaction_timeout_ms_max must be in [1000, 3600000]")
         _check(100 <= self.offsets_commit_timeout_ms <= 300_000, "offsets_commit_timeout_ms must be in [100, 300000]")
         _check(1 <= self.group_session_timeout_ms_min <= self.group_session_timeout_ms_max <= 3_600_000,
                "group session timeout bounds must satisfy 1 <= min <= max <= 3600000")

@@ -139,7 +139,9 @@ class FetchCall:
                         total += part.read_for_follower(self.follower, preq, budget, out, waiter,
                                                         self._request.replica_epoch)
                     else:
-                        total += part.read_for_consumer(preq, budget, out, waiter)
+                        total += part.read_for_consumer(preq, budget, out, waiter,
+                                                        read_committed=self._request.isolation_level
+                                                        == broker_pb2.READ_COMMITTED)
                 except KanalError as exc:
                     out.error = exc.code
                     out.error_message = exc.message

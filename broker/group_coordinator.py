@@ -58,6 +58,7 @@ from kanal.broker.group_records import (
     group_record,
     offset_record,
     replay_entries,
+    txn_batch_of,
 )
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.storage.clock import PROCESS_CLOCK
@@ -169,6 +170,8 @@ class GroupCoordinator:
         # Each group's generation at the last export: rebalances are counted from its increments.
         self._seen_generations: dict[str, int] = {}
         self._reconciled_image = MetadataImage()  # the last image the replica manager had applied
+        # TxnOffsetCommit records written but not yet committed: (partition, producer id) -> records.
+        self._txn_offsets: dict[tuple[int, int], list[Record]] = {}
 
     def __repr__(self) -> str:
         return (f"<GroupCoordinator broker={self.broker_id} partitions={sorted(self._owned)} "
@@ -252,6 +255,8 @@ class GroupCoordinator:
 
     def _unload(self, p: int, image: MetadataImage) -> list:
         self._owned.pop(p, None)
+        for key in [k for k in self._txn_offsets if k[0] == p]:
+            del self._txn_offsets[key]
         self._loading.pop(p, None)
         count = self._partition_count(image)
         effects = []
@@ -266,6 +271,7 @@ class GroupCoordinator:
         started = time.monotonic()
         now_ms = _now_ms()
         groups: dict[str, Group] = {}
+        pending: dict[int, list[Record]] = {}
         records = skipped = 0
         part = self._replicas.partition(CONSUMER_OFFSETS_TOPIC, p)
         with part.lock:
@@ -277,7 +283,7 @@ class GroupCoordinator:
                 data = part.log.read(offset, _LOAD_READ_BYTES_MAX).data
             if not data:
                 break
-            replayed = replay_entries(groups, data, self._new_group, now_ms)
+            replayed = replay_entries(groups, data, self._new_group, now_ms, pending)
             for bad in replayed.skipped:
                 log.warning("%s-%d: skipped what the coordinator cannot use at %s", CONSUMER_OFFSETS_TOPIC, p, bad)
                 self._metrics.group_bad_records.inc()
@@ -290,6 +296,8 @@ class GroupCoordinator:
             del self._loading[p]
             self._owned[p] = load.epoch
             self._groups.update(groups)
+            for producer_id, held in pending.items():
+                self._txn_offsets[(p, producer_id)] = held
         log.info("coordinating %s-%d at epoch %d: %d groups from %d records (%d skipped) in %.0f ms",
                  CONSUMER_OFFSETS_TOPIC, p, load.epoch, len(groups), records, skipped,
                  (time.monotonic() - started) * 1000)
@@ -338,7 +346,7 @@ class GroupCoordinator:
                 raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                  f"{CONSUMER_OFFSETS_TOPIC} needs {self._offsets_rf} live brokers "
                                  f"(offsets_topic_replication_factor); {live} are live")
-            self._create_offsets_topic(image)
+            self._create_internal_topic(CONSUMER_OFFSETS_TOPIC, self._offsets_partitions, self._offsets_rf)
             raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {CONSUMER_OFFSETS_TOPIC}; retry")
         p = self.partition_of(req.key, image)
         leader = image.topics[CONSUMER_OFFSETS_TOPIC].partitions[p].leader
@@ -347,20 +355,28 @@ class GroupCoordinator:
             raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{CONSUMER_OFFSETS_TOPIC}-{p} has no leader")
         return broker_pb2.FindCoordinatorResponse(node_id=leader, endpoint=broker.endpoint)
 
-    def _create_offsets_topic(self, image: MetadataImage) -> None:
+    def create_internal_topic(self, image: MetadataImage, name: str, partitions: int, rf: int) -> None:
+        """Create a compacted internal topic through the controller (the transaction coordinator's
+        __transaction_state too); COORDINATOR_NOT_AVAILABLE while fewer than `rf` brokers are live, as for
+        __consumer_offsets."""
+        live = len(image.live_brokers())
+        if live < rf:
+            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                             f"{name} needs {rf} live brokers (its replication factor); {live} are live")
+        self._create_internal_topic(name, partitions, rf)
+
+    def _create_internal_topic(self, name: str, partitions: int, rf: int) -> None:
         if not self._creating.acquire(blocking=False):
             return  # another call is creating it
         try:
-            rf = self._offsets_rf
             request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
-                name=CONSUMER_OFFSETS_TOPIC, partitions=self._offsets_partitions, replication_factor=rf,
+                name=name, partitions=partitions, replication_factor=rf,
                 configs=[admin_pb2.ConfigEntry(key="cleanup.policy", value="compact")])])
             result = self._controllers.call("CreateTopics", request).results[0]
             if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-                log.warning("creating %s failed: %s", CONSUMER_OFFSETS_TOPIC, result.error_message)
+                log.warning("creating %s failed: %s", name, result.error_message)
             else:
-                log.info("created %s: %d partitions, replication factor %d", CONSUMER_OFFSETS_TOPIC,
-                         self._offsets_partitions, rf)
+                log.info("created %s: %d partitions, replication factor %d", name, partitions, rf)
         finally:
             self._creating.release()
 
@@ -451,11 +467,12 @@ class GroupCoordinator:
     def _write_lock(self, p: int) -> threading.Lock:
         return self._write_locks[p % len(self._write_locks)]
 
-    def _write(self, p: int, records: list[Record]) -> None:
-        """Append records to __consumer_offsets-p with acks=all; raise unless every ISR member has them."""
+    def _write(self, p: int, records: list[Record], *, batch: bytes | None = None) -> None:
+        """Append records to __consumer_offsets-p with acks=all (as `batch` when given: a transactional
+        one); raise unless every ISR member has them."""
         request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=self._write_timeout_ms)
         request.topics.add(topic=CONSUMER_OFFSETS_TOPIC).partitions.add(
-            partition=p, batches=[batch_of(records, _now_ms())])
+            partition=p, batches=[batch if batch is not None else batch_of(records, _now_ms())])
         result = self._replicas.produce(request, internal=True).topics[0].partitions[0]
         if result.error == ErrorCode.NONE:
             return
@@ -465,6 +482,53 @@ class GroupCoordinator:
                                                               f"{result.error_message}")
 
     # ---- offsets ----
+
+    def txn_commit(self, req: broker_pb2.TxnOffsetCommitRequest) -> broker_pb2.TxnOffsetCommitResponse:
+        """TxnOffsetCommit: the offsets go to __consumer_offsets in the producer's transaction and become
+        the group's only when its COMMIT marker is stored (`on_txn_marker`). The transaction coordinator
+        checked the producer when the partition joined the transaction (AddOffsetsToTxn)."""
+        reply = broker_pb2.TxnOffsetCommitResponse()
+        producer = req.producer
+        if producer.producer_id <= 0 or producer.producer_epoch < 0:
+            raise KanalError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, "TxnOffsetCommit needs the producer's id")
+        now_ms = _now_ms()
+        image = self._image()
+        records: list[Record] = []
+        with self._lock:
+            p = self._require_owned(req.group_id)
+        for topic in req.topics:
+            known = image.topics.get(topic.topic)
+            for pc in topic.partitions:
+                item = reply.results.add(topic=topic.topic, partition=pc.partition)
+                if known is None or not 0 <= pc.partition < len(known.partitions):
+                    item.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    item.error_message = f"unknown topic or partition {topic.topic}-{pc.partition}"
+                elif pc.offset < 0:
+                    item.error = ErrorCode.INVALID_REQUEST
+                    item.error_message = f"offset {pc.offset} is negative"
+                else:
+                    records.append(offset_record(req.group_id, topic.topic, pc.partition, groups_pb2.OffsetCommitValue(
+                        offset=pc.offset, leader_epoch=pc.leader_epoch, metadata=pc.metadata,
+                        commit_timestamp_ms=now_ms, generation_id=-1, topic_id=known.topic_id)))
+        if not records:
+            return reply
+        with self._write_lock(p):
+            batch = txn_batch_of(records, now_ms, producer.producer_id, producer.producer_epoch)
+            self._write(p, records, batch=batch)
+            with self._lock:
+                if p in self._owned:
+                    self._txn_offsets.setdefault((p, producer.producer_id), []).extend(records)
+        return reply
+
+    def on_txn_marker(self, p: int, producer_id: int, commit: bool) -> None:
+        """A marker of `producer_id` is stored (replicated) in __consumer_offsets-p: its transactional
+        offsets become the groups' (commit) or are dropped (abort)."""
+        now_ms = _now_ms()
+        with self._write_lock(p), self._lock:
+            held = self._txn_offsets.pop((p, producer_id), [])
+            if commit and p in self._owned:
+                for record in held:
+                    apply_record(self._groups, record, self._new_group, now_ms)
 
     def commit(self, req: broker_pb2.OffsetCommitRequest) -> broker_pb2.OffsetCommitResponse:
         reply = broker_pb2.OffsetCommitResponse()
@@ -677,6 +741,10 @@ class GroupCoordinator:
                     if p.error == ErrorCode.NONE:
                         out[(t.topic, p.partition)] = p.offset
         return out
+
+    def peer(self, endpoint: str) -> broker_pb2_grpc.BrokerStub:
+        """A stub for another broker (channels kept until close; TLS when the listeners have it)."""
+        return self._peer(endpoint)
 
     def _peer(self, endpoint: str) -> broker_pb2_grpc.BrokerStub:
         stub = self._peers.get(endpoint)

@@ -27,6 +27,11 @@ A batch whose records do not decode (bad compression, a RecordList that does not
 that does not match its header) is skipped whole the same way. Damage to the log's own framing (an entry
 whose CRC fails) is not a bad record: the entries after it cannot be trusted to be where they seem, so
 `replay_entries` raises and the coordinator treats it as a failed load.
+
+Transactions (issue 22). TxnOffsetCommit writes its offset records in a TRANSACTIONAL batch of the
+producer; they take effect only when that producer's COMMIT marker follows, and never after an ABORT
+marker. `replay_entries` keeps them in `pending` (producer id -> records, carried across chunks) until
+the marker; what is still pending at the end of the log belongs to a transaction still open.
 """
 
 from __future__ import annotations
@@ -39,7 +44,17 @@ from google.protobuf.message import DecodeError, Message
 
 from kanal.broker.group import GROUP_ID_LENGTH_MAX, Group
 from kanal.v1 import groups_pb2
-from kanal.v1.batch import NewRecord, build_batch, decode_records, iter_entries, parse_batch
+from kanal.v1.batch import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    CONTROL_COMMIT,
+    NewRecord,
+    build_batch,
+    control_type_in,
+    decode_records,
+    iter_entries,
+    parse_batch,
+)
 from kanal.v1.error import KanalError
 
 Record = tuple[bytes, bytes | None]  # key, value (None: tombstone)
@@ -66,6 +81,12 @@ def group_record(group_id: str, value: groups_pb2.GroupMetadataValue | None) -> 
 
 def batch_of(records: list[Record], now_ms: int) -> bytes:
     return build_batch([NewRecord(value, key, now_ms) for key, value in records])
+
+
+def txn_batch_of(records: list[Record], now_ms: int, producer_id: int, producer_epoch: int) -> bytes:
+    """TxnOffsetCommit's records as a TRANSACTIONAL batch of the producer (effective at its COMMIT)."""
+    return build_batch([NewRecord(value, key, now_ms) for key, value in records], producer_id=producer_id,
+                       producer_epoch=producer_epoch, attributes=ATTR_TRANSACTIONAL)
 
 
 # ---- decoding ----
@@ -219,7 +240,7 @@ class Replayed(NamedTuple):
 
 
 def replay_entries(groups: dict[str, Group], entries: bytes | memoryview, new_group: Callable[[str], Group],
-                   now_ms: int) -> Replayed:
+                   now_ms: int, pending: dict[int, list[Record]] | None = None) -> Replayed:
     """Apply every record of log-entry framed bytes (as `Log.read` returns them) to `groups`, skipping bad
     records and undecodable batches. Framing damage (CorruptEntry) raises: see the module docstring."""
     applied = 0
@@ -229,10 +250,22 @@ def replay_entries(groups: dict[str, Group], entries: bytes | memoryview, new_gr
         suffix = entry.suffix
         last_offset = suffix.last_offset
         try:
-            records = decode_records(parse_batch(entry.batch, verify_crc=False))
-        except KanalError as exc:
+            batch = parse_batch(entry.batch, verify_crc=False)
+            if batch.attributes & ATTR_CONTROL:
+                held = (pending if pending is not None else {}).pop(batch.producer_id, [])
+                if control_type_in(entry.batch) == CONTROL_COMMIT:
+                    for record in held:
+                        apply_record(groups, record, new_group, now_ms)
+                        applied += 1
+                continue
+            records = decode_records(batch)
+        except (KanalError, BadGroupRecord) as exc:
             skipped.append(SkippedRecords(suffix.base_offset, suffix.last_offset, f"batch does not decode: "
-                                                                                  f"{exc.message}"))
+                                                                                  f"{exc}"))
+            continue
+        if batch.attributes & ATTR_TRANSACTIONAL and pending is not None:
+            pending.setdefault(batch.producer_id, []).extend(
+                (r.key, r.value if r.HasField("value") else None) for r in records)
             continue
         for r in records:
             offset = suffix.base_offset + r.offset_delta

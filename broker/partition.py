@@ -20,6 +20,11 @@ sets: followers wake when the log end moves, consumers when the high-water mark 
 that can answer are woken: one broker-wide condition woke every poll on every append and HW move, and on
 2 cores those spurious wake-ups (each a thread hand-off and a re-read) cost more CPU than the replication.
 Role changes and deletion wake both sets, so a poll sees its new error at once.
+
+Transactions (issue 22): every stored batch, on the leader, on followers and in replay, also goes to the
+TransactionIndex (transaction_index.py), which gives the last stable offset and the aborted transactions
+read_committed consumers need. It is rebuilt after a truncation, from the log start or from its
+checkpoint (transaction_checkpoint.py, written at clean shutdown), as the producer state is.
 """
 
 from __future__ import annotations
@@ -57,8 +62,10 @@ from kanal.broker.storage.ids import LeaderEpoch, Offset
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.storage.partition_metadata import DELETE_SUFFIX, remove_directory
+from kanal.broker.storage.transaction_checkpoint import read_checkpoint, remove_checkpoint, write_checkpoint
+from kanal.broker.storage.transaction_index import TransactionIndex, TxnBatch, txn_batches_in
 from kanal.v1 import broker_pb2
-from kanal.v1.batch import scan_batch
+from kanal.v1.batch import ATTR_CONTROL, scan_batch
 from kanal.v1.batch_validation import validate_produced_batch
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -126,6 +133,7 @@ class Partition:
         self._log_end_waiters: set[Waiter] = set()  # follower long polls: wake on appends
         self._high_watermark_waiters: set[Waiter] = set()  # consumer long polls: wake on HW moves
         self.producers = self._replay_producer_state()
+        self.transactions = self._replay_transactions(use_checkpoint=True)
         self.producer_activity = ProducerActivity()
         # Set by the replica manager while a reassignment is adding this replica and a
         # follower.replication.throttled.rate applies (replication_throttle.py); used by the fetcher only.
@@ -167,6 +175,39 @@ class Partition:
         if table.next_offset < self.log.log_end_offset:
             table.advance_to(self.log.log_end_offset)  # compaction left a gap at the end
         return table
+
+    def _replay_transactions(self, *, use_checkpoint: bool) -> TransactionIndex:
+        """The transaction index: the checkpoint of the last clean shutdown when it is usable, then the
+        batches after it; without one, the whole log (transaction_checkpoint.py)."""
+        index = None
+        if use_checkpoint:
+            index, why = read_checkpoint(self.directory, self.log.log_start_offset, self.log.log_end_offset)
+            if index is None and why != "no checkpoint":
+                log.info("%s: rebuilding the transaction index from the log: %s", self.name, why)
+        remove_checkpoint(self.directory)  # from here on the log is ahead of it; rewritten at close
+        if index is None:
+            index = TransactionIndex(next_offset=self.log.log_start_offset)
+        offset = index.next_offset
+        while offset < self.log.log_end_offset:
+            data = self.log.read(offset, _REPLAY_CHUNK_BYTES).data
+            if not data:
+                break
+            index = TransactionIndex.rebuild(
+                (b for b in txn_batches_in(data) if b.base_offset >= index.next_offset), start=index)
+            offset = max(offset + 1, index.next_offset)
+        index.advance_to(self.log.log_end_offset)
+        return index
+
+    def _record_transactional(self, header, stored: bytes | memoryview, base_offset: int) -> None:
+        """Give one stored batch to the transaction index (lock held)."""
+        if header.attributes or self.transactions.ongoing:
+            self.transactions.record(TxnBatch.from_stored(header, stored, base_offset))
+        else:
+            self.transactions.advance_to(base_offset + header.last_offset_delta + 1)
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.transactions.last_stable_offset(self.high_watermark)
 
     def _snapshot_producer_state(self) -> None:
         """Write the idempotence state at the log end, so the next start replays nothing."""
@@ -290,8 +331,8 @@ class Partition:
 
     def append_as_leader(self, batches: list[bytes], acks: int, now_ms: int,
                          out: broker_pb2.ProduceResponse.PartitionResult, *, timeout_ms: int = 0,
-                         on_replicated: Callable[[int], None] | None = None
-                         ) -> tuple[KanalError | None, int | None]:
+                         on_replicated: Callable[[int], None] | None = None, allow_control: bool = False,
+                         validate_producer: bool = True) -> tuple[KanalError | None, int | None]:
         """Append producer batches in order; returns the error of a batch refused after others of the
         request were stored (None when all were), and the id of the acks=all wait registered (None when
         none was). A batch refused first raises, with nothing stored.
@@ -304,7 +345,9 @@ class Partition:
         exactly once, from whichever thread completes it (an HW move, `expire_produces`, or a
         resignation, which answers NOT_LEADER_OR_FOLLOWER: a later leadership of this broker, after a
         truncation, can never acknowledge offsets this one appended). It may be called before this
-        returns and is called with the partition's lock held: it must only hand the result on."""
+        returns and is called with the partition's lock held: it must only hand the result on.
+        `allow_control`: the batches may be transaction markers (WriteTxnMarkers only);
+        `validate_producer` False: a coordinator's own write, not checked against the producer's sequences."""
         with self.lock:
             leader = self.require_leader()
             if acks == -1:
@@ -317,8 +360,11 @@ class Partition:
             for raw in batches:
                 try:
                     header = scan_batch(raw)
-                    validate_produced_batch(raw, header, self.log.config.batch_bytes_max)
-                    if header.producer_id:
+                    validate_produced_batch(raw, header, self.log.config.batch_bytes_max,
+                                            allow_control=allow_control)
+                    # Markers and the coordinators' own transactional writes (TxnOffsetCommit) stand outside
+                    # the producer's sequences: only its own batches are checked.
+                    if header.producer_id and validate_producer and not header.attributes & ATTR_CONTROL:
                         verdict = self.producers.validate_header(header)
                         if isinstance(verdict, Reject):
                             raise verdict.to_error()
@@ -335,6 +381,7 @@ class Partition:
                     break
                 # Every batch is recorded, idempotent or not, so the table's position is the log end.
                 self.producers.record(ProducerBatch.from_header(header, info.base_offset))
+                self._record_transactional(header, raw, info.base_offset)
                 self.producer_activity.seen(header.producer_id, now_ms)
                 out.batch_base_offsets.append(info.base_offset)
                 required = max(required or 0, info.last_offset + 1)
@@ -368,15 +415,22 @@ class Partition:
     # ---- fetch ----
 
     def read_for_consumer(self, preq, bytes_max: int, out: broker_pb2.FetchResponse.PartitionData,
-                          waiter: Waiter | None = None) -> int:
-        """Read below the HW. With `waiter`, it is set when the HW next moves (or the role changes) until
-        `remove_waiter`; registered before the read, under the lock, so no move after the read is missed."""
+                          waiter: Waiter | None = None, *, read_committed: bool = False) -> int:
+        """Read below the HW (read_committed: below the LSO, with the aborted transactions overlapping the
+        batches returned). With `waiter`, it is set when the HW next moves (or the role changes) until
+        `remove_waiter`; registered before the read, under the lock, so no move after the read is missed.
+        The LSO moves only with the HW or with a marker append, which moves the HW once replicated."""
         with self.lock:
             if waiter is not None:
                 self._high_watermark_waiters.add(waiter)
             self.require_leader(preq.current_leader_epoch)
             self._fill_bounds(out)
-            data = self.log.read(preq.fetch_offset, bytes_max, offset_limit=self.high_watermark).data
+            limit = out.last_stable_offset if read_committed else self.high_watermark
+            data = self.log.read(preq.fetch_offset, bytes_max, offset_limit=limit).data
+            if read_committed and data:
+                for aborted in self.transactions.aborted_between(preq.fetch_offset, limit):
+                    out.aborted_transactions.add(producer_id=aborted.producer_id,
+                                                 first_offset=aborted.first_offset)
         out.records = data
         return len(data)
 
@@ -431,6 +485,7 @@ class Partition:
         out.log_end_offset = self.log.log_end_offset
         out.log_start_offset = self.log.log_start_offset
         out.leader_epoch = self.leader_epoch
+        out.last_stable_offset = self.last_stable_offset
 
     # ---- follower side ----
 
@@ -445,6 +500,7 @@ class Partition:
                 delete_snapshots_above(self.directory, p.log_start_offset - 1)
                 self.producers = ProducerStateTable()
                 self.producers.advance_to(p.log_start_offset)
+                self.transactions = TransactionIndex(next_offset=p.log_start_offset)
                 return 0
             if p.error == ErrorCode.UNKNOWN_TOPIC_ID:
                 # The leader hosts another incarnation of this name (or does not know ours yet): nothing
@@ -464,12 +520,18 @@ class Partition:
                 self.log.truncate_to(step.truncate_to, high_watermark=min(self.high_watermark, step.truncate_to))
                 self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
                 self.producers = self._replay_producer_state()
+                self.transactions = self._replay_transactions(use_checkpoint=False)
                 return 0
             appended = 0
             if p.records:
                 now_ms = wall_ms()
                 for info, header in self.log.append_replicated(p.records, now_ms=now_ms):
                     self.producers.record(ProducerBatch.from_header(header, info.base_offset))
+                    if header.attributes & ATTR_CONTROL:
+                        stored = self.log.read(info.base_offset, 1 << 16).data
+                        self.transactions.record(next(txn_batches_in(stored)))
+                    else:
+                        self._record_transactional(header, b"", info.base_offset)
                     self.producer_activity.seen(header.producer_id, now_ms)
                 appended = len(p.records)
             new_hw = min(p.high_watermark, self.log.log_end_offset)
@@ -484,19 +546,20 @@ class Partition:
 
     # ---- offsets ----
 
-    def list_offset(self, timestamp_ms: int) -> tuple[int, int]:
+    def list_offset(self, timestamp_ms: int, *, read_committed: bool = False) -> tuple[int, int]:
         with self.lock:
             leader = self.require_leader()
+            visible_end = self.last_stable_offset if read_committed else self.high_watermark
             if timestamp_ms == -2:
                 return self.log.log_start_offset, -1
             if timestamp_ms == -1:
                 if not leader.high_watermark_established:
                     raise KanalError(ErrorCode.OFFSET_NOT_AVAILABLE, f"{self.name}: new leader, HW not settled yet")
-                return self.high_watermark, -1
+                return visible_end, -1
             if timestamp_ms < 0:
                 raise KanalError(ErrorCode.INVALID_REQUEST, f"timestamp {timestamp_ms} is not -2, -1 or >= 0")
             found = self.log.offset_for_timestamp(timestamp_ms)
-            if found is None or found[0] >= self.high_watermark:
+            if found is None or found[0] >= visible_end:
                 return -1, -1
             return found
 
@@ -519,9 +582,10 @@ class Partition:
                 self._apply(self._leader.maybe_shrink_isr(now))
                 self._apply(self._leader.expire(now))
             if self.log.config.cleanup_policy == "delete":
-                self.log.delete_old_segments(now_ms)
+                if self.log.delete_old_segments(now_ms):
+                    self.transactions.drop_before(self.log.log_start_offset)
             elif compact_due:
-                self.log.compact(now_ms)
+                self.log.compact(now_ms, transactions=self.transactions)
             started = time.perf_counter()
             if self.log.maybe_flush(now_ms):
                 self.manager.metrics.log_flush_latency.observe(time.perf_counter() - started)
@@ -551,4 +615,6 @@ class Partition:
             self._resign()
             if not self.deleted:
                 self._snapshot_producer_state()
+                self.transactions.advance_to(self.log.log_end_offset)
+                write_checkpoint(self.directory, self.transactions)
                 self.log.close()

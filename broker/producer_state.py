@@ -32,6 +32,8 @@ Validation rules (same epoch = the epoch already registered for the producer id)
 | 2^31-1 -> 0)                                           |                                           |
 | same epoch, anything else (a gap, an overlap, a retry  | Reject OUT_OF_ORDER_SEQUENCE_NUMBER       |
 | older than the last five)                              |                                           |
+| same epoch, no batch yet (a transaction marker moved   | Append at base_sequence 0, else Reject    |
+| the producer to it: `record`)                          | OUT_OF_ORDER_SEQUENCE_NUMBER              |
 
 A batch's sequences are base_sequence .. base_sequence + last_offset_delta (mod 2^31), as in Kafka: they
 count offsets, not records, so a batch keeps its sequence range after compaction removed records from it.
@@ -65,7 +67,7 @@ from typing import NewType
 
 from kanal.broker.storage.ids import Offset
 from kanal.metadata.ids import ProducerId
-from kanal.v1.batch import BatchHeader, iter_entries, scan_batch
+from kanal.v1.batch import ATTR_CONTROL, BatchHeader, iter_entries, scan_batch
 from kanal.v1.error import ErrorCode, KanalError, error_name
 
 # An idempotent producer's epoch, bumped by InitProducerId; an older epoch is a fenced zombie.
@@ -138,6 +140,9 @@ class ProducerBatch:
     base_offset: Offset
     last_offset: Offset
     max_timestamp_ms: int
+    # A transaction marker (records.proto, TRANSACTIONS): written by the broker, outside the producer's
+    # sequences; it only carries the producer's epoch forward (see `record`).
+    control: bool = False
 
     @classmethod
     def from_header(cls, header: BatchHeader, base_offset: int | None = None) -> ProducerBatch:
@@ -146,7 +151,7 @@ class ProducerBatch:
         base = header.base_offset if base_offset is None else base_offset
         return cls(ProducerId(header.producer_id), ProducerEpoch(header.producer_epoch),
                    SequenceNumber(header.base_sequence), Offset(base), Offset(base + header.last_offset_delta),
-                   header.max_timestamp_ms)
+                   header.max_timestamp_ms, bool(header.attributes & ATTR_CONTROL))
 
 
 def producer_batches_in(entries: bytes | memoryview) -> Iterator[ProducerBatch]:
@@ -243,6 +248,12 @@ class ProducerStateTable:
                               f"producer {producer_id} new epoch {producer_epoch} must start at sequence 0, "
                               f"not {base_sequence}")
             return APPEND
+        if not entry.batches:  # a transaction marker moved it to this epoch: sequences start again
+            if base_sequence == 0:
+                return APPEND
+            return Reject(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                          f"producer {producer_id} epoch {producer_epoch} must start at sequence 0, not "
+                          f"{base_sequence}")
         last_sequence = add_sequence(base_sequence, last_offset_delta)
         original = entry.find_duplicate(base_sequence, last_sequence)
         if original is not None:
@@ -269,6 +280,15 @@ class ProducerStateTable:
                              f"already covers offsets below {self._next_offset}")
         self._next_offset = Offset(batch.last_offset + 1)
         if batch.producer_id == NO_PRODUCER_ID:
+            return
+        if batch.control:
+            # A marker carries a newer epoch (the coordinator ended a fenced producer's transaction) onto
+            # the partition, so the zombie's later batches here are INVALID_PRODUCER_EPOCH (Kafka does the
+            # same); it never touches the sequence window.
+            known = self._producers.get(batch.producer_id)
+            if known is None or known.producer_epoch < batch.producer_epoch:
+                self._producers[batch.producer_id] = ProducerEntry(batch.producer_id, batch.producer_epoch,
+                                                                   last_timestamp_ms=batch.max_timestamp_ms)
             return
         delta = batch.last_offset - batch.base_offset
         meta = BatchMetadata(batch.base_sequence, add_sequence(batch.base_sequence, delta),

@@ -50,6 +50,7 @@ from kanal.metadata import MetadataImage, topic_config_texts
 from kanal.metadata.ids import BrokerId
 from kanal.metadata.topic_config import effective_topic_configs
 from kanal.v1 import broker_pb2
+from kanal.v1.batch import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import INTERNAL_TOPICS
 
@@ -274,7 +275,7 @@ class ReplicaManager:
     # ---- produce ----
 
     def begin_produce(self, request: broker_pb2.ProduceRequest, notify: Callable[[], None], *,
-                      internal: bool = False) -> ProduceCall:
+                      internal: bool = False, allow_control: bool = False) -> ProduceCall:
         """Append every partition of a Produce and register its acks=all waits; nothing waits here.
         `notify` is called (from any thread) each time one of the waits is answered; the caller then
         checks `done` and `finish`es the reply (produce_call.py). Client calls may not write to
@@ -303,7 +304,8 @@ class ReplicaManager:
                     wait = ProduceWait(part, out, notify)
                     refused, wait.request_id = part.append_as_leader(
                         list(data.batches), request.acks, now_ms, out, timeout_ms=timeout_ms,
-                        on_replicated=wait.answered if request.acks == ACKS_ALL else None)
+                        on_replicated=wait.answered if request.acks == ACKS_ALL else None,
+                        allow_control=allow_control, validate_producer=not internal)
                     if refused is not None:  # the batches before it are stored: their offsets stay in `out`
                         self._set_produce_error(out, topic_data.topic, data.partition, refused)
                     if wait.request_id is not None:
@@ -312,10 +314,33 @@ class ReplicaManager:
                     self._set_produce_error(out, topic_data.topic, data.partition, exc)
         return call
 
-    def produce(self, request: broker_pb2.ProduceRequest, *, internal: bool = False) -> broker_pb2.ProduceResponse:
-        """A Produce answered on the caller's thread, which waits (the group coordinator's writes)."""
+    def produce(self, request: broker_pb2.ProduceRequest, *, internal: bool = False,
+                allow_control: bool = False) -> broker_pb2.ProduceResponse:
+        """A Produce answered on the caller's thread, which waits (the coordinators' writes)."""
         woken = threading.Event()
-        return self.begin_produce(request, woken.set, internal=internal).wait_on_thread(woken)
+        return self.begin_produce(request, woken.set, internal=internal,
+                                  allow_control=allow_control).wait_on_thread(woken)
+
+    def write_txn_markers(self, request: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
+        """WriteTxnMarkers: the COMMIT / ABORT marker into each partition this broker leads, acks=all;
+        answered per partition once replicated (a partition whose transaction is already closed gets a
+        marker that changes nothing, so a coordinator's retry is harmless)."""
+        if request.producer_id <= 0 or request.producer_epoch < 0:
+            raise KanalError(ErrorCode.INVALID_REQUEST, "WriteTxnMarkers needs a producer id and epoch")
+        marker = build_control_batch(CONTROL_COMMIT if request.commit else CONTROL_ABORT,
+                                     producer_id=request.producer_id, producer_epoch=request.producer_epoch,
+                                     coordinator_epoch=request.coordinator_epoch,
+                                     timestamp_ms=PROCESS_CLOCK.now_ms())
+        produce = broker_pb2.ProduceRequest(acks=ACKS_ALL)
+        for topic in request.topics:
+            produce.topics.add(topic=topic.topic, partitions=[
+                broker_pb2.ProduceRequest.PartitionData(partition=p, batches=[marker]) for p in topic.partitions])
+        reply = broker_pb2.WriteTxnMarkersResponse()
+        for topic in self.produce(produce, internal=True, allow_control=True).topics:
+            for result in topic.partitions:
+                reply.results.add(topic=topic.topic, partition=result.partition, error=result.error,
+                                  error_message=result.error_message)
+        return reply
 
     def _set_produce_error(self, out, topic: str, partition_id: int, exc: KanalError) -> None:
         out.error = exc.code
@@ -362,7 +387,8 @@ class ReplicaManager:
                 out = out_topic.partitions.add(partition=q.partition, offset=-1, timestamp_ms=-1)
                 try:
                     part = self.partition(topic_query.topic, q.partition)
-                    out.offset, out.timestamp_ms = part.list_offset(q.timestamp_ms)
+                    out.offset, out.timestamp_ms = part.list_offset(
+                        q.timestamp_ms, read_committed=request.isolation_level == broker_pb2.READ_COMMITTED)
                 except KanalError as exc:
                     out.error = exc.code
         return reply

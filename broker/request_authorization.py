@@ -14,7 +14,13 @@ authorization error, as Kafka answers them:
 | ListOffsets | DESCRIBE on the topic | per topic, as Produce |
 | Metadata | DESCRIBE on each topic shown | listing all topics leaves the others out; a named one is TOPIC_AUTHORIZATION_FAILED whether or not it exists |
 | InitProducerId | IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka ≥ 2.8); with a transactional id, WRITE on it | whole call: CLUSTER_ / TRANSACTIONAL_ID_AUTHORIZATION_FAILED |
-| FindCoordinator | DESCRIBE on the group | GROUP_AUTHORIZATION_FAILED in the reply |
+| FindCoordinator | DESCRIBE on the group; with key_type TRANSACTION, DESCRIBE on the transactional id | GROUP_ / TRANSACTIONAL_ID_AUTHORIZATION_FAILED in the reply |
+| AddPartitionsToTxn | WRITE on the transactional id, and WRITE on each topic | id: in the reply; a topic: TOPIC_AUTHORIZATION_FAILED on its partitions, the others INVALID_REQUEST (not attempted), nothing added |
+| AddOffsetsToTxn | WRITE on the transactional id, and READ on the group | in the reply |
+| TxnOffsetCommit | WRITE on the transactional id, READ on the group, READ on each topic | id, group: in the reply; topic: per partition |
+| EndTxn | WRITE on the transactional id | in the reply |
+| WriteTxnMarkers | CLUSTER_ACTION on the cluster (brokers only) | whole call: CLUSTER_AUTHORIZATION_FAILED |
+| DescribeTransactions | DESCRIBE on each transactional id | the others are left out (named: TRANSACTIONAL_ID_AUTHORIZATION_FAILED) |
 | JoinGroup, SyncGroup, Heartbeat, LeaveGroup | READ on the group | GROUP_AUTHORIZATION_FAILED in the reply |
 | OffsetCommit | READ on the group, and READ on each topic | group: in the reply; topic: per partition |
 | OffsetFetch | DESCRIBE on the group, and on each topic | group: in the reply; topic: per partition, or left out when all are asked for |
@@ -293,13 +299,110 @@ def _list_groups(request: broker_pb2.ListGroupsRequest, access: Access) -> Admis
     return Admission(request, only_describable)
 
 
+TXN_REFUSED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def _find_coordinator(request: broker_pb2.FindCoordinatorRequest, access: Access) -> Admission:
+    if request.key_type == broker_pb2.COORDINATOR_TRANSACTION:
+        op = _OP.ACL_OPERATION_DESCRIBE
+        if access.allows(op, TRANSACTIONAL_ID, request.key):
+            return admitted(request)
+        return _in_band(broker_pb2.FindCoordinatorResponse, TXN_REFUSED,
+                        access.refusal(op, TRANSACTIONAL_ID, request.key))
+    return _group_call(_OP.ACL_OPERATION_DESCRIBE, broker_pb2.FindCoordinatorResponse, lambda r: r.key)(request, access)
+
+
+def _txn_id_refusal(request: Any, access: Access, response_type: type) -> Admission | None:
+    """In-band TRANSACTIONAL_ID_AUTHORIZATION_FAILED unless the caller may WRITE the call's transactional id."""
+    op, tid = _OP.ACL_OPERATION_WRITE, request.producer.transactional_id
+    if access.allows(op, TRANSACTIONAL_ID, tid):
+        return None
+    return _in_band(response_type, TXN_REFUSED, access.refusal(op, TRANSACTIONAL_ID, tid))
+
+
+def _add_partitions_to_txn(request: broker_pb2.AddPartitionsToTxnRequest, access: Access) -> Admission:
+    refused = _txn_id_refusal(request, access, broker_pb2.AddPartitionsToTxnResponse)
+    if refused is not None:
+        return refused
+    op = _OP.ACL_OPERATION_WRITE
+    if all(access.allows(op, TOPIC, t.topic) for t in request.topics):
+        return admitted(request)
+
+    def answer(_reply: Any) -> broker_pb2.AddPartitionsToTxnResponse:
+        reply = broker_pb2.AddPartitionsToTxnResponse()
+        for t in request.topics:
+            allowed = access.allows(op, TOPIC, t.topic)
+            for p in t.partitions:
+                reply.results.add(topic=t.topic, partition=p,
+                                  error=ErrorCode.INVALID_REQUEST if allowed else TOPIC_REFUSED,
+                                  error_message="not attempted" if allowed else access.refusal(op, TOPIC, t.topic))
+        return reply
+
+    return Admission(None, answer)
+
+
+def _add_offsets_to_txn(request: broker_pb2.AddOffsetsToTxnRequest, access: Access) -> Admission:
+    refused = _txn_id_refusal(request, access, broker_pb2.AddOffsetsToTxnResponse)
+    if refused is not None:
+        return refused
+    check = _group_call(_OP.ACL_OPERATION_READ, broker_pb2.AddOffsetsToTxnResponse, lambda r: r.group_id)
+    return check(request, access)
+
+
+def _txn_offset_commit(request: broker_pb2.TxnOffsetCommitRequest, access: Access) -> Admission:
+    refused = _txn_id_refusal(request, access, broker_pb2.TxnOffsetCommitResponse)
+    if refused is not None:
+        return refused
+    group_op, op = _OP.ACL_OPERATION_READ, _OP.ACL_OPERATION_READ
+    if not access.allows(group_op, GROUP, request.group_id):
+        return _in_band(broker_pb2.TxnOffsetCommitResponse, GROUP_REFUSED,
+                        access.refusal(group_op, GROUP, request.group_id))
+
+    def put_refused(reply: broker_pb2.TxnOffsetCommitResponse, topic: broker_pb2.OffsetCommitRequest.Topic) -> None:
+        for p in topic.partitions:
+            reply.results.add(topic=topic.topic, partition=p.partition, error=TOPIC_REFUSED,
+                              error_message=access.refusal(op, TOPIC, topic.topic))
+
+    return _split(request, "topics", lambda t: access.allows(op, TOPIC, t.topic), broker_pb2.TxnOffsetCommitResponse,
+                  put_refused)
+
+
+def _end_txn(request: broker_pb2.EndTxnRequest, access: Access) -> Admission:
+    return _txn_id_refusal(request, access, broker_pb2.EndTxnResponse) or admitted(request)
+
+
+def _write_txn_markers(request: broker_pb2.WriteTxnMarkersRequest, access: Access) -> Admission:
+    # Markers end other producers' transactions: only brokers (transaction coordinators) may write them.
+    access.require(_OP.ACL_OPERATION_CLUSTER_ACTION, CLUSTER, CLUSTER_RESOURCE_NAME, CLUSTER_REFUSED)
+    return admitted(request)
+
+
+def _describe_transactions(request: broker_pb2.DescribeTransactionsRequest, access: Access) -> Admission:
+    op = _OP.ACL_OPERATION_DESCRIBE
+    if not request.transactional_ids:
+        def only_describable(reply: broker_pb2.DescribeTransactionsResponse) -> broker_pb2.DescribeTransactionsResponse:
+            keep_only(reply.transactions, lambda t: access.allows(op, TRANSACTIONAL_ID, t.transactional_id))
+            return reply
+
+        return Admission(request, only_describable)
+    return _split(request, "transactional_ids", lambda t: access.allows(op, TRANSACTIONAL_ID, t),
+                  broker_pb2.DescribeTransactionsResponse,
+                  lambda reply, t: reply.transactions.add(transactional_id=t, error=TXN_REFUSED))
+
+
 BROKER_RULES: dict[str, Callable[[Any, Access], Admission]] = {
     "Produce": _produce,
     "Fetch": _fetch,
     "ListOffsets": _list_offsets,
     "Metadata": _metadata,
     "InitProducerId": _init_producer_id,
-    "FindCoordinator": _group_call(_OP.ACL_OPERATION_DESCRIBE, broker_pb2.FindCoordinatorResponse, lambda r: r.key),
+    "FindCoordinator": _find_coordinator,
+    "AddPartitionsToTxn": _add_partitions_to_txn,
+    "AddOffsetsToTxn": _add_offsets_to_txn,
+    "TxnOffsetCommit": _txn_offset_commit,
+    "EndTxn": _end_txn,
+    "WriteTxnMarkers": _write_txn_markers,
+    "DescribeTransactions": _describe_transactions,
     "JoinGroup": _group_call(_OP.ACL_OPERATION_READ, broker_pb2.JoinGroupResponse, lambda r: r.group_id),
     "SyncGroup": _group_call(_OP.ACL_OPERATION_READ, broker_pb2.SyncGroupResponse, lambda r: r.group_id),
     "Heartbeat": _group_call(_OP.ACL_OPERATION_READ, broker_pb2.HeartbeatResponse, lambda r: r.group_id),

@@ -45,6 +45,7 @@ from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.request_authorization import RequestGate
 from kanal.broker.service import BrokerService
 from kanal.broker.storage.clock import PROCESS_CLOCK
+from kanal.broker.transaction_coordinator import TransactionCoordinator
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.authentication import Authenticator, aio_server_interceptor
 from kanal.v1.error import ErrorCode, KanalError
@@ -104,6 +105,12 @@ class BrokerServer:
             offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
             security=config.security.outbound(),
         )
+        self.transactions = TransactionCoordinator(
+            broker_id=config.broker_id, replicas=self.replicas, image=lambda: self.metadata.image,
+            groups=self.groups, new_producer_id=lambda: self.producer_ids.next_id(),
+            partitions=config.transaction_state_partitions,
+            replication_factor=config.transaction_state_replication_factor,
+            write_timeout_ms=config.offsets_commit_timeout_ms, timeout_ms_max=config.transaction_timeout_ms_max)
         # ACL checks against the image the metadata follower last published (service.py's `@gated`).
         self.gate = RequestGate(config.authorizer, lambda: self.metadata.image)
         self.producer_ids = ProducerIdManager(
@@ -119,6 +126,7 @@ class BrokerServer:
         self.quotas.on_metadata(new)
         self.replicas.on_metadata(old, new)
         self.groups.reconcile(new)  # after the replicas: a partition it now leads is ready to be loaded
+        self.transactions.reconcile(new)
 
     def start(self, *, register_timeout_s: float = 60.0) -> None:
         self._loop_thread.start()
@@ -138,6 +146,7 @@ class BrokerServer:
         self._spawn("heartbeat", self.lifecycle.run)
         self._spawn("log-maintenance", self._maintenance)
         self._spawn("group-coordinator", self.groups.run)
+        self._spawn("transaction-coordinator", self.transactions.run)
         self._spawn("readiness", self._wait_ready)
 
     def _on_loop(self, coroutine, timeout_s: float = 30.0):
@@ -219,6 +228,7 @@ class BrokerServer:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop_thread.join(timeout=grace_s)
         self._request_pool.shutdown(wait=False, cancel_futures=True)
+        self.transactions.close()
         self.groups.close()
         self.replicas.close()
         for thread in self._threads:

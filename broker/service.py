@@ -192,8 +192,46 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                        context: grpc.ServicerContext) -> broker_pb2.InitProducerIdResponse:
         self._refuse_until_ready()
         if request.transactional_id:
-            raise KanalError(ErrorCode.INVALID_REQUEST, "transactions are not supported; leave transactional_id empty")
+            return _in_band(broker_pb2.InitProducerIdResponse, self._server.transactions.init_producer_id, request)
         return broker_pb2.InitProducerIdResponse(producer_id=self._server.producer_ids.next_id(), producer_epoch=0)
+
+    # ---- transactions (issue 22): whole-call failures in the reply's error field, as for groups ----
+
+    @error_boundary
+    @gated
+    def AddPartitionsToTxn(self, request, context):
+        self._refuse_until_ready()
+        return _in_band(broker_pb2.AddPartitionsToTxnResponse, self._server.transactions.add_partitions, request)
+
+    @error_boundary
+    @gated
+    def AddOffsetsToTxn(self, request, context):
+        self._refuse_until_ready()
+        return _in_band(broker_pb2.AddOffsetsToTxnResponse, self._server.transactions.add_offsets, request)
+
+    @error_boundary
+    @gated
+    def TxnOffsetCommit(self, request, context):
+        self._refuse_until_ready()
+        return _in_band(broker_pb2.TxnOffsetCommitResponse, self._server.groups.txn_commit, request)
+
+    @error_boundary
+    @gated
+    def EndTxn(self, request, context):
+        self._refuse_until_ready()
+        return _in_band(broker_pb2.EndTxnResponse, self._server.transactions.end_txn, request)
+
+    @error_boundary
+    @gated
+    def WriteTxnMarkers(self, request, context):
+        self._refuse_until_ready()
+        return self._server.transactions.write_markers_here(request)
+
+    @error_boundary
+    @gated
+    def DescribeTransactions(self, request, context):
+        self._refuse_until_ready()
+        return self._server.transactions.describe(request)
 
 
     # ---- groups: failures of the whole call are answered in the reply's error field, as Kafka does ----
@@ -202,6 +240,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @gated
     def FindCoordinator(self, request, context):
         self._refuse_until_ready()
+        if request.key_type == broker_pb2.COORDINATOR_TRANSACTION:
+            return _in_band(broker_pb2.FindCoordinatorResponse, self._server.transactions.find_coordinator,
+                            request.key)
         return _in_band(broker_pb2.FindCoordinatorResponse, self._server.groups.find_coordinator, request)
 
     @async_error_boundary

@@ -16,7 +16,7 @@ import grpc
 
 from kanal.clients.cluster_metadata import ClusterMetadata, PartitionInfo
 from kanal.clients.group_membership import GroupMembership
-from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2, operations_pb2
+from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2, operations_pb2, transactions_pb2
 from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.grpc_errors import error_code_of
@@ -281,6 +281,32 @@ class Admin:
                 raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {endpoint}: {exc.code().name}") from None
             groups.update({g.group_id: g.state for g in reply.groups})
         return dict(sorted(groups.items()))
+
+    def describe_transactions(self, transactional_ids: list[str] | None = None) -> list[dict]:
+        """Transactional ids and their coordinator state (each broker answers for the ids it coordinates):
+        id, producer id and epoch, state, timeout, partitions of the open transaction, start time."""
+        found: dict[str, dict] = {}
+        for endpoint in sorted(self._metadata.refresh().brokers.values()):
+            try:
+                reply = self._metadata.stub(endpoint).DescribeTransactions(
+                    broker_pb2.DescribeTransactionsRequest(transactional_ids=transactional_ids or []),
+                    timeout=self._timeout_s)
+            except grpc.RpcError as exc:
+                raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {endpoint}: {exc.code().name}") from None
+            for t in reply.transactions:
+                if t.error != ErrorCode.NONE:
+                    continue  # another broker coordinates it, or the id is unknown
+                s = t.state
+                found[t.transactional_id] = {
+                    "transactional_id": t.transactional_id, "producer_id": s.producer_id,
+                    "producer_epoch": s.producer_epoch, "state": transactions_pb2.TransactionState.Name(s.state),
+                    "timeout_ms": s.timeout_ms, "start_ms": s.start_ms, "last_update_ms": s.last_update_ms,
+                    "partitions": [[p.topic, p.partition] for p in s.partitions]}
+        missing = [t for t in transactional_ids or [] if t not in found]
+        if missing:
+            raise KanalError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                             f"unknown transactional id(s): {', '.join(missing)}")
+        return [found[t] for t in sorted(found)]
 
     def _group(self, group_id: str) -> GroupMembership:
         return GroupMembership.for_admin(self._metadata, group_id, int(self._timeout_s * 1000))

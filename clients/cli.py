@@ -254,12 +254,14 @@ def consume(args) -> int:
                 group_id=args.group,
                 enable_auto_commit=False,
                 client_id="kanal-console-consumer",
+                isolation_level=args.isolation_level,
             )
         )
         consumer.subscribe([args.topic])
     else:
         consumer = Consumer(
-            ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset)
+            ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset,
+                           isolation_level=args.isolation_level)
         )
         if args.partition is not None:
             partitions = [args.partition]
@@ -335,6 +337,23 @@ def _print_record(args, r) -> None:
 
 
 # ---- groups ----
+
+def transactions_list(args) -> int:
+    with _admin(args) as admin:
+        found = admin.describe_transactions()
+    _print(args, [f"{t['transactional_id']}\t{t['producer_id']}\t{t['producer_epoch']}\t{t['state']}" for t in found],
+           found)
+    return 0
+
+
+def transactions_describe(args) -> int:
+    with _admin(args) as admin:
+        (t,) = admin.describe_transactions([args.transactional_id])
+    lines = [f"{k}: {v}" for k, v in t.items() if k != "partitions"]
+    lines += [f"partition: {topic}-{p}" for topic, p in t["partitions"]]
+    _print(args, lines, t)
+    return 0
+
 
 def groups_list(args) -> int:
     with _admin(args) as admin:
@@ -615,7 +634,17 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--format", metavar="FMT", help="kcat-style line format: %%t topic, %%p partition, %%o offset, "
                                                    "%%T timestamp, %%k key, %%s value, %%h headers, \\n newline")
     c.add_argument("--timeout-s", type=_positive_float, default=None, help="stop after this long without records")
+    c.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",
+                   help="read_committed: only committed transactions' records, up to the last stable offset")
     c.set_defaults(func=consume)
+
+    txns = sub.add_parser("transactions", help="list and describe transactional ids (kafka-transactions)") \
+        .add_subparsers(dest="action", required=True, metavar="ACTION")
+    c = txns.add_parser("list", parents=[common], help="transactional ids, their producer and state")
+    c.set_defaults(func=transactions_list)
+    c = txns.add_parser("describe", parents=[common], help="one id's state and the partitions of its transaction")
+    c.add_argument("transactional_id", help="the transactional id")
+    c.set_defaults(func=transactions_describe)
 
     groups = sub.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups "
                                            "(kafka-consumer-groups)").add_subparsers(dest="action", required=True,

@@ -59,7 +59,7 @@ from kanal.clients.group_membership import REJOIN_ERRORS, GroupMembership
 from kanal.clients.native_ext import load_optional
 from kanal.clients.throttle import BrokerThrottles
 from kanal.v1 import broker_pb2, records_pb2
-from kanal.v1.batch import iter_entries, parse_batch
+from kanal.v1.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, iter_entries, parse_batch
 from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.client_id import check_client_id
 from kanal.v1.codecs import decompress
@@ -101,6 +101,9 @@ def _checked_partition(tp: object) -> tuple[str, int]:
         raise TypeError(f"a partition number must be an int, not {type(partition).__name__}") from None
 
 native, NATIVE_IMPORT_ERROR = load_optional("_consumer_fast", "KANAL_CONSUMER_PURE_PYTHON")
+
+
+ISOLATION_LEVELS = {"read_uncommitted": broker_pb2.READ_UNCOMMITTED, "read_committed": broker_pb2.READ_COMMITTED}
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,10 @@ class ConsumerConfig:
     use_native_path: bool = True
     # TLS files and credentials (kanal.v1.channel_security.ClientSecurity); None: plaintext.
     security: ClientSecurity | None = None
+    # "read_uncommitted": everything below the high-water mark, records of open and aborted transactions
+    # included; "read_committed": only below the last stable offset, aborted transactions' records dropped
+    # (isolation.level). Transaction markers are never returned either way.
+    isolation_level: str = "read_uncommitted"
 
     def __post_init__(self) -> None:
         parse_bootstrap(self.bootstrap)
@@ -157,6 +164,9 @@ class ConsumerConfig:
         check_client_id(self.client_id)
         check_bool("enable_auto_commit", self.enable_auto_commit)
         check_bool("use_native_path", self.use_native_path)
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise KanalError(ErrorCode.INVALID_CONFIG,
+                             f"isolation_level must be one of {sorted(ISOLATION_LEVELS)}, got {self.isolation_level!r}")
         if self.auto_offset_reset not in ("earliest", "latest", "none"):
             raise KanalError(ErrorCode.INVALID_CONFIG, "auto_offset_reset must be earliest, latest or none")
         for name, lo, hi in (("max_poll_records", 1, 1_000_000), ("fetch_min_bytes", 0, 1 << 30),
@@ -252,18 +262,35 @@ class UndecodableBatch(KanalError):
         self.offset = offset
 
 
-def decode_fetched_until_error(tp: TopicPartition, data: bytes, min_offset: int, decode_record_list: RecordListDecoder
+def decode_fetched_until_error(tp: TopicPartition, data: bytes, min_offset: int, decode_record_list: RecordListDecoder,
+                               aborted: Iterable[tuple[int, int]] | None = None,
                                ) -> tuple[list[ConsumerRecord], int, int, UndecodableBatch | None]:
     """decode_fetched that keeps what it decoded before a damaged batch: the records of the batches before
     it, the offset after the last of those (-1 when none), their key + value bytes, and the error (None when
-    every batch decoded)."""
+    every batch decoded).
+
+    Transaction markers (control batches) are never returned. `aborted`, for a read_committed fetch, is
+    the reply's aborted transactions as (producer id, first offset): a TRANSACTIONAL batch of a producer
+    whose aborted transaction began at or before it, and that no marker of that producer has ended since,
+    is dropped (Kafka's consumer walks the same way)."""
     topic, partition = tp
     out: list[ConsumerRecord] = []
     next_offset = -1
     payload_bytes = 0
+    pending = sorted(aborted or (), key=operator.itemgetter(1), reverse=True)  # pop() gives the lowest first
+    aborting: set[int] = set()
     try:
         for entry in iter_entries(data, verify_crc=True):  # entry CRC and producer CRC both checked
             batch = parse_batch(entry.batch, verify_crc=False)
+            while pending and pending[-1][1] <= batch.base_offset + batch.last_offset_delta:
+                aborting.add(pending.pop()[0])
+            if batch.attributes & ATTR_CONTROL:
+                aborting.discard(batch.producer_id)  # its marker ends the producer's transaction here
+                next_offset = batch.base_offset + batch.last_offset_delta + 1
+                continue
+            if batch.attributes & ATTR_TRANSACTIONAL and batch.producer_id in aborting:
+                next_offset = batch.base_offset + batch.last_offset_delta + 1
+                continue
             payload_bytes += decode_record_list(  # appends nothing when it fails
                 out, decompress(batch.codec, batch.records), topic, partition, batch.partition_leader_epoch,
                 batch.base_offset, batch.first_timestamp_ms, min_offset)
@@ -273,12 +300,13 @@ def decode_fetched_until_error(tp: TopicPartition, data: bytes, min_offset: int,
     return out, next_offset, payload_bytes, None
 
 
-def decode_fetched(tp: TopicPartition, data: bytes, min_offset: int,
-                   decode_record_list: RecordListDecoder) -> tuple[list[ConsumerRecord], int, int]:
+def decode_fetched(tp: TopicPartition, data: bytes, min_offset: int, decode_record_list: RecordListDecoder,
+                   aborted: Iterable[tuple[int, int]] | None = None) -> tuple[list[ConsumerRecord], int, int]:
     """The records at or above `min_offset` in one partition's fetched log entries, the offset after the
     last batch (-1 when there is none) and the key + value bytes of the records. Both CRCs and the header
     rules of every batch are checked; UndecodableBatch (CORRUPT_MESSAGE) when anything is damaged."""
-    out, next_offset, payload_bytes, error = decode_fetched_until_error(tp, data, min_offset, decode_record_list)
+    out, next_offset, payload_bytes, error = decode_fetched_until_error(tp, data, min_offset, decode_record_list,
+                                                                        aborted)
     if error is not None:
         raise error
     return out, next_offset, payload_bytes
@@ -462,12 +490,22 @@ class Consumer:
                 state.buffered_bytes -= len(record.value or b"") + len(record.key or b"")
                 out.append(record)
                 state.position = record.offset + 1
+            self._skip_past_hidden(state)
         if not out:
             for state in self._states.values():
                 if state.error is not None:
                     error, state.error = state.error, None
                     raise error
         return out
+
+    @staticmethod
+    def _skip_past_hidden(state: _PartitionState) -> None:
+        """With nothing buffered, the position moves up to the fetch offset: what lies between was never
+        to be returned (transaction markers, aborted records), so the position of a caught-up consumer is
+        the end it read to, as in Kafka."""
+        if (not state.buffer and state.position is not None and state.fetch_offset is not None
+                and state.fetch_offset > state.position and state.reset is None):
+            state.position = state.fetch_offset
 
     def close(self) -> None:
         if self._group is not None and self._running:
@@ -773,7 +811,8 @@ class Consumer:
             if endpoint not in plan:
                 plan[endpoint] = (broker_pb2.FetchRequest(
                     replica_id=-1, max_wait_ms=self.config.fetch_max_wait_ms, min_bytes=self.config.fetch_min_bytes,
-                    max_bytes=self.config.fetch_max_bytes), {})
+                    max_bytes=self.config.fetch_max_bytes,
+                    isolation_level=ISOLATION_LEVELS[self.config.isolation_level]), {})
             request, planned = plan[endpoint]
             topic_req = next((t for t in request.topics if t.topic == topic), None) or request.topics.add(topic=topic)
             topic_req.partitions.add(partition=partition, fetch_offset=offset,
@@ -812,7 +851,8 @@ class Consumer:
                 if p.records:
                     generation, fetch_offset = planned[tp]
                     records, next_offset, payload_bytes, error = decode_fetched_until_error(
-                        tp, p.records, fetch_offset, self._decode_record_list)
+                        tp, p.records, fetch_offset, self._decode_record_list,
+                        [(a.producer_id, a.first_offset) for a in p.aborted_transactions])
                     self._deliver(tp, generation, fetch_offset, records, next_offset, payload_bytes, error)
         if refresh:
             self._refresh()
@@ -832,6 +872,8 @@ class Consumer:
             state.fetch_offset = max(fetch_offset, next_offset)
             if error is not None:
                 state.error = error  # _plan fetches no partition that holds an error
+            if not records and state.position == fetch_offset:
+                self._skip_past_hidden(state)
             if records or error is not None:
                 self._arrived.notify_all()
 
@@ -857,7 +899,7 @@ class Consumer:
             if endpoint is None:
                 self._refresh()
                 continue
-            request = broker_pb2.ListOffsetsRequest()
+            request = broker_pb2.ListOffsetsRequest(isolation_level=ISOLATION_LEVELS[self.config.isolation_level])
             request.topics.add(topic=topic).partitions.add(partition=partition, timestamp_ms=where)
             try:
                 reply = self._metadata.stub(endpoint).ListOffsets(

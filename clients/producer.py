@@ -54,8 +54,9 @@ from kanal.clients.producer_batch import (
 from kanal.clients.producer_config import ProducerConfig
 from kanal.clients.record_accumulator import NativeAppender, RecordAccumulator
 from kanal.clients.throttle import BrokerThrottles
+from kanal.clients.transactions import TransactionAbortableError, TransactionManager, TxnState
 from kanal.v1 import broker_pb2
-from kanal.v1.batch import encode_batch_parts, frame_batch_parts
+from kanal.v1.batch import ATTR_TRANSACTIONAL, encode_batch_parts, frame_batch_parts
 from kanal.v1.error import ErrorCode, KanalError, is_retriable
 from kanal.v1.partitioning import partition_for_key
 from kanal.v1.produce_request import encode_produce_request
@@ -187,7 +188,13 @@ class Producer:
         self._record_bytes_max = config.record_bytes_max
         self._max_block_s = config.max_block_ms / 1000
         self._metadata.refresh()  # fail fast on an unreachable bootstrap
-        if config.enable_idempotence:
+        self._txn: TransactionManager | None = None
+        if config.transactional_id:
+            # The id and epoch come from init_transactions(), which fences older producers of the id.
+            self._txn = TransactionManager(self._metadata, config.transactional_id, config.transaction_timeout_ms,
+                                           request_timeout_ms=config.request_timeout_ms,
+                                           max_block_ms=config.max_block_ms, retry_backoff_ms=config.retry_backoff_ms)
+        elif config.enable_idempotence:
             self._init_producer_id()
         # One thread per call the sender may have in flight to each of a few brokers; more calls queue.
         self._calls = CallPool(min(64, config.max_in_flight * 4), "kanal-producer-call")
@@ -342,11 +349,65 @@ class Producer:
                 indexes.append(index)
         return RecordFutures(batches, owners, indexes)
 
+    # ---- transactions (clients/transactions.py) ----
+
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise KanalError(ErrorCode.INVALID_TXN_STATE, "this producer has no transactional_id")
+        return self._txn
+
+    def init_transactions(self) -> None:
+        """Get the transactional id's producer id and a new epoch: every older producer of the id is
+        fenced, and a transaction it left open is aborted first. Call once, before the first transaction."""
+        txn = self._transactions()
+        txn.require(TxnState.UNINITIALIZED)
+        self._take_producer_id(*txn.init())
+
+    def _take_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        with self._send_lock:
+            self._producer_id, self._producer_epoch = producer_id, producer_epoch
+            self._sequences.clear()
+            self._epochs.clear()
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin()
+
+    def send_offsets_to_transaction(self, offsets: dict[tuple[str, int], int], group_id: str) -> None:
+        """Commit the consumer group's `offsets` (next offset to read, per partition) with this
+        transaction: they become the group's committed offsets when it commits, never if it aborts."""
+        self._transactions().send_offsets(offsets, group_id)
+
+    def commit_transaction(self, timeout_s: float | None = None) -> None:
+        """Send everything of the transaction, then commit it. TransactionAbortableError when a record of
+        it failed (abort it), TransactionFatalError when the producer was fenced."""
+        txn = self._transactions()
+        txn.require(TxnState.IN_TRANSACTION)
+        if not self.flush(timeout_s):
+            raise TransactionAbortableError(ErrorCode.REQUEST_TIMED_OUT, "records not acknowledged in time: abort")
+        txn.require(TxnState.IN_TRANSACTION)  # a fatal failure of a batch shows here
+        if txn.failed:
+            raise TransactionAbortableError(ErrorCode.INVALID_TXN_STATE, "a record of the transaction failed: abort it")
+        txn.end(commit=True)
+
+    def abort_transaction(self, timeout_s: float | None = None) -> None:
+        """Abort the transaction: none of its records or offsets will ever be visible to read_committed
+        readers. After a failed record the producer also takes a new epoch (its sequences restart)."""
+        txn = self._transactions()
+        txn.require(TxnState.IN_TRANSACTION)
+        self.flush(timeout_s)
+        failed = txn.failed
+        txn.end(commit=False)
+        if failed:
+            self._take_producer_id(*txn.init(reinit=True))
+
     def _checked_call(self, timestamp: object, on_delivery: object) -> int | None:
         """What produce() and produce_many() check of every call: an open producer, the timestamp (an int
         in [0, 2^63 - 1] ms, returned) and a callable on_delivery; INVALID_REQUEST otherwise."""
         if self._closed:
             raise KanalError(ErrorCode.INVALID_REQUEST, "the producer is closed")
+        if self._txn is not None and not self._txn.in_transaction():
+            raise KanalError(ErrorCode.INVALID_TXN_STATE, "a transactional producer sends only inside a transaction "
+                                                          "(begin_transaction)")
         if timestamp is not None and (timestamp.__class__ is not int or not 0 <= timestamp <= _TIMESTAMP_MS_MAX):
             timestamp = _checked_timestamp(timestamp)
         if on_delivery is not None and not callable(on_delivery):
@@ -464,6 +525,8 @@ class Producer:
         """Send drained batches, one call per leader; a partition's batches (up to
         partition_batches_per_call_max, consecutive in `batches`) travel in order in one call."""
         by_leader: dict[str, dict[tuple[str, int], list[ProducerBatch]]] = defaultdict(dict)
+        if self._txn is not None and not self._join_transaction(batches):
+            return
         for key, group in _by_partition(batches).items():
             live = []
             for batch in group:
@@ -494,6 +557,25 @@ class Producer:
             self._calls.submit(self._metadata.produce_call(endpoint), request, self.config.request_timeout_ms / 1000,
                                functools.partial(self._on_reply, endpoint=endpoint, by_partition=per_partition))
 
+    def _join_transaction(self, batches: list[ProducerBatch]) -> bool:
+        """Add the batches' partitions to the transaction before they are sent; on failure they fail (the
+        transaction must abort) and False is returned."""
+        txn = self._txn
+        if txn is None:
+            return True
+        keys = {(b.topic, b.partition) for b in batches}
+        try:
+            if not txn.in_transaction():
+                raise KanalError(ErrorCode.INVALID_TXN_STATE, "records sent outside a transaction")
+            txn.add_partitions(keys)
+            return True
+        except KanalError as exc:
+            for batch in batches:
+                self._finish(batch, -1, exc, release=False)
+            for key in keys:
+                self._accumulator.release(key)
+            return False
+
     def _encode(self, batch: ProducerBatch) -> None:
         """The batch's producer bytes, made on its first send (the records were encoded as they came), as
         the pieces that join to them: the request is written around them with one copy."""
@@ -511,7 +593,8 @@ class Producer:
         fields = {"record_count": n, "last_offset_delta": n - 1, "first_timestamp_ms": batch.first_timestamp_ms,
                   "max_timestamp_ms": batch.max_timestamp_ms, "codec": self.config.codec,
                   "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
-                  "base_sequence": batch.base_sequence if idempotent else 0}
+                  "base_sequence": batch.base_sequence if idempotent else 0,
+                  "attributes": ATTR_TRANSACTIONAL if self._txn is not None else 0}
         if batch.encoded is None:
             batch.encoded = encode_batch_parts(batch.record_list(), **fields)
         else:  # moved to a new epoch (_new_epoch): the records were taken and compressed at the first send
@@ -529,7 +612,9 @@ class Producer:
         the epoch per producer and partition. False, changing nothing, when the epoch (int32 on the
         wire) is spent."""
         epoch = self._epochs.get(key, self._producer_epoch)
-        if epoch >= _EPOCH_MAX:
+        if epoch >= _EPOCH_MAX or self._txn is not None:
+            # A transactional producer's epoch is the coordinator's: a failed batch makes the transaction
+            # abort, and the abort takes a new epoch from the coordinator (abort_transaction).
             return False
         self._epochs[key] = epoch + 1
         self._sequences[key] = 0
@@ -646,6 +731,8 @@ class Producer:
     def _finish(self, batch: ProducerBatch, base_offset: int, error: KanalError | None,
                 release: bool = True) -> None:
         """Complete a batch for good; `release=False` while more batches of its call are resolved."""
+        if error is not None and self._txn is not None:
+            self._txn.record_failed(error)
         try:
             batch.complete(base_offset, error)
         finally:

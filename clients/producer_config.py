@@ -67,6 +67,12 @@ class ProducerConfig:
     # TLS files and credentials (kanal.v1.channel_security.ClientSecurity; Kafka's security.protocol, ssl.*
     # and sasl.*); None: plaintext.
     security: ClientSecurity | None = None
+    # Transactions (transactional.id): set, the producer writes in transactions (init_transactions,
+    # begin_transaction, ..., clients/transactions.py); at most 255 characters; needs idempotence.
+    transactional_id: str = ""
+    # How long the coordinator lets a transaction stay open before aborting it (transaction.timeout.ms),
+    # in [1, the brokers' transaction_timeout_ms_max (900000 by default)].
+    transaction_timeout_ms: int = 60_000
 
     def __post_init__(self) -> None:
         parse_bootstrap(self.bootstrap)
@@ -89,6 +95,12 @@ class ProducerConfig:
         check_int("buffer_memory_bytes", self.buffer_memory_bytes, self.batch_size_bytes, 1 << 40)
         check_int("max_block_ms", self.max_block_ms, 0, 3_600_000)
         check_int("record_bytes_max", self.record_bytes_max, 1, 64 << 20)
+        check_str("transactional_id", self.transactional_id)
+        check_int("transaction_timeout_ms", self.transaction_timeout_ms, 1, 900_000)
+        if len(self.transactional_id) > 255:
+            bad_config(f"transactional_id is {len(self.transactional_id)} characters; at most 255")
+        if self.transactional_id and not self.enable_idempotence:
+            bad_config("transactional_id needs enable_idempotence (as in Kafka)")
         if self.enable_idempotence and self.acks_value != -1:
             bad_config("enable_idempotence needs acks=all (as in Kafka); set enable_idempotence=False for acks 0 or 1")
 

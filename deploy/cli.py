@@ -50,6 +50,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "perf": ("kanal.clients.cli", "load generators: perf produce, perf consume"),
     "users": ("kanal.clients.cli", "create, delete or list users (SCRAM credentials in the metadata log)"),
     "groups": ("kanal.clients.cli", "list, describe (with lag), reset offsets of or delete consumer groups"),
+    "transactions": ("kanal.clients.cli", "list or describe transactional ids and their open transactions"),
     "audit": ("kanal.spark.audit_cli", "Spark audit of the metadata log: cluster history as Parquet + HTML"),
     "analytics": ("kanal.spark.analytics_cli", "Spark analytics of partition data: throughput, keys, producers, lag"),
 }

@@ -11,6 +11,19 @@ Rules:
   timestamps and last_offset_delta; it holds fewer records (record_count) and a new producer CRC. A batch
   with nothing left is dropped; a segment may become empty but keeps its file and base offset.
 
+Transactions (issue 22), with the partition's TransactionIndex:
+- control batches (COMMIT / ABORT markers) are kept whole and their keys never enter the key map: the
+  transaction index is rebuilt from them after a crash, and a marker removed while data of its
+  transaction remains would make aborted records visible. (Kafka removes a marker once its transaction's
+  data is gone and delete.retention.ms has passed; kanal keeps them: one small record per transaction
+  and partition.)
+- records of aborted transactions are removed, and never supersede anything;
+- records of transactions still open are kept and supersede nothing: the transaction may yet abort, and
+  a committed value it would have superseded must then still be there (Kafka bounds cleaning by the
+  first unstable offset for the same reason);
+- records of committed transactions are ordinary records.
+A rewritten batch keeps its attributes.
+
 A segment is rewritten into `<base>.log.cleaned`, fsynced, its index files deleted, then renamed over the
 original (atomic), and its indexes are rebuilt. A crash before the rename leaves the original intact (the
 .cleaned file is removed on open); after it, the missing indexes are rebuilt on open.
@@ -24,8 +37,11 @@ from typing import TYPE_CHECKING
 
 from kanal.broker.storage.durable_files import fsync_directory
 from kanal.broker.storage.segment import LogSegment
+from kanal.broker.storage.transaction_index import ABORTED, COMMITTED, OPEN
 from kanal.v1 import records_pb2
 from kanal.v1.batch import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
     ENTRY_HEADER_BYTES,
     broker_suffix,
     decode_records,
@@ -36,6 +52,7 @@ from kanal.v1.batch import (
 
 if TYPE_CHECKING:
     from kanal.broker.storage.log import Log
+    from kanal.broker.storage.transaction_index import TransactionIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,17 +64,26 @@ class CompactionStats:
     bytes_after: int = 0
 
 
-def compact_log(log: Log, now_ms: int) -> CompactionStats:
+def compact_log(log: Log, now_ms: int, transactions: TransactionIndex | None = None) -> CompactionStats:
     if log.config.cleanup_policy != "compact" or len(log.segments) < 2:
         return CompactionStats()
-    latest = _latest_offsets(log.segments)
+
+    def fate(batch: records_pb2.RecordBatch) -> str:
+        if batch.attributes & ATTR_CONTROL:
+            return OPEN  # kept whole, keys not mapped: see the module docstring
+        if not batch.attributes & ATTR_TRANSACTIONAL or transactions is None:
+            return COMMITTED
+        return transactions.batch_state(batch.producer_id, batch.base_offset)
+
+    latest = _latest_offsets(log.segments, fate)
     tombstone_horizon_ms = now_ms - log.config.delete_retention_ms
     # 0 means no lag at all (not "protect batches stamped in the future").
     lag_ms = log.config.compaction_lag_ms_min
     lag_horizon_ms = now_ms - lag_ms if lag_ms else None
     rewritten = removed = tombstones = before = after = 0
     for index, seg in enumerate(log.segments[:-1]):
-        entries, seg_removed, seg_tombstones = _clean_segment(seg, latest, tombstone_horizon_ms, lag_horizon_ms)
+        entries, seg_removed, seg_tombstones = _clean_segment(seg, latest, tombstone_horizon_ms, lag_horizon_ms,
+                                                              fate)
         if not seg_removed:
             continue
         before += seg.size
@@ -70,11 +96,13 @@ def compact_log(log: Log, now_ms: int) -> CompactionStats:
     return CompactionStats(rewritten, removed, tombstones, before, after)
 
 
-def _latest_offsets(segments: tuple[LogSegment, ...]) -> dict[bytes, int]:
+def _latest_offsets(segments: tuple[LogSegment, ...], fate) -> dict[bytes, int]:
     latest: dict[bytes, int] = {}
     for seg in segments:
         for entry in seg.verified_entries():
             batch = _read_batch(seg, entry.location)
+            if fate(batch) != COMMITTED:
+                continue
             for record in decode_records(batch):
                 if record.HasField("key"):
                     latest[record.key] = batch.base_offset + record.offset_delta
@@ -87,7 +115,7 @@ def _read_batch(seg: LogSegment, location) -> records_pb2.RecordBatch:
 
 
 def _clean_segment(
-    seg: LogSegment, latest: dict[bytes, int], tombstone_horizon_ms: int, lag_horizon_ms: int | None
+    seg: LogSegment, latest: dict[bytes, int], tombstone_horizon_ms: int, lag_horizon_ms: int | None, fate
 ) -> tuple[list[bytes], int, int]:
     """The segment's entries after cleaning, with how many records and tombstones were removed."""
     out: list[bytes] = []
@@ -96,7 +124,11 @@ def _clean_segment(
         location = entry.location
         batch = _read_batch(seg, location)
         records = decode_records(batch)
-        if lag_horizon_ms is not None and batch.max_timestamp_ms > lag_horizon_ms:
+        batch_fate = fate(batch)
+        if batch_fate == ABORTED:
+            kept = []
+            removed += len(records)
+        elif batch_fate == OPEN or lag_horizon_ms is not None and batch.max_timestamp_ms > lag_horizon_ms:
             kept = records
         else:
             kept = []
@@ -129,6 +161,7 @@ def _rewrite_batch(batch: records_pb2.RecordBatch, kept: list[records_pb2.Record
         producer_id=batch.producer_id,
         producer_epoch=batch.producer_epoch,
         base_sequence=batch.base_sequence,
+        attributes=batch.attributes,
     )
     suffix = broker_suffix(batch.base_offset, batch.partition_leader_epoch, batch.last_offset_delta)
     return frame_entry(producer_bytes + suffix)

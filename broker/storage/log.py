@@ -497,11 +497,12 @@ class Log:
 
     # ---- compaction ----
 
-    def compact(self, now_ms: int):  # -> CompactionStats (import cycle kept out of the module top)
-        """cleanup.policy=compact: keep the latest record per key in the closed segments (cleaner.py)."""
+    def compact(self, now_ms: int, transactions=None):  # -> CompactionStats (import cycle kept out of the top)
+        """cleanup.policy=compact: keep the latest record per key in the closed segments (cleaner.py);
+        `transactions` (the partition's TransactionIndex) tells it which transactional records aborted."""
         from kanal.broker.storage.cleaner import compact_log
 
-        return compact_log(self, now_ms)
+        return compact_log(self, now_ms, transactions)
 
     def _replace_segment(self, index: int, segment: LogSegment) -> None:
         self._segments[index] = segment

@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError
 
 from kanal.v1 import codecs, records_pb2
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.wire_enum import as_enum
 
 RecordBatch = records_pb2.RecordBatch
 Record = records_pb2.Record
@@ -39,6 +40,15 @@ _SUFFIX_TAG_BASE_OFFSET = (1 << 3) | 1  # field 1, wire type 1 (64-bit)
 _SUFFIX_TAG_LEADER_EPOCH = (2 << 3) | 5  # field 2, wire type 5 (32-bit)
 _SUFFIX_TAG_LAST_OFFSET_DELTA = (12 << 3) | 5  # field 12, wire type 5 (32-bit)
 CRC_HEADER = struct.Struct(">qiiqqiii")  # the 44-byte header the producer CRC covers
+# A batch with non-zero attributes extends that header by the attributes as a big-endian u32 (48 bytes);
+# with attributes 0 the header stays the 44 bytes above, so every batch written before the field existed
+# keeps its CRC.
+_CRC_ATTRIBUTES = struct.Struct(">I")
+
+# RecordBatch.attributes bits (records.proto, TRANSACTIONS), at Kafka's bit positions.
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTRIBUTES_KNOWN = ATTR_TRANSACTIONAL | ATTR_CONTROL
 # A batch must hold at least one record; this bounds how many a batch may claim, so a damaged header
 # cannot make a reader allocate for billions.
 RECORDS_PER_BATCH_MAX = 1 << 24
@@ -61,6 +71,7 @@ class BatchHeader:
     codec: int = 0
     crc: int = 0
     last_offset_delta: int = 0
+    attributes: int = 0
     records_start: int = 0
     records_end: int = 0
 
@@ -73,6 +84,7 @@ _VARINT_FIELDS = {
     7: "max_timestamp_ms",
     8: "record_count",
     9: "codec",
+    13: "attributes",
 }
 _U64 = struct.Struct("<Q")
 _I32 = struct.Struct("<i")
@@ -115,6 +127,8 @@ def scan_batch(buf: bytes | memoryview) -> BatchHeader:
                     value -= 1 << 64
                 elif field in (4, 5, 8) and value >= 1 << 31:
                     value -= 1 << 32
+                elif field == 13:  # uint32: protobuf keeps the low 32 bits
+                    value &= 0xFFFFFFFF
                 setattr(header, name, value)
         elif wire_type == 1:
             if pos + 8 > end:
@@ -156,6 +170,8 @@ def header_crc(header: BatchHeader, buf: bytes | memoryview) -> int:
         header.last_offset_delta,
         header.codec,
     )
+    if header.attributes:
+        packed += _CRC_ATTRIBUTES.pack(header.attributes)
     view = memoryview(buf)
     return crc32c.crc32c(view[header.records_start : header.records_end], crc32c.crc32c(packed))
 
@@ -190,6 +206,8 @@ def producer_crc(batch: RecordBatch) -> int:
         batch.last_offset_delta,
         batch.codec,
     )
+    if batch.attributes:
+        header += _CRC_ATTRIBUTES.pack(batch.attributes)
     return crc32c.crc32c(batch.records, crc32c.crc32c(header))
 
 
@@ -270,6 +288,7 @@ def build_batch(
     producer_id: int = 0,
     producer_epoch: int = 0,
     base_sequence: int = 0,
+    attributes: int = 0,
 ) -> bytes:
     """Producer bytes for `records` (no broker suffix), CRC set. Offsets deltas are 0..n-1."""
     if not records:
@@ -286,6 +305,7 @@ def build_batch(
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
+        attributes=attributes,
     )
 
 
@@ -296,11 +316,12 @@ def encode_batch(record_list_bytes: bytes, **fields: int) -> bytes:
 
 
 # RecordBatch fields 3..9 (varints) in field order, by their tag bytes; then field 10 (records, bytes),
-# 11 (crc, fixed32) and 12 (last_offset_delta, fixed32).
+# 11 (crc, fixed32), 12 (last_offset_delta, fixed32) and 13 (attributes, varint).
 _BATCH_VARINT_TAGS = (b"\x18", b"\x20", b"\x28", b"\x30", b"\x38", b"\x40", b"\x48")
 _TAG_RECORDS = b"\x52"
 _TAG_CRC = b"\x5d"
 _TAG_LAST_OFFSET_DELTA = bytes([_SUFFIX_TAG_LAST_OFFSET_DELTA])  # the same field the broker suffix ends with
+_TAG_ATTRIBUTES = b"\x68"  # field 13, wire type 0
 
 
 def encode_batch_parts(
@@ -314,6 +335,7 @@ def encode_batch_parts(
     producer_id: int = 0,
     producer_epoch: int = 0,
     base_sequence: int = 0,
+    attributes: int = 0,
 ) -> tuple[bytes, bytes, bytes]:
     """A producer batch as three pieces that join to it: (fields 3-9 and field 10's tag and length, the
     records compressed with `codec`, fields 11-12). The joined bytes are what RecordBatch.SerializeToString
@@ -323,7 +345,7 @@ def encode_batch_parts(
     return frame_batch_parts(codecs.compress(codec, record_list_bytes), record_count=record_count,
                              last_offset_delta=last_offset_delta, first_timestamp_ms=first_timestamp_ms,
                              max_timestamp_ms=max_timestamp_ms, codec=codec, producer_id=producer_id,
-                             producer_epoch=producer_epoch, base_sequence=base_sequence)
+                             producer_epoch=producer_epoch, base_sequence=base_sequence, attributes=attributes)
 
 
 def frame_batch_parts(
@@ -337,12 +359,16 @@ def frame_batch_parts(
     producer_id: int,
     producer_epoch: int,
     base_sequence: int,
+    attributes: int = 0,
 ) -> tuple[bytes, bytes, bytes]:
     """encode_batch_parts for records already compressed with `codec`: a producer that moves a batch to a
     new epoch re-frames the records it compressed once, under a new header and CRC."""
     header = (producer_id, producer_epoch, base_sequence, first_timestamp_ms, max_timestamp_ms, record_count,
               last_offset_delta, codec)
-    crc = crc32c.crc32c(records, crc32c.crc32c(CRC_HEADER.pack(*header)))
+    crc_header = CRC_HEADER.pack(*header)
+    if attributes:
+        crc_header += _CRC_ATTRIBUTES.pack(attributes)
+    crc = crc32c.crc32c(records, crc32c.crc32c(crc_header))
     head = b"".join([tag + varint(value) for tag, value in zip(_BATCH_VARINT_TAGS, header[:6] + header[7:])
                      if value])
     if records:
@@ -350,6 +376,8 @@ def frame_batch_parts(
     tail = _TAG_CRC + crc.to_bytes(4, "little") if crc else b""
     if last_offset_delta:
         tail += _TAG_LAST_OFFSET_DELTA + last_offset_delta.to_bytes(4, "little")
+    if attributes:
+        tail += _TAG_ATTRIBUTES + varint(attributes)
     return head, records, tail
 
 
@@ -491,3 +519,41 @@ class CorruptEntry(KanalError):
     def __init__(self, position: int, reason: str) -> None:
         super().__init__(ErrorCode.CORRUPT_MESSAGE, f"log entry at byte {position}: {reason}")
         self.position = position
+
+
+# ---- transaction markers (records.proto, TRANSACTIONS) ----
+
+CONTROL_ABORT = records_pb2.CONTROL_RECORD_ABORT
+CONTROL_COMMIT = records_pb2.CONTROL_RECORD_COMMIT
+
+
+def build_control_batch(control_type: int, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                        timestamp_ms: int) -> bytes:
+    """Producer bytes of a COMMIT or ABORT marker for `producer_id`'s transaction on one partition."""
+    if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise KanalError(ErrorCode.INVALID_RECORD, f"control record type {control_type} is not COMMIT or ABORT")
+    if producer_id <= 0:
+        raise KanalError(ErrorCode.INVALID_RECORD, "a transaction marker needs a producer id")
+    key = records_pb2.ControlRecordKey(type=as_enum(records_pb2.ControlRecordType, control_type)).SerializeToString()
+    value = records_pb2.ControlRecordValue(coordinator_epoch=coordinator_epoch).SerializeToString()
+    return build_batch([NewRecord(value, key, timestamp_ms)], producer_id=producer_id,
+                       producer_epoch=producer_epoch, attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)
+
+
+def control_type_of(record: Record) -> int:
+    """COMMIT or ABORT, from the one record of a control batch; CORRUPT_MESSAGE for anything else."""
+    try:
+        control_type = records_pb2.ControlRecordKey.FromString(record.key).type
+    except DecodeError as exc:
+        raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"control record key does not parse: {exc}") from exc
+    if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"control record has type {control_type}")
+    return control_type
+
+
+def control_type_in(stored: bytes | memoryview) -> int:
+    """COMMIT or ABORT of a stored or producer control batch (parsed: markers are one small record)."""
+    records = decode_records(parse_batch(stored))
+    if len(records) != 1:
+        raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"a control batch holds {len(records)} records, not 1")
+    return control_type_of(records[0])

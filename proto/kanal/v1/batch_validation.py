@@ -17,6 +17,9 @@ batch, as Kafka's log validator does, and refuses it unless all of these hold, c
      (RECORDS_EXPANSION_MAX x the topic's max.message.bytes: 64 MiB by default)
   6. the RecordList walk (below), record after record                        INVALID_RECORD / INVALID_TIMESTAMP
   7. max_timestamp_ms equals the largest record timestamp                    INVALID_TIMESTAMP
+  8. attributes hold only known bits; a client's Produce carries no CONTROL  INVALID_RECORD
+     batch (markers come only from WriteTxnMarkers, `allow_control`), and a
+     TRANSACTIONAL batch has a producer id (records.proto, TRANSACTIONS)
 
 The walk of a (decompressed) RecordList, strict where protobuf is lenient, so that anything it accepts
 every protobuf parser reads the same way (and the consumer's decoders, clients/consumer.py and
@@ -64,7 +67,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from kanal.v1 import records_pb2
-from kanal.v1.batch import BatchHeader, check_scanned
+from kanal.v1.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, ATTRIBUTES_KNOWN, BatchHeader, check_scanned
 from kanal.v1.codecs import decompress_bounded
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -88,16 +91,18 @@ def records_bytes_max(batch_bytes_max: int) -> int:
 
 
 def validate_produced_batch(raw: bytes | memoryview, header: BatchHeader, batch_bytes_max: int,
-                            walk: RecordListWalk | None = None) -> None:
+                            walk: RecordListWalk | None = None, *, allow_control: bool = False) -> None:
     """Refuse (KanalError, codes in the module docstring) a producer batch whose records do not match
     its header; return None when rules 2-7 hold, leaving rule 1 (CRC and header rules) to Log.append,
     which checks it before storing (see "One CRC pass" above). `header` is scan_batch(raw). A batch over
     `batch_bytes_max` is left alone: Log.append refuses it (MESSAGE_TOO_LARGE) before storing anything,
-    and walking it first would only spend time."""
+    and walking it first would only spend time. `allow_control` is for the broker's own transaction
+    markers (WriteTxnMarkers); a client's Produce never passes it."""
     if len(raw) > batch_bytes_max:
         return
     try:
         _validate_records(raw, header, batch_bytes_max, walk or walk_record_list)
+        check_attributes(header, allow_control=allow_control)
     except KanalError:
         check_scanned(header, raw)  # damage in transit (CORRUPT_MESSAGE) wins over what it broke
         raise
@@ -128,6 +133,20 @@ def _validate_records(raw: bytes | memoryview, header: BatchHeader, batch_bytes_
     if max_ts != header.max_timestamp_ms:
         raise KanalError(ErrorCode.INVALID_TIMESTAMP,
                          f"max_timestamp_ms {header.max_timestamp_ms} is not the largest record timestamp ({max_ts})")
+
+
+def check_attributes(header: BatchHeader, *, allow_control: bool) -> None:
+    """Rule 8: the attribute bits of a batch about to be stored (records.proto, TRANSACTIONS)."""
+    if header.attributes & ~ATTRIBUTES_KNOWN:
+        raise KanalError(ErrorCode.INVALID_RECORD, f"unknown batch attribute bits {header.attributes:#x}")
+    if header.attributes & ATTR_CONTROL:
+        if not allow_control:
+            raise KanalError(ErrorCode.INVALID_RECORD,
+                             "control batches (transaction markers) are written by the broker only")
+        if not header.attributes & ATTR_TRANSACTIONAL or header.record_count != 1:
+            raise KanalError(ErrorCode.INVALID_RECORD, "a control batch is transactional and holds one record")
+    if header.attributes & ATTR_TRANSACTIONAL and header.producer_id <= 0:
+        raise KanalError(ErrorCode.INVALID_RECORD, "a transactional batch needs a producer id")
 
 
 # ---- the reference walk ----

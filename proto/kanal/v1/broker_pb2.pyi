@@ -1,13 +1,29 @@
 from kanal.v1 import admin_pb2 as _admin_pb2
 from kanal.v1 import operations_pb2 as _operations_pb2
 from kanal.v1 import errors_pb2 as _errors_pb2
+from kanal.v1 import transactions_pb2 as _transactions_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class IsolationLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    READ_UNCOMMITTED: _ClassVar[IsolationLevel]
+    READ_COMMITTED: _ClassVar[IsolationLevel]
+
+class CoordinatorType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COORDINATOR_GROUP: _ClassVar[CoordinatorType]
+    COORDINATOR_TRANSACTION: _ClassVar[CoordinatorType]
+READ_UNCOMMITTED: IsolationLevel
+READ_COMMITTED: IsolationLevel
+COORDINATOR_GROUP: CoordinatorType
+COORDINATOR_TRANSACTION: CoordinatorType
 
 class ProduceRequest(_message.Message):
     __slots__ = ("acks", "timeout_ms", "topics")
@@ -68,7 +84,7 @@ class ProduceResponse(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[ProduceResponse.TopicResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("replica_id", "replica_epoch", "max_wait_ms", "min_bytes", "max_bytes", "topics", "rack_id")
+    __slots__ = ("replica_id", "replica_epoch", "max_wait_ms", "min_bytes", "max_bytes", "topics", "rack_id", "isolation_level")
     class PartitionRequest(_message.Message):
         __slots__ = ("partition", "fetch_offset", "max_bytes", "current_leader_epoch", "last_fetched_epoch")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +114,7 @@ class FetchRequest(_message.Message):
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     RACK_ID_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     replica_epoch: int
     max_wait_ms: int
@@ -105,12 +122,13 @@ class FetchRequest(_message.Message):
     max_bytes: int
     topics: _containers.RepeatedCompositeFieldContainer[FetchRequest.TopicRequest]
     rack_id: str
-    def __init__(self, replica_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchRequest.TopicRequest, _Mapping]]] = ..., rack_id: _Optional[str] = ...) -> None: ...
+    isolation_level: IsolationLevel
+    def __init__(self, replica_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchRequest.TopicRequest, _Mapping]]] = ..., rack_id: _Optional[str] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
     __slots__ = ("topics", "throttle_time_ms")
     class PartitionData(_message.Message):
-        __slots__ = ("partition", "error", "error_message", "high_watermark", "log_end_offset", "log_start_offset", "records", "diverging_epoch", "diverging_end_offset", "leader_epoch")
+        __slots__ = ("partition", "error", "error_message", "high_watermark", "log_end_offset", "log_start_offset", "records", "diverging_epoch", "diverging_end_offset", "leader_epoch", "last_stable_offset", "aborted_transactions")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
         ERROR_FIELD_NUMBER: _ClassVar[int]
         ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +139,8 @@ class FetchResponse(_message.Message):
         DIVERGING_EPOCH_FIELD_NUMBER: _ClassVar[int]
         DIVERGING_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
         LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
         partition: int
         error: _errors_pb2.ErrorCode
         error_message: str
@@ -131,7 +151,16 @@ class FetchResponse(_message.Message):
         diverging_epoch: int
         diverging_end_offset: int
         leader_epoch: int
-        def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[int] = ..., diverging_end_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
+        last_stable_offset: int
+        aborted_transactions: _containers.RepeatedCompositeFieldContainer[FetchResponse.AbortedTransaction]
+        def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[int] = ..., diverging_end_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[FetchResponse.AbortedTransaction, _Mapping]]] = ...) -> None: ...
+    class AbortedTransaction(_message.Message):
+        __slots__ = ("producer_id", "first_offset")
+        PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+        FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        producer_id: int
+        first_offset: int
+        def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ...) -> None: ...
     class TopicData(_message.Message):
         __slots__ = ("topic", "partitions")
         TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -146,7 +175,7 @@ class FetchResponse(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[FetchResponse.TopicData, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsRequest(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "isolation_level")
     class PartitionQuery(_message.Message):
         __slots__ = ("partition", "timestamp_ms")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -162,8 +191,10 @@ class ListOffsetsRequest(_message.Message):
         partitions: _containers.RepeatedCompositeFieldContainer[ListOffsetsRequest.PartitionQuery]
         def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[ListOffsetsRequest.PartitionQuery, _Mapping]]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[ListOffsetsRequest.TopicQuery]
-    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsRequest.TopicQuery, _Mapping]]] = ...) -> None: ...
+    isolation_level: IsolationLevel
+    def __init__(self, topics: _Optional[_Iterable[_Union[ListOffsetsRequest.TopicQuery, _Mapping]]] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ...) -> None: ...
 
 class ListOffsetsResponse(_message.Message):
     __slots__ = ("topics", "throttle_time_ms")
@@ -246,14 +277,16 @@ class MetadataResponse(_message.Message):
     def __init__(self, brokers: _Optional[_Iterable[_Union[_admin_pb2.BrokerDescription, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., metadata_offset: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class InitProducerIdRequest(_message.Message):
-    __slots__ = ("transactional_id", "producer_id", "producer_epoch")
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "transaction_timeout_ms")
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     transactional_id: str
     producer_id: int
     producer_epoch: int
-    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
+    transaction_timeout_ms: int
+    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., transaction_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class InitProducerIdResponse(_message.Message):
     __slots__ = ("error", "error_message", "producer_id", "producer_epoch", "throttle_time_ms")
@@ -269,11 +302,158 @@ class InitProducerIdResponse(_message.Message):
     throttle_time_ms: int
     def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
+class TxnProducer(_message.Message):
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch")
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
+
+class AddPartitionsToTxnRequest(_message.Message):
+    __slots__ = ("producer", "topics")
+    PRODUCER_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    producer: TxnProducer
+    topics: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
+    def __init__(self, producer: _Optional[_Union[TxnProducer, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ...) -> None: ...
+
+class AddPartitionsToTxnResponse(_message.Message):
+    __slots__ = ("error", "error_message", "results", "throttle_time_ms")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.ErrorCode
+    error_message: str
+    results: _containers.RepeatedCompositeFieldContainer[TxnPartitionResult]
+    throttle_time_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., results: _Optional[_Iterable[_Union[TxnPartitionResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+
+class TxnPartitionResult(_message.Message):
+    __slots__ = ("topic", "partition", "error", "error_message")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error: _errors_pb2.ErrorCode
+    error_message: str
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class AddOffsetsToTxnRequest(_message.Message):
+    __slots__ = ("producer", "group_id")
+    PRODUCER_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    producer: TxnProducer
+    group_id: str
+    def __init__(self, producer: _Optional[_Union[TxnProducer, _Mapping]] = ..., group_id: _Optional[str] = ...) -> None: ...
+
+class AddOffsetsToTxnResponse(_message.Message):
+    __slots__ = ("error", "error_message", "throttle_time_ms")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.ErrorCode
+    error_message: str
+    throttle_time_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+
+class TxnOffsetCommitRequest(_message.Message):
+    __slots__ = ("producer", "group_id", "topics")
+    PRODUCER_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    producer: TxnProducer
+    group_id: str
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitRequest.Topic]
+    def __init__(self, producer: _Optional[_Union[TxnProducer, _Mapping]] = ..., group_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitRequest.Topic, _Mapping]]] = ...) -> None: ...
+
+class TxnOffsetCommitResponse(_message.Message):
+    __slots__ = ("error", "error_message", "results", "throttle_time_ms")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.ErrorCode
+    error_message: str
+    results: _containers.RepeatedCompositeFieldContainer[TxnPartitionResult]
+    throttle_time_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., results: _Optional[_Iterable[_Union[TxnPartitionResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+
+class EndTxnRequest(_message.Message):
+    __slots__ = ("producer", "commit")
+    PRODUCER_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    producer: TxnProducer
+    commit: bool
+    def __init__(self, producer: _Optional[_Union[TxnProducer, _Mapping]] = ..., commit: _Optional[bool] = ...) -> None: ...
+
+class EndTxnResponse(_message.Message):
+    __slots__ = ("error", "error_message", "throttle_time_ms")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.ErrorCode
+    error_message: str
+    throttle_time_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+
+class WriteTxnMarkersRequest(_message.Message):
+    __slots__ = ("producer_id", "producer_epoch", "commit", "coordinator_epoch", "topics")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    topics: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
+    def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., commit: _Optional[bool] = ..., coordinator_epoch: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ...) -> None: ...
+
+class WriteTxnMarkersResponse(_message.Message):
+    __slots__ = ("results", "throttle_time_ms")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[TxnPartitionResult]
+    throttle_time_ms: int
+    def __init__(self, results: _Optional[_Iterable[_Union[TxnPartitionResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+
+class DescribeTransactionsRequest(_message.Message):
+    __slots__ = ("transactional_ids",)
+    TRANSACTIONAL_IDS_FIELD_NUMBER: _ClassVar[int]
+    transactional_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, transactional_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribeTransactionsResponse(_message.Message):
+    __slots__ = ("transactions", "throttle_time_ms")
+    class Transaction(_message.Message):
+        __slots__ = ("transactional_id", "error", "state")
+        TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        STATE_FIELD_NUMBER: _ClassVar[int]
+        transactional_id: str
+        error: _errors_pb2.ErrorCode
+        state: _transactions_pb2.TransactionStateValue
+        def __init__(self, transactional_id: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., state: _Optional[_Union[_transactions_pb2.TransactionStateValue, _Mapping]] = ...) -> None: ...
+    TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    transactions: _containers.RepeatedCompositeFieldContainer[DescribeTransactionsResponse.Transaction]
+    throttle_time_ms: int
+    def __init__(self, transactions: _Optional[_Iterable[_Union[DescribeTransactionsResponse.Transaction, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+
 class FindCoordinatorRequest(_message.Message):
-    __slots__ = ("key",)
+    __slots__ = ("key", "key_type")
     KEY_FIELD_NUMBER: _ClassVar[int]
+    KEY_TYPE_FIELD_NUMBER: _ClassVar[int]
     key: str
-    def __init__(self, key: _Optional[str] = ...) -> None: ...
+    key_type: CoordinatorType
+    def __init__(self, key: _Optional[str] = ..., key_type: _Optional[_Union[CoordinatorType, str]] = ...) -> None: ...
 
 class FindCoordinatorResponse(_message.Message):
     __slots__ = ("error", "error_message", "node_id", "endpoint", "throttle_time_ms")

@@ -72,6 +72,36 @@ class BrokerStub:
                 request_serializer=kanal_dot_v1_dot_broker__pb2.FindCoordinatorRequest.SerializeToString,
                 response_deserializer=kanal_dot_v1_dot_broker__pb2.FindCoordinatorResponse.FromString,
                 _registered_method=True)
+        self.AddPartitionsToTxn = channel.unary_unary(
+                '/kanal.v1.Broker/AddPartitionsToTxn',
+                request_serializer=kanal_dot_v1_dot_broker__pb2.AddPartitionsToTxnRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_broker__pb2.AddPartitionsToTxnResponse.FromString,
+                _registered_method=True)
+        self.AddOffsetsToTxn = channel.unary_unary(
+                '/kanal.v1.Broker/AddOffsetsToTxn',
+                request_serializer=kanal_dot_v1_dot_broker__pb2.AddOffsetsToTxnRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_broker__pb2.AddOffsetsToTxnResponse.FromString,
+                _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/kanal.v1.Broker/TxnOffsetCommit',
+                request_serializer=kanal_dot_v1_dot_broker__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_broker__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.EndTxn = channel.unary_unary(
+                '/kanal.v1.Broker/EndTxn',
+                request_serializer=kanal_dot_v1_dot_broker__pb2.EndTxnRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_broker__pb2.EndTxnResponse.FromString,
+                _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/kanal.v1.Broker/WriteTxnMarkers',
+                request_serializer=kanal_dot_v1_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
+        self.DescribeTransactions = channel.unary_unary(
+                '/kanal.v1.Broker/DescribeTransactions',
+                request_serializer=kanal_dot_v1_dot_broker__pb2.DescribeTransactionsRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_broker__pb2.DescribeTransactionsResponse.FromString,
+                _registered_method=True)
         self.JoinGroup = channel.unary_unary(
                 '/kanal.v1.Broker/JoinGroup',
                 request_serializer=kanal_dot_v1_dot_broker__pb2.JoinGroupRequest.SerializeToString,
@@ -259,8 +289,45 @@ class BrokerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def FindCoordinator(self, request, context):
-        """Where a group's coordinator is.
+        """Where a group's or a transactional id's coordinator is.
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddPartitionsToTxn(self, request, context):
+        """Transactions (issue 22): see the messages.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddOffsetsToTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TxnOffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteTxnMarkers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeTransactions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -473,6 +540,36 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.FindCoordinator,
                     request_deserializer=kanal_dot_v1_dot_broker__pb2.FindCoordinatorRequest.FromString,
                     response_serializer=kanal_dot_v1_dot_broker__pb2.FindCoordinatorResponse.SerializeToString,
+            ),
+            'AddPartitionsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddPartitionsToTxn,
+                    request_deserializer=kanal_dot_v1_dot_broker__pb2.AddPartitionsToTxnRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_broker__pb2.AddPartitionsToTxnResponse.SerializeToString,
+            ),
+            'AddOffsetsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddOffsetsToTxn,
+                    request_deserializer=kanal_dot_v1_dot_broker__pb2.AddOffsetsToTxnRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_broker__pb2.AddOffsetsToTxnResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=kanal_dot_v1_dot_broker__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_broker__pb2.TxnOffsetCommitResponse.SerializeToString,
+            ),
+            'EndTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTxn,
+                    request_deserializer=kanal_dot_v1_dot_broker__pb2.EndTxnRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_broker__pb2.EndTxnResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=kanal_dot_v1_dot_broker__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_broker__pb2.WriteTxnMarkersResponse.SerializeToString,
+            ),
+            'DescribeTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeTransactions,
+                    request_deserializer=kanal_dot_v1_dot_broker__pb2.DescribeTransactionsRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_broker__pb2.DescribeTransactionsResponse.SerializeToString,
             ),
             'JoinGroup': grpc.unary_unary_rpc_method_handler(
                     servicer.JoinGroup,
@@ -795,6 +892,168 @@ class Broker:
             '/kanal.v1.Broker/FindCoordinator',
             kanal_dot_v1_dot_broker__pb2.FindCoordinatorRequest.SerializeToString,
             kanal_dot_v1_dot_broker__pb2.FindCoordinatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddPartitionsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/AddPartitionsToTxn',
+            kanal_dot_v1_dot_broker__pb2.AddPartitionsToTxnRequest.SerializeToString,
+            kanal_dot_v1_dot_broker__pb2.AddPartitionsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddOffsetsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/AddOffsetsToTxn',
+            kanal_dot_v1_dot_broker__pb2.AddOffsetsToTxnRequest.SerializeToString,
+            kanal_dot_v1_dot_broker__pb2.AddOffsetsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/TxnOffsetCommit',
+            kanal_dot_v1_dot_broker__pb2.TxnOffsetCommitRequest.SerializeToString,
+            kanal_dot_v1_dot_broker__pb2.TxnOffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/EndTxn',
+            kanal_dot_v1_dot_broker__pb2.EndTxnRequest.SerializeToString,
+            kanal_dot_v1_dot_broker__pb2.EndTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/WriteTxnMarkers',
+            kanal_dot_v1_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
+            kanal_dot_v1_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/DescribeTransactions',
+            kanal_dot_v1_dot_broker__pb2.DescribeTransactionsRequest.SerializeToString,
+            kanal_dot_v1_dot_broker__pb2.DescribeTransactionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

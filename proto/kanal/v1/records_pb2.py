@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16kanal/v1/records.proto\x12\x08kanal.v1\"9\n\x0cRecordHeader\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x08\n\x06_value\"\x9b\x01\n\x06Record\x12\x14\n\x0coffset_delta\x18\x01 \x01(\r\x12\x1a\n\x12timestamp_delta_ms\x18\x02 \x01(\x12\x12\x10\n\x03key\x18\x03 \x01(\x0cH\x00\x88\x01\x01\x12\x12\n\x05value\x18\x04 \x01(\x0cH\x01\x88\x01\x01\x12\'\n\x07headers\x18\x05 \x03(\x0b\x32\x16.kanal.v1.RecordHeaderB\x06\n\x04_keyB\x08\n\x06_value\"/\n\nRecordList\x12!\n\x07records\x18\x01 \x03(\x0b\x32\x10.kanal.v1.Record\"\xb6\x02\n\x0bRecordBatch\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x06\x12\x1e\n\x16partition_leader_epoch\x18\x02 \x01(\x0f\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x12\x15\n\rbase_sequence\x18\x05 \x01(\x05\x12\x1a\n\x12\x66irst_timestamp_ms\x18\x06 \x01(\x03\x12\x18\n\x10max_timestamp_ms\x18\x07 \x01(\x03\x12\x14\n\x0crecord_count\x18\x08 \x01(\x05\x12)\n\x05\x63odec\x18\t \x01(\x0e\x32\x1a.kanal.v1.CompressionCodec\x12\x0f\n\x07records\x18\n \x01(\x0c\x12\x0b\n\x03\x63rc\x18\x0b \x01(\x07\x12\x19\n\x11last_offset_delta\x18\x0c \x01(\x07\"9\n\x0fRecordBatchList\x12&\n\x07\x62\x61tches\x18\x01 \x03(\x0b\x32\x15.kanal.v1.RecordBatch*\x81\x01\n\x10\x43ompressionCodec\x12\x14\n\x10\x43OMPRESSION_NONE\x10\x00\x12\x14\n\x10\x43OMPRESSION_GZIP\x10\x01\x12\x16\n\x12\x43OMPRESSION_SNAPPY\x10\x02\x12\x13\n\x0f\x43OMPRESSION_LZ4\x10\x03\x12\x14\n\x10\x43OMPRESSION_ZSTD\x10\x04\x42.\n\x0c\x64\x65v.kanal.v1Z\x1ekanal.dev/api/kanal/v1;kanalv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16kanal/v1/records.proto\x12\x08kanal.v1\"9\n\x0cRecordHeader\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x08\n\x06_value\"\x9b\x01\n\x06Record\x12\x14\n\x0coffset_delta\x18\x01 \x01(\r\x12\x1a\n\x12timestamp_delta_ms\x18\x02 \x01(\x12\x12\x10\n\x03key\x18\x03 \x01(\x0cH\x00\x88\x01\x01\x12\x12\n\x05value\x18\x04 \x01(\x0cH\x01\x88\x01\x01\x12\'\n\x07headers\x18\x05 \x03(\x0b\x32\x16.kanal.v1.RecordHeaderB\x06\n\x04_keyB\x08\n\x06_value\"/\n\nRecordList\x12!\n\x07records\x18\x01 \x03(\x0b\x32\x10.kanal.v1.Record\"\xca\x02\n\x0bRecordBatch\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x06\x12\x1e\n\x16partition_leader_epoch\x18\x02 \x01(\x0f\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x12\x15\n\rbase_sequence\x18\x05 \x01(\x05\x12\x1a\n\x12\x66irst_timestamp_ms\x18\x06 \x01(\x03\x12\x18\n\x10max_timestamp_ms\x18\x07 \x01(\x03\x12\x14\n\x0crecord_count\x18\x08 \x01(\x05\x12)\n\x05\x63odec\x18\t \x01(\x0e\x32\x1a.kanal.v1.CompressionCodec\x12\x0f\n\x07records\x18\n \x01(\x0c\x12\x0b\n\x03\x63rc\x18\x0b \x01(\x07\x12\x19\n\x11last_offset_delta\x18\x0c \x01(\x07\x12\x12\n\nattributes\x18\r \x01(\r\"=\n\x10\x43ontrolRecordKey\x12)\n\x04type\x18\x01 \x01(\x0e\x32\x1b.kanal.v1.ControlRecordType\"/\n\x12\x43ontrolRecordValue\x12\x19\n\x11\x63oordinator_epoch\x18\x01 \x01(\x05\"9\n\x0fRecordBatchList\x12&\n\x07\x62\x61tches\x18\x01 \x03(\x0b\x32\x15.kanal.v1.RecordBatch*\x81\x01\n\x10\x43ompressionCodec\x12\x14\n\x10\x43OMPRESSION_NONE\x10\x00\x12\x14\n\x10\x43OMPRESSION_GZIP\x10\x01\x12\x16\n\x12\x43OMPRESSION_SNAPPY\x10\x02\x12\x13\n\x0f\x43OMPRESSION_LZ4\x10\x03\x12\x14\n\x10\x43OMPRESSION_ZSTD\x10\x04*m\n\x11\x43ontrolRecordType\x12#\n\x1f\x43ONTROL_RECORD_TYPE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43ONTROL_RECORD_ABORT\x10\x01\x12\x19\n\x15\x43ONTROL_RECORD_COMMIT\x10\x02\x42.\n\x0c\x64\x65v.kanal.v1Z\x1ekanal.dev/api/kanal/v1;kanalv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,8 +32,10 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kanal.v1.records_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\014dev.kanal.v1Z\036kanal.dev/api/kanal/v1;kanalv1'
-  _globals['_COMPRESSIONCODEC']._serialized_start=675
-  _globals['_COMPRESSIONCODEC']._serialized_end=804
+  _globals['_COMPRESSIONCODEC']._serialized_start=807
+  _globals['_COMPRESSIONCODEC']._serialized_end=936
+  _globals['_CONTROLRECORDTYPE']._serialized_start=938
+  _globals['_CONTROLRECORDTYPE']._serialized_end=1047
   _globals['_RECORDHEADER']._serialized_start=36
   _globals['_RECORDHEADER']._serialized_end=93
   _globals['_RECORD']._serialized_start=96
@@ -41,7 +43,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RECORDLIST']._serialized_start=253
   _globals['_RECORDLIST']._serialized_end=300
   _globals['_RECORDBATCH']._serialized_start=303
-  _globals['_RECORDBATCH']._serialized_end=613
-  _globals['_RECORDBATCHLIST']._serialized_start=615
-  _globals['_RECORDBATCHLIST']._serialized_end=672
+  _globals['_RECORDBATCH']._serialized_end=633
+  _globals['_CONTROLRECORDKEY']._serialized_start=635
+  _globals['_CONTROLRECORDKEY']._serialized_end=696
+  _globals['_CONTROLRECORDVALUE']._serialized_start=698
+  _globals['_CONTROLRECORDVALUE']._serialized_end=745
+  _globals['_RECORDBATCHLIST']._serialized_start=747
+  _globals['_RECORDBATCHLIST']._serialized_end=804
 # @@protoc_insertion_point(module_scope)

@@ -14,11 +14,20 @@ class CompressionCodec(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COMPRESSION_SNAPPY: _ClassVar[CompressionCodec]
     COMPRESSION_LZ4: _ClassVar[CompressionCodec]
     COMPRESSION_ZSTD: _ClassVar[CompressionCodec]
+
+class ControlRecordType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONTROL_RECORD_TYPE_UNSPECIFIED: _ClassVar[ControlRecordType]
+    CONTROL_RECORD_ABORT: _ClassVar[ControlRecordType]
+    CONTROL_RECORD_COMMIT: _ClassVar[ControlRecordType]
 COMPRESSION_NONE: CompressionCodec
 COMPRESSION_GZIP: CompressionCodec
 COMPRESSION_SNAPPY: CompressionCodec
 COMPRESSION_LZ4: CompressionCodec
 COMPRESSION_ZSTD: CompressionCodec
+CONTROL_RECORD_TYPE_UNSPECIFIED: ControlRecordType
+CONTROL_RECORD_ABORT: ControlRecordType
+CONTROL_RECORD_COMMIT: ControlRecordType
 
 class RecordHeader(_message.Message):
     __slots__ = ("key", "value")
@@ -49,7 +58,7 @@ class RecordList(_message.Message):
     def __init__(self, records: _Optional[_Iterable[_Union[Record, _Mapping]]] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
-    __slots__ = ("base_offset", "partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence", "first_timestamp_ms", "max_timestamp_ms", "record_count", "codec", "records", "crc", "last_offset_delta")
+    __slots__ = ("base_offset", "partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence", "first_timestamp_ms", "max_timestamp_ms", "record_count", "codec", "records", "crc", "last_offset_delta", "attributes")
     BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     PARTITION_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +71,7 @@ class RecordBatch(_message.Message):
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     CRC_FIELD_NUMBER: _ClassVar[int]
     LAST_OFFSET_DELTA_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     base_offset: int
     partition_leader_epoch: int
     producer_id: int
@@ -74,7 +84,20 @@ class RecordBatch(_message.Message):
     records: bytes
     crc: int
     last_offset_delta: int
-    def __init__(self, base_offset: _Optional[int] = ..., partition_leader_epoch: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ..., first_timestamp_ms: _Optional[int] = ..., max_timestamp_ms: _Optional[int] = ..., record_count: _Optional[int] = ..., codec: _Optional[_Union[CompressionCodec, str]] = ..., records: _Optional[bytes] = ..., crc: _Optional[int] = ..., last_offset_delta: _Optional[int] = ...) -> None: ...
+    attributes: int
+    def __init__(self, base_offset: _Optional[int] = ..., partition_leader_epoch: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ..., first_timestamp_ms: _Optional[int] = ..., max_timestamp_ms: _Optional[int] = ..., record_count: _Optional[int] = ..., codec: _Optional[_Union[CompressionCodec, str]] = ..., records: _Optional[bytes] = ..., crc: _Optional[int] = ..., last_offset_delta: _Optional[int] = ..., attributes: _Optional[int] = ...) -> None: ...
+
+class ControlRecordKey(_message.Message):
+    __slots__ = ("type",)
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    type: ControlRecordType
+    def __init__(self, type: _Optional[_Union[ControlRecordType, str]] = ...) -> None: ...
+
+class ControlRecordValue(_message.Message):
+    __slots__ = ("coordinator_epoch",)
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    coordinator_epoch: int
+    def __init__(self, coordinator_epoch: _Optional[int] = ...) -> None: ...
 
 class RecordBatchList(_message.Message):
     __slots__ = ("batches",)

@@ -14,7 +14,8 @@ _LEGAL = re.compile(r"[A-Za-z0-9._-]+")
 METADATA_TOPIC = "__cluster_metadata"
 # Internal topics: created by kanal itself, never deleted through the admin API.
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC})
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def check_topic_name(name: str) -> None:

@@ -1,0 +1,130 @@
+"""The cost of transactions (issue 22), against a one-broker cluster the benchmark starts itself.
+
+    python benchmarks/txn_bench.py [--records 50000] [--rounds 5] [--record-bytes 100]
+
+Cases, side by side in one run, alternating in each of --rounds rounds (medians; PERFORMANCE.md):
+  produce_idempotent     kanal's Producer (acks=all, idempotent), produce_many() 1,000 records per call
+  produce_transactional  the same records in transactions of 1,000 records: begin, produce_many(1,000),
+                         commit (EndTxn, markers) per transaction
+  consume_read_uncommitted / consume_read_committed
+                         kanal's Consumer reading the transactional topic from the start, at each isolation
+                         level (read_committed also drops the markers and checks the aborted list)
+Goal: produce_transactional >= 50 % of produce_idempotent's records/s. Prints one JSON object with
+every round, the medians and the ratios. Every loop is bounded by record count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from kanal.clients.admin import Admin
+from kanal.clients.consumer import Consumer, ConsumerConfig
+from kanal.clients.producer import Producer
+from kanal.clients.producer_config import ProducerConfig
+from kanal.deploy.local_cluster import LocalCluster
+
+RECORDS_PER_TXN = 1000
+CASE_SECONDS_MAX = 300
+
+BROKER_FLAGS = ["--offsets-topic-replication-factor", "1", "--transaction-state-replication-factor", "1",
+                "--transaction-state-partitions", "5", "--offsets-topic-partitions", "5"]
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], *, transactional_id: str = "") -> float:
+    """Records/s of producing `values`, 1,000 per call (and per transaction when transactional)."""
+    producer = Producer(ProducerConfig(bootstrap, transactional_id=transactional_id))
+    try:
+        if transactional_id:
+            producer.init_transactions()
+        started = time.perf_counter()
+        deadline = started + CASE_SECONDS_MAX
+        for i in range(0, len(values), RECORDS_PER_TXN):
+            if time.perf_counter() > deadline:
+                raise RuntimeError("produce case over its time bound")
+            chunk = values[i:i + RECORDS_PER_TXN]
+            if transactional_id:
+                producer.begin_transaction()
+                producer.produce_many(topic, chunk, partition=0)
+                producer.commit_transaction()
+            else:
+                producer.produce_many(topic, chunk, partition=0)
+        if not producer.flush(CASE_SECONDS_MAX):
+            raise RuntimeError("records not acknowledged in time")
+        return len(values) / (time.perf_counter() - started)
+    finally:
+        producer.close()
+
+
+def consume(bootstrap: str, topic: str, expected: int, isolation: str) -> float:
+    consumer = Consumer(ConsumerConfig(bootstrap, auto_offset_reset="earliest", isolation_level=isolation,
+                                       max_poll_records=10_000, fetch_max_wait_ms=50))
+    try:
+        consumer.assign([(topic, 0)])
+        got = 0
+        started = time.perf_counter()
+        deadline = started + CASE_SECONDS_MAX
+        while got < expected:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"consumed {got} of {expected} in {CASE_SECONDS_MAX}s")
+            got += len(consumer.poll(1.0))
+        return got / (time.perf_counter() - started)
+    finally:
+        consumer.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--records", type=int, default=50_000)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--record-bytes", type=int, default=100)
+    args = p.parse_args()
+    if not 1_000 <= args.records <= 5_000_000 or not 1 <= args.rounds <= 20:
+        raise SystemExit("--records in [1000, 5000000], --rounds in [1, 20]")
+    values = [(b"%08d" % i).ljust(args.record_bytes, b"x") for i in range(args.records)]
+    with tempfile.TemporaryDirectory(prefix="kanal-txn-bench-") as root:
+        cluster = LocalCluster(Path(root), controllers=1, brokers=1, broker_flags=BROKER_FLAGS)
+        cluster.start(timeout_s=120)
+        try:
+            admin = Admin(cluster.bootstrap)
+            rounds = []
+            for r in range(args.rounds):
+                idem_topic, txn_topic = f"idem-{r}", f"txn-{r}"
+                admin.create_topic(idem_topic, 1, 1)
+                admin.create_topic(txn_topic, 1, 1)
+                row = {}
+                # Alternate which goes first, so neither always meets a warmer (or busier) machine.
+                order = ["idempotent", "transactional"] if r % 2 == 0 else ["transactional", "idempotent"]
+                for case in order:
+                    if case == "idempotent":
+                        row["produce_idempotent"] = produce(cluster.bootstrap, idem_topic, values)
+                    else:
+                        row["produce_transactional"] = produce(cluster.bootstrap, txn_topic, values,
+                                                               transactional_id=f"bench-{r}")
+                levels = ["read_uncommitted", "read_committed"] if r % 2 == 0 else ["read_committed",
+                                                                                    "read_uncommitted"]
+                for level in levels:
+                    row[f"consume_{level}"] = consume(cluster.bootstrap, txn_topic, args.records, level)
+                rounds.append({k: round(v) for k, v in row.items()})
+            admin.close()
+        finally:
+            cluster.stop()
+    medians = {k: round(statistics.median(r[k] for r in rounds)) for k in rounds[0]}
+    result = {
+        "records": args.records, "record_bytes": args.record_bytes, "records_per_transaction": RECORDS_PER_TXN,
+        "rounds": rounds, "medians_records_s": medians,
+        "produce_transactional_over_idempotent": round(
+            medians["produce_transactional"] / medians["produce_idempotent"], 3),
+        "produce_goal_met": medians["produce_transactional"] >= 0.5 * medians["produce_idempotent"],
+        "consume_read_committed_over_read_uncommitted": round(
+            medians["consume_read_committed"] / medians["consume_read_uncommitted"], 3),
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

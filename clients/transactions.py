@@ -1,0 +1,220 @@
+"""The transactional producer's side of transactions (issue 22): its state, and its calls to the
+transaction coordinator and to the group coordinator. The Producer owns one `TransactionManager` when
+`ProducerConfig.transactional_id` is set.
+
+States: UNINITIALIZED → (init_transactions) READY → (begin_transaction) IN_TRANSACTION →
+(commit_transaction / abort_transaction) READY; any state → FATAL.
+
+Errors, as Kafka's producer splits them:
+- `TransactionFatalError` (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING,
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED): another producer took over the id, or this one may not use it.
+  The producer can do nothing transactional any more: close it.
+- `TransactionAbortableError`: a record of the transaction failed, or a call failed for good (an unknown
+  topic, TRANSACTION_ABORTED after a timeout...). The transaction cannot commit: call abort_transaction,
+  then begin another. After such an abort the producer re-initialises its id (a bumped epoch), so its
+  sequences start again at 0 everywhere and no hole a failed batch left blocks the next transaction.
+- Retriable answers (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+  COORDINATOR_LOAD_IN_PROGRESS, a lost connection) are retried until max_block_ms.
+
+Partitions join the transaction when the sender first sends to them (`add_partitions`, called by the
+sender before the batch leaves), as Kafka's sender does, so every produce path (the C one included) is
+covered.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import grpc
+
+from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.v1 import broker_pb2
+from kanal.v1.error import ErrorCode, KanalError, is_retriable
+from kanal.v1.wire_enum import as_enum
+
+log = logging.getLogger(__name__)
+
+FATAL_CODES = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH,
+                         ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+_COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.BROKER_NOT_AVAILABLE})
+
+
+class TransactionFatalError(KanalError):
+    """The producer can no longer take part in transactions (fenced, or not authorized): close it."""
+
+
+class TransactionAbortableError(KanalError):
+    """The current transaction cannot commit: abort it, then begin another."""
+
+
+class TxnState(enum.Enum):
+    UNINITIALIZED = "uninitialized"
+    READY = "ready"
+    IN_TRANSACTION = "in_transaction"
+    FATAL = "fatal"
+
+
+class TransactionManager:
+    def __init__(self, metadata: ClusterMetadata, transactional_id: str, timeout_ms: int, *, request_timeout_ms: int,
+                 max_block_ms: int, retry_backoff_ms: int) -> None:
+        self.transactional_id = transactional_id
+        self._metadata = metadata
+        self._timeout_ms = timeout_ms
+        self._request_timeout_s = request_timeout_ms / 1000
+        self._max_block_s = max_block_ms / 1000
+        self._backoff_s = max(retry_backoff_ms, 10) / 1000
+        self._lock = threading.Lock()
+        self.state = TxnState.UNINITIALIZED
+        self.producer_id = 0
+        self.producer_epoch = 0
+        self._coordinator: str | None = None
+        self._added: set[tuple[str, int]] = set()
+        self._started = False  # something was added at the coordinator: the transaction exists there
+        self._failure: KanalError | None = None  # the first failure of the current transaction
+        self._fatal: KanalError | None = None
+
+    def __repr__(self) -> str:
+        return (f"<TransactionManager {self.transactional_id!r} {self.state.value} pid={self.producer_id} "
+                f"epoch={self.producer_epoch} partitions={len(self._added)}>")
+
+    # ---- state ----
+
+    def require(self, *states: TxnState) -> None:
+        if self._fatal is not None:
+            raise TransactionFatalError(self._fatal.code, f"the producer is fenced or not authorized: "
+                                                          f"{self._fatal.message}")
+        if self.state not in states:
+            raise KanalError(ErrorCode.INVALID_TXN_STATE,
+                             f"not allowed in state {self.state.value} (needs {', '.join(s.value for s in states)})")
+
+    def in_transaction(self) -> bool:
+        return self.state == TxnState.IN_TRANSACTION and self._fatal is None
+
+    def record_failed(self, error: KanalError) -> None:
+        """A batch of the transaction failed for good: the transaction can only abort."""
+        with self._lock:
+            if self._failure is None:
+                self._failure = error
+        if error.code in FATAL_CODES:
+            self._fatal = self._fatal or error
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    # ---- calls ----
+
+    def init(self, *, reinit: bool = False) -> tuple[int, int]:
+        """InitProducerId with the transactional id (fencing every older producer of it); returns the id
+        and epoch. Retried while the coordinator is completing an earlier transaction of the id."""
+        request = broker_pb2.InitProducerIdRequest(transactional_id=self.transactional_id,
+                                                   transaction_timeout_ms=self._timeout_ms)
+        if reinit:
+            request.producer_id, request.producer_epoch = self.producer_id, self.producer_epoch
+        reply = self._call("InitProducerId", request)
+        self.producer_id, self.producer_epoch = reply.producer_id, reply.producer_epoch
+        self.state = TxnState.READY
+        return self.producer_id, self.producer_epoch
+
+    def begin(self) -> None:
+        self.require(TxnState.READY)
+        self._added.clear()
+        self._started = False
+        self._failure = None
+        self.state = TxnState.IN_TRANSACTION
+
+    def add_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Add partitions not yet in the transaction (the sender calls this before sending to them)."""
+        new = sorted(set(partitions) - self._added)
+        if not new:
+            return
+        topics: dict[str, broker_pb2.TopicPartitions] = {}
+        request = broker_pb2.AddPartitionsToTxnRequest(producer=self._producer())
+        for topic, p in new:
+            if topic not in topics:
+                topics[topic] = request.topics.add(topic=topic)
+            topics[topic].partitions.append(p)
+        reply = self._call("AddPartitionsToTxn", request)
+        self._started = True
+        failed = [r for r in reply.results if r.error != ErrorCode.NONE]
+        if failed:
+            first = failed[0]
+            raise TransactionAbortableError(first.error, f"{first.topic}-{first.partition} cannot join the "
+                                                         f"transaction: {first.error_message}")
+        self._added.update(new)
+
+    def send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str) -> None:
+        self.require(TxnState.IN_TRANSACTION)
+        self._call("AddOffsetsToTxn", broker_pb2.AddOffsetsToTxnRequest(producer=self._producer(), group_id=group_id))
+        self._started = True
+        request = broker_pb2.TxnOffsetCommitRequest(producer=self._producer(), group_id=group_id)
+        by_topic: dict[str, broker_pb2.OffsetCommitRequest.Topic] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            if topic not in by_topic:
+                by_topic[topic] = request.topics.add(topic=topic)
+            by_topic[topic].partitions.add(partition=partition, offset=offset, leader_epoch=-1)
+        reply = self._call("TxnOffsetCommit", request,
+                           coordinator=lambda: self._find(group_id, broker_pb2.COORDINATOR_GROUP))
+        failed = [r for r in reply.results if r.error != ErrorCode.NONE]
+        if failed:
+            raise TransactionAbortableError(failed[0].error, f"offsets of {failed[0].topic}-{failed[0].partition}: "
+                                                             f"{failed[0].error_message}")
+
+    def end(self, commit: bool) -> None:
+        """EndTxn; the transaction is over for this producer once it returns. A transaction that added
+        nothing at the coordinator ends without a call, as in Kafka."""
+        if self._started:
+            self._call("EndTxn", broker_pb2.EndTxnRequest(producer=self._producer(), commit=commit))
+        self._started = False
+        self._added.clear()
+        self._failure = None
+        self.state = TxnState.READY
+
+    # ---- plumbing ----
+
+    def _producer(self) -> broker_pb2.TxnProducer:
+        return broker_pb2.TxnProducer(transactional_id=self.transactional_id, producer_id=self.producer_id,
+                                      producer_epoch=self.producer_epoch)
+
+    def _find(self, key: str, key_type: int) -> str:
+        reply = self._metadata.any_stub().FindCoordinator(
+            broker_pb2.FindCoordinatorRequest(key=key, key_type=as_enum(broker_pb2.CoordinatorType, key_type)),
+            timeout=self._request_timeout_s)
+        if reply.error != ErrorCode.NONE:
+            raise KanalError(reply.error, reply.error_message or "FindCoordinator failed")
+        return reply.endpoint
+
+    def _txn_coordinator(self) -> str:
+        if self._coordinator is None:
+            self._coordinator = self._find(self.transactional_id, broker_pb2.COORDINATOR_TRANSACTION)
+        return self._coordinator
+
+    def _call(self, method: str, request, coordinator: Callable[[], str] | None = None):
+        """One coordinator call with Kafka's retries; the reply when its `error` is NONE."""
+        deadline = time.monotonic() + self._max_block_s
+        find = coordinator or self._txn_coordinator
+        while True:
+            try:
+                reply = getattr(self._metadata.stub(find()), method)(request, timeout=self._request_timeout_s)
+                error = reply.error
+                detail = reply.error_message
+            except KanalError as exc:  # FindCoordinator's answer
+                error, detail = exc.code, exc.message
+            except grpc.RpcError as exc:
+                error, detail = ErrorCode.BROKER_NOT_AVAILABLE, f"{method}: {exc.code().name}"
+            if error == ErrorCode.NONE:
+                return reply
+            if error in FATAL_CODES:
+                self._fatal = KanalError(error, detail)
+                self.state = TxnState.FATAL
+                raise TransactionFatalError(error, f"{method}: {detail}")
+            if error in _COORDINATOR_MOVED:
+                self._coordinator = None
+            if not (is_retriable(error) or error in _COORDINATOR_MOVED) or time.monotonic() > deadline:
+                raise TransactionAbortableError(error, f"{method}: {detail}")
+            time.sleep(self._backoff_s)  # a retry backoff between calls, not a synchronisation

@@ -1,0 +1,161 @@
+"""A partition's transactions (issue 22): LSO, read_committed Fetch with aborted transactions,
+ListOffsets under read_committed, markers only through allow_control, recovery of the index after a
+clean and an unclean restart, and compaction that removes aborted data but keeps markers. A real
+Partition over a real log in a temp dir, one replica (so the high-water mark follows each append)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter
+
+from kanal.broker.partition import Assignment, Partition
+from kanal.broker.storage.log_config import LogConfig
+from kanal.clients.consumer import decode_fetched, decode_record_list_python
+from kanal.v1 import broker_pb2
+from kanal.v1.batch import (
+    ATTR_TRANSACTIONAL,
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    NewRecord,
+    build_batch,
+    build_control_batch,
+)
+from kanal.v1.error import ErrorCode, KanalError
+
+
+class FakeManager:
+    """The replica manager's part a one-replica leader uses: its counters."""
+
+    def __init__(self) -> None:
+        r = CollectorRegistry()
+        self.metrics = SimpleNamespace(**{name: Counter(name, name, registry=r) for name in (
+            "messages_in", "bytes_in", "isr_shrinks", "isr_expands")})
+
+    def send_alter_partition(self, part, proposal, *, resend: bool = False) -> None:
+        raise AssertionError("a one-replica partition proposes no ISR change")
+
+
+def open_leader(directory, config: LogConfig | None = None) -> Partition:
+    part = Partition("t", 0, directory, config or LogConfig(), 0, 1, FakeManager())
+    part.become_leader(Assignment("id", (0,), (0,), 0, 1, 1), set(), 10_000)
+    return part
+
+
+@pytest.fixture
+def leader(tmp_path):
+    part = open_leader(tmp_path / "t-0")
+    yield part
+    part.close()
+
+
+def send(part: Partition, raw: bytes, *, allow_control: bool = False) -> int:
+    out = broker_pb2.ProduceResponse.PartitionResult()
+    part.append_as_leader([raw], 1, 1, out, allow_control=allow_control)
+    return out.base_offset
+
+
+def txn(part: Partition, producer: int, values: list[bytes], *, epoch: int = 0, sequence: int = 0,
+        key: bytes | None = None) -> int:
+    return send(part, build_batch([NewRecord(v, key, 1) for v in values], producer_id=producer,
+                                  producer_epoch=epoch, base_sequence=sequence, attributes=ATTR_TRANSACTIONAL))
+
+
+def marker(part: Partition, producer: int, control_type: int, *, epoch: int = 0) -> int:
+    return send(part, build_control_batch(control_type, producer_id=producer, producer_epoch=epoch,
+                                          coordinator_epoch=0, timestamp_ms=1), allow_control=True)
+
+
+def fetch(part: Partition, offset: int = 0, *, committed: bool = True):
+    out = broker_pb2.FetchResponse.PartitionData()
+    preq = broker_pb2.FetchRequest.PartitionRequest(partition=0, fetch_offset=offset, current_leader_epoch=-1)
+    part.read_for_consumer(preq, 1 << 20, out, read_committed=committed)
+    aborted = [(a.producer_id, a.first_offset) for a in out.aborted_transactions]
+    records, _, _ = decode_fetched(("t", 0), out.records, offset, decode_record_list_python, aborted)
+    return out, [r.value for r in records]
+
+
+def test_read_committed_stops_at_the_open_transaction_and_hides_aborted_records(leader):
+    send(leader, build_batch([NewRecord(b"plain", None, 1)]))           # 0
+    txn(leader, 7, [b"a1", b"a2"])                                      # 1-2, will abort
+    txn(leader, 8, [b"c1"])                                             # 3, will commit
+    out, values = fetch(leader)
+    assert out.last_stable_offset == 1 and values == [b"plain"]
+    assert leader.list_offset(-1, read_committed=True) == (1, -1)
+    assert leader.list_offset(-1) == (4, -1), "read_uncommitted latest stays the high-water mark"
+    _, uncommitted = fetch(leader, committed=False)
+    assert uncommitted == [b"plain", b"a1", b"a2", b"c1"]
+    marker(leader, 7, CONTROL_ABORT)                                    # 4
+    out, values = fetch(leader)
+    assert out.last_stable_offset == 3 and values == [b"plain"]
+    assert [(a.producer_id, a.first_offset) for a in out.aborted_transactions] == [(7, 1)]
+    marker(leader, 8, CONTROL_COMMIT)                                   # 5
+    out, values = fetch(leader)
+    assert out.last_stable_offset == 6 and values == [b"plain", b"c1"]
+    _, uncommitted = fetch(leader, committed=False)
+    assert b"a1" in uncommitted and len(uncommitted) == 4, "markers are never returned"
+
+
+def test_client_produce_of_a_marker_is_refused_and_stores_nothing(leader):
+    raw = build_control_batch(CONTROL_COMMIT, producer_id=7, producer_epoch=0, coordinator_epoch=0,
+                              timestamp_ms=1)
+    with pytest.raises(KanalError) as info:
+        send(leader, raw)
+    assert info.value.code == ErrorCode.INVALID_RECORD
+    assert leader.log.log_end_offset == 0
+
+
+def test_a_marker_at_a_newer_epoch_fences_the_older_epoch_on_the_partition(leader):
+    txn(leader, 7, [b"x"], epoch=0)
+    marker(leader, 7, CONTROL_ABORT, epoch=1)  # the coordinator aborted the fenced producer's transaction
+    with pytest.raises(KanalError) as info:
+        txn(leader, 7, [b"zombie"], epoch=0, sequence=1)
+    assert info.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    txn(leader, 7, [b"new"], epoch=1, sequence=0)
+    marker(leader, 7, CONTROL_COMMIT, epoch=1)
+    txn(leader, 7, [b"next"], epoch=1, sequence=1)  # sequences go on across transactions
+    marker(leader, 7, CONTROL_COMMIT, epoch=1)
+    assert fetch(leader)[1] == [b"new", b"next"]
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_the_index_survives_a_restart(tmp_path, clean):
+    part = open_leader(tmp_path / "t-0")
+    txn(part, 7, [b"a"])
+    marker(part, 7, CONTROL_ABORT)
+    txn(part, 8, [b"open"])
+    expected = (part.transactions.ongoing, part.transactions.aborted)
+    if clean:
+        part.close()
+        assert (tmp_path / "t-0" / "transactions.checkpoint").exists()
+    else:
+        part.log.close_unclean()
+    part = open_leader(tmp_path / "t-0")
+    try:
+        assert (part.transactions.ongoing, part.transactions.aborted) == expected
+        part.high_watermark = part.log.log_end_offset
+        assert part.last_stable_offset == 2
+        marker(part, 8, CONTROL_COMMIT)
+        assert fetch(part)[1] == [b"open"]
+    finally:
+        part.close()
+
+
+def test_compaction_removes_aborted_data_keeps_markers_and_open_data_supersedes_nothing(tmp_path):
+    config = LogConfig(cleanup_policy="compact")
+    part = open_leader(tmp_path / "t-0", config)
+    try:
+        send(part, build_batch([NewRecord(b"v1", b"k", 1)]))    # 0 committed (plain)
+        txn(part, 7, [b"aborted"], key=b"k")                     # 1
+        marker(part, 7, CONTROL_ABORT)                           # 2
+        txn(part, 8, [b"open"], key=b"k")                        # 3, still open
+        part.log.roll()
+        send(part, build_batch([NewRecord(b"tail", b"other", 1)]))
+        stats = part.log.compact(10**12, transactions=part.transactions)
+        assert stats.records_removed == 1, "only the aborted record goes"
+        _, uncommitted = fetch(part, committed=False)
+        assert uncommitted == [b"v1", b"open"], "v1 stays while the newer value's transaction is open"
+        assert [(a.producer_id, a.first_offset) for a in part.transactions.aborted] == [(7, 1)]
+    finally:
+        part.close()
