@@ -39,9 +39,6 @@ def kanal_session(master: str = DEFAULT_MASTER, app_name: str = "kanal", *,
     # The jobs' aggregates are small: Spark's default of 200 shuffle partitions would be 200 tiny tasks.
     builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions or 8))
     builder = builder.config("spark.sql.session.timeZone", "UTC")
-    # kanal-log skips topics, partitions, offsets and old batches a WHERE clause rules out (log_pushdown.py);
-    # Spark only hands a Python source its filters with this on.
-    builder = builder.config("spark.sql.python.filterPushdown.enabled", "true")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register_sources(spark)
