@@ -9,6 +9,8 @@ kanal.clients.consumer.NATIVE are False), and the broker its pure-Python record 
     _producer_fast  produce()'s per-record path (clients/_producer_fast.c, clients/_producer_records.c)
     _consumer_fast  the consumer's per-record decoding of fetched RecordLists (clients/_consumer_fast.c)
     _batch_walk     the leader's validation walk of every produced batch's records (proto/kanal/v1/_batch_walk.c)
+    _record_columns the Spark log source's walk of stored records into Arrow column buffers
+                    (spark/_record_columns.c; without it, kanal.spark decodes records with protobuf)
 """
 
 from setuptools import Extension, setup
@@ -19,4 +21,5 @@ setup(ext_modules=[
     Extension("kanal.clients._consumer_fast", sources=["clients/_consumer_fast.c"],
               depends=["clients/_kanal_errors.h"], optional=True),
     Extension("kanal.v1._batch_walk", sources=["proto/kanal/v1/_batch_walk.c"], optional=True),
+    Extension("kanal.spark._record_columns", sources=["spark/_record_columns.c"], optional=True),
 ])

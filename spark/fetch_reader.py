@@ -122,7 +122,7 @@ def fetch_partition(bootstrap: str, part: FetchPartition,
                     return
                 if suffix.last_offset >= offset:
                     yield StoredEntry(entry.position, suffix.base_offset, suffix.last_offset, suffix.leader_epoch,
-                                      entry.batch)
+                                      entry.batch, entry.header)
                 offset = suffix.last_offset + 1
         except CorruptEntry as exc:
             # A damaged batch on the leader: report it; the next fetch starts after it is impossible to

@@ -20,6 +20,11 @@ producer_epoch, leader_epoch, batch_offset, value_bytes, _corrupt, _lost). A nar
 fewer columns. Records are the rows with `_corrupt` null; the others say what the reader found (`_lost`:
 whether offsets are missing). There is no DROPMALFORMED mode: rows are never dropped silently.
 
+Records are decoded in C into Arrow buffers when the extension is built (log_columns.py). Filters are
+not pushed down (Spark evaluates them on every row read): Spark 4.3 keeps a Python source's read plan made
+with pushed filters on the relation and reuses it for later queries of the same DataFrame without them
+(spark/README.md).
+
 From files, each partition is read from its current copy up to the committed end, with the other copies
 standing in for damage (copy_plan.py, replica_history.py, range_reader.py). Batch-only: readStream and
 writes are refused (batch_only.py).
@@ -38,7 +43,8 @@ from kanal.spark.batch_only import BatchOnly
 from kanal.spark.columns import LOG_TABLE, Table
 from kanal.spark.copy_plan import ReadPlan, data_plan, pack_items, read_items
 from kanal.spark.fetch_reader import FetchPartition, fetch_partition, list_partitions
-from kanal.spark.log_rows import RowBuffer, entry_rows
+from kanal.spark.log_columns import new_buffer
+from kanal.spark.log_rows import entry_rows
 from kanal.spark.metadata_files import image_from_files
 from kanal.spark.range_reader import ReadItem, read_item
 from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
@@ -101,15 +107,17 @@ class KanalLogReader(DataSourceReader):
         return plan_groups(file_plan(Path(o.path), o.topics, o.include_internal), o.bytes_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        buf = RowBuffer(self.table)
+        buf, add = new_buffer(self.table)
         fail_fast = self.options.fail_fast
         if isinstance(partition, FetchGroup):
             part = partition.part
+            entries = fetch_partition(self.options.bootstrap, part, self.options.security)
             yield from entry_rows(buf, part.topic, part.partition, f"fetch://{part.topic}-{part.partition}",
-                                  fetch_partition(self.options.bootstrap, part, self.options.security), fail_fast)
+                                  entries, fail_fast, add)
         else:
             for item in partition.items:  # type: ignore[attr-defined]
-                yield from entry_rows(buf, item.topic, item.partition, item.topic, read_item(item), fail_fast)
+                yield from entry_rows(buf, item.topic, item.partition, item.topic,
+                                      read_item(item), fail_fast, add)
         last = buf.flush()
         if last is not None:
             yield last

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kanal.broker.storage.segment_walk import mapped_segment_file, walk_segment
-from kanal.v1.batch import CorruptEntry, Entry
+from kanal.v1.batch import BatchHeader, CorruptEntry, Entry
 from kanal.v1.error import ErrorCode, KanalError
 
 
@@ -55,6 +55,7 @@ class StoredEntry:
     last_offset: int
     leader_epoch: int
     batch: memoryview
+    header: BatchHeader | None = None  # the walk's scan of the batch (its records payload located), if any
 
 
 def read_segment(path: str, base_offset: int, start: int = 0, start_offset: int | None = None
@@ -77,7 +78,7 @@ def read_segment(path: str, base_offset: int, start: int = 0, start_offset: int 
 def _located(entry: Entry, start: int = 0) -> StoredEntry:
     suffix = entry.suffix
     return StoredEntry(start + entry.position, suffix.base_offset, suffix.last_offset, suffix.leader_epoch,
-                       entry.batch)
+                       entry.batch, entry.header)
 
 
 def _reason(exc: KanalError) -> str:
