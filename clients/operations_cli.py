@@ -172,8 +172,9 @@ def add_operations_parsers(sub, common: argparse.ArgumentParser, admin_for: Admi
     def bind(handler):
         return lambda args: handler(args, admin_for)
 
-    reassign = sub.add_parser("reassign", help="move partition replicas between brokers").add_subparsers(
-        dest="action", required=True)
+    reassign = sub.add_parser("reassign", help="move partition replicas between brokers "
+                                               "(kafka-reassign-partitions)").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
     for name, needs_topics, help_text in (
         ("generate", True, "propose a balanced plan for some topics over --brokers"),
         ("balance", False, "propose a plan spreading every topic's replicas and leaders over --brokers"),
@@ -198,14 +199,16 @@ def add_operations_parsers(sub, common: argparse.ArgumentParser, admin_for: Admi
                            help="keep the replication throttle once the plan is complete (default: remove it)")
         c.set_defaults(func=bind(handler))
 
-    leaders = sub.add_parser("leaders", help="leader election").add_subparsers(dest="action", required=True)
+    leaders = sub.add_parser("leaders", help="leader election (kafka-leader-election)").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
     c = leaders.add_parser("elect", parents=[common], help="move leadership back to preferred replicas")
     c.add_argument("--preferred", action="store_true", help="elect the preferred replica (the only kind)")
-    c.add_argument("--topic")
-    c.add_argument("--partition", type=int)
+    c.add_argument("--topic", help="only this topic's partitions (default: every partition)")
+    c.add_argument("--partition", type=int, help="only this partition of --topic")
     c.set_defaults(func=bind(leaders_elect))
 
-    brokers = sub.add_parser("brokers", help="broker lifecycle").add_subparsers(dest="action", required=True)
+    brokers = sub.add_parser("brokers", help="broker lifecycle").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
     c = brokers.add_parser("unregister", parents=[common], help="decommission a stopped broker with no replicas")
-    c.add_argument("--id", type=int, required=True)
+    c.add_argument("--id", type=int, required=True, help="the broker's id")
     c.set_defaults(func=bind(brokers_unregister))

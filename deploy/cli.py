@@ -51,6 +51,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "users": ("kanal.clients.cli", "create, delete or list users (SCRAM credentials in the metadata log)"),
     "groups": ("kanal.clients.cli", "list, describe (with lag), reset offsets of or delete consumer groups"),
     "transactions": ("kanal.clients.cli", "list or describe transactional ids and their open transactions"),
+    "reassign": ("kanal.clients.cli", "move partition replicas between brokers: plans, execute, verify, cancel"),
+    "leaders": ("kanal.clients.cli", "preferred-leader election (kafka-leader-election)"),
+    "brokers": ("kanal.clients.cli", "broker lifecycle: unregister a decommissioned broker"),
     "audit": ("kanal.spark.audit_cli", "Spark audit of the metadata log: cluster history as Parquet + HTML"),
     "analytics": ("kanal.spark.analytics_cli", "Spark analytics of partition data: throughput, keys, producers, lag"),
 }

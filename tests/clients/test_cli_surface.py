@@ -22,7 +22,17 @@ _EXTRA = {("groups", "reset-offsets"): ["--topic", "t", "--to-earliest"],
           ("configs",): ["--topic", "t"],
           ("users", "create"): ["--user-password", "pw"],
           ("acls", "add"): ["--topic", "t", "--allow-principal", "User:a", "--operation", "Read"],
-          ("acls", "remove"): ["--topic", "t"]}
+          ("acls", "remove"): ["--topic", "t"],
+          ("reassign", "generate"): ["--brokers", "0,1", "--topics", "t"],
+          ("reassign", "balance"): ["--brokers", "0,1"],
+          ("reassign", "execute"): ["--plan", "{plan}"],
+          ("reassign", "verify"): ["--plan", "{plan}"],
+          ("reassign", "cancel"): ["--plan", "{plan}"],
+          ("leaders", "elect"): ["--preferred"],
+          ("brokers", "unregister"): ["--id", "1"]}
+# A well-formed plan (kafka-reassign-partitions' JSON) for the commands that read one before they ask the cluster.
+PLAN_JSON = '{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [0, 1]}]}'
+
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -45,11 +55,14 @@ CLIENT_COMMANDS = list(_leaves(build_parser()))
 
 def _minimal_args(path: tuple[str, ...], parser: argparse.ArgumentParser) -> list[str]:
     positionals = [a for a in parser._actions if not a.option_strings and a.nargs is None]
-    return [*path, *["t" for _ in positionals], *_EXTRA.get(path, ["t"] if path == ("groups", "describe") else [])]
+    extra = [a.replace("{plan}", "plan.json") for a in _EXTRA.get(path, ["t"] if path == ("groups", "describe") else [])]
+    return [*path, *["t" for _ in positionals], *extra]
 
 
 @pytest.fixture
 def no_cluster(tmp_path, monkeypatch):
+    (tmp_path / "plan.json").write_text(PLAN_JSON)
+    monkeypatch.chdir(tmp_path)  # "{plan}" in an argv names tmp_path/plan.json
     monkeypatch.setenv("KANAL_HOME", str(tmp_path))  # no dev.json there
     monkeypatch.delenv("KANAL_BOOTSTRAP", raising=False)
     monkeypatch.delenv("KANAL_DEBUG", raising=False)
