@@ -129,6 +129,20 @@ class ClusterMetadata:
             self.refresh()
         return self.stub(self._good)
 
+    def find_coordinator(self, key: str, key_type: int, timeout_s: float) -> broker_pb2.FindCoordinatorResponse:
+        """FindCoordinator on a broker that answered recently. When that broker cannot be reached (killed,
+        restarting) it is forgotten before the gRPC error is raised, so the caller's retry asks a broker
+        that answers Metadata: without that, every retry would go to the dead broker until the caller's
+        deadline, and a coordinator that moved with it would never be found."""
+        stub = self.any_stub()
+        endpoint = self._good
+        try:
+            return stub.FindCoordinator(broker_pb2.FindCoordinatorRequest(key=key, key_type=key_type), timeout=timeout_s)
+        except grpc.RpcError:
+            if self._good == endpoint:  # another thread may have found a better one meanwhile
+                self._good = None
+            raise
+
     def refresh(self, topics: list[str] | None = None) -> ClusterView:
         """Ask a broker for the brokers and the given topics (plus every topic asked for before); an illegal
         topic name is INVALID_TOPIC at once, and is not asked for again. Brokers are tried in turn (known

@@ -180,8 +180,7 @@ class TransactionManager:
                                       producer_epoch=self.producer_epoch)
 
     def _find(self, key: str, key_type: int) -> str:
-        reply = self._metadata.any_stub().FindCoordinator(
-            broker_pb2.FindCoordinatorRequest(key=key, key_type=key_type), timeout=self._request_timeout_s)
+        reply = self._metadata.find_coordinator(key, key_type, self._request_timeout_s)
         if reply.error != ErrorCode.NONE:
             raise KanalError(reply.error, reply.error_message or "FindCoordinator failed")
         return reply.endpoint
