@@ -237,12 +237,15 @@ class Group:
         if self.leader == old_id:
             self.leader = new_member_id
         if self.state == STABLE and unchanged:
-            # KIP-345: nothing changed for the group; the member syncs and gets its old assignment.
+            # KIP-345: nothing changed for the group; the member syncs and gets its old assignment. The new
+            # member id is written before the answer, as Kafka does: a coordinator that loads the group
+            # after a failover must know it, or it fences the restarted member (FENCED_INSTANCE_ID) with
+            # the id of the one it replaced. A failed write makes the group rebalance (persist_failed).
             reply = self._join_response(member, include_members=False)
             if self.leader == new_member_id:
                 reply.skip_assignment = True
                 reply.members.extend(self._join_members())
-            return [*effects, Reply(call, reply)]
+            return [*effects, Persist(self.group_id, self.generation, self.metadata_value(now_ms)), Reply(call, reply)]
         member.join_call = call
         member.protocols = _protocols(req)
         return effects + self._prepare_rebalance(now_ms)

@@ -17,7 +17,10 @@ that reloads the partition acts on it again. A failed write changes nothing in m
 
 Markers. A marker job writes `WriteTxnMarkers` to the leader of each partition of the transaction
 (itself included, through the same call), retrying the partitions not yet done after a short pause while
-this broker still coordinates the id, then records COMPLETE_COMMIT / COMPLETE_ABORT. Markers into
+this broker still coordinates the id, then records COMPLETE_COMMIT / COMPLETE_ABORT. Every job has a
+deadline (EndTxn waits _MARKERS_INLINE_WAIT_S for its own, a pool job _MARKER_JOB_S) and every
+WriteTxnMarkers call a timeout within it: a partition without a reachable leader never holds a call or
+a worker; the ticker starts the next job while the PREPARE state still owes markers. Markers into
 __consumer_offsets also make the transaction's TxnOffsetCommit offsets visible (commit) or drop them
 (abort): the group coordinator does that when the marker is stored (replica_manager.write_txn_markers).
 
@@ -70,8 +73,15 @@ _TICK_S = 0.1
 _LOCK_STRIPES = 64
 _LOAD_READ_BYTES_MAX = 4 << 20
 _MARKER_CALL_TIMEOUT_S = 10.0
+_MARKER_CALL_TIMEOUT_S_MIN = 0.5  # a call made just before the job's deadline still gets this long
 _MARKER_RETRY_PAUSE_S = 0.1  # between rounds of a marker job, while a partition has no reachable leader
 _MARKER_WORKERS = 4
+# How long EndTxn waits for its markers before answering (the commit or abort is decided and durable by
+# then; a job in the marker pool finishes it). Below the producer's request timeout, so a partition
+# without a leader never makes the producer's EndTxn time out and retry against a busy coordinator.
+_MARKERS_INLINE_WAIT_S = 2.0
+# How long one marker job tries before it ends; the ticker starts the id's next job while it is owed.
+_MARKER_JOB_S = 30.0
 
 
 def _now_ms() -> int:
@@ -245,7 +255,7 @@ class TransactionCoordinator:
                 txn = decision.new_state
         if decision.markers is not None:
             if markers_inline and self._claim_marker_job(transactional_id):
-                self._finish_logged(transactional_id)
+                self._finish_logged(transactional_id, _MARKERS_INLINE_WAIT_S)
             else:
                 self._start_markers(transactional_id)
         return decision, txn
@@ -355,14 +365,16 @@ class TransactionCoordinator:
         if not self._claim_marker_job(transactional_id):
             return
         try:
-            self._markers.submit(self._finish_logged, transactional_id)
+            self._markers.submit(self._finish_logged, transactional_id, _MARKER_JOB_S)
         except RuntimeError:
             with self._lock:
                 self._marker_jobs.discard(transactional_id)
 
-    def _finish_logged(self, transactional_id: str) -> None:
+    def _finish_logged(self, transactional_id: str, wait_s: float) -> None:
         try:
-            self._finish(transactional_id)
+            if not self._finish(transactional_id, time.monotonic() + wait_s):
+                # Still owed: the ticker starts the id's next marker job once this one's slot is free.
+                log.info("markers of %r not all written within %.1f s; handed on", transactional_id, wait_s)
         except KanalError as exc:
             log.warning("markers of %r not finished: %s; the ticker retries", transactional_id, exc)
         except Exception as exc:
@@ -371,27 +383,31 @@ class TransactionCoordinator:
             with self._lock:
                 self._marker_jobs.discard(transactional_id)
 
-    def _finish(self, transactional_id: str) -> None:
-        """Write the markers of the id's PREPARE state into every partition, then record COMPLETE."""
+    def _finish(self, transactional_id: str, deadline: float) -> bool:
+        """Write the markers of the id's PREPARE state into every partition, then record COMPLETE; False
+        when the deadline passed first (a partition without a reachable leader): the job is handed on."""
         p = self._require_owned(transactional_id)
         with self._lock:
             txn = self._txns.get(transactional_id)
             epoch = self._owned.get(p, -1)
         markers = pending_markers(txn) if txn is not None else None
         if txn is None or markers is None:
-            return
+            return True
         remaining = set(markers.partitions)
         while remaining:
             if not self._still_owned(p, epoch):
-                return  # the next coordinator finishes it
-            remaining -= self._write_markers(markers, remaining, epoch)
+                return True  # the next coordinator finishes it
+            if time.monotonic() > deadline:
+                return False
+            remaining -= self._write_markers(markers, remaining, epoch,
+                                             max(deadline - time.monotonic(), _MARKER_CALL_TIMEOUT_S_MIN))
             if remaining and self._closed.wait(_MARKER_RETRY_PAUSE_S):
-                return
+                return True
         with self._id_lock(transactional_id):
             with self._lock:
                 current = self._txns.get(transactional_id)
             if current != txn:
-                return
+                return True
             decision = decide_markers_written(txn, _now_ms())
             if decision.new_state is not None:
                 self._write(p, decision.new_state)
@@ -400,10 +416,12 @@ class TransactionCoordinator:
                         self._txns[transactional_id] = decision.new_state
         log.info("%s: %s markers written to %d partitions", transactional_id,
                  "COMMIT" if txn.state == TxnState.PREPARE_COMMIT else "ABORT", len(markers.partitions))
+        return True
 
-    def _write_markers(self, markers: Markers, partitions: set[tuple[str, int]], coordinator_epoch: int
-                       ) -> set[tuple[str, int]]:
-        """One round: a WriteTxnMarkers to the current leader of each partition; the partitions done."""
+    def _write_markers(self, markers: Markers, partitions: set[tuple[str, int]], coordinator_epoch: int,
+                       timeout_s: float) -> set[tuple[str, int]]:
+        """One round: a WriteTxnMarkers to the current leader of each partition (each call bounded by
+        `timeout_s`, at most _MARKER_CALL_TIMEOUT_S); the partitions done."""
         image = self._image()
         by_leader: dict[BrokerId, list[tuple[str, int]]] = {}
         done: set[tuple[str, int]] = set()
@@ -430,7 +448,7 @@ class TransactionCoordinator:
                     reply = self.write_markers_here(request)
                 else:
                     reply = self._groups.peer(image.brokers[leader].endpoint).WriteTxnMarkers(
-                        request, timeout=_MARKER_CALL_TIMEOUT_S)
+                        request, timeout=min(timeout_s, _MARKER_CALL_TIMEOUT_S))
             except Exception as exc:  # noqa: BLE001 - a gRPC or write failure: that leader is retried next round
                 log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
                 continue

@@ -27,6 +27,7 @@ from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.client_id import CLIENT_ID_METADATA_KEY, check_client_id
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import check_topic_name
+from kanal.v1.wire_enum import as_enum
 
 _MESSAGE_BYTES_MAX = 64 << 20
 _ATTEMPT_TIMEOUT_S = 2.0  # one broker's chance to answer before the next is tried
@@ -130,6 +131,21 @@ class ClusterMetadata:
         if self._good is None:  # refresh() sets it or raises
             raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, "no broker answered")
         return self.stub(self._good)
+
+    def find_coordinator(self, key: str, key_type: int, timeout_s: float) -> broker_pb2.FindCoordinatorResponse:
+        """FindCoordinator on a broker that answered recently. When that broker cannot be reached (killed,
+        restarting) it is forgotten before the gRPC error is raised, so the caller's retry asks a broker
+        that answers Metadata: without that, every retry would go to the dead broker until the caller's
+        deadline, and a coordinator that moved with it would never be found."""
+        stub = self.any_stub()
+        endpoint = self._good
+        try:
+            request = broker_pb2.FindCoordinatorRequest(key=key, key_type=as_enum(broker_pb2.CoordinatorType, key_type))
+            return stub.FindCoordinator(request, timeout=timeout_s)
+        except grpc.RpcError:
+            if self._good == endpoint:  # another thread may have found a better one meanwhile
+                self._good = None
+            raise
 
     def refresh(self, topics: list[str] | None = None) -> ClusterView:
         """Ask a broker for the brokers and the given topics (plus every topic asked for before); an illegal

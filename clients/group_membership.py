@@ -77,12 +77,11 @@ class GroupMembership:
     def coordinator(self, deadline: float) -> str:
         while self._coordinator is None:
             try:
-                reply = self._metadata.any_stub().FindCoordinator(
-                    broker_pb2.FindCoordinatorRequest(key=self.group_id), timeout=self.request_timeout_s)
+                reply = self._metadata.find_coordinator(self.group_id, broker_pb2.COORDINATOR_GROUP,
+                                                        self.request_timeout_s)
             except grpc.RpcError as exc:
                 log.info("FindCoordinator failed: %s", exc.code().name)
-                self._metadata.refresh()
-                reply = None
+                reply = None  # the next try asks a broker that answers (find_coordinator forgot this one)
             if reply is not None and reply.error == ErrorCode.NONE:
                 self._coordinator = reply.endpoint
                 self.coordinator_id = reply.node_id

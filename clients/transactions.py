@@ -34,7 +34,6 @@ import grpc
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError, is_retriable
-from kanal.v1.wire_enum import as_enum
 
 log = logging.getLogger(__name__)
 
@@ -182,9 +181,7 @@ class TransactionManager:
                                       producer_epoch=self.producer_epoch)
 
     def _find(self, key: str, key_type: int) -> str:
-        reply = self._metadata.any_stub().FindCoordinator(
-            broker_pb2.FindCoordinatorRequest(key=key, key_type=as_enum(broker_pb2.CoordinatorType, key_type)),
-            timeout=self._request_timeout_s)
+        reply = self._metadata.find_coordinator(key, key_type, self._request_timeout_s)
         if reply.error != ErrorCode.NONE:
             raise KanalError(reply.error, reply.error_message or "FindCoordinator failed")
         return reply.endpoint

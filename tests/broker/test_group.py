@@ -229,6 +229,13 @@ def test_static_member_restart_keeps_its_assignment_without_a_rebalance():
     reply = replies(effects)["again"]
     assert reply.error == ErrorCode.NONE and reply.generation_id == gen and reply.member_id == "static-2"
     assert group.state == STABLE
+    # The new member id is written before the answer: a coordinator that loads the group after a failover
+    # must not fence the restarted member with the id of the one it replaced.
+    kinds = [type(e) for e in effects]
+    assert Persist in kinds and kinds.index(Persist) < kinds.index(Reply)
+    persisted = next(e for e in effects if isinstance(e, Persist)).value
+    assert {(m.member_id, m.group_instance_id) for m in persisted.members} >= {("static-2", "i-1")}
+    assert "static-1" not in {m.member_id for m in persisted.members}
     assert replies(sync(group, "static-2", 11, instance="i-1"))["sync-static-2"].assignment == b"S"
     # The old incarnation is fenced.
     hb = group.heartbeat(broker_pb2.HeartbeatRequest(group_id="g", member_id="static-1", generation_id=gen,

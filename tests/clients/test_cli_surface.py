@@ -55,7 +55,8 @@ CLIENT_COMMANDS = list(_leaves(build_parser()))
 
 def _minimal_args(path: tuple[str, ...], parser: argparse.ArgumentParser) -> list[str]:
     positionals = [a for a in parser._actions if not a.option_strings and a.nargs is None]
-    extra = [a.replace("{plan}", "plan.json") for a in _EXTRA.get(path, ["t"] if path == ("groups", "describe") else [])]
+    default = ["t"] if path == ("groups", "describe") else []
+    extra = [a.replace("{plan}", "plan.json") for a in _EXTRA.get(path, default)]
     return [*path, *["t" for _ in positionals], *extra]
 
 

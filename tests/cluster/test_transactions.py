@@ -225,6 +225,19 @@ class Processor:
         with self._lock:
             return [e for e in self.events if e["event"] == "aborted"]
 
+    def dump_stacks(self) -> str:
+        """Every thread's stack (faulthandler on SIGUSR1), the last events and stderr: why it stalled."""
+        path = Path(self.log.name)
+        if self.process.poll() is None and not self.log.closed:
+            size = path.stat().st_size
+            self.process.send_signal(signal.SIGUSR1)
+            deadline = time.monotonic() + 10
+            while path.stat().st_size == size and time.monotonic() < deadline:
+                time.sleep(0.1)  # waiting (bounded) for the dump to appear in the file
+        with self._lock:
+            events = self.events[-8:]
+        return f"pid {self.process.pid} rc {self.process.poll()} last events {events}\n{path.read_text()[-12000:]}"
+
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
@@ -258,23 +271,30 @@ def test_consume_transform_produce_is_exactly_once_through_sigkills(cluster, tmp
     processors = [Processor(cluster, tmp_path, "ctp-in", "ctp-out", group, tid, "proc", "0")]
     total = lambda: sum(p.committed() for p in processors)
     killed = []
+
+    def wait_commits(count: int, timeout_s: float, what: str) -> None:
+        try:
+            wait_until(lambda: total() >= count, timeout_s, what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n" + "\n".join(p.dump_stacks() for p in processors)) from None
+
     try:
         wait_until(lambda: total() >= 5, 90, "the processor to commit its first transactions")
         processors[-1].kill()  # 1. the processor, mid-stream
         processors.append(Processor(cluster, tmp_path, "ctp-in", "ctp-out", group, tid, "proc", "1"))
-        wait_until(lambda: total() >= 12, 90, "the restarted processor to commit")
+        wait_commits(12, 90, "the restarted processor to commit")
 
         coordinator = broker_node(cluster, coordinator_of(cluster, tid))  # 2. the transaction coordinator
         coordinator.kill()
         killed.append(coordinator)
-        wait_until(lambda: total() >= 20, 240, "commits with a new transaction coordinator")
+        wait_commits(20, 240, "commits with a new transaction coordinator")
         cluster.restart(coordinator)
         killed.remove(coordinator)
 
         leader = broker_node(cluster, partition_info(cluster, "ctp-out", 0).leader)  # 3. an output leader
         leader.kill()
         killed.append(leader)
-        wait_until(lambda: total() >= 28, 240, "commits after the output leader died")
+        wait_commits(28, 240, "commits after the output leader died")
         cluster.restart(leader)
         killed.remove(leader)
 

@@ -17,7 +17,9 @@ An abortable error aborts and rewinds to the group's committed offsets; a fatal 
 
 from __future__ import annotations
 
+import faulthandler
 import json
+import signal
 import sys
 
 from kanal.clients.consumer import Consumer, ConsumerConfig
@@ -38,6 +40,7 @@ def emit(**event) -> None:
 
 def main() -> int:
     bootstrap, source, sink, group, tid, instance, run = sys.argv[1:8]
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for every thread's stack on a stall
     producer = Producer(ProducerConfig(bootstrap, transactional_id=tid, linger_ms=0, transaction_timeout_ms=10_000,
                                        request_timeout_ms=5_000, delivery_timeout_ms=30_000, max_block_ms=30_000))
     producer.init_transactions()
