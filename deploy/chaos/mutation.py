@@ -35,8 +35,8 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
          ("list(data.batches), 1 if request.acks == ACKS_ALL else request.acks, now_ms, out, "
          "timeout_ms=timeout_ms,")),
         ("replica_manager.py",
-         "on_replicated=wait.answered if request.acks == ACKS_ALL else None)",
-         "on_replicated=None)"),
+         "on_replicated=wait.answered if request.acks == ACKS_ALL else None,",
+         "on_replicated=None,"),
     ],
     "no-follower-truncation": [
         ("partition.py",
