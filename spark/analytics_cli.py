@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                      lambda spark: run_analytics(spark, data_dir=data_dir, bootstrap=args.bootstrap, out_dir=args.out,
                                                  topics=topics, hot_keys_max=args.hot_keys, fail_fast=args.fail_fast,
                                                  split_bytes=args.split_bytes, security=security),
-                     analytics_html, analytics_summary, args.out, as_json=args.output == "json")
+                     analytics_html, analytics_summary, args.out, as_json=args.output == "json",
+                     driver_memory=args.driver_memory)
     if result is None:
         return 1
     report_findings("analytics", result.notices, result.damage)

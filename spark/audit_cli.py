@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                      lambda spark: run_audit(spark, data_dir, args.out, controllers=controllers,
                                              fail_fast=args.fail_fast, split_bytes=args.split_bytes,
                                              security=security),
-                     audit_html, audit_summary, args.out, as_json=args.output == "json")
+                     audit_html, audit_summary, args.out, as_json=args.output == "json",
+                     driver_memory=args.driver_memory)
     if result is None:
         return 1
     report_findings("audit", result.notices, result.damage)

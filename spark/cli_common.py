@@ -11,6 +11,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import shutil
 import sys
 import threading
@@ -27,6 +28,10 @@ from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.cli_report import OUTPUT_HELP, command_error
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.error import ErrorCode
+
+# The driver's heap when a command starts the JVM: a replay pulls the metadata rows into the driver, and
+# Spark's default 1g ran out on 2 M rows.
+DRIVER_MEMORY_DEFAULT = "2g"
 
 R = TypeVar("R")
 KANAL_HOME = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal"))
@@ -53,6 +58,9 @@ def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--output", choices=("text", "json"), default="text",
                    help=f"{OUTPUT_HELP} (the summary lines and where the tables and report are)")
+    p.add_argument("--driver-memory", type=_jvm_memory, default=DRIVER_MEMORY_DEFAULT,
+                   help=f"heap of the Spark driver this command starts, e.g. 4g (default {DRIVER_MEMORY_DEFAULT}; "
+                   "Spark's own 1g is short for a large replay)")
     p.add_argument(
         "--split-bytes",
         type=_split_bytes,
@@ -66,6 +74,14 @@ def security_of(args: argparse.Namespace) -> ClientSecurity | None:
     """The TLS settings and credentials of the command's flags and client config files (None: plaintext),
     read as the client commands read them (kanal.v1.command_config)."""
     return security_from(layered_settings(args, os.environ, dev_state(), talks_to_dev=not args.bootstrap))
+
+
+def _jvm_memory(text: str) -> str:
+    """A JVM memory size as Spark takes it: digits and a unit k, m, g or t (512m, 4g)."""
+    value = text.strip().lower()
+    if not re.fullmatch(r"[1-9][0-9]*[kmgt]", value):
+        raise argparse.ArgumentTypeError(f"--driver-memory must be a size such as 512m or 4g, got {text!r}")
+    return value
 
 
 def _split_bytes(text: str) -> int:
@@ -176,7 +192,7 @@ def report_findings(command: str, notices: list[str], lost: list[str]) -> None:
 
 def run_job(command: str, master: str, quiet: bool, step: str, job: Callable[..., R],
             report_html: Callable[[R], str], summary: Callable[[R], list[str]], out: Path,
-            as_json: bool = False) -> R | None:
+            as_json: bool = False, driver_memory: str | None = None) -> R | None:
     """Run `job(spark)` with a progress line, write `out/report.html` and print the summary (both computed
     while the session is up: they may read the result's DataFrames). A session already running in this
     process (an embedding program, the tests) is used and left running; one started here is stopped.
@@ -186,7 +202,7 @@ def run_job(command: str, master: str, quiet: bool, step: str, job: Callable[...
     from kanal.spark.session import kanal_session
 
     owned = SparkSession.getActiveSession() is None
-    spark = kanal_session(master, f"kanal-{command}")
+    spark = kanal_session(master, f"kanal-{command}", driver_memory=driver_memory)
     try:
         with Progress(spark, not quiet) as progress:
             progress.step(step)

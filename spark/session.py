@@ -25,8 +25,9 @@ def register_sources(spark: SparkSession) -> None:
 
 
 def kanal_session(master: str = DEFAULT_MASTER, app_name: str = "kanal", *,
-                  shuffle_partitions: int | None = None) -> SparkSession:
-    """Get (or create) the session and register kanal-log and kanal-metadata."""
+                  shuffle_partitions: int | None = None, driver_memory: str | None = None) -> SparkSession:
+    """Get (or create) the session and register kanal-log and kanal-metadata. `driver_memory` (e.g. "2g")
+    applies only when this call starts the JVM: a running session keeps its heap."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
@@ -34,8 +35,11 @@ def kanal_session(master: str = DEFAULT_MASTER, app_name: str = "kanal", *,
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (builder.config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1")
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.ui.showConsoleProgress", "false"))
+                   .config("spark.ui.enabled", "false"))
+    if driver_memory:
+        builder = builder.config("spark.driver.memory", driver_memory)
+    # kanal's commands print a progress line of their own; Spark's stage bars would garble it on any master.
+    builder = builder.config("spark.ui.showConsoleProgress", "false")
     # The jobs' aggregates are small: Spark's default of 200 shuffle partitions would be 200 tiny tasks.
     builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions or 8))
     builder = builder.config("spark.sql.session.timeZone", "UTC")

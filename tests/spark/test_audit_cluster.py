@@ -176,3 +176,55 @@ def test_audit_command_writes_tables_and_report(history, spark, tmp_path, capsys
     report = (tmp_path / "report.html").read_text()
     assert "<svg" in report and "Leader changes per partition" in report and TOPIC_NAME in report
     assert "<script" not in report and "<link" not in report and "https://" not in report
+
+
+def _tables(out) -> dict[str, list]:
+    """Every Parquet table of a job's --out, as a sorted list of rows (order across tasks is Spark's choice)."""
+    import pyarrow.parquet as pq
+
+    return {d.name: sorted(repr(sorted(r.items())) for r in pq.read_table(d).to_pylist())
+            for d in sorted(out.iterdir()) if d.is_dir()}
+
+
+def _copy_if_there(src: str, dst: str) -> None:
+    """A checkpoint's temporary file may be renamed away between the listing and the copy."""
+    import shutil
+
+    try:
+        shutil.copy2(src, dst)
+    except FileNotFoundError:
+        pass
+
+
+def test_audit_on_standalone_cluster_equals_local_mode(history, spark, tmp_path, capsys):
+    """`kanal audit --master spark://...` on a standalone master with one worker (both started here) writes the
+    same tables as local mode, read from the same copy of the cluster's files."""
+    import shutil
+    import subprocess
+    import sys
+
+    from kanal.spark import audit_cli
+
+    from .standalone import SparkStandalone
+
+    cluster, _, _ = history
+    # A copy, so both runs read the same bytes while the live controllers keep appending (NoOps).
+    data = tmp_path / "data"
+    shutil.copytree(cluster.data_dir, data, ignore=shutil.ignore_patterns("*.lock", "logs"),
+                    copy_function=_copy_if_there)
+    local_out, cluster_out = tmp_path / "local", tmp_path / "standalone"
+    local_code = audit_cli.main(["--data-dir", str(data), "--out", str(local_out), "--quiet"])
+    capsys.readouterr()
+    with SparkStandalone(tmp_path / "spark") as spark_cluster:
+        run = subprocess.run([sys.executable, "-m", "kanal", "audit", "--master", spark_cluster.master_url,
+                              "--data-dir", str(data), "--out", str(cluster_out), "--quiet"],
+                             env=spark_cluster.env(), capture_output=True, text=True, timeout=900, check=False)
+        apps = spark_cluster.status().get("completedapps", [])
+    assert run.returncode == local_code, run.stderr[-3000:]
+    # The job ran on the cluster: the master lists it as an application it served.
+    assert any(app.get("name") == "kanal-audit" for app in apps), apps
+    local, on_cluster = _tables(local_out), _tables(cluster_out)
+    assert set(local) >= {"events", "topic_lifecycle", "leader_changes", "broker_events", "isr_changes"}
+    assert on_cluster == local
+    lifecycle = spark.read.parquet(str(cluster_out / "topic_lifecycle")).where(f"topic = '{TEMP_TOPIC}'").count()
+    assert lifecycle == 2
