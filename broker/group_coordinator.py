@@ -33,6 +33,9 @@ state machine answers. One ticker thread expires sessions, completes joins at th
 leadership changes, retries failed loads and refreshes the lag gauge; one loader thread loads partitions.
 An unexpected exception in the ticker stops the process (kanal.broker.fatal), as one in the metadata
 follower does: a coordinator whose ticker died would keep answering with sessions that never expire.
+
+Beside it: group_lag.py measures the lag (high-water marks against committed offsets) and exports the
+group gauges; peer_brokers.py holds the channels to the other brokers.
 """
 
 from __future__ import annotations
@@ -47,10 +50,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import cast
 
-import grpc
-
 from kanal.broker.fatal import stop_process
 from kanal.broker.group import DEAD, Group, GroupLimits, Persist, Reply, check_group_id
+from kanal.broker.group_lag import GroupLag
 from kanal.broker.group_records import (
     Record,
     apply_record,
@@ -61,13 +63,13 @@ from kanal.broker.group_records import (
     txn_batch_of,
 )
 from kanal.broker.metrics import BrokerMetrics
+from kanal.broker.peer_brokers import PeerBrokers
 from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.metadata import MetadataImage
-from kanal.metadata.ids import BrokerId, PartitionId
+from kanal.metadata.ids import PartitionId
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, groups_pb2
 from kanal.v1.batch import CorruptEntry
-from kanal.v1.channel_options import channel_options
-from kanal.v1.channel_security import ClientSecurity, open_channel
+from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.partitioning import partition_for_key
 from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC
@@ -78,7 +80,6 @@ _TICK_S = 0.05
 _LAG_REFRESH_S = 5.0
 _CALL_MARGIN_S = 5.0  # a parked call waits this much beyond the longest the state machine can take
 _LOAD_READ_BYTES_MAX = 4 << 20
-_PEER_CALL_TIMEOUT_S = 2.0
 _WRITE_LOCK_STRIPES = 64
 # A failed load is retried after 100 ms, then 200, 400 ... up to 30 s between tries: soon enough for a
 # passing cause (the replica not created yet), sparse enough that a lasting one does not flood the log.
@@ -145,7 +146,6 @@ class GroupCoordinator:
                  offsets_retention_check_interval_ms: int = 600_000,
                  security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
-        self._security = security  # how to dial the other brokers (TLS when the listeners have it)
         self._replicas = replicas
         self._image = image
         self._controllers = controllers
@@ -164,11 +164,8 @@ class GroupCoordinator:
         self._groups: dict[str, Group] = {}
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="group-loader")
         self._creating = threading.Lock()
-        self._peers: dict[str, broker_pb2_grpc.BrokerStub] = {}
-        self._channels: list[grpc.Channel] = []
-        self._exported_lag: set[tuple[str, str, str]] = set()
-        # Each group's generation at the last export: rebalances are counted from its increments.
-        self._seen_generations: dict[str, int] = {}
+        self._peers = PeerBrokers(security)
+        self._lag = GroupLag(broker_id=broker_id, replicas=replicas, image=image, metrics=metrics, peers=self._peers)
         self._reconciled_image = MetadataImage()  # the last image the replica manager had applied
         # TxnOffsetCommit records written but not yet committed: (partition, producer id) -> records.
         self._txn_offsets: dict[tuple[int, int], list[Record]] = {}
@@ -618,7 +615,7 @@ class GroupCoordinator:
                 continue
             assigned = {(t.topic, p) for m in out.members for t in m.assignment.partitions for p in t.partitions}
             tps = sorted(set(committed) | assigned)
-            ends = self.high_watermarks(tps)
+            ends = self._lag.high_watermarks(tps)
             for tp in tps:
                 end = ends.get(tp, -1)
                 offset = committed.get(tp, -1)
@@ -704,55 +701,11 @@ class GroupCoordinator:
                 log.info("group %s: deleted %d expired offsets%s", group_id, len(expired), " and the group" * gone)
         return deleted
 
-    # ---- log end offsets and lag ----
-
-    def high_watermarks(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """High-water marks of partitions: read here for the ones led here, asked of their leaders for the
-        others (one ListOffsets per leader). Partitions whose leader cannot answer are left out."""
-        image = self._image()
-        out: dict[tuple[str, int], int] = {}
-        remote: dict[int, list[tuple[str, int]]] = {}
-        for topic, p in tps:
-            t = image.topics.get(topic)
-            if t is None or not 0 <= p < len(t.partitions):
-                continue
-            leader = t.partitions[p].leader
-            if leader == self.broker_id:
-                try:
-                    out[(topic, p)] = self._replicas.partition(topic, p).high_watermark
-                except KanalError:
-                    pass  # deleted or moved meanwhile: unknown
-            elif leader >= 0:
-                remote.setdefault(leader, []).append((topic, p))
-        for leader_id, items in remote.items():
-            broker = image.brokers.get(BrokerId(leader_id))
-            if broker is None:
-                continue
-            request = broker_pb2.ListOffsetsRequest()
-            for topic, p in items:
-                request.topics.add(topic=topic).partitions.add(partition=p, timestamp_ms=-1)
-            try:
-                answer = self._peer(broker.endpoint).ListOffsets(request, timeout=_PEER_CALL_TIMEOUT_S)
-            except grpc.RpcError as exc:
-                log.info("high-water marks from broker %d: %s", leader_id, exc.code().name)
-                continue
-            for t in answer.topics:
-                for p in t.partitions:
-                    if p.error == ErrorCode.NONE:
-                        out[(t.topic, p.partition)] = p.offset
-        return out
+    # ---- lag and peers (group_lag.py, peer_brokers.py) ----
 
     def peer(self, endpoint: str) -> broker_pb2_grpc.BrokerStub:
         """A stub for another broker (channels kept until close; TLS when the listeners have it)."""
-        return self._peer(endpoint)
-
-    def _peer(self, endpoint: str) -> broker_pb2_grpc.BrokerStub:
-        stub = self._peers.get(endpoint)
-        if stub is None:
-            channel = open_channel(endpoint, channel_options(), self._security)
-            self._channels.append(channel)
-            stub = self._peers[endpoint] = broker_pb2_grpc.BrokerStub(channel)
-        return stub
+        return self._peers.stub(endpoint)
 
     def refresh_lag_metrics(self) -> None:
         """Export committed-offset lag per group and partition for the groups coordinated here."""
@@ -764,25 +717,7 @@ class GroupCoordinator:
             for g in self._groups.values():
                 states[g.state] = states.get(g.state, 0) + 1
             generations = {g.group_id: g.generation for g in self._groups.values()}
-        ends = self.high_watermarks(sorted({tp for _, tp in committed}))
-        exported = set()
-        for (group_id, (topic, p)), offset in committed.items():
-            end = ends.get((topic, p))
-            if end is None:
-                continue
-            labels = (group_id, topic, str(p))
-            self._metrics.consumer_group_lag.labels(*labels).set(max(0, end - offset))
-            exported.add(labels)
-        for labels in self._exported_lag - exported:
-            self._metrics.consumer_group_lag.remove(*labels)
-        self._exported_lag = exported
-        for state in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable"):
-            self._metrics.groups.labels(state).set(states.get(state, 0))
-        for group_id, generation in generations.items():
-            seen = self._seen_generations.get(group_id)
-            if seen is not None and generation > seen:  # a group new here (loaded, created) counts from now
-                self._metrics.group_rebalances.inc(generation - seen)
-        self._seen_generations = generations
+        self._lag.export(committed, states, generations)
 
     # ---- the ticker ----
 
@@ -822,8 +757,7 @@ class GroupCoordinator:
                 effects += self._unload(p, self._image())
         self._execute(-1, effects)
         self._loader.shutdown(wait=False, cancel_futures=True)
-        for channel in self._channels:
-            channel.close()
+        self._peers.close()
 
 
 def join_timed_out() -> broker_pb2.JoinGroupResponse:

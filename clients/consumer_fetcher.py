@@ -1,0 +1,264 @@
+"""The consumer's fetcher thread, a base class of `Consumer` (consumer.py) that works on the consumer's
+partition states under the consumer's lock (`Consumer.__init__` sets the attributes declared below and starts
+`_run_fetcher` on its thread).
+
+A background fetcher thread keeps a bounded buffer of records ahead of poll(): it sends one Fetch per
+leader (all of that leader's assigned partitions in it, long-polling with fetch_min_bytes /
+fetch_max_wait_ms), checks both CRCs of every batch, decodes it, and skips records below the position
+(a fetch starts at the batch holding the offset). A leader change or a dead broker refreshes metadata;
+an offset out of range follows auto_offset_reset. seek() discards what was fetched for that partition.
+A batch that cannot be decoded (damaged, or stored before leaders validated records) is never skipped
+silently: poll() returns the records before it, then raises UndecodableBatch (CORRUPT_MESSAGE, with the
+partition and offset), again on every poll until the application seeks past it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+
+import grpc
+
+from kanal.clients.call_pool import CallPool
+from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.clients.consumer_config import ISOLATION_LEVELS, ConsumerConfig
+from kanal.clients.consumer_decode import (
+    ConsumerRecord,
+    RecordListDecoder,
+    TopicPartition,
+    UndecodableBatch,
+    decode_fetched_until_error,
+)
+from kanal.clients.throttle import BrokerThrottles
+from kanal.v1 import broker_pb2
+from kanal.v1.error import ErrorCode, KanalError
+
+log = logging.getLogger(__name__)
+# Per partition of a Fetch request: the partition's generation and fetch offset when it was planned, so
+# an answer is delivered only if neither changed meanwhile.
+Planned = dict[TopicPartition, tuple[int, int]]
+EARLIEST, LATEST = -2, -1
+
+
+class _PartitionState:
+    __slots__ = ("buffer", "buffered_bytes", "error", "fetch_offset", "generation", "position", "reset")
+
+    def __init__(self) -> None:
+        self.position: int | None = None  # next offset poll() returns
+        self.fetch_offset: int | None = None  # next offset to fetch
+        self.generation = 0  # bumped by seek: fetches started before it are discarded
+        self.buffer: deque[ConsumerRecord] = deque()
+        self.buffered_bytes = 0
+        self.reset: int | None = None  # EARLIEST / LATEST / an offset to look up
+        self.error: KanalError | None = None
+
+
+class ConsumerFetcher:
+    """Fetching for a `Consumer`: the thread's loop (`_run_fetcher`) and what it shares with poll() and seek()
+    (`_discard`, `_skip_past_hidden`). Every field is the consumer's; `_states` and the partition states in
+    it change only with `_lock` held."""
+
+    config: ConsumerConfig
+    _metadata: ClusterMetadata
+    _throttles: BrokerThrottles
+    _calls: CallPool
+    _decode_record_list: RecordListDecoder
+    _states: dict[TopicPartition, _PartitionState]
+    _lock: threading.Lock
+    _arrived: threading.Condition
+    _running: bool
+    _fatal: KanalError | None
+
+    @staticmethod
+    def _discard(state: _PartitionState) -> None:
+        state.generation += 1
+        state.buffer.clear()
+        state.buffered_bytes = 0
+        state.error = None
+
+    @staticmethod
+    def _skip_past_hidden(state: _PartitionState) -> None:
+        """With nothing buffered, the position moves up to the fetch offset: what lies between was never
+        to be returned (transaction markers, aborted records), so the position of a caught-up consumer is
+        the end it read to, as in Kafka."""
+        if (not state.buffer and state.position is not None and state.fetch_offset is not None
+                and state.fetch_offset > state.position and state.reset is None):
+            state.position = state.fetch_offset
+
+    def _run_fetcher(self) -> None:
+        while self._running:
+            try:
+                self._resolve_resets()
+                plan = self._plan()
+                if not plan:
+                    # Nothing to fetch, or every leader still throttles us: look again soon, or as soon
+                    # as the first throttle ends.
+                    throttle_end_s = self._throttles.next_end_s(time.monotonic())
+                    with self._lock:
+                        self._arrived.wait(0.05 if throttle_end_s is None else min(0.05, throttle_end_s))
+                    continue
+                self._fetch_all(plan)
+            except KanalError as exc:
+                log.warning("consumer fetcher: %s", exc)
+                time.sleep(0.1)
+            except Exception as exc:  # a bug: poll() raises it, where a dead fetcher would just go quiet
+                log.exception("the consumer's fetcher thread failed")
+                with self._lock:
+                    self._fatal = KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, f"the consumer's fetcher failed: {exc!r}")
+                    self._arrived.notify_all()
+                return
+
+    def _fetch_all(self, plan: dict[str, tuple[broker_pb2.FetchRequest, Planned]]) -> None:
+        """One long-poll Fetch per leader, all in flight together. The first runs as a blocking call on this
+        thread and the others on the pool's long-lived threads: `Fetch.future()` would start and end a grpcio
+        channel-spin thread per call (see clients/call_pool.py), which at one fetch per produced record costs
+        more client CPU than decoding the records does."""
+        timeout_s = self.config.fetch_max_wait_ms / 1000 + self.config.request_timeout_ms / 1000
+        (first, (request, planned)), *others = plan.items()
+        calls = [(endpoint, parts, self._calls.submit(self._metadata.stub(endpoint).Fetch, req, timeout_s))
+                 for endpoint, (req, parts) in others]
+        inline: Future = Future()
+        try:
+            inline.set_result(self._metadata.stub(first).Fetch(request, timeout=timeout_s))
+        except grpc.RpcError as exc:
+            inline.set_exception(exc)
+        self._handle(first, planned, inline)
+        for endpoint, parts, call in calls:
+            self._handle(endpoint, parts, call)
+
+    def _plan(self) -> dict[str, tuple[broker_pb2.FetchRequest, Planned]]:
+        plan: dict[str, tuple[broker_pb2.FetchRequest, Planned]] = {}
+        with self._lock:
+            items = [(tp, s.fetch_offset, s.generation) for tp, s in self._states.items()
+                     if s.fetch_offset is not None and s.buffered_bytes < self.config.prefetch_bytes_max
+                     and s.error is None]
+        refresh = False
+        now = time.monotonic()
+        for (topic, partition), offset, generation in items:
+            endpoint = self._metadata.leader_endpoint(topic, partition)
+            if endpoint is None:
+                refresh = True
+                continue
+            if self._throttles.until_s(endpoint) > now:
+                continue  # that broker throttled us (quota): nothing from it until the throttle is over
+            if endpoint not in plan:
+                plan[endpoint] = (broker_pb2.FetchRequest(
+                    replica_id=-1, max_wait_ms=self.config.fetch_max_wait_ms, min_bytes=self.config.fetch_min_bytes,
+                    max_bytes=self.config.fetch_max_bytes,
+                    isolation_level=ISOLATION_LEVELS[self.config.isolation_level]), {})
+            request, planned = plan[endpoint]
+            topic_req = next((t for t in request.topics if t.topic == topic), None) or request.topics.add(topic=topic)
+            topic_req.partitions.add(partition=partition, fetch_offset=offset,
+                                     max_bytes=self.config.partition_fetch_bytes_max, current_leader_epoch=-1,
+                                     last_fetched_epoch=-1)
+            planned[(topic, partition)] = (generation, offset)
+        if refresh:
+            self._refresh()
+        return plan
+
+    def _refresh(self) -> None:
+        try:
+            self._metadata.refresh(sorted({t for t, _ in self._states}))
+        except KanalError as exc:
+            log.warning("metadata refresh failed: %s", exc)
+
+    def _handle(self, endpoint: str, planned: Planned, call: Future) -> None:
+        try:
+            reply = call.result()
+        except grpc.RpcError as exc:
+            log.info("fetch from %s failed: %s", endpoint, exc.code().name)
+            self._refresh()
+            time.sleep(0.05)
+            return
+        self._throttles.on_reply(endpoint, reply.throttle_time_ms)
+        refresh = False
+        for topic_data in reply.topics:
+            for p in topic_data.partitions:
+                tp = (topic_data.topic, p.partition)
+                if p.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    self._out_of_range(tp, planned[tp][0], p.error_message)
+                    continue
+                if p.error:
+                    refresh = True
+                    continue
+                if p.records:
+                    generation, fetch_offset = planned[tp]
+                    records, next_offset, payload_bytes, error = decode_fetched_until_error(
+                        tp, p.records, fetch_offset, self._decode_record_list,
+                        [(a.producer_id, a.first_offset) for a in p.aborted_transactions])
+                    self._deliver(tp, generation, fetch_offset, records, next_offset, payload_bytes, error)
+        if refresh:
+            self._refresh()
+
+    def _deliver(self, tp: TopicPartition, generation: int, fetch_offset: int, records: list[ConsumerRecord],
+                 next_offset: int, payload_bytes: int, error: UndecodableBatch | None = None) -> None:
+        """Buffer a fetch's records, which start at `fetch_offset` (the decode skipped those below it). With
+        `error`, a batch after them could not be decoded: fetching this partition stops at it, and poll()
+        raises the error once the records before it are returned, instead of the fetcher retrying
+        silently for ever."""
+        with self._lock:
+            state = self._states.get(tp)
+            if state is None or state.generation != generation or state.fetch_offset != fetch_offset:
+                return  # reassigned or sought meanwhile: these records may not follow the position
+            state.buffer.extend(records)
+            state.buffered_bytes += payload_bytes
+            state.fetch_offset = max(fetch_offset, next_offset)
+            if error is not None:
+                state.error = error  # _plan fetches no partition that holds an error
+            if not records and state.position == fetch_offset:
+                self._skip_past_hidden(state)
+            if records or error is not None:
+                self._arrived.notify_all()
+
+    def _out_of_range(self, tp: TopicPartition, generation: int, message: str) -> None:
+        with self._lock:
+            state = self._states.get(tp)
+            if state is None or state.generation != generation:
+                return
+            if self.config.auto_offset_reset == "none":
+                state.error = KanalError(ErrorCode.OFFSET_OUT_OF_RANGE, message)
+                state.fetch_offset = None
+            else:
+                self._discard(state)
+                state.position = state.fetch_offset = None
+                state.reset = EARLIEST if self.config.auto_offset_reset == "earliest" else LATEST
+            self._arrived.notify_all()
+
+    def _resolve_resets(self) -> None:
+        with self._lock:
+            pending = [(tp, s.reset, s.generation) for tp, s in self._states.items() if s.reset is not None]
+        for (topic, partition), where, generation in pending:
+            endpoint = self._metadata.leader_endpoint(topic, partition)
+            if endpoint is None:
+                self._refresh()
+                continue
+            request = broker_pb2.ListOffsetsRequest(isolation_level=ISOLATION_LEVELS[self.config.isolation_level])
+            request.topics.add(topic=topic).partitions.add(partition=partition, timestamp_ms=where)
+            try:
+                reply = self._metadata.stub(endpoint).ListOffsets(
+                    request, timeout=self.config.request_timeout_ms / 1000
+                )
+            except grpc.RpcError:
+                self._refresh()
+                continue
+            answer = reply.topics[0].partitions[0]
+            if answer.error:
+                self._refresh()
+                continue
+            offset = answer.offset
+            if offset < 0:  # no record at or after that timestamp: the end
+                request.topics[0].partitions[0].timestamp_ms = LATEST
+                try:
+                    offset = self._metadata.stub(endpoint).ListOffsets(
+                        request, timeout=self.config.request_timeout_ms / 1000).topics[0].partitions[0].offset
+                except grpc.RpcError:
+                    continue
+            with self._lock:
+                state = self._states.get((topic, partition))
+                if state is not None and state.generation == generation and state.reset is not None:
+                    state.position = state.fetch_offset = offset
+                    state.reset = None
+                    self._arrived.notify_all()
