@@ -14,7 +14,7 @@ force search on small clusters):
 3. Balance: no broker above ceil(total replicas / brokers) replicas nor ceil(partitions / brokers)
    preferred leaderships. Replicas: exact (if any rack-respecting plan is within the cap, the plan is;
    else the cap rises one at a time until one is). Leaders: within the cap whenever a balanced plan
-   exists except in rare tight cases (Limits below), where one broker leads one partition too many.
+   exists (the last resort is an exact search; Limits below).
 4. Fewest moves: among the plans keeping 1-3, one adding the fewest replicas (exact, see Method); then
    the fewest changes of preferred leader.
 
@@ -39,12 +39,18 @@ leaderships over the cap, and repairs (`_repair_leaders`): a leadership moves al
 partitions to a broker below the cap, or, where no chain reaches one, a partition led inside the chains'
 reach swaps one replica for a broker outside it (directly, or exchanging with another partition).
 
-Limits, measured with the brute force of the tests (3,843 random clusters of up to 6 brokers in uneven racks
-and 6 partitions that have a balanced plan): the planner misses it in 1, ending one leadership over the cap: a
-case the one-exchange repair cannot relieve (in the tests as an example). The two fallbacks are not
-move-minimal (the exact move count holds when the first flow's sets admit balanced leaders, the common case). An
-exact joint method (replica and leader caps at once) is not a plain flow: a partition's leader and followers
-share its per-broker limit.
+Last resort: when the repair still leaves a leadership over the cap, a depth-first search over the
+partitions (largest replication factor first; each partition's options cheapest first: fewest added
+replicas, then its old leader kept; states that failed remembered) looks for sets and leaders within both
+caps, and its plan is taken when it finds one.
+
+Limits. With the flows and the repair alone, the brute force of the tests (3,843 random clusters of up to 6
+brokers in uneven racks and 6 partitions that have a balanced plan) found 1 case ending one leadership over
+the cap (in the tests as an example); the search finds its balanced plan. The search gives up after
+EXACT_SEARCH_STEPS_MAX options tried, so on a large cluster that needs it a leadership may stay over the
+cap. The fallbacks are not move-minimal (the exact move count holds when the first flow's sets admit
+balanced leaders, the common case). An exact joint method in polynomial time (replica and leader caps at
+once) is not a plain flow: a partition's leader and followers share its per-broker limit.
 
 `naive_plan` (round-robin from scratch, what a planner that ignores the current assignment does) is the
 baseline the tests compare moves against.
@@ -55,13 +61,19 @@ reassignment JSON (reassignment_plan.py); the controller validates it again when
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from kanal.clients.min_cost_flow import FlowNetwork
 
 PartitionKey = tuple[str, int]
 Assignment = dict[PartitionKey, tuple[int, ...]]
+
+
+# The exact search's budget: options tried before it gives up (about a second of Python).
+EXACT_SEARCH_STEPS_MAX = 200_000
 
 
 class PlanError(ValueError):
@@ -118,8 +130,68 @@ def plan_balance(assignment: Mapping[PartitionKey, Sequence[int]], brokers: Mapp
             leaders = _choose_leaders(keys, sets, kept, assignment, lcap, overflow=True)
             assert leaders is not None  # with overflow allowed every partition gets a leader
             sets = _repair_leaders(keys, sets, leaders, rack, cap, lcap)
+            if max(Counter(leaders.values()).values()) > lcap:
+                # Still over: an exact search, cheapest options first, within a step budget.
+                found = _search_plan(keys, kept, rf, rack, cap, lcap, EXACT_SEARCH_STEPS_MAX)
+                if found is not None:
+                    sets, leaders = found
     assert leaders is not None  # pinned sets exist only for a leader choice
     return {key: (leaders[key], *(b for b in sets[key] if b != leaders[key])) for key in keys}
+
+
+def _search_plan(keys: Sequence[PartitionKey], kept: Mapping[PartitionKey, tuple[int, ...]],
+                 rf: Mapping[PartitionKey, int], rack: Mapping[int, str], cap: int, lcap: int,
+                 steps_max: int) -> tuple[dict[PartitionKey, tuple[int, ...]], dict[PartitionKey, int]] | None:
+    """Depth-first over partitions for replica sets and leaders within both caps and the rack rule; each
+    partition's options cheapest first (fewest added replicas, then its old leader kept), states known to
+    fail remembered. None when there is no such plan or `steps_max` options were tried first."""
+    ids = sorted(rack)
+    index = {b: i for i, b in enumerate(ids)}
+    racks_total = len(set(rack.values()))
+    combos: dict[int, list[tuple[int, ...]]] = {}
+    for factor in set(rf.values()):
+        combos[factor] = [c for c in itertools.combinations(ids, factor)
+                          if len({rack[b] for b in c}) == min(factor, racks_total)]
+
+    def options(key: PartitionKey) -> list[tuple[int, tuple[int, ...]]]:
+        mine, old_leader = set(kept[key]), (kept[key][0] if kept[key] else None)
+        choices = [(lead, c) for c in combos[rf[key]] for lead in c]
+        return sorted(choices, key=lambda o: (len(set(o[1]) - mine), o[0] != old_leader))
+
+    order = sorted(keys, key=lambda k: (-rf[k], k))  # the largest sets first: they constrain the most
+    failed: set[tuple[int, tuple[int, ...], tuple[int, ...]]] = set()
+    # An explicit stack (thousands of partitions would overflow Python's recursion): per depth, the loads
+    # before it and the iterator over its options; `picks` the option taken at each depth so far.
+    loads, leads = (0,) * len(ids), (0,) * len(ids)
+    stack = [(loads, leads, iter(options(order[0])))] if order else []
+    picks: list[tuple[int, tuple[int, ...]]] = []
+    steps = 0
+    while len(picks) < len(order):
+        if not stack:
+            return None
+        loads, leads, untried = stack[-1]
+        depth = len(stack) - 1
+        for lead, c in untried:
+            steps += 1
+            if steps > steps_max:
+                return None
+            if leads[index[lead]] >= lcap or any(loads[index[b]] >= cap for b in c):
+                continue
+            new_loads = tuple(n + (ids[j] in c) for j, n in enumerate(loads))
+            new_leads = tuple(n + (ids[j] == lead) for j, n in enumerate(leads))
+            if (depth + 1, new_loads, new_leads) in failed:
+                continue
+            picks.append((lead, c))
+            if depth + 1 < len(order):
+                stack.append((new_loads, new_leads, iter(options(order[depth + 1]))))
+            break
+        else:  # every option of this depth failed from these loads: back up one
+            failed.add((depth, loads, leads))
+            stack.pop()
+            if picks:
+                picks.pop()
+    chosen = dict(zip(order, picks))
+    return {k: chosen[k][1] for k in keys}, {k: chosen[k][0] for k in keys}
 
 
 def changed(old: Mapping[PartitionKey, Sequence[int]], new: Mapping[PartitionKey, Sequence[int]]) -> Assignment:
