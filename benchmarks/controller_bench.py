@@ -608,12 +608,13 @@ def run_admin_vs_pysyncobj(args: argparse.Namespace, base: Path) -> dict:
                 e[f"kanal_{clients}"]["writes_per_s"] / e[f"baseline_{clients}"]["writes_per_s"] for e in rounds)
     return {
         "benchmark": "controller_admin_vs_pysyncobj",
-        "kanal": "Admin CreateTopics -> 1 broker -> active controller of 3; encrypted Raft, fsynced Raft journal "
-                 "and metadata log; 1 partition, RF 1",
-        "pysyncobj": f"bare 3-node quorum driven by its leader, {args.pysyncobj_inflight} async calls in flight, "
-                     f"{args.payload_bytes}-byte argument; 'pysyncobj': its defaults (journal in memory, no "
-                     f"encryption); 'pysyncobj_comparable': encrypted (password) with its file journal (mmap, never "
-                     f"fsynced: pysyncobj cannot fsync); the goal ratio is against the defaults",
+        "kanal": "Admin CreateTopics -> 1 broker -> active controller of 3; encrypted Raft, fsynced Raft "
+                 "journal and metadata log; 1 partition, RF 1",
+        "pysyncobj": f"bare 3-node quorum driven by its leader, {args.pysyncobj_inflight} async calls in "
+                     f"flight, {args.payload_bytes}-byte argument; 'pysyncobj': its defaults (journal in "
+                     "memory, no encryption); 'pysyncobj_comparable': encrypted (password) with its file "
+                     "journal (mmap, never fsynced: pysyncobj cannot fsync); the goal ratio is against the "
+                     "defaults",
         "baseline": args.baseline_python,
         "seconds_per_phase": args.seconds,
         "rounds": rounds,

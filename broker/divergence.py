@@ -150,7 +150,8 @@ def truncation_step(
             True,
             None,
             follower_high_watermark,
-            f"epoch {mine.epoch} ends at {mine.end_offset} here and at {leader_answer.end_offset} on the leader",
+            f"epoch {mine.epoch} ends at {mine.end_offset} here and at {leader_answer.end_offset} on the "
+            "leader",
         )
     target = min(mine.end_offset, leo)
     return _step(target, False, mine.epoch, follower_high_watermark,

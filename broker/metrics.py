@@ -31,8 +31,8 @@ class BrokerMetrics:
         self.isr_expands = Counter("kanal_replica_manager_isr_expands", "ISR expansions this broker made", registry=r)
         self.stray_replicas_removed = Counter(
             "kanal_replica_manager_stray_replicas_removed",
-            "Replica directories removed because they belong to no topic this broker hosts (another topic id, or a "
-            "topic deleted while it was away)", registry=r)
+            "Replica directories removed because they belong to no topic this broker hosts (another topic "
+            "id, or a topic deleted while it was away)", registry=r)
         self.requests = Counter("kanal_network_requests", "Requests served", ["request"], registry=r)
         self.request_errors = Counter("kanal_network_request_errors", "Per-item errors returned",
                                       ["request", "error"], registry=r)
@@ -78,8 +78,8 @@ class BrokerMetrics:
                                   registry=r)
         self.requests_refused_starting = Counter(
             "kanal_broker_requests_refused_starting",
-            "Calls refused with BROKER_NOT_AVAILABLE because this broker was not yet registered and caught up "
-            "with the metadata log", registry=r)
+            "Calls refused with BROKER_NOT_AVAILABLE because this broker was not yet registered and caught "
+            "up with the metadata log", registry=r)
         self.fenced = Gauge("kanal_broker_fenced", "1 while the controller has this broker fenced", registry=r)
         # Client quotas (broker/quota_policy.py). `quota` is the quota key (producer_byte_rate,
         # consumer_byte_rate, request_percentage); `entity` the configured quota entity the client matched

@@ -117,7 +117,8 @@ class ProducerEntry:
     def __repr__(self) -> str:
         last = self.batches[-1] if self.batches else None
         tail = f"last_seq={last.last_sequence} last_offset={last.last_offset}" if last else "empty"
-        return f"<ProducerEntry id={self.producer_id} epoch={self.producer_epoch} {tail} batches={len(self.batches)}>"
+        return (f"<ProducerEntry id={self.producer_id} epoch={self.producer_epoch} {tail} "
+                f"batches={len(self.batches)}>")
 
     @property
     def last_sequence(self) -> SequenceNumber:

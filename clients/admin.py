@@ -1,5 +1,5 @@
-"""Admin: topics, partitions, configs, quotas, ACLs and the cluster, through any broker (which forwards writes to
-the active controller). Per-item failures raise KanalError naming the item; `results` calls return them.
+"""Admin: topics, partitions, configs, quotas, ACLs and the cluster, through any broker (which forwards writes
+to the active controller). Per-item failures raise KanalError naming the item; `results` calls return them.
 
     admin = Admin("127.0.0.1:9092")
     admin.create_topic("orders", partitions=6, replication_factor=3, configs={"retention.ms": "86400000"})
@@ -54,7 +54,8 @@ class GroupInfo:
 class Admin:
     def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000,
                  security: ClientSecurity | None = None) -> None:
-        """`security`: TLS files and credentials (kanal.v1.channel_security.ClientSecurity); None: plaintext."""
+        """`security`: TLS files and credentials (kanal.v1.channel_security.ClientSecurity); None:
+        plaintext."""
         self._metadata = ClusterMetadata(bootstrap, request_timeout_ms=request_timeout_ms, security=security)
         self._timeout_s = request_timeout_ms / 1000
 
@@ -445,7 +446,8 @@ def acl_text(entry: metadata_pb2.AccessControlEntry) -> str:
     def short(enum, prefix: str, value: int) -> str:
         return enum.Name(value).removeprefix(prefix) if value in enum.values() else str(value)
 
-    return (f"{short(metadata_pb2.AclPermission, 'ACL_PERMISSION_', entry.permission)} {entry.principal}@{entry.host} "
+    return (f"{short(metadata_pb2.AclPermission, 'ACL_PERMISSION_', entry.permission)} "
+            f"{entry.principal}@{entry.host} "
             f"{short(metadata_pb2.AclOperation, 'ACL_OPERATION_', entry.operation)} "
             f"{short(metadata_pb2.AclResourceType, 'ACL_RESOURCE_', entry.resource_type)}:"
             f"{short(metadata_pb2.AclPatternType, 'ACL_PATTERN_', entry.pattern_type)}:{entry.resource_name}")

@@ -394,8 +394,8 @@ def _group_view(args, info) -> tuple[list[str], dict]:
                          "partitions": [[t.topic, p] for t in m.assignment.partitions for p in t.partitions]}
                         for m in info.members],
             "offsets": offsets}
-    lines = [(f"group {info.group_id}: {info.state}, protocol {info.protocol or '-'}, generation {info.generation}, "
-              f"coordinator broker {info.coordinator}, {len(info.members)} members"),
+    lines = [(f"group {info.group_id}: {info.state}, protocol {info.protocol or '-'}, generation "
+              f"{info.generation}, coordinator broker {info.coordinator}, {len(info.members)} members"),
              f"{'TOPIC':<24} {'PARTITION':>9} {'COMMITTED':>10} {'LOG-END':>10} {'LAG':>8}  MEMBER"]
     lines += [f"{o['topic']:<24} {o['partition']:>9} {o['committed_offset']:>10} {o['log_end_offset']:>10} "
               f"{o['lag']:>8}  {o['member_id'] or '-'}" for o in offsets]

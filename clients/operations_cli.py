@@ -119,8 +119,8 @@ def reassign_verify(args, admin_for: AdminFor) -> int:
         if s.error != ErrorCode.NONE:
             print(f"{name}: {ErrorCode.Name(s.error)}")
         elif s.adding_replicas or s.removing_replicas:
-            print(f"{name}: in progress (adding {list(s.adding_replicas)}, removing {list(s.removing_replicas)}, "
-                  f"isr {list(s.isr)})")
+            print(f"{name}: in progress (adding {list(s.adding_replicas)}, removing "
+                  f"{list(s.removing_replicas)}, isr {list(s.isr)})")
         elif tuple(s.replicas) == p.replicas:
             complete += 1
             print(f"{name}: complete (replicas {list(s.replicas)}, leader {s.leader})")

@@ -81,7 +81,8 @@ class Progress:
             return
         self.last = now
         rate = records / (now - self.started)
-        print(f"\r{records:>12,} records  {rate:>12,.0f} records/s  {nbytes / (now - self.started) / 1e6:>8.1f} MB/s",
+        print(f"\r{records:>12,} records  {rate:>12,.0f} records/s  "
+              f"{nbytes / (now - self.started) / 1e6:>8.1f} MB/s",
               end="", file=sys.stderr, flush=True)
 
     def end(self, records: int, nbytes: int) -> None:

@@ -102,7 +102,8 @@ class ProducerConfig:
         if self.transactional_id and not self.enable_idempotence:
             bad_config("transactional_id needs enable_idempotence (as in Kafka)")
         if self.enable_idempotence and self.acks_value != -1:
-            bad_config("enable_idempotence needs acks=all (as in Kafka); set enable_idempotence=False for acks 0 or 1")
+            bad_config("enable_idempotence needs acks=all (as in Kafka); set enable_idempotence=False "
+                       "for acks 0 or 1")
 
     @property
     def acks_value(self) -> int:

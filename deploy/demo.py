@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                            controller_flags=["--session-timeout-ms", "3000", "--election-timeout-ms", "400"],
                            broker_flags=["--heartbeat-interval-ms", "500", "--replica-lag-ms-max", "5000"])
     say(f"kanal demo: starting 3 controllers and 3 brokers on 127.0.0.1 (data in {root})")
-    say("  insecure on purpose: plaintext gRPC, no authentication, loopback only (see 'Securing kanal' in the README)")
+    say("  insecure on purpose: plaintext gRPC, no authentication, loopback only (see 'Securing kanal' "
+        "in the README)")
     started = time.perf_counter()
     try:
         cluster.start(timeout_s=120)
@@ -97,7 +98,8 @@ def run(cluster: LocalCluster, total: int) -> int:
         t0 = time.perf_counter()
         produce(producer, half, total - half)
         producer.flush()
-        say(f"  produced {total - half:,} more records during the failover in {time.perf_counter() - t0:.1f} s")
+        say(f"  produced {total - half:,} more records during the failover in "
+            f"{time.perf_counter() - t0:.1f} s")
     with Admin(cluster.bootstrap) as admin:
         new_leaders = {p.partition: p.leader for p in admin.describe_topic(TOPIC).partitions}
         say(f"  leaders now {new_leaders}")

@@ -97,11 +97,12 @@ def _run(argv: list[str]) -> int:
         tls = make_dev_tls(args.data_dir / "tls", broker_ids=range(args.brokers),
                            controller_ids=range(args.controllers), client_name=DEV_CLIENT_NAME)
     cluster = LocalCluster(args.data_dir, controllers=args.controllers, brokers=args.brokers, tls=tls)
-    print(f"kanal dev: starting {args.controllers} controllers and {args.brokers} brokers, data in {args.data_dir}",
+    print(f"kanal dev: starting {args.controllers} controllers and {args.brokers} brokers, data in "
+          f"{args.data_dir}",
           flush=True)
     if tls is None:
-        print("kanal dev: INSECURE: plaintext gRPC, no authentication (every call is User:ANONYMOUS), on 127.0.0.1 "
-              "only; `kanal dev --tls` secures it", flush=True)
+        print("kanal dev: INSECURE: plaintext gRPC, no authentication (every call is User:ANONYMOUS), "
+              "on 127.0.0.1 only; `kanal dev --tls` secures it", flush=True)
     else:
         print(f"kanal dev: secured: TLS with client certificates required on every node (throwaway CA in "
               f"{tls.directory}); authentication by certificate or password", flush=True)
@@ -134,12 +135,13 @@ def _run(argv: list[str]) -> int:
         print("kanal dev: other kanal commands use this cluster by default; `kanal dev status` and "
               "`kanal dev restart NODE` manage it; Ctrl-C stops it.", flush=True)
         if client_config is not None:
-            print(f"kanal dev: client config (TLS files, User:{DEV_CLIENT_NAME}'s certificate): {client_config}; "
-                  f"the other commands pick it up, other clients take it with --command-config", flush=True)
+            print(f"kanal dev: client config (TLS files, User:{DEV_CLIENT_NAME}'s certificate): "
+                  f"{client_config}; the other commands pick it up, other clients take it with "
+                  "--command-config", flush=True)
         while not stopping.wait(WATCH_INTERVAL_S):
             for node, code in supervisor.newly_dead():
-                print(f"kanal dev: {node.name} exited with status {code} (log {node.log_path}); the other nodes "
-                      f"keep serving; `kanal dev restart {node.name}` brings it back on its data",
+                print(f"kanal dev: {node.name} exited with status {code} (log {node.log_path}); the "
+                      f"other nodes keep serving; `kanal dev restart {node.name}` brings it back on its data",
                       file=sys.stderr, flush=True)
     finally:
         print("kanal dev: stopping", flush=True)
@@ -276,8 +278,8 @@ def _status_command(argv: list[str]) -> int:
     else:
         for n in nodes:
             extra = f" (exit status {n['exit_code']})" if n["state"] == "exited" else ""
-            print(f"{n['name']:<13} {n['endpoint']:<22} metrics {n.get('metrics') or '-':<22} pid {n['pid']!s:<8} "
-                  f"{n['state']}{extra}")
+            print(f"{n['name']:<13} {n['endpoint']:<22} metrics {n.get('metrics') or '-':<22} pid "
+                  f"{n['pid']!s:<8} {n['state']}{extra}")
     return 0 if all(n["state"] == "serving" for n in nodes) else 3
 
 

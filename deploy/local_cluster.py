@@ -198,7 +198,8 @@ class LocalCluster:
                         "--principal-mapping-rules", NODE_MAPPING_RULES]
 
     def __repr__(self) -> str:
-        return f"<LocalCluster {len(self.controllers)} controllers, {len(self.brokers)} brokers in {self.data_dir}>"
+        return (f"<LocalCluster {len(self.controllers)} controllers, {len(self.brokers)} brokers "
+                f"in {self.data_dir}>")
 
     def __enter__(self) -> Self:
         return self

@@ -81,10 +81,10 @@ def decide_register_broker(
                 [],
                 controller_pb2.RegisterBrokerResponse(
                     error=ErrorCode.DUPLICATE_BROKER_REGISTRATION,
-                    error_message=f"broker id {broker_id} is registered by incarnation {existing.incarnation_id} "
-                    f"(epoch {existing.broker_epoch}, {existing.endpoint}), heard from {now_ms - last_ms} ms ago; "
-                    f"another incarnation may register only once it is fenced or silent for "
-                    f"{session_timeout_ms} ms",
+                    error_message=f"broker id {broker_id} is registered by incarnation "
+                    f"{existing.incarnation_id} (epoch {existing.broker_epoch}, {existing.endpoint}), heard "
+                    f"from {now_ms - last_ms} ms ago; another incarnation may register only once it is "
+                    f"fenced or silent for {session_timeout_ms} ms",
                 ),
             )
         reason = f"replaced by incarnation {request.incarnation_id}"

@@ -12,10 +12,9 @@ ISR (`PartitionState.isr_directory_ids`).
   in-sync replica the partition stays offline (`offline_reason` says why) rather than making every
   other replica truncate to its empty log. An unknown id on either side ("", written before directory
   ids) is not a mismatch.
-- ISR: members that are not live (or lost their disk) leave it, except that the ISR never becomes empty: when no member
-is
-  live, the last in-sync replica stays listed (the leader, if it was in the ISR) so that a later election
-  knows which replica holds every committed record.
+- ISR: members that are not live (or lost their disk) leave it, except that the ISR never becomes empty: when
+  no member is live, the last in-sync replica stays listed (the leader, if it was in the ISR) so that a later
+  election knows which replica holds every committed record.
 - Leader: a live leader in the ISR keeps leading. Otherwise the first replica, in assignment order (the
   preferred leader first), that is live and in the ISR leads: CAUSE_LEADER_FENCED, or
   CAUSE_LEADER_RECOVERED when the partition was offline.
@@ -136,10 +135,11 @@ def offline_reason(partition: PartitionState, live: AbstractSet[BrokerId],
         return ""
     lost = [b for b in partition.isr if b in live and lost_disk(partition, b, directories)]
     if lost:
-        return (f"in-sync replica{'s' if len(lost) > 1 else ''} {', '.join(map(str, lost))} came back with another "
-                f"data directory (empty or replaced disk: recorded "
-                f"{', '.join(partition.recorded_directory(b) for b in lost)}) and cannot be elected; bring back "
-                "the old disk, or allow unclean.leader.election.enable to elect another replica (may lose data)")
+        return (f"in-sync replica{'s' if len(lost) > 1 else ''} {', '.join(map(str, lost))} came back "
+                "with another data directory (empty or replaced disk: recorded "
+                f"{', '.join(partition.recorded_directory(b) for b in lost)}) and cannot be elected; bring "
+                "back the old disk, or allow unclean.leader.election.enable to elect another replica (may "
+                "lose data)")
     return (f"no in-sync replica is live (isr {list(partition.isr)}); waiting for one to return, or allow "
             "unclean.leader.election.enable (may lose data)")
 

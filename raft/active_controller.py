@@ -15,12 +15,11 @@ speculative image at once and put in the **outbox**.
 Group commit of decisions. Up to `inflight_proposals_max` Raft entries may be in flight (proposed, and
 neither committed — pysyncobj's success callback — nor settled). When fewer are, the outbox is proposed
 at once as one Raft entry; otherwise it fills until an entry leaves the pipeline, and then everything in
-it goes as one entry (command.py: a group, judged command by command). So under load one Raft entry — one pickling,
-encryption, journal record and
-acknowledgement in pysyncobj, one fsync share — carries every decision taken while the previous entries
-were in flight, and the rate grows with the number of callers instead of being capped at
-`inflight_proposals_max` / (commit latency). The outbox holds at most about one batch of
-`metadata_batch_bytes_max`: a decision waits (before deciding, under the lock) while it is that full.
+it goes as one entry (command.py: a group, judged command by command). So under load one Raft entry — one
+pickling, encryption, journal record and acknowledgement in pysyncobj, one fsync share — carries every
+decision taken while the previous entries were in flight, and the rate grows with the number of callers
+instead of being capped at `inflight_proposals_max` / (commit latency). The outbox holds at most about one
+batch of `metadata_batch_bytes_max`: a decision waits (before deciding, under the lock) while it is that full.
 Nothing else changes: each decision keeps its own parent and fate and its own batch in the metadata
 log, and is acknowledged only once applied and fsynced. The caller waits, without the lock, until the
 proposal's fate is known (proposal_pipeline.py) and the batch is durable:
@@ -484,8 +483,8 @@ class ActiveController:
                 if left <= 0:
                     raise KanalError(
                         ErrorCode.REQUEST_TIMED_OUT,
-                        f"{len(self._entries_in_flight)} Raft entries are in flight, a full one waits, and none "
-                        "was committed in time",
+                        f"{len(self._entries_in_flight)} Raft entries are in flight, a full one waits, and "
+                        "none was committed in time",
                     )
                 self._pipeline_cond.wait(left)
 

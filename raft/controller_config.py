@@ -237,11 +237,11 @@ class ControllerConfig:
             raise ControllerConfigError(
                 f"--session-timeout-ms ({self.session_timeout_ms}) must exceed the leader fallback timeout "
                 f"({self.leader_fallback_timeout_ms} = {2 * LEADER_FALLBACK_ELECTION_TIMEOUTS} x "
-                f"--election-timeout-ms) plus the longest election timeout ({self.election_timeout_ms_max} = 2 x "
-                f"--election-timeout-ms), or a controller that lost the quorum keeps answering heartbeats while "
-                f"the new one fences the brokers; raise "
-                f"--session-timeout-ms above {self.leader_fallback_timeout_ms + self.election_timeout_ms_max} "
-                f"or lower --election-timeout-ms below {ceil_div(self.session_timeout_ms, per_t)}"
+                f"--election-timeout-ms) plus the longest election timeout ({self.election_timeout_ms_max} = "
+                "2 x --election-timeout-ms), or a controller that lost the quorum keeps answering "
+                "heartbeats while the new one fences the brokers; raise --session-timeout-ms above "
+                f"{self.leader_fallback_timeout_ms + self.election_timeout_ms_max} or lower "
+                f"--election-timeout-ms below {ceil_div(self.session_timeout_ms, per_t)}"
             )
         _bound("--request-timeout-ms", self.request_timeout_ms, 100, 120_000)
         _bound("--inflight-proposals-max", self.inflight_proposals_max, 1, 1_024)
@@ -253,7 +253,8 @@ class ControllerConfig:
         if self.metadata_log_segment_bytes <= 2 * self.metadata_batch_bytes_max:
             raise ControllerConfigError(
                 f"--metadata-log-segment-bytes ({self.metadata_log_segment_bytes}) must exceed twice "
-                f"--metadata-batch-bytes-max ({self.metadata_batch_bytes_max}): a stored batch may be that big"
+                f"--metadata-batch-bytes-max ({self.metadata_batch_bytes_max}): a stored batch may be that "
+                "big"
             )
         _bound("--metadata-snapshot-interval-bytes", self.metadata_snapshot_interval_bytes, 1024, 1 << 40)
         _bound("--metadata-snapshot-interval-ms", self.metadata_snapshot_interval_ms, 100, 10**10)

@@ -1,15 +1,15 @@
 """ControllerServer: one controller process assembled — metadata log, store, applier, Raft node, active
 controller, gRPC server (Controller service, grpc.health.v1, reflection).
 
-Start order: the data directory's identity is read or made (disk_identity.py); the metadata log is opened (recovered if
-the last run crashed); the gRPC server starts
-(NOT_SERVING), so peers can fetch from this controller even while it catches up; the Prometheus endpoint
-binds unless --metrics is off (controller_metrics.py; an address in use is a StartupError); the directory id is
-checked against what the other controllers recorded for this id (a controller on an empty or wrong disk
-stops here, before it could vote: StartupError, exit status 1); the Applier and the
-active-controller loop start; then pysyncobj, which replays its journal (and snapshot) into the Applier.
-Health turns SERVING once pysyncobj has caught up with the leader's commit index (its "ready") and a
-leader is known; it turns NOT_SERVING again while no leader is known (an election, or no quorum).
+Start order: the data directory's identity is read or made (disk_identity.py); the metadata log is opened
+(recovered if the last run crashed); the gRPC server starts (NOT_SERVING), so peers can fetch from this
+controller even while it catches up; the Prometheus endpoint binds unless --metrics is off
+(controller_metrics.py; an address in use is a StartupError); the directory id is checked against what the
+other controllers recorded for this id (a controller on an empty or wrong disk stops here, before it could
+vote: StartupError, exit status 1); the Applier and the active-controller loop start; then pysyncobj, which
+replays its journal (and snapshot) into the Applier. Health turns SERVING once pysyncobj has caught up with
+the leader's commit index (its "ready") and a leader is known; it turns NOT_SERVING again while no leader is
+known (an election, or no quorum).
 
 Stop order (SIGTERM): the metrics endpoint closes, gRPC stops taking calls (writes in flight get the grace
 period to commit), the loop stops (no more proposals: this controller takes no more writes), then, if this
@@ -101,8 +101,9 @@ class ControllerServer:
         self.health = health.HealthServicer()
         self._serving: bool | None = None
         self._metrics_server = None
-        # Every call is authenticated at the door and served with its principal bound (kanal.v1.authentication);
-        # passwords are checked against the SCRAM credentials of this controller's committed image.
+        # Every call is authenticated at the door and served with its principal bound
+        # (kanal.v1.authentication); passwords are checked against the SCRAM credentials of this controller's
+        # committed image.
         self.authenticator = Authenticator(
             config.security, lambda user: self.store.read(lambda image: dict(image.scram_credentials.get(user, {}))),
             unready=self._unready)
@@ -113,7 +114,8 @@ class ControllerServer:
         )
 
     def __repr__(self) -> str:
-        return f"<ControllerServer {self.config.controller_id} grpc={self.config.listen} raft={self.config.raft}>"
+        return (f"<ControllerServer {self.config.controller_id} grpc={self.config.listen} "
+                f"raft={self.config.raft}>")
 
     def start(self) -> None:
         self._set_serving(False)

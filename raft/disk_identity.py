@@ -78,7 +78,8 @@ class DiskIdentity:
     fresh: bool
 
     def __repr__(self) -> str:
-        return f"<DiskIdentity controller={self.controller_id} dir={self.directory_id}{' fresh' if self.fresh else ''}>"
+        return (f"<DiskIdentity controller={self.controller_id} dir={self.directory_id}"
+                f"{' fresh' if self.fresh else ''}>")
 
 
 class _Peers(Protocol):
@@ -145,8 +146,9 @@ def check_against_quorum(identity: DiskIdentity, peers: _Peers, other_ids: list[
         if time.monotonic() >= deadline:
             raise DiskIdentityError(
                 f"controller {identity.controller_id} starts on an empty data directory and only "
-                f"{len(answered)} of the {needed} other controllers needed answered within {check_timeout_s:.0f} s: "
-                "it cannot tell whether the quorum knows it with another disk, so it does not vote")
+                f"{len(answered)} of the {needed} other controllers needed answered within "
+                f"{check_timeout_s:.0f} s: it cannot tell whether the quorum knows it with another disk, so "
+                "it does not vote")
         time.sleep(_RETRY_S)  # waiting for peers to come up, bounded by the deadline
 
 

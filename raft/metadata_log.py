@@ -208,8 +208,8 @@ class MetadataLogWriter:
         suffix = read_broker_suffix(stored)
         if suffix.base_offset != base_offset or suffix.last_offset != base_offset + count - 1:
             return suffix.base_offset, (
-                f"the committed batch [{base_offset}, {base_offset + count}) does not line up with the stored "
-                f"batch [{suffix.base_offset}, {suffix.last_offset + 1})"
+                f"the committed batch [{base_offset}, {base_offset + count}) does not line up with the "
+                f"stored batch [{suffix.base_offset}, {suffix.last_offset + 1})"
             )
         if bytes(stored[: len(stored) - BROKER_SUFFIX_BYTES]) != producer_bytes:
             return suffix.base_offset, "the stored batch differs from the committed one"

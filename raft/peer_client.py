@@ -50,7 +50,8 @@ class PeerClient:
         self._channels: dict[int, grpc.Channel] = {}
 
     def __repr__(self) -> str:
-        return f"<PeerClient peers={[v.controller_id for v in self._config.others]} open={sorted(self._channels)}>"
+        return (f"<PeerClient peers={[v.controller_id for v in self._config.others]} "
+                f"open={sorted(self._channels)}>")
 
     def stub(self, controller_id: int) -> controller_pb2_grpc.ControllerStub:
         voter = self._config.voter(controller_id)

@@ -29,12 +29,13 @@ def audit_summary(result: AuditResult) -> list[str]:
     lines = [
         (f"metadata log: {result.records_read} records, {h.batches_applied} batches applied, "
         f"{h.batches_fenced} fenced batches skipped, image at offset {h.image.next_offset}"),
-        (f"user topics created {_user(h, 'topic_created')}, partition increases {_user(h, 'partitions_increased')}, "
-         f"deleted {_user(h, 'topic_deleted')} (internal topics: created {_internal(h, 'topic_created')}); "
-        f"leader changes {events.count('leader_change')}; broker fencings {events.count('broker_fenced')}, "
-        f"unfencings {events.count('broker_unfenced')}; config changes "
-        f"{sum(events.count(k) for k in ('config_set', 'config_removed', 'quota_set', 'quota_removed'))}; "
-        f"ACL entries added {events.count('acl_added')}, removed {events.count('acl_removed')}"),
+        (f"user topics created {_user(h, 'topic_created')}, partition increases "
+         f"{_user(h, 'partitions_increased')}, deleted {_user(h, 'topic_deleted')} (internal topics: "
+         f"created {_internal(h, 'topic_created')}); leader changes {events.count('leader_change')}; "
+         f"broker fencings {events.count('broker_fenced')}, unfencings {events.count('broker_unfenced')}; "
+         "config changes "
+         f"{sum(events.count(k) for k in ('config_set', 'config_removed', 'quota_set', 'quota_removed'))}"
+         f"; ACL entries added {events.count('acl_added')}, removed {events.count('acl_removed')}"),
     ]
     start = result.start
     if start is not None and start.snapshot is not None:

@@ -74,8 +74,8 @@ class Table:
 
 CORRUPT_DOC = (
     "null for a record; otherwise the row is not a record but what the reader found: damage (the file, byte "
-    "position, first offset not read, bytes not read and why), a divergent copy, a copy left out, offsets not "
-    "committed yet (the other columns are null except topic, partition, offset and _lost)"
+    "position, first offset not read, bytes not read and why), a divergent copy, a copy left out, offsets "
+    "not committed yet (the other columns are null except topic, partition, offset and _lost)"
 )
 LOST_DOC = (
     "null for a record; true when the offsets the row names could be read from no copy (data missing), false "

@@ -220,10 +220,10 @@ def no_image_warning(root: Path) -> str | None:
     """The warning for reading partition logs where no metadata log is (None when there is one)."""
     if any(c.topic == METADATA_TOPIC for c in find_partition_copies(root)):
         return None
-    return (f"no metadata log ({METADATA_DIR_NAME} of a controller) under {root}: the in-sync replicas are "
-            f"unknown, so each partition is read to the end of its copy with the latest leader epoch, which may "
-            f"hold records not yet committed; give the cluster directory (brokers' and controllers' data) to read "
-            f"only committed records")
+    return (f"no metadata log ({METADATA_DIR_NAME} of a controller) under {root}: the in-sync replicas "
+            "are unknown, so each partition is read to the end of its copy with the latest leader epoch, "
+            "which may hold records not yet committed; give the cluster directory (brokers' and "
+            "controllers' data) to read only committed records")
 
 
 def metadata_plan(root: Path) -> ReadPlan:

@@ -54,7 +54,8 @@ def cluster_metadata(bootstrap: str, topics: list[str] | None = None,
                 return broker_pb2_grpc.BrokerStub(channel).Metadata(
                     broker_pb2.MetadataRequest(topics=topics or []), timeout=REQUEST_TIMEOUT_S)
             except grpc.RpcError as exc:
-                # One line per endpoint: the status and gRPC's own detail, not the exception's multi-line repr.
+                # One line per endpoint: the status and gRPC's own detail, not the exception's multi-line
+                # repr.
                 first_line = (exc.details() or "").split("\n", 1)[0]
                 problems.append(f"{endpoint} ({exc.code().name}: {first_line})")
     raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE,

@@ -51,7 +51,8 @@ def bar_chart(items: Sequence[tuple[str, float]], unit: str = "", width: int = 7
     out.append("</svg>")
     if hidden:
         out.append(
-            f'<p class="note">{len(hidden)} more not drawn (total {_num(sum(v for _, v in hidden))}{_e(unit)})</p>'
+            f'<p class="note">{len(hidden)} more not drawn (total '
+            f'{_num(sum(v for _, v in hidden))}{_e(unit)})</p>'
         )
     return "".join(out)
 
@@ -76,7 +77,8 @@ def line_chart(series: dict[str, Sequence[tuple[int, float]]], unit: str = "", w
     def py(v: float) -> float:
         return head + plot_h - plot_h * v / top
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 18 * len(names)}" role="img">',
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
+            f'height="{height + 18 * len(names)}" role="img">'),
            f'<line x1="{left}" y1="{head + plot_h}" x2="{left + plot_w}" y2="{head + plot_h}" stroke="#999"/>',
            f'<line x1="{left}" y1="{head}" x2="{left}" y2="{head + plot_h}" stroke="#999"/>',
            f'<text x="{left - 4}" y="{head + 10}" text-anchor="end">{_e(_num(top))}</text>',

@@ -1,4 +1,5 @@
-"""Writing a job's tables: one Parquet directory per table under the output directory, replaced on each run."""
+"""Writing a job's tables: one Parquet directory per table under the output directory, replaced on each
+run."""
 
 from __future__ import annotations
 

@@ -147,8 +147,9 @@ def _incarnation(topic: str, partition: int, copies: Sequence[CopyState], facts:
         current = facts.topic_id
     elif len(ids) > 1:
         current = max((c for c in copies if c.topic_id is not None), key=lambda c: c.topic_id_written_ns).topic_id
-        notes.append((0, (f"{topic}-{partition}: copies of {len(ids)} topic ids and no metadata log to say which is "
-                         f"current: the newest partition.metadata's ({current}) is read")))
+        notes.append((0, (f"{topic}-{partition}: copies of {len(ids)} topic ids and no metadata "
+                         f"log to say which is current: the newest partition.metadata's ({current}) is "
+                         "read")))
     else:
         current = next(iter(ids), None)
     kept = []
@@ -177,16 +178,18 @@ def plan_partition(topic: str, partition: int, copies: Sequence[CopyState], fact
         if c is not ref and end < c.log_end:
             divergent.append(c.directory)
             notes.append((end, (
-                f"{topic}-{partition}: DIVERGENT copy {c.directory}{_broker(c)} parts from the current history "
-                f"({ref.directory}{_broker(ref)}, leader epoch {ref.latest_epoch}) at offset {end}: its offsets "
-                f"{end}..{c.log_end - 1} (epoch {c.epoch_at(end)}) were never committed and are not read")))
+                f"{topic}-{partition}: DIVERGENT copy {c.directory}{_broker(c)} parts from the "
+                f"current history ({ref.directory}{_broker(ref)}, leader epoch {ref.latest_epoch}) "
+                f"at offset {end}: its offsets {end}..{c.log_end - 1} (epoch {c.epoch_at(end)}) were "
+                "never committed and are not read")))
     committed, why = _committed_end(ref, kept, agree, facts)
     if why:
         notes.append((committed, f"{topic}-{partition}: {why}"))
     elif committed < ref.log_end:
         notes.append((committed, (
-            f"{topic}-{partition}: offsets {committed}..{ref.log_end - 1} of {ref.directory}{_broker(ref)} are not "
-            f"on every in-sync replica yet (not committed): not read")))
+            f"{topic}-{partition}: offsets {committed}..{ref.log_end - 1} of "
+            f"{ref.directory}{_broker(ref)} are not on every in-sync replica yet (not committed): "
+            "not read")))
     alternates = sorted((Alternate(c.directory, min(agree[c.directory], committed)) for c in kept
                          if c is not ref and agree[c.directory] > c.log_start),
                         key=lambda a: (-a.agree_end, a.directory))

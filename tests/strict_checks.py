@@ -121,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         if not ok:
             failed.append(name)
     if failed:
-        print(f"strict checks: FAILED: {', '.join(failed)} (see above; run `.venv/bin/python tests/strict_checks.py "
-              f"--only {','.join(failed)}` to repeat)", file=sys.stderr)
+        print(f"strict checks: FAILED: {', '.join(failed)} (see above; run `.venv/bin/python "
+              f"tests/strict_checks.py --only {','.join(failed)}` to repeat)", file=sys.stderr)
         return 1
     print(f"strict checks: all passed ({', '.join(names)})")
     return 0

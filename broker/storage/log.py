@@ -9,8 +9,8 @@ Directory `<data_dir>/<topic>-<partition>/` (the metadata log: `__cluster_metada
     recovery-point                text: every offset below it was fsynced (written when a segment rolls)
     log-start-offset              text: offsets below it are deleted (written when it moves)
     clean-shutdown                present only while the log is closed after a clean close()
-    partition.metadata            broker replicas: the topic id the directory belongs to (partition_metadata.py;
-                                  written by the replica manager, not by Log)
+    partition.metadata            broker replicas: the topic id the directory belongs to
+                                  (partition_metadata.py; written by the replica manager, not by Log)
 
 Rules it keeps:
 - Offsets are assigned densely by the leader and never reused; batches are atomic (stored, read,
@@ -243,7 +243,8 @@ class Log:
                 if suffix.base_offset < expected_min:
                     raise KanalError(
                         ErrorCode.CORRUPT_MESSAGE,
-                        f"replicated batch at {suffix.base_offset} does not follow the log end {expected_min}",
+                        f"replicated batch at {suffix.base_offset} does not follow the log end "
+                        f"{expected_min}",
                     )
                 self._check_epoch(suffix.leader_epoch)
                 expected_min = Offset(suffix.last_offset + 1)

@@ -46,7 +46,8 @@ class MetaProperties:
     created: bool = False
 
     def __repr__(self) -> str:
-        return f"<MetaProperties node={self.node_id} directory={self.directory_id}{' new' if self.created else ''}>"
+        return (f"<MetaProperties node={self.node_id} directory={self.directory_id}"
+                f"{' new' if self.created else ''}>")
 
 
 def load_or_create(data_dir: Path | str, node_id: int) -> MetaProperties:

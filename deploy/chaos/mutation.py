@@ -40,7 +40,8 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
     ],
     "no-follower-truncation": [
         ("partition.py",
-         "self.log.truncate_to(step.truncate_to, high_watermark=min(self.high_watermark, step.truncate_to))",
+         ("self.log.truncate_to(step.truncate_to, high_watermark=min(self.high_watermark, "
+          "step.truncate_to))"),
          "pass  # mutant: keeps its log"),
         ("partition.py",
          "return self.log.log_end_offset, self.leader_epoch, -1 if latest is None else latest",
@@ -49,9 +50,10 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
          ("                return 0\n            if p.error:\n                return 0\n"
           "            if p.diverging_epoch >= 0:"),
          ("                return 0\n"
-          "            if p.error == ErrorCode.OFFSET_OUT_OF_RANGE and self.log.log_end_offset > p.log_end_offset:\n"
-          "                self.log.truncate_to(p.log_end_offset, high_watermark=min(self.high_watermark, "
-          "p.log_end_offset))  # mutant: length only\n"
+          "            if p.error == ErrorCode.OFFSET_OUT_OF_RANGE and "
+          "self.log.log_end_offset > p.log_end_offset:\n"
+          "                self.log.truncate_to(p.log_end_offset, "
+          "high_watermark=min(self.high_watermark, p.log_end_offset))  # mutant: length only\n"
           "                self.high_watermark = min(self.high_watermark, self.log.log_end_offset)\n"
           "                self.producers = self._replay_producer_state()\n"
           "                return 0\n"
@@ -59,7 +61,8 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
         ("storage/log.py",
          "                if suffix.base_offset < expected_min:\n",
          ("                if suffix.base_offset < self.log_end_offset:\n"
-          "                    continue  # mutant: what it holds below its log end must be the leader's\n"
+          "                    continue  # mutant: what it holds below its log end must be "
+          "the leader's\n"
           "                if suffix.base_offset < expected_min:\n")),
     ],
 }

@@ -236,7 +236,8 @@ class Processor:
                 time.sleep(0.1)  # waiting (bounded) for the dump to appear in the file
         with self._lock:
             events = self.events[-8:]
-        return f"pid {self.process.pid} rc {self.process.poll()} last events {events}\n{path.read_text()[-12000:]}"
+        return (f"pid {self.process.pid} rc {self.process.poll()} last events {events}\n"
+                f"{path.read_text()[-12000:]}")
 
     def kill(self) -> None:
         if self.process.poll() is None:

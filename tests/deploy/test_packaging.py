@@ -44,7 +44,8 @@ out = io.StringIO()
 with contextlib.redirect_stdout(out):
     code = dump_log([str(directory), "--print-data", "--output", "json"])
 records = [json.loads(line) for line in out.getvalue().splitlines() if '"record"' in line]
-files = {p.name for p in resources.files("kanal.v1").iterdir()} | {p.name for p in resources.files("kanal").iterdir()}
+files = {p.name for p in resources.files("kanal.v1").iterdir()}
+files |= {p.name for p in resources.files("kanal").iterdir()}
 print(json.dumps({"dump_exit": code, "values": [r["value"] for r in records],
                   "native": [producer.NATIVE, consumer.NATIVE, validation.NATIVE],
                   "has": sorted(f for f in files if f.endswith((".proto", ".json", ".pyi", "py.typed")))}))

@@ -49,10 +49,10 @@ _T0 = 1_700_000_000_000
 INPUTS = [
     {
         "name": "plain",
-        "description": "Not idempotent (producer id, epoch and sequence 0, so left out), uncompressed. Record 0: "
-                       "key and one header; record 1: null key (field absent), a later timestamp; record 2: an "
-                       "earlier timestamp than the first (negative zigzag delta), an empty but present value, a "
-                       "header whose value is null.",
+        "description": "Not idempotent (producer id, epoch and sequence 0, so left out), uncompressed. "
+                       "Record 0: key and one header; record 1: null key (field absent), a later timestamp; "
+                       "record 2: an earlier timestamp than the first (negative zigzag delta), an empty but "
+                       "present value, a header whose value is null.",
         "producer_id": 0, "producer_epoch": 0, "base_sequence": 0, "codec": 0,
         "records": [
             {"key_hex": b"user-1".hex(), "value_hex": b"hello".hex(), "timestamp_ms": _T0,
@@ -65,8 +65,8 @@ INPUTS = [
     },
     {
         "name": "idempotent",
-        "description": "An idempotent producer's batch: producer id 4242, epoch 3, base sequence 17 (its records "
-                       "take sequences 17, 18). Uncompressed.",
+        "description": "An idempotent producer's batch: producer id 4242, epoch 3, base sequence 17 (its "
+                       "records take sequences 17, 18). Uncompressed.",
         "producer_id": 4242, "producer_epoch": 3, "base_sequence": 17, "codec": 0,
         "records": [
             {"key_hex": b"order-7".hex(), "value_hex": b'{"qty":1}'.hex(), "timestamp_ms": _T0 + 100,
@@ -78,8 +78,8 @@ INPUTS = [
     },
     {
         "name": "gzip",
-        "description": "COMPRESSION_GZIP: `records` is the gzip stream of the serialized RecordList, and the CRC "
-                       "covers the compressed bytes. Not idempotent.",
+        "description": "COMPRESSION_GZIP: `records` is the gzip stream of the serialized RecordList, and "
+                       "the CRC covers the compressed bytes. Not idempotent.",
         "producer_id": 0, "producer_epoch": 0, "base_sequence": 0, "codec": records_pb2.COMPRESSION_GZIP,
         "records": [
             {"key_hex": b"sensor-%d" % (i % 2), "value_hex": b"temperature=21.%d" % i, "timestamp_ms": _T0 + i,
@@ -104,44 +104,48 @@ for _spec in INPUTS:  # the gzip records were written as bytes for brevity
             _rec["key_hex"], _rec["value_hex"] = _rec["key_hex"].hex(), _rec["value_hex"].hex()
 
 ENCODING_RULES = [
-    ("RecordBatch, RecordList, Record and RecordHeader are ordinary protobuf messages (records.proto). The "
-    "vectors hold the canonical encoding kanal's writers produce: fields in field-number order, each field "
-    "once, and a scalar field whose value is zero (0, COMPRESSION_NONE, empty bytes or string) left out, as "
-    "proto3 writes it. Readers accept any valid encoding and the broker stores a producer's bytes as they came, "
-    "so only the CRC rules are binding; a writer that follows these rules can compare its bytes with the "
-    "vectors."),
-    ("Fields with presence (`optional`: Record.key, Record.value, RecordHeader.value) are written whenever they "
-    "are set, even when empty (tag and a zero length): absent means null, present and empty means empty. "
-    "Repeated fields (RecordList.records, Record.headers) are written element by element, in order."),
-    ("Wire types: int32/int64/uint32/enum as varints (a negative int32 or int64 as the 10-byte varint of its "
-    "64-bit two's complement), sint64 (Record.timestamp_delta_ms) as a zigzag varint, fixed64/fixed32/"
-    "sfixed32 little-endian, bytes/string/messages as a varint length then the bytes."),
-    ("Record fields: offset_delta = the record's index in the batch (so the first record leaves it out); "
-    "timestamp_delta_ms = its timestamp - first_timestamp_ms. Batch fields: first_timestamp_ms = the first "
-    "record's timestamp, max_timestamp_ms = the largest, record_count = the number of records, "
-    "last_offset_delta = record_count - 1 (left out of a one-record batch, being 0)."),
-    ("A producer leaves base_offset (field 1) and partition_leader_epoch (field 2) out. The leader appends the "
-    "19-byte broker suffix 0x09 <base_offset u64 LE> 0x15 <partition_leader_epoch i32 LE> 0x65 "
-    "<last_offset_delta u32 LE> after the producer bytes without re-encoding them: the stored batch."),
-    ("When a field occurs more than once, the last occurrence wins (protobuf's rule for scalar and bytes "
-    "fields). The stored batch relies on it: the suffix restates fields 1, 2 and 12 after the producer's "
-    "bytes. A reader that walks the bytes by hand must keep the last value of each field and compute both "
-    "CRCs from those values."),
-    ("RecordBatch.crc = CRC-32C (Castagnoli) of crc_header_hex followed by records_payload_hex. crc_header_hex "
-    "is 44 bytes, big-endian: producer_id i64, producer_epoch i32, base_sequence i32, first_timestamp_ms i64, "
-    "max_timestamp_ms i64, record_count i32, last_offset_delta i32, codec i32 (values as the batch carries "
-    "them, zeros included even where the field is left out of the protobuf bytes). records_payload_hex is the "
-    "value of field 10 as sent: compressed when codec is set. The crc field is not part of its own input, nor "
-    "are base_offset and partition_leader_epoch. It is written as field 11 (tag 0x5d), 4 bytes little-endian, "
-    "between `records` (field 10) and last_offset_delta (field 12); a CRC that happens to be 0 is left out "
-    "like any zero field, and a reader that finds no crc field reads 0."),
-    ("Log entry (segment files, FetchResponse.records): <N u32 BE> <entry CRC u32 BE> <N bytes: the stored "
-    "batch>. Entry CRC = CRC-32C of the stored batch with the payload of field 10 left out: the bytes before "
-    "the payload (field 10's tag and length included) followed by the bytes after it (entry_crc_input_hex)."),
+    ("RecordBatch, RecordList, Record and RecordHeader are ordinary protobuf messages (records.proto). "
+    "The vectors hold the canonical encoding kanal's writers produce: fields in field-number order, "
+    "each field once, and a scalar field whose value is zero (0, COMPRESSION_NONE, empty bytes or "
+    "string) left out, as proto3 writes it. Readers accept any valid encoding and the broker stores a "
+    "producer's bytes as they came, so only the CRC rules are binding; a writer that follows these "
+    "rules can compare its bytes with the vectors."),
+    ("Fields with presence (`optional`: Record.key, Record.value, RecordHeader.value) are written "
+    "whenever they are set, even when empty (tag and a zero length): absent means null, present and "
+    "empty means empty. Repeated fields (RecordList.records, Record.headers) are written element by "
+    "element, in order."),
+    ("Wire types: int32/int64/uint32/enum as varints (a negative int32 or int64 as the 10-byte varint "
+    "of its 64-bit two's complement), sint64 (Record.timestamp_delta_ms) as a zigzag varint, "
+    "fixed64/fixed32/sfixed32 little-endian, bytes/string/messages as a varint length then the bytes."),
+    ("Record fields: offset_delta = the record's index in the batch (so the first record leaves it "
+    "out); timestamp_delta_ms = its timestamp - first_timestamp_ms. Batch fields: first_timestamp_ms = "
+    "the first record's timestamp, max_timestamp_ms = the largest, record_count = the number of "
+    "records, last_offset_delta = record_count - 1 (left out of a one-record batch, being 0)."),
+    ("A producer leaves base_offset (field 1) and partition_leader_epoch (field 2) out. The leader "
+    "appends the 19-byte broker suffix 0x09 <base_offset u64 LE> 0x15 <partition_leader_epoch i32 LE> "
+    "0x65 <last_offset_delta u32 LE> after the producer bytes without re-encoding them: the stored "
+    "batch."),
+    ("When a field occurs more than once, the last occurrence wins (protobuf's rule for scalar and "
+    "bytes fields). The stored batch relies on it: the suffix restates fields 1, 2 and 12 after the "
+    "producer's bytes. A reader that walks the bytes by hand must keep the last value of each field and "
+    "compute both CRCs from those values."),
+    ("RecordBatch.crc = CRC-32C (Castagnoli) of crc_header_hex followed by records_payload_hex. "
+    "crc_header_hex is 44 bytes, big-endian: producer_id i64, producer_epoch i32, base_sequence i32, "
+    "first_timestamp_ms i64, max_timestamp_ms i64, record_count i32, last_offset_delta i32, codec i32 "
+    "(values as the batch carries them, zeros included even where the field is left out of the protobuf "
+    "bytes). records_payload_hex is the value of field 10 as sent: compressed when codec is set. The "
+    "crc field is not part of its own input, nor are base_offset and partition_leader_epoch. It is "
+    "written as field 11 (tag 0x5d), 4 bytes little-endian, between `records` (field 10) and "
+    "last_offset_delta (field 12); a CRC that happens to be 0 is left out like any zero field, and a "
+    "reader that finds no crc field reads 0."),
+    ("Log entry (segment files, FetchResponse.records): <N u32 BE> <entry CRC u32 BE> <N bytes: the "
+    "stored batch>. Entry CRC = CRC-32C of the stored batch with the payload of field 10 left out: the "
+    "bytes before the payload (field 10's tag and length included) followed by the bytes after it "
+    "(entry_crc_input_hex)."),
     ("Compressed payloads are not canonical: another gzip writer may produce other bytes for the same "
-    "RecordList. The CRC covers the bytes sent, whatever they are. The gzip vector gives the exact payload "
-    "kanal wrote: a reader checks its decompression and CRC with it, a writer checks its framing by framing "
-    "that payload. gzip is an RFC 1952 stream (zlib's default level 6 here)."),
+    "RecordList. The CRC covers the bytes sent, whatever they are. The gzip vector gives the exact "
+    "payload kanal wrote: a reader checks its decompression and CRC with it, a writer checks its "
+    "framing by framing that payload. gzip is an RFC 1952 stream (zlib's default level 6 here)."),
 ]
 
 CRC32C = {

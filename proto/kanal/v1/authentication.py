@@ -96,7 +96,8 @@ def load_crl(path: Path, ca_pem: bytes | None) -> frozenset[int]:
     if not any(ca.subject == crl.issuer and _signed_by(crl, ca) for ca in cas):
         raise KanalError(
             ErrorCode.INVALID_CONFIG,
-            f"--tls-crl-file {path}: not signed by a CA of --tls-ca-file (issuer {crl.issuer.rfc4514_string()})",
+            f"--tls-crl-file {path}: not signed by a CA of --tls-ca-file (issuer "
+            f"{crl.issuer.rfc4514_string()})",
         )
     return frozenset(entry.serial_number for entry in crl)
 

@@ -445,7 +445,8 @@ def check_header(batch: RecordBatch | BatchHeader) -> None:
     if not batch.record_count - 1 <= batch.last_offset_delta < RECORDS_PER_BATCH_MAX:
         raise KanalError(
             ErrorCode.INVALID_RECORD,
-            f"last_offset_delta {batch.last_offset_delta} is below record_count - 1 ({batch.record_count - 1})",
+            f"last_offset_delta {batch.last_offset_delta} is below record_count - 1 "
+            f"({batch.record_count - 1})",
         )
     if batch.max_timestamp_ms < batch.first_timestamp_ms:
         raise KanalError(ErrorCode.INVALID_TIMESTAMP, "max_timestamp_ms is before first_timestamp_ms")

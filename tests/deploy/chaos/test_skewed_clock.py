@@ -54,7 +54,8 @@ def test_the_launcher_runs_a_module_on_the_stepped_clock(tmp_path):
     write_offset(offset, -7200.0)
     # clock_gettime is not patched: it is the real wall clock, to measure the module's against.
     (tmp_path / "show_clock.py").write_text(
-        "import sys, time\nprint(round(time.time() - time.clock_gettime(time.CLOCK_REALTIME)), *sys.argv[1:])\n")
+        "import sys, time\n"
+        "print(round(time.time() - time.clock_gettime(time.CLOCK_REALTIME)), *sys.argv[1:])\n")
     out = subprocess.run([sys.executable, "-m", "kanal.deploy.chaos.skewed_clock", str(offset), "show_clock", "a", "b"],
                          capture_output=True, text=True, check=True, timeout=60, env={**os.environ,
                          "PYTHONPATH": str(tmp_path)}).stdout
