@@ -8,7 +8,8 @@ kanal.clients.consumer.NATIVE are False), and the broker its pure-Python record 
 
     _producer_fast  produce()'s per-record path (clients/_producer_fast.c, clients/_producer_records.c)
     _consumer_fast  the consumer's per-record decoding of fetched RecordLists (clients/_consumer_fast.c)
-    _batch_walk     the leader's validation walk of every produced batch's records (proto/kanal/v1/_batch_walk.c)
+    _batch_walk     the leader's validation walk of every produced batch's records
+                    (proto/kanal/v1/_batch_walk.c)
     _record_columns the Spark log source's walk of stored records into Arrow column buffers
                     (spark/_record_columns.c; without it, kanal.spark decodes records with protobuf)
 """

@@ -1,4 +1,5 @@
-"""End-to-end latency of kanal beside NATS JetStream's push consumer, in alternating rounds (issue 25, goals 1-2).
+"""End-to-end latency of kanal beside NATS JetStream's push consumer, in alternating rounds
+(issue 25, goals 1-2).
 
     python benchmarks/latency_bench.py [--rounds 5] [--seconds 5] [--rate 2000] [--no-install]
 

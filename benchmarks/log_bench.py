@@ -8,9 +8,8 @@ For 100-byte and 1 KiB records in batches of 1,000 it measures, on the same disk
   read          Log.read in 1 MiB chunks from the page cache, start to end
 Batches are built once up front: producer-side encoding is the client's cost, not the log's.
 Plain writes and appends alternate for several rounds (the page cache's writeback makes single runs
-noisy); medians are printed as one JSON object. fsync policy: none on the append path (the default; durability comes
-from
-replication), so both the plain writes and the appends measure the page cache.
+noisy); medians are printed as one JSON object. fsync policy: none on the append path (the default; durability
+comes from replication), so both the plain writes and the appends measure the page cache.
 """
 
 from __future__ import annotations

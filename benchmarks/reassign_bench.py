@@ -7,13 +7,12 @@ replication-factor-1 topic on broker 0 with --size-mb of records (produce_many i
 256 KiB batches, acks=1, every future checked; ~30 s for 1 GiB here), checks that the log end offset is
 the number of records produced and measures the partition's bytes on disk, then moves it
 with the reassignment API: to broker 1 without a throttle, and back to broker 0 with
-`follower.replication.throttled.rate` = --throttle-mb-s. Each move is timed from the AlterPartitionReassignments
-call until ListPartitionReassignments shows it complete (the new replica caught up, joined the ISR, the
-controller wrote the completion and the old replica's broker deleted it); after each move the new
-replica's bytes on disk are measured too, so a move cannot be timed on a log that was not copied. Prints
-one JSON object: fill time, bytes on disk, seconds and MB/s per move, the throttled rate as a fraction of
-the setting. Bounded: filling stops at
-the size, each move waits at most --move-timeout-s.
+`follower.replication.throttled.rate` = --throttle-mb-s. Each move is timed from the
+AlterPartitionReassignments call until ListPartitionReassignments shows it complete (the new replica caught
+up, joined the ISR, the controller wrote the completion and the old replica's broker deleted it); after each
+move the new replica's bytes on disk are measured too, so a move cannot be timed on a log that was not copied.
+Prints one JSON object: fill time, bytes on disk, seconds and MB/s per move, the throttled rate as a fraction
+of the setting. Bounded: filling stops at the size, each move waits at most --move-timeout-s.
 """
 
 from __future__ import annotations

@@ -5,11 +5,11 @@ No I/O, no threads, no clock: every call takes `now_ms`, and answers come back a
 
 States and moves:
 
-    Empty ──join──► PreparingRebalance ──all known members rejoined, or rebalance timeout──► CompletingRebalance
-      ▲                  ▲      │ (no member left: back to Empty, generation + 1)                 │
-      │                  │      └──────────────────────────────────────────────────────────────┐  │ leader's
-      │   join / leave / session expiry / leader rejoin ◄── Stable ◄──────────────────────────────┼──┘ SyncGroup
-      └── last member leaves or expires (via PreparingRebalance) ─────────────────────────────────┘
+  Empty ──join──► PreparingRebalance ──all known members rejoined, or rebalance timeout──► CompletingRebalance
+    ▲                  ▲      │ (no member left: back to Empty, generation + 1)                 │
+    │                  │      └──────────────────────────────────────────────────────────────┐  │ leader's
+    │   join / leave / session expiry / leader rejoin ◄── Stable ◄──────────────────────────────┼──┘ SyncGroup
+    └── last member leaves or expires (via PreparingRebalance) ─────────────────────────────────┘
 
   Dead: the group was deleted or its partition moved away; every pending call is answered.
 

@@ -239,7 +239,8 @@ class GroupCoordinator:
                     continue  # running, or waiting for its retry
                 load.retry_at_s = None
                 starts.append((p, load))
-        # Submitted outside `_lock`: a job that is already done runs its callback here, and that takes `_lock`.
+        # Submitted outside `_lock`: a job that is already done runs its callback here, and that takes
+        # `_lock`.
         for p, load in starts:
             try:
                 future = self._loader.submit(self._load, p, load)

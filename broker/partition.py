@@ -14,12 +14,12 @@ One lock per partition serialises its log and state. An acks=all produce registe
 same critical section as its append and is answered through a callback when the replication core
 completes it (Kafka's produce purgatory): no thread waits for it.
 
-Long-poll fetches park with a waiter of their own (fetch_call.py), registered here (under the lock, in the same
-critical section as their read, so no change between the read and the wait is missed) in one of two
-sets: followers wake when the log end moves, consumers when the high-water mark moves. Only the polls
-that can answer are woken: one broker-wide condition woke every poll on every append and HW move, and on
-2 cores those spurious wake-ups (each a thread hand-off and a re-read) cost more CPU than the replication.
-Role changes and deletion wake both sets, so a poll sees its new error at once.
+Long-poll fetches park with a waiter of their own (fetch_call.py), registered here (under the lock, in the
+same critical section as their read, so no change between the read and the wait is missed) in one of two sets:
+followers wake when the log end moves, consumers when the high-water mark moves. Only the polls that can
+answer are woken: one broker-wide condition woke every poll on every append and HW move, and on 2 cores those
+spurious wake-ups (each a thread hand-off and a re-read) cost more CPU than the replication. Role changes and
+deletion wake both sets, so a poll sees its new error at once.
 
 Transactions (issue 22): every stored batch, on the leader, on followers and in replay, also goes to the
 TransactionIndex (transaction_index.py), which gives the last stable offset and the aborted transactions
@@ -369,7 +369,8 @@ class Partition:
                         if isinstance(verdict, Reject):
                             raise verdict.to_error()
                         if isinstance(verdict, Duplicate):
-                            # Already stored: answer with the original offsets (acks=all still waits for them).
+                            # Already stored: answer with the original offsets (acks=all still waits for
+                            # them).
                             out.batch_base_offsets.append(verdict.base_offset)
                             required = max(required or 0, verdict.last_offset + 1)
                             continue

@@ -10,10 +10,10 @@ recorded in its directory (storage/partition_metadata.py) and the replica is nev
 On reconcile, a replica whose topic name now has another id (deleted and recreated) is deleted and a
 fresh one created; a directory on disk recording another id is never adopted but removed as a stray
 (`_claim_directory`). The first image given (the metadata follower publishes none before its initial
-catch-up, metadata_catch_up.py, so it is the cluster as it is now) also removes the replica directories it does not name
-at all (topics
-deleted while this broker was away). A Fetch naming a topic id that is not the one hosted under the
-name is answered UNKNOWN_TOPIC_ID (`partition`), so a follower never copies across incarnations.
+catch-up, metadata_catch_up.py, so it is the cluster as it is now) also removes the replica directories it
+does not name at all (topics deleted while this broker was away). A Fetch naming a topic id that is not the
+one hosted under the name is answered UNKNOWN_TOPIC_ID (`partition`), so a follower never copies across
+incarnations.
 """
 
 from __future__ import annotations
@@ -138,7 +138,8 @@ class ReplicaManager:
                                     p.partition_epoch)
             part = self._partitions.get(key)
             if part is not None and part.topic_id != topic.topic_id:
-                # Deleted and recreated between two images this broker saw: the old log is not the new topic's.
+                # Deleted and recreated between two images this broker saw: the old log is not the new
+                # topic's.
                 with self._lock:
                     self._partitions.pop(key)
                 part.delete()

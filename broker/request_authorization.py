@@ -313,7 +313,8 @@ def _find_coordinator(request: broker_pb2.FindCoordinatorRequest, access: Access
 
 
 def _txn_id_refusal(request: Any, access: Access, response_type: type) -> Admission | None:
-    """In-band TRANSACTIONAL_ID_AUTHORIZATION_FAILED unless the caller may WRITE the call's transactional id."""
+    """In-band TRANSACTIONAL_ID_AUTHORIZATION_FAILED unless the caller may WRITE the call's transactional
+    id."""
     op, tid = _OP.ACL_OPERATION_WRITE, request.producer.transactional_id
     if access.allows(op, TRANSACTIONAL_ID, tid):
         return None

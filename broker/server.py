@@ -157,8 +157,9 @@ class BrokerServer:
         options = [("grpc.max_receive_message_length", self.config.grpc_message_bytes_max),
                    ("grpc.max_send_message_length", self.config.grpc_message_bytes_max),
                    ("grpc.so_reuseport", 0)]
-        # Every call is authenticated at the door and served with its principal bound (kanal.v1.authentication);
-        # client quotas (broker/quota_interceptor.py) are applied inside that, to the call's principal.
+        # Every call is authenticated at the door and served with its principal bound
+        # (kanal.v1.authentication); client quotas (broker/quota_interceptor.py) are applied inside that, to
+        # the call's principal.
         self.authenticator = Authenticator(self.config.security, self._scram_credentials, unready=self._unready)
         server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options,
                                  interceptors=[aio_server_interceptor(self.authenticator),

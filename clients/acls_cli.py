@@ -1,7 +1,8 @@
 """`kanal acls add|list|remove`: access-control entries with kafka-acls' spellings.
 
     kanal acls add --allow-principal User:alice --operation Read --operation Describe --topic orders
-    kanal acls add --allow-principal User:etl --operation Write --topic orders- --resource-pattern-type prefixed
+    kanal acls add --allow-principal User:etl --operation Write --topic orders- \\
+        --resource-pattern-type prefixed
     kanal acls add --deny-principal User:* --deny-host 10.0.0.9 --operation All --cluster
     kanal acls list [--topic orders [--resource-pattern-type match]] [--principal User:alice]
     kanal acls remove --topic orders [--allow-principal User:alice] [--operation Read]

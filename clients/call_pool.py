@@ -86,7 +86,8 @@ class CallPool:
             try:
                 on_done(reply, error)
             except BaseException:
-                # A failing callback is a bug in the caller: say so loudly, nobody may be waiting on the future.
+                # A failing callback is a bug in the caller: say so loudly, nobody may be waiting on the
+                # future.
                 log.exception("the callback of a call to %s failed", method)
                 raise
             finally:

@@ -135,7 +135,8 @@ class RecordList:
 
 
 class BufferMemory:
-    """The accumulator's buffered bytes (the C BufferMemory has the same attribute); changed under its lock."""
+    """The accumulator's buffered bytes (the C BufferMemory has the same attribute); changed under its
+    lock."""
 
     __slots__ = ("buffered_bytes",)
 

@@ -19,10 +19,10 @@ item is then checked in this order, and a failed item writes nothing:
 
 An ISR equal to the current one is a retry whose first attempt was applied: no record, success. Otherwise
 one PartitionChangeRecord sets the ISR, with each member's directory id (members that stay keep the one
-recorded; an added member's is its current registration's: its log is on that disk, see election.py): CAUSE_ISR_EXPAND
-when it adds a replica, CAUSE_ISR_SHRINK when it
-only removes. Items of a reply carry the ISR and epochs in force after the records are applied (for
-failed items: the current ones, so the leader can refresh without a metadata fetch).
+recorded; an added member's is its current registration's: its log is on that disk, see election.py):
+CAUSE_ISR_EXPAND when it adds a replica, CAUSE_ISR_SHRINK when it only removes. Items of a reply carry the ISR
+and epochs in force after the records are applied (for failed items: the current ones, so the leader can
+refresh without a metadata fetch).
 """
 
 from __future__ import annotations

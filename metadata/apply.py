@@ -23,8 +23,8 @@ Rules apply_batch keeps:
 
 Indexes (image.py): the per-broker replica and preferred-leader counts and the topic-name collision
 keys change with TopicRecord, PartitionRecord, PartitionReassignment and RemoveTopic. Count changes are
-summed per call and folded into the image once, at the end (journaled like every other change), so a 10,000-partition
-batch touches each broker's count once; nothing reads them while a batch is being applied.
+summed per call and folded into the image once, at the end (journaled like every other change), so a
+10,000-partition batch touches each broker's count once; nothing reads them while a batch is being applied.
 
 Epochs: a PartitionChange that sets `leader` must change it and bumps leader_epoch; every
 PartitionChange bumps partition_epoch; so does every PartitionReassignment, which bumps leader_epoch

@@ -3,9 +3,9 @@
 AlterClientQuotas: each entry (one entity) succeeds or fails as a whole: an unknown entity type or key, an
 illegal entity name or client id, a client id on a client-id entity, a key named twice, or a value that
 is not a finite number > 0 fails it with INVALID_QUOTA and writes nothing for it. An entity with a
-client id is Kafka's user+client-id entity (QuotaEntity.client_id). Records are written only for real changes (setting
-the current value, or removing a
-quota that is not set, writes nothing). See client_quota.py for the entity and key rules.
+client id is Kafka's user+client-id entity (QuotaEntity.client_id). Records are written only for real changes
+(setting the current value, or removing a quota that is not set, writes nothing). See client_quota.py for the
+entity and key rules.
 """
 
 from __future__ import annotations

@@ -2,10 +2,9 @@
 
 A plain object: brokers and their registrations, topics and their partitions (replicas, ISR, leader and
 epochs), topic and broker configs, client quotas, access-control entries, the next producer id, the
-highest controller epoch seen and the next metadata offset. It changes only through `kanal.metadata.apply` (records in,
-state changed),
-so every replica of it (active controller, standbys, brokers, Spark replay) is the same function of the
-log. Images compare equal when they describe the same cluster at the same offset.
+highest controller epoch seen and the next metadata offset. It changes only through `kanal.metadata.apply`
+(records in, state changed), so every replica of it (active controller, standbys, brokers, Spark replay) is
+the same function of the log. Images compare equal when they describe the same cluster at the same offset.
 
 Partition states and broker registrations are frozen values: a change replaces them, which keeps
 `apply_batch`'s rollback a matter of putting the old objects back.

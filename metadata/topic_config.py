@@ -14,8 +14,8 @@ Admission and reading. `parse_topic_config` is the admission rule: CreateTopics 
 what it refuses. What the metadata log already holds is read with `read_stored_topic_config`, which also
 takes a value an older version admitted under a looser rule (before the rule above, any integer below the
 minimum of those keys meant "no limit", and integers of any key could be spelled as Python's int() reads
-them, `1_000` or non-ASCII digits) and reads it as that version did: replaying an old log must never fail, nor change
-what a topic does.
+them, `1_000` or non-ASCII digits) and reads it as that version did: replaying an old log must never fail, nor
+change what a topic does.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """`kanal controller`: run one controller of the metadata quorum until SIGTERM or SIGINT.
 
     kanal controller --id 1 --listen 127.0.0.1:9601 --raft 127.0.0.1:9701 \\
-        --peers 1=127.0.0.1:9701=127.0.0.1:9601,2=127.0.0.1:9702=127.0.0.1:9602,3=127.0.0.1:9703=127.0.0.1:9603 \\
+        --peers \\
+        1=127.0.0.1:9701=127.0.0.1:9601,2=127.0.0.1:9702=127.0.0.1:9602,3=127.0.0.1:9703=127.0.0.1:9603 \\
         --data-dir /var/lib/kanal/controller-1 --cluster-secret-file /etc/kanal/secret
 
 Exit status: 0 after a clean stop, 1 when the controller could not start, 2 for bad flags (one line on

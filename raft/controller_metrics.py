@@ -17,7 +17,8 @@ counted on the side: a scrape of any controller (active or standby) says what th
     kanal_controller_global_topic_count             topics
     kanal_controller_global_partition_count         partitions
     kanal_controller_offline_partitions_count       partitions with no leader
-    kanal_controller_under_replicated_partitions_count  led partitions whose ISR is smaller than their replicas
+    kanal_controller_under_replicated_partitions_count  led partitions whose ISR is smaller than their
+                                                        replicas
     kanal_controller_preferred_replica_imbalance_count  partitions led by another than their first replica
     kanal_raft_current_leader                       controller id of the Raft leader (-1: none known)
     kanal_raft_current_epoch                        Raft term

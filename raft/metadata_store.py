@@ -127,7 +127,8 @@ class MetadataStore:
         return [self._apply_command(command) for command in decode_entry(data)]
 
     def apply(self, data: bytes) -> AppliedEntry:
-        """Judge and apply one committed command (an entry of one command); append it to the log exactly once."""
+        """Judge and apply one committed command (an entry of one command); append it to the log exactly
+        once."""
         return self._apply_command(decode_command(data))
 
     def _apply_command(self, command: MetadataCommand) -> AppliedEntry:

@@ -179,10 +179,10 @@ class RaftNode(SyncObj):
         self.apply_metadata_command(command, callback=callback)
 
     def hand_off_leadership(self) -> None:
-        """Ask for Raft leadership to move to the most caught-up connected voter (Raft's TimeoutNow, pysyncobj's
-        transferLeadership), on the next tick: pysyncobj's state is only touched on its tick thread. Best
-        effort: pysyncobj refuses while no voter has the whole log (call again once it has caught up), and
-        success only means the message was sent; `is_leader()` turning false is the proof."""
+        """Ask for Raft leadership to move to the most caught-up connected voter (Raft's TimeoutNow,
+        pysyncobj's transferLeadership), on the next tick: pysyncobj's state is only touched on its tick
+        thread. Best effort: pysyncobj refuses while no voter has the whole log (call again once it has caught
+        up), and success only means the message was sent; `is_leader()` turning false is the proof."""
         self._kanal_hand_off.set()
 
     def _onTick(self, timeToWait: float = 0.0) -> None:

@@ -25,7 +25,8 @@ _spec.loader.exec_module(package_tree_module)
 
 @pytest.fixture
 def package_tree(tmp_path) -> tuple[Path, dict[Path, Path]]:
-    """(root, tree path → checkout path): the `kanal` package copied to tmp_path/tree as a wheel lays it out."""
+    """(root, tree path → checkout path): the `kanal` package copied to tmp_path/tree as a wheel lays it
+    out."""
     root = tmp_path / "tree"
     return root, package_tree_module.build_package_tree(root)
 

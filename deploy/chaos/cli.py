@@ -2,8 +2,10 @@
 
     kanal chaos run --target dev --faults kill,pause,partition --duration 60s --seed 7 [--runs 3]
     kanal chaos run --target containers --image kanal:dev --faults kill,pause,partition --duration 60s
-    kanal chaos run --target dev --faults power,clock,disk --duration 60s   # power cuts, clock steps, full disks
-    kanal chaos run --target HOST:PORT[,HOST:PORT] --faults '' --duration 60s  # no faults: workloads + checker
+    kanal chaos run --target dev --faults power,clock,disk --duration 60s   # power cuts, clock steps,
+                                                                            # full disks
+    kanal chaos run --target HOST:PORT[,HOST:PORT] --faults '' --duration 60s  # no faults: workloads +
+                                                                               # checker
     kanal chaos check HISTORY.jsonl
     kanal chaos schedule --faults kill,partition --duration 60s --seed 7   # the faults a seed gives
 
@@ -11,9 +13,8 @@
 unavailability windows, violations), writes each run's history to `--history-dir` (default
 ./chaos-histories/seed-N.jsonl), and exits 1 when any run shows a violation (2 on bad arguments, 3 when a
 run could not be carried out). Run `r` of `--runs N` uses seed `--seed + r`. `--target dev` and
-`--target containers` need root: every node runs in its own network namespace. Ctrl-C heals every fault and stops
-everything the run
-started before it exits.
+`--target containers` need root: every node runs in its own network namespace. Ctrl-C heals every fault and
+stops everything the run started before it exits.
 
 `--unsafe-test-mutation NAME` runs the brokers from a copy of kanal.broker with a deliberate bug
 (mutation.py; for the mutation check that proves the runner finds what it should). Never for real use.

@@ -2,15 +2,15 @@
 
 `start(fault)` resolves the fault's roles to nodes (the leader of a partition is asked for at that moment),
 injects it and records a `nemesis start` event naming what it hit; `stop(fault)` undoes it and records
-`nemesis stop`. `heal_all()` undoes whatever is still in force — every paused node resumed, every network fault removed,
-every full disk emptied, every stepped clock set right, every killed or powered-off node started again — and is safe
-to call at any time and more than once: the runner calls it in a `finally`, so an exception or Ctrl-C never leaves a
-fault behind.
+`nemesis stop`. `heal_all()` undoes whatever is still in force — every paused node resumed, every network
+fault removed, every full disk emptied, every stepped clock set right, every killed or powered-off node
+started again — and is safe to call at any time and more than once: the runner calls it in a `finally`, so an
+exception or Ctrl-C never leaves a fault behind.
 
-A power cut is SIGKILL of the node, then the target drops every write the node did not fsync and mounts its data
-directory again (storage.py); the node stays down until the fault ends. A clock fault steps the broker's wall
-clock (skewed_clock.py) and restarts the broker on it, since kanal's servers read the wall clock when they
-start; its end steps the clock back and restarts the broker again on the true clock.
+A power cut is SIGKILL of the node, then the target drops every write the node did not fsync and mounts its
+data directory again (storage.py); the node stays down until the fault ends. A clock fault steps the broker's
+wall clock (skewed_clock.py) and restarts the broker on it, since kanal's servers read the wall clock when
+they start; its end steps the clock back and restarts the broker again on the true clock.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""CallPool: blocking calls on pooled threads; a call submitted from a callback runs next on the same thread."""
+"""CallPool: blocking calls on pooled threads; a call submitted from a callback runs next on the same
+thread."""
 
 from __future__ import annotations
 

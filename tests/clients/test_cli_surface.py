@@ -30,7 +30,8 @@ _EXTRA = {("groups", "reset-offsets"): ["--topic", "t", "--to-earliest"],
           ("reassign", "cancel"): ["--plan", "{plan}"],
           ("leaders", "elect"): ["--preferred"],
           ("brokers", "unregister"): ["--id", "1"]}
-# A well-formed plan (kafka-reassign-partitions' JSON) for the commands that read one before they ask the cluster.
+# A well-formed plan (kafka-reassign-partitions' JSON) for the commands that read one before they ask the
+# cluster.
 PLAN_JSON = '{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [0, 1]}]}'
 
 

@@ -4,9 +4,9 @@ each grant enables exactly its operation, a deny beats an allow, prefixed patter
 Metadata shows only describable topics. A raw Fetch that claims a replica id without that broker's
 principal gets CLUSTER_AUTHORIZATION_FAILED and changes no ISR.
 
-The controllers run without the authorizer: with it on, broker calls need each broker's own principal,
-which only authentication (TLS) gives. So the test's admin writes (topics, ACLs) go to the controllers
-directly, and the brokers are what is checked; the controllers' own checks are tests/raft/test_controller_acls.py.
+The controllers run without the authorizer: with it on, broker calls need each broker's own principal, which
+only authentication (TLS) gives. So the test's admin writes (topics, ACLs) go to the controllers directly, and
+the brokers are what is checked; the controllers' own checks are tests/raft/test_controller_acls.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Bad input against a real broker: each gets a clear error, nothing is stored, and the broker keeps serving."""
+"""Bad input against a real broker: each gets a clear error, nothing is stored, and the broker keeps
+serving."""
 
 from __future__ import annotations
 

@@ -420,9 +420,9 @@ def test_member_that_stops_polling_leaves_the_group_and_rejoins_on_its_next_poll
 
 
 def test_offsets_of_empty_groups_expire_after_retention_and_deleted_topics_lose_theirs(tmp_path):
-    """offsets.retention: an Empty group's offsets (and then the group) go once the retention has passed
-    since it emptied; a group with members keeps its offsets however old; a deleted topic's offsets go at
-    once, even for a live group. The deletions are tombstones in __consumer_offsets: they survive a restart."""
+    """offsets.retention: an Empty group's offsets (and then the group) go once the retention has passed since
+    it emptied; a group with members keeps its offsets however old; a deleted topic's offsets go at once, even
+    for a live group. The deletions are tombstones in __consumer_offsets: they survive a restart."""
     flags = [*BROKER_FLAGS, "--offsets-retention-ms", "1500", "--offsets-retention-check-interval-ms", "200"]
     cluster = LocalCluster(tmp_path / "retention", controllers=1, brokers=1, controller_flags=CONTROLLER_FLAGS,
                            broker_flags=flags)

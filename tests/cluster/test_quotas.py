@@ -2,10 +2,9 @@
 
 One broker (quotas are per broker, and one keeps the machine's two cores for the clients being
 measured), quota rates sampled over 11 windows of 100 ms (a rate averages about 1 s, so the
-allowance a client may burst to when a sample expires is small beside a 10-second run). Rates are ratios within one run:
-the bytes a
-client got acknowledged (or received) over the time it ran, against its quota and against an
-unthrottled client running beside it; nothing asserts how fast this machine is.
+allowance a client may burst to when a sample expires is small beside a 10-second run). Rates are ratios
+within one run: the bytes a client got acknowledged (or received) over the time it ran, against its quota and
+against an unthrottled client running beside it; nothing asserts how fast this machine is.
 """
 
 from __future__ import annotations

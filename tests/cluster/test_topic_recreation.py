@@ -3,8 +3,8 @@
 Real processes. The controllers' session timeout is long here (15 s), so the killed broker is still
 registered as live when the topic is recreated a moment later and gets a replica of the new topic too:
 the case the issue describes ("a replica offline while its topic is deleted and recreated"). It is
-restarted once its session has expired (a new incarnation may register only then). Leader epochs of the new topic
-restart where the old one's were, so only the topic id can tell the old log from the new topic's.
+restarted once its session has expired (a new incarnation may register only then). Leader epochs of the new
+topic restart where the old one's were, so only the topic id can tell the old log from the new topic's.
 """
 
 from __future__ import annotations

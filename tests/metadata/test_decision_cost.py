@@ -71,7 +71,8 @@ def _record(**body) -> metadata_pb2.MetadataRecord:
 
 
 def big_image(leader_of=lambda i: i % 2) -> MetadataImage:
-    """Brokers 0, 1, 2 live; BIG_TOPICS one-partition topics "old.<i>", replication factor 1, on `leader_of(i)`."""
+    """Brokers 0, 1, 2 live; BIG_TOPICS one-partition topics "old.<i>", replication factor 1, on
+    `leader_of(i)`."""
     image = MetadataImage()
     records = [
         _record(

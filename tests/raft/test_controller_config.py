@@ -119,6 +119,7 @@ def test_session_timeout_must_exceed_leader_fallback_plus_an_election(session_ms
         parse_controller_args(flags)
     message = str(info.value)
     assert message.startswith(f"--session-timeout-ms ({session_ms}) must exceed the leader fallback timeout")
-    # It names the way out: the largest session timeout that is not enough, the election timeout to stay below.
+    # It names the way out: the largest session timeout that is not enough, the election timeout to stay
+    # below.
     assert "raise --session-timeout-ms above" in message and "lower --election-timeout-ms below" in message
     assert "\n" not in message

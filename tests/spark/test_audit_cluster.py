@@ -1,8 +1,7 @@
 """The audit on real files written by a real cluster: a scripted history (create topics, produce, kill a
-broker, let it come back, alter a config, delete a topic, add and remove an ACL) must come back from the metadata log
-exactly, in
-order, with the right principals; the replayed image must equal the controllers'; and the data job must
-count what was produced."""
+broker, let it come back, alter a config, delete a topic, add and remove an ACL) must come back from the
+metadata log exactly, in order, with the right principals; the replayed image must equal the controllers'; and
+the data job must count what was produced."""
 
 from __future__ import annotations
 

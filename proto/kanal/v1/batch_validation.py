@@ -8,14 +8,16 @@ batch, as Kafka's log validator does, and refuses it unless all of these hold, c
 (the first broken rule gives the error; nothing of the batch is stored):
 
   1. the producer CRC matches and the header rules hold (check_scanned)      CORRUPT_MESSAGE /
-                                                                             INVALID_RECORD / INVALID_TIMESTAMP
+                                                                             INVALID_RECORD /
+                                                                             INVALID_TIMESTAMP
   2. the codec is one this broker knows                                      UNSUPPORTED_COMPRESSION_TYPE
   3. offsets are dense: last_offset_delta = record_count - 1                 INVALID_RECORD
   4. first_timestamp_ms >= 0 and max_timestamp_ms >= 0                       INVALID_TIMESTAMP
   5. `records` decompresses with its codec                                   INVALID_RECORD
      ... to at most records_bytes_max(batch_bytes_max) bytes                 MESSAGE_TOO_LARGE
      (RECORDS_EXPANSION_MAX x the topic's max.message.bytes: 64 MiB by default)
-  6. the RecordList walk (below), record after record                        INVALID_RECORD / INVALID_TIMESTAMP
+  6. the RecordList walk (below), record after record                        INVALID_RECORD /
+                                                                             INVALID_TIMESTAMP
   7. max_timestamp_ms equals the largest record timestamp                    INVALID_TIMESTAMP
   8. attributes hold only known bits; a client's Produce carries no CONTROL  INVALID_RECORD
      batch (markers come only from WriteTxnMarkers, `allow_control`), and a

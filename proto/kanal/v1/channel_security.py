@@ -136,7 +136,8 @@ class _CallDetails(NamedTuple):
 
 class _CredentialsInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
                               grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
-    """Adds the user name and password to every call's metadata (open_channel uses it on TLS channels only)."""
+    """Adds the user name and password to every call's metadata (open_channel uses it on TLS channels
+    only)."""
 
     def __init__(self, user: str, password: str) -> None:
         self._metadata = ((USER_METADATA_KEY, user.encode("utf-8")),
