@@ -1,6 +1,7 @@
-"""Stubs for the other brokers of the cluster, by endpoint: one channel each, opened on first use (TLS when the
-listeners have it) and kept until close. The group coordinator asks leaders for high-water marks through them
-(group_lag.py) and the transaction coordinator sends WriteTxnMarkers (through `GroupCoordinator.peer`)."""
+"""Stubs for the other brokers of the cluster, by endpoint: one channel each, opened on first use (TLS when
+the listeners have it) and kept until close. The group coordinator asks leaders for high-water marks through
+them (group_lag.py) and the transaction coordinator sends WriteTxnMarkers (through
+`GroupCoordinator.peer`)."""
 
 from __future__ import annotations
 

@@ -178,7 +178,8 @@ def test_audit_command_writes_tables_and_report(history, spark, tmp_path, capsys
 
 
 def _tables(out) -> dict[str, list]:
-    """Every Parquet table of a job's --out, as a sorted list of rows (order across tasks is Spark's choice)."""
+    """Every Parquet table of a job's --out, as a sorted list of rows (order across tasks is Spark's
+    choice)."""
     import pyarrow.parquet as pq
 
     return {d.name: sorted(repr(sorted(r.items())) for r in pq.read_table(d).to_pylist())
@@ -196,8 +197,8 @@ def _copy_if_there(src: str, dst: str) -> None:
 
 
 def test_audit_on_standalone_cluster_equals_local_mode(history, spark, tmp_path, capsys):
-    """`kanal audit --master spark://...` on a standalone master with one worker (both started here) writes the
-    same tables as local mode, read from the same copy of the cluster's files."""
+    """`kanal audit --master spark://...` on a standalone master with one worker (both started here) writes
+    the same tables as local mode, read from the same copy of the cluster's files."""
     import shutil
     import subprocess
     import sys
