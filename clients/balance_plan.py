@@ -357,7 +357,8 @@ def _repair_leaders(keys: Sequence[PartitionKey], sets: Mapping[PartitionKey, tu
         return len({rack[b] for b in replicas}) == min(len(replicas), racks_total)
 
     def chain_from(start: int) -> set[int] | None:
-        """Hand one leadership off `start` along the shortest chain; None if done, else the brokers reached."""
+        """Hand one leadership off `start` along the shortest chain; None if done, else the brokers
+        reached."""
         led_by: dict[int, list[PartitionKey]] = {}
         for key in keys:
             led_by.setdefault(leaders[key], []).append(key)
