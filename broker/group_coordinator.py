@@ -54,9 +54,11 @@ from kanal.broker.fatal import stop_process
 from kanal.broker.group import DEAD, Group, GroupLimits, Persist, Reply, check_group_id
 from kanal.broker.group_lag import GroupLag
 from kanal.broker.group_records import (
+    OffsetEntry,
     Record,
     apply_record,
     batch_of,
+    decode_record,
     group_record,
     offset_record,
     replay_entries,
@@ -574,19 +576,36 @@ class GroupCoordinator:
         reply = broker_pb2.OffsetFetchResponse()
         topic_id_of = _topic_ids(self._image())
         with self._lock:
-            self._require_owned(req.group_id)
+            offsets_p = self._require_owned(req.group_id)
             group = self._groups.get(req.group_id)
             offsets = group.current_offsets(topic_id_of) if group is not None else {}
+            unstable = self._pending_txn_partitions(offsets_p, req.group_id) if req.require_stable else set()
         if req.topics:
             wanted = [(t.topic, p) for t in req.topics for p in t.partitions]
         else:
             wanted = sorted(offsets)
         for tp in wanted:
+            if tp in unstable:
+                reply.offsets.add(topic=tp[0], partition=tp[1], offset=-1, leader_epoch=-1,
+                                  error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                continue
             value = offsets.get(tp)
             reply.offsets.add(topic=tp[0], partition=tp[1], offset=value.offset if value else -1,
                               leader_epoch=value.leader_epoch if value else -1,
                               metadata=value.metadata if value else "")
         return reply
+
+    def _pending_txn_partitions(self, p: int, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions with transactional offsets awaiting their marker (lock held)."""
+        pending = set()
+        for (held_p, _producer_id), records in self._txn_offsets.items():
+            if held_p != p:
+                continue
+            for record in records:
+                entry = decode_record(record)
+                if isinstance(entry, OffsetEntry) and entry.group_id == group_id:
+                    pending.add((entry.topic, entry.partition))
+        return pending
 
     # ---- admin ----
 

@@ -65,7 +65,7 @@ from kanal.broker.storage.partition_metadata import DELETE_SUFFIX, remove_direct
 from kanal.broker.storage.transaction_checkpoint import read_checkpoint, remove_checkpoint, write_checkpoint
 from kanal.broker.storage.transaction_index import TransactionIndex, TxnBatch, txn_batches_in
 from kanal.v1 import broker_pb2
-from kanal.v1.batch import ATTR_CONTROL, scan_batch
+from kanal.v1.batch import ATTR_CONTROL, coordinator_epoch_in, iter_entries, scan_batch
 from kanal.v1.batch_validation import validate_produced_batch
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -364,7 +364,12 @@ class Partition:
                                             allow_control=allow_control)
                     # Markers and the coordinators' own transactional writes (TxnOffsetCommit) stand outside
                     # the producer's sequences: only its own batches are checked.
-                    if header.producer_id and validate_producer and not header.attributes & ATTR_CONTROL:
+                    if header.attributes & ATTR_CONTROL:
+                        # A marker from a coordinator older than one that already wrote here is refused.
+                        verdict = self.producers.validate_marker(header.producer_id, coordinator_epoch_in(raw))
+                        if isinstance(verdict, Reject):
+                            raise verdict.to_error()
+                    elif header.producer_id and validate_producer:
                         verdict = self.producers.validate_header(header)
                         if isinstance(verdict, Reject):
                             raise verdict.to_error()
@@ -381,7 +386,7 @@ class Partition:
                     refused = exc
                     break
                 # Every batch is recorded, idempotent or not, so the table's position is the log end.
-                self.producers.record(ProducerBatch.from_header(header, info.base_offset))
+                self.producers.record(ProducerBatch.from_header(header, info.base_offset, raw))
                 self._record_transactional(header, raw, info.base_offset)
                 self.producer_activity.seen(header.producer_id, now_ms)
                 out.batch_base_offsets.append(info.base_offset)
@@ -527,11 +532,13 @@ class Partition:
             if p.records:
                 now_ms = wall_ms()
                 for info, header in self.log.append_replicated(p.records, now_ms=now_ms):
-                    self.producers.record(ProducerBatch.from_header(header, info.base_offset))
                     if header.attributes & ATTR_CONTROL:
                         stored = self.log.read(info.base_offset, 1 << 16).data
+                        self.producers.record(ProducerBatch.from_header(
+                            header, info.base_offset, next(iter_entries(stored, verify_crc=False)).batch))
                         self.transactions.record(next(txn_batches_in(stored)))
                     else:
+                        self.producers.record(ProducerBatch.from_header(header, info.base_offset))
                         self._record_transactional(header, b"", info.base_offset)
                     self.producer_activity.seen(header.producer_id, now_ms)
                 appended = len(p.records)

@@ -7,7 +7,7 @@ every batch below `offset` and none at or after it. Binary, big-endian:
 
     offset  size  field
     0       4     magic b"KPST"
-    4       2     version, u16 = 1
+    4       2     version, u16 = 2 (1 is still read: no coordinator epoch, -1)
     6       2     reserved, u16 = 0
     8       8     snapshot offset, i64 (equals the number in the file name)
     16      4     producer count N, u32
@@ -15,8 +15,10 @@ every batch below `offset` and none at or after it. Binary, big-endian:
                     0   8  producer id, i64 (> 0)
                     8   4  producer epoch, i32 (>= 0)
                     12  8  last timestamp ms, i64
-                    20  1  batch count B, u8 (1 .. 5)
-                    21  B x 24 bytes, oldest first:
+                    20  4  coordinator epoch, i32 (>= -1; version 2 only: version 1 entries end at 20)
+                    24  1  batch count B, u8 (1 .. 5; 0 when a marker moved the producer to its epoch,
+                           then the coordinator epoch is >= 0)
+                    25  B x 24 bytes, oldest first:
                           0   4  first sequence, i32 (0 .. 2^31-1)
                           4   4  last sequence, i32 (0 .. 2^31-1)
                           8   8  base offset, i64
@@ -44,6 +46,7 @@ import crc32c
 
 from kanal.broker.producer_state import (
     BATCHES_PER_PRODUCER_MAX,
+    NO_COORDINATOR_EPOCH,
     SEQUENCE_MAX,
     BatchMetadata,
     ProducerEntry,
@@ -57,9 +60,11 @@ from kanal.v1.error import ErrorCode, KanalError
 
 SUFFIX = ".snapshot"
 MAGIC = b"KPST"
-VERSION = 1
+VERSION = 2
+VERSIONS_READ = (1, 2)
 _HEADER = struct.Struct(">4sHHqI")  # magic, version, reserved, snapshot offset, producer count
-_PRODUCER = struct.Struct(">qiqB")  # producer id, epoch, last timestamp, batch count
+_PRODUCER = struct.Struct(">qiqiB")  # producer id, epoch, last timestamp, coordinator epoch, batch count
+_PRODUCER_V1 = struct.Struct(">qiqB")  # producer id, epoch, last timestamp, batch count
 _BATCH = struct.Struct(">iiqq")  # first sequence, last sequence, base offset, last offset
 _CRC = struct.Struct(">I")
 
@@ -85,7 +90,7 @@ def encode_snapshot(table: ProducerStateTable, offset: int) -> bytes:
     parts = [_HEADER.pack(MAGIC, VERSION, 0, offset, len(entries))]
     for entry in entries:
         parts.append(_PRODUCER.pack(entry.producer_id, entry.producer_epoch, entry.last_timestamp_ms,
-                                    len(entry.batches)))
+                                    entry.coordinator_epoch, len(entry.batches)))
         for b in entry.batches:
             parts.append(_BATCH.pack(b.first_sequence, b.last_sequence, b.base_offset, b.last_offset))
     body = b"".join(parts)
@@ -100,29 +105,37 @@ def decode_snapshot(data: bytes, path: Path | None = None) -> tuple[Offset, Prod
     magic, version, reserved, offset, count = _HEADER.unpack_from(body, 0)
     if magic != MAGIC:
         raise SnapshotDamaged(path, f"magic {magic!r} is not {MAGIC!r}")
-    if version != VERSION:
-        raise SnapshotDamaged(path, f"version {version} is not {VERSION}")
+    if version not in VERSIONS_READ:
+        raise SnapshotDamaged(path, f"version {version} is not one of {VERSIONS_READ}")
     if crc32c.crc32c(body) != crc:
         raise SnapshotDamaged(path, "CRC does not match")
     if reserved != 0 or offset < 0:
         raise SnapshotDamaged(path, f"reserved field {reserved} or offset {offset} out of range")
-    # Each producer takes at least one header and one batch: a count beyond that is damage, and checking
+    # Each producer takes at least its header: a count beyond that is damage, and checking
     # it first keeps a damaged count from making us loop for billions.
-    if count * (_PRODUCER.size + _BATCH.size) > len(body) - _HEADER.size:
+    producer_struct = _PRODUCER if version == 2 else _PRODUCER_V1
+    if count * producer_struct.size > len(body) - _HEADER.size:
         raise SnapshotDamaged(path, f"producer count {count} does not fit {len(body)} bytes")
     pos = _HEADER.size
     entries = []
     previous_id = 0
     for _ in range(count):
-        if pos + _PRODUCER.size > len(body):
+        if pos + producer_struct.size > len(body):
             raise SnapshotDamaged(path, "truncated producer entry")
-        producer_id, epoch, last_ts, batch_count = _PRODUCER.unpack_from(body, pos)
-        pos += _PRODUCER.size
-        if producer_id <= previous_id or epoch < 0 or not 1 <= batch_count <= BATCHES_PER_PRODUCER_MAX:
-            raise SnapshotDamaged(path, f"producer {producer_id} epoch {epoch} with {batch_count} batches is "
-                                        "out of order or out of range")
+        if version == 2:
+            producer_id, epoch, last_ts, coordinator_epoch, batch_count = _PRODUCER.unpack_from(body, pos)
+        else:
+            producer_id, epoch, last_ts, batch_count = _PRODUCER_V1.unpack_from(body, pos)
+            coordinator_epoch = NO_COORDINATOR_EPOCH
+        pos += producer_struct.size
+        fewest_batches = 0 if coordinator_epoch >= 0 else 1  # a marker-only entry has none
+        if (producer_id <= previous_id or epoch < 0 or coordinator_epoch < NO_COORDINATOR_EPOCH
+                or not fewest_batches <= batch_count <= BATCHES_PER_PRODUCER_MAX):
+            raise SnapshotDamaged(path, f"producer {producer_id} epoch {epoch} coordinator epoch {coordinator_epoch} "
+                                        f"with {batch_count} batches is out of order or out of range")
         previous_id = producer_id
-        entry = ProducerEntry(ProducerId(producer_id), ProducerEpoch(epoch), last_timestamp_ms=last_ts)
+        entry = ProducerEntry(ProducerId(producer_id), ProducerEpoch(epoch), last_timestamp_ms=last_ts,
+                              coordinator_epoch=coordinator_epoch)
         previous_last = -1
         for _ in range(batch_count):
             if pos + _BATCH.size > len(body):

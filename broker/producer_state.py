@@ -34,6 +34,9 @@ Validation rules (same epoch = the epoch already registered for the producer id)
 | older than the last five)                              |                                           |
 | same epoch, no batch yet (a transaction marker moved   | Append at base_sequence 0, else Reject    |
 | the producer to it: `record`)                          | OUT_OF_ORDER_SEQUENCE_NUMBER              |
+| a transaction marker (`validate_marker`) whose         | Reject TRANSACTION_COORDINATOR_FENCED     |
+| coordinator epoch is below the highest of a marker     | (any other marker: Append)                |
+| stored for the producer id                             |                                           |
 
 A batch's sequences are base_sequence .. base_sequence + last_offset_delta (mod 2^31), as in Kafka: they
 count offsets, not records, so a batch keeps its sequence range after compaction removed records from it.
@@ -67,7 +70,7 @@ from typing import NewType
 
 from kanal.broker.storage.ids import Offset
 from kanal.metadata.ids import ProducerId
-from kanal.v1.batch import ATTR_CONTROL, BatchHeader, iter_entries, scan_batch
+from kanal.v1.batch import ATTR_CONTROL, BatchHeader, coordinator_epoch_in, iter_entries, scan_batch
 from kanal.v1.error import ErrorCode, KanalError, error_name
 
 # An idempotent producer's epoch, bumped by InitProducerId; an older epoch is a fenced zombie.
@@ -80,6 +83,8 @@ NO_PRODUCER_ID = ProducerId(0)
 SEQUENCE_MAX = SequenceNumber(2**31 - 1)
 # Kafka's max.in.flight.requests.per.connection bound for idempotence; see the module docstring.
 BATCHES_PER_PRODUCER_MAX = 5
+# A producer no marker was stored for yet (coordinator epochs start at 0).
+NO_COORDINATOR_EPOCH = -1
 
 
 def add_sequence(sequence: int, delta: int) -> SequenceNumber:
@@ -107,18 +112,23 @@ class ProducerEntry:
     # max_timestamp_ms of its last batch (the producer's clock); kept in snapshots. Expiry goes by the
     # broker's clock instead (ProducerActivity).
     last_timestamp_ms: int = 0
+    # The highest coordinator epoch (the transaction coordinator's leader epoch of its __transaction_state
+    # partition) of a marker stored for this producer; NO_COORDINATOR_EPOCH before any. A marker from an
+    # older coordinator is refused (`validate_marker`). Kept in snapshots, rebuilt by replay.
+    coordinator_epoch: int = -1
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ProducerEntry):
             return NotImplemented
-        return (self.producer_id, self.producer_epoch, list(self.batches), self.last_timestamp_ms) == (
-            other.producer_id, other.producer_epoch, list(other.batches), other.last_timestamp_ms)
+        return (self.producer_id, self.producer_epoch, list(self.batches), self.last_timestamp_ms,
+                self.coordinator_epoch) == (other.producer_id, other.producer_epoch, list(other.batches),
+                                            other.last_timestamp_ms, other.coordinator_epoch)
 
     def __repr__(self) -> str:
         last = self.batches[-1] if self.batches else None
         tail = f"last_seq={last.last_sequence} last_offset={last.last_offset}" if last else "empty"
         return (f"<ProducerEntry id={self.producer_id} epoch={self.producer_epoch} {tail} "
-                f"batches={len(self.batches)}>")
+                f"batches={len(self.batches)} coordinator_epoch={self.coordinator_epoch}>")
 
     @property
     def last_sequence(self) -> SequenceNumber:
@@ -142,24 +152,32 @@ class ProducerBatch:
     last_offset: Offset
     max_timestamp_ms: int
     # A transaction marker (records.proto, TRANSACTIONS): written by the broker, outside the producer's
-    # sequences; it only carries the producer's epoch forward (see `record`).
+    # sequences; it only carries the producer's epoch and its coordinator epoch forward (see `record`).
     control: bool = False
+    # A marker's coordinator epoch (its control record's value); NO_COORDINATOR_EPOCH for other batches.
+    coordinator_epoch: int = -1
 
     @classmethod
-    def from_header(cls, header: BatchHeader, base_offset: int | None = None) -> ProducerBatch:
+    def from_header(cls, header: BatchHeader, base_offset: int | None = None,
+                    stored: bytes | memoryview | None = None) -> ProducerBatch:
         """From a scanned batch: a stored one carries its base offset; for producer bytes, pass the
-        offset the append assigned."""
+        offset the append assigned. A control batch needs its bytes (`stored`, producer or stored form)
+        for its coordinator epoch; markers are one small record, so parsing them costs little."""
         base = header.base_offset if base_offset is None else base_offset
+        control = bool(header.attributes & ATTR_CONTROL)
+        if control and stored is None:
+            raise ValueError("a control batch's ProducerBatch needs its bytes (coordinator epoch)")
         return cls(ProducerId(header.producer_id), ProducerEpoch(header.producer_epoch),
                    SequenceNumber(header.base_sequence), Offset(base), Offset(base + header.last_offset_delta),
-                   header.max_timestamp_ms, bool(header.attributes & ATTR_CONTROL))
+                   header.max_timestamp_ms, control,
+                   coordinator_epoch_in(stored) if control and stored is not None else NO_COORDINATOR_EPOCH)
 
 
 def producer_batches_in(entries: bytes | memoryview) -> Iterator[ProducerBatch]:
-    """The batches of a buffer of log entries (what Log.read returns), for replay. Reads headers only; the
-    CRCs were checked when the log was appended to and recovered."""
+    """The batches of a buffer of log entries (what Log.read returns), for replay. Reads headers only
+    (and a marker's one record); the CRCs were checked when the log was appended to and recovered."""
     for entry in iter_entries(entries, verify_crc=False):
-        yield ProducerBatch.from_header(scan_batch(entry.batch), entry.suffix.base_offset)
+        yield ProducerBatch.from_header(scan_batch(entry.batch), entry.suffix.base_offset, entry.batch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +284,17 @@ class ProducerStateTable:
                           f"expected {expected}")
         return APPEND
 
+    def validate_marker(self, producer_id: int, coordinator_epoch: int) -> Verdict:
+        """A transaction marker (WriteTxnMarkers): TRANSACTION_COORDINATOR_FENCED when a marker from a newer
+        coordinator of the producer's transactional id was stored already, so a deposed coordinator that
+        still runs can never end a transaction here differently from its successor. Changes nothing."""
+        entry = self._producers.get(ProducerId(producer_id))
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            return Reject(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                          f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, older than "
+                          f"{entry.coordinator_epoch} of a marker stored already")
+        return APPEND
+
     def validate_header(self, header: BatchHeader) -> Verdict:
         """`validate` for a scanned producer batch."""
         return self.validate(header.producer_id, header.producer_epoch, header.base_sequence,
@@ -287,16 +316,22 @@ class ProducerStateTable:
             # the partition, so the zombie's later batches here are INVALID_PRODUCER_EPOCH (Kafka does the
             # same); it never touches the sequence window.
             known = self._producers.get(batch.producer_id)
+            coordinator_epoch = max(batch.coordinator_epoch, known.coordinator_epoch if known else NO_COORDINATOR_EPOCH)
             if known is None or known.producer_epoch < batch.producer_epoch:
                 self._producers[batch.producer_id] = ProducerEntry(batch.producer_id, batch.producer_epoch,
-                                                                   last_timestamp_ms=batch.max_timestamp_ms)
+                                                                   last_timestamp_ms=batch.max_timestamp_ms,
+                                                                   coordinator_epoch=coordinator_epoch)
+            else:
+                known.coordinator_epoch = coordinator_epoch
             return
         delta = batch.last_offset - batch.base_offset
         meta = BatchMetadata(batch.base_sequence, add_sequence(batch.base_sequence, delta),
                              batch.base_offset, batch.last_offset)
         entry = self._producers.get(batch.producer_id)
         if entry is None or entry.producer_epoch != batch.producer_epoch:
-            entry = ProducerEntry(batch.producer_id, batch.producer_epoch)
+            # A new epoch starts the sequences afresh; the coordinator epoch stays (it is the coordinator's).
+            entry = ProducerEntry(batch.producer_id, batch.producer_epoch,
+                                  coordinator_epoch=entry.coordinator_epoch if entry else NO_COORDINATOR_EPOCH)
             self._producers[batch.producer_id] = entry
         entry.batches.append(meta)  # the deque's maxlen drops the oldest of six
         entry.last_timestamp_ms = batch.max_timestamp_ms
@@ -328,8 +363,8 @@ class ProducerStateTable:
         for entry in entries:
             if entry.producer_id in table._producers:
                 raise ValueError(f"producer {entry.producer_id} appears twice")
-            if not entry.batches:
-                raise ValueError(f"producer {entry.producer_id} has no batches")
+            if not entry.batches and entry.coordinator_epoch == NO_COORDINATOR_EPOCH:
+                raise ValueError(f"producer {entry.producer_id} has neither batches nor a marker")
             table._producers[entry.producer_id] = entry
         table._next_offset = Offset(next_offset)
         return table

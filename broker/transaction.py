@@ -23,7 +23,8 @@ Rules, as Kafka's coordinator keeps them:
   gives a new producer id (`needs_new_producer_id`).
 - AddPartitionsToTxn / AddOffsetsToTxn (the __consumer_offsets partition of the group): from EMPTY or
   COMPLETE_* they open a transaction (start_ms = now), in ONGOING they add to it; while PREPARE_* they
-  are CONCURRENT_TRANSACTIONS (the previous transaction is still completing).
+  are CONCURRENT_TRANSACTIONS (the previous transaction is still completing) until every marker is
+  stored, and then open the next transaction directly (PREPARE_* ──▶ ONGOING, one record for both steps).
 - EndTxn: from ONGOING to PREPARE_COMMIT / PREPARE_ABORT with markers for every partition. A retry of a
   decided end (PREPARE_X or COMPLETE_X and the same X) is answered NONE (PREPARE: CONCURRENT_TRANSACTIONS
   while markers are still being written, as Kafka does) and changes nothing; the other outcome, or no
@@ -185,16 +186,25 @@ def needs_new_producer_id(txn: TxnMetadata) -> bool:
 
 
 def decide_add_partitions(txn: TxnMetadata | None, producer_id: int, producer_epoch: int,
-                          partitions: list[TopicPartition], now_ms: int) -> Decision:
+                          partitions: list[TopicPartition], now_ms: int, *, markers_written: bool = False) -> Decision:
     """AddPartitionsToTxn (and AddOffsetsToTxn with the group's __consumer_offsets partition). The shell
-    has checked that the topics exist (UNKNOWN_TOPIC_OR_PARTITION otherwise)."""
+    has checked that the topics exist (UNKNOWN_TOPIC_OR_PARTITION otherwise).
+
+    `markers_written`: the id is PREPARE_* and every marker of that transaction is stored. The next
+    transaction then opens at once: its ONGOING state is the one record written, standing for the
+    COMPLETE_* one too (a reloading coordinator that finds ONGOING owes no markers of the previous
+    transaction, which is exactly the case), so a producer's back-to-back transactions pay one state
+    write between them instead of two."""
     refused = _check_producer(txn, producer_id, producer_epoch)
     if refused is not None:
         return refused
     txn = assert_txn(txn)
     if txn.state in _PREPARE:
-        return _refuse(ErrorCode.CONCURRENT_TRANSACTIONS, f"{txn.transactional_id}: the previous transaction "
-                                                          f"is completing ({txn.state.name})")
+        completed = decide_markers_written(txn, now_ms).new_state if markers_written else None
+        if completed is None:
+            return _refuse(ErrorCode.CONCURRENT_TRANSACTIONS, f"{txn.transactional_id}: the previous transaction "
+                                                              f"is completing ({txn.state.name})")
+        txn = completed
     if txn.state == TxnState.ONGOING:
         added = tuple(tp for tp in dict.fromkeys(partitions) if tp not in txn.partitions)
         if not added:

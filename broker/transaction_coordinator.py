@@ -15,12 +15,20 @@ the partition with acks=all, and only then stores it in memory, answers, and (fo
 markers to the marker pool. So every state anyone acted on is on every ISR member, and the coordinator
 that reloads the partition acts on it again. A failed write changes nothing in memory.
 
-Markers. A marker job writes `WriteTxnMarkers` to the leader of each partition of the transaction
-(itself included, through the same call), retrying the partitions not yet done after a short pause while
-this broker still coordinates the id, then records COMPLETE_COMMIT / COMPLETE_ABORT. Every job has a
-deadline (EndTxn waits _MARKERS_INLINE_WAIT_S for its own, a pool job _MARKER_JOB_S) and every
-WriteTxnMarkers call a timeout within it: a partition without a reachable leader never holds a call or
-a worker; the ticker starts the next job while the PREPARE state still owes markers. Markers into
+Markers. EndTxn is answered once PREPARE_COMMIT / PREPARE_ABORT is durable; a job in the marker pool
+then sends one `WriteTxnMarkers` to each broker leading partitions of the transaction, all brokers at
+once (itself without a round trip), retrying the partitions not yet done after a short pause while this
+broker still coordinates the id, then records COMPLETE_COMMIT / COMPLETE_ABORT. A partition that answers
+TRANSACTION_COORDINATOR_FENCED holds a newer coordinator's marker: the job stops. Every job has a
+deadline (_MARKER_JOB_S) and every WriteTxnMarkers call a timeout within it: a partition without a
+reachable leader never holds a call or a worker; the ticker starts the next job while the PREPARE state
+still owes markers.
+
+The next transaction. A call of the id's next transaction (AddPartitionsToTxn, AddOffsetsToTxn,
+InitProducerId) arriving while the previous one is PREPARE_* waits for its markers (queued, at most
+_COMPLETION_WAIT_S, then CONCURRENT_TRANSACTIONS, which the producer retries). Once they are all stored,
+AddPartitions / AddOffsets open the next transaction with one ONGOING record that also stands for the
+COMPLETE one (transaction.py); the marker job then finds the state moved on and writes nothing more. Markers into
 __consumer_offsets also make the transaction's TxnOffsetCommit offsets visible (commit) or drop them
 (abort): the group coordinator does that when the marker is stored (replica_manager.write_txn_markers).
 
@@ -37,7 +45,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kanal.broker.transaction import (
     Decision,
@@ -76,10 +84,10 @@ _MARKER_CALL_TIMEOUT_S = 10.0
 _MARKER_CALL_TIMEOUT_S_MIN = 0.5  # a call made just before the job's deadline still gets this long
 _MARKER_RETRY_PAUSE_S = 0.1  # between rounds of a marker job, while a partition has no reachable leader
 _MARKER_WORKERS = 4
-# How long EndTxn waits for its markers before answering (the commit or abort is decided and durable by
-# then; a job in the marker pool finishes it). Below the producer's request timeout, so a partition
-# without a leader never makes the producer's EndTxn time out and retry against a busy coordinator.
-_MARKERS_INLINE_WAIT_S = 2.0
+# How long a call of the id's next transaction (AddPartitions, AddOffsets, InitProducerId) waits for the
+# previous transaction's markers before answering CONCURRENT_TRANSACTIONS (which the producer retries).
+# Below the producer's request timeout, so a partition without a leader never makes that call time out.
+_COMPLETION_WAIT_S = 2.0
 # How long one marker job tries before it ends; the ticker starts the id's next job while it is owed.
 _MARKER_JOB_S = 30.0
 
@@ -107,6 +115,10 @@ class TransactionCoordinator:
         self._loading: dict[int, int] = {}  # partition -> leader epoch being loaded
         self._txns: dict[str, TxnMetadata] = {}
         self._marker_jobs: set[str] = set()  # ids with a marker job queued or running
+        # PREPARE_* states whose markers are all stored (COMPLETE_* not yet written): the id's next
+        # transaction may open over them (decide_add_partitions, markers_written).
+        self._markers_done: dict[str, TxnMetadata] = {}
+        self._changed = threading.Condition(self._lock)  # notified when a state or _markers_done changes
         self._closed = threading.Event()
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn-loader")
         self._markers = ThreadPoolExecutor(max_workers=_MARKER_WORKERS, thread_name_prefix="txn-markers")
@@ -236,39 +248,58 @@ class TransactionCoordinator:
     def _id_lock(self, transactional_id: str) -> threading.Lock:
         return self._id_locks[partition_for_key(transactional_id.encode(), _LOCK_STRIPES)]
 
-    def _run(self, transactional_id: str, decide: Callable[[TxnMetadata | None], Decision], *,
-             markers_inline: bool = False) -> tuple[Decision, TxnMetadata | None]:
-        """Decide under the id's lock, write the new state (acks=all), then apply it and start its markers
-        (on this thread with `markers_inline`, so the call is answered once they are written: the
-        producer's next transaction then finds the id complete instead of retrying on
-        CONCURRENT_TRANSACTIONS). Returns the decision and the id's state after it."""
+    def _run(self, transactional_id: str, decide: Callable[[TxnMetadata | None, bool], Decision],
+             ) -> tuple[Decision, TxnMetadata | None]:
+        """Decide under the id's lock (given the state and whether all of its markers are stored), write
+        the new state (acks=all), then apply it and start its markers in the marker pool: the call is
+        answered once the state is durable, not once markers are written (EndTxn's contract). Returns the
+        decision and the id's state after it."""
         with self._id_lock(transactional_id):
             p = self._require_owned(transactional_id)
             with self._lock:
                 txn = self._txns.get(transactional_id)
-            decision = decide(txn)
+                markers_written = txn is not None and self._markers_done.get(transactional_id) == txn
+            decision = decide(txn, markers_written)
             if decision.new_state is not None:
                 self._write(p, decision.new_state)
-                with self._lock:
-                    if p in self._owned:
-                        self._txns[transactional_id] = decision.new_state
+                self._apply(p, transactional_id, decision.new_state)
                 txn = decision.new_state
         if decision.markers is not None:
-            if markers_inline and self._claim_marker_job(transactional_id):
-                self._finish_logged(transactional_id, _MARKERS_INLINE_WAIT_S)
-            else:
-                self._start_markers(transactional_id)
+            self._start_markers(transactional_id)
         return decision, txn
+
+    def _apply(self, p: int, transactional_id: str, txn: TxnMetadata) -> None:
+        """The id's state after its write (caller holds the id's lock)."""
+        with self._lock:
+            if p in self._owned:
+                self._txns[transactional_id] = txn
+            self._markers_done.pop(transactional_id, None)
+            self._changed.notify_all()
+
+    def _wait_for_completion(self, transactional_id: str, *, markers_suffice: bool = True) -> None:
+        """Queue a call of the id's next transaction behind the previous one's markers: wait (bounded by
+        _COMPLETION_WAIT_S, never holding the id's lock) until the id is not PREPARE_* or (with
+        `markers_suffice`, for the calls that can open the next transaction over it) its markers are all
+        stored. The call then decides as usual; still PREPARE_* without its markers, it answers
+        CONCURRENT_TRANSACTIONS and the producer retries."""
+        def settled() -> bool:
+            txn = self._txns.get(transactional_id)
+            return (txn is None or pending_markers(txn) is None or self._closed.is_set()
+                    or (markers_suffice and self._markers_done.get(transactional_id) == txn))
+        with self._changed:
+            self._changed.wait_for(settled, _COMPLETION_WAIT_S)
 
     def init_producer_id(self, req: broker_pb2.InitProducerIdRequest) -> broker_pb2.InitProducerIdResponse:
         tid = req.transactional_id
         check_transactional_id(tid)
         check_timeout(req.transaction_timeout_ms, self._timeout_ms_max)
 
-        def decide(txn: TxnMetadata | None) -> Decision:
+        def decide(txn: TxnMetadata | None, _markers_written: bool) -> Decision:
             fresh = self._new_producer_id() if txn is None or needs_new_producer_id(txn) else 0
             return decide_init_producer_id(txn, tid, req.transaction_timeout_ms, _now_ms(), new_producer_id=fresh)
 
+        self._require_owned(tid)
+        self._wait_for_completion(tid, markers_suffice=False)
         decision, txn = self._run(tid, decide)
         if not decision.ok:
             return broker_pb2.InitProducerIdResponse(error=decision.error, error_message=decision.message)
@@ -298,8 +329,9 @@ class TransactionCoordinator:
                     item.error = ErrorCode.INVALID_REQUEST
                     item.error_message = "not attempted: another partition of the call does not exist"
             return reply
-        decision, _ = self._run(producer.transactional_id, lambda txn: decide_add_partitions(
-            txn, producer.producer_id, producer.producer_epoch, wanted, _now_ms()))
+        self._wait_for_completion(producer.transactional_id)
+        decision, _ = self._run(producer.transactional_id, lambda txn, written: decide_add_partitions(
+            txn, producer.producer_id, producer.producer_epoch, wanted, _now_ms(), markers_written=written))
         if not decision.ok:
             del reply.results[:]
             reply.error, reply.error_message = decision.error, decision.message
@@ -308,14 +340,17 @@ class TransactionCoordinator:
     def add_offsets(self, req: broker_pb2.AddOffsetsToTxnRequest) -> broker_pb2.AddOffsetsToTxnResponse:
         producer = req.producer
         offsets_partition = (CONSUMER_OFFSETS_TOPIC, self._groups.partition_of(req.group_id))
-        decision, _ = self._run(producer.transactional_id, lambda txn: decide_add_partitions(
-            txn, producer.producer_id, producer.producer_epoch, [offsets_partition], _now_ms()))
+        self._require_owned(producer.transactional_id)
+        self._wait_for_completion(producer.transactional_id)
+        decision, _ = self._run(producer.transactional_id, lambda txn, written: decide_add_partitions(
+            txn, producer.producer_id, producer.producer_epoch, [offsets_partition], _now_ms(),
+            markers_written=written))
         return broker_pb2.AddOffsetsToTxnResponse(error=decision.error, error_message=decision.message)
 
     def end_txn(self, req: broker_pb2.EndTxnRequest) -> broker_pb2.EndTxnResponse:
         producer = req.producer
-        decision, _ = self._run(producer.transactional_id, lambda txn: decide_end_txn(
-            txn, producer.producer_id, producer.producer_epoch, req.commit, _now_ms()), markers_inline=True)
+        decision, _ = self._run(producer.transactional_id, lambda txn, _written: decide_end_txn(
+            txn, producer.producer_id, producer.producer_epoch, req.commit, _now_ms()))
         return broker_pb2.EndTxnResponse(error=decision.error, error_message=decision.message)
 
     def describe(self, req: broker_pb2.DescribeTransactionsRequest) -> broker_pb2.DescribeTransactionsResponse:
@@ -399,29 +434,40 @@ class TransactionCoordinator:
                 return True  # the next coordinator finishes it
             if time.monotonic() > deadline:
                 return False
-            remaining -= self._write_markers(markers, remaining, epoch,
-                                             max(deadline - time.monotonic(), _MARKER_CALL_TIMEOUT_S_MIN))
+            done, fenced = self._write_markers(markers, remaining, epoch,
+                                               max(deadline - time.monotonic(), _MARKER_CALL_TIMEOUT_S_MIN))
+            if fenced:
+                log.warning("%s: a partition holds a marker of a newer coordinator; leaving the markers to it",
+                            transactional_id)
+                return True
+            remaining -= done
             if remaining and self._closed.wait(_MARKER_RETRY_PAUSE_S):
                 return True
+        with self._changed:
+            if self._txns.get(transactional_id) != txn:
+                return True
+            # The id's next transaction may open now (a call waiting in _wait_for_completion wakes).
+            self._markers_done[transactional_id] = txn
+            self._changed.notify_all()
         with self._id_lock(transactional_id):
             with self._lock:
                 current = self._txns.get(transactional_id)
             if current != txn:
-                return True
+                return True  # the next transaction opened over it: its ONGOING record stands for COMPLETE
             decision = decide_markers_written(txn, _now_ms())
             if decision.new_state is not None:
                 self._write(p, decision.new_state)
-                with self._lock:
-                    if p in self._owned:
-                        self._txns[transactional_id] = decision.new_state
+                self._apply(p, transactional_id, decision.new_state)
         log.info("%s: %s markers written to %d partitions", transactional_id,
                  "COMMIT" if txn.state == TxnState.PREPARE_COMMIT else "ABORT", len(markers.partitions))
         return True
 
     def _write_markers(self, markers: Markers, partitions: set[tuple[str, int]], coordinator_epoch: int,
-                       timeout_s: float) -> set[tuple[str, int]]:
-        """One round: a WriteTxnMarkers to the current leader of each partition (each call bounded by
-        `timeout_s`, at most _MARKER_CALL_TIMEOUT_S); the partitions done."""
+                       timeout_s: float) -> tuple[set[tuple[str, int]], bool]:
+        """One round: one WriteTxnMarkers to the current leader of each partition's broker, all brokers at
+        once (each call bounded by `timeout_s`, at most _MARKER_CALL_TIMEOUT_S); returns the partitions
+        done, and whether a partition refused a marker as TRANSACTION_COORDINATOR_FENCED (a newer
+        coordinator wrote there: this one must stop)."""
         image = self._image()
         by_leader: dict[BrokerId, list[tuple[str, int]]] = {}
         done: set[tuple[str, int]] = set()
@@ -433,29 +479,44 @@ class TransactionCoordinator:
             partition_leader = known.partitions[p].leader
             if partition_leader >= 0 and partition_leader in image.brokers:
                 by_leader.setdefault(partition_leader, []).append((topic, p))
+        requests: dict[BrokerId, broker_pb2.WriteTxnMarkersRequest] = {}
         for leader, tps in by_leader.items():
-            request = broker_pb2.WriteTxnMarkersRequest(producer_id=markers.producer_id,
-                                                        producer_epoch=markers.producer_epoch,
-                                                        commit=markers.control_type == CONTROL_COMMIT,
-                                                        coordinator_epoch=coordinator_epoch)
+            request = requests[leader] = broker_pb2.WriteTxnMarkersRequest(
+                producer_id=markers.producer_id, producer_epoch=markers.producer_epoch,
+                commit=markers.control_type == CONTROL_COMMIT, coordinator_epoch=coordinator_epoch)
             topics: dict[str, broker_pb2.TopicPartitions] = {}
             for topic, p in tps:
                 if topic not in topics:
                     topics[topic] = request.topics.add(topic=topic)
                 topics[topic].partitions.append(p)
-            try:
-                if leader == self.broker_id:  # no round trip to itself
-                    reply = self.write_markers_here(request)
-                else:
-                    reply = self._groups.peer(image.brokers[leader].endpoint).WriteTxnMarkers(
+        # The other brokers' calls go out first and run while this broker writes its own (no round trip).
+        calls: dict[BrokerId, Any] = {}
+        for leader, request in requests.items():
+            if leader != self.broker_id:
+                try:
+                    calls[leader] = self._groups.peer(image.brokers[leader].endpoint).WriteTxnMarkers.future(
                         request, timeout=min(timeout_s, _MARKER_CALL_TIMEOUT_S))
-            except Exception as exc:  # noqa: BLE001 - a gRPC or write failure: that leader is retried next round
+                except Exception as exc:  # noqa: BLE001 - that leader is retried next round
+                    log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
+        replies: list[broker_pb2.WriteTxnMarkersResponse] = []
+        here = requests.get(BrokerId(self.broker_id))
+        if here is not None:
+            try:
+                replies.append(self.write_markers_here(here))
+            except Exception as exc:  # noqa: BLE001 - a write failure: retried next round
+                log.info("WriteTxnMarkers here failed: %s", exc)
+        for leader, call in calls.items():
+            try:
+                replies.append(call.result())
+            except Exception as exc:  # noqa: BLE001 - a gRPC failure: that leader is retried next round
                 log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
-                continue
+        fenced = False
+        for reply in replies:
             for result in reply.results:
                 if result.error in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                     done.add((result.topic, result.partition))
-        return done
+                fenced = fenced or result.error == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+        return done, fenced
 
     def write_markers_here(self, request: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
         """WriteTxnMarkers on this broker (the call's handler, and this coordinator for partitions it
@@ -487,7 +548,7 @@ class TransactionCoordinator:
             elif txn.state == TxnState.ONGOING and decide_timeout(txn, now_ms).new_state is not None:
                 log.info("%r is past its timeout of %d ms: aborting it", txn, txn.timeout_ms)
                 try:
-                    self._run(txn.transactional_id, lambda current: decide_timeout(current, now_ms)
+                    self._run(txn.transactional_id, lambda current, _written: decide_timeout(current, now_ms)
                               if current is not None else Decision())
                 except KanalError as exc:
                     log.warning("could not abort %r: %s", txn, exc)
@@ -495,6 +556,7 @@ class TransactionCoordinator:
     def close(self) -> None:
         self._closed.set()
         with self._lock:
+            self._changed.notify_all()
             self._owned.clear()
             self._loading.clear()
             self._txns.clear()

@@ -238,17 +238,33 @@ class GroupMembership:
                     raise KanalError(p.error, p.error_message or f"commit of {t.topic}-{p.partition} failed")
 
     def committed(self, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
-        """Committed offsets (-1 where none) of `partitions`, or of every partition the group committed."""
-        request = broker_pb2.OffsetFetchRequest(group_id=self.group_id)
+        """Committed offsets (-1 where none) of `partitions`, or of every partition the group committed.
+        Stable ones only (require_stable): while a transaction that committed offsets of the group waits
+        for its markers, its partitions are UNSTABLE_OFFSET_COMMIT and asked again after a backoff, until
+        the request timeout; the committed offset a consumer starts from then includes every transaction
+        its producer already committed (or aborted)."""
+        request = broker_pb2.OffsetFetchRequest(group_id=self.group_id, require_stable=True)
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions or ():
             by_topic.setdefault(topic, []).append(partition)
         for topic, parts in sorted(by_topic.items()):
             request.topics.add(topic=topic, partitions=sorted(parts))
-        reply = self.call("OffsetFetch", request)
-        if reply.error:
-            raise KanalError(reply.error, reply.error_message)
-        return {(o.topic, o.partition): o.offset for o in reply.offsets}
+        deadline = time.monotonic() + self.request_timeout_s
+        while True:
+            reply = self.call("OffsetFetch", request)
+            if reply.error:
+                raise KanalError(reply.error, reply.error_message)
+            unstable = [o for o in reply.offsets if o.error == ErrorCode.UNSTABLE_OFFSET_COMMIT]
+            failed = [o for o in reply.offsets if o.error not in (ErrorCode.NONE, ErrorCode.UNSTABLE_OFFSET_COMMIT)]
+            if failed:
+                raise KanalError(failed[0].error, f"OffsetFetch of {failed[0].topic}-{failed[0].partition} failed")
+            if not unstable:
+                return {(o.topic, o.partition): o.offset for o in reply.offsets}
+            if time.monotonic() + _RETRY_BACKOFF_S > deadline:
+                raise KanalError(ErrorCode.UNSTABLE_OFFSET_COMMIT,
+                                 f"{unstable[0].topic}-{unstable[0].partition}: a transaction's offsets are still "
+                                 f"being completed after {self.request_timeout_s:.0f} s")
+            time.sleep(_RETRY_BACKOFF_S)  # a backoff between retries, not a synchronisation
 
 
 def _call_error(reply) -> int:

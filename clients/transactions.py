@@ -76,6 +76,10 @@ class TransactionManager:
         self._started = False  # something was added at the coordinator: the transaction exists there
         self._failure: KanalError | None = None  # the first failure of the current transaction
         self._fatal: KanalError | None = None
+        # Seconds spent in each coordinator call, retries and backoffs included (Kafka's txn-*-time-ns-total
+        # producer metrics): where a transaction's time goes (benchmarks/txn_bench.py prints them).
+        self.call_seconds_total: dict[str, float] = {}
+        self.call_retries_total: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return (f"<TransactionManager {self.transactional_id!r} {self.state.value} pid={self.producer_id} "
@@ -193,7 +197,13 @@ class TransactionManager:
 
     def _call(self, method: str, request, coordinator: Callable[[], str] | None = None):
         """One coordinator call with Kafka's retries; the reply when its `error` is NONE."""
-        deadline = time.monotonic() + self._max_block_s
+        started = time.monotonic()
+        try:
+            return self._call_until(method, request, coordinator, started + self._max_block_s)
+        finally:
+            self.call_seconds_total[method] = self.call_seconds_total.get(method, 0.0) + time.monotonic() - started
+
+    def _call_until(self, method: str, request, coordinator: Callable[[], str] | None, deadline: float):
         find = coordinator or self._txn_coordinator
         while True:
             try:
@@ -214,4 +224,5 @@ class TransactionManager:
                 self._coordinator = None
             if not (is_retriable(error) or error in _COORDINATOR_MOVED) or time.monotonic() > deadline:
                 raise TransactionAbortableError(error, f"{method}: {detail}")
+            self.call_retries_total[method] = self.call_retries_total.get(method, 0) + 1
             time.sleep(self._backoff_s)  # a retry backoff between calls, not a synchronisation

@@ -13,7 +13,7 @@ import pytest
 from kanal.broker.config import BrokerConfig
 from kanal.broker.group import GroupLimits
 from kanal.broker.group_coordinator import GroupCoordinator
-from kanal.broker.group_records import batch_of, offset_record
+from kanal.broker.group_records import batch_of, offset_record, txn_batch_of
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.partition import Assignment, Partition
 from kanal.broker.replica_manager import ReplicaManager
@@ -306,3 +306,27 @@ def test_offsets_of_a_deleted_topic_never_apply_to_a_topic_recreated_under_its_n
     # A commit to the new topic is its position.
     assert b2.coordinator.commit(request).topics[0].partitions[0].error == ErrorCode.NONE
     assert b2.fetch("g") == {0: 42}
+
+
+def test_offset_fetch_require_stable_answers_unstable_while_transactional_offsets_await_their_marker(tmp_path, broker):
+    """KIP-447: offsets committed in a decided transaction whose marker is not stored yet make the
+    partition UNSTABLE_OFFSET_COMMIT for a require_stable OffsetFetch (the loader rebuilt them as pending);
+    without require_stable the older offset is answered; the COMMIT marker makes the new one the answer."""
+    write_offsets_log(tmp_path, [
+        batch_of([commit("a", 10), commit("a", 20, partition=1)], NOW_MS),
+        txn_batch_of([commit("a", 11)], NOW_MS, 7, 0),  # producer 7's transaction: partition 0 only
+    ])
+    b = broker()
+    b.host_partition()
+    b.coordinator.reconcile(b.image)
+    wait_until(b.loaded, "the groups to load")
+
+    def stable() -> dict[int, tuple[int, int]]:
+        request = broker_pb2.OffsetFetchRequest(group_id="a", require_stable=True)
+        request.topics.add(topic="t", partitions=[0, 1])
+        return {o.partition: (o.offset, o.error) for o in b.coordinator.fetch_offsets(request).offsets}
+
+    assert stable() == {0: (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT), 1: (20, ErrorCode.NONE)}
+    assert b.fetch("a") == {0: 10, 1: 20}, "without require_stable: the committed offset as it is"
+    b.coordinator.on_txn_marker(0, 7, commit=True)
+    assert stable() == {0: (11, ErrorCode.NONE), 1: (20, ErrorCode.NONE)}

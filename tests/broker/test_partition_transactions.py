@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from kanal.broker.partition import Assignment, Partition
+from kanal.broker.producer_snapshot import list_snapshots, read_snapshot
 from kanal.broker.storage.log_config import LogConfig
 from kanal.clients.consumer import decode_fetched, decode_record_list_python
 from kanal.v1 import broker_pb2
@@ -62,9 +63,9 @@ def txn(part: Partition, producer: int, values: list[bytes], *, epoch: int = 0, 
                                   producer_epoch=epoch, base_sequence=sequence, attributes=ATTR_TRANSACTIONAL))
 
 
-def marker(part: Partition, producer: int, control_type: int, *, epoch: int = 0) -> int:
+def marker(part: Partition, producer: int, control_type: int, *, epoch: int = 0, coordinator_epoch: int = 0) -> int:
     return send(part, build_control_batch(control_type, producer_id=producer, producer_epoch=epoch,
-                                          coordinator_epoch=0, timestamp_ms=1), allow_control=True)
+                                          coordinator_epoch=coordinator_epoch, timestamp_ms=1), allow_control=True)
 
 
 def fetch(part: Partition, offset: int = 0, *, committed: bool = True):
@@ -117,6 +118,55 @@ def test_a_marker_at_a_newer_epoch_fences_the_older_epoch_on_the_partition(leade
     txn(leader, 7, [b"next"], epoch=1, sequence=1)  # sequences go on across transactions
     marker(leader, 7, CONTROL_COMMIT, epoch=1)
     assert fetch(leader)[1] == [b"new", b"next"]
+
+
+@pytest.mark.parametrize("restart", ["none", "clean", "unclean"])
+def test_a_marker_from_an_older_coordinator_epoch_is_fenced_and_writes_nothing(tmp_path, restart):
+    """The partition keeps the highest coordinator epoch per producer id that wrote a marker (in the
+    producer-state snapshot of a clean close, rebuilt from the log after an unclean one): a deposed
+    coordinator's late marker is TRANSACTION_COORDINATOR_FENCED and stores nothing."""
+    part = open_leader(tmp_path / "t-0")
+    txn(part, 7, [b"a"])
+    marker(part, 7, CONTROL_COMMIT, coordinator_epoch=3)
+    txn(part, 7, [b"b"], sequence=1)  # open again, so an ABORT from the old coordinator would matter
+    if restart == "clean":
+        part.close()
+    elif restart == "unclean":
+        part.log.close_unclean()
+    if restart != "none":
+        part = open_leader(tmp_path / "t-0")
+    try:
+        assert part.producers.entry(7).coordinator_epoch == 3
+        end = part.log.log_end_offset
+        with pytest.raises(KanalError) as info:
+            marker(part, 7, CONTROL_ABORT, coordinator_epoch=2)
+        assert info.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+        assert part.log.log_end_offset == end and part.transactions.ongoing, "nothing written, still open"
+        marker(part, 7, CONTROL_COMMIT, coordinator_epoch=3)  # the same coordinator again: accepted
+        marker(part, 8, CONTROL_ABORT, coordinator_epoch=0)  # another producer id has its own epoch
+        part.high_watermark = part.log.log_end_offset
+        assert fetch(part)[1] == [b"a", b"b"]
+    finally:
+        part.close()
+
+
+def test_a_marker_only_producer_keeps_its_coordinator_epoch_in_the_snapshot(tmp_path):
+    """A producer the partition knows only from a marker (its transaction there held the consumer
+    offsets, say) has no batches; its snapshot entry still carries the coordinator epoch."""
+    part = open_leader(tmp_path / "t-0")
+    marker(part, 9, CONTROL_ABORT, epoch=2, coordinator_epoch=5)
+    part.close()
+    (_, path), = list_snapshots(tmp_path / "t-0")
+    assert read_snapshot(path).entry(9).coordinator_epoch == 5, "the snapshot holds it (no replay needed)"
+    part = open_leader(tmp_path / "t-0")
+    try:
+        entry = part.producers.entry(9)
+        assert (entry.producer_epoch, entry.coordinator_epoch, len(entry.batches)) == (2, 5, 0)
+        with pytest.raises(KanalError) as info:
+            marker(part, 9, CONTROL_ABORT, epoch=2, coordinator_epoch=4)
+        assert info.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    finally:
+        part.close()
 
 
 @pytest.mark.parametrize("clean", [True, False])

@@ -65,14 +65,28 @@ def test_empty_table_round_trips():
 
 
 def test_byte_layout_matches_the_documented_format():
-    table = ProducerStateTable.rebuild([ProducerBatch(9, 2, 0, 0, 1, 123)])
+    table = ProducerStateTable.rebuild([ProducerBatch(9, 2, 0, 0, 1, 123),
+                                        ProducerBatch(9, 2, 0, 2, 2, 124, control=True, coordinator_epoch=4)])
     data = encode_snapshot(table, 5)
     assert data[:4] == MAGIC
-    assert struct.unpack(">HHqI", data[4:20]) == (1, 0, 5, 1)
-    assert struct.unpack(">qiqB", data[20:41]) == (9, 2, 123, 1)
-    assert struct.unpack(">iiqq", data[41:65]) == (0, 1, 0, 1)
-    assert len(data) == 69
-    assert struct.unpack(">I", data[65:])[0] == crc32c.crc32c(data[:65])
+    assert struct.unpack(">HHqI", data[4:20]) == (2, 0, 5, 1)
+    assert struct.unpack(">qiqiB", data[20:45]) == (9, 2, 123, 4, 1)
+    assert struct.unpack(">iiqq", data[45:69]) == (0, 1, 0, 1)
+    assert len(data) == 73
+    assert struct.unpack(">I", data[69:])[0] == crc32c.crc32c(data[:69])
+
+
+def test_a_version_1_file_is_still_read_without_coordinator_epochs():
+    body = struct.pack(">4sHHqI", MAGIC, 1, 0, 5, 1) + struct.pack(">qiqB", 9, 2, 123, 1) \
+        + struct.pack(">iiqq", 0, 1, 0, 1)
+    offset, table = decode_snapshot(_with_crc(body))
+    assert offset == 5 and table.entry(9).coordinator_epoch == -1 and table.entry(9).batches[0].last_offset == 1
+
+
+def test_a_marker_only_producer_round_trips_with_its_coordinator_epoch():
+    table = ProducerStateTable.rebuild([ProducerBatch(9, 3, 0, 0, 0, 7, control=True, coordinator_epoch=2)])
+    _, loaded = decode_snapshot(encode_snapshot(table, 1))
+    assert loaded == table and loaded.entry(9).coordinator_epoch == 2 and not loaded.entry(9).batches
 
 
 def test_snapshot_offset_below_what_the_table_covers_is_refused():
@@ -103,7 +117,7 @@ def _with_crc(body: bytes) -> bytes:
 _HEADER_ONE = struct.pack(">4sHHqI", MAGIC, 1, 0, 10, 1)
 _PRODUCER_ONE = struct.pack(">qiqB", 5, 0, 0, 1)
 _INCONSISTENT = {
-    "version 2": struct.pack(">4sHHqI", MAGIC, 2, 0, 10, 0),
+    "version 3": struct.pack(">4sHHqI", MAGIC, 3, 0, 10, 0),
     "reserved set": struct.pack(">4sHHqI", MAGIC, 1, 1, 10, 0),
     "huge count": struct.pack(">4sHHqI", MAGIC, 1, 0, 10, 2**32 - 1),
     "zero batches": _HEADER_ONE + struct.pack(">qiqB", 5, 0, 0, 0),
@@ -117,6 +131,10 @@ _INCONSISTENT = {
     + (_PRODUCER_ONE + struct.pack(">iiqq", 0, 0, 0, 0)) * 2,
     "batches not increasing": _HEADER_ONE + struct.pack(">qiqB", 5, 0, 0, 2)
     + struct.pack(">iiqq", 0, 0, 3, 3) + struct.pack(">iiqq", 1, 1, 2, 2),
+    "v2 zero batches without a marker": struct.pack(">4sHHqI", MAGIC, 2, 0, 10, 1)
+    + struct.pack(">qiqiB", 5, 0, 0, -1, 0),
+    "v2 coordinator epoch below -1": struct.pack(">4sHHqI", MAGIC, 2, 0, 10, 1) + struct.pack(">qiqiB", 5, 0, 0, -2, 1)
+    + struct.pack(">iiqq", 0, 0, 0, 0),
 }
 
 

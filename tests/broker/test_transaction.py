@@ -137,13 +137,27 @@ def test_bad_ids_and_timeouts():
         assert info.value.code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
 
 
+def test_the_next_transaction_opens_over_a_prepare_state_once_its_markers_are_written():
+    """One ONGOING record replaces COMPLETE + ONGOING: only when the shell says every marker is stored."""
+    prepared = decide_end_txn(ongoing(), 100, 0, True, 12).new_state
+    waiting = decide_add_partitions(prepared, 100, 0, [P2], 13)
+    assert waiting.error == ErrorCode.CONCURRENT_TRANSACTIONS and waiting.new_state is None
+    opened = decide_add_partitions(prepared, 100, 0, [P2], 14, markers_written=True)
+    assert opened.ok and opened.markers is None
+    assert (opened.new_state.state, opened.new_state.partitions, opened.new_state.start_ms) == (
+        TxnState.ONGOING, (P2,), 14), "the previous transaction's partitions are gone, the timer restarts"
+    assert pending_markers(opened.new_state) is None, "a reload of it owes nothing"
+    fenced = decide_add_partitions(prepared, 100, 1, [P2], 14, markers_written=True)
+    assert fenced.error == ErrorCode.PRODUCER_FENCED and fenced.new_state is None
+
+
 def test_the_state_round_trips_through_its_record_value():
     txn = decide_add_partitions(init(), 100, 0, [P1, OFFSETS], 10).new_state
     assert TxnMetadata.from_value("t", txn.to_value()) == txn
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["init", "add", "commit", "abort", "written", "tick"]),
+@given(st.lists(st.tuples(st.sampled_from(["init", "add", "add_written", "commit", "abort", "written", "tick"]),
                           st.integers(0, 2)), max_size=30))
 def test_random_call_sequences_keep_the_invariants(calls):
     """Whatever the order: refusals change nothing; the epoch never goes back; markers are only decided
@@ -155,15 +169,21 @@ def test_random_call_sequences_keep_the_invariants(calls):
         epoch = txn.producer_epoch - epoch_offset
         if name == "init":
             decision = decide_init_producer_id(txn, "t", 60_000, now, new_producer_id=200)
-        elif name in ("add", "commit", "abort"):
-            decision = (decide_add_partitions(txn, txn.producer_id, epoch, [P1], now) if name == "add"
-                        else decide_end_txn(txn, txn.producer_id, epoch, name == "commit", now))
+        elif name in ("add", "add_written"):
+            # add_written: the shell saw every marker of the PREPARE state stored (no effect otherwise)
+            decision = decide_add_partitions(txn, txn.producer_id, epoch, [P1], now,
+                                             markers_written=name == "add_written")
+        elif name in ("commit", "abort"):
+            decision = decide_end_txn(txn, txn.producer_id, epoch, name == "commit", now)
         else:
             decision = decide_markers_written(txn, now) if name == "written" else decide_timeout(txn, now)
         if decision.error not in (ErrorCode.NONE, ErrorCode.CONCURRENT_TRANSACTIONS):
             assert decision.new_state is None and decision.markers is None
-        if epoch_offset and name in ("add", "commit", "abort"):
+        if epoch_offset and name in ("add", "add_written", "commit", "abort"):
             assert decision.error == ErrorCode.PRODUCER_FENCED
+        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) and decision.new_state is not None \
+                and decision.new_state.state == TxnState.ONGOING:
+            assert name == "add_written", "a PREPARE state is left for a new transaction only after its markers"
         if decision.markers is not None:
             assert decision.new_state.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
             assert decision.markers.partitions == decision.new_state.partitions

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import grpc
 import pytest
 
 from kanal.clients.cluster_metadata import ClusterMetadata
@@ -191,6 +192,53 @@ def test_out_of_order_and_bad_calls_get_kafkas_errors_and_change_nothing(cluster
         reply = md.any_stub().InitProducerId(broker_pb2.InitProducerIdRequest(
             transactional_id="ok", transaction_timeout_ms=10**7), timeout=10)
         assert reply.error == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    finally:
+        md.close()
+
+
+def test_write_txn_markers_from_an_older_coordinator_epoch_is_fenced_over_raw_grpc(cluster):
+    """A deposed coordinator's late WriteTxnMarkers (an older coordinator epoch than a marker the partition
+    already stored for the producer id) is TRANSACTION_COORDINATOR_FENCED and stores nothing; the same
+    epoch or a newer one is written. Also on the followers: after a leader change the new leader refuses
+    it too (it rebuilt the epoch from the markers it replicated)."""
+    create_topic(cluster, "txn-fence-markers")
+    md = ClusterMetadata(cluster.bootstrap)
+    pid = 987_654_321
+
+    def markers(coordinator_epoch: int) -> broker_pb2.TxnPartitionResult:
+        md.refresh(["txn-fence-markers"])
+        request = broker_pb2.WriteTxnMarkersRequest(producer_id=pid, producer_epoch=0, commit=False,
+                                                    coordinator_epoch=coordinator_epoch,
+                                                    topics=[broker_pb2.TopicPartitions(topic="txn-fence-markers",
+                                                                                       partitions=[0])])
+        reply = md.stub(md.leader_endpoint("txn-fence-markers", 0)).WriteTxnMarkers(request, timeout=10)
+        (result,) = reply.results
+        return result
+
+    try:
+        assert markers(7).error == ErrorCode.NONE
+        end = visible_ends(cluster, "txn-fence-markers", 1, "read_uncommitted")
+        stale = markers(6)
+        assert stale.error == ErrorCode.TRANSACTION_COORDINATOR_FENCED, stale.error_message
+        assert visible_ends(cluster, "txn-fence-markers", 1, "read_uncommitted") == end, "nothing was written"
+        assert markers(7).error == ErrorCode.NONE and markers(8).error == ErrorCode.NONE
+        old_leader = broker_node(cluster, partition_info(cluster, "txn-fence-markers", 0).leader)
+        old_leader.kill()
+        try:
+            wait_until(lambda: partition_info(cluster, "txn-fence-markers", 0).leader not in (-1, old_leader.node_id),
+                       60, "a new leader of txn-fence-markers-0")
+
+            def new_leaders_answer():
+                try:
+                    result = markers(7)
+                except grpc.RpcError:
+                    return None  # metadata still naming the dead broker: ask again
+                return result if result.error != ErrorCode.NOT_LEADER_OR_FOLLOWER else None
+
+            answer = wait_until(new_leaders_answer, 60, "the new leader's answer")
+            assert answer.error == ErrorCode.TRANSACTION_COORDINATOR_FENCED, answer.error_message
+        finally:
+            cluster.restart(old_leader)
     finally:
         md.close()
 

@@ -554,7 +554,19 @@ def control_type_of(record: Record) -> int:
 
 def control_type_in(stored: bytes | memoryview) -> int:
     """COMMIT or ABORT of a stored or producer control batch (parsed: markers are one small record)."""
+    return control_type_of(_control_record(stored))
+
+
+def coordinator_epoch_in(stored: bytes | memoryview) -> int:
+    """The coordinator epoch a stored or producer control batch was written at (its record's value)."""
+    try:
+        return records_pb2.ControlRecordValue.FromString(_control_record(stored).value).coordinator_epoch
+    except DecodeError as exc:
+        raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"control record value does not parse: {exc}") from exc
+
+
+def _control_record(stored: bytes | memoryview) -> Record:
     records = decode_records(parse_batch(stored))
     if len(records) != 1:
         raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"a control batch holds {len(records)} records, not 1")
-    return control_type_of(records[0])
+    return records[0]

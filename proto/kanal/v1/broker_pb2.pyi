@@ -711,12 +711,14 @@ class OffsetCommitResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitResponse.Topic, _Mapping]]] = ..., error_message: _Optional[str] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class OffsetFetchRequest(_message.Message):
-    __slots__ = ("group_id", "topics")
+    __slots__ = ("group_id", "topics", "require_stable")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_STABLE_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     topics: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
-    def __init__(self, group_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ...) -> None: ...
+    require_stable: bool
+    def __init__(self, group_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ..., require_stable: _Optional[bool] = ...) -> None: ...
 
 class OffsetFetchResponse(_message.Message):
     __slots__ = ("error", "offsets", "error_message", "throttle_time_ms")
