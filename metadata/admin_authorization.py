@@ -14,7 +14,7 @@ where a controller decides it: `admit_admin(method, request, access) -> Admissio
 | DescribeAcls | DESCRIBE on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
 | AlterUserScramCredentials | ALTER on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
 | DescribeUserScramCredentials | DESCRIBE on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
-| AlterPartitionReassignments, ElectLeaders, UnregisterBroker | ALTER on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
+| AlterPartitionReassignments, ElectLeaders, UnregisterBroker, AddVoter, RemoveVoter | ALTER on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
 | ListPartitionReassignments | DESCRIBE on the cluster | whole call, CLUSTER_AUTHORIZATION_FAILED |
 | DescribeCluster | nothing (the brokers and the quorum, as Metadata shows brokers to anyone) | — |
 """  # noqa: E501 (a Markdown table keeps each row on one line)
@@ -125,5 +125,7 @@ _RULES: dict[str, Callable[[Any, Access], Admission]] = {
     "ListPartitionReassignments": _on_cluster(_OP.ACL_OPERATION_DESCRIBE),
     "ElectLeaders": _on_cluster(_OP.ACL_OPERATION_ALTER),
     "UnregisterBroker": _on_cluster(_OP.ACL_OPERATION_ALTER),
+    "AddVoter": _on_cluster(_OP.ACL_OPERATION_ALTER),
+    "RemoveVoter": _on_cluster(_OP.ACL_OPERATION_ALTER),
 }
 ADMIN_CALLS = tuple(_RULES)

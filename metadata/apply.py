@@ -56,8 +56,16 @@ from kanal.metadata.ids import (
     ProducerId,
     TopicId,
 )
-from kanal.metadata.image import BrokerRegistration, MetadataImage, PartitionState, TopicImage, build_indexes
+from kanal.metadata.image import (
+    BrokerRegistration,
+    MetadataImage,
+    PartitionState,
+    QuorumVoter,
+    TopicImage,
+    build_indexes,
+)
 from kanal.metadata.invariant import MetadataInvariantError
+from kanal.metadata.quorum_voters import check_voter_set
 from kanal.v1 import metadata_pb2
 from kanal.v1.error import KanalError
 from kanal.v1.metadata_pb2 import MetadataBatch, MetadataRecord
@@ -661,6 +669,16 @@ def _remove_user_scram_credential(
         ctx.journal.delete(image.scram_credentials, r.name)
 
 
+def _voter_set(image: MetadataImage, r: metadata_pb2.VoterSetRecord, ctx: _Context) -> None:
+    # The whole set after a change, so a replay needs no earlier record; the set's well-formedness is the
+    # only rule here (majority and one-at-a-time are the decision's, against live state: quorum_voters.py).
+    voters = tuple(sorted(QuorumVoter.from_proto(v) for v in r.voters))
+    malformed = check_voter_set(voters)
+    if malformed is not None:
+        raise _fail(f"VoterSetRecord: {malformed}")
+    ctx.journal.set(image, "voters", voters)
+
+
 def _no_op(image: MetadataImage, r: metadata_pb2.NoOpRecord, ctx: _Context) -> None:
     """Changes nothing: it only makes a new controller's epoch visible in the log."""
 
@@ -678,6 +696,7 @@ _HANDLERS: dict[str, Callable[[MetadataImage, Any, _Context], None]] = {
     "client_quota": _client_quota,
     "producer_ids": _producer_ids,
     "no_op": _no_op,
+    "voter_set": _voter_set,
     "controller_registration": _controller_registration,
     "access_control_entry": _access_control_entry,
     "remove_access_control_entry": _remove_access_control_entry,

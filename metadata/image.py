@@ -42,6 +42,7 @@ from kanal.metadata.ids import (
     ProducerId,
     TopicId,
 )
+from kanal.v1 import metadata_pb2
 from kanal.v1.scram import ScramCredential
 from kanal.v1.topic_name import collision_key
 
@@ -143,6 +144,24 @@ class TopicImage:
         return f"<Topic {self.name} id={self.topic_id} partitions={len(self.partitions)} offline={offline}>"
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class QuorumVoter:
+    """One controller quorum voter as a VoterSetRecord names it (quorum_voters.py)."""
+
+    controller_id: int
+    raft_endpoint: str
+    grpc_endpoint: str
+
+    def to_proto(self) -> metadata_pb2.QuorumVoter:
+        return metadata_pb2.QuorumVoter(
+            controller_id=self.controller_id, raft_endpoint=self.raft_endpoint, grpc_endpoint=self.grpc_endpoint
+        )
+
+    @classmethod
+    def from_proto(cls, proto: metadata_pb2.QuorumVoter) -> QuorumVoter:
+        return cls(proto.controller_id, proto.raft_endpoint, proto.grpc_endpoint)
+
+
 @dataclass(eq=True)
 class MetadataImage:
     """The whole cluster metadata at `next_offset` (exclusive). Start empty: `MetadataImage()`."""
@@ -159,6 +178,9 @@ class MetadataImage:
     user_client_quotas: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
     # Controller id -> the directory id the quorum recorded for its data directory (KIP-853).
     controller_directories: dict[int, str] = field(default_factory=dict)
+    # The controller quorum's voters as the last VoterSetRecord named them, by id; () before any change
+    # (the voters are then the configured ones: quorum_voters.voters_of).
+    voters: tuple[QuorumVoter, ...] = ()
     # Access-control entries by (resource type, pattern type, resource name) (acl.py); never an empty set.
     acls: dict[AclResource, AclSet] = field(default_factory=dict)
     # User name -> SCRAM mechanism -> its credential (UserScramCredentialRecord); no empty inner maps.
@@ -213,6 +235,7 @@ class MetadataImage:
             client_quotas={k: dict(v) for k, v in self.client_quotas.items()},
             user_client_quotas={k: dict(v) for k, v in self.user_client_quotas.items()},
             controller_directories=dict(self.controller_directories),
+            voters=self.voters,  # a tuple of frozen values
             acls=dict(self.acls),  # AclSets are immutable
             scram_credentials={k: dict(v) for k, v in self.scram_credentials.items()},
             next_producer_id=self.next_producer_id,

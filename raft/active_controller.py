@@ -97,6 +97,7 @@ from kanal.raft.command import (
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.metadata_store import AppliedEntry, MetadataStore
 from kanal.raft.proposal_pipeline import Fate, ProposalPipeline, Settled
+from kanal.raft.voter_roster import VoterRoster
 from kanal.v1 import controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -152,10 +153,12 @@ class ActiveController:
         rng: random.Random | None = None,
         ids: ProposalIdSource | None = None,
         on_write_s: Callable[[float], None] | None = None,
+        roster: VoterRoster | None = None,
     ) -> None:
         """`on_write_s` gets the seconds each write that succeeded took, decision to durable (the
-        write-latency metric)."""
+        write-latency metric); `roster` names the current voters (the configured ones when not given)."""
         self._config = config
+        self._voters: VoterRoster | ControllerConfig = roster if roster is not None else config
         self._on_write_s = on_write_s or (lambda _s: None)
         self._store = store
         self._clock = clock or Clock()
@@ -231,7 +234,7 @@ class ActiveController:
     def active_hint(self) -> controller_pb2.ControllerHint:
         """Where the active controller is, as far as this one knows (-1 and "" when unknown)."""
         address = self._require_raft().leader_address()
-        voter = self._config.voter_by_raft(address) if address else None
+        voter = self._voters.voter_by_raft(address) if address else None
         if voter is None:
             return controller_pb2.ControllerHint(controller_id=-1, endpoint="")
         return controller_pb2.ControllerHint(controller_id=voter.controller_id, endpoint=str(voter.grpc))

@@ -52,7 +52,9 @@ from kanal.raft.fatal import stop_process
 from kanal.raft.metadata_log import open_metadata_log
 from kanal.raft.metadata_store import MetadataStore
 from kanal.raft.peer_client import CHANNEL_OPTIONS, PeerClient
+from kanal.raft.quorum_change import QuorumChange
 from kanal.raft.raft_node import RaftNode
+from kanal.raft.voter_roster import VoterRoster
 from kanal.v1 import controller_pb2, controller_pb2_grpc
 from kanal.v1.authentication import Authenticator, server_interceptor
 from kanal.v1.error import ErrorCode, KanalError
@@ -87,16 +89,20 @@ class ControllerServer:
         except OSError as exc:
             raise StartupError(f"cannot open the metadata log under {config.data_dir}: {exc}") from exc
         self.store = MetadataStore(self.log, config.snapshot_settings)
-        self.peers = PeerClient(config)
+        # The voters now: the committed image's VoterSetRecord, or --peers before any quorum change.
+        self.roster = VoterRoster(config, lambda: self.store.read(lambda image: image.voters))
+        self.peers = PeerClient(config, roster=self.roster)
         # One registry for the process: the runtime collectors, the write-latency histogram the active
         # controller observes, and (at start) the collector reading the image and Raft's status.
         self._metrics_registry = node_registry()
         self.controller = ActiveController(config, self.store,
-                                           on_write_s=write_latency_histogram(self._metrics_registry).observe)
+                                           on_write_s=write_latency_histogram(self._metrics_registry).observe,
+                                           roster=self.roster)
         self._clock = Clock()
         self.applier = Applier(self.store, self.controller.on_applied, stop_process,
                                housekeeping=self._housekeeping)
         self.raft: RaftNode | None = None
+        self.quorum: QuorumChange | None = None
         self._registration: RegistrationThread | None = None
         self.health = health.HealthServicer()
         self._serving: bool | None = None
@@ -120,7 +126,8 @@ class ControllerServer:
     def start(self) -> None:
         self._set_serving(False)
         controller_pb2_grpc.add_ControllerServicer_to_server(
-            ControllerService(self.config, self.controller, self.store, self._quorum_status, self.peers),
+            ControllerService(self.config, self.controller, self.store, self._quorum_status, self.peers,
+                              quorum=self._quorum_change),
             self.grpc_server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
@@ -169,12 +176,14 @@ class ControllerServer:
             fetch_missing=self._fetch_missing,
             on_snapshot_loaded=self.controller.on_snapshot_loaded,
             on_state_changed=self.controller.wake,
+            roster=self.roster,
         )
+        self.quorum = QuorumChange(self.controller, self.roster, self.raft, self.config.security.outbound())
         try:
             self.raft.waitBinded()
         except Exception as exc:
             raise StartupError(f"cannot bind the Raft address {self.config.raft}: {exc}") from exc
-        self.controller.attach(self.raft, on_step=self._update_health)
+        self.controller.attach(self.raft, on_step=self._on_step)
         self.controller.start()
         self._registration = RegistrationThread(self.identity, self.controller, self.peers, stop_process)
         self._registration.start()
@@ -207,7 +216,7 @@ class ControllerServer:
     def _hand_off_leadership(self) -> bool:
         """If this controller leads, make another voter lead before pysyncobj stops; whether one did."""
         raft = self.raft
-        if raft is None or not raft.is_leader() or not self.config.others:
+        if raft is None or not raft.is_leader() or not self.roster.others:
             return False
         me = self.config.controller_id
         if not any(v.reachable for v in raft.status().voters if v.controller_id != me):
@@ -223,7 +232,7 @@ class ControllerServer:
             if not raft.is_leader():
                 # A follower now; done once it hears from the new leader (the election may take a round).
                 leader = raft.leader_address()
-                voter = self.config.voter_by_raft(leader) if leader else None
+                voter = self.roster.voter_by_raft(leader) if leader else None
                 if voter is not None and voter.controller_id != me:
                     _log.info("handed Raft leadership over: controller %d leads (term %d)", voter.controller_id,
                               raft.term())
@@ -259,11 +268,22 @@ class ControllerServer:
     def _fetch_missing(self, start: int, end: int):
         prefer = []
         if self.raft is not None and self.raft.leader_address():
-            leader = self.config.voter_by_raft(self.raft.leader_address() or "")
+            leader = self.roster.voter_by_raft(self.raft.leader_address() or "")
             if leader is not None:
                 prefer.append(leader.controller_id)
         _log.info("fetching metadata offsets [%d, %d) from the other controllers", start, end)
         return self.peers.fetch_range(start, end, prefer)
+
+    def _quorum_change(self) -> QuorumChange:
+        if self.quorum is None:
+            raise KanalError(ErrorCode.CONTROLLER_NOT_AVAILABLE, "this controller is still starting")
+        return self.quorum
+
+    def _on_step(self) -> None:
+        # The active-controller loop's hook: health, and one step of a quorum change (quorum_change.py).
+        self._update_health()
+        if self.quorum is not None:
+            self.quorum.converge()
 
     def _update_health(self) -> None:
         raft = self.raft

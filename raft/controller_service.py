@@ -6,7 +6,8 @@ Who answers what:
   CONTROLLER_NOT_AVAILABLE when no controller is active): a broker keeps its session with the active
   controller itself, so it should talk to it directly.
 - Admin writes (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, AlterClientQuotas, CreateAcls,
-  DeleteAcls, AlterUserScramCredentials, AlterPartitionReassignments, ElectLeaders, UnregisterBroker)
+  DeleteAcls, AlterUserScramCredentials, AlterPartitionReassignments, ElectLeaders, UnregisterBroker,
+  AddVoter, RemoveVoter)
   reaching a standby are forwarded to the active controller, so a tool may use any controller; their
   replies have no field to name the active controller. A forwarded call is not forwarded again; it
   carries its caller's principal (`kanal-forwarded-principal`).
@@ -69,6 +70,7 @@ from kanal.raft.active_controller import ActiveController
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.metadata_store import MetadataStore
 from kanal.raft.peer_client import FORWARDED_METADATA_KEY, PeerClient
+from kanal.raft.quorum_change import QuorumChange
 from kanal.raft.quorum_status import QuorumStatus
 from kanal.raft.request_authorization import ControllerGate, gated
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc
@@ -129,8 +131,11 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         store: MetadataStore,
         quorum_status: Callable[[], QuorumStatus],
         peers: PeerClient,
+        *,
+        quorum: Callable[[], QuorumChange] | None = None,
     ) -> None:
         self._config = config
+        self._quorum = quorum
         self._controller = controller
         self._store = store
         self._quorum_status = quorum_status
@@ -300,6 +305,29 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     @gated
     def UnregisterBroker(self, request, context):
         return self._admin_write("UnregisterBroker", decide_decommission_broker, request, context)
+
+    @_rpc
+    @gated
+    def AddVoter(self, request, context):
+        return self._voter_change("AddVoter", lambda q: q.add_decider(request), request, context)
+
+    @_rpc
+    @gated
+    def RemoveVoter(self, request, context):
+        return self._voter_change("RemoveVoter", lambda q: q.remove_decider(), request, context)
+
+    def _voter_change(self, method: str, decider: Callable[[QuorumChange], Any], request: Any,
+                      context: grpc.ServicerContext) -> Any:
+        """A quorum change (quorum_change.py): decided like any admin write (a standby forwards it), then,
+        on the active controller, the reply waits for pysyncobj's membership to match the record."""
+        if self._quorum is None:
+            raise KanalError(ErrorCode.CONTROLLER_NOT_AVAILABLE, "quorum changes are not served here")
+        quorum = self._quorum()
+        was_active = self._controller.is_active()
+        reply = self._admin_write(method, decider(quorum), request, context)
+        if reply.error == ErrorCode.NONE and was_active and self._controller.is_active():
+            quorum.wait_converged(list(reply.voter_ids), self._deadline(context))
+        return reply
 
     # -- reads -------------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import grpc
 from kanal.metadata.log_codec import LogBatch, iter_batches
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.metadata_log import BelowLogStartError
+from kanal.raft.voter_roster import VoterRoster
 from kanal.v1 import controller_pb2, controller_pb2_grpc
 from kanal.v1.channel_options import channel_options
 from kanal.v1.channel_security import open_channel
@@ -44,17 +45,19 @@ class MissingBatchesError(Exception):
 
 
 class PeerClient:
-    def __init__(self, config: ControllerConfig) -> None:
+    def __init__(self, config: ControllerConfig, roster: VoterRoster | None = None) -> None:
         self._config = config
+        # Peers by id: the current voters (a quorum change adds some) and those configured.
+        self._voters: VoterRoster | ControllerConfig = roster if roster is not None else config
         self._lock = threading.Lock()
         self._channels: dict[int, grpc.Channel] = {}
 
     def __repr__(self) -> str:
-        return (f"<PeerClient peers={[v.controller_id for v in self._config.others]} "
+        return (f"<PeerClient peers={[v.controller_id for v in self._voters.others]} "
                 f"open={sorted(self._channels)}>")
 
     def stub(self, controller_id: int) -> controller_pb2_grpc.ControllerStub:
-        voter = self._config.voter(controller_id)
+        voter = self._voters.voter(controller_id)
         if voter is None or controller_id == self._config.controller_id:
             raise ValueError(f"controller {controller_id} is not a peer")
         with self._lock:
@@ -68,7 +71,7 @@ class PeerClient:
         """The metadata log batches covering [start, end), in order, from whichever peer has them.
         BelowLogStartError when every peer answers that `start` is below its log start (retention deleted
         it everywhere); MissingBatchesError when none serves them within FETCH_RANGE_TIMEOUT_S."""
-        order = list(dict.fromkeys([*prefer, *(v.controller_id for v in self._config.others)]))
+        order = list(dict.fromkeys([*prefer, *(v.controller_id for v in self._voters.others)]))
         order = [c for c in order if c != self._config.controller_id]
         offset = start
         deadline = time.monotonic() + FETCH_RANGE_TIMEOUT_S

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kanal.raft.controller_config import ControllerConfig
 from kanal.v1 import admin_pb2
+
+if TYPE_CHECKING:
+    from kanal.raft.voter_roster import VoterRoster
 
 _LEADER_STATE = 2
 
@@ -71,7 +74,8 @@ class QuorumStatus:
         )
 
 
-def from_status(status: Mapping[str, Any], config: ControllerConfig) -> QuorumStatus:
+def from_status(status: Mapping[str, Any], config: ControllerConfig | VoterRoster) -> QuorumStatus:
+    """`config`: the voters to report (a VoterRoster: the current ones; a ControllerConfig: as started)."""
     leader_node = status.get("leader")
     leader_address = getattr(leader_node, "address", None) if leader_node is not None else None
     leader = config.voter_by_raft(leader_address) if leader_address else None

@@ -15,6 +15,10 @@
 - `leaderFallbackTimeout` = three maximal election timeouts (pysyncobj's default is 30 s): a leader cut
   off from the majority steps down quickly, so writes sent to it fail fast.
 - `commandsWaitLeader=False`: a proposal with no leader fails at once instead of waiting in a queue.
+- `dynamicMembershipChange=True`: the quorum's voters change one at a time (raft/quorum_change.py) with
+  pysyncobj's own membership entries (applied by every node when appended, undone if truncated, replayed
+  from the journal after a restart); the dump records the membership (raft_snapshot.py's KRS2), which
+  pysyncobj restores when it loads one. `members()` is the membership as of the last tick.
 - `appendEntriesUseBatch=False`: entries are sent as soon as they are proposed, not on the next
   heartbeat; `appendEntriesBatchSizeBytes` is above any entry, so a big entry is never split (pysyncobj's
   split path mislabels the last chunk for some sizes).
@@ -54,6 +58,7 @@ from kanal.raft.raft_snapshot import (
     write_snapshot_file,
 )
 from kanal.raft.raft_vote_file import fsync_directory
+from kanal.raft.voter_roster import VoterRoster
 
 _log = logging.getLogger("kanal.raft.node")
 
@@ -82,9 +87,12 @@ class RaftNode(SyncObj):
         fetch_missing: Callable[[int, int], Iterable[LogBatch]],
         on_snapshot_loaded: Callable[[], None],
         on_state_changed: Callable[[], None],
+        roster: VoterRoster | None = None,
     ) -> None:
         # Set before SyncObj.__init__: its tick thread starts inside it and may load a snapshot at once.
         self._kanal_config = config
+        # Who the voters are now (DescribeQuorum's list); the configured ones when not given.
+        self._kanal_roster: VoterRoster | ControllerConfig = roster if roster is not None else config
         self._kanal_store = store
         self._kanal_applier = applier
         self._kanal_fetch_missing = fetch_missing
@@ -92,6 +100,8 @@ class RaftNode(SyncObj):
         self._kanal_on_state_changed = on_state_changed
         # pysyncobj's getStatus() as of the end of the last tick, written by the tick thread only (status()).
         self._kanal_status: dict | None = None
+        # Raft addresses of every voter (this one included) as of the end of the last tick (tick thread only).
+        self._kanal_members: frozenset[str] = frozenset(str(v.raft) for v in config.voters)
         self._kanal_clock = Clock()
         # The offset of a snapshot file written with a dump pysyncobj has not renamed into place yet.
         self._kanal_pending_snapshot: int | None = None
@@ -129,7 +139,7 @@ class RaftNode(SyncObj):
             serializer=self._write_snapshot,
             deserializer=self._read_snapshot,
             commandsWaitLeader=False,
-            dynamicMembershipChange=False,
+            dynamicMembershipChange=True,
             onStateChanged=lambda old, new: self._kanal_on_state_changed(),
         )
         with injected_journal(self._kanal_journal):
@@ -178,6 +188,25 @@ class RaftNode(SyncObj):
 
         self.apply_metadata_command(command, callback=callback)
 
+    def members(self) -> frozenset[str]:
+        """Raft addresses of the voters (this one included) as pysyncobj had them at the end of the last
+        tick: a membership entry counts from when it is appended, not committed (Raft's rule)."""
+        return self._kanal_members
+
+    def change_membership(self, *, add: str | None = None, remove: str | None = None,
+                          on_done: Callable[[bool], None]) -> None:
+        """Propose one pysyncobj membership entry (add or remove one voter's Raft address); `on_done(ok)`
+        on pysyncobj's thread: committed, or refused / lost (pysyncobj allows one change at a time, and
+        only once this leader's first entry applied)."""
+
+        def callback(_result: Any, error: int) -> None:
+            on_done(error == FAIL_REASON.SUCCESS)
+
+        if add is not None:
+            self.addNodeToCluster(add, callback=callback)
+        elif remove is not None:
+            self.removeNodeFromCluster(remove, callback=callback)
+
     def hand_off_leadership(self) -> None:
         """Ask for Raft leadership to move to the most caught-up connected voter (Raft's TimeoutNow,
         pysyncobj's transferLeadership), on the next tick: pysyncobj's state is only touched on its tick
@@ -198,6 +227,7 @@ class RaftNode(SyncObj):
             self.transferLeadership()
         super()._onTick(timeToWait)
         self._kanal_status = self.getStatus()
+        self._kanal_members = frozenset({str(self.selfNode.address), *(str(n.address) for n in self.otherNodes)})
 
     def _publish_snapshot(self) -> None:
         """Make the snapshot file written with the last dump a base for metadata log retention, once
@@ -232,7 +262,8 @@ class RaftNode(SyncObj):
             if not self._kanal_applier.drain(_DRAIN_TIMEOUT_S):
                 raise TimeoutError("the applier did not catch up for a snapshot")
             metadata, last_proposal = self._kanal_store.snapshot()
-            snapshot = RaftSnapshot(tuple(last_entry), tuple(previous_entry), last_proposal, metadata)
+            members = tuple(sorted(str(n.address) for n in raft_data[2])) if len(raft_data) > 2 else None
+            snapshot = RaftSnapshot(tuple(last_entry), tuple(previous_entry), last_proposal, metadata, members)
             write_snapshot_file(Path(path), snapshot)
             _log.info("wrote %r", snapshot)
             # The same image as a metadata snapshot file (what brokers' and Spark's readers of the metadata
@@ -257,7 +288,10 @@ class RaftNode(SyncObj):
                                       self._kanal_clock.now_ms())
             _log.info("loaded %r", snapshot)
             self._kanal_on_snapshot_loaded()
-            return (snapshot.last_entry, snapshot.previous_entry, ())
+            # pysyncobj replaces its membership with this set (a dump from before quorum changes has none
+            # recorded: the configured voters).
+            members = snapshot.members if snapshot.members else tuple(str(v.raft) for v in self._kanal_config.voters)
+            return (snapshot.last_entry, snapshot.previous_entry, members)
         except BaseException as exc:  # noqa: BLE001
             stop_process(f"loading the Raft snapshot {path} failed: {exc}", exc)
         raise RuntimeError("stop_process returned")  # unreachable: stop_process exits
@@ -281,4 +315,4 @@ class RaftNode(SyncObj):
         term: two "active controllers" in one epoch, which the chaos checker caught (DescribeQuorum)."""
         published = self._kanal_status
         # Before the first tick: no leader is known yet, so a live read cannot pair a claim with a term.
-        return from_status(published if published is not None else self.getStatus(), self._kanal_config)
+        return from_status(published if published is not None else self.getStatus(), self._kanal_roster)

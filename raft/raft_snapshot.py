@@ -6,12 +6,15 @@ journal. Its default format pickles the state machine object; kanal gives it a c
 writes this format instead (never a pickle of kanal's objects). Integers big-endian:
 
     offset  size  field
-    0       4     magic b"KRS1"
+    0       4     magic b"KRS2" (b"KRS1": the same without the membership section, read as "none recorded")
     4       ...   two Raft entries, the last applied one first, then the one before it (pysyncobj keeps
                   both in its journal after a compaction and checks them on load); each:
                   u64 index, u64 term, u32 N, N bytes of the entry as pysyncobj stores it (opaque here)
     ...     16    the proposal id of the last applied metadata batch (command.py)
     ...     u32 M, M bytes: a kanal.v1.MetadataSnapshot (kanal.metadata.image_to_snapshot of the image)
+    ...     KRS2 only: u32 K, then K times u32 N, N bytes UTF-8: the Raft membership (every voter's Raft
+                  address, this one included, sorted) as pysyncobj had it when it asked for the dump;
+                  pysyncobj restores its membership from it when it loads the dump (dynamic membership)
     ...     4     CRC-32 (zlib.crc32) of every byte before it
 
 A file that does not parse or whose CRC fails raises RaftSnapshotError: a damaged snapshot is never
@@ -32,7 +35,8 @@ from kanal.broker.storage.durable_files import fsync_directory
 from kanal.raft.command import ProposalId
 from kanal.v1.metadata_pb2 import MetadataSnapshot
 
-MAGIC = b"KRS1"
+MAGIC = b"KRS2"
+MAGIC_V1 = b"KRS1"
 _ENTRY_HEAD = struct.Struct(">QQI")
 _U32 = struct.Struct(">I")
 
@@ -50,6 +54,9 @@ class RaftSnapshot:
     previous_entry: RaftEntry
     last_proposal: ProposalId
     metadata: MetadataSnapshot
+    # Raft addresses of every voter when the dump was taken, sorted; None in a KRS1 file (kept before
+    # quorum changes existed: the configured voters then).
+    members: tuple[str, ...] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -68,12 +75,18 @@ def encode_snapshot(snapshot: RaftSnapshot) -> bytes:
     metadata = snapshot.metadata.SerializeToString()
     parts.append(_U32.pack(len(metadata)))
     parts.append(metadata)
+    members = sorted(snapshot.members or ())
+    parts.append(_U32.pack(len(members)))
+    for address in members:
+        raw = address.encode()
+        parts.append(_U32.pack(len(raw)))
+        parts.append(raw)
     body = b"".join(parts)
     return body + _U32.pack(zlib.crc32(body))
 
 
 def decode_snapshot(data: bytes) -> RaftSnapshot:
-    if len(data) < len(MAGIC) + 4 or data[: len(MAGIC)] != MAGIC:
+    if len(data) < len(MAGIC) + 4 or data[: len(MAGIC)] not in (MAGIC, MAGIC_V1):
         raise RaftSnapshotError("not a kanal Raft snapshot (bad magic)")
     body, crc = data[:-4], _U32.unpack_from(data, len(data) - 4)[0]
     if zlib.crc32(body) != crc:
@@ -90,12 +103,24 @@ def decode_snapshot(data: bytes) -> RaftSnapshot:
         pos += 16
         (size,) = _U32.unpack_from(body, pos)
         pos += 4
-        if pos + size != len(body):
-            raise RaftSnapshotError("Raft snapshot has trailing or missing bytes")
         metadata = MetadataSnapshot.FromString(body[pos : pos + size])
+        pos += size
+        members: tuple[str, ...] | None = None
+        if body[: len(MAGIC)] == MAGIC:
+            (count,) = _U32.unpack_from(body, pos)
+            pos += 4
+            found = []
+            for _ in range(count):
+                (size,) = _U32.unpack_from(body, pos)
+                pos += 4
+                found.append(bytes(body[pos : pos + size]).decode())
+                pos += size
+            members = tuple(found) or None  # a membership always holds this voter: none recorded
+        if pos != len(body):
+            raise RaftSnapshotError("Raft snapshot has trailing or missing bytes")
     except (struct.error, ValueError, DecodeError) as exc:
         raise RaftSnapshotError(f"Raft snapshot does not parse: {exc}") from None
-    return RaftSnapshot(entries[0], entries[1], last_proposal, metadata)
+    return RaftSnapshot(entries[0], entries[1], last_proposal, metadata, members)
 
 
 def write_snapshot_file(path: Path, snapshot: RaftSnapshot) -> None:

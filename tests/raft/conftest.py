@@ -177,9 +177,14 @@ class Quorum:
 
     SECRET = "kanal-test-secret" if HAS_CRYPTO else None
 
-    def __init__(self, base_dir: Path, size: int = 3, extra_args: Iterable[str] = ()) -> None:
+    def __init__(self, base_dir: Path, size: int = 3, extra_args: Iterable[str] = (),
+                 voters: int | None = None) -> None:
+        """`voters`: how many of the ids (1..voters) form the quorum at first (all by default); the others
+        are controllers to add later (quorum changes): each starts with --peers naming the first voters
+        and itself."""
         self.base_dir = base_dir
         self.ids = list(range(1, size + 1))
+        self.voter_count = size if voters is None else voters
         ports = free_ports(3 * size)
         self.grpc_port = {i: ports[3 * (i - 1)] for i in self.ids}
         self.raft_port = {i: ports[3 * (i - 1) + 1] for i in self.ids}
@@ -188,9 +193,15 @@ class Quorum:
         self.extra_args = list(extra_args)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self._channels: dict[int, grpc.Channel] = {}
-        self.peers = ",".join(
-            f"{i}=127.0.0.1:{self.raft_port[i]}=127.0.0.1:{self.grpc_port[i]}" for i in self.ids
-        )
+        self.peers = ",".join(self.peer(i) for i in self.ids[: self.voter_count])
+
+    def peer(self, i: int) -> str:
+        """Controller i's --peers entry."""
+        return f"{i}=127.0.0.1:{self.raft_port[i]}=127.0.0.1:{self.grpc_port[i]}"
+
+    def peers_of(self, i: int) -> str:
+        """--peers for controller i: the first voters, and i itself when it is one to add later."""
+        return self.peers if i <= self.voter_count else f"{self.peers},{self.peer(i)}"
 
     def data_dir(self, i: int) -> Path:
         return self.base_dir / f"controller-{i}"
@@ -208,7 +219,7 @@ class Quorum:
             "--id", str(i),
             "--listen", self.endpoint(i),
             "--raft", f"127.0.0.1:{self.raft_port[i]}",
-            "--peers", self.peers,
+            "--peers", self.peers_of(i),
             "--data-dir", str(self.data_dir(i)),
             *(["--cluster-secret", self.SECRET] if self.SECRET else []),
             *([] if "--metrics" in self.extra_args else ["--metrics", f"127.0.0.1:{self.metrics_port[i]}"]),
@@ -371,12 +382,13 @@ def quorum_factory(request, tmp_path):
     their controllers' output is printed when the test failed."""
     quorums: list[Quorum] = []
 
-    def make(size: int = 3, extra_args: Iterable[str] = (), start: bool = True) -> Quorum:
-        q = Quorum(tmp_path / f"quorum-{len(quorums)}-{uuid.uuid4().hex[:6]}", size, extra_args)
+    def make(size: int = 3, extra_args: Iterable[str] = (), start: bool = True, voters: int | None = None) -> Quorum:
+        q = Quorum(tmp_path / f"quorum-{len(quorums)}-{uuid.uuid4().hex[:6]}", size, extra_args, voters)
         q.base_dir.mkdir(parents=True)
         quorums.append(q)
         if start:
-            q.start_all()
+            for i in q.ids[: q.voter_count]:
+                q.start(i)
         return q
 
     yield make

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import zlib
 
 import pytest
 
@@ -37,7 +38,7 @@ def test_round_trip(tmp_path, chain):
     assert loaded == snapshot
     assert image_from_snapshot(loaded.metadata) == chain.image
     data = (tmp_path / "dump").read_bytes()
-    assert data[:4] == b"KRS1"
+    assert data[:4] == b"KRS2"
     with pytest.raises(pickle.UnpicklingError):
         pickle.loads(data)
 
@@ -52,3 +53,19 @@ def test_damage_is_detected(chain):
 def test_unknown_proposal_and_empty_image_round_trip(chain):
     snapshot = RaftSnapshot((b"x", 1, 0), (b"y", 0, 0), ProposalIdSource().next(), image_to_snapshot(chain.image))
     assert decode_snapshot(encode_snapshot(snapshot)) == snapshot
+
+
+def test_membership_round_trips_and_a_krs1_file_has_none(chain):
+    """The Raft membership pysyncobj restores when it loads the dump (quorum changes); a KRS1 file (written
+    before them) still loads, with no membership recorded."""
+    members = ("127.0.0.1:9701", "127.0.0.1:9702", "127.0.0.1:9704")
+    snapshot = RaftSnapshot((b"x", 1, 0), (b"y", 0, 0), ProposalIdSource().next(), image_to_snapshot(chain.image),
+                            members)
+    assert decode_snapshot(encode_snapshot(snapshot)).members == members
+    # A KRS1 file: the same bytes without the membership section, under the old magic, its own CRC.
+    data = encode_snapshot(RaftSnapshot(snapshot.last_entry, snapshot.previous_entry, snapshot.last_proposal,
+                                        snapshot.metadata))
+    body = b"KRS1" + data[4:-8]  # drop the CRC and the empty membership count
+    old = body + zlib.crc32(body).to_bytes(4, "big")
+    loaded = decode_snapshot(old)
+    assert loaded.members is None and loaded.metadata == snapshot.metadata

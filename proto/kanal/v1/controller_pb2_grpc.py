@@ -162,6 +162,16 @@ class ControllerStub:
                 request_serializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerRequest.SerializeToString,
                 response_deserializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerResponse.FromString,
                 _registered_method=True)
+        self.AddVoter = channel.unary_unary(
+                '/kanal.v1.Controller/AddVoter',
+                request_serializer=kanal_dot_v1_dot_operations__pb2.AddVoterRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_operations__pb2.AddVoterResponse.FromString,
+                _registered_method=True)
+        self.RemoveVoter = channel.unary_unary(
+                '/kanal.v1.Controller/RemoveVoter',
+                request_serializer=kanal_dot_v1_dot_operations__pb2.RemoveVoterRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_operations__pb2.RemoveVoterResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -344,6 +354,21 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddVoter(self, request, context):
+        """Admin: add a voter to the controller quorum (VoterSetRecord, then pysyncobj's membership change;
+        needs ALTER on the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveVoter(self, request, context):
+        """Admin: remove a voter from the controller quorum (needs ALTER on the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -471,6 +496,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.UnregisterBroker,
                     request_deserializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerRequest.FromString,
                     response_serializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerResponse.SerializeToString,
+            ),
+            'AddVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddVoter,
+                    request_deserializer=kanal_dot_v1_dot_operations__pb2.AddVoterRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_operations__pb2.AddVoterResponse.SerializeToString,
+            ),
+            'RemoveVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveVoter,
+                    request_deserializer=kanal_dot_v1_dot_operations__pb2.RemoveVoterRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_operations__pb2.RemoveVoterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1149,6 +1184,60 @@ class Controller:
             '/kanal.v1.Controller/UnregisterBroker',
             kanal_dot_v1_dot_operations__pb2.UnregisterBrokerRequest.SerializeToString,
             kanal_dot_v1_dot_operations__pb2.UnregisterBrokerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/AddVoter',
+            kanal_dot_v1_dot_operations__pb2.AddVoterRequest.SerializeToString,
+            kanal_dot_v1_dot_operations__pb2.AddVoterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/RemoveVoter',
+            kanal_dot_v1_dot_operations__pb2.RemoveVoterRequest.SerializeToString,
+            kanal_dot_v1_dot_operations__pb2.RemoveVoterResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -113,3 +113,43 @@ class UnregisterBrokerResponse(_message.Message):
     error: _errors_pb2.ErrorCode
     error_message: str
     def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class AddVoterRequest(_message.Message):
+    __slots__ = ("controller_id", "raft_endpoint", "grpc_endpoint", "request_id")
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    GRPC_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    controller_id: int
+    raft_endpoint: str
+    grpc_endpoint: str
+    request_id: str
+    def __init__(self, controller_id: _Optional[int] = ..., raft_endpoint: _Optional[str] = ..., grpc_endpoint: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class AddVoterResponse(_message.Message):
+    __slots__ = ("error", "error_message", "voter_ids")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    VOTER_IDS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.ErrorCode
+    error_message: str
+    voter_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., voter_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class RemoveVoterRequest(_message.Message):
+    __slots__ = ("controller_id", "request_id")
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    controller_id: int
+    request_id: str
+    def __init__(self, controller_id: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RemoveVoterResponse(_message.Message):
+    __slots__ = ("error", "error_message", "voter_ids")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    VOTER_IDS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.ErrorCode
+    error_message: str
+    voter_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., voter_ids: _Optional[_Iterable[int]] = ...) -> None: ...
