@@ -47,6 +47,17 @@ class ControllerChooser:
     def endpoints(self) -> tuple[str, ...]:
         return self._endpoints
 
+    def set_endpoints(self, endpoints: Sequence[str]) -> None:
+        """The controllers are now `endpoints` (a quorum change, learned from the metadata log or a hint):
+        avoidances and the active one are kept for those still listed."""
+        endpoints = tuple(dict.fromkeys(endpoints))
+        if not endpoints:
+            raise ValueError("no controller endpoints")
+        self._endpoints = endpoints
+        self._avoid_until_ms = {ep: t for ep, t in self._avoid_until_ms.items() if ep in endpoints}
+        if self.active not in endpoints:
+            self.active = None
+
     def avoided(self, endpoint: str, now_ms: int) -> bool:
         return self._avoid_until_ms.get(endpoint, now_ms) > now_ms
 

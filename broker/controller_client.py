@@ -59,6 +59,7 @@ class ControllerClient:
         self._timeout_s = request_timeout_ms / 1000
         self.attempt_timeout_ms = min(request_timeout_ms, CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX)
         options = channel_options(message_bytes_max)
+        self._options, self._security = options, security
         self._channels = {ep: open_channel(ep, options, security) for ep in endpoints}
         self._stubs = {ep: controller_pb2_grpc.ControllerStub(ch) for ep, ch in self._channels.items()}
         self._lock = threading.Lock()
@@ -75,8 +76,32 @@ class ControllerClient:
             return self._chooser.active
 
     def close(self) -> None:
-        for channel in self._channels.values():
+        with self._lock:
+            channels = list(self._channels.values())
+        for channel in channels:
             channel.close()
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        with self._lock:
+            return self._chooser.endpoints
+
+    def set_endpoints(self, endpoints: list[str]) -> None:
+        """The controller quorum is now `endpoints` (a VoterSetRecord in the metadata log: a quorum change).
+        Channels to controllers no longer listed stay open for calls in flight; they are just not chosen."""
+        with self._lock:
+            if tuple(endpoints) == self._chooser.endpoints:
+                return
+            for ep in endpoints:
+                self._open(ep)
+            self._chooser.set_endpoints(endpoints)
+        log.info("controller quorum is now %s", endpoints)
+
+    def _open(self, endpoint: str) -> None:
+        # Under self._lock.
+        if endpoint not in self._channels:
+            self._channels[endpoint] = open_channel(endpoint, self._options, self._security)
+            self._stubs[endpoint] = controller_pb2_grpc.ControllerStub(self._channels[endpoint])
 
     def call(self, method: str, request: Any, *, timeout_s: float | None = None,
              attempt_timeout_s: float | None = None, any_controller: bool = False,
@@ -97,7 +122,9 @@ class ControllerClient:
                 raise KanalError(ErrorCode.CONTROLLER_NOT_AVAILABLE,
                                  f"no active controller answered {method} in time ({last_problem})")
             per_attempt = min(remaining, attempt_s)
-            rpc: Callable[..., Any] = getattr(self._stubs[endpoint], method)
+            with self._lock:
+                stub = self._stubs[endpoint]
+            rpc: Callable[..., Any] = getattr(stub, method)
             started = time.monotonic()
             try:
                 reply = rpc(request, timeout=per_attempt, metadata=metadata or None)
@@ -106,7 +133,7 @@ class ControllerClient:
                 last_problem = f"{endpoint}: {exc.code().name} {exc.details()}"
                 if code in _NOT_ACTIVE:
                     with self._lock:
-                        endpoint = self._chooser.on_not_controller(endpoint, active_controller_of(exc), _now_ms())
+                        endpoint = self._follow_hint(endpoint, active_controller_of(exc))
                     _pause(deadline)
                     continue
                 if code is None and exc.code() in _SILENT:
@@ -127,13 +154,22 @@ class ControllerClient:
                 hint = getattr(reply, "active_controller", None)
                 last_problem = f"{endpoint}: {ErrorCode.Name(error)}"
                 with self._lock:
-                    endpoint = self._chooser.on_not_controller(endpoint, hint.endpoint if hint is not None else "",
-                                                               _now_ms())
+                    endpoint = self._follow_hint(endpoint, hint.endpoint if hint is not None else "")
                 _pause(deadline)
                 continue
             with self._lock:
                 self._chooser.on_answer(endpoint, is_active=not any_controller)
             return reply
+
+    def _follow_hint(self, endpoint: str, hint: str) -> str:
+        """Under self._lock: `endpoint` is not active and names `hint` as the active controller. A hint
+        this client does not know yet is a voter added since (a quorum change the broker's image has not
+        reached): it is learned, so the call follows it."""
+        if hint and hint not in self._chooser.endpoints:
+            self._open(hint)
+            self._chooser.set_endpoints([*self._chooser.endpoints, hint])
+            log.info("learned controller %s from a hint", hint)
+        return self._chooser.on_not_controller(endpoint, hint, _now_ms())
 
 
 def _now_ms() -> int:

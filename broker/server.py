@@ -123,6 +123,9 @@ class BrokerServer:
 
     def _on_metadata(self, old, new) -> None:
         self.metrics.metadata_offset.set(new.next_offset)
+        if new.voters and new.voters != old.voters:
+            # A controller quorum change (VoterSetRecord): heartbeats and registrations go to the new voters.
+            self.controllers.set_endpoints([v.grpc_endpoint for v in new.voters])
         self.quotas.on_metadata(new)
         self.replicas.on_metadata(old, new)
         self.groups.reconcile(new)  # after the replicas: a partition it now leads is ready to be loaded

@@ -50,6 +50,7 @@ _FORWARDED_ADMIN_CALLS = (
     "AlterClientQuotas", "DescribeClientQuotas", "DescribeCluster", "CreateAcls", "DescribeAcls", "DeleteAcls",
     "AlterUserScramCredentials", "DescribeUserScramCredentials",
     "AlterPartitionReassignments", "ListPartitionReassignments", "ElectLeaders", "UnregisterBroker",
+    "AddVoter", "RemoveVoter",
 )
 
 

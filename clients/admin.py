@@ -433,6 +433,20 @@ class Admin:
         reply = self._call("UnregisterBroker", operations_pb2.UnregisterBrokerRequest(broker_id=broker_id))
         _raise_for(reply.error, reply.error_message)
 
+    def add_voter(self, controller_id: int, raft_endpoint: str, grpc_endpoint: str) -> list[int]:
+        """Add a running controller to the quorum as a voter; the voter ids after the change.
+        INVALID_QUORUM_CHANGE says why a change is refused (nothing changed then)."""
+        reply = self._call("AddVoter", operations_pb2.AddVoterRequest(
+            controller_id=controller_id, raft_endpoint=raft_endpoint, grpc_endpoint=grpc_endpoint))
+        _raise_for(reply.error, reply.error_message)
+        return list(reply.voter_ids)
+
+    def remove_voter(self, controller_id: int) -> list[int]:
+        """Remove a voter (not the active controller) from the quorum; the voter ids after the change."""
+        reply = self._call("RemoveVoter", operations_pb2.RemoveVoterRequest(controller_id=controller_id))
+        _raise_for(reply.error, reply.error_message)
+        return list(reply.voter_ids)
+
     def _wait(self, condition, timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while not condition():

@@ -1,4 +1,4 @@
-"""`kanal reassign|leaders|brokers`: operating a live cluster from the command line.
+"""`kanal reassign|leaders|brokers|quorum`: operating a live cluster from the command line.
 
 - `kanal reassign generate --topics T,.. --brokers 1,2,3 [--plan OUT]` and `kanal reassign balance --brokers
   1,2,3 [--topics T,..] [--plan OUT]`: the balance planner (balance_plan.py) over the current assignment
@@ -15,11 +15,15 @@
 - `kanal leaders elect --preferred [--topic T [--partition P]]`: preferred-leader election (every partition
   not led by its preferred replica by default); exit 1 when one could not be elected.
 - `kanal brokers unregister --id N`: decommission a stopped broker that holds no replicas.
+- `kanal quorum describe`, `kanal quorum add --id N --raft HOST:PORT --grpc HOST:PORT`, `kanal quorum remove
+  --id N`: the controller quorum (AddVoter / RemoveVoter through a broker, which forwards them to the
+  active controller; raft/quorum_change.py). Exit 1 with INVALID_QUORUM_CHANGE when a change is refused.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -168,6 +172,41 @@ def brokers_unregister(args, admin_for: AdminFor) -> int:
     return 0
 
 
+def _emit(args, lines: list[str], data: object) -> None:
+    # --output json: the data (as the other commands print it), else the lines.
+    if getattr(args, "output", None) == "json":
+        print(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        print("\n".join(lines))
+
+
+def quorum_describe(args, admin_for: AdminFor) -> int:
+    with admin_for(args) as admin:
+        q = admin.describe_cluster().quorum
+    data = {"leader": q.leader_id, "term": q.term, "commit_index": q.commit_index,
+            "voters": [{"id": v.controller_id, "endpoint": v.endpoint, "active": v.is_active, "lag": v.lag,
+                        "reachable": v.reachable} for v in q.voters]}
+    lines = [f"leader {q.leader_id}, term {q.term}, commit index {q.commit_index}"]
+    lines += [f"  voter {v.controller_id:>2}  {v.endpoint}  {'active' if v.is_active else 'standby'}  lag {v.lag}"
+              f"{'' if v.reachable else '  unreachable'}" for v in q.voters]
+    _emit(args, lines, data)
+    return 0
+
+
+def quorum_add(args, admin_for: AdminFor) -> int:
+    with admin_for(args) as admin:
+        voters = admin.add_voter(args.id, args.raft, args.grpc)
+    _emit(args, [f"controller {args.id} added; voters: {', '.join(map(str, voters))}"], {"voters": voters})
+    return 0
+
+
+def quorum_remove(args, admin_for: AdminFor) -> int:
+    with admin_for(args) as admin:
+        voters = admin.remove_voter(args.id)
+    _emit(args, [f"controller {args.id} removed; voters: {', '.join(map(str, voters))}"], {"voters": voters})
+    return 0
+
+
 def add_operations_parsers(sub, common: argparse.ArgumentParser, admin_for: AdminFor) -> None:
     def bind(handler):
         return lambda args: handler(args, admin_for)
@@ -212,3 +251,17 @@ def add_operations_parsers(sub, common: argparse.ArgumentParser, admin_for: Admi
     c = brokers.add_parser("unregister", parents=[common], help="decommission a stopped broker with no replicas")
     c.add_argument("--id", type=int, required=True, help="the broker's id")
     c.set_defaults(func=bind(brokers_unregister))
+
+    quorum = sub.add_parser("quorum", help="controller quorum: describe, add or remove a voter "
+                                           "(kafka-metadata-quorum)").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    c = quorum.add_parser("describe", parents=[common], help="voters, the active one, term and lag")
+    c.set_defaults(func=bind(quorum_describe))
+    c = quorum.add_parser("add", parents=[common], help="add a running controller as a voter (one at a time)")
+    c.add_argument("--id", type=int, required=True, help="the new controller's id (its --id)")
+    c.add_argument("--raft", required=True, help="its Raft HOST:PORT exactly as it advertises it (its --raft)")
+    c.add_argument("--grpc", required=True, help="its gRPC HOST:PORT (its --listen, as others dial it)")
+    c.set_defaults(func=bind(quorum_add))
+    c = quorum.add_parser("remove", parents=[common], help="remove a voter that is not the active controller")
+    c.add_argument("--id", type=int, required=True, help="the voter's controller id")
+    c.set_defaults(func=bind(quorum_remove))

@@ -54,6 +54,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "reassign": ("kanal.clients.cli", "move partition replicas between brokers: plans, execute, verify, cancel"),
     "leaders": ("kanal.clients.cli", "preferred-leader election (kafka-leader-election)"),
     "brokers": ("kanal.clients.cli", "broker lifecycle: unregister a decommissioned broker"),
+    "quorum": ("kanal.clients.cli", "controller quorum: describe it, add or remove a voter"),
     "audit": ("kanal.spark.audit_cli", "Spark audit of the metadata log: cluster history as Parquet + HTML"),
     "analytics": ("kanal.spark.analytics_cli", "Spark analytics of partition data: throughput, keys, producers, lag"),
 }

@@ -166,6 +166,8 @@ class LocalCluster:
                         self.data_dir / "logs" / f"controller-{i}.log")
             node.extra["metrics"] = f"{c_hosts[i]}:{metrics_port}"
             self.controllers.append(node)
+        self._peers, self._cluster_secret = peers, cluster_secret
+        self._controller_flags = list(controller_flags or [])
         controller_endpoints = ",".join(n.endpoint for n in self.controllers)
         self.brokers: list[Node] = []
         base = 3 * controllers
@@ -185,6 +187,26 @@ class LocalCluster:
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.setdefault("PYTHONFAULTHANDLER", "1")  # a crash in native code leaves its Python stack in the node's log
         self._env = env
+
+    def new_controller(self) -> Node:
+        """A controller to add to the quorum (`kanal quorum add`), not started: the next id, ports of its own,
+        and --peers naming the controllers this cluster started with plus itself, as a controller joining
+        a running quorum must (it learns later changes from the log). On 127.0.0.1, without TLS."""
+        if self.tls is not None:
+            raise ValueError("new_controller does not issue certificates: a cluster without TLS only")
+        i = max(n.node_id for n in self.controllers) + 1
+        grpc_port, raft_port, metrics_port = free_ports(3)
+        host = "127.0.0.1"
+        peers = f"{self._peers},{i}={host}:{raft_port}={host}:{grpc_port}"
+        args = ["--id", str(i), "--listen", f"{host}:{grpc_port}", "--raft", f"{host}:{raft_port}",
+                "--peers", peers, "--data-dir", str(self.data_dir / f"controller-{i}"),
+                "--metrics", f"{host}:{metrics_port}", "--cluster-secret", self._cluster_secret,
+                *self._controller_flags]
+        node = Node("controller", i, f"{host}:{grpc_port}", args, self.data_dir / "logs" / f"controller-{i}.log")
+        node.extra["metrics"] = f"{host}:{metrics_port}"
+        node.extra["raft"] = f"{host}:{raft_port}"
+        self.controllers.append(node)
+        return node
 
     def _tls_flags(self, node: str, security_flags: list[str] | None) -> list[str]:
         if self.tls is None:

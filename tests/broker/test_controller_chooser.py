@@ -81,3 +81,23 @@ def test_endpoints_must_be_given_and_distinct():
         ControllerChooser([])
     with pytest.raises(ValueError):
         ControllerChooser([A, A])
+
+
+NOW = 10_000
+
+
+def test_a_quorum_change_replaces_the_controllers_keeping_what_still_holds():
+    chooser = ControllerChooser(["c1", "c2", "c3"])
+    chooser.on_answer("c2", is_active=True)
+    chooser.on_silent("c1", 1_000, NOW)
+    # c3 removed, c4 added: the active one stays, c1 is still avoided, c4 comes in the ring.
+    chooser.set_endpoints(["c1", "c2", "c4"])
+    assert chooser.endpoints == ("c1", "c2", "c4")
+    assert chooser.first(NOW) == "c2"
+    assert chooser.on_not_controller("c2", "c4", NOW) == "c4"
+    # The active controller removed: unknown until a call finds it.
+    chooser.set_endpoints(["c1", "c2"])
+    assert chooser.active is None
+    assert chooser.first(NOW) == "c2"  # c1 is avoided
+    with pytest.raises(ValueError):
+        chooser.set_endpoints([])

@@ -62,6 +62,7 @@ def test_a_raft_node_answers_with_the_status_its_tick_published_never_a_live_rea
 
     node = object.__new__(RaftNode)  # no cluster: the attributes status() and the tick's last step use
     node._kanal_config = CONFIG
+    node._kanal_roster = CONFIG
     published = {"state": 0, "leader": None, "raft_term": 2, "commit_idx": 7}
     node._kanal_status = published
 

@@ -232,6 +232,16 @@ class BrokerStub:
                 request_serializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerRequest.SerializeToString,
                 response_deserializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerResponse.FromString,
                 _registered_method=True)
+        self.AddVoter = channel.unary_unary(
+                '/kanal.v1.Broker/AddVoter',
+                request_serializer=kanal_dot_v1_dot_operations__pb2.AddVoterRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_operations__pb2.AddVoterResponse.FromString,
+                _registered_method=True)
+        self.RemoveVoter = channel.unary_unary(
+                '/kanal.v1.Broker/RemoveVoter',
+                request_serializer=kanal_dot_v1_dot_operations__pb2.RemoveVoterRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_operations__pb2.RemoveVoterResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -503,6 +513,19 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddVoter(self, request, context):
+        """Admin: controller quorum changes, one voter at a time (operations.proto; needs ALTER on the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveVoter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -700,6 +723,16 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.UnregisterBroker,
                     request_deserializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerRequest.FromString,
                     response_serializer=kanal_dot_v1_dot_operations__pb2.UnregisterBrokerResponse.SerializeToString,
+            ),
+            'AddVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddVoter,
+                    request_deserializer=kanal_dot_v1_dot_operations__pb2.AddVoterRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_operations__pb2.AddVoterResponse.SerializeToString,
+            ),
+            'RemoveVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveVoter,
+                    request_deserializer=kanal_dot_v1_dot_operations__pb2.RemoveVoterRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_operations__pb2.RemoveVoterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1756,6 +1789,60 @@ class Broker:
             '/kanal.v1.Broker/UnregisterBroker',
             kanal_dot_v1_dot_operations__pb2.UnregisterBrokerRequest.SerializeToString,
             kanal_dot_v1_dot_operations__pb2.UnregisterBrokerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/AddVoter',
+            kanal_dot_v1_dot_operations__pb2.AddVoterRequest.SerializeToString,
+            kanal_dot_v1_dot_operations__pb2.AddVoterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Broker/RemoveVoter',
+            kanal_dot_v1_dot_operations__pb2.RemoveVoterRequest.SerializeToString,
+            kanal_dot_v1_dot_operations__pb2.RemoveVoterResponse.FromString,
             options,
             channel_credentials,
             insecure,
