@@ -140,6 +140,13 @@ def test_add_a_fourth_controller_and_remove_an_original_while_producing(cluster)
             wait_until(lambda: len(creator.acked) >= 20, 120, "topic creations through the change")
         # Every broker is registered and unfenced at the end: its heartbeats reach the active controller.
         wait_until(lambda: _brokers_live(admin, len(cluster.brokers)), 60, "every broker unfenced")
+        # A broker restarted with its original --controllers (naming the removed controller, not the new
+        # one) learns the voter set from the metadata log again.
+        broker = cluster.brokers[0]
+        cluster.restart(broker)
+        wait_until(lambda: _brokers_live(admin, len(cluster.brokers)), 60, "the restarted broker unfenced")
+        learned = [line for line in broker.log_path.read_text().splitlines() if "controller quorum is now" in line]
+        assert len(learned) >= 3 and new.endpoint in learned[-1] and gone.endpoint not in learned[-1], learned
     finally:
         producer.close()
         admin.close()
