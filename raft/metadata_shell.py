@@ -15,6 +15,8 @@ The tree (every leaf a JSON value):
     /configs/brokers/<name>     broker config overrides (name "" is the cluster default, shown as <default>)
     /quotas/<type>=<name>       client quota values
     /controllers/<id>    the controller's registered directory id
+    /voters/<id>         the quorum's voters as the last VoterSetRecord names them (raft and grpc endpoints;
+                         empty before any quorum change: the voters are then every controller's --peers)
     /acls/<type>:<pattern>:<name>   the resource's access-control entries (principal, host, operation,
                          permission), Kafka's names
 
@@ -142,6 +144,7 @@ def image_tree(image: MetadataImage) -> Tree:
         "quotas": {f"{kind}={name or DEFAULT_NAME}": dict(sorted(values.items()))
                    for (kind, name), values in sorted(image.client_quotas.items())},
         "controllers": {str(c): {"directory_id": d} for c, d in sorted(image.controller_directories.items())},
+        "voters": {str(v.controller_id): {"raft": v.raft_endpoint, "grpc": v.grpc_endpoint} for v in image.voters},
         "acls": {f"{resource_type_name(r.resource_type)}:{pattern_name(r.pattern_type)}:{r.name}": [
                      {"principal": e.principal, "host": e.host, "operation": operation_name(e.operation),
                       "permission": permission_name(e.permission)}
