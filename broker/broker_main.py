@@ -21,7 +21,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from kanal.broker.config import REPLICA_LISTEN_AUTO, BrokerConfig, parse_endpoint
+from kanal.broker.config import BrokerConfig, parse_endpoint
 from kanal.broker.server import BrokerServer
 from kanal.metadata.authorizer import authorizer_config_from
 from kanal.v1.authorizer_flags import add_authorizer_flags
@@ -55,10 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", required=True, help="host:port the gRPC server binds (e.g. 0.0.0.0:9092)")
     p.add_argument("--advertise", default="",
                    help="host:port clients and other brokers dial (default: --listen); must resolve")
-    p.add_argument("--replica-listen", default=REPLICA_LISTEN_AUTO,
-                   help="host:port where followers' replication is served apart from client calls; 'auto' (a "
-                        "free port on the --listen host) or 'off' (replication on --listen); followers dial the "
-                        "--advertise host at its port")
     p.add_argument("--controllers", required=True, help="comma-separated host:port of the controllers' gRPC")
     p.add_argument("--data-dir", type=Path, required=True, help="directory for partition logs")
     p.add_argument("--rack", default="", help="rack or zone, for rack-aware placement")
@@ -124,7 +120,6 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
         broker_id=args.id,
         listen=args.listen,
         advertise=args.advertise,
-        replica_listen=args.replica_listen,
         controllers=tuple(c.strip() for c in args.controllers.split(",") if c.strip()),
         data_dir=args.data_dir,
         rack=rack_of(args.rack, args.rack_file),

@@ -33,10 +33,6 @@ def parse_endpoint(text: str) -> tuple[str, int]:
         raise KanalError(ErrorCode.INVALID_CONFIG, f"{text!r} is not host:port: {exc}") from None
 
 
-REPLICA_LISTEN_AUTO = "auto"
-REPLICA_LISTEN_OFF = "off"
-
-
 @dataclass(frozen=True)
 class BrokerConfig:
     # This broker's id, unique in the cluster.
@@ -51,11 +47,6 @@ class BrokerConfig:
     rack: str = ""
     # host:port clients and other brokers dial, registered with the controllers; empty: `listen`.
     advertise: str = ""
-    # Where followers' replication is served (server.py): REPLICA_LISTEN_AUTO (the default) binds a free
-    # port on the `listen` host, host:port binds that, REPLICA_LISTEN_OFF serves replication on `listen`
-    # with the client calls. Either way followers dial the advertised host at the bound port, which the
-    # leader tells them in its answers on `listen` (FetchResponse.replica_endpoint): nothing is registered.
-    replica_listen: str = "auto"
     # host:port for the Prometheus metrics endpoint; empty disables it. `kanal broker` fills it in: port 9404
     # (kanal.v1.metrics_endpoint) on the --listen host, unless --metrics moves it or says `off`.
     metrics_listen: str = ""
@@ -137,15 +128,6 @@ class BrokerConfig:
     controller_endpoints: tuple[tuple[str, int], ...] = field(init=False)
 
     @property
-    def replica_bind(self) -> str | None:
-        """host:port the replica listener binds (port 0: any free one), None when it is off."""
-        if self.replica_listen == REPLICA_LISTEN_OFF:
-            return None
-        if self.replica_listen == REPLICA_LISTEN_AUTO:
-            return f"{parse_endpoint(self.listen)[0]}:0"
-        return self.replica_listen
-
-    @property
     def advertised(self) -> str:
         """host:port registered with the controllers: `advertise`, else `listen`."""
         return self.advertise or self.listen
@@ -158,9 +140,6 @@ class BrokerConfig:
                f"the advertised address {self.advertised!r} is a wildcard nobody can dial: set --advertise")
         if self.metrics_listen:
             parse_endpoint(self.metrics_listen)
-        if self.replica_listen not in (REPLICA_LISTEN_AUTO, REPLICA_LISTEN_OFF):
-            parse_endpoint(self.replica_listen)
-            _check(self.replica_listen != self.listen, "replica_listen must differ from listen (or be 'off')")
         _check(len(self.controllers) >= 1, "at least one controller endpoint is needed")
         object.__setattr__(self, "controller_endpoints", tuple(parse_endpoint(c) for c in self.controllers))
         _check(100 <= self.heartbeat_interval_ms <= 60_000, "heartbeat_interval_ms must be in [100, 60000]")

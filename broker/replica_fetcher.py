@@ -18,13 +18,6 @@ stream), and the next round goes out on a new stream on a new channel. Otherwise
 first records wait for that poll to expire before any follower asks for them, and acks=all produces and
 consumers (who read below the high-water mark) wait with them: up to 500 ms after every topic creation
 or leader change.
-
-The replica listener: a leader names its replica listener (a gRPC server on an event loop of its own that
-serves only ReplicaFetch: server.py) in its answers to follower fetches on its client listener. The
-fetcher opens a channel to it in the background and, once connected, sends its rounds there (between two
-rounds, never in the middle of one); any error there sends the next round back to the client listener,
-which names the listener again (a restarted leader's new port). One that does not connect within
-_OFFER_CONNECT_S_MAX is not tried again for _OFFER_REFUSED_S: the rounds never wait on it.
 """
 
 from __future__ import annotations
@@ -32,7 +25,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import grpc
@@ -51,18 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _BACKOFF_S = 0.1
-# A leader's replica listener whose channel has not connected this long is given up (the rounds go on at
-# the client listener meanwhile), and not tried again for _OFFER_REFUSED_S (a firewall that drops the port).
-_OFFER_CONNECT_S_MAX = 5.0
-_OFFER_REFUSED_S = 60.0
-
-
-@dataclass
-class _ReplicaOffer:
-    endpoint: str
-    channel: grpc.Channel
-    ready: grpc.Future
-    since_s: float
 
 
 class ReplicaFetcher:
@@ -78,11 +58,6 @@ class ReplicaFetcher:
         self._stop = threading.Event()
         self._added = threading.Event()  # set_partitions added a partition: an idle fetcher goes at once
         self._options = channel_options(config.grpc_message_bytes_max)
-        # Where the channel dials: the leader's client listener, or its replica listener once it named one
-        # and a channel to it connected (see "The replica listener" above).
-        self._target = endpoint
-        self._offer: _ReplicaOffer | None = None  # a channel to the offered replica listener, connecting
-        self._refused: dict[str, float] = {}  # replica listener -> monotonic time before which it is not tried
         self._channel = open_channel(endpoint, self._options, config.security.outbound())
         self._stub = broker_pb2_grpc.BrokerStub(self._channel)
         self._fetching = False  # a Fetch is in flight on self._channel
@@ -108,7 +83,7 @@ class ReplicaFetcher:
                 self._added.set()  # under the lock: the fetcher checks it there before each call
             if added and self._fetching and not self._interrupted:
                 interrupted, self._interrupted = self._channel, True
-                self._channel = open_channel(self._target, self._options, self._config.security.outbound())
+                self._channel = open_channel(self.endpoint, self._options, self._config.security.outbound())
                 self._stub = broker_pb2_grpc.BrokerStub(self._channel)
         if interrupted is not None:
             interrupted.close()  # the blocking Fetch on it ends with CANCELLED; nothing it carried is applied
@@ -123,7 +98,6 @@ class ReplicaFetcher:
         with self._lock:
             channel = self._channel
         channel.close()
-        self._drop_offer()
 
     def _fetch(self, stub: broker_pb2_grpc.BrokerStub, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
         """One fetch round trip: on the ReplicaFetch stream (opened on first use, replaced when it is old or
@@ -148,48 +122,6 @@ class ReplicaFetcher:
             self._streaming = False
             return stub.Fetch(request, timeout=poll_s_max + 10)
 
-    def _consider_offer(self, replica_endpoint: str) -> None:
-        """An answer from the client listener named the leader's replica listener: start connecting to it
-        (in the background: the rounds go on here meanwhile), unless it failed to connect lately."""
-        if (not replica_endpoint or self._target != self.endpoint or self._offer is not None
-                or self._refused.get(replica_endpoint, 0.0) > time.monotonic()):
-            return
-        channel = open_channel(replica_endpoint, self._options, self._config.security.outbound())
-        self._offer = _ReplicaOffer(replica_endpoint, channel, grpc.channel_ready_future(channel), time.monotonic())
-
-    def _take_offer(self) -> None:
-        """Between rounds: move to the replica listener once its channel is connected; give up on one that
-        did not connect in _OFFER_CONNECT_S_MAX (and do not try it for _OFFER_REFUSED_S)."""
-        offer = self._offer
-        if offer is None or not offer.ready.done() and time.monotonic() - offer.since_s < _OFFER_CONNECT_S_MAX:
-            return
-        self._offer = None
-        if not offer.ready.done() or offer.ready.exception() is not None:
-            log.info("leader %d's replica listener %s did not connect: fetching from %s", self.leader_id,
-                     offer.endpoint, self.endpoint)
-            self._refused[offer.endpoint] = time.monotonic() + _OFFER_REFUSED_S
-            offer.ready.cancel()
-            offer.channel.close()
-            return
-        self._switch(offer.endpoint, offer.channel)
-
-    def _switch(self, target: str, channel: grpc.Channel | None = None) -> None:
-        """Dial `target` from the next round on (the fetcher's thread, between rounds)."""
-        if channel is None:
-            channel = open_channel(target, self._options, self._config.security.outbound())
-        with self._lock:
-            old, self._channel, self._target = self._channel, channel, target
-            self._stub = broker_pb2_grpc.BrokerStub(channel)
-        self._end_session()
-        old.close()
-        log.debug("fetching from leader %d at %s", self.leader_id, target)
-
-    def _drop_offer(self) -> None:
-        offer, self._offer = self._offer, None
-        if offer is not None:
-            offer.ready.cancel()
-            offer.channel.close()
-
     def _end_session(self) -> None:
         if self._session is not None:
             self._session.close()
@@ -202,12 +134,10 @@ class ReplicaFetcher:
             stop_process(f"the replica fetcher from leader {self.leader_id} failed", exc)
         finally:
             self._end_session()
-            self._drop_offer()
 
     def _run_rounds(self) -> None:
         while not self._stop.is_set():
             self._added.clear()
-            self._take_offer()
             with self._lock:
                 partitions = list(self._partitions)
                 stub = self._stub
@@ -257,16 +187,13 @@ class ReplicaFetcher:
                     continue
                 if not isinstance(exc, grpc.RpcError):
                     raise
-                log.debug("fetch from leader %d at %s failed: %s", self.leader_id, self._target, exc.code().name)
-                if self._target != self.endpoint:  # back to the client listener, which names the replica
-                    self._switch(self.endpoint)  # listener again (a restarted leader's new port, say)
+                log.debug("fetch from leader %d failed: %s", self.leader_id, exc.code().name)
                 self._stop.wait(_BACKOFF_S)
                 continue
             with self._lock:
                 self._fetching = False
                 if self._interrupted:  # the poll ended on its own before its channel was closed: fine
                     self._interrupted = False
-            self._consider_offer(reply.replica_endpoint)
             appended = 0
             errors = 0
             for topic_data in reply.topics:

@@ -1,9 +1,7 @@
 """BrokerServer: one broker process's parts wired together, started and stopped in order.
 
-Threads: the client listener's gRPC server and its event loop (Produce, Fetch, Metadata, ListOffsets,
-and every parked call: see service.py), the replica listener's gRPC server and its own event loop
-(followers' ReplicaFetch streams only), the pool of `request_threads` for calls that may block
-elsewhere (both servers share it), the metadata
+Threads: the gRPC server's event loop (Produce, Fetch, Metadata, ListOffsets, and every parked call:
+see service.py), its pool of `request_threads` for calls that may block elsewhere, the metadata
 follower, the heartbeat loop, the log-maintenance loop, and one replica fetcher per leader this broker
 follows. State
 lives in the replica manager (per-partition locks) and the metadata image (swapped whole, read without
@@ -15,12 +13,6 @@ the log privately up to the end the controller reported, then publishes once, cr
 replicas from that caught-up image only (metadata_catch_up.py) → Broker calls are served → the heartbeat
 reports the published offset, the controller unfences the broker → SERVING on gRPC health. Stop:
 controlled shutdown (leaderships move away first), stop serving, stop threads, close logs cleanly.
-
-Why two servers: a grpc.aio server accepts one new call per pass of its event loop. With the follower
-streams on the same loop, an RF=3 leader's Produce waited 17–19 ms for a pass before kanal's interceptors
-saw it, and follower answers waited behind client calls. On the replica listener's loop replication has
-a loop to itself; followers learn its port from the leader's answers on the client listener
-(FetchResponse.replica_endpoint: the advertised host, the bound port), so nothing new is registered.
 
 gRPC listens before registration, as Kafka's brokers bind their listeners early but process nothing
 until caught up: a port in use fails the start at once rather than after registration, probes get
@@ -51,7 +43,7 @@ from kanal.broker.quota_interceptor import BrokerQuotas, QuotaInterceptor
 from kanal.broker.quota_sampler import QuotaWindows
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.request_authorization import RequestGate
-from kanal.broker.service import BrokerService, ReplicaListenerService
+from kanal.broker.service import BrokerService
 from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.broker.transaction_coordinator import TransactionCoordinator
 from kanal.v1 import broker_pb2, broker_pb2_grpc
@@ -80,13 +72,6 @@ class BrokerServer:
         self._request_pool = futures.ThreadPoolExecutor(max_workers=config.request_threads,
                                                         thread_name_prefix="grpc-request")
         self._loop.set_default_executor(self._request_pool)
-        # The replica listener (docstring): a second gRPC server on an event loop and thread of its own.
-        self._replica_grpc: grpc.aio.Server | None = None
-        self.replica_endpoint = ""  # host:port followers dial; empty while (or when) there is none
-        self._replica_loop = asyncio.new_event_loop()
-        self._replica_loop.set_default_executor(self._request_pool)
-        self._replica_loop_thread = threading.Thread(target=self._replica_loop.run_forever, name="grpc-replica-loop",
-                                                     daemon=True)
         self.health = health.aio.HealthServicer()
         Path(config.data_dir).mkdir(parents=True, exist_ok=True)
         self.controllers = ControllerClient(
@@ -146,9 +131,6 @@ class BrokerServer:
     def start(self, *, register_timeout_s: float = 60.0) -> None:
         self._loop_thread.start()
         self._on_loop(self._start_grpc())
-        if self.config.replica_bind is not None:
-            self._replica_loop_thread.start()
-            self._on_loop(self._start_replica_grpc(self.config.replica_bind), loop=self._replica_loop)
         if self.config.metrics_listen:
             host, port = parse_endpoint(self.config.metrics_listen)
             try:
@@ -167,57 +149,35 @@ class BrokerServer:
         self._spawn("transaction-coordinator", self.transactions.run)
         self._spawn("readiness", self._wait_ready)
 
-    def _on_loop(self, coroutine, timeout_s: float = 30.0, loop: asyncio.AbstractEventLoop | None = None):
-        """Run a coroutine on the server's event loop (or `loop`) from another thread and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coroutine, loop or self._loop).result(timeout_s)
-
-    def _grpc_options(self) -> list[tuple[str, int]]:
-        return [("grpc.max_receive_message_length", self.config.grpc_message_bytes_max),
-                ("grpc.max_send_message_length", self.config.grpc_message_bytes_max),
-                ("grpc.so_reuseport", 0)]
-
-    def _bind(self, server: grpc.aio.Server, endpoint: str) -> int:
-        """Add a listener with the broker's security (the same TLS and client certificates on every
-        listener); the bound port, OSError when it cannot listen."""
-        security = self.config.security
-        port = (server.add_secure_port(endpoint, security.server_credentials()) if security.tls
-                else server.add_insecure_port(endpoint))
-        if port == 0:
-            raise OSError(f"cannot listen on {endpoint}")
-        log.info("gRPC listener %s: %s", endpoint, security.describe())
-        warn_if_exposed(endpoint.rpartition(":")[0], security, log, f"broker {self.config.broker_id}")
-        return port
+    def _on_loop(self, coroutine, timeout_s: float = 30.0):
+        """Run a coroutine on the server's event loop from another thread and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout_s)
 
     async def _start_grpc(self) -> None:
+        options = [("grpc.max_receive_message_length", self.config.grpc_message_bytes_max),
+                   ("grpc.max_send_message_length", self.config.grpc_message_bytes_max),
+                   ("grpc.so_reuseport", 0)]
         # Every call is authenticated at the door and served with its principal bound (kanal.v1.authentication);
         # client quotas (broker/quota_interceptor.py) are applied inside that, to the call's principal.
         self.authenticator = Authenticator(self.config.security, self._scram_credentials, unready=self._unready)
-        server = grpc.aio.server(migration_thread_pool=self._request_pool, options=self._grpc_options(),
+        server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options,
                                  interceptors=[aio_server_interceptor(self.authenticator),
                                                QuotaInterceptor(self.quotas, self.metrics)])
-        broker_pb2_grpc.add_BrokerServicer_to_server(BrokerService(self, offer_replica_endpoint=True), server)
+        broker_pb2_grpc.add_BrokerServicer_to_server(BrokerService(self), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         # Liveness: SERVING while the event loop answers, caught up or not (a pod's liveness probe).
         await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
-        self._bind(server, self.config.listen)
+        security = self.config.security
+        port = (server.add_secure_port(self.config.listen, security.server_credentials()) if security.tls
+                else server.add_insecure_port(self.config.listen))
+        if port == 0:
+            raise OSError(f"cannot listen on {self.config.listen}")
+        log.info("gRPC listener %s: %s", self.config.listen, security.describe())
+        warn_if_exposed(parse_endpoint(self.config.listen)[0], security, log, f"broker {self.config.broker_id}")
         await server.start()
         self._grpc = server
-
-    async def _start_replica_grpc(self, endpoint: str) -> None:
-        """The replica listener: followers' ReplicaFetch streams only (every other method is UNIMPLEMENTED
-        there), authenticated by the same Authenticator and authorized and checked as on the client
-        listener (BrokerService.ReplicaFetch). No client quota applies to replication, so no quota
-        interceptor. Runs on its own event loop and thread, so a follower's answer never waits for a pass of
-        the loop that accepts and serves client calls, and client calls never wait behind replication."""
-        server = grpc.aio.server(migration_thread_pool=self._request_pool, options=self._grpc_options(),
-                                 interceptors=[aio_server_interceptor(self.authenticator)])
-        broker_pb2_grpc.add_BrokerServicer_to_server(ReplicaListenerService(BrokerService(self)), server)
-        port = self._bind(server, endpoint)
-        await server.start()
-        self._replica_grpc = server
-        self.replica_endpoint = f"{parse_endpoint(self.config.advertised)[0]}:{port}"
 
     def _unready(self) -> KanalError | None:
         """Until the first caught-up image is published the credentials may be incomplete: a password that
@@ -267,11 +227,6 @@ class BrokerServer:
                 self._on_loop(self._grpc.stop(grace=1.0), timeout_s=grace_s + 5)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop_thread.join(timeout=grace_s)
-        if self._replica_loop_thread.is_alive():
-            if self._replica_grpc is not None:
-                self._on_loop(self._replica_grpc.stop(grace=1.0), timeout_s=grace_s + 5, loop=self._replica_loop)
-            self._replica_loop.call_soon_threadsafe(self._replica_loop.stop)
-            self._replica_loop_thread.join(timeout=grace_s)
         self._request_pool.shutdown(wait=False, cancel_futures=True)
         self.transactions.close()
         self.groups.close()

@@ -81,11 +81,8 @@ def metadata_response(image: MetadataImage, topics: list[str], metadata_offset: 
 
 
 class BrokerService(broker_pb2_grpc.BrokerServicer):
-    def __init__(self, server: BrokerServer, *, offer_replica_endpoint: bool = False) -> None:
-        """`offer_replica_endpoint`: this instance serves the client listener, so its answers to followers
-        name the replica listener (FetchResponse.replica_endpoint), where they should fetch instead."""
+    def __init__(self, server: BrokerServer) -> None:
         self._server = server
-        self._offer_replica_endpoint = offer_replica_endpoint
 
     def _refuse_until_ready(self) -> None:
         """BROKER_NOT_AVAILABLE until this broker is registered and has published its caught-up image;
@@ -167,8 +164,6 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         finally:
             call.close()
         self._timed("FetchFollower" if call.follower is not None else "FetchConsumer", started)
-        if call.follower is not None and self._offer_replica_endpoint and self._server.replica_endpoint:
-            call.reply.replica_endpoint = self._server.replica_endpoint
         return call.reply
 
     @async_error_boundary
@@ -305,18 +300,6 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     def DeleteGroups(self, request, context):
         self._refuse_until_ready()
         return self._server.groups.delete_groups(request)
-
-
-class ReplicaListenerService(broker_pb2_grpc.BrokerServicer):
-    """What the replica listener serves (server.py): followers' ReplicaFetch streams, exactly as the client
-    listener serves them (readiness, authorization, replica id and epoch checks). Every other method is
-    the generated servicer's UNIMPLEMENTED: clients belong on the client listener."""
-
-    def __init__(self, service: BrokerService) -> None:
-        self._service = service
-
-    async def ReplicaFetch(self, request_iterator, context: grpc.aio.ServicerContext) -> None:
-        await self._service.ReplicaFetch(request_iterator, context)
 
 
 class LoopWaker:

@@ -75,16 +75,3 @@ def test_a_data_directory_of_another_node_stops_the_start_in_one_line(tmp_path):
     assert result.stderr.count("\n") == 1 and "another node's" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert (tmp_path / "meta.properties").read_text() == identity
-
-
-def test_the_replica_listener_defaults_to_a_free_port_on_the_listen_host_and_takes_the_flag(tmp_path):
-    assert parse_args(base(tmp_path)).replica_bind == "127.0.0.1:0"
-    assert parse_args(base(tmp_path) + ["--replica-listen", "off"]).replica_bind is None
-    assert parse_args(base(tmp_path) + ["--replica-listen", "127.0.0.1:9093"]).replica_bind == "127.0.0.1:9093"
-
-
-@pytest.mark.parametrize("value", ["nowhere", "127.0.0.1:0", "127.0.0.1:1"])  # the last is --listen itself
-def test_a_replica_listener_that_is_not_host_port_or_is_the_client_listener_is_invalid_config(tmp_path, value):
-    with pytest.raises(KanalError) as err:
-        parse_args(base(tmp_path) + ["--replica-listen", value])
-    assert err.value.code == ErrorCode.INVALID_CONFIG

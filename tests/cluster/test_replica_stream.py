@@ -55,41 +55,25 @@ class Stream:
         self.call.cancel()
 
 
-def replica_endpoint(stub, topic: str, follower: int, epoch: int) -> str:
-    """The leader's replica listener, as it names it to a follower fetching on its client listener."""
-    reply = stub.Fetch(fetch_request(topic, 0, replica_id=follower, replica_epoch=epoch), timeout=10)
-    return reply.replica_endpoint
-
-
-@pytest.fixture(params=["client", "replica"])
-def leader(cluster, request):
-    """(stub of the leader of a new RF=3 topic 'stream-N' on its client listener, a stub on the listener
-    under test (the client one or the replica one: the stream follows the same rules on both), the topic,
-    its partition info, broker epochs)."""
+@pytest.fixture
+def leader(cluster):
+    """(stub of the leader of a new RF=3 topic 'stream-N', the topic, its partition info, broker epochs)."""
     leader.count = getattr(leader, "count", 0) + 1
     topic = f"stream-{leader.count}"
     create_topic(cluster, topic, partitions=1, replication_factor=3, min_insync_replicas="2")
     info = partition_info(cluster, topic, 0)
-    client_endpoint = broker_node(cluster, info.leader).endpoint
-    channel = grpc.insecure_channel(client_endpoint)
+    channel = grpc.insecure_channel(broker_node(cluster, info.leader).endpoint)
     stub = broker_pb2_grpc.BrokerStub(channel)
     epochs = {b.broker_id: b.broker_epoch for b in stub.Metadata(broker_pb2.MetadataRequest(), timeout=10).brokers}
-    stream_channel = channel
-    if request.param == "replica":
-        follower = next(b for b in info.replicas if b != info.leader)
-        endpoint = replica_endpoint(stub, topic, follower, epochs[follower])
-        assert endpoint and endpoint != client_endpoint
-        stream_channel = grpc.insecure_channel(endpoint)
-    yield stub, broker_pb2_grpc.BrokerStub(stream_channel), topic, info, epochs
-    stream_channel.close()
+    yield stub, topic, info, epochs
     channel.close()
 
 
 def test_answers_come_in_request_order_and_a_request_long_polls(leader):
-    stub, stream_stub, topic, info, epochs = leader
+    stub, topic, info, epochs = leader
     follower = next(b for b in info.replicas if b != info.leader)
     assert produce(stub, topic, b"first").error == ErrorCode.NONE
-    stream = Stream(stream_stub)
+    stream = Stream(stub)
     try:
         ident = {"replica_id": follower, "replica_epoch": epochs[follower]}
         stream.send(fetch_request(topic, 0, **ident))
@@ -108,7 +92,7 @@ def test_a_forged_broker_epoch_ends_the_stream_and_counts_for_nothing(cluster, l
     """Each request's replica_epoch is checked, as on Fetch: a forged one ends the stream with
     STALE_BROKER_EPOCH and moves no follower's progress, so an acks=all write whose real followers
     sleep is not acknowledged."""
-    stub, stream_stub, topic, info, epochs = leader
+    stub, topic, info, epochs = leader
     followers = [broker_node(cluster, b) for b in info.replicas if b != info.leader]
     for node in followers:
         node.pause()
@@ -117,7 +101,7 @@ def test_a_forged_broker_epoch_ends_the_stream_and_counts_for_nothing(cluster, l
         request.topics.add(topic=topic).partitions.add(partition=0, batches=[batch(b"x")])
         acked = stub.Produce.future(request, timeout=20)
         for node in followers:
-            stream = Stream(stream_stub)
+            stream = Stream(stub)
             try:
                 stream.send(fetch_request(topic, 1, replica_id=node.node_id, replica_epoch=epochs[node.node_id] + 1))
                 with pytest.raises(grpc.RpcError) as err:
@@ -135,8 +119,8 @@ def test_a_forged_broker_epoch_ends_the_stream_and_counts_for_nothing(cluster, l
 
 
 def test_a_consumers_request_on_the_stream_is_invalid(leader):
-    _, stream_stub, topic, _, _ = leader
-    stream = Stream(stream_stub)
+    stub, topic, _, _ = leader
+    stream = Stream(stub)
     try:
         stream.send(fetch_request(topic, 0))  # no replica_id: a consumer's
         with pytest.raises(grpc.RpcError) as err:
@@ -144,18 +128,3 @@ def test_a_consumers_request_on_the_stream_is_invalid(leader):
         assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(ErrorCode.INVALID_REQUEST)
     finally:
         stream.close()
-
-
-@pytest.mark.parametrize("leader", ["replica"], indirect=True)
-def test_the_replica_listener_serves_followers_streams_only(cluster, leader):
-    """Client calls belong on the client listener: on the replica listener they are UNIMPLEMENTED (and
-    a consumer's fetch on its stream is INVALID_REQUEST: above)."""
-    stub, stream_stub, topic, _, _ = leader
-    with pytest.raises(grpc.RpcError) as err:
-        stream_stub.Metadata(broker_pb2.MetadataRequest(), timeout=10)
-    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    with pytest.raises(grpc.RpcError) as err:
-        produce(stream_stub, topic, b"not here")
-    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    # A consumer's Fetch is not named the replica listener: only followers are.
-    assert not stub.Fetch(fetch_request(topic, 0), timeout=10).replica_endpoint

@@ -166,47 +166,6 @@ def test_a_replica_stream_from_a_principal_that_is_not_that_broker_gets_nothing(
         ErrorCode.CLUSTER_AUTHORIZATION_FAILED), err.value
 
 
-def test_the_replica_listener_authenticates_and_authorizes_as_the_client_listener_does(pki, cluster):
-    """The leader names its replica listener only to a real follower (broker-N's certificate, its own
-    replica id and epoch); there the same mTLS is required (no certificate: no call), and each request is
-    authorized as a replica Fetch (User:admin may not fetch as replica 1) and checked against the broker's
-    epoch, as on the client listener."""
-    with Admin(cluster.bootstrap, security=as_admin(pki)) as admin:
-        admin.create_topic("replica-listener-guarded", 1, 3)
-        info = admin.describe_topic("replica-listener-guarded").partitions[0]
-    follower = next(b for b in info.replicas if b != info.leader)
-    node = pki.nodes[f"broker-{follower}"]
-    as_follower = ClientSecurity(ca_file=str(pki.ca.cert), cert_file=str(node.cert), key_file=str(node.key))
-
-    def request(epoch: int) -> broker_pb2.FetchRequest:
-        return broker_pb2.FetchRequest(replica_id=follower, replica_epoch=epoch, max_wait_ms=0, topics=[
-            broker_pb2.FetchRequest.TopicRequest(topic="replica-listener-guarded", partitions=[
-                broker_pb2.FetchRequest.PartitionRequest(partition=0, fetch_offset=0)])])
-
-    with open_channel(cluster.brokers[info.leader].endpoint, (), as_follower) as channel:
-        stub = broker_pb2_grpc.BrokerStub(channel)
-        epoch = next(b.broker_epoch for b in stub.Metadata(broker_pb2.MetadataRequest(), timeout=10).brokers
-                     if b.broker_id == follower)
-        replica_endpoint = stub.Fetch(request(epoch), timeout=10).replica_endpoint
-    assert replica_endpoint and replica_endpoint != cluster.brokers[info.leader].endpoint
-    with open_channel(replica_endpoint, (), as_follower) as channel:
-        answers = list(broker_pb2_grpc.BrokerStub(channel).ReplicaFetch(iter([request(epoch)]), timeout=10))
-        assert [a.topics[0].partitions[0].error for a in answers] == [ErrorCode.NONE]
-        with pytest.raises(grpc.RpcError) as err:
-            list(broker_pb2_grpc.BrokerStub(channel).ReplicaFetch(iter([request(epoch + 1)]), timeout=10))
-        assert dict(err.value.trailing_metadata() or ()).get("kanal-error-code") == str(ErrorCode.STALE_BROKER_EPOCH)
-    with open_channel(replica_endpoint, (), as_admin(pki)) as channel:
-        with pytest.raises(grpc.RpcError) as err:
-            list(broker_pb2_grpc.BrokerStub(channel).ReplicaFetch(iter([request(epoch)]), timeout=10))
-        assert dict(err.value.trailing_metadata() or ()).get("kanal-error-code") == str(
-            ErrorCode.CLUSTER_AUTHORIZATION_FAILED), err.value
-    without_certificate = ClientSecurity(ca_file=str(pki.ca.cert))
-    with open_channel(replica_endpoint, (), without_certificate) as channel:
-        with pytest.raises(grpc.RpcError) as err:
-            list(broker_pb2_grpc.BrokerStub(channel).ReplicaFetch(iter([request(epoch)]), timeout=10))
-        assert err.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNAUTHENTICATED), err.value
-
-
 def test_kanal_chaos_runs_its_workloads_and_check_against_a_secured_cluster(pki, cluster, tmp_path):
     """`kanal chaos run --target BOOTSTRAP` with the client commands' TLS flags: its producers, consumer
     group, topic churn, monitor and final read all go over mTLS as User:admin, and the history checks out."""

@@ -126,7 +126,7 @@ class FetchRequest(_message.Message):
     def __init__(self, replica_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchRequest.TopicRequest, _Mapping]]] = ..., rack_id: _Optional[str] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("topics", "throttle_time_ms", "replica_endpoint")
+    __slots__ = ("topics", "throttle_time_ms")
     class PartitionData(_message.Message):
         __slots__ = ("partition", "error", "error_message", "high_watermark", "log_end_offset", "log_start_offset", "records", "diverging_epoch", "diverging_end_offset", "leader_epoch", "last_stable_offset", "aborted_transactions")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -170,11 +170,9 @@ class FetchResponse(_message.Message):
         def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FetchResponse.PartitionData, _Mapping]]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
-    REPLICA_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[FetchResponse.TopicData]
     throttle_time_ms: int
-    replica_endpoint: str
-    def __init__(self, topics: _Optional[_Iterable[_Union[FetchResponse.TopicData, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ..., replica_endpoint: _Optional[str] = ...) -> None: ...
+    def __init__(self, topics: _Optional[_Iterable[_Union[FetchResponse.TopicData, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsRequest(_message.Message):
     __slots__ = ("topics", "isolation_level")
