@@ -11,6 +11,7 @@
 | producers | per topic/partition/producer id: records, first and last offset |
 | lag | per group/topic/partition/minute: log end offset, committed offset and lag at the end of that minute |
 | group_lag | per group/topic/partition now: committed offset, log end offset, lag |
+| transactions | per topic: partitions, records of plain batches, of committed, aborted and open (undecided at the committed end) transactions, and control records (transaction markers) |
 | damage | offsets no copy could give (`_corrupt` rows with `_lost`): data missing |
 | notices | what the reader noticed that cost no committed record (`_corrupt` rows without `_lost`): divergent copies, damage another copy made good, copies of a deleted topic, offsets not yet committed |
 
@@ -28,10 +29,15 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from kanal.spark.fetch_reader import cluster_metadata
+from kanal.spark.copy_plan import read_items
+from kanal.spark.fetch_reader import FetchPartition, cluster_metadata, fetch_partition, list_partitions
+from kanal.spark.log_source import file_plan
 from kanal.spark.offsets_topic import COMMITS_DDL, OFFSETS_TOPIC, commits_frame_from_rows
 from kanal.spark.parquet_out import write_tables
+from kanal.spark.range_reader import ReadItem, read_item
+from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
 from kanal.spark.source_options import security_options
+from kanal.spark.transactions import READ_COMMITTED, TxnCounts, partition_counts
 from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode
 
@@ -51,7 +57,8 @@ class AnalyticsResult:
 
 def _reader(spark: SparkSession, data_dir: str | None, bootstrap: str | None, fail_fast: bool, split_bytes: int = 0,
             security: ClientSecurity | None = None):
-    reader = spark.read.format("kanal-log").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
+    reader = (spark.read.format("kanal-log").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
+              .option("isolationLevel", READ_COMMITTED))
     if split_bytes:
         reader = reader.option("bytesPerPartition", str(split_bytes))
     if bootstrap:
@@ -84,6 +91,53 @@ def commits_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap
                              for t in cluster_metadata(bootstrap, [OFFSETS_TOPIC], security).topics):
         return spark.createDataFrame([], COMMITS_DDL)  # no group has committed yet
     return commits_frame_from_rows(_load(reader, data_dir))
+
+
+TRANSACTIONS_DDL = ("topic string, partition int, plain_records bigint, committed_records bigint, "
+                    "aborted_records bigint, open_records bigint, control_records bigint")
+
+
+def _count_items(task: tuple[str, int, tuple[ReadItem, ...]]) -> tuple:
+    topic, partition, items = task
+    return (topic, partition) + _counts_tuple(partition_counts(e for item in items for e in read_item(item)))
+
+
+def _counts_tuple(c: TxnCounts) -> tuple[int, ...]:
+    return c.plain, c.committed, c.aborted, c.open, c.control
+
+
+def transaction_counts_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: str | None = None,
+                             topics: list[str] | None = None, split_bytes: int = 0,
+                             security: ClientSecurity | None = None) -> DataFrame:
+    """Per partition: records by transaction outcome and control records (spark/transactions.py). One
+    Spark task per partition (the outcome of a batch depends on markers anywhere after it)."""
+    wanted = frozenset(topics) if topics else None
+    rows: DataFrame
+    if bootstrap:
+        parts = list_partitions(bootstrap, wanted, False, security)
+
+        def count_fetched(part: FetchPartition) -> tuple:
+            return (part.topic, part.partition) + _counts_tuple(
+                partition_counts(fetch_partition(bootstrap, part, security)))
+
+        rdd = spark.sparkContext.parallelize(parts, max(1, len(parts))).map(count_fetched)
+    else:
+        items = read_items(file_plan(Path(str(data_dir)), wanted), split_bytes or GROUP_BYTES_MAX_DEFAULT)
+        by_partition: dict[tuple[str, int], list[ReadItem]] = {}
+        for item in items:
+            by_partition.setdefault((item.topic, item.partition), []).append(item)
+        tasks = [(t, p, tuple(sorted(its, key=lambda i: (i.lo, i.start_position))))
+                 for (t, p), its in sorted(by_partition.items())]
+        rdd = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).map(_count_items)
+    rows = spark.createDataFrame(rdd, TRANSACTIONS_DDL)
+    return rows
+
+
+def transactions_table(counts: DataFrame) -> DataFrame:
+    return (counts.groupBy("topic").agg(
+        F.count(F.lit(1)).alias("partitions"),
+        *[F.sum(c).alias(c) for c in ("plain_records", "committed_records", "aborted_records", "open_records",
+                                      "control_records")]).orderBy("topic"))
 
 
 def analytics_tables(records: DataFrame, commits: DataFrame, hot_keys_max: int = HOT_KEYS_MAX_DEFAULT
@@ -171,6 +225,8 @@ def run_analytics(spark: SparkSession, *, data_dir: str | Path | None = None, bo
     commits = commits_frame(spark, data_dir=path, bootstrap=bootstrap, fail_fast=fail_fast,
                             split_bytes=split_bytes, security=security).cache()
     result = AnalyticsResult(analytics_tables(records, commits, hot_keys_max))
+    result.tables["transactions"] = transactions_table(transaction_counts_frame(
+        spark, data_dir=path, bootstrap=bootstrap, topics=topics, split_bytes=split_bytes, security=security))
     result.damage = [r["_corrupt"] for r in result.tables["damage"].collect()]
     result.notices = [r["notice"] for r in result.tables["notices"].collect()]
     if out_dir is not None:

@@ -24,6 +24,11 @@ def analytics_summary(result: AnalyticsResult) -> list[str]:
     for topic, records, distinct, skew in _rows(result, "topic_keys", "topic", "records", "distinct_keys", "skew"):
         skew_text = f", hottest key {skew:.1f}x the mean" if skew else ""
         lines.append(f"  {topic}: {records:,} records, {distinct or 0:,} distinct keys{skew_text}")
+    for topic, committed, aborted, open_, control in _rows(result, "transactions", "topic", "committed_records",
+                                                          "aborted_records", "open_records", "control_records"):
+        if committed or aborted or open_ or control:
+            lines.append(f"  {topic}: transactional records {committed:,} committed, {aborted:,} aborted, "
+                         f"{open_:,} open; {control:,} control records")
     for group, topic, partition, lag in _rows(result, "group_lag", "group", "topic", "partition", "lag"):
         lines.append(f"  group {group} on {topic}-{partition}: lag {lag:,}")
     lines += [f"DAMAGE: {d}" for d in result.damage]

@@ -24,6 +24,8 @@ per partition and written as Parquet under `out_dir/<table>/`:
 | damage | log regions (file, byte, offset) no controller's copy could give: the replay stops there |
 | notices | damage in one controller's copy that another copy made good, divergent copies |
 | image_check | per controller: whether the replayed image equals its image, and the differences |
+| transactional_producers | per transactional id: producer id and epoch, latest state, timeout, partitions of its latest transaction, producer ids held, epoch bumps, transactions started / committed / aborted, first and last update, states read (from `__transaction_state`: transaction_state.py) |
+| transaction_states | every coordinator state `__transaction_state` still holds, in log order: partition, offset, transactional id, producer id and epoch, state, timeout, partitions, start and update time |
 """  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from kanal.spark.live_image import ControllerCheck, check_controllers
 from kanal.spark.parquet_out import write_tables
 from kanal.spark.replay import History, ReplayRow, replay
 from kanal.spark.replay_start import ReplayStart, replay_start
+from kanal.spark.transaction_state import StateRow, decode_state, summarize
 from kanal.v1.channel_security import ClientSecurity
+from kanal.v1.topic_name import TRANSACTION_STATE_TOPIC
 
 _INT_LIST = pa.list_(pa.field("element", pa.int32()))
 
@@ -182,6 +186,37 @@ def _partition_summary(events: DataFrame, intervals: DataFrame, live: DataFrame)
             .orderBy("topic", "deleted", "topic_id", "partition"))
 
 
+TRANSACTION_STATES_DDL = ("partition int, offset bigint, transactional_id string, producer_id bigint, "
+                          "producer_epoch int, state string, timeout_ms int, partitions array<string>, "
+                          "start_ms bigint, last_update_ms bigint, error string")
+TRANSACTIONAL_PRODUCERS_DDL = ("transactional_id string, producer_id bigint, producer_epoch int, state string, "
+                               "timeout_ms int, partitions array<string>, producer_ids array<bigint>, "
+                               "epoch_bumps int, transactions_started int, commits int, aborts int, "
+                               "first_update_ms bigint, last_update_ms bigint, states_seen int")
+
+
+def read_transaction_states(spark: SparkSession, data_dir: str, *, fail_fast: bool = False) -> list[StateRow]:
+    """The coordinators' states from `__transaction_state`'s partition logs under `data_dir` (none when the
+    topic was never created), decoded on the driver: a compacted topic of one small record per id."""
+    df = (spark.read.format("kanal-log").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
+          .option("topics", TRANSACTION_STATE_TOPIC).schema("partition int, offset bigint, key binary, value binary, "
+                                                          "_corrupt string").load(data_dir))
+    rows = [decode_state(r["partition"], r["offset"], r["key"], r["value"])
+            for r in df.where(F.col("_corrupt").isNull()).collect()]
+    return [r for r in rows if r is not None]
+
+
+def transaction_frames(spark: SparkSession, states: list[StateRow]) -> dict[str, DataFrame]:
+    state_rows = [(r.partition, r.offset, r.transactional_id, r.producer_id, r.producer_epoch, r.state, r.timeout_ms,
+                   list(r.partitions), r.start_ms, r.last_update_ms, r.error)
+                  for r in sorted(states, key=lambda r: (r.partition, r.offset))]
+    producers = [(p.transactional_id, p.producer_id, p.producer_epoch, p.state, p.timeout_ms, list(p.partitions),
+                  p.producer_ids, p.epoch_bumps, p.transactions_started, p.commits, p.aborts, p.first_update_ms,
+                  p.last_update_ms, p.states_seen) for p in summarize(states)]
+    return {"transaction_states": spark.createDataFrame(state_rows, TRANSACTION_STATES_DDL),
+            "transactional_producers": spark.createDataFrame(producers, TRANSACTIONAL_PRODUCERS_DDL)}
+
+
 def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | None = None, *,
               controllers: list[str] | None = None, fail_fast: bool = False, split_bytes: int = 0,
               security: ClientSecurity | None = None) -> AuditResult:
@@ -214,6 +249,8 @@ def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | N
         "error": pa.array([c.error for c in checks], pa.string()),
         "differences": pa.array([c.differences for c in checks], pa.list_(pa.string())),
     }))
+    result.tables.update(transaction_frames(spark, read_transaction_states(spark, str(data_dir),
+                                                                           fail_fast=fail_fast)))
     if out_dir is not None:
         result.out_dir = write_tables(result.tables, out_dir)
     return result

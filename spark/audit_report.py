@@ -23,6 +23,9 @@ def _internal(h, event: str) -> int:
     return sum(1 for e in h.events if e.event == event and _internal_name(e.topic))
 
 
+_PRODUCER_LINES_MAX = 20  # the summary is for a terminal; the table holds every id
+
+
 def audit_summary(result: AuditResult) -> list[str]:
     h = result.history
     events = [e.event for e in h.events]
@@ -37,6 +40,15 @@ def audit_summary(result: AuditResult) -> list[str]:
          f"{sum(events.count(k) for k in ('config_set', 'config_removed', 'quota_set', 'quota_removed'))}"
          f"; ACL entries added {events.count('acl_added')}, removed {events.count('acl_removed')}"),
     ]
+    producers = result.tables.get("transactional_producers")
+    if producers is not None:
+        shown = producers.limit(_PRODUCER_LINES_MAX + 1).collect()
+        lines.append(f"transactional producers: {producers.count()}")
+        for r in shown[:_PRODUCER_LINES_MAX]:
+            lines.append(f"  transactional id {r['transactional_id']}: producer {r['producer_id']} epoch "
+                         f"{r['producer_epoch']}, {r['state']}, {r['commits']} commits, {r['aborts']} aborts")
+        if len(shown) > _PRODUCER_LINES_MAX:
+            lines.append("  ... (the transactional_producers table has them all)")
     start = result.start
     if start is not None and start.snapshot is not None:
         lines.append(f"the metadata log starts at offset {start.log_start_offset}: replayed from the snapshot at "

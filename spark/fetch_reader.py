@@ -3,7 +3,9 @@ where the data directories are not mounted (pods).
 
 It speaks the public contract only (kanal.v1 stubs; spark/ never imports kanal.clients): Metadata from
 any bootstrap broker for the partition list and leaders, then consumer Fetches (replica_id -1) from the
-leader, from the log start to the high-water mark seen by the first fetch. Fetch responses carry batches
+leader, from the log start to the high-water mark seen by the first fetch (read_committed: to the last
+stable offset the first fetch answers, with each reply's aborted transactions handed to the caller's
+transactions.AbortedFilter before that reply's batches). Fetch responses carry batches
 in the same log-entry framing as segment files, so they go through the same checked walk
 (kanal.v1.batch.iter_entries) and the same row builder. A leader change mid-read (NOT_LEADER_OR_FOLLOWER,
 FENCED_LEADER_EPOCH) refreshes the metadata and resumes at the next offset; every wait has a deadline.
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 import grpc
 
 from kanal.spark.segment_reader import SegmentDamage, StoredEntry
+from kanal.spark.transactions import AbortedFilter
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.batch import CorruptEntry, iter_entries
 from kanal.v1.channel_options import channel_options
@@ -86,9 +89,11 @@ def _leader_endpoint(bootstrap: str, topic: str, partition: int, security: Clien
     return None
 
 
-def fetch_partition(bootstrap: str, part: FetchPartition,
-                    security: ClientSecurity | None = None) -> Iterator[StoredEntry | SegmentDamage]:
-    """Every batch of one partition from its log start to the high-water mark at the first fetch."""
+def fetch_partition(bootstrap: str, part: FetchPartition, security: ClientSecurity | None = None,
+                    aborted: AbortedFilter | None = None) -> Iterator[StoredEntry | SegmentDamage]:
+    """Every batch of one partition from its log start to the high-water mark at the first fetch; with
+    `aborted` (read_committed), to the last stable offset, the filter told of every aborted transaction
+    the replies name."""
     source = f"fetch://{part.topic}-{part.partition}"
     offset = 0
     end: int | None = None
@@ -99,7 +104,7 @@ def fetch_partition(bootstrap: str, part: FetchPartition,
             endpoint = _leader_endpoint(bootstrap, part.topic, part.partition, security)
         data = None
         if endpoint is not None:
-            data = _fetch_once(endpoint, part, offset, security)
+            data = _fetch_once(endpoint, part, offset, security, aborted is not None)
         if data is None or data.error != ErrorCode.NONE:
             endpoint = None  # ask again who leads
             code = data.error if data is not None else ErrorCode.LEADER_NOT_AVAILABLE
@@ -112,8 +117,10 @@ def fetch_partition(bootstrap: str, part: FetchPartition,
             time.sleep(_RETRY_PAUSE_S)
             continue
         if end is None:
-            end = data.high_watermark
+            end = data.high_watermark if aborted is None else data.last_stable_offset
             offset = max(offset, data.log_start_offset)
+        if aborted is not None:
+            aborted.add((a.producer_id, a.first_offset) for a in data.aborted_transactions)
         if not data.records:
             break
         try:
@@ -133,9 +140,11 @@ def fetch_partition(bootstrap: str, part: FetchPartition,
         deadline = time.monotonic() + RETRY_DEADLINE_S
 
 
-def _fetch_once(endpoint: str, part: FetchPartition, offset: int, security: ClientSecurity | None):
+def _fetch_once(endpoint: str, part: FetchPartition, offset: int, security: ClientSecurity | None,
+                read_committed: bool = False):
+    isolation = broker_pb2.READ_COMMITTED if read_committed else broker_pb2.READ_UNCOMMITTED
     request = broker_pb2.FetchRequest(
-        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=FETCH_BYTES_MAX,
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=FETCH_BYTES_MAX, isolation_level=isolation,
         topics=[broker_pb2.FetchRequest.TopicRequest(topic=part.topic, partitions=[
             broker_pb2.FetchRequest.PartitionRequest(partition=part.partition, fetch_offset=offset,
                                                      max_bytes=FETCH_BYTES_MAX, current_leader_epoch=-1,

@@ -14,10 +14,11 @@ Options (all optional):
 | `includeInternal` | false | with no `topics`: also read `__consumer_offsets` and other `__` topics |
 | `mode` | PERMISSIVE | PERMISSIVE: damage and notices become rows with `_corrupt` set and the scan goes on; FAILFAST: the query fails at the first offsets no copy holds, with file and offset |
 | `bytesPerPartition` | 16777216 | segment bytes per Spark partition (whole files; a partition's files are split over several) |
+| `isolationLevel` | read_uncommitted | as Kafka's `isolation.level`: read_committed stops at the last stable offset and drops aborted transactions' records (transactions.py) |
 
 Columns: columns.LOG_TABLE (topic, partition, offset, timestamp, key, value, headers, producer_id,
 producer_epoch, leader_epoch, batch_offset, value_bytes, _corrupt, _lost). A narrower user schema builds
-fewer columns. Records are the rows with `_corrupt` null; the others say what the reader found (`_lost`:
+fewer columns. Transaction markers (control records) are never rows. Records are the rows with `_corrupt` null; the others say what the reader found (`_lost`:
 whether offsets are missing). There is no DROPMALFORMED mode: rows are never dropped silently.
 
 Records are decoded in C into Arrow buffers when the extension is built (log_columns.py). Filters are
@@ -49,14 +50,17 @@ from kanal.spark.metadata_files import image_from_files
 from kanal.spark.range_reader import ReadItem, read_item
 from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
 from kanal.spark.source_options import SourceOptions
+from kanal.spark.transactions import AbortedFilter, TxnView, partition_index, visible_items
 
 
 class ItemGroup(InputPartition):
-    """Parts of partitions (whole segment files, copy_plan.ReadItem) read by one Spark task."""
+    """Parts of partitions (whole segment files, copy_plan.ReadItem) read by one Spark task; under
+    read_committed, what each item needs to know of its partition's transactions."""
 
-    def __init__(self, items: tuple[ReadItem, ...]) -> None:
+    def __init__(self, items: tuple[ReadItem, ...], views: tuple[TxnView, ...] | None = None) -> None:
         super().__init__(len(items))
         self.items = items
+        self.views = views
 
 
 class FetchGroup(InputPartition):
@@ -86,11 +90,29 @@ def file_plan(root: Path, topics: frozenset[str] | None = None, include_internal
     return data_plan(root, image, topics, include_internal, note)
 
 
-def plan_groups(plan: ReadPlan, bytes_per_partition: int) -> list[InputPartition]:
+def plan_groups(plan: ReadPlan, bytes_per_partition: int, read_committed: bool = False) -> list[InputPartition]:
     size = bytes_per_partition or GROUP_BYTES_MAX_DEFAULT
-    groups = pack_items(read_items(plan, size), size)
+    items = read_items(plan, size)
+    groups = pack_items(items, size)
+    views = transaction_views(items) if read_committed else None
     # Spark needs at least one partition; an empty group yields no rows.
-    return [ItemGroup(g) for g in groups] or [ItemGroup(())]
+    return [ItemGroup(g, tuple(views[id(i)] for i in g) if views is not None else None)
+            for g in groups] or [ItemGroup(())]
+
+
+def transaction_views(items: list[ReadItem]) -> dict[int, TxnView]:
+    """read_committed from files: each partition's transaction index from all its items (in offset
+    order, on the driver), and what each item needs of it (transactions.py)."""
+    by_partition: dict[tuple[str, int], list[ReadItem]] = {}
+    for item in items:
+        by_partition.setdefault((item.topic, item.partition), []).append(item)
+    views: dict[int, TxnView] = {}  # by id(): the groups hold these very items
+    for parts in by_partition.values():
+        parts.sort(key=lambda i: (i.lo, i.start_position))
+        index = partition_index(entry for item in parts for entry in read_item(item))
+        for item in parts:
+            views[id(item)] = TxnView.of(index, item.lo, item.hi)
+    return views
 
 
 class KanalLogReader(DataSourceReader):
@@ -104,20 +126,26 @@ class KanalLogReader(DataSourceReader):
             parts: list[InputPartition] = [
                 FetchGroup(p) for p in list_partitions(o.bootstrap, o.topics, o.include_internal, o.security)]
             return parts or [ItemGroup(())]
-        return plan_groups(file_plan(Path(o.path), o.topics, o.include_internal), o.bytes_per_partition)
+        return plan_groups(file_plan(Path(o.path), o.topics, o.include_internal), o.bytes_per_partition,
+                           o.read_committed)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         buf, add = new_buffer(self.table)
         fail_fast = self.options.fail_fast
         if isinstance(partition, FetchGroup):
             part = partition.part
-            entries = fetch_partition(self.options.bootstrap, part, self.options.security)
+            aborted = AbortedFilter() if self.options.read_committed else None
+            entries = visible_items(fetch_partition(self.options.bootstrap, part, self.options.security, aborted),
+                                    aborted)
             yield from entry_rows(buf, part.topic, part.partition, f"fetch://{part.topic}-{part.partition}",
                                   entries, fail_fast, add)
         else:
-            for item in partition.items:  # type: ignore[attr-defined]
-                yield from entry_rows(buf, item.topic, item.partition, item.topic,
-                                      read_item(item), fail_fast, add)
+            views = partition.views  # type: ignore[attr-defined]
+            for i, item in enumerate(partition.items):  # type: ignore[attr-defined]
+                view = views[i] if views is not None else None
+                filt = AbortedFilter(view.aborted) if view is not None else None
+                items = visible_items(read_item(item), filt, view.lso if view is not None else None)
+                yield from entry_rows(buf, item.topic, item.partition, item.topic, items, fail_fast, add)
         last = buf.flush()
         if last is not None:
             yield last

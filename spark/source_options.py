@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kanal.spark.transactions import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
 from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import KanalError
 
@@ -19,7 +20,7 @@ MODES = ("PERMISSIVE", "FAILFAST")
 SECURITY_OPTIONS = {"tls.ca.file": "ca_file", "tls.cert.file": "cert_file", "tls.key.file": "key_file",
                     "tls.server.name": "server_name", "user": "user", "password": "password"}
 _KNOWN = {"path", "paths", "bootstrap", "topics", "includeinternal", "mode", "bytesperpartition",
-          *SECURITY_OPTIONS}
+          "isolationlevel", *SECURITY_OPTIONS}
 
 
 def security_options(security: ClientSecurity | None) -> dict[str, str]:
@@ -40,10 +41,16 @@ class SourceOptions:
     mode: str = "PERMISSIVE"
     bytes_per_partition: int = 0  # 0: the default (segment_files.GROUP_BYTES_MAX_DEFAULT)
     security: ClientSecurity | None = None  # TLS and credentials for `bootstrap` (None: plaintext)
+    # read_uncommitted (Kafka's default) or read_committed: spark/transactions.py
+    isolation_level: str = READ_UNCOMMITTED
 
     @property
     def fail_fast(self) -> bool:
         return self.mode == "FAILFAST"
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == READ_COMMITTED
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, files_only: bool = False) -> SourceOptions:
@@ -77,4 +84,7 @@ class SourceOptions:
             security = ClientSecurity(**fields) if fields else None
         except KanalError as exc:
             raise ValueError(exc.message) from None
-        return cls(path, bootstrap, topics, internal == "true", mode, per_partition, security)
+        isolation = given.get("isolationlevel", READ_UNCOMMITTED).lower()
+        if isolation not in ISOLATION_LEVELS:
+            raise ValueError(f"isolationLevel must be one of {ISOLATION_LEVELS}, got {isolation!r}")
+        return cls(path, bootstrap, topics, internal == "true", mode, per_partition, security, isolation)

@@ -12,11 +12,16 @@ Rules:
   with nothing left is dropped; a segment may become empty but keeps its file and base offset.
 
 Transactions (issue 22), with the partition's TransactionIndex:
-- control batches (COMMIT / ABORT markers) are kept whole and their keys never enter the key map: the
-  transaction index is rebuilt from them after a crash, and a marker removed while data of its
-  transaction remains would make aborted records visible. (Kafka removes a marker once its transaction's
-  data is gone and delete.retention.ms has passed; kanal keeps them: one small record per transaction
-  and partition.)
+- control batches (COMMIT / ABORT markers) are kept whole and their keys never enter the key map while
+  any data batch of their transaction remains: the transaction index is rebuilt from them after a crash,
+  and a marker removed while data of its transaction remains would make aborted records visible (ABORT)
+  or leave the rebuilt LSO stuck at the transaction's first batch (COMMIT). Once every data batch of the
+  transaction is gone (aborted data removed, committed data superseded), the marker is removed by a
+  later pass when its timestamp is older than delete.retention.ms and it is not its producer's last batch
+  in the log (Kafka's rules; the decision is `transaction_index.removable_markers`, taken over the log as
+  it stood before the pass). The index then forgets the aborted transactions those markers closed, so it
+  stays what a rebuild from the log gives; the LSO is unchanged (a removed marker closed a transaction
+  that stays closed);
 - records of aborted transactions are removed, and never supersede anything;
 - records of transactions still open are kept and supersede nothing: the transaction may yet abort, and
   a committed value it would have superseded must then still be there (Kafka bounds cleaning by the
@@ -37,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from kanal.broker.storage.durable_files import fsync_directory
 from kanal.broker.storage.segment import LogSegment
-from kanal.broker.storage.transaction_index import ABORTED, COMMITTED, OPEN
+from kanal.broker.storage.transaction_index import ABORTED, COMMITTED, OPEN, TxnBatch, removable_markers
 from kanal.v1 import records_pb2
 from kanal.v1.batch import (
     ATTR_CONTROL,
@@ -62,6 +67,7 @@ class CompactionStats:
     tombstones_removed: int = 0
     bytes_before: int = 0
     bytes_after: int = 0
+    markers_removed: int = 0
 
 
 def compact_log(log: Log, now_ms: int, transactions: TransactionIndex | None = None) -> CompactionStats:
@@ -75,16 +81,18 @@ def compact_log(log: Log, now_ms: int, transactions: TransactionIndex | None = N
             return COMMITTED
         return transactions.batch_state(batch.producer_id, batch.base_offset)
 
-    latest = _latest_offsets(log.segments, fate)
+    latest, txn_batches = _scan_log(log.segments, fate)
     tombstone_horizon_ms = now_ms - log.config.delete_retention_ms
+    removable = removable_markers(txn_batches, tombstone_horizon_ms)
     # 0 means no lag at all (not "protect batches stamped in the future").
     lag_ms = log.config.compaction_lag_ms_min
     lag_horizon_ms = now_ms - lag_ms if lag_ms else None
     rewritten = removed = tombstones = before = after = 0
+    markers_removed: list[int] = []
     for index, seg in enumerate(log.segments[:-1]):
-        entries, seg_removed, seg_tombstones = _clean_segment(seg, latest, tombstone_horizon_ms, lag_horizon_ms,
-                                                              fate)
-        if not seg_removed:
+        entries, seg_removed, seg_tombstones, seg_markers = _clean_segment(
+            seg, latest, tombstone_horizon_ms, lag_horizon_ms, fate, removable)
+        if not seg_removed and not seg_markers:
             continue
         before += seg.size
         new_seg = _swap(seg, entries)
@@ -93,20 +101,30 @@ def compact_log(log: Log, now_ms: int, transactions: TransactionIndex | None = N
         rewritten += 1
         removed += seg_removed
         tombstones += seg_tombstones
-    return CompactionStats(rewritten, removed, tombstones, before, after)
+        markers_removed += seg_markers
+    if transactions is not None and markers_removed:
+        transactions.forget_markers(markers_removed)
+    return CompactionStats(rewritten, removed, tombstones, before, after, len(markers_removed))
 
 
-def _latest_offsets(segments: tuple[LogSegment, ...], fate) -> dict[bytes, int]:
+def _scan_log(segments: tuple[LogSegment, ...], fate) -> tuple[dict[bytes, int], list[TxnBatch]]:
+    """The offset of the latest committed record per key, and the batches with a producer id (for the
+    marker rule), in one walk."""
     latest: dict[bytes, int] = {}
+    txn_batches: list[TxnBatch] = []
     for seg in segments:
         for entry in seg.verified_entries():
             batch = _read_batch(seg, entry.location)
+            if batch.producer_id > 0:
+                txn_batches.append(TxnBatch(batch.producer_id, batch.base_offset,
+                                            batch.base_offset + batch.last_offset_delta, batch.attributes,
+                                            max_timestamp_ms=batch.max_timestamp_ms))
             if fate(batch) != COMMITTED:
                 continue
             for record in decode_records(batch):
                 if record.HasField("key"):
                     latest[record.key] = batch.base_offset + record.offset_delta
-    return latest
+    return latest, txn_batches
 
 
 def _read_batch(seg: LogSegment, location) -> records_pb2.RecordBatch:
@@ -115,14 +133,20 @@ def _read_batch(seg: LogSegment, location) -> records_pb2.RecordBatch:
 
 
 def _clean_segment(
-    seg: LogSegment, latest: dict[bytes, int], tombstone_horizon_ms: int, lag_horizon_ms: int | None, fate
-) -> tuple[list[bytes], int, int]:
-    """The segment's entries after cleaning, with how many records and tombstones were removed."""
+    seg: LogSegment, latest: dict[bytes, int], tombstone_horizon_ms: int, lag_horizon_ms: int | None, fate,
+    removable: set[int],
+) -> tuple[list[bytes], int, int, list[int]]:
+    """The segment's entries after cleaning, with how many records and tombstones were removed and the
+    offsets of the markers removed."""
     out: list[bytes] = []
     removed = tombstones = 0
+    markers: list[int] = []
     for entry in seg.verified_entries():
         location = entry.location
         batch = _read_batch(seg, location)
+        if batch.attributes & ATTR_CONTROL and batch.base_offset in removable:
+            markers.append(batch.base_offset)
+            continue
         records = decode_records(batch)
         batch_fate = fate(batch)
         if batch_fate == ABORTED:
@@ -147,7 +171,7 @@ def _clean_segment(
             out.append(seg.read_bytes(location.position, location.size))
         elif kept:
             out.append(_rewrite_batch(batch, kept))
-    return out, removed, tombstones
+    return out, removed, tombstones, markers
 
 
 def _rewrite_batch(batch: records_pb2.RecordBatch, kept: list[records_pb2.Record]) -> bytes:

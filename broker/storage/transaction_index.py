@@ -58,6 +58,7 @@ class TxnBatch:
     last_offset: int
     attributes: int = 0
     control_type: int = 0
+    max_timestamp_ms: int = 0
 
     @property
     def transactional(self) -> bool:
@@ -72,7 +73,7 @@ class TxnBatch:
         """From a scanned batch and its bytes (a control batch is parsed for its marker type)."""
         control_type = control_type_in(stored) if header.attributes & ATTR_CONTROL else 0
         return cls(header.producer_id, base_offset, base_offset + header.last_offset_delta, header.attributes,
-                   control_type)
+                   control_type, header.max_timestamp_ms)
 
 
 def txn_batches_in(entries: bytes | memoryview) -> Iterator[TxnBatch]:
@@ -148,6 +149,15 @@ class TransactionIndex:
         del self.aborted[:i]
         return i
 
+    def forget_markers(self, marker_offsets: Iterable[int]) -> int:
+        """Compaction removed these markers (only ever of transactions with no data left, see
+        `removable_markers`): forget the aborted transactions they closed, so the index stays what a
+        rebuild from the log gives. Returns how many were forgotten."""
+        gone = set(marker_offsets)
+        before = len(self.aborted)
+        self.aborted = [a for a in self.aborted if a.last_offset not in gone]
+        return before - len(self.aborted)
+
     def advance_to(self, offset: int) -> None:
         """The log continues at `offset` with nothing recorded in between (a gap compaction left)."""
         self.next_offset = max(self.next_offset, offset)
@@ -176,3 +186,35 @@ class TransactionIndex:
 
 
 OPEN, ABORTED, COMMITTED = "open", "aborted", "committed"
+
+
+def removable_markers(batches: Iterable[TxnBatch], marker_horizon_ms: int) -> set[int]:
+    """Base offsets of the markers a cleaning pass may remove, from the log's batches that carry a
+    producer id as they stand before the pass, in offset order.
+
+    Kafka's rule: a marker is needed while any data batch of its transaction is still in the log (an
+    ABORT marker hides the aborted records from a rebuilt index, a COMMIT marker closes the transaction
+    so the rebuilt LSO does not stop at its first batch). Once cleaning has removed every one of them, the
+    marker goes in a later pass, and only when it is older than delete.retention.ms (its batch's
+    max timestamp at or below `marker_horizon_ms`), so a consumer that read the transaction's data before
+    it was cleaned still finds the marker. Deciding from the log before the pass makes that "later pass":
+    data removed by this pass still counts as present. A marker that is its producer's last batch in the
+    log stays, as Kafka keeps an active producer's last batch: it carries the producer's epoch (a marker
+    at a bumped epoch fences the older one), which a rebuild of the producer state reads from the log.
+
+    A producer's transaction on this partition is its TRANSACTIONAL data batches since its previous
+    marker: markers removed earlier closed transactions with no data, so the grouping is unchanged by
+    their absence."""
+    batches = list(batches)
+    last_of_producer = {b.producer_id: b.base_offset for b in batches if b.producer_id > 0}
+    has_data: dict[int, bool] = {}  # producer id -> its current transaction still has a data batch here
+    out: set[int] = set()
+    for batch in batches:
+        if not batch.transactional or batch.producer_id <= 0:
+            continue
+        if not batch.control:
+            has_data[batch.producer_id] = True
+        elif (not has_data.pop(batch.producer_id, False) and batch.max_timestamp_ms <= marker_horizon_ms
+              and last_of_producer[batch.producer_id] != batch.base_offset):
+            out.add(batch.base_offset)
+    return out

@@ -1,6 +1,7 @@
 """A partition's transactions (issue 22): LSO, read_committed Fetch with aborted transactions,
 ListOffsets under read_committed, markers only through allow_control, recovery of the index after a
-clean and an unclean restart, and compaction that removes aborted data but keeps markers. A real
+clean and an unclean restart, and compaction that removes aborted data and, in a later pass, the markers
+of transactions with no data left. A real
 Partition over a real log in a temp dir, one replica (so the high-water mark follows each append)."""
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from prometheus_client import CollectorRegistry, Counter
 from kanal.broker.partition import Assignment, Partition
 from kanal.broker.producer_snapshot import list_snapshots, read_snapshot
 from kanal.broker.storage.log_config import LogConfig
+from kanal.broker.storage.transaction_index import TxnBatch, removable_markers, txn_batches_in
 from kanal.clients.consumer import decode_fetched, decode_record_list_python
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import (
+    ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
     CONTROL_ABORT,
     CONTROL_COMMIT,
@@ -209,3 +212,56 @@ def test_compaction_removes_aborted_data_keeps_markers_and_open_data_supersedes_
         assert [(a.producer_id, a.first_offset) for a in part.transactions.aborted] == [(7, 1)]
     finally:
         part.close()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_compaction_removes_a_marker_in_a_later_pass_once_its_data_is_gone_and_retention_passed(tmp_path, clean):
+    config = LogConfig(cleanup_policy="compact", delete_retention_ms=1_000)
+    part = open_leader(tmp_path / "t-0", config)
+    try:
+        send(part, build_batch([NewRecord(b"v1", b"k", 1)]))  # 0 plain
+        txn(part, 7, [b"aborted"], key=b"k")                   # 1
+        marker(part, 7, CONTROL_ABORT)                         # 2, stamped 1 ms
+        txn(part, 8, [b"c1"], key=b"x")                        # 3, superseded by 5 once committed
+        marker(part, 8, CONTROL_COMMIT)                        # 4
+        txn(part, 8, [b"c2"], key=b"x", sequence=1)            # 5
+        marker(part, 8, CONTROL_COMMIT)                        # 6: 8's last batch, stays
+        txn(part, 7, [b"later"], key=b"y", sequence=1)         # 7
+        marker(part, 7, CONTROL_COMMIT)                        # 8: 7's last batch, stays
+        part.log.roll()
+        send(part, build_batch([NewRecord(b"tail", b"z", 1)]))
+        first = part.log.compact(10_000, transactions=part.transactions)
+        assert (first.records_removed, first.markers_removed) == (2, 0), "markers outlive their data's pass"
+        early = part.log.compact(1_000, transactions=part.transactions)
+        assert early.markers_removed == 0, "not before delete.retention.ms has passed since the marker"
+        second = part.log.compact(10_000, transactions=part.transactions)
+        assert second.markers_removed == 2
+        assert part.transactions.aborted == [], "the index forgets what the removed ABORT marker closed"
+        stored = [b.base_offset for b in txn_batches_in(part.log.read(0, 1 << 20).data)]  # the cleaned segment
+        assert stored == [0, 5, 6, 7, 8]
+        expected = [b"v1", b"c2", b"later", b"tail"]
+        assert part.last_stable_offset == part.high_watermark == 10
+        assert fetch(part)[1] + fetch(part, 9)[1] == expected  # a fetch stops at a segment's end
+        if clean:
+            part.close()
+        else:
+            part.log.close_unclean()
+        part = open_leader(tmp_path / "t-0", config)
+        part.high_watermark = part.log.log_end_offset
+        assert part.last_stable_offset == 10, "the rebuilt index closes every transaction"
+        assert part.transactions.aborted == [] and part.transactions.ongoing == {}
+        assert fetch(part)[1] + fetch(part, 9)[1] == expected
+    finally:
+        part.close()
+
+
+def test_removable_markers_rule():
+    mark = ATTR_TRANSACTIONAL | ATTR_CONTROL
+    batches = [TxnBatch(7, 1, 1, mark, CONTROL_ABORT, 10),       # its data is gone
+               TxnBatch(8, 2, 2, ATTR_TRANSACTIONAL),
+               TxnBatch(8, 3, 3, mark, CONTROL_COMMIT, 10),      # its data (2) is still there
+               TxnBatch(7, 4, 4),                                # a later idempotent batch of 7
+               TxnBatch(9, 5, 5, mark, CONTROL_COMMIT, 10),      # 9's last batch: keeps its epoch
+               TxnBatch(9, 6, 6, mark, CONTROL_COMMIT, 10)]
+    assert removable_markers(batches, 10) == {1, 5}
+    assert removable_markers(batches, 9) == set(), "younger than the retention"

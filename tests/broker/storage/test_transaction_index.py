@@ -22,6 +22,7 @@ from kanal.broker.storage.transaction_index import (
     AbortedTxn,
     TransactionIndex,
     TxnBatch,
+    removable_markers,
     txn_batches_in,
 )
 from kanal.clients.consumer import decode_fetched, decode_record_list_python
@@ -95,14 +96,20 @@ def test_checkpoint_round_trip_and_damage(tmp_path):
 
 # ---- the model ----
 
+MODEL_RETENTION_MS = 100  # delete.retention.ms in the model
+
 class TransactionsModel(RuleBasedStateMachine):
     """A partition's log as real stored entries; the model knows each record's transaction and fate.
 
     After every step, for a random fetch offset below the LSO, what the consumer's read_committed filter
     returns from the log with the index's aborted transactions must be exactly the records of plain
     batches and committed transactions in that range, and the LSO must be min(HW, first offset of an open
-    transaction). Compaction removes aborted transactions' data (as the cleaner does), recovery rebuilds
-    the index from the log, alone or on top of a checkpoint."""
+    transaction). Compaction removes aborted transactions' data and, by the cleaner's marker rule
+    (removable_markers), the markers of transactions with no data left that are older than the retention;
+    superseding drops committed data batches whole (as compaction does once later values replace all their
+    keys). Recovery rebuilds the index from the log, alone or on top of a checkpoint. After every step the
+    index kept incrementally and one rebuilt from the log as it stands give the same LSO and the same
+    read_committed records: cleaning leaves the index a function of the log."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -114,6 +121,10 @@ class TransactionsModel(RuleBasedStateMachine):
         self.fate: dict[int, str] = {}           # record offset -> COMMITTED / ABORTED / OPEN
         self.checkpoint: bytes | None = None
         self.value = 0
+        self.now_ms = 0
+        self.data_of: dict[int, list[int]] = {}   # producer -> base offsets of its open transaction's batches
+        self.marker_data: dict[int, list[int]] = {}  # marker offset -> base offsets of its transaction's batches
+        self.markers_removed = 0
 
     def _append(self, raw: bytes, records: int) -> int:
         base = self.next_offset
@@ -137,14 +148,16 @@ class TransactionsModel(RuleBasedStateMachine):
     def transactional(self, producer, n):
         base = self._append(build_batch(self._records(n), producer_id=producer, attributes=TXN), n)
         self.open.setdefault(producer, []).extend(range(base, base + n))
+        self.data_of.setdefault(producer, []).append(base)
         for offset in range(base, base + n):
             self.fate[offset] = OPEN
 
     @rule(producer=st.integers(1, 4), commit=st.booleans())
     def end(self, producer, commit):
         marker = build_control_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, producer_id=producer,
-                                     producer_epoch=0, coordinator_epoch=0, timestamp_ms=1)
-        self._append(marker, 1)
+                                     producer_epoch=0, coordinator_epoch=0, timestamp_ms=self.now_ms)
+        at = self._append(marker, 1)
+        self.marker_data[at] = self.data_of.pop(producer, [])
         for offset in self.open.pop(producer, []):
             self.fate[offset] = COMMITTED if commit else ABORTED
 
@@ -152,16 +165,43 @@ class TransactionsModel(RuleBasedStateMachine):
     def move_high_watermark(self, data):
         self.high_watermark = data.draw(st.integers(self.high_watermark, self.next_offset))
 
+    @rule(ms=st.integers(1, 2 * MODEL_RETENTION_MS))
+    def tick(self, ms):
+        self.now_ms += ms
+
+    @rule(data=st.data())
+    def supersede(self, data):
+        """A committed transactional batch whose every key a later value replaced: compaction drops it."""
+        committed = [base for base, e in self.entries if self.fate.get(base) == COMMITTED
+                     and next(txn_batches_in(e)).transactional and not next(txn_batches_in(e)).control]
+        if committed:
+            gone = data.draw(st.sampled_from(committed))
+            self.entries = [(b, e) for b, e in self.entries if b != gone]
+
     @rule()
     def compact(self):
-        """Drop aborted transactions' data batches (markers stay), as the cleaner does."""
+        """Drop aborted transactions' data batches and the removable markers, as the cleaner does."""
+        present = {base for base, _ in self.entries}
+        removable = removable_markers([next(txn_batches_in(e)) for _, e in self.entries],
+                                      self.now_ms - MODEL_RETENTION_MS)
+        for offset in removable:
+            assert not present & set(self.marker_data[offset]), "a marker goes only once its data is gone"
+            marker_ts = next(txn_batches_in(dict(self.entries)[offset])).max_timestamp_ms
+            assert marker_ts <= self.now_ms - MODEL_RETENTION_MS
         kept = []
         for base, entry in self.entries:
             batch = next(txn_batches_in(entry))
             if batch.transactional and not batch.control and self.fate[base] == ABORTED:
                 continue
+            if base in removable:
+                continue
             kept.append((base, entry))
         self.entries = kept
+        self.index.forget_markers(removable)
+        self.markers_removed += len(removable)
+        # The partition removes its checkpoint when it opens and writes it only at close, so cleaning
+        # never runs between a checkpoint and the recovery that reads it; the model keeps to that.
+        self.checkpoint = None
 
     @rule()
     def take_checkpoint(self):
@@ -185,11 +225,21 @@ class TransactionsModel(RuleBasedStateMachine):
 
     @invariant()
     def read_committed_shows_exactly_the_committed_records(self):
-        lso = self.index.last_stable_offset(self.high_watermark)
+        self._check_read_committed(self.index)
+
+    @invariant()
+    def a_rebuild_from_the_log_gives_the_same_answers(self):
+        rebuilt = TransactionIndex.rebuild(b for _, e in self.entries for b in txn_batches_in(e))
+        rebuilt.advance_to(self.next_offset)
+        assert rebuilt.last_stable_offset(self.high_watermark) == self.index.last_stable_offset(self.high_watermark)
+        self._check_read_committed(rebuilt)
+
+    def _check_read_committed(self, index: TransactionIndex) -> None:
+        lso = index.last_stable_offset(self.high_watermark)
         for fetch_offset in sorted({0, lso // 2, max(0, lso - 1)}):
             data = b"".join(e for base, e in self.entries
                             if base + _last_delta(e) >= fetch_offset and base + _last_delta(e) < lso)
-            aborted = [(a.producer_id, a.first_offset) for a in self.index.aborted_between(fetch_offset, lso)]
+            aborted = [(a.producer_id, a.first_offset) for a in index.aborted_between(fetch_offset, lso)]
             records, _, _ = decode_fetched(("t", 0), data, fetch_offset, decode_record_list_python, aborted)
             got = [r.offset for r in records]
             # Fetch returns whole batches below the LSO; of them, the committed records from fetch_offset.
