@@ -35,7 +35,9 @@ TopicPartition = tuple[str, int]
 _READ_OPTIONS = {"kafka.bootstrap.servers", "bootstrap", "subscribe", "subscribepattern", "assign",
                  "startingoffsets", "endingoffsets", "startingtimestamp", "maxoffsetspertrigger",
                  "failondataloss", "kafka.isolation.level", *SECURITY_OPTIONS}
-_WRITE_OPTIONS = {"kafka.bootstrap.servers", "bootstrap", "topic", "transactionalidprefix", *SECURITY_OPTIONS}
+# Spark hands a stream writer the query's checkpointLocation among its options: Spark's, not the sink's.
+_WRITE_OPTIONS = {"kafka.bootstrap.servers", "bootstrap", "topic", "transactionalidprefix", "checkpointlocation",
+                  *SECURITY_OPTIONS}
 
 
 def _bad(message: str) -> KanalError:

@@ -291,8 +291,13 @@ class KanalBatchReader(DataSourceReader):
         try:
             start = client.starting()
             end = client.resolve(self.options.ending, sorted(start))
+            latest = client.offsets(sorted(end), LATEST) if isinstance(self.options.ending, dict) else end
         finally:
             client.close()
+        beyond = sorted(f"{t}-{p}: {end[(t, p)]} > {latest[(t, p)]}" for t, p in end if end[(t, p)] > latest[(t, p)])
+        if beyond:  # the records are not there (or not committed): a read would wait for them
+            raise KanalError(ErrorCode.INVALID_REQUEST, "endingOffsets past the latest (committed) offsets: "
+                                                        + ", ".join(beyond))
         return [RangePartition(r) for r in ranges(start, {tp: max(o, start[tp]) for tp, o in end.items()})]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -40,8 +40,8 @@ def plain_reading(bootstrap: str, partitions: list[tuple[str, int]], isolation: 
     stable offset), read with the Python consumer."""
     offsets = BrokerOffsets(ReadOptions(bootstrap, assign=tuple(partitions), isolation_level=isolation))
     try:
-        ends = end or offsets.offsets(partitions, LATEST)
-        starts = start or offsets.offsets(partitions, EARLIEST)
+        ends = {**offsets.offsets(partitions, LATEST), **(end or {})}
+        starts = {**offsets.offsets(partitions, EARLIEST), **(start or {})}
     finally:
         offsets.close()
     out: list[Row] = []
@@ -116,10 +116,11 @@ def test_options_and_sink_match_a_plain_reading(cluster, spark, tmp_path):
     uncommitted = plain_reading(boot, every, "read_uncommitted")
     assert read(subscribe="opts", **{"kafka.isolation.level": "read_uncommitted"}) == uncommitted
     assert len(uncommitted) == 300
-    start, end = {("opts", 0): 5, ("opts", 2): 0}, {("opts", 0): 40, ("opts", 2): 70}
     assert read(assign=json.dumps({"opts": [0, 2]}), startingOffsets=json.dumps({"opts": {"0": 5, "2": -2}}),
-                endingOffsets=json.dumps({"opts": {"0": 40, "2": 70}})) == plain_reading(boot, list(start), start=start,
-                                                                                        end=end)
+                endingOffsets=json.dumps({"opts": {"0": 40, "2": -1}})) == plain_reading(
+        boot, [("opts", 0), ("opts", 2)], start={("opts", 0): 5}, end={("opts", 0): 40})
+    with pytest.raises(Exception, match="past the latest"):
+        read(assign='{"opts":[1]}', endingOffsets='{"opts":{"1":100000}}')
     at = base_ms + 120_000
     by_time = [r for r in plain if not r[1].startswith(b"txn") and r[5] >= at]
     firsts = {p: min(r[4] for r in by_time if r[3] == p) for p in range(3)}
@@ -143,7 +144,13 @@ def test_options_and_sink_match_a_plain_reading(cluster, spark, tmp_path):
         wait_until(lambda: len(got) >= 270 or query.exception(), 240, "the stream to read 270 records")
         with Admin(boot) as admin:
             admin.create_partitions("opts", 4)
-        wait_until(lambda: partition_info(cluster, "opts", 3).leader >= 0, 30, "a leader for opts-3")
+        def new_partition_led() -> bool:
+            try:
+                return partition_info(cluster, "opts", 3).leader >= 0
+            except IndexError:  # the broker asked has not applied the increase yet
+                return False
+
+        wait_until(new_partition_led, 30, "a leader for opts-3")
         produce(boot, "opts", 40, "b")
         wait_until(lambda: len(got) >= 310 or query.exception(), 240, "the stream to read the new records")
     finally:
@@ -191,7 +198,7 @@ def test_fail_on_data_loss(cluster, spark):
 class Writer:
     """Produces unique values (acks=all) until stopped, bounded in count and time; records the acks."""
 
-    def __init__(self, bootstrap: str, topic: str, count_max: int = 4000, time_max_s: float = 240.0) -> None:
+    def __init__(self, bootstrap: str, topic: str, count_max: int = 4000, time_max_s: float = 900.0) -> None:
         self.acked: dict[tuple[int, int], bytes] = {}
         self.errors = 0
         self._stop = threading.Event()
@@ -255,20 +262,49 @@ def test_stream_through_leader_kill_and_restart_exactly_once(cluster, spark, tmp
     def out_count() -> int:
         return len(plain_reading(boot, [("out", 0), ("out", 1)]))
 
+    # On this loaded machine Spark sometimes gives up on a Python worker it started ("failed to connect
+    # back", a fixed 10 s in Spark): the query dies as an application's would, and is restarted from its
+    # checkpoint as an application's would be, a few times at most. Any other failure fails the test.
+    restarts = []
+    query = None
+
+    def running():
+        nonlocal query
+        if query is not None and query.exception() is not None:
+            if "failed to connect back" not in str(query.exception()) or len(restarts) >= 3:
+                raise AssertionError(f"the query failed: {query.exception()}")
+            restarts.append(str(query.exception())[:80])
+            query = start()
+        return query
+
+    def stopped_cleanly() -> None:
+        failure = query.exception()
+        assert failure is None or "failed to connect back" in str(failure), f"the query failed: {failure}"
+
+    def copied_at_least(count: int) -> bool:
+        running()
+        return out_count() >= count
+
     writer = Writer(boot, "in")
     victim = broker_node(cluster, partition_info(cluster, "in", 0).leader)
     query = start()
     try:
-        wait_until(lambda: out_count() >= 300 or query.exception(), 240, "the query to copy 300 records")
+        wait_until(lambda: copied_at_least(300), 240, "the query to copy 300 records")
         victim.kill()
         wait_until(lambda: partition_info(cluster, "in", 0).leader not in (-1, victim.node_id), 60,
                    "a new leader for in-0")
         acked_then = writer.count()
-        wait_until(lambda: out_count() >= acked_then + 200 or query.exception(), 240,
-                   "the query to go on past the failover")
+        wait_until(lambda: writer.count() >= acked_then + 200 or not writer.thread.is_alive(), 240,
+                   "200 records acknowledged after the failover")
+        acked_now = writer.count()
+        try:
+            wait_until(lambda: copied_at_least(acked_now), 240, "the query to go on past the failover")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {out_count()} copied of {acked_now} acknowledged "
+                                 f"({acked_then} at the kill); {query.lastProgress}") from None
     finally:
         query.stop()
-    assert query.exception() is None
+    stopped_cleanly()
     commits = sorted((checkpoint / "commits").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1)
     last = [p for p in commits if p.name.isdigit()][-1]
     last.unlink()  # the restart replays this micro-batch: its sink tasks must find it committed
@@ -281,12 +317,12 @@ def test_stream_through_leader_kill_and_restart_exactly_once(cluster, spark, tmp
         wait_until(lambda: writer.count() >= 1500 or not writer.thread.is_alive(), 240, "1,500 acknowledged records")
         writer.stop()
         source_records = plain_reading(boot, [("in", 0), ("in", 1)])
-        wait_until(lambda: out_count() >= len(source_records) or query.exception(), 240,
-                   "the query to copy every record")
+        wait_until(lambda: copied_at_least(len(source_records)), 240, "the query to copy every record")
     finally:
         writer.stop()
         query.stop()
-    assert query.exception() is None
+    stopped_cleanly()
+    print(f"query restarts after Spark worker timeouts: {restarts}")
     by_place = {(r[3], r[4]): r[1] for r in source_records}
     lost = {k: v for k, v in writer.acked.items() if by_place.get(k) != v}
     assert not lost, f"{len(lost)} acknowledged records not in `in` as acknowledged, e.g. {sorted(lost.items())[:3]}"
