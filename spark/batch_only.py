@@ -21,8 +21,8 @@ class BatchOnly:
     def _refuse(self, what: str) -> KanalError:
         source = self.name()
         return KanalError(ErrorCode.INVALID_REQUEST, (
-            f"the {source} source is batch-only: {what} is not supported yet (Structured Streaming and a "
-            f"sink are planned); read with spark.read.format(\"{source}\")"))
+            f"the {source} source is batch-only: {what} is not supported; read it with "
+            f"spark.read.format(\"{source}\"), or stream and write through brokers with format(\"kanal\")"))
 
     def streamReader(self, schema):
         raise self._refuse("spark.readStream")

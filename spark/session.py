@@ -13,6 +13,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from kanal.spark.kanal_source import KanalDataSource
 from kanal.spark.log_source import KanalLogDataSource
 from kanal.spark.metadata_source import KanalMetadataDataSource
 
@@ -22,12 +23,13 @@ DEFAULT_MASTER = "local[*]"
 def register_sources(spark: SparkSession) -> None:
     spark.dataSource.register(KanalLogDataSource)
     spark.dataSource.register(KanalMetadataDataSource)
+    spark.dataSource.register(KanalDataSource)
 
 
 def kanal_session(master: str = DEFAULT_MASTER, app_name: str = "kanal", *,
                   shuffle_partitions: int | None = None, driver_memory: str | None = None) -> SparkSession:
-    """Get (or create) the session and register kanal-log and kanal-metadata. `driver_memory` (e.g. "2g")
-    applies only when this call starts the JVM: a running session keeps its heap."""
+    """Get (or create) the session and register kanal-log, kanal-metadata and kanal. `driver_memory` (e.g.
+    "2g") applies only when this call starts the JVM: a running session keeps its heap."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
