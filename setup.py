@@ -16,11 +16,21 @@ kanal.clients.consumer.NATIVE are False), and the broker its pure-Python record 
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[
-    Extension("kanal.clients._producer_fast", sources=["clients/_producer_fast.c", "clients/_producer_records.c"],
-              depends=["clients/_kanal_errors.h", "clients/_producer_records.h"], optional=True),
-    Extension("kanal.clients._consumer_fast", sources=["clients/_consumer_fast.c"],
-              depends=["clients/_kanal_errors.h"], optional=True),
-    Extension("kanal.v1._batch_walk", sources=["proto/kanal/v1/_batch_walk.c"], optional=True),
-    Extension("kanal.spark._record_columns", sources=["spark/_record_columns.c"], optional=True),
-])
+setup(
+    ext_modules=[
+        Extension(
+            "kanal.clients._producer_fast",
+            sources=["clients/_producer_fast.c", "clients/_producer_records.c"],
+            depends=["clients/_kanal_errors.h", "clients/_producer_records.h"],
+            optional=True,
+        ),
+        Extension(
+            "kanal.clients._consumer_fast",
+            sources=["clients/_consumer_fast.c"],
+            depends=["clients/_kanal_errors.h"],
+            optional=True,
+        ),
+        Extension("kanal.v1._batch_walk", sources=["proto/kanal/v1/_batch_walk.c"], optional=True),
+        Extension("kanal.spark._record_columns", sources=["spark/_record_columns.c"], optional=True),
+    ]
+)

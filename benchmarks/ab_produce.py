@@ -52,7 +52,9 @@ def run(python: str, args, extra: list[str]) -> dict[str, float]:
 
 
 def _children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # waited-for descendants: the cluster's processes too
+    usage = resource.getrusage(
+        resource.RUSAGE_CHILDREN
+    )  # waited-for descendants: the cluster's processes too
     return usage.ru_utime + usage.ru_stime
 
 
@@ -77,7 +79,10 @@ def main() -> None:
             order.reverse()
         rounds.append({name: run(python, args, extra[name]) for name, python in order})
     cases = sorted(rounds[0]["before"])
-    medians = {side: {c: statistics.median(r[side][c] for r in rounds) for c in cases} for side in ("before", "after")}
+    medians = {
+        side: {c: statistics.median(r[side][c] for r in rounds) for c in cases}
+        for side in ("before", "after")
+    }
     print(
         json.dumps(
             {
@@ -87,7 +92,8 @@ def main() -> None:
                 "medians": medians,
                 "after_vs_before": {c: round(medians["after"][c] / medians["before"][c], 3) for c in cases},
                 "median_of_round_ratios": {
-                    c: round(statistics.median(r["after"][c] / r["before"][c] for r in rounds), 3) for c in cases
+                    c: round(statistics.median(r["after"][c] / r["before"][c] for r in rounds), 3)
+                    for c in cases
                 },
             },
             indent=2,

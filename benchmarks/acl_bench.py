@@ -31,7 +31,11 @@ from kanal.metadata.acl import (
 from kanal.metadata.authorizer import AuthorizerConfig, authorize
 from kanal.v1 import broker_pb2, metadata_pb2
 
-READ, WRITE, ALL = metadata_pb2.ACL_OPERATION_READ, metadata_pb2.ACL_OPERATION_WRITE, metadata_pb2.ACL_OPERATION_ALL
+READ, WRITE, ALL = (
+    metadata_pb2.ACL_OPERATION_READ,
+    metadata_pb2.ACL_OPERATION_WRITE,
+    metadata_pb2.ACL_OPERATION_ALL,
+)
 DESCRIBE = metadata_pb2.ACL_OPERATION_DESCRIBE
 
 
@@ -108,9 +112,12 @@ def main() -> None:
     # ANONYMOUS has no grant on topic-0: the reply is built with the refusal (the slowest path).
     results["broker_produce_gate_refused"] = per_call_us(
         lambda: gate.admit("Produce", request, context).reply(None), args.calls // 4)
-    image.acls = build_acl_map([*entries, AclEntry(TOPIC, "topic-0", LITERAL, "User:ANONYMOUS", "*", WRITE, ALLOW)])
-    results["broker_produce_gate_allowed"] = per_call_us(lambda: gate.admit("Produce", request, context).reply(None),
-                                                         args.calls // 4)
+    image.acls = build_acl_map(
+        [*entries, AclEntry(TOPIC, "topic-0", LITERAL, "User:ANONYMOUS", "*", WRITE, ALLOW)]
+    )
+    results["broker_produce_gate_allowed"] = per_call_us(
+        lambda: gate.admit("Produce", request, context).reply(None), args.calls // 4
+    )
     print(json.dumps({"benchmark": "acl", "python": sys.version.split()[0], "acls": len(entries),
                       "us_per_call": results}, indent=2))
 

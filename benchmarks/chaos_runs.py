@@ -37,12 +37,20 @@ def _interrupt(signum, frame):
 def combine(summaries: list[dict]) -> dict:
     """One summary of several series (run side by side on other seeds, or one interrupted and one resumed):
     counts added, longest windows the longest of any, the seed ranges listed."""
-    out: dict = {"runs": 0, "runs_asked": 0, "duration_s_each": sorted({s["duration_s_each"] for s in summaries}),
-                 "seeds": [s["seeds"] for s in summaries],
-                 "faults": sorted({f for s in summaries for f in s["faults"]}),
-                 "runs_not_carried_out": [], "runs_with_violations": [], "violations_by_kind": Counter(),
-                 "faults_injected": Counter(), "longest_unavailability_s_per_nemesis": {}, "records_acknowledged": 0,
-                 "wall_s": 0.0}
+    out: dict = {
+        "runs": 0,
+        "runs_asked": 0,
+        "duration_s_each": sorted({s["duration_s_each"] for s in summaries}),
+        "seeds": [s["seeds"] for s in summaries],
+        "faults": sorted({f for s in summaries for f in s["faults"]}),
+        "runs_not_carried_out": [],
+        "runs_with_violations": [],
+        "violations_by_kind": Counter(),
+        "faults_injected": Counter(),
+        "longest_unavailability_s_per_nemesis": {},
+        "records_acknowledged": 0,
+        "wall_s": 0.0,
+    }
     for s in summaries:
         for key in ("runs", "runs_asked", "records_acknowledged", "wall_s"):
             out[key] += s[key]
@@ -55,7 +63,9 @@ def combine(summaries: list[dict]) -> dict:
             longest[fault] = max(longest.get(fault, 0.0), length)
     out["violations_by_kind"] = dict(out["violations_by_kind"])
     out["faults_injected"] = dict(sorted(out["faults_injected"].items()))
-    out["longest_unavailability_s_per_nemesis"] = dict(sorted(out["longest_unavailability_s_per_nemesis"].items()))
+    out["longest_unavailability_s_per_nemesis"] = dict(
+        sorted(out["longest_unavailability_s_per_nemesis"].items())
+    )
     out["wall_s"] = round(out["wall_s"], 1)
     return out
 

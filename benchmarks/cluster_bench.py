@@ -59,7 +59,9 @@ RAW_ROUNDS_IN_FLIGHT = 4
 LATENCY_PRODUCER = {"acks": "1", "enable_idempotence": False, "linger_ms": 0}
 
 
-def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int, security=None, **configs: str) -> None:
+def create_topic(
+    cluster: LocalCluster, name: str, partitions: int, rf: int, security=None, **configs: str
+) -> None:
     md = ClusterMetadata(cluster.bootstrap, **_security_arg(security))
     try:
         request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
@@ -91,8 +93,15 @@ def grant_benchmark_acls(cluster: LocalCluster, others: int) -> None:
     m = metadata_pb2
 
     def entry(rtype: int, name: str, principal: str, op: int, pattern: int = m.ACL_PATTERN_LITERAL):
-        return m.AccessControlEntry(resource_type=rtype, resource_name=name, pattern_type=pattern,
-                                    principal=principal, host="*", operation=op, permission=m.ACL_PERMISSION_ALLOW)
+        return m.AccessControlEntry(
+            resource_type=rtype,
+            resource_name=name,
+            pattern_type=pattern,
+            principal=principal,
+            host="*",
+            operation=op,
+            permission=m.ACL_PERMISSION_ALLOW,
+        )
 
     entries = [entry(m.ACL_RESOURCE_TOPIC, "*", "User:ANONYMOUS", m.ACL_OPERATION_ALL),
                entry(m.ACL_RESOURCE_GROUP, "*", "User:ANONYMOUS", m.ACL_OPERATION_ALL),
@@ -105,7 +114,9 @@ def grant_benchmark_acls(cluster: LocalCluster, others: int) -> None:
     with grpc.insecure_channel(cluster.controllers[0].endpoint) as channel:
         stub = controller_pb2_grpc.ControllerStub(channel)
         for start in range(0, len(entries), 500):
-            reply = stub.CreateAcls(admin_pb2.CreateAclsRequest(creations=entries[start:start + 500]), timeout=60)
+            reply = stub.CreateAcls(
+                admin_pb2.CreateAclsRequest(creations=entries[start : start + 500]), timeout=60
+            )
             if any(r.error for r in reply.results):
                 raise SystemExit(f"cannot grant the benchmark's ACLs: {reply}")
         end = stub.DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=10).metadata_end_offset
@@ -169,8 +180,17 @@ def _check(futures) -> None:
                     raise SystemExit(f"produce failed: {pr.error_message}")
 
 
-def _client_producer(bootstrap: str, topic: str, record_bytes: int, acks: str, records_max: int, seconds: float,
-                     per_record: bool, security, out: mp.Queue) -> None:
+def _client_producer(
+    bootstrap: str,
+    topic: str,
+    record_bytes: int,
+    acks: str,
+    records_max: int,
+    seconds: float,
+    per_record: bool,
+    security,
+    out: mp.Queue,
+) -> None:
     producer = Producer(ProducerConfig(bootstrap=bootstrap, acks=acks, enable_idempotence=(acks == "all"),
                                        **_security_arg(security)))
     value = os.urandom(record_bytes)
@@ -238,8 +258,9 @@ def raw_fetch(cluster: LocalCluster, topic: str, partitions: int, seconds: float
             if p in done:
                 continue
             request = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, max_bytes=8 << 20)
-            request.topics.add(topic=topic).partitions.add(partition=p, fetch_offset=offsets[p], max_bytes=4 << 20,
-                                                           current_leader_epoch=-1)
+            request.topics.add(topic=topic).partitions.add(
+                partition=p, fetch_offset=offsets[p], max_bytes=4 << 20, current_leader_epoch=-1
+            )
             reply = md.stub(view.brokers[view.topics[topic][p].leader]).Fetch(request, timeout=30)
             data = reply.topics[0].partitions[0]
             if not data.records:
@@ -272,7 +293,9 @@ def client_consume(cluster: LocalCluster, topic: str, partitions: int, records_m
 
 def _latency_consumer(bootstrap: str, topic: str, count: int, seconds: float, ready, out: mp.Queue) -> None:
     """Its own process, as a real consumer is: in the producer's process both would share one GIL."""
-    consumer = Consumer(ConsumerConfig(bootstrap=bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=100))
+    consumer = Consumer(
+        ConsumerConfig(bootstrap=bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=100)
+    )
     consumer.assign([(topic, 0)])
     consumer.position((topic, 0))
     ready.set()
@@ -291,7 +314,9 @@ def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float, acks
     count = int(rate_s * seconds)
     ctx = mp.get_context("spawn")
     ready, queue = ctx.Event(), ctx.Queue()
-    reader = ctx.Process(target=_latency_consumer, args=(cluster.bootstrap, topic, count, seconds, ready, queue))
+    reader = ctx.Process(
+        target=_latency_consumer, args=(cluster.bootstrap, topic, count, seconds, ready, queue)
+    )
     reader.start()
     producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, **{**LATENCY_PRODUCER, "acks": acks}))
     try:
@@ -318,8 +343,14 @@ def latency_summary(samples_ms: list[float], rate_s: int, count: int) -> dict:
     """p50 / p99 / max of end-to-end latencies in ms (nan below 100 samples), with what was sent and got."""
     samples = sorted(samples_ms)
     q = statistics.quantiles(samples, n=100) if len(samples) > 100 else [float("nan")] * 99
-    return {"rate_records_s": rate_s, "records": count, "received": len(samples),
-            "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3), "max_ms": round(samples[-1], 3) if samples else None}
+    return {
+        "rate_records_s": rate_s,
+        "records": count,
+        "received": len(samples),
+        "p50_ms": round(q[49], 3),
+        "p99_ms": round(q[98], 3),
+        "max_ms": round(samples[-1], 3) if samples else None,
+    }
 
 
 def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, sizes: list[int]) -> dict:
@@ -349,24 +380,45 @@ def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, 
                 topic = f"raw-{size}-{producers}"
                 create_topic(cluster, topic, partitions, rf, **extra)
                 per = [list(range(i, partitions, producers)) for i in range(producers)]
-                n, s = run_parallel(_raw_producer, [(cluster.bootstrap, topic, ps, size, acks_raw, args.batches_max,
-                                                     args.seconds) for ps in per])
+                n, s = run_parallel(
+                    _raw_producer,
+                    [
+                        (cluster.bootstrap, topic, ps, size, acks_raw, args.batches_max, args.seconds)
+                        for ps in per
+                    ],
+                )
                 case[f"broker_produce_{producers}p"] = rates(n, s, size)
-                if producers == args.producers[0] and not args.produce_only:  # read back what one producer wrote
+                if (
+                    producers == args.producers[0] and not args.produce_only
+                ):  # read back what one producer wrote
                     settle()
                     total_bytes, s = raw_fetch(cluster, topic, partitions, args.seconds * 2)
-                    case["broker_fetch"] = {"mb_s": round(total_bytes / s / 1e6, 1),
-                                            "records_s": round(n * (total_bytes / max(1, n * (size + 10))) / s)}
+                    case["broker_fetch"] = {
+                        "mb_s": round(total_bytes / s / 1e6, 1),
+                        "records_s": round(n * (total_bytes / max(1, n * (size + 10))) / s),
+                    }
                     settle()
                     got, s = client_consume(cluster, topic, partitions, n, args.seconds * 2)
                     case["client_consume"] = rates(got, s, size)
                 delete_topic(cluster, topic)
                 topic_c = f"client-{size}-{producers}"
                 create_topic(cluster, topic_c, partitions, rf, **extra)
-                n, s = run_parallel(_client_producer, [(cluster.bootstrap, topic_c, size, acks_client,
-                                                        args.batches_max * RECORDS_PER_BATCH, args.seconds, False,
-                                                        None)
-                                                       for _ in range(producers)])
+                n, s = run_parallel(
+                    _client_producer,
+                    [
+                        (
+                            cluster.bootstrap,
+                            topic_c,
+                            size,
+                            acks_client,
+                            args.batches_max * RECORDS_PER_BATCH,
+                            args.seconds,
+                            False,
+                            None,
+                        )
+                        for _ in range(producers)
+                    ],
+                )
                 case[f"client_produce_{producers}p"] = rates(n, s, size)
                 delete_topic(cluster, topic_c)
             if args.produce_only:
@@ -374,8 +426,21 @@ def bench_cluster(brokers: int, rf: int, acks_raw: int, acks_client: str, args, 
                 continue
             topic_r = f"client-per-record-{size}"
             create_topic(cluster, topic_r, partitions, rf, **extra)
-            n, s = run_parallel(_client_producer, [(cluster.bootstrap, topic_r, size, acks_client,
-                                                    args.batches_max * RECORDS_PER_BATCH, args.seconds, True, None)])
+            n, s = run_parallel(
+                _client_producer,
+                [
+                    (
+                        cluster.bootstrap,
+                        topic_r,
+                        size,
+                        acks_client,
+                        args.batches_max * RECORDS_PER_BATCH,
+                        args.seconds,
+                        True,
+                        None,
+                    )
+                ],
+            )
             case["client_produce_per_record_1p"] = rates(n, s, size)
             delete_topic(cluster, topic_r)
             out[f"{size}B"] = case
@@ -395,19 +460,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="time bound of each produce/consume loop")
     parser.add_argument("--latency-seconds", type=float, default=5.0)
-    parser.add_argument("--batches-max", type=int, default=3000, help="bound on batches of 1,000 per producer")
+    parser.add_argument(
+        "--batches-max", type=int, default=3000, help="bound on batches of 1,000 per producer"
+    )
     parser.add_argument("--producers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
     parser.add_argument("--dir", default=None, help="where the cluster's data goes (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="100-byte records only")
-    parser.add_argument("--produce-only", action="store_true", help="only the broker_produce and client_produce cases")
-    parser.add_argument("--tls", action="store_true", help="A/B of plaintext, mTLS and mTLS + password instead")
+    parser.add_argument(
+        "--produce-only", action="store_true", help="only the broker_produce and client_produce cases"
+    )
+    parser.add_argument(
+        "--tls", action="store_true", help="A/B of plaintext, mTLS and mTLS + password instead"
+    )
     parser.add_argument("--tls-rounds", type=int, default=3, help="with --tls: rounds of the three modes")
     parser.add_argument("--quotas", action="store_true",
                         help="set a quota for another client id, so quota enforcement runs on every call")
     parser.add_argument("--clusters", type=lambda s: s.split(","), default=["one", "three"],
                         help="which clusters: one (1 broker, acks=1), three (RF=3, acks=all), or both")
-    parser.add_argument("--authorizer-acls", type=int, default=-1,
-                        help="brokers with --authorizer on and this many other ACLs (default -1: authorizer off)")
+    parser.add_argument(
+        "--authorizer-acls",
+        type=int,
+        default=-1,
+        help="brokers with --authorizer on and this many other ACLs (default -1: authorizer off)",
+    )
     args = parser.parse_args()
     if args.authorizer_acls >= 0 and args.clusters != ["one"]:
         parser.error("--authorizer-acls runs on --clusters one only (followers need authentication)")
@@ -488,7 +563,10 @@ def bench_security(args) -> dict:
         "cpu_ratio_to_plaintext": {
             mode: {
                 kind: round(
-                    (base_cpu[f"{kind}_client_cpu_us_per_record"] + base_cpu[f"{kind}_broker_cpu_us_per_record"])
+                    (
+                        base_cpu[f"{kind}_client_cpu_us_per_record"]
+                        + base_cpu[f"{kind}_broker_cpu_us_per_record"]
+                    )
                     / (c[f"{kind}_client_cpu_us_per_record"] + c[f"{kind}_broker_cpu_us_per_record"]),
                     3,
                 )
@@ -513,19 +591,38 @@ def _security_round(cluster: LocalCluster, security, topic: str, args) -> dict:
     create_topic(cluster, topic, partitions, 1, security=security)
     broker_pid = cluster.brokers[0].pid
     broker_cpu = _process_cpu_s(broker_pid)
-    [(n, s, producer_cpu)] = run_parallel_results(_client_producer, [(
-        cluster.bootstrap, topic, 100, "1", args.batches_max * RECORDS_PER_BATCH, args.seconds, False, security)])
+    [(n, s, producer_cpu)] = run_parallel_results(
+        _client_producer,
+        [
+            (
+                cluster.bootstrap,
+                topic,
+                100,
+                "1",
+                args.batches_max * RECORDS_PER_BATCH,
+                args.seconds,
+                False,
+                security,
+            )
+        ],
+    )
     broker_cpu, broker_cpu_before = _process_cpu_s(broker_pid), broker_cpu
-    out = {"client_produce": {**rates(n, s, 100), "client_cpu_us_per_record": round(producer_cpu / n * 1e6, 3),
-                              "broker_cpu_us_per_record": round((broker_cpu - broker_cpu_before) / n * 1e6, 3)}}
+    out = {
+        "client_produce": {
+            **rates(n, s, 100),
+            "client_cpu_us_per_record": round(producer_cpu / n * 1e6, 3),
+            "broker_cpu_us_per_record": round((broker_cpu - broker_cpu_before) / n * 1e6, 3),
+        }
+    }
     settle()
     cpu_before = time.process_time()
     broker_cpu_before = _process_cpu_s(broker_pid)
     got, s = client_consume(cluster, topic, partitions, n, args.seconds * 2, security=security)
-    out["client_consume"] = {**rates(got, s, 100),
-                             "client_cpu_us_per_record": round((time.process_time() - cpu_before) / got * 1e6, 3),
-                             "broker_cpu_us_per_record": round((_process_cpu_s(broker_pid) - broker_cpu_before)
-                                                               / got * 1e6, 3)}
+    out["client_consume"] = {
+        **rates(got, s, 100),
+        "client_cpu_us_per_record": round((time.process_time() - cpu_before) / got * 1e6, 3),
+        "broker_cpu_us_per_record": round((_process_cpu_s(broker_pid) - broker_cpu_before) / got * 1e6, 3),
+    }
     with Admin(cluster.bootstrap, security=security) as admin:
         admin.delete_topic(topic)
     return out

@@ -96,10 +96,23 @@ class LocalQuorum:
             die_with_parent = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
             self.procs[i] = subprocess.Popen(
                 [
-                    *die_with_parent, self.python, "-m", "kanal.raft.controller_main",
-                    "--id", str(i), "--listen", f"127.0.0.1:{self.grpc[i]}", "--raft", f"127.0.0.1:{self.raft[i]}",
-                    "--peers", self.peers, "--data-dir", str(self.base / f"controller-{i}"),
-                    "--log-level", "WARNING", *self.extra_args,
+                    *die_with_parent,
+                    self.python,
+                    "-m",
+                    "kanal.raft.controller_main",
+                    "--id",
+                    str(i),
+                    "--listen",
+                    f"127.0.0.1:{self.grpc[i]}",
+                    "--raft",
+                    f"127.0.0.1:{self.raft[i]}",
+                    "--peers",
+                    self.peers,
+                    "--data-dir",
+                    str(self.base / f"controller-{i}"),
+                    "--log-level",
+                    "WARNING",
+                    *self.extra_args,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -137,7 +150,9 @@ class LocalQuorum:
                 try:
                     self.stub(i).CreateTopics(
                         admin_pb2.CreateTopicsRequest(
-                            topics=[admin_pb2.CreatableTopic(name="probe", partitions=1, replication_factor=1)],
+                            topics=[
+                                admin_pb2.CreatableTopic(name="probe", partitions=1, replication_factor=1)
+                            ],
                             validate_only=True,
                         ),
                         timeout=1,
@@ -161,7 +176,9 @@ class LocalQuorum:
                     for i in self.ids
                 )
                 ends = {
-                    self.stub(i).DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=1).metadata_end_offset
+                    self.stub(i)
+                    .DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=1)
+                    .metadata_end_offset
                     for i in self.ids
                 }
                 if serving and len(ends) == 1:
@@ -187,7 +204,9 @@ def _free_ports(n: int) -> list[int]:
 def _create(stub, names, partitions=1, rf=3, timeout=30.0):
     reply = stub.CreateTopics(
         admin_pb2.CreateTopicsRequest(
-            topics=[admin_pb2.CreatableTopic(name=n, partitions=partitions, replication_factor=rf) for n in names]
+            topics=[
+                admin_pb2.CreatableTopic(name=n, partitions=partitions, replication_factor=rf) for n in names
+            ]
         ),
         timeout=timeout,
         metadata=NO_FORWARD,
@@ -324,8 +343,11 @@ def _bare_pysyncobj_node(args: argparse.Namespace) -> int:
     if args.pysyncobj_conf == "comparable":
         # What kanal's controllers also have: encrypted Raft traffic and a journal on disk (pysyncobj's
         # own: written through an mmap, never fsynced; it has no setting that fsyncs).
-        conf = SyncObjConf(dynamicMembershipChange=False, password="kanal-bench-secret",
-                           journalFile=args.pysyncobj_result + f".{args.pysyncobj_node.rsplit(':', 1)[1]}.journal")
+        conf = SyncObjConf(
+            dynamicMembershipChange=False,
+            password="kanal-bench-secret",
+            journalFile=args.pysyncobj_result + f".{args.pysyncobj_node.rsplit(':', 1)[1]}.journal",
+        )
 
     class Register(SyncObj):
         def __init__(self, address: str, others: list[str]) -> None:
@@ -373,13 +395,18 @@ def _bare_pysyncobj_node(args: argparse.Namespace) -> int:
         failed = state["failed"]
     partial = Path(args.pysyncobj_result + ".tmp")
     partial.write_text(
-        json.dumps({"commands": done, "seconds": round(time.monotonic() - measuring_from, 3), "failed": failed}))
+        json.dumps(
+            {"commands": done, "seconds": round(time.monotonic() - measuring_from, 3), "failed": failed}
+        )
+    )
     os.replace(partial, args.pysyncobj_result)  # the parent sees the whole result or none
     while True:  # stopped by the parent
         time.sleep(1)
 
 
-def bench_bare_pysyncobj(base: Path, seconds: float, inflight: int, payload_bytes: int, conf: str = "defaults") -> dict:
+def bench_bare_pysyncobj(
+    base: Path, seconds: float, inflight: int, payload_bytes: int, conf: str = "defaults"
+) -> dict:
     """Start a bare pysyncobj 3-node quorum, let its leader drive it, stop it; commands/s. A run in which
     calls failed (a leader change on a busy machine) is run again, twice at most."""
     for attempt in range(1, 4):
@@ -404,7 +431,9 @@ def _bare_pysyncobj_once(base: Path, seconds: float, inflight: int, payload_byte
                        "--payload-bytes", str(payload_bytes), "--pysyncobj-result", str(result_file),
                        "--pysyncobj-conf", conf]
             with open(base / f"pysyncobj-{n}.err", "ab") as err:
-                procs.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL))
+                procs.append(
+                    subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+                )
         deadline = time.monotonic() + seconds + 90
         while not result_file.exists():
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
@@ -575,7 +604,9 @@ def run_admin_vs_pysyncobj(args: argparse.Namespace, base: Path) -> dict:
             for side in variants:
                 prefix = "" if side == "kanal" else f"{side}_"
                 for clients in (8, 64):
-                    entry[f"{prefix}ratio_{clients}"] = round(entry[f"{side}_{clients}"]["writes_per_s"] / bare, 4)
+                    entry[f"{prefix}ratio_{clients}"] = round(
+                        entry[f"{side}_{clients}"]["writes_per_s"] / bare, 4
+                    )
                     entry[f"{prefix}ratio_{clients}_comparable"] = round(
                         entry[f"{side}_{clients}"]["writes_per_s"] / comparable, 4)
             rounds.append(entry)
@@ -603,9 +634,13 @@ def run_admin_vs_pysyncobj(args: argparse.Namespace, base: Path) -> dict:
         for clients in (8, 64):
             medians[f"baseline_{clients}_writes_per_s"] = statistics.median(
                 e[f"baseline_{clients}"]["writes_per_s"] for e in rounds)
-            medians[f"baseline_ratio_{clients}"] = statistics.median(e[f"baseline_ratio_{clients}"] for e in rounds)
+            medians[f"baseline_ratio_{clients}"] = statistics.median(
+                e[f"baseline_ratio_{clients}"] for e in rounds
+            )
             medians[f"after_over_baseline_{clients}"] = statistics.median(
-                e[f"kanal_{clients}"]["writes_per_s"] / e[f"baseline_{clients}"]["writes_per_s"] for e in rounds)
+                e[f"kanal_{clients}"]["writes_per_s"] / e[f"baseline_{clients}"]["writes_per_s"]
+                for e in rounds
+            )
     return {
         "benchmark": "controller_admin_vs_pysyncobj",
         "kanal": "Admin CreateTopics -> 1 broker -> active controller of 3; encrypted Raft, fsynced Raft "
@@ -640,8 +675,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each timed phase")
     parser.add_argument("--pysyncobj-inflight", type=int, default=1000)
-    parser.add_argument("--baseline-python", help="with --admin-vs-pysyncobj: also run a cluster with this "
-                        "interpreter (another kanal install, e.g. main's .venv/bin/python) in the same rounds")
+    parser.add_argument(
+        "--baseline-python",
+        help="with --admin-vs-pysyncobj: also run a cluster with this "
+        "interpreter (another kanal install, e.g. main's .venv/bin/python) in the same rounds",
+    )
     parser.add_argument("--payload-bytes", type=int, default=256)
     parser.add_argument("--pysyncobj-node", help=argparse.SUPPRESS)
     parser.add_argument("--pysyncobj-peers", default="", help=argparse.SUPPRESS)

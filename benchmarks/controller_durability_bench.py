@@ -31,7 +31,9 @@ from pathlib import Path
 
 from kanal.v1 import controller_pb2
 
-_spec = importlib.util.spec_from_file_location("controller_bench", Path(__file__).with_name("controller_bench.py"))
+_spec = importlib.util.spec_from_file_location(
+    "controller_bench", Path(__file__).with_name("controller_bench.py")
+)
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
@@ -151,7 +153,9 @@ def main() -> int:
         },
     }
     if shutil.which("strace"):
-        result["syncs"] = {label: _count_round(pythons[label], args.writes, args.inflight) for label in pythons}
+        result["syncs"] = {
+            label: _count_round(pythons[label], args.writes, args.inflight) for label in pythons
+        }
     print(json.dumps(result))
     return 0
 

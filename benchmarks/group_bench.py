@@ -132,8 +132,16 @@ def _summary(values: list[float]) -> dict:
 
 def _group_member(bootstrap: str, group: str, topic: str, total: mp.Value, target: int, seconds: float,
                   out: mp.Queue) -> None:
-    consumer = Consumer(ConsumerConfig(bootstrap=bootstrap, group_id=group, auto_offset_reset="earliest",
-                                       session_timeout_ms=10_000, heartbeat_interval_ms=1000, max_poll_records=5000))
+    consumer = Consumer(
+        ConsumerConfig(
+            bootstrap=bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            session_timeout_ms=10_000,
+            heartbeat_interval_ms=1000,
+            max_poll_records=5000,
+        )
+    )
     consumer.subscribe([topic])
     count = 0
     nbytes = 0
@@ -158,15 +166,22 @@ def group_consume(cluster: LocalCluster, records: int, seconds: float) -> dict:
     with Admin(cluster.bootstrap) as admin:
         admin.create_topic(topic, 6, 3)
     value = os.urandom(100)
-    with Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="1", enable_idempotence=False)) as producer:
+    with Producer(
+        ProducerConfig(bootstrap=cluster.bootstrap, acks="1", enable_idempotence=False)
+    ) as producer:
         for _ in range(records):
             producer.produce(topic, value)
         producer.flush()
     ctx = mp.get_context("spawn")
     total = ctx.Value("q", 0)
     out = ctx.Queue()
-    procs = [ctx.Process(target=_group_member, args=(cluster.bootstrap, "bench-consume", topic, total, records,
-                                                     seconds, out)) for _ in range(3)]
+    procs = [
+        ctx.Process(
+            target=_group_member,
+            args=(cluster.bootstrap, "bench-consume", topic, total, records, seconds, out),
+        )
+        for _ in range(3)
+    ]
     for p in procs:
         p.start()
     results = [out.get(timeout=seconds + 60) for _ in procs]

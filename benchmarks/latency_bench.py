@@ -58,16 +58,26 @@ PAYLOAD_PAD = b"x" * 80  # 20 digits of send time + 80 bytes: the 100-byte recor
 
 def ensure_peers(install: bool) -> str:
     """The nats-server binary (installed from Debian when missing) and nats-py importable here."""
-    server = shutil.which("nats-server") or next((p for p in NATS_SERVER_PATHS if os.access(p, os.X_OK)), None)
+    server = shutil.which("nats-server") or next(
+        (p for p in NATS_SERVER_PATHS if os.access(p, os.X_OK)), None
+    )
     if server is None:
         if not install:
-            raise SystemExit("nats-server is missing: apt-get install nats-server (or run without --no-install)")
+            raise SystemExit(
+                "nats-server is missing: apt-get install nats-server (or run without --no-install)"
+            )
         if os.geteuid() != 0 or shutil.which("apt-get") is None:
-            raise SystemExit("nats-server is missing and this is not root on Debian: install it, then run again")
-        first = subprocess.run(["apt-get", "install", "-y", "-qq", "nats-server"], capture_output=True, check=False)
+            raise SystemExit(
+                "nats-server is missing and this is not root on Debian: install it, then run again"
+            )
+        first = subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "nats-server"], capture_output=True, check=False
+        )
         if first.returncode:
             subprocess.run(["apt-get", "update", "-qq"], check=True)
-            subprocess.run(["apt-get", "install", "-y", "-qq", "nats-server"], check=True, capture_output=True)
+            subprocess.run(
+                ["apt-get", "install", "-y", "-qq", "nats-server"], check=True, capture_output=True
+            )
         server = shutil.which("nats-server") or next(p for p in NATS_SERVER_PATHS if os.access(p, os.X_OK))
     if importlib.util.find_spec("nats") is None:
         if not install:
@@ -84,8 +94,12 @@ class NatsServer:
         self.url = f"nats://127.0.0.1:{self.port}"
         store_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(store_dir / "nats-server.log", "ab")  # noqa: SIM115 - the server's output, closed in stop()
-        self.process = subprocess.Popen([binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(store_dir)],
-                                        stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(store_dir)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
 
     def wait_ready(self, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -143,8 +157,13 @@ async def _jetstream_consume(url: str, subject: str, count: int, seconds: float,
         if len(samples) >= count:
             done.set()
 
-    sub = await nc.jetstream().subscribe(subject, cb=received, manual_ack=True, deliver_policy=DeliverPolicy.NEW,
-                                         config=ConsumerConfig(ack_policy=AckPolicy.NONE))
+    sub = await nc.jetstream().subscribe(
+        subject,
+        cb=received,
+        manual_ack=True,
+        deliver_policy=DeliverPolicy.NEW,
+        config=ConsumerConfig(ack_policy=AckPolicy.NONE),
+    )
     await nc.flush()  # the consumer exists and the subscription reached the server before anything is sent
     ready.set()
     try:
@@ -196,9 +215,13 @@ def jetstream_latency(url: str, subject: str, rate_s: int, seconds: float) -> di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=5.0, help="length of each case (records = rate x seconds)")
+    parser.add_argument(
+        "--seconds", type=float, default=5.0, help="length of each case (records = rate x seconds)"
+    )
     parser.add_argument("--rate", type=int, default=2000, help="records/s the producers are paced at")
-    parser.add_argument("--no-install", action="store_true", help="fail rather than install nats-server / nats-py")
+    parser.add_argument(
+        "--no-install", action="store_true", help="fail rather than install nats-server / nats-py"
+    )
     parser.add_argument("--dir", default=None, help="where the clusters' and the NATS server's data go")
     args = parser.parse_args()
     if not 1 <= args.rounds <= 20 or not 1 <= args.seconds <= 60 or not 100 <= args.rate <= 20_000:

@@ -55,8 +55,14 @@ def bench_case(record_bytes: int, total_bytes: int, directory: Path) -> dict:
     result = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
     result["append_vs_plain_write"] = round(result["plain_s"] / result["append_s"], 3)
     del result["plain_s"], result["append_s"], result["read_s"]
-    return {"record_bytes": record_bytes, "records_per_batch": RECORDS_PER_BATCH, "batch_bytes": len(batches[0]),
-            "batches": batch_count, "rounds": ROUNDS, **result}
+    return {
+        "record_bytes": record_bytes,
+        "records_per_batch": RECORDS_PER_BATCH,
+        "batch_bytes": len(batches[0]),
+        "batches": batch_count,
+        "rounds": ROUNDS,
+        **result,
+    }
 
 
 def one_round(record_bytes: int, batches: list[bytes], entries: list[bytes], batch_count: int,
@@ -114,7 +120,9 @@ def one_round(record_bytes: int, batches: list[bytes], entries: list[bytes], bat
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--total-mib", type=int, default=256, help="bytes appended per case (MiB)")
-    parser.add_argument("--dir", type=Path, default=None, help="directory on the disk to measure (default: a temp dir)")
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="directory on the disk to measure (default: a temp dir)"
+    )
     args = parser.parse_args()
     if not 1 <= args.total_mib <= 8192:
         parser.error("--total-mib must be in [1, 8192]")

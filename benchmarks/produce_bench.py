@@ -29,9 +29,17 @@ CASES = ("no key", "key", "partition and timestamp")
 
 
 def per_record_us(bootstrap: str, path: str, case: str, records: int, rounds: int) -> float:
-    producer = Producer(ProducerConfig(bootstrap=bootstrap, acks="1", enable_idempotence=False, linger_ms=60_000,
-                                       batch_size_bytes=64 << 20, buffer_memory_bytes=1 << 30,
-                                       use_native_path=path == "native"))
+    producer = Producer(
+        ProducerConfig(
+            bootstrap=bootstrap,
+            acks="1",
+            enable_idempotence=False,
+            linger_ms=60_000,
+            batch_size_bytes=64 << 20,
+            buffer_memory_bytes=1 << 30,
+            use_native_path=path == "native",
+        )
+    )
     if producer.native != (path == "native"):
         raise SystemExit(f"asked for the {path} path, got {producer!r}")
     value = os.urandom(100)
@@ -60,7 +68,9 @@ def per_record_us(bootstrap: str, path: str, case: str, records: int, rounds: in
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=200_000, help="records per round (bounded: <= 2,000,000)")
+    parser.add_argument(
+        "--records", type=int, default=200_000, help="records per round (bounded: <= 2,000,000)"
+    )
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     if not 1_000 <= args.records <= 2_000_000 or not 1 <= args.rounds <= 20:

@@ -55,9 +55,15 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int, **configs: s
     """Create a topic (RF=3); each partition's leader once every ISR is full."""
     md = ClusterMetadata(cluster.bootstrap)
     try:
-        topic = admin_pb2.CreatableTopic(name=name, partitions=partitions, replication_factor=3,
-                                         configs=[admin_pb2.ConfigEntry(key=k, value=v) for k, v in configs.items()])
-        result = md.any_stub().CreateTopics(admin_pb2.CreateTopicsRequest(topics=[topic]), timeout=30).results[0]
+        topic = admin_pb2.CreatableTopic(
+            name=name,
+            partitions=partitions,
+            replication_factor=3,
+            configs=[admin_pb2.ConfigEntry(key=k, value=v) for k, v in configs.items()],
+        )
+        result = (
+            md.any_stub().CreateTopics(admin_pb2.CreateTopicsRequest(topics=[topic]), timeout=30).results[0]
+        )
         if result.error:
             raise RuntimeError(result.error_message)
         deadline = time.monotonic() + 30
@@ -71,11 +77,14 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int, **configs: s
         md.close()
 
 
-def fetch_at_end(topic: str, partition: int, offset: int, max_wait_ms: int = 30_000) -> broker_pb2.FetchRequest:
+def fetch_at_end(
+    topic: str, partition: int, offset: int, max_wait_ms: int = 30_000
+) -> broker_pb2.FetchRequest:
     # replica_id -1, not left out: a checkout from before replica_id had presence took 0 for broker 0.
     request = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20)
-    request.topics.add(topic=topic).partitions.add(partition=partition, fetch_offset=offset, max_bytes=1 << 20,
-                                                   current_leader_epoch=-1)
+    request.topics.add(topic=topic).partitions.add(
+        partition=partition, fetch_offset=offset, max_bytes=1 << 20, current_leader_epoch=-1
+    )
     return request
 
 
@@ -109,7 +118,9 @@ def one_round(leader_node, idle_partition: int, seconds: float) -> dict:
             while not stop.is_set():
                 request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=5000)
                 request.topics.add(topic="load").partitions.add(
-                    partition=0, batches=[build_batch([NewRecord(value, timestamp_ms=int(time.time() * 1000))])])
+                    partition=0,
+                    batches=[build_batch([NewRecord(value, timestamp_ms=int(time.time() * 1000))])],
+                )
                 try:
                     ok = p_stub.Produce(request, timeout=10).topics[0].partitions[0].error == 0
                 except grpc.RpcError:
@@ -181,8 +192,13 @@ def main() -> None:
     sides: dict[str, list[dict]] = {"this": [], "baseline": []}
     for _ in range(args.rounds):
         for side, python in (("baseline", args.baseline_python), ("this", sys.executable)):
-            out = subprocess.run([python, __file__, "--one-side", "--rounds", "1", "--seconds", str(args.seconds)],
-                                 check=True, capture_output=True, text=True, timeout=600).stdout
+            out = subprocess.run(
+                [python, __file__, "--one-side", "--rounds", "1", "--seconds", str(args.seconds)],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            ).stdout
             sides[side] += json.loads(out.strip().splitlines()[-1])["rounds"]
     medians = {side: summary(rounds) for side, rounds in sides.items()}
     print(json.dumps({

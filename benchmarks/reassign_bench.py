@@ -99,7 +99,9 @@ def main(argv: list[str]) -> int:
             fill_s = time.monotonic() - fill_start
             (start_offset, end_offset) = admin.log_bounds(topic, [0])[0]
             if end_offset - start_offset != records:
-                raise SystemExit(f"the log holds {end_offset - start_offset} records, {records} were acknowledged")
+                raise SystemExit(
+                    f"the log holds {end_offset - start_offset} records, {records} were acknowledged"
+                )
             on_disk = partition_bytes(cluster.data_dir / f"broker-{home}", topic)
             unthrottled_s = move(admin, topic, away, args.move_timeout_s)
             copied = partition_bytes(cluster.data_dir / f"broker-{away}", topic)

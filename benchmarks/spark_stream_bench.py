@@ -4,7 +4,8 @@ records/s by default) into a local 3-broker cluster; a streaming query (`spark.r
 clock when the batch reaches the driver. A record's latency is that time minus the timestamp the producer
 stamped in it (both clocks are this machine's). Prints one JSON object with p50/p99/max in ms.
 
-    python benchmarks/spark_stream_bench.py [--rate 2000] [--seconds 30] [--trigger-ms 100] [--master local[2]]
+    python benchmarks/spark_stream_bench.py [--rate 2000] [--seconds 30] [--trigger-ms 100] \
+        [--master local[2]]
 
 The first 5 s are warm-up (the query's first batches start Python workers) and are not counted. The
 producer is paced in 10 ms steps, acks=all, linger 5 ms. What a latency holds: producer linger and

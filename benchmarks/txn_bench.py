@@ -136,8 +136,9 @@ def main() -> None:
                     if case == "idempotent":
                         row["produce_idempotent"] = produce(cluster.bootstrap, idem_topic, values, phases)
                     elif case == "flush_each":
-                        row["produce_idempotent_flush_each"] = produce(cluster.bootstrap, idem_topic, values, phases,
-                                                                       flush_each=True)
+                        row["produce_idempotent_flush_each"] = produce(
+                            cluster.bootstrap, idem_topic, values, phases, flush_each=True
+                        )
                     else:
                         row["produce_transactional"] = produce(cluster.bootstrap, txn_topic, values, phases,
                                                                transactional_id=f"bench-{r}")
@@ -152,17 +153,24 @@ def main() -> None:
             cluster.stop()
     medians = {k: round(statistics.median(r[k] for r in rounds)) for k in rounds[0]}
     result = {
-        "records": args.records, "record_bytes": args.record_bytes, "records_per_transaction": RECORDS_PER_TXN,
-        "rounds": rounds, "medians_records_s": medians,
+        "records": args.records,
+        "record_bytes": args.record_bytes,
+        "records_per_transaction": RECORDS_PER_TXN,
+        "rounds": rounds,
+        "medians_records_s": medians,
         "transactional_ms_per_transaction_medians": {
-            k: round(statistics.median(r.get(k, 0.0) for r in phase_rounds), 3) for k in phase_rounds[0]},
+            k: round(statistics.median(r.get(k, 0.0) for r in phase_rounds), 3) for k in phase_rounds[0]
+        },
         "produce_transactional_over_idempotent": round(
-            medians["produce_transactional"] / medians["produce_idempotent"], 3),
+            medians["produce_transactional"] / medians["produce_idempotent"], 3
+        ),
         "produce_goal_met": medians["produce_transactional"] >= 0.5 * medians["produce_idempotent"],
         "produce_idempotent_flush_each_over_idempotent": round(
-            medians["produce_idempotent_flush_each"] / medians["produce_idempotent"], 3),
+            medians["produce_idempotent_flush_each"] / medians["produce_idempotent"], 3
+        ),
         "consume_read_committed_over_read_uncommitted": round(
-            medians["consume_read_committed"] / medians["consume_read_uncommitted"], 3),
+            medians["consume_read_committed"] / medians["consume_read_uncommitted"], 3
+        ),
     }
     print(json.dumps(result, indent=2))
 

@@ -51,16 +51,21 @@ EXIT_USAGE = 2
 
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="kanal broker", description="Run one kanal broker.", allow_abbrev=False)
-    p.add_argument("--id", type=integer("--id"), help="broker id, unique in the cluster (or --id-from-hostname)")
+    p.add_argument(
+        "--id", type=integer("--id"), help="broker id, unique in the cluster (or --id-from-hostname)"
+    )
     p.add_argument("--listen", required=True, help="host:port the gRPC server binds (e.g. 0.0.0.0:9092)")
     p.add_argument("--advertise", default="",
                    help="host:port clients and other brokers dial (default: --listen); must resolve")
     p.add_argument("--controllers", required=True, help="comma-separated host:port of the controllers' gRPC")
     p.add_argument("--data-dir", type=Path, required=True, help="directory for partition logs")
     p.add_argument("--rack", default="", help="rack or zone, for rack-aware placement")
-    p.add_argument("--rack-file", default="",
-                   help="file whose first line is the rack (in a pod: written by `kanal node-zone` from the node's "
-                        "zone label); an empty line is no rack")
+    p.add_argument(
+        "--rack-file",
+        default="",
+        help="file whose first line is the rack (in a pod: written by `kanal node-zone` from the node's "
+        "zone label); an empty line is no rack",
+    )
     p.add_argument("--metrics", default="",
                    help=f"HOST:PORT of the Prometheus endpoint, or 'off' (default: the --listen host, port "
                         f"{BROKER_METRICS_PORT_DEFAULT})")
@@ -140,7 +145,9 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         produce_timeout_ms_default=args.produce_timeout_ms_default,
-        authorizer=authorizer_config_from(args.authorizer, args.super_users, args.allow_everyone_if_no_acl_found),
+        authorizer=authorizer_config_from(
+            args.authorizer, args.super_users, args.allow_everyone_if_no_acl_found
+        ),
         security=security,
         quota_window_num=args.quota_window_num,
         quota_window_size_ms=args.quota_window_size_ms,
@@ -168,7 +175,9 @@ def rack_of(rack: str, rack_file: str) -> str:
     try:
         lines = Path(rack_file).read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ServerFlagError(f"--rack-file {rack_file}: cannot read it: {getattr(exc, 'strerror', exc)}") from None
+        raise ServerFlagError(
+            f"--rack-file {rack_file}: cannot read it: {getattr(exc, 'strerror', exc)}"
+        ) from None
     value = lines[0].strip() if lines else ""
     if any(c.isspace() or not c.isprintable() for c in value) or len(value) > 253:
         raise ServerFlagError(f"--rack-file {rack_file}: not a rack name: {value[:60]!r}")

@@ -145,15 +145,28 @@ class BrokerConfig:
         _check(100 <= self.heartbeat_interval_ms <= 60_000, "heartbeat_interval_ms must be in [100, 60000]")
         _check(self.replica_lag_ms_max > self.replica_fetch_wait_ms_max,
                "replica_lag_ms_max must exceed replica_fetch_wait_ms_max, or idle followers leave the ISR")
-        _check(10 <= self.replica_fetch_wait_ms_max <= 10_000, "replica_fetch_wait_ms_max must be in [10, 10000]")
+        _check(
+            10 <= self.replica_fetch_wait_ms_max <= 10_000, "replica_fetch_wait_ms_max must be in [10, 10000]"
+        )
         _check(1024 <= self.replica_fetch_partition_bytes_max <= 1 << 30, "replica fetch size out of bounds")
-        _check(10 <= self.metadata_fetch_wait_ms_max <= 10_000, "metadata_fetch_wait_ms_max must be in [10, 10000]")
-        _check(1 <= self.metadata_fetch_bytes_max <= 64 << 20, "metadata_fetch_bytes_max must be in [1, 64 MiB]")
+        _check(
+            10 <= self.metadata_fetch_wait_ms_max <= 10_000,
+            "metadata_fetch_wait_ms_max must be in [10, 10000]",
+        )
+        _check(
+            1 <= self.metadata_fetch_bytes_max <= 64 << 20, "metadata_fetch_bytes_max must be in [1, 64 MiB]"
+        )
         _check(self.grpc_message_bytes_max >= self.metadata_fetch_bytes_max + (1 << 20),
                "grpc_message_bytes_max must hold a whole metadata fetch reply")
-        _check(100 <= self.controller_request_timeout_ms <= 120_000, "controller_request_timeout_ms out of bounds")
+        _check(
+            100 <= self.controller_request_timeout_ms <= 120_000,
+            "controller_request_timeout_ms out of bounds",
+        )
         _check(4 <= self.request_threads <= 1024, "request_threads must be in [4, 1024]")
-        _check(1 <= self.produce_timeout_ms_default <= 300_000, "produce_timeout_ms_default must be in [1, 300000]")
+        _check(
+            1 <= self.produce_timeout_ms_default <= 300_000,
+            "produce_timeout_ms_default must be in [1, 300000]",
+        )
         _check(1 << 10 <= self.fetch_response_bytes_max <= 1 << 30, "fetch_response_bytes_max out of bounds")
         _check(0 <= self.fetch_wait_ms_max <= 300_000, "fetch_wait_ms_max must be in [0, 300000]")
         # A negative or zero interval would spin the maintenance thread.
@@ -162,13 +175,22 @@ class BrokerConfig:
         _check(self.grpc_message_bytes_max >= self.fetch_response_bytes_max + (1 << 20),
                "grpc_message_bytes_max must hold a whole fetch response")
         _check(1 <= self.offsets_topic_partitions <= 1000, "offsets_topic_partitions must be in [1, 1000]")
-        _check(1 <= self.offsets_topic_replication_factor <= 16, "offsets_topic_replication_factor must be in [1, 16]")
-        _check(1 <= self.transaction_state_partitions <= 1000, "transaction_state_partitions must be in [1, 1000]")
+        _check(
+            1 <= self.offsets_topic_replication_factor <= 16,
+            "offsets_topic_replication_factor must be in [1, 16]",
+        )
+        _check(
+            1 <= self.transaction_state_partitions <= 1000,
+            "transaction_state_partitions must be in [1, 1000]",
+        )
         _check(1 <= self.transaction_state_replication_factor <= 16,
                "transaction_state_replication_factor must be in [1, 16]")
         _check(1_000 <= self.transaction_timeout_ms_max <= 3_600_000,
                "transaction_timeout_ms_max must be in [1000, 3600000]")
-        _check(100 <= self.offsets_commit_timeout_ms <= 300_000, "offsets_commit_timeout_ms must be in [100, 300000]")
+        _check(
+            100 <= self.offsets_commit_timeout_ms <= 300_000,
+            "offsets_commit_timeout_ms must be in [100, 300000]",
+        )
         _check(1 <= self.group_session_timeout_ms_min <= self.group_session_timeout_ms_max <= 3_600_000,
                "group session timeout bounds must satisfy 1 <= min <= max <= 3600000")
         _check(0 <= self.group_initial_rebalance_delay_ms <= 300_000,
@@ -192,12 +214,14 @@ def check_heartbeat_fits_session(heartbeat_interval_ms: int, session_timeout_ms:
     session timeout: noticing a hung controller takes up to two intervals, and the other half of the
     session is left for the controllers' election and reaching the new active controller. Checked when
     the broker registers (the controller reports its session timeout then)."""
-    _check(HEARTBEATS_PER_SESSION_MIN * heartbeat_interval_ms <= session_timeout_ms,
-           f"heartbeat_interval_ms ({heartbeat_interval_ms}) must be at most 1/{HEARTBEATS_PER_SESSION_MIN} of "
-           f"the controllers' session timeout ({session_timeout_ms} ms), or a broker whose controller hangs "
-           f"may be fenced before it reaches the new active controller; lower --heartbeat-interval-ms to at "
-           f"most {session_timeout_ms // HEARTBEATS_PER_SESSION_MIN} or raise the controllers' "
-           f"--session-timeout-ms")
+    _check(
+        HEARTBEATS_PER_SESSION_MIN * heartbeat_interval_ms <= session_timeout_ms,
+        f"heartbeat_interval_ms ({heartbeat_interval_ms}) must be at most 1/{HEARTBEATS_PER_SESSION_MIN} of "
+        f"the controllers' session timeout ({session_timeout_ms} ms), or a broker whose controller hangs "
+        f"may be fenced before it reaches the new active controller; lower --heartbeat-interval-ms to at "
+        f"most {session_timeout_ms // HEARTBEATS_PER_SESSION_MIN} or raise the controllers' "
+        f"--session-timeout-ms",
+    )
 
 
 def _check(ok: bool, message: str) -> None:

@@ -92,7 +92,9 @@ def end_offset_for_epoch(entries: EpochEntries, epoch: int, log_end_offset: int)
     return EpochEndOffset(LeaderEpoch(entries[i - 1][0]), Offset(end))
 
 
-def leader_end_offset_for_epoch(entries: EpochEntries, epoch: int, log_end_offset: int) -> EpochEndOffset | None:
+def leader_end_offset_for_epoch(
+    entries: EpochEntries, epoch: int, log_end_offset: int
+) -> EpochEndOffset | None:
     """The leader's answer for `epoch`: `end_offset_for_epoch`, except that an epoch older than every
     known one answers (epoch, first known start) as in Kafka (module docstring). None only for an empty
     cache."""
@@ -191,5 +193,7 @@ def plan_truncation(
     return TruncationStep(Offset(leo), True, None, below_hw, step.reason)
 
 
-def _step(target: int, complete: bool, next_epoch: LeaderEpoch | None, hw: int, reason: str) -> TruncationStep:
+def _step(
+    target: int, complete: bool, next_epoch: LeaderEpoch | None, hw: int, reason: str
+) -> TruncationStep:
     return TruncationStep(Offset(target), complete, next_epoch, target < hw, reason)

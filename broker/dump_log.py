@@ -72,7 +72,9 @@ def segment_files(path: Path) -> list[Path]:
         found = [path / segment_file_name(b, s) for b in bases for s in SUFFIXES]
         return [p for p in found if p.exists()]
     if path.suffix not in SUFFIXES or not path.stem.isdigit():
-        raise ValueError(f"{path}: not a segment file (<base offset>.log, .index or .timeindex) nor a directory")
+        raise ValueError(
+            f"{path}: not a segment file (<base offset>.log, .index or .timeindex) nor a directory"
+        )
     return [path]
 
 
@@ -154,7 +156,10 @@ def _dump_records(item: Entry, out: Printer) -> None:
     for record in records:
         key = record.key if record.HasField("key") else None
         value = record.value if record.HasField("value") else None
-        offset, timestamp_ms = base + record.offset_delta, batch.first_timestamp_ms + record.timestamp_delta_ms
+        offset, timestamp_ms = (
+            base + record.offset_delta,
+            batch.first_timestamp_ms + record.timestamp_delta_ms,
+        )
         fields: dict[str, object] = {"offset": offset, "timestamp_ms": timestamp_ms}
         put_bytes(fields, "key", key)
         put_bytes(fields, "value", value)
@@ -164,7 +169,9 @@ def _dump_records(item: Entry, out: Printer) -> None:
             put_bytes(header, "value", h.value if h.HasField("value") else None)
             headers.append(header)
         fields["headers"] = headers
-        shown = " ".join(f"{h.key}={as_text(h.value if h.HasField('value') else None)}" for h in record.headers)
+        shown = " ".join(
+            f"{h.key}={as_text(h.value if h.HasField('value') else None)}" for h in record.headers
+        )
         out.emit(
             "record",
             f"| offset: {offset} timestamp_ms: {timestamp_ms} key: {as_text(key)} value: {as_text(value)}"
@@ -198,7 +205,10 @@ def _time_entry(row: tuple[int, int], base: int, summary: LogSummary | None) -> 
 
 
 # suffix -> (row type in the output, entry layout, row → (fields, verdict: None when there is no .log))
-_INDEXES = {".index": ("index", _OFFSET_ENTRY, _offset_entry), ".timeindex": ("timeindex", _TIME_ENTRY, _time_entry)}
+_INDEXES = {
+    ".index": ("index", _OFFSET_ENTRY, _offset_entry),
+    ".timeindex": ("timeindex", _TIME_ENTRY, _time_entry),
+}
 
 
 def dump_index_file(path: Path, out: Printer) -> None:
@@ -236,7 +246,9 @@ def main(argv: list[str]) -> int:
     for raw in args.paths:
         path = Path(raw)
         if not path.exists():
-            return command_error("kanal dump-log: error", f"{path}: no such file or directory", exit_status=EXIT_USAGE)
+            return command_error(
+                "kanal dump-log: error", f"{path}: no such file or directory", exit_status=EXIT_USAGE
+            )
         try:
             files += segment_files(path)
         except ValueError as exc:

@@ -84,7 +84,9 @@ class FetchCall:
         self._request = request
         wait_s = min(request.max_wait_ms, config.fetch_wait_ms_max) / 1000
         self.deadline_s = time.monotonic() + wait_s
-        self.bytes_max = min(request.max_bytes or config.fetch_response_bytes_max, config.fetch_response_bytes_max)
+        self.bytes_max = min(
+            request.max_bytes or config.fetch_response_bytes_max, config.fetch_response_bytes_max
+        )
         self.min_bytes = max(request.min_bytes, 1)
         self._waiter = waiter if wait_s > 0 else None  # None: answer after one read
         self._registered: dict[int, Partition] = {}

@@ -71,7 +71,9 @@ class FollowerProgress:
             caught_up_at = now_ms
         elif self.last_fetch_leader_leo is not None and fetch_offset >= self.last_fetch_leader_leo:
             caught_up_at = self.last_fetch_ms
-        if caught_up_at is not None and (self.last_caught_up_ms is None or caught_up_at > self.last_caught_up_ms):
+        if caught_up_at is not None and (
+            self.last_caught_up_ms is None or caught_up_at > self.last_caught_up_ms
+        ):
             self.last_caught_up_ms = caught_up_at
         self.log_end_offset = fetch_offset
         self.last_fetch_ms = now_ms

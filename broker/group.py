@@ -85,7 +85,9 @@ class GroupLimits:
 
     def __post_init__(self) -> None:
         if not 1 <= self.session_timeout_ms_min <= self.session_timeout_ms_max:
-            raise KanalError(ErrorCode.INVALID_CONFIG, "group session timeout bounds must satisfy 1 <= min <= max")
+            raise KanalError(
+                ErrorCode.INVALID_CONFIG, "group session timeout bounds must satisfy 1 <= min <= max"
+            )
         if not 0 <= self.initial_rebalance_delay_ms <= 300_000:
             raise KanalError(ErrorCode.INVALID_CONFIG, "initial_rebalance_delay_ms must be in [0, 300000]")
         if not 1 <= self.members_max <= 100_000:
@@ -129,7 +131,9 @@ class Member:
     sync_call: object | None = None
 
     def __repr__(self) -> str:
-        return f"<Member {self.member_id} instance={self.group_instance_id or '-'} expires={self.expires_at_ms}>"
+        return (
+            f"<Member {self.member_id} instance={self.group_instance_id or '-'} expires={self.expires_at_ms}>"
+        )
 
     def metadata_for(self, protocol: str) -> bytes:
         return next((m for name, m in self.protocols if name == protocol), b"")
@@ -166,8 +170,10 @@ class Group:
         self.empty_since_ms = 0
 
     def __repr__(self) -> str:
-        return (f"<Group {self.group_id} {self.state} gen={self.generation} protocol={self.protocol_name or '-'} "
-                f"leader={self.leader or '-'} members={len(self.members)} offsets={len(self.offsets)}>")
+        return (
+            f"<Group {self.group_id} {self.state} gen={self.generation} protocol={self.protocol_name or '-'} "
+            f"leader={self.leader or '-'} members={len(self.members)} offsets={len(self.offsets)}>"
+        )
 
     # ---- JoinGroup ----
 
@@ -192,12 +198,31 @@ class Group:
                     ErrorCode.UNKNOWN_MEMBER_ID, f"member {req.member_id} is not in group {self.group_id}"),
                     req.member_id))]
             if len(self.members) >= self.limits.members_max:
-                return [Reply(call, _join_error(KanalError(
-                    ErrorCode.INVALID_REQUEST, f"group {self.group_id} is full ({self.limits.members_max})"), ""))]
+                return [
+                    Reply(
+                        call,
+                        _join_error(
+                            KanalError(
+                                ErrorCode.INVALID_REQUEST,
+                                f"group {self.group_id} is full ({self.limits.members_max})",
+                            ),
+                            "",
+                        ),
+                    )
+                ]
             return self._add_member(call, req, req.member_id, client_host, now_ms)
         if member.group_instance_id != req.group_instance_id:
-            return [Reply(call, _join_error(KanalError(
-                ErrorCode.FENCED_INSTANCE_ID, "member id and group.instance.id do not match"), req.member_id))]
+            return [
+                Reply(
+                    call,
+                    _join_error(
+                        KanalError(
+                            ErrorCode.FENCED_INSTANCE_ID, "member id and group.instance.id do not match"
+                        ),
+                        req.member_id,
+                    ),
+                )
+            ]
         return self._rejoin(call, member, req, now_ms)
 
     def _check_join(self, req: broker_pb2.JoinGroupRequest) -> None:
@@ -208,7 +233,9 @@ class Group:
         if req.rebalance_timeout_ms <= 0:
             raise KanalError(ErrorCode.INVALID_REQUEST, "rebalance_timeout_ms must be > 0")
         if not req.protocol_type or not req.protocols:
-            raise KanalError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "a member needs a protocol type and protocols")
+            raise KanalError(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "a member needs a protocol type and protocols"
+            )
         if self.members and self.state != DEAD:
             names = {p.name for p in req.protocols}
             others = [m for m in self.members.values() if m.member_id != req.member_id]
@@ -245,7 +272,11 @@ class Group:
             if self.leader == new_member_id:
                 reply.skip_assignment = True
                 reply.members.extend(self._join_members())
-            return [*effects, Persist(self.group_id, self.generation, self.metadata_value(now_ms)), Reply(call, reply)]
+            return [
+                *effects,
+                Persist(self.group_id, self.generation, self.metadata_value(now_ms)),
+                Reply(call, reply),
+            ]
         member.join_call = call
         member.protocols = _protocols(req)
         return effects + self._prepare_rebalance(now_ms)
@@ -262,7 +293,9 @@ class Group:
             self.static_members[req.group_instance_id] = member_id
         return self._prepare_rebalance(now_ms)
 
-    def _rejoin(self, call: object, member: Member, req: broker_pb2.JoinGroupRequest, now_ms: int) -> list[Effect]:
+    def _rejoin(
+        self, call: object, member: Member, req: broker_pb2.JoinGroupRequest, now_ms: int
+    ) -> list[Effect]:
         protocols = _protocols(req)
         unchanged = protocols == member.protocols
         self._update_timeouts(member, req, now_ms)
@@ -270,8 +303,12 @@ class Group:
             # A follower that rejoins with nothing new gets the current generation again (Kafka does too):
             # no need to disturb the others.
             return [Reply(call, self._join_response(member, include_members=False))]
-        effects = _fence_calls(member, code=ErrorCode.REBALANCE_IN_PROGRESS, message="superseded by a newer JoinGroup",
-                               join_only=True)
+        effects = _fence_calls(
+            member,
+            code=ErrorCode.REBALANCE_IN_PROGRESS,
+            message="superseded by a newer JoinGroup",
+            join_only=True,
+        )
         member.protocols = protocols
         member.join_call = call
         if self.state == PREPARING:
@@ -293,11 +330,15 @@ class Group:
                     effects.append(Reply(m.sync_call, _sync_error(ErrorCode.REBALANCE_IN_PROGRESS)))
                     m.sync_call = None
         if self.state != PREPARING:
-            self.join_not_before_ms = now_ms + (self.limits.initial_rebalance_delay_ms if self.state == EMPTY else 0)
+            self.join_not_before_ms = now_ms + (
+                self.limits.initial_rebalance_delay_ms if self.state == EMPTY else 0
+            )
             self.state = PREPARING
             for m in self.members.values():
                 m.assignment = b""
-        self.rebalance_deadline_ms = now_ms + max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        self.rebalance_deadline_ms = now_ms + max(
+            (m.rebalance_timeout_ms for m in self.members.values()), default=0
+        )
         return effects + self._maybe_complete_join(now_ms)
 
     def _maybe_complete_join(self, now_ms: int) -> list[Effect]:
@@ -357,7 +398,9 @@ class Group:
         except KanalError as exc:
             return [Reply(call, _sync_error(exc.code, exc.message))]
         if self.state == PREPARING:
-            return [Reply(call, _sync_error(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: rejoin"))]
+            return [
+                Reply(call, _sync_error(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: rejoin"))
+            ]
         member.expires_at_ms = now_ms + member.session_timeout_ms
         if self.state == STABLE:
             return [Reply(call, self._sync_response(member))]
@@ -411,14 +454,17 @@ class Group:
         for who in req.members:
             member_id = who.member_id or self.static_members.get(who.group_instance_id, "")
             member = self.members.get(member_id)
-            if member is None or (who.group_instance_id and member.group_instance_id != who.group_instance_id):
+            if member is None or (
+                who.group_instance_id and member.group_instance_id != who.group_instance_id
+            ):
                 unknown.append(who.member_id or who.group_instance_id)
                 continue
             effects += _fence_calls(member, code=ErrorCode.UNKNOWN_MEMBER_ID)
             self._remove(member)
         if len(unknown) == len(req.members):
-            return broker_pb2.LeaveGroupResponse(error=ErrorCode.UNKNOWN_MEMBER_ID,
-                                                 error_message=f"not members of {self.group_id}: {unknown}"), effects
+            return broker_pb2.LeaveGroupResponse(
+                error=ErrorCode.UNKNOWN_MEMBER_ID, error_message=f"not members of {self.group_id}: {unknown}"
+            ), effects
         return broker_pb2.LeaveGroupResponse(), effects + self._membership_changed(now_ms)
 
     def _membership_changed(self, now_ms: int) -> list[Effect]:
@@ -459,13 +505,16 @@ class Group:
         """Raise unless a commit with these credentials may be stored now."""
         if generation_id < 0 and not member_id:
             if self.members:
-                raise KanalError(ErrorCode.ILLEGAL_GENERATION,
-                                 f"group {self.group_id} has active members: only they may commit, with their "
-                                 "generation")
+                raise KanalError(
+                    ErrorCode.ILLEGAL_GENERATION,
+                    f"group {self.group_id} has active members: only they may commit, with their generation",
+                )
             return
         member = self._member(member_id, group_instance_id, generation_id)
         if self.state == COMPLETING:
-            raise KanalError(ErrorCode.REBALANCE_IN_PROGRESS, "the group is completing a rebalance: rejoin first")
+            raise KanalError(
+                ErrorCode.REBALANCE_IN_PROGRESS, "the group is completing a rebalance: rejoin first"
+            )
         member.expires_at_ms = now_ms + member.session_timeout_ms
 
     def expired_offsets(self, now_ms: int, topic_id_of: Callable[[str], str | None]) -> list[tuple[str, int]]:
@@ -505,10 +554,16 @@ class Group:
             protocol_type=self.protocol_type, generation_id=self.generation, protocol_name=self.protocol_name,
             leader=self.leader, state_timestamp_ms=now_ms)
         for m in self.members.values():
-            value.members.add(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                              client_host=m.client_host, rebalance_timeout_ms=m.rebalance_timeout_ms,
-                              session_timeout_ms=m.session_timeout_ms,
-                              subscription=m.metadata_for(self.protocol_name), assignment=m.assignment)
+            value.members.add(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                session_timeout_ms=m.session_timeout_ms,
+                subscription=m.metadata_for(self.protocol_name),
+                assignment=m.assignment,
+            )
         return value
 
     def restore(self, value: groups_pb2.GroupMetadataValue, now_ms: int) -> None:
@@ -536,12 +591,16 @@ class Group:
             if group_instance_id and group_instance_id in self.static_members:
                 raise KanalError(ErrorCode.FENCED_INSTANCE_ID,
                                  f"instance {group_instance_id} has rejoined under another member id")
-            raise KanalError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in group {self.group_id}")
+            raise KanalError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in group {self.group_id}"
+            )
         if member.group_instance_id != group_instance_id:
             raise KanalError(ErrorCode.FENCED_INSTANCE_ID, "member id and group.instance.id do not match")
         if generation_id != self.generation:
-            raise KanalError(ErrorCode.ILLEGAL_GENERATION,
-                             f"generation {generation_id} is not group {self.group_id}'s current {self.generation}")
+            raise KanalError(
+                ErrorCode.ILLEGAL_GENERATION,
+                f"generation {generation_id} is not group {self.group_id}'s current {self.generation}",
+            )
         return member
 
 

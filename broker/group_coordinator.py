@@ -167,7 +167,9 @@ class GroupCoordinator:
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="group-loader")
         self._creating = threading.Lock()
         self._peers = PeerBrokers(security)
-        self._lag = GroupLag(broker_id=broker_id, replicas=replicas, image=image, metrics=metrics, peers=self._peers)
+        self._lag = GroupLag(
+            broker_id=broker_id, replicas=replicas, image=image, metrics=metrics, peers=self._peers
+        )
         self._reconciled_image = MetadataImage()  # the last image the replica manager had applied
         # TxnOffsetCommit records written but not yet committed: (partition, producer id) -> records.
         self._txn_offsets: dict[tuple[int, int], list[Record]] = {}
@@ -185,7 +187,9 @@ class GroupCoordinator:
     def partition_of(self, group_id: str, image: MetadataImage | None = None) -> int:
         count = self._partition_count(image or self._image())
         if count is None:
-            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{CONSUMER_OFFSETS_TOPIC} does not exist yet")
+            raise KanalError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{CONSUMER_OFFSETS_TOPIC} does not exist yet"
+            )
         return partition_for_key(group_id.encode(), count)
 
     def _require_owned(self, group_id: str) -> int:
@@ -197,8 +201,12 @@ class GroupCoordinator:
         load = self._loading.get(p)
         if load is not None:
             retrying = f" ({load.failures} tries failed so far; retrying)" if load.failures else ""
-            raise KanalError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"loading {CONSUMER_OFFSETS_TOPIC}-{p}{retrying}")
-        raise KanalError(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} does not coordinate {group_id!r}")
+            raise KanalError(
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"loading {CONSUMER_OFFSETS_TOPIC}-{p}{retrying}"
+            )
+        raise KanalError(
+            ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} does not coordinate {group_id!r}"
+        )
 
     def _group(self, group_id: str, *, create: bool) -> Group | None:
         if create:
@@ -261,7 +269,9 @@ class GroupCoordinator:
         count = self._partition_count(image)
         effects = []
         for gid in [g for g in self._groups if count is None or partition_for_key(g.encode(), count) == p]:
-            effects += self._groups.pop(gid).close(ErrorCode.NOT_COORDINATOR, "the coordinator moved: find it again")
+            effects += self._groups.pop(gid).close(
+                ErrorCode.NOT_COORDINATOR, "the coordinator moved: find it again"
+            )
         log.info("no longer coordinating %s-%d", CONSUMER_OFFSETS_TOPIC, p)
         return effects
 
@@ -285,7 +295,9 @@ class GroupCoordinator:
                 break
             replayed = replay_entries(groups, data, self._new_group, now_ms, pending)
             for bad in replayed.skipped:
-                log.warning("%s-%d: skipped what the coordinator cannot use at %s", CONSUMER_OFFSETS_TOPIC, p, bad)
+                log.warning(
+                    "%s-%d: skipped what the coordinator cannot use at %s", CONSUMER_OFFSETS_TOPIC, p, bad
+                )
                 self._metrics.group_bad_records.inc()
             records += replayed.applied
             skipped += len(replayed.skipped)
@@ -322,7 +334,9 @@ class GroupCoordinator:
         where = f"{CONSUMER_OFFSETS_TOPIC}-{p} at epoch {load.epoch}"
         if isinstance(exc, KanalError):
             self._metrics.group_load_failures.labels(exc.name).inc()
-            if not isinstance(exc, CorruptEntry):  # expected: the replica is not there yet, or not led any more
+            if not isinstance(
+                exc, CorruptEntry
+            ):  # expected: the replica is not there yet, or not led any more
                 log.warning("could not load %s: %s; %s", where, exc, then)
                 return
         else:
@@ -352,7 +366,9 @@ class GroupCoordinator:
         leader = image.topics[CONSUMER_OFFSETS_TOPIC].partitions[p].leader
         broker = image.brokers.get(leader)
         if leader < 0 or broker is None:
-            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{CONSUMER_OFFSETS_TOPIC}-{p} has no leader")
+            raise KanalError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{CONSUMER_OFFSETS_TOPIC}-{p} has no leader"
+            )
         return broker_pb2.FindCoordinatorResponse(node_id=leader, endpoint=broker.endpoint)
 
     def create_internal_topic(self, image: MetadataImage, name: str, partitions: int, rf: int) -> None:
@@ -443,8 +459,9 @@ class GroupCoordinator:
                 try:
                     self._persist(p, effect)
                 except KanalError as exc:
-                    log.warning("could not write group %s generation %d: %s", effect.group_id, effect.generation,
-                                exc)
+                    log.warning(
+                        "could not write group %s generation %d: %s", effect.group_id, effect.generation, exc
+                    )
                     failed = exc
                     with self._lock:
                         group = self._groups.get(effect.group_id)
@@ -452,7 +469,11 @@ class GroupCoordinator:
                     self._execute(p, more)
             elif isinstance(effect, Reply):
                 response = effect.response
-                if failed is not None and isinstance(response, broker_pb2.SyncGroupResponse) and not response.error:
+                if (
+                    failed is not None
+                    and isinstance(response, broker_pb2.SyncGroupResponse)
+                    and not response.error
+                ):
                     response = broker_pb2.SyncGroupResponse(error=failed.code, error_message=failed.message)
                 cast(_Call, effect.call).complete(response)  # the token this shell gave the core
 
@@ -507,9 +528,21 @@ class GroupCoordinator:
                     item.error = ErrorCode.INVALID_REQUEST
                     item.error_message = f"offset {pc.offset} is negative"
                 else:
-                    records.append(offset_record(req.group_id, topic.topic, pc.partition, groups_pb2.OffsetCommitValue(
-                        offset=pc.offset, leader_epoch=pc.leader_epoch, metadata=pc.metadata,
-                        commit_timestamp_ms=now_ms, generation_id=-1, topic_id=known.topic_id)))
+                    records.append(
+                        offset_record(
+                            req.group_id,
+                            topic.topic,
+                            pc.partition,
+                            groups_pb2.OffsetCommitValue(
+                                offset=pc.offset,
+                                leader_epoch=pc.leader_epoch,
+                                metadata=pc.metadata,
+                                commit_timestamp_ms=now_ms,
+                                generation_id=-1,
+                                topic_id=known.topic_id,
+                            ),
+                        )
+                    )
         if not records:
             return reply
         with self._write_lock(p):
@@ -633,7 +666,9 @@ class GroupCoordinator:
             except KanalError as exc:
                 out.error = exc.code
                 continue
-            assigned = {(t.topic, p) for m in out.members for t in m.assignment.partitions for p in t.partitions}
+            assigned = {
+                (t.topic, p) for m in out.members for t in m.assignment.partitions for p in t.partitions
+            }
             tps = sorted(set(committed) | assigned)
             ends = self._lag.high_watermarks(tps)
             for tp in tps:
@@ -647,7 +682,9 @@ class GroupCoordinator:
         reply = broker_pb2.ListGroupsResponse()
         with self._lock:
             for group in sorted(self._groups.values(), key=lambda g: g.group_id):
-                reply.groups.add(group_id=group.group_id, protocol_type=group.protocol_type, state=group.state)
+                reply.groups.add(
+                    group_id=group.group_id, protocol_type=group.protocol_type, state=group.state
+                )
         return reply
 
     def delete_groups(self, req: broker_pb2.DeleteGroupsRequest) -> broker_pb2.DeleteGroupsResponse:
@@ -718,7 +755,9 @@ class GroupCoordinator:
                         if gone and group is not None and group.is_empty():
                             apply_record(self._groups, group_record(group_id, None), self._new_group, now_ms)
                 deleted += len(expired)
-                log.info("group %s: deleted %d expired offsets%s", group_id, len(expired), " and the group" * gone)
+                log.info(
+                    "group %s: deleted %d expired offsets%s", group_id, len(expired), " and the group" * gone
+                )
         return deleted
 
     # ---- lag and peers (group_lag.py, peer_brokers.py) ----

@@ -22,8 +22,15 @@ _PEER_CALL_TIMEOUT_S = 2.0
 
 
 class GroupLag:
-    def __init__(self, *, broker_id: int, replicas, image: Callable[[], MetadataImage], metrics: BrokerMetrics,
-                 peers: PeerBrokers) -> None:
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        replicas,
+        image: Callable[[], MetadataImage],
+        metrics: BrokerMetrics,
+        peers: PeerBrokers,
+    ) -> None:
         self.broker_id = broker_id
         self._replicas = replicas
         self._image = image

@@ -149,7 +149,9 @@ def _parse(kind: type[M], data: bytes, what: str) -> M:
     try:
         return kind.FromString(data)
     except DecodeError as exc:
-        raise BadGroupRecord(f"{what} {_preview(data)} does not parse as {kind.DESCRIPTOR.name}: {exc}") from None
+        raise BadGroupRecord(
+            f"{what} {_preview(data)} does not parse as {kind.DESCRIPTOR.name}: {exc}"
+        ) from None
 
 
 def _offset_value(data: bytes) -> groups_pb2.OffsetCommitValue:
@@ -203,7 +205,9 @@ def apply_entry(groups: dict[str, Group], entry: OffsetEntry | GroupEntry, new_g
     group.restore(entry.value, now_ms)
 
 
-def apply_record(groups: dict[str, Group], record: Record, new_group: Callable[[str], Group], now_ms: int) -> None:
+def apply_record(
+    groups: dict[str, Group], record: Record, new_group: Callable[[str], Group], now_ms: int
+) -> None:
     """Apply one __consumer_offsets record to `groups`; BadGroupRecord (nothing changed) when it is bad."""
     apply_entry(groups, decode_record(record), new_group, now_ms)
 

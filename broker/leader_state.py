@@ -127,7 +127,12 @@ class ReplicationEffects:
 
     @property
     def empty(self) -> bool:
-        return self.high_watermark is None and not self.completed and self.alter_partition is None and self.isr is None
+        return (
+            self.high_watermark is None
+            and not self.completed
+            and self.alter_partition is None
+            and self.isr is None
+        )
 
 
 NO_EFFECTS = ReplicationEffects()
@@ -183,9 +188,11 @@ class LeaderState:
         inflight = ""
         if self._inflight is not None:
             inflight = f" inflight={self._inflight.kind}{list(self._inflight.new_isr)}"
-        return (f"<LeaderState {self.topic}-{self.partition} leader={self.leader_id} epoch={self._leader_epoch} "
-                f"pepoch={self._partition_epoch} leo={self._leo} hw={self._hw} isr={list(self._isr)}{inflight} "
-                f"pending={len(self._pending)}>")
+        return (
+            f"<LeaderState {self.topic}-{self.partition} leader={self.leader_id} epoch={self._leader_epoch} "
+            f"pepoch={self._partition_epoch} leo={self._leo} hw={self._hw} isr={list(self._isr)}{inflight} "
+            f"pending={len(self._pending)}>"
+        )
 
     # ---- reading ----
 
@@ -294,8 +301,10 @@ class LeaderState:
                              f"broker {replica_id} is not a follower of {self.topic}-{self.partition} "
                              f"(replicas {list(self._replicas)}, leader {self.leader_id})")
         if not 0 <= fetch_offset <= self._leo:
-            raise KanalError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"follower {replica_id} fetches from {fetch_offset}, past the leader's LEO {self._leo}")
+            raise KanalError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"follower {replica_id} fetches from {fetch_offset}, past the leader's LEO {self._leo}",
+            )
         # A fetch from below the follower's last one means it lost part of its log (a crash before an
         # fsync); record the truth. The HW does not move back; the controller removes a restarted
         # broker from the ISR when it registers again, and the lag rule does otherwise.
@@ -382,7 +391,9 @@ class LeaderState:
         if leader_epoch > self._leader_epoch:
             self._leader_epoch = LeaderEpoch(leader_epoch)
             self._leader_epoch_start_offset = self._leo
-            self._followers = {b: self._fresh_progress(b, now_ms, isr_t) for b in replicas_t if b != self.leader_id}
+            self._followers = {
+                b: self._fresh_progress(b, now_ms, isr_t) for b in replicas_t if b != self.leader_id
+            }
         else:
             self._followers = {b: self._followers.get(b) or FollowerProgress(b)
                                for b in replicas_t if b != self.leader_id}
@@ -413,9 +424,11 @@ class LeaderState:
                              f"{self.topic}-{self.partition}: ISR {list(self._isr)} has fewer than "
                              f"min.insync.replicas={min_insync_replicas} members")
         if self._pending.is_full:
-            raise KanalError(ErrorCode.THROTTLING_QUOTA_EXCEEDED,
-                             f"{self.topic}-{self.partition}: {len(self._pending)} acks=all produces already wait "
-                             f"(limit {self.config.pending_produces_max})")
+            raise KanalError(
+                ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                f"{self.topic}-{self.partition}: {len(self._pending)} acks=all produces already wait "
+                f"(limit {self.config.pending_produces_max})",
+            )
 
     def add_pending_produce(
         self,
@@ -473,7 +486,9 @@ class LeaderState:
         if len(set(replicas)) != len(replicas) or len(set(isr)) != len(isr):
             raise ValueError(f"duplicate broker in replicas {list(replicas)} or ISR {list(isr)}")
         if self.leader_id not in replicas or self.leader_id not in isr:
-            raise ValueError(f"leader {self.leader_id} must be in replicas {list(replicas)} and ISR {list(isr)}")
+            raise ValueError(
+                f"leader {self.leader_id} must be in replicas {list(replicas)} and ISR {list(isr)}"
+            )
         if not set(isr) <= set(replicas):
             raise ValueError(f"ISR {list(isr)} is not a subset of the replicas {list(replicas)}")
 

@@ -124,9 +124,11 @@ class BrokerLifecycle:
                     duplicate_since = now if duplicate_since is None else duplicate_since
                     wait_s = DUPLICATE_WAIT_SESSIONS * reply.session_timeout_ms / 1000
                     if reply.session_timeout_ms > 0 and now - duplicate_since > wait_s:
-                        raise KanalError(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
-                                         f"broker id {self.broker_id} is held by another live process for longer "
-                                         f"than {DUPLICATE_WAIT_SESSIONS} session timeouts: {reply.error_message}")
+                        raise KanalError(
+                            ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                            f"broker id {self.broker_id} is held by another live process for longer "
+                            f"than {DUPLICATE_WAIT_SESSIONS} session timeouts: {reply.error_message}",
+                        )
             if time.monotonic() >= deadline:
                 raise problem
             log.info("registration not accepted yet (%s); retrying", problem)
@@ -139,10 +141,15 @@ class BrokerLifecycle:
         )
         reply = self._client.call("BrokerHeartbeat", request, timeout_s=2 * self._interval_s,
                                   attempt_timeout_s=self._interval_s)
-        if reply.error == ErrorCode.STALE_BROKER_EPOCH and reply.registered_broker_epoch > self.broker_epoch >= 0:
-            self._on_superseded(f"broker id {self.broker_id} was registered by another process (epoch "
-                                f"{reply.registered_broker_epoch}) after this one (epoch {self.broker_epoch}); "
-                                "this process stops so that the two do not take turns")
+        if (
+            reply.error == ErrorCode.STALE_BROKER_EPOCH
+            and reply.registered_broker_epoch > self.broker_epoch >= 0
+        ):
+            self._on_superseded(
+                f"broker id {self.broker_id} was registered by another process (epoch "
+                f"{reply.registered_broker_epoch}) after this one (epoch {self.broker_epoch}); "
+                "this process stops so that the two do not take turns"
+            )
             return reply
         if reply.error == ErrorCode.STALE_BROKER_EPOCH:
             log.warning("broker epoch %d is stale; registering again", self.broker_epoch)

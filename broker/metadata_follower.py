@@ -74,11 +74,17 @@ class MetadataFollower:
             offset=fetch_offset, max_bytes=self._fetch_bytes_max, max_wait_ms=self._fetch_wait_ms
         )
         attempt_s = (self._fetch_wait_ms + METADATA_FETCH_REPLY_MARGIN_MS) / 1000
-        reply = self._client.call("FetchMetadata", request, timeout_s=2 * attempt_s, attempt_timeout_s=attempt_s,
-                                  any_controller=True)
+        reply = self._client.call(
+            "FetchMetadata",
+            request,
+            timeout_s=2 * attempt_s,
+            attempt_timeout_s=attempt_s,
+            any_controller=True,
+        )
         if reply.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            snapshot = self._client.call("DescribeMetadataImage", controller_pb2.DescribeMetadataImageRequest(),
-                                         any_controller=True).snapshot
+            snapshot = self._client.call(
+                "DescribeMetadataImage", controller_pb2.DescribeMetadataImageRequest(), any_controller=True
+            ).snapshot
             log.info("metadata offset %d is below the log start %d; loading the controller's image at %d",
                      fetch_offset, reply.start_offset, snapshot.next_offset)
             publish = self._catch_up.on_snapshot(snapshot, reply.end_offset)
@@ -86,14 +92,20 @@ class MetadataFollower:
             raise KanalError(reply.error, f"FetchMetadata at {fetch_offset}: {reply.error_message}")
         else:
             if catching_up and self._catch_up.target_offset is None:
-                log.info("catching up with the metadata log: from %d to its end %d, publishing nothing before",
-                         fetch_offset, reply.end_offset)
+                log.info(
+                    "catching up with the metadata log: from %d to its end %d, publishing nothing before",
+                    fetch_offset,
+                    reply.end_offset,
+                )
             publish = self._catch_up.on_entries(reply.entries, reply.end_offset)
         self.end_offset = reply.end_offset
         if publish is not None:
             if catching_up:
-                log.info("caught up with the metadata log at offset %d after %d replies; publishing the image",
-                         publish.next_offset, self._catch_up.catch_up_replies)
+                log.info(
+                    "caught up with the metadata log at offset %d after %d replies; publishing the image",
+                    publish.next_offset,
+                    self._catch_up.catch_up_replies,
+                )
             self._publish(publish)
 
     def _publish(self, new: MetadataImage) -> None:

@@ -24,11 +24,20 @@ class BrokerMetrics:
             "kanal_replica_manager_under_replicated_partitions",
             "Partitions led here whose ISR is smaller than their replica set", registry=r)
         self.offline_partitions = Gauge(
-            "kanal_offline_partitions_count", "Partitions with no leader, as this broker's metadata says", registry=r)
-        self.leader_partitions = Gauge("kanal_replica_manager_leader_count", "Partitions led here", registry=r)
+            "kanal_offline_partitions_count",
+            "Partitions with no leader, as this broker's metadata says",
+            registry=r,
+        )
+        self.leader_partitions = Gauge(
+            "kanal_replica_manager_leader_count", "Partitions led here", registry=r
+        )
         self.partitions = Gauge("kanal_replica_manager_partition_count", "Replicas hosted here", registry=r)
-        self.isr_shrinks = Counter("kanal_replica_manager_isr_shrinks", "ISR shrinks this broker made", registry=r)
-        self.isr_expands = Counter("kanal_replica_manager_isr_expands", "ISR expansions this broker made", registry=r)
+        self.isr_shrinks = Counter(
+            "kanal_replica_manager_isr_shrinks", "ISR shrinks this broker made", registry=r
+        )
+        self.isr_expands = Counter(
+            "kanal_replica_manager_isr_expands", "ISR expansions this broker made", registry=r
+        )
         self.stray_replicas_removed = Counter(
             "kanal_replica_manager_stray_replicas_removed",
             "Replica directories removed because they belong to no topic this broker hosts (another topic "
@@ -40,13 +49,18 @@ class BrokerMetrics:
                                          ["request"], buckets=_LATENCY_BUCKETS_S, registry=r)
         self.bytes_in = Counter("kanal_broker_topic_bytes_in", "Bytes appended by producers", registry=r)
         self.bytes_out = Counter("kanal_broker_topic_bytes_out", "Bytes returned to consumers", registry=r)
-        self.replication_bytes_in = Counter("kanal_broker_replication_bytes_in", "Bytes appended by follower fetchers",
-                                            registry=r)
+        self.replication_bytes_in = Counter(
+            "kanal_broker_replication_bytes_in", "Bytes appended by follower fetchers", registry=r
+        )
         self.replication_throttled_bytes_in = Counter(
             "kanal_broker_replication_throttled_bytes_in",
             "Bytes appended by follower fetchers to replicas a reassignment is adding, under "
-            "follower.replication.throttled.rate (also counted in kanal_broker_replication_bytes_in)", registry=r)
-        self.messages_in = Counter("kanal_broker_topic_messages_in", "Records appended by producers", registry=r)
+            "follower.replication.throttled.rate (also counted in kanal_broker_replication_bytes_in)",
+            registry=r,
+        )
+        self.messages_in = Counter(
+            "kanal_broker_topic_messages_in", "Records appended by producers", registry=r
+        )
         self.fetch_purgatory = Gauge("kanal_fetch_purgatory_size", "Long-poll fetches waiting for data",
                                      ["kind"], registry=r)
         self.produce_purgatory = Gauge(
@@ -54,9 +68,14 @@ class BrokerMetrics:
             "acks=all produces parked until the high-water mark passes them, over the partitions led here",
             registry=r)
         self.log_flush_latency = Histogram(
-            "kanal_log_flush_latency_seconds", "Time of one partition log flush (fsync of its active segment)",
-            buckets=_FLUSH_BUCKETS_S, registry=r)
-        self.metadata_offset = Gauge("kanal_broker_metadata_offset", "Metadata log offset applied", registry=r)
+            "kanal_log_flush_latency_seconds",
+            "Time of one partition log flush (fsync of its active segment)",
+            buckets=_FLUSH_BUCKETS_S,
+            registry=r,
+        )
+        self.metadata_offset = Gauge(
+            "kanal_broker_metadata_offset", "Metadata log offset applied", registry=r
+        )
         self.consumer_group_lag = Gauge(
             "kanal_consumer_group_lag", "High-water mark minus committed offset, for groups coordinated here",
             ["group", "topic", "partition"], registry=r)
@@ -68,19 +87,25 @@ class BrokerMetrics:
             "Generations completed by groups coordinated here (each one a finished rebalance)", registry=r)
         self.group_bad_records = Counter(
             "kanal_group_coordinator_bad_records",
-            "__consumer_offsets records (an undecodable batch counts once) a load skipped as unusable", registry=r)
+            "__consumer_offsets records (an undecodable batch counts once) a load skipped as unusable",
+            registry=r,
+        )
         self.group_load_failures = Counter(
             "kanal_group_coordinator_load_failures",
             "Loads of a __consumer_offsets partition that failed and were retried, by cause (an ErrorCode "
             "name, or 'unexpected')", ["cause"], registry=r)
-        self.producer_ids = Gauge("kanal_broker_producer_ids",
-                                  "Idempotent producers whose state this broker keeps, summed over its replicas",
-                                  registry=r)
+        self.producer_ids = Gauge(
+            "kanal_broker_producer_ids",
+            "Idempotent producers whose state this broker keeps, summed over its replicas",
+            registry=r,
+        )
         self.requests_refused_starting = Counter(
             "kanal_broker_requests_refused_starting",
             "Calls refused with BROKER_NOT_AVAILABLE because this broker was not yet registered and caught "
             "up with the metadata log", registry=r)
-        self.fenced = Gauge("kanal_broker_fenced", "1 while the controller has this broker fenced", registry=r)
+        self.fenced = Gauge(
+            "kanal_broker_fenced", "1 while the controller has this broker fenced", registry=r
+        )
         # Client quotas (broker/quota_policy.py). `quota` is the quota key (producer_byte_rate,
         # consumer_byte_rate, request_percentage); `entity` the configured quota entity the client matched
         # (`user=alice,client-id=app`, `client-id=<default>`), never the raw client id: one label set per
@@ -89,8 +114,11 @@ class BrokerMetrics:
             "kanal_client_quota_throttle_time_ms", "Throttle time handed to clients over their quota, in ms",
             ["quota", "entity"], registry=r)
         self.quota_throttled_calls = Counter(
-            "kanal_client_quota_throttled_calls", "Calls answered with a throttle time > 0", ["quota", "entity"],
-            registry=r)
+            "kanal_client_quota_throttled_calls",
+            "Calls answered with a throttle time > 0",
+            ["quota", "entity"],
+            registry=r,
+        )
         self.quota_rate = Gauge(
             "kanal_client_quota_rate",
             "Rate of a quota entity at its last call: bytes/s (byte rates) or percent of one thread "

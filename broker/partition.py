@@ -228,8 +228,13 @@ class Partition:
                 and self._leader.leader_epoch <= assignment.leader_epoch
             ):
                 effects = self._leader.on_partition_change(
-                    replicas=assignment.replicas, isr=assignment.isr, leader=assignment.leader,
-                    leader_epoch=assignment.leader_epoch, partition_epoch=assignment.partition_epoch, now_ms=now)
+                    replicas=assignment.replicas,
+                    isr=assignment.isr,
+                    leader=assignment.leader,
+                    leader_epoch=assignment.leader_epoch,
+                    partition_epoch=assignment.partition_epoch,
+                    now_ms=now,
+                )
             else:
                 self._resign()  # an older leadership's waits end here, never carried into this one
                 self._leader = LeaderState(
@@ -254,9 +259,16 @@ class Partition:
                 now = mono_ms()
                 self._leader.set_ineligible_replicas(ineligible, now)
                 self._ineligible = set(ineligible)
-                self._apply(self._leader.on_partition_change(
-                    replicas=assignment.replicas, isr=assignment.isr, leader=assignment.leader,
-                    leader_epoch=assignment.leader_epoch, partition_epoch=assignment.partition_epoch, now_ms=now))
+                self._apply(
+                    self._leader.on_partition_change(
+                        replicas=assignment.replicas,
+                        isr=assignment.isr,
+                        leader=assignment.leader,
+                        leader_epoch=assignment.leader_epoch,
+                        partition_epoch=assignment.partition_epoch,
+                        now_ms=now,
+                    )
+                )
 
     def set_ineligible(self, ineligible: AbstractSet[int]) -> None:
         """Brokers that may not join the ISR now (fenced); lifts a pause after a refused proposal."""
@@ -305,7 +317,9 @@ class Partition:
     def proposal_in_flight(self, proposal) -> bool:
         with self.lock:
             return (
-                self._leader is not None and self._leader.active and self._leader.alter_partition_in_flight is proposal
+                self._leader is not None
+                and self._leader.active
+                and self._leader.alter_partition_in_flight is proposal
             )
 
     def on_alter_partition_answer(self, proposal, *, error: int, isr=(), leader_epoch: int = -1,
@@ -323,7 +337,9 @@ class Partition:
         if self.deleted:
             raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.name} was deleted")
         if self.role != LEADER or self._leader is None:
-            raise KanalError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} does not lead {self.name}")
+            raise KanalError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} does not lead {self.name}"
+            )
         self._leader.check_leader_epoch(epoch)
         return self._leader
 
@@ -366,7 +382,9 @@ class Partition:
                     # the producer's sequences: only its own batches are checked.
                     if header.attributes & ATTR_CONTROL:
                         # A marker from a coordinator older than one that already wrote here is refused.
-                        verdict = self.producers.validate_marker(header.producer_id, coordinator_epoch_in(raw))
+                        verdict = self.producers.validate_marker(
+                            header.producer_id, coordinator_epoch_in(raw)
+                        )
                         if isinstance(verdict, Reject):
                             raise verdict.to_error()
                     elif header.producer_id and validate_producer:
@@ -440,8 +458,15 @@ class Partition:
         out.records = data
         return len(data)
 
-    def read_for_follower(self, replica_id: int, preq, bytes_max: int, out: broker_pb2.FetchResponse.PartitionData,
-                          waiter: Waiter | None = None, replica_epoch: int = -1) -> int:
+    def read_for_follower(
+        self,
+        replica_id: int,
+        preq,
+        bytes_max: int,
+        out: broker_pb2.FetchResponse.PartitionData,
+        waiter: Waiter | None = None,
+        replica_epoch: int = -1,
+    ) -> int:
         """Read up to the log end for a follower (recording its fetch offset and the broker epoch it
         fetched at). With `waiter`, it is set when the log end next moves (or the role changes), as in
         read_for_consumer."""
@@ -501,7 +526,11 @@ class Partition:
             if self.role != FOLLOWER or self.assignment is None or self.assignment.leader != leader_id:
                 return 0  # the leadership moved while the fetch was in flight
             if p.error == ErrorCode.OFFSET_OUT_OF_RANGE and self.log.log_end_offset < p.log_start_offset:
-                log.info("%r is behind the leader's log start %d: restarting the log there", self, p.log_start_offset)
+                log.info(
+                    "%r is behind the leader's log start %d: restarting the log there",
+                    self,
+                    p.log_start_offset,
+                )
                 self.log.truncate_fully_and_start_at(p.log_start_offset)
                 delete_snapshots_above(self.directory, p.log_start_offset - 1)
                 self.producers = ProducerStateTable()
@@ -517,13 +546,24 @@ class Partition:
             if p.error:
                 return 0
             if p.diverging_epoch >= 0:
-                step = truncation_step(self.log.epoch_cache.entries(), self.log.log_end_offset, self.high_watermark,
-                                       EpochEndOffset(LeaderEpoch(p.diverging_epoch), Offset(p.diverging_end_offset)))
+                step = truncation_step(
+                    self.log.epoch_cache.entries(),
+                    self.log.log_end_offset,
+                    self.high_watermark,
+                    EpochEndOffset(LeaderEpoch(p.diverging_epoch), Offset(p.diverging_end_offset)),
+                )
                 if step.below_high_watermark:
                     log.error("%r truncates below its high-water mark: %s", self, step.reason)
-                log.info("%r diverged from leader %d: truncating to %d (%s)", self, leader_id, step.truncate_to,
-                         step.reason)
-                self.log.truncate_to(step.truncate_to, high_watermark=min(self.high_watermark, step.truncate_to))
+                log.info(
+                    "%r diverged from leader %d: truncating to %d (%s)",
+                    self,
+                    leader_id,
+                    step.truncate_to,
+                    step.reason,
+                )
+                self.log.truncate_to(
+                    step.truncate_to, high_watermark=min(self.high_watermark, step.truncate_to)
+                )
                 self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
                 self.producers = self._replay_producer_state()
                 self.transactions = self._replay_transactions(use_checkpoint=False)
@@ -562,7 +602,9 @@ class Partition:
                 return self.log.log_start_offset, -1
             if timestamp_ms == -1:
                 if not leader.high_watermark_established:
-                    raise KanalError(ErrorCode.OFFSET_NOT_AVAILABLE, f"{self.name}: new leader, HW not settled yet")
+                    raise KanalError(
+                        ErrorCode.OFFSET_NOT_AVAILABLE, f"{self.name}: new leader, HW not settled yet"
+                    )
                 return visible_end, -1
             if timestamp_ms < 0:
                 raise KanalError(ErrorCode.INVALID_REQUEST, f"timestamp {timestamp_ms} is not -2, -1 or >= 0")

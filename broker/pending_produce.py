@@ -39,7 +39,9 @@ class ProduceCompletion:
     required_offset: Offset
 
     def __repr__(self) -> str:
-        return f"<ProduceCompletion {self.request_id} {error_name(self.error)} required={self.required_offset}>"
+        return (
+            f"<ProduceCompletion {self.request_id} {error_name(self.error)} required={self.required_offset}>"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +65,9 @@ class PendingProduces:
         self._seq = 0  # ties broken by arrival, so completions come in a stable order
 
     def __repr__(self) -> str:
-        return f"<PendingProduces {len(self._entries)}/{self.pending_max} next_deadline={self.next_deadline_ms}>"
+        return (
+            f"<PendingProduces {len(self._entries)}/{self.pending_max} next_deadline={self.next_deadline_ms}>"
+        )
 
     def __len__(self) -> int:
         return len(self._entries)

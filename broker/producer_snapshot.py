@@ -73,7 +73,9 @@ class SnapshotDamaged(KanalError):
     """A snapshot file that cannot be trusted; `path` says which."""
 
     def __init__(self, path: Path | None, reason: str) -> None:
-        super().__init__(ErrorCode.CORRUPT_MESSAGE, f"producer snapshot {path.name if path else ''}: {reason}")
+        super().__init__(
+            ErrorCode.CORRUPT_MESSAGE, f"producer snapshot {path.name if path else ''}: {reason}"
+        )
         self.path = path
 
 
@@ -131,8 +133,11 @@ def decode_snapshot(data: bytes, path: Path | None = None) -> tuple[Offset, Prod
         fewest_batches = 0 if coordinator_epoch >= 0 else 1  # a marker-only entry has none
         if (producer_id <= previous_id or epoch < 0 or coordinator_epoch < NO_COORDINATOR_EPOCH
                 or not fewest_batches <= batch_count <= BATCHES_PER_PRODUCER_MAX):
-            raise SnapshotDamaged(path, f"producer {producer_id} epoch {epoch} coordinator epoch {coordinator_epoch} "
-                                        f"with {batch_count} batches is out of order or out of range")
+            raise SnapshotDamaged(
+                path,
+                f"producer {producer_id} epoch {epoch} coordinator epoch {coordinator_epoch} "
+                f"with {batch_count} batches is out of order or out of range",
+            )
         previous_id = producer_id
         entry = ProducerEntry(ProducerId(producer_id), ProducerEpoch(epoch), last_timestamp_ms=last_ts,
                               coordinator_epoch=coordinator_epoch)

@@ -167,10 +167,16 @@ class ProducerBatch:
         control = bool(header.attributes & ATTR_CONTROL)
         if control and stored is None:
             raise ValueError("a control batch's ProducerBatch needs its bytes (coordinator epoch)")
-        return cls(ProducerId(header.producer_id), ProducerEpoch(header.producer_epoch),
-                   SequenceNumber(header.base_sequence), Offset(base), Offset(base + header.last_offset_delta),
-                   header.max_timestamp_ms, control,
-                   coordinator_epoch_in(stored) if control and stored is not None else NO_COORDINATOR_EPOCH)
+        return cls(
+            ProducerId(header.producer_id),
+            ProducerEpoch(header.producer_epoch),
+            SequenceNumber(header.base_sequence),
+            Offset(base),
+            Offset(base + header.last_offset_delta),
+            header.max_timestamp_ms,
+            control,
+            coordinator_epoch_in(stored) if control and stored is not None else NO_COORDINATOR_EPOCH,
+        )
 
 
 def producer_batches_in(entries: bytes | memoryview) -> Iterator[ProducerBatch]:
@@ -242,25 +248,38 @@ class ProducerStateTable:
 
     # ---- the produce path ----
 
-    def validate(self, producer_id: int, producer_epoch: int, base_sequence: int, last_offset_delta: int) -> Verdict:
+    def validate(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, last_offset_delta: int
+    ) -> Verdict:
         """Decide what to do with a producer batch before it is appended (table in the module docstring).
         Changes nothing."""
         if producer_id == NO_PRODUCER_ID:
             return APPEND
-        if producer_id < 0 or producer_epoch < 0 or not 0 <= base_sequence <= SEQUENCE_MAX or last_offset_delta < 0:
-            return Reject(ErrorCode.INVALID_RECORD,
-                          f"producer id {producer_id}, epoch {producer_epoch}, base sequence {base_sequence} or "
-                          f"last offset delta {last_offset_delta} is out of range")
+        if (
+            producer_id < 0
+            or producer_epoch < 0
+            or not 0 <= base_sequence <= SEQUENCE_MAX
+            or last_offset_delta < 0
+        ):
+            return Reject(
+                ErrorCode.INVALID_RECORD,
+                f"producer id {producer_id}, epoch {producer_epoch}, base sequence {base_sequence} or "
+                f"last offset delta {last_offset_delta} is out of range",
+            )
         entry = self._producers.get(ProducerId(producer_id))
         if entry is None:
             if base_sequence == 0:
                 return APPEND
-            return Reject(ErrorCode.UNKNOWN_PRODUCER_ID,
-                          f"producer {producer_id} is unknown here and sent sequence {base_sequence}, not 0: its "
-                          "earlier batches are not in this log")
+            return Reject(
+                ErrorCode.UNKNOWN_PRODUCER_ID,
+                f"producer {producer_id} is unknown here and sent sequence {base_sequence}, not 0: its "
+                "earlier batches are not in this log",
+            )
         if producer_epoch < entry.producer_epoch:
-            return Reject(ErrorCode.INVALID_PRODUCER_EPOCH,
-                          f"producer {producer_id} epoch {producer_epoch} is older than {entry.producer_epoch}")
+            return Reject(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"producer {producer_id} epoch {producer_epoch} is older than {entry.producer_epoch}",
+            )
         if producer_epoch > entry.producer_epoch:
             if base_sequence != 0:
                 return Reject(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -290,9 +309,11 @@ class ProducerStateTable:
         still runs can never end a transaction here differently from its successor. Changes nothing."""
         entry = self._producers.get(ProducerId(producer_id))
         if entry is not None and coordinator_epoch < entry.coordinator_epoch:
-            return Reject(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
-                          f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, older than "
-                          f"{entry.coordinator_epoch} of a marker stored already")
+            return Reject(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, older than "
+                f"{entry.coordinator_epoch} of a marker stored already",
+            )
         return APPEND
 
     def validate_header(self, header: BatchHeader) -> Verdict:
@@ -306,8 +327,10 @@ class ProducerStateTable:
         producer afresh with that epoch (in a log written by validating leaders it is always newer)."""
         if batch.base_offset < self._next_offset or batch.last_offset < batch.base_offset:
             # Recording out of log order would make the table differ from a replay of the log.
-            raise ValueError(f"batch [{batch.base_offset}, {batch.last_offset}] recorded out of order: the table "
-                             f"already covers offsets below {self._next_offset}")
+            raise ValueError(
+                f"batch [{batch.base_offset}, {batch.last_offset}] recorded out of order: the table "
+                f"already covers offsets below {self._next_offset}"
+            )
         self._next_offset = Offset(batch.last_offset + 1)
         if batch.producer_id == NO_PRODUCER_ID:
             return
@@ -316,7 +339,9 @@ class ProducerStateTable:
             # the partition, so the zombie's later batches here are INVALID_PRODUCER_EPOCH (Kafka does the
             # same); it never touches the sequence window.
             known = self._producers.get(batch.producer_id)
-            coordinator_epoch = max(batch.coordinator_epoch, known.coordinator_epoch if known else NO_COORDINATOR_EPOCH)
+            coordinator_epoch = max(
+                batch.coordinator_epoch, known.coordinator_epoch if known else NO_COORDINATOR_EPOCH
+            )
             if known is None or known.producer_epoch < batch.producer_epoch:
                 self._producers[batch.producer_id] = ProducerEntry(batch.producer_id, batch.producer_epoch,
                                                                    last_timestamp_ms=batch.max_timestamp_ms,
@@ -330,8 +355,11 @@ class ProducerStateTable:
         entry = self._producers.get(batch.producer_id)
         if entry is None or entry.producer_epoch != batch.producer_epoch:
             # A new epoch starts the sequences afresh; the coordinator epoch stays (it is the coordinator's).
-            entry = ProducerEntry(batch.producer_id, batch.producer_epoch,
-                                  coordinator_epoch=entry.coordinator_epoch if entry else NO_COORDINATOR_EPOCH)
+            entry = ProducerEntry(
+                batch.producer_id,
+                batch.producer_epoch,
+                coordinator_epoch=entry.coordinator_epoch if entry else NO_COORDINATOR_EPOCH,
+            )
             self._producers[batch.producer_id] = entry
         entry.batches.append(meta)  # the deque's maxlen drops the oldest of six
         entry.last_timestamp_ms = batch.max_timestamp_ms

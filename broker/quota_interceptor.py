@@ -193,14 +193,20 @@ class QuotaInterceptor(grpc.aio.ServerInterceptor):
 
         return served
 
-    def _account(self, method: str, user: str, client_id: str, request: Any, reply: Any, spent_s: float) -> None:
+    def _account(
+        self, method: str, user: str, client_id: str, request: Any, reply: Any, spent_s: float
+    ) -> None:
         """Record the call's bytes and time; put the throttle it caused into the reply."""
         quotas = self._quotas
         throttle = quotas.record(QuotaKind.REQUEST, user, client_id, spent_s * 1000)
         if method == _PRODUCE and quotas.limits(QuotaKind.PRODUCE, user, client_id):
-            throttle = max(throttle, quotas.record(QuotaKind.PRODUCE, user, client_id, produce_request_bytes(request)))
+            throttle = max(
+                throttle, quotas.record(QuotaKind.PRODUCE, user, client_id, produce_request_bytes(request))
+            )
         elif method == _FETCH and reply is not None and quotas.limits(QuotaKind.FETCH, user, client_id):
-            throttle = max(throttle, quotas.record(QuotaKind.FETCH, user, client_id, fetch_reply_bytes(reply)))
+            throttle = max(
+                throttle, quotas.record(QuotaKind.FETCH, user, client_id, fetch_reply_bytes(reply))
+            )
         if throttle > 0 and reply is not None and self._has_throttle_field(method, reply):
             reply.throttle_time_ms = max(reply.throttle_time_ms, min(throttle, 2**31 - 1))
 

@@ -171,7 +171,9 @@ class QuotaTracker:
         can never be throttled."""
         return any(self.quota_for(kind, user, client_id) is not None for kind in QuotaKind)
 
-    def record(self, kind: QuotaKind, user: str, client_id: str, value: float, now_ms: float) -> QuotaOutcome | None:
+    def record(
+        self, kind: QuotaKind, user: str, client_id: str, value: float, now_ms: float
+    ) -> QuotaOutcome | None:
         """Count `value` (bytes; handler milliseconds for REQUEST) for the call's sensor and throttle the
         sensor when it is over its quota. None when no quota of `kind` applies."""
         self._maybe_sweep(now_ms)

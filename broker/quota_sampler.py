@@ -33,12 +33,17 @@ class QuotaWindows:
 
     def __post_init__(self) -> None:
         if not QUOTA_WINDOW_NUM_MIN <= self.window_num <= QUOTA_WINDOW_NUM_MAX:
-            raise KanalError(ErrorCode.INVALID_CONFIG, f"quota window num must be in [{QUOTA_WINDOW_NUM_MIN}, "
-                                                       f"{QUOTA_WINDOW_NUM_MAX}], got {self.window_num}")
+            raise KanalError(
+                ErrorCode.INVALID_CONFIG,
+                f"quota window num must be in [{QUOTA_WINDOW_NUM_MIN}, "
+                f"{QUOTA_WINDOW_NUM_MAX}], got {self.window_num}",
+            )
         if not QUOTA_WINDOW_SIZE_MS_MIN <= self.window_size_ms <= QUOTA_WINDOW_SIZE_MS_MAX:
-            raise KanalError(ErrorCode.INVALID_CONFIG,
-                             f"quota window size must be in [{QUOTA_WINDOW_SIZE_MS_MIN}, {QUOTA_WINDOW_SIZE_MS_MAX}] "
-                             f"ms, got {self.window_size_ms}")
+            raise KanalError(
+                ErrorCode.INVALID_CONFIG,
+                f"quota window size must be in [{QUOTA_WINDOW_SIZE_MS_MIN}, {QUOTA_WINDOW_SIZE_MS_MAX}] "
+                f"ms, got {self.window_size_ms}",
+            )
 
     @property
     def span_ms(self) -> int:

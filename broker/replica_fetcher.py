@@ -99,7 +99,9 @@ class ReplicaFetcher:
             channel = self._channel
         channel.close()
 
-    def _fetch(self, stub: broker_pb2_grpc.BrokerStub, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+    def _fetch(
+        self, stub: broker_pb2_grpc.BrokerStub, request: broker_pb2.FetchRequest
+    ) -> broker_pb2.FetchResponse:
         """One fetch round trip: on the ReplicaFetch stream (opened on first use, replaced when it is old or
         its channel was replaced), or as a unary Fetch to a leader that has no ReplicaFetch."""
         poll_s_max = self._config.replica_fetch_wait_ms_max / 1000
@@ -165,8 +167,13 @@ class ReplicaFetcher:
                 offset, epoch, last_epoch = part.fetch_position()
                 topic = topics.get(part.topic) or topics.setdefault(
                     part.topic, request.topics.add(topic=part.topic, topic_id=part.topic_id))
-                topic.partitions.add(partition=part.partition_id, fetch_offset=offset, current_leader_epoch=epoch,
-                                     last_fetched_epoch=last_epoch, max_bytes=part_bytes_max)
+                topic.partitions.add(
+                    partition=part.partition_id,
+                    fetch_offset=offset,
+                    current_leader_epoch=epoch,
+                    last_fetched_epoch=last_epoch,
+                    max_bytes=part_bytes_max,
+                )
                 by_key[(part.topic, part.partition_id)] = part
             if not by_key:
                 self._added.wait(request.max_wait_ms / 1000)  # every partition is throttled: wait for credit

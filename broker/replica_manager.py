@@ -102,7 +102,9 @@ class ReplicaManager:
             if topic in self._image.topics and 0 <= partition_id < len(self._image.topics[topic].partitions):
                 raise KanalError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                  f"broker {self.broker_id} hosts no replica of {topic}-{partition_id}")
-            raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic or partition {topic}-{partition_id}")
+            raise KanalError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic or partition {topic}-{partition_id}"
+            )
         return part
 
     def leader_hint(self, topic: str, partition_id: int) -> tuple[int, str]:
@@ -150,8 +152,16 @@ class ReplicaManager:
             if part is None:
                 try:
                     directory = self._claim_directory(topic.name, p.partition_id, topic.topic_id)
-                    part = Partition(topic.name, p.partition_id, directory, log_config, self.broker_id, min_isr,
-                                     self, topic_id=topic.topic_id)
+                    part = Partition(
+                        topic.name,
+                        p.partition_id,
+                        directory,
+                        log_config,
+                        self.broker_id,
+                        min_isr,
+                        self,
+                        topic_id=topic.topic_id,
+                    )
                 except KanalError as exc:  # a damaged directory: this replica stays offline, the others go on
                     log.error("cannot open replica %s-%d: %s", topic.name, p.partition_id, exc)
                     continue
@@ -222,12 +232,21 @@ class ReplicaManager:
         if verdict == DirectoryVerdict.STRAY:
             removed = remove_directory(directory, STRAY_SUFFIX)
             self._metrics.stray_replicas_removed.inc()
-            log.warning("%s records topic id %s, but topic %r now has id %s: an earlier topic of that name. It is "
-                        "never adopted; removed it (as %s) and starting an empty replica", directory, recorded,
-                        topic, topic_id, removed.name)
+            log.warning(
+                "%s records topic id %s, but topic %r now has id %s: an earlier topic of that name. It is "
+                "never adopted; removed it (as %s) and starting an empty replica",
+                directory,
+                recorded,
+                topic,
+                topic_id,
+                removed.name,
+            )
         elif verdict == DirectoryVerdict.UPGRADE:
-            log.info("%s records no topic id (written before kanal recorded them): adopting it for topic id %s",
-                     directory, topic_id)
+            log.info(
+                "%s records no topic id (written before kanal recorded them): adopting it for topic id %s",
+                directory,
+                topic_id,
+            )
         if verdict != DirectoryVerdict.ADOPT:
             write_topic_id(directory, topic_id)  # before any log file, so a directory's owner is always known
         return directory
@@ -243,8 +262,13 @@ class ReplicaManager:
                 continue
             removed = remove_directory(directory, DELETE_SUFFIX)
             self._metrics.stray_replicas_removed.inc()
-            log.warning("removed %s (as %s): the metadata gives this broker no replica of %s-%d (its topic was "
-                        "deleted while this broker was away)", directory, removed.name, *key)
+            log.warning(
+                "removed %s (as %s): the metadata gives this broker no replica of %s-%d (its topic was "
+                "deleted while this broker was away)",
+                directory,
+                removed.name,
+                *key,
+            )
 
     def _update_fetchers(self, follow: dict[int, list[Partition]], image: MetadataImage) -> None:
         with self._lock:
@@ -260,7 +284,9 @@ class ReplicaManager:
                     self._fetchers.pop(leader_id).stop()
                     fetcher = None
                 if fetcher is None:
-                    fetcher = ReplicaFetcher(self, leader_id, broker.endpoint, self.config, self._broker_epoch)
+                    fetcher = ReplicaFetcher(
+                        self, leader_id, broker.endpoint, self.config, self._broker_epoch
+                    )
                     self._fetchers[leader_id] = fetcher
                     fetcher.start()
                 fetcher.set_partitions(parts)
@@ -282,12 +308,16 @@ class ReplicaManager:
         checks `done` and `finish`es the reply (produce_call.py). Client calls may not write to
         internal topics (`internal` is the group coordinator's own writes)."""
         if request.acks not in (0, 1, ACKS_ALL):
-            raise KanalError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1 (all), got {request.acks}")
+            raise KanalError(
+                ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1 (all), got {request.acks}"
+            )
         if request.timeout_ms < 0:
             raise KanalError(ErrorCode.INVALID_REQUEST, f"timeout_ms must be >= 0 (0: the broker's default "
                                                         f"{self.config.produce_timeout_ms_default}), got "
                                                         f"{request.timeout_ms}")
-        timeout_ms = min(request.timeout_ms or self.config.produce_timeout_ms_default, _PRODUCE_TIMEOUT_MS_MAX)
+        timeout_ms = min(
+            request.timeout_ms or self.config.produce_timeout_ms_default, _PRODUCE_TIMEOUT_MS_MAX
+        )
         call = ProduceCall(broker_pb2.ProduceResponse(), time.monotonic() + timeout_ms / 1000,
                            self._set_produce_error)
         now_ms = PROCESS_CLOCK.now_ms()
@@ -322,7 +352,9 @@ class ReplicaManager:
         return self.begin_produce(request, woken.set, internal=internal,
                                   allow_control=allow_control).wait_on_thread(woken)
 
-    def write_txn_markers(self, request: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
+    def write_txn_markers(
+        self, request: broker_pb2.WriteTxnMarkersRequest
+    ) -> broker_pb2.WriteTxnMarkersResponse:
         """WriteTxnMarkers: the COMMIT / ABORT marker into each partition this broker leads, acks=all;
         answered per partition once replicated (a partition whose transaction is already closed gets a
         marker that changes nothing, so a coordinator's retry is harmless)."""
@@ -334,8 +366,13 @@ class ReplicaManager:
                                      timestamp_ms=PROCESS_CLOCK.now_ms())
         produce = broker_pb2.ProduceRequest(acks=ACKS_ALL)
         for topic in request.topics:
-            produce.topics.add(topic=topic.topic, partitions=[
-                broker_pb2.ProduceRequest.PartitionData(partition=p, batches=[marker]) for p in topic.partitions])
+            produce.topics.add(
+                topic=topic.topic,
+                partitions=[
+                    broker_pb2.ProduceRequest.PartitionData(partition=p, batches=[marker])
+                    for p in topic.partitions
+                ],
+            )
         reply = broker_pb2.WriteTxnMarkersResponse()
         for topic in self.produce(produce, internal=True, allow_control=True).topics:
             for result in topic.partitions:
@@ -416,7 +453,9 @@ class ReplicaManager:
         hammered, and goes only if the proposal is still the one in flight."""
         if not resend:
             log.info("proposing %r", proposal)
-        self._alter_pool.submit(self._alter_partition, part, proposal, _ALTER_RESEND_BACKOFF_S if resend else 0.0)
+        self._alter_pool.submit(
+            self._alter_partition, part, proposal, _ALTER_RESEND_BACKOFF_S if resend else 0.0
+        )
 
     def _alter_partition(self, part: Partition, proposal, delay_s: float) -> None:
         from kanal.v1 import controller_pb2
@@ -426,11 +465,18 @@ class ReplicaManager:
             if not part.proposal_in_flight(proposal):
                 return
 
-        request = controller_pb2.AlterPartitionRequest(broker_id=self.broker_id, broker_epoch=self._broker_epoch())
+        request = controller_pb2.AlterPartitionRequest(
+            broker_id=self.broker_id, broker_epoch=self._broker_epoch()
+        )
         topic_id = part.assignment.topic_id if part.assignment else ""
-        request.items.add(topic_id=topic_id, partition_id=part.partition_id, leader_epoch=proposal.leader_epoch,
-                          partition_epoch=proposal.partition_epoch, new_isr=list(proposal.new_isr),
-                          new_isr_broker_epochs=list(proposal.broker_epochs))
+        request.items.add(
+            topic_id=topic_id,
+            partition_id=part.partition_id,
+            leader_epoch=proposal.leader_epoch,
+            partition_epoch=proposal.partition_epoch,
+            new_isr=list(proposal.new_isr),
+            new_isr_broker_epochs=list(proposal.broker_epochs),
+        )
         try:
             reply = self._controllers.call("AlterPartition", request)
         except KanalError as exc:
@@ -440,8 +486,13 @@ class ReplicaManager:
             part.on_alter_partition_answer(proposal, error=reply.error or ErrorCode.UNKNOWN_SERVER_ERROR)
             return
         item = reply.items[0]
-        part.on_alter_partition_answer(proposal, error=item.error, isr=list(item.isr), leader_epoch=item.leader_epoch,
-                                       partition_epoch=item.partition_epoch)
+        part.on_alter_partition_answer(
+            proposal,
+            error=item.error,
+            isr=list(item.isr),
+            leader_epoch=item.leader_epoch,
+            partition_epoch=item.partition_epoch,
+        )
 
     def close(self) -> None:
         with self._lock:

@@ -179,32 +179,55 @@ def _fetch(request: broker_pb2.FetchRequest, access: Access) -> Admission:
         # that id may send them, whatever ACLs say about anyone else.
         own = broker_principal(request.replica_id)
         if access.principal != own:
-            raise KanalError(CLUSTER_REFUSED, f"{access.principal} from {access.host} may not fetch as replica "
-                                              f"{request.replica_id}: only {own} may")
+            raise KanalError(
+                CLUSTER_REFUSED,
+                f"{access.principal} from {access.host} may not fetch as replica "
+                f"{request.replica_id}: only {own} may",
+            )
         access.require(_OP.ACL_OPERATION_CLUSTER_ACTION, CLUSTER, CLUSTER_RESOURCE_NAME, CLUSTER_REFUSED)
         return admitted(request)
     op = _OP.ACL_OPERATION_READ
 
     def refused(reply: broker_pb2.FetchResponse, topic: broker_pb2.FetchRequest.TopicRequest) -> None:
         message = access.refusal(op, TOPIC, topic.topic)
-        reply.topics.add(topic=topic.topic, partitions=[
-            broker_pb2.FetchResponse.PartitionData(partition=p.partition, error=TOPIC_REFUSED, error_message=message,
-                                                   high_watermark=-1)
-            for p in topic.partitions])
+        reply.topics.add(
+            topic=topic.topic,
+            partitions=[
+                broker_pb2.FetchResponse.PartitionData(
+                    partition=p.partition, error=TOPIC_REFUSED, error_message=message, high_watermark=-1
+                )
+                for p in topic.partitions
+            ],
+        )
 
-    return _split(request, "topics", lambda t: access.allows(op, TOPIC, t.topic), broker_pb2.FetchResponse, refused)
+    return _split(
+        request, "topics", lambda t: access.allows(op, TOPIC, t.topic), broker_pb2.FetchResponse, refused
+    )
 
 
 def _list_offsets(request: broker_pb2.ListOffsetsRequest, access: Access) -> Admission:
     op = _OP.ACL_OPERATION_DESCRIBE
 
-    def refused(reply: broker_pb2.ListOffsetsResponse, topic: broker_pb2.ListOffsetsRequest.TopicQuery) -> None:
-        reply.topics.add(topic=topic.topic, partitions=[
-            broker_pb2.ListOffsetsResponse.PartitionOffset(partition=p.partition, error=TOPIC_REFUSED, offset=-1)
-            for p in topic.partitions])
+    def refused(
+        reply: broker_pb2.ListOffsetsResponse, topic: broker_pb2.ListOffsetsRequest.TopicQuery
+    ) -> None:
+        reply.topics.add(
+            topic=topic.topic,
+            partitions=[
+                broker_pb2.ListOffsetsResponse.PartitionOffset(
+                    partition=p.partition, error=TOPIC_REFUSED, offset=-1
+                )
+                for p in topic.partitions
+            ],
+        )
 
-    return _split(request, "topics", lambda t: access.allows(op, TOPIC, t.topic), broker_pb2.ListOffsetsResponse,
-                  refused)
+    return _split(
+        request,
+        "topics",
+        lambda t: access.allows(op, TOPIC, t.topic),
+        broker_pb2.ListOffsetsResponse,
+        refused,
+    )
 
 
 def _metadata(request: broker_pb2.MetadataRequest, access: Access) -> Admission:
@@ -233,11 +256,20 @@ def _init_producer_id(request: broker_pb2.InitProducerIdRequest, access: Access)
         return admitted(request)
     config = access.config
     if access.allows(_OP.ACL_OPERATION_IDEMPOTENT_WRITE, CLUSTER, CLUSTER_RESOURCE_NAME) or has_any_allow(
-            access.acls, access.principal, access.host, _OP.ACL_OPERATION_WRITE, TOPIC,
-            super_users=config.super_users, allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found):
+        access.acls,
+        access.principal,
+        access.host,
+        _OP.ACL_OPERATION_WRITE,
+        TOPIC,
+        super_users=config.super_users,
+        allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+    ):
         return admitted(request)
-    raise KanalError(CLUSTER_REFUSED, f"{access.principal} from {access.host} may neither IDEMPOTENT_WRITE the "
-                                      f"cluster nor WRITE any topic: no producer id")
+    raise KanalError(
+        CLUSTER_REFUSED,
+        f"{access.principal} from {access.host} may neither IDEMPOTENT_WRITE the "
+        f"cluster nor WRITE any topic: no producer id",
+    )
 
 
 def _offset_commit(request: broker_pb2.OffsetCommitRequest, access: Access) -> Admission:
@@ -252,14 +284,21 @@ def _offset_commit(request: broker_pb2.OffsetCommitRequest, access: Access) -> A
             broker_pb2.PartitionError(partition=p.partition, error=TOPIC_REFUSED, error_message=message)
             for p in topic.partitions])
 
-    return _split(request, "topics", lambda t: access.allows(op, TOPIC, t.topic), broker_pb2.OffsetCommitResponse,
-                  refused)
+    return _split(
+        request,
+        "topics",
+        lambda t: access.allows(op, TOPIC, t.topic),
+        broker_pb2.OffsetCommitResponse,
+        refused,
+    )
 
 
 def _offset_fetch(request: broker_pb2.OffsetFetchRequest, access: Access) -> Admission:
     op = _OP.ACL_OPERATION_DESCRIBE
     if not access.allows(op, GROUP, request.group_id):
-        return _in_band(broker_pb2.OffsetFetchResponse, GROUP_REFUSED, access.refusal(op, GROUP, request.group_id))
+        return _in_band(
+            broker_pb2.OffsetFetchResponse, GROUP_REFUSED, access.refusal(op, GROUP, request.group_id)
+        )
     if not request.topics:  # every committed offset of the group: show those of describable topics
         def only_describable(reply: broker_pb2.OffsetFetchResponse) -> broker_pb2.OffsetFetchResponse:
             keep_only(reply.offsets, lambda o: access.allows(op, TOPIC, o.topic))
@@ -271,20 +310,35 @@ def _offset_fetch(request: broker_pb2.OffsetFetchRequest, access: Access) -> Adm
         for partition in topic.partitions:
             reply.offsets.add(topic=topic.topic, partition=partition, offset=-1, error=TOPIC_REFUSED)
 
-    return _split(request, "topics", lambda t: access.allows(op, TOPIC, t.topic), broker_pb2.OffsetFetchResponse,
-                  refused)
+    return _split(
+        request,
+        "topics",
+        lambda t: access.allows(op, TOPIC, t.topic),
+        broker_pb2.OffsetFetchResponse,
+        refused,
+    )
 
 
 def _describe_groups(request: broker_pb2.DescribeGroupsRequest, access: Access) -> Admission:
     op = _OP.ACL_OPERATION_DESCRIBE
-    return _split(request, "group_ids", lambda g: access.allows(op, GROUP, g), broker_pb2.DescribeGroupsResponse,
-                  lambda reply, g: reply.groups.add(group_id=g, error=GROUP_REFUSED))
+    return _split(
+        request,
+        "group_ids",
+        lambda g: access.allows(op, GROUP, g),
+        broker_pb2.DescribeGroupsResponse,
+        lambda reply, g: reply.groups.add(group_id=g, error=GROUP_REFUSED),
+    )
 
 
 def _delete_groups(request: broker_pb2.DeleteGroupsRequest, access: Access) -> Admission:
     op = _OP.ACL_OPERATION_DELETE
-    return _split(request, "group_ids", lambda g: access.allows(op, GROUP, g), broker_pb2.DeleteGroupsResponse,
-                  lambda reply, g: reply.results.add(group_id=g, error=GROUP_REFUSED))
+    return _split(
+        request,
+        "group_ids",
+        lambda g: access.allows(op, GROUP, g),
+        broker_pb2.DeleteGroupsResponse,
+        lambda reply, g: reply.results.add(group_id=g, error=GROUP_REFUSED),
+    )
 
 
 def _list_groups(request: broker_pb2.ListGroupsRequest, access: Access) -> Admission:
@@ -309,7 +363,9 @@ def _find_coordinator(request: broker_pb2.FindCoordinatorRequest, access: Access
             return admitted(request)
         return _in_band(broker_pb2.FindCoordinatorResponse, TXN_REFUSED,
                         access.refusal(op, TRANSACTIONAL_ID, request.key))
-    return _group_call(_OP.ACL_OPERATION_DESCRIBE, broker_pb2.FindCoordinatorResponse, lambda r: r.key)(request, access)
+    return _group_call(_OP.ACL_OPERATION_DESCRIBE, broker_pb2.FindCoordinatorResponse, lambda r: r.key)(
+        request, access
+    )
 
 
 def _txn_id_refusal(request: Any, access: Access, response_type: type) -> Admission | None:
@@ -334,9 +390,12 @@ def _add_partitions_to_txn(request: broker_pb2.AddPartitionsToTxnRequest, access
         for t in request.topics:
             allowed = access.allows(op, TOPIC, t.topic)
             for p in t.partitions:
-                reply.results.add(topic=t.topic, partition=p,
-                                  error=ErrorCode.INVALID_REQUEST if allowed else TOPIC_REFUSED,
-                                  error_message="not attempted" if allowed else access.refusal(op, TOPIC, t.topic))
+                reply.results.add(
+                    topic=t.topic,
+                    partition=p,
+                    error=ErrorCode.INVALID_REQUEST if allowed else TOPIC_REFUSED,
+                    error_message="not attempted" if allowed else access.refusal(op, TOPIC, t.topic),
+                )
         return reply
 
     return Admission(None, answer)
@@ -359,13 +418,20 @@ def _txn_offset_commit(request: broker_pb2.TxnOffsetCommitRequest, access: Acces
         return _in_band(broker_pb2.TxnOffsetCommitResponse, GROUP_REFUSED,
                         access.refusal(group_op, GROUP, request.group_id))
 
-    def put_refused(reply: broker_pb2.TxnOffsetCommitResponse, topic: broker_pb2.OffsetCommitRequest.Topic) -> None:
+    def put_refused(
+        reply: broker_pb2.TxnOffsetCommitResponse, topic: broker_pb2.OffsetCommitRequest.Topic
+    ) -> None:
         for p in topic.partitions:
             reply.results.add(topic=topic.topic, partition=p.partition, error=TOPIC_REFUSED,
                               error_message=access.refusal(op, TOPIC, topic.topic))
 
-    return _split(request, "topics", lambda t: access.allows(op, TOPIC, t.topic), broker_pb2.TxnOffsetCommitResponse,
-                  put_refused)
+    return _split(
+        request,
+        "topics",
+        lambda t: access.allows(op, TOPIC, t.topic),
+        broker_pb2.TxnOffsetCommitResponse,
+        put_refused,
+    )
 
 
 def _end_txn(request: broker_pb2.EndTxnRequest, access: Access) -> Admission:
@@ -381,7 +447,10 @@ def _write_txn_markers(request: broker_pb2.WriteTxnMarkersRequest, access: Acces
 def _describe_transactions(request: broker_pb2.DescribeTransactionsRequest, access: Access) -> Admission:
     op = _OP.ACL_OPERATION_DESCRIBE
     if not request.transactional_ids:
-        def only_describable(reply: broker_pb2.DescribeTransactionsResponse) -> broker_pb2.DescribeTransactionsResponse:
+
+        def only_describable(
+            reply: broker_pb2.DescribeTransactionsResponse,
+        ) -> broker_pb2.DescribeTransactionsResponse:
             keep_only(reply.transactions, lambda t: access.allows(op, TRANSACTIONAL_ID, t.transactional_id))
             return reply
 

@@ -62,7 +62,9 @@ class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.metrics = BrokerMetrics()
-        self.quotas = BrokerQuotas(QuotaWindows(config.quota_window_num, config.quota_window_size_ms), self.metrics)
+        self.quotas = BrokerQuotas(
+            QuotaWindows(config.quota_window_num, config.quota_window_size_ms), self.metrics
+        )
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._grpc: grpc.aio.Server | None = None
@@ -106,11 +108,16 @@ class BrokerServer:
             security=config.security.outbound(),
         )
         self.transactions = TransactionCoordinator(
-            broker_id=config.broker_id, replicas=self.replicas, image=lambda: self.metadata.image,
-            groups=self.groups, new_producer_id=lambda: self.producer_ids.next_id(),
+            broker_id=config.broker_id,
+            replicas=self.replicas,
+            image=lambda: self.metadata.image,
+            groups=self.groups,
+            new_producer_id=lambda: self.producer_ids.next_id(),
             partitions=config.transaction_state_partitions,
             replication_factor=config.transaction_state_replication_factor,
-            write_timeout_ms=config.offsets_commit_timeout_ms, timeout_ms_max=config.transaction_timeout_ms_max)
+            write_timeout_ms=config.offsets_commit_timeout_ms,
+            timeout_ms_max=config.transaction_timeout_ms_max,
+        )
         # ACL checks against the image the metadata follower last published (service.py's `@gated`).
         self.gate = RequestGate(config.authorizer, lambda: self.metadata.image)
         self.producer_ids = ProducerIdManager(
@@ -139,9 +146,11 @@ class BrokerServer:
             try:
                 self._metrics_server = serve_metrics(MetricsListen(host, port), self.metrics.registry)
             except OSError as exc:
-                raise KanalError(ErrorCode.INVALID_CONFIG,
-                                 f"cannot serve metrics on {self.config.metrics_listen}: {exc.strerror or exc} "
-                                 "(--metrics HOST:PORT moves the endpoint, --metrics off switches it off)") from exc
+                raise KanalError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"cannot serve metrics on {self.config.metrics_listen}: {exc.strerror or exc} "
+                    "(--metrics HOST:PORT moves the endpoint, --metrics off switches it off)",
+                ) from exc
         self.lifecycle.register(timeout_s=register_timeout_s)
         # The broker epoch is the offset of this registration's record: the first image published holds it.
         self.metadata.require_offset(self.lifecycle.broker_epoch + 1)
@@ -163,7 +172,9 @@ class BrokerServer:
         # Every call is authenticated at the door and served with its principal bound
         # (kanal.v1.authentication); client quotas (broker/quota_interceptor.py) are applied inside that, to
         # the call's principal.
-        self.authenticator = Authenticator(self.config.security, self._scram_credentials, unready=self._unready)
+        self.authenticator = Authenticator(
+            self.config.security, self._scram_credentials, unready=self._unready
+        )
         server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options,
                                  interceptors=[aio_server_interceptor(self.authenticator),
                                                QuotaInterceptor(self.quotas, self.metrics)])
@@ -179,7 +190,9 @@ class BrokerServer:
         if port == 0:
             raise OSError(f"cannot listen on {self.config.listen}")
         log.info("gRPC listener %s: %s", self.config.listen, security.describe())
-        warn_if_exposed(parse_endpoint(self.config.listen)[0], security, log, f"broker {self.config.broker_id}")
+        warn_if_exposed(
+            parse_endpoint(self.config.listen)[0], security, log, f"broker {self.config.broker_id}"
+        )
         await server.start()
         self._grpc = server
 
@@ -222,8 +235,12 @@ class BrokerServer:
     def stop(self, *, controlled: bool = True, grace_s: float = 5.0) -> None:
         if controlled and self.lifecycle.broker_epoch >= 0:
             moved = self.lifecycle.controlled_shutdown(timeout_s=grace_s)
-            log.info("controlled shutdown %s", "done: the controller moved this broker's leaderships away" if moved
-                     else f"not confirmed by the controller within {grace_s}s; stopping anyway")
+            log.info(
+                "controlled shutdown %s",
+                "done: the controller moved this broker's leaderships away"
+                if moved
+                else f"not confirmed by the controller within {grace_s}s; stopping anyway",
+            )
         self._stop.set()
         if self._loop_thread.is_alive():
             if self._grpc is not None:

@@ -46,11 +46,25 @@ if TYPE_CHECKING:
     from kanal.broker.server import BrokerServer
 
 _FORWARDED_ADMIN_CALLS = (
-    "CreateTopics", "DeleteTopics", "CreatePartitions", "DescribeConfigs", "AlterConfigs",
-    "AlterClientQuotas", "DescribeClientQuotas", "DescribeCluster", "CreateAcls", "DescribeAcls", "DeleteAcls",
-    "AlterUserScramCredentials", "DescribeUserScramCredentials",
-    "AlterPartitionReassignments", "ListPartitionReassignments", "ElectLeaders", "UnregisterBroker",
-    "AddVoter", "RemoveVoter",
+    "CreateTopics",
+    "DeleteTopics",
+    "CreatePartitions",
+    "DescribeConfigs",
+    "AlterConfigs",
+    "AlterClientQuotas",
+    "DescribeClientQuotas",
+    "DescribeCluster",
+    "CreateAcls",
+    "DescribeAcls",
+    "DeleteAcls",
+    "AlterUserScramCredentials",
+    "DescribeUserScramCredentials",
+    "AlterPartitionReassignments",
+    "ListPartitionReassignments",
+    "ElectLeaders",
+    "UnregisterBroker",
+    "AddVoter",
+    "RemoveVoter",
 )
 
 
@@ -93,11 +107,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         registered, caught_up = server.lifecycle.broker_epoch >= 0, server.metadata.caught_up
         if not (registered and caught_up):
             server.metrics.requests_refused_starting.inc()
-            raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE,
-                             f"broker {server.config.broker_id} is starting: "
-                             f"{'registered' if registered else 'not registered yet'}, "
-                             f"{'caught up' if caught_up else 'catching up with the metadata log'} "
-                             f"(offset {server.metadata.offset}, log end {server.metadata.end_offset}); retry")
+            raise KanalError(
+                ErrorCode.BROKER_NOT_AVAILABLE,
+                f"broker {server.config.broker_id} is starting: "
+                f"{'registered' if registered else 'not registered yet'}, "
+                f"{'caught up' if caught_up else 'catching up with the metadata log'} "
+                f"(offset {server.metadata.offset}, log end {server.metadata.end_offset}); retry",
+            )
 
     def _timed(self, name: str, started: float) -> None:
         metrics = self._server.metrics
@@ -184,8 +200,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         # with it). Before the first reconcile the follower's image is all there is.
         lifecycle = self._server.lifecycle
         image = self._server.replicas.reconciled_image or self._server.metadata.image
-        return metadata_response(image, list(request.topics), image.next_offset,
-                                 cluster_id=lifecycle.cluster_id, controller_id=lifecycle.active_controller_id)
+        return metadata_response(
+            image,
+            list(request.topics),
+            image.next_offset,
+            cluster_id=lifecycle.cluster_id,
+            controller_id=lifecycle.active_controller_id,
+        )
 
     @error_boundary
     @gated
@@ -193,8 +214,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                        context: grpc.ServicerContext) -> broker_pb2.InitProducerIdResponse:
         self._refuse_until_ready()
         if request.transactional_id:
-            return _in_band(broker_pb2.InitProducerIdResponse, self._server.transactions.init_producer_id, request)
-        return broker_pb2.InitProducerIdResponse(producer_id=self._server.producer_ids.next_id(), producer_epoch=0)
+            return _in_band(
+                broker_pb2.InitProducerIdResponse, self._server.transactions.init_producer_id, request
+            )
+        return broker_pb2.InitProducerIdResponse(
+            producer_id=self._server.producer_ids.next_id(), producer_epoch=0
+        )
 
     # ---- transactions (issue 22): whole-call failures in the reply's error field, as for groups ----
 
@@ -202,7 +227,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @gated
     def AddPartitionsToTxn(self, request, context):
         self._refuse_until_ready()
-        return _in_band(broker_pb2.AddPartitionsToTxnResponse, self._server.transactions.add_partitions, request)
+        return _in_band(
+            broker_pb2.AddPartitionsToTxnResponse, self._server.transactions.add_partitions, request
+        )
 
     @error_boundary
     @gated
@@ -258,7 +285,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     @gated
     async def SyncGroup(self, request, context):
         self._refuse_until_ready()
-        return await _parked(broker_pb2.SyncGroupResponse, self._server.groups.start_sync, sync_timed_out, request)
+        return await _parked(
+            broker_pb2.SyncGroupResponse, self._server.groups.start_sync, sync_timed_out, request
+        )
 
     @error_boundary
     @gated

@@ -85,10 +85,16 @@ class TxnMetadata:
 
     def to_value(self) -> transactions_pb2.TransactionStateValue:
         return transactions_pb2.TransactionStateValue(
-            producer_id=self.producer_id, producer_epoch=self.producer_epoch, timeout_ms=self.timeout_ms,
-            state=as_enum(transactions_pb2.TransactionState, int(self.state)), start_ms=self.start_ms,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            timeout_ms=self.timeout_ms,
+            state=as_enum(transactions_pb2.TransactionState, int(self.state)),
+            start_ms=self.start_ms,
             last_update_ms=self.last_update_ms,
-            partitions=[transactions_pb2.TransactionPartition(topic=t, partition=p) for t, p in self.partitions])
+            partitions=[
+                transactions_pb2.TransactionPartition(topic=t, partition=p) for t, p in self.partitions
+            ],
+        )
 
     @classmethod
     def from_value(cls, transactional_id: str, value: transactions_pb2.TransactionStateValue) -> TxnMetadata:
@@ -130,8 +136,11 @@ def check_transactional_id(transactional_id: str) -> None:
     if not transactional_id:
         raise KanalError(ErrorCode.INVALID_REQUEST, "transactional id is empty")
     if len(transactional_id) > TRANSACTIONAL_ID_LENGTH_MAX:
-        raise KanalError(ErrorCode.INVALID_REQUEST, f"transactional id of {len(transactional_id)} characters is "
-                                                    f"longer than {TRANSACTIONAL_ID_LENGTH_MAX}")
+        raise KanalError(
+            ErrorCode.INVALID_REQUEST,
+            f"transactional id of {len(transactional_id)} characters is "
+            f"longer than {TRANSACTIONAL_ID_LENGTH_MAX}",
+        )
 
 
 def check_timeout(timeout_ms: int, timeout_ms_max: int = TRANSACTION_TIMEOUT_MS_MAX) -> None:
@@ -185,8 +194,15 @@ def needs_new_producer_id(txn: TxnMetadata) -> bool:
     return txn.producer_epoch >= PRODUCER_EPOCH_MAX - 1
 
 
-def decide_add_partitions(txn: TxnMetadata | None, producer_id: int, producer_epoch: int,
-                          partitions: list[TopicPartition], now_ms: int, *, markers_written: bool = False) -> Decision:
+def decide_add_partitions(
+    txn: TxnMetadata | None,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: list[TopicPartition],
+    now_ms: int,
+    *,
+    markers_written: bool = False,
+) -> Decision:
     """AddPartitionsToTxn (and AddOffsetsToTxn with the group's __consumer_offsets partition). The shell
     has checked that the topics exist (UNKNOWN_TOPIC_OR_PARTITION otherwise).
 
@@ -202,8 +218,10 @@ def decide_add_partitions(txn: TxnMetadata | None, producer_id: int, producer_ep
     if txn.state in _PREPARE:
         completed = decide_markers_written(txn, now_ms).new_state if markers_written else None
         if completed is None:
-            return _refuse(ErrorCode.CONCURRENT_TRANSACTIONS, f"{txn.transactional_id}: the previous transaction "
-                                                              f"is completing ({txn.state.name})")
+            return _refuse(
+                ErrorCode.CONCURRENT_TRANSACTIONS,
+                f"{txn.transactional_id}: the previous transaction is completing ({txn.state.name})",
+            )
         txn = completed
     if txn.state == TxnState.ONGOING:
         added = tuple(tp for tp in dict.fromkeys(partitions) if tp not in txn.partitions)
@@ -228,11 +246,15 @@ def decide_end_txn(txn: TxnMetadata | None, producer_id: int, producer_epoch: in
     if txn.state == want_complete:
         return Decision()  # a retry of an end that completed
     if txn.state == want_prepare:
-        return _refuse(ErrorCode.CONCURRENT_TRANSACTIONS, f"{txn.transactional_id}: markers are being written")
+        return _refuse(
+            ErrorCode.CONCURRENT_TRANSACTIONS, f"{txn.transactional_id}: markers are being written"
+        )
     word = "commit" if commit else "abort"
-    return _refuse(ErrorCode.INVALID_TXN_STATE,
-                   f"{txn.transactional_id}: cannot {word} in state {txn.state.name} (no open transaction, or "
-                   "the other outcome was decided)")
+    return _refuse(
+        ErrorCode.INVALID_TXN_STATE,
+        f"{txn.transactional_id}: cannot {word} in state {txn.state.name} (no open transaction, or "
+        "the other outcome was decided)",
+    )
 
 
 def decide_markers_written(txn: TxnMetadata, now_ms: int) -> Decision:

@@ -28,9 +28,10 @@ The next transaction. A call of the id's next transaction (AddPartitionsToTxn, A
 InitProducerId) arriving while the previous one is PREPARE_* waits for its markers (queued, at most
 _COMPLETION_WAIT_S, then CONCURRENT_TRANSACTIONS, which the producer retries). Once they are all stored,
 AddPartitions / AddOffsets open the next transaction with one ONGOING record that also stands for the
-COMPLETE one (transaction.py); the marker job then finds the state moved on and writes nothing more. Markers into
-__consumer_offsets also make the transaction's TxnOffsetCommit offsets visible (commit) or drop them
-(abort): the group coordinator does that when the marker is stored (replica_manager.write_txn_markers).
+COMPLETE one (transaction.py); the marker job then finds the state moved on and writes nothing more.
+Markers into __consumer_offsets also make the transaction's TxnOffsetCommit offsets visible (commit) or
+drop them (abort): the group coordinator does that when the marker is stored
+(replica_manager.write_txn_markers).
 
 Time. The ticker passes the wall clock to `decide_timeout` for every ongoing transaction: one open for
 its timeout is aborted (epoch bumped: its producer is fenced).
@@ -133,7 +134,9 @@ class TransactionCoordinator:
     def partition_of(self, transactional_id: str, image: MetadataImage | None = None) -> int:
         topic = (image or self._image()).topics.get(TRANSACTION_STATE_TOPIC)
         if topic is None:
-            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC} does not exist yet")
+            raise KanalError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC} does not exist yet"
+            )
         return partition_for_key(transactional_id.encode(), len(topic.partitions))
 
     def _require_owned(self, transactional_id: str) -> int:
@@ -143,7 +146,9 @@ class TransactionCoordinator:
             if p in self._owned:
                 return p
             if p in self._loading:
-                raise KanalError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"loading {TRANSACTION_STATE_TOPIC}-{p}")
+                raise KanalError(
+                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"loading {TRANSACTION_STATE_TOPIC}-{p}"
+                )
         raise KanalError(ErrorCode.NOT_COORDINATOR,
                          f"broker {self.broker_id} does not coordinate transactional id {transactional_id!r}")
 
@@ -168,7 +173,9 @@ class TransactionCoordinator:
                     self._owned.pop(p, None)
                     self._loading.pop(p, None)
                     count = len(topic.partitions) if topic else None
-                    for tid in [t for t in self._txns if count is None or partition_for_key(t.encode(), count) == p]:
+                    for tid in [
+                        t for t in self._txns if count is None or partition_for_key(t.encode(), count) == p
+                    ]:
                         del self._txns[tid]
                     log.info("no longer coordinating %s-%d", TRANSACTION_STATE_TOPIC, p)
             for p, epoch in led.items():
@@ -223,8 +230,14 @@ class TransactionCoordinator:
             self._owned[p] = epoch
             self._txns.update(loaded)
         unfinished = [t for t in loaded.values() if pending_markers(t) is not None]
-        log.info("coordinating %s-%d at epoch %d: %d transactional ids, %d to finish", TRANSACTION_STATE_TOPIC,
-                 p, epoch, len(loaded), len(unfinished))
+        log.info(
+            "coordinating %s-%d at epoch %d: %d transactional ids, %d to finish",
+            TRANSACTION_STATE_TOPIC,
+            p,
+            epoch,
+            len(loaded),
+            len(unfinished),
+        )
         for txn in unfinished:
             self._start_markers(txn.transactional_id)
 
@@ -235,12 +248,16 @@ class TransactionCoordinator:
         image = self._image()
         if TRANSACTION_STATE_TOPIC not in image.topics:
             self._groups.create_internal_topic(image, TRANSACTION_STATE_TOPIC, self._partitions, self._rf)
-            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {TRANSACTION_STATE_TOPIC}; retry")
+            raise KanalError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {TRANSACTION_STATE_TOPIC}; retry"
+            )
         p = self.partition_of(transactional_id, image)
         leader = image.topics[TRANSACTION_STATE_TOPIC].partitions[p].leader
         broker = image.brokers.get(leader)
         if leader < 0 or broker is None:
-            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC}-{p} has no leader")
+            raise KanalError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC}-{p} has no leader"
+            )
         return broker_pb2.FindCoordinatorResponse(node_id=leader, endpoint=broker.endpoint)
 
     # ---- the calls ----
@@ -296,7 +313,9 @@ class TransactionCoordinator:
 
         def decide(txn: TxnMetadata | None, _markers_written: bool) -> Decision:
             fresh = self._new_producer_id() if txn is None or needs_new_producer_id(txn) else 0
-            return decide_init_producer_id(txn, tid, req.transaction_timeout_ms, _now_ms(), new_producer_id=fresh)
+            return decide_init_producer_id(
+                txn, tid, req.transaction_timeout_ms, _now_ms(), new_producer_id=fresh
+            )
 
         self._require_owned(tid)
         self._wait_for_completion(tid, markers_suffice=False)
@@ -305,9 +324,13 @@ class TransactionCoordinator:
             return broker_pb2.InitProducerIdResponse(error=decision.error, error_message=decision.message)
         if txn is None:
             raise KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, "no transaction state after InitProducerId")
-        return broker_pb2.InitProducerIdResponse(producer_id=txn.producer_id, producer_epoch=txn.producer_epoch)
+        return broker_pb2.InitProducerIdResponse(
+            producer_id=txn.producer_id, producer_epoch=txn.producer_epoch
+        )
 
-    def add_partitions(self, req: broker_pb2.AddPartitionsToTxnRequest) -> broker_pb2.AddPartitionsToTxnResponse:
+    def add_partitions(
+        self, req: broker_pb2.AddPartitionsToTxnRequest
+    ) -> broker_pb2.AddPartitionsToTxnResponse:
         producer = req.producer
         image = self._image()
         reply = broker_pb2.AddPartitionsToTxnResponse()
@@ -353,7 +376,9 @@ class TransactionCoordinator:
             txn, producer.producer_id, producer.producer_epoch, req.commit, _now_ms()))
         return broker_pb2.EndTxnResponse(error=decision.error, error_message=decision.message)
 
-    def describe(self, req: broker_pb2.DescribeTransactionsRequest) -> broker_pb2.DescribeTransactionsResponse:
+    def describe(
+        self, req: broker_pb2.DescribeTransactionsRequest
+    ) -> broker_pb2.DescribeTransactionsResponse:
         reply = broker_pb2.DescribeTransactionsResponse()
         with self._lock:
             txns = dict(self._txns)
@@ -437,8 +462,10 @@ class TransactionCoordinator:
             done, fenced = self._write_markers(markers, remaining, epoch,
                                                max(deadline - time.monotonic(), _MARKER_CALL_TIMEOUT_S_MIN))
             if fenced:
-                log.warning("%s: a partition holds a marker of a newer coordinator; leaving the markers to it",
-                            transactional_id)
+                log.warning(
+                    "%s: a partition holds a marker of a newer coordinator; leaving the markers to it",
+                    transactional_id,
+                )
                 return True
             remaining -= done
             if remaining and self._closed.wait(_MARKER_RETRY_PAUSE_S):
@@ -518,7 +545,9 @@ class TransactionCoordinator:
                 fenced = fenced or result.error == ErrorCode.TRANSACTION_COORDINATOR_FENCED
         return done, fenced
 
-    def write_markers_here(self, request: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
+    def write_markers_here(
+        self, request: broker_pb2.WriteTxnMarkersRequest
+    ) -> broker_pb2.WriteTxnMarkersResponse:
         """WriteTxnMarkers on this broker (the call's handler, and this coordinator for partitions it
         leads itself): the markers with acks=all, then the transaction's offsets in the
         __consumer_offsets partitions made visible or dropped."""

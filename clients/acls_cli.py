@@ -32,16 +32,24 @@ _OPERATIONS = {name.removeprefix("ACL_OPERATION_").replace("_", "").lower(): val
 _PATTERNS = ("literal", "prefixed", "match", "any")
 
 
-def add_acls_parser(sub, common: argparse.ArgumentParser, admin_for: Callable[[argparse.Namespace], Admin]) -> None:
+def add_acls_parser(
+    sub, common: argparse.ArgumentParser, admin_for: Callable[[argparse.Namespace], Admin]
+) -> None:
     """The `acls` subcommand on the `kanal` client parser; `admin_for(args)` opens an Admin with the
     command's bootstrap and security settings."""
-    acls = sub.add_parser("acls", help="add, list or remove ACLs").add_subparsers(dest="action", required=True)
+    acls = sub.add_parser("acls", help="add, list or remove ACLs").add_subparsers(
+        dest="action", required=True
+    )
     for action, func, text in (("add", _add, "add access-control entries"),
                                ("list", _list, "list access-control entries"),
                                ("remove", _remove, "remove access-control entries")):
         c = acls.add_parser(action, parents=[common], help=text)
-        c.add_argument("--topic", action="append", default=[], metavar="NAME", help="a topic resource; repeatable")
-        c.add_argument("--group", action="append", default=[], metavar="NAME", help="a group resource; repeatable")
+        c.add_argument(
+            "--topic", action="append", default=[], metavar="NAME", help="a topic resource; repeatable"
+        )
+        c.add_argument(
+            "--group", action="append", default=[], metavar="NAME", help="a group resource; repeatable"
+        )
         c.add_argument("--transactional-id", action="append", default=[], metavar="ID",
                        help="a transactional id resource; repeatable")
         c.add_argument("--cluster", action="store_true", help="the cluster resource")
@@ -60,17 +68,25 @@ def add_acls_parser(sub, common: argparse.ArgumentParser, admin_for: Callable[[a
                            help="a host the allow entries hold for (default *); repeatable")
             c.add_argument("--deny-host", action="append", default=[], metavar="HOST",
                            help="a host the deny entries hold for (default *); repeatable")
-            c.add_argument("--operation", action="append", default=[], type=_operation, metavar="OP",
-                           help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
-                                "AlterConfigs, IdempotentWrite or All; repeatable")
+            c.add_argument(
+                "--operation",
+                action="append",
+                default=[],
+                type=_operation,
+                metavar="OP",
+                help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+                "AlterConfigs, IdempotentWrite or All; repeatable",
+            )
         c.set_defaults(func=lambda args, f=func: f(args, admin_for(args)))
 
 
 def _operation(text: str) -> int:
     value = _OPERATIONS.get(text.replace("_", "").replace("-", "").lower())
     if value is None:
-        raise argparse.ArgumentTypeError(f"unknown operation {text!r}; one of Read, Write, Create, Delete, Alter, "
-                                         "Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, All")
+        raise argparse.ArgumentTypeError(
+            f"unknown operation {text!r}; one of Read, Write, Create, Delete, Alter, "
+            "Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, All"
+        )
     return value
 
 
@@ -86,8 +102,10 @@ def _resources(args) -> list[tuple[int, str]]:
 def _grants(args) -> list[tuple[int, str, str]]:
     """(permission, principal, host) for every --allow/--deny-principal and its hosts (default "*")."""
     out: list[tuple[int, str, str]] = []
-    for permission, principals, hosts in ((metadata_pb2.ACL_PERMISSION_ALLOW, args.allow_principal, args.allow_host),
-                                          (metadata_pb2.ACL_PERMISSION_DENY, args.deny_principal, args.deny_host)):
+    for permission, principals, hosts in (
+        (metadata_pb2.ACL_PERMISSION_ALLOW, args.allow_principal, args.allow_host),
+        (metadata_pb2.ACL_PERMISSION_DENY, args.deny_principal, args.deny_host),
+    ):
         out += [(permission, p, h) for p, h in product(principals, hosts or ["*"])]
     return out
 
@@ -103,11 +121,18 @@ def _add(args, opened: Admin) -> int:
                      "--allow-principal or --deny-principal, and --operation")
     pattern = metadata_pb2.ACL_PATTERN_PREFIXED if args.resource_pattern_type == "prefixed" \
         else metadata_pb2.ACL_PATTERN_LITERAL
-    entries = [metadata_pb2.AccessControlEntry(resource_type=as_enum(metadata_pb2.AclResourceType, rtype),
-                                               resource_name=name, pattern_type=pattern, principal=principal,
-                                               host=host, operation=op,
-                                               permission=as_enum(metadata_pb2.AclPermission, permission))
-               for (rtype, name), (permission, principal, host), op in product(resources, grants, args.operation)]
+    entries = [
+        metadata_pb2.AccessControlEntry(
+            resource_type=as_enum(metadata_pb2.AclResourceType, rtype),
+            resource_name=name,
+            pattern_type=pattern,
+            principal=principal,
+            host=host,
+            operation=op,
+            permission=as_enum(metadata_pb2.AclPermission, permission),
+        )
+        for (rtype, name), (permission, principal, host), op in product(resources, grants, args.operation)
+    ]
     with opened as admin:
         admin.create_acls(entries)
     if args.output == "json":
@@ -119,17 +144,24 @@ def _add(args, opened: Admin) -> int:
 
 
 def _pattern_filter(args) -> int:
-    return {"literal": admin_pb2.AclFilter.LITERAL, "prefixed": admin_pb2.AclFilter.PREFIXED,
-            "match": admin_pb2.AclFilter.MATCH}.get(args.resource_pattern_type or "any", admin_pb2.AclFilter.ANY)
+    return {
+        "literal": admin_pb2.AclFilter.LITERAL,
+        "prefixed": admin_pb2.AclFilter.PREFIXED,
+        "match": admin_pb2.AclFilter.MATCH,
+    }.get(args.resource_pattern_type or "any", admin_pb2.AclFilter.ANY)
 
 
 def _list(args, opened: Admin) -> int:
-    resources: list[tuple[int, str | None]] = [*_resources(args)] or [(metadata_pb2.ACL_RESOURCE_UNSPECIFIED, None)]
+    resources: list[tuple[int, str | None]] = [*_resources(args)] or [
+        (metadata_pb2.ACL_RESOURCE_UNSPECIFIED, None)
+    ]
     entries = []
     with opened as admin:
         for rtype, name in resources:
-            f = admin_pb2.AclFilter(resource_type=as_enum(metadata_pb2.AclResourceType, rtype),
-                                    pattern_filter=as_enum(admin_pb2.AclFilter.PatternFilter, _pattern_filter(args)))
+            f = admin_pb2.AclFilter(
+                resource_type=as_enum(metadata_pb2.AclResourceType, rtype),
+                pattern_filter=as_enum(admin_pb2.AclFilter.PatternFilter, _pattern_filter(args)),
+            )
             if name is not None:
                 f.resource_name = name
             if args.principal:
@@ -148,9 +180,13 @@ def _remove(args, opened: Admin) -> int:
         (perm, principal, host if (args.allow_host or args.deny_host) else None)
         for perm, principal, host in _grants(args)] or [(metadata_pb2.ACL_PERMISSION_UNSPECIFIED, None, None)]
     for (rtype, name), (permission, principal, host), op in product(resources, grants, args.operation or [0]):
-        f = admin_pb2.AclFilter(resource_type=as_enum(metadata_pb2.AclResourceType, rtype), resource_name=name,
-                                pattern_filter=as_enum(admin_pb2.AclFilter.PatternFilter, _pattern_filter(args)),
-                                operation=op, permission=as_enum(metadata_pb2.AclPermission, permission))
+        f = admin_pb2.AclFilter(
+            resource_type=as_enum(metadata_pb2.AclResourceType, rtype),
+            resource_name=name,
+            pattern_filter=as_enum(admin_pb2.AclFilter.PatternFilter, _pattern_filter(args)),
+            operation=op,
+            permission=as_enum(metadata_pb2.AclPermission, permission),
+        )
         if principal is not None:
             f.principal = principal
         if host is not None:
@@ -174,7 +210,11 @@ def _print_entries(args, entries) -> None:
 
         from google.protobuf import json_format
 
-        print(json.dumps([json_format.MessageToDict(e, preserving_proto_field_name=True) for e in entries], indent=2))
+        print(
+            json.dumps(
+                [json_format.MessageToDict(e, preserving_proto_field_name=True) for e in entries], indent=2
+            )
+        )
         return
     for entry in entries:
         print(acl_text(entry))

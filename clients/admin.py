@@ -48,7 +48,9 @@ class GroupInfo:
     generation: int
     coordinator: int  # broker id
     members: list[broker_pb2.GroupMemberDescription]
-    offsets: list[broker_pb2.PartitionLag]  # committed offset, log end (high-water mark) and lag per partition
+    offsets: list[
+        broker_pb2.PartitionLag
+    ]  # committed offset, log end (high-water mark) and lag per partition
 
 
 class Admin:
@@ -128,9 +130,12 @@ class Admin:
         reply = self._call("Metadata", broker_pb2.MetadataRequest(topics=[name]))
         topic = reply.topics[0]
         _raise_for(topic.error, f"topic {name}")
-        partitions = [PartitionInfo(name, p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
-                                    p.offline_reason)
-                      for p in sorted(topic.partitions, key=lambda p: p.partition)]
+        partitions = [
+            PartitionInfo(
+                name, p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr), p.offline_reason
+            )
+            for p in sorted(topic.partitions, key=lambda p: p.partition)
+        ]
         configs = {e.key: e.value for e in self.describe_configs(TOPIC, name) if not e.is_default}
         return TopicDescription(name, topic.topic_id, topic.is_internal, partitions, configs)
 
@@ -139,7 +144,9 @@ class Admin:
     def describe_configs(self, resource_type: int, name: str) -> list[admin_pb2.ConfigEntry]:
         request = admin_pb2.DescribeConfigsRequest(
             resources=[
-                admin_pb2.ConfigResource(type=as_enum(metadata_pb2.ConfigResourceType, resource_type), name=name)
+                admin_pb2.ConfigResource(
+                    type=as_enum(metadata_pb2.ConfigResourceType, resource_type), name=name
+                )
             ]
         )
         result = self._call("DescribeConfigs", request).results[0]
@@ -148,7 +155,10 @@ class Admin:
 
     def alter_configs(self, resource_type: int, name: str, set_: dict[str, str] | None = None,
                       delete: list[str] | None = None) -> None:
-        ops = [admin_pb2.AlterConfigOp(key=k, op=admin_pb2.AlterConfigOp.SET, value=v) for k, v in (set_ or {}).items()]
+        ops = [
+            admin_pb2.AlterConfigOp(key=k, op=admin_pb2.AlterConfigOp.SET, value=v)
+            for k, v in (set_ or {}).items()
+        ]
         ops += [admin_pb2.AlterConfigOp(key=k, op=admin_pb2.AlterConfigOp.DELETE) for k in (delete or [])]
         request = admin_pb2.AlterConfigsRequest(
             changes=[
@@ -180,8 +190,12 @@ class Admin:
         entry = admin_pb2.AlterClientQuotasRequest.Entry(
             entity=entity,
             values=[admin_pb2.QuotaValue(key=k, value=v or 0.0, remove=v is None) for k, v in values.items()])
-        result = self._call("AlterClientQuotas", admin_pb2.AlterClientQuotasRequest(entries=[entry])).results[0]
-        what = f"{entity_type} {entity_name!r}" + (f" client-id {client_id!r}" if client_id is not None else "")
+        result = self._call("AlterClientQuotas", admin_pb2.AlterClientQuotasRequest(entries=[entry])).results[
+            0
+        ]
+        what = f"{entity_type} {entity_name!r}" + (
+            f" client-id {client_id!r}" if client_id is not None else ""
+        )
         _raise_for(result.error, f"quota of {what}: {result.error_message}")
 
     def describe_client_quotas(
@@ -208,9 +222,13 @@ class Admin:
         for entry, result in zip(entries, reply.results):
             _raise_for(result.error, f"ACL {acl_text(entry)}: {result.error_message}")
 
-    def describe_acls(self, acl_filter: admin_pb2.AclFilter | None = None) -> list[metadata_pb2.AccessControlEntry]:
+    def describe_acls(
+        self, acl_filter: admin_pb2.AclFilter | None = None
+    ) -> list[metadata_pb2.AccessControlEntry]:
         """The entries the filter selects (all without one), sorted."""
-        reply = self._call("DescribeAcls", admin_pb2.DescribeAclsRequest(filter=acl_filter or admin_pb2.AclFilter()))
+        reply = self._call(
+            "DescribeAcls", admin_pb2.DescribeAclsRequest(filter=acl_filter or admin_pb2.AclFilter())
+        )
         _raise_for(reply.error, f"describing ACLs: {reply.error_message}")
         return list(reply.acls)
 
@@ -279,7 +297,9 @@ class Admin:
                     broker_pb2.ListGroupsRequest(), timeout=self._timeout_s
                 )
             except grpc.RpcError as exc:
-                raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {endpoint}: {exc.code().name}") from None
+                raise KanalError(
+                    ErrorCode.BROKER_NOT_AVAILABLE, f"broker {endpoint}: {exc.code().name}"
+                ) from None
             groups.update({g.group_id: g.state for g in reply.groups})
         return dict(sorted(groups.items()))
 
@@ -293,16 +313,23 @@ class Admin:
                     broker_pb2.DescribeTransactionsRequest(transactional_ids=transactional_ids or []),
                     timeout=self._timeout_s)
             except grpc.RpcError as exc:
-                raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {endpoint}: {exc.code().name}") from None
+                raise KanalError(
+                    ErrorCode.BROKER_NOT_AVAILABLE, f"broker {endpoint}: {exc.code().name}"
+                ) from None
             for t in reply.transactions:
                 if t.error != ErrorCode.NONE:
                     continue  # another broker coordinates it, or the id is unknown
                 s = t.state
                 found[t.transactional_id] = {
-                    "transactional_id": t.transactional_id, "producer_id": s.producer_id,
-                    "producer_epoch": s.producer_epoch, "state": transactions_pb2.TransactionState.Name(s.state),
-                    "timeout_ms": s.timeout_ms, "start_ms": s.start_ms, "last_update_ms": s.last_update_ms,
-                    "partitions": [[p.topic, p.partition] for p in s.partitions]}
+                    "transactional_id": t.transactional_id,
+                    "producer_id": s.producer_id,
+                    "producer_epoch": s.producer_epoch,
+                    "state": transactions_pb2.TransactionState.Name(s.state),
+                    "timeout_ms": s.timeout_ms,
+                    "start_ms": s.start_ms,
+                    "last_update_ms": s.last_update_ms,
+                    "partitions": [[p.topic, p.partition] for p in s.partitions],
+                }
         missing = [t for t in transactional_ids or [] if t not in found]
         if missing:
             raise KanalError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
@@ -315,14 +342,25 @@ class Admin:
     def describe_group(self, group_id: str) -> GroupInfo:
         """Members, assignments, committed offsets, log end offsets and lag (computed by the coordinator)."""
         handle = self._group(group_id)
-        reply = handle.call("DescribeGroups", broker_pb2.DescribeGroupsRequest(group_ids=[group_id])).groups[0]
+        reply = handle.call("DescribeGroups", broker_pb2.DescribeGroupsRequest(group_ids=[group_id])).groups[
+            0
+        ]
         _raise_for(reply.error, f"group {group_id!r}")
-        return GroupInfo(group_id, reply.state, reply.protocol_name, reply.generation_id, handle.coordinator_id,
-                         list(reply.members), sorted(reply.offsets, key=lambda o: (o.topic, o.partition)))
+        return GroupInfo(
+            group_id,
+            reply.state,
+            reply.protocol_name,
+            reply.generation_id,
+            handle.coordinator_id,
+            list(reply.members),
+            sorted(reply.offsets, key=lambda o: (o.topic, o.partition)),
+        )
 
     def delete_group(self, group_id: str) -> None:
         """Delete an empty group and its committed offsets (NON_EMPTY_GROUP while it has members)."""
-        reply = self._group(group_id).call("DeleteGroups", broker_pb2.DeleteGroupsRequest(group_ids=[group_id]))
+        reply = self._group(group_id).call(
+            "DeleteGroups", broker_pb2.DeleteGroupsRequest(group_ids=[group_id])
+        )
         _raise_for(reply.results[0].error, f"deleting group {group_id!r}")
 
     def group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
@@ -375,7 +413,10 @@ class Admin:
                 raise KanalError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{p} has no leader")
             try:
                 answer = (
-                    self._metadata.stub(endpoint).ListOffsets(request, timeout=self._timeout_s).topics[0].partitions[0]
+                    self._metadata.stub(endpoint)
+                    .ListOffsets(request, timeout=self._timeout_s)
+                    .topics[0]
+                    .partitions[0]
                 )
             except grpc.RpcError as exc:
                 raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"{endpoint}: {exc.code().name}") from None

@@ -271,7 +271,9 @@ class _StickyTarget:
     def _cheapest_path(self, level: int, allow_revocations: bool) -> list[Hop] | None:
         """0-1 breadth-first search from every member with `level` partitions to one with at most
         level - 2, fewest revocations first, ties by rank."""
-        sources = sorted((m for m, ps in self.assignment.items() if len(ps) == level), key=self.rank.__getitem__)
+        sources = sorted(
+            (m for m, ps in self.assignment.items() if len(ps) == level), key=self.rank.__getitem__
+        )
         cost = {m: 0 for m in sources}
         via: dict[str, Hop] = {}
         queue = deque(sources)

@@ -139,9 +139,15 @@ def plan_balance(assignment: Mapping[PartitionKey, Sequence[int]], brokers: Mapp
     return {key: (leaders[key], *(b for b in sets[key] if b != leaders[key])) for key in keys}
 
 
-def _search_plan(keys: Sequence[PartitionKey], kept: Mapping[PartitionKey, tuple[int, ...]],
-                 rf: Mapping[PartitionKey, int], rack: Mapping[int, str], cap: int, lcap: int,
-                 steps_max: int) -> tuple[dict[PartitionKey, tuple[int, ...]], dict[PartitionKey, int]] | None:
+def _search_plan(
+    keys: Sequence[PartitionKey],
+    kept: Mapping[PartitionKey, tuple[int, ...]],
+    rf: Mapping[PartitionKey, int],
+    rack: Mapping[int, str],
+    cap: int,
+    lcap: int,
+    steps_max: int,
+) -> tuple[dict[PartitionKey, tuple[int, ...]], dict[PartitionKey, int]] | None:
     """Depth-first over partitions for replica sets and leaders within both caps and the rack rule; each
     partition's options cheapest first (fewest added replicas, then its old leader kept), states known to
     fail remembered. None when there is no such plan or `steps_max` options were tried first."""
@@ -194,9 +200,13 @@ def _search_plan(keys: Sequence[PartitionKey], kept: Mapping[PartitionKey, tuple
     return {k: chosen[k][1] for k in keys}, {k: chosen[k][0] for k in keys}
 
 
-def changed(old: Mapping[PartitionKey, Sequence[int]], new: Mapping[PartitionKey, Sequence[int]]) -> Assignment:
+def changed(
+    old: Mapping[PartitionKey, Sequence[int]], new: Mapping[PartitionKey, Sequence[int]]
+) -> Assignment:
     """The partitions whose replica tuple differs between `old` and `new`, with their new tuple."""
-    return {key: tuple(replicas) for key, replicas in new.items() if tuple(old.get(key, ())) != tuple(replicas)}
+    return {
+        key: tuple(replicas) for key, replicas in new.items() if tuple(old.get(key, ())) != tuple(replicas)
+    }
 
 
 def naive_plan(assignment: Mapping[PartitionKey, Sequence[int]], brokers: Mapping[int, str]) -> Assignment:
@@ -221,15 +231,23 @@ def naive_plan(assignment: Mapping[PartitionKey, Sequence[int]], brokers: Mappin
 
 
 
-def _place_replicas(keys: Sequence[PartitionKey], kept: Mapping[PartitionKey, tuple[int, ...]],
-                    rf: Mapping[PartitionKey, int], rack: Mapping[int, str], cap: int, lcap: int,
-                    pinned: Mapping[PartitionKey, int] | None = None) -> dict[PartitionKey, tuple[int, ...]] | None:
+def _place_replicas(
+    keys: Sequence[PartitionKey],
+    kept: Mapping[PartitionKey, tuple[int, ...]],
+    rf: Mapping[PartitionKey, int],
+    rack: Mapping[int, str],
+    cap: int,
+    lcap: int,
+    pinned: Mapping[PartitionKey, int] | None = None,
+) -> dict[PartitionKey, tuple[int, ...]] | None:
     """Replica sets within `cap` per broker that keep the racks, with the fewest moves; None if there are
     none. Each set lists the replicas kept (old order) first, then the added ones. `pinned` (a broker per
     partition, its chosen leader) is part of the partition's set; the flow places the others."""
     groups: dict[tuple[int, tuple[int, ...], int | None], list[PartitionKey]] = {}
     for key in keys:
-        groups.setdefault((rf[key], tuple(sorted(kept[key])), pinned[key] if pinned else None), []).append(key)
+        groups.setdefault((rf[key], tuple(sorted(kept[key])), pinned[key] if pinned else None), []).append(
+            key
+        )
     members: dict[str, list[int]] = {}
     for b in sorted(rack):
         members.setdefault(rack[b], []).append(b)
@@ -297,9 +315,14 @@ def _place_replicas(keys: Sequence[PartitionKey], kept: Mapping[PartitionKey, tu
     return sets
 
 
-def _choose_leaders(keys: Sequence[PartitionKey], candidates: Mapping[PartitionKey, tuple[int, ...]],
-                    kept: Mapping[PartitionKey, tuple[int, ...]], assignment: Mapping[PartitionKey, Sequence[int]],
-                    lcap: int, overflow: bool = False) -> dict[PartitionKey, int] | None:
+def _choose_leaders(
+    keys: Sequence[PartitionKey],
+    candidates: Mapping[PartitionKey, tuple[int, ...]],
+    kept: Mapping[PartitionKey, tuple[int, ...]],
+    assignment: Mapping[PartitionKey, Sequence[int]],
+    lcap: int,
+    overflow: bool = False,
+) -> dict[PartitionKey, int] | None:
     """A preferred leader per partition among its candidates, at most `lcap` per broker: the old leader
     where it can (cost 0), else a current replica (1), else any (2); None if no choice fits `lcap`. With
     `overflow`, leaderships above `lcap` are allowed at a penalty above any other cost (fewest of them)."""
@@ -385,7 +408,9 @@ def _repair_leaders(keys: Sequence[PartitionKey], sets: Mapping[PartitionKey, tu
 
     def widen(reached: set[int]) -> bool:
         """Give a partition led inside `reached` a replica outside it below the leader cap."""
-        outside = sorted((b for b in rack if b not in reached and leads[b] < lcap), key=lambda b: (load[b], b))
+        outside = sorted(
+            (b for b in rack if b not in reached and leads[b] < lcap), key=lambda b: (load[b], b)
+        )
         for key in keys:
             if leaders[key] not in reached:
                 continue

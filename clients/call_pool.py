@@ -60,7 +60,9 @@ class CallPool:
             return future
         return self._executor.submit(self._run, method, request, timeout_s, on_done)
 
-    def _run(self, method: Callable[..., Any], request: Any, timeout_s: float, on_done: CallCallback | None) -> Any:
+    def _run(
+        self, method: Callable[..., Any], request: Any, timeout_s: float, on_done: CallCallback | None
+    ) -> Any:
         follow_on: list[tuple] = []
         try:
             return self._call(method, request, timeout_s, on_done, follow_on)

@@ -41,9 +41,12 @@ def default_bootstrap() -> str:
         return os.environ["KANAL_BOOTSTRAP"]
     state = read_dev_state()
     if state is None or not isinstance(state.get("bootstrap"), str):
-        raise KanalError(ErrorCode.NO_CLUSTER, "no cluster to talk to: no --bootstrap given, $KANAL_BOOTSTRAP "
-                                               f"unset, and no `kanal dev` running ({dev_state_path()} not found, or "
-                                               "the kanal dev that wrote it has stopped)")
+        raise KanalError(
+            ErrorCode.NO_CLUSTER,
+            "no cluster to talk to: no --bootstrap given, $KANAL_BOOTSTRAP "
+            f"unset, and no `kanal dev` running ({dev_state_path()} not found, or "
+            "the kanal dev that wrote it has stopped)",
+        )
     return state["bootstrap"]
 
 
@@ -243,8 +246,10 @@ def consume(args) -> int:
     reset = "earliest" if args.from_beginning else "latest"
     if args.group:
         if args.partition is not None or args.offset is not None or args.from_timestamp is not None:
-            raise KanalError(ErrorCode.INVALID_REQUEST, "--group assigns partitions itself: --partition, --offset "
-                                                        "and --from-timestamp do not apply")
+            raise KanalError(
+                ErrorCode.INVALID_REQUEST,
+                "--group assigns partitions itself: --partition, --offset and --from-timestamp do not apply",
+            )
         # Commits are explicit: exactly what was printed, so --max-messages leaves the rest for the group.
         consumer = Consumer(
             ConsumerConfig(
@@ -341,8 +346,11 @@ def _print_record(args, r) -> None:
 def transactions_list(args) -> int:
     with _admin(args) as admin:
         found = admin.describe_transactions()
-    _print(args, [f"{t['transactional_id']}\t{t['producer_id']}\t{t['producer_epoch']}\t{t['state']}" for t in found],
-           found)
+    _print(
+        args,
+        [f"{t['transactional_id']}\t{t['producer_id']}\t{t['producer_epoch']}\t{t['state']}" for t in found],
+        found,
+    )
     return 0
 
 
@@ -359,7 +367,9 @@ def groups_list(args) -> int:
     with _admin(args) as admin:
         groups = admin.list_groups()
     _print(
-        args, [f"{g}\t{state}" for g, state in groups.items()], [{"group": g, "state": s} for g, s in groups.items()]
+        args,
+        [f"{g}\t{state}" for g, state in groups.items()],
+        [{"group": g, "state": s} for g, s in groups.items()],
     )
     return 0
 
@@ -383,17 +393,38 @@ def groups_describe(args) -> int:
 def _group_view(args, info) -> tuple[list[str], dict]:
     """One group's lines and JSON: offsets and lag (the default), --members or --state, as
     kafka-consumer-groups --describe prints them."""
-    owner = {(t.topic, p): m.member_id for m in info.members for t in m.assignment.partitions for p in t.partitions}
-    offsets = [{"topic": o.topic, "partition": o.partition, "committed_offset": o.committed_offset,
-                "log_end_offset": o.log_end_offset, "lag": o.lag, "member_id": owner.get((o.topic, o.partition), "")}
-               for o in info.offsets]
-    data = {"group": info.group_id, "state": info.state, "protocol": info.protocol, "generation": info.generation,
-            "coordinator": info.coordinator,
-            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-                         "host": m.client_host,
-                         "partitions": [[t.topic, p] for t in m.assignment.partitions for p in t.partitions]}
-                        for m in info.members],
-            "offsets": offsets}
+    owner = {
+        (t.topic, p): m.member_id for m in info.members for t in m.assignment.partitions for p in t.partitions
+    }
+    offsets = [
+        {
+            "topic": o.topic,
+            "partition": o.partition,
+            "committed_offset": o.committed_offset,
+            "log_end_offset": o.log_end_offset,
+            "lag": o.lag,
+            "member_id": owner.get((o.topic, o.partition), ""),
+        }
+        for o in info.offsets
+    ]
+    data = {
+        "group": info.group_id,
+        "state": info.state,
+        "protocol": info.protocol,
+        "generation": info.generation,
+        "coordinator": info.coordinator,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "host": m.client_host,
+                "partitions": [[t.topic, p] for t in m.assignment.partitions for p in t.partitions],
+            }
+            for m in info.members
+        ],
+        "offsets": offsets,
+    }
     lines = [(f"group {info.group_id}: {info.state}, protocol {info.protocol or '-'}, generation "
               f"{info.generation}, coordinator broker {info.coordinator}, {len(info.members)} members"),
              f"{'TOPIC':<24} {'PARTITION':>9} {'COMMITTED':>10} {'LOG-END':>10} {'LAG':>8}  MEMBER"]
@@ -493,19 +524,25 @@ def quotas(args) -> int:
             try:
                 values[key] = float(text)
             except ValueError:
-                raise KanalError(ErrorCode.INVALID_QUOTA, f"quota {key} must be a number, got {text!r}") from None
+                raise KanalError(
+                    ErrorCode.INVALID_QUOTA, f"quota {key} must be a number, got {text!r}"
+                ) from None
         values.update({k: None for k in args.delete or []})
     with _admin(args) as admin:
         if values:
-            admin.alter_client_quota(args.entity_type, args.entity_name or "", values, client_id=args.client_id)
+            admin.alter_client_quota(
+                args.entity_type, args.entity_name or "", values, client_id=args.client_id
+            )
         found = admin.describe_client_quotas(args.entity_type or "", args.entity_name or "")
 
     def name(entity: tuple[str, ...]) -> str:
         text = f"{entity[0]} {entity[1] or '<default>'}"
         return text + (f" client-id {entity[2] or '<default>'}" if len(entity) > 2 else "")
 
-    data = [{"entity_type": e[0], "entity_name": e[1], **({"client_id": e[2]} if len(e) > 2 else {}), "quotas": q}
-            for e, q in sorted(found.items())]
+    data = [
+        {"entity_type": e[0], "entity_name": e[1], **({"client_id": e[2]} if len(e) > 2 else {}), "quotas": q}
+        for e, q in sorted(found.items())
+    ]
     _print(args, [f"{name(e)}: " + ", ".join(f"{k}={v:g}" for k, v in sorted(q.items()))
                   for e, q in sorted(found.items())], data)
     return 0
@@ -527,8 +564,11 @@ def users_create(args) -> int:
     mechanisms = args.mechanism or sorted(MECHANISMS)
     with _admin(args) as admin:
         admin.create_user(args.name, password, mechanisms=mechanisms, iterations=args.iterations)
-    _print(args, [f"user {args.name}: {', '.join(mechanisms)} credentials stored ({args.iterations} iterations)"],
-           {"user": args.name, "mechanisms": mechanisms, "iterations": args.iterations})
+    _print(
+        args,
+        [f"user {args.name}: {', '.join(mechanisms)} credentials stored ({args.iterations} iterations)"],
+        {"user": args.name, "mechanisms": mechanisms, "iterations": args.iterations},
+    )
     return 0
 
 
@@ -582,7 +622,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--partitions", type=int, default=1, help="partition count (default 1)")
     c.add_argument("--replication-factor", type=int, default=1, help="replicas per partition (default 1)")
     c.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic config; repeatable")
-    c.add_argument("--if-not-exists", action="store_true", help="succeed, changing nothing, if the topic exists")
+    c.add_argument(
+        "--if-not-exists", action="store_true", help="succeed, changing nothing, if the topic exists"
+    )
     c.set_defaults(func=topics_create)
     c = topics.add_parser("list", parents=[common], help="topic names")
     c.add_argument("--internal", action="store_true", help="include internal topics")
@@ -592,13 +634,17 @@ def build_parser() -> argparse.ArgumentParser:
     only = c.add_mutually_exclusive_group()
     only.add_argument("--under-replicated-partitions", action="store_true",
                       help="only partitions whose ISR is smaller than their replica set")
-    only.add_argument("--unavailable-partitions", action="store_true", help="only partitions without a leader")
+    only.add_argument(
+        "--unavailable-partitions", action="store_true", help="only partitions without a leader"
+    )
     only.add_argument("--at-min-isr-partitions", action="store_true",
                       help="only partitions whose ISR size equals min.insync.replicas")
     c.set_defaults(func=topics_describe)
     c = topics.add_parser("delete", parents=[common], help="delete a topic and its data")
     c.add_argument("name", help="the topic's name")
-    c.add_argument("--if-exists", action="store_true", help="succeed, changing nothing, if there is no such topic")
+    c.add_argument(
+        "--if-exists", action="store_true", help="succeed, changing nothing, if there is no such topic"
+    )
     c.set_defaults(func=topics_delete)
     c = topics.add_parser("alter", parents=[common], help="add partitions or change a topic's configs")
     c.add_argument("name", help="the topic's name")
@@ -613,50 +659,79 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--key-separator", help="split each line into key and value at the first SEP")
     c.add_argument("--acks", choices=["0", "1", "all"], default="all", help="acknowledgements to wait for")
     c.add_argument("--partition", type=int, help="write every record to this partition")
-    c.add_argument("--header", action="append", metavar="KEY=VALUE", help="a header on every record; repeatable")
+    c.add_argument(
+        "--header", action="append", metavar="KEY=VALUE", help="a header on every record; repeatable"
+    )
     c.add_argument("--file", help="read lines from FILE instead of stdin")
     c.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
                    help="batch compression (default none)")
-    c.add_argument("--linger-ms", type=_non_negative_int, default=5, help="how long a batch waits to fill (ms)")
+    c.add_argument(
+        "--linger-ms", type=_non_negative_int, default=5, help="how long a batch waits to fill (ms)"
+    )
     c.set_defaults(func=produce)
 
     c = sub.add_parser("consume", parents=[common], help="print records (kafka-console-consumer, kcat -C)")
     c.add_argument("topic", help="the topic to read")
     c.add_argument("--from-beginning", action="store_true", help="start at the log start (default: the end)")
-    c.add_argument("--offset", type=int, help="start at this offset (it must be in the log: OFFSET_OUT_OF_RANGE)")
-    c.add_argument("--from-timestamp", metavar="TIME",
-                   help="start at the first record at or after TIME: ISO 8601 or milliseconds since the epoch")
+    c.add_argument(
+        "--offset", type=int, help="start at this offset (it must be in the log: OFFSET_OUT_OF_RANGE)"
+    )
+    c.add_argument(
+        "--from-timestamp",
+        metavar="TIME",
+        help="start at the first record at or after TIME: ISO 8601 or milliseconds since the epoch",
+    )
     c.add_argument("--partition", type=int, help="read only this partition")
     c.add_argument("--max-messages", type=_positive_int, help="stop after this many records")
     c.add_argument("--group", help="read as a member of this consumer group, committing what was printed")
     c.add_argument("--print-key", action="store_true", help="print KEY<separator>VALUE")
-    c.add_argument("--key-separator", default="\t", help="between key and value with --print-key (default tab)")
-    c.add_argument("--format", metavar="FMT", help="kcat-style line format: %%t topic, %%p partition, %%o offset, "
-                                                   "%%T timestamp, %%k key, %%s value, %%h headers, \\n newline")
-    c.add_argument("--timeout-s", type=_positive_float, default=None, help="stop after this long without records")
-    c.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",
-                   help="read_committed: only committed transactions' records, up to the last stable offset")
+    c.add_argument(
+        "--key-separator", default="\t", help="between key and value with --print-key (default tab)"
+    )
+    c.add_argument(
+        "--format",
+        metavar="FMT",
+        help="kcat-style line format: %%t topic, %%p partition, %%o offset, "
+        "%%T timestamp, %%k key, %%s value, %%h headers, \\n newline",
+    )
+    c.add_argument(
+        "--timeout-s", type=_positive_float, default=None, help="stop after this long without records"
+    )
+    c.add_argument(
+        "--isolation-level",
+        choices=["read_uncommitted", "read_committed"],
+        default="read_uncommitted",
+        help="read_committed: only committed transactions' records, up to the last stable offset",
+    )
     c.set_defaults(func=consume)
 
     txns = sub.add_parser("transactions", help="list and describe transactional ids (kafka-transactions)") \
         .add_subparsers(dest="action", required=True, metavar="ACTION")
     c = txns.add_parser("list", parents=[common], help="transactional ids, their producer and state")
     c.set_defaults(func=transactions_list)
-    c = txns.add_parser("describe", parents=[common], help="one id's state and the partitions of its transaction")
+    c = txns.add_parser(
+        "describe", parents=[common], help="one id's state and the partitions of its transaction"
+    )
     c.add_argument("transactional_id", help="the transactional id")
     c.set_defaults(func=transactions_describe)
 
-    groups = sub.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups "
-                                           "(kafka-consumer-groups)").add_subparsers(dest="action", required=True,
-                                                                                     metavar="ACTION")
+    groups = sub.add_parser(
+        "groups", help="list, describe, reset offsets of, delete consumer groups (kafka-consumer-groups)"
+    ).add_subparsers(dest="action", required=True, metavar="ACTION")
     c = groups.add_parser("list", parents=[common], help="groups and their states")
     c.set_defaults(func=groups_list)
-    c = groups.add_parser("describe", parents=[common], help="committed offsets and lag; or members, or state")
+    c = groups.add_parser(
+        "describe", parents=[common], help="committed offsets and lag; or members, or state"
+    )
     c.add_argument("group", nargs="?", help="the group (or --all-groups)")
     c.add_argument("--all-groups", action="store_true", help="describe every group")
     view = c.add_mutually_exclusive_group()
-    view.add_argument("--members", action="store_true", help="the members: id, client id, host, partition count")
-    view.add_argument("--state", action="store_true", help="the state, protocol, coordinator and member count")
+    view.add_argument(
+        "--members", action="store_true", help="the members: id, client id, host, partition count"
+    )
+    view.add_argument(
+        "--state", action="store_true", help="the state, protocol, coordinator and member count"
+    )
     c.set_defaults(func=groups_describe)
     c = groups.add_parser("reset-offsets", parents=[common], help="move an empty group's committed offsets")
     c.add_argument("group", help="the group")
@@ -681,7 +756,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = cluster.add_parser("describe", parents=[common], help="brokers, controllers, leader, term and lag")
     c.set_defaults(func=cluster_describe)
 
-    c = sub.add_parser("configs", parents=[common], help="describe or alter topic/broker configs (kafka-configs)")
+    c = sub.add_parser(
+        "configs", parents=[common], help="describe or alter topic/broker configs (kafka-configs)"
+    )
     target = c.add_mutually_exclusive_group(required=True)
     target.add_argument("--topic", help="a topic's configs")
     target.add_argument("--broker", type=int, help="a broker's configs (the id must be registered)")
@@ -692,8 +769,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("quotas", parents=[common], help="describe or alter client quotas (kafka-configs)")
     c.add_argument("--entity-type", choices=["user", "client-id"], default=None, help="the kind of entity")
     c.add_argument("--entity-name", help="the entity's name; leave out for the default entity")
-    c.add_argument("--client-id", default=None,
-                   help="with --entity-type user: the user+client-id entity ('' the user's default client id)")
+    c.add_argument(
+        "--client-id",
+        default=None,
+        help="with --entity-type user: the user+client-id entity ('' the user's default client id)",
+    )
     c.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="a quota to set (producer_byte_rate, consumer_byte_rate, request_percentage, ...)")
     c.add_argument("--delete", action="append", metavar="KEY", help="a quota to remove; repeatable")
@@ -707,11 +787,17 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("name", help="the user's name")
     c.add_argument("--mechanism", action="append", choices=sorted(MECHANISMS),
                    help="SCRAM mechanism(s) to store (default: SCRAM-SHA-256 and SCRAM-SHA-512)")
-    c.add_argument("--iterations", type=int, default=ITERATIONS_DEFAULT,
-                   help=f"PBKDF2 iterations, {ITERATIONS_MIN}..{ITERATIONS_MAX} (default {ITERATIONS_DEFAULT})")
+    c.add_argument(
+        "--iterations",
+        type=int,
+        default=ITERATIONS_DEFAULT,
+        help=f"PBKDF2 iterations, {ITERATIONS_MIN}..{ITERATIONS_MAX} (default {ITERATIONS_DEFAULT})",
+    )
     source = c.add_mutually_exclusive_group()
     source.add_argument("--user-password", metavar="PASSWORD", help="the new user's password (visible in ps)")
-    source.add_argument("--user-password-stdin", action="store_true", help="read the password from stdin's first line")
+    source.add_argument(
+        "--user-password-stdin", action="store_true", help="read the password from stdin's first line"
+    )
     c.set_defaults(func=users_create)
     c = users.add_parser("delete", parents=[common], help="delete a user's credentials")
     c.add_argument("name", help="the user's name")

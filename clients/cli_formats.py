@@ -33,9 +33,11 @@ def parse_timestamp_ms(text: str) -> int:
     try:
         moment = datetime.datetime.fromisoformat(text)
     except ValueError:
-        raise KanalError(ErrorCode.INVALID_TIMESTAMP,
-                         f"{text!r} is neither ISO 8601 (2026-11-27T10:00:00[.sss][Z|+hh:mm]) nor milliseconds "
-                         "since the epoch") from None
+        raise KanalError(
+            ErrorCode.INVALID_TIMESTAMP,
+            f"{text!r} is neither ISO 8601 (2026-11-27T10:00:00[.sss][Z|+hh:mm]) nor milliseconds "
+            "since the epoch",
+        ) from None
     if moment.tzinfo is None:
         moment = moment.astimezone()  # the local zone, as Kafka's tools read a date-time without one
     return int(moment.timestamp() * 1000)
@@ -45,7 +47,9 @@ def parse_duration_ms(text: str) -> int:
     """Milliseconds of an ISO 8601 duration PnDTnHnMnS (at least one part; no years or months, as Kafka)."""
     match = _DURATION.fullmatch(text.strip())
     if not match or not any(match.groups()) or text.strip().upper().endswith("T"):
-        raise KanalError(ErrorCode.INVALID_REQUEST, f"{text!r} is not an ISO 8601 duration such as PT15M or P1DT2H")
+        raise KanalError(
+            ErrorCode.INVALID_REQUEST, f"{text!r} is not an ISO 8601 duration such as PT15M or P1DT2H"
+        )
     days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
     return round(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
 

@@ -132,7 +132,9 @@ class ClusterMetadata:
             raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, "no broker answered")
         return self.stub(self._good)
 
-    def find_coordinator(self, key: str, key_type: int, timeout_s: float) -> broker_pb2.FindCoordinatorResponse:
+    def find_coordinator(
+        self, key: str, key_type: int, timeout_s: float
+    ) -> broker_pb2.FindCoordinatorResponse:
         """FindCoordinator on a broker that answered recently. When that broker cannot be reached (killed,
         restarting) it is forgotten before the gRPC error is raised, so the caller's retry asks a broker
         that answers Metadata: without that, every retry would go to the dead broker until the caller's
@@ -140,7 +142,9 @@ class ClusterMetadata:
         stub = self.any_stub()
         endpoint = self._good
         try:
-            request = broker_pb2.FindCoordinatorRequest(key=key, key_type=as_enum(broker_pb2.CoordinatorType, key_type))
+            request = broker_pb2.FindCoordinatorRequest(
+                key=key, key_type=as_enum(broker_pb2.CoordinatorType, key_type)
+            )
             return stub.FindCoordinator(request, timeout=timeout_s)
         except grpc.RpcError:
             if self._good == endpoint:  # another thread may have found a better one meanwhile
@@ -168,12 +172,16 @@ class ClusterMetadata:
                 if remaining <= 0:
                     break
                 try:
-                    reply = self.stub(endpoint).Metadata(broker_pb2.MetadataRequest(topics=sorted(self._wanted)),
-                                                         timeout=min(remaining, _ATTEMPT_TIMEOUT_S))
+                    reply = self.stub(endpoint).Metadata(
+                        broker_pb2.MetadataRequest(topics=sorted(self._wanted)),
+                        timeout=min(remaining, _ATTEMPT_TIMEOUT_S),
+                    )
                 except grpc.RpcError as exc:
                     if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                         # Refused at the door: another broker would refuse the same credentials.
-                        raise KanalError(ErrorCode.AUTHENTICATION_FAILED, f"{endpoint}: {exc.details()}") from None
+                        raise KanalError(
+                            ErrorCode.AUTHENTICATION_FAILED, f"{endpoint}: {exc.details()}"
+                        ) from None
                     problems[endpoint] = exc.code().name
                     if self._good == endpoint:
                         self._good = None

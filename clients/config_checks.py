@@ -50,4 +50,6 @@ def check_security(value: object) -> None:
     from kanal.v1.channel_security import ClientSecurity
 
     if value is not None and not isinstance(value, ClientSecurity):
-        bad_config(f"security must be a kanal.v1.channel_security.ClientSecurity or None, got {type(value).__name__}")
+        bad_config(
+            f"security must be a kanal.v1.channel_security.ClientSecurity or None, got {type(value).__name__}"
+        )

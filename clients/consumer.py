@@ -60,9 +60,24 @@ from kanal.v1.topic_name import check_topic_name
 
 log = logging.getLogger(__name__)
 # The names importable from here, the parts' included: users and tests import them all from this module.
-__all__ = ["EARLIEST", "ISOLATION_LEVELS", "LATEST", "NATIVE", "NATIVE_IMPORT_ERROR", "Consumer", "ConsumerConfig",
-           "ConsumerRecord", "Planned", "RecordListDecoder", "TopicPartition", "UndecodableBatch", "decode_fetched",
-           "decode_fetched_until_error", "decode_record_list_python", "native"]
+__all__ = [
+    "EARLIEST",
+    "ISOLATION_LEVELS",
+    "LATEST",
+    "NATIVE",
+    "NATIVE_IMPORT_ERROR",
+    "Consumer",
+    "ConsumerConfig",
+    "ConsumerRecord",
+    "Planned",
+    "RecordListDecoder",
+    "TopicPartition",
+    "UndecodableBatch",
+    "decode_fetched",
+    "decode_fetched_until_error",
+    "decode_record_list_python",
+    "native",
+]
 _OFFSET_MAX = (1 << 63) - 1  # offsets and timestamps are int64 on the wire, never negative here
 
 
@@ -95,8 +110,9 @@ class Consumer(ConsumerFetcher):
     def __init__(self, config: ConsumerConfig) -> None:
         self.config = config
         self.native = NATIVE and config.use_native_path
-        self._decode_record_list: RecordListDecoder = native.decode_into if self.native and native is not None \
-            else decode_record_list_python
+        self._decode_record_list: RecordListDecoder = (
+            native.decode_into if self.native and native is not None else decode_record_list_python
+        )
         self._metadata = ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms,
                                          security=config.security, client_id=config.client_id)
         self._throttles = BrokerThrottles()  # quota throttles the brokers asked for (throttle.py)
@@ -127,10 +143,15 @@ class Consumer(ConsumerFetcher):
         self._heartbeater: threading.Thread | None = None
         if config.group_id:
             self._group = GroupMembership(
-                self._metadata, group_id=config.group_id, group_instance_id=config.group_instance_id,
-                client_id=config.client_id, session_timeout_ms=config.session_timeout_ms,
-                rebalance_timeout_ms=config.max_poll_interval_ms, assignors=config.partition_assignment_strategy,
-                request_timeout_ms=config.request_timeout_ms)
+                self._metadata,
+                group_id=config.group_id,
+                group_instance_id=config.group_instance_id,
+                client_id=config.client_id,
+                session_timeout_ms=config.session_timeout_ms,
+                rebalance_timeout_ms=config.max_poll_interval_ms,
+                assignors=config.partition_assignment_strategy,
+                request_timeout_ms=config.request_timeout_ms,
+            )
             self._commit_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kanal-consumer-commit")
 
     def __repr__(self) -> str:
@@ -155,7 +176,9 @@ class Consumer(ConsumerFetcher):
         for topic, partition in wanted:
             parts = self._metadata.partitions(topic)
             if not 0 <= partition < len(parts):
-                raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
+                raise KanalError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}"
+                )
         with self._lock:
             self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
             for state in self._states.values():
@@ -339,7 +362,9 @@ class Consumer(ConsumerFetcher):
 
         return self._require_commit_pool().submit(run)
 
-    def committed(self, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int | None]:
+    def committed(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets (None where nothing is committed)."""
         found = self._require_group().committed(list(partitions) if partitions is not None else None)
         return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
@@ -391,13 +416,16 @@ class Consumer(ConsumerFetcher):
             reply = self._metadata.any_stub().Metadata(broker_pb2.MetadataRequest(),
                                                        timeout=self.config.request_timeout_ms / 1000)
         except grpc.RpcError as exc:
-            raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"listing topics for the pattern: {exc.code().name}") \
-                from None
+            raise KanalError(
+                ErrorCode.BROKER_NOT_AVAILABLE, f"listing topics for the pattern: {exc.code().name}"
+            ) from None
         return sorted(t.name for t in reply.topics if not t.is_internal and not t.error and
                       pattern.fullmatch(t.name))
 
     def _commit_quietly(self, partitions: list[TopicPartition], why: str) -> None:
-        offsets = {tp: o for tp, o in self._positions(partitions).items() if self._committed_positions.get(tp) != o}
+        offsets = {
+            tp: o for tp, o in self._positions(partitions).items() if self._committed_positions.get(tp) != o
+        }
         try:
             self.commit(offsets)
         except KanalError as exc:
@@ -413,7 +441,9 @@ class Consumer(ConsumerFetcher):
                 self._revoke(owned)
                 owned = []
             deadline = (
-                time.monotonic() + self.config.max_poll_interval_ms / 1000 + self.config.request_timeout_ms / 1000
+                time.monotonic()
+                + self.config.max_poll_interval_ms / 1000
+                + self.config.request_timeout_ms / 1000
             )
             while True:
                 with self._lock:

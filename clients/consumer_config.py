@@ -12,7 +12,10 @@ from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.client_id import check_client_id
 from kanal.v1.error import ErrorCode, KanalError
 
-ISOLATION_LEVELS = {"read_uncommitted": broker_pb2.READ_UNCOMMITTED, "read_committed": broker_pb2.READ_COMMITTED}
+ISOLATION_LEVELS = {
+    "read_uncommitted": broker_pb2.READ_UNCOMMITTED,
+    "read_committed": broker_pb2.READ_COMMITTED,
+}
 
 
 @dataclass(frozen=True)
@@ -74,22 +77,37 @@ class ConsumerConfig:
         check_bool("enable_auto_commit", self.enable_auto_commit)
         check_bool("use_native_path", self.use_native_path)
         if self.isolation_level not in ISOLATION_LEVELS:
-            raise KanalError(ErrorCode.INVALID_CONFIG,
-                             f"isolation_level must be one of {sorted(ISOLATION_LEVELS)}, got {self.isolation_level!r}")
+            raise KanalError(
+                ErrorCode.INVALID_CONFIG,
+                f"isolation_level must be one of {sorted(ISOLATION_LEVELS)}, got {self.isolation_level!r}",
+            )
         if self.auto_offset_reset not in ("earliest", "latest", "none"):
             raise KanalError(ErrorCode.INVALID_CONFIG, "auto_offset_reset must be earliest, latest or none")
-        for name, lo, hi in (("max_poll_records", 1, 1_000_000), ("fetch_min_bytes", 0, 1 << 30),
-                             ("fetch_max_wait_ms", 0, 300_000), ("fetch_max_bytes", 1024, 1 << 30),
-                             ("partition_fetch_bytes_max", 1024, 1 << 30), ("prefetch_bytes_max", 1024, 1 << 32),
-                             ("request_timeout_ms", 100, 600_000), ("session_timeout_ms", 1, 3_600_000),
-                             ("heartbeat_interval_ms", 1, 3_600_000), ("max_poll_interval_ms", 1, 3_600_000),
-                             ("auto_commit_interval_ms", 1, 3_600_000), ("metadata_max_age_ms", 100, 86_400_000)):
+        for name, lo, hi in (
+            ("max_poll_records", 1, 1_000_000),
+            ("fetch_min_bytes", 0, 1 << 30),
+            ("fetch_max_wait_ms", 0, 300_000),
+            ("fetch_max_bytes", 1024, 1 << 30),
+            ("partition_fetch_bytes_max", 1024, 1 << 30),
+            ("prefetch_bytes_max", 1024, 1 << 32),
+            ("request_timeout_ms", 100, 600_000),
+            ("session_timeout_ms", 1, 3_600_000),
+            ("heartbeat_interval_ms", 1, 3_600_000),
+            ("max_poll_interval_ms", 1, 3_600_000),
+            ("auto_commit_interval_ms", 1, 3_600_000),
+            ("metadata_max_age_ms", 100, 86_400_000),
+        ):
             check_int(name, getattr(self, name), lo, hi)
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise KanalError(ErrorCode.INVALID_CONFIG, "heartbeat_interval_ms must be below session_timeout_ms")
+            raise KanalError(
+                ErrorCode.INVALID_CONFIG, "heartbeat_interval_ms must be below session_timeout_ms"
+            )
         unknown = [a for a in self.partition_assignment_strategy if a not in ASSIGNORS]
         if unknown or not self.partition_assignment_strategy:
-            raise KanalError(ErrorCode.INVALID_CONFIG, f"partition_assignment_strategy must name assignors among "
-                                                       f"{sorted(ASSIGNORS)}, got {self.partition_assignment_strategy}")
+            raise KanalError(
+                ErrorCode.INVALID_CONFIG,
+                f"partition_assignment_strategy must name assignors among "
+                f"{sorted(ASSIGNORS)}, got {self.partition_assignment_strategy}",
+            )
         if self.group_instance_id and not self.group_id:
             raise KanalError(ErrorCode.INVALID_CONFIG, "group_instance_id needs a group_id")

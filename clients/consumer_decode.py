@@ -67,8 +67,16 @@ NATIVE = native is not None  # whether the C decoder can be used (see clients/_c
 RecordListDecoder = Callable[[list[ConsumerRecord], bytes, str, int, int, int, int, int], int]
 
 
-def decode_record_list_python(out: list[ConsumerRecord], record_list: bytes, topic: str, partition: int,
-                              leader_epoch: int, base_offset: int, first_timestamp_ms: int, min_offset: int) -> int:
+def decode_record_list_python(
+    out: list[ConsumerRecord],
+    record_list: bytes,
+    topic: str,
+    partition: int,
+    leader_epoch: int,
+    base_offset: int,
+    first_timestamp_ms: int,
+    min_offset: int,
+) -> int:
     """Append a ConsumerRecord to `out` for each record at or above `min_offset`; returns their key + value
     bytes. CORRUPT_MESSAGE, with `out` unchanged, when the bytes are not a RecordList. The reference for
     `_consumer_fast.decode_into`, which must give the same records and fail on the same input."""
@@ -106,9 +114,13 @@ class UndecodableBatch(KanalError):
         self.offset = offset
 
 
-def decode_fetched_until_error(tp: TopicPartition, data: bytes, min_offset: int, decode_record_list: RecordListDecoder,
-                               aborted: Iterable[tuple[int, int]] | None = None,
-                               ) -> tuple[list[ConsumerRecord], int, int, UndecodableBatch | None]:
+def decode_fetched_until_error(
+    tp: TopicPartition,
+    data: bytes,
+    min_offset: int,
+    decode_record_list: RecordListDecoder,
+    aborted: Iterable[tuple[int, int]] | None = None,
+) -> tuple[list[ConsumerRecord], int, int, UndecodableBatch | None]:
     """decode_fetched that keeps what it decoded before a damaged batch: the records of the batches before
     it, the offset after the last of those (-1 when none), their key + value bytes, and the error (None when
     every batch decoded).
@@ -140,7 +152,12 @@ def decode_fetched_until_error(tp: TopicPartition, data: bytes, min_offset: int,
                 batch.base_offset, batch.first_timestamp_ms, min_offset)
             next_offset = batch.base_offset + batch.last_offset_delta + 1
     except KanalError as exc:
-        return out, next_offset, payload_bytes, UndecodableBatch(tp, max(next_offset, min_offset), exc.message)
+        return (
+            out,
+            next_offset,
+            payload_bytes,
+            UndecodableBatch(tp, max(next_offset, min_offset), exc.message),
+        )
     return out, next_offset, payload_bytes, None
 
 
@@ -149,8 +166,9 @@ def decode_fetched(tp: TopicPartition, data: bytes, min_offset: int, decode_reco
     """The records at or above `min_offset` in one partition's fetched log entries, the offset after the
     last batch (-1 when there is none) and the key + value bytes of the records. Both CRCs and the header
     rules of every batch are checked; UndecodableBatch (CORRUPT_MESSAGE) when anything is damaged."""
-    out, next_offset, payload_bytes, error = decode_fetched_until_error(tp, data, min_offset, decode_record_list,
-                                                                        aborted)
+    out, next_offset, payload_bytes, error = decode_fetched_until_error(
+        tp, data, min_offset, decode_record_list, aborted
+    )
     if error is not None:
         raise error
     return out, next_offset, payload_bytes

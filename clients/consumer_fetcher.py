@@ -107,7 +107,9 @@ class ConsumerFetcher:
             except Exception as exc:  # a bug: poll() raises it, where a dead fetcher would just go quiet
                 log.exception("the consumer's fetcher thread failed")
                 with self._lock:
-                    self._fatal = KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, f"the consumer's fetcher failed: {exc!r}")
+                    self._fatal = KanalError(
+                        ErrorCode.UNKNOWN_SERVER_ERROR, f"the consumer's fetcher failed: {exc!r}"
+                    )
                     self._arrived.notify_all()
                 return
 
@@ -145,12 +147,20 @@ class ConsumerFetcher:
             if self._throttles.until_s(endpoint) > now:
                 continue  # that broker throttled us (quota): nothing from it until the throttle is over
             if endpoint not in plan:
-                plan[endpoint] = (broker_pb2.FetchRequest(
-                    replica_id=-1, max_wait_ms=self.config.fetch_max_wait_ms, min_bytes=self.config.fetch_min_bytes,
-                    max_bytes=self.config.fetch_max_bytes,
-                    isolation_level=ISOLATION_LEVELS[self.config.isolation_level]), {})
+                plan[endpoint] = (
+                    broker_pb2.FetchRequest(
+                        replica_id=-1,
+                        max_wait_ms=self.config.fetch_max_wait_ms,
+                        min_bytes=self.config.fetch_min_bytes,
+                        max_bytes=self.config.fetch_max_bytes,
+                        isolation_level=ISOLATION_LEVELS[self.config.isolation_level],
+                    ),
+                    {},
+                )
             request, planned = plan[endpoint]
-            topic_req = next((t for t in request.topics if t.topic == topic), None) or request.topics.add(topic=topic)
+            topic_req = next((t for t in request.topics if t.topic == topic), None) or request.topics.add(
+                topic=topic
+            )
             topic_req.partitions.add(partition=partition, fetch_offset=offset,
                                      max_bytes=self.config.partition_fetch_bytes_max, current_leader_epoch=-1,
                                      last_fetched_epoch=-1)
@@ -235,7 +245,9 @@ class ConsumerFetcher:
             if endpoint is None:
                 self._refresh()
                 continue
-            request = broker_pb2.ListOffsetsRequest(isolation_level=ISOLATION_LEVELS[self.config.isolation_level])
+            request = broker_pb2.ListOffsetsRequest(
+                isolation_level=ISOLATION_LEVELS[self.config.isolation_level]
+            )
             request.topics.add(topic=topic).partitions.add(partition=partition, timestamp_ms=where)
             try:
                 reply = self._metadata.stub(endpoint).ListOffsets(

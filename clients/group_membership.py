@@ -55,13 +55,23 @@ class GroupMembership:
         self.protocol = ""
         self._coordinator: str | None = None
         self.coordinator_id = -1
-        self._lock = threading.Lock()  # one coordinator call at a time keeps member id and generation coherent
+        self._lock = (
+            threading.Lock()
+        )  # one coordinator call at a time keeps member id and generation coherent
 
     @classmethod
     def for_admin(cls, metadata: ClusterMetadata, group_id: str, request_timeout_ms: int) -> GroupMembership:
         """A handle for calls about a group from outside it (describe, offsets, delete)."""
-        return cls(metadata, group_id=group_id, group_instance_id="", client_id="kanal-admin",
-                   session_timeout_ms=1, rebalance_timeout_ms=1, assignors=(), request_timeout_ms=request_timeout_ms)
+        return cls(
+            metadata,
+            group_id=group_id,
+            group_instance_id="",
+            client_id="kanal-admin",
+            session_timeout_ms=1,
+            rebalance_timeout_ms=1,
+            assignors=(),
+            request_timeout_ms=request_timeout_ms,
+        )
 
     def __repr__(self) -> str:
         return (f"<GroupMembership {self.group_id} member={self.member_id or '-'} gen={self.generation} "
@@ -92,7 +102,9 @@ class GroupMembership:
                                 reply.error_message if reply is not None else "no broker answered")
         return self._coordinator
 
-    def call(self, method: str, request, *, timeout_s: float | None = None, rpc_timeout_s: float | None = None):
+    def call(
+        self, method: str, request, *, timeout_s: float | None = None, rpc_timeout_s: float | None = None
+    ):
         """Call the coordinator, following it when it moves, until the deadline; the reply may carry a
         membership error for the caller to handle."""
         deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.request_timeout_s)
@@ -170,7 +182,9 @@ class GroupMembership:
                 raise KanalError(sync.error, sync.error_message)
             return decode_assignment(sync.assignment)
 
-    def _assign(self, reply: broker_pb2.JoinGroupResponse, partition_counts) -> list[broker_pb2.SyncGroupAssignment]:
+    def _assign(
+        self, reply: broker_pb2.JoinGroupResponse, partition_counts
+    ) -> list[broker_pb2.SyncGroupAssignment]:
         chosen = assignor(reply.protocol_name)
         members = [decode_subscription(m.member_id, m.group_instance_id, m.metadata) for m in reply.members]
         topics = sorted({t for m in members for t in m.topics})
@@ -255,15 +269,21 @@ class GroupMembership:
             if reply.error:
                 raise KanalError(reply.error, reply.error_message)
             unstable = [o for o in reply.offsets if o.error == ErrorCode.UNSTABLE_OFFSET_COMMIT]
-            failed = [o for o in reply.offsets if o.error not in (ErrorCode.NONE, ErrorCode.UNSTABLE_OFFSET_COMMIT)]
+            failed = [
+                o for o in reply.offsets if o.error not in (ErrorCode.NONE, ErrorCode.UNSTABLE_OFFSET_COMMIT)
+            ]
             if failed:
-                raise KanalError(failed[0].error, f"OffsetFetch of {failed[0].topic}-{failed[0].partition} failed")
+                raise KanalError(
+                    failed[0].error, f"OffsetFetch of {failed[0].topic}-{failed[0].partition} failed"
+                )
             if not unstable:
                 return {(o.topic, o.partition): o.offset for o in reply.offsets}
             if time.monotonic() + _RETRY_BACKOFF_S > deadline:
-                raise KanalError(ErrorCode.UNSTABLE_OFFSET_COMMIT,
-                                 f"{unstable[0].topic}-{unstable[0].partition}: a transaction's offsets are still "
-                                 f"being completed after {self.request_timeout_s:.0f} s")
+                raise KanalError(
+                    ErrorCode.UNSTABLE_OFFSET_COMMIT,
+                    f"{unstable[0].topic}-{unstable[0].partition}: a transaction's offsets are still "
+                    f"being completed after {self.request_timeout_s:.0f} s",
+                )
             time.sleep(_RETRY_BACKOFF_S)  # a backoff between retries, not a synchronisation
 
 

@@ -46,7 +46,11 @@ class LatencyHistogram:
         """latency_ms_p50, _p95, _p99, _p99_9 and _max, rounded to 0.01 ms (empty with no samples)."""
         if not self.count:
             return {}
-        out = {f"latency_ms_p{str(p).removesuffix('.0').replace('.', '_')}": round(self.percentile_s(p) * 1000, 2)
-               for p in PERCENTILES}
+        out = {
+            f"latency_ms_p{str(p).removesuffix('.0').replace('.', '_')}": round(
+                self.percentile_s(p) * 1000, 2
+            )
+            for p in PERCENTILES
+        }
         out["latency_ms_max"] = round(self.max_s * 1000, 2)
         return out

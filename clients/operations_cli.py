@@ -105,17 +105,24 @@ def _report(results, done: str, benign: dict[int, str] | None = None) -> int:
     failed = 0
     for r in results:
         if r.error == ErrorCode.NONE or r.error in (benign or {}):
-            print(f"{r.topic}-{r.partition}: {done if r.error == ErrorCode.NONE else (benign or {})[r.error]}")
+            print(
+                f"{r.topic}-{r.partition}: {done if r.error == ErrorCode.NONE else (benign or {})[r.error]}"
+            )
         else:
             failed += 1
-            print(f"kanal: {r.topic}-{r.partition}: {ErrorCode.Name(r.error)}: {r.error_message}", file=sys.stderr)
+            print(
+                f"kanal: {r.topic}-{r.partition}: {ErrorCode.Name(r.error)}: {r.error_message}",
+                file=sys.stderr,
+            )
     return 1 if failed else 0
 
 
 def reassign_verify(args, admin_for: AdminFor) -> int:
     plan = _read_plan(args.plan)
     with admin_for(args) as admin:
-        states = {(s.topic, s.partition): s for s in admin.list_partition_reassignments([p.key for p in plan])}
+        states = {
+            (s.topic, s.partition): s for s in admin.list_partition_reassignments([p.key for p in plan])
+        }
     complete = 0
     for p in plan:
         s = states[p.key]
@@ -151,7 +158,9 @@ def reassign_cancel(args, admin_for: AdminFor) -> int:
 
 def leaders_elect(args, admin_for: AdminFor) -> int:
     if not args.preferred:
-        raise KanalError(ErrorCode.INVALID_REQUEST, "only --preferred elections are supported (never unclean)")
+        raise KanalError(
+            ErrorCode.INVALID_REQUEST, "only --preferred elections are supported (never unclean)"
+        )
     with admin_for(args) as admin:
         if args.topic is None:
             named = None
@@ -187,8 +196,11 @@ def quorum_describe(args, admin_for: AdminFor) -> int:
             "voters": [{"id": v.controller_id, "endpoint": v.endpoint, "active": v.is_active, "lag": v.lag,
                         "reachable": v.reachable} for v in q.voters]}
     lines = [f"leader {q.leader_id}, term {q.term}, commit index {q.commit_index}"]
-    lines += [f"  voter {v.controller_id:>2}  {v.endpoint}  {'active' if v.is_active else 'standby'}  lag {v.lag}"
-              f"{'' if v.reachable else '  unreachable'}" for v in q.voters]
+    lines += [
+        f"  voter {v.controller_id:>2}  {v.endpoint}  {'active' if v.is_active else 'standby'}  lag {v.lag}"
+        f"{'' if v.reachable else '  unreachable'}"
+        for v in q.voters
+    ]
     _emit(args, lines, data)
     return 0
 
@@ -222,7 +234,9 @@ def add_operations_parsers(sub, common: argparse.ArgumentParser, admin_for: Admi
         c.add_argument("--brokers", type=_ids, required=True, help="comma-separated broker ids to place on")
         c.add_argument("--topics", required=needs_topics, help="comma-separated topic names")
         c.add_argument("--plan", help="write the proposed plan here (default: stdout)")
-        c.set_defaults(func=lambda args: _propose(args, admin_for, args.topics.split(",") if args.topics else None))
+        c.set_defaults(
+            func=lambda args: _propose(args, admin_for, args.topics.split(",") if args.topics else None)
+        )
     for name, handler, help_text in (
         ("execute", reassign_execute, "start the plan's reassignments"),
         ("verify", reassign_verify, "exit 0 once every partition of the plan is complete"),
@@ -231,11 +245,18 @@ def add_operations_parsers(sub, common: argparse.ArgumentParser, admin_for: Admi
         c = reassign.add_parser(name, parents=[common], help=help_text)
         c.add_argument("--plan", required=True, help="plan file (kafka-reassign-partitions' JSON)")
         if name == "execute":
-            c.add_argument("--throttle", type=int, help="bytes/s each added replica is copied at, at most (sets "
-                                                        f"the cluster-wide {THROTTLE_KEY})")
+            c.add_argument(
+                "--throttle",
+                type=int,
+                help="bytes/s each added replica is copied at, at most (sets "
+                f"the cluster-wide {THROTTLE_KEY})",
+            )
         if name == "verify":
-            c.add_argument("--preserve-throttle", action="store_true",
-                           help="keep the replication throttle once the plan is complete (default: remove it)")
+            c.add_argument(
+                "--preserve-throttle",
+                action="store_true",
+                help="keep the replication throttle once the plan is complete (default: remove it)",
+            )
         c.set_defaults(func=bind(handler))
 
     leaders = sub.add_parser("leaders", help="leader election (kafka-leader-election)").add_subparsers(
@@ -248,7 +269,9 @@ def add_operations_parsers(sub, common: argparse.ArgumentParser, admin_for: Admi
 
     brokers = sub.add_parser("brokers", help="broker lifecycle").add_subparsers(
         dest="action", required=True, metavar="ACTION")
-    c = brokers.add_parser("unregister", parents=[common], help="decommission a stopped broker with no replicas")
+    c = brokers.add_parser(
+        "unregister", parents=[common], help="decommission a stopped broker with no replicas"
+    )
     c.add_argument("--id", type=int, required=True, help="the broker's id")
     c.set_defaults(func=bind(brokers_unregister))
 
@@ -259,7 +282,9 @@ def add_operations_parsers(sub, common: argparse.ArgumentParser, admin_for: Admi
     c.set_defaults(func=bind(quorum_describe))
     c = quorum.add_parser("add", parents=[common], help="add a running controller as a voter (one at a time)")
     c.add_argument("--id", type=int, required=True, help="the new controller's id (its --id)")
-    c.add_argument("--raft", required=True, help="its Raft HOST:PORT exactly as it advertises it (its --raft)")
+    c.add_argument(
+        "--raft", required=True, help="its Raft HOST:PORT exactly as it advertises it (its --raft)"
+    )
     c.add_argument("--grpc", required=True, help="its gRPC HOST:PORT (its --listen, as others dial it)")
     c.set_defaults(func=bind(quorum_add))
     c = quorum.add_parser("remove", parents=[common], help="remove a voter that is not the active controller")

@@ -42,14 +42,20 @@ def add_perf_parser(sub, common: argparse.ArgumentParser, connection: Connection
     c = perf.add_parser("produce", parents=[common], help="produce records as fast as allowed; JSON summary "
                                                           "(kafka-producer-perf-test)")
     c.add_argument("topic", help="the topic to write to (it must exist)")
-    c.add_argument("--num-records", type=positive_int, default=1_000_000, help="records to send (default 1,000,000)")
+    c.add_argument(
+        "--num-records", type=positive_int, default=1_000_000, help="records to send (default 1,000,000)"
+    )
     c.add_argument("--record-size", type=positive_int, default=100, help="value size in bytes (default 100)")
     c.add_argument("--throughput", type=int, default=-1, metavar="RECORDS_S",
                    help="cap the rate at this many records per second (-1, the default: no cap)")
-    c.add_argument("--acks", choices=["0", "1", "all"], default="1", help="acknowledgements to wait for (default 1)")
+    c.add_argument(
+        "--acks", choices=["0", "1", "all"], default="1", help="acknowledgements to wait for (default 1)"
+    )
     c.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
                    help="batch compression (default none)")
-    c.add_argument("--max-seconds", type=positive_float, default=60, help="stop sending after this long (default 60)")
+    c.add_argument(
+        "--max-seconds", type=positive_float, default=60, help="stop sending after this long (default 60)"
+    )
     c.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     c.add_argument("--per-record", action="store_true",
                    help="call produce() once per record (default: produce_many() once per 1,000 records)")
@@ -162,7 +168,9 @@ def perf_produce(args, connection: Connection) -> int:
                 for _ in range(chunk):
                     producer.produce(args.topic, value, on_delivery=on_ack(time.monotonic()))
             else:
-                futures = producer.produce_many(args.topic, values if chunk == CHUNK_RECORDS else values[:chunk])
+                futures = producer.produce_many(
+                    args.topic, values if chunk == CHUNK_RECORDS else values[:chunk]
+                )
                 timer.queued(futures.batch_counts(), queued_s)
             sent += chunk
             progress.show(sent, sent * args.record_size)
@@ -173,9 +181,21 @@ def perf_produce(args, connection: Connection) -> int:
     progress.end(sent, sent * args.record_size)
     if failures or timer.failures:
         raise (failures or timer.failures)[0]
-    print(json.dumps(perf_summary(sent, sent * args.record_size, elapsed, histogram,
-                                  record_size=args.record_size, acks=args.acks, latency_samples=histogram.count,
-                                  api="produce" if args.per_record else "produce_many", **throttle)))
+    print(
+        json.dumps(
+            perf_summary(
+                sent,
+                sent * args.record_size,
+                elapsed,
+                histogram,
+                record_size=args.record_size,
+                acks=args.acks,
+                latency_samples=histogram.count,
+                api="produce" if args.per_record else "produce_many",
+                **throttle,
+            )
+        )
+    )
     return 0
 
 
@@ -183,8 +203,15 @@ def perf_consume(args, connection: Connection, admin_for: Callable[[argparse.Nam
     with admin_for(args) as admin:
         partitions = [p.partition for p in admin.describe_topic(args.topic).partitions]
     bootstrap, security = connection(args)
-    consumer = Consumer(ConsumerConfig(bootstrap=bootstrap, security=security, auto_offset_reset="earliest",
-                                       max_poll_records=10_000, client_id=args.client_id or "kanal-perf-consumer"))
+    consumer = Consumer(
+        ConsumerConfig(
+            bootstrap=bootstrap,
+            security=security,
+            auto_offset_reset="earliest",
+            max_poll_records=10_000,
+            client_id=args.client_id or "kanal-perf-consumer",
+        )
+    )
     consumer.assign([(args.topic, p) for p in partitions])
     got = nbytes = 0
     histogram = LatencyHistogram()

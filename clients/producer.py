@@ -102,10 +102,14 @@ def _checked_timestamp(timestamp: object) -> int:
             raise TypeError
         ms = operator.index(timestamp)
     except TypeError:
-        raise KanalError(ErrorCode.INVALID_REQUEST,
-                         f"timestamp must be an int of ms since the epoch, not {type(timestamp).__name__}") from None
+        raise KanalError(
+            ErrorCode.INVALID_REQUEST,
+            f"timestamp must be an int of ms since the epoch, not {type(timestamp).__name__}",
+        ) from None
     if not 0 <= ms <= _TIMESTAMP_MS_MAX:
-        raise KanalError(ErrorCode.INVALID_REQUEST, f"timestamp {ms} is outside [0, 2^63 - 1] ms since the epoch")
+        raise KanalError(
+            ErrorCode.INVALID_REQUEST, f"timestamp {ms} is outside [0, 2^63 - 1] ms since the epoch"
+        )
     return ms
 
 
@@ -121,9 +125,11 @@ def _checked_partition(partition: object, topic: str, count: int, *, chosen: boo
     except TypeError:
         raise TypeError(f"{whose}partition must be an int or None, not {type(partition).__name__}") from None
     if not 0 <= index < count:
-        raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                         f"{topic} has no partition {index}" + (f" (the partitioner chose it; {count} partitions)"
-                                                                if chosen else ""))
+        raise KanalError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            f"{topic} has no partition {index}"
+            + (f" (the partitioner chose it; {count} partitions)" if chosen else ""),
+        )
     return index
 
 
@@ -155,8 +161,12 @@ class Producer:
         """`metadata`: a ClusterMetadata to use instead of one made from config.bootstrap (tests give a
         stand-in; the producer closes it on close())."""
         self.config = config
-        self._metadata = metadata or ClusterMetadata(config.bootstrap, request_timeout_ms=config.request_timeout_ms,
-                                                     security=config.security, client_id=config.client_id)
+        self._metadata = metadata or ClusterMetadata(
+            config.bootstrap,
+            request_timeout_ms=config.request_timeout_ms,
+            security=config.security,
+            client_id=config.client_id,
+        )
         self._throttles = BrokerThrottles()  # quota throttles the brokers asked for (throttle.py)
         # The C path only knows the built-in partitioners (murmur3 of the key, sticky without one).
         # A subclass that overrides produce() keeps the Python path: the C shortcut below would bypass it.
@@ -191,9 +201,14 @@ class Producer:
         self._txn: TransactionManager | None = None
         if config.transactional_id:
             # The id and epoch come from init_transactions(), which fences older producers of the id.
-            self._txn = TransactionManager(self._metadata, config.transactional_id, config.transaction_timeout_ms,
-                                           request_timeout_ms=config.request_timeout_ms,
-                                           max_block_ms=config.max_block_ms, retry_backoff_ms=config.retry_backoff_ms)
+            self._txn = TransactionManager(
+                self._metadata,
+                config.transactional_id,
+                config.transaction_timeout_ms,
+                request_timeout_ms=config.request_timeout_ms,
+                max_block_ms=config.max_block_ms,
+                retry_backoff_ms=config.retry_backoff_ms,
+            )
         elif config.enable_idempotence:
             self._init_producer_id()
         # One thread per call the sender may have in flight to each of a few brokers; more calls queue.
@@ -241,7 +256,9 @@ class Producer:
         count = self._partition_counts.get(topic) or self._partition_count(topic)
         if partition is None:
             if self._partitioner is not None:
-                partition = _checked_partition(self._partitioner(topic, key, count), topic, count, chosen=True)
+                partition = _checked_partition(
+                    self._partitioner(topic, key, count), topic, count, chosen=True
+                )
             elif key is not None:
                 partition = partition_for_key(key, count)
             else:
@@ -270,12 +287,21 @@ class Producer:
             on_delivery,
         )
         if sealed and key is None and partition == self._sticky.get(topic):
-            self._sticky[topic] = self._rng.randrange(count)  # sticky partitioner: move on once a batch is full
+            self._sticky[topic] = self._rng.randrange(
+                count
+            )  # sticky partitioner: move on once a batch is full
         return self._future(batch, index)
 
-    def produce_many(self, topic: str, values: Sequence[bytes | str | None],
-                     keys: Sequence[bytes | str | None] | None = None, *, partition: int | None = None,
-                     timestamp: int | None = None, on_delivery: DeliveryCallback | None = None) -> RecordFutures:
+    def produce_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | str | None],
+        keys: Sequence[bytes | str | None] | None = None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> RecordFutures:
         """Queue many records of one topic in one call; returns their futures (a RecordFutures), in order.
 
         Record i has value values[i] and key keys[i] (no keys: all None) and is placed as produce() would
@@ -291,7 +317,9 @@ class Producer:
             placed = self._appender.produce_many(topic, values, keys, partition, timestamp, on_delivery)
             if placed is not None:  # the common case, done in C; else the code below does it (and raises)
                 placed_batches, owners, indexes = placed
-                return RecordFutures(placed_batches, memoryview(owners).cast("I"), memoryview(indexes).cast("I"))
+                return RecordFutures(
+                    placed_batches, memoryview(owners).cast("I"), memoryview(indexes).cast("I")
+                )
         timestamp = self._checked_call(timestamp, on_delivery)
         if isinstance(values, str | bytes) or (keys is not None and isinstance(keys, str | bytes)):
             raise TypeError("produce_many takes sequences of values and keys; for one record, call produce()")
@@ -337,10 +365,13 @@ class Producer:
                     part = sticky.get(topic)
                     if part is None:
                         part = sticky[topic] = self._rng.randrange(count)
-                batch, index, sealed = accumulator.append_locked(topic, part, value, key, timestamp_ms, (), size,
-                                                                 on_delivery)
+                batch, index, sealed = accumulator.append_locked(
+                    topic, part, value, key, timestamp_ms, (), size, on_delivery
+                )
                 if sealed and is_sticky:
-                    sticky[topic] = self._rng.randrange(count)  # sticky partitioner: move on once a batch is full
+                    sticky[topic] = self._rng.randrange(
+                        count
+                    )  # sticky partitioner: move on once a batch is full
                 number = numbers.get(id(batch))
                 if number is None:
                     number = numbers[id(batch)] = len(batches)
@@ -383,10 +414,14 @@ class Producer:
         txn = self._transactions()
         txn.require(TxnState.IN_TRANSACTION)
         if not self.flush(timeout_s):
-            raise TransactionAbortableError(ErrorCode.REQUEST_TIMED_OUT, "records not acknowledged in time: abort")
+            raise TransactionAbortableError(
+                ErrorCode.REQUEST_TIMED_OUT, "records not acknowledged in time: abort"
+            )
         txn.require(TxnState.IN_TRANSACTION)  # a fatal failure of a batch shows here
         if txn.failed:
-            raise TransactionAbortableError(ErrorCode.INVALID_TXN_STATE, "a record of the transaction failed: abort it")
+            raise TransactionAbortableError(
+                ErrorCode.INVALID_TXN_STATE, "a record of the transaction failed: abort it"
+            )
         txn.end(commit=True)
 
     def abort_transaction(self, timeout_s: float | None = None) -> None:
@@ -406,9 +441,13 @@ class Producer:
         if self._closed:
             raise KanalError(ErrorCode.INVALID_REQUEST, "the producer is closed")
         if self._txn is not None and not self._txn.in_transaction():
-            raise KanalError(ErrorCode.INVALID_TXN_STATE, "a transactional producer sends only inside a transaction "
-                                                          "(begin_transaction)")
-        if timestamp is not None and (timestamp.__class__ is not int or not 0 <= timestamp <= _TIMESTAMP_MS_MAX):
+            raise KanalError(
+                ErrorCode.INVALID_TXN_STATE,
+                "a transactional producer sends only inside a transaction (begin_transaction)",
+            )
+        if timestamp is not None and (
+            timestamp.__class__ is not int or not 0 <= timestamp <= _TIMESTAMP_MS_MAX
+        ):
             timestamp = _checked_timestamp(timestamp)
         if on_delivery is not None and not callable(on_delivery):
             raise KanalError(ErrorCode.INVALID_REQUEST, f"on_delivery must be callable, not {on_delivery!r}")
@@ -452,8 +491,9 @@ class Producer:
         deadline = time.monotonic() + self.config.max_block_ms / 1000
         while True:
             try:
-                reply = self._metadata.any_stub().InitProducerId(broker_pb2.InitProducerIdRequest(),
-                                                                 timeout=self.config.request_timeout_ms / 1000)
+                reply = self._metadata.any_stub().InitProducerId(
+                    broker_pb2.InitProducerIdRequest(), timeout=self.config.request_timeout_ms / 1000
+                )
                 if reply.error == ErrorCode.NONE:
                     self._producer_id, self._producer_epoch = reply.producer_id, reply.producer_epoch
                     self._sequences.clear()
@@ -497,7 +537,9 @@ class Producer:
             if not self._running and acc.unfinished == 0:
                 return
             throttle_end_s = self._throttles.next_end_s(now)
-            if throttle_end_s is not None:  # batches may wait for a broker's throttle: look again when it ends
+            if (
+                throttle_end_s is not None
+            ):  # batches may wait for a broker's throttle: look again when it ends
                 sleep_s = min(sleep_s, throttle_end_s)
             with acc.wakeup:
                 acc.wakeup.wait(sleep_s if self._running else 0.01)
@@ -551,11 +593,17 @@ class Producer:
             topics: dict[str, list[tuple[int, tuple[tuple[bytes, ...], ...]]]] = defaultdict(list)
             for (topic, partition), batches_of_partition in per_partition.items():
                 topics[topic].append((partition, tuple(_encoded(b) for b in batches_of_partition)))
-            request = encode_produce_request(self.config.acks_value, self.config.request_timeout_ms, topics.items())
+            request = encode_produce_request(
+                self.config.acks_value, self.config.request_timeout_ms, topics.items()
+            )
             with self._calls_lock:
                 self._in_flight_calls[endpoint] += 1
-            self._calls.submit(self._metadata.produce_call(endpoint), request, self.config.request_timeout_ms / 1000,
-                               functools.partial(self._on_reply, endpoint=endpoint, by_partition=per_partition))
+            self._calls.submit(
+                self._metadata.produce_call(endpoint),
+                request,
+                self.config.request_timeout_ms / 1000,
+                functools.partial(self._on_reply, endpoint=endpoint, by_partition=per_partition),
+            )
 
     def _join_transaction(self, batches: list[ProducerBatch]) -> bool:
         """Add the batches' partitions to the transaction before they are sent; on failure they fail (the
@@ -590,11 +638,17 @@ class Producer:
             batch.producer_epoch = epoch
             batch.base_sequence = self._sequences[key]
             self._sequences[key] = (batch.base_sequence + n) % (1 << 31)
-        fields = {"record_count": n, "last_offset_delta": n - 1, "first_timestamp_ms": batch.first_timestamp_ms,
-                  "max_timestamp_ms": batch.max_timestamp_ms, "codec": self.config.codec,
-                  "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
-                  "base_sequence": batch.base_sequence if idempotent else 0,
-                  "attributes": ATTR_TRANSACTIONAL if self._txn is not None else 0}
+        fields = {
+            "record_count": n,
+            "last_offset_delta": n - 1,
+            "first_timestamp_ms": batch.first_timestamp_ms,
+            "max_timestamp_ms": batch.max_timestamp_ms,
+            "codec": self.config.codec,
+            "producer_id": batch.producer_id,
+            "producer_epoch": batch.producer_epoch,
+            "base_sequence": batch.base_sequence if idempotent else 0,
+            "attributes": ATTR_TRANSACTIONAL if self._txn is not None else 0,
+        }
         if batch.encoded is None:
             batch.encoded = encode_batch_parts(batch.record_list(), **fields)
         else:  # moved to a new epoch (_new_epoch): the records were taken and compressed at the first send
@@ -626,8 +680,12 @@ class Producer:
         with self._calls_lock:
             self._in_flight_calls[endpoint] -= 1
         if exc is not None:
-            problem = KanalError(ErrorCode.REQUEST_TIMED_OUT if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-                                 else ErrorCode.BROKER_NOT_AVAILABLE, f"{endpoint}: {exc.code().name}")
+            problem = KanalError(
+                ErrorCode.REQUEST_TIMED_OUT
+                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                else ErrorCode.BROKER_NOT_AVAILABLE,
+                f"{endpoint}: {exc.code().name}",
+            )
             for key, batches in by_partition.items():
                 self._resolve(key, batches, [], problem)
             self._force_refresh()
@@ -643,7 +701,9 @@ class Producer:
         for key, batches in by_partition.items():
             result = results.get(key)
             if result is None:
-                self._resolve(key, batches, [], KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, "no result for the batch"))
+                self._resolve(
+                    key, batches, [], KanalError(ErrorCode.UNKNOWN_SERVER_ERROR, "no result for the batch")
+                )
                 continue
             stored = list(result.batch_base_offsets)
             # A retry of a stored idempotent batch is answered NONE with its original offsets (broker.proto).
@@ -653,8 +713,12 @@ class Producer:
             error = None
             if not ok:
                 error = KanalError(result.error, result.error_message or "produce failed")
-                refresh |= result.error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
-                                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH)
+                refresh |= result.error in (
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    ErrorCode.LEADER_NOT_AVAILABLE,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    ErrorCode.FENCED_LEADER_EPOCH,
+                )
             elif len(stored) < len(batches):
                 error = KanalError(ErrorCode.UNKNOWN_SERVER_ERROR,
                                    f"the broker answered for {len(stored)} of {len(batches)} batches")
@@ -705,7 +769,9 @@ class Producer:
                 # of order and takes the branch above.
                 self._new_epoch(key)
         if retry:
-            self._accumulator.requeue_all(retry, now + self.config.retry_backoff_ms / 1000 if retriable else now)
+            self._accumulator.requeue_all(
+                retry, now + self.config.retry_backoff_ms / 1000 if retriable else now
+            )
         else:
             self._accumulator.release(key)
 
@@ -717,7 +783,9 @@ class Producer:
         try:
             with self._send_lock:
                 now = time.monotonic()
-                batches, _ = self._accumulator.drain(now, self._sendable, self.config.partition_batches_per_call_max)
+                batches, _ = self._accumulator.drain(
+                    now, self._sendable, self.config.partition_batches_per_call_max
+                )
                 if batches:
                     self._send(batches, now)
         except Exception as exc:  # a bug, as in the sender: fail every waiting record loudly

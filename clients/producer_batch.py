@@ -113,11 +113,20 @@ class RecordList:
             size = len(head)
         if tail:
             size += len(tail)
-            parts += (_RECORD_PREFIX[size] if size < _TABLE_MAX else b"\x0a" + varint(size), head, value_prefix,
-                      value, tail)
+            parts += (
+                _RECORD_PREFIX[size] if size < _TABLE_MAX else b"\x0a" + varint(size),
+                head,
+                value_prefix,
+                value,
+                tail,
+            )
         else:
-            parts += (_RECORD_PREFIX[size] if size < _TABLE_MAX else b"\x0a" + varint(size), head, value_prefix,
-                      value)
+            parts += (
+                _RECORD_PREFIX[size] if size < _TABLE_MAX else b"\x0a" + varint(size),
+                head,
+                value_prefix,
+                value,
+            )
         self.timestamps.append(timestamp_ms)
         self.record_count = index + 1
         return index
@@ -240,7 +249,9 @@ class ProducerBatch:
             raise KanalError(ErrorCode.REQUEST_TIMED_OUT, "the record was not acknowledged in time")
         if self.error is not None:
             raise self.error
-        return RecordMetadata(self.topic, self.partition, self.base_offset + index, self.records.timestamp(index))
+        return RecordMetadata(
+            self.topic, self.partition, self.base_offset + index, self.records.timestamp(index)
+        )
 
 
 class RecordFuture:

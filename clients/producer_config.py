@@ -90,7 +90,12 @@ class ProducerConfig:
         check_int("max_in_flight", self.max_in_flight, 1, 64)
         check_int("partition_batches_per_call_max", self.partition_batches_per_call_max, 1, 64)
         check_int("request_timeout_ms", self.request_timeout_ms, 100, 600_000)
-        check_int("delivery_timeout_ms", self.delivery_timeout_ms, self.request_timeout_ms + self.linger_ms, 86_400_000)
+        check_int(
+            "delivery_timeout_ms",
+            self.delivery_timeout_ms,
+            self.request_timeout_ms + self.linger_ms,
+            86_400_000,
+        )
         check_int("retry_backoff_ms", self.retry_backoff_ms, 0, 60_000)
         check_int("buffer_memory_bytes", self.buffer_memory_bytes, self.batch_size_bytes, 1 << 40)
         check_int("max_block_ms", self.max_block_ms, 0, 3_600_000)

@@ -70,7 +70,9 @@ def parse_plan(text: str) -> list[PlannedPartition]:
     for i, entry in enumerate(entries):
         planned = _parse_entry(i, entry)
         if planned.key in seen:
-            raise PlanFormatError(f"partitions[{i}]: {planned.topic}-{planned.partition} appears more than once")
+            raise PlanFormatError(
+                f"partitions[{i}]: {planned.topic}-{planned.partition} appears more than once"
+            )
         seen.add(planned.key)
         out.append(planned)
     return out
@@ -99,8 +101,10 @@ def _parse_entry(i: int, entry: object) -> PlannedPartition:
     log_dirs = entry.get("log_dirs")
     if log_dirs is not None and (not isinstance(log_dirs, list) or any(d != "any" for d in log_dirs)
                                  or len(log_dirs) != len(replicas)):
-        raise PlanFormatError(f"{where}: 'log_dirs' may only list \"any\" once per replica (kanal brokers have "
-                              "one data directory)")
+        raise PlanFormatError(
+            f"{where}: 'log_dirs' may only list \"any\" once per replica (kanal brokers have "
+            "one data directory)"
+        )
     return PlannedPartition(topic, partition, tuple(replicas))
 
 

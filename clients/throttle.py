@@ -58,6 +58,9 @@ class BrokerThrottles:
         """{prefix}_throttle_count (throttled replies), {prefix}_throttle_time_ms_total,
         {prefix}_throttle_time_ms_avg (over throttled replies), {prefix}_throttle_time_ms_max."""
         with self._lock:
-            return {f"{prefix}_throttle_count": self._count, f"{prefix}_throttle_time_ms_total": self._total_ms,
-                    f"{prefix}_throttle_time_ms_avg": self._total_ms / self._count if self._count else 0.0,
-                    f"{prefix}_throttle_time_ms_max": self._max_ms}
+            return {
+                f"{prefix}_throttle_count": self._count,
+                f"{prefix}_throttle_time_ms_total": self._total_ms,
+                f"{prefix}_throttle_time_ms_avg": self._total_ms / self._count if self._count else 0.0,
+                f"{prefix}_throttle_time_ms_max": self._max_ms,
+            }

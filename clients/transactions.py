@@ -37,8 +37,14 @@ from kanal.v1.error import ErrorCode, KanalError, is_retriable
 
 log = logging.getLogger(__name__)
 
-FATAL_CODES = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH,
-                         ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+FATAL_CODES = frozenset(
+    {
+        ErrorCode.PRODUCER_FENCED,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
 _COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.BROKER_NOT_AVAILABLE})
 
@@ -59,8 +65,16 @@ class TxnState(enum.Enum):
 
 
 class TransactionManager:
-    def __init__(self, metadata: ClusterMetadata, transactional_id: str, timeout_ms: int, *, request_timeout_ms: int,
-                 max_block_ms: int, retry_backoff_ms: int) -> None:
+    def __init__(
+        self,
+        metadata: ClusterMetadata,
+        transactional_id: str,
+        timeout_ms: int,
+        *,
+        request_timeout_ms: int,
+        max_block_ms: int,
+        retry_backoff_ms: int,
+    ) -> None:
         self.transactional_id = transactional_id
         self._metadata = metadata
         self._timeout_ms = timeout_ms
@@ -92,8 +106,10 @@ class TransactionManager:
             raise TransactionFatalError(self._fatal.code, f"the producer is fenced or not authorized: "
                                                           f"{self._fatal.message}")
         if self.state not in states:
-            raise KanalError(ErrorCode.INVALID_TXN_STATE,
-                             f"not allowed in state {self.state.value} (needs {', '.join(s.value for s in states)})")
+            raise KanalError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"not allowed in state {self.state.value} (needs {', '.join(s.value for s in states)})",
+            )
 
     def in_transaction(self) -> bool:
         return self.state == TxnState.IN_TRANSACTION and self._fatal is None
@@ -153,7 +169,9 @@ class TransactionManager:
 
     def send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str) -> None:
         self.require(TxnState.IN_TRANSACTION)
-        self._call("AddOffsetsToTxn", broker_pb2.AddOffsetsToTxnRequest(producer=self._producer(), group_id=group_id))
+        self._call(
+            "AddOffsetsToTxn", broker_pb2.AddOffsetsToTxnRequest(producer=self._producer(), group_id=group_id)
+        )
         self._started = True
         request = broker_pb2.TxnOffsetCommitRequest(producer=self._producer(), group_id=group_id)
         by_topic: dict[str, broker_pb2.OffsetCommitRequest.Topic] = {}
@@ -165,8 +183,10 @@ class TransactionManager:
                            coordinator=lambda: self._find(group_id, broker_pb2.COORDINATOR_GROUP))
         failed = [r for r in reply.results if r.error != ErrorCode.NONE]
         if failed:
-            raise TransactionAbortableError(failed[0].error, f"offsets of {failed[0].topic}-{failed[0].partition}: "
-                                                             f"{failed[0].error_message}")
+            raise TransactionAbortableError(
+                failed[0].error,
+                f"offsets of {failed[0].topic}-{failed[0].partition}: {failed[0].error_message}",
+            )
 
     def end(self, commit: bool) -> None:
         """EndTxn; the transaction is over for this producer once it returns. A transaction that added
@@ -201,7 +221,9 @@ class TransactionManager:
         try:
             return self._call_until(method, request, coordinator, started + self._max_block_s)
         finally:
-            self.call_seconds_total[method] = self.call_seconds_total.get(method, 0.0) + time.monotonic() - started
+            self.call_seconds_total[method] = (
+                self.call_seconds_total.get(method, 0.0) + time.monotonic() - started
+            )
 
     def _call_until(self, method: str, request, coordinator: Callable[[], str] | None, deadline: float):
         find = coordinator or self._txn_coordinator

@@ -48,9 +48,16 @@ class CertificateAuthority:
         key = serialization.load_pem_private_key(self.key.read_bytes(), password=None)
         return x509.load_pem_x509_certificate(self.cert.read_bytes()), key
 
-    def issue(self, directory: Path, name: str, common_name: str, *, days: int = DAYS,
-              not_before: datetime.datetime | None = None, hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
-              ) -> Issued:
+    def issue(
+        self,
+        directory: Path,
+        name: str,
+        common_name: str,
+        *,
+        days: int = DAYS,
+        not_before: datetime.datetime | None = None,
+        hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
+    ) -> Issued:
         """A certificate for CN=`common_name` signed by this CA, good for TLS servers and clients, written
         as `name`.pem and `name`-key.pem."""
         ca_cert, ca_key = self._load()
@@ -79,8 +86,12 @@ class CertificateAuthority:
         """A CRL signed by this CA revoking `revoked_serials`, written to `path` (PEM)."""
         ca_cert, ca_key = self._load()
         now = _now()
-        builder = (x509.CertificateRevocationListBuilder().issuer_name(ca_cert.subject)
-                   .last_update(now - datetime.timedelta(minutes=5)).next_update(now + datetime.timedelta(days=1)))
+        builder = (
+            x509.CertificateRevocationListBuilder()
+            .issuer_name(ca_cert.subject)
+            .last_update(now - datetime.timedelta(minutes=5))
+            .next_update(now + datetime.timedelta(days=1))
+        )
         for serial in revoked_serials:
             builder = builder.add_revoked_certificate(
                 x509.RevokedCertificateBuilder().serial_number(serial).revocation_date(now).build())
@@ -93,14 +104,31 @@ def make_ca(directory: Path, name: str = "ca", common_name: str = "kanal dev CA"
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     start = _now() - datetime.timedelta(minutes=5)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(start).not_valid_after(start + datetime.timedelta(days=DAYS))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                         crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(start + datetime.timedelta(days=DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(key, hashes.SHA256())
+    )
     return CertificateAuthority(*_write(directory, name, cert, key))
 
 

@@ -33,12 +33,18 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "kanal.raft.metadata_shell",
         "browse the metadata image as a tree, from a controller or its data directory",
     ),
-    "dump-log": ("kanal.broker.dump_log", "print what a partition's segment files hold, read offline (kafka-dump-log)"),
+    "dump-log": (
+        "kanal.broker.dump_log",
+        "print what a partition's segment files hold, read offline (kafka-dump-log)",
+    ),
     "node-zone": (
         "kanal.deploy.node_zone",
         "write this pod's node zone to a file (an init container; broker --rack-file)",
     ),
-    "chaos": ("kanal.deploy.chaos.cli", "fault runner: workloads under kills, pauses and partitions, history checked"),
+    "chaos": (
+        "kanal.deploy.chaos.cli",
+        "fault runner: workloads under kills, pauses and partitions, history checked",
+    ),
     "dev": ("kanal.deploy.dev", "run a local cluster (3 controllers, 3 brokers) on loopback until Ctrl-C"),
     "topics": ("kanal.clients.cli", "create, list, describe, delete or alter topics"),
     "produce": ("kanal.clients.cli", "produce one record per line of stdin or a file"),
@@ -51,12 +57,18 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "users": ("kanal.clients.cli", "create, delete or list users (SCRAM credentials in the metadata log)"),
     "groups": ("kanal.clients.cli", "list, describe (with lag), reset offsets of or delete consumer groups"),
     "transactions": ("kanal.clients.cli", "list or describe transactional ids and their open transactions"),
-    "reassign": ("kanal.clients.cli", "move partition replicas between brokers: plans, execute, verify, cancel"),
+    "reassign": (
+        "kanal.clients.cli",
+        "move partition replicas between brokers: plans, execute, verify, cancel",
+    ),
     "leaders": ("kanal.clients.cli", "preferred-leader election (kafka-leader-election)"),
     "brokers": ("kanal.clients.cli", "broker lifecycle: unregister a decommissioned broker"),
     "quorum": ("kanal.clients.cli", "controller quorum: describe it, add or remove a voter"),
     "audit": ("kanal.spark.audit_cli", "Spark audit of the metadata log: cluster history as Parquet + HTML"),
-    "analytics": ("kanal.spark.analytics_cli", "Spark analytics of partition data: throughput, keys, producers, lag"),
+    "analytics": (
+        "kanal.spark.analytics_cli",
+        "Spark analytics of partition data: throughput, keys, producers, lag",
+    ),
 }
 
 
@@ -64,16 +76,22 @@ def usage() -> str:
     width = max(len(name) for name in SUBCOMMANDS)
     lines = ["usage: kanal <command> [options]", "", "commands:"]
     lines += [f"  {name:<{width}}  {help_text}" for name, (_, help_text) in sorted(SUBCOMMANDS.items())]
-    lines += ["", "options:", "  --version      print kanal's version",
-              "  --output json  (every command) data as JSON on stdout, an error as one JSON object on stderr",
-              "", "environment: KANAL_BOOTSTRAP (HOST:PORT[,...] of brokers when --bootstrap is not given),",
-              "  KANAL_HOME (where `kanal dev` writes dev.json, which the other commands read; default ~/.kanal),",
-              "  KANAL_DEBUG=1 (print the traceback of an internal error).",
-              "exit status: 0 done, 1 failed (the message names an error code), 2 bad arguments, 70 internal",
-              "  error (a bug), 130 interrupted; 3 from `dev status` and `chaos run`. docs/cli.md has the",
-              "  commands, their exit statuses, their Kafka equivalents and examples.",
-              "", "Run `kanal <command> --help` for a command's options; `kanal completion bash|zsh|tcsh` prints a",
-              "shell completion script."]
+    lines += [
+        "",
+        "options:",
+        "  --version      print kanal's version",
+        "  --output json  (every command) data as JSON on stdout, an error as one JSON object on stderr",
+        "",
+        "environment: KANAL_BOOTSTRAP (HOST:PORT[,...] of brokers when --bootstrap is not given),",
+        "  KANAL_HOME (where `kanal dev` writes dev.json, which the other commands read; default ~/.kanal),",
+        "  KANAL_DEBUG=1 (print the traceback of an internal error).",
+        "exit status: 0 done, 1 failed (the message names an error code), 2 bad arguments, 70 internal",
+        "  error (a bug), 130 interrupted; 3 from `dev status` and `chaos run`. docs/cli.md has the",
+        "  commands, their exit statuses, their Kafka equivalents and examples.",
+        "",
+        "Run `kanal <command> --help` for a command's options; `kanal completion bash|zsh|tcsh` prints a",
+        "shell completion script.",
+    ]
     return "\n".join(lines)
 
 
@@ -93,9 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 (last resort) a bug: one line that says so, the traceback on request
         if os.environ.get("KANAL_DEBUG"):
             traceback.print_exc()
-        return report_error(ErrorCode.UNKNOWN_SERVER_ERROR,
-                            f"internal error {type(exc).__name__}: {exc} (a bug in kanal; KANAL_DEBUG=1 prints "
-                            "the traceback)", EXIT_INTERNAL)
+        return report_error(
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            f"internal error {type(exc).__name__}: {exc} (a bug in kanal; KANAL_DEBUG=1 prints "
+            "the traceback)",
+            EXIT_INTERNAL,
+        )
 
 
 def _dispatch(args: list[str]) -> int:
@@ -126,8 +147,13 @@ def _dispatch(args: list[str]) -> int:
 
 
 # Modules that come with a pip extra -> the extra's name.
-MISSING_EXTRAS = {"pyspark": "spark", "pyarrow": "spark", "testcontainers": "containers", "docker": "containers",
-                  "shtab": "completion"}
+MISSING_EXTRAS = {
+    "pyspark": "spark",
+    "pyarrow": "spark",
+    "testcontainers": "containers",
+    "docker": "containers",
+    "shtab": "completion",
+}
 
 
 if __name__ == "__main__":

@@ -34,7 +34,9 @@ def say(text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = CommandParser(prog="kanal demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, default=None, help="cluster data (default: a temp dir, removed)")
+    parser.add_argument(
+        "--data-dir", type=Path, default=None, help="cluster data (default: a temp dir, removed)"
+    )
     parser.add_argument("--records", type=int, default=100_000, help="records to produce (1..5,000,000)")
     args = parser.parse_args(argv)
     if not 1 <= args.records <= 5_000_000:
@@ -119,7 +121,10 @@ def run(cluster: LocalCluster, total: int) -> int:
     duplicates = len(read) - len(set(read.values()))
     say(f"  acknowledged {len(acked):,}, failed {len(failed)}, lost {len(lost)}, duplicates {duplicates}")
     ok = not failed and not lost and not duplicates and not twice and not lag and len(acked) == total
-    say("kanal demo: " + ("every acknowledged record survived the leader kill, exactly once" if ok else "FAILED"))
+    say(
+        "kanal demo: "
+        + ("every acknowledged record survived the leader kill, exactly once" if ok else "FAILED")
+    )
     return 0 if ok else 1
 
 
@@ -141,8 +146,15 @@ def read_with_group(cluster: LocalCluster, expected: int) -> tuple[dict[tuple[in
 
     def member(i: int) -> None:
         nonlocal twice
-        consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, group_id=GROUP, auto_offset_reset="earliest",
-                                           max_poll_records=10_000, client_id=f"demo-member-{i}"))
+        consumer = Consumer(
+            ConsumerConfig(
+                bootstrap=cluster.bootstrap,
+                group_id=GROUP,
+                auto_offset_reset="earliest",
+                max_poll_records=10_000,
+                client_id=f"demo-member-{i}",
+            )
+        )
         try:
             consumer.subscribe([TOPIC])
             while not stop.is_set():

@@ -76,9 +76,12 @@ def _run(argv: list[str]) -> int:
     p.add_argument("--data-dir", type=Path, default=KANAL_HOME / "dev-data")
     p.add_argument("--controllers", type=int, default=3)
     p.add_argument("--brokers", type=int, default=3)
-    p.add_argument("--tls", action="store_true",
-                   help="secure the cluster: a throwaway CA, TLS and mTLS everywhere, a client config for the "
-                        "other commands")
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="secure the cluster: a throwaway CA, TLS and mTLS everywhere, a client config for the "
+        "other commands",
+    )
     args = p.parse_args(argv)
     if not 1 <= args.controllers <= 7 or not 1 <= args.brokers <= 64:
         p.error("--controllers must be in [1, 7] and --brokers in [1, 64]")
@@ -124,11 +127,19 @@ def _run(argv: list[str]) -> int:
         client_config = None
         if tls is not None:
             client_config = str(_write_client_config(tls, cluster.bootstrap))
-        STATE_FILE.write_text(json.dumps({"pid": os.getpid(), "bootstrap": cluster.bootstrap,
-                                          "client_config": client_config,
-                                          "controllers": cluster.controller_endpoints,
-                                          "data_dir": str(args.data_dir), "control": str(CONTROL_SOCKET),
-                                          "nodes": [_describe(n, check_serving=False) for n in cluster.nodes]}))
+        STATE_FILE.write_text(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "bootstrap": cluster.bootstrap,
+                    "client_config": client_config,
+                    "controllers": cluster.controller_endpoints,
+                    "data_dir": str(args.data_dir),
+                    "control": str(CONTROL_SOCKET),
+                    "nodes": [_describe(n, check_serving=False) for n in cluster.nodes],
+                }
+            )
+        )
         print(f"kanal dev: ready. bootstrap: {cluster.bootstrap}", flush=True)
         for node in cluster.nodes:
             print(f"  {node.name:<13} {node.endpoint:<22} pid {node.pid}  log {node.log_path}", flush=True)
@@ -271,7 +282,9 @@ def _status_command(argv: list[str]) -> int:
     try:
         reply = _call({"op": "status"}, timeout_s=30)
     except (OSError, ValueError) as exc:
-        return command_error("kanal dev status", f"no running `kanal dev` answers: {exc}", ErrorCode.NO_CLUSTER)
+        return command_error(
+            "kanal dev status", f"no running `kanal dev` answers: {exc}", ErrorCode.NO_CLUSTER
+        )
     nodes = reply["nodes"]
     if args.output == "json":
         print(json.dumps(nodes))
@@ -292,7 +305,9 @@ def _restart_command(argv: list[str]) -> int:
     try:
         reply = _call({"op": "restart", "node": args.node}, timeout_s=RESTART_READY_S_MAX + 30)
     except (OSError, ValueError) as exc:
-        return command_error("kanal dev restart", f"no running `kanal dev` answers: {exc}", ErrorCode.NO_CLUSTER)
+        return command_error(
+            "kanal dev restart", f"no running `kanal dev` answers: {exc}", ErrorCode.NO_CLUSTER
+        )
     if not reply.get("ok"):
         return command_error("kanal dev restart", str(reply.get("error")))
     node = reply["node"]

@@ -368,7 +368,9 @@ class PowerLossFS:
         while not os.path.ismount(self.mountpoint):
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 self.close()
-                raise RuntimeError(f"the power-loss filesystem did not mount: {self._log_path.read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"the power-loss filesystem did not mount: {self._log_path.read_text()[-2000:]}"
+                )
             time.sleep(0.02)
 
     def _command(self, line: str) -> dict[str, Any]:
@@ -398,7 +400,9 @@ class PowerLossFS:
             fusermount = shutil.which("fusermount3") or "fusermount3"
             done = subprocess.run([fusermount, "-u", str(self.mountpoint)], capture_output=True, check=False)
             if done.returncode != 0 and self._in_mount_table():
-                subprocess.run([fusermount, "-u", "-z", str(self.mountpoint)], capture_output=True, check=False)
+                subprocess.run(
+                    [fusermount, "-u", "-z", str(self.mountpoint)], capture_output=True, check=False
+                )
         if proc is not None:
             if proc.stdin is not None:
                 proc.stdin.close()

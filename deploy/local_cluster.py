@@ -168,11 +168,24 @@ class LocalCluster:
         )
         for i in range(controllers):
             grpc_port, raft_port, metrics_port = ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]
-            args = ["--id", str(i), "--listen", f"{c_hosts[i]}:{grpc_port}", "--raft", f"{c_hosts[i]}:{raft_port}",
-                    "--peers", peers, "--data-dir", str(self.data_dir / f"controller-{i}"),
-                    "--metrics", f"{c_hosts[i]}:{metrics_port}",
-                    "--cluster-secret", cluster_secret, *self._tls_flags(f"controller-{i}", security_flags),
-                    *(controller_flags or [])]
+            args = [
+                "--id",
+                str(i),
+                "--listen",
+                f"{c_hosts[i]}:{grpc_port}",
+                "--raft",
+                f"{c_hosts[i]}:{raft_port}",
+                "--peers",
+                peers,
+                "--data-dir",
+                str(self.data_dir / f"controller-{i}"),
+                "--metrics",
+                f"{c_hosts[i]}:{metrics_port}",
+                "--cluster-secret",
+                cluster_secret,
+                *self._tls_flags(f"controller-{i}", security_flags),
+                *(controller_flags or []),
+            ]
             node = Node("controller", i, f"{c_hosts[i]}:{grpc_port}", args,
                         self.data_dir / "logs" / f"controller-{i}.log")
             node.extra["metrics"] = f"{c_hosts[i]}:{metrics_port}"
@@ -196,7 +209,9 @@ class LocalCluster:
             self.brokers.append(node)
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        env.setdefault("PYTHONFAULTHANDLER", "1")  # a crash in native code leaves its Python stack in the node's log
+        env.setdefault(
+            "PYTHONFAULTHANDLER", "1"
+        )  # a crash in native code leaves its Python stack in the node's log
         self._env = env
 
     def new_controller(self) -> Node:
@@ -213,7 +228,9 @@ class LocalCluster:
                 "--peers", peers, "--data-dir", str(self.data_dir / f"controller-{i}"),
                 "--metrics", f"{host}:{metrics_port}", "--cluster-secret", self._cluster_secret,
                 *self._controller_flags]
-        node = Node("controller", i, f"{host}:{grpc_port}", args, self.data_dir / "logs" / f"controller-{i}.log")
+        node = Node(
+            "controller", i, f"{host}:{grpc_port}", args, self.data_dir / "logs" / f"controller-{i}.log"
+        )
         node.extra["metrics"] = f"{host}:{metrics_port}"
         node.extra["raft"] = f"{host}:{raft_port}"
         self.controllers.append(node)
@@ -281,7 +298,9 @@ class LocalCluster:
                     raise RuntimeError(f"{node.name} exited with {code}; "
                                        f"last output:\n{self.tail(node)}")
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{node.name} not SERVING after {timeout_s}s; last output:\n{self.tail(node)}")
+                    raise TimeoutError(
+                        f"{node.name} not SERVING after {timeout_s}s; last output:\n{self.tail(node)}"
+                    )
                 time.sleep(0.05)
 
     def tail(self, node: Node, lines: int = 30) -> str:
@@ -319,7 +338,9 @@ def serving(endpoint: str, timeout_s: float = 1.0, security: ClientSecurity | No
     """Whether the gRPC health service at `endpoint` says SERVING."""
     with open_channel(endpoint, (), security) as channel:
         try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=timeout_s
+            )
         except grpc.RpcError:
             return False
     return reply.status == health_pb2.HealthCheckResponse.SERVING

@@ -103,7 +103,9 @@ def access_from(args: argparse.Namespace, environ: Mapping[str, str]) -> ApiAcce
     if not base:
         host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT", "443")
         if not host:
-            raise NodeZoneError("KUBERNETES_SERVICE_HOST is not set: not in a pod? (or give --api-server URL)")
+            raise NodeZoneError(
+                "KUBERNETES_SERVICE_HOST is not set: not in a pod? (or give --api-server URL)"
+            )
         base = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
     try:
         token = Path(args.token_file).read_text().strip()
@@ -117,9 +119,13 @@ def access_from(args: argparse.Namespace, environ: Mapping[str, str]) -> ApiAcce
 
 def build_parser() -> argparse.ArgumentParser:
     p = CommandParser(prog="kanal node-zone", description=__doc__.split("\n")[0], allow_abbrev=False)
-    p.add_argument("--output", required=True, type=Path, help="file to write the zone to (the broker's --rack-file)")
+    p.add_argument(
+        "--output", required=True, type=Path, help="file to write the zone to (the broker's --rack-file)"
+    )
     p.add_argument("--node", default=None, help="node name (default: $NODE_NAME, from the downward API)")
-    p.add_argument("--api-server", default="", help="API server URL (default: from KUBERNETES_SERVICE_HOST/PORT)")
+    p.add_argument(
+        "--api-server", default="", help="API server URL (default: from KUBERNETES_SERVICE_HOST/PORT)"
+    )
     p.add_argument("--token-file", default=str(SERVICE_ACCOUNT_DIR / "token"),
                    help="the service account token (default: the mounted one)")
     p.add_argument("--ca-file", default=str(SERVICE_ACCOUNT_DIR / "ca.crt"),
@@ -135,8 +141,11 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         return EXIT_USAGE if exc.code else EXIT_OK
     node_name = args.node or environ.get("NODE_NAME", "")
     if not node_name:
-        return command_error("kanal node-zone: error", "no node name: set NODE_NAME (fieldRef spec.nodeName) or --node",
-                             exit_status=EXIT_USAGE)
+        return command_error(
+            "kanal node-zone: error",
+            "no node name: set NODE_NAME (fieldRef spec.nodeName) or --node",
+            exit_status=EXIT_USAGE,
+        )
     try:
         zone = zone_of(read_node(access_from(args, environ), node_name))
         write_zone(args.output, zone)

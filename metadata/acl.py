@@ -50,7 +50,9 @@ DENY = metadata_pb2.ACL_PERMISSION_DENY
 RESOURCE_TYPES = (TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID)
 PATTERN_TYPES = (LITERAL, PREFIXED)
 PERMISSIONS = (ALLOW, DENY)
-OPERATIONS = tuple(v for v in metadata_pb2.AclOperation.values() if v != metadata_pb2.ACL_OPERATION_UNSPECIFIED)
+OPERATIONS = tuple(
+    v for v in metadata_pb2.AclOperation.values() if v != metadata_pb2.ACL_OPERATION_UNSPECIFIED
+)
 
 
 class AclResource(NamedTuple):
@@ -84,10 +86,14 @@ class AclEntry:
 
     def to_proto(self) -> metadata_pb2.AccessControlEntry:
         return metadata_pb2.AccessControlEntry(
-            resource_type=as_enum(metadata_pb2.AclResourceType, self.resource_type), resource_name=self.resource_name,
-            pattern_type=as_enum(metadata_pb2.AclPatternType, self.pattern_type), principal=self.principal,
-            host=self.host, operation=as_enum(metadata_pb2.AclOperation, self.operation),
-            permission=as_enum(metadata_pb2.AclPermission, self.permission))
+            resource_type=as_enum(metadata_pb2.AclResourceType, self.resource_type),
+            resource_name=self.resource_name,
+            pattern_type=as_enum(metadata_pb2.AclPatternType, self.pattern_type),
+            principal=self.principal,
+            host=self.host,
+            operation=as_enum(metadata_pb2.AclOperation, self.operation),
+            permission=as_enum(metadata_pb2.AclPermission, self.permission),
+        )
 
     def sort_key(self) -> tuple:
         return (self.resource_type, self.resource_name, self.pattern_type, self.principal, self.host,
@@ -169,7 +175,13 @@ EMPTY_ACL_SET = AclSet()
 def check_principal(text: str) -> None:
     """INVALID_REQUEST unless `text` is `User:name` (name may be "*")."""
     kind, sep, name = text.partition(":")
-    if not sep or kind != PRINCIPAL_TYPE or not name or len(text) > PRINCIPAL_CHARS_MAX or not text.isprintable():
+    if (
+        not sep
+        or kind != PRINCIPAL_TYPE
+        or not name
+        or len(text) > PRINCIPAL_CHARS_MAX
+        or not text.isprintable()
+    ):
         raise KanalError(ErrorCode.INVALID_REQUEST,
                          f"principal {text!r} is not of the form {PRINCIPAL_TYPE}:name (at most "
                          f"{PRINCIPAL_CHARS_MAX} characters)")

@@ -75,7 +75,9 @@ def decide_delete_acls(
         try:
             check_filter(acl_filter)
         except KanalError as exc:
-            results.append(admin_pb2.DeleteAclsResponse.FilterResult(error=exc.code, error_message=exc.message))
+            results.append(
+                admin_pb2.DeleteAclsResponse.FilterResult(error=exc.code, error_message=exc.message)
+            )
             continue
         deleted = [e for e in select(image.acls, acl_filter) if e not in removing]
         removing.update(deleted)
@@ -87,7 +89,9 @@ def decide_delete_acls(
     return Decision(records, admin_pb2.DeleteAclsResponse(results=results))
 
 
-def describe_acls(image: MetadataImage, request: admin_pb2.DescribeAclsRequest) -> admin_pb2.DescribeAclsResponse:
+def describe_acls(
+    image: MetadataImage, request: admin_pb2.DescribeAclsRequest
+) -> admin_pb2.DescribeAclsResponse:
     """The entries the filter selects, sorted (an unset filter selects all)."""
     try:
         check_filter(request.filter)

@@ -48,10 +48,17 @@ def _create_topics(request: admin_pb2.CreateTopicsRequest, access: Access) -> Ad
     if access.allows(_OP.ACL_OPERATION_CREATE, CLUSTER, CLUSTER_RESOURCE_NAME):
         return admitted(request)
     return per_item(
-        request, "topics", lambda t: access.allows(_OP.ACL_OPERATION_CREATE, TOPIC, t.name),
-        lambda t: admin_pb2.CreateTopicResult(name=t.name, error=TOPIC_REFUSED,
-                                              error_message=access.refusal(_OP.ACL_OPERATION_CREATE, TOPIC, t.name)),
-        admin_pb2.CreateTopicsResponse, "results")
+        request,
+        "topics",
+        lambda t: access.allows(_OP.ACL_OPERATION_CREATE, TOPIC, t.name),
+        lambda t: admin_pb2.CreateTopicResult(
+            name=t.name,
+            error=TOPIC_REFUSED,
+            error_message=access.refusal(_OP.ACL_OPERATION_CREATE, TOPIC, t.name),
+        ),
+        admin_pb2.CreateTopicsResponse,
+        "results",
+    )
 
 
 def _topic_results(op: int, field: str, name_of: Callable[[Any], str], response_type: type):
@@ -90,11 +97,20 @@ def _alter_configs(request: admin_pb2.AlterConfigsRequest, access: Access) -> Ad
 
     def refused(change: admin_pb2.AlterConfigsRequest.Change) -> admin_pb2.ConfigResourceResult:
         rtype, name, code = _config_resource(change.resource)
-        return admin_pb2.ConfigResourceResult(resource=change.resource, error=as_enum(errors_pb2.ErrorCode, code),
-                                              error_message=access.refusal(op, rtype, name))
+        return admin_pb2.ConfigResourceResult(
+            resource=change.resource,
+            error=as_enum(errors_pb2.ErrorCode, code),
+            error_message=access.refusal(op, rtype, name),
+        )
 
-    return per_item(request, "changes", lambda c: access.allows(op, *_config_resource(c.resource)[:2]), refused,
-                    admin_pb2.AlterConfigsResponse, "results")
+    return per_item(
+        request,
+        "changes",
+        lambda c: access.allows(op, *_config_resource(c.resource)[:2]),
+        refused,
+        admin_pb2.AlterConfigsResponse,
+        "results",
+    )
 
 
 def _on_cluster(op: int) -> Callable[[Any, Access], Admission]:

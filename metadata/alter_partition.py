@@ -148,8 +148,10 @@ def _check_broker_epochs(
         current = image.brokers[b].broker_epoch
         if epoch == UNKNOWN_BROKER_EPOCH:
             if b not in partition.isr:
-                raise KanalError(ErrorCode.INELIGIBLE_REPLICA,
-                                 f"broker {b} is added without the broker epoch it fetched at (current {current})")
+                raise KanalError(
+                    ErrorCode.INELIGIBLE_REPLICA,
+                    f"broker {b} is added without the broker epoch it fetched at (current {current})",
+                )
             continue
         if epoch != current:
             raise KanalError(ErrorCode.INELIGIBLE_REPLICA,

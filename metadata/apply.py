@@ -403,7 +403,9 @@ def _partition_change(image: MetadataImage, r: metadata_pb2.PartitionChangeRecor
     else:
         if r.isr_directory_ids:
             raise _fail(f"PartitionChange {where} gives ISR directory ids without an ISR")
-        directories = old.isr_directory_ids if len(old.isr_directory_ids) == len(old.isr) else ("",) * len(isr)
+        directories = (
+            old.isr_directory_ids if len(old.isr_directory_ids) == len(old.isr) else ("",) * len(isr)
+        )
     new = PartitionState(
         old.partition_id,
         old.replicas,
@@ -472,7 +474,9 @@ def _check_reassignment_shape(
     if len(set(add)) != len(add) or len(set(remove)) != len(remove) or set(add) & set(remove):
         raise _fail(f"partition {where}: adding {list(add)} and removing {list(remove)} must be distinct")
     if not set(add) | set(remove) <= set(replicas):
-        raise _fail(f"partition {where}: adding/removing replicas must be among its replicas {list(replicas)}")
+        raise _fail(
+            f"partition {where}: adding/removing replicas must be among its replicas {list(replicas)}"
+        )
     if len(remove) >= len(replicas):
         raise _fail(f"partition {where}: a reassignment cannot remove every replica")
     return add, remove
@@ -604,8 +608,10 @@ def _controller_registration(
     if recorded is not None and recorded != r.directory_id:
         # KIP-853: a voter's directory id is what tells its disk from an empty or another one; it is
         # never overwritten (the decision refuses), or the check at start would pass on a wrong disk.
-        raise _fail(f"ControllerRegistration of controller {r.controller_id} with directory {r.directory_id}, "
-                    f"recorded already with {recorded}")
+        raise _fail(
+            f"ControllerRegistration of controller {r.controller_id} with directory {r.directory_id}, "
+            f"recorded already with {recorded}"
+        )
     ctx.journal.put(image.controller_directories, r.controller_id, r.directory_id)
 
 
@@ -644,7 +650,9 @@ def _acl_entry(proto: metadata_pb2.AccessControlEntry, what: str) -> AclEntry:
     return entry
 
 
-def _user_scram_credential(image: MetadataImage, r: metadata_pb2.UserScramCredentialRecord, ctx: _Context) -> None:
+def _user_scram_credential(
+    image: MetadataImage, r: metadata_pb2.UserScramCredentialRecord, ctx: _Context
+) -> None:
     if not r.name or r.mechanism not in MECHANISMS or not ITERATIONS_MIN <= r.iterations <= ITERATIONS_MAX:
         raise _fail(f"UserScramCredentialRecord for {r.name!r} with mechanism {r.mechanism!r} and "
                     f"{r.iterations} iterations")

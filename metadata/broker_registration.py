@@ -155,7 +155,9 @@ def decide_decommission_broker(
     if BrokerId(request.broker_id) not in image.brokers:
         return Decision([], reply(error=ErrorCode.BROKER_NOT_AVAILABLE,
                                   error_message=f"broker {request.broker_id} is not registered"))
-    held = sorted(f"{t.name}-{p.partition_id}" for t, p in image.iter_partitions() if request.broker_id in p.replicas)
+    held = sorted(
+        f"{t.name}-{p.partition_id}" for t, p in image.iter_partitions() if request.broker_id in p.replicas
+    )
     if held:
         more = f" and {len(held) - _HELD_NAMED_MAX} more" if len(held) > _HELD_NAMED_MAX else ""
         return Decision([], reply(

@@ -42,8 +42,11 @@ def check_quota_entity_names(entity_type: str, entity_name: str, client_id: str 
         else:
             check_client_id(entity_name, ErrorCode.INVALID_QUOTA)
             if client_id is not None:
-                raise KanalError(ErrorCode.INVALID_QUOTA, "only a user entity takes a client id (user+client-id); "
-                                                          "a client-id entity names its client id in entity_name")
+                raise KanalError(
+                    ErrorCode.INVALID_QUOTA,
+                    "only a user entity takes a client id (user+client-id); "
+                    "a client-id entity names its client id in entity_name",
+                )
     except KanalError as exc:
         raise KanalError(
             ErrorCode.INVALID_QUOTA, f"quota entity {entity_type} {entity_name!r}: {exc.message}"

@@ -57,7 +57,10 @@ def decide_alter_client_quotas(
 
 
 def _entity_records(
-    image: MetadataImage, stamp: Stamp, entity: tuple[str, str, str | None], values: list[admin_pb2.QuotaValue]
+    image: MetadataImage,
+    stamp: Stamp,
+    entity: tuple[str, str, str | None],
+    values: list[admin_pb2.QuotaValue],
 ) -> list[metadata_pb2.MetadataRecord]:
     entity_type, entity_name, client_id = entity
     if client_id is None:
@@ -73,7 +76,9 @@ def _entity_records(
                 ErrorCode.INVALID_QUOTA, f"quota {value.key} of {entity} is given more than once"
             )
         keys.add(value.key)
-        record = metadata_pb2.ClientQuotaRecord(entity_type=entity_type, entity_name=entity_name, key=value.key)
+        record = metadata_pb2.ClientQuotaRecord(
+            entity_type=entity_type, entity_name=entity_name, key=value.key
+        )
         if client_id is not None:
             record.client_id = client_id
         if value.remove:
@@ -97,8 +102,9 @@ def describe_client_quotas(
         (t, n, None, q) for (t, n), q in image.client_quotas.items()]
     found += [("user", user, client_id, q) for (user, client_id), q in image.user_client_quotas.items()]
     entries = []
-    for entity_type, entity_name, client_id, quotas in sorted(found, key=lambda e: (e[0], e[1], e[2] is not None,
-                                                                                        e[2] or "")):
+    for entity_type, entity_name, client_id, quotas in sorted(
+        found, key=lambda e: (e[0], e[1], e[2] is not None, e[2] or "")
+    ):
         if request.entity_type and entity_type != request.entity_type:
             continue
         if request.entity_type and request.entity_name and entity_name != request.entity_name:

@@ -75,4 +75,8 @@ def unclean_election_enabled(topic_configs: Mapping[str, str], cluster_defaults:
     """unclean.leader.election.enable for a topic: its own value, else the cluster default, else false."""
     key = "unclean.leader.election.enable"
     text = topic_configs.get(key, cluster_defaults.get(key))
-    return bool(read_stored_topic_config(key, text)) if text is not None else bool(TOPIC_CONFIG_KEYS[key].default)
+    return (
+        bool(read_stored_topic_config(key, text))
+        if text is not None
+        else bool(TOPIC_CONFIG_KEYS[key].default)
+    )

@@ -117,8 +117,12 @@ def elect(
         return None
     # Members that stay keep the directory recorded when they joined; an unclean leader joins now,
     # with the directory it is registered with.
-    isr_dirs = tuple(partition.recorded_directory(b) if b in old_isr and cause != metadata_pb2.CAUSE_UNCLEAN_ELECTION
-                     else dirs.get(b, "") for b in isr)
+    isr_dirs = tuple(
+        partition.recorded_directory(b)
+        if b in old_isr and cause != metadata_pb2.CAUSE_UNCLEAN_ELECTION
+        else dirs.get(b, "")
+        for b in isr
+    )
     return Election(
         leader=leader if leader != old_leader else None,
         isr=isr if isr != old_isr else None,

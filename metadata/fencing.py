@@ -117,5 +117,6 @@ def _append_election(records: list[metadata_pb2.MetadataRecord], topic, partitio
     PartitionChange record (the one step fencing, unfencing and unclean-election switches share)."""
     election = elect(partition, live, unclean, directories)
     if election is not None:
-        records.append(stamp.record(partition_change=election.to_record(topic.topic_id, partition.partition_id,
-                                                                         context)))
+        records.append(
+            stamp.record(partition_change=election.to_record(topic.topic_id, partition.partition_id, context))
+        )

@@ -154,7 +154,9 @@ class QuorumVoter:
 
     def to_proto(self) -> metadata_pb2.QuorumVoter:
         return metadata_pb2.QuorumVoter(
-            controller_id=self.controller_id, raft_endpoint=self.raft_endpoint, grpc_endpoint=self.grpc_endpoint
+            controller_id=self.controller_id,
+            raft_endpoint=self.raft_endpoint,
+            grpc_endpoint=self.grpc_endpoint,
         )
 
     @classmethod

@@ -105,8 +105,10 @@ def _elect_one(stamp: Stamp, topic: TopicImage, p: PartitionState, live: set[Bro
         why = ("not live" if p.preferred_leader not in live
                else "not in the ISR" if p.preferred_leader not in p.isr else "the partition is offline")
         result.error = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-        result.error_message = (f"{topic.name}-{p.partition_id}: preferred replica {p.preferred_leader} is {why} "
-                                f"(isr {list(p.isr)}); leader stays {p.leader}")
+        result.error_message = (
+            f"{topic.name}-{p.partition_id}: preferred replica {p.preferred_leader} is {why} "
+            f"(isr {list(p.isr)}); leader stays {p.leader}"
+        )
         return result
     records.append(stamp.record(partition_change=election.to_record(
         topic.topic_id, p.partition_id, "preferred leader election (requested)")))

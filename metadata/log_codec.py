@@ -59,7 +59,9 @@ def encode_metadata_batch(batch: MetadataBatch) -> bytes:
     """Producer bytes of the RecordBatch that stores `batch`, its records serialized here."""
     if not batch.records:
         raise ValueError("a metadata batch needs at least one record")
-    return encode_record_values([r.SerializeToString() for r in batch.records], [r.time_ms for r in batch.records])
+    return encode_record_values(
+        [r.SerializeToString() for r in batch.records], [r.time_ms for r in batch.records]
+    )
 
 
 def decode_entry(stored: bytes | memoryview) -> LogBatch:

@@ -107,13 +107,17 @@ def decide_add_voter(
             return refuse(f"controller {new.controller_id} is a voter already ({present[0].raft_endpoint})")
         return refuse(f"cannot add {new.controller_id}: {malformed}")
     if not candidate_live:
-        return refuse(f"controller {new.controller_id} at {new.grpc_endpoint} did not answer as controller "
-                      f"{new.controller_id}: start it (with --peers naming the current voters and itself) first")
+        return refuse(
+            f"controller {new.controller_id} at {new.grpc_endpoint} did not answer as controller "
+            f"{new.controller_id}: start it (with --peers naming the current voters and itself) first"
+        )
     live = view.live_ids | {new.controller_id}
     if not has_live_majority([v.controller_id for v in after], live):
         return refuse(f"adding {new.controller_id} would leave {len(after)} voters with only "
                       f"{sum(1 for v in after if v.controller_id in live)} live: not a majority")
-    return _write(after, operations_pb2.AddVoterResponse, now_ms=now_ms, principal=principal, request_id=request_id)
+    return _write(
+        after, operations_pb2.AddVoterResponse, now_ms=now_ms, principal=principal, request_id=request_id
+    )
 
 
 def decide_remove_voter(
@@ -144,8 +148,10 @@ def decide_remove_voter(
     after = tuple(v for v in voters if v.controller_id != gone)
     if not has_live_majority([v.controller_id for v in after], view.live_ids):
         live = sorted(v.controller_id for v in after if v.controller_id in view.live_ids)
-        return refuse(f"removing {gone} would leave voters {[v.controller_id for v in after]} with only {live} "
-                      f"live: not a majority")
+        return refuse(
+            f"removing {gone} would leave voters {[v.controller_id for v in after]} with only {live} "
+            f"live: not a majority"
+        )
     return _write(after, operations_pb2.RemoveVoterResponse, now_ms=now_ms, principal=principal,
                   request_id=request_id)
 
@@ -155,7 +161,9 @@ def _refusal(reply: type, voters: tuple[QuorumVoter, ...], why: str) -> Decision
                               voter_ids=[v.controller_id for v in voters]))
 
 
-def _write(after: tuple[QuorumVoter, ...], reply: type, *, now_ms: int, principal: str, request_id: str) -> Decision:
+def _write(
+    after: tuple[QuorumVoter, ...], reply: type, *, now_ms: int, principal: str, request_id: str
+) -> Decision:
     stamp = Stamp(now_ms, principal, request_id)
     record = stamp.record(voter_set=metadata_pb2.VoterSetRecord(voters=[v.to_proto() for v in after]))
     return Decision([record], reply(voter_ids=[v.controller_id for v in after]))

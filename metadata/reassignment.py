@@ -124,7 +124,9 @@ def _state(topic: TopicImage, p: PartitionState) -> operations_pb2.PartitionReas
 def _find(image: MetadataImage, name: str, partition_id: int) -> tuple[TopicImage, PartitionState]:
     topic = image.topics.get(name)
     if topic is None or not 0 <= partition_id < len(topic.partitions):
-        raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name}-{partition_id} does not exist")
+        raise KanalError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name}-{partition_id} does not exist"
+        )
     return topic, topic.partitions[partition_id]
 
 
@@ -150,8 +152,10 @@ def _start(image: MetadataImage, topic: TopicImage, partition: PartitionState,
     if partition.reassigning:
         if partition.target_replicas == wanted:
             return None  # a retry of the start that is in progress
-        raise KanalError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
-                         f"{where} is being reassigned to {list(partition.target_replicas)}; cancel that first")
+        raise KanalError(
+            ErrorCode.REASSIGNMENT_IN_PROGRESS,
+            f"{where} is being reassigned to {list(partition.target_replicas)}; cancel that first",
+        )
     if partition.replicas == wanted:
         return None
     current = partition.replicas
@@ -170,8 +174,14 @@ def _start(image: MetadataImage, topic: TopicImage, partition: PartitionState,
     finished = _completion(topic, started, reason="reassignment started and complete")
     if finished is not None:
         return finished
-    return _record(topic, started.partition_id, started.replicas, started.adding_replicas, started.removing_replicas,
-                   f"reassignment started: {list(current)} -> {list(wanted)}")
+    return _record(
+        topic,
+        started.partition_id,
+        started.replicas,
+        started.adding_replicas,
+        started.removing_replicas,
+        f"reassignment started: {list(current)} -> {list(wanted)}",
+    )
 
 
 def _completion(topic: TopicImage, p: PartitionState,
@@ -214,5 +224,10 @@ def _settle(topic: TopicImage, p: PartitionState, replicas: tuple[BrokerId, ...]
 def _record(topic: TopicImage, partition_id: int, replicas: Iterable[int], adding: Iterable[int],
             removing: Iterable[int], reason: str) -> metadata_pb2.PartitionReassignmentRecord:
     return metadata_pb2.PartitionReassignmentRecord(
-        topic_id=topic.topic_id, partition_id=partition_id, replicas=list(replicas), adding_replicas=list(adding),
-        removing_replicas=list(removing), reason=reason)
+        topic_id=topic.topic_id,
+        partition_id=partition_id,
+        replicas=list(replicas),
+        adding_replicas=list(adding),
+        removing_replicas=list(removing),
+        reason=reason,
+    )

@@ -57,7 +57,9 @@ def decide_alter_user_scram_credentials(
     return Decision(records, admin_pb2.AlterUserScramCredentialsResponse(results=results))
 
 
-def _user_records(image: MetadataImage, stamp: Stamp, user: str, changes: list) -> list[metadata_pb2.MetadataRecord]:
+def _user_records(
+    image: MetadataImage, stamp: Stamp, user: str, changes: list
+) -> list[metadata_pb2.MetadataRecord]:
     check_user_name(user)
     current = image.scram_credentials.get(user, {})
     seen: set[str] = set()
@@ -70,18 +72,24 @@ def _user_records(image: MetadataImage, stamp: Stamp, user: str, changes: list) 
         seen.add(change.mechanism)
         if isinstance(change, admin_pb2.ScramCredentialDeletion):
             if change.mechanism not in current:
-                raise KanalError(ErrorCode.INVALID_REQUEST, f"user {user!r} has no {change.mechanism} credential")
+                raise KanalError(
+                    ErrorCode.INVALID_REQUEST, f"user {user!r} has no {change.mechanism} credential"
+                )
             records.append(stamp.record(remove_user_scram_credential=metadata_pb2.RemoveUserScramCredentialRecord(
                 name=user, mechanism=change.mechanism)))
             continue
         check_iterations(change.iterations)
         if not SALT_BYTES_MIN <= len(change.salt) <= SALT_BYTES_MAX:
-            raise KanalError(ErrorCode.INVALID_REQUEST,
-                             f"the salt must be {SALT_BYTES_MIN}..{SALT_BYTES_MAX} bytes, got {len(change.salt)}")
+            raise KanalError(
+                ErrorCode.INVALID_REQUEST,
+                f"the salt must be {SALT_BYTES_MIN}..{SALT_BYTES_MAX} bytes, got {len(change.salt)}",
+            )
         if len(change.salted_password) != hashlib.new(hash_name).digest_size:
-            raise KanalError(ErrorCode.INVALID_REQUEST,
-                             f"a {change.mechanism} salted password is {hashlib.new(hash_name).digest_size} bytes, "
-                             f"got {len(change.salted_password)}")
+            raise KanalError(
+                ErrorCode.INVALID_REQUEST,
+                f"a {change.mechanism} salted password is {hashlib.new(hash_name).digest_size} bytes, "
+                f"got {len(change.salted_password)}",
+            )
         c = credential_from_salted(change.mechanism, change.salt, change.iterations, change.salted_password)
         records.append(stamp.record(user_scram_credential=metadata_pb2.UserScramCredentialRecord(
             name=user, mechanism=c.mechanism, salt=c.salt, stored_key=c.stored_key, server_key=c.server_key,

@@ -136,7 +136,9 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
             )
         )
     if image.voters:
-        records.append(stamp.record(voter_set=metadata_pb2.VoterSetRecord(voters=[v.to_proto() for v in image.voters])))
+        records.append(
+            stamp.record(voter_set=metadata_pb2.VoterSetRecord(voters=[v.to_proto() for v in image.voters]))
+        )
     for entry in iter_entries(image.acls):
         records.append(
             stamp.record(access_control_entry=metadata_pb2.AccessControlEntryRecord(entry=entry.to_proto()))

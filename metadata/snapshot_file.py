@@ -90,7 +90,9 @@ def decode_snapshot_file(data: bytes, name: str | None = None) -> SnapshotFile:
     if magic != MAGIC:
         raise SnapshotFileError(f"not a metadata snapshot file (magic {magic!r})")
     if _HEAD.size + size + _CRC.size != len(data):
-        raise SnapshotFileError(f"the snapshot says {size} bytes, the file holds {len(data) - _HEAD.size - 4}")
+        raise SnapshotFileError(
+            f"the snapshot says {size} bytes, the file holds {len(data) - _HEAD.size - 4}"
+        )
     (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
     if zlib.crc32(data[: len(data) - _CRC.size]) != crc:
         raise SnapshotFileError("the metadata snapshot file's CRC does not match")

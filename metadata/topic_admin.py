@@ -197,7 +197,11 @@ def _check_partition_count(count: int) -> None:
 
 
 def _partition_records(
-    image: MetadataImage, stamp: Stamp, topic_id: str, first_partition: int, placements: list[tuple[BrokerId, ...]]
+    image: MetadataImage,
+    stamp: Stamp,
+    topic_id: str,
+    first_partition: int,
+    placements: list[tuple[BrokerId, ...]],
 ) -> list[metadata_pb2.MetadataRecord]:
     # Placement picks live brokers only, so every replica is registered; its log starts on the disk it
     # registered with, which is what the ISR records (see election.py).

@@ -72,7 +72,9 @@ class _Int:
         if self.unlimited and value == -1:
             return None
         if not self.lo <= value <= self.hi:
-            allowed = f"-1 (no limit) or [{self.lo}, {self.hi}]" if self.unlimited else f"[{self.lo}, {self.hi}]"
+            allowed = (
+                f"-1 (no limit) or [{self.lo}, {self.hi}]" if self.unlimited else f"[{self.lo}, {self.hi}]"
+            )
             raise ValueError(f"{value} is outside {allowed}")
         return value
 
@@ -107,45 +109,113 @@ def _bool(text: str) -> bool:
 TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
     key.name: key
     for key in (
-        ConfigKey("cleanup.policy", _choice("delete", "compact"), "delete",
-                  "delete: drop old segments by retention; compact: keep the latest value per key."),
-        ConfigKey("retention.ms", _Int(0, unlimited=True), 7 * DAY_MS,
-                  "Delete a closed segment once its newest record is older than this; -1 keeps forever. "
-                  "-1 or >= 0."),
-        ConfigKey("retention.bytes", _Int(0, unlimited=True), None,
-                  "Delete the oldest closed segments while the partition is larger than this; -1: no limit. "
-                  "-1 or >= 0."),
-        ConfigKey("segment.bytes", _Int(1024, 1 << 31), 1024 * MiB,
-                  "Roll to a new segment file when the active one would exceed this many bytes. 1 KiB .. 2 GiB."),
-        ConfigKey("segment.ms", _Int(1), 7 * DAY_MS,
-                  "Roll when a batch's timestamp is this far past the active segment's first batch. >= 1."),
-        ConfigKey("segment.index.bytes", _Int(4096, 1 << 31), 10 * MiB,
-                  "Roll when the active segment's offset index would exceed this many bytes. 4 KiB .. 2 GiB."),
-        ConfigKey("index.interval.bytes", _Int(0, 1 << 30), 4096,
-                  "Add an index entry after this many log bytes (smaller: faster lookups, larger indexes). "
-                  "0 .. 1 GiB."),
-        ConfigKey("max.message.bytes", _Int(64, 1 << 30), 1 * MiB + 12,
-                  "Largest batch, in bytes as sent by the producer, a partition accepts. 64 .. 1 GiB."),
-        ConfigKey("delete.retention.ms", _Int(0), DAY_MS,
-                  "Compacted topics: a tombstone is removed once its batch is older than this. >= 0."),
-        ConfigKey("min.compaction.lag.ms", _Int(0), 0,
-                  "Compacted topics: records younger than this are never compacted away. >= 0."),
-        ConfigKey("flush.messages", _Int(1, unlimited=True), None,
-                  "fsync after this many batches; -1: never (durability comes from replication). -1 or >= 1."),
-        ConfigKey("flush.ms", _Int(0, unlimited=True), None,
-                  "fsync when the oldest unflushed batch is older than this; -1: never. -1 or >= 0."),
-        ConfigKey("min.insync.replicas", _Int(1, 1000), 1,
-                  "acks=all fails with NOT_ENOUGH_REPLICAS when the ISR is smaller than this. 1 .. 1000."),
-        ConfigKey("unclean.leader.election.enable", _bool, False,
-                  "Allow a replica outside the ISR to become leader (may lose acknowledged records)."),
-        ConfigKey("message.timestamp.difference.max.ms", _Int(0, unlimited=True), None,
-                  "Reject batches whose timestamps are further than this from the broker clock; -1: no limit. "
-                  "-1 or >= 0."),
-        ConfigKey("follower.replication.throttled.rate", _Int(1, unlimited=True), None,
-                  "bytes/s a broker copies into each replica a reassignment is adding to it (-1: no limit); "
-                  "in-sync followers are never throttled"),
-        ConfigKey("compression.type", _choice("producer", "none", "gzip", "snappy", "lz4", "zstd"), "producer",
-                  "Codec the topic keeps; 'producer' keeps what the producer sent (the broker never recompresses)."),
+        ConfigKey(
+            "cleanup.policy",
+            _choice("delete", "compact"),
+            "delete",
+            "delete: drop old segments by retention; compact: keep the latest value per key.",
+        ),
+        ConfigKey(
+            "retention.ms",
+            _Int(0, unlimited=True),
+            7 * DAY_MS,
+            "Delete a closed segment once its newest record is older than this; -1 keeps forever. "
+            "-1 or >= 0.",
+        ),
+        ConfigKey(
+            "retention.bytes",
+            _Int(0, unlimited=True),
+            None,
+            "Delete the oldest closed segments while the partition is larger than this; -1: no limit. "
+            "-1 or >= 0.",
+        ),
+        ConfigKey(
+            "segment.bytes",
+            _Int(1024, 1 << 31),
+            1024 * MiB,
+            "Roll to a new segment file when the active one would exceed this many bytes. 1 KiB .. 2 GiB.",
+        ),
+        ConfigKey(
+            "segment.ms",
+            _Int(1),
+            7 * DAY_MS,
+            "Roll when a batch's timestamp is this far past the active segment's first batch. >= 1.",
+        ),
+        ConfigKey(
+            "segment.index.bytes",
+            _Int(4096, 1 << 31),
+            10 * MiB,
+            "Roll when the active segment's offset index would exceed this many bytes. 4 KiB .. 2 GiB.",
+        ),
+        ConfigKey(
+            "index.interval.bytes",
+            _Int(0, 1 << 30),
+            4096,
+            "Add an index entry after this many log bytes (smaller: faster lookups, larger indexes). "
+            "0 .. 1 GiB.",
+        ),
+        ConfigKey(
+            "max.message.bytes",
+            _Int(64, 1 << 30),
+            1 * MiB + 12,
+            "Largest batch, in bytes as sent by the producer, a partition accepts. 64 .. 1 GiB.",
+        ),
+        ConfigKey(
+            "delete.retention.ms",
+            _Int(0),
+            DAY_MS,
+            "Compacted topics: a tombstone is removed once its batch is older than this. >= 0.",
+        ),
+        ConfigKey(
+            "min.compaction.lag.ms",
+            _Int(0),
+            0,
+            "Compacted topics: records younger than this are never compacted away. >= 0.",
+        ),
+        ConfigKey(
+            "flush.messages",
+            _Int(1, unlimited=True),
+            None,
+            "fsync after this many batches; -1: never (durability comes from replication). -1 or >= 1.",
+        ),
+        ConfigKey(
+            "flush.ms",
+            _Int(0, unlimited=True),
+            None,
+            "fsync when the oldest unflushed batch is older than this; -1: never. -1 or >= 0.",
+        ),
+        ConfigKey(
+            "min.insync.replicas",
+            _Int(1, 1000),
+            1,
+            "acks=all fails with NOT_ENOUGH_REPLICAS when the ISR is smaller than this. 1 .. 1000.",
+        ),
+        ConfigKey(
+            "unclean.leader.election.enable",
+            _bool,
+            False,
+            "Allow a replica outside the ISR to become leader (may lose acknowledged records).",
+        ),
+        ConfigKey(
+            "message.timestamp.difference.max.ms",
+            _Int(0, unlimited=True),
+            None,
+            "Reject batches whose timestamps are further than this from the broker clock; -1: no limit. "
+            "-1 or >= 0.",
+        ),
+        ConfigKey(
+            "follower.replication.throttled.rate",
+            _Int(1, unlimited=True),
+            None,
+            "bytes/s a broker copies into each replica a reassignment is adding to it (-1: no limit); "
+            "in-sync followers are never throttled",
+        ),
+        ConfigKey(
+            "compression.type",
+            _choice("producer", "none", "gzip", "snappy", "lz4", "zstd"),
+            "producer",
+            "Codec the topic keeps; 'producer' keeps what the producer sent (the broker never recompresses).",
+        ),
     )
 }
 

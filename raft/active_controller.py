@@ -289,7 +289,9 @@ class ActiveController:
             # Rejected: certainly not applied. Decide again on a fresh image if still active.
         if not self.is_active():
             raise self.not_active_error()
-        raise KanalError(ErrorCode.REQUEST_TIMED_OUT, "the write was rejected by newer decisions until its deadline")
+        raise KanalError(
+            ErrorCode.REQUEST_TIMED_OUT, "the write was rejected by newer decisions until its deadline"
+        )
 
     def _broker_decider(self, decide_fn, request, request_id: str):
         """A decision for a broker's own request (registration, heartbeat): stamped with the broker as
@@ -313,11 +315,19 @@ class ActiveController:
         def decide_register(image: MetadataImage, request, *, now_ms: int, principal: str, request_id: str):
             # The old incarnation's session decides whether a new one may take the id (one live
             # process per broker id); the times are this active controller's (broker_sessions.py).
-            return decide_register_broker(image, request, now_ms=now_ms, principal=principal, request_id=request_id,
-                                          last_heartbeat_ms=self._sessions.last_heartbeat_ms,
-                                          session_timeout_ms=timeout_ms)
+            return decide_register_broker(
+                image,
+                request,
+                now_ms=now_ms,
+                principal=principal,
+                request_id=request_id,
+                last_heartbeat_ms=self._sessions.last_heartbeat_ms,
+                session_timeout_ms=timeout_ms,
+            )
 
-        reply, _ = self.write(self._broker_decider(decide_register, request, request_id), deadline_s=deadline_s)
+        reply, _ = self.write(
+            self._broker_decider(decide_register, request, request_id), deadline_s=deadline_s
+        )
         if reply.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
             reply.session_timeout_ms = timeout_ms  # the broker bounds its wait by it (broker/lifecycle.py)
         if reply.error == ErrorCode.NONE:
@@ -657,7 +667,9 @@ class ActiveController:
             with self._pipeline_cond:
                 # Decisions never handed to Raft are certainly not applied: their callers learn it now.
                 end = self._store.durable_end_offset
-                self._finish([s for proposal, _ in list(self._outbox) for s in self._pipeline.reject(proposal, end)])
+                self._finish(
+                    [s for proposal, _ in list(self._outbox) for s in self._pipeline.reject(proposal, end)]
+                )
         with self._state_cond:
             self._state_cond.notify_all()
         _log.info("no longer the active controller (epoch %s): %s", epoch, why)
@@ -695,7 +707,9 @@ class ActiveController:
                           decision.reply, config.leader_imbalance_per_broker_percentage)
             return decision
 
-        self.write(decide, deadline_s=time.monotonic() + config.request_timeout_ms / 1000, wait_if_unchanged=False)
+        self.write(
+            decide, deadline_s=time.monotonic() + config.request_timeout_ms / 1000, wait_if_unchanged=False
+        )
 
     def _expire_sessions(self) -> None:
         timeout_ms = self._config.session_timeout_ms

@@ -206,7 +206,10 @@ class ControllerConfig:
         ids = [v.controller_id for v in self.voters]
         if len(set(ids)) != len(ids):
             raise ControllerConfigError(f"--peers: controller ids must be distinct, got {ids}")
-        for what, addresses in (("raft", [v.raft for v in self.voters]), ("grpc", [v.grpc for v in self.voters])):
+        for what, addresses in (
+            ("raft", [v.raft for v in self.voters]),
+            ("grpc", [v.grpc for v in self.voters]),
+        ):
             if len(set(addresses)) != len(addresses):
                 raise ControllerConfigError(f"--peers: {what} addresses must be distinct")
         me = self.voter(self.controller_id)
@@ -217,17 +220,23 @@ class ControllerConfig:
         if self.cluster_secret is not None and not 8 <= len(self.cluster_secret) <= 1024:
             raise ControllerConfigError("--cluster-secret must be 8 .. 1024 characters")
         if not _CLUSTER_ID.match(self.cluster_id):
-            raise ControllerConfigError(f"--cluster-id must be 1..64 of [A-Za-z0-9._-], got {self.cluster_id!r}")
+            raise ControllerConfigError(
+                f"--cluster-id must be 1..64 of [A-Za-z0-9._-], got {self.cluster_id!r}"
+            )
         _bound("--session-timeout-ms", self.session_timeout_ms, 100, 600_000)
         _bound("--session-check-interval-ms", self.session_check_interval_ms, 10, 10_000)
         if self.session_check_interval_ms >= self.session_timeout_ms:
             raise ControllerConfigError("--session-check-interval-ms must be below --session-timeout-ms")
         _bound("--leader-imbalance-check-interval-ms", self.leader_imbalance_check_interval_ms, 100, 10**9)
-        _bound("--leader-imbalance-per-broker-percentage", self.leader_imbalance_per_broker_percentage, 0, 100)
+        _bound(
+            "--leader-imbalance-per-broker-percentage", self.leader_imbalance_per_broker_percentage, 0, 100
+        )
         _bound("--election-timeout-ms", self.election_timeout_ms, 100, 60_000)
         _bound("--raft-heartbeat-interval-ms", self.raft_heartbeat_interval_ms, 5, 60_000)
         if self.raft_heartbeat_interval_ms * 3 >= self.election_timeout_ms:
-            raise ControllerConfigError("--raft-heartbeat-interval-ms must be below --election-timeout-ms / 3")
+            raise ControllerConfigError(
+                "--raft-heartbeat-interval-ms must be below --election-timeout-ms / 3"
+            )
         if self.leader_fallback_timeout_ms + self.election_timeout_ms_max >= self.session_timeout_ms:
             # A leader cut off from the other controllers (or paused and resumed) answers broker heartbeats
             # as active until pysyncobj makes it step down, leader_fallback_timeout_ms after it last heard
@@ -265,7 +274,9 @@ class ControllerConfig:
         if self.log_format not in ("text", "json"):
             raise ControllerConfigError(f"--log-format must be text or json, got {self.log_format!r}")
         if self.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-            raise ControllerConfigError(f"--log-level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
+            raise ControllerConfigError(
+                f"--log-level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}"
+            )
 
     # -- derived settings ---------------------------------------------------------------------------
 
@@ -362,11 +373,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one controller of the kanal metadata quorum (Raft on pysyncobj).",
         allow_abbrev=False,
     )
-    p.add_argument("--id", type=integer("--id"), help="this controller's id (one of --peers; or --id-from-hostname)")
+    p.add_argument(
+        "--id", type=integer("--id"), help="this controller's id (one of --peers; or --id-from-hostname)"
+    )
     p.add_argument("--listen", required=True, help="gRPC listen (bind) address HOST:PORT; the address it "
                                                    "advertises is its entry in --peers")
-    p.add_argument("--raft", help="Raft address HOST:PORT the peers dial (default: this id's entry in --peers)")
-    p.add_argument("--raft-listen", help="Raft bind address HOST:PORT when it differs from --raft (0.0.0.0:9093)")
+    p.add_argument(
+        "--raft", help="Raft address HOST:PORT the peers dial (default: this id's entry in --peers)"
+    )
+    p.add_argument(
+        "--raft-listen", help="Raft bind address HOST:PORT when it differs from --raft (0.0.0.0:9093)"
+    )
     p.add_argument(
         "--peers",
         required=True,
@@ -434,8 +451,9 @@ def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None
     me = next((v for v in voters if v.controller_id == args.id), None)
     if me is None:
         listed = sorted(v.controller_id for v in voters)
-        raise ControllerConfigError(f"--peers does not list this controller (--id {args.id}); the quorum's ids "
-                                     f"are {listed}")
+        raise ControllerConfigError(
+            f"--peers does not list this controller (--id {args.id}); the quorum's ids are {listed}"
+        )
     raft = Address.parse(args.raft, "--raft") if args.raft else me.raft
     secret = args.cluster_secret
     if args.cluster_secret_file is not None:
@@ -444,7 +462,9 @@ def parse_controller_args(argv: Sequence[str], environ: Mapping[str, str] | None
         except (OSError, IndexError) as exc:
             raise ControllerConfigError(f"--cluster-secret-file: cannot read a secret: {exc}") from None
     try:
-        authorizer = authorizer_config_from(args.authorizer, args.super_users, args.allow_everyone_if_no_acl_found)
+        authorizer = authorizer_config_from(
+            args.authorizer, args.super_users, args.allow_everyone_if_no_acl_found
+        )
         security = listener_security_from_args(args)
     except KanalError as exc:
         raise ControllerConfigError(exc.message) from None

@@ -37,8 +37,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pysyncobj import HAS_CRYPTO
 
         if not HAS_CRYPTO:
-            return command_error("kanal controller: error", "--cluster-secret needs the 'cryptography' package",
-                                 ErrorCode.MISSING_DEPENDENCY, EXIT_USAGE)
+            return command_error(
+                "kanal controller: error",
+                "--cluster-secret needs the 'cryptography' package",
+                ErrorCode.MISSING_DEPENDENCY,
+                EXIT_USAGE,
+            )
     setup_logging(config.log_format, config.log_level, f"controller-{config.controller_id}")
     from kanal.raft.controller_server import ControllerServer, StartupError
 

@@ -81,41 +81,102 @@ def image_counts(image: MetadataImage) -> ImageCounts:
             offline += p.offline
             under_replicated += (not p.offline) and len(p.isr) < len(p.replicas)
             imbalance += (not p.offline) and p.leader != p.preferred_leader
-    return ImageCounts(image.next_offset - 1, fenced, len(image.brokers) - fenced, len(image.topics), partitions,
-                       offline, under_replicated, imbalance)
+    return ImageCounts(
+        image.next_offset - 1,
+        fenced,
+        len(image.brokers) - fenced,
+        len(image.topics),
+        partitions,
+        offline,
+        under_replicated,
+        imbalance,
+    )
 
 
 def controller_gauges(counts: ImageCounts, durable_end_offset: int, quorum: QuorumStatus | None,
                       active: bool) -> list[tuple[str, str, float, dict[str, str]]]:
     """(name, help, value, labels) of every gauge; `quorum` is None while Raft has not started."""
     out: list[tuple[str, str, float, dict[str, str]]] = [
-        ("kanal_controller_active_controller_count", "1 on the active controller, 0 elsewhere", int(active), {}),
-        ("kanal_controller_last_applied_record_offset", "Last metadata log offset applied here",
-         counts.last_applied_offset, {}),
-        ("kanal_controller_last_committed_record_offset", "Last metadata log offset durable on this controller",
-         durable_end_offset - 1, {}),
-        ("kanal_controller_metadata_log_end_offset", "Offset the next durable metadata record gets",
-         durable_end_offset, {}),
-        ("kanal_controller_registered_broker_count", "Registered brokers, fenced or not",
-         counts.fenced_brokers + counts.active_brokers, {}),
-        ("kanal_controller_fenced_broker_count", "Registered brokers that are fenced", counts.fenced_brokers, {}),
-        ("kanal_controller_active_broker_count", "Registered brokers that are not fenced", counts.active_brokers, {}),
+        (
+            "kanal_controller_active_controller_count",
+            "1 on the active controller, 0 elsewhere",
+            int(active),
+            {},
+        ),
+        (
+            "kanal_controller_last_applied_record_offset",
+            "Last metadata log offset applied here",
+            counts.last_applied_offset,
+            {},
+        ),
+        (
+            "kanal_controller_last_committed_record_offset",
+            "Last metadata log offset durable on this controller",
+            durable_end_offset - 1,
+            {},
+        ),
+        (
+            "kanal_controller_metadata_log_end_offset",
+            "Offset the next durable metadata record gets",
+            durable_end_offset,
+            {},
+        ),
+        (
+            "kanal_controller_registered_broker_count",
+            "Registered brokers, fenced or not",
+            counts.fenced_brokers + counts.active_brokers,
+            {},
+        ),
+        (
+            "kanal_controller_fenced_broker_count",
+            "Registered brokers that are fenced",
+            counts.fenced_brokers,
+            {},
+        ),
+        (
+            "kanal_controller_active_broker_count",
+            "Registered brokers that are not fenced",
+            counts.active_brokers,
+            {},
+        ),
         ("kanal_controller_global_topic_count", "Topics", counts.topics, {}),
         ("kanal_controller_global_partition_count", "Partitions", counts.partitions, {}),
-        ("kanal_controller_offline_partitions_count", "Partitions with no leader", counts.offline_partitions, {}),
-        ("kanal_controller_under_replicated_partitions_count",
-         "Partitions with a leader whose ISR is smaller than their replica set", counts.under_replicated_partitions,
-         {}),
-        ("kanal_controller_preferred_replica_imbalance_count",
-         "Partitions led by another replica than their preferred (first) one", counts.preferred_imbalance, {}),
+        (
+            "kanal_controller_offline_partitions_count",
+            "Partitions with no leader",
+            counts.offline_partitions,
+            {},
+        ),
+        (
+            "kanal_controller_under_replicated_partitions_count",
+            "Partitions with a leader whose ISR is smaller than their replica set",
+            counts.under_replicated_partitions,
+            {},
+        ),
+        (
+            "kanal_controller_preferred_replica_imbalance_count",
+            "Partitions led by another replica than their preferred (first) one",
+            counts.preferred_imbalance,
+            {},
+        ),
     ]
     if quorum is not None:
         out += [
-            ("kanal_raft_current_leader", "Controller id of the Raft leader (-1: none known)", quorum.leader_id, {}),
+            (
+                "kanal_raft_current_leader",
+                "Controller id of the Raft leader (-1: none known)",
+                quorum.leader_id,
+                {},
+            ),
             ("kanal_raft_current_epoch", "Raft term", quorum.term, {}),
             ("kanal_raft_high_watermark", "Raft commit index", quorum.commit_index, {}),
             ("kanal_raft_applied_index", "Last Raft index this controller applied", quorum.last_applied, {}),
-            ("kanal_raft_has_quorum", "1 while this leader hears from a majority", int(quorum.has_quorum), {}),
+            (
+                "kanal_raft_has_quorum",
+                "1 while this leader hears from a majority",
+                int(quorum.has_quorum),
+                {},
+            ),
         ]
         out += [("kanal_raft_voter_lag", "Committed Raft entries a voter has not acknowledged (leader only)",
                  quorum.lag(v), {"voter": str(v.controller_id)})

@@ -111,8 +111,10 @@ class ControllerServer:
         # (kanal.v1.authentication); passwords are checked against the SCRAM credentials of this controller's
         # committed image.
         self.authenticator = Authenticator(
-            config.security, lambda user: self.store.read(lambda image: dict(image.scram_credentials.get(user, {}))),
-            unready=self._unready)
+            config.security,
+            lambda user: self.store.read(lambda image: dict(image.scram_credentials.get(user, {}))),
+            unready=self._unready,
+        )
         self.grpc_server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.grpc_threads, thread_name_prefix="grpc"),
             options=CHANNEL_OPTIONS,
@@ -145,10 +147,16 @@ class ControllerServer:
             raise StartupError(f"cannot listen on {self.config.listen}")
         self.grpc_server.start()
         _log.info("gRPC listener %s: %s", self.config.listen, self.config.security.describe())
-        warn_if_exposed(self.config.listen.host, self.config.security, _log, f"controller {self.config.controller_id}")
+        warn_if_exposed(
+            self.config.listen.host, self.config.security, _log, f"controller {self.config.controller_id}"
+        )
         if self.config.cluster_secret is None and not is_loopback_bind(self.config.raft_bind.host):
-            _log.warning("controller %d's Raft port %s is reachable from other machines without --cluster-secret: "
-                         "Raft traffic is plain and unauthenticated", self.config.controller_id, self.config.raft_bind)
+            _log.warning(
+                "controller %d's Raft port %s is reachable from other machines without --cluster-secret: "
+                "Raft traffic is plain and unauthenticated",
+                self.config.controller_id,
+                self.config.raft_bind,
+            )
         if self.config.metrics_listen is not None:
             collector = ControllerCollector(
                 counts=lambda: self.store.read(image_counts),
@@ -226,7 +234,9 @@ class ControllerServer:
         election_s = self.config.election_timeout_ms_max / 1000
         retry_s = 2 * self.config.raft_heartbeat_interval_ms / 1000
         deadline = time.monotonic() + HAND_OFF_ELECTION_TIMEOUTS * election_s
-        _log.info("stopping as the Raft leader (term %d): handing leadership to another controller", raft.term())
+        _log.info(
+            "stopping as the Raft leader (term %d): handing leadership to another controller", raft.term()
+        )
         next_request = 0.0
         while time.monotonic() < deadline:
             if not raft.is_leader():
@@ -234,17 +244,23 @@ class ControllerServer:
                 leader = raft.leader_address()
                 voter = self.roster.voter_by_raft(leader) if leader else None
                 if voter is not None and voter.controller_id != me:
-                    _log.info("handed Raft leadership over: controller %d leads (term %d)", voter.controller_id,
-                              raft.term())
+                    _log.info(
+                        "handed Raft leadership over: controller %d leads (term %d)",
+                        voter.controller_id,
+                        raft.term(),
+                    )
                     return True
             elif time.monotonic() >= next_request:
                 # Refused until a voter has the whole log; ask again each couple of heartbeats.
                 raft.hand_off_leadership()
                 next_request = time.monotonic() + retry_s
             time.sleep(0.005)  # a few ticks of pysyncobj (autoTickPeriod)
-        _log.warning("no other controller took Raft leadership within %.1f s (leader now: %s); stopping anyway "
-                     "(the others elect a leader after an election timeout)",
-                     HAND_OFF_ELECTION_TIMEOUTS * election_s, raft.leader_address())
+        _log.warning(
+            "no other controller took Raft leadership within %.1f s (leader now: %s); stopping anyway "
+            "(the others elect a leader after an election timeout)",
+            HAND_OFF_ELECTION_TIMEOUTS * election_s,
+            raft.leader_address(),
+        )
         return False
 
     def _stop_metrics(self) -> None:
@@ -258,7 +274,9 @@ class ControllerServer:
         not check out is then CONTROLLER_NOT_AVAILABLE (retriable), not a refusal."""
         if self.raft is not None and self.raft.isReady():
             return None
-        return KanalError(ErrorCode.CONTROLLER_NOT_AVAILABLE, "this controller is catching up with the quorum")
+        return KanalError(
+            ErrorCode.CONTROLLER_NOT_AVAILABLE, "this controller is catching up with the quorum"
+        )
 
     def _quorum_status(self):
         if self.raft is None:
@@ -294,7 +312,9 @@ class ControllerServer:
         if serving == self._serving:
             return
         self._serving = serving
-        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        status = (
+            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
         for name in ("", SERVICE_NAME):
             self.health.set(name, status)
         _log.info("health: %s", "SERVING" if serving else "NOT_SERVING")

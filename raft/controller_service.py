@@ -219,7 +219,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             )
         except KanalError as exc:
             _log.info("AllocateProducerIds from broker %d failed: %s", request.broker_id, exc)
-            return controller_pb2.AllocateProducerIdsResponse(error=exc.code, active_controller=self._hint(exc))
+            return controller_pb2.AllocateProducerIdsResponse(
+                error=exc.code, active_controller=self._hint(exc)
+            )
 
     @_rpc
     @gated
@@ -263,7 +265,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     @_rpc
     @gated
     def CreatePartitions(self, request, context):
-        return self._admin_write("CreatePartitions", decide_create_partitions, request, context, with_rng=True)
+        return self._admin_write(
+            "CreatePartitions", decide_create_partitions, request, context, with_rng=True
+        )
 
     @_rpc
     @gated
@@ -288,7 +292,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     @_rpc
     @gated
     def AlterUserScramCredentials(self, request, context):
-        return self._admin_write("AlterUserScramCredentials", decide_alter_user_scram_credentials, request, context)
+        return self._admin_write(
+            "AlterUserScramCredentials", decide_alter_user_scram_credentials, request, context
+        )
 
     @_rpc
     @gated
@@ -431,7 +437,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
                     if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                     else ErrorCode.CONTROLLER_NOT_AVAILABLE
                 )
-                raise KanalError(code, f"forwarding to controller {hint.controller_id} failed: {exc.details()}")
+                raise KanalError(
+                    code, f"forwarding to controller {hint.controller_id} failed: {exc.details()}"
+                )
             raise _Forwarded(exc.code(), exc.details() or "", trailing) from None
 
     def _deadline(self, context: grpc.ServicerContext) -> float:

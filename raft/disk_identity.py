@@ -111,7 +111,10 @@ def recorded_directory(snapshot, controller_id: int) -> str | None:
     """The directory id a MetadataSnapshot records for `controller_id` (None: none)."""
     for record in snapshot.records:
         kind = record.WhichOneof("record")
-        if kind == "controller_registration" and record.controller_registration.controller_id == controller_id:
+        if (
+            kind == "controller_registration"
+            and record.controller_registration.controller_id == controller_id
+        ):
             return record.controller_registration.directory_id
     return None
 
@@ -135,7 +138,9 @@ def check_against_quorum(identity: DiskIdentity, peers: _Peers, other_ids: list[
             answered.add(peer)
             recorded = recorded_directory(reply.snapshot, identity.controller_id)
             if recorded is not None and recorded != identity.directory_id:
-                raise DiskIdentityError(directory_mismatch(identity.controller_id, identity.directory_id, recorded))
+                raise DiskIdentityError(
+                    directory_mismatch(identity.controller_id, identity.directory_id, recorded)
+                )
             if recorded == identity.directory_id:
                 _log.info("disk identity %s is the one the quorum recorded", identity.directory_id)
                 return

@@ -53,7 +53,9 @@ class MetadataLogGapError(Exception):
     at an offset). A broken invariant: the controller stops."""
 
 
-def metadata_log_config(batch_bytes_max: int, segment_bytes_max: int = METADATA_SEGMENT_BYTES_MAX) -> LogConfig:
+def metadata_log_config(
+    batch_bytes_max: int, segment_bytes_max: int = METADATA_SEGMENT_BYTES_MAX
+) -> LogConfig:
     # A RecordBatch wraps each MetadataRecord in a Record (offset and timestamp deltas, framing): allow
     # twice the metadata batch limit, which the active controller enforces before proposing.
     # ControllerConfig keeps segment_bytes_max above that.
@@ -69,7 +71,9 @@ def metadata_log_config(batch_bytes_max: int, segment_bytes_max: int = METADATA_
     )
 
 
-def open_metadata_log(data_dir: Path, batch_bytes_max: int, segment_bytes_max: int = METADATA_SEGMENT_BYTES_MAX) -> Log:
+def open_metadata_log(
+    data_dir: Path, batch_bytes_max: int, segment_bytes_max: int = METADATA_SEGMENT_BYTES_MAX
+) -> Log:
     return Log.open(data_dir / METADATA_LOG_DIR_NAME, metadata_log_config(batch_bytes_max, segment_bytes_max))
 
 

@@ -83,7 +83,9 @@ def image_from_data_dir(data_dir: Path, warn=lambda line: print(line, file=sys.s
     """The image a controller's data directory holds: newest intact snapshot, then the log after it."""
     log_dir = data_dir / METADATA_LOG_DIR_NAME
     if not log_dir.is_dir():
-        raise ShellError(f"{data_dir}: no {METADATA_LOG_DIR_NAME} directory (not a controller's data directory)")
+        raise ShellError(
+            f"{data_dir}: no {METADATA_LOG_DIR_NAME} directory (not a controller's data directory)"
+        )
     image = MetadataImage()
     for path in sorted(log_dir.iterdir(), reverse=True):
         if parse_snapshot_file_name(path.name) is None:
@@ -100,7 +102,9 @@ def image_from_data_dir(data_dir: Path, warn=lambda line: print(line, file=sys.s
                 if batch.end_offset <= image.next_offset:
                     continue
                 if batch.base_offset != image.next_offset:
-                    raise ShellError(f"{log_dir}: the log jumps from {image.next_offset} to {batch.base_offset}")
+                    raise ShellError(
+                        f"{log_dir}: the log jumps from {image.next_offset} to {batch.base_offset}"
+                    )
                 apply_batch(image, batch.metadata_batch(), batch.base_offset)
         except CorruptEntry as exc:
             warn(f"kanal metadata: the log is damaged in segment {base} ({exc.message}); "
@@ -127,29 +131,68 @@ def _segments(log_dir: Path) -> Iterator[tuple[int, memoryview]]:
 def image_tree(image: MetadataImage) -> Tree:
     """The image as nested dicts (see the module docstring); leaves are JSON values."""
     return {
-        "metadata": {"next_offset": image.next_offset, "controller_epoch": image.controller_epoch,
-                     "next_producer_id": image.next_producer_id},
-        "brokers": {str(b): {"endpoint": r.endpoint, "rack": r.rack, "epoch": r.broker_epoch, "fenced": r.fenced,
-                             "incarnation_id": r.incarnation_id, "directory_id": r.directory_id,
-                             "metrics_endpoint": r.metrics_endpoint}
-                    for b, r in sorted(image.brokers.items())},
-        "topics": {name: {"id": str(t.topic_id), "configs": dict(sorted(t.configs.items())),
-                          "partitions": {str(p.partition_id): {
-                              "replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader,
-                              "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch}
-                              for p in t.partitions}}
-                   for name, t in sorted(image.topics.items())},
-        "configs": {"brokers": {name or DEFAULT_NAME: dict(sorted(values.items()))
-                                for name, values in sorted(image.broker_configs.items())}},
-        "quotas": {f"{kind}={name or DEFAULT_NAME}": dict(sorted(values.items()))
-                   for (kind, name), values in sorted(image.client_quotas.items())},
+        "metadata": {
+            "next_offset": image.next_offset,
+            "controller_epoch": image.controller_epoch,
+            "next_producer_id": image.next_producer_id,
+        },
+        "brokers": {
+            str(b): {
+                "endpoint": r.endpoint,
+                "rack": r.rack,
+                "epoch": r.broker_epoch,
+                "fenced": r.fenced,
+                "incarnation_id": r.incarnation_id,
+                "directory_id": r.directory_id,
+                "metrics_endpoint": r.metrics_endpoint,
+            }
+            for b, r in sorted(image.brokers.items())
+        },
+        "topics": {
+            name: {
+                "id": str(t.topic_id),
+                "configs": dict(sorted(t.configs.items())),
+                "partitions": {
+                    str(p.partition_id): {
+                        "replicas": list(p.replicas),
+                        "isr": list(p.isr),
+                        "leader": p.leader,
+                        "leader_epoch": p.leader_epoch,
+                        "partition_epoch": p.partition_epoch,
+                    }
+                    for p in t.partitions
+                },
+            }
+            for name, t in sorted(image.topics.items())
+        },
+        "configs": {
+            "brokers": {
+                name or DEFAULT_NAME: dict(sorted(values.items()))
+                for name, values in sorted(image.broker_configs.items())
+            }
+        },
+        "quotas": {
+            f"{kind}={name or DEFAULT_NAME}": dict(sorted(values.items()))
+            for (kind, name), values in sorted(image.client_quotas.items())
+        },
         "controllers": {str(c): {"directory_id": d} for c, d in sorted(image.controller_directories.items())},
-        "voters": {str(v.controller_id): {"raft": v.raft_endpoint, "grpc": v.grpc_endpoint} for v in image.voters},
-        "acls": {f"{resource_type_name(r.resource_type)}:{pattern_name(r.pattern_type)}:{r.name}": [
-                     {"principal": e.principal, "host": e.host, "operation": operation_name(e.operation),
-                      "permission": permission_name(e.permission)}
-                     for e in sorted(acl_set.entries, key=lambda e: (e.principal, e.host, e.operation, e.permission))]
-                 for r, acl_set in sorted(image.acls.items())},
+        "voters": {
+            str(v.controller_id): {"raft": v.raft_endpoint, "grpc": v.grpc_endpoint} for v in image.voters
+        },
+        "acls": {
+            f"{resource_type_name(r.resource_type)}:{pattern_name(r.pattern_type)}:{r.name}": [
+                {
+                    "principal": e.principal,
+                    "host": e.host,
+                    "operation": operation_name(e.operation),
+                    "permission": permission_name(e.permission),
+                }
+                for e in sorted(
+                    acl_set.entries, key=lambda e: (e.principal, e.host, e.operation, e.permission)
+                )
+            ]
+            for r, acl_set in sorted(image.acls.items())
+        },
     }
 
 
@@ -225,9 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--data-dir", type=Path, help="a controller's data directory, read offline")
     parser.add_argument("command", nargs="*", metavar="COMMAND",
                         help="ls [PATH] | cat PATH | tree [PATH]; none: an interactive shell on stdin")
-    parser.add_argument("--output", choices=("text", "json"), default="text",
-                        help=f"{OUTPUT_HELP}; with a COMMAND: ls gives a JSON list of names, cat and tree the "
-                             "node as one JSON document")
+    parser.add_argument(
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help=f"{OUTPUT_HELP}; with a COMMAND: ls gives a JSON list of names, cat and tree the "
+        "node as one JSON document",
+    )
     add_client_security_flags(parser)
     return parser
 
@@ -246,7 +293,9 @@ def main(argv: list[str]) -> int:
             image = image_from_data_dir(args.data_dir)
         else:
             settings = layered_settings(args, os.environ, read_dev_state(), talks_to_dev=not args.controller)
-            image = image_from_controller(args.controller or _dev_controller(), security=security_from(settings))
+            image = image_from_controller(
+                args.controller or _dev_controller(), security=security_from(settings)
+            )
     except KanalError as exc:
         return command_error("kanal metadata: error", exc.message, exc.code)
     except ShellError as exc:
@@ -257,8 +306,14 @@ def main(argv: list[str]) -> int:
             lines = shell.run(args.command)
             if args.output == "json":
                 if args.command[0] in ("cat", "tree"):
-                    lines = [json.dumps(resolve(shell.tree, shell.cwd, args.command[1] if len(args.command) > 1
-                                                else "")[1], indent=2)]
+                    lines = [
+                        json.dumps(
+                            resolve(shell.tree, shell.cwd, args.command[1] if len(args.command) > 1 else "")[
+                                1
+                            ],
+                            indent=2,
+                        )
+                    ]
                 else:
                     lines = [json.dumps(lines)]
         except ShellError as exc:

@@ -176,7 +176,9 @@ class MetadataStore:
                 end = self._log.log_end_offset
                 confirmed = self._image.next_offset
                 if end < confirmed:
-                    raise MetadataLogGapError(f"the metadata log ends at {end}, before the image at {confirmed}")
+                    raise MetadataLogGapError(
+                        f"the metadata log ends at {end}, before the image at {confirmed}"
+                    )
             if dirty:
                 # Outside the lock: readers (FetchMetadata, the durable end a reply carries, Describe*) are
                 # not held up by the disk. Safe because every change to the log (apply, retention, install)
@@ -281,8 +283,12 @@ class MetadataStore:
                 # The other controllers deleted those batches (retention, below their snapshots): this
                 # log restarts at the snapshot's offset, as a Kafka follower does after FetchSnapshot.
                 with self._lock:
-                    _log.warning("%s; restarting the metadata log at the snapshot's offset %d (it ended at %d)",
-                                 exc, image.next_offset, self._log.log_end_offset)
+                    _log.warning(
+                        "%s; restarting the metadata log at the snapshot's offset %d (it ended at %d)",
+                        exc,
+                        image.next_offset,
+                        self._log.log_end_offset,
+                    )
                     self._log.truncate_fully_and_start_at(image.next_offset)
             with self._lock:
                 if self._log.log_end_offset != image.next_offset:

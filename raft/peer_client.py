@@ -87,7 +87,9 @@ class PeerClient:
                         timeout=_FETCH_CALL_TIMEOUT_S,
                     )
                 except grpc.RpcError as exc:
-                    _log.warning("fetching metadata [%d, %d) from controller %d: %s", offset, end, controller_id, exc)
+                    _log.warning(
+                        "fetching metadata [%d, %d) from controller %d: %s", offset, end, controller_id, exc
+                    )
                     continue
                 if reply.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     below_start += 1
@@ -107,7 +109,9 @@ class PeerClient:
                 return
             if not progressed:
                 if below_start and below_start == len(order):
-                    raise BelowLogStartError(f"every other controller's metadata log starts past offset {offset}")
+                    raise BelowLogStartError(
+                        f"every other controller's metadata log starts past offset {offset}"
+                    )
                 if time.monotonic() >= deadline:
                     raise MissingBatchesError(f"no controller could serve metadata offsets [{offset}, {end})")
                 time.sleep(0.2)  # every peer failed: back off briefly before asking again

@@ -70,7 +70,9 @@ class QuorumChange:
 
     def add_decider(self, request: Any) -> Any:
         """decide_add_voter bound to the live view (probing the new controller only on the active one)."""
-        candidate_live = self._controller.is_active() and self._probe(request.controller_id, request.grpc_endpoint)
+        candidate_live = self._controller.is_active() and self._probe(
+            request.controller_id, request.grpc_endpoint
+        )
         return functools.partial(decide_add_voter, view=self.view(), candidate_live=candidate_live)
 
     def remove_decider(self) -> Any:
@@ -117,7 +119,9 @@ class QuorumChange:
             _log.log(logging.INFO if ok else logging.WARNING, "Raft membership: %s %s %s",
                      "adding" if to_add else "removing", address, "committed" if ok else "refused, retrying")
 
-        _log.info("Raft membership: %s %s (target %s)", "adding" if to_add else "removing", address, sorted(target))
+        _log.info(
+            "Raft membership: %s %s (target %s)", "adding" if to_add else "removing", address, sorted(target)
+        )
         if to_add:
             self._raft.change_membership(add=address, on_done=done)
         else:

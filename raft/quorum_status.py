@@ -91,7 +91,9 @@ def from_status(status: Mapping[str, Any], config: ControllerConfig | VoterRoste
         else:
             match = int(status.get(f"match_idx_server_{address}", -1)) if is_leader else -1
             reachable = status.get(f"partner_node_status_server_{address}") == 2
-        voters.append(VoterStatus(v.controller_id, str(v.grpc), v.controller_id == leader_id, match, reachable))
+        voters.append(
+            VoterStatus(v.controller_id, str(v.grpc), v.controller_id == leader_id, match, reachable)
+        )
     return QuorumStatus(
         leader_id=leader_id,
         term=int(status.get("raft_term") or 0),

@@ -377,7 +377,11 @@ def read_legacy_meta(path: Path) -> TermVote:
         return TermVote()
     if not isinstance(meta, dict):
         return TermVote()
-    term, vote, commit = meta.get("currentTerm", 0), meta.get("votedForNodeId"), meta.get("raftCommitIndex", 1)
+    term, vote, commit = (
+        meta.get("currentTerm", 0),
+        meta.get("votedForNodeId"),
+        meta.get("raftCommitIndex", 1),
+    )
     if not isinstance(term, int) or not isinstance(commit, int):
         return TermVote()
     return TermVote(term, vote if isinstance(vote, str) else None, commit)
@@ -397,7 +401,11 @@ def migrate_legacy_journal(directory: Path) -> bool:
     commit = min(meta.commit_index, entries[-1][1]) if entries else 1
     TermVoteFile(directory / VOTE_FILE_NAME).store(TermVote(term, vote, commit))
     write_journal_file(directory / JOURNAL_FILE_NAME, entries)
-    for name in (LEGACY_JOURNAL_FILE_NAME, LEGACY_JOURNAL_FILE_NAME + ".meta", LEGACY_JOURNAL_FILE_NAME + ".meta.tmp"):
+    for name in (
+        LEGACY_JOURNAL_FILE_NAME,
+        LEGACY_JOURNAL_FILE_NAME + ".meta",
+        LEGACY_JOURNAL_FILE_NAME + ".meta.tmp",
+    ):
         try:
             (directory / name).unlink()
         except FileNotFoundError:

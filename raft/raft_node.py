@@ -158,7 +158,9 @@ class RaftNode(SyncObj):
         self.addOnTickCallback(self._kanal_acks.flush)
 
     def __repr__(self) -> str:
-        return f"<RaftNode {self._kanal_config.raft} leader={self.leader_address()} term={self.raftCurrentTerm}>"
+        return (
+            f"<RaftNode {self._kanal_config.raft} leader={self.leader_address()} term={self.raftCurrentTerm}>"
+        )
 
     # -- the replicated state machine --------------------------------------------------------------
 
@@ -227,7 +229,9 @@ class RaftNode(SyncObj):
             self.transferLeadership()
         super()._onTick(timeToWait)
         self._kanal_status = self.getStatus()
-        self._kanal_members = frozenset({str(self.selfNode.address), *(str(n.address) for n in self.otherNodes)})
+        self._kanal_members = frozenset(
+            {str(self.selfNode.address), *(str(n.address) for n in self.otherNodes)}
+        )
 
     def _publish_snapshot(self) -> None:
         """Make the snapshot file written with the last dump a base for metadata log retention, once
@@ -263,7 +267,9 @@ class RaftNode(SyncObj):
                 raise TimeoutError("the applier did not catch up for a snapshot")
             metadata, last_proposal = self._kanal_store.snapshot()
             members = tuple(sorted(str(n.address) for n in raft_data[2])) if len(raft_data) > 2 else None
-            snapshot = RaftSnapshot(tuple(last_entry), tuple(previous_entry), last_proposal, metadata, members)
+            snapshot = RaftSnapshot(
+                tuple(last_entry), tuple(previous_entry), last_proposal, metadata, members
+            )
             write_snapshot_file(Path(path), snapshot)
             _log.info("wrote %r", snapshot)
             # The same image as a metadata snapshot file (what brokers' and Spark's readers of the metadata
@@ -290,7 +296,11 @@ class RaftNode(SyncObj):
             self._kanal_on_snapshot_loaded()
             # pysyncobj replaces its membership with this set (a dump from before quorum changes has none
             # recorded: the configured voters).
-            members = snapshot.members if snapshot.members else tuple(str(v.raft) for v in self._kanal_config.voters)
+            members = (
+                snapshot.members
+                if snapshot.members
+                else tuple(str(v.raft) for v in self._kanal_config.voters)
+            )
             return (snapshot.last_entry, snapshot.previous_entry, members)
         except BaseException as exc:  # noqa: BLE001
             stop_process(f"loading the Raft snapshot {path} failed: {exc}", exc)

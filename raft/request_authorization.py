@@ -114,10 +114,13 @@ def _own_call(response_type: type, principal_of: Callable[[Any], str]):
     def rule(request: Any, access: Access) -> Admission:
         own = principal_of(request)
         if access.principal != own:
-            return _refused_in_reply(response_type, f"{access.principal} from {access.host} may not make this "
-                                                    f"call for {own}")
+            return _refused_in_reply(
+                response_type, f"{access.principal} from {access.host} may not make this call for {own}"
+            )
         if not access.allows(CLUSTER_ACTION, CLUSTER, CLUSTER_RESOURCE_NAME):
-            return _refused_in_reply(response_type, access.refusal(CLUSTER_ACTION, CLUSTER, CLUSTER_RESOURCE_NAME))
+            return _refused_in_reply(
+                response_type, access.refusal(CLUSTER_ACTION, CLUSTER, CLUSTER_RESOURCE_NAME)
+            )
         return admitted(request)
 
     return rule
@@ -140,13 +143,21 @@ def _open(request: Any, access: Access) -> Admission:
 
 
 _RULES: dict[str, Callable[[Any, Access], Admission]] = {
-    "RegisterBroker": _own_call(controller_pb2.RegisterBrokerResponse, lambda r: broker_principal(r.broker_id)),
-    "BrokerHeartbeat": _own_call(controller_pb2.BrokerHeartbeatResponse, lambda r: broker_principal(r.broker_id)),
-    "AlterPartition": _own_call(controller_pb2.AlterPartitionResponse, lambda r: broker_principal(r.broker_id)),
-    "AllocateProducerIds": _own_call(controller_pb2.AllocateProducerIdsResponse,
-                                     lambda r: broker_principal(r.broker_id)),
-    "RegisterController": _own_call(controller_pb2.RegisterControllerResponse,
-                                    lambda r: controller_principal(r.controller_id)),
+    "RegisterBroker": _own_call(
+        controller_pb2.RegisterBrokerResponse, lambda r: broker_principal(r.broker_id)
+    ),
+    "BrokerHeartbeat": _own_call(
+        controller_pb2.BrokerHeartbeatResponse, lambda r: broker_principal(r.broker_id)
+    ),
+    "AlterPartition": _own_call(
+        controller_pb2.AlterPartitionResponse, lambda r: broker_principal(r.broker_id)
+    ),
+    "AllocateProducerIds": _own_call(
+        controller_pb2.AllocateProducerIdsResponse, lambda r: broker_principal(r.broker_id)
+    ),
+    "RegisterController": _own_call(
+        controller_pb2.RegisterControllerResponse, lambda r: controller_principal(r.controller_id)
+    ),
     "FetchMetadata": _fetch_metadata,
     "DescribeMetadataImage": _describe_metadata_image,
     "DescribeQuorum": _open,

@@ -55,8 +55,14 @@ class AnalyticsResult:
     out_dir: Path | None = None
 
 
-def _reader(spark: SparkSession, data_dir: str | None, bootstrap: str | None, fail_fast: bool, split_bytes: int = 0,
-            security: ClientSecurity | None = None):
+def _reader(
+    spark: SparkSession,
+    data_dir: str | None,
+    bootstrap: str | None,
+    fail_fast: bool,
+    split_bytes: int = 0,
+    security: ClientSecurity | None = None,
+):
     reader = (spark.read.format("kanal-log").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
               .option("isolationLevel", READ_COMMITTED))
     if split_bytes:
@@ -82,8 +88,15 @@ def data_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: s
     return _load(reader, data_dir)
 
 
-def commits_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: str | None = None,
-                  fail_fast: bool = False, split_bytes: int = 0, security: ClientSecurity | None = None) -> DataFrame:
+def commits_frame(
+    spark: SparkSession,
+    *,
+    data_dir: str | None = None,
+    bootstrap: str | None = None,
+    fail_fast: bool = False,
+    split_bytes: int = 0,
+    security: ClientSecurity | None = None,
+) -> DataFrame:
     """Offset commits decoded from `__consumer_offsets` (empty when the topic does not exist)."""
     reader = (_reader(spark, data_dir, bootstrap, fail_fast, split_bytes, security)
               .schema("offset bigint, key binary, value binary").option("topics", OFFSETS_TOPIC))
@@ -106,9 +119,15 @@ def _counts_tuple(c: TxnCounts) -> tuple[int, ...]:
     return c.plain, c.committed, c.aborted, c.open, c.control
 
 
-def transaction_counts_frame(spark: SparkSession, *, data_dir: str | None = None, bootstrap: str | None = None,
-                             topics: list[str] | None = None, split_bytes: int = 0,
-                             security: ClientSecurity | None = None) -> DataFrame:
+def transaction_counts_frame(
+    spark: SparkSession,
+    *,
+    data_dir: str | None = None,
+    bootstrap: str | None = None,
+    topics: list[str] | None = None,
+    split_bytes: int = 0,
+    security: ClientSecurity | None = None,
+) -> DataFrame:
     """Per partition: records by transaction outcome and control records (spark/transactions.py). One
     Spark task per partition (the outcome of a batch depends on markers anywhere after it)."""
     wanted = frozenset(topics) if topics else None
@@ -153,9 +172,13 @@ def analytics_tables(records: DataFrame, commits: DataFrame, hot_keys_max: int =
     throughput = (good.groupBy("topic", "partition", F.window("timestamp", _MINUTE).start.alias("minute"))
                   .agg(F.count(F.lit(1)).alias("records"), F.sum(size).alias("bytes"))
                   .orderBy("topic", "partition", "minute"))
-    per_key = good.where(F.col("key").isNotNull()).groupBy("topic", "key").agg(F.count(F.lit(1)).alias("count"))
-    topic_totals = good.groupBy("topic").agg(F.count(F.lit(1)).alias("records"),
-                                             F.sum(F.when(F.col("key").isNull(), 1).otherwise(0)).alias("null_keys"))
+    per_key = (
+        good.where(F.col("key").isNotNull()).groupBy("topic", "key").agg(F.count(F.lit(1)).alias("count"))
+    )
+    topic_totals = good.groupBy("topic").agg(
+        F.count(F.lit(1)).alias("records"),
+        F.sum(F.when(F.col("key").isNull(), 1).otherwise(0)).alias("null_keys"),
+    )
     key_stats = per_key.groupBy("topic").agg(F.count(F.lit(1)).alias("distinct_keys"),
                                              F.max("count").alias("hottest_key_count"),
                                              F.avg("count").alias("mean_per_key"))
@@ -170,12 +193,21 @@ def analytics_tables(records: DataFrame, commits: DataFrame, hot_keys_max: int =
                  .agg(F.count(F.lit(1)).alias("records"), F.min("offset").alias("first_offset"),
                       F.max("offset").alias("last_offset")).orderBy("topic", "partition", "producer_id"))
     lag, group_lag = _lag(good, commits)
-    return {"partition_stats": stats, "throughput": throughput, "topic_keys": topic_keys, "hot_keys": hot_keys,
-            "producers": producers, "lag": lag, "group_lag": group_lag,
-            "damage": records.where(F.col("_corrupt").isNotNull() & F.col("_lost"))
-            .select("topic", "partition", "offset", "_corrupt"),
-            "notices": records.where(F.col("_corrupt").isNotNull() & ~F.col("_lost"))
-            .select("topic", "partition", "offset", F.col("_corrupt").alias("notice"))}
+    return {
+        "partition_stats": stats,
+        "throughput": throughput,
+        "topic_keys": topic_keys,
+        "hot_keys": hot_keys,
+        "producers": producers,
+        "lag": lag,
+        "group_lag": group_lag,
+        "damage": records.where(F.col("_corrupt").isNotNull() & F.col("_lost")).select(
+            "topic", "partition", "offset", "_corrupt"
+        ),
+        "notices": records.where(F.col("_corrupt").isNotNull() & ~F.col("_lost")).select(
+            "topic", "partition", "offset", F.col("_corrupt").alias("notice")
+        ),
+    }
 
 
 def _lag(good: DataFrame, commits: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -201,13 +233,19 @@ def _lag(good: DataFrame, commits: DataFrame) -> tuple[DataFrame, DataFrame]:
            .withColumn("lag", F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0)))
            .select("group", "topic", "partition", "minute", "log_end_offset", "committed_offset", "lag")
            .orderBy("group", "topic", "partition", "minute"))
-    latest = Window.partitionBy("group", "topic", "partition").orderBy(F.desc("commit_time"), F.desc("log_offset"))
+    latest = Window.partitionBy("group", "topic", "partition").orderBy(
+        F.desc("commit_time"), F.desc("log_offset")
+    )
     log_end = good.groupBy("topic", "partition").agg((F.max("offset") + 1).alias("log_end_offset"))
-    group_lag = (valid.withColumn("n", F.row_number().over(latest)).where(F.col("n") == 1)
-                 .join(log_end, ["topic", "partition"], "left").fillna(0, ["log_end_offset"])
-                 .withColumn("lag", F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0)))
-                 .select("group", "topic", "partition", "committed_offset", "commit_time", "log_end_offset", "lag")
-                 .orderBy("group", "topic", "partition"))
+    group_lag = (
+        valid.withColumn("n", F.row_number().over(latest))
+        .where(F.col("n") == 1)
+        .join(log_end, ["topic", "partition"], "left")
+        .fillna(0, ["log_end_offset"])
+        .withColumn("lag", F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0)))
+        .select("group", "topic", "partition", "committed_offset", "commit_time", "log_end_offset", "lag")
+        .orderBy("group", "topic", "partition")
+    )
     return lag, group_lag
 
 

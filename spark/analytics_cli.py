@@ -52,13 +52,31 @@ def main(argv: list[str] | None = None) -> int:
     from kanal.spark.analytics import run_analytics
     from kanal.spark.analytics_report import analytics_html, analytics_summary
 
-    print(f"kanal analytics: reading {args.bootstrap or data_dir} on {args.master}", file=sys.stderr, flush=True)
-    result = run_job("analytics", args.master, args.quiet, "reading partitions and computing the tables",
-                     lambda spark: run_analytics(spark, data_dir=data_dir, bootstrap=args.bootstrap, out_dir=args.out,
-                                                 topics=topics, hot_keys_max=args.hot_keys, fail_fast=args.fail_fast,
-                                                 split_bytes=args.split_bytes, security=security),
-                     analytics_html, analytics_summary, args.out, as_json=args.output == "json",
-                     driver_memory=args.driver_memory)
+    print(
+        f"kanal analytics: reading {args.bootstrap or data_dir} on {args.master}", file=sys.stderr, flush=True
+    )
+    result = run_job(
+        "analytics",
+        args.master,
+        args.quiet,
+        "reading partitions and computing the tables",
+        lambda spark: run_analytics(
+            spark,
+            data_dir=data_dir,
+            bootstrap=args.bootstrap,
+            out_dir=args.out,
+            topics=topics,
+            hot_keys_max=args.hot_keys,
+            fail_fast=args.fail_fast,
+            split_bytes=args.split_bytes,
+            security=security,
+        ),
+        analytics_html,
+        analytics_summary,
+        args.out,
+        as_json=args.output == "json",
+        driver_memory=args.driver_memory,
+    )
     if result is None:
         return 1
     report_findings("analytics", result.notices, result.damage)

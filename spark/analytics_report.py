@@ -21,11 +21,20 @@ def analytics_summary(result: AnalyticsResult) -> list[str]:
     topics = sorted({t for t, _, _ in stats})
     lines = [(f"{len(topics)} topics, {len(stats)} partitions, {sum(r for _, r, _ in stats):,} records, "
              f"{sum(b for _, _, b in stats):,} bytes")]
-    for topic, records, distinct, skew in _rows(result, "topic_keys", "topic", "records", "distinct_keys", "skew"):
+    for topic, records, distinct, skew in _rows(
+        result, "topic_keys", "topic", "records", "distinct_keys", "skew"
+    ):
         skew_text = f", hottest key {skew:.1f}x the mean" if skew else ""
         lines.append(f"  {topic}: {records:,} records, {distinct or 0:,} distinct keys{skew_text}")
-    for topic, committed, aborted, open_, control in _rows(result, "transactions", "topic", "committed_records",
-                                                          "aborted_records", "open_records", "control_records"):
+    for topic, committed, aborted, open_, control in _rows(
+        result,
+        "transactions",
+        "topic",
+        "committed_records",
+        "aborted_records",
+        "open_records",
+        "control_records",
+    ):
         if committed or aborted or open_ or control:
             lines.append(f"  {topic}: transactional records {committed:,} committed, {aborted:,} aborted, "
                          f"{open_:,} open; {control:,} control records")
@@ -43,10 +52,22 @@ def analytics_html(result: AnalyticsResult) -> str:
     for topic, minute, records in _rows(result, "throughput", "topic", "minute", "records"):
         per_topic[topic][_ms(minute)] += records
     lag_series: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for group, topic, partition, minute, lag in _rows(result, "lag", "group", "topic", "partition", "minute", "lag"):
+    for group, topic, partition, minute, lag in _rows(
+        result, "lag", "group", "topic", "partition", "minute", "lag"
+    ):
         lag_series[f"{group} {topic}-{partition}"].append((_ms(minute), lag))
-    stats = _rows(result, "partition_stats", "topic", "partition", "records", "bytes", "first_offset", "last_offset",
-                  "producer_ids", "distinct_keys")
+    stats = _rows(
+        result,
+        "partition_stats",
+        "topic",
+        "partition",
+        "records",
+        "bytes",
+        "first_offset",
+        "last_offset",
+        "producer_ids",
+        "distinct_keys",
+    )
     sections = [
         summary,
         Section(
@@ -79,7 +100,14 @@ def analytics_html(result: AnalyticsResult) -> str:
                 table(
                     ["group", "topic", "partition", "committed", "log end", "lag"],
                     _rows(
-                        result, "group_lag", "group", "topic", "partition", "committed_offset", "log_end_offset", "lag"
+                        result,
+                        "group_lag",
+                        "group",
+                        "topic",
+                        "partition",
+                        "committed_offset",
+                        "log_end_offset",
+                        "lag",
                     ),
                 ),
             ],
@@ -91,7 +119,9 @@ def analytics_html(result: AnalyticsResult) -> str:
                     ["topic", "rank", "key", "count", "share"],
                     [
                         (t, rank, k.decode("utf-8", "replace") if k is not None else None, c, f"{s:.1%}")
-                        for t, rank, k, c, s in _rows(result, "hot_keys", "topic", "rank", "key", "count", "share")
+                        for t, rank, k, c, s in _rows(
+                            result, "hot_keys", "topic", "rank", "key", "count", "share"
+                        )
                     ],
                 )
             ],

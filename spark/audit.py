@@ -108,9 +108,15 @@ def read_replay_rows(spark: SparkSession, data_dir: str, *, fail_fast: bool = Fa
     reader = spark.read.format("kanal-metadata").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
     if split_bytes:
         reader = reader.option("bytesPerPartition", str(split_bytes))
-    df = (reader.load(data_dir)
-          .select("offset", "batch_offset", "controller_epoch", F.unix_millis("time").alias("time_ms"), "record",
-                  "_corrupt", "_lost"))
+    df = reader.load(data_dir).select(
+        "offset",
+        "batch_offset",
+        "controller_epoch",
+        F.unix_millis("time").alias("time_ms"),
+        "record",
+        "_corrupt",
+        "_lost",
+    )
     return df.orderBy("offset").toArrow()
 
 
@@ -141,27 +147,81 @@ def history_frames(spark: SparkSession, history: History) -> dict[str, DataFrame
         "topic_lifecycle": ordered.where(F.col("event").isin(*LIFECYCLE_EVENTS))
         .select("offset", "time", "event", "topic", "topic_id", "principal", "request_id", "detail")
         .withColumn("internal", F.coalesce(F.col("topic").startswith("__"), F.lit(False))),
-        "leader_changes": ordered.where(F.col("event") == "leader_change")
-        .select("offset", "time", "topic", "partition", "leader_before", "leader_after", "leader_epoch",
-                "isr_before", "isr_after", "cause", "reason", "principal"),
-        "isr_changes": ordered.where(F.col("isr_change").isNotNull())
-        .select("offset", "time", "topic", "partition", "isr_change", "isr_before", "isr_after", "replicas",
-                "cause", "reason", "principal"),
-        "broker_events": ordered.where(F.col("event").isin(*BROKER_EVENTS))
-        .select("offset", "time", "event", "broker_id", "broker_epoch", "reason", "duration_ms", "principal",
-                "detail"),
-        "config_changes": ordered.where(F.col("event").isin(*CONFIG_EVENTS))
-        .select("offset", "time", "event", "resource_type", "resource", "key", "value_before", "value_after",
-                "principal", "request_id"),
-        "acl_changes": ordered.where(F.col("event").isin(*ACL_EVENTS))
-        .select("offset", "time", "event", "resource_type", "resource", "key", "value_before", "value_after",
-                "principal", "request_id", "detail"),
-        "partition_health": intervals_df.where(F.col("kind") != "fenced").orderBy("start_offset")
+        "leader_changes": ordered.where(F.col("event") == "leader_change").select(
+            "offset",
+            "time",
+            "topic",
+            "partition",
+            "leader_before",
+            "leader_after",
+            "leader_epoch",
+            "isr_before",
+            "isr_after",
+            "cause",
+            "reason",
+            "principal",
+        ),
+        "isr_changes": ordered.where(F.col("isr_change").isNotNull()).select(
+            "offset",
+            "time",
+            "topic",
+            "partition",
+            "isr_change",
+            "isr_before",
+            "isr_after",
+            "replicas",
+            "cause",
+            "reason",
+            "principal",
+        ),
+        "broker_events": ordered.where(F.col("event").isin(*BROKER_EVENTS)).select(
+            "offset",
+            "time",
+            "event",
+            "broker_id",
+            "broker_epoch",
+            "reason",
+            "duration_ms",
+            "principal",
+            "detail",
+        ),
+        "config_changes": ordered.where(F.col("event").isin(*CONFIG_EVENTS)).select(
+            "offset",
+            "time",
+            "event",
+            "resource_type",
+            "resource",
+            "key",
+            "value_before",
+            "value_after",
+            "principal",
+            "request_id",
+        ),
+        "acl_changes": ordered.where(F.col("event").isin(*ACL_EVENTS)).select(
+            "offset",
+            "time",
+            "event",
+            "resource_type",
+            "resource",
+            "key",
+            "value_before",
+            "value_after",
+            "principal",
+            "request_id",
+            "detail",
+        ),
+        "partition_health": intervals_df.where(F.col("kind") != "fenced")
+        .orderBy("start_offset")
         .drop("broker_id", "broker_epoch"),
-        "broker_fencing": intervals_df.where(F.col("kind") == "fenced").orderBy("start_offset")
-        .select("broker_id", "broker_epoch", "start", "end", "duration_ms", "start_reason", "end_reason", "open"),
+        "broker_fencing": intervals_df.where(F.col("kind") == "fenced")
+        .orderBy("start_offset")
+        .select(
+            "broker_id", "broker_epoch", "start", "end", "duration_ms", "start_reason", "end_reason", "open"
+        ),
     }
-    live = spark.createDataFrame(pa.table({"topic_id": pa.array(list(history.image.topics_by_id), pa.string())}))
+    live = spark.createDataFrame(
+        pa.table({"topic_id": pa.array(list(history.image.topics_by_id), pa.string())})
+    )
     tables["partition_summary"] = _partition_summary(events_df, intervals_df, live)
     return tables
 
@@ -169,16 +229,26 @@ def history_frames(spark: SparkSession, history: History) -> dict[str, DataFrame
 def _partition_summary(events: DataFrame, intervals: DataFrame, live: DataFrame) -> DataFrame:
     """Per (topic id, partition): a name deleted and re-created is two topics, so two rows, the old one
     marked `deleted` (its topic id is not in the final image)."""
-    per_partition = (events.where(F.col("partition").isNotNull())
-                     .groupBy("topic", "topic_id", "partition")
-                     .agg(F.sum(F.when(F.col("event") == "leader_change", 1).otherwise(0)).alias("leader_changes"),
-                          F.max("leader_epoch").alias("last_leader_epoch"),
-                          F.sum(F.when(F.col("isr_change") == "shrink", 1).otherwise(0)).alias("isr_shrinks"),
-                          F.sum(F.when(F.col("isr_change") == "expand", 1).otherwise(0)).alias("isr_expands")))
-    trouble = (intervals.where(F.col("kind") != "fenced").groupBy("topic_id", "partition")
-               .agg(F.sum(F.when(F.col("kind") == "under_replicated", F.col("duration_ms")).otherwise(0))
-                    .alias("under_replicated_ms"),
-                    F.sum(F.when(F.col("kind") == "offline", F.col("duration_ms")).otherwise(0)).alias("offline_ms")))
+    per_partition = (
+        events.where(F.col("partition").isNotNull())
+        .groupBy("topic", "topic_id", "partition")
+        .agg(
+            F.sum(F.when(F.col("event") == "leader_change", 1).otherwise(0)).alias("leader_changes"),
+            F.max("leader_epoch").alias("last_leader_epoch"),
+            F.sum(F.when(F.col("isr_change") == "shrink", 1).otherwise(0)).alias("isr_shrinks"),
+            F.sum(F.when(F.col("isr_change") == "expand", 1).otherwise(0)).alias("isr_expands"),
+        )
+    )
+    trouble = (
+        intervals.where(F.col("kind") != "fenced")
+        .groupBy("topic_id", "partition")
+        .agg(
+            F.sum(F.when(F.col("kind") == "under_replicated", F.col("duration_ms")).otherwise(0)).alias(
+                "under_replicated_ms"
+            ),
+            F.sum(F.when(F.col("kind") == "offline", F.col("duration_ms")).otherwise(0)).alias("offline_ms"),
+        )
+    )
     alive = live.withColumn("alive", F.lit(True))
     return (per_partition.join(trouble, ["topic_id", "partition"], "left")
             .fillna(0, ["under_replicated_ms", "offline_ms"])
@@ -189,30 +259,65 @@ def _partition_summary(events: DataFrame, intervals: DataFrame, live: DataFrame)
 TRANSACTION_STATES_DDL = ("partition int, offset bigint, transactional_id string, producer_id bigint, "
                           "producer_epoch int, state string, timeout_ms int, partitions array<string>, "
                           "start_ms bigint, last_update_ms bigint, error string")
-TRANSACTIONAL_PRODUCERS_DDL = ("transactional_id string, producer_id bigint, producer_epoch int, state string, "
-                               "timeout_ms int, partitions array<string>, producer_ids array<bigint>, "
-                               "epoch_bumps int, transactions_started int, commits int, aborts int, "
-                               "first_update_ms bigint, last_update_ms bigint, states_seen int")
+TRANSACTIONAL_PRODUCERS_DDL = (
+    "transactional_id string, producer_id bigint, producer_epoch int, state string, "
+    "timeout_ms int, partitions array<string>, producer_ids array<bigint>, "
+    "epoch_bumps int, transactions_started int, commits int, aborts int, "
+    "first_update_ms bigint, last_update_ms bigint, states_seen int"
+)
 
 
 def read_transaction_states(spark: SparkSession, data_dir: str, *, fail_fast: bool = False) -> list[StateRow]:
     """The coordinators' states from `__transaction_state`'s partition logs under `data_dir` (none when the
     topic was never created), decoded on the driver: a compacted topic of one small record per id."""
-    df = (spark.read.format("kanal-log").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
-          .option("topics", TRANSACTION_STATE_TOPIC).schema("partition int, offset bigint, key binary, value binary, "
-                                                          "_corrupt string").load(data_dir))
+    df = (
+        spark.read.format("kanal-log")
+        .option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
+        .option("topics", TRANSACTION_STATE_TOPIC)
+        .schema("partition int, offset bigint, key binary, value binary, _corrupt string")
+        .load(data_dir)
+    )
     rows = [decode_state(r["partition"], r["offset"], r["key"], r["value"])
             for r in df.where(F.col("_corrupt").isNull()).collect()]
     return [r for r in rows if r is not None]
 
 
 def transaction_frames(spark: SparkSession, states: list[StateRow]) -> dict[str, DataFrame]:
-    state_rows = [(r.partition, r.offset, r.transactional_id, r.producer_id, r.producer_epoch, r.state, r.timeout_ms,
-                   list(r.partitions), r.start_ms, r.last_update_ms, r.error)
-                  for r in sorted(states, key=lambda r: (r.partition, r.offset))]
-    producers = [(p.transactional_id, p.producer_id, p.producer_epoch, p.state, p.timeout_ms, list(p.partitions),
-                  p.producer_ids, p.epoch_bumps, p.transactions_started, p.commits, p.aborts, p.first_update_ms,
-                  p.last_update_ms, p.states_seen) for p in summarize(states)]
+    state_rows = [
+        (
+            r.partition,
+            r.offset,
+            r.transactional_id,
+            r.producer_id,
+            r.producer_epoch,
+            r.state,
+            r.timeout_ms,
+            list(r.partitions),
+            r.start_ms,
+            r.last_update_ms,
+            r.error,
+        )
+        for r in sorted(states, key=lambda r: (r.partition, r.offset))
+    ]
+    producers = [
+        (
+            p.transactional_id,
+            p.producer_id,
+            p.producer_epoch,
+            p.state,
+            p.timeout_ms,
+            list(p.partitions),
+            p.producer_ids,
+            p.epoch_bumps,
+            p.transactions_started,
+            p.commits,
+            p.aborts,
+            p.first_update_ms,
+            p.last_update_ms,
+            p.states_seen,
+        )
+        for p in summarize(states)
+    ]
     return {"transaction_states": spark.createDataFrame(state_rows, TRANSACTION_STATES_DDL),
             "transactional_producers": spark.createDataFrame(producers, TRANSACTIONAL_PRODUCERS_DDL)}
 
@@ -223,8 +328,11 @@ def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | N
     """Read, replay, compare with the controllers (when endpoints are given; over TLS with `security`),
     write the tables."""
     rows = read_replay_rows(spark, str(data_dir), fail_fast=fail_fast, split_bytes=split_bytes)
-    flagged = [(c, lost) for c, lost in zip(rows.column("_corrupt").to_pylist(), rows.column("_lost").to_pylist())
-               if c is not None]
+    flagged = [
+        (c, lost)
+        for c, lost in zip(rows.column("_corrupt").to_pylist(), rows.column("_lost").to_pylist())
+        if c is not None
+    ]
     corrupt = [c for c, lost in flagged if lost]
     start = replay_start(metadata_copy(Path(data_dir)))
     history = replay(_rows(rows), start)
@@ -236,7 +344,9 @@ def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | N
     result.tables = history_frames(spark, history)
     damage = pa.table({"damage": pa.array(result.damage, pa.string())})
     result.tables["damage"] = spark.createDataFrame(damage)
-    result.tables["notices"] = spark.createDataFrame(pa.table({"notice": pa.array(result.notices, pa.string())}))
+    result.tables["notices"] = spark.createDataFrame(
+        pa.table({"notice": pa.array(result.notices, pa.string())})
+    )
     result.tables["image_check"] = spark.createDataFrame(pa.table({
         # Explicit types: with no controllers given the lists are empty, and a null-typed column has no
         # Parquet form.

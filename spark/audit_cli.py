@@ -31,16 +31,22 @@ from kanal.v1.error import ErrorCode, KanalError
 def main(argv: list[str] | None = None) -> int:
     p = CommandParser(prog="kanal audit", description=__doc__.splitlines()[0])
     add_common_args(p, "audit")
-    p.add_argument("--controllers", help="controller endpoints host:port,... to compare the replayed image with "
-                   "(default: kanal dev's, or the quorum of --bootstrap)")
+    p.add_argument(
+        "--controllers",
+        help="controller endpoints host:port,... to compare the replayed image with "
+        "(default: kanal dev's, or the quorum of --bootstrap)",
+    )
     args = p.parse_args(argv)
     missing = spark_missing()
     if missing:  # one line naming what to install, exit 1 (MISSING_DEPENDENCY)
         raise KanalError(ErrorCode.MISSING_DEPENDENCY, f"kanal audit {missing}")
     data_dir = resolve_data_dir(args)
     if not data_dir.is_dir():
-        return command_error("kanal audit", f"no data directory {data_dir} (start `kanal dev` or give --data-dir)",
-                             exit_status=2)
+        return command_error(
+            "kanal audit",
+            f"no data directory {data_dir} (start `kanal dev` or give --data-dir)",
+            exit_status=2,
+        )
     security = security_of(args)
     controllers = _controllers(args, security)
     from kanal.spark.audit import run_audit

@@ -51,9 +51,11 @@ def audit_summary(result: AuditResult) -> list[str]:
             lines.append("  ... (the transactional_producers table has them all)")
     start = result.start
     if start is not None and start.snapshot is not None:
-        lines.append(f"the metadata log starts at offset {start.log_start_offset}: replayed from the snapshot at "
-                     f"offset {start.snapshot.next_offset} ({start.snapshot_path}); the history before it is not "
-                     f"available")
+        lines.append(
+            f"the metadata log starts at offset {start.log_start_offset}: replayed from the snapshot at "
+            f"offset {start.snapshot.next_offset} ({start.snapshot_path}); the history before it is not "
+            f"available"
+        )
     if h.stopped:
         lines.append(f"REPLAY STOPPED EARLY at {h.stopped}")
     for d in result.damage:
@@ -70,7 +72,9 @@ def audit_summary(result: AuditResult) -> list[str]:
             lines.append(f"image check {c.endpoint}: replayed image EQUALS the controller's (log at offset "
                          f"{c.compared_at_offset}{memory})")
         else:
-            lines.append(f"image check {c.endpoint}: DIFFERS ({c.error or ''} {len(c.differences)} differences)")
+            lines.append(
+                f"image check {c.endpoint}: DIFFERS ({c.error or ''} {len(c.differences)} differences)"
+            )
             lines += [f"  {d}" for d in c.differences[:10]]
     return lines
 
@@ -85,40 +89,115 @@ def audit_html(result: AuditResult) -> str:
     summary = Section(
         "Summary",
         [
-            paragraph(line, "bad" if any(w in line for w in ("DIFFERS", "DAMAGE", "STOPPED", "NOTICE")) else "")
+            paragraph(
+                line, "bad" if any(w in line for w in ("DIFFERS", "DAMAGE", "STOPPED", "NOTICE")) else ""
+            )
             for line in audit_summary(result)
         ],
     )
-    stats = [(_topic_label(t, tid, deleted), *rest) for t, tid, deleted, *rest in _rows(
-        result, "partition_summary", "topic", "topic_id", "deleted", "partition", "leader_changes", "last_leader_epoch",
-        "isr_shrinks", "isr_expands", "under_replicated_ms", "offline_ms")]
+    stats = [
+        (_topic_label(t, tid, deleted), *rest)
+        for t, tid, deleted, *rest in _rows(
+            result,
+            "partition_summary",
+            "topic",
+            "topic_id",
+            "deleted",
+            "partition",
+            "leader_changes",
+            "last_leader_epoch",
+            "isr_shrinks",
+            "isr_expands",
+            "under_replicated_ms",
+            "offline_ms",
+        )
+    ]
     label = lambda r: f"{r[0]}-{r[1]}"
-    charts = Section("Partitions", [
-        "<h3>Leader changes per partition</h3>", bar_chart([(label(r), r[2]) for r in stats if r[2]]),
-        "<h3>Time under-replicated per partition</h3>",
-        bar_chart([(label(r), r[6] / 1000) for r in stats if r[6]], " s"),
-        "<h3>Time offline per partition</h3>", bar_chart([(label(r), r[7] / 1000) for r in stats if r[7]], " s"),
-        table(["topic (id)", "partition", "leader changes", "last leader epoch", "ISR shrinks", "ISR expands",
-               "under-replicated ms", "offline ms"], stats),
-    ])
+    charts = Section(
+        "Partitions",
+        [
+            "<h3>Leader changes per partition</h3>",
+            bar_chart([(label(r), r[2]) for r in stats if r[2]]),
+            "<h3>Time under-replicated per partition</h3>",
+            bar_chart([(label(r), r[6] / 1000) for r in stats if r[6]], " s"),
+            "<h3>Time offline per partition</h3>",
+            bar_chart([(label(r), r[7] / 1000) for r in stats if r[7]], " s"),
+            table(
+                [
+                    "topic (id)",
+                    "partition",
+                    "leader changes",
+                    "last leader epoch",
+                    "ISR shrinks",
+                    "ISR expands",
+                    "under-replicated ms",
+                    "offline ms",
+                ],
+                stats,
+            ),
+        ],
+    )
     sections = [summary, charts]
     for title, name, cols in (
-        ("Topic lifecycle", "topic_lifecycle", ("time", "event", "topic", "topic_id", "principal", "request_id",
-                                                "detail")),
-        ("Leader changes", "leader_changes", ("time", "topic", "partition", "leader_before", "leader_after",
-                                              "leader_epoch", "cause", "reason")),
-        ("ISR changes", "isr_changes", ("time", "topic", "partition", "isr_change", "isr_before", "isr_after",
-                                        "cause")),
-        ("Brokers", "broker_events", ("time", "event", "broker_id", "broker_epoch", "reason", "duration_ms",
-                                      "principal")),
-        ("Broker fencing", "broker_fencing", ("broker_id", "start", "end", "duration_ms", "start_reason",
-                                              "end_reason", "open")),
-        ("Partition trouble", "partition_health", ("topic", "partition", "kind", "start", "end", "duration_ms",
-                                                   "start_reason", "end_reason", "open")),
-        ("Config and quota changes", "config_changes", ("time", "event", "resource_type", "resource", "key",
-                                                        "value_before", "value_after", "principal")),
-        ("ACL changes", "acl_changes", ("time", "event", "resource_type", "resource", "key", "value_before",
-                                        "value_after", "principal")),
+        (
+            "Topic lifecycle",
+            "topic_lifecycle",
+            ("time", "event", "topic", "topic_id", "principal", "request_id", "detail"),
+        ),
+        (
+            "Leader changes",
+            "leader_changes",
+            (
+                "time",
+                "topic",
+                "partition",
+                "leader_before",
+                "leader_after",
+                "leader_epoch",
+                "cause",
+                "reason",
+            ),
+        ),
+        (
+            "ISR changes",
+            "isr_changes",
+            ("time", "topic", "partition", "isr_change", "isr_before", "isr_after", "cause"),
+        ),
+        (
+            "Brokers",
+            "broker_events",
+            ("time", "event", "broker_id", "broker_epoch", "reason", "duration_ms", "principal"),
+        ),
+        (
+            "Broker fencing",
+            "broker_fencing",
+            ("broker_id", "start", "end", "duration_ms", "start_reason", "end_reason", "open"),
+        ),
+        (
+            "Partition trouble",
+            "partition_health",
+            (
+                "topic",
+                "partition",
+                "kind",
+                "start",
+                "end",
+                "duration_ms",
+                "start_reason",
+                "end_reason",
+                "open",
+            ),
+        ),
+        (
+            "Config and quota changes",
+            "config_changes",
+            ("time", "event", "resource_type", "resource", "key", "value_before", "value_after", "principal"),
+        ),
+        (
+            "ACL changes",
+            "acl_changes",
+            ("time", "event", "resource_type", "resource", "key", "value_before", "value_after", "principal"),
+        ),
     ):
         sections.append(Section(title, [table(cols, _rows(result, name, *cols))]))
     return page("kanal audit", sections)

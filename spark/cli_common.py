@@ -58,9 +58,13 @@ def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--output", choices=("text", "json"), default="text",
                    help=f"{OUTPUT_HELP} (the summary lines and where the tables and report are)")
-    p.add_argument("--driver-memory", type=_jvm_memory, default=DRIVER_MEMORY_DEFAULT,
-                   help=f"heap of the Spark driver this command starts, e.g. 4g (default {DRIVER_MEMORY_DEFAULT}; "
-                   "Spark's own 1g is short for a large replay)")
+    p.add_argument(
+        "--driver-memory",
+        type=_jvm_memory,
+        default=DRIVER_MEMORY_DEFAULT,
+        help=f"heap of the Spark driver this command starts, e.g. 4g (default {DRIVER_MEMORY_DEFAULT}; "
+        "Spark's own 1g is short for a large replay)",
+    )
     p.add_argument(
         "--split-bytes",
         type=_split_bytes,
@@ -103,8 +107,9 @@ def controllers_of(bootstrap: str, security: ClientSecurity | None = None) -> li
     for endpoint in [e.strip() for e in bootstrap.split(",") if e.strip()]:
         with open_channel(endpoint, (), security) as channel:
             try:
-                reply = broker_pb2_grpc.BrokerStub(channel).DescribeCluster(admin_pb2.DescribeClusterRequest(),
-                                                                          timeout=10)
+                reply = broker_pb2_grpc.BrokerStub(channel).DescribeCluster(
+                    admin_pb2.DescribeClusterRequest(), timeout=10
+                )
             except grpc.RpcError:
                 continue
             return [v.endpoint for v in reply.quorum.voters if v.endpoint]

@@ -99,34 +99,54 @@ LOG_TABLE = Table((
     Column("_lost", "boolean", pa.bool_(), LOST_DOC),
 ))
 
-METADATA_TABLE = Table((
-    Column("offset", "bigint", pa.int64(), "metadata offset of the record"),
-    Column("batch_offset", "bigint", pa.int64(), "offset of the first record of its batch (one decision)"),
-    Column("controller_epoch", "bigint", pa.int64(), "epoch of the controller that wrote the batch"),
-    Column("time", "timestamp", TIMESTAMP, "controller clock when the decision was taken"),
-    Column("record_type", "string", pa.string(), "register_broker, partition_change, config, ..."),
-    Column("principal", "string", pa.string(), "who asked: a principal, 'controller' or 'broker-<id>'"),
-    Column("request_id", "string", pa.string(), "the request that caused it"),
-    Column("broker_id", "int", pa.int32(), "broker records and producer-id blocks"),
-    Column("broker_epoch", "bigint", pa.int64(), "broker records"),
-    Column("fenced", "boolean", pa.bool_(), "register_broker and broker_registration_change"),
-    Column("topic", "string", pa.string(), "topic name (topic records; config records on topics)"),
-    Column("topic_id", "string", pa.string(),
-           "topic, partition, partition_change, partition_reassignment, remove_topic"),
-    Column("partition", "int", pa.int32(), "partition, partition_change and partition_reassignment"),
-    Column("leader", "int", pa.int32(),
-           "partition; partition_change, partition_reassignment when the leader changes"),
-    Column("isr", "array<int>", _list(pa.int32()),
-           "partition; partition_change, partition_reassignment when the ISR changes"),
-    Column("replicas", "array<int>", _list(pa.int32()), "partition and partition_reassignment records"),
-    Column("cause", "string", pa.string(), "partition_change cause (CAUSE_...)"),
-    Column("reason", "string", pa.string(), "partition_change and broker_registration_change detail"),
-    Column("config_resource_type", "string", pa.string(), "config: topic or broker"),
-    Column("config_resource", "string", pa.string(), "config: topic name or broker id ('' = cluster default)"),
-    Column("config_key", "string", pa.string(), "config and client_quota key"),
-    Column("config_value", "string", pa.string(), "config value (null: removed); client_quota value as text"),
-    Column("record_json", "string", pa.string(), "the whole record as JSON (protobuf JSON mapping)"),
-    Column("record", "binary", pa.binary(), "the serialized MetadataRecord (what the replay applies)"),
-    Column("_corrupt", "string", pa.string(), CORRUPT_DOC),
-    Column("_lost", "boolean", pa.bool_(), LOST_DOC),
-))
+METADATA_TABLE = Table(
+    (
+        Column("offset", "bigint", pa.int64(), "metadata offset of the record"),
+        Column(
+            "batch_offset", "bigint", pa.int64(), "offset of the first record of its batch (one decision)"
+        ),
+        Column("controller_epoch", "bigint", pa.int64(), "epoch of the controller that wrote the batch"),
+        Column("time", "timestamp", TIMESTAMP, "controller clock when the decision was taken"),
+        Column("record_type", "string", pa.string(), "register_broker, partition_change, config, ..."),
+        Column("principal", "string", pa.string(), "who asked: a principal, 'controller' or 'broker-<id>'"),
+        Column("request_id", "string", pa.string(), "the request that caused it"),
+        Column("broker_id", "int", pa.int32(), "broker records and producer-id blocks"),
+        Column("broker_epoch", "bigint", pa.int64(), "broker records"),
+        Column("fenced", "boolean", pa.bool_(), "register_broker and broker_registration_change"),
+        Column("topic", "string", pa.string(), "topic name (topic records; config records on topics)"),
+        Column(
+            "topic_id",
+            "string",
+            pa.string(),
+            "topic, partition, partition_change, partition_reassignment, remove_topic",
+        ),
+        Column("partition", "int", pa.int32(), "partition, partition_change and partition_reassignment"),
+        Column(
+            "leader",
+            "int",
+            pa.int32(),
+            "partition; partition_change, partition_reassignment when the leader changes",
+        ),
+        Column(
+            "isr",
+            "array<int>",
+            _list(pa.int32()),
+            "partition; partition_change, partition_reassignment when the ISR changes",
+        ),
+        Column("replicas", "array<int>", _list(pa.int32()), "partition and partition_reassignment records"),
+        Column("cause", "string", pa.string(), "partition_change cause (CAUSE_...)"),
+        Column("reason", "string", pa.string(), "partition_change and broker_registration_change detail"),
+        Column("config_resource_type", "string", pa.string(), "config: topic or broker"),
+        Column(
+            "config_resource", "string", pa.string(), "config: topic name or broker id ('' = cluster default)"
+        ),
+        Column("config_key", "string", pa.string(), "config and client_quota key"),
+        Column(
+            "config_value", "string", pa.string(), "config value (null: removed); client_quota value as text"
+        ),
+        Column("record_json", "string", pa.string(), "the whole record as JSON (protobuf JSON mapping)"),
+        Column("record", "binary", pa.binary(), "the serialized MetadataRecord (what the replay applies)"),
+        Column("_corrupt", "string", pa.string(), CORRUPT_DOC),
+        Column("_lost", "boolean", pa.bool_(), LOST_DOC),
+    )
+)

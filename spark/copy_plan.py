@@ -183,8 +183,9 @@ def copy_state(copy: PartitionCopy) -> CopyState:
             written = (directory / PARTITION_METADATA_FILE).stat().st_mtime_ns
         except OSError:
             written = 0
-    return CopyState(copy.directory, tuple(entries), start, max(end, start), exact, _node_id(directory), topic_id,
-                     written)
+    return CopyState(
+        copy.directory, tuple(entries), start, max(end, start), exact, _node_id(directory), topic_id, written
+    )
 
 
 def _facts(image: MetadataImage | None, topic: str, partition: int) -> PartitionFacts | None:
@@ -212,7 +213,9 @@ def data_plan(root: Path, image: MetadataImage | None, topics: frozenset[str] | 
     copies: dict[str, PartitionCopy] = {}
     for (topic, partition), found in sorted(by_partition.items()):
         copies.update((c.directory, c) for c in found)
-        plans.append(plan_partition(topic, partition, [copy_state(c) for c in found], _facts(image, topic, partition)))
+        plans.append(
+            plan_partition(topic, partition, [copy_state(c) for c in found], _facts(image, topic, partition))
+        )
     return ReadPlan(tuple(plans), copies, (image_note,) if image_note else ())
 
 
@@ -264,7 +267,9 @@ def read_items(plan: ReadPlan, group_bytes_max: int) -> list[ReadItem]:
         segments = [s for s in primary.segments] if primary is not None else []
         bounds = {s.base_offset: (segments[i + 1].base_offset if i + 1 < len(segments) else p.committed_end)
                   for i, s in enumerate(segments)}
-        wanted = [s for s in segments if bounds[s.base_offset] > p.read_from and s.base_offset < p.committed_end]
+        wanted = [
+            s for s in segments if bounds[s.base_offset] > p.read_from and s.base_offset < p.committed_end
+        ]
         alternates = tuple((CopySegments(a.directory, plan.copies[a.directory].segments), a.agree_end)
                            for a in p.alternates)
         groups = group_segments(wanted, group_bytes_max) or [()]
@@ -275,8 +280,20 @@ def read_items(plan: ReadPlan, group_bytes_max: int) -> list[ReadItem]:
                 seg = group[0]
                 ends = [*cuts[1:], (seg.size_bytes, bounds[seg.base_offset])]
                 for (position, offset), (end_position, end_offset) in zip(cuts, ends):
-                    items.append(ReadItem(p.topic, p.partition, group, (end_offset,), max(p.read_from, offset),
-                                          p.committed_end, alternates, notes, position, end_position - position))
+                    items.append(
+                        ReadItem(
+                            p.topic,
+                            p.partition,
+                            group,
+                            (end_offset,),
+                            max(p.read_from, offset),
+                            p.committed_end,
+                            alternates,
+                            notes,
+                            position,
+                            end_position - position,
+                        )
+                    )
                     notes = ()
                 continue
             items.append(ReadItem(p.topic, p.partition, group, tuple(bounds[s.base_offset] for s in group),

@@ -61,8 +61,10 @@ def cluster_metadata(bootstrap: str, topics: list[str] | None = None,
                 # repr.
                 first_line = (exc.details() or "").split("\n", 1)[0]
                 problems.append(f"{endpoint} ({exc.code().name}: {first_line})")
-    raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE,
-                     f"no bootstrap broker of {bootstrap!r} answered: {'; '.join(problems) or 'no endpoints given'}")
+    raise KanalError(
+        ErrorCode.BROKER_NOT_AVAILABLE,
+        f"no bootstrap broker of {bootstrap!r} answered: {'; '.join(problems) or 'no endpoints given'}",
+    )
 
 
 def list_partitions(bootstrap: str, topics: frozenset[str] | None, internal: bool,
@@ -79,7 +81,9 @@ def list_partitions(bootstrap: str, topics: frozenset[str] | None, internal: boo
     return sorted(out, key=lambda p: (p.topic, p.partition))
 
 
-def _leader_endpoint(bootstrap: str, topic: str, partition: int, security: ClientSecurity | None) -> str | None:
+def _leader_endpoint(
+    bootstrap: str, topic: str, partition: int, security: ClientSecurity | None
+) -> str | None:
     reply = cluster_metadata(bootstrap, [topic], security)
     endpoints = {b.broker_id: b.endpoint for b in reply.brokers}
     for t in reply.topics:
@@ -129,8 +133,14 @@ def fetch_partition(bootstrap: str, part: FetchPartition, security: ClientSecuri
                 if suffix.last_offset >= end:
                     return
                 if suffix.last_offset >= offset:
-                    yield StoredEntry(entry.position, suffix.base_offset, suffix.last_offset, suffix.leader_epoch,
-                                      entry.batch, entry.header)
+                    yield StoredEntry(
+                        entry.position,
+                        suffix.base_offset,
+                        suffix.last_offset,
+                        suffix.leader_epoch,
+                        entry.batch,
+                        entry.header,
+                    )
                 offset = suffix.last_offset + 1
         except CorruptEntry as exc:
             # A damaged batch on the leader: report it; the next fetch starts after it is impossible to

@@ -46,7 +46,9 @@ def bar_chart(items: Sequence[tuple[str, float]], unit: str = "", width: int = 7
         y = 5 + i * row_h
         w = (width - label_w - 90) * (value / top)
         out.append(f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end">{_e(label)}</text>')
-        out.append(f'<rect x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{row_h - 5}" fill="{_PALETTE[0]}"/>')
+        out.append(
+            f'<rect x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{row_h - 5}" fill="{_PALETTE[0]}"/>'
+        )
         out.append(f'<text x="{label_w + w + 4:.1f}" y="{y + 12}">{_e(_num(value))}{_e(unit)}</text>')
     out.append("</svg>")
     if hidden:
@@ -77,14 +79,18 @@ def line_chart(series: dict[str, Sequence[tuple[int, float]]], unit: str = "", w
     def py(v: float) -> float:
         return head + plot_h - plot_h * v / top
 
-    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
-            f'height="{height + 18 * len(names)}" role="img">'),
-           f'<line x1="{left}" y1="{head + plot_h}" x2="{left + plot_w}" y2="{head + plot_h}" stroke="#999"/>',
-           f'<line x1="{left}" y1="{head}" x2="{left}" y2="{head + plot_h}" stroke="#999"/>',
-           f'<text x="{left - 4}" y="{head + 10}" text-anchor="end">{_e(_num(top))}</text>',
-           f'<text x="{left - 4}" y="{head + plot_h}" text-anchor="end">0</text>',
-           f'<text x="{left}" y="{head + plot_h + 16}">{_e(_time(x0))}</text>',
-           f'<text x="{left + plot_w}" y="{head + plot_h + 16}" text-anchor="end">{_e(_time(x1))}</text>']
+    out = [
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
+            f'height="{height + 18 * len(names)}" role="img">'
+        ),
+        f'<line x1="{left}" y1="{head + plot_h}" x2="{left + plot_w}" y2="{head + plot_h}" stroke="#999"/>',
+        f'<line x1="{left}" y1="{head}" x2="{left}" y2="{head + plot_h}" stroke="#999"/>',
+        f'<text x="{left - 4}" y="{head + 10}" text-anchor="end">{_e(_num(top))}</text>',
+        f'<text x="{left - 4}" y="{head + plot_h}" text-anchor="end">0</text>',
+        f'<text x="{left}" y="{head + plot_h + 16}">{_e(_time(x0))}</text>',
+        f'<text x="{left + plot_w}" y="{head + plot_h + 16}" text-anchor="end">{_e(_time(x1))}</text>',
+    ]
     for i, name in enumerate(names):
         color = _PALETTE[i % len(_PALETTE)]
         points = " ".join(f"{px(t):.1f},{py(v):.1f}" for t, v in series[name])
@@ -95,8 +101,10 @@ def line_chart(series: dict[str, Sequence[tuple[int, float]]], unit: str = "", w
             out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{points}"/>')
         y = height + 18 * i + 4
         out.append(f'<rect x="{left}" y="{y}" width="10" height="10" fill="{color}"/>')
-        out.append(f'<text x="{left + 14}" y="{y + 9}">{_e(name)} (max {_e(_num(max(v for _, v in series[name])))}'
-                   f'{_e(unit)})</text>')
+        out.append(
+            f'<text x="{left + 14}" y="{y + 9}">{_e(name)} (max {_e(_num(max(v for _, v in series[name])))}'
+            f"{_e(unit)})</text>"
+        )
     out.append("</svg>")
     if len(series) > len(names):
         out.append(f'<p class="note">{len(series) - len(names)} more series not drawn</p>')
@@ -106,7 +114,11 @@ def line_chart(series: dict[str, Sequence[tuple[int, float]]], unit: str = "", w
 def table(header: Sequence[str], rows: Sequence[Sequence[object]], rows_max: int = 200) -> str:
     body = "".join("<tr>" + "".join(f"<td>{_e('' if v is None else v)}</td>" for v in row) + "</tr>"
                    for row in rows[:rows_max])
-    more = f'<p class="note">{len(rows) - rows_max} more rows in the Parquet table</p>' if len(rows) > rows_max else ""
+    more = (
+        f'<p class="note">{len(rows) - rows_max} more rows in the Parquet table</p>'
+        if len(rows) > rows_max
+        else ""
+    )
     return f"<table><tr>{''.join(f'<th>{_e(h)}</th>' for h in header)}</tr>{body}</table>{more}"
 
 

@@ -37,4 +37,6 @@ def diff_images(ours: MetadataImage, theirs: MetadataImage, our_name: str, their
     set_a, set_b = set(a), set(b)
     only_a = [line for line in a if line not in set_b]
     only_b = [line for line in b if line not in set_a]
-    return [f"only in {our_name}: {line}" for line in only_a] + [f"only in {their_name}: {line}" for line in only_b]
+    return [f"only in {our_name}: {line}" for line in only_a] + [
+        f"only in {their_name}: {line}" for line in only_b
+    ]

@@ -69,7 +69,9 @@ def apply_fetched(stub: controller_pb2_grpc.ControllerStub, image: MetadataImage
         reply = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(
             offset=image.next_offset, max_bytes=FETCH_BYTES_MAX, max_wait_ms=0), timeout=REQUEST_TIMEOUT_S)
         if reply.error != ErrorCode.NONE:
-            raise RuntimeError(f"FetchMetadata at {image.next_offset}: {error_name(reply.error)} {reply.error_message}")
+            raise RuntimeError(
+                f"FetchMetadata at {image.next_offset}: {error_name(reply.error)} {reply.error_message}"
+            )
         end = reply.end_offset
         if not reply.entries:
             break

@@ -112,7 +112,9 @@ class ColumnBuffer:
                 offsets, keys, values, count = buffers[name]
                 item = column.arrow_type.value_type
                 flat = pa.StructArray.from_arrays(
-                    [_binary(pa.string(), count, keys), _binary(pa.binary(), count, values)], fields=list(item))
+                    [_binary(pa.string(), count, keys), _binary(pa.binary(), count, values)],
+                    fields=list(item),
+                )
                 arrays.append(pa.ListArray.from_arrays(
                     pa.Array.from_buffers(pa.int32(), rows + 1, [None, pa.py_buffer(offsets)]), flat,
                     type=column.arrow_type))

@@ -90,8 +90,9 @@ class HeaderColumn:
 
     def to_arrow(self, arrow_type: pa.DataType) -> pa.Array:
         item = arrow_type.value_type
-        flat = pa.StructArray.from_arrays([pa.array(self.keys, pa.string()), pa.array(self.values, pa.binary())],
-                                          fields=list(item))
+        flat = pa.StructArray.from_arrays(
+            [pa.array(self.keys, pa.string()), pa.array(self.values, pa.binary())], fields=list(item)
+        )
         return pa.ListArray.from_arrays(pa.array(self.offsets, pa.int32()), flat, type=arrow_type)
 
 
@@ -159,8 +160,15 @@ def as_notice(damage: SegmentDamage) -> Notice:
 def undecodable(path: str, entry: StoredEntry, exc: KanalError) -> Notice:
     """A batch whose entry is intact but whose records do not decode: lost, at its own position (every
     copy holds the same bytes, so no other copy can help)."""
-    return as_notice(SegmentDamage(path, entry.position, entry.base_offset, len(entry.batch) + 8,
-                                   f"batch [{entry.base_offset}, {entry.last_offset}] does not decode: {exc.message}"))
+    return as_notice(
+        SegmentDamage(
+            path,
+            entry.position,
+            entry.base_offset,
+            len(entry.batch) + 8,
+            f"batch [{entry.base_offset}, {entry.last_offset}] does not decode: {exc.message}",
+        )
+    )
 
 
 def entry_rows(buf: RowBuffer, topic: str | None, partition: int | None, path: str,

@@ -90,7 +90,9 @@ def file_plan(root: Path, topics: frozenset[str] | None = None, include_internal
     return data_plan(root, image, topics, include_internal, note)
 
 
-def plan_groups(plan: ReadPlan, bytes_per_partition: int, read_committed: bool = False) -> list[InputPartition]:
+def plan_groups(
+    plan: ReadPlan, bytes_per_partition: int, read_committed: bool = False
+) -> list[InputPartition]:
     size = bytes_per_partition or GROUP_BYTES_MAX_DEFAULT
     items = read_items(plan, size)
     groups = pack_items(items, size)
@@ -135,8 +137,9 @@ class KanalLogReader(DataSourceReader):
         if isinstance(partition, FetchGroup):
             part = partition.part
             aborted = AbortedFilter() if self.options.read_committed else None
-            entries = visible_items(fetch_partition(self.options.bootstrap, part, self.options.security, aborted),
-                                    aborted)
+            entries = visible_items(
+                fetch_partition(self.options.bootstrap, part, self.options.security, aborted), aborted
+            )
             yield from entry_rows(buf, part.topic, part.partition, f"fetch://{part.topic}-{part.partition}",
                                   entries, fail_fast, add)
         else:

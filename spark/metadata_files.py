@@ -33,8 +33,10 @@ def image_from_files(root: Path) -> tuple[MetadataImage | None, str]:
     reference = plan.copy(plan.plans[0].primary)
     start = replay_start(reference) if reference is not None else None
     if start is not None and not start.replayable:
-        return None, (f"the metadata log under {root} starts at offset {start.log_start_offset} with no readable "
-                      f"snapshot: no image, so the in-sync replicas are unknown")
+        return None, (
+            f"the metadata log under {root} starts at offset {start.log_start_offset} with no readable "
+            f"snapshot: no image, so the in-sync replicas are unknown"
+        )
     image = MetadataImage()
     if start is not None and start.snapshot is not None:
         image = image_from_snapshot(start.snapshot.snapshot)

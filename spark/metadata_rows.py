@@ -25,8 +25,23 @@ _RESOURCE_TYPES = {
     metadata_pb2.CONFIG_RESOURCE_TOPIC: "topic",
     metadata_pb2.CONFIG_RESOURCE_BROKER: "broker",
 }
-_TYPED = ("broker_id", "broker_epoch", "fenced", "topic", "topic_id", "partition", "leader", "isr", "replicas",
-          "cause", "reason", "config_resource_type", "config_resource", "config_key", "config_value")
+_TYPED = (
+    "broker_id",
+    "broker_epoch",
+    "fenced",
+    "topic",
+    "topic_id",
+    "partition",
+    "leader",
+    "isr",
+    "replicas",
+    "cause",
+    "reason",
+    "config_resource_type",
+    "config_resource",
+    "config_key",
+    "config_value",
+)
 
 
 def typed_fields(record: metadata_pb2.MetadataRecord, kind: str | None) -> dict[str, object]:
@@ -88,8 +103,14 @@ def record_json(record: metadata_pb2.MetadataRecord, kind: str | None) -> str:
     return json_format.MessageToJson(body, indent=None, preserving_proto_field_name=True)
 
 
-def add_metadata_entry(buf: RowBuffer, topic: str | None, partition: int | None, entry: StoredEntry, lo: int = 0,
-                       hi: int = OFFSET_END) -> None:
+def add_metadata_entry(
+    buf: RowBuffer,
+    topic: str | None,
+    partition: int | None,
+    entry: StoredEntry,
+    lo: int = 0,
+    hi: int = OFFSET_END,
+) -> None:
     """Append one row per record of an intact metadata-log batch with an offset in [lo, hi) (topic and
     partition: the log's, not columns of this table)."""
     _batch, raw = clipped_records(entry, lo, hi)

@@ -47,13 +47,25 @@ def commits_frame_from_rows(rows: DataFrame) -> DataFrame:
     decoded = rows.select(F.col("offset").alias("log_offset"),
                           decode(F.col("key"), F.col("value")).alias("c")).where(F.col("c").isNotNull())
     return decoded.select(
-        F.col("c.group").alias("group"), F.col("c.topic").alias("topic"), F.col("c.partition").alias("partition"),
+        F.col("c.group").alias("group"),
+        F.col("c.topic").alias("topic"),
+        F.col("c.partition").alias("partition"),
         F.col("c.committed_offset").alias("committed_offset"),
-        F.timestamp_millis(F.col("c.commit_ms")).alias("commit_time"), "log_offset",
-        F.col("c.tombstone").alias("tombstone"), F.col("c.error").alias("error"))
+        F.timestamp_millis(F.col("c.commit_ms")).alias("commit_time"),
+        "log_offset",
+        F.col("c.tombstone").alias("tombstone"),
+        F.col("c.error").alias("error"),
+    )
 
 
-_DECODED = T.StructType([T.StructField("group", T.StringType()), T.StructField("topic", T.StringType()),
-                         T.StructField("partition", T.IntegerType()), T.StructField("committed_offset", T.LongType()),
-                         T.StructField("commit_ms", T.LongType()), T.StructField("tombstone", T.BooleanType()),
-                         T.StructField("error", T.StringType())])
+_DECODED = T.StructType(
+    [
+        T.StructField("group", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("committed_offset", T.LongType()),
+        T.StructField("commit_ms", T.LongType()),
+        T.StructField("tombstone", T.BooleanType()),
+        T.StructField("error", T.StringType()),
+    ]
+)

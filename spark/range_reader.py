@@ -51,7 +51,9 @@ class ReadItem:
     bounds: tuple[int, ...]  # per segment: the offset its range ends at (exclusive)
     lo: int
     hi: int
-    alternates: tuple[tuple[CopySegments, int], ...] = ()  # (copy, offset it agrees with the current one up to)
+    alternates: tuple[
+        tuple[CopySegments, int], ...
+    ] = ()  # (copy, offset it agrees with the current one up to)
     notes: tuple[tuple[int, str], ...] = ()
     # Part of one large segment (copy_plan cuts it at offset index entries): the byte position the walk
     # starts at (an entry boundary) and the bytes this part spans; -1: whole files.
@@ -122,8 +124,12 @@ def read_copy_range(segments: tuple[SegmentFile, ...], lo: int, hi: int, start_p
             yield Clipped(stored, lo, hi)
 
 
-def _range_with_stand_ins(item: ReadItem, segment: SegmentFile, lo: int, hi: int) -> Iterator[Clipped | Notice]:
-    sources: list[tuple[str, tuple[SegmentFile, ...], int, int]] = [(segment.path, (segment,), hi, item.start_position)]
+def _range_with_stand_ins(
+    item: ReadItem, segment: SegmentFile, lo: int, hi: int
+) -> Iterator[Clipped | Notice]:
+    sources: list[tuple[str, tuple[SegmentFile, ...], int, int]] = [
+        (segment.path, (segment,), hi, item.start_position)
+    ]
     sources += [(copy.directory, copy.segments, min(hi, end), 0) for copy, end in item.alternates]
     damages: list[SegmentDamage] = []
     gave: list[str] = []
@@ -151,9 +157,16 @@ def _range_with_stand_ins(item: ReadItem, segment: SegmentFile, lo: int, hi: int
             yield Notice(damages[0].offset, damages[0].describe(), True)
         else:
             what = "; ".join(d.describe() for d in damages) or "no copy holds them"
-            yield Notice(at, f"{item.topic}-{item.partition}: offsets {at}..{hi - 1} are in no readable copy: {what}",
-                         True)
+            yield Notice(
+                at,
+                f"{item.topic}-{item.partition}: offsets {at}..{hi - 1} are in no readable copy: {what}",
+                True,
+            )
     elif damages:
         what = "; ".join(d.describe() for d in damages)
-        yield Notice(damages[0].offset, f"{item.topic}-{item.partition}: damage made good from another copy: {what}; "
-                                        f"read {', '.join(gave)}", False)
+        yield Notice(
+            damages[0].offset,
+            f"{item.topic}-{item.partition}: damage made good from another copy: {what}; "
+            f"read {', '.join(gave)}",
+            False,
+        )

@@ -146,8 +146,18 @@ class _Replayer:
                 why = (f"the metadata log starts at offset {self.start.log_start_offset} and no readable "
                        f"snapshot at or past it is there: nothing can be replayed")
                 self.h.stopped = f"offset {self.start.log_start_offset}: {why}"
-                self.h.events.append(Event(self.start.log_start_offset, self.start.log_start_offset, 0, 0, "", "",
-                                           "replay_error", detail=why))
+                self.h.events.append(
+                    Event(
+                        self.start.log_start_offset,
+                        self.start.log_start_offset,
+                        0,
+                        0,
+                        "",
+                        "",
+                        "replay_error",
+                        detail=why,
+                    )
+                )
                 return self.h
             first_offset = self._load_snapshot(self.start)
         for _key, group in groupby(rows, key=lambda r: (r.batch_offset, r.corrupt is not None)):
@@ -165,7 +175,9 @@ class _Replayer:
             interval.open = True
             self.h.intervals.append(interval)
         self.open.clear()
-        self.h.intervals.sort(key=lambda i: (i.start_offset, i.kind, i.topic or "", i.partition or 0, i.broker_id or 0))
+        self.h.intervals.sort(
+            key=lambda i: (i.start_offset, i.kind, i.topic or "", i.partition or 0, i.broker_id or 0)
+        )
         return self.h
 
     def _load_snapshot(self, start: ReplayStart) -> int:
@@ -181,11 +193,22 @@ class _Replayer:
         at = offset - 1  # the last offset the snapshot holds, so the event sorts before the log after it
         time_ms = loaded.written_ms
         self.h.last_time_ms = time_ms
-        self.h.events.append(Event(
-            at, at, snapshot.controller_epoch, time_ms, SNAPSHOT_PRINCIPAL, f"snapshot-{offset}", "snapshot_loaded",
-            detail=(f"initial state: the image at offset {offset} from {start.snapshot_path}; the history of "
+        self.h.events.append(
+            Event(
+                at,
+                at,
+                snapshot.controller_epoch,
+                time_ms,
+                SNAPSHOT_PRINCIPAL,
+                f"snapshot-{offset}",
+                "snapshot_loaded",
+                detail=(
+                    f"initial state: the image at offset {offset} from {start.snapshot_path}; the history of "
                     f"offsets below {offset} is not in the metadata log any more (log start "
-                    f"{start.log_start_offset})")))
+                    f"{start.log_start_offset})"
+                ),
+            )
+        )
         reason = "already at the snapshot"
         for broker in self.h.image.brokers.values():
             if broker.fenced:
@@ -193,15 +216,33 @@ class _Replayer:
                     "fenced", time_ms, at, broker_id=broker.broker_id, broker_epoch=broker.broker_epoch,
                     start_reason=reason))
         for topic, p in self.h.image.iter_partitions():
-            self._health_at(at, time_ms, topic.name, topic.topic_id, p.partition_id, list(p.replicas), list(p.isr),
-                            p.leader, reason)
+            self._health_at(
+                at,
+                time_ms,
+                topic.name,
+                topic.topic_id,
+                p.partition_id,
+                list(p.replicas),
+                list(p.isr),
+                p.leader,
+                reason,
+            )
         return offset
 
     def _stop(self, row: ReplayRow, event: str, why: str) -> None:
         self.h.stopped = f"offset {row.offset}: {why}"
-        self.h.events.append(Event(row.offset, row.batch_offset if row.batch_offset is not None else row.offset,
-                                   row.controller_epoch or 0, row.time_ms or self.h.last_time_ms, "", "", event,
-                                   detail=why))
+        self.h.events.append(
+            Event(
+                row.offset,
+                row.batch_offset if row.batch_offset is not None else row.offset,
+                row.controller_epoch or 0,
+                row.time_ms or self.h.last_time_ms,
+                "",
+                "",
+                event,
+                detail=why,
+            )
+        )
 
     def _batch(self, rows: list[ReplayRow]) -> bool:
         first = rows[0]
@@ -220,8 +261,12 @@ class _Replayer:
         if not applied:
             self.h.batches_fenced += 1
             self.trail.next_offset = self.h.image.next_offset
-            self._event(first, records[0], "fenced_batch_skipped",
-                        detail=f"batch of {len(rows)} records from deposed controller epoch {batch.controller_epoch}")
+            self._event(
+                first,
+                records[0],
+                "fenced_batch_skipped",
+                detail=f"batch of {len(rows)} records from deposed controller epoch {batch.controller_epoch}",
+            )
             return True
         self.h.batches_applied += 1
         for row, record in zip(rows, records):
@@ -233,12 +278,22 @@ class _Replayer:
     # -- events ------------------------------------------------------------------------------------
 
     def _event(self, row: ReplayRow, record: metadata_pb2.MetadataRecord, event: str, **fields) -> Event:
-        e = Event(row.offset, row.batch_offset if row.batch_offset is not None else row.offset,
-                  row.controller_epoch or 0, record.time_ms, record.principal, record.request_id, event, **fields)
+        e = Event(
+            row.offset,
+            row.batch_offset if row.batch_offset is not None else row.offset,
+            row.controller_epoch or 0,
+            record.time_ms,
+            record.principal,
+            record.request_id,
+            event,
+            **fields,
+        )
         self.h.events.append(e)
         return e
 
-    def _record(self, row: ReplayRow, record: metadata_pb2.MetadataRecord, batch: metadata_pb2.MetadataBatch) -> None:
+    def _record(
+        self, row: ReplayRow, record: metadata_pb2.MetadataRecord, batch: metadata_pb2.MetadataBatch
+    ) -> None:
         kind = record.WhichOneof("record")
         before = self.trail
         handler = getattr(self, f"_on_{kind}", None)
@@ -256,8 +311,17 @@ class _Replayer:
                            f"{' fenced' if r.fenced else ''}")
         self._end(("fenced", r.broker_id), row, record, "re-registered")
         if r.fenced:
-            self._begin(("fenced", r.broker_id), Interval("fenced", record.time_ms, row.offset, broker_id=r.broker_id,
-                                                           broker_epoch=r.broker_epoch, start_reason="registered"))
+            self._begin(
+                ("fenced", r.broker_id),
+                Interval(
+                    "fenced",
+                    record.time_ms,
+                    row.offset,
+                    broker_id=r.broker_id,
+                    broker_epoch=r.broker_epoch,
+                    start_reason="registered",
+                ),
+            )
 
     def _on_broker_registration_change(self, row, record, r, image, batch, phase):
         if phase == "before":
@@ -269,8 +333,17 @@ class _Replayer:
                 return
             self._event(row, record, "broker_fenced", broker_id=r.broker_id, broker_epoch=r.broker_epoch,
                         reason=r.reason)
-            self._begin(("fenced", r.broker_id), Interval("fenced", record.time_ms, row.offset, broker_id=r.broker_id,
-                                                           broker_epoch=r.broker_epoch, start_reason=r.reason))
+            self._begin(
+                ("fenced", r.broker_id),
+                Interval(
+                    "fenced",
+                    record.time_ms,
+                    row.offset,
+                    broker_id=r.broker_id,
+                    broker_epoch=r.broker_epoch,
+                    start_reason=r.reason,
+                ),
+            )
         elif was_fenced:
             interval = self._end(("fenced", r.broker_id), row, record, r.reason)
             self._event(row, record, "broker_unfenced", broker_id=r.broker_id, broker_epoch=r.broker_epoch,
@@ -286,7 +359,9 @@ class _Replayer:
         if phase == "before":
             return
         partitions = sum(
-            1 for x in batch.records if x.WhichOneof("record") == "partition" and x.partition.topic_id == r.topic_id
+            1
+            for x in batch.records
+            if x.WhichOneof("record") == "partition" and x.partition.topic_id == r.topic_id
         )
         self._event(row, record, "topic_created", topic=r.name, topic_id=r.topic_id,
                     detail=f"{partitions} partitions")
@@ -298,14 +373,25 @@ class _Replayer:
         name = topic.name if topic else None
         added = sorted(x.partition.partition_id for x in batch.records
                        if x.WhichOneof("record") == "partition" and x.partition.topic_id == r.topic_id)
-        created_here = any(x.WhichOneof("record") == "topic" and x.topic.topic_id == r.topic_id for x in batch.records)
+        created_here = any(
+            x.WhichOneof("record") == "topic" and x.topic.topic_id == r.topic_id for x in batch.records
+        )
         if not created_here and r.partition_id == added[0]:
             # Partitions of a topic that already existed: a partition increase, one event per decision.
             self._event(row, record, "partitions_increased", topic=name, topic_id=r.topic_id,
                         detail=f"{added[0]} -> {added[-1] + 1} partitions")
-        self._event(row, record, "partition_created", topic=name, topic_id=r.topic_id, partition=r.partition_id,
-                    leader_after=r.leader, leader_epoch=r.leader_epoch, isr_after=list(r.isr),
-                    replicas=list(r.replicas))
+        self._event(
+            row,
+            record,
+            "partition_created",
+            topic=name,
+            topic_id=r.topic_id,
+            partition=r.partition_id,
+            leader_after=r.leader,
+            leader_epoch=r.leader_epoch,
+            isr_after=list(r.isr),
+            replicas=list(r.replicas),
+        )
         self._health(row, record, name, r.topic_id, r.partition_id, list(r.replicas), list(r.isr), r.leader,
                      "created")
 
@@ -325,10 +411,23 @@ class _Replayer:
         elif set(isr_after) != set(isr_before):
             change = "replace"
         event = "leader_change" if old.leader != new.leader else f"isr_{change or 'unchanged'}"
-        self._event(row, record, event, topic=name, topic_id=r.topic_id, partition=r.partition_id,
-                    leader_before=old.leader, leader_after=new.leader, leader_epoch=new.leader_epoch,
-                    isr_before=isr_before, isr_after=isr_after, replicas=list(new.replicas), isr_change=change,
-                    cause=_CAUSES(r.cause), reason=r.reason)
+        self._event(
+            row,
+            record,
+            event,
+            topic=name,
+            topic_id=r.topic_id,
+            partition=r.partition_id,
+            leader_before=old.leader,
+            leader_after=new.leader,
+            leader_epoch=new.leader_epoch,
+            isr_before=isr_before,
+            isr_after=isr_after,
+            replicas=list(new.replicas),
+            isr_change=change,
+            cause=_CAUSES(r.cause),
+            reason=r.reason,
+        )
         self._health(row, record, name, r.topic_id, r.partition_id, list(new.replicas), isr_after, new.leader,
                      r.reason or _CAUSES(r.cause))
 
@@ -337,7 +436,9 @@ class _Replayer:
             topic = image.topic_by_id(r.topic_id)
             return (topic.name, len(topic.partitions)) if topic else (None, 0)
         name, count = phase
-        self._event(row, record, "topic_deleted", topic=name, topic_id=r.topic_id, detail=f"{count} partitions")
+        self._event(
+            row, record, "topic_deleted", topic=name, topic_id=r.topic_id, detail=f"{count} partitions"
+        )
         for key in [k for k in self.open if k[0] != "fenced" and k[1] == r.topic_id]:
             self._end(key, row, record, "topic deleted")
 
@@ -358,13 +459,24 @@ class _Replayer:
 
     def _on_client_quota(self, row, record, r, image, batch, phase):
         if phase == "before":
-            entities, entity = ((image.user_client_quotas, (r.entity_name, r.client_id)) if r.HasField("client_id")
-                                else (image.client_quotas, (r.entity_type, r.entity_name)))
+            entities, entity = (
+                (image.user_client_quotas, (r.entity_name, r.client_id))
+                if r.HasField("client_id")
+                else (image.client_quotas, (r.entity_type, r.entity_name))
+            )
             value = entities.get(entity, {}).get(r.key)
             return repr(value) if value is not None else None
         after = repr(r.value) if r.HasField("value") else None
-        self._event(row, record, "quota_set" if after is not None else "quota_removed", resource_type=r.entity_type,
-                    resource=r.entity_name, key=r.key, value_before=phase, value_after=after)
+        self._event(
+            row,
+            record,
+            "quota_set" if after is not None else "quota_removed",
+            resource_type=r.entity_type,
+            resource=r.entity_name,
+            key=r.key,
+            value_before=phase,
+            value_after=after,
+        )
 
     def _on_producer_ids(self, row, record, r, image, batch, phase):
         if phase == "before":
@@ -383,14 +495,23 @@ class _Replayer:
     def _acl_event(self, row, record, event: str, e: metadata_pb2.AccessControlEntry) -> None:
         """An ACL change: the resource, `key` the grantee and host, `value_after` (added) or `value_before`
         (removed) what it allows or denies; `principal` is who made the change."""
-        what = f"{permission_name(e.permission)} {operation_name(e.operation)} ({pattern_name(e.pattern_type)})"
+        what = (
+            f"{permission_name(e.permission)} {operation_name(e.operation)} ({pattern_name(e.pattern_type)})"
+        )
         added = event == "acl_added"
-        self._event(row, record, event, topic=e.resource_name if e.resource_type == metadata_pb2.ACL_RESOURCE_TOPIC
-                    else None, resource_type=resource_type_name(e.resource_type).lower(), resource=e.resource_name,
-                    key=f"{e.principal}@{e.host}", value_before=None if added else what,
-                    value_after=what if added else None,
-                    detail=f"{what} for {e.principal} from {e.host} on {resource_type_name(e.resource_type)} "
-                           f"{e.resource_name!r}")
+        self._event(
+            row,
+            record,
+            event,
+            topic=e.resource_name if e.resource_type == metadata_pb2.ACL_RESOURCE_TOPIC else None,
+            resource_type=resource_type_name(e.resource_type).lower(),
+            resource=e.resource_name,
+            key=f"{e.principal}@{e.host}",
+            value_before=None if added else what,
+            value_after=what if added else None,
+            detail=f"{what} for {e.principal} from {e.host} on {resource_type_name(e.resource_type)} "
+            f"{e.resource_name!r}",
+        )
 
     def _on_no_op(self, row, record, r, image, batch, phase):
         if phase == "before":
@@ -403,7 +524,9 @@ class _Replayer:
         if key not in self.open:
             self.open[key] = interval
 
-    def _end(self, key: tuple, row: ReplayRow, record: metadata_pb2.MetadataRecord, reason: str) -> Interval | None:
+    def _end(
+        self, key: tuple, row: ReplayRow, record: metadata_pb2.MetadataRecord, reason: str
+    ) -> Interval | None:
         interval = self.open.pop(key, None)
         if interval is None:
             return None
@@ -428,5 +551,15 @@ class _Replayer:
         states = {"under_replicated": len(set(isr)) < len(set(replicas)), "offline": leader == NO_LEADER}
         for kind, now_in in states.items():
             if now_in:
-                self._begin((kind, topic_id, partition), Interval(
-                    kind, time_ms, offset, topic=topic, topic_id=topic_id, partition=partition, start_reason=reason))
+                self._begin(
+                    (kind, topic_id, partition),
+                    Interval(
+                        kind,
+                        time_ms,
+                        offset,
+                        topic=topic,
+                        topic_id=topic_id,
+                        partition=partition,
+                        start_reason=reason,
+                    ),
+                )

@@ -111,7 +111,9 @@ def agreement_end(copy: CopyState, reference: CopyState) -> int:
     hi = min(copy.log_end, reference.log_end)
     if lo >= hi:
         return hi  # nothing in common to compare: no evidence of divergence
-    points = sorted({lo, *(s for _, s in copy.epochs if lo < s < hi), *(s for _, s in reference.epochs if lo < s < hi)})
+    points = sorted(
+        {lo, *(s for _, s in copy.epochs if lo < s < hi), *(s for _, s in reference.epochs if lo < s < hi)}
+    )
     for point in points:
         if copy.epoch_at(point) != reference.epoch_at(point):
             return point
@@ -141,12 +143,21 @@ def _incarnation(topic: str, partition: int, copies: Sequence[CopyState], facts:
         if facts.topic_id is None:
             for c in copies:
                 recorded = f" (topic id {c.topic_id})" if c.topic_id else ""
-                notes.append((c.log_start, (f"{topic}-{partition}: {c.directory}{recorded} is left over from a topic "
-                                           f"the metadata log deleted; not read")))
+                notes.append(
+                    (
+                        c.log_start,
+                        (
+                            f"{topic}-{partition}: {c.directory}{recorded} is left over from a topic "
+                            f"the metadata log deleted; not read"
+                        ),
+                    )
+                )
             return [], notes, None
         current = facts.topic_id
     elif len(ids) > 1:
-        current = max((c for c in copies if c.topic_id is not None), key=lambda c: c.topic_id_written_ns).topic_id
+        current = max(
+            (c for c in copies if c.topic_id is not None), key=lambda c: c.topic_id_written_ns
+        ).topic_id
         notes.append((0, (f"{topic}-{partition}: copies of {len(ids)} topic ids and no metadata "
                          f"log to say which is current: the newest partition.metadata's ({current}) is "
                          "read")))
@@ -157,8 +168,15 @@ def _incarnation(topic: str, partition: int, copies: Sequence[CopyState], facts:
         if c.topic_id is None or c.topic_id == current:
             kept.append(c)
         else:
-            notes.append((c.log_start, (f"{topic}-{partition}: {c.directory} belongs to topic id {c.topic_id}, an "
-                                       f"earlier topic of this name (current id {current}); not read")))
+            notes.append(
+                (
+                    c.log_start,
+                    (
+                        f"{topic}-{partition}: {c.directory} belongs to topic id {c.topic_id}, an "
+                        f"earlier topic of this name (current id {current}); not read"
+                    ),
+                )
+            )
     return kept, notes, current
 
 
@@ -205,8 +223,10 @@ def _committed_end(ref: CopyState, kept: Sequence[CopyState], agree: dict[str, i
     in_sync = [c for c in kept if c.broker_id is not None and c.broker_id in facts.isr]
     exact = [c for c in in_sync if c.log_end_exact] or in_sync
     if not exact:
-        return ref.log_end, (f"no copy of an in-sync replica (ISR {list(facts.isr)}) is here: "
-                             f"read to the end of {ref.directory}{_broker(ref)}, which may hold records not committed")
+        return ref.log_end, (
+            f"no copy of an in-sync replica (ISR {list(facts.isr)}) is here: "
+            f"read to the end of {ref.directory}{_broker(ref)}, which may hold records not committed"
+        )
     return min(agree[c.directory] for c in exact), ""
 
 

@@ -16,7 +16,11 @@ from pyspark.sql.types import TimestampType
 
 def iso_utc(micros: int) -> str:
     """2023-11-14T22:13:20.123Z"""
-    return datetime.fromtimestamp(micros / 1_000_000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(micros / 1_000_000, tz=UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def report_rows(df: DataFrame, *cols: str) -> list[tuple]:

@@ -95,7 +95,9 @@ def group_segments(segments: list[SegmentFile], group_bytes_max: int) -> list[tu
     return pack_by_size(segments, group_bytes_max, lambda s: s.size_bytes)
 
 
-def pack_by_size(items: Sequence[T], group_bytes_max: int, size_of: Callable[[T], int]) -> list[tuple[T, ...]]:
+def pack_by_size(
+    items: Sequence[T], group_bytes_max: int, size_of: Callable[[T], int]
+) -> list[tuple[T, ...]]:
     """Items packed, in order, into groups of at most group_bytes_max bytes; an item larger than that is a
     group of its own (items are never split)."""
     if group_bytes_max < 1:

@@ -82,8 +82,16 @@ class SinkCommit(WriterCommitMessage):
 
 
 def _producer(options: WriteOptions, transactional_id: str = "") -> Producer:
-    return Producer(ProducerConfig(options.bootstrap, acks="all", enable_idempotence=True, client_id=_CLIENT_ID,
-                                   security=options.security, transactional_id=transactional_id))
+    return Producer(
+        ProducerConfig(
+            options.bootstrap,
+            acks="all",
+            enable_idempotence=True,
+            client_id=_CLIENT_ID,
+            security=options.security,
+            transactional_id=transactional_id,
+        )
+    )
 
 
 def _as_bytes(value) -> bytes | None:
@@ -109,14 +117,18 @@ def produce_rows(producer: Producer, rows: Iterator, options: WriteOptions) -> t
         fields = row.asDict()
         topic = fields.get("topic") or options.topic
         if not topic:
-            raise KanalError(ErrorCode.INVALID_REQUEST, "kanal sink: a row has a null topic and no topic option")
+            raise KanalError(
+                ErrorCode.INVALID_REQUEST, "kanal sink: a row has a null topic and no topic option"
+            )
         headers = [(h["key"], _as_bytes(h["value"])) for h in (fields.get("headers") or [])]
         producer.produce(topic, _as_bytes(fields["value"]), key=_as_bytes(fields.get("key")),
                          partition=fields.get("partition"), headers=headers or None, on_delivery=failures)
         first_topic = first_topic or topic
         count += 1
     if not producer.flush(FLUSH_TIMEOUT_S):
-        raise KanalError(ErrorCode.REQUEST_TIMED_OUT, f"kanal sink: records not acknowledged in {FLUSH_TIMEOUT_S}s")
+        raise KanalError(
+            ErrorCode.REQUEST_TIMED_OUT, f"kanal sink: records not acknowledged in {FLUSH_TIMEOUT_S}s"
+        )
     if failures.first is not None:
         raise failures.first
     return count, first_topic
@@ -160,8 +172,10 @@ class KanalStreamWriter(DataSourceStreamWriter):
         batch = context.getLocalProperty(_BATCH_ID_PROPERTY) if context is not None else None
         query = context.getLocalProperty(_QUERY_ID_PROPERTY) if context is not None else None
         if context is None or batch is None or (query is None and not self.options.transactional_id_prefix):
-            raise KanalError(ErrorCode.INVALID_REQUEST, "kanal sink: a stream task without Spark's batch and query "
-                                                        "ids; exactly-once needs them")
+            raise KanalError(
+                ErrorCode.INVALID_REQUEST,
+                "kanal sink: a stream task without Spark's batch and query ids; exactly-once needs them",
+            )
         batch_id, partition_id = int(batch), context.partitionId()
         transactional_id = f"{self.options.transactional_id_prefix or f'kanal-sink-{query}'}-{partition_id}"
         producer = _producer(self.options, transactional_id)

@@ -67,14 +67,20 @@ class SourceOptions:
             raise ValueError("this source reads files only: give a path, not a bootstrap")
         if not path and not bootstrap:
             raise ValueError("give a data directory to load() or the option bootstrap=host:port")
-        topics = frozenset(t.strip() for t in given["topics"].split(",") if t.strip()) if "topics" in given else None
+        topics = (
+            frozenset(t.strip() for t in given["topics"].split(",") if t.strip())
+            if "topics" in given
+            else None
+        )
         internal = given.get("includeinternal", "false").lower()
         if internal not in ("true", "false"):
             raise ValueError(f"includeInternal must be true or false, got {internal!r}")
         try:
             per_partition = int(given.get("bytesperpartition", "0"))
         except ValueError:
-            raise ValueError(f"bytesPerPartition must be an integer, got {given['bytesperpartition']!r}") from None
+            raise ValueError(
+                f"bytesPerPartition must be an integer, got {given['bytesperpartition']!r}"
+            ) from None
         if per_partition < 0:
             raise ValueError(f"bytesPerPartition must be >= 0, got {per_partition}")
         fields = {name: given[option] for option, name in SECURITY_OPTIONS.items() if option in given}

@@ -36,8 +36,14 @@ _READ_OPTIONS = {"kafka.bootstrap.servers", "bootstrap", "subscribe", "subscribe
                  "startingoffsets", "endingoffsets", "startingtimestamp", "maxoffsetspertrigger",
                  "failondataloss", "kafka.isolation.level", *SECURITY_OPTIONS}
 # Spark hands a stream writer the query's checkpointLocation among its options: Spark's, not the sink's.
-_WRITE_OPTIONS = {"kafka.bootstrap.servers", "bootstrap", "topic", "transactionalidprefix", "checkpointlocation",
-                  *SECURITY_OPTIONS}
+_WRITE_OPTIONS = {
+    "kafka.bootstrap.servers",
+    "bootstrap",
+    "topic",
+    "transactionalidprefix",
+    "checkpointlocation",
+    *SECURITY_OPTIONS,
+}
 
 
 def _bad(message: str) -> KanalError:
@@ -93,7 +99,9 @@ def parse_offsets_spec(text: str, name: str) -> str | Offsets:
     try:
         raw = json.loads(stripped)
     except json.JSONDecodeError:
-        raise _bad(f"{name} must be earliest, latest or JSON like {{\"topic\":{{\"0\":23}}}}, got {text!r}") from None
+        raise _bad(
+            f'{name} must be earliest, latest or JSON like {{"topic":{{"0":23}}}}, got {text!r}'
+        ) from None
     if not isinstance(raw, dict):
         raise _bad(f"{name} JSON must be an object of topics, got {text!r}")
     out: Offsets = {}
@@ -102,8 +110,15 @@ def parse_offsets_spec(text: str, name: str) -> str | Offsets:
             raise _bad(f"{name}: topic {topic!r} must map partitions to offsets")
         out[topic] = {}
         for partition, offset in parts.items():
-            if not str(partition).isdigit() or isinstance(offset, bool) or not isinstance(offset, int) or offset < -2:
-                raise _bad(f"{name}: {topic}/{partition} -> {offset!r} is not a partition and an offset >= -2")
+            if (
+                not str(partition).isdigit()
+                or isinstance(offset, bool)
+                or not isinstance(offset, int)
+                or offset < -2
+            ):
+                raise _bad(
+                    f"{name}: {topic}/{partition} -> {offset!r} is not a partition and an offset >= -2"
+                )
             out[topic][str(int(partition))] = offset
     return out
 
@@ -158,8 +173,11 @@ class ReadOptions:
         if ending == "earliest" or (isinstance(ending, dict) and any(
                 o == EARLIEST for parts in ending.values() for o in parts.values())):
             raise _bad("endingOffsets may not be earliest (as the Kafka connector)")
-        if isinstance(starting, dict) and any(o == LATEST for parts in starting.values() for o in parts.values()) \
-                and not streaming:
+        if (
+            isinstance(starting, dict)
+            and any(o == LATEST for parts in starting.values() for o in parts.values())
+            and not streaming
+        ):
             raise _bad("startingOffsets may not be latest (-1) in a batch read (as the Kafka connector)")
         if starting == "latest" and not streaming:
             raise _bad("startingOffsets may not be latest in a batch read (as the Kafka connector)")
@@ -191,8 +209,12 @@ class WriteOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
         given = _lowered(options, _WRITE_OPTIONS)
-        return cls(_bootstrap(given), given.get("topic", "").strip(), given.get("transactionalidprefix", "").strip(),
-                   _security(given))
+        return cls(
+            _bootstrap(given),
+            given.get("topic", "").strip(),
+            given.get("transactionalidprefix", "").strip(),
+            _security(given),
+        )
 
 
 # ---- the pure offset arithmetic ----

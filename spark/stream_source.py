@@ -74,7 +74,9 @@ class BrokerOffsets:
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
-        self._metadata = ClusterMetadata(options.bootstrap, security=options.security, client_id="kanal-spark")
+        self._metadata = ClusterMetadata(
+            options.bootstrap, security=options.security, client_id="kanal-spark"
+        )
 
     def close(self) -> None:
         self._metadata.close()
@@ -123,14 +125,18 @@ class BrokerOffsets:
                 out.update(self.offsets(past, LATEST))
         return out
 
-    def _ask(self, endpoint: str, tps: list[TopicPartition], query: int) -> list[tuple[TopicPartition, int, str]]:
+    def _ask(
+        self, endpoint: str, tps: list[TopicPartition], query: int
+    ) -> list[tuple[TopicPartition, int, str]]:
         request = broker_pb2.ListOffsetsRequest(isolation_level=WIRE_ISOLATION[self.options.isolation_level])
         for topic in sorted({t for t, _ in tps}):
             request.topics.add(topic=topic).partitions.extend(
                 broker_pb2.ListOffsetsRequest.PartitionQuery(partition=p, timestamp_ms=query) for t, p in tps
                 if t == topic)
         try:
-            reply = self._metadata.stub(endpoint).ListOffsets(request, timeout=self._metadata.request_timeout_s)
+            reply = self._metadata.stub(endpoint).ListOffsets(
+                request, timeout=self._metadata.request_timeout_s
+            )
         except grpc.RpcError as exc:
             return [(tp, 0, f"{endpoint}: {exc.code().name}") for tp in tps]
         answers = []
@@ -139,7 +145,9 @@ class BrokerOffsets:
                 why = ""
                 if p.error != ErrorCode.NONE:
                     if not is_retriable(p.error) and p.error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                        raise KanalError(p.error, f"offsets of {topic.topic}-{p.partition}: {error_name(p.error)}")
+                        raise KanalError(
+                            p.error, f"offsets of {topic.topic}-{p.partition}: {error_name(p.error)}"
+                        )
                     why = error_name(p.error)
                 answers.append(((topic.topic, p.partition), p.offset, why))
         return answers
@@ -160,8 +168,10 @@ class BrokerOffsets:
         if self.options.assign:
             parts = sorted(given)  # assign with JSON offsets: the JSON names the partitions
         if missing:
-            raise KanalError(ErrorCode.INVALID_CONFIG, f"offsets JSON leaves out partitions {missing}: give each one "
-                                                       "(-2 earliest, -1 latest)")
+            raise KanalError(
+                ErrorCode.INVALID_CONFIG,
+                f"offsets JSON leaves out partitions {missing}: give each one (-2 earliest, -1 latest)",
+            )
         special = {q: [tp for tp in parts if given[tp] == q] for q in (EARLIEST, LATEST)}
         out = {tp: given[tp] for tp in parts if given[tp] >= 0}
         for query, tps in special.items():
@@ -177,24 +187,38 @@ class RangePartition(InputPartition):
 
 
 def _batch(records: list[ConsumerRecord]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([
-        pa.array([r.key for r in records], pa.binary()),
-        pa.array([r.value for r in records], pa.binary()),
-        pa.array([r.topic for r in records], pa.string()),
-        pa.array([r.partition for r in records], pa.int32()),
-        pa.array([r.offset for r in records], pa.int64()),
-        pa.array([r.timestamp_ms * 1000 for r in records], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        pa.array([CREATE_TIME] * len(records), pa.int32()),
-        pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], ARROW_SCHEMA.field("headers").type),
-    ], schema=ARROW_SCHEMA)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([r.key for r in records], pa.binary()),
+            pa.array([r.value for r in records], pa.binary()),
+            pa.array([r.topic for r in records], pa.string()),
+            pa.array([r.partition for r in records], pa.int32()),
+            pa.array([r.offset for r in records], pa.int64()),
+            pa.array([r.timestamp_ms * 1000 for r in records], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            pa.array([CREATE_TIME] * len(records), pa.int32()),
+            pa.array(
+                [[{"key": k, "value": v} for k, v in r.headers] for r in records],
+                ARROW_SCHEMA.field("headers").type,
+            ),
+        ],
+        schema=ARROW_SCHEMA,
+    )
 
 
 def read_range(options: ReadOptions, item: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The committed records of one partition in [item.start, item.end), in offset order."""
     tp = (item.topic, item.partition)
-    consumer = Consumer(ConsumerConfig(
-        options.bootstrap, auto_offset_reset="none", isolation_level=options.isolation_level, fetch_max_wait_ms=100,
-        enable_auto_commit=False, client_id="kanal-spark", security=options.security))
+    consumer = Consumer(
+        ConsumerConfig(
+            options.bootstrap,
+            auto_offset_reset="none",
+            isolation_level=options.isolation_level,
+            fetch_max_wait_ms=100,
+            enable_auto_commit=False,
+            client_id="kanal-spark",
+            security=options.security,
+        )
+    )
     try:
         consumer.assign([tp])
         if item.start == EARLIEST:
@@ -213,10 +237,16 @@ def read_range(options: ReadOptions, item: OffsetRange) -> Iterator[pa.RecordBat
                 if exc.code != ErrorCode.OFFSET_OUT_OF_RANGE:
                     raise
                 if options.fail_on_data_loss:
-                    raise KanalError(ErrorCode.OFFSET_OUT_OF_RANGE, (
-                        f"data loss: {item.topic}-{item.partition} no longer holds offsets from {position} (retention "
-                        f"or truncation deleted them before the query read them): {exc.message}. Set the option "
-                        "failOnDataLoss=false to go on from the log start")) from None
+                    raise KanalError(
+                        ErrorCode.OFFSET_OUT_OF_RANGE,
+                        (
+                            f"data loss: {item.topic}-{item.partition} no longer holds offsets from "
+                            f"{position} "
+                            "(retention or truncation deleted them before the query read them): "
+                            f"{exc.message}. Set the option "
+                            "failOnDataLoss=false to go on from the log start"
+                        ),
+                    ) from None
                 consumer.seek_to_beginning([tp])
                 continue
             wanted = [r for r in records if r.offset < item.end]
@@ -294,7 +324,9 @@ class KanalBatchReader(DataSourceReader):
             latest = client.offsets(sorted(end), LATEST) if isinstance(self.options.ending, dict) else end
         finally:
             client.close()
-        beyond = sorted(f"{t}-{p}: {end[(t, p)]} > {latest[(t, p)]}" for t, p in end if end[(t, p)] > latest[(t, p)])
+        beyond = sorted(
+            f"{t}-{p}: {end[(t, p)]} > {latest[(t, p)]}" for t, p in end if end[(t, p)] > latest[(t, p)]
+        )
         if beyond:  # the records are not there (or not committed): a read would wait for them
             raise KanalError(ErrorCode.INVALID_REQUEST, "endingOffsets past the latest (committed) offsets: "
                                                         + ", ".join(beyond))

@@ -57,10 +57,21 @@ def decode_state(partition: int, offset: int, key: bytes | None, value: bytes | 
     try:
         v.ParseFromString(value)
     except DecodeError as exc:
-        return StateRow(partition, offset, tid, None, None, None, None, (), None, None, f"undecodable value: {exc}")
-    return StateRow(partition, offset, tid, v.producer_id, v.producer_epoch, STATE_NAMES.get(v.state, str(v.state)),
-                    v.timeout_ms, tuple(f"{p.topic}-{p.partition}" for p in v.partitions), v.start_ms or None,
-                    v.last_update_ms)
+        return StateRow(
+            partition, offset, tid, None, None, None, None, (), None, None, f"undecodable value: {exc}"
+        )
+    return StateRow(
+        partition,
+        offset,
+        tid,
+        v.producer_id,
+        v.producer_epoch,
+        STATE_NAMES.get(v.state, str(v.state)),
+        v.timeout_ms,
+        tuple(f"{p.topic}-{p.partition}" for p in v.partitions),
+        v.start_ms or None,
+        v.last_update_ms,
+    )
 
 
 @dataclass(slots=True)

@@ -86,7 +86,9 @@ class AbortedFilter:
         return not (header.attributes & ATTR_TRANSACTIONAL and header.producer_id in self._aborting)
 
 
-def visible_items(items: Iterable[Item], aborted: AbortedFilter | None, lso: int | None = None) -> Iterator[Item]:
+def visible_items(
+    items: Iterable[Item], aborted: AbortedFilter | None, lso: int | None = None
+) -> Iterator[Item]:
     """The items a scan turns into rows: control batches never; under read_committed (`aborted` given)
     no batch of an aborted transaction and nothing at or past `lso`. Notices pass unchanged."""
     for item in items:

@@ -56,8 +56,18 @@ def check_mypy() -> tuple[bool, str]:
     tree = WORK / "tree"
     shutil.rmtree(tree, ignore_errors=True)
     origin = build_package_tree(tree)
-    result = run([tool("mypy"), "--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(WORK / "mypy-cache"),
-                  "-p", "kanal"], cwd=tree)
+    result = run(
+        [
+            tool("mypy"),
+            "--config-file",
+            str(REPO / "pyproject.toml"),
+            "--cache-dir",
+            str(WORK / "mypy-cache"),
+            "-p",
+            "kanal",
+        ],
+        cwd=tree,
+    )
     out = result.stdout + result.stderr
     # Name the checkout's files, not the copy's.
     for copy, source in sorted(origin.items(), key=lambda kv: -len(str(kv[0]))):
@@ -92,10 +102,18 @@ def check_buf_breaking() -> tuple[bool, str]:
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True, timeout=CHECK_TIMEOUT_S)
         result = run([tool("buf"), "breaking", "proto", "--against", str(Path(tmp) / "proto")])
     out = (result.stdout + result.stderr).strip()
-    return result.returncode == 0, f"against {commit[:12]} (the last commit that changed proto/ on main)\n{out}"
+    return (
+        result.returncode == 0,
+        f"against {commit[:12]} (the last commit that changed proto/ on main)\n{out}",
+    )
 
 
-CHECKS = {"ruff": check_ruff, "mypy": check_mypy, "buf-lint": check_buf_lint, "buf-breaking": check_buf_breaking}
+CHECKS = {
+    "ruff": check_ruff,
+    "mypy": check_mypy,
+    "buf-lint": check_buf_lint,
+    "buf-breaking": check_buf_breaking,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

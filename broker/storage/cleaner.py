@@ -205,6 +205,6 @@ def _swap(seg: LogSegment, entries: list[bytes]) -> LogSegment:
     seg.time_index.delete()
     os.replace(cleaned, seg.log_path)
     fsync_directory(directory)
-    return LogSegment.recovered(directory, base, interval)  # checks the rewritten entries, rebuilds both indexes
-
-
+    return LogSegment.recovered(
+        directory, base, interval
+    )  # checks the rewritten entries, rebuilds both indexes

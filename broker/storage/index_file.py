@@ -38,7 +38,9 @@ class IndexFile:
         except FileNotFoundError:
             raise IndexDamaged(f"{self.path.name} is missing") from None
         if len(data) % self._entry.size:
-            raise IndexDamaged(f"{self.path.name} has {len(data)} bytes, not a multiple of {self._entry.size}")
+            raise IndexDamaged(
+                f"{self.path.name} has {len(data)} bytes, not a multiple of {self._entry.size}"
+            )
         self.columns = tuple(array(code) for code in self._typecodes)
         for fields in self._entry.iter_unpack(data):
             for column, value in zip(self.columns, fields):

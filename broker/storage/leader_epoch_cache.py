@@ -95,7 +95,9 @@ class LeaderEpochCache:
         self._epochs, self._starts = [], []
 
     def save(self) -> None:
-        lines = [str(_VERSION), str(len(self._epochs))] + [f"{e} {o}" for e, o in zip(self._epochs, self._starts)]
+        lines = [str(_VERSION), str(len(self._epochs))] + [
+            f"{e} {o}" for e, o in zip(self._epochs, self._starts)
+        ]
         tmp = self.path.with_name(FILE_NAME + ".tmp")
         with open(tmp, "w") as f:
             f.write("\n".join(lines) + "\n")

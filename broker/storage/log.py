@@ -120,7 +120,9 @@ class Log:
         rebuild_epochs = not log.epoch_cache.load() and bool(bases)
         for i, base in enumerate(bases):
             next_base = bases[i + 1] if i + 1 < len(bases) else None
-            needs_recovery = rebuild_epochs or (not clean and (next_base is None or next_base > log._recovery_point))
+            needs_recovery = rebuild_epochs or (
+                not clean and (next_base is None or next_base > log._recovery_point)
+            )
             if needs_recovery:
                 seg = LogSegment.recovered(directory, Offset(base), config.index_interval_bytes)
                 cut = seg.cut_bytes
@@ -209,12 +211,16 @@ class Log:
         header = scan_batch(batch)
         check_scanned(header, batch)
         if header.codec not in _KNOWN_CODECS:  # a codec added later in the proto, unknown to this broker
-            raise KanalError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.codec}")
+            raise KanalError(
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.codec}"
+            )
         limit = self.config.timestamp_difference_ms_max
         if limit is not None and (
             abs(header.max_timestamp_ms - now_ms) > limit or abs(header.first_timestamp_ms - now_ms) > limit
         ):
-            raise KanalError(ErrorCode.INVALID_TIMESTAMP, f"batch timestamps are more than {limit} ms from now")
+            raise KanalError(
+                ErrorCode.INVALID_TIMESTAMP, f"batch timestamps are more than {limit} ms from now"
+            )
         self._check_epoch(leader_epoch)
         base = self.log_end_offset
         last = base + header.last_offset_delta
@@ -326,7 +332,8 @@ class Log:
         if not self._unflushed_batches:
             return False
         by_count = (
-            self.config.flush_batches_max is not None and self._unflushed_batches >= self.config.flush_batches_max
+            self.config.flush_batches_max is not None
+            and self._unflushed_batches >= self.config.flush_batches_max
         )
         by_age = (
             self.config.flush_interval_ms is not None
@@ -461,7 +468,8 @@ class Log:
         OFFSET_OUT_OF_RANGE below the log start. Nothing changes on error."""
         if offset < high_watermark:
             raise KanalError(
-                ErrorCode.INVALID_TRUNCATION, f"truncation to {offset} is below the high-water mark {high_watermark}"
+                ErrorCode.INVALID_TRUNCATION,
+                f"truncation to {offset} is below the high-water mark {high_watermark}",
             )
         if offset < self.log_start_offset:
             raise KanalError(ErrorCode.OFFSET_OUT_OF_RANGE, f"truncation to {offset} is below the log start")
@@ -489,7 +497,9 @@ class Log:
         for seg in self._segments:
             seg.delete()
         self._segments, self._bases = [], []
-        self._append_segment(LogSegment.create(self.directory, Offset(offset), self.config.index_interval_bytes))
+        self._append_segment(
+            LogSegment.create(self.directory, Offset(offset), self.config.index_interval_bytes)
+        )
         self._log_start_offset = Offset(offset)
         _write_offset_file(self.directory / LOG_START_FILE, offset)
         self.epoch_cache.clear()
@@ -498,7 +508,9 @@ class Log:
 
     # ---- compaction ----
 
-    def compact(self, now_ms: int, transactions=None):  # -> CompactionStats (import cycle kept out of the top)
+    def compact(
+        self, now_ms: int, transactions=None
+    ):  # -> CompactionStats (import cycle kept out of the top)
         """cleanup.policy=compact: keep the latest record per key in the closed segments (cleaner.py);
         `transactions` (the partition's TransactionIndex) tells it which transactional records aborted."""
         from kanal.broker.storage.cleaner import compact_log

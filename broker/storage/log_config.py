@@ -50,14 +50,22 @@ class LogConfig:
         _check(self.segment_age_ms_max >= 1, "segment_age_ms_max must be >= 1")
         _check(self.segment_index_entries_max >= 8, "segment_index_entries_max must be >= 8")
         _check(self.index_interval_bytes >= 0, "index_interval_bytes must be >= 0")
-        _check(64 <= self.batch_bytes_max < self.segment_bytes_max, "batch_bytes_max must be in [64, segment)")
+        _check(
+            64 <= self.batch_bytes_max < self.segment_bytes_max, "batch_bytes_max must be in [64, segment)"
+        )
         _check(self.retention_ms is None or self.retention_ms >= 0, "retention_ms must be >= 0 or None")
-        _check(self.retention_bytes is None or self.retention_bytes >= 0, "retention_bytes must be >= 0 or None")
+        _check(
+            self.retention_bytes is None or self.retention_bytes >= 0, "retention_bytes must be >= 0 or None"
+        )
         _check(self.cleanup_policy in ("delete", "compact"), "cleanup_policy must be 'delete' or 'compact'")
         _check(self.delete_retention_ms >= 0, "delete_retention_ms must be >= 0")
         _check(self.compaction_lag_ms_min >= 0, "compaction_lag_ms_min must be >= 0")
-        _check(self.flush_batches_max is None or self.flush_batches_max >= 1, "flush_batches_max must be >= 1")
-        _check(self.flush_interval_ms is None or self.flush_interval_ms >= 0, "flush_interval_ms must be >= 0")
+        _check(
+            self.flush_batches_max is None or self.flush_batches_max >= 1, "flush_batches_max must be >= 1"
+        )
+        _check(
+            self.flush_interval_ms is None or self.flush_interval_ms >= 0, "flush_interval_ms must be >= 0"
+        )
         _check(self.timestamp_difference_ms_max is None or self.timestamp_difference_ms_max >= 0,
                "timestamp_difference_ms_max must be >= 0 or None")
 

@@ -189,7 +189,9 @@ class LogSegment:
         length, _crc = ENTRY_HEADER.unpack(head)
         if length < BROKER_SUFFIX_BYTES or position + ENTRY_HEADER_BYTES + length > self.size:
             raise CorruptEntry(position, f"entry length {length} does not fit the segment")
-        suffix = self.read_bytes(position + ENTRY_HEADER_BYTES + length - BROKER_SUFFIX_BYTES, BROKER_SUFFIX_BYTES)
+        suffix = self.read_bytes(
+            position + ENTRY_HEADER_BYTES + length - BROKER_SUFFIX_BYTES, BROKER_SUFFIX_BYTES
+        )
         try:
             fields = parse_broker_suffix(suffix)
         except KanalError as exc:
@@ -298,7 +300,9 @@ class LogSegment:
         os.ftruncate(self._fd, cut_at)
         self.size = cut_at
         # Re-derive the end state from what is left (the tail after the last index entry is short).
-        remaining = list(self.locations(self.offset_index.lookup(Offset(self.base_offset + RELATIVE_OFFSET_MAX))))
+        remaining = list(
+            self.locations(self.offset_index.lookup(Offset(self.base_offset + RELATIVE_OFFSET_MAX)))
+        )
         self.next_offset = Offset(remaining[-1].suffix.last_offset + 1) if remaining else self.base_offset
         tail_ts = max((self._header_at(loc).max_timestamp_ms for loc in remaining), default=-1)
         self.max_timestamp_ms = max(self.time_index.last_timestamp_ms, tail_ts)

@@ -53,7 +53,9 @@ def encode_checkpoint(index: TransactionIndex) -> bytes:
 def decode_checkpoint(data: bytes) -> TransactionIndex:
     """CORRUPT_MESSAGE when the bytes are not a whole, undamaged checkpoint."""
     if len(data) < _HEADER.size + _CRC.size:
-        raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"transaction checkpoint of {len(data)} bytes is too short")
+        raise KanalError(
+            ErrorCode.CORRUPT_MESSAGE, f"transaction checkpoint of {len(data)} bytes is too short"
+        )
     body, (crc,) = data[:-_CRC.size], _CRC.unpack_from(data, len(data) - _CRC.size)
     if crc32c.crc32c(body) != crc:
         raise KanalError(ErrorCode.CORRUPT_MESSAGE, "transaction checkpoint CRC does not match")
@@ -80,7 +82,9 @@ def write_checkpoint(directory: Path, index: TransactionIndex) -> None:
     write_file_atomically(directory / CHECKPOINT_FILE, encode_checkpoint(index))
 
 
-def read_checkpoint(directory: Path, log_start_offset: int, log_end_offset: int) -> tuple[TransactionIndex | None, str]:
+def read_checkpoint(
+    directory: Path, log_start_offset: int, log_end_offset: int
+) -> tuple[TransactionIndex | None, str]:
     """The checkpoint when it is usable here (its offset within [log start, log end]), else None and why."""
     path = directory / CHECKPOINT_FILE
     try:

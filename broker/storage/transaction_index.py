@@ -122,9 +122,11 @@ class TransactionIndex:
         """Take one stored batch, in offset order; returns the aborted transaction its ABORT marker
         closed (for the shell to write down), else None."""
         if batch.base_offset < self.next_offset:
-            raise KanalError(ErrorCode.INVALID_RECORD,
-                             f"batch at {batch.base_offset} recorded after offset {self.next_offset}: the index "
-                             "follows the log in order")
+            raise KanalError(
+                ErrorCode.INVALID_RECORD,
+                f"batch at {batch.base_offset} recorded after offset {self.next_offset}: the index "
+                "follows the log in order",
+            )
         self.next_offset = batch.last_offset + 1
         if not batch.transactional or batch.producer_id <= 0:
             return None
@@ -163,7 +165,9 @@ class TransactionIndex:
         self.next_offset = max(self.next_offset, offset)
 
     @classmethod
-    def rebuild(cls, batches: Iterable[TxnBatch], *, start: TransactionIndex | None = None) -> TransactionIndex:
+    def rebuild(
+        cls, batches: Iterable[TxnBatch], *, start: TransactionIndex | None = None
+    ) -> TransactionIndex:
         index = start.copy() if start is not None else cls()
         for batch in batches:
             index.record(batch)

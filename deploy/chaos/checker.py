@@ -155,8 +155,11 @@ def _lost(acks: list[Event], finals, final_ends, deleted) -> list[Violation]:
         else:
             why = "the final read has no record at that offset"
             evidence = (ack, end)
-        out.append(Violation("lost", f"{ack['value']!r} acknowledged at {_name(ack)} offset {offset}, but {why}",
-                             evidence))
+        out.append(
+            Violation(
+                "lost", f"{ack['value']!r} acknowledged at {_name(ack)} offset {offset}, but {why}", evidence
+            )
+        )
     return out
 
 
@@ -169,9 +172,15 @@ def _divergent(acks: list[Event], reads: list[Event]) -> list[Violation]:
         key = (*_tp(e), int(e["offset"]))
         first = seen.setdefault(key, e)
         if first["value"] != e["value"]:
-            out.append(Violation("divergent", f"{_name(e)} offset {e['offset']} holds {first['value']!r} "
-                                 f"({first['type']} by {first['process']}) and {e['value']!r} ({e['type']} by "
-                                 f"{e['process']})", (first, e)))
+            out.append(
+                Violation(
+                    "divergent",
+                    f"{_name(e)} offset {e['offset']} holds {first['value']!r} "
+                    f"({first['type']} by {first['process']}) and {e['value']!r} ({e['type']} by "
+                    f"{e['process']})",
+                    (first, e),
+                )
+            )
             seen[key] = e  # report each change once
     return out
 
@@ -189,9 +198,15 @@ def _replicas_diverge(replicas: list[Event], finals, final_ends) -> list[Violati
         there = finals[tp].get(int(e["offset"]))
         if there is not None and there["value"] != e["value"]:
             reported.add(key)
-            out.append(Violation("divergent", f"broker {e['broker']}'s own log of {_name(e)} holds {e['value']!r} "
-                                 f"at offset {e['offset']}, where the final read (from the leader) got "
-                                 f"{there['value']!r}", (there, e)))
+            out.append(
+                Violation(
+                    "divergent",
+                    f"broker {e['broker']}'s own log of {_name(e)} holds {e['value']!r} "
+                    f"at offset {e['offset']}, where the final read (from the leader) got "
+                    f"{there['value']!r}",
+                    (there, e),
+                )
+            )
     return out
 
 
@@ -236,9 +251,15 @@ def _reordered(finals: dict[TopicPartition, dict[int, Event]]) -> list[Violation
             process, seq = parsed
             before = last.get(process)
             if before is not None and before[1] > seq:
-                out.append(Violation("reorder", f"{process} sent {e['value']!r} before {before[0]['value']!r}, "
-                                     f"but {_name(e)} stores it at offset {offset}, after offset "
-                                     f"{before[0]['offset']}", (before[0], e)))
+                out.append(
+                    Violation(
+                        "reorder",
+                        f"{process} sent {e['value']!r} before {before[0]['value']!r}, "
+                        f"but {_name(e)} stores it at offset {offset}, after offset "
+                        f"{before[0]['offset']}",
+                        (before[0], e),
+                    )
+                )
             last[process] = (e, seq) if before is None or before[1] < seq else before
     return out
 
@@ -252,9 +273,15 @@ def _epochs_backwards(finals: dict[TopicPartition, dict[int, Event]]) -> list[Vi
             if e.get("leader_epoch") is None:
                 continue
             if newest is not None and int(e["leader_epoch"]) < int(newest["leader_epoch"]):
-                out.append(Violation("epoch_backwards", f"{_name(e)} offset {offset} was written in leader epoch "
-                                     f"{e['leader_epoch']}, after offset {newest['offset']} of epoch "
-                                     f"{newest['leader_epoch']}", (newest, e)))
+                out.append(
+                    Violation(
+                        "epoch_backwards",
+                        f"{_name(e)} offset {offset} was written in leader epoch "
+                        f"{e['leader_epoch']}, after offset {newest['offset']} of epoch "
+                        f"{newest['leader_epoch']}",
+                        (newest, e),
+                    )
+                )
                 break  # one per partition: what follows is the same story
             if newest is None or int(e["leader_epoch"]) > int(newest["leader_epoch"]):
                 newest = e
@@ -270,14 +297,24 @@ def _commits_backwards(ordered: list[Event]) -> list[Violation]:
         if e["type"] not in ("commit", "committed"):
             continue
         key = (str(e["group"]), *_tp(e))
-        since = float(e["invoked"] if "invoked" in e else e["time"]) if e["type"] == "committed" else float(e["time"])
+        since = (
+            float(e["invoked"] if "invoked" in e else e["time"])
+            if e["type"] == "committed"
+            else float(e["time"])
+        )
         earlier = [c for c in acked[key] if float(c["time"]) <= since]
         if earlier:
             top = max(earlier, key=lambda c: int(c["offset"]))
             if int(e["offset"]) < int(top["offset"]):
                 what = "was committed" if e["type"] == "commit" else "was fetched as committed"
-                out.append(Violation("commit_backwards", f"group {e['group']} {_name(e)}: {e['offset']} {what} "
-                                     f"after the commit of {top['offset']} was acknowledged", (top, e)))
+                out.append(
+                    Violation(
+                        "commit_backwards",
+                        f"group {e['group']} {_name(e)}: {e['offset']} {what} "
+                        f"after the commit of {top['offset']} was acknowledged",
+                        (top, e),
+                    )
+                )
         if e["type"] == "commit":
             acked[key].append(e)
     return out
@@ -302,9 +339,14 @@ def _one_per_epoch(views: list[Event], kind: str, key, describe) -> list[Violati
 
 def _two_leaders(leaders: list[Event]) -> list[Violation]:
     return _one_per_epoch(
-        leaders, "two_leaders", lambda e: (*_tp(e), int(e["epoch"])),
-        lambda a, b: f"{_name(b)} leader epoch {b['epoch']} has leader {a['leader']} (broker {a['observer']}'s "
-                     f"view) and {b['leader']} (broker {b['observer']}'s)")
+        leaders,
+        "two_leaders",
+        lambda e: (*_tp(e), int(e["epoch"])),
+        lambda a, b: (
+            f"{_name(b)} leader epoch {b['epoch']} has leader {a['leader']} (broker {a['observer']}'s "
+            f"view) and {b['leader']} (broker {b['observer']}'s)"
+        ),
+    )
 
 
 def _two_controllers(views: list[Event]) -> list[Violation]:

@@ -60,9 +60,12 @@ def parser() -> argparse.ArgumentParser:
     p = CommandParser(prog="kanal chaos", description="Jepsen-style fault runner and history checker")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run workloads under faults and check the history")
-    run.add_argument("--target", default="dev",
-                     help="dev (processes in network namespaces; root), containers (the image; root and Docker) "
-                          "or a bootstrap address (no faults)")
+    run.add_argument(
+        "--target",
+        default="dev",
+        help="dev (processes in network namespaces; root), containers (the image; root and Docker) "
+        "or a bootstrap address (no faults)",
+    )
     run.add_argument("--image", default="kanal:dev", help="the containers target's image (default kanal:dev)")
     run.add_argument("--faults", type=faults, default=("kill", "pause", "partition"),
                      help=f"comma-separated, of {','.join(FAULT_KINDS)} (default: all)")

@@ -91,7 +91,9 @@ def make_mutant(name: str) -> Mutant:
             path = directory / "broker" / file
             code = path.read_text()
             if code.count(text) != 1:
-                raise RuntimeError(f"mutation {name}: {file} holds {code.count(text)} copies of {text!r}, not 1")
+                raise RuntimeError(
+                    f"mutation {name}: {file} holds {code.count(text)} copies of {text!r}, not 1"
+                )
             path.write_text(code.replace(text, replacement))
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)

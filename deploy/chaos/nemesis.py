@@ -72,9 +72,13 @@ class Nemesis:
                 self.target.kill(node)
             for node in nodes:
                 cut = self.target.cut_power(node)
-                self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="cut",
-                                     detail=f"{node}: {cut['dropped_ops']} writes not fsynced dropped, "
-                                            f"{cut['kept_ops']} kept")
+                self.recorder.record(
+                    "nemesis",
+                    "nemesis",
+                    fault=f"{fault.kind}/{fault.variant}",
+                    action="cut",
+                    detail=f"{node}: {cut['dropped_ops']} writes not fsynced dropped, {cut['kept_ops']} kept",
+                )
         elif fault.kind == "clock":
             self.skewed.add(nodes[0])
             self.target.step_clock(nodes[0], fault.step_s)

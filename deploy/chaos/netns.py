@@ -231,5 +231,9 @@ def leftovers(pid: int) -> list[str]:
     """Namespaces and host links of a run with this PID still present (empty after close())."""
     prefix, short = f"kanal-chaos-{pid}-", f"kc{pid}-"
     namespaces = [line.split()[0] for line in _run("ip", "netns", "list").stdout.splitlines() if line.strip()]
-    links = [line.split(":")[1].strip().split("@")[0] for line in _run("ip", "-o", "link").stdout.splitlines()]
-    return [n for n in namespaces if n.startswith(prefix)] + [name for name in links if name.startswith(short)]
+    links = [
+        line.split(":")[1].strip().split("@")[0] for line in _run("ip", "-o", "link").stdout.splitlines()
+    ]
+    return [n for n in namespaces if n.startswith(prefix)] + [
+        name for name in links if name.startswith(short)
+    ]

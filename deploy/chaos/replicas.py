@@ -48,7 +48,9 @@ def read_partition_log(directory: Path) -> list[tuple[int, str]]:
     return out
 
 
-def in_sync_replicas(bootstrap: str, topic: str, partitions: int, timeout_s: float) -> dict[int, tuple[int, ...]]:
+def in_sync_replicas(
+    bootstrap: str, topic: str, partitions: int, timeout_s: float
+) -> dict[int, tuple[int, ...]]:
     """Each partition's ISR, once every ISR holds every replica or at the deadline (whatever it is then)."""
     deadline = time.monotonic() + timeout_s
     isr: dict[int, tuple[int, ...]] = {}

@@ -161,8 +161,10 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         nemesis = Nemesis(target, recorder)
         rng = random.Random(f"kanal-chaos-workload:{options.seed}")
         workloads = [Monitor(recorder, target.brokers, target.controllers, TOPIC, security=security)]
-        workloads += [ProducerWorkload(i, recorder, target.bootstrap, TOPIC, options.partitions, security=security)
-                      for i in range(options.producers)]
+        workloads += [
+            ProducerWorkload(i, recorder, target.bootstrap, TOPIC, options.partitions, security=security)
+            for i in range(options.producers)
+        ]
         workloads += [ConsumerWorkload(i, recorder, target.bootstrap, TOPIC, random.Random(rng.random()),
                                        security=security)
                       for i in range(options.consumers)]
@@ -239,8 +241,11 @@ def _carry_out(faults: list[Fault], nemesis: Nemesis, recorder: Recorder, option
 
 def _unavailable(events: list[Event], injected: list[tuple[Fault, str]], until_s: float) -> list[Window]:
     # The producers' acknowledgements while the run lasts (not the final read's fence records after it).
-    acks = sorted(float(e["time"]) for e in events
-                  if e["type"] == "ack" and e["process"].startswith("producer-") and float(e["time"]) <= until_s)
+    acks = sorted(
+        float(e["time"])
+        for e in events
+        if e["type"] == "ack" and e["process"].startswith("producer-") and float(e["time"]) <= until_s
+    )
     out = []
     for before, after in itertools.pairwise(acks):
         if after - before > UNAVAILABLE_GAP_S:

@@ -43,7 +43,9 @@ class Fault:
 
     def describe(self) -> str:
         step = f" step {self.step_s:+.0f}s" if self.step_s else ""
-        return f"{self.kind}/{self.variant} {','.join(self.targets)}{step} {self.start_s:.1f}-{self.end_s:.1f}s"
+        return (
+            f"{self.kind}/{self.variant} {','.join(self.targets)}{step} {self.start_s:.1f}-{self.end_s:.1f}s"
+        )
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,10 @@ class ScheduleOptions:
 
 def schedule(options: ScheduleOptions) -> list[Fault]:
     # A string seed is hashed by SHA-512 (random.seed version 2): stable across runs and Python versions.
-    rng = random.Random(f"kanal-chaos:{options.seed}:{','.join(sorted(options.faults))}:{float(options.duration_s)}:"
-                        f"{options.controllers}:{options.brokers}")
+    rng = random.Random(
+        f"kanal-chaos:{options.seed}:{','.join(sorted(options.faults))}:{float(options.duration_s)}:"
+        f"{options.controllers}:{options.brokers}"
+    )
     out: list[Fault] = []
     if not options.faults:
         return out

@@ -67,7 +67,9 @@ def install(path: Path) -> None:
 
 def main() -> int:
     if len(sys.argv) < 3:
-        print("usage: python -m kanal.deploy.chaos.skewed_clock OFFSET_FILE MODULE [ARGS...]", file=sys.stderr)
+        print(
+            "usage: python -m kanal.deploy.chaos.skewed_clock OFFSET_FILE MODULE [ARGS...]", file=sys.stderr
+        )
         return 2
     install(Path(sys.argv[1]))
     module = sys.argv[2]

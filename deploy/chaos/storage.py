@@ -57,7 +57,9 @@ class BrokerDisks:
 
     def _ballast(self, name: str) -> Path:
         if self.root / name not in self.mounts:
-            raise RuntimeError(f"{name} has no disk of its own to fill (the disk fault needs broker_disk_bytes)")
+            raise RuntimeError(
+                f"{name} has no disk of its own to fill (the disk fault needs broker_disk_bytes)"
+            )
         return self.root / name / BALLAST
 
     def fill(self, name: str) -> None:
@@ -104,14 +106,18 @@ class PowerDisks:
         if reason is not None:
             raise RuntimeError(f"the power fault needs FUSE: {reason}")
         for name in names:
-            fs = PowerLossFS(self.data_dir / BACKING / name, self.data_dir / name, allow_other=self.allow_other)
+            fs = PowerLossFS(
+                self.data_dir / BACKING / name, self.data_dir / name, allow_other=self.allow_other
+            )
             self.mounts[name] = fs
             fs.mount()
 
     def cut(self, name: str) -> dict:
         """Drop every write `name` did not fsync and mount its directory again (its process is dead)."""
         if name not in self.mounts:
-            raise RuntimeError(f"{name}'s data directory is not a power-loss mount (the power fault needs them)")
+            raise RuntimeError(
+                f"{name}'s data directory is not a power-loss mount (the power fault needs them)"
+            )
         fs = self.mounts[name]
         result = fs.cut_power()
         fs.mount()

@@ -50,9 +50,20 @@ RUN_LABEL = "kanal.chaos.run"
 # Short timeouts so a failover fits in a short run (the cluster tests' spirit, a little slower for a
 # loaded machine). The session timeout must exceed 6 election timeouts and 4 broker heartbeat intervals.
 CONTROLLER_FLAGS = ["--session-timeout-ms", "3000", "--election-timeout-ms", "400"]
-BROKER_FLAGS = ["--heartbeat-interval-ms", "300", "--replica-lag-ms-max", "2000", "--replica-fetch-wait-ms-max",
-                "200", "--group-session-timeout-ms-min", "200", "--group-initial-rebalance-delay-ms", "100",
-                "--offsets-topic-partitions", "5"]
+BROKER_FLAGS = [
+    "--heartbeat-interval-ms",
+    "300",
+    "--replica-lag-ms-max",
+    "2000",
+    "--replica-fetch-wait-ms-max",
+    "200",
+    "--group-session-timeout-ms-min",
+    "200",
+    "--group-initial-rebalance-delay-ms",
+    "100",
+    "--offsets-topic-partitions",
+    "5",
+]
 
 
 def node_names(controllers: int, brokers: int) -> list[str]:
@@ -70,8 +81,17 @@ class DevTarget:
     name = "dev"
     takes_faults = True
 
-    def __init__(self, data_dir: Path, *, controllers: int = 3, brokers: int = 3, mutant: Mutant | None = None,
-                 broker_disk_bytes: int | None = None, power: bool = False, clock: bool = False) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        controllers: int = 3,
+        brokers: int = 3,
+        mutant: Mutant | None = None,
+        broker_disk_bytes: int | None = None,
+        power: bool = False,
+        clock: bool = False,
+    ) -> None:
         """`broker_disk_bytes`: give each broker's data directory a tmpfs of this size (the `disk` fault
         fills it); None keeps them on the data directory's filesystem. `power`: every data directory on a
         power-loss filesystem (the `power` fault). `clock`: brokers on a wall clock of their own (the
@@ -95,8 +115,14 @@ class DevTarget:
             self.disks.mount(self.node_names)
             self.power.mount(self.node_names)
             hosts = {name: m.address for name, m in self.network.members.items()}
-            self.cluster = LocalCluster(self.data_dir, controllers=self._counts[0], brokers=self._counts[1],
-                                        controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS, hosts=hosts)
+            self.cluster = LocalCluster(
+                self.data_dir,
+                controllers=self._counts[0],
+                brokers=self._counts[1],
+                controller_flags=CONTROLLER_FLAGS,
+                broker_flags=BROKER_FLAGS,
+                hosts=hosts,
+            )
             for node in self.cluster.nodes:
                 python = [sys.executable, "-m", "kanal.deploy.cli"]
                 if self._mutant is not None and node.kind == "broker":
@@ -196,7 +222,9 @@ def step_clock(data_dir: Path, name: str, offset_s: float, enabled: bool) -> Non
 def _docker(*args: str, check: bool = True) -> str:
     result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=False)
     if check and result.returncode != 0:
-        raise RuntimeError(f"docker {' '.join(args[:3])} ...: exit {result.returncode}: {result.stderr.strip()}")
+        raise RuntimeError(
+            f"docker {' '.join(args[:3])} ...: exit {result.returncode}: {result.stderr.strip()}"
+        )
     return result.stdout.strip()
 
 
@@ -233,16 +261,34 @@ class ContainersTarget:
 
     def _start(self) -> None:
         if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode != 0:
-            raise RuntimeError("--target containers needs a Docker engine (bash deploy/image/ensure-docker.sh)")
-        if subprocess.run(["docker", "image", "inspect", self.image], capture_output=True, check=False).returncode:
-            raise RuntimeError(f"no image {self.image}: build it with bash deploy/image/build.sh --tag {self.image}")
+            raise RuntimeError(
+                "--target containers needs a Docker engine (bash deploy/image/ensure-docker.sh)"
+            )
+        if subprocess.run(
+            ["docker", "image", "inspect", self.image], capture_output=True, check=False
+        ).returncode:
+            raise RuntimeError(
+                f"no image {self.image}: build it with bash deploy/image/build.sh --tag {self.image}"
+            )
         self.disks.mount(self.node_names)
         pids = {}
         for name in self.node_names:
             # The sandbox holds the node's network namespace across kills and restarts of the node.
-            _docker("run", "-d", "--name", f"{self.container(name)}-net", "--label", f"{RUN_LABEL}={self.run}",
-                    "--network", "none", "--entrypoint", "python3", self.image, "-c",
-                    "import signal; signal.pause()")
+            _docker(
+                "run",
+                "-d",
+                "--name",
+                f"{self.container(name)}-net",
+                "--label",
+                f"{RUN_LABEL}={self.run}",
+                "--network",
+                "none",
+                "--entrypoint",
+                "python3",
+                self.image,
+                "-c",
+                "import signal; signal.pause()",
+            )
             pids[name] = int(_docker("inspect", "-f", "{{.State.Pid}}", f"{self.container(name)}-net"))
         self.network = ChaosNetwork(self.node_names, attach=pids)
         self.network.open()

@@ -77,7 +77,12 @@ class ProducerWorkload(Workload):
     def __init__(self, index: int, recorder: Recorder, bootstrap: str, topic: str, partitions: int,
                  *, interval_s: float = 0.01, security: ClientSecurity | None = None) -> None:
         super().__init__(f"producer-{index}", recorder)
-        self.bootstrap, self.topic, self.partitions, self.interval_s = bootstrap, topic, partitions, interval_s
+        self.bootstrap, self.topic, self.partitions, self.interval_s = (
+            bootstrap,
+            topic,
+            partitions,
+            interval_s,
+        )
         self.security = security
         self.acked = 0
 
@@ -96,10 +101,18 @@ class ProducerWorkload(Workload):
         return None
 
     def body(self) -> None:
-        config = ProducerConfig(bootstrap=self.bootstrap, security=self.security, acks="all", enable_idempotence=True,
-                                linger_ms=5,
-                                request_timeout_ms=3_000, delivery_timeout_ms=20_000, max_block_ms=5_000,
-                                retry_backoff_ms=100, client_id=self.process)
+        config = ProducerConfig(
+            bootstrap=self.bootstrap,
+            security=self.security,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=5,
+            request_timeout_ms=3_000,
+            delivery_timeout_ms=20_000,
+            max_block_ms=5_000,
+            retry_backoff_ms=100,
+            client_id=self.process,
+        )
         producer = self._start_producer(config)
         if producer is None:
             return
@@ -150,11 +163,19 @@ class ConsumerWorkload(Workload):
             generation += 1
 
     def _one_member(self, name: str) -> None:
-        config = ConsumerConfig(bootstrap=self.bootstrap, security=self.security, group_id=GROUP,
-                                auto_offset_reset="earliest",
-                                enable_auto_commit=False, session_timeout_ms=6_000, heartbeat_interval_ms=1_000,
-                                max_poll_interval_ms=30_000, request_timeout_ms=5_000, client_id=name,
-                                partition_assignment_strategy=("cooperative-sticky",))
+        config = ConsumerConfig(
+            bootstrap=self.bootstrap,
+            security=self.security,
+            group_id=GROUP,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=6_000,
+            heartbeat_interval_ms=1_000,
+            max_poll_interval_ms=30_000,
+            request_timeout_ms=5_000,
+            client_id=name,
+            partition_assignment_strategy=("cooperative-sticky",),
+        )
         consumer = Consumer(config)
         read: dict[tuple[str, int], int] = {}  # next offset to commit, per partition read since assigned
 
@@ -168,7 +189,9 @@ class ConsumerWorkload(Workload):
                 log.info("%s: commit refused: %s", name, exc)
                 return
             for (topic, partition), offset in offsets.items():
-                self.recorder.record("commit", name, group=GROUP, topic=topic, partition=partition, offset=offset)
+                self.recorder.record(
+                    "commit", name, group=GROUP, topic=topic, partition=partition, offset=offset
+                )
 
         def on_assign(partitions) -> None:
             for tp in partitions:
@@ -231,7 +254,9 @@ class ChurnWorkload(Workload):
             while not self.stopping.wait(self.interval_s):
                 name = f"chaos-churn-{n}"
                 n += 1
-                self._do("create_topic", name, lambda name=name: admin.create_topic(name, 1, self.rf, wait_s=5))
+                self._do(
+                    "create_topic", name, lambda name=name: admin.create_topic(name, 1, self.rf, wait_s=5)
+                )
                 live.append(name)
                 if len(live) > self.keep:
                     old = live.pop(0)
@@ -255,21 +280,28 @@ class Monitor(Workload):
         self.interval_s, self.call_timeout_s = interval_s, call_timeout_s
 
     def body(self) -> None:
-        channels = {e: open_channel(e, (), self.security) for e in [*self.brokers.values(), *self.controllers.values()]}
+        channels = {
+            e: open_channel(e, (), self.security)
+            for e in [*self.brokers.values(), *self.controllers.values()]
+        }
         seen: dict[tuple, tuple] = {}
         try:
             while not self.stopping.wait(self.interval_s):
                 for broker_id, endpoint in self.brokers.items():
                     self._broker(broker_id, broker_pb2_grpc.BrokerStub(channels[endpoint]), seen)
                 for controller_id, endpoint in self.controllers.items():
-                    self._controller(controller_id, controller_pb2_grpc.ControllerStub(channels[endpoint]), seen)
+                    self._controller(
+                        controller_id, controller_pb2_grpc.ControllerStub(channels[endpoint]), seen
+                    )
         finally:
             for channel in channels.values():
                 channel.close()
 
     def _broker(self, broker_id: int, stub, seen) -> None:
         try:
-            reply = stub.Metadata(broker_pb2.MetadataRequest(topics=[self.topic]), timeout=self.call_timeout_s)
+            reply = stub.Metadata(
+                broker_pb2.MetadataRequest(topics=[self.topic]), timeout=self.call_timeout_s
+            )
         except grpc.RpcError:
             return
         for topic in reply.topics:
@@ -340,10 +372,15 @@ def _fence(recorder: Recorder, bootstrap: str, topic: str, partitions: int, dead
     elected late may not yet have moved its high-water mark over what an earlier leader acknowledged, but
     it has once it acknowledges a record of its own, so the final read cannot stop short of an
     acknowledged record through timing alone."""
-    config = ProducerConfig(bootstrap=bootstrap, security=security, acks="all", enable_idempotence=True,
-                            request_timeout_ms=5_000,
-                            delivery_timeout_ms=max(10_000, int((deadline - time.monotonic()) * 1000) - 5_000),
-                            client_id="final")
+    config = ProducerConfig(
+        bootstrap=bootstrap,
+        security=security,
+        acks="all",
+        enable_idempotence=True,
+        request_timeout_ms=5_000,
+        delivery_timeout_ms=max(10_000, int((deadline - time.monotonic()) * 1000) - 5_000),
+        client_id="final",
+    )
     with Producer(config) as producer:
         futures = []
         for p in range(partitions):
@@ -367,7 +404,9 @@ def _end_offsets(bootstrap: str, topic: str, partitions: int, deadline: float,
                 for p in range(partitions):
                     request = broker_pb2.ListOffsetsRequest()
                     request.topics.add(topic=topic).partitions.add(partition=p, timestamp_ms=-1)
-                    answer = md.stub(view.brokers[view.topics[topic][p].leader]).ListOffsets(request, timeout=5)
+                    answer = md.stub(view.brokers[view.topics[topic][p].leader]).ListOffsets(
+                        request, timeout=5
+                    )
                     part = answer.topics[0].partitions[0]
                     if part.error:
                         raise KanalError(part.error, "ListOffsets")

@@ -25,8 +25,9 @@ def leader(tmp_path):
 
 def acks_all(part: Partition, answers: list[int], value: bytes = b"v") -> int | None:
     out = broker_pb2.ProduceResponse.PartitionResult()
-    refused, request_id = part.append_as_leader([build_batch([NewRecord(value)])], -1, 0, out, timeout_ms=60_000,
-                                                on_replicated=answers.append)
+    refused, request_id = part.append_as_leader(
+        [build_batch([NewRecord(value)])], -1, 0, out, timeout_ms=60_000, on_replicated=answers.append
+    )
     assert refused is None
     return request_id
 
@@ -48,8 +49,9 @@ def test_a_wait_of_a_leadership_that_ended_is_never_acknowledged_by_a_later_one(
     leader.become_follower(Assignment("id", (0, 1), (0, 1), 1, 2, 2))
     assert answers == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
     leader.become_leader(Assignment("id", (0, 1), (0, 1), 0, 3, 3), set(), 10_000)
-    follower_read_epoch3 = broker_pb2.FetchRequest.PartitionRequest(partition=0, fetch_offset=1,
-                                                                    current_leader_epoch=3, last_fetched_epoch=1)
+    follower_read_epoch3 = broker_pb2.FetchRequest.PartitionRequest(
+        partition=0, fetch_offset=1, current_leader_epoch=3, last_fetched_epoch=1
+    )
     leader.read_for_follower(1, follower_read_epoch3, 1 << 20, broker_pb2.FetchResponse.PartitionData())
     assert answers == [ErrorCode.NOT_LEADER_OR_FOLLOWER]  # answered once, never NONE
 

@@ -49,7 +49,9 @@ DOCUMENTED = {ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD, ErrorCode.INV
               ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, ErrorCode.MESSAGE_TOO_LARGE}
 BATCH_BYTES_MAX = LogConfig().batch_bytes_max
 WALKS = [walk_record_list_python] + ([batch_validation.native.walk] if NATIVE else [])
-DECODERS = [decode_record_list_python] + ([consumer_module.native.decode_into] if consumer_module.NATIVE else [])
+DECODERS = [decode_record_list_python] + (
+    [consumer_module.native.decode_into] if consumer_module.NATIVE else []
+)
 BASE_OFFSET, LEADER_EPOCH = 1000, 3
 
 
@@ -70,9 +72,22 @@ new_records = st.lists(st.builds(
 ), min_size=1, max_size=6)
 codec_ids = st.sampled_from(sorted(records_pb2.CompressionCodec.values()))
 
-MUTATIONS = ["none", "record_count", "last_offset_delta", "first_timestamp", "max_timestamp", "flip_list_byte",
-             "cut_list", "append_to_list", "flip_payload_byte", "codec_label", "unknown_codec", "bad_crc",
-             "offset_delta", "raw_header_key"]
+MUTATIONS = [
+    "none",
+    "record_count",
+    "last_offset_delta",
+    "first_timestamp",
+    "max_timestamp",
+    "flip_list_byte",
+    "cut_list",
+    "append_to_list",
+    "flip_payload_byte",
+    "codec_label",
+    "unknown_codec",
+    "bad_crc",
+    "offset_delta",
+    "raw_header_key",
+]
 
 
 @st.composite
@@ -81,15 +96,22 @@ def batches(draw) -> bytes:
     mutation is bad_crc, so the walk itself is what must catch the rest."""
     records = draw(new_records)
     first_ts = records[0].timestamp_ms
-    fields = {"record_count": len(records), "last_offset_delta": len(records) - 1, "first_timestamp_ms": first_ts,
-              "max_timestamp_ms": max(r.timestamp_ms for r in records), "codec": draw(codec_ids)}
+    fields = {
+        "record_count": len(records),
+        "last_offset_delta": len(records) - 1,
+        "first_timestamp_ms": first_ts,
+        "max_timestamp_ms": max(r.timestamp_ms for r in records),
+        "codec": draw(codec_ids),
+    }
     record_list = bytearray(encode_record_list(records, first_ts))
     mutation = draw(st.sampled_from(MUTATIONS))
     small = st.integers(-3, 3)
     if mutation == "record_count":
         fields["record_count"] += draw(small)
     elif mutation == "last_offset_delta":
-        fields["last_offset_delta"] = max(0, fields["last_offset_delta"] + draw(small | st.just((1 << 24) - 1)))
+        fields["last_offset_delta"] = max(
+            0, fields["last_offset_delta"] + draw(small | st.just((1 << 24) - 1))
+        )
     elif mutation == "first_timestamp":
         fields["first_timestamp_ms"] += draw(small | st.just(-(1 << 40)))
     elif mutation == "max_timestamp":
@@ -100,8 +122,18 @@ def batches(draw) -> bytes:
     elif mutation == "cut_list":
         del record_list[draw(st.integers(0, len(record_list) - 1)):]
     elif mutation == "append_to_list":
-        record_list += draw(st.binary(min_size=1, max_size=12) | st.sampled_from(
-            [b"\x0a\x00", b"\x0a\x02\x08\x07", b"\x12\x00", b"\x0b\x0c", b"\x0a\x02\x08" + varint(len(records))]))
+        record_list += draw(
+            st.binary(min_size=1, max_size=12)
+            | st.sampled_from(
+                [
+                    b"\x0a\x00",
+                    b"\x0a\x02\x08\x07",
+                    b"\x12\x00",
+                    b"\x0b\x0c",
+                    b"\x0a\x02\x08" + varint(len(records)),
+                ]
+            )
+        )
     elif mutation == "offset_delta":
         index = draw(st.integers(0, len(records) - 1))
         rebuilt = records_pb2.RecordList.FromString(bytes(record_list))
@@ -123,7 +155,9 @@ def batches(draw) -> bytes:
         fields["codec"] = draw(st.integers(5, 100))
     for name in ("first_timestamp_ms", "max_timestamp_ms"):  # int64 fields: keep them encodable
         fields[name] = max(-(1 << 63), min(fields[name], (1 << 63) - 1))
-    head, body, tail = frame_batch_parts(bytes(payload), producer_id=0, producer_epoch=0, base_sequence=0, **fields)
+    head, body, tail = frame_batch_parts(
+        bytes(payload), producer_id=0, producer_epoch=0, base_sequence=0, **fields
+    )
     raw = head + body + tail
     if mutation == "bad_crc":
         crc_at = len(head) + len(body) + 1
@@ -148,7 +182,9 @@ def check_consumers_read_it_whole(raw: bytes) -> None:
     for decoder in DECODERS:
         records, next_offset, _ = decode_fetched(("t", 0), entry, BASE_OFFSET, decoder)
         assert len(records) == header.record_count
-        assert [r.offset for r in records] == list(range(BASE_OFFSET, BASE_OFFSET + header.last_offset_delta + 1))
+        assert [r.offset for r in records] == list(
+            range(BASE_OFFSET, BASE_OFFSET + header.last_offset_delta + 1)
+        )
         assert next_offset == BASE_OFFSET + header.record_count
         assert all(0 <= r.timestamp_ms <= (1 << 63) - 1 for r in records)
         assert max(r.timestamp_ms for r in records) == header.max_timestamp_ms
@@ -235,7 +271,9 @@ def test_records_that_decompress_past_the_limit_are_refused(codec):
     """A small batch whose records expand past RECORDS_EXPANSION_MAX x the batch limit (a decompression
     bomb) is refused with MESSAGE_TOO_LARGE; one just under the limit's batch size is accepted."""
     batch_bytes_max = 4096
-    raw = build_batch([NewRecord(bytes(RECORDS_EXPANSION_MAX * batch_bytes_max), timestamp_ms=1)], codec=codec)
+    raw = build_batch(
+        [NewRecord(bytes(RECORDS_EXPANSION_MAX * batch_bytes_max), timestamp_ms=1)], codec=codec
+    )
     assert len(raw) <= batch_bytes_max
     with pytest.raises(KanalError) as refused:
         validate_produced_batch(raw, scan_batch(raw), batch_bytes_max)

@@ -10,7 +10,16 @@ from kanal.v1.error import ErrorCode, KanalError
 
 
 def base(tmp_path) -> list[str]:
-    return ["--id", "0", "--listen", "127.0.0.1:1", "--controllers", "127.0.0.1:2", "--data-dir", str(tmp_path)]
+    return [
+        "--id",
+        "0",
+        "--listen",
+        "127.0.0.1:1",
+        "--controllers",
+        "127.0.0.1:2",
+        "--data-dir",
+        str(tmp_path),
+    ]
 
 
 def test_producer_id_expiration_defaults_to_a_day_and_takes_the_flag(tmp_path):
@@ -27,8 +36,10 @@ def test_producer_id_expiration_out_of_bounds_is_invalid_config(tmp_path, value)
     assert "producer_id_expiration_ms" in err.value.message
 
 
-@pytest.mark.parametrize(("field", "value"), [("log_maintenance_interval_ms", -5), ("log_maintenance_interval_ms", 0),
-                                              ("fetch_wait_ms_max", -1)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("log_maintenance_interval_ms", -5), ("log_maintenance_interval_ms", 0), ("fetch_wait_ms_max", -1)],
+)
 def test_negative_intervals_and_waits_are_invalid_config(tmp_path, field, value):
     with pytest.raises(KanalError) as err:
         BrokerConfig(broker_id=0, listen="127.0.0.1:1", controllers=("127.0.0.1:2",), data_dir=tmp_path,
@@ -68,9 +79,20 @@ def test_a_data_directory_of_another_node_stops_the_start_in_one_line(tmp_path):
 
     identity = "version=1\nnode.id=7\ndirectory.id=6f1c0d3e9a8b4c52a1e07d2b5f3c9e41\n"
     (tmp_path / "meta.properties").write_text(identity)
-    argv = ["--id", "1", "--data-dir", str(tmp_path), "--listen", "127.0.0.1:1", "--controllers", "127.0.0.1:2"]
+    argv = [
+        "--id",
+        "1",
+        "--data-dir",
+        str(tmp_path),
+        "--listen",
+        "127.0.0.1:1",
+        "--controllers",
+        "127.0.0.1:2",
+    ]
     code = f"import sys; from kanal.broker.broker_main import main; sys.exit(main({argv!r}))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == EXIT_STARTUP_FAILED, result.stderr
     assert result.stderr.count("\n") == 1 and "another node's" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr

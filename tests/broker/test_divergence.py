@@ -70,7 +70,10 @@ def test_follower_knows_an_epoch_the_leader_never_had_two_rounds():
     assert d2 == EpochEndOffset(1, 8)
     second = truncation_step([(1, 0)], 10, 0, d2)
     assert (second.truncate_to, second.complete) == (8, True)
-    assert plan_truncation(follower_entries, follower_leo, 0, leader(leader_entries, leader_leo)).truncate_to == 8
+    assert (
+        plan_truncation(follower_entries, follower_leo, 0, leader(leader_entries, leader_leo)).truncate_to
+        == 8
+    )
 
 
 def test_leader_whose_log_starts_after_the_followers_epoch():
@@ -89,7 +92,9 @@ def test_leader_with_an_empty_log_cuts_what_the_follower_holds_past_its_end():
     d = diverging_epoch([], 0, last_fetched_epoch=1, fetch_offset=1)
     assert d == EpochEndOffset(1, 0)
     assert truncation_step([(1, 0)], 1, 0, d).truncate_to == 0
-    assert diverging_epoch([], 30, last_fetched_epoch=1, fetch_offset=30) is None  # at its end: nothing to cut
+    assert (
+        diverging_epoch([], 30, last_fetched_epoch=1, fetch_offset=30) is None
+    )  # at its end: nothing to cut
 
 
 def test_follower_holding_only_epochs_newer_than_the_answer_truncates_to_its_first_epoch():
@@ -121,7 +126,10 @@ def test_end_offset_for_epoch_agrees_with_leader_epoch_cache(raw, epoch, extra):
     for e, s in entries:
         assert cache.assign(e, s)
     assert end_offset_for_epoch(entries, epoch, leo) == (
-        None if cache.end_offset_for(epoch, leo) is None else EpochEndOffset(*cache.end_offset_for(epoch, leo)))
+        None
+        if cache.end_offset_for(epoch, leo) is None
+        else EpochEndOffset(*cache.end_offset_for(epoch, leo))
+    )
 
 
 # ---- random histories ----

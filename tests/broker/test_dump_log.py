@@ -32,7 +32,9 @@ def json_lines(result: subprocess.CompletedProcess) -> list[dict]:
 def partition(tmp_path: Path) -> Path:
     """Several segments: 30 batches of 2 records, one gzip batch, a producer id, a non-UTF-8 key, headers."""
     directory = tmp_path / "orders-0"
-    log = Log.open(directory, LogConfig(segment_bytes_max=1024, batch_bytes_max=512, index_interval_bytes=128))
+    log = Log.open(
+        directory, LogConfig(segment_bytes_max=1024, batch_bytes_max=512, index_interval_bytes=128)
+    )
     for i in range(30):
         records = [NewRecord(key=f"k{i}".encode(), value=f"v{i}-{j}".encode(), timestamp_ms=NOW + i * 10 + j)
                    for j in range(2)]
@@ -49,12 +51,20 @@ def test_a_partition_directory_lists_every_batch_record_and_index_entry(partitio
     assert result.returncode == 0, result.stderr
     rows = json_lines(result)
     entries = [r for r in rows if r["type"] == "entry"]
-    assert [(e["base_offset"], e["last_offset"]) for e in entries] == [(2 * i, 2 * i + 1) for i in range(30)] + [
-        (60, 60)
-    ]
+    assert [(e["base_offset"], e["last_offset"]) for e in entries] == [
+        (2 * i, 2 * i + 1) for i in range(30)
+    ] + [(60, 60)]
     assert {e["crc"] for e in entries} == {"ok"}
-    assert entries[0]["producer_id"] == 77 and entries[0]["producer_epoch"] == 1 and entries[4]["base_sequence"] == 8
-    assert entries[0]["leader_epoch"] == 3 and entries[-1]["leader_epoch"] == 4 and entries[-1]["codec"] == "gzip"
+    assert (
+        entries[0]["producer_id"] == 77
+        and entries[0]["producer_epoch"] == 1
+        and entries[4]["base_sequence"] == 8
+    )
+    assert (
+        entries[0]["leader_epoch"] == 3
+        and entries[-1]["leader_epoch"] == 4
+        and entries[-1]["codec"] == "gzip"
+    )
     records = [r for r in rows if r["type"] == "record"]
     assert [r["offset"] for r in records] == list(range(61))
     assert records[5]["value"] == "v2-1" and records[5]["timestamp_ms"] == NOW + 21

@@ -76,8 +76,12 @@ def test_first_join_needs_a_member_id_then_a_lone_member_leads_generation_1():
     member_id, effects = join_new(group, 0)
     reply = replies(effects)[f"join-{member_id}"]
     assert reply.error == ErrorCode.NONE
-    assert (reply.generation_id, reply.leader, reply.member_id, reply.protocol_name) == (1, member_id, member_id,
-                                                                                           "range")
+    assert (reply.generation_id, reply.leader, reply.member_id, reply.protocol_name) == (
+        1,
+        member_id,
+        member_id,
+        "range",
+    )
     assert [m.member_id for m in reply.members] == [member_id]
     assert group.state == COMPLETING
 
@@ -108,7 +112,9 @@ def test_join_completes_at_the_rebalance_deadline_without_members_that_did_not_r
     assert group.state == PREPARING
     # c keeps heartbeating (and is told of the rebalance) but never rejoins.
     for now_ms in range(30, 10 + REBALANCE_MS, 500):
-        hb = group.heartbeat(broker_pb2.HeartbeatRequest(group_id="g", member_id=c, generation_id=gen), now_ms)
+        hb = group.heartbeat(
+            broker_pb2.HeartbeatRequest(group_id="g", member_id=c, generation_id=gen), now_ms
+        )
         assert hb.error == ErrorCode.REBALANCE_IN_PROGRESS
         assert group.tick(now_ms) == []
     effects = group.tick(10 + REBALANCE_MS)
@@ -118,7 +124,9 @@ def test_join_completes_at_the_rebalance_deadline_without_members_that_did_not_r
 
 def test_silent_member_expires_after_its_session_and_the_group_rebalances():
     group, (a, b) = stable_group(2)
-    group.heartbeat(broker_pb2.HeartbeatRequest(group_id="g", member_id=a, generation_id=group.generation), 900)
+    group.heartbeat(
+        broker_pb2.HeartbeatRequest(group_id="g", member_id=a, generation_id=group.generation), 900
+    )
     group.tick(SESSION_MS)  # b's session (from its last sync at 0) ends at 1000
     assert b not in group.members and group.state == PREPARING
     effects = group.join("rejoin-a", join_req(member_id=a), "h", 1001, "unused")
@@ -301,22 +309,32 @@ def test_offsets_of_an_emptied_group_expire_a_retention_after_both_the_emptying_
 
 
 def test_offsets_committed_outside_any_generation_age_from_their_commit_and_reload_keeps_the_clock():
-    limits = GroupLimits(session_timeout_ms_min=100, initial_rebalance_delay_ms=0, offsets_retention_ms=RETENTION_MS)
+    limits = GroupLimits(
+        session_timeout_ms_min=100, initial_rebalance_delay_ms=0, offsets_retention_ms=RETENTION_MS
+    )
     groups: dict[str, Group] = {}
 
     def new(gid):
         return Group(gid, limits)
 
-    apply_record(groups, offset_record("s", "t", 0, groups_pb2.OffsetCommitValue(offset=4, commit_timestamp_ms=2_000)),
-                 new, 50_000)
+    apply_record(
+        groups,
+        offset_record("s", "t", 0, groups_pb2.OffsetCommitValue(offset=4, commit_timestamp_ms=2_000)),
+        new,
+        50_000,
+    )
     simple = groups["s"]
     assert simple.expired_offsets(2_000 + RETENTION_MS - 1, {"t": "id-t"}.get) == []
     assert simple.expired_offsets(2_000 + RETENTION_MS, {"t": "id-t"}.get) == [("t", 0)]
     # A group that had members and was persisted Empty at 30 s: the reload takes that time, not the load's.
     apply_record(groups, group_record("e", groups_pb2.GroupMetadataValue(
         protocol_type="consumer", generation_id=3, state_timestamp_ms=30_000)), new, 50_000)
-    apply_record(groups, offset_record("e", "t", 0, groups_pb2.OffsetCommitValue(offset=1, commit_timestamp_ms=1)),
-                 new, 50_000)
+    apply_record(
+        groups,
+        offset_record("e", "t", 0, groups_pb2.OffsetCommitValue(offset=1, commit_timestamp_ms=1)),
+        new,
+        50_000,
+    )
     emptied = groups["e"]
     assert emptied.is_empty() and emptied.empty_since_ms == 30_000
     assert emptied.expired_offsets(30_000 + RETENTION_MS - 1, {"t": "id-t"}.get) == []

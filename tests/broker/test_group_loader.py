@@ -48,7 +48,9 @@ def offsets_image() -> MetadataImage:
     """__consumer_offsets with one partition, led here (broker 0) at LEADER_EPOCH, and topic t."""
     image = MetadataImage()
     for name in (CONSUMER_OFFSETS_TOPIC, "t"):
-        image.topics[name] = TopicImage(name, f"id-{name}", [PartitionState(0, (0,), (0,), 0, LEADER_EPOCH, 1)])
+        image.topics[name] = TopicImage(
+            name, f"id-{name}", [PartitionState(0, (0,), (0,), 0, LEADER_EPOCH, 1)]
+        )
     return image
 
 
@@ -58,7 +60,9 @@ class Broker:
     def __init__(self, data_dir, replicas=None) -> None:
         self.data_dir = data_dir
         self.closed = False
-        config = BrokerConfig(broker_id=0, listen="127.0.0.1:1", controllers=("127.0.0.1:2",), data_dir=data_dir)
+        config = BrokerConfig(
+            broker_id=0, listen="127.0.0.1:1", controllers=("127.0.0.1:2",), data_dir=data_dir
+        )
         self.metrics = BrokerMetrics()
         self.rm = ReplicaManager(config, controllers=None, metrics=self.metrics, broker_epoch=lambda: 1)
         self.image = offsets_image()
@@ -70,7 +74,9 @@ class Broker:
     def host_partition(self) -> None:
         part = Partition(CONSUMER_OFFSETS_TOPIC, 0, self.data_dir / f"{CONSUMER_OFFSETS_TOPIC}-0",
                          LogConfig(cleanup_policy="compact"), 0, 1, self.rm)
-        part.become_leader(Assignment(f"id-{CONSUMER_OFFSETS_TOPIC}", (0,), (0,), 0, LEADER_EPOCH, 1), set(), 10_000)
+        part.become_leader(
+            Assignment(f"id-{CONSUMER_OFFSETS_TOPIC}", (0,), (0,), 0, LEADER_EPOCH, 1), set(), 10_000
+        )
         self.rm._partitions[(CONSUMER_OFFSETS_TOPIC, 0)] = part
 
     def fetch(self, group_id: str) -> dict[int, int]:
@@ -139,8 +145,10 @@ def test_a_bad_record_is_skipped_logged_and_counted_and_the_groups_load(tmp_path
     assert b.fetch("a") == {0: 42, 1: 43}
     assert b.fetch("b") == {0: 6}
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any(f"{CONSUMER_OFFSETS_TOPIC}-0" in m and "offset 2:" in m and "does not parse as GroupRecordKey" in m
-               for m in warnings), warnings
+    assert any(
+        f"{CONSUMER_OFFSETS_TOPIC}-0" in m and "offset 2:" in m and "does not parse as GroupRecordKey" in m
+        for m in warnings
+    ), warnings
     assert any("offset 3:" in m and "batch does not decode" in m for m in warnings), warnings
     assert b.sample("kanal_group_coordinator_bad_records_total") == 2
     assert b.sample("kanal_group_coordinator_load_failures_total", {"cause": "unexpected"}) == 0
@@ -164,15 +172,19 @@ class FailingFirst:
         return getattr(self._rm, name)
 
 
-def test_an_unexpected_load_failure_is_logged_with_its_traceback_counted_and_retried(tmp_path, broker, caplog):
+def test_an_unexpected_load_failure_is_logged_with_its_traceback_counted_and_retried(
+    tmp_path, broker, caplog
+):
     write_offsets_log(tmp_path, [batch_of([commit("a", 42)], NOW_MS)])
     flaky: list[FailingFirst] = []
     b = broker(replicas=lambda rm: flaky.append(FailingFirst(rm, failures=2)) or flaky[0])
     b.host_partition()
     with caplog.at_level(logging.WARNING, logger=LOADER):
         b.coordinator.reconcile(b.image)
-        wait_until(lambda: b.sample("kanal_group_coordinator_load_failures_total", {"cause": "unexpected"}) >= 1,
-                   "the first failure to be counted")
+        wait_until(
+            lambda: b.sample("kanal_group_coordinator_load_failures_total", {"cause": "unexpected"}) >= 1,
+            "the first failure to be counted",
+        )
         if flaky[0].failures_left:  # the retry has not run yet: the groups say why they are not there
             with pytest.raises(KanalError) as err:
                 b.fetch("a")
@@ -235,7 +247,9 @@ class CountingControllers:
         from kanal.v1 import admin_pb2
 
         self.calls.append(method)
-        return admin_pb2.CreateTopicsResponse(results=[admin_pb2.CreateTopicResult(name=CONSUMER_OFFSETS_TOPIC)])
+        return admin_pb2.CreateTopicsResponse(
+            results=[admin_pb2.CreateTopicResult(name=CONSUMER_OFFSETS_TOPIC)]
+        )
 
 
 def test_the_offsets_topic_is_not_created_with_fewer_live_brokers_than_its_replication_factor(tmp_path):
@@ -249,14 +263,25 @@ def test_the_offsets_topic_is_not_created_with_fewer_live_brokers_than_its_repli
     image = MetadataImage()
     controllers = CountingControllers()
     coordinator = GroupCoordinator(
-        broker_id=0, replicas=rm, image=lambda: image, controllers=controllers, metrics=metrics, limits=LIMITS,
-        offsets_partitions=1, offsets_replication_factor=3, write_timeout_ms=5_000)
+        broker_id=0,
+        replicas=rm,
+        image=lambda: image,
+        controllers=controllers,
+        metrics=metrics,
+        limits=LIMITS,
+        offsets_partitions=1,
+        offsets_replication_factor=3,
+        write_timeout_ms=5_000,
+    )
     try:
         for b in (0, 1):
             image.brokers[b] = BrokerRegistration(b, f"inc-{b}", 1, f"127.0.0.1:{9000 + b}", "", False)
         with pytest.raises(KanalError) as err:
             coordinator.find_coordinator(broker_pb2.FindCoordinatorRequest(key="g"))
-        assert err.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE and "needs 3 live brokers" in err.value.message
+        assert (
+            err.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+            and "needs 3 live brokers" in err.value.message
+        )
         assert controllers.calls == []
         image.brokers[2] = BrokerRegistration(2, "inc-2", 1, "127.0.0.1:9002", "", False)
         with pytest.raises(KanalError) as err:
@@ -308,7 +333,9 @@ def test_offsets_of_a_deleted_topic_never_apply_to_a_topic_recreated_under_its_n
     assert b2.fetch("g") == {0: 42}
 
 
-def test_offset_fetch_require_stable_answers_unstable_while_transactional_offsets_await_their_marker(tmp_path, broker):
+def test_offset_fetch_require_stable_answers_unstable_while_transactional_offsets_await_their_marker(
+    tmp_path, broker
+):
     """KIP-447: offsets committed in a decided transaction whose marker is not stored yet make the
     partition UNSTABLE_OFFSET_COMMIT for a require_stable OffsetFetch (the loader rebuilt them as pending);
     without require_stable the older offset is answered; the COMMIT marker makes the new one the answer."""

@@ -11,10 +11,22 @@ from kanal.v1.error import ErrorCode, KanalError
 LAG = 10_000
 
 
-def make(replicas=(1, 2, 3), isr=(1, 2, 3), leo=100, hw=100, now=0, lag=LAG, epoch=5, pepoch=9, pending_max=100):
-    return LeaderState(topic="orders", partition=3, leader_id=1, replicas=replicas, isr=isr, leader_epoch=epoch,
-                       partition_epoch=pepoch, log_end_offset=leo, high_watermark=hw, now_ms=now,
-                       config=ReplicationConfig(replica_lag_ms_max=lag, pending_produces_max=pending_max))
+def make(
+    replicas=(1, 2, 3), isr=(1, 2, 3), leo=100, hw=100, now=0, lag=LAG, epoch=5, pepoch=9, pending_max=100
+):
+    return LeaderState(
+        topic="orders",
+        partition=3,
+        leader_id=1,
+        replicas=replicas,
+        isr=isr,
+        leader_epoch=epoch,
+        partition_epoch=pepoch,
+        log_end_offset=leo,
+        high_watermark=hw,
+        now_ms=now,
+        config=ReplicationConfig(replica_lag_ms_max=lag, pending_produces_max=pending_max),
+    )
 
 
 def fetch_all(state: LeaderState, offset: int, now: int, followers=(2, 3)):
@@ -146,8 +158,9 @@ def test_a_caught_up_follower_is_proposed_back_and_counts_for_the_hw_before_comm
     assert s.on_follower_fetch(2, 200, now_ms=5).high_watermark is None  # 3 (pending) holds it: KIP-497
     assert s.high_watermark == 100
     assert s.on_follower_fetch(3, 180, now_ms=6).high_watermark == 180
-    e = s.on_alter_partition_response(p, error=ErrorCode.NONE, isr=[1, 2, 3], leader_epoch=5, partition_epoch=10,
-                                      now_ms=7)
+    e = s.on_alter_partition_response(
+        p, error=ErrorCode.NONE, isr=[1, 2, 3], leader_epoch=5, partition_epoch=10, now_ms=7
+    )
     assert e.isr == (1, 2, 3) and s.isr == (1, 2, 3)
 
 
@@ -188,15 +201,18 @@ def test_ineligible_replica_resets_to_the_committed_isr_and_pauses_until_metadat
                                       partition_epoch=9, now_ms=3)
     assert e.alter_partition is None and s.alter_partition_in_flight is None and s.maximal_isr == (1, 2)
     assert s.on_follower_fetch(3, 100, now_ms=4).alter_partition is None  # no hot loop
-    s.on_partition_change(replicas=[1, 2, 3], isr=[1, 2], leader=1, leader_epoch=5, partition_epoch=10, now_ms=5)
+    s.on_partition_change(
+        replicas=[1, 2, 3], isr=[1, 2], leader=1, leader_epoch=5, partition_epoch=10, now_ms=5
+    )
     assert s.on_follower_fetch(3, 100, now_ms=6).alter_partition is not None
 
 
 def test_unknown_outcome_keeps_the_maximal_isr_until_the_metadata_says():
     s, p = _expanding()
     # the first attempt was committed but its answer lost; the retry meets a newer partition epoch
-    e = s.on_alter_partition_response(p, error=ErrorCode.INVALID_UPDATE_VERSION, isr=[1, 2, 3], leader_epoch=5,
-                                      partition_epoch=10, now_ms=3)
+    e = s.on_alter_partition_response(
+        p, error=ErrorCode.INVALID_UPDATE_VERSION, isr=[1, 2, 3], leader_epoch=5, partition_epoch=10, now_ms=3
+    )
     assert e.empty and s.alter_partition_in_flight is p and s.maximal_isr == (1, 2, 3)
     s.on_leader_append(150, now_ms=4)
     s.on_follower_fetch(2, 150, now_ms=5)
@@ -208,7 +224,9 @@ def test_unknown_outcome_keeps_the_maximal_isr_until_the_metadata_says():
 
 def test_answers_to_superseded_or_stale_proposals_are_ignored():
     s, p = _expanding()
-    s.on_partition_change(replicas=[1, 2, 3], isr=[1, 2], leader=1, leader_epoch=5, partition_epoch=10, now_ms=3)
+    s.on_partition_change(
+        replicas=[1, 2, 3], isr=[1, 2], leader=1, leader_epoch=5, partition_epoch=10, now_ms=3
+    )
     assert s.on_alter_partition_response(p, error=ErrorCode.NONE, isr=[1, 2, 3], leader_epoch=5,
                                          partition_epoch=10, now_ms=4).empty
     assert s.isr == (1, 2)
@@ -232,9 +250,13 @@ def test_stale_partition_changes_are_ignored_and_a_leader_change_must_resign():
                                  now_ms=1).empty
     assert s.isr == (1, 2, 3)
     with pytest.raises(ValueError):
-        s.on_partition_change(replicas=[1, 2, 3], isr=[2, 3], leader=2, leader_epoch=6, partition_epoch=10, now_ms=1)
+        s.on_partition_change(
+            replicas=[1, 2, 3], isr=[2, 3], leader=2, leader_epoch=6, partition_epoch=10, now_ms=1
+        )
     with pytest.raises(ValueError):
-        s.on_partition_change(replicas=[1, 2, 3], isr=[2, 3], leader=1, leader_epoch=5, partition_epoch=10, now_ms=1)
+        s.on_partition_change(
+            replicas=[1, 2, 3], isr=[2, 3], leader=1, leader_epoch=5, partition_epoch=10, now_ms=1
+        )
 
 
 def test_controller_removing_a_follower_lets_the_hw_advance():
@@ -243,14 +265,18 @@ def test_controller_removing_a_follower_lets_the_hw_advance():
     s.on_leader_append(130, now_ms=1)
     s.on_follower_fetch(2, 130, now_ms=2)
     assert s.add_pending_produce(1, 130, 2, 10_000, now_ms=2).empty
-    e = s.on_partition_change(replicas=[1, 2, 3], isr=[1, 2], leader=1, leader_epoch=5, partition_epoch=10, now_ms=3)
+    e = s.on_partition_change(
+        replicas=[1, 2, 3], isr=[1, 2], leader=1, leader_epoch=5, partition_epoch=10, now_ms=3
+    )
     assert e.isr == (1, 2) and e.high_watermark == 130
     assert [(c.request_id, c.error) for c in e.completed] == [(1, ErrorCode.NONE)]
 
 
 def test_reassignment_adds_and_drops_followers():
     s = make(replicas=(1, 2, 3), isr=(1, 2, 3))
-    s.on_partition_change(replicas=[1, 2, 4], isr=[1, 2], leader=1, leader_epoch=5, partition_epoch=10, now_ms=1)
+    s.on_partition_change(
+        replicas=[1, 2, 4], isr=[1, 2], leader=1, leader_epoch=5, partition_epoch=10, now_ms=1
+    )
     with pytest.raises(KanalError):
         s.on_follower_fetch(3, 100, now_ms=2)
     assert s.on_follower_fetch(4, 100, now_ms=2).alter_partition is not None
@@ -261,7 +287,9 @@ def test_new_leader_epoch_for_the_same_leader_restarts_follower_tracking_and_kee
     fetch_all(s, 100, now=0)
     s.on_leader_append(120, now_ms=1)
     s.add_pending_produce(1, 120, 1, 10_000, now_ms=1)
-    s.on_partition_change(replicas=[1, 2, 3], isr=[1, 2, 3], leader=1, leader_epoch=6, partition_epoch=10, now_ms=2)
+    s.on_partition_change(
+        replicas=[1, 2, 3], isr=[1, 2, 3], leader=1, leader_epoch=6, partition_epoch=10, now_ms=2
+    )
     assert s.leader_epoch == 6 and s.leader_epoch_start_offset == 120
     assert s.follower(2).log_end_offset is None
     assert s.on_follower_fetch(2, 120, now_ms=3).high_watermark is None
@@ -312,7 +340,9 @@ def test_isr_that_shrinks_and_grows_back_before_completion_gives_success():
     fetch_all(s, 100, now=0)
     s.on_leader_append(110, now_ms=1)
     s.add_pending_produce(1, 110, 3, 60_000, now_ms=1)
-    s.on_partition_change(replicas=[1, 2, 3], isr=[1, 2], leader=1, leader_epoch=5, partition_epoch=10, now_ms=2)
+    s.on_partition_change(
+        replicas=[1, 2, 3], isr=[1, 2], leader=1, leader_epoch=5, partition_epoch=10, now_ms=2
+    )
     s.on_follower_fetch(2, 105, now_ms=3)
     p = s.on_follower_fetch(3, 110, now_ms=4).alter_partition
     s.on_alter_partition_response(p, error=ErrorCode.NONE, isr=[1, 2, 3], leader_epoch=5, partition_epoch=11,

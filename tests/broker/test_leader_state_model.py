@@ -111,7 +111,10 @@ class LeaderModel(RuleBasedStateMachine):
         self.handle(self.state.on_leader_append(self.leader_leo, self.now))
 
     # A fetch usually brings a follower all the way to the leader's LEO: make that a common draw.
-    @rule(i=st.integers(min_value=0, max_value=2), frac=st.one_of(st.just(1.0), st.floats(min_value=0, max_value=1)))
+    @rule(
+        i=st.integers(min_value=0, max_value=2),
+        frac=st.one_of(st.just(1.0), st.floats(min_value=0, max_value=1)),
+    )
     def follower_fetch(self, i, frac):
         f = self.replicas[1:][i % (len(self.replicas) - 1)]
         # The follower asks from its real log end, then copies part of what the leader has.

@@ -36,8 +36,9 @@ class ControllerLog:
 
     def commit(self, decide, request, **extra) -> None:
         self._requests += 1
-        decision = decide(self.image, request, now_ms=1_000, principal="test", request_id=f"r{self._requests}",
-                          **extra)
+        decision = decide(
+            self.image, request, now_ms=1_000, principal="test", request_id=f"r{self._requests}", **extra
+        )
         if not decision.records:
             raise AssertionError(f"{decide.__name__} wrote nothing: {decision.reply}")
         batch = metadata_pb2.MetadataBatch(controller_epoch=1, records=decision.records)
@@ -46,8 +47,14 @@ class ControllerLog:
         self.entries.append((base, frame_entry(with_broker_suffix(encode_metadata_batch(batch), base, 1))))
 
     def register(self, broker_id: int) -> None:
-        self.commit(decide_register_broker, controller_pb2.RegisterBrokerRequest(
-            broker_id=broker_id, incarnation_id=f"inc-{broker_id}-{self._requests}", endpoint=f"b{broker_id}:1"))
+        self.commit(
+            decide_register_broker,
+            controller_pb2.RegisterBrokerRequest(
+                broker_id=broker_id,
+                incarnation_id=f"inc-{broker_id}-{self._requests}",
+                endpoint=f"b{broker_id}:1",
+            ),
+        )
         self.commit(decide_broker_heartbeat, controller_pb2.BrokerHeartbeatRequest(  # unfenced: it may host
             broker_id=broker_id, broker_epoch=self.image.brokers[broker_id].broker_epoch,
             metadata_offset=self.image.next_offset))

@@ -62,13 +62,32 @@ def send(part: Partition, raw: bytes, *, allow_control: bool = False) -> int:
 
 def txn(part: Partition, producer: int, values: list[bytes], *, epoch: int = 0, sequence: int = 0,
         key: bytes | None = None) -> int:
-    return send(part, build_batch([NewRecord(v, key, 1) for v in values], producer_id=producer,
-                                  producer_epoch=epoch, base_sequence=sequence, attributes=ATTR_TRANSACTIONAL))
+    return send(
+        part,
+        build_batch(
+            [NewRecord(v, key, 1) for v in values],
+            producer_id=producer,
+            producer_epoch=epoch,
+            base_sequence=sequence,
+            attributes=ATTR_TRANSACTIONAL,
+        ),
+    )
 
 
-def marker(part: Partition, producer: int, control_type: int, *, epoch: int = 0, coordinator_epoch: int = 0) -> int:
-    return send(part, build_control_batch(control_type, producer_id=producer, producer_epoch=epoch,
-                                          coordinator_epoch=coordinator_epoch, timestamp_ms=1), allow_control=True)
+def marker(
+    part: Partition, producer: int, control_type: int, *, epoch: int = 0, coordinator_epoch: int = 0
+) -> int:
+    return send(
+        part,
+        build_control_batch(
+            control_type,
+            producer_id=producer,
+            producer_epoch=epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp_ms=1,
+        ),
+        allow_control=True,
+    )
 
 
 def fetch(part: Partition, offset: int = 0, *, committed: bool = True):
@@ -215,7 +234,9 @@ def test_compaction_removes_aborted_data_keeps_markers_and_open_data_supersedes_
 
 
 @pytest.mark.parametrize("clean", [True, False])
-def test_compaction_removes_a_marker_in_a_later_pass_once_its_data_is_gone_and_retention_passed(tmp_path, clean):
+def test_compaction_removes_a_marker_in_a_later_pass_once_its_data_is_gone_and_retention_passed(
+    tmp_path, clean
+):
     config = LogConfig(cleanup_policy="compact", delete_retention_ms=1_000)
     part = open_leader(tmp_path / "t-0", config)
     try:
@@ -237,7 +258,9 @@ def test_compaction_removes_a_marker_in_a_later_pass_once_its_data_is_gone_and_r
         second = part.log.compact(10_000, transactions=part.transactions)
         assert second.markers_removed == 2
         assert part.transactions.aborted == [], "the index forgets what the removed ABORT marker closed"
-        stored = [b.base_offset for b in txn_batches_in(part.log.read(0, 1 << 20).data)]  # the cleaned segment
+        stored = [
+            b.base_offset for b in txn_batches_in(part.log.read(0, 1 << 20).data)
+        ]  # the cleaned segment
         assert stored == [0, 5, 6, 7, 8]
         expected = [b"v1", b"c2", b"later", b"tail"]
         assert part.last_stable_offset == part.high_watermark == 10

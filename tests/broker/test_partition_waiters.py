@@ -38,7 +38,9 @@ def leader(tmp_path):
 
 
 def produce(part: Partition, n: int = 1) -> None:
-    part.append_as_leader([build_batch([NewRecord(b"v")] * n)], 1, 0, broker_pb2.ProduceResponse.PartitionResult())
+    part.append_as_leader(
+        [build_batch([NewRecord(b"v")] * n)], 1, 0, broker_pb2.ProduceResponse.PartitionResult()
+    )
 
 
 def consumer_read(part: Partition, offset: int, waiter: threading.Event) -> int:

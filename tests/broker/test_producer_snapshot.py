@@ -80,7 +80,9 @@ def test_a_version_1_file_is_still_read_without_coordinator_epochs():
     body = struct.pack(">4sHHqI", MAGIC, 1, 0, 5, 1) + struct.pack(">qiqB", 9, 2, 123, 1) \
         + struct.pack(">iiqq", 0, 1, 0, 1)
     offset, table = decode_snapshot(_with_crc(body))
-    assert offset == 5 and table.entry(9).coordinator_epoch == -1 and table.entry(9).batches[0].last_offset == 1
+    assert (
+        offset == 5 and table.entry(9).coordinator_epoch == -1 and table.entry(9).batches[0].last_offset == 1
+    )
 
 
 def test_a_marker_only_producer_round_trips_with_its_coordinator_epoch():
@@ -129,11 +131,14 @@ _INCONSISTENT = {
     "producer id 0": _HEADER_ONE + struct.pack(">qiqB", 0, 0, 0, 1) + struct.pack(">iiqq", 0, 0, 0, 0),
     "ids not increasing": struct.pack(">4sHHqI", MAGIC, 1, 0, 10, 2)
     + (_PRODUCER_ONE + struct.pack(">iiqq", 0, 0, 0, 0)) * 2,
-    "batches not increasing": _HEADER_ONE + struct.pack(">qiqB", 5, 0, 0, 2)
-    + struct.pack(">iiqq", 0, 0, 3, 3) + struct.pack(">iiqq", 1, 1, 2, 2),
+    "batches not increasing": _HEADER_ONE
+    + struct.pack(">qiqB", 5, 0, 0, 2)
+    + struct.pack(">iiqq", 0, 0, 3, 3)
+    + struct.pack(">iiqq", 1, 1, 2, 2),
     "v2 zero batches without a marker": struct.pack(">4sHHqI", MAGIC, 2, 0, 10, 1)
     + struct.pack(">qiqiB", 5, 0, 0, -1, 0),
-    "v2 coordinator epoch below -1": struct.pack(">4sHHqI", MAGIC, 2, 0, 10, 1) + struct.pack(">qiqiB", 5, 0, 0, -2, 1)
+    "v2 coordinator epoch below -1": struct.pack(">4sHHqI", MAGIC, 2, 0, 10, 1)
+    + struct.pack(">qiqiB", 5, 0, 0, -2, 1)
     + struct.pack(">iiqq", 0, 0, 0, 0),
 }
 

@@ -47,7 +47,9 @@ def test_first_batch_of_a_new_producer_is_appended_and_remembered():
     assert p.send(PID, 0, 0, count=3) == APPEND
     entry = p.table.entry(PID)
     assert entry is not None and entry.producer_epoch == 0
-    assert [(b.first_sequence, b.last_sequence, b.base_offset, b.last_offset) for b in entry.batches] == [(0, 2, 0, 2)]
+    assert [(b.first_sequence, b.last_sequence, b.base_offset, b.last_offset) for b in entry.batches] == [
+        (0, 2, 0, 2)
+    ]
     assert p.table.next_offset == 3
 
 
@@ -198,7 +200,9 @@ def test_producers_not_seen_since_a_reload_count_as_seen_at_the_first_check():
 
 
 def test_header_helpers_read_the_producer_fields_of_real_batches():
-    batch = build_batch([NewRecord(b"a"), NewRecord(b"b")], producer_id=PID, producer_epoch=2, base_sequence=0)
+    batch = build_batch(
+        [NewRecord(b"a"), NewRecord(b"b")], producer_id=PID, producer_epoch=2, base_sequence=0
+    )
     table = ProducerStateTable()
     assert table.validate_header(scan_batch(batch)) == APPEND
     table.record(ProducerBatch.from_header(scan_batch(batch), base_offset=40))

@@ -30,28 +30,37 @@ def without(*keys):
     return {k: v for k, v in ALL_LEVELS.items() if k not in keys}
 
 
-@pytest.mark.parametrize(("table", "user", "client_id", "value", "sensor"), [
-    # The most specific level wins; removing it exposes the next one.
-    (ALL_LEVELS, "alice", "app", 1, ("alice", "app")),
-    (without(("alice", "app")), "alice", "app", 2, ("alice", "app")),
-    (without(("alice", "app"), ("alice", "")), "alice", "app", 3, ("alice", "")),
-    (without(("alice", "app"), ("alice", ""), ("alice", None)), "alice", "app", 4, ("alice", "app")),
-    (without(("alice", "app"), ("alice", ""), ("alice", None), ("", "app")), "alice", "app", 5, ("alice", "app")),
-    ({("", None): {P: 6}, (None, "app"): {P: 7}, (None, ""): {P: 8}}, "alice", "app", 6, ("alice", "")),
-    ({(None, "app"): {P: 7}, (None, ""): {P: 8}}, "alice", "app", 7, ("", "app")),
-    ({(None, ""): {P: 8}}, "alice", "app", 8, ("", "app")),
-    ({}, "alice", "app", None, None),
-    # Another user or client id skips the named levels and lands on the defaults.
-    (ALL_LEVELS, "bob", "app", 4, ("bob", "app")),
-    (ALL_LEVELS, "bob", "other", 5, ("bob", "other")),
-    (ALL_LEVELS, "alice", "other", 2, ("alice", "other")),
-    ({("alice", None): {P: 3}, (None, "app"): {P: 7}}, "bob", "app", 7, ("", "app")),
-    ({("alice", None): {P: 3}, (None, "app"): {P: 7}}, "bob", "web", None, None),
-    # A user quota beats a client-id quota (user levels come first).
-    ({("alice", None): {P: 3}, (None, "app"): {P: 7}}, "alice", "app", 3, ("alice", "")),
-    # Per key: a level without this key is skipped.
-    ({("alice", "app"): {F: 9}, (None, "app"): {P: 7}}, "alice", "app", 7, ("", "app")),
-])
+@pytest.mark.parametrize(
+    ("table", "user", "client_id", "value", "sensor"),
+    [
+        # The most specific level wins; removing it exposes the next one.
+        (ALL_LEVELS, "alice", "app", 1, ("alice", "app")),
+        (without(("alice", "app")), "alice", "app", 2, ("alice", "app")),
+        (without(("alice", "app"), ("alice", "")), "alice", "app", 3, ("alice", "")),
+        (without(("alice", "app"), ("alice", ""), ("alice", None)), "alice", "app", 4, ("alice", "app")),
+        (
+            without(("alice", "app"), ("alice", ""), ("alice", None), ("", "app")),
+            "alice",
+            "app",
+            5,
+            ("alice", "app"),
+        ),
+        ({("", None): {P: 6}, (None, "app"): {P: 7}, (None, ""): {P: 8}}, "alice", "app", 6, ("alice", "")),
+        ({(None, "app"): {P: 7}, (None, ""): {P: 8}}, "alice", "app", 7, ("", "app")),
+        ({(None, ""): {P: 8}}, "alice", "app", 8, ("", "app")),
+        ({}, "alice", "app", None, None),
+        # Another user or client id skips the named levels and lands on the defaults.
+        (ALL_LEVELS, "bob", "app", 4, ("bob", "app")),
+        (ALL_LEVELS, "bob", "other", 5, ("bob", "other")),
+        (ALL_LEVELS, "alice", "other", 2, ("alice", "other")),
+        ({("alice", None): {P: 3}, (None, "app"): {P: 7}}, "bob", "app", 7, ("", "app")),
+        ({("alice", None): {P: 3}, (None, "app"): {P: 7}}, "bob", "web", None, None),
+        # A user quota beats a client-id quota (user levels come first).
+        ({("alice", None): {P: 3}, (None, "app"): {P: 7}}, "alice", "app", 3, ("alice", "")),
+        # Per key: a level without this key is skipped.
+        ({("alice", "app"): {F: 9}, (None, "app"): {P: 7}}, "alice", "app", 7, ("", "app")),
+    ],
+)
 def test_precedence_picks_the_most_specific_quota(table, user, client_id, value, sensor) -> None:
     found = resolve(table, QuotaKind.PRODUCE, user, client_id)
     if value is None:
@@ -150,6 +159,8 @@ def test_window_bounds(num, size_ms) -> None:
 
 
 def test_limited_says_whether_any_quota_applies() -> None:
-    t = QuotaTracker(QuotaWindows(11, 100), {(None, "app"): {"request_percentage": 10.0}, ("bob", None): {F: 1.0}})
+    t = QuotaTracker(
+        QuotaWindows(11, 100), {(None, "app"): {"request_percentage": 10.0}, ("bob", None): {F: 1.0}}
+    )
     assert t.limited("u", "app") and t.limited("bob", "web")
     assert not t.limited("u", "web")

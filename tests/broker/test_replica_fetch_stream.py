@@ -29,7 +29,9 @@ class FakeLeader:
             handlers["ReplicaFetch"] = grpc.stream_stream_rpc_method_handler(
                 self._stream, broker_pb2.FetchRequest.FromString, broker_pb2.FetchResponse.SerializeToString)
         self.server = grpc.server(futures.ThreadPoolExecutor(4))
-        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("kanal.v1.Broker", handlers),))
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler("kanal.v1.Broker", handlers),)
+        )
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
 
@@ -58,7 +60,9 @@ def make_fetcher(tmp_path):
     made = []
 
     def make(leader: FakeLeader) -> ReplicaFetcher:
-        config = BrokerConfig(broker_id=1, listen="127.0.0.1:1", controllers=("127.0.0.1:2",), data_dir=tmp_path)
+        config = BrokerConfig(
+            broker_id=1, listen="127.0.0.1:1", controllers=("127.0.0.1:2",), data_dir=tmp_path
+        )
         fetcher = ReplicaFetcher(None, 0, f"127.0.0.1:{leader.port}", config, lambda: 7)  # type: ignore[arg-type]
         made.append((fetcher, leader))
         return fetcher
@@ -77,7 +81,9 @@ def request(offset: int) -> broker_pb2.FetchRequest:
 
 
 def offsets(fetcher: ReplicaFetcher, count: int) -> list[int]:
-    return [fetcher._fetch(fetcher._stub, request(i)).topics[0].partitions[0].log_end_offset for i in range(count)]
+    return [
+        fetcher._fetch(fetcher._stub, request(i)).topics[0].partitions[0].log_end_offset for i in range(count)
+    ]
 
 
 def test_fetches_share_one_stream_and_answers_come_in_order(make_fetcher):

@@ -89,7 +89,9 @@ class Replica:
     assignment: PartitionState | None = None
     leader: LeaderState | None = None
     hw: int = 0
-    waits: dict[int, tuple[str, int, Value]] = field(default_factory=dict)  # request id -> (id, offset, value)
+    waits: dict[int, tuple[str, int, Value]] = field(
+        default_factory=dict
+    )  # request id -> (id, offset, value)
     alter_in_flight: object | None = None  # the IsrProposal the shell has to send
 
 
@@ -226,7 +228,9 @@ class ReplicationModel(RuleBasedStateMachine):
         if rep is None:
             if self.topic_ids:
                 disk = broker.disk
-                verdict = judge_directory(disk is not None, disk.recorded_topic_id if disk else None, topic.topic_id)
+                verdict = judge_directory(
+                    disk is not None, disk.recorded_topic_id if disk else None, topic.topic_id
+                )
                 if verdict in (DirectoryVerdict.NEW, DirectoryVerdict.STRAY):
                     broker.disk = Disk(topic.topic_id)
                 broker.disk.recorded_topic_id = topic.topic_id
@@ -236,7 +240,11 @@ class ReplicationModel(RuleBasedStateMachine):
         p = topic.partitions[0]
         ineligible = {b for b, reg in view.brokers.items() if reg.fenced}
         if p.leader == broker.broker_id:
-            if rep.role != "leader" or rep.assignment is None or rep.assignment.leader_epoch != p.leader_epoch:
+            if (
+                rep.role != "leader"
+                or rep.assignment is None
+                or rep.assignment.leader_epoch != p.leader_epoch
+            ):
                 self._become_leader(broker, p, ineligible)
             elif rep.assignment != p:
                 rep.assignment = p
@@ -253,15 +261,29 @@ class ReplicationModel(RuleBasedStateMachine):
     def _become_leader(self, broker: Broker, p: PartitionState, ineligible: set[int]) -> None:
         rep = broker.replica
         if rep.leader is not None and rep.leader.active and rep.leader.leader_epoch <= p.leader_epoch:
-            effects = rep.leader.on_partition_change(replicas=p.replicas, isr=p.isr, leader=p.leader,
-                                                     leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
-                                                     now_ms=self.now_ms)
+            effects = rep.leader.on_partition_change(
+                replicas=p.replicas,
+                isr=p.isr,
+                leader=p.leader,
+                leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                now_ms=self.now_ms,
+            )
         else:
             self._resign(broker)
-            rep.leader = LeaderState(topic=TOPIC, partition=0, leader_id=broker.broker_id, replicas=p.replicas,
-                                     isr=p.isr, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
-                                     log_end_offset=len(broker.disk.log), high_watermark=rep.hw, now_ms=self.now_ms,
-                                     config=ReplicationConfig(replica_lag_ms_max=LAG_MS))
+            rep.leader = LeaderState(
+                topic=TOPIC,
+                partition=0,
+                leader_id=broker.broker_id,
+                replicas=p.replicas,
+                isr=p.isr,
+                leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                log_end_offset=len(broker.disk.log),
+                high_watermark=rep.hw,
+                now_ms=self.now_ms,
+                config=ReplicationConfig(replica_lag_ms_max=LAG_MS),
+            )
             effects = ReplicationEffects(high_watermark=rep.leader.high_watermark)
         rep.leader.set_ineligible_replicas(ineligible, self.now_ms)
         rep.role, rep.assignment = "leader", p
@@ -351,7 +373,9 @@ class ReplicationModel(RuleBasedStateMachine):
         fetch_offset = len(log)
         last_epoch = log[-1][0] if log else -1
         try:
-            if self.topic_ids:  # the leader's side (ReplicaManager.partition): id of the image, then the replica
+            if (
+                self.topic_ids
+            ):  # the leader's side (ReplicaManager.partition): id of the image, then the replica
                 check_topic_id(TOPIC, rep.topic_id, leader_broker.view.topics[TOPIC].topic_id)
                 check_topic_id(TOPIC, rep.topic_id, lrep.topic_id)
             lrep.leader.check_leader_epoch(rep.assignment.leader_epoch)
@@ -399,7 +423,9 @@ class ReplicationModel(RuleBasedStateMachine):
                                           request_id=stamp.request_id)
         self._commit(decision.records)
         if decision.reply.error != ErrorCode.NONE:
-            effects = rep.leader.on_alter_partition_response(proposal, error=decision.reply.error, now_ms=self.now_ms)
+            effects = rep.leader.on_alter_partition_response(
+                proposal, error=decision.reply.error, now_ms=self.now_ms
+            )
         else:
             item = decision.reply.items[0]
             effects = rep.leader.on_alter_partition_response(
@@ -525,8 +551,10 @@ class ReplicationModel(RuleBasedStateMachine):
         for offset, value in self.acked.get(topic.topic_id, {}).items():
             held = log[offset][1] if offset < len(log) else None
             if held != value:
-                raise AssertionError(f"acknowledged {value} at offset {offset} of topic {topic.topic_id}, but the "
-                                     f"leader {p.leader} (epoch {p.leader_epoch}) holds {held} there")
+                raise AssertionError(
+                    f"acknowledged {value} at offset {offset} of topic {topic.topic_id}, but the "
+                    f"leader {p.leader} (epoch {p.leader_epoch}) holds {held} there"
+                )
 
     @invariant()
     def no_replica_holds_records_of_another_incarnation(self) -> None:
@@ -536,11 +564,17 @@ class ReplicationModel(RuleBasedStateMachine):
             rep = broker.replica
             if not broker.running or rep is None:
                 continue
-            foreign = [(offset, value) for offset, (_, value) in enumerate(broker.disk.log) if value[0] != rep.topic_id]
+            foreign = [
+                (offset, value)
+                for offset, (_, value) in enumerate(broker.disk.log)
+                if value[0] != rep.topic_id
+            ]
             if foreign:
                 what = "serves" if rep.role == "leader" else "holds"
-                raise AssertionError(f"broker {broker.broker_id} {what} records of another topic incarnation as "
-                                     f"topic {rep.topic_id}: {foreign[:3]}")
+                raise AssertionError(
+                    f"broker {broker.broker_id} {what} records of another topic incarnation as "
+                    f"topic {rep.topic_id}: {foreign[:3]}"
+                )
 
 
 MODEL_SETTINGS = settings(max_examples=150, stateful_step_count=60, deadline=None,
@@ -670,8 +704,15 @@ def test_the_model_catches_the_rules_before_the_fixes(model_class, history, viol
 # bug by itself, not the shortest history), report one bug (so pytest sees an AssertionError), and start
 # afresh each run (no example database, not derandomized: a fixed seed would test one lucky path). Their
 # budgets are far above what they need: in ten runs each, finding 3 took under 2 s, finding 4 0.1-25 s.
-SEARCH_SETTINGS = settings(MODEL_SETTINGS, stateful_step_count=80, print_blob=False, report_multiple_bugs=False,
-                           derandomize=False, database=None, phases=[Phase.explicit, Phase.generate])
+SEARCH_SETTINGS = settings(
+    MODEL_SETTINGS,
+    stateful_step_count=80,
+    print_blob=False,
+    report_multiple_bugs=False,
+    derandomize=False,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+)
 
 
 def test_the_random_search_alone_finds_finding_3_under_the_old_rule():
@@ -686,4 +727,6 @@ def test_the_random_search_alone_finds_finding_4_under_the_old_rule():
     an offset acknowledged for a record a later leadership overwrote (it needs the failover and catch-up
     steps, paused_leader_fails_over and everyone_catches_up_and_replicates)."""
     with pytest.raises(AssertionError, match="acknowledged"):
-        run_state_machine_as_test(WaitsCheckOnlyLeadingNow, settings=settings(SEARCH_SETTINGS, max_examples=6000))
+        run_state_machine_as_test(
+            WaitsCheckOnlyLeadingNow, settings=settings(SEARCH_SETTINGS, max_examples=6000)
+        )

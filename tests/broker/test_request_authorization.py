@@ -30,7 +30,9 @@ ALICE = "User:alice"
 
 def access(*grants: tuple[int, int, str], principal: str = ALICE, supers=frozenset()) -> Access:
     entries = [AclEntry(rtype, name, LITERAL, ALICE, "*", op, ALLOW) for op, rtype, name in grants]
-    return Access(principal, "127.0.0.1", build_acl_map(entries), AuthorizerConfig(enabled=True, super_users=supers))
+    return Access(
+        principal, "127.0.0.1", build_acl_map(entries), AuthorizerConfig(enabled=True, super_users=supers)
+    )
 
 
 def produce_request(*topics: str) -> broker_pb2.ProduceRequest:
@@ -43,14 +45,18 @@ def produce_request(*topics: str) -> broker_pb2.ProduceRequest:
 
 
 def test_produce_keeps_the_allowed_topics_and_answers_the_others():
-    admission = BROKER_RULES["Produce"](produce_request("a", "b"), access((M.ACL_OPERATION_WRITE, TOPIC, "b")))
+    admission = BROKER_RULES["Produce"](
+        produce_request("a", "b"), access((M.ACL_OPERATION_WRITE, TOPIC, "b"))
+    )
     assert [t.topic for t in admission.request.topics] == ["b"]
     handler_reply = broker_pb2.ProduceResponse()
     handler_reply.topics.add(topic="b").partitions.add(partition=0, base_offset=7)
     reply = admission.reply(handler_reply)
     by_topic = {t.topic: [(p.partition, p.error) for p in t.partitions] for t in reply.topics}
-    assert by_topic == {"b": [(0, ErrorCode.NONE)],
-                        "a": [(0, ErrorCode.TOPIC_AUTHORIZATION_FAILED), (1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]}
+    assert by_topic == {
+        "b": [(0, ErrorCode.NONE)],
+        "a": [(0, ErrorCode.TOPIC_AUTHORIZATION_FAILED), (1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)],
+    }
 
 
 def test_nothing_left_means_no_handler_call():
@@ -69,7 +75,9 @@ def test_write_implies_describe_in_metadata_and_named_topics_are_refused():
     named = broker_pb2.MetadataResponse()
     named.topics.add(name="a", error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     answered = BROKER_RULES["Metadata"](broker_pb2.MetadataRequest(topics=["a"]), grants).reply(named)
-    assert [(t.name, t.error, t.topic_id) for t in answered.topics] == [("a", ErrorCode.TOPIC_AUTHORIZATION_FAILED, "")]
+    assert [(t.name, t.error, t.topic_id) for t in answered.topics] == [
+        ("a", ErrorCode.TOPIC_AUTHORIZATION_FAILED, "")
+    ]
 
 
 def test_replica_fetches_need_the_broker_itself():
@@ -93,14 +101,18 @@ def test_offset_fetch_of_named_topics_never_widens_to_all():
     admission = BROKER_RULES["OffsetFetch"](request, access((M.ACL_OPERATION_DESCRIBE, GROUP, "g")))
     assert admission.request is None  # not a request with no topics, which would mean "every topic"
     assert [(o.topic, o.partition, o.error) for o in admission.reply(None).offsets] == [
-        ("secret", 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED), ("secret", 1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+        ("secret", 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        ("secret", 1, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ]
     denied = BROKER_RULES["OffsetFetch"](request, access())
     assert denied.reply(None).error == ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
 def test_idempotent_producers_need_idempotent_write_or_some_topic_write():
     with pytest.raises(KanalError) as err:
-        BROKER_RULES["InitProducerId"](broker_pb2.InitProducerIdRequest(), access((M.ACL_OPERATION_READ, TOPIC, "t")))
+        BROKER_RULES["InitProducerId"](
+            broker_pb2.InitProducerIdRequest(), access((M.ACL_OPERATION_READ, TOPIC, "t"))
+        )
     assert err.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     for grant in (
         (M.ACL_OPERATION_WRITE, TOPIC, "t"),
@@ -113,14 +125,19 @@ def test_idempotent_producers_need_idempotent_write_or_some_topic_write():
 
 
 def test_admin_results_keep_the_request_order():
-    request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(name=n) for n in ("a", "b", "c")])
+    request = admin_pb2.CreateTopicsRequest(
+        topics=[admin_pb2.CreatableTopic(name=n) for n in ("a", "b", "c")]
+    )
     admission = admit_admin("CreateTopics", request, access((M.ACL_OPERATION_CREATE, TOPIC, "b")))
     assert [t.name for t in admission.request.topics] == ["b"]
     reply = admission.reply(
         admin_pb2.CreateTopicsResponse(results=[admin_pb2.CreateTopicResult(name="b", topic_id="x")])
     )
     assert [(r.name, r.error) for r in reply.results] == [
-        ("a", ErrorCode.TOPIC_AUTHORIZATION_FAILED), ("b", ErrorCode.NONE), ("c", ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+        ("a", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        ("b", ErrorCode.NONE),
+        ("c", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ]
     cluster_wide = access((M.ACL_OPERATION_CREATE, CLUSTER, CLUSTER_RESOURCE_NAME))
     assert admit_admin("CreateTopics", request, cluster_wide).request is request
     with pytest.raises(KanalError) as err:
@@ -157,11 +174,24 @@ def test_the_authorizer_flags_on_both_servers(tmp_path):
     from kanal.broker.broker_main import parse_args
     from kanal.raft.controller_config import ControllerConfigError, parse_controller_args
 
-    broker = ["--id", "1", "--listen", "127.0.0.1:9092", "--controllers", "127.0.0.1:9091", "--data-dir", str(tmp_path)]
+    broker = [
+        "--id",
+        "1",
+        "--listen",
+        "127.0.0.1:9092",
+        "--controllers",
+        "127.0.0.1:9091",
+        "--data-dir",
+        str(tmp_path),
+    ]
     assert not parse_args(broker, environ={}).authorizer.enabled  # off by default: nothing changes
-    config = parse_args([*broker, "--authorizer", "on", "--super-users", "User:admin;User:broker-1"], environ={})
+    config = parse_args(
+        [*broker, "--authorizer", "on", "--super-users", "User:admin;User:broker-1"], environ={}
+    )
     assert config.authorizer == AuthorizerConfig(True, frozenset({"User:admin", "User:broker-1"}), False)
-    from_env = parse_args(broker, environ={"KANAL_AUTHORIZER": "on", "KANAL_ALLOW_EVERYONE_IF_NO_ACL_FOUND": "true"})
+    from_env = parse_args(
+        broker, environ={"KANAL_AUTHORIZER": "on", "KANAL_ALLOW_EVERYONE_IF_NO_ACL_FOUND": "true"}
+    )
     assert from_env.authorizer.enabled and from_env.authorizer.allow_everyone_if_no_acl_found
     with pytest.raises(KanalError) as err:
         parse_args([*broker, "--super-users", "admin"], environ={})

@@ -180,7 +180,9 @@ def test_a_damaged_metadata_file_keeps_that_replica_offline_and_its_data_in_plac
 # ---- Fetch ----
 
 def follower_fetch(topic_id: str) -> broker_pb2.FetchRequest:
-    request = broker_pb2.FetchRequest(replica_id=1, replica_epoch=7, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20)
+    request = broker_pb2.FetchRequest(
+        replica_id=1, replica_epoch=7, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20
+    )
     topic = request.topics.add(topic="t", topic_id=topic_id)
     topic.partitions.add(partition=0, fetch_offset=0, current_leader_epoch=0, last_fetched_epoch=-1,
                          max_bytes=1 << 20)
@@ -204,7 +206,9 @@ def test_a_follower_appends_nothing_from_an_unknown_topic_id_answer(tmp_path):
     follower = Partition("t", 0, tmp_path / "t-0", LogConfig(), 1, 1, FakeManager(), topic_id=OLD_ID)
     try:
         follower.become_follower(Assignment(OLD_ID, (0, 1), (0, 1), 0, 0, 1))
-        leader_log = Partition("t", 0, tmp_path / "leader" / "t-0", LogConfig(), 0, 1, FakeManager(), topic_id=NEW_ID)
+        leader_log = Partition(
+            "t", 0, tmp_path / "leader" / "t-0", LogConfig(), 0, 1, FakeManager(), topic_id=NEW_ID
+        )
         leader_log.become_leader(Assignment(NEW_ID, (0,), (0,), 0, 0, 1), set(), 10_000)
         leader_log.append_as_leader([build_batch([NewRecord(b"new")])], 1, 0,
                                     broker_pb2.ProduceResponse.PartitionResult())

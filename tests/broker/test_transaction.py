@@ -67,20 +67,35 @@ def test_adding_partitions_already_there_writes_nothing():
     assert decide_add_partitions(ongoing(), 100, 0, [P1], 20) == Decision()
 
 
-@pytest.mark.parametrize("make, call, code", [
-    (init, lambda t: decide_end_txn(t, 100, 0, True, 5), ErrorCode.INVALID_TXN_STATE),  # no transaction
-    (ongoing, lambda t: decide_end_txn(t, 100, 1, True, 5), ErrorCode.PRODUCER_FENCED),
-    (ongoing, lambda t: decide_end_txn(t, 7, 0, True, 5), ErrorCode.INVALID_PRODUCER_ID_MAPPING),
-    (ongoing, lambda t: decide_add_partitions(t, 100, 3, [P1], 5), ErrorCode.PRODUCER_FENCED),
-    (lambda: decide_end_txn(ongoing(), 100, 0, False, 5).new_state,
-     lambda t: decide_end_txn(t, 100, 0, True, 6), ErrorCode.INVALID_TXN_STATE),   # abort decided
-    (lambda: decide_end_txn(ongoing(), 100, 0, True, 5).new_state,
-     lambda t: decide_end_txn(t, 100, 0, True, 6), ErrorCode.CONCURRENT_TRANSACTIONS),
-    (lambda: decide_end_txn(ongoing(), 100, 0, True, 5).new_state,
-     lambda t: decide_add_partitions(t, 100, 0, [P1], 6), ErrorCode.CONCURRENT_TRANSACTIONS),
-    (lambda: decide_end_txn(ongoing(), 100, 0, True, 5).new_state,
-     lambda t: decide_init_producer_id(t, "t", 1000, 6, new_producer_id=5), ErrorCode.CONCURRENT_TRANSACTIONS),
-])
+@pytest.mark.parametrize(
+    "make, call, code",
+    [
+        (init, lambda t: decide_end_txn(t, 100, 0, True, 5), ErrorCode.INVALID_TXN_STATE),  # no transaction
+        (ongoing, lambda t: decide_end_txn(t, 100, 1, True, 5), ErrorCode.PRODUCER_FENCED),
+        (ongoing, lambda t: decide_end_txn(t, 7, 0, True, 5), ErrorCode.INVALID_PRODUCER_ID_MAPPING),
+        (ongoing, lambda t: decide_add_partitions(t, 100, 3, [P1], 5), ErrorCode.PRODUCER_FENCED),
+        (
+            lambda: decide_end_txn(ongoing(), 100, 0, False, 5).new_state,
+            lambda t: decide_end_txn(t, 100, 0, True, 6),
+            ErrorCode.INVALID_TXN_STATE,
+        ),  # abort decided
+        (
+            lambda: decide_end_txn(ongoing(), 100, 0, True, 5).new_state,
+            lambda t: decide_end_txn(t, 100, 0, True, 6),
+            ErrorCode.CONCURRENT_TRANSACTIONS,
+        ),
+        (
+            lambda: decide_end_txn(ongoing(), 100, 0, True, 5).new_state,
+            lambda t: decide_add_partitions(t, 100, 0, [P1], 6),
+            ErrorCode.CONCURRENT_TRANSACTIONS,
+        ),
+        (
+            lambda: decide_end_txn(ongoing(), 100, 0, True, 5).new_state,
+            lambda t: decide_init_producer_id(t, "t", 1000, 6, new_producer_id=5),
+            ErrorCode.CONCURRENT_TRANSACTIONS,
+        ),
+    ],
+)
 def test_out_of_order_calls_get_kafkas_errors_and_change_nothing(make, call, code):
     txn = make()
     decision = call(txn)
@@ -94,11 +109,15 @@ def test_end_without_any_state_is_invalid_producer_id_mapping():
 def test_init_over_an_open_transaction_fences_and_aborts_it():
     txn = ongoing()
     decision = decide_init_producer_id(txn, "t", 60_000, 50, new_producer_id=999)
-    assert decision.error == ErrorCode.CONCURRENT_TRANSACTIONS, "the new producer retries until the abort is done"
+    assert decision.error == ErrorCode.CONCURRENT_TRANSACTIONS, (
+        "the new producer retries until the abort is done"
+    )
     aborted = decision.new_state
     assert aborted.state == TxnState.PREPARE_ABORT and aborted.producer_epoch == 1
     assert decision.markers.control_type == CONTROL_ABORT and decision.markers.producer_epoch == 1
-    assert decide_end_txn(aborted, 100, 0, True, 51).error == ErrorCode.PRODUCER_FENCED, "the zombie cannot commit"
+    assert decide_end_txn(aborted, 100, 0, True, 51).error == ErrorCode.PRODUCER_FENCED, (
+        "the zombie cannot commit"
+    )
     done = decide_markers_written(aborted, 52).new_state
     fresh = init(done, now_ms=53)
     assert (fresh.producer_epoch, fresh.state) == (2, TxnState.EMPTY)
@@ -157,8 +176,15 @@ def test_the_state_round_trips_through_its_record_value():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["init", "add", "add_written", "commit", "abort", "written", "tick"]),
-                          st.integers(0, 2)), max_size=30))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["init", "add", "add_written", "commit", "abort", "written", "tick"]),
+            st.integers(0, 2),
+        ),
+        max_size=30,
+    )
+)
 def test_random_call_sequences_keep_the_invariants(calls):
     """Whatever the order: refusals change nothing; the epoch never goes back; markers are only decided
     with a PREPARE state and name its partitions; COMPLETE/EMPTY states hold no partitions."""
@@ -183,7 +209,9 @@ def test_random_call_sequences_keep_the_invariants(calls):
             assert decision.error == ErrorCode.PRODUCER_FENCED
         if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) and decision.new_state is not None \
                 and decision.new_state.state == TxnState.ONGOING:
-            assert name == "add_written", "a PREPARE state is left for a new transaction only after its markers"
+            assert name == "add_written", (
+                "a PREPARE state is left for a new transaction only after its markers"
+            )
         if decision.markers is not None:
             assert decision.new_state.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
             assert decision.markers.partitions == decision.new_state.partitions

@@ -29,8 +29,14 @@ def clusters(draw, racked: bool | None = None):
     if use_racks:
         rack_count = draw(st.integers(2, 3))
         per_rack = draw(st.integers(1, 3))
-        ids = draw(st.lists(st.integers(0, 40), min_size=rack_count * per_rack, max_size=rack_count * per_rack,
-                            unique=True))
+        ids = draw(
+            st.lists(
+                st.integers(0, 40),
+                min_size=rack_count * per_rack,
+                max_size=rack_count * per_rack,
+                unique=True,
+            )
+        )
         brokers = {b: f"rack-{i % rack_count}" for i, b in enumerate(ids)}
     else:
         ids = draw(st.lists(st.integers(0, 40), min_size=1, max_size=9, unique=True))
@@ -151,8 +157,12 @@ def test_balanced_whenever_a_balanced_plan_exists(cluster):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters())
 # Found by Hypothesis: a naive planner blind to racks "moved" less by leaving both replicas on rack-1.
-@example(({("t0", 0): (0,), ("t1", 1): (1, 2)}, {0: "rack-0", 1: "rack-1", 3: "rack-0", 2: "rack-1", 4: "rack-0",
-                                                 5: "rack-1"}))
+@example(
+    (
+        {("t0", 0): (0,), ("t1", 1): (1, 2)},
+        {0: "rack-0", 1: "rack-1", 3: "rack-0", 2: "rack-1", 4: "rack-0", 5: "rack-1"},
+    )
+)
 def test_plan_is_valid_balanced_and_moves_less_than_naive(cluster):
     assignment, brokers = cluster
     plan = plan_balance(assignment, brokers)

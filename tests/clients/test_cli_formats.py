@@ -54,7 +54,13 @@ def test_histogram_percentiles_count_every_sample_within_one_percent():
     for p, true_s in ((50, 0.05), (95, 0.095), (99, 0.099), (99.9, 0.0999)):
         assert true_s <= h.percentile_s(p) <= true_s * 1.0101, p
     summary = h.summary_ms()
-    assert set(summary) == {"latency_ms_p50", "latency_ms_p95", "latency_ms_p99", "latency_ms_p99_9", "latency_ms_max"}
+    assert set(summary) == {
+        "latency_ms_p50",
+        "latency_ms_p95",
+        "latency_ms_p99",
+        "latency_ms_p99_9",
+        "latency_ms_max",
+    }
     assert summary["latency_ms_max"] == 100.0
 
 
@@ -63,5 +69,9 @@ def test_histogram_weights_and_a_single_outlier():
     h.add(0.001, 999)  # a batch of 999 records acknowledged together
     h.add(2.0)
     assert h.count == 1000
-    assert h.percentile_s(99.9) <= 0.00102 and h.percentile_s(100) == 2.0 and h.summary_ms()["latency_ms_max"] == 2000.0
+    assert (
+        h.percentile_s(99.9) <= 0.00102
+        and h.percentile_s(100) == 2.0
+        and h.summary_ms()["latency_ms_max"] == 2000.0
+    )
     assert LatencyHistogram().summary_ms() == {}

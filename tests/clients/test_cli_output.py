@@ -35,5 +35,7 @@ def test_json_lines_keep_null_apart_from_empty_and_base64_bytes_that_are_not_utf
                     "headers": [{"key": "h", "value": base64.b64encode(b"\xc3\x28").decode(),
                                  "value_encoding": "base64"},
                                 {"key": "n", "value": None}, {"key": "h", "value": ""}]}
-    assert json.loads(printed(capsys, record(rb"\x80k", b""), output="json"))["key"] == "\\x80k"  # text stays text
+    assert (
+        json.loads(printed(capsys, record(rb"\x80k", b""), output="json"))["key"] == "\\x80k"
+    )  # text stays text
     assert json.loads(printed(capsys, record(None, "é".encode()), output="json"))["value"] == "é"

@@ -120,9 +120,19 @@ def test_bad_values_are_one_line_errors(argv, code, no_cluster, capsys):
     assert status == EXIT_FAILED and err.startswith(f"kanal: {code}: "), err
 
 
-@pytest.mark.parametrize("argv", [["broker", "--log-level", "bogus"], ["controller", "--log-level", "bogus"],
-                                  ["consume", "t", "--offset", "x"], ["perf", "produce", "t", "--num-records", "0"],
-                                  ["nosuch"], ["configs"], ["topics"], []])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["broker", "--log-level", "bogus"],
+        ["controller", "--log-level", "bogus"],
+        ["consume", "t", "--offset", "x"],
+        ["perf", "produce", "t", "--num-records", "0"],
+        ["nosuch"],
+        ["configs"],
+        ["topics"],
+        [],
+    ],
+)
 def test_bad_arguments_exit_2_without_a_traceback(argv, no_cluster, capsys):
     status, _, err = run(argv, capsys)
     assert status == EXIT_USAGE and err.strip(), err
@@ -132,7 +142,9 @@ def test_a_missing_extra_is_named_in_one_line(no_cluster, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark", None)  # as if the spark extra were not installed
     for command in ("audit", "analytics"):
         status, _, err = run([command], capsys)
-        assert status == EXIT_FAILED and err.startswith("kanal: MISSING_DEPENDENCY: ") and "pyspark" in err, err
+        assert status == EXIT_FAILED and err.startswith("kanal: MISSING_DEPENDENCY: ") and "pyspark" in err, (
+            err
+        )
         assert len(err.strip().splitlines()) == 1
 
 
@@ -179,7 +191,10 @@ def test_an_internal_error_is_one_line_with_its_own_exit_status(no_cluster, caps
     monkeypatch.setattr(cli, "topics_list", broken)
     assert dispatcher.main(["topics", "list"]) == EXIT_INTERNAL
     err = capsys.readouterr().err
-    assert err.startswith("kanal: UNKNOWN_SERVER_ERROR: internal error RuntimeError: boom") and "Traceback" not in err
+    assert (
+        err.startswith("kanal: UNKNOWN_SERVER_ERROR: internal error RuntimeError: boom")
+        and "Traceback" not in err
+    )
     assert len(err.strip().splitlines()) == 1
     monkeypatch.setenv("KANAL_DEBUG", "1")
     assert dispatcher.main(["topics", "list", "--output", "json"]) == EXIT_INTERNAL
@@ -203,8 +218,13 @@ def test_other_commands_without_a_cluster(argv, status, name, no_cluster, capsys
 
 
 def test_a_dev_json_left_by_a_killed_kanal_dev_is_no_cluster(no_cluster, tmp_path, capsys):
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True,
-                          text=True, timeout=60)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     dead_pid = int(gone.stdout)  # that process has exited: nothing answers at the bootstrap below
     (tmp_path / "dev.json").write_text(json.dumps({"pid": dead_pid, "bootstrap": "127.0.0.1:9"}))
     status, _, err = run(["topics", "list"], capsys)

@@ -112,7 +112,9 @@ def random_record(rng: random.Random, with_unknown: bool) -> bytes:
     offset_delta = rng.choice([0, 1, rng.randrange(1 << 14), U64_MAX & 0xFFFFFFFF, rng.getrandbits(64)])
     if offset_delta or rng.random() < 0.1:
         parts.append(tag(1, 0) + varint(offset_delta))  # a varint above 2^32 keeps its low 32 bits
-    ts_delta = rng.choice([0, 1, -1, rng.randrange(-10**6, 10**6), I64_MIN, I64_MAX, rng.randrange(I64_MIN, I64_MAX)])
+    ts_delta = rng.choice(
+        [0, 1, -1, rng.randrange(-(10**6), 10**6), I64_MIN, I64_MAX, rng.randrange(I64_MIN, I64_MAX)]
+    )
     if ts_delta or rng.random() < 0.1:
         parts.append(tag(2, 0) + varint(zigzag(ts_delta)))
     for field in (3, 4):
@@ -122,7 +124,9 @@ def random_record(rng: random.Random, with_unknown: bool) -> bytes:
     for _ in range(rng.choice([0, 0, 0, 1, 2, 5])):
         parts.append(delimited(5, random_header(rng, with_unknown)))
     if rng.random() < 0.1:  # repeated scalars: the last occurrence wins
-        parts.append(rng.choice([tag(1, 0) + varint(rng.randrange(100)), delimited(3, b"again"), delimited(4, b"")]))
+        parts.append(
+            rng.choice([tag(1, 0) + varint(rng.randrange(100)), delimited(3, b"again"), delimited(4, b"")])
+        )
     if with_unknown:
         parts += [unknown_field(rng, RECORD_FIELDS) for _ in range(rng.randrange(4))]
         rng.shuffle(parts)  # fields may come in any order; headers keep theirs among themselves
@@ -279,7 +283,9 @@ ACCEPTED = {
 def test_damaged_record_lists_raise_corrupt_message(case):
     decoders = [decode_record_list_python] + ([native.decode_into] if NATIVE else [])
     for decoder in decoders:
-        result = decode(decoder, DAMAGED[case], min_offset=1001 if case == "damage in a skipped record" else 0)
+        result = decode(
+            decoder, DAMAGED[case], min_offset=1001 if case == "damage in a skipped record" else 0
+        )
         assert isinstance(result, KanalError) and result.code == ErrorCode.CORRUPT_MESSAGE, (decoder, result)
 
 
@@ -317,10 +323,15 @@ def test_fetched_batches_decode_the_same_through_every_codec(codec):
     rng = random.Random(codec)
     entries, expected, base = [], [], 0
     for _ in range(5):
-        records = [NewRecord(value=random_bytes(rng), key=random_bytes(rng),
-                             timestamp_ms=1_700_000_000_000 + rng.randrange(-5_000, 5_000),
-                             headers=[(random_text(rng), random_bytes(rng)) for _ in range(rng.choice([0, 0, 2]))])
-                   for _ in range(rng.randrange(1, 60))]
+        records = [
+            NewRecord(
+                value=random_bytes(rng),
+                key=random_bytes(rng),
+                timestamp_ms=1_700_000_000_000 + rng.randrange(-5_000, 5_000),
+                headers=[(random_text(rng), random_bytes(rng)) for _ in range(rng.choice([0, 0, 2]))],
+            )
+            for _ in range(rng.randrange(1, 60))
+        ]
         entries.append(frame_entry(with_broker_suffix(build_batch(records, codec=codec), base, 4)))
         expected += [("orders", 3, base + i, r.timestamp_ms, r.key, r.value, list(r.headers), 4)
                      for i, r in enumerate(records)]
@@ -386,7 +397,16 @@ def test_bind_record_class_takes_only_plain_slots():
             return super().__new__(cls)
 
     class DictBased(dict):
-        __slots__ = ("headers", "key", "leader_epoch", "offset", "partition", "timestamp_ms", "topic", "value")
+        __slots__ = (
+            "headers",
+            "key",
+            "leader_epoch",
+            "offset",
+            "partition",
+            "timestamp_ms",
+            "topic",
+            "value",
+        )
 
     for bad, why in ((WithProperty, "offset is not"), (WithNew, "plain Python"), (DictBased, "plain Python")):
         with pytest.raises(TypeError, match=why):
@@ -397,7 +417,16 @@ def test_bind_record_class_takes_only_plain_slots():
     native.bind_record_class(ConsumerRecord)
 
     class Other:
-        __slots__ = ("headers", "key", "leader_epoch", "offset", "partition", "timestamp_ms", "topic", "value")
+        __slots__ = (
+            "headers",
+            "key",
+            "leader_epoch",
+            "offset",
+            "partition",
+            "timestamp_ms",
+            "topic",
+            "value",
+        )
 
     with pytest.raises(TypeError, match="already bound"):
         native.bind_record_class(Other)
@@ -423,10 +452,14 @@ def test_the_consumer_says_which_path_it_runs(monkeypatch, use_native_path):
         native_path = NATIVE and use_native_path
         assert consumer.native == native_path
         assert f"path={'native' if native_path else 'python'}" in repr(consumer)
-        assert consumer._decode_record_list is (native.decode_into if native_path else decode_record_list_python)
+        assert consumer._decode_record_list is (
+            native.decode_into if native_path else decode_record_list_python
+        )
 
 
 def test_the_environment_turns_the_c_path_off():
     code = ("from kanal.clients.consumer import NATIVE, NATIVE_IMPORT_ERROR; "
             "assert not NATIVE and 'KANAL_CONSUMER_PURE_PYTHON' in NATIVE_IMPORT_ERROR")
-    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "KANAL_CONSUMER_PURE_PYTHON": "1"})
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, env={**os.environ, "KANAL_CONSUMER_PURE_PYTHON": "1"}
+    )

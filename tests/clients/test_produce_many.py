@@ -39,8 +39,13 @@ def placed(producer) -> dict:
 
 def snapshot(producer) -> tuple:
     """What is buffered, without encoding it (an encoded batch takes no more records)."""
-    return ({tp: [(b.record_count, b.timestamps, b.size_bytes) for b in bs] for tp, bs in batches_of(producer).items()},
-            producer._accumulator.memory.buffered_bytes)
+    return (
+        {
+            tp: [(b.record_count, b.timestamps, b.size_bytes) for b in bs]
+            for tp, bs in batches_of(producer).items()
+        },
+        producer._accumulator.memory.buffered_bytes,
+    )
 
 
 def some_records(rng: random.Random, n: int) -> tuple[list, list]:
@@ -66,7 +71,9 @@ def test_produce_many_writes_what_produce_per_record_writes_on_both_paths():
                                        on_delivery=_ignore if start % 1400 else None)
                 else:
                     for i, (v, k) in enumerate(zip(values, keys)):
-                        p.produce("t", v, key=k, timestamp=77, on_delivery=_ignore if (i // 700) % 2 else None)
+                        p.produce(
+                            "t", v, key=k, timestamp=77, on_delivery=_ignore if (i // 700) % 2 else None
+                        )
                 seen[(path, how)] = (placed(p), dict(p._sticky), p._accumulator.memory.buffered_bytes)
                 if path == "native" and how == "many":
                     # All in C but three calls: the first (Python draws the first sticky partition), and
@@ -93,8 +100,13 @@ def test_keys_are_placed_by_murmur3_and_an_explicit_partition_takes_all(path):
 def test_the_futures_resolve_in_order(path):
     with opened(make_producer(path, batch_size_bytes=1_000)) as p:
         seen = []
-        futures = p.produce_many("t", [b"%03d" % i + b"x" * 97 for i in range(20)], partition=1, timestamp=500,
-                                 on_delivery=lambda error, meta: seen.append(meta.offset if meta else error))
+        futures = p.produce_many(
+            "t",
+            [b"%03d" % i + b"x" * 97 for i in range(20)],
+            partition=1,
+            timestamp=500,
+            on_delivery=lambda error, meta: seen.append(meta.offset if meta else error),
+        )
         assert len(futures) == 20 and not futures.done()
         with pytest.raises(KanalError) as err:
             futures.result(timeout=0)
@@ -148,7 +160,9 @@ BAD_CALLS = [
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize(("args", "kwargs", "error"), BAD_CALLS)
 def test_bad_input_is_refused_with_nothing_queued(path, args, kwargs, error):
-    with opened(make_producer(path, record_bytes_max=2_000, buffer_memory_bytes=40_000, batch_size_bytes=4_000)) as p:
+    with opened(
+        make_producer(path, record_bytes_max=2_000, buffer_memory_bytes=40_000, batch_size_bytes=4_000)
+    ) as p:
         p.produce_many("t", [b"before"], partition=0)  # an open batch, which must stay as it is
         before = snapshot(p)
         if isinstance(error, int):  # an ErrorCode
@@ -183,7 +197,9 @@ def test_a_full_buffer_blocks_then_times_out_with_nothing_queued(path):
 def test_a_full_buffer_blocks_until_batches_complete(path):
     with opened(nearly_full(path, max_block_ms=60_000)) as p:
         out = []
-        waiting = threading.Thread(target=lambda: out.append(p.produce_many("t", [b"y" * 84] * 30, partition=1)))
+        waiting = threading.Thread(
+            target=lambda: out.append(p.produce_many("t", [b"y" * 84] * 30, partition=1))
+        )
         waiting.start()
         error = KanalError(ErrorCode.REQUEST_TIMED_OUT, "failed by the test, to free the buffer")
         for batch in p._accumulator.abort_all(error):

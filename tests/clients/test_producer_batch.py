@@ -13,10 +13,15 @@ from kanal.v1.batch import NewRecord, encode_record_list
 from kanal.v1.error import KanalError
 
 
-@pytest.fixture(params=["python", pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="not built"))])
+@pytest.fixture(
+    params=["python", pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="not built"))]
+)
 def new_batch(request):
     def make() -> ProducerBatch:
-        return ProducerBatch("t", 0, 0.0, 1.0, native.RecordList() if request.param == "native" else RecordList())
+        return ProducerBatch(
+            "t", 0, 0.0, 1.0, native.RecordList() if request.param == "native" else RecordList()
+        )
+
     return make
 
 

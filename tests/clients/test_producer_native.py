@@ -43,7 +43,9 @@ class StandInMetadata:
 
     def partitions(self, topic: str, *, refresh_if_missing: bool = True) -> list[int]:
         if topic not in self.topics:
-            raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} is not known to the cluster")
+            raise KanalError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} is not known to the cluster"
+            )
         return list(range(self.topics[topic]))
 
     def leader_endpoint(self, topic: str, partition: int) -> None:
@@ -100,10 +102,19 @@ def random_calls(rng: random.Random, n: int) -> list[tuple[tuple, dict]]:
         if rng.random() < 0.2:
             kwargs["partition"] = rng.randrange(4)
         if rng.random() < 0.1:
-            kwargs["headers"] = [(rng.choice(["", "h", "trace-id"]), rng.choice([None, b"", rng.randbytes(5)]))
-                                 for _ in range(rng.choice([0, 1, 3]))]
-        kwargs["timestamp"] = rng.choice([1_700_000_000_000 + rng.randrange(-5000, 5000), rng.randrange(0, 1 << 63),
-                                          0, 1_700_000_000_000, True])
+            kwargs["headers"] = [
+                (rng.choice(["", "h", "trace-id"]), rng.choice([None, b"", rng.randbytes(5)]))
+                for _ in range(rng.choice([0, 1, 3]))
+            ]
+        kwargs["timestamp"] = rng.choice(
+            [
+                1_700_000_000_000 + rng.randrange(-5000, 5000),
+                rng.randrange(0, 1 << 63),
+                0,
+                1_700_000_000_000,
+                True,
+            ]
+        )
         if rng.random() < 0.2:
             kwargs["on_delivery"] = _ignore  # any callable; compared by index
         value = rng.choice([None, b"", rng.randbytes(rng.choice([1, 100, 200, 17_000])), "a str value",
@@ -124,8 +135,18 @@ def test_random_records_give_the_same_batches_and_bytes_on_both_paths():
             for tp, batches in batches_of(p).items():
                 for b in batches:
                     p._encode(b)  # the whole batch's bytes (header, CRC), as it would be sent
-                out[tp] = [(b.record_count, b.timestamps, b.first_timestamp_ms, b.max_timestamp_ms, b.size_bytes,
-                            [i for i, _ in b.callbacks], b.encoded) for b in batches]
+                out[tp] = [
+                    (
+                        b.record_count,
+                        b.timestamps,
+                        b.first_timestamp_ms,
+                        b.max_timestamp_ms,
+                        b.size_bytes,
+                        [i for i, _ in b.callbacks],
+                        b.encoded,
+                    )
+                    for b in batches
+                ]
             seen[path] = (out, dict(p._sticky), p._accumulator.memory.buffered_bytes)
             if path == "native":
                 assert p._appender.fast_calls > len(calls) // 3  # the common case really ran in C
@@ -139,11 +160,15 @@ def test_random_records_give_the_same_batches_and_bytes_on_both_paths():
 @pytest.mark.parametrize("path", PATHS)
 def test_record_lists_equal_the_reference_encoder(path):
     rng = random.Random(7)
-    records = [NewRecord(None if rng.random() < 0.1 else rng.randbytes(rng.choice([0, 1, 100, 20_000])),
-                         None if rng.random() < 0.5 else rng.randbytes(rng.randrange(0, 300)),
-                         rng.choice([rng.randrange(0, 1 << 63), 1_700_000_000_000 + rng.randrange(100)]),
-                         [(rng.choice(["", "k"]), rng.choice([None, b"", b"v"])) for _ in range(rng.choice([0, 0, 2]))])
-               for _ in range(20_000)]  # offset deltas past 16383: three-byte varints
+    records = [
+        NewRecord(
+            None if rng.random() < 0.1 else rng.randbytes(rng.choice([0, 1, 100, 20_000])),
+            None if rng.random() < 0.5 else rng.randbytes(rng.randrange(0, 300)),
+            rng.choice([rng.randrange(0, 1 << 63), 1_700_000_000_000 + rng.randrange(100)]),
+            [(rng.choice(["", "k"]), rng.choice([None, b"", b"v"])) for _ in range(rng.choice([0, 0, 2]))],
+        )
+        for _ in range(20_000)
+    ]  # offset deltas past 16383: three-byte varints
     batch = ProducerBatch("t", 0, 0.0, 1.0, native.RecordList() if path == "native" else None)
     for i, r in enumerate(records):
         assert batch.append(r.value, r.key, r.timestamp_ms, r.headers) == i
@@ -170,7 +195,9 @@ def test_murmur3_matches_the_vectors_and_mmh3():
 
 @pytest.mark.parametrize("path", PATHS)
 def test_errors_have_the_same_codes_and_messages(path):
-    p = make_producer(path, batch_size_bytes=1000, buffer_memory_bytes=1000, max_block_ms=0, record_bytes_max=950)
+    p = make_producer(
+        path, batch_size_bytes=1000, buffer_memory_bytes=1000, max_block_ms=0, record_bytes_max=950
+    )
     try:
         p.produce("t", b"x", partition=0)  # an open batch, so later calls reach the C path
 
@@ -186,7 +213,9 @@ def test_errors_have_the_same_codes_and_messages(path):
         assert error_of("t", b"x", partition=-1)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert error_of("nope", b"x")[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert error_of("t", b"x" * 935, partition=0) == (
-            ErrorCode.MESSAGE_TOO_LARGE, "MESSAGE_TOO_LARGE: record of 951 bytes is over record_bytes_max (950)")
+            ErrorCode.MESSAGE_TOO_LARGE,
+            "MESSAGE_TOO_LARGE: record of 951 bytes is over record_bytes_max (950)",
+        )
         p.produce("t", b"x" * 900, partition=0)  # 917 of 1000 bytes buffered
         assert error_of("t", b"x" * 100, partition=0) == (
             ErrorCode.REQUEST_TIMED_OUT, "REQUEST_TIMED_OUT: buffer_memory_bytes (1000) stayed full for 0 ms")
@@ -289,8 +318,11 @@ def test_the_native_path_keeps_no_references():
 
 @needs_native
 def test_a_custom_partitioner_or_the_setting_keeps_the_python_path():
-    p = Producer(ProducerConfig(bootstrap="x:1", enable_idempotence=False, acks="1"), partitioner=lambda t, k, n: 0,
-                 metadata=StandInMetadata({"t": 2}))
+    p = Producer(
+        ProducerConfig(bootstrap="x:1", enable_idempotence=False, acks="1"),
+        partitioner=lambda t, k, n: 0,
+        metadata=StandInMetadata({"t": 2}),
+    )
     q = make_producer("python")
     try:
         assert not p.native and not q.native

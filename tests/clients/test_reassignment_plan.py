@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from kanal.clients.reassignment_plan import PlanFormatError, PlannedPartition, check_plan, format_plan, parse_plan
+from kanal.clients.reassignment_plan import (
+    PlanFormatError,
+    PlannedPartition,
+    check_plan,
+    format_plan,
+    parse_plan,
+)
 
 
 def _plan(*entries) -> str:
@@ -15,7 +21,10 @@ def _plan(*entries) -> str:
 
 def test_round_trip():
     text = format_plan({("orders", 1): (3, 4, 5), ("orders", 0): (4, 5, 6)})
-    assert parse_plan(text) == [PlannedPartition("orders", 0, (4, 5, 6)), PlannedPartition("orders", 1, (3, 4, 5))]
+    assert parse_plan(text) == [
+        PlannedPartition("orders", 0, (4, 5, 6)),
+        PlannedPartition("orders", 1, (3, 4, 5)),
+    ]
     assert parse_plan(format_plan({})) == []
 
 

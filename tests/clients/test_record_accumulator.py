@@ -10,7 +10,9 @@ from kanal.clients.record_accumulator import RecordAccumulator
 from kanal.v1.error import ErrorCode, KanalError
 
 
-@pytest.fixture(params=["python", pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="not built"))])
+@pytest.fixture(
+    params=["python", pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="not built"))]
+)
 def acc(request):
     def make(**kw) -> RecordAccumulator:
         settings = {"batch_size_bytes": 1000, "linger_ms": 5, "buffer_memory_bytes": 10_000,
@@ -113,7 +115,9 @@ def test_a_callback_is_registered_before_its_batch_can_be_sent(acc):
     # Registered under the accumulator's lock: a batch acknowledged at once still calls every callback.
     a = acc(linger_ms=0, batch_size_bytes=10)
     seen = []
-    batch, index, sealed = a.append("t", 0, b"v", None, 7, (), 10, 1.0, lambda err, meta: seen.append((err, meta)))
+    batch, index, sealed = a.append(
+        "t", 0, b"v", None, 7, (), 10, 1.0, lambda err, meta: seen.append((err, meta))
+    )
     assert sealed and index == 0
     out, _ = a.drain(batch.created_s, always)
     assert out == [batch]

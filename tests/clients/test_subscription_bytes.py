@@ -16,7 +16,9 @@ from kanal.v1 import broker_pb2
     (0x01020304, b"", "0101020304"),  # big-endian
 ])
 def test_user_data_is_the_documented_bytes(generation, caller_data, user_data_hex):
-    data = encode_subscription(["t"], [("t", 1), ("t", 0), ("t", 1)], user_data=caller_data, generation=generation)
+    data = encode_subscription(
+        ["t"], [("t", 1), ("t", 0), ("t", 1)], user_data=caller_data, generation=generation
+    )
     message = broker_pb2.ConsumerSubscription.FromString(data)
     assert message.user_data.hex() == user_data_hex
     # owned_partitions: topics and partitions sorted, each once.
@@ -26,5 +28,7 @@ def test_user_data_is_the_documented_bytes(generation, caller_data, user_data_he
 
 @pytest.mark.parametrize("user_data_hex", ["", "01", "01000000", "0200000007", "ff00000007aa"])
 def test_unknown_or_short_user_data_reads_as_generation_unknown(user_data_hex):
-    data = broker_pb2.ConsumerSubscription(topics=["t"], user_data=bytes.fromhex(user_data_hex)).SerializeToString()
+    data = broker_pb2.ConsumerSubscription(
+        topics=["t"], user_data=bytes.fromhex(user_data_hex)
+    ).SerializeToString()
     assert decode_subscription("m", "", data).generation == -1

@@ -20,9 +20,20 @@ from kanal.v1.error import ErrorCode, KanalError
 # Short timeouts so failures are detected in about a second, not Kafka's production 9-30 s. The session
 # timeout must exceed 6 election timeouts (raft/controller_config.py) and 4 broker heartbeat intervals.
 CONTROLLER_FLAGS = ["--session-timeout-ms", "2000", "--election-timeout-ms", "300"]
-BROKER_FLAGS = ["--heartbeat-interval-ms", "200", "--replica-lag-ms-max", "1500", "--replica-fetch-wait-ms-max", "200",
-                "--group-session-timeout-ms-min", "200", "--group-initial-rebalance-delay-ms", "100",
-                "--offsets-topic-partitions", "10"]
+BROKER_FLAGS = [
+    "--heartbeat-interval-ms",
+    "200",
+    "--replica-lag-ms-max",
+    "1500",
+    "--replica-fetch-wait-ms-max",
+    "200",
+    "--group-session-timeout-ms-min",
+    "200",
+    "--group-initial-rebalance-delay-ms",
+    "100",
+    "--offsets-topic-partitions",
+    "10",
+]
 
 
 def wait_until(condition: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05):
@@ -39,8 +50,13 @@ def wait_until(condition: Callable[[], object], timeout_s: float, what: str, int
 
 def start_cluster(tmp_path_factory, name: str, brokers: int = 3,
                   extra_broker_flags: list[str] | None = None) -> LocalCluster:
-    cluster = LocalCluster(tmp_path_factory.mktemp(name), controllers=3, brokers=brokers,
-                           controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS + (extra_broker_flags or []))
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp(name),
+        controllers=3,
+        brokers=brokers,
+        controller_flags=CONTROLLER_FLAGS,
+        broker_flags=BROKER_FLAGS + (extra_broker_flags or []),
+    )
     cluster.start(timeout_s=90)
     return cluster
 
@@ -121,7 +137,9 @@ def check_history(acked: dict[tuple[int, int], bytes], read: list[tuple[int, int
     for partition, offset, value in read:
         assert (partition, offset) not in seen_offsets, f"offset {partition}/{offset} read twice"
         assert value not in seen_values, f"value {value!r} stored twice (a duplicate)"
-        assert offset > last.get(partition, -1), f"partition {partition}: offset {offset} after {last[partition]}"
+        assert offset > last.get(partition, -1), (
+            f"partition {partition}: offset {offset} after {last[partition]}"
+        )
         seen_offsets.add((partition, offset))
         seen_values.add(value)
         last[partition] = offset

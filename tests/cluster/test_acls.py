@@ -31,8 +31,13 @@ ANONYMOUS = "User:ANONYMOUS"
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    cluster = LocalCluster(tmp_path_factory.mktemp("acls"), controllers=3, brokers=2,
-                           controller_flags=CONTROLLER_FLAGS, broker_flags=[*BROKER_FLAGS, "--authorizer", "on"])
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("acls"),
+        controllers=3,
+        brokers=2,
+        controller_flags=CONTROLLER_FLAGS,
+        broker_flags=[*BROKER_FLAGS, "--authorizer", "on"],
+    )
     cluster.start(timeout_s=90)
     channels = [grpc.insecure_channel(n.endpoint) for n in (*cluster.brokers, *cluster.controllers)]
     brokers = [broker_pb2_grpc.BrokerStub(c) for c in channels[:len(cluster.brokers)]]
@@ -66,8 +71,15 @@ def _named(broker, name: str) -> broker_pb2.TopicMetadata:
 
 def acl(name: str, op: int, *, permission=M.ACL_PERMISSION_ALLOW, pattern=M.ACL_PATTERN_LITERAL,
         rtype=M.ACL_RESOURCE_TOPIC, principal=ANONYMOUS) -> M.AccessControlEntry:
-    return M.AccessControlEntry(resource_type=rtype, resource_name=name, pattern_type=pattern, principal=principal,
-                                host="*", operation=op, permission=permission)
+    return M.AccessControlEntry(
+        resource_type=rtype,
+        resource_name=name,
+        pattern_type=pattern,
+        principal=principal,
+        host="*",
+        operation=op,
+        permission=permission,
+    )
 
 
 def grant(controller, brokers, *entries) -> None:
@@ -115,10 +127,15 @@ def test_without_acls_anonymous_can_do_nothing(secured):
     assert fetch_anywhere(brokers, "t-none") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     offsets = broker_pb2.ListOffsetsRequest()
     offsets.topics.add(topic="t-none").partitions.add(partition=0, timestamp_ms=-1)
-    assert broker.ListOffsets(offsets, timeout=10).topics[0].partitions[0].error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert (
+        broker.ListOffsets(offsets, timeout=10).topics[0].partitions[0].error
+        == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
     assert "t-none" not in listed_topics(broker)
     assert _named(broker, "t-none").error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    assert _named(broker, "no-such-topic").error == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # existence not leaked
+    assert (
+        _named(broker, "no-such-topic").error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )  # existence not leaked
     created = broker.CreateTopics(admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
         name="t-sneaky", partitions=1, replication_factor=1)]), timeout=30).results[0]
     assert created.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED and created.error_message
@@ -136,10 +153,16 @@ def test_without_acls_anonymous_can_do_nothing(secured):
         with pytest.raises(grpc.RpcError) as err:
             call(request, timeout=10)
         assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
-        assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        )
     # Nothing the refused calls asked for happened (the controllers answer without an authorizer).
-    described = controller.DescribeConfigs(admin_pb2.DescribeConfigsRequest(resources=[admin_pb2.ConfigResource(
-        type=M.CONFIG_RESOURCE_TOPIC, name="t-none")]), timeout=10).results[0]
+    described = controller.DescribeConfigs(
+        admin_pb2.DescribeConfigsRequest(
+            resources=[admin_pb2.ConfigResource(type=M.CONFIG_RESOURCE_TOPIC, name="t-none")]
+        ),
+        timeout=10,
+    ).results[0]
     assert not [e for e in described.entries if e.key == "retention.ms" and not e.is_default]
     names = {t.name for t in controller.DescribeMetadataImage(
         controller_pb2.DescribeMetadataImageRequest(), timeout=10).snapshot.records if t.HasField("topic")
@@ -150,7 +173,9 @@ def test_without_acls_anonymous_can_do_nothing(secured):
 def test_each_grant_enables_exactly_its_operation_and_a_deny_wins(secured):
     _cluster, brokers, controller = secured
     create_topic(controller, brokers, "t-write")
-    before = controller.FetchMetadata(controller_pb2.FetchMetadataRequest(offset=0, max_wait_ms=0), timeout=10)
+    before = controller.FetchMetadata(
+        controller_pb2.FetchMetadataRequest(offset=0, max_wait_ms=0), timeout=10
+    )
     grant(controller, brokers, acl("t-write", M.ACL_OPERATION_WRITE))
     assert produce_anywhere(brokers, "t-write") == ErrorCode.NONE
     assert fetch_anywhere(brokers, "t-write") == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # WRITE is not READ
@@ -160,7 +185,9 @@ def test_each_grant_enables_exactly_its_operation_and_a_deny_wins(secured):
     assert deleted.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
     grant(
-        controller, brokers, acl("t-write", M.ACL_OPERATION_WRITE, permission=M.ACL_PERMISSION_DENY, principal="User:*")
+        controller,
+        brokers,
+        acl("t-write", M.ACL_OPERATION_WRITE, permission=M.ACL_PERMISSION_DENY, principal="User:*"),
     )
     assert produce_anywhere(brokers, "t-write") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
@@ -178,7 +205,9 @@ def test_prefixed_read_matches_as_kafka(secured):
         create_topic(controller, brokers, name)
     grant(controller, brokers, acl("pre-", M.ACL_OPERATION_READ, pattern=M.ACL_PATTERN_PREFIXED))
     assert fetch_anywhere(brokers, "pre-a") == ErrorCode.NONE
-    assert fetch_anywhere(brokers, "prelude") == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # "pre-" is not a prefix
+    assert (
+        fetch_anywhere(brokers, "prelude") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )  # "pre-" is not a prefix
     assert fetch_anywhere(brokers, "other") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     assert produce_anywhere(brokers, "pre-a") == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # READ is not WRITE
     assert {"pre-a"} <= listed_topics(brokers[0]) and not {"prelude", "other"} & listed_topics(brokers[0])
@@ -197,16 +226,21 @@ def test_a_replica_claim_without_the_broker_principal_changes_no_isr(secured):
         return None
 
     # The follower's own fetches come from ANONYMOUS too (no authentication here), so it leaves the ISR.
-    shrunk = wait_until(lambda: (p := partition()) is not None and len(p.isr) == 1 and p, 30, "the ISR shrink")
+    shrunk = wait_until(
+        lambda: (p := partition()) is not None and len(p.isr) == 1 and p, 30, "the ISR shrink"
+    )
     leader = shrunk.leader
     follower = next(b for b in shrunk.replicas if b != leader)
     epochs = {
-        b.broker_id: b.broker_epoch for b in brokers[0].Metadata(broker_pb2.MetadataRequest(), timeout=10).brokers
+        b.broker_id: b.broker_epoch
+        for b in brokers[0].Metadata(broker_pb2.MetadataRequest(), timeout=10).brokers
     }
     leader_stub = brokers[[n.node_id for n in cluster.brokers].index(leader)]
     with pytest.raises(grpc.RpcError) as err:
         fetch(leader_stub, "claimed", replica_id=follower, replica_epoch=epochs[follower])
-    assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    )
     # A create applied after the claim: had the claim moved the follower, its ISR change would be in the
     # log before (the leader proposes at once) — it is not.
     create_topic(controller, brokers, "after-claim")

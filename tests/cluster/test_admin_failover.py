@@ -25,9 +25,13 @@ def test_admin_calls_go_to_a_live_broker_when_theirs_dies(cluster):
         victim = next(n for n in cluster.brokers if n.endpoint == talking_to)
         victim.kill()
         try:
-            admin.create_topic("after-kill", 1, 3)  # RF 3: a leader placed on the dead broker moves once it is fenced
+            admin.create_topic(
+                "after-kill", 1, 3
+            )  # RF 3: a leader placed on the dead broker moves once it is fenced
             assert "after-kill" in admin.list_topics()
             admin.delete_topic("before-kill")
-            wait_until(lambda: "before-kill" not in admin.list_topics(), 30, "the deletion reaches the brokers")
+            wait_until(
+                lambda: "before-kill" not in admin.list_topics(), 30, "the deletion reaches the brokers"
+            )
         finally:
             cluster.start_node(victim, 60)

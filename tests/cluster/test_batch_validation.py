@@ -46,9 +46,19 @@ def cluster(tmp_path_factory):
 def framed(records: bytes, *, record_count: int, last_offset_delta: int, first_timestamp_ms: int = NOW_MS,
            max_timestamp_ms: int = NOW_MS, codec: int = records_pb2.COMPRESSION_NONE) -> bytes:
     """Producer bytes around `records` as given (not compressed here), with a CRC that matches them."""
-    return b"".join(frame_batch_parts(records, record_count=record_count, last_offset_delta=last_offset_delta,
-                                      first_timestamp_ms=first_timestamp_ms, max_timestamp_ms=max_timestamp_ms,
-                                      codec=codec, producer_id=0, producer_epoch=0, base_sequence=0))
+    return b"".join(
+        frame_batch_parts(
+            records,
+            record_count=record_count,
+            last_offset_delta=last_offset_delta,
+            first_timestamp_ms=first_timestamp_ms,
+            max_timestamp_ms=max_timestamp_ms,
+            codec=codec,
+            producer_id=0,
+            producer_epoch=0,
+            base_sequence=0,
+        )
+    )
 
 
 def record_list(*records: records_pb2.Record) -> bytes:
@@ -63,32 +73,60 @@ def values(n: int, tag: str) -> list[NewRecord]:
 CASES = {
     "record_count_1_with_5_records": (
         framed(encode_record_list(values(5, "x"), NOW_MS), record_count=1, last_offset_delta=0),
-        ErrorCode.INVALID_RECORD),
+        ErrorCode.INVALID_RECORD,
+    ),
     "record_count_5_with_1_record": (
         framed(encode_record_list(values(1, "x"), NOW_MS), record_count=5, last_offset_delta=4),
-        ErrorCode.INVALID_RECORD),
+        ErrorCode.INVALID_RECORD,
+    ),
     "offset_delta_1000_in_a_one_record_batch": (
-        framed(record_list(records_pb2.Record(offset_delta=1000, value=b"x")), record_count=1, last_offset_delta=0),
-        ErrorCode.INVALID_RECORD),
+        framed(
+            record_list(records_pb2.Record(offset_delta=1000, value=b"x")),
+            record_count=1,
+            last_offset_delta=0,
+        ),
+        ErrorCode.INVALID_RECORD,
+    ),
     "records_that_do_not_parse": (
         framed(b"\x0a\x7fgarbage that is no RecordList" * 3, record_count=3, last_offset_delta=2),
-        ErrorCode.INVALID_RECORD),
+        ErrorCode.INVALID_RECORD,
+    ),
     "gzip_codec_over_bytes_that_are_not_gzip": (
-        framed(encode_record_list(values(2, "x"), NOW_MS), record_count=2, last_offset_delta=1,
-               codec=records_pb2.COMPRESSION_GZIP),
-        ErrorCode.INVALID_RECORD),
+        framed(
+            encode_record_list(values(2, "x"), NOW_MS),
+            record_count=2,
+            last_offset_delta=1,
+            codec=records_pb2.COMPRESSION_GZIP,
+        ),
+        ErrorCode.INVALID_RECORD,
+    ),
     "last_offset_delta_2_pow_24_minus_1_in_a_one_record_batch": (
         framed(encode_record_list(values(1, "x"), NOW_MS), record_count=1, last_offset_delta=(1 << 24) - 1),
-        ErrorCode.INVALID_RECORD),
+        ErrorCode.INVALID_RECORD,
+    ),
     "negative_batch_timestamps": (
-        framed(encode_record_list([NewRecord(b"x", timestamp_ms=-5)], -5), record_count=1, last_offset_delta=0,
-               first_timestamp_ms=-5, max_timestamp_ms=-5),
-        ErrorCode.INVALID_TIMESTAMP),
+        framed(
+            encode_record_list([NewRecord(b"x", timestamp_ms=-5)], -5),
+            record_count=1,
+            last_offset_delta=0,
+            first_timestamp_ms=-5,
+            max_timestamp_ms=-5,
+        ),
+        ErrorCode.INVALID_TIMESTAMP,
+    ),
     "negative_record_timestamp_under_a_valid_header": (
-        framed(record_list(records_pb2.Record(value=b"a"), records_pb2.Record(offset_delta=1, timestamp_delta_ms=-20,
-                                                                              value=b"b")),
-               record_count=2, last_offset_delta=1, first_timestamp_ms=10, max_timestamp_ms=10),
-        ErrorCode.INVALID_TIMESTAMP),
+        framed(
+            record_list(
+                records_pb2.Record(value=b"a"),
+                records_pb2.Record(offset_delta=1, timestamp_delta_ms=-20, value=b"b"),
+            ),
+            record_count=2,
+            last_offset_delta=1,
+            first_timestamp_ms=10,
+            max_timestamp_ms=10,
+        ),
+        ErrorCode.INVALID_TIMESTAMP,
+    ),
 }
 
 
@@ -125,7 +163,9 @@ def test_a_batch_whose_records_contradict_its_header_is_refused_and_nothing_of_i
     after = build_batch(values(2, "after"))
     result = produce(cluster, topic, [before, bad, after])
     assert result.error == code, (ErrorCode.Name(result.error), result.error_message)
-    assert list(result.batch_base_offsets) == [0], "the batch before the bad one is stored, the bad one and later not"
+    assert list(result.batch_base_offsets) == [0], (
+        "the batch before the bad one is stored, the bad one and later not"
+    )
     assert fetch(cluster, topic, 0).log_end_offset == 3
     assert read_all(cluster, topic) == [(i, f"before-{i}".encode()) for i in range(3)]
     # Alone in a request, the whole partition fails and the log does not move.
@@ -152,7 +192,9 @@ def test_kanal_consume_stops_with_an_error_at_a_batch_it_cannot_decode(cluster):
         epoch = log.epoch_cache.latest_epoch  # the leader's: an older one would be refused as fenced
         assert epoch is not None
         garbage = framed(b"\x0a\x7fnot a record list", record_count=2, last_offset_delta=1)
-        log.append_replicated(frame_entry(with_broker_suffix(garbage, log.log_end_offset, epoch)), now_ms=NOW_MS)
+        log.append_replicated(
+            frame_entry(with_broker_suffix(garbage, log.log_end_offset, epoch)), now_ms=NOW_MS
+        )
         assert log.log_end_offset == 5
     finally:
         log.close()

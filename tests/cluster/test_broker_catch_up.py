@@ -132,13 +132,17 @@ def test_calls_before_registration_and_catch_up_are_refused_and_store_nothing(sm
                 request_type = GetMessageClass(method.input_type)
                 call = getattr(stub, method.name)
                 if method.client_streaming:  # ReplicaFetch: one request on the stream, the answers read
-                    refused[method.name] = _refusal(lambda c=call, r=request_type: list(c(iter([r()]), timeout=5)))
+                    refused[method.name] = _refusal(
+                        lambda c=call, r=request_type: list(c(iter([r()]), timeout=5))
+                    )
                 else:
                     refused[method.name] = _refusal(lambda c=call, r=request_type: c(r(), timeout=5))
             assert set(refused.values()) == {"BROKER_NOT_AVAILABLE"}, refused
             produce = broker_pb2.ProduceRequest(acks=1, timeout_ms=5000)
             produce.topics.add(topic=EARLY).partitions.add(
-                partition=0, batches=[build_batch([NewRecord(b"too-early", timestamp_ms=int(time.time() * 1000))])])
+                partition=0,
+                batches=[build_batch([NewRecord(b"too-early", timestamp_ms=int(time.time() * 1000))])],
+            )
             assert _refusal(lambda: stub.Produce(produce, timeout=5)) == "BROKER_NOT_AVAILABLE"
             create = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
                 name="too-early", partitions=1, replication_factor=1)])

@@ -35,8 +35,9 @@ def produce(node, topic: str, partition: int, batches: list[bytes], acks: int = 
 
 def fetch(node, topic: str, partition: int, offset: int):
     request = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, max_bytes=1 << 20)
-    request.topics.add(topic=topic).partitions.add(partition=partition, fetch_offset=offset, max_bytes=1 << 20,
-                                                   current_leader_epoch=-1)
+    request.topics.add(topic=topic).partitions.add(
+        partition=partition, fetch_offset=offset, max_bytes=1 << 20, current_leader_epoch=-1
+    )
     with grpc.insecure_channel(node.endpoint) as channel:
         return broker_pb2_grpc.BrokerStub(channel).Fetch(request, timeout=10).topics[0].partitions[0]
 
@@ -67,7 +68,9 @@ def test_illegal_topic_names_are_invalid_topic_and_leave_the_clients_working(clu
     non-str name, an encoding error for a lone surrogate), whatever topic it was for."""
     name, _, _ = topic
     bad_names = (123, None, "\ud800", "bad name!", "", "x" * 250, "__cluster_metadata")
-    with Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="1", enable_idempotence=False)) as producer:
+    with Producer(
+        ProducerConfig(bootstrap=cluster.bootstrap, acks="1", enable_idempotence=False)
+    ) as producer:
         for bad in bad_names:
             with pytest.raises(KanalError) as err:
                 producer.produce(bad, b"x")
@@ -130,7 +133,11 @@ def test_bad_consumer_arguments_fail_at_the_call_and_the_fetcher_goes_on(cluster
         consumer._plan = broken_plan  # a fault in the fetcher thread must reach the caller, not go quiet
         consumer.seek((name, 0), 0)
         with pytest.raises(KanalError) as err:
-            wait_until(lambda: consumer.poll(0.2) and False, timeout_s=30, what="poll() to raise the fetcher's failure")
+            wait_until(
+                lambda: consumer.poll(0.2) and False,
+                timeout_s=30,
+                what="poll() to raise the fetcher's failure",
+            )
         assert err.value.code == ErrorCode.UNKNOWN_SERVER_ERROR and "a bug in the fetcher" in str(err.value)
     finally:
         consumer.close()
@@ -178,8 +185,9 @@ def test_a_refused_batch_keeps_the_batches_before_it_and_names_their_offsets(clu
     before = log_end(leader, name)
     damaged = parse_batch(batch(b"damaged"))
     damaged.crc ^= 1
-    result = produce(leader, name, 0, [batch(b"a1", b"a2"), batch(b"b"), damaged.SerializeToString(), batch(b"d")],
-                     acks=-1)
+    result = produce(
+        leader, name, 0, [batch(b"a1", b"a2"), batch(b"b"), damaged.SerializeToString(), batch(b"d")], acks=-1
+    )
     assert result.error == ErrorCode.CORRUPT_MESSAGE
     assert list(result.batch_base_offsets) == [before, before + 2] and result.base_offset == before
     assert log_end(leader, name) == before + 3
@@ -193,7 +201,9 @@ def test_a_refused_batch_keeps_the_batches_before_it_and_names_their_offsets(clu
 def test_idempotent_batches_in_one_request_are_stored_once(cluster, topic):
     name, _, leader = topic
     with grpc.insecure_channel(leader.endpoint) as channel:
-        ids = broker_pb2_grpc.BrokerStub(channel).InitProducerId(broker_pb2.InitProducerIdRequest(), timeout=10)
+        ids = broker_pb2_grpc.BrokerStub(channel).InitProducerId(
+            broker_pb2.InitProducerIdRequest(), timeout=10
+        )
     now = int(time.time() * 1000)
 
     def seq_batch(sequence: int, *values: bytes) -> bytes:
@@ -203,15 +213,25 @@ def test_idempotent_batches_in_one_request_are_stored_once(cluster, topic):
     before = log_end(leader, name)
     batches = [seq_batch(0, b"s0", b"s1"), seq_batch(2, b"s2"), seq_batch(3, b"s3", b"s4", b"s5")]
     first = produce(leader, name, 0, batches, acks=-1)
-    assert first.error == ErrorCode.NONE and list(first.batch_base_offsets) == [before, before + 2, before + 3]
+    assert first.error == ErrorCode.NONE and list(first.batch_base_offsets) == [
+        before,
+        before + 2,
+        before + 3,
+    ]
     # The same request again (a retry after a lost reply), then with a new batch behind the duplicates.
     again = produce(leader, name, 0, batches, acks=-1)
     assert list(again.batch_base_offsets) == list(first.batch_base_offsets)
     more = produce(leader, name, 0, [*batches[1:], seq_batch(6, b"s6")], acks=-1)
-    assert more.error == ErrorCode.NONE and list(more.batch_base_offsets) == [before + 2, before + 3, before + 6]
+    assert more.error == ErrorCode.NONE and list(more.batch_base_offsets) == [
+        before + 2,
+        before + 3,
+        before + 6,
+    ]
     assert log_end(leader, name) == before + 7
     gap = produce(leader, name, 0, [seq_batch(7, b"s7"), seq_batch(9, b"s9")], acks=-1)  # 8 is missing
-    assert gap.error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and list(gap.batch_base_offsets) == [before + 7]
+    assert gap.error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and list(gap.batch_base_offsets) == [
+        before + 7
+    ]
     assert log_end(leader, name) == before + 8
 
 
@@ -221,7 +241,9 @@ def test_a_duplicate_idempotent_batch_answers_none_with_the_original_offsets(clu
     offset, and nothing new is stored: a client treats the retried batch as stored at those offsets."""
     name, _, leader = topic
     with grpc.insecure_channel(leader.endpoint) as channel:
-        ids = broker_pb2_grpc.BrokerStub(channel).InitProducerId(broker_pb2.InitProducerIdRequest(), timeout=10)
+        ids = broker_pb2_grpc.BrokerStub(channel).InitProducerId(
+            broker_pb2.InitProducerIdRequest(), timeout=10
+        )
     assert ids.error == ErrorCode.NONE and ids.producer_id > 0
     now = int(time.time() * 1000)
     original = build_batch([NewRecord(b"dup-%d" % i, timestamp_ms=now) for i in range(3)],
@@ -233,7 +255,9 @@ def test_a_duplicate_idempotent_batch_answers_none_with_the_original_offsets(clu
     for acks in (-1, 1):
         again = produce(leader, name, 0, [original], acks=acks)
         assert (again.error, again.error_message) == (ErrorCode.NONE, "")
-        assert again.base_offset == stored.base_offset and list(again.batch_base_offsets) == [stored.base_offset]
+        assert again.base_offset == stored.base_offset and list(again.batch_base_offsets) == [
+            stored.base_offset
+        ]
         assert log_end(leader, name) == end
     read = fetch(leader, name, 0, stored.base_offset)
     values = [r.value for e in iter_entries(read.records) for r in decode_records(parse_batch(e.batch))]
@@ -273,7 +297,11 @@ def test_malformed_request_is_refused_as_a_whole(cluster, topic):
 
 def test_deleting_a_topic_removes_its_files_on_every_replica(cluster):
     create_topic(cluster, "doomed", partitions=2, replication_factor=3)
-    dirs = [Path(cluster.data_dir) / f"broker-{b.node_id}" / f"doomed-{p}" for b in cluster.brokers for p in range(2)]
+    dirs = [
+        Path(cluster.data_dir) / f"broker-{b.node_id}" / f"doomed-{p}"
+        for b in cluster.brokers
+        for p in range(2)
+    ]
     wait_until(lambda: all(d.is_dir() for d in dirs), 30, "every replica's directory")
     with Admin(cluster.bootstrap) as admin:
         admin.delete_topic("doomed")
@@ -282,7 +310,11 @@ def test_deleting_a_topic_removes_its_files_on_every_replica(cluster):
 
 def test_metrics_endpoint_has_kafka_like_names(cluster, topic):
     fetch(cluster.brokers[0], topic[0], 0, 0)  # labelled series appear once a request was served
-    text = urllib.request.urlopen(f"http://{cluster.brokers[0].extra['metrics']}/metrics", timeout=5).read().decode()
+    text = (
+        urllib.request.urlopen(f"http://{cluster.brokers[0].extra['metrics']}/metrics", timeout=5)
+        .read()
+        .decode()
+    )
     for name in ("kanal_replica_manager_under_replicated_partitions", "kanal_offline_partitions_count",
                  "kanal_replica_manager_isr_shrinks_total", "kanal_replica_manager_isr_expands_total",
                  "kanal_network_requests_total", "kanal_network_request_latency_seconds_bucket",

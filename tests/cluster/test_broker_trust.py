@@ -25,7 +25,9 @@ def batch(*values: bytes) -> bytes:
     return build_batch([NewRecord(v, timestamp_ms=int(time.time() * 1000)) for v in values])
 
 
-def produce_request(topic: str, partition: int, batches: list[bytes], acks: int, timeout_ms: int | None = 5000):
+def produce_request(
+    topic: str, partition: int, batches: list[bytes], acks: int, timeout_ms: int | None = 5000
+):
     request = broker_pb2.ProduceRequest(acks=acks)
     if timeout_ms is not None:
         request.timeout_ms = timeout_ms
@@ -35,8 +37,13 @@ def produce_request(topic: str, partition: int, batches: list[bytes], acks: int,
 
 def fetch_request(topic: str, partition: int, offset: int, *, max_wait_ms: int = 0, **fields):
     request = broker_pb2.FetchRequest(max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, **fields)
-    request.topics.add(topic=topic).partitions.add(partition=partition, fetch_offset=offset, max_bytes=1 << 20,
-                                                   current_leader_epoch=-1, last_fetched_epoch=-1)
+    request.topics.add(topic=topic).partitions.add(
+        partition=partition,
+        fetch_offset=offset,
+        max_bytes=1 << 20,
+        current_leader_epoch=-1,
+        last_fetched_epoch=-1,
+    )
     return request
 
 
@@ -81,22 +88,32 @@ def test_parked_long_polls_and_acks_all_produces_hold_no_thread(cluster, stub_fo
     info, leader = leader_of(cluster, "parked")
     stub = stub_for(leader)
     shrinks_before = metric(leader, "kanal_broker_isr_shrinks_total")
-    polls = [stub.Fetch.future(fetch_request("parked", 0, 0, max_wait_ms=25_000), timeout=40) for _ in range(48)]
+    polls = [
+        stub.Fetch.future(fetch_request("parked", 0, 0, max_wait_ms=25_000), timeout=40) for _ in range(48)
+    ]
     try:
         wait_until(lambda: metric(leader, "kanal_fetch_purgatory_size", '{kind="consumer"}') >= 48, 30,
                    "48 consumer long polls parked")
         started = time.monotonic()
         metadata = stub.Metadata(broker_pb2.MetadataRequest(topics=["parked"]), timeout=5)
         assert metadata.topics[0].partitions[0].leader == info.leader
-        produces = [stub.Produce.future(produce_request("parked", 0, [batch(b"v%d" % i)], acks=-1, timeout_ms=10_000),
-                                        timeout=20) for i in range(40)]
+        produces = [
+            stub.Produce.future(
+                produce_request("parked", 0, [batch(b"v%d" % i)], acks=-1, timeout_ms=10_000), timeout=20
+            )
+            for i in range(40)
+        ]
         results = [f.result().topics[0].partitions[0] for f in produces]
-        assert [r.error for r in results] == [ErrorCode.NONE] * 40, [r.error_message for r in results if r.error]
+        assert [r.error for r in results] == [ErrorCode.NONE] * 40, [
+            r.error_message for r in results if r.error
+        ]
         assert sorted(r.base_offset for r in results) == list(range(40))
         # The parked polls were woken by the first commit and answered with data.
         answered = [p.result().topics[0].partitions[0] for p in polls]
         assert all(a.error == ErrorCode.NONE and a.records for a in answered)
-        assert time.monotonic() - started < 25, "the long polls were answered at their timeout, not by the data"
+        assert time.monotonic() - started < 25, (
+            "the long polls were answered at their timeout, not by the data"
+        )
         assert metric(leader, "kanal_broker_isr_shrinks_total") == shrinks_before
         assert len(partition_info(cluster, "parked", 0).isr) == 3
     finally:
@@ -110,7 +127,9 @@ def test_produce_timeout_ms_left_out_means_the_broker_default(cluster, stub_for)
     create_topic(cluster, "timeouts", partitions=1, replication_factor=3)
     _, leader = leader_of(cluster, "timeouts")
     stub = stub_for(leader)
-    reply = stub.Produce(produce_request("timeouts", 0, [batch(b"a", b"b")], acks=-1, timeout_ms=None), timeout=40)
+    reply = stub.Produce(
+        produce_request("timeouts", 0, [batch(b"a", b"b")], acks=-1, timeout_ms=None), timeout=40
+    )
     result = reply.topics[0].partitions[0]
     assert result.error == ErrorCode.NONE, result.error_message
     assert list(result.batch_base_offsets) == [0]
@@ -122,7 +141,9 @@ def test_negative_produce_timeout_is_invalid_request_and_stores_nothing(cluster,
     _, leader = leader_of(cluster, "negative-timeout")
     stub = stub_for(leader)
     with pytest.raises(grpc.RpcError) as err:
-        stub.Produce(produce_request("negative-timeout", 0, [batch(b"x")], acks=-1, timeout_ms=-1), timeout=10)
+        stub.Produce(
+            produce_request("negative-timeout", 0, [batch(b"x")], acks=-1, timeout_ms=-1), timeout=10
+        )
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(ErrorCode.INVALID_REQUEST)
     assert log_end(stub, "negative-timeout") == 0
@@ -133,8 +154,11 @@ def test_client_produce_to_an_internal_topic_is_refused(cluster, stub_for):
     create_topic(cluster, "make-offsets-exist", partitions=1, replication_factor=3)
     find = broker_pb2.FindCoordinatorRequest(key="internal-topic-group")
     stub = stub_for(cluster.brokers[0])
-    coordinator = wait_until(lambda: (r := stub.FindCoordinator(find, timeout=10)).error == ErrorCode.NONE and r,
-                             30, "a coordinator (the offsets topic exists)")
+    coordinator = wait_until(
+        lambda: (r := stub.FindCoordinator(find, timeout=10)).error == ErrorCode.NONE and r,
+        30,
+        "a coordinator (the offsets topic exists)",
+    )
     offsets = stub_for(broker_node(cluster, coordinator.node_id))
     def led_by_coordinator():
         try:
@@ -145,11 +169,17 @@ def test_client_produce_to_an_internal_topic_is_refused(cluster, stub_for):
 
     [partition] = wait_until(lambda: (p := led_by_coordinator()) is not None and [p], 30,
                              "an offsets partition the coordinator leads, in the brokers' metadata")
-    before = offsets.Fetch(fetch_request("__consumer_offsets", partition, 0), timeout=10).topics[0].partitions[0]
-    reply = offsets.Produce(produce_request("__consumer_offsets", partition, [batch(b"forged")], acks=1), timeout=10)
+    before = (
+        offsets.Fetch(fetch_request("__consumer_offsets", partition, 0), timeout=10).topics[0].partitions[0]
+    )
+    reply = offsets.Produce(
+        produce_request("__consumer_offsets", partition, [batch(b"forged")], acks=1), timeout=10
+    )
     result = reply.topics[0].partitions[0]
     assert result.error == ErrorCode.INVALID_TOPIC and "internal" in result.error_message
-    after = offsets.Fetch(fetch_request("__consumer_offsets", partition, 0), timeout=10).topics[0].partitions[0]
+    after = (
+        offsets.Fetch(fetch_request("__consumer_offsets", partition, 0), timeout=10).topics[0].partitions[0]
+    )
     assert after.log_end_offset == before.log_end_offset
 
 
@@ -188,19 +218,28 @@ def test_a_fetch_claiming_a_replica_id_with_the_wrong_broker_epoch_is_refused(cl
     info, leader = leader_of(cluster, "forged-follower")
     followers = [broker_node(cluster, b) for b in info.replicas if b != info.leader]
     stub = stub_for(leader)
-    epochs = {b.broker_id: b.broker_epoch for b in stub.Metadata(broker_pb2.MetadataRequest(), timeout=10).brokers}
+    epochs = {
+        b.broker_id: b.broker_epoch for b in stub.Metadata(broker_pb2.MetadataRequest(), timeout=10).brokers
+    }
     for node in followers:
         node.pause()
     try:
-        acked = stub.Produce.future(produce_request("forged-follower", 0, [batch(b"x")], acks=-1, timeout_ms=1000),
-                                    timeout=20)
+        acked = stub.Produce.future(
+            produce_request("forged-follower", 0, [batch(b"x")], acks=-1, timeout_ms=1000), timeout=20
+        )
         forged = [(node.node_id, epoch) for node in followers
                   for epoch in (epochs[node.node_id] + 1, epochs[node.node_id] - 1, 0)] + [(4242, 1)]
         for replica_id, replica_epoch in forged:
             with pytest.raises(grpc.RpcError) as err:
-                stub.Fetch(fetch_request("forged-follower", 0, 1, replica_id=replica_id, replica_epoch=replica_epoch),
-                           timeout=10)
-            assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(ErrorCode.STALE_BROKER_EPOCH)
+                stub.Fetch(
+                    fetch_request(
+                        "forged-follower", 0, 1, replica_id=replica_id, replica_epoch=replica_epoch
+                    ),
+                    timeout=10,
+                )
+            assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(
+                ErrorCode.STALE_BROKER_EPOCH
+            )
         # No forged fetch counted as a copy: the acks=all write is not acknowledged while the real
         # followers sleep (it times out, or fails once the ISR shrinks below min.insync.replicas).
         result = acked.result().topics[0].partitions[0]
@@ -220,7 +259,10 @@ def test_server_reflection_v1_and_v1alpha_on_brokers_and_controllers(cluster, ve
     from grpc_reflection.v1alpha import reflection_pb2
 
     method = f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo"
-    for node, service in ((cluster.brokers[0], "kanal.v1.Broker"), (cluster.controllers[0], "kanal.v1.Controller")):
+    for node, service in (
+        (cluster.brokers[0], "kanal.v1.Broker"),
+        (cluster.controllers[0], "kanal.v1.Controller"),
+    ):
         with grpc.insecure_channel(node.endpoint) as channel:
             call = channel.stream_stream(
                 method,

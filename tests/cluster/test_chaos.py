@@ -49,7 +49,9 @@ def test_fixed_seeds_pass_the_checker(tmp_path, seed, faults):
     assert len(result.injected) == 2
     events = read_history(tmp_path / "history.jsonl")
     kinds = [e["type"] for e in events]
-    assert {"send", "ack", "read", "commit", "final", "final_end", "leader", "controller", "nemesis"} <= set(kinds)
+    assert {"send", "ack", "read", "commit", "final", "final_end", "leader", "controller", "nemesis"} <= set(
+        kinds
+    )
     if "power" in faults:  # each node whose power was cut: one `cut` event with what it dropped
         cuts = [e["detail"] for e in events if e["type"] == "nemesis" and e["action"] == "cut"]
         assert len(cuts) == {8: 3, 2: 1}[seed], cuts
@@ -83,7 +85,9 @@ def test_the_mutation_no_follower_truncation_is_caught(tmp_path):
 
 
 def _children(pid: int) -> set[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        ["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True, check=False
+    )
     return {int(p) for p in out.stdout.split()}
 
 
@@ -130,8 +134,12 @@ def test_a_cluster_given_by_its_bootstrap_gets_the_workloads_and_the_check_but_n
 
     history = tmp_path / "history.jsonl"
     with pytest.raises(ValueError, match="takes no --faults"):
-        run_once(RunOptions(target="127.0.0.1:9", faults=("kill",), duration_s=10, seed=1, history_path=history))
-    with LocalCluster(tmp_path / "cluster", controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS) as cluster:
+        run_once(
+            RunOptions(target="127.0.0.1:9", faults=("kill",), duration_s=10, seed=1, history_path=history)
+        )
+    with LocalCluster(
+        tmp_path / "cluster", controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS
+    ) as cluster:
         cluster.start()
         result = run_once(RunOptions(target=cluster.bootstrap, faults=(), duration_s=10, seed=1,
                                      history_path=history))

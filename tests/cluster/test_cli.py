@@ -31,8 +31,9 @@ def dev(tmp_path_factory):
 
 
 def kanal(env, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([*KANAL, *args], check=False, input=stdin, capture_output=True, text=True, env=env,
-                            timeout=120)
+    result = subprocess.run(
+        [*KANAL, *args], check=False, input=stdin, capture_output=True, text=True, env=env, timeout=120
+    )
     if check:
         assert result.returncode == 0, f"kanal {' '.join(args)} failed: {result.stderr}"
     return result
@@ -48,7 +49,9 @@ def test_topics_produce_consume_describe(dev):
     assert all(len(p["isr"]) == 3 for p in described["partitions"])
     lines = "".join(f"customer-{i % 4}:order {i}\n" for i in range(30))
     kanal(env, "produce", "cli-orders", "--key-separator", ":", "--acks", "all", stdin=lines)
-    out = kanal(env, "consume", "cli-orders", "--from-beginning", "--max-messages", "30", "--output", "json").stdout
+    out = kanal(
+        env, "consume", "cli-orders", "--from-beginning", "--max-messages", "30", "--output", "json"
+    ).stdout
     records = [json.loads(line) for line in out.splitlines()]
     assert sorted(r["value"] for r in records) == sorted(f"order {i}" for i in range(30))
     assert {r["key"] for r in records} == {f"customer-{i}" for i in range(4)}
@@ -69,7 +72,9 @@ def test_consume_json_is_lossless_for_bytes_that_are_not_text(dev):
         producer.produce("cli-binary", rb"\x80 is text", key=b"k\xff", partition=0,
                          headers=[("h", b"\xfe\x00"), ("h", b"plain"), ("n", None)]).result(30)
         producer.produce("cli-binary", b"\x80\x00\xff", key=None, partition=0).result(30)
-    out = kanal(env, "consume", "cli-binary", "--from-beginning", "--max-messages", "2", "--output", "json").stdout
+    out = kanal(
+        env, "consume", "cli-binary", "--from-beginning", "--max-messages", "2", "--output", "json"
+    ).stdout
     text, binary = [json.loads(line) for line in out.splitlines()]
     assert text["value"] == "\\x80 is text" and "value_encoding" not in text
     assert base64.b64decode(text["key"]) == b"k\xff" and text["key_encoding"] == "base64"
@@ -94,7 +99,9 @@ def test_cluster_and_configs(dev):
 def test_groups_consume_describe_reset_delete(dev):
     env, _, _ = dev
     kanal(env, "topics", "create", "cli-events", "--partitions", "2", "--replication-factor", "3")
-    kanal(env, "produce", "cli-events", "--key-separator", ":", stdin="".join(f"k{i}:e{i}\n" for i in range(20)))
+    kanal(
+        env, "produce", "cli-events", "--key-separator", ":", stdin="".join(f"k{i}:e{i}\n" for i in range(20))
+    )
     # A group reads part of the topic; the next member of the same group goes on from the committed offsets.
     first = kanal(env, "consume", "cli-events", "--group", "cli-g", "--from-beginning", "--max-messages", "8",
                   "--output", "json").stdout.splitlines()
@@ -116,7 +123,8 @@ def test_groups_consume_describe_reset_delete(dev):
                                                        "json").stdout)["offsets"])
     kanal(env, "groups", "reset-offsets", "cli-g", "--topic", "cli-events", "--shift-by", "-3", "--execute")
     lag = [
-        o["lag"] for o in json.loads(kanal(env, "groups", "describe", "cli-g", "--output", "json").stdout)["offsets"]
+        o["lag"]
+        for o in json.loads(kanal(env, "groups", "describe", "cli-g", "--output", "json").stdout)["offsets"]
     ]
     assert lag == [3, 3]
     kanal(env, "groups", "delete", "cli-g")
@@ -128,9 +136,14 @@ def test_groups_consume_describe_reset_delete(dev):
 def test_perf_produce_and_consume_print_their_summaries(dev):
     env, _, _ = dev
     kanal(env, "topics", "create", "cli-perf", "--partitions", "3", "--replication-factor", "1")
-    produced = json.loads(kanal(env, "perf", "produce", "cli-perf", "--num-records", "120000", "--record-size",
-                                "50", "--quiet").stdout.strip().splitlines()[-1])
-    assert produced["records"] == 120_000 and produced["record_size"] == 50 and produced["api"] == "produce_many"
+    produced = json.loads(
+        kanal(env, "perf", "produce", "cli-perf", "--num-records", "120000", "--record-size", "50", "--quiet")
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    assert (
+        produced["records"] == 120_000 and produced["record_size"] == 50 and produced["api"] == "produce_many"
+    )
     assert produced["records_s"] > 0 and produced["mb_s"] > 0
     assert 0 < produced["latency_ms_p50"] <= produced["latency_ms_p99"]  # two batches of 1,000 sampled
     per_record = json.loads(kanal(env, "perf", "produce", "cli-perf", "--num-records", "2500", "--per-record",
@@ -151,7 +164,9 @@ def test_errors_are_one_line_and_nonzero(dev):
                  ("produce", "no-such-topic")):
         result = kanal(env, *args, stdin="x\n", check=False)
         assert result.returncode != 0, args
-        assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("kanal: "), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("kanal: "), (
+            result.stderr
+        )
     # Counts and sizes that make no sense are usage errors (exit 2, argparse's last line names the value);
     # a negative record size used to end `perf produce` in a traceback.
     kanal(env, "topics", "create", "cli-args", "--partitions", "1", "--replication-factor", "1")
@@ -176,8 +191,12 @@ def test_dev_stops_everything_it_started(tmp_path):
         proc = subprocess.Popen([*KANAL, "dev", "--data-dir", str(tmp_path / "data"), "--brokers", "1"],
                                 stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        wait_until(lambda: "ready. bootstrap:" in out.read_text() or proc.poll() is not None, 120, "kanal dev ready")
-        pids = [int(line.split(" pid ")[1].split()[0]) for line in out.read_text().splitlines() if " pid " in line]
+        wait_until(
+            lambda: "ready. bootstrap:" in out.read_text() or proc.poll() is not None, 120, "kanal dev ready"
+        )
+        pids = [
+            int(line.split(" pid ")[1].split()[0]) for line in out.read_text().splitlines() if " pid " in line
+        ]
         assert len(pids) == 4 and (tmp_path / "dev.json").exists()
     finally:
         proc.send_signal(signal.SIGINT)
@@ -211,8 +230,12 @@ def test_acls_add_list_remove(dev):
                               "--output", "json").stdout)
     assert [(a["principal"], a["pattern_type"]) for a in listed] == [("User:*", "ACL_PATTERN_PREFIXED")]
     assert "READ TOPIC:LITERAL:cli-acl-" in kanal(env, "acls", "list", "--principal", "User:alice").stdout
-    bad = kanal(env, "acls", "add", "--allow-principal", "alice", "--operation", "Read", "--topic", "t", check=False)
+    bad = kanal(
+        env, "acls", "add", "--allow-principal", "alice", "--operation", "Read", "--topic", "t", check=False
+    )
     assert bad.returncode == 1 and "INVALID_REQUEST" in bad.stderr
     removed = kanal(env, "acls", "remove", "--topic", "cli-acl-", "--operation", "Read").stdout
     assert removed.count("removed ") == 1
-    assert kanal(env, "acls", "list", "--topic", "cli-acl-").stdout.count("User:alice") == 1  # DescribeConfigs left
+    assert (
+        kanal(env, "acls", "list", "--topic", "cli-acl-").stdout.count("User:alice") == 1
+    )  # DescribeConfigs left

@@ -38,8 +38,15 @@ def shell(env, line: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def kanal(env, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kanal", *args], check=False, input=stdin, capture_output=True,
-                          text=True, env=env, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "kanal", *args],
+        check=False,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
 
 
 def documented_examples() -> list[str]:
@@ -50,13 +57,37 @@ def documented_examples() -> list[str]:
 
 def test_the_table_names_every_kafka_tool_of_the_issue():
     text = DOC.read_text()
-    for tool in ("kafka-topics", "kafka-console-producer", "kafka-console-consumer", "kafka-consumer-groups",
-                 "kafka-configs", "kafka-acls", "kafka-dump-log", "kafka-metadata-shell", "kafka-producer-perf-test",
-                 "kafka-consumer-perf-test", "kcat"):
+    for tool in (
+        "kafka-topics",
+        "kafka-console-producer",
+        "kafka-console-consumer",
+        "kafka-consumer-groups",
+        "kafka-configs",
+        "kafka-acls",
+        "kafka-dump-log",
+        "kafka-metadata-shell",
+        "kafka-producer-perf-test",
+        "kafka-consumer-perf-test",
+        "kcat",
+    ):
         assert f"`{tool} " in text, tool
-    for flag in ("--under-replicated-partitions", "--unavailable-partitions", "--at-min-isr-partitions",
-                 "--if-not-exists", "--if-exists", "--members", "--state", "--all-groups", "--to-datetime",
-                 "--by-duration", "--from-timestamp", "--format", "--throughput", "KANAL_BOOTSTRAP", "KANAL_HOME"):
+    for flag in (
+        "--under-replicated-partitions",
+        "--unavailable-partitions",
+        "--at-min-isr-partitions",
+        "--if-not-exists",
+        "--if-exists",
+        "--members",
+        "--state",
+        "--all-groups",
+        "--to-datetime",
+        "--by-duration",
+        "--from-timestamp",
+        "--format",
+        "--throughput",
+        "KANAL_BOOTSTRAP",
+        "KANAL_HOME",
+    ):
         assert flag in text, flag
     assert len(documented_examples()) >= 30
 
@@ -117,8 +148,9 @@ def test_offsets_past_the_log_and_unknown_brokers_are_errors(dev):
     kanal(env, "produce", "ops-off", stdin="1\n2\n3\n")
     past = kanal(env, "consume", "ops-off", "--offset", "999")
     assert past.returncode == 1 and past.stdout == ""
-    assert past.stderr.startswith("kanal: OFFSET_OUT_OF_RANGE: offset 999 is outside ops-off-0's log: it holds "
-                                  "offsets 0 to 2")
+    assert past.stderr.startswith(
+        "kanal: OFFSET_OUT_OF_RANGE: offset 999 is outside ops-off-0's log: it holds offsets 0 to 2"
+    )
     at_end = kanal(env, "consume", "ops-off", "--offset", "2", "--max-messages", "1")
     assert at_end.returncode == 0 and at_end.stdout == "3\n"
     broker = kanal(env, "configs", "--broker", "99", "--output", "json")
@@ -140,8 +172,20 @@ def test_groups_views_and_time_based_resets(dev):
     every = json.loads(kanal(env, "groups", "describe", "--all-groups", "--output", "json").stdout)
     assert "ops-g1" in [g["group"] for g in every]
     iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(before_ms / 1000 - 1)) + "Z"
-    plan = json.loads(kanal(env, "groups", "reset-offsets", "ops-g1", "--topic", "ops-g", "--to-datetime", iso,
-                            "--output", "json").stdout)
+    plan = json.loads(
+        kanal(
+            env,
+            "groups",
+            "reset-offsets",
+            "ops-g1",
+            "--topic",
+            "ops-g",
+            "--to-datetime",
+            iso,
+            "--output",
+            "json",
+        ).stdout
+    )
     assert plan["offsets"] == [{"topic": "ops-g", "partition": 0, "offset": 0}] and plan["executed"] is False
     by_ms = json.loads(kanal(env, "groups", "reset-offsets", "ops-g1", "--topic", "ops-g", "--to-datetime",
                              str(before_ms - 1000), "--output", "json").stdout)
@@ -168,5 +212,7 @@ def test_perf_produce_caps_its_rate_and_perf_consume_stops_at_the_count(dev):
     assert summary["records_s"] <= 2000 * 1.05  # the cap holds (sends are paced; the run is at least 1.5 s)
     for key in ("latency_ms_p50", "latency_ms_p95", "latency_ms_p99", "latency_ms_p99_9", "latency_ms_max"):
         assert summary[key] > 0, key
-    consumed = json.loads(kanal(env, "perf", "consume", "ops-perf", "--num-records", "1234", "--quiet").stdout)
+    consumed = json.loads(
+        kanal(env, "perf", "consume", "ops-perf", "--num-records", "1234", "--quiet").stdout
+    )
     assert consumed["records"] == 1234

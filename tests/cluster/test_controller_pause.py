@@ -76,7 +76,9 @@ def active_controller(cluster: LocalCluster, stubs: Stubs, skip: Node | None = N
         if node is skip:
             continue
         try:
-            leader_id = stubs.controller(node).DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=1).leader_id
+            leader_id = (
+                stubs.controller(node).DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=1).leader_id
+            )
         except grpc.RpcError:
             continue
         leader = next((c for c in cluster.controllers if c.node_id == leader_id), None)
@@ -93,7 +95,11 @@ def active_controller(cluster: LocalCluster, stubs: Stubs, skip: Node | None = N
 
 
 def metadata_end(stubs: Stubs, node: Node) -> int:
-    return stubs.controller(node).DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=2).metadata_end_offset
+    return (
+        stubs.controller(node)
+        .DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=2)
+        .metadata_end_offset
+    )
 
 
 def records_since(stubs: Stubs, node: Node, start: int) -> list:
@@ -178,9 +184,13 @@ class MetadataPoller:
         while not self._stop.wait(0.05):
             for node in self.cluster.brokers:
                 try:
-                    reply = self.stubs.broker(node).Metadata(broker_pb2.MetadataRequest(topics=[TOPIC]), timeout=2)
+                    reply = self.stubs.broker(node).Metadata(
+                        broker_pb2.MetadataRequest(topics=[TOPIC]), timeout=2
+                    )
                 except grpc.RpcError as exc:
-                    self.missing_brokers.append(f"broker {node.node_id} did not answer Metadata: {exc.code()}")
+                    self.missing_brokers.append(
+                        f"broker {node.node_id} did not answer Metadata: {exc.code()}"
+                    )
                     continue
                 self.polls += 1
                 live = {b.broker_id for b in reply.brokers}
@@ -209,7 +219,11 @@ def test_paused_active_controller_fences_no_broker_and_loses_no_leader(paused_cl
         producer.start()
         poller = MetadataPoller(cluster, stubs)
         poller.start()
-        wait_until(lambda: producer.count() >= 500 and poller.polls >= 10, 60, "records acknowledged before the pause")
+        wait_until(
+            lambda: producer.count() >= 500 and poller.polls >= 10,
+            60,
+            "records acknowledged before the pause",
+        )
 
         old.pause()
         new = wait_until(lambda: active_controller(cluster, stubs, skip=old), 30, "another active controller")
@@ -222,8 +236,11 @@ def test_paused_active_controller_fences_no_broker_and_loses_no_leader(paused_cl
                    "two session timeouts of producing after the takeover", interval_s=0.1)
 
         records = records_since(stubs, new, start_offset)
-        fenced = [r for r in records
-                  if r.WhichOneof("record") == "broker_registration_change" and r.broker_registration_change.fenced]
+        fenced = [
+            r
+            for r in records
+            if r.WhichOneof("record") == "broker_registration_change" and r.broker_registration_change.fenced
+        ]
         offline = [r for r in records
                    if r.WhichOneof("record") == "partition_change" and r.partition_change.HasField("leader")
                    and r.partition_change.leader < 0]
@@ -234,7 +251,9 @@ def test_paused_active_controller_fences_no_broker_and_loses_no_leader(paused_cl
         with grpc.insecure_channel(new.endpoint) as channel:
             cluster_view = controller_pb2_grpc.ControllerStub(channel).DescribeCluster(
                 admin_pb2.DescribeClusterRequest(), timeout=5)
-        assert [(b.broker_id, b.fenced) for b in cluster_view.brokers] == [(b.node_id, False) for b in cluster.brokers]
+        assert [(b.broker_id, b.fenced) for b in cluster_view.brokers] == [
+            (b.node_id, False) for b in cluster.brokers
+        ]
 
         old.resume()
 
@@ -242,7 +261,9 @@ def test_paused_active_controller_fences_no_broker_and_loses_no_leader(paused_cl
             quorum = stubs.controller(old).DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=1)
             return quorum.leader_id == new.node_id and quorum.metadata_end_offset >= metadata_end(stubs, new)
 
-        wait_until(lambda: _quietly(rejoined), 30, "the resumed controller to follow the new one and catch up")
+        wait_until(
+            lambda: _quietly(rejoined), 30, "the resumed controller to follow the new one and catch up"
+        )
         assert active_controller(cluster, stubs) is new
         poller.stop()
         producer.stop()

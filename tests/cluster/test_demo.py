@@ -11,9 +11,22 @@ pytestmark = pytest.mark.cluster
 
 
 def test_demo_keeps_every_acknowledged_record_through_a_leader_kill(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "kanal.deploy.cli", "demo", "--records", "20000",
-                             "--data-dir", str(tmp_path / "demo")], check=False, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kanal.deploy.cli",
+            "demo",
+            "--records",
+            "20000",
+            "--data-dir",
+            str(tmp_path / "demo"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "acknowledged 20,000, failed 0, lost 0, duplicates 0" in result.stdout
     assert "read twice: 0" in result.stdout and "its lag is now 0" in result.stdout

@@ -36,16 +36,23 @@ def test_a_killed_broker_is_reported_and_restarted_on_its_data(tmp_path):
         proc = subprocess.Popen([*KANAL, "dev", "--data-dir", str(tmp_path / "data"), "--controllers", "1",
                                  "--brokers", "2"], stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        wait_until(lambda: "ready. bootstrap:" in out.read_text() or proc.poll() is not None, 120, "kanal dev ready")
+        wait_until(
+            lambda: "ready. bootstrap:" in out.read_text() or proc.poll() is not None, 120, "kanal dev ready"
+        )
         assert proc.poll() is None, out.read_text()
         assert _kanal(env, "dev", "status").returncode == 0
-        assert _kanal(env, "topics", "create", "t", "--partitions", "2", "--replication-factor", "2").returncode == 0
+        assert (
+            _kanal(env, "topics", "create", "t", "--partitions", "2", "--replication-factor", "2").returncode
+            == 0
+        )
         first = "".join(f"a{i}\n" for i in range(20))
         assert _kanal(env, "produce", "t", "--acks", "all", stdin=first).returncode == 0
 
         victim = _status(env)["broker-1"]
         os.kill(victim["pid"], signal.SIGKILL)
-        wait_until(lambda: _status(env)["broker-1"]["state"] == "exited", 30, "status to show broker-1 exited")
+        wait_until(
+            lambda: _status(env)["broker-1"]["state"] == "exited", 30, "status to show broker-1 exited"
+        )
         wait_until(lambda: "broker-1 exited" in out.read_text(), 30, "kanal dev to report the death")
         assert proc.poll() is None, "kanal dev stopped the cluster when one broker died"
         status = _status(env)

@@ -28,10 +28,26 @@ def test_dev_tls_secures_the_cluster_and_the_other_commands_follow(tmp_path):
     env.pop("KANAL_CLIENT_CONFIG", None)
     out = tmp_path / "dev.out"
     with open(out, "w") as log:
-        proc = subprocess.Popen([*KANAL, "dev", "--tls", "--data-dir", str(tmp_path / "data"), "--controllers", "1",
-                                 "--brokers", "1"], stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [
+                *KANAL,
+                "dev",
+                "--tls",
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--controllers",
+                "1",
+                "--brokers",
+                "1",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     try:
-        wait_until(lambda: "ready. bootstrap:" in out.read_text() or proc.poll() is not None, 120, "kanal dev ready")
+        wait_until(
+            lambda: "ready. bootstrap:" in out.read_text() or proc.poll() is not None, 120, "kanal dev ready"
+        )
         assert proc.poll() is None, out.read_text()
         assert "secured: TLS" in out.read_text() and "INSECURE" not in out.read_text()
         client_config = tmp_path / "client.toml"
@@ -57,7 +73,9 @@ def test_dev_tls_secures_the_cluster_and_the_other_commands_follow(tmp_path):
         bootstrap = state["bootstrap"]
         plain = _kanal(env, "topics", "list", "--bootstrap", bootstrap)
         assert plain.returncode == 1 and "BROKER_NOT_AVAILABLE" in plain.stderr
-        listed = _kanal(env, "topics", "list", "--bootstrap", bootstrap, "--command-config", str(client_config))
+        listed = _kanal(
+            env, "topics", "list", "--bootstrap", bootstrap, "--command-config", str(client_config)
+        )
         assert listed.returncode == 0 and "t" in listed.stdout.split()
         deleted = _kanal(env, "users", "delete", "alice")
         assert deleted.returncode == 0 and "SCRAM-SHA-256" in deleted.stdout

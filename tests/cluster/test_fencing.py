@@ -174,12 +174,27 @@ def test_last_isr_member_on_a_wiped_disk_is_not_elected_and_the_data_survives(cl
         cluster.start_node(node, timeout_s=90)
     assert describe(cluster, topic)["leader"] == -1
     # The operator accepts an unclean election: a replica that kept its log leads, not the empty one.
-    subprocess.run([*KANAL, "topics", "alter", topic, "--bootstrap", cluster.bootstrap,
-                    "--config", "unclean.leader.election.enable=true"], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            *KANAL,
+            "topics",
+            "alter",
+            topic,
+            "--bootstrap",
+            cluster.bootstrap,
+            "--config",
+            "unclean.leader.election.enable=true",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     # A list, so that broker 0 as the leader is truthy for wait_until.
     [leader] = wait_until(lambda: (p := partition_info(cluster, topic, 0)).leader >= 0 and [p.leader], 30,
                           "a leader")
     assert leader != last.node_id
     check_history(acked, read_topic(cluster, topic, 1))
     # The wiped broker rejoins as a follower and catches up from the real leader.
-    wait_until(lambda: last.node_id in partition_info(cluster, topic, 0).isr, 60, "the wiped broker back in sync")
+    wait_until(
+        lambda: last.node_id in partition_info(cluster, topic, 0).isr, 60, "the wiped broker back in sync"
+    )

@@ -38,8 +38,13 @@ class Member:
 
     def __init__(self, cluster, group: str, topic: str, log_dir: Path, *args: str) -> None:
         self.log = open(log_dir / f"member-{group}-{time.monotonic_ns()}.err", "w")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen([sys.executable, str(MEMBER_SCRIPT), cluster.bootstrap, group, topic, *args],
-                                        stdout=subprocess.PIPE, stderr=self.log, text=True, stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [sys.executable, str(MEMBER_SCRIPT), cluster.bootstrap, group, topic, *args],
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         self.events: list[dict] = []
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -112,7 +117,9 @@ def covered(live: list[Member], topic: str, partitions: int) -> bool:
 def produce(cluster, topic: str, count: int, prefix: str) -> dict[tuple[int, int], str]:
     acked: dict[tuple[int, int], str] = {}
     with Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", linger_ms=2)) as producer:
-        futures = [(producer.produce(topic, f"{prefix}-{i}", key=f"k{i}"), f"{prefix}-{i}") for i in range(count)]
+        futures = [
+            (producer.produce(topic, f"{prefix}-{i}", key=f"k{i}"), f"{prefix}-{i}") for i in range(count)
+        ]
         producer.flush()
         for future, value in futures:
             meta = future.result(30)
@@ -122,8 +129,16 @@ def produce(cluster, topic: str, count: int, prefix: str) -> dict[tuple[int, int
 
 def committed_offsets(cluster, group: str, topic: str, partitions: int) -> dict[int, int]:
     md = ClusterMetadata(cluster.bootstrap)
-    membership = GroupMembership(md, group_id=group, group_instance_id="", client_id="probe", session_timeout_ms=2000,
-                                 rebalance_timeout_ms=5000, assignors=["range"], request_timeout_ms=10_000)
+    membership = GroupMembership(
+        md,
+        group_id=group,
+        group_instance_id="",
+        client_id="probe",
+        session_timeout_ms=2000,
+        rebalance_timeout_ms=5000,
+        assignors=["range"],
+        request_timeout_ms=10_000,
+    )
     try:
         found = membership.committed([(topic, p) for p in range(partitions)])
         return {p: o for (_, p), o in found.items()}
@@ -195,15 +210,23 @@ def test_join_leave_and_kill_rebalance_and_manual_commits_never_move_back(cluste
     assert len(samples) > 10
     for earlier, later in itertools.pairwise(samples):
         for p, offset in earlier.items():
-            assert later.get(p, -1) >= offset, f"committed offset of partition {p} went back: {offset} -> {later}"
+            assert later.get(p, -1) >= offset, (
+                f"committed offset of partition {p} went back: {offset} -> {later}"
+            )
 
 
 def test_coordinator_kill_keeps_the_groups_offsets(cluster):
     topic = "groups-durable"
     create_topic(cluster, topic, partitions=3)
     produce(cluster, topic, 300, "x")
-    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, group_id="durable", auto_offset_reset="earliest",
-                                       enable_auto_commit=False))
+    consumer = Consumer(
+        ConsumerConfig(
+            bootstrap=cluster.bootstrap,
+            group_id="durable",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+    )
     try:
         consumer.assign([(topic, p) for p in range(3)])
         offsets = {(topic, p): 10 * (p + 1) for p in range(3)}
@@ -247,8 +270,16 @@ def test_zombie_member_of_an_old_generation_cannot_commit(cluster):
     md = ClusterMetadata(cluster.bootstrap)
 
     def membership(name: str) -> GroupMembership:
-        return GroupMembership(md, group_id="zombie", group_instance_id="", client_id=name, session_timeout_ms=3000,
-                               rebalance_timeout_ms=10_000, assignors=["range"], request_timeout_ms=10_000)
+        return GroupMembership(
+            md,
+            group_id="zombie",
+            group_instance_id="",
+            client_id=name,
+            session_timeout_ms=3000,
+            rebalance_timeout_ms=10_000,
+            assignors=["range"],
+            request_timeout_ms=10_000,
+        )
 
     def counts(topics):
         return {t: 2 for t in topics}
@@ -288,8 +319,15 @@ def test_two_groups_on_one_topic_each_read_everything(cluster):
     create_topic(cluster, topic, partitions=3)
     acked = produce(cluster, topic, 600, "two")
     for group in ("reader-a", "reader-b"):
-        consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, group_id=group, auto_offset_reset="earliest",
-                                           session_timeout_ms=3000, heartbeat_interval_ms=300))
+        consumer = Consumer(
+            ConsumerConfig(
+                bootstrap=cluster.bootstrap,
+                group_id=group,
+                auto_offset_reset="earliest",
+                session_timeout_ms=3000,
+                heartbeat_interval_ms=300,
+            )
+        )
         try:
             consumer.subscribe([topic])
             got: dict[tuple[int, int], str] = {}
@@ -333,7 +371,9 @@ def test_cooperative_sticky_members_keep_unmoved_partitions_during_a_rebalance(c
     third = members("coop", topic, "--strategy", "cooperative-sticky")
     wait_until(lambda: covered([*first, third], topic, 6), 60, "three members sharing 6 partitions")
     for m, owned, start in zip(first, before, seen, strict=True):
-        revoked = {tuple(tp) for e in m.snapshot()[start:] if e["event"] == "revoked" for tp in e["partitions"]}
+        revoked = {
+            tuple(tp) for e in m.snapshot()[start:] if e["event"] == "revoked" for tp in e["partitions"]
+        }
         assert revoked and revoked < owned, "a member gave up all its partitions: not incremental"
         assert m.owned() == owned - revoked  # kept everything that did not move
     assert sorted(len(m.owned()) for m in [*first, third]) == [2, 2, 2]
@@ -344,7 +384,9 @@ def test_describe_shows_lag_and_the_coordinator_exports_it(cluster):
     create_topic(cluster, topic, partitions=2)
     acked = produce(cluster, topic, 400, "lag")
     ends = {p: max(o for q, o in acked if q == p) + 1 for p in range(2)}
-    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, group_id="laggy", enable_auto_commit=False))
+    consumer = Consumer(
+        ConsumerConfig(bootstrap=cluster.bootstrap, group_id="laggy", enable_auto_commit=False)
+    )
     try:
         consumer.assign([(topic, 0), (topic, 1)])
         consumer.commit({(topic, 0): 0, (topic, 1): ends[1] - 7})
@@ -367,9 +409,17 @@ def test_describe_shows_lag_and_the_coordinator_exports_it(cluster):
 def test_pattern_subscription_picks_up_new_topics_and_auto_commits(cluster):
     create_topic(cluster, "groups-pat-a", partitions=2)
     acked = produce(cluster, "groups-pat-a", 100, "a")
-    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, group_id="pattern", auto_offset_reset="earliest",
-                                       session_timeout_ms=3000, heartbeat_interval_ms=300, metadata_max_age_ms=200,
-                                       auto_commit_interval_ms=100))
+    consumer = Consumer(
+        ConsumerConfig(
+            bootstrap=cluster.bootstrap,
+            group_id="pattern",
+            auto_offset_reset="earliest",
+            session_timeout_ms=3000,
+            heartbeat_interval_ms=300,
+            metadata_max_age_ms=200,
+            auto_commit_interval_ms=100,
+        )
+    )
     got: dict[tuple[str, int, int], str] = {}
 
     def poll_until(condition, what: str) -> None:
@@ -424,8 +474,13 @@ def test_offsets_of_empty_groups_expire_after_retention_and_deleted_topics_lose_
     it emptied; a group with members keeps its offsets however old; a deleted topic's offsets go at once, even
     for a live group. The deletions are tombstones in __consumer_offsets: they survive a restart."""
     flags = [*BROKER_FLAGS, "--offsets-retention-ms", "1500", "--offsets-retention-check-interval-ms", "200"]
-    cluster = LocalCluster(tmp_path / "retention", controllers=1, brokers=1, controller_flags=CONTROLLER_FLAGS,
-                           broker_flags=flags)
+    cluster = LocalCluster(
+        tmp_path / "retention",
+        controllers=1,
+        brokers=1,
+        controller_flags=CONTROLLER_FLAGS,
+        broker_flags=flags,
+    )
     live = None
     try:
         cluster.start(timeout_s=90)
@@ -438,14 +493,22 @@ def test_offsets_of_empty_groups_expire_after_retention_and_deleted_topics_lose_
         live = Consumer(ConsumerConfig(group_id="live", **config))
         live.subscribe(["kept"])
         read: list = []
-        wait_until(lambda: read.extend(live.poll(0.2)) or len(read) >= 10, 60, "the live member to read 'kept'",
-                   interval_s=0)
+        wait_until(
+            lambda: read.extend(live.poll(0.2)) or len(read) >= 10,
+            60,
+            "the live member to read 'kept'",
+            interval_s=0,
+        )
         live.commit({("kept", 0): 10})
         live.commit_async({("dropped", 0): 4}).result(30)
         leaver = Consumer(ConsumerConfig(group_id="leaver", **config))
         leaver.subscribe(["kept"])
-        wait_until(lambda: leaver.poll(0.2) is not None and leaver.assignment(), 60, "the leaving member's assignment",
-                   interval_s=0)
+        wait_until(
+            lambda: leaver.poll(0.2) is not None and leaver.assignment(),
+            60,
+            "the leaving member's assignment",
+            interval_s=0,
+        )
         leaver.commit({("kept", 0): 7})
         leaver.close()  # leaves: the group is Empty from now
         simple = Consumer(ConsumerConfig(group_id="simple", **config))

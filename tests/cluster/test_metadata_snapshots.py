@@ -49,7 +49,9 @@ def controller_stub(channel_endpoint: str) -> tuple[grpc.Channel, controller_pb2
 def fetch_at(endpoint: str, offset: int) -> controller_pb2.FetchMetadataResponse:
     channel, stub = controller_stub(endpoint)
     with channel:
-        return stub.FetchMetadata(controller_pb2.FetchMetadataRequest(offset=offset, max_bytes=1 << 20), timeout=10)
+        return stub.FetchMetadata(
+            controller_pb2.FetchMetadataRequest(offset=offset, max_bytes=1 << 20), timeout=10
+        )
 
 
 def describe_image(endpoint: str):
@@ -103,8 +105,11 @@ def snapshot_files(cluster: LocalCluster, controller: int) -> dict[int, bytes]:
 
 def loaded_snapshots(node) -> list[int]:
     """The metadata offsets of the snapshots (pysyncobj dumps) a controller loaded, from its log."""
-    return [int(line.split("metadata_offset=")[1].split()[0])
-            for line in node.log_path.read_text(errors="replace").splitlines() if "loaded <RaftSnapshot" in line]
+    return [
+        int(line.split("metadata_offset=")[1].split()[0])
+        for line in node.log_path.read_text(errors="replace").splitlines()
+        if "loaded <RaftSnapshot" in line
+    ]
 
 
 def lines_since_last_start(node, marker: str) -> list[str]:
@@ -144,12 +149,16 @@ def test_log_start_past_zero_a_wiped_broker_and_a_restarted_controller_start_fro
     shutil.rmtree(cluster.data_dir / "broker-1")
     cluster.start_node(wiped, timeout_s=90)
     caught_up = lines_since_last_start(wiped, "registered broker")
-    assert any("is below the log start" in line for line in caught_up), "the wiped broker did not load a snapshot"
+    assert any("is below the log start" in line for line in caught_up), (
+        "the wiped broker did not load a snapshot"
+    )
     wait_until(lambda: set(partition_info(cluster, TOPIC, 0).isr) == {0, 1}, 60,
                "the wiped broker to copy the topic and rejoin the ISR")
     # It serves the topic created before the log start as its leader.
     survivor.stop()
-    wait_until(lambda: partition_info(cluster, TOPIC, 0).leader == 1, 60, "the wiped broker to lead the topic")
+    wait_until(
+        lambda: partition_info(cluster, TOPIC, 0).leader == 1, 60, "the wiped broker to lead the topic"
+    )
     acked.update(produce_acked(cluster, TOPIC, [b"late-%d" % i for i in range(10)]))
     check_history(acked, read_topic(cluster, TOPIC, 1))
 

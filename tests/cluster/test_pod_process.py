@@ -29,18 +29,58 @@ def _run(args: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
                           env={**os.environ, **(env or {})})
 
 
-@pytest.mark.parametrize(("kind", "args", "env", "message"), [
-    ("broker", ["--config", "{dir}/b.toml"], {}, "unknown key 'listn'"),
-    ("broker", ["--id", "1", "--listen", "127.0.0.1:9", "--controllers", "127.0.0.1:9601", "--data-dir", "{dir}/d"],
-     {"KANAL_HEARTBEAT_INTERVAL_MS": "fast"}, "KANAL_HEARTBEAT_INTERVAL_MS: expected an integer"),
-    ("broker", ["--id", "1", "--listen", "127.0.0.1:9", "--advertise", "kanal-broker-1.nowhere.invalid:9092",
-                "--controllers", "127.0.0.1:9601", "--data-dir", "{dir}/d", "--resolve-wait-ms-max", "0"], {},
-     "does not resolve"),
-    ("controller", ["--id-from-hostname", "--listen", "127.0.0.1:9", "--peers", PEERS, "--data-dir", "{dir}/d"],
-     {"HOSTNAME": "kanal-controller-2"}, "does not list this controller (--id 2)"),
-    ("controller", ["--listen", "127.0.0.1:9", "--data-dir", "{dir}/d", "--peers", PEERS],
-     {"KANAL_ID": "0", "KANAL_SESSION_TIMEOUT_MS": "9s"}, "KANAL_SESSION_TIMEOUT_MS: expected an integer"),
-])
+@pytest.mark.parametrize(
+    ("kind", "args", "env", "message"),
+    [
+        ("broker", ["--config", "{dir}/b.toml"], {}, "unknown key 'listn'"),
+        (
+            "broker",
+            [
+                "--id",
+                "1",
+                "--listen",
+                "127.0.0.1:9",
+                "--controllers",
+                "127.0.0.1:9601",
+                "--data-dir",
+                "{dir}/d",
+            ],
+            {"KANAL_HEARTBEAT_INTERVAL_MS": "fast"},
+            "KANAL_HEARTBEAT_INTERVAL_MS: expected an integer",
+        ),
+        (
+            "broker",
+            [
+                "--id",
+                "1",
+                "--listen",
+                "127.0.0.1:9",
+                "--advertise",
+                "kanal-broker-1.nowhere.invalid:9092",
+                "--controllers",
+                "127.0.0.1:9601",
+                "--data-dir",
+                "{dir}/d",
+                "--resolve-wait-ms-max",
+                "0",
+            ],
+            {},
+            "does not resolve",
+        ),
+        (
+            "controller",
+            ["--id-from-hostname", "--listen", "127.0.0.1:9", "--peers", PEERS, "--data-dir", "{dir}/d"],
+            {"HOSTNAME": "kanal-controller-2"},
+            "does not list this controller (--id 2)",
+        ),
+        (
+            "controller",
+            ["--listen", "127.0.0.1:9", "--data-dir", "{dir}/d", "--peers", PEERS],
+            {"KANAL_ID": "0", "KANAL_SESSION_TIMEOUT_MS": "9s"},
+            "KANAL_SESSION_TIMEOUT_MS: expected an integer",
+        ),
+    ],
+)
 def test_bad_configuration_is_one_line_and_nothing_starts(tmp_path, kind, args, env, message):
     (tmp_path / "b.toml").write_text('listn = "0.0.0.0:9092"\n')
     result = _run([kind, *(a.replace("{dir}", str(tmp_path)) for a in args)], env)

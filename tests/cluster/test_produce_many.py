@@ -92,7 +92,9 @@ def test_a_refused_batch_among_several_in_one_call_fails_alone(cluster, idempote
     read = []
     try:
         consumer.assign([(topic, 0)])
-        wait_until(lambda: read.extend(consumer.poll(0.5)) or len(read) >= 81, timeout_s=60, what="81 records")
+        wait_until(
+            lambda: read.extend(consumer.poll(0.5)) or len(read) >= 81, timeout_s=60, what="81 records"
+        )
     finally:
         consumer.close()
     assert [(r.offset, r.value) for r in read] == list(enumerate(small + small[:1]))

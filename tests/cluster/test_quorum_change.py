@@ -41,14 +41,20 @@ def quorum_of(endpoint: str) -> admin_pb2.DescribeQuorumResponse:
 
 
 def image_of(endpoint: str) -> metadata_pb2.MetadataSnapshot:
-    return stub(endpoint).DescribeMetadataImage(controller_pb2.DescribeMetadataImageRequest(), timeout=10).snapshot
+    return (
+        stub(endpoint)
+        .DescribeMetadataImage(controller_pb2.DescribeMetadataImageRequest(), timeout=10)
+        .snapshot
+    )
 
 
 def converged(nodes, expected: list[int]) -> bool:
     for node in nodes:
         try:
             quorum = quorum_of(node.endpoint)
-            sets = [r.voter_set for r in image_of(node.endpoint).records if r.WhichOneof("record") == "voter_set"]
+            sets = [
+                r.voter_set for r in image_of(node.endpoint).records if r.WhichOneof("record") == "voter_set"
+            ]
         except grpc.RpcError:
             return False
         if sorted(v.controller_id for v in quorum.voters) != expected or quorum.leader_id not in expected:
@@ -94,9 +100,17 @@ class TopicCreator:
 
 def test_add_a_fourth_controller_and_remove_an_original_while_producing(cluster):
     create_topic(cluster, TOPIC, partitions=PARTITIONS, replication_factor=3, min_insync_replicas="2")
-    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", linger_ms=2,
-                                       batch_size_bytes=8 * 1024, retry_backoff_ms=50, request_timeout_ms=5000,
-                                       delivery_timeout_ms=120_000))
+    producer = Producer(
+        ProducerConfig(
+            bootstrap=cluster.bootstrap,
+            acks="all",
+            linger_ms=2,
+            batch_size_bytes=8 * 1024,
+            retry_backoff_ms=50,
+            request_timeout_ms=5000,
+            delivery_timeout_ms=120_000,
+        )
+    )
     acked: dict = {}
     errors: list = []
     admin = Admin(cluster.bootstrap)
@@ -145,7 +159,9 @@ def test_add_a_fourth_controller_and_remove_an_original_while_producing(cluster)
         broker = cluster.brokers[0]
         cluster.restart(broker)
         wait_until(lambda: _brokers_live(admin, len(cluster.brokers)), 60, "the restarted broker unfenced")
-        learned = [line for line in broker.log_path.read_text().splitlines() if "controller quorum is now" in line]
+        learned = [
+            line for line in broker.log_path.read_text().splitlines() if "controller quorum is now" in line
+        ]
         assert len(learned) >= 3 and new.endpoint in learned[-1] and gone.endpoint not in learned[-1], learned
     finally:
         producer.close()
@@ -156,7 +172,9 @@ def test_add_a_fourth_controller_and_remove_an_original_while_producing(cluster)
     # No acknowledged metadata write lost: every acknowledged topic is in every voter's image.
     for node in stay:
         def has_all(node=node):
-            names = {r.topic.name for r in image_of(node.endpoint).records if r.WhichOneof("record") == "topic"}
+            names = {
+                r.topic.name for r in image_of(node.endpoint).records if r.WhichOneof("record") == "topic"
+            }
             return set(creator.acked) <= names
         wait_until(has_all, 60, f"controller {node.node_id} holds every acknowledged topic")
     # The CLI reads the new quorum.

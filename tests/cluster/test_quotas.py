@@ -106,7 +106,9 @@ def metric_value(text: str, name: str, **labels: str) -> float:
             return float(line.rsplit(" ", 1)[1])
     quota_lines = [line for line in text.splitlines() if "quota" in line]
     if not labels and f"{name} " in text:  # no labels: no braces
-        return float(next(line for line in text.splitlines() if line.startswith(f"{name} ")).rsplit(" ", 1)[1])
+        return float(
+            next(line for line in text.splitlines() if line.startswith(f"{name} ")).rsplit(" ", 1)[1]
+        )
     raise AssertionError(f"no {name}{{{want}}} in the broker's metrics: {quota_lines}")
 
 
@@ -189,7 +191,9 @@ def test_lowering_and_raising_a_quota_mid_run_changes_the_rate_within_two_window
         raised = rate(load.bytes_now(), (time.sleep(3), load.bytes_now())[1])
     finally:
         load.stop()
-    assert lowered < 0.6 * first, f"{first / MB:.2f} MB/s, then {lowered / MB:.2f} MB/s after lowering to 0.25"
+    assert lowered < 0.6 * first, (
+        f"{first / MB:.2f} MB/s, then {lowered / MB:.2f} MB/s after lowering to 0.25"
+    )
     assert raised > 2 * first, f"{first / MB:.2f} MB/s, then {raised / MB:.2f} MB/s after raising to 4"
 
 
@@ -233,10 +237,24 @@ def test_bad_quotas_are_refused_with_clear_errors_and_change_nothing(cluster, ca
         assert admin.describe_client_quotas() == before
     bootstrap = ["--bootstrap", cluster.bootstrap]
     for args, words in [
-        (["--entity-type", "client-id", "--entity-name", "x", "--set", "producer_byte_rate=lots"], "must be a number"),
+        (
+            ["--entity-type", "client-id", "--entity-name", "x", "--set", "producer_byte_rate=lots"],
+            "must be a number",
+        ),
         (["--entity-type", "client-id", "--entity-name", "x", "--set", "producer_byte_rate=-1"], "> 0"),
-        (["--entity-type", "client-id", "--entity-name", "x", "--client-id", "y", "--set", "producer_byte_rate=1"],
-         "--client-id goes with --entity-type user"),
+        (
+            [
+                "--entity-type",
+                "client-id",
+                "--entity-name",
+                "x",
+                "--client-id",
+                "y",
+                "--set",
+                "producer_byte_rate=1",
+            ],
+            "--client-id goes with --entity-type user",
+        ),
     ]:
         assert kanal_cli(["quotas", *bootstrap, *args]) == 1
         assert words in capsys.readouterr().err
@@ -267,7 +285,9 @@ def test_request_percentage_throttles_every_kind_of_call(cluster) -> None:
         def throttled(call, request) -> bool:
             return call(request, timeout=30, metadata=metadata).throttle_time_ms > 0
 
-        wait_until(lambda: throttled(stub.Metadata, broker_pb2.MetadataRequest()), 30, "a throttled Metadata reply")
+        wait_until(
+            lambda: throttled(stub.Metadata, broker_pb2.MetadataRequest()), 30, "a throttled Metadata reply"
+        )
         wait_until(lambda: throttled(stub.ListGroups, broker_pb2.ListGroupsRequest()), 30,
                    "a throttled ListGroups reply")
     text = broker_metrics(cluster)
@@ -278,7 +298,26 @@ def test_request_percentage_throttles_every_kind_of_call(cluster) -> None:
 def test_kanal_perf_prints_the_throttle_time(cluster, capsys) -> None:
     create_topic(cluster, "perf-quota", partitions=1, replication_factor=1)
     set_quota(cluster, "perf-client", producer_byte_rate=1 * MB)
-    assert kanal_cli(["perf", "produce", "perf-quota", "--bootstrap", cluster.bootstrap, "--num-records", "3000",
-                      "--record-size", "1000", "--acks", "1", "--client-id", "perf-client", "--quiet"]) == 0
+    assert (
+        kanal_cli(
+            [
+                "perf",
+                "produce",
+                "perf-quota",
+                "--bootstrap",
+                cluster.bootstrap,
+                "--num-records",
+                "3000",
+                "--record-size",
+                "1000",
+                "--acks",
+                "1",
+                "--client-id",
+                "perf-client",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["produce_throttle_count"] > 0 and summary["produce_throttle_time_ms_total"] > 0

@@ -49,8 +49,17 @@ def write_plan(tmp_path, name: str, entries: list[dict]) -> str:
 
 
 def producer_for(cluster: LocalCluster) -> Producer:
-    return Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", linger_ms=2, batch_size_bytes=8 * 1024,
-                                   retry_backoff_ms=50, request_timeout_ms=5000, delivery_timeout_ms=90_000))
+    return Producer(
+        ProducerConfig(
+            bootstrap=cluster.bootstrap,
+            acks="all",
+            linger_ms=2,
+            batch_size_bytes=8 * 1024,
+            retry_backoff_ms=50,
+            request_timeout_ms=5000,
+            delivery_timeout_ms=90_000,
+        )
+    )
 
 
 def replica_dir(cluster: LocalCluster, broker: int, topic: str, partition: int = 0):
@@ -81,11 +90,16 @@ def reassign_while_producing(cluster: LocalCluster, tmp_path, topic: str, target
         producer.close()
     assert not errors, f"the producer gave up on records: {errors[:3]}"
     assert len(acked) == 9 * 400
-    info = wait_until(lambda: (p := partition_info(cluster, topic, 0)) and sorted(p.isr) == sorted(target) and p,
-                      60, "the new replicas all in sync")
+    info = wait_until(
+        lambda: (p := partition_info(cluster, topic, 0)) and sorted(p.isr) == sorted(target) and p,
+        60,
+        "the new replicas all in sync",
+    )
     assert list(info.replicas) == target and info.leader in target
     for broker in set(old) - set(target):
-        wait_until(lambda b=broker: not replica_dir(cluster, b, topic).exists(), 60, f"broker {broker} deleting")
+        wait_until(
+            lambda b=broker: not replica_dir(cluster, b, topic).exists(), 60, f"broker {broker} deleting"
+        )
     check_history(acked, read_topic(cluster, topic, 1))
 
 
@@ -156,7 +170,10 @@ def test_bad_plans_are_refused_and_change_nothing(six, tmp_path, capsys):
         assert admin.list_partition_reassignments() == []
         # The controller refuses the same on its own (a plan checked against an older cluster).
         (result,) = admin.alter_partition_reassignments({(topic, 0): (0, 99)})
-        assert result.error == ErrorCode.INVALID_REPLICA_ASSIGNMENT and "unknown broker(s) [99]" in result.error_message
+        assert (
+            result.error == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            and "unknown broker(s) [99]" in result.error_message
+        )
     after = partition_info(six, topic, 0)
     assert (after.replicas, after.leader_epoch) == (before.replicas, before.leader_epoch)
 
@@ -187,7 +204,10 @@ def test_unregistering_a_broker_with_replicas_is_refused_naming_them(six):
     with Admin(six.bootstrap) as admin, pytest.raises(KanalError) as caught:
         admin.unregister_broker(holder)
     assert caught.value.code == ErrorCode.BROKER_HOLDS_REPLICAS
-    assert f"broker {holder} still holds replicas" in caught.value.message and f"{topic}-0" in caught.value.message
+    assert (
+        f"broker {holder} still holds replicas" in caught.value.message
+        and f"{topic}-0" in caught.value.message
+    )
     assert partition_info(six, topic, 0).leader >= 0
 
 
@@ -214,8 +234,15 @@ def test_throttle_holds_the_replication_rate(six, tmp_path):
         for chunk in range(4):  # 2.4 MB: the copy takes about 24 s at the rate
             for i in range(300):
                 value = b"%06d" % (chunk * 300 + i) + b"x" * 2000
-                producer.produce(topic, value, on_delivery=lambda e, m, v=value: e is None and acked.setdefault(
-                    (m.partition, m.offset), v) or (e is not None and errors.append(e)))
+                producer.produce(
+                    topic,
+                    value,
+                    on_delivery=lambda e, m, v=value: (
+                        e is None
+                        and acked.setdefault((m.partition, m.offset), v)
+                        or (e is not None and errors.append(e))
+                    ),
+                )
             producer.flush(60)
     finally:
         producer.close()
@@ -231,7 +258,9 @@ def test_throttle_holds_the_replication_rate(six, tmp_path):
     wait_until(lambda: time.monotonic() - begin_s >= 10, 15, "a 10 s window")
     end_bytes, end_s = counter(six, adding, name), time.monotonic()
     measured = (end_bytes - begin_bytes) / (end_s - begin_s)
-    assert 0.8 * rate <= measured <= 1.2 * rate, f"replicated at {measured:.0f} B/s under a {rate} B/s throttle"
+    assert 0.8 * rate <= measured <= 1.2 * rate, (
+        f"replicated at {measured:.0f} B/s under a {rate} B/s throttle"
+    )
     assert kanal(six, "reassign", "verify", "--plan", plan) == 1  # still copying: not complete
     with Admin(six.bootstrap) as admin:  # lift the throttle; verify removes it too once complete
         admin.alter_configs(BROKER, "", delete=["follower.replication.throttled.rate"])

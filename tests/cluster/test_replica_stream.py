@@ -64,7 +64,9 @@ def leader(cluster):
     info = partition_info(cluster, topic, 0)
     channel = grpc.insecure_channel(broker_node(cluster, info.leader).endpoint)
     stub = broker_pb2_grpc.BrokerStub(channel)
-    epochs = {b.broker_id: b.broker_epoch for b in stub.Metadata(broker_pb2.MetadataRequest(), timeout=10).brokers}
+    epochs = {
+        b.broker_id: b.broker_epoch for b in stub.Metadata(broker_pb2.MetadataRequest(), timeout=10).brokers
+    }
     yield stub, topic, info, epochs
     channel.close()
 
@@ -103,10 +105,14 @@ def test_a_forged_broker_epoch_ends_the_stream_and_counts_for_nothing(cluster, l
         for node in followers:
             stream = Stream(stub)
             try:
-                stream.send(fetch_request(topic, 1, replica_id=node.node_id, replica_epoch=epochs[node.node_id] + 1))
+                stream.send(
+                    fetch_request(topic, 1, replica_id=node.node_id, replica_epoch=epochs[node.node_id] + 1)
+                )
                 with pytest.raises(grpc.RpcError) as err:
                     stream.answer()
-                assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(ErrorCode.STALE_BROKER_EPOCH)
+                assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(
+                    ErrorCode.STALE_BROKER_EPOCH
+                )
             finally:
                 stream.close()
         result = acked.result().topics[0].partitions[0]
@@ -114,8 +120,11 @@ def test_a_forged_broker_epoch_ends_the_stream_and_counts_for_nothing(cluster, l
     finally:
         for node in followers:
             node.resume()
-    wait_until(lambda: stub.Fetch(fetch_request(topic, 0), timeout=10).topics[0].partitions[0].high_watermark == 1,
-               30, "the real followers to replicate the record")
+    wait_until(
+        lambda: stub.Fetch(fetch_request(topic, 0), timeout=10).topics[0].partitions[0].high_watermark == 1,
+        30,
+        "the real followers to replicate the record",
+    )
 
 
 def test_a_consumers_request_on_the_stream_is_invalid(leader):

@@ -36,9 +36,17 @@ def test_leader_sigkill_while_producing_keeps_every_acknowledged_record(cluster)
     victim = broker_node(cluster, partition_info(cluster, topic, 0).leader)
     acked: dict[tuple[int, int], bytes] = {}
     errors: list = []
-    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", linger_ms=2,
-                                       batch_size_bytes=8 * 1024, retry_backoff_ms=50, request_timeout_ms=5000,
-                                       delivery_timeout_ms=60_000))
+    producer = Producer(
+        ProducerConfig(
+            bootstrap=cluster.bootstrap,
+            acks="all",
+            linger_ms=2,
+            batch_size_bytes=8 * 1024,
+            retry_backoff_ms=50,
+            request_timeout_ms=5000,
+            delivery_timeout_ms=60_000,
+        )
+    )
     try:
         for chunk in range(10):
             produce_history(producer, topic, 500, chunk * 500, acked, errors)
@@ -81,8 +89,13 @@ def test_paused_follower_leaves_the_isr_and_rejoins_after_resume(cluster):
         wait_until(shrunk, 30, "the paused follower to leave the ISR", interval_s=0.2)
         # Paused past its session timeout, it is fenced too; coming back must make it eligible again.
         with Admin(cluster.bootstrap) as admin:
-            wait_until(lambda: any(b.broker_id == follower.node_id and b.fenced
-                                   for b in admin.describe_cluster().brokers), 30, "the paused follower to be fenced")
+            wait_until(
+                lambda: any(
+                    b.broker_id == follower.node_id and b.fenced for b in admin.describe_cluster().brokers
+                ),
+                30,
+                "the paused follower to be fenced",
+            )
     finally:
         follower.resume()
     try:
@@ -122,7 +135,9 @@ def test_acks_all_fails_cleanly_with_two_replicas_down(cluster):
     topic = "two-down"
     create_topic(cluster, topic, partitions=1, replication_factor=3, min_insync_replicas="2")
     info = partition_info(cluster, topic, 0)
-    assert raw_produce(cluster, topic, 0, build_batch([NewRecord(b"before")]), acks=-1).error == ErrorCode.NONE
+    assert (
+        raw_produce(cluster, topic, 0, build_batch([NewRecord(b"before")]), acks=-1).error == ErrorCode.NONE
+    )
     followers = [broker_node(cluster, b) for b in info.replicas if b != info.leader]
     for node in followers:
         node.kill()
@@ -148,8 +163,16 @@ def test_idempotent_producer_goes_on_after_a_batch_fails_for_good(cluster):
     topic = "epoch-bump"
     create_topic(cluster, topic, partitions=1, replication_factor=3, min_insync_replicas="2")
     info = partition_info(cluster, topic, 0)
-    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", linger_ms=0,
-                                       request_timeout_ms=1000, delivery_timeout_ms=2000, retry_backoff_ms=50))
+    producer = Producer(
+        ProducerConfig(
+            bootstrap=cluster.bootstrap,
+            acks="all",
+            linger_ms=0,
+            request_timeout_ms=1000,
+            delivery_timeout_ms=2000,
+            retry_backoff_ms=50,
+        )
+    )
     followers = [broker_node(cluster, b) for b in info.replicas if b != info.leader]
     try:
         assert producer.produce(topic, b"first", partition=0).result(30).offset == 0
@@ -201,8 +224,14 @@ def test_an_idle_producer_is_forgotten_and_its_next_batch_still_lands(tmp_path_f
         producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", linger_ms=0))
         try:
             assert producer.produce("idle", b"before", partition=0).result(30).offset == 0
-            wait_until(lambda: broker_gauge(node, "kanal_broker_producer_ids") == 1, 30, "the producer to be kept")
-            wait_until(lambda: broker_gauge(node, "kanal_broker_producer_ids") == 0, 30, "the producer to be forgotten")
+            wait_until(
+                lambda: broker_gauge(node, "kanal_broker_producer_ids") == 1, 30, "the producer to be kept"
+            )
+            wait_until(
+                lambda: broker_gauge(node, "kanal_broker_producer_ids") == 0,
+                30,
+                "the producer to be forgotten",
+            )
             assert producer.produce("idle", b"after", partition=0).result(30).offset == 1
             assert producer.produce("idle", b"again", partition=0).result(30).offset == 2
         finally:
@@ -225,7 +254,10 @@ def test_restarted_former_leader_truncates_its_unacknowledged_tail(cluster):
     old_leader = broker_node(cluster, info.leader)
     followers = [broker_node(cluster, b) for b in info.replicas if b != info.leader]
     for i in range(5):
-        assert raw_produce(cluster, topic, 0, build_batch([NewRecord(b"committed-%d" % i)] * 10), acks=-1).error == 0
+        assert (
+            raw_produce(cluster, topic, 0, build_batch([NewRecord(b"committed-%d" % i)] * 10), acks=-1).error
+            == 0
+        )
     for node in followers:
         node.pause()
     try:
@@ -233,21 +265,31 @@ def test_restarted_former_leader_truncates_its_unacknowledged_tail(cluster):
         # can carry the tail to them.
         wait_until(lambda: purgatory_size(old_leader, "follower") == 0, 10, "follower long polls to end")
         # acks=1: stored on the old leader only — never acknowledged as replicated.
-        tail = raw_produce(cluster, topic, 0, build_batch([NewRecord(b"tail")] * 7), acks=1, leader=info.leader)
+        tail = raw_produce(
+            cluster, topic, 0, build_batch([NewRecord(b"tail")] * 7), acks=1, leader=info.leader
+        )
         assert tail.error == ErrorCode.NONE and tail.base_offset == 50
         old_leader.kill()
     finally:
         for node in followers:
             node.resume()
     try:
-        new = wait_until(lambda: (p := partition_info(cluster, topic, 0)).leader not in (-1, info.leader) and p, 30,
-                         "a new leader from the ISR")
+        new = wait_until(
+            lambda: (p := partition_info(cluster, topic, 0)).leader not in (-1, info.leader) and p,
+            30,
+            "a new leader from the ISR",
+        )
         new_leader = new.leader
         for i in range(3):
-            assert raw_produce(cluster, topic, 0, build_batch([NewRecord(b"new-%d" % i)] * 5), acks=-1).error == 0
+            assert (
+                raw_produce(cluster, topic, 0, build_batch([NewRecord(b"new-%d" % i)] * 5), acks=-1).error
+                == 0
+            )
     finally:
         cluster.start_node(old_leader)
-    wait_until(lambda: old_leader.node_id in partition_info(cluster, topic, 0).isr, 30, "the old leader to rejoin")
+    wait_until(
+        lambda: old_leader.node_id in partition_info(cluster, topic, 0).isr, 30, "the old leader to rejoin"
+    )
     wait_until(lambda: len({replica_log_bytes(cluster, b, topic, 0) for b in info.replicas}) == 1, 30,
                "all three replicas to hold the same bytes")
     values = [v for _, _, v in read_topic(cluster, topic, 1)]

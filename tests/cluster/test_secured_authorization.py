@@ -47,13 +47,20 @@ def cluster(pki, tmp_path_factory):
 
 
 def as_admin(pki) -> ClientSecurity:
-    return ClientSecurity(ca_file=str(pki.ca.cert), cert_file=str(pki.client.cert), key_file=str(pki.client.key))
+    return ClientSecurity(
+        ca_file=str(pki.ca.cert), cert_file=str(pki.client.cert), key_file=str(pki.client.key)
+    )
 
 
 def as_user(pki, user: str, password: str) -> ClientSecurity:
     """The listener requires a client certificate; the password then names the principal."""
-    return ClientSecurity(ca_file=str(pki.ca.cert), cert_file=str(pki.client.cert), key_file=str(pki.client.key),
-                          user=user, password=password)
+    return ClientSecurity(
+        ca_file=str(pki.ca.cert),
+        cert_file=str(pki.client.cert),
+        key_file=str(pki.client.key),
+        user=user,
+        password=password,
+    )
 
 
 def acl(principal: str, operation: int, name: str, pattern: int = metadata_pb2.ACL_PATTERN_LITERAL,
@@ -86,7 +93,9 @@ def test_brokers_replicate_and_register_as_super_users(pki, cluster):
     replica fetches) by their certificates: an RF=3 topic takes acks=all writes that need both followers."""
     with Admin(cluster.bootstrap, security=as_admin(pki)) as admin:
         admin.create_topic("replicated", 1, 3, {"min.insync.replicas": "3"})
-    with Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", security=as_admin(pki))) as producer:
+    with Producer(
+        ProducerConfig(bootstrap=cluster.bootstrap, acks="all", security=as_admin(pki))
+    ) as producer:
         futures = [producer.produce("replicated", b"v%d" % i) for i in range(50)]
         producer.flush(60)
         assert [f.result(0).offset for f in futures] == list(range(50))
@@ -103,15 +112,26 @@ def test_a_user_without_acls_can_do_nothing_and_a_grant_enables_exactly_its_oper
         assert err.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         with pytest.raises(KanalError) as err:
             admin.create_acls(
-                [acl("User:alice", metadata_pb2.ACL_OPERATION_ALL, "alice-", metadata_pb2.ACL_PATTERN_PREFIXED)]
+                [
+                    acl(
+                        "User:alice",
+                        metadata_pb2.ACL_OPERATION_ALL,
+                        "alice-",
+                        metadata_pb2.ACL_PATTERN_PREFIXED,
+                    )
+                ]
             )
         assert err.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
     with Admin(cluster.bootstrap, security=as_admin(pki)) as admin:
         # CREATE, and DESCRIBE so that she sees the topics she creates (Admin.create_topic waits for their
         # leaders in Metadata, which shows a principal only what it may describe, as Kafka's does).
-        admin.create_acls([acl("User:alice", op, "alice-", metadata_pb2.ACL_PATTERN_PREFIXED)
-                           for op in (metadata_pb2.ACL_OPERATION_CREATE, metadata_pb2.ACL_OPERATION_DESCRIBE)])
+        admin.create_acls(
+            [
+                acl("User:alice", op, "alice-", metadata_pb2.ACL_PATTERN_PREFIXED)
+                for op in (metadata_pb2.ACL_OPERATION_CREATE, metadata_pb2.ACL_OPERATION_DESCRIBE)
+            ]
+        )
     with Admin(cluster.bootstrap, security=alice) as admin:
         wait_until(lambda: _creates(admin, "alice-orders"), 30, "alice's CREATE grant reaches the brokers")
         with pytest.raises(KanalError) as err:
@@ -135,8 +155,12 @@ def _creates(admin: Admin, name: str) -> bool:
 def test_the_metadata_log_records_the_authenticated_principal_of_each_change(pki, cluster):
     with Admin(cluster.bootstrap, security=as_admin(pki)) as admin:
         admin.create_user("carol", "lewis")
-        admin.create_acls([acl("User:carol", op, "carol-topic")
-                           for op in (metadata_pb2.ACL_OPERATION_CREATE, metadata_pb2.ACL_OPERATION_DESCRIBE)])
+        admin.create_acls(
+            [
+                acl("User:carol", op, "carol-topic")
+                for op in (metadata_pb2.ACL_OPERATION_CREATE, metadata_pb2.ACL_OPERATION_DESCRIBE)
+            ]
+        )
     with Admin(cluster.bootstrap, security=as_user(pki, "carol", "lewis")) as admin:
         wait_until(lambda: _creates(admin, "carol-topic"), 30, "carol's CREATE grant reaches the brokers")
     records = metadata_records(cluster, pki)
@@ -145,7 +169,9 @@ def test_the_metadata_log_records_the_authenticated_principal_of_each_change(pki
     granted = [r for r in records if r.HasField("access_control_entry")
                and r.access_control_entry.entry.principal == "User:carol"]
     assert [r.principal for r in granted] == ["User:admin", "User:admin"]
-    users = [r for r in records if r.HasField("user_scram_credential") and r.user_scram_credential.name == "carol"]
+    users = [
+        r for r in records if r.HasField("user_scram_credential") and r.user_scram_credential.name == "carol"
+    ]
     assert users and {r.principal for r in users} == {"User:admin"}
 
 
@@ -156,8 +182,16 @@ def test_a_replica_stream_from_a_principal_that_is_not_that_broker_gets_nothing(
         admin.create_topic("stream-guarded", 1, 3)
         leader = admin.describe_topic("stream-guarded").partitions[0].leader
     endpoint = cluster.brokers[leader].endpoint  # LocalCluster's broker i has id i
-    request = broker_pb2.FetchRequest(replica_id=1, max_wait_ms=0, topics=[broker_pb2.FetchRequest.TopicRequest(
-        topic="stream-guarded", partitions=[broker_pb2.FetchRequest.PartitionRequest(partition=0, fetch_offset=0)])])
+    request = broker_pb2.FetchRequest(
+        replica_id=1,
+        max_wait_ms=0,
+        topics=[
+            broker_pb2.FetchRequest.TopicRequest(
+                topic="stream-guarded",
+                partitions=[broker_pb2.FetchRequest.PartitionRequest(partition=0, fetch_offset=0)],
+            )
+        ],
+    )
     with open_channel(endpoint, (), as_admin(pki)) as channel:
         stream = broker_pb2_grpc.BrokerStub(channel).ReplicaFetch(iter([request]), timeout=10)
         with pytest.raises(grpc.RpcError) as err:
@@ -170,9 +204,28 @@ def test_kanal_chaos_runs_its_workloads_and_check_against_a_secured_cluster(pki,
     """`kanal chaos run --target BOOTSTRAP` with the client commands' TLS flags: its producers, consumer
     group, topic churn, monitor and final read all go over mTLS as User:admin, and the history checks out."""
     tls = pki
-    code = chaos_main(["run", "--target", cluster.bootstrap, "--faults", "", "--duration", "8s", "--seed", "3",
-                       "--history-dir", str(tmp_path), "--quiet", "--tls-ca-file", str(tls.ca.cert),
-                       "--tls-cert-file", str(tls.client.cert), "--tls-key-file", str(tls.client.key)])
+    code = chaos_main(
+        [
+            "run",
+            "--target",
+            cluster.bootstrap,
+            "--faults",
+            "",
+            "--duration",
+            "8s",
+            "--seed",
+            "3",
+            "--history-dir",
+            str(tmp_path),
+            "--quiet",
+            "--tls-ca-file",
+            str(tls.ca.cert),
+            "--tls-cert-file",
+            str(tls.client.cert),
+            "--tls-key-file",
+            str(tls.client.key),
+        ]
+    )
     assert code == 0
     report = check(read_history(tmp_path / "seed-3.jsonl"))
     assert report.ok and report.acknowledged > 0 and report.final_records >= report.acknowledged

@@ -41,8 +41,15 @@ def pki(tmp_path_factory):
     expired = tls.ca.issue(d, "expired", "eve", not_before=now - datetime.timedelta(days=10), days=1)
     revoked = tls.ca.issue(d, "revoked", "rita")
     other_ca = make_ca(d / "other", common_name="someone else's CA")
-    return {"tls": tls, "dir": d, "crl": tls.ca.crl(d / "crl.pem", [revoked.serial]), "expired": expired,
-            "revoked": revoked, "other_ca": other_ca, "stranger": other_ca.issue(d / "other", "stranger", "admin")}
+    return {
+        "tls": tls,
+        "dir": d,
+        "crl": tls.ca.crl(d / "crl.pem", [revoked.serial]),
+        "expired": expired,
+        "revoked": revoked,
+        "other_ca": other_ca,
+        "stranger": other_ca.issue(d / "other", "stranger", "admin"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +66,13 @@ def secured(pki, tmp_path_factory):
 
 def client(pki, cert=None, *, ca=None, user=None, password=None) -> ClientSecurity:
     cert = pki["tls"].client if cert is None else cert
-    return ClientSecurity(ca_file=str(ca or pki["tls"].ca.cert), cert_file=str(cert.cert), key_file=str(cert.key),
-                          user=user, password=password)
+    return ClientSecurity(
+        ca_file=str(ca or pki["tls"].ca.cert),
+        cert_file=str(cert.cert),
+        key_file=str(cert.key),
+        user=user,
+        password=password,
+    )
 
 
 def admin_error(cluster, security) -> int:
@@ -102,7 +114,9 @@ def test_revoked_certificates_and_bad_passwords_are_refused_at_the_door(pki, sec
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED, why
         with open_channel(secured.controllers[0].endpoint, (), security) as channel, \
                 pytest.raises(grpc.RpcError) as err:
-            controller_pb2_grpc.ControllerStub(channel).DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=5)
+            controller_pb2_grpc.ControllerStub(channel).DescribeQuorum(
+                admin_pb2.DescribeQuorumRequest(), timeout=5
+            )
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED, why
     with Admin(secured.bootstrap, security=client(pki)) as admin:
         assert not [t for t in admin.list_topics() if t.startswith("by-")]
@@ -123,7 +137,9 @@ def test_good_credentials_produce_and_consume_while_followers_replicate_over_tls
         for i, future in enumerate(futures):
             meta = future.result(0)
             acked[(meta.partition, meta.offset)] = b"v%d" % i
-    consumer = Consumer(ConsumerConfig(bootstrap=secured.bootstrap, auto_offset_reset="earliest", security=as_bob))
+    consumer = Consumer(
+        ConsumerConfig(bootstrap=secured.bootstrap, auto_offset_reset="earliest", security=as_bob)
+    )
     try:
         consumer.assign([("secured", 0), ("secured", 1)])
         read = {}
@@ -154,7 +170,9 @@ def test_a_standby_controller_forwards_over_tls(pki, secured):
     standby = next(n for n in secured.controllers if n.node_id != leader)
     with open_channel(standby.endpoint, (), security) as channel:
         reply = controller_pb2_grpc.ControllerStub(channel).AlterUserScramCredentials(
-            admin_pb2.AlterUserScramCredentialsRequest(upsertions=[_upsertion("carol", "c-password")]), timeout=30)
+            admin_pb2.AlterUserScramCredentialsRequest(upsertions=[_upsertion("carol", "c-password")]),
+            timeout=30,
+        )
     assert [(r.user, r.error) for r in reply.results] == [("carol", ErrorCode.NONE)]
     with Admin(secured.bootstrap, security=client(pki)) as admin:
         wait_until(lambda: "carol" in admin.describe_users(), 30, "carol's credential on the brokers")
@@ -165,8 +183,13 @@ def test_a_standby_controller_forwards_over_tls(pki, secured):
 
 def _upsertion(name: str, password: str) -> admin_pb2.ScramCredentialUpsertion:
     salt = new_salt()
-    return admin_pb2.ScramCredentialUpsertion(name=name, mechanism="SCRAM-SHA-256", iterations=4096, salt=salt,
-                                              salted_password=salted_password("sha256", password, salt, 4096))
+    return admin_pb2.ScramCredentialUpsertion(
+        name=name,
+        mechanism="SCRAM-SHA-256",
+        iterations=4096,
+        salt=salt,
+        salted_password=salted_password("sha256", password, salt, 4096),
+    )
 
 
 def test_a_password_listener_refuses_calls_without_credentials(pki, tmp_path_factory):
@@ -184,10 +207,14 @@ def test_a_password_listener_refuses_calls_without_credentials(pki, tmp_path_fac
         cluster.stop()
         raise
     try:
-        as_node = ClientSecurity(ca_file=str(tls.ca.cert), cert_file=str(tls.client.cert), key_file=str(tls.client.key))
+        as_node = ClientSecurity(
+            ca_file=str(tls.ca.cert), cert_file=str(tls.client.cert), key_file=str(tls.client.key)
+        )
         with open_channel(cluster.controllers[0].endpoint, (), as_node) as channel:
             reply = controller_pb2_grpc.ControllerStub(channel).AlterUserScramCredentials(
-                admin_pb2.AlterUserScramCredentialsRequest(upsertions=[_upsertion("dave", "d-pass")]), timeout=30)
+                admin_pb2.AlterUserScramCredentialsRequest(upsertions=[_upsertion("dave", "d-pass")]),
+                timeout=30,
+            )
         assert reply.results[0].error == ErrorCode.NONE
         ca = str(tls.ca.cert)
         assert admin_error(cluster, ClientSecurity(ca_file=ca)) == ErrorCode.AUTHENTICATION_FAILED  # nothing

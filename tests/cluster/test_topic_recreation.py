@@ -84,7 +84,9 @@ def test_a_replica_down_while_its_topic_is_recreated_removes_its_stray_log(slow_
     finally:
         cluster.start_node(first_leader)
     old = partition_info(cluster, TOPIC, 0)
-    wait_until(lambda: first_leader.node_id in partition_info(cluster, TOPIC, 0).isr, 30, "the old ISR to be whole")
+    wait_until(
+        lambda: first_leader.node_id in partition_info(cluster, TOPIC, 0).isr, 30, "the old ISR to be whole"
+    )
     wait_until(lambda: all_replicas_equal(cluster, old.replicas), 30, "every replica to hold the old records")
     stale = broker_node(cluster, next(b for b in old.replicas if b != old.leader))
     stale_dir = cluster.data_dir / f"broker-{stale.node_id}" / f"{TOPIC}-0"
@@ -106,8 +108,11 @@ def test_a_replica_down_while_its_topic_is_recreated_removes_its_stray_log(slow_
     wait_until(lambda: stale.node_id not in live_brokers(cluster), SESSION_TIMEOUT_MS / 1000 + 30,
                "the killed broker's session to expire (its leaderships move)")
     cluster.start_node(stale)
-    new = wait_until(lambda: (p := partition_info(cluster, TOPIC, 0)).leader not in (-1, stale.node_id) and p, 30,
-                     "a live leader for the new topic")
+    new = wait_until(
+        lambda: (p := partition_info(cluster, TOPIC, 0)).leader not in (-1, stale.node_id) and p,
+        30,
+        "a live leader for the new topic",
+    )
     assert set(new.replicas) == set(old.replicas)
     values = [b"new-%d" % i for i in range(NEW_RECORDS)]
     for value in values:
@@ -115,7 +120,9 @@ def test_a_replica_down_while_its_topic_is_recreated_removes_its_stray_log(slow_
 
     # The restarted broker removed the stray directory and replicates the new topic from offset 0.
     assert read_topic_id(stale_dir) == new_id
-    wait_until(lambda: stale.node_id in partition_info(cluster, TOPIC, 0).isr, 30, "the restarted replica in the ISR")
+    wait_until(
+        lambda: stale.node_id in partition_info(cluster, TOPIC, 0).isr, 30, "the restarted replica in the ISR"
+    )
     log_text = (cluster.data_dir / "logs" / f"broker-{stale.node_id}.log").read_text(errors="replace")
     assert f"records topic id {old_id}" in log_text and "never adopted" in log_text
 

@@ -39,8 +39,11 @@ def read_all(cluster, topic: str, partitions: int, isolation: str, expected: int
              timeout_s: float = 30) -> list[bytes]:
     """Every record of the topic from the start, at `isolation`, until `expected` arrived (or up to the
     visible end when None)."""
-    consumer = Consumer(ConsumerConfig(cluster.bootstrap, auto_offset_reset="earliest", isolation_level=isolation,
-                                       fetch_max_wait_ms=100))
+    consumer = Consumer(
+        ConsumerConfig(
+            cluster.bootstrap, auto_offset_reset="earliest", isolation_level=isolation, fetch_max_wait_ms=100
+        )
+    )
     try:
         consumer.assign([(topic, p) for p in range(partitions)])
         ends = visible_ends(cluster, topic, partitions, isolation)
@@ -69,7 +72,9 @@ def visible_ends(cluster, topic: str, partitions: int, isolation: str) -> list[i
                 isolation_level=(broker_pb2.READ_COMMITTED if isolation == "read_committed"
                                  else broker_pb2.READ_UNCOMMITTED))
             request.topics.add(topic=topic).partitions.add(partition=p, timestamp_ms=-1)
-            answer = md.stub(md.leader_endpoint(topic, p)).ListOffsets(request, timeout=10).topics[0].partitions[0]
+            answer = (
+                md.stub(md.leader_endpoint(topic, p)).ListOffsets(request, timeout=10).topics[0].partitions[0]
+            )
             assert answer.error == ErrorCode.NONE
             ends.append(answer.offset)
         return ends
@@ -114,7 +119,9 @@ def test_committed_records_are_visible_aborted_ones_never(cluster):
     finally:
         producer.close()
     committed = read_all(cluster, "txn-vis", 2, "read_committed", expected=15)
-    assert sorted(committed) == sorted([f"c1-{i}".encode() for i in range(10)] + [f"c2-{i}".encode() for i in range(5)])
+    assert sorted(committed) == sorted(
+        [f"c1-{i}".encode() for i in range(10)] + [f"c2-{i}".encode() for i in range(5)]
+    )
     uncommitted = read_all(cluster, "txn-vis", 2, "read_uncommitted", expected=25)
     assert len(uncommitted) == 25, "read_uncommitted shows aborted records too, never markers"
     assert visible_ends(cluster, "txn-vis", 2, "read_committed") == visible_ends(cluster, "txn-vis", 2,
@@ -168,15 +175,37 @@ def test_out_of_order_and_bad_calls_get_kafkas_errors_and_change_nothing(cluster
         state = lambda: coordinator_call(cluster, "bad-calls", "DescribeTransactions",
                                          broker_pb2.DescribeTransactionsRequest(transactional_ids=["bad-calls"]))
         before = state().transactions[0].state
-        end = coordinator_call(cluster, "bad-calls", "EndTxn", broker_pb2.EndTxnRequest(producer=who, commit=True))
+        end = coordinator_call(
+            cluster, "bad-calls", "EndTxn", broker_pb2.EndTxnRequest(producer=who, commit=True)
+        )
         assert end.error == ErrorCode.INVALID_TXN_STATE
-        add = coordinator_call(cluster, "bad-calls", "AddPartitionsToTxn", broker_pb2.AddPartitionsToTxnRequest(
-            producer=who, topics=[broker_pb2.TopicPartitions(topic="no-such-topic", partitions=[0]),
-                                  broker_pb2.TopicPartitions(topic="txn-bad", partitions=[0])]))
-        assert [r.error for r in add.results] == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_REQUEST]
-        stale = broker_pb2.TxnProducer(transactional_id="bad-calls", producer_id=pid, producer_epoch=epoch - 1)
-        fenced = coordinator_call(cluster, "bad-calls", "AddPartitionsToTxn", broker_pb2.AddPartitionsToTxnRequest(
-            producer=stale, topics=[broker_pb2.TopicPartitions(topic="txn-bad", partitions=[0])]))
+        add = coordinator_call(
+            cluster,
+            "bad-calls",
+            "AddPartitionsToTxn",
+            broker_pb2.AddPartitionsToTxnRequest(
+                producer=who,
+                topics=[
+                    broker_pb2.TopicPartitions(topic="no-such-topic", partitions=[0]),
+                    broker_pb2.TopicPartitions(topic="txn-bad", partitions=[0]),
+                ],
+            ),
+        )
+        assert [r.error for r in add.results] == [
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode.INVALID_REQUEST,
+        ]
+        stale = broker_pb2.TxnProducer(
+            transactional_id="bad-calls", producer_id=pid, producer_epoch=epoch - 1
+        )
+        fenced = coordinator_call(
+            cluster,
+            "bad-calls",
+            "AddPartitionsToTxn",
+            broker_pb2.AddPartitionsToTxnRequest(
+                producer=stale, topics=[broker_pb2.TopicPartitions(topic="txn-bad", partitions=[0])]
+            ),
+        )
         assert fenced.error in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         assert state().transactions[0].state == before, "refused calls change nothing"
         with pytest.raises(KanalError) as info:
@@ -225,8 +254,13 @@ def test_write_txn_markers_from_an_older_coordinator_epoch_is_fenced_over_raw_gr
         old_leader = broker_node(cluster, partition_info(cluster, "txn-fence-markers", 0).leader)
         old_leader.kill()
         try:
-            wait_until(lambda: partition_info(cluster, "txn-fence-markers", 0).leader not in (-1, old_leader.node_id),
-                       60, "a new leader of txn-fence-markers-0")
+            wait_until(
+                lambda: (
+                    partition_info(cluster, "txn-fence-markers", 0).leader not in (-1, old_leader.node_id)
+                ),
+                60,
+                "a new leader of txn-fence-markers-0",
+            )
 
             def new_leaders_answer():
                 try:
@@ -253,8 +287,13 @@ class Processor:
 
     def __init__(self, cluster, log_dir: Path, *args: str) -> None:
         self.log = open(log_dir / f"processor-{time.monotonic_ns()}.err", "w")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen([sys.executable, str(PROCESSOR_SCRIPT), cluster.bootstrap, *args],
-                                        stdout=subprocess.PIPE, stderr=self.log, text=True, stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [sys.executable, str(PROCESSOR_SCRIPT), cluster.bootstrap, *args],
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         self.events: list[dict] = []
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -357,7 +396,9 @@ def test_consume_transform_produce_is_exactly_once_through_sigkills(cluster, tmp
     duplicated = {v: n for v, n in sources.items() if n > 1}
     assert not duplicated, f"inputs written more than once: {sorted(duplicated.items())[:5]}"
     assert set(sources) == set(inputs), f"missing: {sorted(set(inputs) - set(sources))[:5]}"
-    aborted = {(str(run).encode(), str(e["txn"]).encode()) for run, p in enumerate(processors) for e in p.aborted()}
+    aborted = {
+        (str(run).encode(), str(e["txn"]).encode()) for run, p in enumerate(processors) for e in p.aborted()
+    }
     visible_aborted = [v for v in outputs if tuple(v.split(b"|")[1:]) in aborted]
     assert not visible_aborted, f"records of aborted transactions are visible: {visible_aborted[:5]}"
 
@@ -385,10 +426,30 @@ def test_cli_lists_and_describes_transactions_and_consumes_read_committed(cluste
         unknown = subprocess.run([*kanal, "transactions", "describe", "no-such-id", "--bootstrap",
                                   cluster.bootstrap], capture_output=True, text=True, timeout=60, check=False)
         assert unknown.returncode == 1 and "no-such-id" in unknown.stderr  # 1: failed (docs/cli.md)
-        for level, expected in (("read_committed", ["committed"]), ("read_uncommitted", ["committed", "open"])):
-            out = subprocess.run([*kanal, "consume", "txn-cli", "--bootstrap", cluster.bootstrap, "--from-beginning",
-                                  "--isolation-level", level, "--max-messages", str(len(expected)),
-                                  "--timeout-s", "20"], capture_output=True, text=True, timeout=60, check=False)
+        for level, expected in (
+            ("read_committed", ["committed"]),
+            ("read_uncommitted", ["committed", "open"]),
+        ):
+            out = subprocess.run(
+                [
+                    *kanal,
+                    "consume",
+                    "txn-cli",
+                    "--bootstrap",
+                    cluster.bootstrap,
+                    "--from-beginning",
+                    "--isolation-level",
+                    level,
+                    "--max-messages",
+                    str(len(expected)),
+                    "--timeout-s",
+                    "20",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
             assert out.stdout.split() == expected, (level, out.stdout, out.stderr)
         producer.abort_transaction()
     finally:

@@ -40,15 +40,37 @@ def emit(**event) -> None:
 
 def main() -> int:
     bootstrap, source, sink, group, tid, instance, run = sys.argv[1:8]
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for every thread's stack on a stall
-    producer = Producer(ProducerConfig(bootstrap, transactional_id=tid, linger_ms=0, transaction_timeout_ms=10_000,
-                                       request_timeout_ms=5_000, delivery_timeout_ms=30_000, max_block_ms=30_000))
+    faulthandler.register(
+        signal.SIGUSR1, all_threads=True
+    )  # the test asks for every thread's stack on a stall
+    producer = Producer(
+        ProducerConfig(
+            bootstrap,
+            transactional_id=tid,
+            linger_ms=0,
+            transaction_timeout_ms=10_000,
+            request_timeout_ms=5_000,
+            delivery_timeout_ms=30_000,
+            max_block_ms=30_000,
+        )
+    )
     producer.init_transactions()
     emit(event="ready", producer_id=producer._txn.producer_id, epoch=producer._txn.producer_epoch)
-    consumer = Consumer(ConsumerConfig(
-        bootstrap, group_id=group, group_instance_id=instance, isolation_level="read_committed",
-        auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=300,
-        max_poll_records=POLL_RECORDS_MAX, fetch_max_wait_ms=100, request_timeout_ms=5000))
+    consumer = Consumer(
+        ConsumerConfig(
+            bootstrap,
+            group_id=group,
+            group_instance_id=instance,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=3000,
+            heartbeat_interval_ms=300,
+            max_poll_records=POLL_RECORDS_MAX,
+            fetch_max_wait_ms=100,
+            request_timeout_ms=5000,
+        )
+    )
     consumer.subscribe([source])
     for txn in range(TRANSACTIONS_MAX):
         records = consumer.poll(0.5)

@@ -158,8 +158,15 @@ class ContainerCluster:
             env = {k: localize(v, table) for k, v in pod.env.items()}
             env.update(TEST_SPEED[sts])
             kind = "controller" if sts == CONTROLLERS else "broker"
-            node = ContainerNode(pod, kind, i, grpc_endpoint[pod.name], env, f"kanal-test-{run_id}-{pod.name}",
-                                 metrics_endpoint[pod.name])
+            node = ContainerNode(
+                pod,
+                kind,
+                i,
+                grpc_endpoint[pod.name],
+                env,
+                f"kanal-test-{run_id}-{pod.name}",
+                metrics_endpoint[pod.name],
+            )
             if "KANAL_RACK_FILE" in env:
                 node.rack = f"zone-{i}"
                 rack_file = Path(env["KANAL_RACK_FILE"])

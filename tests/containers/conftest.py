@@ -43,7 +43,9 @@ def docker_image() -> str:
 @pytest.fixture(scope="module")
 def containers(docker_image, tmp_path_factory) -> Iterator[ContainerCluster]:
     """3 controllers and 3 brokers in containers; tests that kill or stop nodes start them again."""
-    cluster = ContainerCluster(uuid.uuid4().hex[:8], tmp_path_factory.mktemp("containers"), image=docker_image)
+    cluster = ContainerCluster(
+        uuid.uuid4().hex[:8], tmp_path_factory.mktemp("containers"), image=docker_image
+    )
     try:
         cluster.start()
         yield cluster

@@ -74,8 +74,9 @@ def pod_process(docs: list[dict], statefulset: str, ordinal: int) -> PodProcess:
         else:
             field = item["valueFrom"]["fieldRef"]["fieldPath"]
             env[item["name"]] = _field(field, pod_name, namespace, labels)
-    return PodProcess(pod_name, container["image"], tuple(container.get("command", []) + container.get("args", [])),
-                      env)
+    return PodProcess(
+        pod_name, container["image"], tuple(container.get("command", []) + container.get("args", [])), env
+    )
 
 
 def _field(path: str, pod_name: str, namespace: str, labels: dict[str, str]) -> str:

@@ -33,8 +33,12 @@ def test_fixed_seeds_pass_the_checker_on_containers(docker_image, tmp_path, seed
     assert result.report.acknowledged > 0 and result.report.unchecked == []
     assert len(result.injected) == 2
     run = f"kanal-chaos-{os.getpid()}"
-    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={RUN_LABEL}={run}"], capture_output=True,
-                          text=True, check=True).stdout.split()
+    left = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={RUN_LABEL}={run}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert left == []
     assert netns.leftovers(os.getpid()) == []
     assert (tmp_path / "history.logs" / "broker-0.log").stat().st_size > 0

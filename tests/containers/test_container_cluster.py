@@ -24,9 +24,18 @@ KEYS = 20
 
 
 def producer_for(cluster) -> Producer:
-    return Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", enable_idempotence=True, linger_ms=2,
-                                   batch_size_bytes=8 * 1024, retry_backoff_ms=50, request_timeout_ms=5000,
-                                   delivery_timeout_ms=90_000))
+    return Producer(
+        ProducerConfig(
+            bootstrap=cluster.bootstrap,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=2,
+            batch_size_bytes=8 * 1024,
+            retry_backoff_ms=50,
+            request_timeout_ms=5000,
+            delivery_timeout_ms=90_000,
+        )
+    )
 
 
 def produce(producer: Producer, topic: str, start: int, count: int, acked: dict, errors: list) -> None:
@@ -94,8 +103,9 @@ def test_every_node_serves_prometheus_metrics(containers):
 
 def test_each_broker_registered_with_the_rack_its_rack_file_names(containers):
     with grpc.insecure_channel(containers.controllers[0].endpoint) as channel:
-        described = controller_pb2_grpc.ControllerStub(channel).DescribeCluster(admin_pb2.DescribeClusterRequest(),
-                                                                                timeout=10)
+        described = controller_pb2_grpc.ControllerStub(channel).DescribeCluster(
+            admin_pb2.DescribeClusterRequest(), timeout=10
+        )
     assert {b.broker_id: b.rack for b in described.brokers} == {n.node_id: n.rack for n in containers.brokers}
     assert all(n.rack for n in containers.brokers)
 

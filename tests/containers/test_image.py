@@ -35,7 +35,9 @@ def run_in_image(image: str, *args: str) -> str:
 
 def test_the_image_runs_the_c_paths_and_has_no_compiler(docker_image):
     found = json.loads(run_in_image(docker_image, "-c", PROBE).strip().splitlines()[-1])
-    assert found["batch_walk"] is True, f"the broker's record validation runs pure Python: {found['batch_walk_error']}"
+    assert found["batch_walk"] is True, (
+        f"the broker's record validation runs pure Python: {found['batch_walk_error']}"
+    )
     assert found["producer"] is True and found["consumer"] is True, found
     assert found["compilers"] == [], f"a compiler reached the runtime image: {found['compilers']}"
     assert found["uid"] == 10001

@@ -41,13 +41,17 @@ def test_a_server_importing_a_client_breaks_a_contract(package_tree):
 
 def _buf(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     buf = Path(sys.executable).with_name("buf")
-    return subprocess.run([str(buf), *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [str(buf), *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def _schema_copy(tmp_path: Path) -> Path:
     """The checkout's buf.yaml and proto/ in a directory of their own, to break without touching the tree."""
     copy = tmp_path / "schema"
-    shutil.copytree(REPO / "proto", copy / "proto", ignore=shutil.ignore_patterns("*.py", "*.pyi", "*.c", "*.json"))
+    shutil.copytree(
+        REPO / "proto", copy / "proto", ignore=shutil.ignore_patterns("*.py", "*.pyi", "*.c", "*.json")
+    )
     shutil.copy2(REPO / "buf.yaml", copy / "buf.yaml")
     return copy
 

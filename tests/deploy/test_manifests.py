@@ -43,7 +43,10 @@ def test_the_overlay_has_what_a_deployment_needs(overlay):
         container = pod["containers"][0]
         assert pod["securityContext"]["runAsNonRoot"] is True and pod["enableServiceLinks"] is False
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
-        assert container["readinessProbe"]["grpc"] and container["livenessProbe"]["grpc"]["service"] == "kanal.liveness"
+        assert (
+            container["readinessProbe"]["grpc"]
+            and container["livenessProbe"]["grpc"]["service"] == "kanal.liveness"
+        )
         assert container["resources"]["requests"] and container["resources"]["limits"]
         assert pod["affinity"]["podAntiAffinity"]
         assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
@@ -51,12 +54,17 @@ def test_the_overlay_has_what_a_deployment_needs(overlay):
         # Every pod is configured from the ConfigMap and its own name alone.
         for ordinal in range(size):
             process = pod_process(docs, sts_name, ordinal)
-            assert process.env["KANAL_ID_FROM_HOSTNAME"] == "true" and process.env["HOSTNAME"].endswith(f"-{ordinal}")
+            assert process.env["KANAL_ID_FROM_HOSTNAME"] == "true" and process.env["HOSTNAME"].endswith(
+                f"-{ordinal}"
+            )
     for sts_name in (CONTROLLERS, BROKERS):  # both kinds of node are scraped, on the port they serve metrics
         template = find(docs, "StatefulSet", sts_name)["spec"]["template"]
         annotations = template["metadata"]["annotations"]
         assert annotations["prometheus.io/scrape"] == "true"
-        assert pod_process(docs, sts_name, 0).env["KANAL_METRICS"] == f"0.0.0.0:{annotations['prometheus.io/port']}"
+        assert (
+            pod_process(docs, sts_name, 0).env["KANAL_METRICS"]
+            == f"0.0.0.0:{annotations['prometheus.io/port']}"
+        )
         ports = {p["name"]: p["containerPort"] for p in template["spec"]["containers"][0]["ports"]}
         assert str(ports["metrics"]) == annotations["prometheus.io/port"]
     # The quorum follows from the ordinals: one peer per controller pod, named by its ordinal.
@@ -68,9 +76,14 @@ def test_the_overlay_has_what_a_deployment_needs(overlay):
     namespace = find(docs, "StatefulSet", BROKERS)["metadata"]["namespace"]
     assert advertised == f"kanal-broker-{size - 1}.kanal-broker.{namespace}.svc:9092"
     assert find(docs, "Service", "kanal")["spec"]["ports"][0]["port"] == 9092
-    audit = find(docs, "CronJob", "kanal-audit")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    audit = find(docs, "CronJob", "kanal-audit")["spec"]["jobTemplate"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
     assert audit["args"][0] == "audit" and "spark" in audit["image"]
-    assert "spark" not in find(docs, "StatefulSet", BROKERS)["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert (
+        "spark"
+        not in find(docs, "StatefulSet", BROKERS)["spec"]["template"]["spec"]["containers"][0]["image"]
+    )
 
 
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
@@ -82,7 +95,9 @@ def test_the_brokers_rack_comes_from_the_nodes_zone(overlay):
     rack_file = pod_process(docs, BROKERS, 0).env["KANAL_RACK_FILE"]
     # The init container (same image) writes the file the broker reads, on a volume both mount.
     assert init["image"] == broker["image"] and init["args"][:3] == ["node-zone", "--output", rack_file]
-    assert {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in init["env"]} == {"NODE_NAME": "spec.nodeName"}
+    assert {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in init["env"]} == {
+        "NODE_NAME": "spec.nodeName"
+    }
     mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
     assert any(m["name"] == "rack" and rack_file.startswith(m["mountPath"] + "/") and m["readOnly"]
                for m in broker["volumeMounts"])

@@ -31,13 +31,20 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = directory / "ca.crt", directory / "server.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -56,13 +63,31 @@ class FakeApiServer:
 
 @pytest.fixture
 def api(tmp_path) -> Iterator[tuple[FakeApiServer, Path]]:
-    state = FakeApiServer(nodes={
-        "node-a": {"kind": "Node", "metadata": {"name": "node-a", "labels": {
-            "kubernetes.io/hostname": "node-a", "topology.kubernetes.io/zone": "eu-west-1b"}}},
-        "node-old": {"kind": "Node", "metadata": {"name": "node-old", "labels": {
-            "failure-domain.beta.kubernetes.io/zone": "us-east-1a"}}},
-        "node-bare": {"kind": "Node", "metadata": {"name": "node-bare", "labels": {"kubernetes.io/hostname": "x"}}},
-    })
+    state = FakeApiServer(
+        nodes={
+            "node-a": {
+                "kind": "Node",
+                "metadata": {
+                    "name": "node-a",
+                    "labels": {
+                        "kubernetes.io/hostname": "node-a",
+                        "topology.kubernetes.io/zone": "eu-west-1b",
+                    },
+                },
+            },
+            "node-old": {
+                "kind": "Node",
+                "metadata": {
+                    "name": "node-old",
+                    "labels": {"failure-domain.beta.kubernetes.io/zone": "us-east-1a"},
+                },
+            },
+            "node-bare": {
+                "kind": "Node",
+                "metadata": {"name": "node-bare", "labels": {"kubernetes.io/hostname": "x"}},
+            },
+        }
+    )
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -110,8 +135,14 @@ def run(tmp_path: Path, state: FakeApiServer, ca: Path, node: str, token: str = 
     token_file.write_text(token + "\n")
     output = tmp_path / "shared" / "rack"
     # As in a pod: the API server from the service environment, the node name from the downward API.
-    environ = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(state.port), "NODE_NAME": node}
-    code = node_zone.main(["--output", str(output), "--token-file", str(token_file), "--ca-file", str(ca)], environ)
+    environ = {
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(state.port),
+        "NODE_NAME": node,
+    }
+    code = node_zone.main(
+        ["--output", str(output), "--token-file", str(token_file), "--ca-file", str(ca)], environ
+    )
     return code, output
 
 

@@ -69,7 +69,9 @@ def clean_env(**extra: str) -> dict:
 def dists(tmp_path_factory) -> dict[str, Path]:
     """sdist; a wheel built from it with the compiler; one built from it with no compiler at all."""
     root = tmp_path_factory.mktemp("packaging")
-    source = root / "source"  # the checkout's files (tracked and new, not ignored): the build writes no file here
+    source = (
+        root / "source"
+    )  # the checkout's files (tracked and new, not ignored): the build writes no file here
     listed = run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=REPO)
     for name in filter(None, listed.split("\0")):
         if (REPO / name).is_file():
@@ -87,7 +89,11 @@ def dists(tmp_path_factory) -> dict[str, Path]:
     # No compiler: `false` stands in for cc, so every optional extension fails to build and is left out.
     run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", out / "pure", unpacked],
         cwd=root, env=clean_env(CC="false", LDSHARED="false"))
-    return {"sdist": sdist, "native": next((out / "native").glob("*.whl")), "pure": next((out / "pure").glob("*.whl"))}
+    return {
+        "sdist": sdist,
+        "native": next((out / "native").glob("*.whl")),
+        "pure": next((out / "pure").glob("*.whl")),
+    }
 
 
 def test_the_sdist_holds_sources_headers_protos_and_license(dists):
@@ -122,7 +128,11 @@ def test_both_wheels_install_into_a_fresh_venv_and_work(dists, tmp_path):
     native = json.loads(run([python, "-c", SMOKE], cwd=tmp_path, env=clean_env()))
     assert native["dump_exit"] == 0 and native["values"] == ["v0", "v0", "v1", "v1", "v2", "v2"]
     assert native["native"] == [True, True, True]
-    assert "records.proto" in native["has"] and "crc_vectors.json" in native["has"] and "py.typed" in native["has"]
+    assert (
+        "records.proto" in native["has"]
+        and "crc_vectors.json" in native["has"]
+        and "py.typed" in native["has"]
+    )
     assert "usage: kanal" in run([venv / "bin" / "kanal", "--help"], cwd=tmp_path, env=clean_env())
 
     run([python, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", dists["pure"]], cwd=tmp_path,

@@ -38,8 +38,10 @@ RECORDS = 12
 def _node() -> str:
     node = shutil.which("node") or shutil.which("nodejs")
     if node is None:
-        pytest.fail("node is not installed: tests/run installs Debian's nodejs and npm (as root); install them "
-                    "to run the example client's test")
+        pytest.fail(
+            "node is not installed: tests/run installs Debian's nodejs and npm (as root); install them "
+            "to run the example client's test"
+        )
     return node
 
 
@@ -52,8 +54,14 @@ def node() -> str:
         if npm is None:
             pytest.fail("npm is not installed and examples/node/node_modules is missing: run tests/run, or "
                         "install npm and run `npm ci` in examples/node")
-        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=EXAMPLE, check=False, capture_output=True,
-                              text=True, timeout=600)
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"],
+            cwd=EXAMPLE,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if done.returncode != 0:
             pytest.fail(f"npm ci in examples/node failed:\n{done.stdout}\n{done.stderr}")
     return node
@@ -70,15 +78,31 @@ def one_broker(tmp_path_factory):
 
 
 def test_the_example_passes_its_checks_against_the_vector_files(node):
-    done = subprocess.run([node, "selftest.js"], check=False, cwd=EXAMPLE, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [node, "selftest.js"], check=False, cwd=EXAMPLE, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("selftest: ") and last.endswith(" passed, 0 failed"), done.stdout
 
 
 def test_the_example_produces_and_reads_back_through_a_cluster(node, one_broker):
-    done = subprocess.run([node, str(EXAMPLE / "client.js"), "--bootstrap", one_broker.bootstrap, "--topic", TOPIC,
-                           "--records", str(RECORDS)], check=False, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            node,
+            str(EXAMPLE / "client.js"),
+            "--bootstrap",
+            one_broker.bootstrap,
+            "--topic",
+            TOPIC,
+            "--records",
+            str(RECORDS),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, f"node client failed:\n{done.stdout}\n{done.stderr}"
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     by_event: dict[str, list[dict]] = {}
@@ -118,8 +142,9 @@ def test_the_example_produces_and_reads_back_through_a_cluster(node, one_broker)
         stub = broker_pb2_grpc.BrokerStub(channel)
         for partition in range(PARTITIONS):
             request = broker_pb2.FetchRequest(replica_id=-1, max_bytes=1 << 20)
-            request.topics.add(topic=TOPIC).partitions.add(partition=partition, fetch_offset=0, max_bytes=1 << 20,
-                                                            current_leader_epoch=-1)
+            request.topics.add(topic=TOPIC).partitions.add(
+                partition=partition, fetch_offset=0, max_bytes=1 << 20, current_leader_epoch=-1
+            )
             data = stub.Fetch(request, timeout=10).topics[0].partitions[0]
             for entry in iter_entries(data.records, verify_crc=True):
                 batch = parse_batch(entry.batch)

@@ -49,7 +49,9 @@ class Harness:
 
     # -- brokers -----------------------------------------------------------------------------------
 
-    def register(self, broker_id: int, rack: str = "", incarnation: str | None = None, directory: str = "") -> int:
+    def register(
+        self, broker_id: int, rack: str = "", incarnation: str | None = None, directory: str = ""
+    ) -> int:
         reply = self.commit(
             decide_register_broker(
                 self.image,

@@ -24,12 +24,21 @@ M = metadata_pb2
 
 def entry(principal="User:alice", op=M.ACL_OPERATION_READ, name="orders", pattern=M.ACL_PATTERN_LITERAL,
           rtype=M.ACL_RESOURCE_TOPIC, host="*", permission=M.ACL_PERMISSION_ALLOW) -> M.AccessControlEntry:
-    return M.AccessControlEntry(resource_type=rtype, resource_name=name, pattern_type=pattern, principal=principal,
-                                host=host, operation=op, permission=permission)
+    return M.AccessControlEntry(
+        resource_type=rtype,
+        resource_name=name,
+        pattern_type=pattern,
+        principal=principal,
+        host=host,
+        operation=op,
+        permission=permission,
+    )
 
 
 def create(h, *entries):
-    return h.commit(decide_create_acls(h.image, admin_pb2.CreateAclsRequest(creations=entries), **h.ctx("User:admin")))
+    return h.commit(
+        decide_create_acls(h.image, admin_pb2.CreateAclsRequest(creations=entries), **h.ctx("User:admin"))
+    )
 
 
 def listed(h, **filter_fields):
@@ -40,13 +49,15 @@ def listed(h, **filter_fields):
 
 def test_create_describe_delete(harness):
     h = harness
-    reply = create(h, entry(), entry(op=M.ACL_OPERATION_WRITE), entry(name="pay", pattern=M.ACL_PATTERN_PREFIXED))
+    reply = create(
+        h, entry(), entry(op=M.ACL_OPERATION_WRITE), entry(name="pay", pattern=M.ACL_PATTERN_PREFIXED)
+    )
     assert [r.error for r in reply.results] == [0, 0, 0]
     assert len(listed(h)) == 3
     assert len(listed(h, operation=M.ACL_OPERATION_WRITE)) == 1
-    assert [a.resource_name for a in listed(h, resource_name="payments", pattern_filter=admin_pb2.AclFilter.MATCH)] == [
-        "pay"
-    ]
+    assert [
+        a.resource_name for a in listed(h, resource_name="payments", pattern_filter=admin_pb2.AclFilter.MATCH)
+    ] == ["pay"]
     assert len(listed(h, resource_name="orders")) == 2
     assert listed(h, principal="User:bob") == []
     deleted = h.commit(decide_delete_acls(h.image, admin_pb2.DeleteAclsRequest(filters=[
@@ -126,9 +137,13 @@ def test_apply_refuses_acl_records_that_do_not_fit(harness):
     h = harness
     stamp = Stamp(1, "test", "r")
     with pytest.raises(MetadataInvariantError):
-        apply(h.image, stamp.record(remove_access_control_entry=M.RemoveAccessControlEntryRecord(entry=entry())))
+        apply(
+            h.image, stamp.record(remove_access_control_entry=M.RemoveAccessControlEntryRecord(entry=entry()))
+        )
     with pytest.raises(MetadataInvariantError):
-        apply(h.image, stamp.record(access_control_entry=M.AccessControlEntryRecord(entry=entry(principal="x"))))
+        apply(
+            h.image, stamp.record(access_control_entry=M.AccessControlEntryRecord(entry=entry(principal="x")))
+        )
     apply(h.image, stamp.record(access_control_entry=M.AccessControlEntryRecord(entry=entry())))
     with pytest.raises(MetadataInvariantError):
         apply(h.image, stamp.record(access_control_entry=M.AccessControlEntryRecord(entry=entry())))

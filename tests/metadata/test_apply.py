@@ -378,7 +378,9 @@ def test_configs_quotas_and_producer_ids(image: MetadataImage) -> None:
 
 def test_a_config_value_an_older_version_admitted_still_replays(image: MetadataImage) -> None:
     # Before issue 17, retention.ms=-5 was admitted (and meant "keep forever"); a log holding it must replay.
-    config = m.ConfigRecord(resource_type=m.CONFIG_RESOURCE_TOPIC, resource_name="t", key="retention.ms", value="-5")
+    config = m.ConfigRecord(
+        resource_type=m.CONFIG_RESOURCE_TOPIC, resource_name="t", key="retention.ms", value="-5"
+    )
     apply(image, rec(config=config))
     assert image.topics["t"].configs == {"retention.ms": "-5"}
     assert effective_topic_config(image, "t")["retention.ms"] is None

@@ -49,13 +49,31 @@ CASES = [
     # (what, entries, operation, resource name, keyword arguments, expected)
     ("no ACLs: default deny", [], "READ", "orders", {}, False),
     ("no ACLs with allow.everyone.if.no.acl.found", [], "READ", "orders", {"everyone": True}, True),
-    ("ACLs for the resource exist (for someone else): no open door", [acl(BOB)], "READ", "orders",
-     {"everyone": True}, False),
-    ("ACLs on another resource only: allow.everyone applies", [acl(name="other")], "READ", "orders",
-     {"everyone": True}, True),
+    (
+        "ACLs for the resource exist (for someone else): no open door",
+        [acl(BOB)],
+        "READ",
+        "orders",
+        {"everyone": True},
+        False,
+    ),
+    (
+        "ACLs on another resource only: allow.everyone applies",
+        [acl(name="other")],
+        "READ",
+        "orders",
+        {"everyone": True},
+        True,
+    ),
     ("super user without ACLs", [], "ALTER", "orders", {"supers": frozenset({ALICE})}, True),
-    ("super user beats a deny", [acl(op="ALL", permission=DENY)], "READ", "orders",
-     {"supers": frozenset({ALICE})}, True),
+    (
+        "super user beats a deny",
+        [acl(op="ALL", permission=DENY)],
+        "READ",
+        "orders",
+        {"supers": frozenset({ALICE})},
+        True,
+    ),
     ("literal allow", [acl()], "READ", "orders", {}, True),
     ("literal allow: other operation", [acl()], "WRITE", "orders", {}, False),
     ("literal allow: other topic", [acl()], "READ", "orders2", {}, False),
@@ -66,38 +84,97 @@ CASES = [
     ("DELETE implies DESCRIBE", [acl(op="DELETE")], "DESCRIBE", "orders", {}, True),
     ("ALTER implies DESCRIBE", [acl(op="ALTER")], "DESCRIBE", "orders", {}, True),
     ("CREATE does not imply DESCRIBE", [acl(op="CREATE")], "DESCRIBE", "orders", {}, False),
-    ("ALTER_CONFIGS implies DESCRIBE_CONFIGS", [acl(op="ALTER_CONFIGS")], "DESCRIBE_CONFIGS", "orders", {}, True),
+    (
+        "ALTER_CONFIGS implies DESCRIBE_CONFIGS",
+        [acl(op="ALTER_CONFIGS")],
+        "DESCRIBE_CONFIGS",
+        "orders",
+        {},
+        True,
+    ),
     ("DESCRIBE does not imply READ", [acl(op="DESCRIBE")], "READ", "orders", {}, False),
     ("deny beats allow", [acl(), acl(permission=DENY)], "READ", "orders", {}, False),
     ("deny ALL beats allow READ", [acl(), acl(op="ALL", permission=DENY)], "READ", "orders", {}, False),
-    ("deny READ does not deny DESCRIBE (no implication for denies)", [acl(op="ALL"), acl(permission=DENY)],
-     "DESCRIBE", "orders", {}, True),
+    (
+        "deny READ does not deny DESCRIBE (no implication for denies)",
+        [acl(op="ALL"), acl(permission=DENY)],
+        "DESCRIBE",
+        "orders",
+        {},
+        True,
+    ),
     ("deny WRITE leaves READ", [acl(op="ALL"), acl(op="WRITE", permission=DENY)], "READ", "orders", {}, True),
     ("wildcard principal allow", [acl(principal="User:*")], "READ", "orders", {"principal": BOB}, True),
-    ("wildcard principal deny beats own allow", [acl(), acl(principal="User:*", permission=DENY)], "READ",
-     "orders", {}, False),
+    (
+        "wildcard principal deny beats own allow",
+        [acl(), acl(principal="User:*", permission=DENY)],
+        "READ",
+        "orders",
+        {},
+        False,
+    ),
     ("host must match", [acl(host=OTHER_HOST)], "READ", "orders", {}, False),
     ("exact host matches", [acl(host=HOST)], "READ", "orders", {}, True),
-    ("deny from another host does not apply", [acl(), acl(permission=DENY, host=OTHER_HOST)], "READ", "orders",
-     {}, True),
+    (
+        "deny from another host does not apply",
+        [acl(), acl(permission=DENY, host=OTHER_HOST)],
+        "READ",
+        "orders",
+        {},
+        True,
+    ),
     ("literal * matches every topic", [acl(name="*")], "READ", "anything", {}, True),
     ("literal * is not a group ACL", [acl(name="*")], "READ", "anything", {"rtype": GROUP}, False),
-    ("prefixed matches names that start with it", [acl(name="ord", pattern=PREFIXED)], "READ", "orders", {}, True),
+    (
+        "prefixed matches names that start with it",
+        [acl(name="ord", pattern=PREFIXED)],
+        "READ",
+        "orders",
+        {},
+        True,
+    ),
     ("prefixed matches the name itself", [acl(name="orders", pattern=PREFIXED)], "READ", "orders", {}, True),
-    ("prefixed does not match other names", [acl(name="ord", pattern=PREFIXED)], "READ", "payments", {}, False),
+    (
+        "prefixed does not match other names",
+        [acl(name="ord", pattern=PREFIXED)],
+        "READ",
+        "payments",
+        {},
+        False,
+    ),
     ("prefixed longer than the name", [acl(name="orders-", pattern=PREFIXED)], "READ", "orders", {}, False),
-    ("prefixed deny beats literal allow", [acl(), acl(name="or", pattern=PREFIXED, permission=DENY)], "READ",
-     "orders", {}, False),
+    (
+        "prefixed deny beats literal allow",
+        [acl(), acl(name="or", pattern=PREFIXED, permission=DENY)],
+        "READ",
+        "orders",
+        {},
+        False,
+    ),
     ("literal 'ord*' is not a pattern", [acl(name="ord*")], "READ", "orders", {}, False),
-    ("cluster ACL", [acl(op="ALTER", rtype=CLUSTER, name=CLUSTER_RESOURCE_NAME)], "ALTER", CLUSTER_RESOURCE_NAME,
-     {"rtype": CLUSTER}, True),
-    ("a topic ACL says nothing about the cluster", [acl(op="ALL")], "ALTER", CLUSTER_RESOURCE_NAME,
-     {"rtype": CLUSTER}, False),
+    (
+        "cluster ACL",
+        [acl(op="ALTER", rtype=CLUSTER, name=CLUSTER_RESOURCE_NAME)],
+        "ALTER",
+        CLUSTER_RESOURCE_NAME,
+        {"rtype": CLUSTER},
+        True,
+    ),
+    (
+        "a topic ACL says nothing about the cluster",
+        [acl(op="ALL")],
+        "ALTER",
+        CLUSTER_RESOURCE_NAME,
+        {"rtype": CLUSTER},
+        False,
+    ),
     ("group READ", [acl(rtype=GROUP, name="g")], "READ", "g", {"rtype": GROUP}, True),
 ]
 
 
-@pytest.mark.parametrize(("what", "entries", "op", "name", "kwargs", "expected"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("what", "entries", "op", "name", "kwargs", "expected"), CASES, ids=[c[0] for c in CASES]
+)
 def test_kafka_cases(what, entries, op, name, kwargs, expected):
     assert check(entries, op, name, **kwargs) is expected, what
 
@@ -127,8 +204,10 @@ def reference(entries, principal, host, op, rtype, name, supers, everyone) -> bo
     if any(e.permission == DENY and (e.operation == op or OP_NAMES[e.operation] == "ALL") for e in mine):
         return False
     wanted = OP_NAMES[op]
-    return any(e.permission == ALLOW and (OP_NAMES[e.operation] in ({wanted, "ALL"} | IMPLIES.get(wanted, set())))
-               for e in mine)
+    return any(
+        e.permission == ALLOW and (OP_NAMES[e.operation] in ({wanted, "ALL"} | IMPLIES.get(wanted, set())))
+        for e in mine
+    )
 
 
 NAMES = st.sampled_from(["a", "ab", "abc", "abd", "b", "*", "ba"])
@@ -179,7 +258,13 @@ def test_server_principals():
 def test_any_topic_write_for_idempotent_producers():
     kwargs = {"super_users": frozenset(), "allow_everyone_if_no_acl_found": False}
     assert not has_any_allow(build_acl_map([acl(op="READ")]), ALICE, HOST, OP["WRITE"], TOPIC, **kwargs)
-    assert has_any_allow(build_acl_map([acl(op="WRITE", name="x", pattern=PREFIXED)]), ALICE, HOST, OP["WRITE"],
-                         TOPIC, **kwargs)
+    assert has_any_allow(
+        build_acl_map([acl(op="WRITE", name="x", pattern=PREFIXED)]),
+        ALICE,
+        HOST,
+        OP["WRITE"],
+        TOPIC,
+        **kwargs,
+    )
     denied = build_acl_map([acl(op="WRITE"), acl(op="WRITE", permission=DENY, principal="User:*")])
     assert not has_any_allow(denied, ALICE, HOST, OP["WRITE"], TOPIC, **kwargs)

@@ -84,7 +84,10 @@ def test_same_incarnation_again_is_a_retry(cluster3) -> None:
     decision = decide_register_broker(
         h.image,
         controller_pb2.RegisterBrokerRequest(
-            broker_id=1, incarnation_id=reg.incarnation_id, endpoint=reg.endpoint, directory_id=reg.directory_id
+            broker_id=1,
+            incarnation_id=reg.incarnation_id,
+            endpoint=reg.endpoint,
+            directory_id=reg.directory_id,
         ),
         **h.ctx(),
     )

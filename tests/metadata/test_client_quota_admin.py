@@ -122,7 +122,9 @@ def composite(user, client_id, *values) -> Entry:
 def test_illegal_names_and_misplaced_client_ids_are_refused_and_change_nothing(harness) -> None:
     h = harness
     bad = [
-        entry("client-id", "caf\u00e9", ("producer_byte_rate", 1, False)),  # not ASCII: cannot travel as metadata
+        entry(
+            "client-id", "caf\u00e9", ("producer_byte_rate", 1, False)
+        ),  # not ASCII: cannot travel as metadata
         entry("client-id", "a\nb", ("producer_byte_rate", 1, False)),
         entry("client-id", "x" * 256, ("producer_byte_rate", 1, False)),
         entry("user", "bad\x00user", ("producer_byte_rate", 1, False)),
@@ -155,8 +157,9 @@ def test_user_client_id_entities_are_their_own_and_survive_a_snapshot(harness) -
     assert h.image.client_quotas == {("user", "alice"): {"producer_byte_rate": 7}}
     reply = describe_client_quotas(h.image, admin_pb2.DescribeClientQuotasRequest(entity_type="user",
                                                                                   entity_name="alice"))
-    assert [(e.entity.entity_name, e.entity.HasField("client_id"), e.entity.client_id) for e in reply.entries] == [
-        ("alice", False, ""), ("alice", True, "app")]
+    assert [
+        (e.entity.entity_name, e.entity.HasField("client_id"), e.entity.client_id) for e in reply.entries
+    ] == [("alice", False, ""), ("alice", True, "app")]
     assert image_from_snapshot(image_to_snapshot(h.image)) == h.image
     h.commit(alter(h, composite("alice", "app", ("producer_byte_rate", 0, True))))
     assert h.image.user_client_quotas == {("", ""): {"consumer_byte_rate": 6}}

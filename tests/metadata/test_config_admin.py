@@ -116,7 +116,9 @@ def test_out_of_range_values_are_refused_for_topics_and_brokers_and_change_nothi
 def test_minus_one_means_no_limit(cluster3) -> None:
     h = cluster3
     h.create_topic("t", 1, 1, {"retention.ms": "100"})
-    decision = alter(h, change(TOPIC, "t", (SET, "retention.ms", "-1")), change(BROKER, "", (SET, "flush.ms", "-1")))
+    decision = alter(
+        h, change(TOPIC, "t", (SET, "retention.ms", "-1")), change(BROKER, "", (SET, "flush.ms", "-1"))
+    )
     assert [r.error for r in decision.reply.results] == [ErrorCode.NONE] * 2
     h.commit(decision)
     config = effective_topic_config(h.image, "t", 1)

@@ -90,14 +90,19 @@ def test_a_shrink_needs_no_epochs_but_a_wrong_one_given_is_refused(cluster3) -> 
         broker_id=p.leader, broker_epoch=h.image.brokers[p.leader].broker_epoch,
         items=[Item(topic_id=topic.topic_id, partition_id=0, leader_epoch=p.leader_epoch,
                     partition_epoch=p.partition_epoch, new_isr=list(p.isr[:2]), new_isr_broker_epochs=stale)])
-    assert decide_alter_partition(h.image, request, **h.ctx()).reply.items[0].error == ErrorCode.INELIGIBLE_REPLICA
+    assert (
+        decide_alter_partition(h.image, request, **h.ctx()).reply.items[0].error
+        == ErrorCode.INELIGIBLE_REPLICA
+    )
     shrink_to_leader(h, "t", 0)  # no epochs at all: removing members is always safe
 
 
 # -- one live process per broker id --------------------------------------------------------------------
 
 
-def register_request(broker_id: int, incarnation: str, directory: str = "") -> controller_pb2.RegisterBrokerRequest:
+def register_request(
+    broker_id: int, incarnation: str, directory: str = ""
+) -> controller_pb2.RegisterBrokerRequest:
     return controller_pb2.RegisterBrokerRequest(broker_id=broker_id, incarnation_id=incarnation,
                                                 endpoint=f"b{broker_id}-{incarnation}:9092",
                                                 directory_id=directory or f"dir-{broker_id}")

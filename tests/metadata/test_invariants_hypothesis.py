@@ -252,7 +252,9 @@ class MetadataMachine(RuleBasedStateMachine):
                         leader_epoch=p.leader_epoch,
                         partition_epoch=p.partition_epoch,
                         new_isr=[*p.isr, *missing],
-                        new_isr_broker_epochs=[self.image.brokers[b].broker_epoch for b in [*p.isr, *missing]],
+                        new_isr_broker_epochs=[
+                            self.image.brokers[b].broker_epoch for b in [*p.isr, *missing]
+                        ],
                     )
                 )
         for leader, items in sorted(by_leader.items()):

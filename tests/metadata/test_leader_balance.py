@@ -64,7 +64,9 @@ def test_elect_on_demand_never_outside_the_isr(h):
     h.heartbeat(0)
     # Live again but not yet back in the ISR: still refused.
     results = elect(h)
-    assert results.results and all(r.error == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE for r in results.results)
+    assert results.results and all(
+        r.error == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE for r in results.results
+    )
     assert all("not in the ISR" in r.error_message for r in results.results)
     unknown = elect(h, ("t", 99), ("nope", 0)).results
     assert [r.error for r in unknown] == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] * 2
@@ -85,8 +87,9 @@ def test_decommission_refused_while_replicas_are_assigned(h):
     assert reply.error == ErrorCode.BROKER_HOLDS_REPLICAS
     assert reply.error_message.startswith("broker 1 still holds replicas of 6 partition(s): t-0, t-1, t-2")
     assert h.image == before
-    missing = h.commit(decide_decommission_broker(h.image, operations_pb2.UnregisterBrokerRequest(broker_id=7),
-                                                  **h.ctx()))
+    missing = h.commit(
+        decide_decommission_broker(h.image, operations_pb2.UnregisterBrokerRequest(broker_id=7), **h.ctx())
+    )
     assert missing.error == ErrorCode.BROKER_NOT_AVAILABLE
 
 

@@ -27,7 +27,9 @@ def view(live=(1, 2, 3), members=MEMBERS, active=1) -> QuorumView:
 
 def add(harness, controller_id=4, raft="127.0.0.1:9704", grpc="127.0.0.1:9604", live=True, live_ids=(1, 2, 3),
         **kw):
-    request = operations_pb2.AddVoterRequest(controller_id=controller_id, raft_endpoint=raft, grpc_endpoint=grpc)
+    request = operations_pb2.AddVoterRequest(
+        controller_id=controller_id, raft_endpoint=raft, grpc_endpoint=grpc
+    )
     return decide_add_voter(harness.image, request, view=view(live=live_ids, **kw), candidate_live=live,
                             **harness.ctx())
 

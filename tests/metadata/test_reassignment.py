@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from kanal.metadata import apply_batch, check_image, decide_alter_partition, image_from_snapshot, image_to_snapshot
+from kanal.metadata import (
+    apply_batch,
+    check_image,
+    decide_alter_partition,
+    image_from_snapshot,
+    image_to_snapshot,
+)
 from kanal.metadata.reassignment import (
     decide_alter_partition_reassignments,
     decide_reassignment_progress,
@@ -131,10 +137,14 @@ def test_bad_targets_are_refused_and_change_nothing(h):
         (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "partition nope-0 does not exist"),
     ]
     dup = reassign(h, _Target(topic="t", partition=0, replicas=[3, 4, 3])).results[0]
-    assert dup.error == ErrorCode.INVALID_REPLICA_ASSIGNMENT and "duplicate replica(s) [3]" in dup.error_message
+    assert (
+        dup.error == ErrorCode.INVALID_REPLICA_ASSIGNMENT and "duplicate replica(s) [3]" in dup.error_message
+    )
     empty = reassign(h, _Target(topic="t", partition=0, replicas=[])).results[0]
     assert empty.error == ErrorCode.INVALID_REPLICA_ASSIGNMENT
-    twice = reassign(h, _Target(topic="t", partition=0, cancel=True), _Target(topic="t", partition=0, cancel=True))
+    twice = reassign(
+        h, _Target(topic="t", partition=0, cancel=True), _Target(topic="t", partition=0, cancel=True)
+    )
     assert twice.results[1].error == ErrorCode.INVALID_REQUEST
     assert h.image == before
 

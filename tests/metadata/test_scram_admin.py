@@ -23,8 +23,13 @@ SALT = b"0123456789abcdef"
 
 def upsert(name, mechanism="SCRAM-SHA-256", password="pw", iterations=4096, salt=SALT):
     hash_name = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}.get(mechanism, "sha256")
-    return admin_pb2.ScramCredentialUpsertion(name=name, mechanism=mechanism, iterations=iterations, salt=salt,
-                                              salted_password=salted_password(hash_name, password, salt, iterations))
+    return admin_pb2.ScramCredentialUpsertion(
+        name=name,
+        mechanism=mechanism,
+        iterations=iterations,
+        salt=salt,
+        salted_password=salted_password(hash_name, password, salt, iterations),
+    )
 
 
 def delete(name, mechanism="SCRAM-SHA-256"):
@@ -32,7 +37,9 @@ def delete(name, mechanism="SCRAM-SHA-256"):
 
 
 def alter(h, upsertions=(), deletions=(), principal="User:admin"):
-    request = admin_pb2.AlterUserScramCredentialsRequest(upsertions=list(upsertions), deletions=list(deletions))
+    request = admin_pb2.AlterUserScramCredentialsRequest(
+        upsertions=list(upsertions), deletions=list(deletions)
+    )
     return decide_alter_user_scram_credentials(h.image, request, **h.ctx(principal))
 
 
@@ -98,7 +105,10 @@ def test_describe_shows_mechanisms_and_iterations_only(harness) -> None:
         ("alice", [("SCRAM-SHA-256", 4096), ("SCRAM-SHA-512", 8192)]), ("bob", [("SCRAM-SHA-256", 4096)])]
     named = describe_user_scram_credentials(h.image, admin_pb2.DescribeUserScramCredentialsRequest(
         users=["bob", "ghost"]))
-    assert [(r.user, r.error) for r in named.results] == [("bob", ErrorCode.NONE), ("ghost", ErrorCode.INVALID_REQUEST)]
+    assert [(r.user, r.error) for r in named.results] == [
+        ("bob", ErrorCode.NONE),
+        ("ghost", ErrorCode.INVALID_REQUEST),
+    ]
 
 
 def test_credentials_survive_a_snapshot(harness) -> None:
@@ -120,6 +130,17 @@ def test_apply_refuses_records_that_do_not_fit() -> None:
             ),
         )
     with pytest.raises(MetadataInvariantError):
-        apply(image, metadata_pb2.MetadataRecord(user_scram_credential=metadata_pb2.UserScramCredentialRecord(
-            name="alice", mechanism="SCRAM-SHA-256", iterations=10, salt=SALT, stored_key=b"k", server_key=b"k")))
+        apply(
+            image,
+            metadata_pb2.MetadataRecord(
+                user_scram_credential=metadata_pb2.UserScramCredentialRecord(
+                    name="alice",
+                    mechanism="SCRAM-SHA-256",
+                    iterations=10,
+                    salt=SALT,
+                    stored_key=b"k",
+                    server_key=b"k",
+                )
+            ),
+        )
     assert image.scram_credentials == {}

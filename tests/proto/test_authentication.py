@@ -27,14 +27,25 @@ USERS = {"alice": {"SCRAM-SHA-256": derive("SCRAM-SHA-256", "wonderland", b"s" *
 def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
     ca = make_ca(d)
-    return {"dir": d, "ca": ca, "server": ca.issue(d, "server", "broker-1"), "alice": ca.issue(d, "alice", "alice"),
-            "bob": ca.issue(d, "bob", "bob")}
+    return {
+        "dir": d,
+        "ca": ca,
+        "server": ca.issue(d, "server", "broker-1"),
+        "alice": ca.issue(d, "alice", "alice"),
+        "bob": ca.issue(d, "bob", "bob"),
+    }
 
 
 def listener(pki, authentication=frozenset({"mtls", "password"}), client_auth="required", crl=None):
-    return ListenerSecurity(cert_file=str(pki["server"].cert), key_file=str(pki["server"].key),
-                            ca_file=str(pki["ca"].cert), client_auth=client_auth, authentication=authentication,
-                            principal_mapping_rules=NODE_MAPPING_RULES, crl_file=crl)
+    return ListenerSecurity(
+        cert_file=str(pki["server"].cert),
+        key_file=str(pki["server"].key),
+        ca_file=str(pki["ca"].cert),
+        client_auth=client_auth,
+        authentication=authentication,
+        principal_mapping_rules=NODE_MAPPING_RULES,
+        crl_file=crl,
+    )
 
 
 def tls_context(pem: bytes | None = None):
@@ -92,9 +103,14 @@ def test_a_node_still_catching_up_answers_retriably_instead_of_refusing(pki):
 def test_passwords_are_never_taken_over_plaintext_nor_where_the_listener_takes_none(pki):
     auth = Authenticator(listener(pki), lambda user: USERS.get(user, {}))
     assert "plaintext" in refused(lambda: auth.authenticate({}, password("alice", "wonderland")))
-    mtls_only = Authenticator(listener(pki, authentication=frozenset({"mtls"})), lambda user: USERS.get(user, {}))
+    mtls_only = Authenticator(
+        listener(pki, authentication=frozenset({"mtls"})), lambda user: USERS.get(user, {})
+    )
     assert "does not take passwords" in refused(
-        lambda: mtls_only.authenticate(tls_context(pki["alice"].cert.read_bytes()), password("alice", "wonderland")))
+        lambda: mtls_only.authenticate(
+            tls_context(pki["alice"].cert.read_bytes()), password("alice", "wonderland")
+        )
+    )
 
 
 def test_a_listener_without_authentication_serves_everyone_as_anonymous():
@@ -165,8 +181,10 @@ def _handlers(*pairs):
 def servers(pki):
     """A grpc.server and a grpc.aio server, both TLS with mTLS and password authentication."""
     security = listener(pki)
-    sync_server = grpc.server(futures.ThreadPoolExecutor(4),
-                              interceptors=[server_interceptor(Authenticator(security, lambda u: USERS.get(u, {})))])
+    sync_server = grpc.server(
+        futures.ThreadPoolExecutor(4),
+        interceptors=[server_interceptor(Authenticator(security, lambda u: USERS.get(u, {})))],
+    )
     sync_server.add_generic_rpc_handlers((_handlers(("Who", _who)),))
     sync_port = sync_server.add_secure_port("127.0.0.1:0", security.server_credentials())
     sync_server.start()
@@ -202,15 +220,22 @@ def test_handlers_run_as_the_authenticated_principal(pki, servers, server, metho
     ca = str(pki["ca"].cert)
     as_alice = ClientSecurity(ca_file=ca, cert_file=str(pki["alice"].cert), key_file=str(pki["alice"].key))
     assert call(servers[server], method, as_alice) == "User:alice"
-    bob_with_password = ClientSecurity(ca_file=ca, cert_file=str(pki["bob"].cert), key_file=str(pki["bob"].key),
-                                       user="alice", password="wonderland")
+    bob_with_password = ClientSecurity(
+        ca_file=ca,
+        cert_file=str(pki["bob"].cert),
+        key_file=str(pki["bob"].key),
+        user="alice",
+        password="wonderland",
+    )
     assert call(servers[server], method, bob_with_password) == "User:alice"
     wrong = ClientSecurity(ca_file=ca, cert_file=str(pki["bob"].cert), key_file=str(pki["bob"].key),
                            user="alice", password="nope")
     with pytest.raises(grpc.RpcError) as err:
         call(servers[server], method, wrong)
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
-    assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(int(ErrorCode.AUTHENTICATION_FAILED))
+    assert dict(err.value.trailing_metadata())["kanal-error-code"] == str(
+        int(ErrorCode.AUTHENTICATION_FAILED)
+    )
     # Nothing leaks from one call's binding into the next on the same server.
     assert call(servers[server], method, as_alice) == "User:alice"
 

@@ -40,7 +40,9 @@ def protobuf_record_list(records: list[NewRecord], first_timestamp_ms: int) -> r
     the vectors (test_crc_vectors.py) are held to."""
     expected = records_pb2.RecordList()
     for delta, rec in enumerate(records):
-        out = expected.records.add(offset_delta=delta, timestamp_delta_ms=rec.timestamp_ms - first_timestamp_ms)
+        out = expected.records.add(
+            offset_delta=delta, timestamp_delta_ms=rec.timestamp_ms - first_timestamp_ms
+        )
         if rec.key is not None:
             out.key = rec.key
         if rec.value is not None:
@@ -143,15 +145,28 @@ def test_crc_mismatch_is_rejected():
     ts=st.integers(-(1 << 40), 1 << 40),
     codec=st.sampled_from([0, 1, 2, 3, 4]),
 )
-def test_wire_walker_agrees_with_the_protobuf_parser(producer_id, producer_epoch, base_sequence, count, ts, codec):
+def test_wire_walker_agrees_with_the_protobuf_parser(
+    producer_id, producer_epoch, base_sequence, count, ts, codec
+):
     raw = build_batch(
         [NewRecord(value=b"v", timestamp_ms=ts + i) for i in range(count)],
         codec=codec, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
     )
     stored = with_broker_suffix(raw, 2**40 + 3, 17)
     walked, parsed = scan_batch(stored), parse_batch(stored)
-    for name in ("base_offset", "partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence",
-                 "first_timestamp_ms", "max_timestamp_ms", "record_count", "codec", "crc", "last_offset_delta"):
+    for name in (
+        "base_offset",
+        "partition_leader_epoch",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "first_timestamp_ms",
+        "max_timestamp_ms",
+        "record_count",
+        "codec",
+        "crc",
+        "last_offset_delta",
+    ):
         assert getattr(walked, name) == getattr(parsed, name), name
     assert stored[walked.records_start : walked.records_end] == parsed.records
     assert producer_crc(parsed) == parsed.crc
@@ -171,9 +186,14 @@ HEADERS = st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary
 @settings(max_examples=120, deadline=None)
 @given(
     records=st.lists(
-        st.tuples(st.one_of(st.none(), st.binary(max_size=300)), st.one_of(st.none(), st.binary(max_size=20000)),
-                  st.integers(-(1 << 45), 1 << 45), HEADERS),
-        min_size=1, max_size=20,
+        st.tuples(
+            st.one_of(st.none(), st.binary(max_size=300)),
+            st.one_of(st.none(), st.binary(max_size=20000)),
+            st.integers(-(1 << 45), 1 << 45),
+            HEADERS,
+        ),
+        min_size=1,
+        max_size=20,
     ),
     many=st.booleans(),
 )
@@ -199,8 +219,9 @@ def test_hand_encoder_writes_exactly_what_protobuf_writes(records, many):
     codec=st.sampled_from([0, 1, 2, 3, 4]),
     records=st.binary(max_size=3000),
 )
-def test_batch_pieces_join_to_what_protobuf_writes(producer_id, producer_epoch, base_sequence, first_ts, max_ts,
-                                                   count, last_offset_delta, codec, records):
+def test_batch_pieces_join_to_what_protobuf_writes(
+    producer_id, producer_epoch, base_sequence, first_ts, max_ts, count, last_offset_delta, codec, records
+):
     """encode_batch_parts writes the RecordBatch by hand (so a Produce request copies the records once):
     its pieces must join to protobuf's own serialization of the same fields, CRC included."""
     from kanal.v1.batch import encode_batch, encode_batch_parts

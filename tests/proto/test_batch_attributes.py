@@ -46,7 +46,9 @@ def test_attributes_are_encoded_as_protobuf_writes_them_and_covered_by_the_crc()
 
 @pytest.mark.parametrize("control_type", [CONTROL_ABORT, CONTROL_COMMIT])
 def test_a_control_batch_holds_one_marker_record(control_type):
-    raw = build_control_batch(control_type, producer_id=9, producer_epoch=4, coordinator_epoch=2, timestamp_ms=5)
+    raw = build_control_batch(
+        control_type, producer_id=9, producer_epoch=4, coordinator_epoch=2, timestamp_ms=5
+    )
     batch = parse_batch(raw)
     assert batch.attributes == ATTR_TRANSACTIONAL | ATTR_CONTROL
     assert (batch.producer_id, batch.producer_epoch, batch.record_count) == (9, 4, 1)
@@ -58,7 +60,9 @@ def test_a_marker_needs_a_type_and_a_producer():
         build_control_batch(0, producer_id=9, producer_epoch=0, coordinator_epoch=0, timestamp_ms=0)
     assert info.value.code == ErrorCode.INVALID_RECORD
     with pytest.raises(KanalError):
-        build_control_batch(CONTROL_COMMIT, producer_id=0, producer_epoch=0, coordinator_epoch=0, timestamp_ms=0)
+        build_control_batch(
+            CONTROL_COMMIT, producer_id=0, producer_epoch=0, coordinator_epoch=0, timestamp_ms=0
+        )
 
 
 def _validate(raw: bytes, **kw) -> None:

@@ -13,14 +13,26 @@ from kanal.v1.error import ConfigError, ErrorCode, KanalError
 from kanal.v1.host_port import parse_host_port
 from kanal.v1.metrics_endpoint import metrics_listen
 
-BROKER_ARGS = ["--id", "0", "--listen", "127.0.0.1:9092", "--controllers", "127.0.0.1:9093", "--data-dir", "/tmp/x"]
+BROKER_ARGS = [
+    "--id",
+    "0",
+    "--listen",
+    "127.0.0.1:9092",
+    "--controllers",
+    "127.0.0.1:9093",
+    "--data-dir",
+    "/tmp/x",
+]
 CONTROLLER_ARGS = ["--id", "0", "--listen", "127.0.0.1:1", "--peers", "0=127.0.0.1:2=127.0.0.1:1",
                    "--data-dir", "/tmp/x"]
 
 # where -> (the call, a word its message must hold: the setting it names)
 BAD_CONFIGS = {
     "broker flag": (lambda: parse_command([*BROKER_ARGS, "--log-level", "bogus"]), "log-level"),
-    "controller flag": (lambda: parse_controller_args([*CONTROLLER_ARGS, "--no-such-flag"]), "--no-such-flag"),
+    "controller flag": (
+        lambda: parse_controller_args([*CONTROLLER_ARGS, "--no-such-flag"]),
+        "--no-such-flag",
+    ),
     "host:port": (lambda: parse_host_port("no-port"), "HOST:PORT"),
     "client config": (lambda: ProducerConfig(bootstrap="127.0.0.1:9092", acks=7), "acks"),
 }

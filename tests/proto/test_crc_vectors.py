@@ -50,40 +50,69 @@ INPUTS = [
     {
         "name": "plain",
         "description": "Not idempotent (producer id, epoch and sequence 0, so left out), uncompressed. "
-                       "Record 0: key and one header; record 1: null key (field absent), a later timestamp; "
-                       "record 2: an earlier timestamp than the first (negative zigzag delta), an empty but "
-                       "present value, a header whose value is null.",
-        "producer_id": 0, "producer_epoch": 0, "base_sequence": 0, "codec": 0,
+        "Record 0: key and one header; record 1: null key (field absent), a later timestamp; "
+        "record 2: an earlier timestamp than the first (negative zigzag delta), an empty but "
+        "present value, a header whose value is null.",
+        "producer_id": 0,
+        "producer_epoch": 0,
+        "base_sequence": 0,
+        "codec": 0,
         "records": [
-            {"key_hex": b"user-1".hex(), "value_hex": b"hello".hex(), "timestamp_ms": _T0,
-             "headers": [{"key": "trace", "value_hex": b"t-1".hex()}]},
+            {
+                "key_hex": b"user-1".hex(),
+                "value_hex": b"hello".hex(),
+                "timestamp_ms": _T0,
+                "headers": [{"key": "trace", "value_hex": b"t-1".hex()}],
+            },
             {"key_hex": None, "value_hex": b"world".hex(), "timestamp_ms": _T0 + 5, "headers": []},
-            {"key_hex": b"user-2".hex(), "value_hex": "", "timestamp_ms": _T0 - 3,
-             "headers": [{"key": "h", "value_hex": None}]},
+            {
+                "key_hex": b"user-2".hex(),
+                "value_hex": "",
+                "timestamp_ms": _T0 - 3,
+                "headers": [{"key": "h", "value_hex": None}],
+            },
         ],
         "stored": {"base_offset": 1000, "partition_leader_epoch": 3},
     },
     {
         "name": "idempotent",
         "description": "An idempotent producer's batch: producer id 4242, epoch 3, base sequence 17 (its "
-                       "records take sequences 17, 18). Uncompressed.",
-        "producer_id": 4242, "producer_epoch": 3, "base_sequence": 17, "codec": 0,
+        "records take sequences 17, 18). Uncompressed.",
+        "producer_id": 4242,
+        "producer_epoch": 3,
+        "base_sequence": 17,
+        "codec": 0,
         "records": [
-            {"key_hex": b"order-7".hex(), "value_hex": b'{"qty":1}'.hex(), "timestamp_ms": _T0 + 100,
-             "headers": []},
-            {"key_hex": b"order-8".hex(), "value_hex": b'{"qty":2}'.hex(), "timestamp_ms": _T0 + 101,
-             "headers": []},
+            {
+                "key_hex": b"order-7".hex(),
+                "value_hex": b'{"qty":1}'.hex(),
+                "timestamp_ms": _T0 + 100,
+                "headers": [],
+            },
+            {
+                "key_hex": b"order-8".hex(),
+                "value_hex": b'{"qty":2}'.hex(),
+                "timestamp_ms": _T0 + 101,
+                "headers": [],
+            },
         ],
         "stored": {"base_offset": 5, "partition_leader_epoch": 0},
     },
     {
         "name": "gzip",
         "description": "COMPRESSION_GZIP: `records` is the gzip stream of the serialized RecordList, and "
-                       "the CRC covers the compressed bytes. Not idempotent.",
-        "producer_id": 0, "producer_epoch": 0, "base_sequence": 0, "codec": records_pb2.COMPRESSION_GZIP,
+        "the CRC covers the compressed bytes. Not idempotent.",
+        "producer_id": 0,
+        "producer_epoch": 0,
+        "base_sequence": 0,
+        "codec": records_pb2.COMPRESSION_GZIP,
         "records": [
-            {"key_hex": b"sensor-%d" % (i % 2), "value_hex": b"temperature=21.%d" % i, "timestamp_ms": _T0 + i,
-             "headers": []}
+            {
+                "key_hex": b"sensor-%d" % (i % 2),
+                "value_hex": b"temperature=21.%d" % i,
+                "timestamp_ms": _T0 + i,
+                "headers": [],
+            }
             for i in range(4)
         ],
         "stored": {"base_offset": 123456789012, "partition_leader_epoch": 7},
@@ -91,9 +120,12 @@ INPUTS = [
     {
         "name": "one-record",
         "description": "A single record with no key, no headers and the same timestamp as the batch: "
-                       "last_offset_delta is 0, so field 12 is left out of the producer bytes (the broker suffix "
-                       "restates it as 0), and the record's offset_delta and timestamp delta are left out too.",
-        "producer_id": 0, "producer_epoch": 0, "base_sequence": 0, "codec": 0,
+        "last_offset_delta is 0, so field 12 is left out of the producer bytes (the broker suffix "
+        "restates it as 0), and the record's offset_delta and timestamp delta are left out too.",
+        "producer_id": 0,
+        "producer_epoch": 0,
+        "base_sequence": 0,
+        "codec": 0,
         "records": [{"key_hex": None, "value_hex": b"x".hex(), "timestamp_ms": _T0, "headers": []}],
         "stored": {"base_offset": 0, "partition_leader_epoch": 0},
     },
@@ -175,13 +207,26 @@ def derive(spec: dict, payload: bytes | None = None) -> dict:
     record_list = encode_record_list(records, first_ts)
     if payload is None:
         payload = compress(spec["codec"], record_list)
-    fields = {"record_count": len(records), "last_offset_delta": len(records) - 1, "first_timestamp_ms": first_ts,
-              "max_timestamp_ms": max(r.timestamp_ms for r in records), "codec": spec["codec"],
-              "producer_id": spec["producer_id"], "producer_epoch": spec["producer_epoch"],
-              "base_sequence": spec["base_sequence"]}
-    crc_header = CRC_HEADER.pack(fields["producer_id"], fields["producer_epoch"], fields["base_sequence"],
-                                 fields["first_timestamp_ms"], fields["max_timestamp_ms"], fields["record_count"],
-                                 fields["last_offset_delta"], fields["codec"])
+    fields = {
+        "record_count": len(records),
+        "last_offset_delta": len(records) - 1,
+        "first_timestamp_ms": first_ts,
+        "max_timestamp_ms": max(r.timestamp_ms for r in records),
+        "codec": spec["codec"],
+        "producer_id": spec["producer_id"],
+        "producer_epoch": spec["producer_epoch"],
+        "base_sequence": spec["base_sequence"],
+    }
+    crc_header = CRC_HEADER.pack(
+        fields["producer_id"],
+        fields["producer_epoch"],
+        fields["base_sequence"],
+        fields["first_timestamp_ms"],
+        fields["max_timestamp_ms"],
+        fields["record_count"],
+        fields["last_offset_delta"],
+        fields["codec"],
+    )
     batch = b"".join(frame_batch_parts(payload, **fields))
     stored_fields = spec["stored"]
     suffix = broker_suffix(stored_fields["base_offset"], stored_fields["partition_leader_epoch"],
@@ -264,11 +309,17 @@ def test_batch_bytes_equal_protobufs_own_serialization(name):
     the encoding rules in the file are protobuf's canonical ones."""
     v = BY_NAME[name]
     expected = records_pb2.RecordBatch(
-        producer_id=v["producer_id"], producer_epoch=v["producer_epoch"], base_sequence=v["base_sequence"],
+        producer_id=v["producer_id"],
+        producer_epoch=v["producer_epoch"],
+        base_sequence=v["base_sequence"],
         first_timestamp_ms=v["batch_fields"]["first_timestamp_ms"],
-        max_timestamp_ms=v["batch_fields"]["max_timestamp_ms"], record_count=v["batch_fields"]["record_count"],
-        codec=v["codec"], records=bytes.fromhex(v["records_payload_hex"]), crc=v["crc"],
-        last_offset_delta=v["batch_fields"]["last_offset_delta"])
+        max_timestamp_ms=v["batch_fields"]["max_timestamp_ms"],
+        record_count=v["batch_fields"]["record_count"],
+        codec=v["codec"],
+        records=bytes.fromhex(v["records_payload_hex"]),
+        crc=v["crc"],
+        last_offset_delta=v["batch_fields"]["last_offset_delta"],
+    )
     assert expected.SerializeToString() == bytes.fromhex(v["batch_hex"])
     record_list = protobuf_record_list(_records(v), v["batch_fields"]["first_timestamp_ms"])
     assert record_list.SerializeToString() == bytes.fromhex(v["record_list_hex"])
@@ -278,9 +329,17 @@ def test_batch_bytes_equal_protobufs_own_serialization(name):
 def test_crcs_cover_the_documented_bytes(name):
     v = BY_NAME[name]
     f = v["batch_fields"]
-    header = struct.pack(">qiiqqiii", v["producer_id"], v["producer_epoch"], v["base_sequence"],
-                         f["first_timestamp_ms"], f["max_timestamp_ms"], f["record_count"], f["last_offset_delta"],
-                         v["codec"])
+    header = struct.pack(
+        ">qiiqqiii",
+        v["producer_id"],
+        v["producer_epoch"],
+        v["base_sequence"],
+        f["first_timestamp_ms"],
+        f["max_timestamp_ms"],
+        f["record_count"],
+        f["last_offset_delta"],
+        v["codec"],
+    )
     assert len(header) == 44 and header.hex() == v["crc_header_hex"]
     assert crc32c.crc32c(header + bytes.fromhex(v["records_payload_hex"])) == v["crc"]
     entry = bytes.fromhex(v["stored"]["log_entry_hex"])
@@ -297,19 +356,37 @@ def test_kanal_reads_the_vectors_back(name):
     if not v["codec"]:  # uncompressed: the producer's own path writes exactly these bytes
         from kanal.v1.batch import build_batch
 
-        assert build_batch(_records(v), codec=v["codec"], producer_id=v["producer_id"],
-                           producer_epoch=v["producer_epoch"], base_sequence=v["base_sequence"]) == batch_bytes
-    assert decompress(v["codec"], bytes.fromhex(v["records_payload_hex"])) == bytes.fromhex(v["record_list_hex"])
-    stored = with_broker_suffix(batch_bytes, v["stored"]["base_offset"], v["stored"]["partition_leader_epoch"])
+        assert (
+            build_batch(
+                _records(v),
+                codec=v["codec"],
+                producer_id=v["producer_id"],
+                producer_epoch=v["producer_epoch"],
+                base_sequence=v["base_sequence"],
+            )
+            == batch_bytes
+        )
+    assert decompress(v["codec"], bytes.fromhex(v["records_payload_hex"])) == bytes.fromhex(
+        v["record_list_hex"]
+    )
+    stored = with_broker_suffix(
+        batch_bytes, v["stored"]["base_offset"], v["stored"]["partition_leader_epoch"]
+    )
     assert stored == batch_bytes + bytes.fromhex(v["stored"]["broker_suffix_hex"])
     (entry,) = iter_entries(bytes.fromhex(v["stored"]["log_entry_hex"]), verify_crc=True)
     assert bytes(entry.batch) == stored
     parsed = parse_batch(entry.batch)
     assert (parsed.base_offset, parsed.partition_leader_epoch) == (v["stored"]["base_offset"],
                                                                    v["stored"]["partition_leader_epoch"])
-    got = [(r.key if r.HasField("key") else None, r.value if r.HasField("value") else None,
+    got = [
+        (
+            r.key if r.HasField("key") else None,
+            r.value if r.HasField("value") else None,
             parsed.first_timestamp_ms + r.timestamp_delta_ms,
-            [(h.key, h.value if h.HasField("value") else None) for h in r.headers]) for r in decode_records(parsed)]
+            [(h.key, h.value if h.HasField("value") else None) for h in r.headers],
+        )
+        for r in decode_records(parsed)
+    ]
     assert got == [(r.key, r.value, r.timestamp_ms, list(r.headers)) for r in _records(v)]
 
 

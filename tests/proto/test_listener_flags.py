@@ -10,7 +10,16 @@ from kanal.deploy.certificates import make_ca
 from kanal.raft.controller_config import ControllerConfigError, parse_controller_args
 from kanal.v1.server_flags import ServerFlagError
 
-BROKER = ["--id", "1", "--listen", "127.0.0.1:9092", "--controllers", "127.0.0.1:9091", "--data-dir", "/tmp/kanal-x"]
+BROKER = [
+    "--id",
+    "1",
+    "--listen",
+    "127.0.0.1:9092",
+    "--controllers",
+    "127.0.0.1:9091",
+    "--data-dir",
+    "/tmp/kanal-x",
+]
 CONTROLLER = ["--id", "0", "--listen", "127.0.0.1:9091", "--peers", "0=127.0.0.1:9093=127.0.0.1:9091",
               "--data-dir", "/tmp/kanal-y"]
 
@@ -31,8 +40,9 @@ def tls_flags(files, **extra):
 
 
 def test_flags_environment_and_config_file_build_the_listener_security(files, tmp_path):
-    config = parse_broker_args([*BROKER, *tls_flags(files, tls_client_auth="required", authentication="mtls,password")],
-                               environ={})
+    config = parse_broker_args(
+        [*BROKER, *tls_flags(files, tls_client_auth="required", authentication="mtls,password")], environ={}
+    )
     assert config.security.tls and config.security.client_auth == "required"
     assert config.security.authentication == {"mtls", "password"}
     assert config.security.outbound().cert_file == files["cert"]

@@ -9,7 +9,9 @@ import pytest
 
 from kanal.v1.partitioning import partition_for_key
 
-VECTORS = json.loads((Path(__file__).resolve().parents[2] / "proto/kanal/v1/partitioner_vectors.json").read_text())
+VECTORS = json.loads(
+    (Path(__file__).resolve().parents[2] / "proto/kanal/v1/partitioner_vectors.json").read_text()
+)
 
 
 def murmur3_x86_32(data: bytes, seed: int = 0) -> int:

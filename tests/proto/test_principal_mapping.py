@@ -31,9 +31,18 @@ def test_mapping(rules, subject, expected):
     assert parse_rules(rules).name_of(subject) == expected
 
 
-@pytest.mark.parametrize("rules", [
-    "", "RULE:^CN=(.*)$/$1", "RULE:^CN=(.*)$/$1/X", "DEFAULT DEFAULT", "RULE:(/x/", "RULE:^CN=(.*)$/$2/", "default",
-])
+@pytest.mark.parametrize(
+    "rules",
+    [
+        "",
+        "RULE:^CN=(.*)$/$1",
+        "RULE:^CN=(.*)$/$1/X",
+        "DEFAULT DEFAULT",
+        "RULE:(/x/",
+        "RULE:^CN=(.*)$/$2/",
+        "default",
+    ],
+)
 def test_malformed_rules_are_one_line_errors(rules):
     with pytest.raises(ValueError) as err:
         parse_rules(rules)

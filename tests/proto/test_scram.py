@@ -55,7 +55,11 @@ def test_stored_key_is_the_hash_of_the_client_key_and_the_password_is_not_kept(m
     credential = derive(mechanism, "hunter2", b"s" * 32, 4096)
     assert verify_password(credential, "hunter2")
     assert not verify_password(credential, "hunter3")
-    assert len(credential.stored_key) == len(credential.server_key) == hashlib.new(MECHANISMS[mechanism]).digest_size
+    assert (
+        len(credential.stored_key)
+        == len(credential.server_key)
+        == hashlib.new(MECHANISMS[mechanism]).digest_size
+    )
     assert b"hunter2" not in credential.stored_key + credential.server_key + credential.salt
     assert "hunter2" not in repr(credential) and credential.stored_key.hex() not in repr(credential)
 

@@ -105,15 +105,23 @@ def test_advertised_addresses_must_resolve_and_not_be_wildcards(tmp_path):
                      "127.0.0.1:9601", "--data-dir", str(tmp_path), "--id", "1"])
     assert config.advertised == "localhost:9092" and config.listen == "0.0.0.0:9092"
     peers = PEERS.replace("0=127.0.0.1:9701", "0=no-such-host.invalid:9701")
-    with pytest.raises(ControllerConfigError, match="--peers raft address of controller 0: 'no-such-host.invalid'"):
+    with pytest.raises(
+        ControllerConfigError, match="--peers raft address of controller 0: 'no-such-host.invalid'"
+    ):
         parse_controller_args(["--id", "0", "--listen", "0.0.0.0:9601", "--peers", peers, "--data-dir",
                                str(tmp_path), "--resolve-wait-ms-max", "0"], {}, "h")
 
 
 def test_json_log_lines_are_one_object_each():
-    record = logging.LogRecord("kanal.broker.x", logging.WARNING, __file__, 1, "moved %d\nleaders", (3,), None)
+    record = logging.LogRecord(
+        "kanal.broker.x", logging.WARNING, __file__, 1, "moved %d\nleaders", (3,), None
+    )
     line = JsonFormatter("broker-1").format(record)
     assert "\n" not in line
     parsed = json.loads(line)
     assert list(parsed) == ["ts", "level", "node", "logger", "thread", "message"]
-    assert parsed["message"] == "moved 3\nleaders" and parsed["node"] == "broker-1" and parsed["ts"].endswith("Z")
+    assert (
+        parsed["message"] == "moved 3\nleaders"
+        and parsed["node"] == "broker-1"
+        and parsed["ts"].endswith("Z")
+    )

@@ -45,7 +45,9 @@ T = TypeVar("T")
 # -- waiting ---------------------------------------------------------------------------------------
 
 
-def wait_until(condition: Callable[[], T], timeout_s: float, what: str = "condition", interval_s: float = 0.02) -> T:
+def wait_until(
+    condition: Callable[[], T], timeout_s: float, what: str = "condition", interval_s: float = 0.02
+) -> T:
     """Poll `condition` until it returns something truthy; AssertionError after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     last_error: BaseException | None = None
@@ -57,7 +59,9 @@ def wait_until(condition: Callable[[], T], timeout_s: float, what: str = "condit
         except (grpc.RpcError, OSError) as exc:  # a process that is starting or stopping
             last_error = exc
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last error: {last_error})")
+            raise AssertionError(
+                f"timed out after {timeout_s}s waiting for {what} (last error: {last_error})"
+            )
         time.sleep(interval_s)
 
 
@@ -91,7 +95,9 @@ class Chain:
 
     def stamp(self, **body: Any) -> metadata_pb2.MetadataRecord:
         self.now_ms += 1
-        return metadata_pb2.MetadataRecord(time_ms=self.now_ms, principal="test", request_id=f"r{self.now_ms}", **body)
+        return metadata_pb2.MetadataRecord(
+            time_ms=self.now_ms, principal="test", request_id=f"r{self.now_ms}", **body
+        )
 
     def noop(self, epoch: int, *, mirror: bool = True) -> bytes:
         batch = metadata_pb2.MetadataBatch(
@@ -110,7 +116,9 @@ class Chain:
     ) -> bytes:
         batch = metadata_pb2.MetadataBatch(controller_epoch=epoch, records=list(records))
         proposal = self.ids.next()
-        data = encode_command(proposal, self.last if parent is None else parent, self.image.next_offset, batch)
+        data = encode_command(
+            proposal, self.last if parent is None else parent, self.image.next_offset, batch
+        )
         if mirror:
             apply_batch(self.image, batch, self.image.next_offset)
             self.last = proposal
@@ -283,7 +291,9 @@ class Quorum:
     def serving(self, i: int) -> bool:
         channel = self._channels.get(i) or grpc.insecure_channel(self.endpoint(i), options=channel_options())
         self._channels[i] = channel
-        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
+        reply = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=""), timeout=1
+        )
         return reply.status == health_pb2.HealthCheckResponse.SERVING
 
     def active_id(self) -> int | None:
@@ -298,7 +308,9 @@ class Quorum:
                 try:
                     self.stub(leader).CreateTopics(
                         admin_pb2.CreateTopicsRequest(
-                            topics=[admin_pb2.CreatableTopic(name="probe", partitions=1, replication_factor=1)],
+                            topics=[
+                                admin_pb2.CreatableTopic(name="probe", partitions=1, replication_factor=1)
+                            ],
                             validate_only=True,
                         ),
                         timeout=1,
@@ -382,7 +394,9 @@ def quorum_factory(request, tmp_path):
     their controllers' output is printed when the test failed."""
     quorums: list[Quorum] = []
 
-    def make(size: int = 3, extra_args: Iterable[str] = (), start: bool = True, voters: int | None = None) -> Quorum:
+    def make(
+        size: int = 3, extra_args: Iterable[str] = (), start: bool = True, voters: int | None = None
+    ) -> Quorum:
         q = Quorum(tmp_path / f"quorum-{len(quorums)}-{uuid.uuid4().hex[:6]}", size, extra_args, voters)
         q.base_dir.mkdir(parents=True)
         quorums.append(q)
@@ -440,7 +454,9 @@ class FakeBrokers:
         self.epochs[broker_id] = reply.broker_epoch
         return reply.broker_epoch
 
-    def heartbeat(self, broker_id: int, metadata_offset: int = 1 << 40) -> controller_pb2.BrokerHeartbeatResponse:
+    def heartbeat(
+        self, broker_id: int, metadata_offset: int = 1 << 40
+    ) -> controller_pb2.BrokerHeartbeatResponse:
         return self._active_stub().BrokerHeartbeat(
             controller_pb2.BrokerHeartbeatRequest(
                 broker_id=broker_id, broker_epoch=self.epochs[broker_id], metadata_offset=metadata_offset
@@ -467,7 +483,9 @@ def replay(batches: Iterable[LogBatch]) -> MetadataImage:
     image = MetadataImage()
     for batch in batches:
         if batch.base_offset != image.next_offset:
-            raise AssertionError(f"batch at {batch.base_offset} does not follow the image at {image.next_offset}")
+            raise AssertionError(
+                f"batch at {batch.base_offset} does not follow the image at {image.next_offset}"
+            )
         apply_batch(image, batch.metadata_batch(), batch.base_offset)
     return image
 
@@ -598,7 +616,9 @@ def existing_topics(quorum: Quorum, i: int, names: Iterable[str]) -> set[str]:
         chunk = names[start : start + 200]
         reply = quorum.stub(i).DescribeConfigs(
             admin_pb2.DescribeConfigsRequest(
-                resources=[admin_pb2.ConfigResource(type=metadata_pb2.CONFIG_RESOURCE_TOPIC, name=n) for n in chunk]
+                resources=[
+                    admin_pb2.ConfigResource(type=metadata_pb2.CONFIG_RESOURCE_TOPIC, name=n) for n in chunk
+                ]
             ),
             timeout=10,
         )

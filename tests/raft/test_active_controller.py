@@ -81,7 +81,9 @@ def _config(tmp_path, *extra):
 def setup(tmp_path, log_factory, fake_clock):
     def make(*extra):
         store = MetadataStore(log_factory(tmp_path / "log"))
-        controller = ActiveController(_config(tmp_path, *extra), store, clock=fake_clock, rng=random.Random(3))
+        controller = ActiveController(
+            _config(tmp_path, *extra), store, clock=fake_clock, rng=random.Random(3)
+        )
         raft = FakeRaft(store)
         raft.controller = controller
         controller.attach(raft)
@@ -110,8 +112,11 @@ def _live_brokers(controller, ids=(1, 2, 3)):
 
 def heartbeat(controller, broker_id, epoch, offset=1 << 40):
     reply = controller.broker_heartbeat(
-        controller_pb2.BrokerHeartbeatRequest(broker_id=broker_id, broker_epoch=epoch, metadata_offset=offset),
-        request_id="hb", deadline_s=_deadline(),
+        controller_pb2.BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=epoch, metadata_offset=offset
+        ),
+        request_id="hb",
+        deadline_s=_deadline(),
     )
     return reply
 
@@ -164,7 +169,9 @@ def test_a_conflicting_batch_makes_the_write_decide_again(setup):
     foreign = metadata_pb2.MetadataBatch(
         controller_epoch=1,
         records=[
-            metadata_pb2.MetadataRecord(time_ms=1, principal="x", request_id="x", no_op=metadata_pb2.NoOpRecord())
+            metadata_pb2.MetadataRecord(
+                time_ms=1, principal="x", request_id="x", no_op=metadata_pb2.NoOpRecord()
+            )
         ],
     )
     raft.before_next = [encode_command(ProposalIdSource().next(), head, image.next_offset, foreign)]
@@ -192,7 +199,9 @@ def test_a_deposed_controller_write_is_never_applied(setup):
             )
         ],
     )
-    raft.before_next = [encode_command(ProposalIdSource().next(), ProposalId.NONE, UNCONDITIONAL_OFFSET, newer)]
+    raft.before_next = [
+        encode_command(ProposalIdSource().next(), ProposalId.NONE, UNCONDITIONAL_OFFSET, newer)
+    ]
 
     def deposed():
         raft.leader, raft.current_term, raft.leader_at = False, 2, "127.0.0.1:7002"
@@ -268,7 +277,9 @@ def test_silent_broker_is_fenced_after_the_session_timeout_and_unfenced_when_bac
     controller.step()
     epochs = _live_brokers(controller)
     assert _create(controller, "t", partitions=6).results[0].error == 0
-    led_by_1 = store.read(lambda image: [p.partition_id for p in image.topics["t"].partitions if p.leader == 1])
+    led_by_1 = store.read(
+        lambda image: [p.partition_id for p in image.topics["t"].partitions if p.leader == 1]
+    )
     assert led_by_1
     fake_clock.advance(5_000)
     heartbeat(controller, 2, epochs[2])
@@ -386,7 +397,11 @@ def test_decisions_taken_while_an_entry_is_in_flight_go_together_as_the_next_ent
     outcomes, threads = _creating(controller, [f"t{i}" for i in range(5)])
     # One entry in flight (held); the other four decisions are taken at once, on the speculative image,
     # and wait in the outbox instead of waiting for room before deciding.
-    wait(lambda: len(raft.held) == 1 and len(controller._pipeline) == 5, 5, "one entry held, four decisions queued")
+    wait(
+        lambda: len(raft.held) == 1 and len(controller._pipeline) == 5,
+        5,
+        "one entry held, four decisions queued",
+    )
     assert len(decode_entry(raft.held[0])) == 1
     proposed_before = len(raft.proposed)
     raft.hold = False
@@ -400,7 +415,9 @@ def test_decisions_taken_while_an_entry_is_in_flight_go_together_as_the_next_ent
     topic_batches = [b for b in read_all(store._log)
                      if any(r.WhichOneof("record") == "topic" for r in b.metadata_batch().records)]
     assert len(topic_batches) == 5
-    assert store.read(lambda image: sorted(n for n in image.topics if n.startswith("t"))) == [f"t{i}" for i in range(5)]
+    assert store.read(lambda image: sorted(n for n in image.topics if n.startswith("t"))) == [
+        f"t{i}" for i in range(5)
+    ]
 
 
 def test_decisions_in_the_outbox_fail_at_once_when_the_controller_is_deposed(setup, wait):
@@ -426,7 +443,9 @@ def test_decisions_in_the_outbox_fail_at_once_when_the_controller_is_deposed(set
     for t in first_threads:
         t.join(10)
     assert first["first"].results[0].error == 0
-    assert store.read(lambda image: ("first" in image.topics, "q1" in image.topics, "q2" in image.topics)) == (
+    assert store.read(
+        lambda image: ("first" in image.topics, "q1" in image.topics, "q2" in image.topics)
+    ) == (
         True,
         False,
         False,

@@ -79,7 +79,8 @@ def test_silent_broker_is_fenced_its_leaderships_move_and_it_is_unfenced_when_ba
             r
             for b in q.fetch_all(active)
             for r in b.metadata_batch().records
-            if r.WhichOneof("record") == "broker_registration_change" and r.broker_registration_change.broker_id == 1
+            if r.WhichOneof("record") == "broker_registration_change"
+            and r.broker_registration_change.broker_id == 1
         ]
         assert [c.broker_registration_change.fenced for c in changes[-2:]] == [True, False]
         assert changes[-1].principal == "broker-1"

@@ -21,7 +21,9 @@ from kanal.v1 import metadata_pb2
 
 
 def _batch(epoch: int = 3) -> metadata_pb2.MetadataBatch:
-    record = metadata_pb2.MetadataRecord(time_ms=5, principal="p", request_id="r", no_op=metadata_pb2.NoOpRecord())
+    record = metadata_pb2.MetadataRecord(
+        time_ms=5, principal="p", request_id="r", no_op=metadata_pb2.NoOpRecord()
+    )
     return metadata_pb2.MetadataBatch(controller_epoch=epoch, records=[record])
 
 
@@ -121,7 +123,10 @@ def test_damaged_group_entries_are_refused():
         group[:-1],  # ends inside a command
         group + b"\x00",  # bytes after the last command
         group[:9],  # ends inside a length
-        b"KMG1" + (1).to_bytes(4, "big") + len(commands[0]).to_bytes(4, "big") + commands[0],  # a group of one
+        b"KMG1"
+        + (1).to_bytes(4, "big")
+        + len(commands[0]).to_bytes(4, "big")
+        + commands[0],  # a group of one
         b"KMG1" + (2).to_bytes(4, "big") + (5).to_bytes(4, "big") + b"KMG1x" + commands[0],  # not a command
     ):
         with pytest.raises(CommandFormatError):

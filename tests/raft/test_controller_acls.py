@@ -21,8 +21,15 @@ ANONYMOUS = "User:ANONYMOUS"
 
 def entry(name="orders", op=M.ACL_OPERATION_READ, *, principal="User:alice", rtype=M.ACL_RESOURCE_TOPIC,
           pattern=M.ACL_PATTERN_LITERAL, permission=M.ACL_PERMISSION_ALLOW) -> M.AccessControlEntry:
-    return M.AccessControlEntry(resource_type=rtype, resource_name=name, pattern_type=pattern, principal=principal,
-                                host="*", operation=op, permission=permission)
+    return M.AccessControlEntry(
+        resource_type=rtype,
+        resource_name=name,
+        pattern_type=pattern,
+        principal=principal,
+        host="*",
+        operation=op,
+        permission=permission,
+    )
 
 
 def added_records(q, i, before):
@@ -44,7 +51,12 @@ def test_acls_are_metadata_records_that_survive_a_restart(quorum_factory):
     good = [
         entry(),
         entry("pay-", M.ACL_OPERATION_WRITE, pattern=M.ACL_PATTERN_PREFIXED),
-        entry("kanal-cluster", M.ACL_OPERATION_ALTER, rtype=M.ACL_RESOURCE_CLUSTER, permission=M.ACL_PERMISSION_DENY),
+        entry(
+            "kanal-cluster",
+            M.ACL_OPERATION_ALTER,
+            rtype=M.ACL_RESOURCE_CLUSTER,
+            permission=M.ACL_PERMISSION_DENY,
+        ),
     ]
     standby = next(i for i in q.alive_ids() if i != active)
     reply = q.stub(standby).CreateAcls(admin_pb2.CreateAclsRequest(creations=good), timeout=10)  # forwarded
@@ -67,7 +79,8 @@ def test_acls_are_metadata_records_that_survive_a_restart(quorum_factory):
                "the ACLs after the restart")
     match = admin_pb2.AclFilter(resource_name="pay-eu", pattern_filter=admin_pb2.AclFilter.MATCH)
     assert [
-        a.resource_name for a in stub.DescribeAcls(admin_pb2.DescribeAclsRequest(filter=match), timeout=10).acls
+        a.resource_name
+        for a in stub.DescribeAcls(admin_pb2.DescribeAclsRequest(filter=match), timeout=10).acls
     ] == ["pay-"]
     deleted = stub.DeleteAcls(admin_pb2.DeleteAclsRequest(filters=[admin_pb2.AclFilter(
         resource_type=M.ACL_RESOURCE_TOPIC, pattern_filter=admin_pb2.AclFilter.PREFIXED)]), timeout=10)
@@ -101,7 +114,9 @@ def test_the_controllers_authorizer(quorum_factory):
     registered = stub.RegisterBroker(controller_pb2.RegisterBrokerRequest(
         broker_id=1, incarnation_id="x", endpoint="127.0.0.1:1"), timeout=10)
     assert registered.error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and registered.error_message
-    heartbeat = stub.BrokerHeartbeat(controller_pb2.BrokerHeartbeatRequest(broker_id=1, broker_epoch=1), timeout=10)
+    heartbeat = stub.BrokerHeartbeat(
+        controller_pb2.BrokerHeartbeatRequest(broker_id=1, broker_epoch=1), timeout=10
+    )
     assert heartbeat.error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     fetched = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(offset=0), timeout=10)
     assert fetched.error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and not fetched.entries

@@ -63,7 +63,10 @@ def test_secret_is_never_in_repr(tmp_path):
         ({"--peers": PEERS + ",2=127.0.0.1:7004=127.0.0.1:6004"}, "distinct"),
         ({"--peers": "2=127.0.0.1:7002=127.0.0.1:6002,3=127.0.0.1:7002=127.0.0.1:6003"}, "distinct"),
         ({"--session-timeout-ms": "50"}, "--session-timeout-ms"),
-        ({"--session-timeout-ms": "1000", "--session-check-interval-ms": "1000"}, "below --session-timeout-ms"),
+        (
+            {"--session-timeout-ms": "1000", "--session-check-interval-ms": "1000"},
+            "below --session-timeout-ms",
+        ),
         ({"--election-timeout-ms": "100", "--raft-heartbeat-interval-ms": "50"}, "election-timeout-ms / 3"),
         ({"--inflight-proposals-max": "0"}, "--inflight-proposals-max"),
         ({"--metadata-batch-bytes-max": str(64 << 20)}, "--metadata-batch-bytes-max"),

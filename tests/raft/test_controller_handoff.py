@@ -30,7 +30,11 @@ def test_sigterm_of_the_active_controller_hands_leadership_over_and_loses_nothin
         assert successor != first and successor in q.ids
         acked_at_stop = len(writer.acked)
         assert q.wait_active(30) == successor
-        wait(lambda: len(writer.acked) >= acked_at_stop + 30, 30, f"30 writes accepted after the stop ({writer!r})")
+        wait(
+            lambda: len(writer.acked) >= acked_at_stop + 30,
+            30,
+            f"30 writes accepted after the stop ({writer!r})",
+        )
 
     q.start(first)  # back on its data, as a follower
     q.wait_all_serving()

@@ -48,14 +48,22 @@ def test_a_controller_process_serves_kafka_like_metrics(quorum_factory, fake_bro
     assert live["kanal_controller_global_topic_count"] == 1
     assert live["kanal_controller_offline_partitions_count"] == 0
     assert live["kanal_controller_fenced_broker_count"] == 0
-    assert live["kanal_controller_last_applied_record_offset"] > first["kanal_controller_last_applied_record_offset"]
-    assert live["kanal_controller_last_committed_record_offset"] <= live["kanal_controller_last_applied_record_offset"]
+    assert (
+        live["kanal_controller_last_applied_record_offset"]
+        > first["kanal_controller_last_applied_record_offset"]
+    )
+    assert (
+        live["kanal_controller_last_committed_record_offset"]
+        <= live["kanal_controller_last_applied_record_offset"]
+    )
     assert live["kanal_controller_registered_broker_count"] == 2
     assert live["kanal_controller_under_replicated_partitions_count"] == 0
     assert live["kanal_raft_applied_index"] >= 1
     # The registrations and the create were writes the active controller decided and timed.
     assert live["kanal_controller_write_latency_seconds_count"] >= 3
-    assert live["process_resident_memory_bytes"] > 0 and "python_info{implementation=CPython,major=3," in " ".join(live)
+    assert live[
+        "process_resident_memory_bytes"
+    ] > 0 and "python_info{implementation=CPython,major=3," in " ".join(live)
 
     # No more heartbeats: both sessions expire, both brokers are fenced, every partition loses its leader.
     fenced = wait(lambda: (s := scrape(metrics))["kanal_controller_fenced_broker_count"] == 2 and s, 30,

@@ -115,7 +115,8 @@ def test_stale_broker_epochs_are_refused(env):
         q,
         active,
         lambda: stub.BrokerHeartbeat(
-            controller_pb2.BrokerHeartbeatRequest(broker_id=2, broker_epoch=stale, metadata_offset=1 << 40), timeout=10
+            controller_pb2.BrokerHeartbeatRequest(broker_id=2, broker_epoch=stale, metadata_offset=1 << 40),
+            timeout=10,
         ),
     )
     assert heartbeat.error == ErrorCode.STALE_BROKER_EPOCH and heartbeat.error_message
@@ -133,7 +134,9 @@ def test_stale_broker_epochs_are_refused(env):
         active,
         lambda: stub.AlterPartition(
             controller_pb2.AlterPartitionRequest(
-                broker_id=partition.leader, broker_epoch=brokers.epochs[partition.leader] + 1_000_000, items=[item]
+                broker_id=partition.leader,
+                broker_epoch=brokers.epochs[partition.leader] + 1_000_000,
+                items=[item],
             ),
             timeout=10,
         ),
@@ -202,7 +205,9 @@ def test_fetch_metadata_long_polls_until_a_write(env, wait):
     reply = pending.result()
     batches = list(iter_batches(reply.entries))
     assert batches and batches[0].base_offset == end
-    names = [r.topic.name for b in batches for r in b.metadata_batch().records if r.WhichOneof("record") == "topic"]
+    names = [
+        r.topic.name for b in batches for r in b.metadata_batch().records if r.WhichOneof("record") == "topic"
+    ]
     assert "wakes-the-poll" in names
 
 
@@ -221,14 +226,17 @@ def test_standby_forwards_admin_writes_and_names_the_active_controller_to_broker
     assert heartbeat.active_controller.endpoint == q.endpoint(active)
     with pytest.raises(grpc.RpcError) as info:
         q.stub(standby).DeleteTopics(
-            admin_pb2.DeleteTopicsRequest(names=["via-standby"]), timeout=10, metadata=(("kanal-forwarded", "1"),)
+            admin_pb2.DeleteTopicsRequest(names=["via-standby"]),
+            timeout=10,
+            metadata=(("kanal-forwarded", "1"),),
         )
     trailing = dict(info.value.trailing_metadata())
     assert trailing["kanal-error-code"] == str(ErrorCode.NOT_CONTROLLER)
     assert trailing["kanal-active-controller"] == q.endpoint(active)
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
     register = q.stub(standby).RegisterBroker(
-        controller_pb2.RegisterBrokerRequest(broker_id=9, incarnation_id="x", endpoint="127.0.0.1:1"), timeout=10
+        controller_pb2.RegisterBrokerRequest(broker_id=9, incarnation_id="x", endpoint="127.0.0.1:1"),
+        timeout=10,
     )
     assert register.error == ErrorCode.NOT_CONTROLLER and register.active_controller.controller_id == active
 
@@ -301,8 +309,9 @@ def test_producer_id_blocks_and_isr_changes_from_brokers(env):
 
 def test_every_controller_describes_the_image_its_log_replays_to(env):
     q, _, _active, stub = env
-    stub.CreateTopics(admin_pb2.CreateTopicsRequest(topics=[_topic("imaged", 2, 2, [("retention.ms", "1000")])]),
-                      timeout=10)
+    stub.CreateTopics(
+        admin_pb2.CreateTopicsRequest(topics=[_topic("imaged", 2, 2, [("retention.ms", "1000")])]), timeout=10
+    )
     for i in q.ids:
         controller = q.stub(i)
 
@@ -317,8 +326,9 @@ def test_every_controller_describes_the_image_its_log_replays_to(env):
         replayed = MetadataImage()
         offset = 0
         while offset < snapshot.next_offset:
-            reply = controller.FetchMetadata(controller_pb2.FetchMetadataRequest(offset=offset, max_bytes=1 << 20),
-                                             timeout=5)
+            reply = controller.FetchMetadata(
+                controller_pb2.FetchMetadataRequest(offset=offset, max_bytes=1 << 20), timeout=5
+            )
             for batch in iter_batches(reply.entries):
                 if batch.base_offset >= snapshot.next_offset:
                     break

@@ -97,7 +97,11 @@ def test_a_different_batch_at_a_written_offset_replaces_the_unconfirmed_tail(tmp
     # batch at offset 2. The writer cuts the log there and writes the committed batch instead of stopping.
     log = log_factory(tmp_path / "m")
     writer = MetadataLogWriter(log)
-    first, lost_a, lost_b = _log_batch(0, 1, _records(2)), _log_batch(2, 1, _records(3)), _log_batch(5, 1, _records(1))
+    first, lost_a, lost_b = (
+        _log_batch(0, 1, _records(2)),
+        _log_batch(2, 1, _records(3)),
+        _log_batch(5, 1, _records(1)),
+    )
     for b in (first, lost_a, lost_b):
         writer.write(b)
     committed = _log_batch(2, 2, _records(2, t0=77))  # same offset, other content, a newer epoch
@@ -130,7 +134,11 @@ def test_a_gap_is_a_broken_invariant_and_writes_nothing(tmp_path, log_factory):
 
 
 def test_two_controllers_writing_the_same_batches_have_identical_files(tmp_path, log_factory):
-    batches = [_log_batch(0, 1, _records(3)), _log_batch(3, 2, _records(4, t0=50)), _log_batch(7, 2, _records(1))]
+    batches = [
+        _log_batch(0, 1, _records(3)),
+        _log_batch(3, 2, _records(4, t0=50)),
+        _log_batch(7, 2, _records(1)),
+    ]
     for name in ("a", "b"):
         log = log_factory(tmp_path / name)
         writer = MetadataLogWriter(log)

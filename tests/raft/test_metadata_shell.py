@@ -36,7 +36,9 @@ def digest(directory) -> dict[str, str]:
 @pytest.fixture
 def controller_dir(tmp_path, chain):
     """A controller's data directory whose log starts past 0: a snapshot, then 100 more batches."""
-    store = MetadataStore(Log.open(tmp_path / METADATA_LOG_DIR_NAME, metadata_log_config(1024, 4096)), SETTINGS)
+    store = MetadataStore(
+        Log.open(tmp_path / METADATA_LOG_DIR_NAME, metadata_log_config(1024, 4096)), SETTINGS
+    )
     store.apply(chain.noop(1))
     for b in range(1, 150):
         store.apply(chain.register(b, 1))
@@ -56,7 +58,9 @@ def controller_dir(tmp_path, chain):
         permission=metadata_pb2.ACL_PERMISSION_ALLOW,
     )
     store.apply(
-        chain.command([chain.stamp(access_control_entry=metadata_pb2.AccessControlEntryRecord(entry=entry))], 1)
+        chain.command(
+            [chain.stamp(access_control_entry=metadata_pb2.AccessControlEntryRecord(entry=entry))], 1
+        )
     )
     store.flush()
     assert store.log_start_offset > 0, "the fixture must make the reader start from the snapshot"
@@ -127,7 +131,11 @@ def test_online_the_tree_is_the_controllers_image(live_quorum):
     reply = q.stub(active).CreateTopics(admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
         name="shell-topic", partitions=2, replication_factor=3)]), timeout=10)
     assert reply.results[0].error == 0
-    snapshot = q.stub(active).DescribeMetadataImage(controller_pb2.DescribeMetadataImageRequest(), timeout=10).snapshot
+    snapshot = (
+        q.stub(active)
+        .DescribeMetadataImage(controller_pb2.DescribeMetadataImageRequest(), timeout=10)
+        .snapshot
+    )
     result = kanal("metadata", "--controller", q.endpoint(active), "cat", "/topics/shell-topic")
     assert result.returncode == 0, result.stderr
     expected = image_tree(image_from_snapshot(snapshot))["topics"]["shell-topic"]

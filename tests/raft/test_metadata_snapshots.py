@@ -139,7 +139,9 @@ def test_retention_deletes_only_old_segments_wholly_below_the_snapshot():
     # Size: delete while the log is larger than the limit, young or not; never the active segment.
     by_size = SnapshotSettings(retention_ms=10**12, retention_bytes=200)  # 350 -> 250 -> 150
     assert retained_log_start(segs, 35, NOW_MS, by_size) == 20
-    assert retained_log_start(segs, 35, NOW_MS, SnapshotSettings(retention_ms=10**12, retention_bytes=0)) == 30
+    assert (
+        retained_log_start(segs, 35, NOW_MS, SnapshotSettings(retention_ms=10**12, retention_bytes=0)) == 30
+    )
 
 
 # -- the store -------------------------------------------------------------------------------------

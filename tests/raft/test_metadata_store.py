@@ -231,5 +231,7 @@ def test_a_group_entry_is_judged_command_by_command_like_separate_entries(tmp_pa
     assert results == expected
     assert grouped.flush() == separate.flush() == 4
     assert grouped.copy_image() == separate.copy_image() == (chain.image, chain.last)
-    assert [b.metadata_batch() for b in read_all(grouped._log)] == [b.metadata_batch() for b in read_all(separate._log)]
+    assert [b.metadata_batch() for b in read_all(grouped._log)] == [
+        b.metadata_batch() for b in read_all(separate._log)
+    ]
     assert len(read_all(grouped._log)) == 4  # one RecordBatch per applied command, grouped or not

@@ -85,7 +85,11 @@ def test_a_power_cut_of_every_controller_mid_load_loses_no_acknowledged_write(
     for t in writers.threads:
         t.start()
     try:
-        wait(lambda: writers.count() >= ACKED_BEFORE_CUT_MIN, 120, f"{ACKED_BEFORE_CUT_MIN} acknowledged writes")
+        wait(
+            lambda: writers.count() >= ACKED_BEFORE_CUT_MIN,
+            120,
+            f"{ACKED_BEFORE_CUT_MIN} acknowledged writes",
+        )
         # The power goes: every controller dies at once, then each disk loses what was not fsynced.
         for i in q.ids:
             q.kill(i)

@@ -23,7 +23,9 @@ def voter_ids(q, i) -> list[int]:
 
 def image_voters(q, i) -> list[int]:
     """The voter set in controller i's committed image (its VoterSetRecord; [] before any change)."""
-    snapshot = q.stub(i).DescribeMetadataImage(controller_pb2.DescribeMetadataImageRequest(), timeout=5).snapshot
+    snapshot = (
+        q.stub(i).DescribeMetadataImage(controller_pb2.DescribeMetadataImageRequest(), timeout=5).snapshot
+    )
     found = [r.voter_set for r in snapshot.records if r.WhichOneof("record") == "voter_set"]
     return sorted(v.controller_id for v in found[-1].voters) if found else []
 
@@ -94,7 +96,9 @@ def test_add_a_fourth_and_remove_an_original_under_topic_creations(
         wait(lambda: converged(q, stay, stay), 60, f"the voters are {stay}")
         assert q.stop(gone) == 0
         acked_after = len(writer.acked)
-        wait(lambda: len(writer.acked) >= acked_after + 10, 60, f"writes without controller {gone}: {writer!r}")
+        wait(
+            lambda: len(writer.acked) >= acked_after + 10, 60, f"writes without controller {gone}: {writer!r}"
+        )
     acked = writer.all_names(writer.acked)
     written = writer.all_names(writer.acked + writer.failed + writer.unknown)
     for i in stay:

@@ -28,7 +28,11 @@ def test_with_two_of_three_down_writes_fail_and_nothing_is_half_applied(
     first = writer.write_once(timeout_s=2.5)
     assert first == "unknown"  # proposed, never committed: REQUEST_TIMED_OUT
     # It steps down after a few election timeouts; from then on writes fail at once, certainly unapplied.
-    wait(lambda: writer.write_once(timeout_s=2.5) == "failed", 30, "writes to fail with CONTROLLER_NOT_AVAILABLE")
+    wait(
+        lambda: writer.write_once(timeout_s=2.5) == "failed",
+        30,
+        "writes to fail with CONTROLLER_NOT_AVAILABLE",
+    )
     for _ in range(5):
         assert writer.write_once(timeout_s=2.5) == "failed"
     failed_while_down = len(writer.failed)
@@ -54,4 +58,6 @@ def test_with_two_of_three_down_writes_fail_and_nothing_is_half_applied(
         writer.check(existing)
         # The timed-out writes are exactly the ones whose fate was open; report which way they went.
         unknown_present = [g for g in writer.unknown if set(g) <= existing]
-        print(f"controller {i}: {len(writer.unknown)} unknown-outcome requests, {len(unknown_present)} applied")
+        print(
+            f"controller {i}: {len(writer.unknown)} unknown-outcome requests, {len(unknown_present)} applied"
+        )

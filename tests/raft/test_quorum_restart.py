@@ -45,7 +45,9 @@ def _populate(q, brokers):
         timeout=10,
     )
     assert all(r.error == 0 for r in reply.results), reply
-    assert active.DeleteTopics(admin_pb2.DeleteTopicsRequest(names=["doomed"]), timeout=10).results[0].error == 0
+    assert (
+        active.DeleteTopics(admin_pb2.DeleteTopicsRequest(names=["doomed"]), timeout=10).results[0].error == 0
+    )
     ids = active.AllocateProducerIds(
         controller_pb2.AllocateProducerIdsRequest(broker_id=1, broker_epoch=brokers.epochs[1]), timeout=10
     )

@@ -7,7 +7,18 @@ from kanal.raft.quorum_status import from_status
 
 PEERS = "1=127.0.0.1:7001=127.0.0.1:6001,2=127.0.0.1:7002=127.0.0.1:6002,3=127.0.0.1:7003=127.0.0.1:6003"
 CONFIG = parse_controller_args(
-    ["--id", "1", "--listen", "127.0.0.1:6001", "--raft", "127.0.0.1:7001", "--peers", PEERS, "--data-dir", "/tmp/x"]
+    [
+        "--id",
+        "1",
+        "--listen",
+        "127.0.0.1:6001",
+        "--raft",
+        "127.0.0.1:7001",
+        "--peers",
+        PEERS,
+        "--data-dir",
+        "/tmp/x",
+    ]
 )
 
 

@@ -61,7 +61,11 @@ def test_entries_term_vote_and_commit_survive_a_clean_reopen(tmp_path):
     j._destroy()
     again = _reopen(tmp_path)
     assert list(again) == _entries(5)
-    assert (again.getCurrentTerm(), again.getVotedForNodeId(), again.getRaftCommitIndex()) == (3, "127.0.0.1:9701", 4)
+    assert (again.getCurrentTerm(), again.getVotedForNodeId(), again.getRaftCommitIndex()) == (
+        3,
+        "127.0.0.1:9701",
+        4,
+    )
 
 
 @pytest.mark.parametrize("tail", [b"\x20\x00", b"\x40\x00\x00\x00" + b"\x01" * 20, b"\0" * 4096])
@@ -89,7 +93,9 @@ def test_a_header_without_records_opens_empty(tmp_path):
 
 def test_records_that_do_not_continue_the_sequence_are_cut(tmp_path):
     # A lost truncation followed by appends can leave an older tail behind newer records.
-    data = HEADER + b"".join(encode_record(c, i, t) for c, i, t in [(b"a", 1, 1), (b"b", 2, 2), (b"old", 3, 1)])
+    data = HEADER + b"".join(
+        encode_record(c, i, t) for c, i, t in [(b"a", 1, 1), (b"b", 2, 2), (b"old", 3, 1)]
+    )
     (tmp_path / JOURNAL_FILE_NAME).write_bytes(data)
     assert [e[1] for e in _reopen(tmp_path)] == [1, 2]
 

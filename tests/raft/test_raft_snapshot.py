@@ -51,7 +51,9 @@ def test_damage_is_detected(chain):
 
 
 def test_unknown_proposal_and_empty_image_round_trip(chain):
-    snapshot = RaftSnapshot((b"x", 1, 0), (b"y", 0, 0), ProposalIdSource().next(), image_to_snapshot(chain.image))
+    snapshot = RaftSnapshot(
+        (b"x", 1, 0), (b"y", 0, 0), ProposalIdSource().next(), image_to_snapshot(chain.image)
+    )
     assert decode_snapshot(encode_snapshot(snapshot)) == snapshot
 
 
@@ -59,8 +61,9 @@ def test_membership_round_trips_and_a_krs1_file_has_none(chain):
     """The Raft membership pysyncobj restores when it loads the dump (quorum changes); a KRS1 file (written
     before them) still loads, with no membership recorded."""
     members = ("127.0.0.1:9701", "127.0.0.1:9702", "127.0.0.1:9704")
-    snapshot = RaftSnapshot((b"x", 1, 0), (b"y", 0, 0), ProposalIdSource().next(), image_to_snapshot(chain.image),
-                            members)
+    snapshot = RaftSnapshot(
+        (b"x", 1, 0), (b"y", 0, 0), ProposalIdSource().next(), image_to_snapshot(chain.image), members
+    )
     assert decode_snapshot(encode_snapshot(snapshot)).members == members
     # A KRS1 file: the same bytes without the membership section, under the old magic, its own CRC.
     data = encode_snapshot(RaftSnapshot(snapshot.last_entry, snapshot.previous_entry, snapshot.last_proposal,

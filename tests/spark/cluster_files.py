@@ -68,25 +68,54 @@ def metadata_batches() -> list[m.MetadataBatch]:
         m.MetadataRecord(topic=m.TopicRecord(name="events", topic_id=EVENTS_OLD_ID), **_stamp(len(batches))),
         m.MetadataRecord(partition=m.PartitionRecord(topic_id=EVENTS_OLD_ID, partition_id=0, replicas=[0],
                                                      isr=[0], leader=0), **_stamp(len(batches)))])
-    batches.append([
-        m.MetadataRecord(broker_registration_change=m.BrokerRegistrationChangeRecord(
-            broker_id=0, broker_epoch=1, fenced=True, reason="session timed out"), **_stamp(len(batches))),
-        m.MetadataRecord(partition_change=m.PartitionChangeRecord(
-            topic_id=ORDERS_ID, partition_id=0, leader=1, isr=m.ReplicaList(broker_ids=[1, 2]),
-            cause=m.CAUSE_LEADER_FENCED), **_stamp(len(batches))),
-        m.MetadataRecord(partition_change=m.PartitionChangeRecord(
-            topic_id=EVENTS_OLD_ID, partition_id=0, leader=-1, cause=m.CAUSE_LEADER_FENCED), **_stamp(len(batches)))])
-    batches.append([m.MetadataRecord(remove_topic=m.RemoveTopicRecord(topic_id=EVENTS_OLD_ID), **_stamp(len(batches)))])
+    batches.append(
+        [
+            m.MetadataRecord(
+                broker_registration_change=m.BrokerRegistrationChangeRecord(
+                    broker_id=0, broker_epoch=1, fenced=True, reason="session timed out"
+                ),
+                **_stamp(len(batches)),
+            ),
+            m.MetadataRecord(
+                partition_change=m.PartitionChangeRecord(
+                    topic_id=ORDERS_ID,
+                    partition_id=0,
+                    leader=1,
+                    isr=m.ReplicaList(broker_ids=[1, 2]),
+                    cause=m.CAUSE_LEADER_FENCED,
+                ),
+                **_stamp(len(batches)),
+            ),
+            m.MetadataRecord(
+                partition_change=m.PartitionChangeRecord(
+                    topic_id=EVENTS_OLD_ID, partition_id=0, leader=-1, cause=m.CAUSE_LEADER_FENCED
+                ),
+                **_stamp(len(batches)),
+            ),
+        ]
+    )
+    batches.append(
+        [m.MetadataRecord(remove_topic=m.RemoveTopicRecord(topic_id=EVENTS_OLD_ID), **_stamp(len(batches)))]
+    )
     batches.append([
         m.MetadataRecord(topic=m.TopicRecord(name="events", topic_id=EVENTS_NEW_ID), **_stamp(len(batches))),
         m.MetadataRecord(partition=m.PartitionRecord(topic_id=EVENTS_NEW_ID, partition_id=0, replicas=[1, 2],
                                                      isr=[1, 2], leader=1), **_stamp(len(batches)))])
     batches.append([m.MetadataRecord(partition=m.PartitionRecord(  # a partition increase: 1 -> 2
         topic_id=ORDERS_ID, partition_id=1, replicas=[1, 2], isr=[1, 2], leader=1), **_stamp(len(batches)))])
-    batches.append([
-        m.MetadataRecord(topic=m.TopicRecord(name="__consumer_offsets", topic_id=OFFSETS_ID), **_stamp(len(batches))),
-        m.MetadataRecord(partition=m.PartitionRecord(topic_id=OFFSETS_ID, partition_id=0, replicas=[1], isr=[1],
-                                                     leader=1), **_stamp(len(batches)))])
+    batches.append(
+        [
+            m.MetadataRecord(
+                topic=m.TopicRecord(name="__consumer_offsets", topic_id=OFFSETS_ID), **_stamp(len(batches))
+            ),
+            m.MetadataRecord(
+                partition=m.PartitionRecord(
+                    topic_id=OFFSETS_ID, partition_id=0, replicas=[1], isr=[1], leader=1
+                ),
+                **_stamp(len(batches)),
+            ),
+        ]
+    )
     out = [m.MetadataBatch(controller_epoch=1, records=records) for records in batches]
     image = MetadataImage()
     offset = 0
@@ -141,7 +170,9 @@ def _follow(follower: Log, leader: Log, upto: int) -> None:
 
 def failover_cluster(root: Path) -> Failover:
     for c in range(3):
-        write_metadata_log(_node(root, f"controller-{c}", 100 + c) / "__cluster_metadata-0", metadata_batches())
+        write_metadata_log(
+            _node(root, f"controller-{c}", 100 + c) / "__cluster_metadata-0", metadata_batches()
+        )
     nodes = [_node(root, f"broker-{b}", b) for b in range(3)]
     orders = [_partition(n, "orders-0", ORDERS_ID) for n in nodes]
     committed = _lead(orders[0], _records("before", 0, 100), epoch=0)

@@ -8,7 +8,9 @@ from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
 from kanal.v1.batch import NewRecord, build_batch
 
-SMALL_SEGMENTS = LogConfig(segment_bytes_max=6 * 1024, batch_bytes_max=3 * 1024, timestamp_difference_ms_max=None)
+SMALL_SEGMENTS = LogConfig(
+    segment_bytes_max=6 * 1024, batch_bytes_max=3 * 1024, timestamp_difference_ms_max=None
+)
 LARGE_BATCHES = LogConfig(segment_bytes_max=1 << 20, batch_bytes_max=1 << 19)
 
 

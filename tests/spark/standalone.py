@@ -40,8 +40,13 @@ class SparkStandalone:
     def env(self) -> dict[str, str]:
         """The environment for the daemons and for a driver that should reach them on loopback."""
         home = os.path.dirname(pyspark.__file__)
-        return {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1",
-                "SPARK_LOG_DIR": str(self.directory / "logs"), "SPARK_WORKER_DIR": str(self.directory / "work")}
+        return {
+            **os.environ,
+            "SPARK_HOME": home,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_LOG_DIR": str(self.directory / "logs"),
+            "SPARK_WORKER_DIR": str(self.directory / "work"),
+        }
 
     def __enter__(self) -> Self:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -49,13 +54,41 @@ class SparkStandalone:
         properties.write_text("spark.master.rest.enabled false\n")
         spark_class = str(Path(self.env()["SPARK_HOME"]) / "bin" / "spark-class")
         try:
-            self._start("master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                   "--port", str(self.master_port), "--webui-port", str(self.master_ui_port),
-                                   "--properties-file", str(properties)])
-            self._start("worker", [spark_class, "org.apache.spark.deploy.worker.Worker", self.master_url,
-                                   "--host", "127.0.0.1", "--webui-port", str(self.worker_ui_port),
-                                   "--cores", str(self.worker_cores), "--memory", self.worker_memory,
-                                   "--work-dir", str(self.directory / "work"), "--properties-file", str(properties)])
+            self._start(
+                "master",
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.master_port),
+                    "--webui-port",
+                    str(self.master_ui_port),
+                    "--properties-file",
+                    str(properties),
+                ],
+            )
+            self._start(
+                "worker",
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    self.master_url,
+                    "--host",
+                    "127.0.0.1",
+                    "--webui-port",
+                    str(self.worker_ui_port),
+                    "--cores",
+                    str(self.worker_cores),
+                    "--memory",
+                    self.worker_memory,
+                    "--work-dir",
+                    str(self.directory / "work"),
+                    "--properties-file",
+                    str(properties),
+                ],
+            )
             self._wait_for_worker()
         except BaseException:
             self.stop()
@@ -86,7 +119,9 @@ class SparkStandalone:
                 if p.poll() is not None:
                     raise AssertionError(f"a Spark daemon exited with {p.returncode}: {self.logs()}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"no Spark worker registered within {START_TIMEOUT_S:.0f} s: {self.logs()}")
+                raise AssertionError(
+                    f"no Spark worker registered within {START_TIMEOUT_S:.0f} s: {self.logs()}"
+                )
             time.sleep(0.5)
 
     def logs(self) -> str:

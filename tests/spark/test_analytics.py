@@ -35,23 +35,38 @@ def data_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("analytics")
     # clicks-0: minute 0 gets offsets 0..99 from producer 7, minute 1 gets 100..149 from producer 8.
     minute0 = [NewRecord(value=b"x" * 100, key=_key(i), timestamp_ms=T0 + i * 100) for i in range(100)]
-    minute1 = [NewRecord(value=b"y" * 100, key=_key(i), timestamp_ms=T0 + MINUTE_MS + i) for i in range(100, 150)]
+    minute1 = [
+        NewRecord(value=b"y" * 100, key=_key(i), timestamp_ms=T0 + MINUTE_MS + i) for i in range(100, 150)
+    ]
     write_log(root / "broker-0" / "clicks-0", [minute0[:50], minute0[50:], minute1], producer_ids=[7, 7, 8],
               config=LARGE_BATCHES)
     # clicks-1: 30 records without keys in minute 2.
-    write_log(root / "broker-1" / "clicks-1",
-              [[NewRecord(value=b"z" * 10, timestamp_ms=T0 + 2 * MINUTE_MS + i) for i in range(30)]], producer_id=7)
+    write_log(
+        root / "broker-1" / "clicks-1",
+        [[NewRecord(value=b"z" * 10, timestamp_ms=T0 + 2 * MINUTE_MS + i) for i in range(30)]],
+        producer_id=7,
+    )
     # __consumer_offsets-7: group g1 commits 40 in minute 0 and 120 in minute 1; group metadata and a
     # tombstone for another group's offset, which lag must not count.
     meta_key = groups_pb2.GroupRecordKey(group=groups_pb2.GroupMetadataKey(group_id="g1")).SerializeToString()
-    gone = groups_pb2.GroupRecordKey(offset=groups_pb2.OffsetCommitKey(group_id="g2", topic="clicks", partition=1))
-    write_log(root / "broker-0" / "__consumer_offsets-7", [
-        [NewRecord(value=groups_pb2.GroupMetadataValue(protocol_type="consumer").SerializeToString(), key=meta_key,
-                   timestamp_ms=T0 + 1000)],
-        [_commit("g1", "clicks", 0, 40, T0 + 30_000)],
-        [_commit("g1", "clicks", 0, 120, T0 + MINUTE_MS + 30_000)],
-        [NewRecord(value=None, key=gone.SerializeToString(), timestamp_ms=T0 + MINUTE_MS + 40_000)],
-    ])
+    gone = groups_pb2.GroupRecordKey(
+        offset=groups_pb2.OffsetCommitKey(group_id="g2", topic="clicks", partition=1)
+    )
+    write_log(
+        root / "broker-0" / "__consumer_offsets-7",
+        [
+            [
+                NewRecord(
+                    value=groups_pb2.GroupMetadataValue(protocol_type="consumer").SerializeToString(),
+                    key=meta_key,
+                    timestamp_ms=T0 + 1000,
+                )
+            ],
+            [_commit("g1", "clicks", 0, 40, T0 + 30_000)],
+            [_commit("g1", "clicks", 0, 120, T0 + MINUTE_MS + 30_000)],
+            [NewRecord(value=None, key=gone.SerializeToString(), timestamp_ms=T0 + MINUTE_MS + 40_000)],
+        ],
+    )
     return root
 
 
@@ -75,7 +90,11 @@ def test_partition_stats(result):
 def test_records_per_minute(result):
     per_minute = [(t, p, int(m.timestamp() * 1000) - T0, n) for t, p, m, n in
                   rows(result.tables["throughput"], "topic", "partition", "minute", "records")]
-    assert per_minute == [("clicks", 0, 0, 100), ("clicks", 0, MINUTE_MS, 50), ("clicks", 1, 2 * MINUTE_MS, 30)]
+    assert per_minute == [
+        ("clicks", 0, 0, 100),
+        ("clicks", 0, MINUTE_MS, 50),
+        ("clicks", 1, 2 * MINUTE_MS, 30),
+    ]
 
 
 def test_key_skew_and_hot_keys(result):
@@ -87,16 +106,22 @@ def test_key_skew_and_hot_keys(result):
 
 
 def test_producers(result):
-    assert rows(result.tables["producers"], "partition", "producer_id", "records", "first_offset", "last_offset") == [
-        (0, 7, 100, 0, 99), (0, 8, 50, 100, 149), (1, 7, 30, 0, 29)]
+    assert rows(
+        result.tables["producers"], "partition", "producer_id", "records", "first_offset", "last_offset"
+    ) == [(0, 7, 100, 0, 99), (0, 8, 50, 100, 149), (1, 7, 30, 0, 29)]
 
 
 def test_lag_over_time_and_now(result):
-    lag = [(g, p, int(m.timestamp() * 1000) - T0, end, committed, lag) for g, p, m, end, committed, lag in
-           rows(result.tables["lag"], "group", "partition", "minute", "log_end_offset", "committed_offset", "lag")]
+    lag = [
+        (g, p, int(m.timestamp() * 1000) - T0, end, committed, lag)
+        for g, p, m, end, committed, lag in rows(
+            result.tables["lag"], "group", "partition", "minute", "log_end_offset", "committed_offset", "lag"
+        )
+    ]
     assert lag == [("g1", 0, 0, 100, 40, 60), ("g1", 0, MINUTE_MS, 150, 120, 30)]
-    assert rows(result.tables["group_lag"], "group", "topic", "partition", "committed_offset", "log_end_offset",
-                "lag") == [("g1", "clicks", 0, 120, 150, 30)]
+    assert rows(
+        result.tables["group_lag"], "group", "topic", "partition", "committed_offset", "log_end_offset", "lag"
+    ) == [("g1", "clicks", 0, 120, 150, 30)]
     assert result.damage == []
     assert (result.out_dir / "lag").is_dir() and list((result.out_dir / "lag").glob("*.parquet"))
 

@@ -48,14 +48,22 @@ def history(tmp_path_factory):
             producer.flush(60)
             for f in futures:
                 produced[f.result(60).partition] += 1
-        led_by_killed = [p for p in range(PARTITIONS) if partition_info(cluster, TOPIC_NAME, p).leader == KILLED]
+        led_by_killed = [
+            p for p in range(PARTITIONS) if partition_info(cluster, TOPIC_NAME, p).leader == KILLED
+        ]
         node = broker_node(cluster, KILLED)
         node.kill()
-        wait_until(lambda: all(KILLED not in partition_info(cluster, TOPIC_NAME, p).isr for p in range(PARTITIONS)),
-                   30, "the killed broker to leave every ISR")
+        wait_until(
+            lambda: all(KILLED not in partition_info(cluster, TOPIC_NAME, p).isr for p in range(PARTITIONS)),
+            30,
+            "the killed broker to leave every ISR",
+        )
         cluster.start_node(node, timeout_s=60)
-        wait_until(lambda: all(KILLED in partition_info(cluster, TOPIC_NAME, p).isr for p in range(PARTITIONS)),
-                   60, "the restarted broker to rejoin every ISR")
+        wait_until(
+            lambda: all(KILLED in partition_info(cluster, TOPIC_NAME, p).isr for p in range(PARTITIONS)),
+            60,
+            "the restarted broker to rejoin every ISR",
+        )
         with Admin(cluster.bootstrap) as admin:
             admin.alter_configs(TOPIC, TOPIC_NAME, set_={"retention.ms": "3600000"})
             admin.delete_topic(TEMP_TOPIC)
@@ -114,20 +122,35 @@ def test_killed_broker_fenced_and_back(audit):
     assert fenced[2] == "controller" and "session" in fenced[1], fenced
     assert events[-1][3] is not None and events[-1][3] >= 0
     fencing = rows(audit.tables["broker_fencing"], "broker_id", "start_reason", "duration_ms", "open")
-    assert any(b == KILLED and "session" in (reason or "") and not is_open for b, reason, _, is_open in fencing)
+    assert any(
+        b == KILLED and "session" in (reason or "") and not is_open for b, reason, _, is_open in fencing
+    )
 
 
 def test_leader_changes_and_isr(audit, history):
     _, _, led_by_killed = history
-    moves = rows(audit.tables["leader_changes"], "topic", "partition", "leader_before", "leader_after", "cause",
-                 "leader_epoch")
-    fenced_moves = [m for m in moves if m[0] == TOPIC_NAME and m[2] == KILLED and m[4] == "CAUSE_LEADER_FENCED"]
+    moves = rows(
+        audit.tables["leader_changes"],
+        "topic",
+        "partition",
+        "leader_before",
+        "leader_after",
+        "cause",
+        "leader_epoch",
+    )
+    fenced_moves = [
+        m for m in moves if m[0] == TOPIC_NAME and m[2] == KILLED and m[4] == "CAUSE_LEADER_FENCED"
+    ]
     assert sorted(m[1] for m in fenced_moves) == sorted(led_by_killed)
     assert all(m[3] != KILLED and m[3] >= 0 for m in fenced_moves)
     isr = rows(audit.tables["isr_changes"], "topic", "partition", "isr_change", "isr_before", "isr_after")
     for p in range(PARTITIONS):
-        mine = [(kind, before, after) for t, part, kind, before, after in isr if t == TOPIC_NAME and part == p]
-        shrink = next(i for i, (kind, before, after) in enumerate(mine) if kind == "shrink" and KILLED not in after)
+        mine = [
+            (kind, before, after) for t, part, kind, before, after in isr if t == TOPIC_NAME and part == p
+        ]
+        shrink = next(
+            i for i, (kind, before, after) in enumerate(mine) if kind == "shrink" and KILLED not in after
+        )
         assert any(kind == "expand" and KILLED in after for kind, _, after in mine[shrink + 1:]), mine
     health = rows(audit.tables["partition_health"], "topic", "partition", "kind", "duration_ms", "open")
     for p in range(PARTITIONS):
@@ -153,7 +176,12 @@ def test_data_counts_equal_produced(history, spark):
     counts = {r["partition"]: r["count"] for r in df.groupBy("partition").count().collect()}
     assert counts == dict(produced)
     assert df.where("_corrupt is not null").count() == 0
-    live = spark.read.format("kanal-log").option("bootstrap", cluster.bootstrap).option("topics", TOPIC_NAME).load()
+    live = (
+        spark.read.format("kanal-log")
+        .option("bootstrap", cluster.bootstrap)
+        .option("topics", TOPIC_NAME)
+        .load()
+    )
     live_counts = {r["partition"]: r["count"] for r in live.groupBy("partition").count().collect()}
     assert live_counts == dict(produced)
 
@@ -168,8 +196,19 @@ def test_audit_command_writes_tables_and_report(history, spark, tmp_path, capsys
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.count("replayed image EQUALS") == 3
-    for table in ("events", "topic_lifecycle", "leader_changes", "isr_changes", "broker_events", "config_changes",
-                  "partition_health", "broker_fencing", "partition_summary", "damage", "image_check"):
+    for table in (
+        "events",
+        "topic_lifecycle",
+        "leader_changes",
+        "isr_changes",
+        "broker_events",
+        "config_changes",
+        "partition_health",
+        "broker_fencing",
+        "partition_summary",
+        "damage",
+        "image_check",
+    ):
         assert list((tmp_path / table).glob("*.parquet")), table
     assert spark.read.parquet(str(tmp_path / "topic_lifecycle")).where(f"topic = '{TEMP_TOPIC}'").count() == 2
     report = (tmp_path / "report.html").read_text()
@@ -216,9 +255,26 @@ def test_audit_on_standalone_cluster_equals_local_mode(history, spark, tmp_path,
     local_code = audit_cli.main(["--data-dir", str(data), "--out", str(local_out), "--quiet"])
     capsys.readouterr()
     with SparkStandalone(tmp_path / "spark") as spark_cluster:
-        run = subprocess.run([sys.executable, "-m", "kanal", "audit", "--master", spark_cluster.master_url,
-                              "--data-dir", str(data), "--out", str(cluster_out), "--quiet"],
-                             env=spark_cluster.env(), capture_output=True, text=True, timeout=900, check=False)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kanal",
+                "audit",
+                "--master",
+                spark_cluster.master_url,
+                "--data-dir",
+                str(data),
+                "--out",
+                str(cluster_out),
+                "--quiet",
+            ],
+            env=spark_cluster.env(),
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
         apps = spark_cluster.status().get("completedapps", [])
     assert run.returncode == local_code, run.stderr[-3000:]
     # The job ran on the cluster: the master lists it as an application it served.
@@ -226,5 +282,7 @@ def test_audit_on_standalone_cluster_equals_local_mode(history, spark, tmp_path,
     local, on_cluster = _tables(local_out), _tables(cluster_out)
     assert set(local) >= {"events", "topic_lifecycle", "leader_changes", "broker_events", "isr_changes"}
     assert on_cluster == local
-    lifecycle = spark.read.parquet(str(cluster_out / "topic_lifecycle")).where(f"topic = '{TEMP_TOPIC}'").count()
+    lifecycle = (
+        spark.read.parquet(str(cluster_out / "topic_lifecycle")).where(f"topic = '{TEMP_TOPIC}'").count()
+    )
     assert lifecycle == 2

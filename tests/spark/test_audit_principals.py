@@ -30,11 +30,27 @@ SUPER_USERS = "User:broker-0;User:controller-0;User:admin"
 @pytest.fixture(scope="module")
 def secured_history(tmp_path_factory):
     """One controller, one broker, secured; admin makes alice and lets her create `alice-*` topics."""
-    tls = make_dev_tls(tmp_path_factory.mktemp("pki"), broker_ids=[0], controller_ids=[0], client_name="admin")
-    cluster = LocalCluster(tmp_path_factory.mktemp("audited"), controllers=1, brokers=1, tls=tls,
-                           security_flags=["--tls-client-auth", "required", "--authentication", "mtls,password",
-                                           "--principal-mapping-rules", NODE_MAPPING_RULES,
-                                           "--authorizer", "on", "--super-users", SUPER_USERS])
+    tls = make_dev_tls(
+        tmp_path_factory.mktemp("pki"), broker_ids=[0], controller_ids=[0], client_name="admin"
+    )
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("audited"),
+        controllers=1,
+        brokers=1,
+        tls=tls,
+        security_flags=[
+            "--tls-client-auth",
+            "required",
+            "--authentication",
+            "mtls,password",
+            "--principal-mapping-rules",
+            NODE_MAPPING_RULES,
+            "--authorizer",
+            "on",
+            "--super-users",
+            SUPER_USERS,
+        ],
+    )
     cluster.start(timeout_s=120)
     try:
         admin_security = ClientSecurity(ca_file=str(tls.ca.cert), cert_file=str(tls.client.cert),
@@ -75,7 +91,9 @@ def _created(admin: Admin, name: str) -> bool:
 def test_the_audit_names_the_authenticated_principals(secured_history, spark, tmp_path):
     cluster, admin_security = secured_history
     controllers = [n.endpoint for n in cluster.controllers]
-    audit = run_audit(spark, cluster.data_dir, tmp_path / "audit", controllers=controllers, security=admin_security)
+    audit = run_audit(
+        spark, cluster.data_dir, tmp_path / "audit", controllers=controllers, security=admin_security
+    )
     lifecycle = [(r["event"], r["topic"], r["principal"]) for r in audit.tables["topic_lifecycle"].collect()
                  if r["topic"] == "alice-orders"]
     assert lifecycle == [("topic_created", "alice-orders", "User:alice")]
@@ -87,10 +105,16 @@ def test_the_audit_names_the_authenticated_principals(secured_history, spark, tm
 
 def test_the_log_source_reads_a_secured_cluster_over_tls_and_not_without(secured_history, spark):
     cluster, admin_security = secured_history
-    reader = (spark.read.format("kanal-log").option("bootstrap", cluster.bootstrap).option("topics", "alice-orders")
-              .options(**security_options(admin_security)))
+    reader = (
+        spark.read.format("kanal-log")
+        .option("bootstrap", cluster.bootstrap)
+        .option("topics", "alice-orders")
+        .options(**security_options(admin_security))
+    )
     values = sorted(r["value"] for r in reader.load().select("value").collect())
     assert values == sorted(b"v%d" % i for i in range(RECORDS))
-    plaintext = spark.read.format("kanal-log").option("bootstrap", cluster.bootstrap).option("topics", "alice-orders")
+    plaintext = (
+        spark.read.format("kanal-log").option("bootstrap", cluster.bootstrap).option("topics", "alice-orders")
+    )
     with pytest.raises(Exception, match="no bootstrap broker"):
         plaintext.load().count()

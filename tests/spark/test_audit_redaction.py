@@ -22,7 +22,10 @@ def test_scram_credential_records_are_shown_without_their_secrets():
     )
     assert json.loads(record_json(record, "user_scram_credential")) == {
         "name": "alice", "mechanism": "SCRAM-SHA-512", "iterations": 8192}
-    removal = metadata_pb2.MetadataRecord(remove_user_scram_credential=metadata_pb2.RemoveUserScramCredentialRecord(
-        name="alice", mechanism="SCRAM-SHA-512"))
+    removal = metadata_pb2.MetadataRecord(
+        remove_user_scram_credential=metadata_pb2.RemoveUserScramCredentialRecord(
+            name="alice", mechanism="SCRAM-SHA-512"
+        )
+    )
     assert json.loads(record_json(removal, "remove_user_scram_credential")) == {
         "name": "alice", "mechanism": "SCRAM-SHA-512"}

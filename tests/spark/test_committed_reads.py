@@ -79,7 +79,9 @@ def test_kanal_log_reads_exactly_the_committed_records(spark, failover):
     df = spark.read.format("kanal-log").load(str(failover.root))
     records = df.where("_corrupt is null")
     orders = {r["offset"]: r["value"] for r in records.where("topic = 'orders'").collect()}
-    assert orders == failover.committed and records.where("topic = 'orders'").count() == len(failover.committed)
+    assert orders == failover.committed and records.where("topic = 'orders'").count() == len(
+        failover.committed
+    )
     events = {r["offset"]: r["value"] for r in records.where("topic = 'events'").collect()}
     assert events == failover.events
     notices = df.where("_corrupt is not null").collect()
@@ -96,8 +98,10 @@ def test_analytics_command_counts_committed_records_and_warns(spark, failover, t
     assert code == 0, captured
     warnings = [line for line in captured.err.splitlines() if "WARNING" in line and "DIVERGENT" in line]
     assert len(warnings) == 1 and "broker-0/orders-0" in warnings[0]
-    stats = {r["topic"]: (r["records"], r["last_offset"]) for r in spark.read.parquet(str(tmp_path / "partition_stats"))
-             .collect()}
+    stats = {
+        r["topic"]: (r["records"], r["last_offset"])
+        for r in spark.read.parquet(str(tmp_path / "partition_stats")).collect()
+    }
     assert stats == {"orders": (200, 199), "events": (50, 49)}
     notices = [r["notice"] for r in spark.read.parquet(str(tmp_path / "notices")).collect()]
     assert any("DIVERGENT" in n for n in notices)
@@ -185,15 +189,21 @@ def test_audit_report_keeps_topic_incarnations_apart(spark, failover, tmp_path, 
     code = audit_cli.main(["--data-dir", str(failover.root), "--out", str(out), "--quiet"])
     captured = capsys.readouterr()
     assert code == 0, captured
-    assert "user topics created 3, partition increases 1, deleted 1 (internal topics: created 1)" in captured.out
+    assert (
+        "user topics created 3, partition increases 1, deleted 1 (internal topics: created 1)" in captured.out
+    )
     lifecycle = [(r["event"], r["topic"], r["topic_id"], r["detail"], r["internal"])
                  for r in spark.read.parquet(str(out / "topic_lifecycle")).orderBy("offset").collect()]
     assert ("partitions_increased", "orders", ORDERS_ID, "1 -> 2 partitions", False) in lifecycle
     assert [(e, tid) for e, t, tid, _, _ in lifecycle if t == "events"] == [
         ("topic_created", EVENTS_OLD_ID), ("topic_deleted", EVENTS_OLD_ID), ("topic_created", EVENTS_NEW_ID)]
-    assert ("topic_created", "__consumer_offsets") in [(e, t) for e, t, _, _, internal in lifecycle if internal]
-    summary = {(r["topic_id"], r["partition"]): r["deleted"]
-               for r in spark.read.parquet(str(out / "partition_summary")).where("topic = 'events'").collect()}
+    assert ("topic_created", "__consumer_offsets") in [
+        (e, t) for e, t, _, _, internal in lifecycle if internal
+    ]
+    summary = {
+        (r["topic_id"], r["partition"]): r["deleted"]
+        for r in spark.read.parquet(str(out / "partition_summary")).where("topic = 'events'").collect()
+    }
     assert summary == {(EVENTS_OLD_ID, 0): True, (EVENTS_NEW_ID, 0): False}
     report = (out / "report.html").read_text()
     assert f"events ({EVENTS_OLD_ID[:8]}, deleted)" in report and f"events ({EVENTS_NEW_ID[:8]})" in report

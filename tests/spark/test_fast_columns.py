@@ -40,10 +40,16 @@ CODECS = (records_pb2.COMPRESSION_NONE, records_pb2.COMPRESSION_GZIP, records_pb
 
 
 def _entry(records, base_offset: int, codec: int, leader_epoch: int = 4) -> StoredEntry:
-    produced = build_batch([NewRecord(value=v, key=k, timestamp_ms=T0 + d, headers=h) for k, v, d, h in records],
-                           codec=codec, producer_id=9, producer_epoch=2)
+    produced = build_batch(
+        [NewRecord(value=v, key=k, timestamp_ms=T0 + d, headers=h) for k, v, d, h in records],
+        codec=codec,
+        producer_id=9,
+        producer_epoch=2,
+    )
     stored = memoryview(with_broker_suffix(produced, base_offset, leader_epoch))
-    return StoredEntry(0, base_offset, base_offset + len(records) - 1, leader_epoch, stored, scan_batch(stored))
+    return StoredEntry(
+        0, base_offset, base_offset + len(records) - 1, leader_epoch, stored, scan_batch(stored)
+    )
 
 
 def _both(entries, names, lo, hi):
@@ -78,7 +84,10 @@ def test_a_batch_that_does_not_walk_is_refused_and_leaves_the_columns_whole():
     add_entry_columns(buf, "t", 0, good)
     header = good.header
     payload = bytes(good.batch[header.records_start:header.records_end])
-    for bad, count, why in ((payload[:-1], 3, "overruns"), (payload + b"\x0a\x02\x60\x00", 4, "unknown field")):
+    for bad, count, why in (
+        (payload[:-1], 3, "overruns"),
+        (payload + b"\x0a\x02\x60\x00", 4, "unknown field"),
+    ):
         with pytest.raises(KanalError) as err:
             buf.columns.add(bad, count, 3, T0, 0, 1 << 62, b"t", 0, 0, 0, 0)
         assert err.value.code == ErrorCode.CORRUPT_MESSAGE and why in err.value.message
@@ -111,10 +120,22 @@ def log_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("plain-rows")
     for topic in ("a", "b"):
         for p in range(2):
-            write_log(root / "broker-0" / f"{topic}-{p}",
-                      [[NewRecord(value=f"{topic}{p}-{b}-{i}".encode(), key=str(i).encode(),
-                                  timestamp_ms=T0 + b * 3_600_000 * 12 + i, headers=[("n", b"1")] if i == 1 else ())
-                        for i in range(10)] for b in range(12)], leader_epoch=1)
+            write_log(
+                root / "broker-0" / f"{topic}-{p}",
+                [
+                    [
+                        NewRecord(
+                            value=f"{topic}{p}-{b}-{i}".encode(),
+                            key=str(i).encode(),
+                            timestamp_ms=T0 + b * 3_600_000 * 12 + i,
+                            headers=[("n", b"1")] if i == 1 else (),
+                        )
+                        for i in range(10)
+                    ]
+                    for b in range(12)
+                ],
+                leader_epoch=1,
+            )
     return root
 
 
@@ -140,13 +161,17 @@ def test_filters_and_options_return_exactly_the_plain_rows(spark, log_dir):
         "true": lambda r: True,
         "topic = 'b' and partition = 1": lambda r: r[0] == "b" and r[1] == 1,
         "partition in (0) and offset >= 35 and offset < 70": lambda r: r[1] == 0 and 35 <= r[2] < 70,
-        f"timestamp >= timestamp_millis({T0 + 3_600_000 * 12 * 9})": lambda r: r[3] >= T0 + 3_600_000 * 12 * 9,
+        f"timestamp >= timestamp_millis({T0 + 3_600_000 * 12 * 9})": lambda r: (
+            r[3] >= T0 + 3_600_000 * 12 * 9
+        ),
         "offset = 5": lambda r: r[2] == 5,
     }
     for n, (where, keep) in enumerate(cases.items()):
         options = {"bytesPerPartition": "600"} if n % 2 else {}  # whole files per task, or parts of files
         df = spark.read.format("kanal-log").options(**options).load(str(log_dir)).where(where)
-        got = sorted((r[0], r[1], r[2], ms(r[3]), r[4], r[5]) for r in df.selectExpr(*cols.split(", ")).collect())
+        got = sorted(
+            (r[0], r[1], r[2], ms(r[3]), r[4], r[5]) for r in df.selectExpr(*cols.split(", ")).collect()
+        )
         assert got == [r for r in plain if keep(r)], (where, options)
     narrow = spark.read.format("kanal-log").schema("offset bigint, partition int, topic string") \
         .option("topics", "a").load(str(log_dir)).where("offset < 3")

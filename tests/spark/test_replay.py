@@ -28,24 +28,82 @@ def rows_of(batches: list[tuple[int, list[m.MetadataRecord]]]) -> list[ReplayRow
 def history_batches():
     reg = lambda b, t: rec(t, f"broker-{b}", register_broker=m.RegisterBrokerRecord(
         broker_id=b, incarnation_id=f"i{b}", broker_epoch=t, endpoint=f"h:{b}", fenced=True))
-    unfence = lambda b, t, epoch: rec(t, f"broker-{b}", broker_registration_change=m.BrokerRegistrationChangeRecord(
-        broker_id=b, broker_epoch=epoch, fenced=False, reason="caught up"))
+    unfence = lambda b, t, epoch: rec(
+        t,
+        f"broker-{b}",
+        broker_registration_change=m.BrokerRegistrationChangeRecord(
+            broker_id=b, broker_epoch=epoch, fenced=False, reason="caught up"
+        ),
+    )
     return [
-        (1, [reg(0, 0)]), (1, [reg(1, 1)]), (1, [unfence(0, 2, 0)]), (1, [unfence(1, 3, 1)]),
-        (1, [rec(4, "alice", topic=m.TopicRecord(name="t", topic_id="tid")),
-             rec(4, "alice", partition=m.PartitionRecord(topic_id="tid", partition_id=0, replicas=[0, 1], isr=[0, 1],
-                                                        leader=0, leader_epoch=0))]),
-        (2, [rec(1000, broker_registration_change=m.BrokerRegistrationChangeRecord(
-                 broker_id=0, broker_epoch=0, fenced=True, reason="session timeout")),
-             rec(1000, partition_change=m.PartitionChangeRecord(
-                 topic_id="tid", partition_id=0, leader=1, isr=m.ReplicaList(broker_ids=[1]),
-                 cause=m.CAUSE_LEADER_FENCED, reason="broker 0 fenced"))]),
+        (1, [reg(0, 0)]),
+        (1, [reg(1, 1)]),
+        (1, [unfence(0, 2, 0)]),
+        (1, [unfence(1, 3, 1)]),
+        (
+            1,
+            [
+                rec(4, "alice", topic=m.TopicRecord(name="t", topic_id="tid")),
+                rec(
+                    4,
+                    "alice",
+                    partition=m.PartitionRecord(
+                        topic_id="tid", partition_id=0, replicas=[0, 1], isr=[0, 1], leader=0, leader_epoch=0
+                    ),
+                ),
+            ],
+        ),
+        (
+            2,
+            [
+                rec(
+                    1000,
+                    broker_registration_change=m.BrokerRegistrationChangeRecord(
+                        broker_id=0, broker_epoch=0, fenced=True, reason="session timeout"
+                    ),
+                ),
+                rec(
+                    1000,
+                    partition_change=m.PartitionChangeRecord(
+                        topic_id="tid",
+                        partition_id=0,
+                        leader=1,
+                        isr=m.ReplicaList(broker_ids=[1]),
+                        cause=m.CAUSE_LEADER_FENCED,
+                        reason="broker 0 fenced",
+                    ),
+                ),
+            ],
+        ),
         (1, [rec(1500, "bob", no_op=m.NoOpRecord())]),  # a deposed controller's batch
-        (2, [rec(4000, "broker-0", broker_registration_change=m.BrokerRegistrationChangeRecord(
-                 broker_id=0, broker_epoch=0, fenced=False, reason="caught up"))]),
-        (2, [rec(5000, "broker-1", partition_change=m.PartitionChangeRecord(
-                 topic_id="tid", partition_id=0, isr=m.ReplicaList(broker_ids=[1, 0]), cause=m.CAUSE_ISR_EXPAND,
-                 reason="caught up"))]),
+        (
+            2,
+            [
+                rec(
+                    4000,
+                    "broker-0",
+                    broker_registration_change=m.BrokerRegistrationChangeRecord(
+                        broker_id=0, broker_epoch=0, fenced=False, reason="caught up"
+                    ),
+                )
+            ],
+        ),
+        (
+            2,
+            [
+                rec(
+                    5000,
+                    "broker-1",
+                    partition_change=m.PartitionChangeRecord(
+                        topic_id="tid",
+                        partition_id=0,
+                        isr=m.ReplicaList(broker_ids=[1, 0]),
+                        cause=m.CAUSE_ISR_EXPAND,
+                        reason="caught up",
+                    ),
+                )
+            ],
+        ),
         (2, [rec(6000, "alice", remove_topic=m.RemoveTopicRecord(topic_id="tid"))]),
     ]
 
@@ -77,7 +135,10 @@ def test_events_intervals_and_image():
 
 def test_damage_stops_the_replay_and_says_where():
     rows = rows_of(history_batches())
-    damaged = [*rows[:4], ReplayRow(4, None, None, None, None, "seg.log: byte 400, offset 4: entry CRC does not match")]
+    damaged = [
+        *rows[:4],
+        ReplayRow(4, None, None, None, None, "seg.log: byte 400, offset 4: entry CRC does not match"),
+    ]
     h = replay(damaged)
     assert h.stopped is not None and "offset 4" in h.stopped
     assert h.events[-1].event == "log_damage" and h.image.next_offset == 4
@@ -94,10 +155,23 @@ def test_acl_changes_are_events_with_who_made_them():
     entry = m.AccessControlEntry(resource_type=m.ACL_RESOURCE_TOPIC, resource_name="orders",
                                  pattern_type=m.ACL_PATTERN_PREFIXED, principal="User:etl", host="*",
                                  operation=m.ACL_OPERATION_WRITE, permission=m.ACL_PERMISSION_ALLOW)
-    h = replay(rows_of([
-        (1, [rec(1, "User:admin", access_control_entry=m.AccessControlEntryRecord(entry=entry))]),
-        (1, [rec(2, "User:auditor", remove_access_control_entry=m.RemoveAccessControlEntryRecord(entry=entry))]),
-    ]))
+    h = replay(
+        rows_of(
+            [
+                (1, [rec(1, "User:admin", access_control_entry=m.AccessControlEntryRecord(entry=entry))]),
+                (
+                    1,
+                    [
+                        rec(
+                            2,
+                            "User:auditor",
+                            remove_access_control_entry=m.RemoveAccessControlEntryRecord(entry=entry),
+                        )
+                    ],
+                ),
+            ]
+        )
+    )
     assert h.stopped is None and h.image.acls == {}
     assert [(e.event, e.principal, e.resource_type, e.resource, e.key, e.value_before, e.value_after)
             for e in h.events] == [

@@ -28,11 +28,37 @@ def rec(t: int, **body) -> m.MetadataRecord:
 def batches() -> list[m.MetadataBatch]:
     out = [m.MetadataBatch(controller_epoch=1, records=[rec(0, no_op=m.NoOpRecord())])]
     for b in (0, 1):
-        out.append(m.MetadataBatch(controller_epoch=1, records=[rec(1 + b, register_broker=m.RegisterBrokerRecord(
-            broker_id=b, incarnation_id=f"i{b}", broker_epoch=1 + b, endpoint=f"h:{b}", fenced=(b == 1)))]))
-    out.append(m.MetadataBatch(controller_epoch=1, records=[
-        rec(10, topic=m.TopicRecord(name="t", topic_id="tid")),
-        rec(10, partition=m.PartitionRecord(topic_id="tid", partition_id=0, replicas=[0, 1], isr=[0], leader=0))]))
+        out.append(
+            m.MetadataBatch(
+                controller_epoch=1,
+                records=[
+                    rec(
+                        1 + b,
+                        register_broker=m.RegisterBrokerRecord(
+                            broker_id=b,
+                            incarnation_id=f"i{b}",
+                            broker_epoch=1 + b,
+                            endpoint=f"h:{b}",
+                            fenced=(b == 1),
+                        ),
+                    )
+                ],
+            )
+        )
+    out.append(
+        m.MetadataBatch(
+            controller_epoch=1,
+            records=[
+                rec(10, topic=m.TopicRecord(name="t", topic_id="tid")),
+                rec(
+                    10,
+                    partition=m.PartitionRecord(
+                        topic_id="tid", partition_id=0, replicas=[0, 1], isr=[0], leader=0
+                    ),
+                ),
+            ],
+        )
+    )
     for i in range(60):  # filler so that segments roll (4 KiB segments)
         out.append(m.MetadataBatch(controller_epoch=1, records=[rec(100 + i, client_quota=m.ClientQuotaRecord(
             entity_type="client-id", entity_name=f"c{i}", key="producer_byte_rate", value=1.0 + i))]))
@@ -50,8 +76,14 @@ def write_cluster(root: Path, snapshot_every: int = 15) -> tuple[Path, MetadataI
     for i, batch in enumerate(batches()):
         base = image.next_offset
         apply_batch(image, batch, base)
-        writer.write(LogBatch(base, batch.controller_epoch, tuple(r.SerializeToString() for r in batch.records),
-                              tuple(r.time_ms for r in batch.records)))
+        writer.write(
+            LogBatch(
+                base,
+                batch.controller_epoch,
+                tuple(r.SerializeToString() for r in batch.records),
+                tuple(r.time_ms for r in batch.records),
+            )
+        )
         if i and i % snapshot_every == 0:
             files.write(image_to_snapshot(image), T0 + i)
             offsets.append(image.next_offset)
@@ -68,7 +100,9 @@ def rows(directory: Path) -> list[ReplayRow]:
         out = []
         for batch in read_all(log):
             for i, (value, ts) in enumerate(zip(batch.values, batch.timestamps_ms)):
-                out.append(ReplayRow(batch.base_offset + i, batch.base_offset, batch.controller_epoch, ts, value))
+                out.append(
+                    ReplayRow(batch.base_offset + i, batch.base_offset, batch.controller_epoch, ts, value)
+                )
         return out
     finally:
         log.close()

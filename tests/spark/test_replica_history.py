@@ -73,7 +73,11 @@ def test_incarnations():
     legacy = copy("legacy", [(0, 0)], 10, broker=2, topic_id=None)
     # With the image: its id; the other incarnation is left out with a note.
     plan = plan_partition("events", 0, [old, new, legacy], PartitionFacts("t1", (1, 2), 1, 0))
-    assert plan.primary == "new" and plan.committed_end == 10 and "old" not in [a.directory for a in plan.alternates]
+    assert (
+        plan.primary == "new"
+        and plan.committed_end == 10
+        and "old" not in [a.directory for a in plan.alternates]
+    )
     assert any("belongs to topic id t0" in t for _, t in plan.notes)
     # The image holds no such topic: deleted, nothing read.
     gone = plan_partition("events", 0, [old], PartitionFacts(None))

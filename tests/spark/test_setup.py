@@ -13,8 +13,14 @@ pytestmark = pytest.mark.spark
 
 
 def _kanal(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kanal.deploy.cli", *args], check=False, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "kanal.deploy.cli", *args],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("command", ["audit", "analytics"])
@@ -27,7 +33,9 @@ def test_missing_pyspark_is_one_line_saying_what_to_install(tmp_path, command):
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "pyspark" in lines[0] and "bash deploy/bootstrap.sh spark" in lines[0], done.stderr
+    assert len(lines) == 1 and "pyspark" in lines[0] and "bash deploy/bootstrap.sh spark" in lines[0], (
+        done.stderr
+    )
 
 
 def test_missing_java_is_one_line(tmp_path):
@@ -49,5 +57,6 @@ def test_read_stream_says_the_sources_are_batch_only(spark, tmp_path, source):
             query.stop()
     assert "NOT_IMPLEMENTED" not in str(err.value)
     with pytest.raises(Exception, match="batch-only"):
-        spark.createDataFrame([(b"k", b"v")], "key binary, value binary").write.format(source).mode("append").save(
-            str(tmp_path / "out"))
+        spark.createDataFrame([(b"k", b"v")], "key binary, value binary").write.format(source).mode(
+            "append"
+        ).save(str(tmp_path / "out"))

@@ -23,9 +23,18 @@ BATCHES = 30
 
 
 def _batches(partition: int) -> list[list[NewRecord]]:
-    return [[NewRecord(value=f"v{partition}-{b}-{i}".encode() * 5, key=f"k{i}".encode(), timestamp_ms=T0 + b * 10 + i,
-                       headers=[("source", b"test")] if i == 0 else ())
-             for i in range(RECORDS_PER_BATCH)] for b in range(BATCHES)]
+    return [
+        [
+            NewRecord(
+                value=f"v{partition}-{b}-{i}".encode() * 5,
+                key=f"k{i}".encode(),
+                timestamp_ms=T0 + b * 10 + i,
+                headers=[("source", b"test")] if i == 0 else (),
+            )
+            for i in range(RECORDS_PER_BATCH)
+        ]
+        for b in range(BATCHES)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +112,10 @@ def test_damage_is_reported_with_file_and_offset_and_the_rest_is_read(spark, dam
     good = df.where("_corrupt is null")
     assert good.count() == BATCHES * RECORDS_PER_BATCH - lost
     # Nothing after a damaged entry of a file is returned; the segments between are read whole.
-    assert good.where(f"offset >= {torn_entry.base_offset} and offset < {torn_entry.last_offset + 1}").count() == 0
+    assert (
+        good.where(f"offset >= {torn_entry.base_offset} and offset < {torn_entry.last_offset + 1}").count()
+        == 0
+    )
 
 
 def test_failfast_stops_with_file_and_offset(spark, damaged):
@@ -123,11 +135,31 @@ def _metadata_log(directory):
     log = Log.open(directory, LogConfig(segment_bytes_max=4096, batch_bytes_max=2048, retention_ms=None))
     stamp = {"time_ms": T0, "principal": "alice", "request_id": "r1"}
     batches = [
-        (1, [metadata_pb2.MetadataRecord(register_broker=metadata_pb2.RegisterBrokerRecord(
-            broker_id=0, incarnation_id="i0", broker_epoch=0, endpoint="127.0.0.1:1", fenced=True), **stamp)]),
-        (1, [metadata_pb2.MetadataRecord(topic=metadata_pb2.TopicRecord(name="t", topic_id="tid"), **stamp),
-             metadata_pb2.MetadataRecord(partition=metadata_pb2.PartitionRecord(
-                 topic_id="tid", partition_id=0, replicas=[0], isr=[0], leader=-1), **stamp)]),
+        (
+            1,
+            [
+                metadata_pb2.MetadataRecord(
+                    register_broker=metadata_pb2.RegisterBrokerRecord(
+                        broker_id=0, incarnation_id="i0", broker_epoch=0, endpoint="127.0.0.1:1", fenced=True
+                    ),
+                    **stamp,
+                )
+            ],
+        ),
+        (
+            1,
+            [
+                metadata_pb2.MetadataRecord(
+                    topic=metadata_pb2.TopicRecord(name="t", topic_id="tid"), **stamp
+                ),
+                metadata_pb2.MetadataRecord(
+                    partition=metadata_pb2.PartitionRecord(
+                        topic_id="tid", partition_id=0, replicas=[0], isr=[0], leader=-1
+                    ),
+                    **stamp,
+                ),
+            ],
+        ),
     ]
     for i in range(40):
         batches.append((1, [metadata_pb2.MetadataRecord(config=metadata_pb2.ConfigRecord(
@@ -148,7 +180,11 @@ def test_metadata_source_rows(spark, tmp_path):
     assert rows[0]["record_type"] == "register_broker" and rows[0]["fenced"] is True
     assert rows[2]["record_type"] == "partition" and rows[2]["batch_offset"] == 1 and rows[2]["isr"] == [0]
     assert rows[3]["config_key"] == "retention.ms" and rows[3]["config_value"] == "1000"
-    assert rows[3]["topic"] == "t" and rows[3]["principal"] == "alice" and '"retention.ms"' in rows[3]["record_json"]
+    assert (
+        rows[3]["topic"] == "t"
+        and rows[3]["principal"] == "alice"
+        and '"retention.ms"' in rows[3]["record_json"]
+    )
     assert metadata_pb2.MetadataRecord.FromString(rows[1]["record"]).topic.name == "t"
 
 

@@ -69,16 +69,27 @@ def spark_rows(df) -> list[Row]:
     return sorted(rows, key=lambda r: (r[2], r[3], r[4]))
 
 
-def produce(bootstrap: str, topic: str, count: int, tag: str, base_ms: int = 0) -> dict[tuple[int, int], bytes]:
+def produce(
+    bootstrap: str, topic: str, count: int, tag: str, base_ms: int = 0
+) -> dict[tuple[int, int], bytes]:
     """`count` records a second apart in timestamp from `base_ms` (default: now - count s; within the
     topics' 7-day retention, which deletes by record time)."""
     base_ms = base_ms or int(time.time() * 1000) - count * 1000
     acked = {}
     with Producer(ProducerConfig(bootstrap, acks="all", linger_ms=1)) as producer:
-        futures = [(producer.produce(topic, f"{tag}-{i}".encode(), key=f"k{i % 7}".encode() if i % 3 else None,
-                                     headers=[("n", str(i).encode()), ("empty", None)] if i % 4 == 0 else None,
-                                     timestamp=base_ms + i * 1000), f"{tag}-{i}".encode())
-                   for i in range(count)]
+        futures = [
+            (
+                producer.produce(
+                    topic,
+                    f"{tag}-{i}".encode(),
+                    key=f"k{i % 7}".encode() if i % 3 else None,
+                    headers=[("n", str(i).encode()), ("empty", None)] if i % 4 == 0 else None,
+                    timestamp=base_ms + i * 1000,
+                ),
+                f"{tag}-{i}".encode(),
+            )
+            for i in range(count)
+        ]
         producer.flush(60)
         for future, value in futures:
             meta = future.result(60)
@@ -162,8 +173,16 @@ def test_options_and_sink_match_a_plain_reading(cluster, spark, tmp_path):
 
     # The batch sink: every row once, keys, headers, explicit partitions, topics from a column or the option.
     create_topic(cluster, "sunk", partitions=2)
-    rows = [(f"v{i}".encode(), f"k{i}" if i % 2 else None, "sunk" if i % 3 else None, i % 2 if i % 5 else None,
-             [("h", f"{i}".encode())] if i % 4 == 0 else []) for i in range(200)]
+    rows = [
+        (
+            f"v{i}".encode(),
+            f"k{i}" if i % 2 else None,
+            "sunk" if i % 3 else None,
+            i % 2 if i % 5 else None,
+            [("h", f"{i}".encode())] if i % 4 == 0 else [],
+        )
+        for i in range(200)
+    ]
     df = spark.createDataFrame(rows, "value binary, key string, topic string, partition int, "
                                      "headers array<struct<key: string, value: binary>>")
     df.write.format("kanal").option("bootstrap", boot).option("topic", "sunk").mode("append").save()
@@ -224,7 +243,9 @@ class Writer:
     def _run(self) -> None:
         bootstrap, topic, count_max, time_max_s = self._args
         until = time.monotonic() + time_max_s
-        with Producer(ProducerConfig(bootstrap, acks="all", linger_ms=5, delivery_timeout_ms=60_000)) as producer:
+        with Producer(
+            ProducerConfig(bootstrap, acks="all", linger_ms=5, delivery_timeout_ms=60_000)
+        ) as producer:
             for i in range(count_max):
                 if self._stop.is_set() or time.monotonic() > until:
                     break
@@ -257,12 +278,24 @@ def test_stream_through_leader_kill_and_restart_exactly_once(cluster, spark, tmp
     checkpoint = tmp_path / "ck"
 
     def start():
-        source = (spark.readStream.format("kanal").option("kafka.bootstrap.servers", boot).option("subscribe", "in")
-                  .option("startingOffsets", "earliest").load())
-        out = source.selectExpr("concat(cast(partition as string), ':', cast(offset as string)) as key", "value",
-                                "partition")
-        return (out.writeStream.format("kanal").option("bootstrap", boot).option("topic", "out")
-                .option("checkpointLocation", str(checkpoint)).trigger(processingTime="200 milliseconds").start())
+        source = (
+            spark.readStream.format("kanal")
+            .option("kafka.bootstrap.servers", boot)
+            .option("subscribe", "in")
+            .option("startingOffsets", "earliest")
+            .load()
+        )
+        out = source.selectExpr(
+            "concat(cast(partition as string), ':', cast(offset as string)) as key", "value", "partition"
+        )
+        return (
+            out.writeStream.format("kanal")
+            .option("bootstrap", boot)
+            .option("topic", "out")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
 
     def out_count() -> int:
         return len(plain_reading(boot, [("out", 0), ("out", 1)]))
@@ -314,7 +347,9 @@ def test_stream_through_leader_kill_and_restart_exactly_once(cluster, spark, tmp
     # The restart replays the last micro-batch Spark did not record as committed; delete the last record so
     # one replayed batch is certain (the stop may also have interrupted one): its sink tasks must find it
     # committed in kanal and write nothing.
-    committed = sorted((p for p in (checkpoint / "commits").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    committed = sorted(
+        (p for p in (checkpoint / "commits").iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
+    )
     if committed:
         committed[-1].unlink()
         crc = committed[-1].with_name(f".{committed[-1].name}.crc")
@@ -324,7 +359,9 @@ def test_stream_through_leader_kill_and_restart_exactly_once(cluster, spark, tmp
     cluster.start_node(victim, timeout_s=60)
     query = start()
     try:
-        wait_until(lambda: writer.count() >= 1500 or not writer.thread.is_alive(), 240, "1,500 acknowledged records")
+        wait_until(
+            lambda: writer.count() >= 1500 or not writer.thread.is_alive(), 240, "1,500 acknowledged records"
+        )
         writer.stop()
         source_records = plain_reading(boot, [("in", 0), ("in", 1)])
         wait_until(lambda: copied_at_least(len(source_records)), 240, "the query to copy every record")
@@ -335,7 +372,9 @@ def test_stream_through_leader_kill_and_restart_exactly_once(cluster, spark, tmp
     print(f"query restarts after Spark worker timeouts: {restarts}")
     by_place = {(r[3], r[4]): r[1] for r in source_records}
     lost = {k: v for k, v in writer.acked.items() if by_place.get(k) != v}
-    assert not lost, f"{len(lost)} acknowledged records not in `in` as acknowledged, e.g. {sorted(lost.items())[:3]}"
+    assert not lost, (
+        f"{len(lost)} acknowledged records not in `in` as acknowledged, e.g. {sorted(lost.items())[:3]}"
+    )
     copied = plain_reading(boot, [("out", 0), ("out", 1)])
     keys = [r[0].decode() for r in copied]
     assert len(keys) == len(set(keys)), "a record copied twice"

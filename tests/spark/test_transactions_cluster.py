@@ -54,8 +54,14 @@ def history(tmp_path_factory):
                     producer.flush()
                     producer.abort_transaction()
         # Every marker is written once read_committed sees as far as read_uncommitted (nothing open).
-        wait_until(lambda: visible_ends(cluster, TOPIC, PARTITIONS, "read_committed")
-                   == visible_ends(cluster, TOPIC, PARTITIONS, "read_uncommitted"), 30, "every marker written")
+        wait_until(
+            lambda: (
+                visible_ends(cluster, TOPIC, PARTITIONS, "read_committed")
+                == visible_ends(cluster, TOPIC, PARTITIONS, "read_uncommitted")
+            ),
+            30,
+            "every marker written",
+        )
         open_producer = Producer(ProducerConfig(cluster.bootstrap, transactional_id="spark-b", linger_ms=0,
                                                 transaction_timeout_ms=900_000))
         open_producer.init_transactions()
@@ -86,14 +92,18 @@ def test_each_isolation_level_gives_exactly_the_records_it_should(history, spark
     everything = sorted(v for values in truth.values() for v in values)
     assert _read(spark, cluster, "read_uncommitted", live) == everything, "every data record, no marker"
     default = spark.read.format("kanal-log").option("topics", TOPIC)
-    df = default.option("bootstrap", cluster.bootstrap).load() if live else default.load(str(cluster.data_dir))
+    df = (
+        default.option("bootstrap", cluster.bootstrap).load() if live else default.load(str(cluster.data_dir))
+    )
     assert df.count() == len(everything), "read_uncommitted is the default, as Kafka's"
 
 
 def test_a_bad_isolation_level_is_refused(history, spark):
     cluster, _ = history
     with pytest.raises(Exception, match="isolationLevel must be one of"):
-        spark.read.format("kanal-log").option("isolationLevel", "committed").load(str(cluster.data_dir)).count()
+        spark.read.format("kanal-log").option("isolationLevel", "committed").load(
+            str(cluster.data_dir)
+        ).count()
 
 
 @pytest.mark.parametrize("live", [False, True], ids=["files", "brokers"])
@@ -102,11 +112,19 @@ def test_analytics_counts_transactional_records_by_outcome(history, spark, tmp_p
     where = {"bootstrap": cluster.bootstrap} if live else {"data_dir": cluster.data_dir}
     result = run_analytics(spark, out_dir=tmp_path, topics=[TOPIC], **where)
     [row] = result.tables["transactions"].collect()
-    assert row.asDict() == {"topic": TOPIC, "partitions": PARTITIONS, "plain_records": len(truth["plain"]),
-                            "committed_records": len(truth["committed"]), "aborted_records": len(truth["aborted"]),
-                            "open_records": len(truth["open"]), "control_records": MARKERS}
+    assert row.asDict() == {
+        "topic": TOPIC,
+        "partitions": PARTITIONS,
+        "plain_records": len(truth["plain"]),
+        "committed_records": len(truth["committed"]),
+        "aborted_records": len(truth["aborted"]),
+        "open_records": len(truth["open"]),
+        "control_records": MARKERS,
+    }
     records = sum(r["records"] for r in result.tables["partition_stats"].collect())
-    assert records == len(truth["plain"]) + len(truth["committed"]), "only what read_committed shows is a record"
+    assert records == len(truth["plain"]) + len(truth["committed"]), (
+        "only what read_committed shows is a record"
+    )
     assert list((tmp_path / "transactions").glob("*.parquet"))
 
 
@@ -117,17 +135,33 @@ def test_audit_lists_transactional_producers(history, spark, tmp_path):
     assert described.transactions[0].error == ErrorCode.NONE
     state = described.transactions[0].state
     result = run_audit(spark, cluster.data_dir, tmp_path)
-    producers = {r["transactional_id"]: r.asDict() for r in result.tables["transactional_producers"].collect()}
+    producers = {
+        r["transactional_id"]: r.asDict() for r in result.tables["transactional_producers"].collect()
+    }
     assert set(producers) == {"spark-a", "spark-b"}
     a, b = producers["spark-a"], producers["spark-b"]
     assert (a["state"], a["transactions_started"], a["commits"], a["aborts"]) == ("COMPLETE_COMMIT", 3, 2, 1)
     assert (b["state"], b["transactions_started"], b["commits"], b["aborts"]) == ("ONGOING", 1, 0, 0)
     assert sorted(b["partitions"]) == [f"{TOPIC}-{p}" for p in range(PARTITIONS)]
-    assert (b["producer_id"], b["producer_epoch"], b["timeout_ms"]) == (state.producer_id, state.producer_epoch,
-                                                                       900_000)
+    assert (b["producer_id"], b["producer_epoch"], b["timeout_ms"]) == (
+        state.producer_id,
+        state.producer_epoch,
+        900_000,
+    )
     assert a["producer_id"] != b["producer_id"] and a["producer_id"] > 0
     states = result.tables["transaction_states"].where("transactional_id = 'spark-a'").orderBy("offset")
     assert [r["state"] for r in states.collect()] == [
-        "EMPTY", *["ONGOING", "PREPARE_COMMIT", "COMPLETE_COMMIT", "ONGOING", "PREPARE_ABORT", "COMPLETE_ABORT",
-                   "ONGOING", "PREPARE_COMMIT", "COMPLETE_COMMIT"]]
+        "EMPTY",
+        *[
+            "ONGOING",
+            "PREPARE_COMMIT",
+            "COMPLETE_COMMIT",
+            "ONGOING",
+            "PREPARE_ABORT",
+            "COMPLETE_ABORT",
+            "ONGOING",
+            "PREPARE_COMMIT",
+            "COMPLETE_COMMIT",
+        ],
+    ]
     assert list((tmp_path / "transactional_producers").glob("*.parquet"))

@@ -113,5 +113,11 @@ def test_producer_summary_follows_the_states():
     rows.append(decode_state(0, 8, b"y", b"\xff\xff"))
     x, y = summarize(rows)
     assert (x.state, x.producer_id, x.producer_epoch, x.epoch_bumps) == ("COMPLETE_COMMIT", 5, 2, 2)
-    assert (x.transactions_started, x.commits, x.aborts, x.partitions, x.states_seen) == (2, 1, 1, ("t-1",), 8)
+    assert (x.transactions_started, x.commits, x.aborts, x.partitions, x.states_seen) == (
+        2,
+        1,
+        1,
+        ("t-1",),
+        8,
+    )
     assert y.state is None and y.states_seen == 1 and rows[-1].error.startswith("undecodable")

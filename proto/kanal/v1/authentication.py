@@ -73,8 +73,16 @@ def _signed_by(crl: x509.CertificateRevocationList, ca: x509.Certificate) -> boo
     from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 
     key = ca.public_key()
-    if not isinstance(key, (dsa.DSAPublicKey, rsa.RSAPublicKey, ec.EllipticCurvePublicKey, ed25519.Ed25519PublicKey,
-                            ed448.Ed448PublicKey)):
+    if not isinstance(
+        key,
+        (
+            dsa.DSAPublicKey,
+            rsa.RSAPublicKey,
+            ec.EllipticCurvePublicKey,
+            ed25519.Ed25519PublicKey,
+            ed448.Ed448PublicKey,
+        ),
+    ):
         return False  # a key-agreement key (X25519, X448) signs nothing
     return crl.is_signature_valid(key)
 
@@ -87,7 +95,9 @@ def load_crl(path: Path, ca_pem: bytes | None) -> frozenset[int]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise KanalError(ErrorCode.INVALID_CONFIG, f"--tls-crl-file {path}: cannot read it: {exc.strerror}") from None
+        raise KanalError(
+            ErrorCode.INVALID_CONFIG, f"--tls-crl-file {path}: cannot read it: {exc.strerror}"
+        ) from None
     try:
         crl = x509.load_pem_x509_crl(data) if b"-----BEGIN" in data else x509.load_der_x509_crl(data)
     except ValueError as exc:
@@ -213,7 +223,9 @@ class Authenticator:
             return _refused(f"the client certificate {subject} (serial {cert.serial_number:x}) is revoked")
         name = self._mapper.name_of(subject)
         if name is None:
-            return _refused(f"no --principal-mapping-rules rule applies to the certificate subject {subject!r}")
+            return _refused(
+                f"no --principal-mapping-rules rule applies to the certificate subject {subject!r}"
+            )
         return Principal(PRINCIPAL_TYPE_USER, name)
 
     # -- the CRL -----------------------------------------------------------------------------------
@@ -325,7 +337,9 @@ def _guard_streaming(handler, auth: Authenticator):
     """A streaming handler (health Watch, reflection, the followers' ReplicaFetch): authenticated at the
     door and served with its principal bound, as a unary call is. Sync, coroutine and async-generator
     behaviours each keep their kind."""
-    kind, factory = next(((k, f) for k, f in _STREAMING_KINDS if getattr(handler, k) is not None), (None, None))
+    kind, factory = next(
+        ((k, f) for k, f in _STREAMING_KINDS if getattr(handler, k) is not None), (None, None)
+    )
     if kind is None or factory is None:
         return handler
     return factory(_bound_to_caller(getattr(handler, kind), auth), handler.request_deserializer,
@@ -376,7 +390,9 @@ async def _authenticate_aio(auth: Authenticator, context) -> Principal:
             return auth.authenticate(context.auth_context(), metadata)
         # A PBKDF2 takes milliseconds: off the event loop, which serves every other call.
         auth_context = context.auth_context()
-        return await asyncio.get_running_loop().run_in_executor(None, auth.authenticate, auth_context, metadata)
+        return await asyncio.get_running_loop().run_in_executor(
+            None, auth.authenticate, auth_context, metadata
+        )
     except KanalError as exc:
         context.set_trailing_metadata(_trailer(exc))
         await context.abort(grpc_status(exc.code), exc.message)

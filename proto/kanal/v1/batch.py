@@ -342,10 +342,18 @@ def encode_batch_parts(
     writes for the same fields (proto3: zero fields left out, fields in number order); a test holds the
     two equal. The records are not copied here, so a Produce request can carry them with one copy in all
     (kanal.v1.produce_request), where building messages copied them four times."""
-    return frame_batch_parts(codecs.compress(codec, record_list_bytes), record_count=record_count,
-                             last_offset_delta=last_offset_delta, first_timestamp_ms=first_timestamp_ms,
-                             max_timestamp_ms=max_timestamp_ms, codec=codec, producer_id=producer_id,
-                             producer_epoch=producer_epoch, base_sequence=base_sequence, attributes=attributes)
+    return frame_batch_parts(
+        codecs.compress(codec, record_list_bytes),
+        record_count=record_count,
+        last_offset_delta=last_offset_delta,
+        first_timestamp_ms=first_timestamp_ms,
+        max_timestamp_ms=max_timestamp_ms,
+        codec=codec,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        attributes=attributes,
+    )
 
 
 def frame_batch_parts(
@@ -414,7 +422,11 @@ class SuffixFields:
 def parse_broker_suffix(suffix: bytes | memoryview) -> SuffixFields:
     """Decode exactly BROKER_SUFFIX_BYTES bytes; CORRUPT_MESSAGE when they are not a broker suffix."""
     tag1, base_offset, tag2, leader_epoch, tag3, last_delta = BROKER_SUFFIX.unpack(suffix)
-    if (tag1, tag2, tag3) != (_SUFFIX_TAG_BASE_OFFSET, _SUFFIX_TAG_LEADER_EPOCH, _SUFFIX_TAG_LAST_OFFSET_DELTA):
+    if (tag1, tag2, tag3) != (
+        _SUFFIX_TAG_BASE_OFFSET,
+        _SUFFIX_TAG_LEADER_EPOCH,
+        _SUFFIX_TAG_LAST_OFFSET_DELTA,
+    ):
         raise KanalError(ErrorCode.CORRUPT_MESSAGE, "stored batch does not end with a broker suffix")
     return SuffixFields(base_offset, leader_epoch, last_delta)
 
@@ -422,7 +434,9 @@ def parse_broker_suffix(suffix: bytes | memoryview) -> SuffixFields:
 def read_broker_suffix(stored: bytes | memoryview) -> SuffixFields:
     """The broker fields of a stored batch, read from its last bytes without parsing it."""
     if len(stored) < BROKER_SUFFIX_BYTES:
-        raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"stored batch of {len(stored)} bytes has no broker suffix")
+        raise KanalError(
+            ErrorCode.CORRUPT_MESSAGE, f"stored batch of {len(stored)} bytes has no broker suffix"
+        )
     return parse_broker_suffix(memoryview(stored)[len(stored) - BROKER_SUFFIX_BYTES :])
 
 
@@ -532,10 +546,14 @@ def build_control_batch(control_type: int, *, producer_id: int, producer_epoch: 
                         timestamp_ms: int) -> bytes:
     """Producer bytes of a COMMIT or ABORT marker for `producer_id`'s transaction on one partition."""
     if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
-        raise KanalError(ErrorCode.INVALID_RECORD, f"control record type {control_type} is not COMMIT or ABORT")
+        raise KanalError(
+            ErrorCode.INVALID_RECORD, f"control record type {control_type} is not COMMIT or ABORT"
+        )
     if producer_id <= 0:
         raise KanalError(ErrorCode.INVALID_RECORD, "a transaction marker needs a producer id")
-    key = records_pb2.ControlRecordKey(type=as_enum(records_pb2.ControlRecordType, control_type)).SerializeToString()
+    key = records_pb2.ControlRecordKey(
+        type=as_enum(records_pb2.ControlRecordType, control_type)
+    ).SerializeToString()
     value = records_pb2.ControlRecordValue(coordinator_epoch=coordinator_epoch).SerializeToString()
     return build_batch([NewRecord(value, key, timestamp_ms)], producer_id=producer_id,
                        producer_epoch=producer_epoch, attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)

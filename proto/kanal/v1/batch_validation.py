@@ -116,9 +116,11 @@ def _validate_records(raw: bytes | memoryview, header: BatchHeader, batch_bytes_
     if header.codec not in _KNOWN_CODECS:
         raise KanalError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.codec}")
     if header.last_offset_delta != header.record_count - 1:
-        raise KanalError(ErrorCode.INVALID_RECORD,
-                         f"a produced batch has dense offsets: last_offset_delta {header.last_offset_delta} must "
-                         f"be record_count - 1 ({header.record_count - 1})")
+        raise KanalError(
+            ErrorCode.INVALID_RECORD,
+            f"a produced batch has dense offsets: last_offset_delta {header.last_offset_delta} must "
+            f"be record_count - 1 ({header.record_count - 1})",
+        )
     if header.first_timestamp_ms < 0 or header.max_timestamp_ms < 0:
         raise KanalError(ErrorCode.INVALID_TIMESTAMP,
                          f"negative batch timestamp (first {header.first_timestamp_ms}, "
@@ -133,8 +135,10 @@ def _validate_records(raw: bytes | memoryview, header: BatchHeader, batch_bytes_
         raise KanalError(ErrorCode.INVALID_RECORD, exc.message) from None
     max_ts = walk(record_list, header.record_count, header.first_timestamp_ms)
     if max_ts != header.max_timestamp_ms:
-        raise KanalError(ErrorCode.INVALID_TIMESTAMP,
-                         f"max_timestamp_ms {header.max_timestamp_ms} is not the largest record timestamp ({max_ts})")
+        raise KanalError(
+            ErrorCode.INVALID_TIMESTAMP,
+            f"max_timestamp_ms {header.max_timestamp_ms} is not the largest record timestamp ({max_ts})",
+        )
 
 
 def check_attributes(header: BatchHeader, *, allow_control: bool) -> None:
@@ -146,7 +150,9 @@ def check_attributes(header: BatchHeader, *, allow_control: bool) -> None:
             raise KanalError(ErrorCode.INVALID_RECORD,
                              "control batches (transaction markers) are written by the broker only")
         if not header.attributes & ATTR_TRANSACTIONAL or header.record_count != 1:
-            raise KanalError(ErrorCode.INVALID_RECORD, "a control batch is transactional and holds one record")
+            raise KanalError(
+                ErrorCode.INVALID_RECORD, "a control batch is transactional and holds one record"
+            )
     if header.attributes & ATTR_TRANSACTIONAL and header.producer_id <= 0:
         raise KanalError(ErrorCode.INVALID_RECORD, "a transactional batch needs a producer id")
 
@@ -191,7 +197,9 @@ def _length(buf, pos: int, end: int) -> tuple[int, int]:
 
 
 def _unknown(tag: int, where: str, at: int) -> _Invalid:
-    return _Invalid(ErrorCode.INVALID_RECORD, f"field {tag >> 3} with wire type {tag & 7} is not part of {where}", at)
+    return _Invalid(
+        ErrorCode.INVALID_RECORD, f"field {tag >> 3} with wire type {tag & 7} is not part of {where}", at
+    )
 
 
 def _walk_header(buf, pos: int, end: int) -> None:
@@ -234,8 +242,11 @@ def _walk_record(buf, pos: int, end: int, index: int, first_timestamp_ms: int) -
         else:
             raise _unknown(tag, "a Record", at)
     if offset_delta != index:
-        raise _Invalid(ErrorCode.INVALID_RECORD,
-                       f"record {index} has offset_delta {offset_delta}: offsets must be 0, 1, 2, ... in order", start)
+        raise _Invalid(
+            ErrorCode.INVALID_RECORD,
+            f"record {index} has offset_delta {offset_delta}: offsets must be 0, 1, 2, ... in order",
+            start,
+        )
     timestamp = first_timestamp_ms + ((zigzag >> 1) ^ -(zigzag & 1))
     if not 0 <= timestamp <= INT64_MAX:
         raise _Invalid(ErrorCode.INVALID_TIMESTAMP, f"record {index} has timestamp {timestamp}", start)
@@ -265,7 +276,9 @@ def walk_record_list_python(record_list: bytes | memoryview | bytearray, record_
             pos += n
             index += 1
         if index != record_count:
-            raise _Invalid(ErrorCode.INVALID_RECORD, f"{index} records where record_count says {record_count}", end)
+            raise _Invalid(
+                ErrorCode.INVALID_RECORD, f"{index} records where record_count says {record_count}", end
+            )
     except _Invalid as exc:
         raise KanalError(exc.code, f"records: {exc.why} at byte {exc.at} of {end}") from None
     return max_ts

@@ -144,8 +144,14 @@ class _CredentialsInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStream
                           (PASSWORD_METADATA_KEY, password.encode("utf-8")))
 
     def _details(self, details) -> grpc.ClientCallDetails:
-        return _ClientCallDetails(details.method, details.timeout, (*(details.metadata or ()), *self._metadata),
-                                  details.credentials, details.wait_for_ready, details.compression)
+        return _ClientCallDetails(
+            details.method,
+            details.timeout,
+            (*(details.metadata or ()), *self._metadata),
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
 
     def intercept_unary_unary(self, continuation, client_call_details, request):
         return continuation(self._details(client_call_details), request)

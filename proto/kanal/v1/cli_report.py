@@ -29,7 +29,9 @@ from typing import NoReturn
 from kanal.v1.error import ErrorCode, error_name
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_ALL_WELL, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
-DOCUMENTED_EXITS = frozenset({EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_ALL_WELL, EXIT_INTERNAL, EXIT_INTERRUPTED})
+DOCUMENTED_EXITS = frozenset(
+    {EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_ALL_WELL, EXIT_INTERNAL, EXIT_INTERRUPTED}
+)
 OUTPUT_HELP = "text (default) or json: data as JSON on stdout, an error as one JSON object on stderr"
 
 _json_errors = False
@@ -37,7 +39,9 @@ _json_errors = False
 
 def wants_json(argv: Sequence[str]) -> bool:
     """Whether the command line asks for JSON output (`--output json` or `--output=json`)."""
-    return "--output=json" in argv or any(a == "--output" and b == "json" for a, b in itertools.pairwise(argv))
+    return "--output=json" in argv or any(
+        a == "--output" and b == "json" for a, b in itertools.pairwise(argv)
+    )
 
 
 def set_json_errors(on: bool) -> None:
@@ -45,7 +49,9 @@ def set_json_errors(on: bool) -> None:
     _json_errors = on
 
 
-def report_error(code: int, message: str, exit_status: int = EXIT_FAILED, *, as_json: bool | None = None) -> int:
+def report_error(
+    code: int, message: str, exit_status: int = EXIT_FAILED, *, as_json: bool | None = None
+) -> int:
     """Print one error line (text or JSON) on stderr; returns the exit status to end with."""
     if _json_errors if as_json is None else as_json:
         print(json.dumps({"error": {"code": int(code), "name": error_name(code), "message": message},

@@ -26,7 +26,9 @@ def check_client_id(client_id: object, code: ErrorCode = ErrorCode.INVALID_CONFI
     if not isinstance(client_id, str):
         raise KanalError(code, f"client id must be a str, not {type(client_id).__name__}")
     if len(client_id) > CLIENT_ID_LENGTH_MAX:
-        raise KanalError(code, f"client id is {len(client_id)} characters, the maximum is {CLIENT_ID_LENGTH_MAX}")
+        raise KanalError(
+            code, f"client id is {len(client_id)} characters, the maximum is {CLIENT_ID_LENGTH_MAX}"
+        )
     if not all(" " <= ch <= "~" for ch in client_id):
         raise KanalError(code, f"client id {client_id!r} has characters other than printable ASCII")
 

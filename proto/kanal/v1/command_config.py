@@ -49,8 +49,12 @@ KEYS = (*_PATH_KEYS, "tls-server-name", "user", "password", "bootstrap")
 
 def add_client_security_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("security (or --command-config FILE; see kanal.v1.command_config)")
-    group.add_argument("--command-config", metavar="FILE", help="client config file (TOML): TLS files, user, password")
-    group.add_argument("--tls-ca-file", metavar="FILE", help="CA certificate(s) of the brokers (PEM): use TLS")
+    group.add_argument(
+        "--command-config", metavar="FILE", help="client config file (TOML): TLS files, user, password"
+    )
+    group.add_argument(
+        "--tls-ca-file", metavar="FILE", help="CA certificate(s) of the brokers (PEM): use TLS"
+    )
     group.add_argument("--tls-cert-file", metavar="FILE", help="client certificate (PEM), for mTLS")
     group.add_argument("--tls-key-file", metavar="FILE", help="the client certificate's private key (PEM)")
     group.add_argument("--tls-server-name", metavar="NAME", help="name the brokers' certificates carry")
@@ -63,7 +67,9 @@ def read_config_file(path: Path) -> dict[str, str]:
     try:
         table = tomllib.loads(path.read_text())
     except OSError as exc:
-        raise KanalError(ErrorCode.INVALID_CONFIG, f"--command-config {path}: cannot read it: {exc.strerror}") from None
+        raise KanalError(
+            ErrorCode.INVALID_CONFIG, f"--command-config {path}: cannot read it: {exc.strerror}"
+        ) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise KanalError(ErrorCode.INVALID_CONFIG, f"--command-config {path}: not TOML: {exc}") from None
     out: dict[str, str] = {}
@@ -109,8 +115,11 @@ def security_from(settings: Mapping[str, str], *, prompt=getpass.getpass, intera
     if settings.get("user") and password is None:
         interactive = sys.stdin.isatty() if interactive is None else interactive
         if not interactive:
-            raise KanalError(ErrorCode.INVALID_CONFIG, f"--user {settings['user']}: no --password, no password in "
-                                                       "the config file, and no terminal to ask on")
+            raise KanalError(
+                ErrorCode.INVALID_CONFIG,
+                f"--user {settings['user']}: no --password, no password in "
+                "the config file, and no terminal to ask on",
+            )
         password = prompt(f"password for {settings['user']}: ")
     return ClientSecurity(ca_file=settings.get("tls-ca-file"), cert_file=settings.get("tls-cert-file"),
                           key_file=settings.get("tls-key-file"), server_name=settings.get("tls-server-name"),

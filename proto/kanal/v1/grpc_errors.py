@@ -34,7 +34,9 @@ _MESSAGE_CHARS_MAX = 1024
 
 def error_trailer(code: int, message: str, *, active_controller: str = "") -> tuple[tuple[str, str], ...]:
     """The trailing metadata of an error reply."""
-    clean = message.encode("ascii", "backslashreplace").decode("ascii").replace("\n", " ")[:_MESSAGE_CHARS_MAX]
+    clean = (
+        message.encode("ascii", "backslashreplace").decode("ascii").replace("\n", " ")[:_MESSAGE_CHARS_MAX]
+    )
     trailer = ((ERROR_CODE_KEY, str(int(code))), (ERROR_MESSAGE_KEY, clean))
     return (*trailer, (ACTIVE_CONTROLLER_KEY, active_controller)) if active_controller else trailer
 
@@ -58,7 +60,9 @@ def active_controller_of(exc: grpc.RpcError) -> str:
     return ""
 
 
-def abort_with(context: grpc.ServicerContext, code: int, message: str, *, active_controller: str = "") -> None:
+def abort_with(
+    context: grpc.ServicerContext, code: int, message: str, *, active_controller: str = ""
+) -> None:
     context.set_trailing_metadata(error_trailer(code, message, active_controller=active_controller))
     context.abort(grpc_status(code), message)
 

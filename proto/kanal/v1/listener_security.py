@@ -90,8 +90,10 @@ class ListenerSecurity:
                 raise ListenerSecurityError("--tls-client-auth required needs TLS: give --tls-cert-file and "
                                             "--tls-key-file")
             if self.authentication:
-                raise ListenerSecurityError("--authentication needs TLS (a certificate or a password is never "
-                                            "taken over plaintext): give --tls-cert-file and --tls-key-file")
+                raise ListenerSecurityError(
+                    "--authentication needs TLS (a certificate or a password is never "
+                    "taken over plaintext): give --tls-cert-file and --tls-key-file"
+                )
         if self.client_auth == "required" and not self.ca_file:
             raise ListenerSecurityError("--tls-client-auth required needs --tls-ca-file (the CA client "
                                         "certificates must chain to)")
@@ -165,8 +167,9 @@ def _check_pem_parses(security: ListenerSecurity) -> None:
     try:
         load_pem_private_key(security.key_pem or b"", password=None)
     except (ValueError, TypeError) as exc:
-        raise ListenerSecurityError(f"--tls-key-file {security.key_file}: not an unencrypted PEM private key: "
-                                    f"{exc}") from None
+        raise ListenerSecurityError(
+            f"--tls-key-file {security.key_file}: not an unencrypted PEM private key: {exc}"
+        ) from None
 
 
 def parse_authentication(text: str) -> frozenset[str]:
@@ -189,8 +192,11 @@ def add_listener_security_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-crl-file", default="",
                         help="certificate revocation list (PEM or DER) signed by the CA; revoked client "
                              "certificates are refused")
-    parser.add_argument("--authentication", default="none",
-                        help="none, or a comma-separated subset of mtls,password (default none: User:ANONYMOUS)")
+    parser.add_argument(
+        "--authentication",
+        default="none",
+        help="none, or a comma-separated subset of mtls,password (default none: User:ANONYMOUS)",
+    )
     parser.add_argument("--principal-mapping-rules", default=DEFAULT_RULES,
                         help="certificate subject -> principal name, Kafka's ssl.principal.mapping.rules "
                              "(default DEFAULT: the whole subject)")
@@ -198,8 +204,11 @@ def add_listener_security_flags(parser: argparse.ArgumentParser) -> None:
 
 def listener_security_from_args(args: argparse.Namespace) -> ListenerSecurity:
     return ListenerSecurity(
-        cert_file=args.tls_cert_file or None, key_file=args.tls_key_file or None, ca_file=args.tls_ca_file or None,
-        client_auth=args.tls_client_auth, crl_file=args.tls_crl_file or None,
+        cert_file=args.tls_cert_file or None,
+        key_file=args.tls_key_file or None,
+        ca_file=args.tls_ca_file or None,
+        client_auth=args.tls_client_auth,
+        crl_file=args.tls_crl_file or None,
         authentication=parse_authentication(args.authentication),
         principal_mapping_rules=args.principal_mapping_rules,
     )
@@ -224,7 +233,10 @@ def warn_if_exposed(listen_host: str, security: ListenerSecurity, log: logging.L
                     "User:ANONYMOUS; set --tls-cert-file/--tls-key-file (see 'Securing kanal' in the README)",
                     what, listen_host)
     if security.authentication and "mtls" not in security.authentication:
-        log.warning("%s authenticates calls by %s only: other brokers and controllers present certificates, "
-                    "so their calls to it (replication, forwarding) are refused; add mtls to --authentication "
-                    "with --tls-client-auth required unless no other node calls it",
-                    what, ",".join(sorted(security.authentication)))
+        log.warning(
+            "%s authenticates calls by %s only: other brokers and controllers present certificates, "
+            "so their calls to it (replication, forwarding) are refused; add mtls to --authentication "
+            "with --tls-client-auth required unless no other node calls it",
+            what,
+            ",".join(sorted(security.authentication)),
+        )

@@ -43,7 +43,9 @@ def parse_principal(text: str) -> Principal:
     return Principal(kind, name)
 
 
-_CURRENT: contextvars.ContextVar[Principal] = contextvars.ContextVar("kanal_call_principal", default=ANONYMOUS)
+_CURRENT: contextvars.ContextVar[Principal] = contextvars.ContextVar(
+    "kanal_call_principal", default=ANONYMOUS
+)
 
 
 def call_principal() -> Principal:

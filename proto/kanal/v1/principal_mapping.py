@@ -92,7 +92,9 @@ def parse_rules(text: str) -> PrincipalMapper:
             try:
                 compiled = re.compile(pattern)
             except re.error as exc:
-                raise ValueError(f"mapping rule pattern {pattern!r} is not a regular expression: {exc}") from None
+                raise ValueError(
+                    f"mapping rule pattern {pattern!r} is not a regular expression: {exc}"
+                ) from None
             for ref in _GROUP_REF.findall(replacement):
                 if ref != "$" and int(ref) > compiled.groups:
                     raise ValueError(f"mapping rule {pattern!r} has no group ${ref} for {replacement!r}")

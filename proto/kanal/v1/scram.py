@@ -66,16 +66,20 @@ def check_mechanism(mechanism: str) -> str:
 
 def check_iterations(iterations: int) -> None:
     if not ITERATIONS_MIN <= iterations <= ITERATIONS_MAX:
-        raise KanalError(ErrorCode.INVALID_REQUEST,
-                         f"SCRAM iterations must be in [{ITERATIONS_MIN}, {ITERATIONS_MAX}], got {iterations}")
+        raise KanalError(
+            ErrorCode.INVALID_REQUEST,
+            f"SCRAM iterations must be in [{ITERATIONS_MIN}, {ITERATIONS_MAX}], got {iterations}",
+        )
 
 
 def check_user_name(name: str) -> None:
     """Kafka takes any user name; kanal refuses the empty name, control characters and names over
     USER_NAME_CHARS_MAX characters (names end up in logs and in principals)."""
     if not name or len(name) > USER_NAME_CHARS_MAX or any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
-        raise KanalError(ErrorCode.INVALID_REQUEST,
-                         f"user name {name!r} must be 1..{USER_NAME_CHARS_MAX} characters, no control characters")
+        raise KanalError(
+            ErrorCode.INVALID_REQUEST,
+            f"user name {name!r} must be 1..{USER_NAME_CHARS_MAX} characters, no control characters",
+        )
 
 
 def new_salt(salt_bytes: int = SALT_BYTES_DEFAULT) -> bytes:
@@ -99,7 +103,9 @@ def credential_from_salted(mechanism: str, salt: bytes, iterations: int, salted:
     """The stored credential made from a salted password (what the controller does with an upsertion)."""
     hash_name = check_mechanism(mechanism)
     stored = hashlib.new(hash_name, client_key(hash_name, salted)).digest()
-    return ScramCredential(mechanism, bytes(salt), iterations, stored, _hmac(hash_name, salted, b"Server Key"))
+    return ScramCredential(
+        mechanism, bytes(salt), iterations, stored, _hmac(hash_name, salted, b"Server Key")
+    )
 
 
 def derive(mechanism: str, password: str, salt: bytes, iterations: int) -> ScramCredential:

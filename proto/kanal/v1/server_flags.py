@@ -66,14 +66,21 @@ class OneLineParser(argparse.ArgumentParser):
 def add_server_flags(parser: argparse.ArgumentParser) -> None:
     """The flags both server commands share: where settings come from, log format, id from the host name,
     and how long an advertised name may take to resolve (a new pod's DNS record can lag its start)."""
-    parser.add_argument("--config", metavar="FILE", help="TOML file of settings (keys: flag names without --); "
-                                                         "flags and KANAL_* variables override it")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML file of settings (keys: flag names without --); flags and KANAL_* variables override it",
+    )
     parser.add_argument("--log-format", choices=("text", "json"), default="text",
                         help="stdout log lines: text, or one JSON object per line")
     parser.add_argument("--id-from-hostname", action="store_true",
                         help="take --id from the trailing ordinal of $HOSTNAME (a StatefulSet pod's name)")
-    parser.add_argument("--resolve-wait-ms-max", type=integer("--resolve-wait-ms-max"), default=30_000,
-                        help="wait at most this long for this node's advertised names to resolve (default 30000)")
+    parser.add_argument(
+        "--resolve-wait-ms-max",
+        type=integer("--resolve-wait-ms-max"),
+        default=30_000,
+        help="wait at most this long for this node's advertised names to resolve (default 30000)",
+    )
 
 
 def parse_layered(parser: argparse.ArgumentParser, argv: Sequence[str], environ: Mapping[str, str],
@@ -114,7 +121,9 @@ def hostname_from(environ: Mapping[str, str]) -> str:
     return environ.get("HOSTNAME") or socket.gethostname()
 
 
-def check_resolves(what: str, host: str, wait_ms_max: int, *, sleep=time.sleep, monotonic=time.monotonic) -> None:
+def check_resolves(
+    what: str, host: str, wait_ms_max: int, *, sleep=time.sleep, monotonic=time.monotonic
+) -> None:
     """ServerFlagError unless `host` resolves within `wait_ms_max`: a node must never advertise a name
     nobody can reach (it would register, then fail every client and peer that dials it)."""
     deadline = monotonic() + wait_ms_max / 1000
@@ -171,8 +180,10 @@ def _from_file(path: Path, settings: Mapping[str, argparse.Action]) -> dict[str,
     for key, value in table.items():
         action = by_key.get(key)
         if action is None:
-            raise ServerFlagError(f"--config {path}: unknown key {key!r} (keys are the command's flags without "
-                                  f"'--', e.g. {next(iter(by_key), 'listen')!r})")
+            raise ServerFlagError(
+                f"--config {path}: unknown key {key!r} (keys are the command's flags without "
+                f"'--', e.g. {next(iter(by_key), 'listen')!r})"
+            )
         out[action.dest] = _typed(action, value, f"--config {path}: {key}")
     return out
 

@@ -25,7 +25,9 @@ from kanal.v1.error import ErrorCode, KanalError
 NOW = 1_700_000_000_000
 
 
-def batch(n: int = 3, *, ts: int = NOW, key: bytes | None = None, value: bytes | None = b"v", size: int = 0) -> bytes:
+def batch(
+    n: int = 3, *, ts: int = NOW, key: bytes | None = None, value: bytes | None = b"v", size: int = 0
+) -> bytes:
     payload = value if not size else os.urandom(size)
     return build_batch([NewRecord(key=key, value=payload, timestamp_ms=ts + i) for i in range(n)])
 
@@ -189,7 +191,9 @@ def test_segments_roll_by_age_of_the_records(tmp_path):
 
 
 def test_retention_by_time_keeps_the_active_segment(tmp_path):
-    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes_max=2048, batch_bytes_max=1024, retention_ms=10_000))
+    log = Log.open(
+        tmp_path / "t-0", LogConfig(segment_bytes_max=2048, batch_bytes_max=1024, retention_ms=10_000)
+    )
     for i in range(20):
         log.append(batch(2, ts=NOW + i * 1000, size=200), leader_epoch=0, now_ms=NOW + i * 1000)
     segments = len(log.segments)
@@ -229,7 +233,9 @@ def test_compaction_keeps_the_latest_value_per_key_and_offsets(tmp_path):
         key = b"k%d" % (i % 3)
         log.append(build_batch([NewRecord(key=key, value=b"v%d" % i, timestamp_ms=NOW + i)]),
                    leader_epoch=0, now_ms=NOW)
-    log.append(build_batch([NewRecord(key=b"k0", value=None, timestamp_ms=NOW + 30)]), leader_epoch=0, now_ms=NOW)
+    log.append(
+        build_batch([NewRecord(key=b"k0", value=None, timestamp_ms=NOW + 30)]), leader_epoch=0, now_ms=NOW
+    )
     log.roll()
     stats = log.compact(NOW + 31)
     assert stats.records_removed > 0
@@ -373,7 +379,9 @@ def small_disk(tmp_path):
     teardown whatever happened (lazily, should a failed test have left a file open on it)."""
     mountpoint = tmp_path / "small-disk"
     mountpoint.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "kanal-test-full", str(mountpoint)], check=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "kanal-test-full", str(mountpoint)], check=True
+    )
     try:
         yield mountpoint
     finally:

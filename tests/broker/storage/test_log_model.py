@@ -81,7 +81,9 @@ class LogMachine(RuleBasedStateMachine):
         retention_bytes=st.one_of(st.none(), st.integers(0, 8000)),
         delete_retention_ms=st.integers(0, 3000),
     )
-    def open_log(self, segment_bytes, index_interval, policy, retention_ms, retention_bytes, delete_retention_ms):
+    def open_log(
+        self, segment_bytes, index_interval, policy, retention_ms, retention_bytes, delete_retention_ms
+    ):
         self.config = LogConfig(
             segment_bytes_max=segment_bytes,
             batch_bytes_max=1000,
@@ -152,10 +154,14 @@ class LogMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def read_out_of_range(self, data):
-        bad = data.draw(st.one_of(
-            st.integers(self.log.log_end_offset + 1, self.log.log_end_offset + 100),
-            st.integers(-100, self.log.log_start_offset - 1) if self.log.log_start_offset > -100 else st.nothing(),
-        ))
+        bad = data.draw(
+            st.one_of(
+                st.integers(self.log.log_end_offset + 1, self.log.log_end_offset + 100),
+                st.integers(-100, self.log.log_start_offset - 1)
+                if self.log.log_start_offset > -100
+                else st.nothing(),
+            )
+        )
         with pytest.raises(KanalError) as err:
             self.log.read(bad, 1000)
         assert err.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
@@ -234,7 +240,9 @@ class LogMachine(RuleBasedStateMachine):
         segs = self.log.segments
         recovery_point = self.log.recovery_point
         damageable = [
-            i for i, s in enumerate(segs) if s.size and (i == len(segs) - 1 or segs[i + 1].base_offset > recovery_point)
+            i
+            for i, s in enumerate(segs)
+            if s.size and (i == len(segs) - 1 or segs[i + 1].base_offset > recovery_point)
         ]
         locations = {i: list(segs[i].locations()) for i in damageable}
         self.log.close_unclean()
@@ -249,7 +257,9 @@ class LogMachine(RuleBasedStateMachine):
                 del raw[pos:]
             seg.log_path.write_bytes(bytes(raw))
             # Batches in the damaged segment that ended before the damage survive, and nothing after.
-            damaged_from = next(loc.suffix.base_offset for loc in locations[i] if loc.position + loc.size > pos)
+            damaged_from = next(
+                loc.suffix.base_offset for loc in locations[i] if loc.position + loc.size > pos
+            )
             self.batches = [b for b in self.batches if b.base < damaged_from]
         self.log = Log.open(self.dir, self.config)
 
@@ -265,8 +275,9 @@ class LogMachine(RuleBasedStateMachine):
         # least every batch that still holds a record.
         model_end = max((b.last + 1 for b in self.batches if b.records), default=0)
         assert self.log.log_end_offset >= model_end
-        assert self.log.log_start_offset <= min((b.base for b in self.batches), default=self.log.log_start_offset) or \
-            all(r[0] >= self.log.log_start_offset for r in self.model_records)
+        assert self.log.log_start_offset <= min(
+            (b.base for b in self.batches), default=self.log.log_start_offset
+        ) or all(r[0] >= self.log.log_start_offset for r in self.model_records)
 
 
 TestLogModel = LogMachine.TestCase

@@ -122,8 +122,10 @@ class TransactionsModel(RuleBasedStateMachine):
         self.checkpoint: bytes | None = None
         self.value = 0
         self.now_ms = 0
-        self.data_of: dict[int, list[int]] = {}   # producer -> base offsets of its open transaction's batches
-        self.marker_data: dict[int, list[int]] = {}  # marker offset -> base offsets of its transaction's batches
+        self.data_of: dict[int, list[int]] = {}  # producer -> base offsets of its open transaction's batches
+        self.marker_data: dict[
+            int, list[int]
+        ] = {}  # marker offset -> base offsets of its transaction's batches
         self.markers_removed = 0
 
     def _append(self, raw: bytes, records: int) -> int:
@@ -231,7 +233,9 @@ class TransactionsModel(RuleBasedStateMachine):
     def a_rebuild_from_the_log_gives_the_same_answers(self):
         rebuilt = TransactionIndex.rebuild(b for _, e in self.entries for b in txn_batches_in(e))
         rebuilt.advance_to(self.next_offset)
-        assert rebuilt.last_stable_offset(self.high_watermark) == self.index.last_stable_offset(self.high_watermark)
+        assert rebuilt.last_stable_offset(self.high_watermark) == self.index.last_stable_offset(
+            self.high_watermark
+        )
         self._check_read_committed(rebuilt)
 
     def _check_read_committed(self, index: TransactionIndex) -> None:
@@ -259,11 +263,23 @@ test_transactions_model = TransactionsModel.TestCase
 
 
 def test_decode_fetched_never_returns_markers_even_read_uncommitted():
-    entries = [frame_entry(with_broker_suffix(build_batch([NewRecord(b"a", None, 1)], producer_id=5,
-                                                          attributes=TXN), 0, 1)),
-               frame_entry(with_broker_suffix(build_control_batch(CONTROL_ABORT, producer_id=5, producer_epoch=0,
-                                                                  coordinator_epoch=0, timestamp_ms=1), 1, 1))]
+    entries = [
+        frame_entry(
+            with_broker_suffix(build_batch([NewRecord(b"a", None, 1)], producer_id=5, attributes=TXN), 0, 1)
+        ),
+        frame_entry(
+            with_broker_suffix(
+                build_control_batch(
+                    CONTROL_ABORT, producer_id=5, producer_epoch=0, coordinator_epoch=0, timestamp_ms=1
+                ),
+                1,
+                1,
+            )
+        ),
+    ]
     records, next_offset, _ = decode_fetched(("t", 0), b"".join(entries), 0, decode_record_list_python)
     assert [r.value for r in records] == [b"a"] and next_offset == 2
-    records, next_offset, _ = decode_fetched(("t", 0), b"".join(entries), 0, decode_record_list_python, [(5, 0)])
+    records, next_offset, _ = decode_fetched(
+        ("t", 0), b"".join(entries), 0, decode_record_list_python, [(5, 0)]
+    )
     assert records == [] and next_offset == 2

@@ -144,7 +144,10 @@ def test_two_reads_of_one_offset_that_disagree_are_divergent():
     h.final([a])
     report = check(h.events)
     v = only(report, "divergent")
-    assert [e["process"] for e in v.events] == ["p0", "c1"] or [e["process"] for e in v.events] == ["c0", "c1"]
+    assert [e["process"] for e in v.events] == ["p0", "c1"] or [e["process"] for e in v.events] == [
+        "c0",
+        "c1",
+    ]
 
 
 def test_an_acknowledgement_and_a_read_that_disagree_are_divergent():
@@ -163,7 +166,9 @@ def test_an_in_sync_replica_whose_own_log_disagrees_with_the_leader_below_the_en
         for offset, value in enumerate(a):
             h.add("replica", "replicas", broker=broker, topic="t", partition=0, offset=offset, value=value)
     h.add("replica", "replicas", broker=0, topic="t", partition=0, offset=0, value=a[0])
-    h.add("replica", "replicas", broker=0, topic="t", partition=0, offset=3, value="p1:7")  # past the end: not judged
+    h.add(
+        "replica", "replicas", broker=0, topic="t", partition=0, offset=3, value="p1:7"
+    )  # past the end: not judged
     assert check(h.events).ok
     # broker 0 kept a deposed leader's tail where the leader stored other records: once per replica
     h.add("replica", "replicas", broker=0, topic="t", partition=0, offset=1, value="p1:5")
@@ -232,7 +237,9 @@ def test_two_active_controllers_in_one_epoch():
 def test_an_older_leader_epoch_after_a_newer_one_goes_backwards():
     h = H()
     for offset, epoch in enumerate([1, 2, 2, 1, 3]):
-        h.add("final", "final", topic="t", partition=0, offset=offset, value=f"p0:{offset}", leader_epoch=epoch)
+        h.add(
+            "final", "final", topic="t", partition=0, offset=offset, value=f"p0:{offset}", leader_epoch=epoch
+        )
     h.add("final_end", "final", topic="t", partition=0, end_offset=5)
     v = only(check(h.events), "epoch_backwards")
     assert [e["offset"] for e in v.events] == [1, 3] and check(h.events).counts()["epoch_backwards"] == 1

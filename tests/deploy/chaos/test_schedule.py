@@ -7,7 +7,13 @@ import itertools
 import pytest
 
 from kanal.deploy.chaos.cli import duration_s, main
-from kanal.deploy.chaos.schedule import CLOCK_STEP_S, FAULT_KINDS, PARTITION_VARIANTS, ScheduleOptions, schedule
+from kanal.deploy.chaos.schedule import (
+    CLOCK_STEP_S,
+    FAULT_KINDS,
+    PARTITION_VARIANTS,
+    ScheduleOptions,
+    schedule,
+)
 
 
 def test_same_seed_same_schedule_and_another_seed_another():
@@ -41,7 +47,9 @@ def test_faults_come_one_at_a_time_inside_the_run_and_only_of_the_kinds_asked():
 def test_every_partition_variant_is_reachable():
     seen = set()
     for seed in range(100):
-        seen |= {f.variant for f in schedule(ScheduleOptions(faults=("partition",), duration_s=60, seed=seed))}
+        seen |= {
+            f.variant for f in schedule(ScheduleOptions(faults=("partition",), duration_s=60, seed=seed))
+        }
     assert seen == set(PARTITION_VARIANTS)
 
 
@@ -77,6 +85,9 @@ def test_power_and_clock_faults_aim_where_they_should():
                 assert (f.step_s > 0) == (f.variant == "forward")
     assert seen == {("power", "node"), ("power", "controllers"), ("clock", "forward"), ("clock", "back")}
     # Pinned like the seed above: the fixed-seed tests of tests/cluster/test_chaos.py name what these give.
-    assert [f.describe() for f in schedule(ScheduleOptions(faults=("power", "clock"), duration_s=25, seed=8))] == [
+    assert [
+        f.describe() for f in schedule(ScheduleOptions(faults=("power", "clock"), duration_s=25, seed=8))
+    ] == [
         "power/controllers controller-0,controller-1,controller-2 3.0-10.0s",
-        "clock/forward broker-0 step +2253s 12.5-16.2s"]
+        "clock/forward broker-0 step +2253s 12.5-16.2s",
+    ]

@@ -56,7 +56,12 @@ def test_the_launcher_runs_a_module_on_the_stepped_clock(tmp_path):
     (tmp_path / "show_clock.py").write_text(
         "import sys, time\n"
         "print(round(time.time() - time.clock_gettime(time.CLOCK_REALTIME)), *sys.argv[1:])\n")
-    out = subprocess.run([sys.executable, "-m", "kanal.deploy.chaos.skewed_clock", str(offset), "show_clock", "a", "b"],
-                         capture_output=True, text=True, check=True, timeout=60, env={**os.environ,
-                         "PYTHONPATH": str(tmp_path)}).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "kanal.deploy.chaos.skewed_clock", str(offset), "show_clock", "a", "b"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    ).stdout
     assert out.split() == ["-7200", "a", "b"]
