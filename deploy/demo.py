@@ -9,6 +9,7 @@ and that the group committed up to the end. Then it stops every process.
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import sys
@@ -21,15 +22,20 @@ from kanal.clients.admin import Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer, ProducerConfig
 from kanal.deploy.local_cluster import LocalCluster
-from kanal.v1.cli_report import CommandParser
+from kanal.v1.cli_report import OUTPUT_HELP, CommandParser, command_error
+from kanal.v1.error import ErrorCode
 
 TOPIC = "orders"
 PARTITIONS = 3
 GROUP = "billing"
 
 
+# Progress lines go to stdout, or to stderr when stdout carries the JSON verdict (--output json).
+_progress = sys.stdout
+
+
 def say(text: str) -> None:
-    print(text, flush=True)
+    print(text, file=_progress, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +44,12 @@ def main(argv: list[str] | None = None) -> int:
         "--data-dir", type=Path, default=None, help="cluster data (default: a temp dir, removed)"
     )
     parser.add_argument("--records", type=int, default=100_000, help="records to produce (1..5,000,000)")
+    parser.add_argument("--output", choices=("text", "json"), default="text",
+                        help=f"{OUTPUT_HELP} (json: the verdict and its counts as one JSON object on stdout; "
+                        "the progress lines go to stderr)")
     args = parser.parse_args(argv)
+    global _progress
+    _progress = sys.stderr if args.output == "json" else sys.stdout
     if not 1 <= args.records <= 5_000_000:
         parser.error("--records must be in [1, 5000000]")
     # SIGTERM ends the demo as Ctrl-C does: through the `finally` below, which stops every process it
@@ -55,10 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster.start(timeout_s=120)
         say(f"  cluster ready in {time.perf_counter() - started:.1f} s; bootstrap {cluster.bootstrap}")
-        return run(cluster, args.records)
+        return run(cluster, args.records, as_json=args.output == "json")
     except (RuntimeError, TimeoutError) as exc:
-        print(f"kanal demo: {exc}", file=sys.stderr)
-        return 1
+        return command_error("kanal demo", str(exc), ErrorCode.UNKNOWN_SERVER_ERROR)
     finally:
         cluster.stop()
         say("  stopped every process")
@@ -66,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def run(cluster: LocalCluster, total: int) -> int:
+def run(cluster: LocalCluster, total: int, as_json: bool = False) -> int:
     with Admin(cluster.bootstrap) as admin:
         admin.create_topic(TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
         leaders = {p.partition: p.leader for p in admin.describe_topic(TOPIC).partitions}
@@ -125,6 +135,11 @@ def run(cluster: LocalCluster, total: int) -> int:
         "kanal demo: "
         + ("every acknowledged record survived the leader kill, exactly once" if ok else "FAILED")
     )
+    if as_json:
+        print(json.dumps({"ok": ok, "records": total, "acknowledged": len(acked), "failed": len(failed),
+                          "lost": len(lost), "duplicates": duplicates, "read": len(read), "read_twice": twice,
+                          "group_lag": lag, "killed_broker": victim.node_id, "leaders_before": leaders,
+                          "leaders_after": new_leaders}), flush=True)
     return 0 if ok else 1
 
 

@@ -37,6 +37,7 @@ import socket
 import socketserver
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
@@ -73,9 +74,13 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str]) -> int:
     p = CommandParser(prog="kanal dev", description=__doc__.splitlines()[0],
                                 epilog="Also: `kanal dev status`, `kanal dev restart NODE`.")
-    p.add_argument("--data-dir", type=Path, default=KANAL_HOME / "dev-data")
-    p.add_argument("--controllers", type=int, default=3)
-    p.add_argument("--brokers", type=int, default=3)
+    p.add_argument("--data-dir", type=Path, default=KANAL_HOME / "dev-data",
+                   help=f"the cluster's data, kept across runs (default {KANAL_HOME / 'dev-data'})")
+    p.add_argument("--controllers", type=int, default=3, help="controllers in the quorum, 1..7 (default 3)")
+    p.add_argument("--brokers", type=int, default=3, help="brokers, 1..64 (default 3)")
+    p.add_argument("--output", choices=("text", "json"), default="text",
+                   help=f"{OUTPUT_HELP} (json: the running cluster, nodes and endpoints, as one JSON "
+                   "object on stdout once it is ready; the progress lines go to stderr)")
     p.add_argument(
         "--tls",
         action="store_true",
@@ -85,11 +90,11 @@ def _run(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if not 1 <= args.controllers <= 7 or not 1 <= args.brokers <= 64:
         p.error("--controllers must be in [1, 7] and --brokers in [1, 64]")
+    say = _sayer(args.output == "json")
     running = _running_state()
     if running is not None:
-        print(f"kanal dev: a dev cluster is already running (pid {running['pid']}, bootstrap "
-              f"{running['bootstrap']})", file=sys.stderr)
-        return 1
+        return command_error("kanal dev", f"a dev cluster is already running (pid {running['pid']}, "
+                             f"bootstrap {running['bootstrap']})")
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
@@ -100,20 +105,18 @@ def _run(argv: list[str]) -> int:
         tls = make_dev_tls(args.data_dir / "tls", broker_ids=range(args.brokers),
                            controller_ids=range(args.controllers), client_name=DEV_CLIENT_NAME)
     cluster = LocalCluster(args.data_dir, controllers=args.controllers, brokers=args.brokers, tls=tls)
-    print(f"kanal dev: starting {args.controllers} controllers and {args.brokers} brokers, data in "
-          f"{args.data_dir}",
-          flush=True)
+    say(f"kanal dev: starting {args.controllers} controllers and {args.brokers} brokers, data in "
+        f"{args.data_dir}")
     if tls is None:
-        print("kanal dev: INSECURE: plaintext gRPC, no authentication (every call is User:ANONYMOUS), "
-              "on 127.0.0.1 only; `kanal dev --tls` secures it", flush=True)
+        say("kanal dev: INSECURE: plaintext gRPC, no authentication (every call is User:ANONYMOUS), "
+            "on 127.0.0.1 only; `kanal dev --tls` secures it")
     else:
-        print(f"kanal dev: secured: TLS with client certificates required on every node (throwaway CA in "
-              f"{tls.directory}); authentication by certificate or password", flush=True)
+        say(f"kanal dev: secured: TLS with client certificates required on every node (throwaway CA in "
+            f"{tls.directory}); authentication by certificate or password")
     try:
         cluster.start(timeout_s=120)
     except (RuntimeError, TimeoutError) as exc:
-        print(f"kanal dev: the cluster did not start: {exc}", file=sys.stderr)
-        return 1
+        return command_error("kanal dev", f"the cluster did not start: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR)
     supervisor = Supervisor(cluster)
     control: _ControlServer | None = None
     try:
@@ -121,41 +124,40 @@ def _run(argv: list[str]) -> int:
         try:
             control = _ControlServer(CONTROL_SOCKET, supervisor)
         except OSError as exc:  # e.g. a socket path longer than AF_UNIX allows (about 107 bytes)
-            print(f"kanal dev: cannot serve `kanal dev status` on {CONTROL_SOCKET}: {exc}", file=sys.stderr)
-            return 1
+            return command_error("kanal dev", f"cannot serve `kanal dev status` on {CONTROL_SOCKET}: {exc}",
+                                 ErrorCode.UNKNOWN_SERVER_ERROR)
         threading.Thread(target=control.serve_forever, name="dev-control", daemon=True).start()
         client_config = None
         if tls is not None:
             client_config = str(_write_client_config(tls, cluster.bootstrap))
-        STATE_FILE.write_text(
-            json.dumps(
-                {
-                    "pid": os.getpid(),
-                    "bootstrap": cluster.bootstrap,
-                    "client_config": client_config,
-                    "controllers": cluster.controller_endpoints,
-                    "data_dir": str(args.data_dir),
-                    "control": str(CONTROL_SOCKET),
-                    "nodes": [_describe(n, check_serving=False) for n in cluster.nodes],
-                }
-            )
-        )
-        print(f"kanal dev: ready. bootstrap: {cluster.bootstrap}", flush=True)
+        state = {
+            "pid": os.getpid(),
+            "bootstrap": cluster.bootstrap,
+            "client_config": client_config,
+            "controllers": cluster.controller_endpoints,
+            "data_dir": str(args.data_dir),
+            "control": str(CONTROL_SOCKET),
+            "nodes": [_describe(n, check_serving=False) for n in cluster.nodes],
+        }
+        STATE_FILE.write_text(json.dumps(state))
+        if args.output == "json":
+            print(json.dumps(state), flush=True)
+        say(f"kanal dev: ready. bootstrap: {cluster.bootstrap}")
         for node in cluster.nodes:
-            print(f"  {node.name:<13} {node.endpoint:<22} pid {node.pid}  log {node.log_path}", flush=True)
-        print("kanal dev: other kanal commands use this cluster by default; `kanal dev status` and "
-              "`kanal dev restart NODE` manage it; Ctrl-C stops it.", flush=True)
+            say(f"  {node.name:<13} {node.endpoint:<22} pid {node.pid}  log {node.log_path}")
+        say("kanal dev: other kanal commands use this cluster by default; `kanal dev status` and "
+            "`kanal dev restart NODE` manage it; Ctrl-C stops it.")
         if client_config is not None:
-            print(f"kanal dev: client config (TLS files, User:{DEV_CLIENT_NAME}'s certificate): "
-                  f"{client_config}; the other commands pick it up, other clients take it with "
-                  "--command-config", flush=True)
+            say(f"kanal dev: client config (TLS files, User:{DEV_CLIENT_NAME}'s certificate): "
+                f"{client_config}; the other commands pick it up, other clients take it with "
+                "--command-config")
         while not stopping.wait(WATCH_INTERVAL_S):
             for node, code in supervisor.newly_dead():
                 print(f"kanal dev: {node.name} exited with status {code} (log {node.log_path}); the "
                       f"other nodes keep serving; `kanal dev restart {node.name}` brings it back on its data",
                       file=sys.stderr, flush=True)
     finally:
-        print("kanal dev: stopping", flush=True)
+        say("kanal dev: stopping")
         if control is not None:
             control.shutdown()
             control.server_close()
@@ -166,6 +168,15 @@ def _run(argv: list[str]) -> int:
         if tls is not None:
             CLIENT_CONFIG.unlink(missing_ok=True)
     return 0
+
+
+def _sayer(to_stderr: bool) -> Callable[[str], None]:
+    """Progress lines: stdout in text mode; stderr when stdout carries JSON."""
+
+    def say(text: str) -> None:
+        print(text, file=sys.stderr if to_stderr else sys.stdout, flush=True)
+
+    return say
 
 
 def _write_client_config(tls, bootstrap: str) -> Path:

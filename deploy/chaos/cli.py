@@ -23,6 +23,8 @@ stops everything the run started before it exits.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import logging
 import os
 import re
@@ -35,9 +37,9 @@ from kanal.deploy.chaos.checker import check
 from kanal.deploy.chaos.history import read_history
 from kanal.deploy.chaos.mutation import MUTATIONS
 from kanal.deploy.chaos.schedule import FAULT_KINDS, ScheduleOptions, schedule
-from kanal.v1.cli_report import CommandParser, command_error
+from kanal.v1.cli_report import OUTPUT_HELP, CommandParser, command_error
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
-from kanal.v1.error import KanalError
+from kanal.v1.error import ErrorCode, KanalError
 
 
 def duration_s(text: str) -> float:
@@ -76,6 +78,8 @@ def parser() -> argparse.ArgumentParser:
                      help="where each run's history is written (default chaos-histories)")
     run.add_argument("--partitions", type=int, default=3, help="partitions of the workload topic (default 3)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.add_argument("--output", choices=("text", "json"), default="text",
+                     help=f"{OUTPUT_HELP} (each run's verdict: one JSON object per line)")
     run.add_argument("--unsafe-test-mutation", choices=sorted(MUTATIONS), default=None,
                      help="TEST ONLY: brokers from a copy of kanal.broker with this deliberate bug")
     # A secured cluster given by its bootstrap address: the client commands' TLS and credential flags.
@@ -83,11 +87,15 @@ def parser() -> argparse.ArgumentParser:
     chk = sub.add_parser("check", help="check a recorded history")
     chk.add_argument("history", type=Path, help="a history file written by `kanal chaos run`")
     chk.add_argument("--all", action="store_true", help="print every violation, not only the first")
+    chk.add_argument("--output", choices=("text", "json"), default="text",
+                     help=f"{OUTPUT_HELP} (the counts and violations as one JSON object)")
     sch = sub.add_parser("schedule", help="print the fault schedule a seed gives")
     sch.add_argument("--faults", type=faults, default=("kill", "pause", "partition"),
                      help="fault kinds, comma-separated (default kill,pause,partition)")
     sch.add_argument("--duration", type=duration_s, default=60.0, help="length of the schedule (default 60s)")
     sch.add_argument("--seed", type=int, default=1, help="seed of the schedule (default 1)")
+    sch.add_argument("--output", choices=("text", "json"), default="text",
+                     help=f"{OUTPUT_HELP} (one JSON object per fault)")
     return p
 
 
@@ -101,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             return command_error("kanal chaos", str(exc), exit_status=2)
         for f in steps:
-            print(f.describe())
+            print(json.dumps(dataclasses.asdict(f)) if args.output == "json" else f.describe())
         return 0
     return _run(args)
 
@@ -112,6 +120,15 @@ def _check(args) -> int:
     except (OSError, ValueError) as exc:
         return command_error("kanal chaos check", str(exc), exit_status=2)
     report = check(events)
+    if args.output == "json":
+        shown = report.violations if args.all else report.violations[:1]
+        print(json.dumps({"history": str(args.history), "events": len(events),
+                          "acknowledged": report.acknowledged, "read": report.read,
+                          "final_records": report.final_records,
+                          "unchecked": [list(tp) for tp in report.unchecked], "ok": report.ok,
+                          "violations_by_kind": {k: n for k, n in report.counts().items() if n},
+                          "violations": [str(v) for v in shown]}))
+        return 0 if report.ok else 1
     print(f"{args.history}: {len(events)} events, {report.acknowledged} acknowledged, {report.read} read, "
           f"{report.final_records} in the final read")
     if report.unchecked:
@@ -125,6 +142,13 @@ def _check(args) -> int:
     return 1
 
 
+def _failed(tty: bool, message: str, exit_status: int, code: int = ErrorCode.INVALID_REQUEST) -> int:
+    """End the progress line (on a terminal), then the error as one line, or one JSON object."""
+    if tty:
+        sys.stderr.write("\n")
+    return command_error("kanal chaos", message, code, exit_status=exit_status)
+
+
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -134,16 +158,15 @@ def _run(args) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.runs < 1:
-        print("kanal chaos: --runs must be at least 1", file=sys.stderr)
-        return 2
+        return command_error("kanal chaos", "--runs must be at least 1", exit_status=2)
     try:
         security = security_from(layered_settings(args, os.environ, None, talks_to_dev=False))
     except KanalError as exc:
         return command_error("kanal chaos", exc.message, exc.code, exit_status=2)
     if security is not None and args.target in ("dev", "containers"):
-        print("kanal chaos: TLS settings apply to a cluster given by its bootstrap address; the dev and "
-              "containers targets start their own plaintext cluster", file=sys.stderr)
-        return 2
+        return command_error("kanal chaos", "TLS settings apply to a cluster given by its bootstrap address; "
+                             "the dev and containers targets start their own plaintext cluster",
+                             exit_status=2)
     # SIGTERM unwinds like Ctrl-C, through every `finally` that heals a fault or stops a process.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     tty = sys.stderr.isatty()
@@ -170,22 +193,23 @@ def _run(args) -> int:
             options.schedule_options()
             result = run_once(options, progress)
         except ValueError as exc:
-            print(f"\nkanal chaos: {exc}", file=sys.stderr)
-            return 2
+            return _failed(tty, str(exc), 2)
         except KeyboardInterrupt:
-            print(f"\nkanal chaos: interrupted; every fault healed and every process stopped "
-                  f"(history so far: {options.history_path})", file=sys.stderr)
-            return 130
+            return _failed(tty, "interrupted; every fault healed and every process stopped "
+                           f"(history so far: {options.history_path})", 130)
         except (RuntimeError, TimeoutError, OSError, KanalError) as exc:
             # KanalError: the cluster refused what the run needs after healing (the final read's fence
             # record, say, on a partition whose ISR never recovered): no verdict on the history.
-            print(f"\nkanal chaos: run with seed {seed} could not be carried out: {exc}", file=sys.stderr)
-            return 3
+            return _failed(tty, f"run with seed {seed} could not be carried out: {exc}", 3,
+                           ErrorCode.UNKNOWN_SERVER_ERROR)
         if tty and not args.quiet:
             sys.stderr.write("\r\033[K")
-        print(result.table(r + 1, args.runs), flush=True)
+        if args.output == "json":
+            print(json.dumps(result.as_dict()), flush=True)
+        else:
+            print(result.table(r + 1, args.runs), flush=True)
         violations += 0 if result.ok else 1
-    if args.runs > 1:
+    if args.runs > 1 and args.output != "json":
         print(f"{args.runs} runs, {violations} with violations")
     return 1 if violations else 0
 

@@ -93,6 +93,21 @@ class RunResult:
     def longest_window_s(self) -> float:
         return max((w.length_s for w in self.windows), default=0.0)
 
+    def as_dict(self) -> dict:
+        """The run's verdict as JSON-ready data (`kanal chaos run --output json`): the table's facts."""
+        o, r = self.options, self.report
+        return {
+            "seed": o.seed, "target": o.target, "duration_s": o.duration_s, "mutation": o.mutation,
+            "faults_injected": [{"kind": f.kind, "variant": f.variant, "detail": detail, "start_s": f.start_s,
+                                 "end_s": f.end_s} for f, detail in self.injected],
+            "sent": r.sent, "acknowledged": r.acknowledged, "failed": self.failed, "read": r.read,
+            "final_records": r.final_records,
+            "unavailable": [{"start_s": w.start_s, "end_s": w.end_s, "fault": w.fault} for w in self.windows],
+            "ok": r.ok, "violations_by_kind": {k: n for k, n in r.counts().items() if n},
+            "first_violation": None if r.ok else str(r.first),
+            "unchecked": [list(tp) for tp in r.unchecked], "history": str(o.history_path),
+        }
+
     def table(self, number: int = 1, runs: int = 1) -> str:
         o, r = self.options, self.report
         faults = ", ".join(f"{f.kind}/{f.variant} {detail} {f.start_s:.1f}-{f.end_s:.1f}s"

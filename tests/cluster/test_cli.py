@@ -26,7 +26,7 @@ def dev(tmp_path_factory):
     home = tmp_path_factory.mktemp("kanal-home")
     env = dict(os.environ, KANAL_HOME=str(home), PYTHONUNBUFFERED="1")
     env.pop("KANAL_BOOTSTRAP", None)
-    with kanal_dev(env, home / "dev.out", "--data-dir", str(home / "data")) as proc:
+    with kanal_dev(env, home / "dev.out", "--data-dir", str(home / "data"), "--output", "json") as proc:
         yield env, home, proc
 
 
@@ -37,6 +37,20 @@ def kanal(env, *args: str, stdin: str | None = None, check: bool = True) -> subp
     if check:
         assert result.returncode == 0, f"kanal {' '.join(args)} failed: {result.stderr}"
     return result
+
+
+def test_dev_output_json_describes_the_running_cluster(dev):
+    """`kanal dev --output json`: once ready, the cluster as one JSON object on stdout (what dev.json holds);
+    the progress lines went to stderr."""
+    _, home, proc = dev
+    lines = (home / "dev.out").read_text().splitlines()
+    described = [json.loads(line) for line in lines if line.startswith("{")]
+    assert len(described) == 1, described
+    state = json.loads((home / "dev.json").read_text())
+    assert described[0]["bootstrap"] == state["bootstrap"] and described[0]["pid"] == proc.pid
+    names = sorted(n["name"] for n in described[0]["nodes"])
+    assert names == sorted([*(f"controller-{i}" for i in range(3)), *(f"broker-{i}" for i in range(3))])
+    assert all(n["pid"] and n["endpoint"] for n in described[0]["nodes"])
 
 
 def test_topics_produce_consume_describe(dev):
@@ -239,3 +253,18 @@ def test_acls_add_list_remove(dev):
     assert (
         kanal(env, "acls", "list", "--topic", "cli-acl-").stdout.count("User:alice") == 1
     )  # DescribeConfigs left
+
+
+def test_chaos_run_output_json_is_the_verdict(dev, tmp_path):
+    """`kanal chaos run --output json` against a running cluster (no faults: the workloads and the checker)
+    prints each run's verdict as one JSON object. Last in the module: it adds its workload topic."""
+    env, home, _ = dev
+    bootstrap = json.loads((home / "dev.json").read_text())["bootstrap"]
+    result = kanal(env, "chaos", "run", "--target", bootstrap, "--faults", "", "--duration", "7s",
+                   "--history-dir", str(tmp_path), "--quiet", "--output", "json")
+    verdicts = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(verdicts) == 1, result.stdout
+    verdict = verdicts[0]
+    assert verdict["ok"] is True and verdict["violations_by_kind"] == {} and verdict["faults_injected"] == []
+    assert verdict["acknowledged"] > 0 and verdict["final_records"] >= verdict["acknowledged"]
+    assert verdict["history"] == str(tmp_path / "seed-1.jsonl")

@@ -71,8 +71,11 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="TOML file of settings (keys: flag names without --); flags and KANAL_* variables override it",
     )
-    parser.add_argument("--log-format", choices=("text", "json"), default="text",
-                        help="stdout log lines: text, or one JSON object per line")
+    # --output is the same flag under the name every kanal command takes: a server prints logs, not data.
+    parser.add_argument("--log-format", "--output", dest="log_format", choices=("text", "json"),
+                        default="text",
+                        help="stdout log lines: text, or one JSON object per line (errors then one JSON "
+                        "object on stderr)")
     parser.add_argument("--id-from-hostname", action="store_true",
                         help="take --id from the trailing ordinal of $HOSTNAME (a StatefulSet pod's name)")
     parser.add_argument(

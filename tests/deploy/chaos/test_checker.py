@@ -288,3 +288,10 @@ def test_kanal_chaos_check_exits_1_on_a_violation_and_0_on_a_clean_history(tmp_p
     out = capsys.readouterr().out
     assert "violations: lost 1" in out and "'p0:2' acknowledged at t-0 offset 2" in out
     assert main(["check", str(tmp_path / "missing.jsonl")]) == 2
+    assert main(["check", str(bad_file), "--output", "json"]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["ok"] is False and verdict["violations_by_kind"] == {"lost": 1}
+    assert len(verdict["violations"]) == 1
+    assert "'p0:2' acknowledged at t-0 offset 2" in verdict["violations"][0]
+    assert main(["check", str(clean_file), "--output", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True

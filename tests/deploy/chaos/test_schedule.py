@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
@@ -66,6 +67,11 @@ def test_durations_and_the_schedule_command(capsys):
     assert main(["schedule", "--faults", "kill,pause,partition", "--duration", "25s", "--seed", "6"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "kill/node broker-0 3.0-9.6s", "partition/zombie-leader leader:chaos:2 12.3-16.9s"]
+    argv = ["schedule", "--faults", "kill,pause,partition", "--duration", "25s", "--seed", "6"]
+    assert main([*argv, "--output", "json"]) == 0
+    steps = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(f["kind"], f["variant"], f["targets"], round(f["start_s"], 1)) for f in steps] == [
+        ("kill", "node", ["broker-0"], 3.0), ("partition", "zombie-leader", ["leader:chaos:2"], 12.3)]
     with pytest.raises(SystemExit):
         main(["schedule", "--faults", "meteor"])
 
