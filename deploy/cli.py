@@ -119,7 +119,18 @@ def main(argv: list[str] | None = None) -> int:
         )
 
 
+def _leading_output_last(args: list[str]) -> list[str]:
+    """`kanal --output json topics list` as `kanal topics list --output json`: the usage line shows --output
+    as a flag of every command, so it may come before the command's name too."""
+    if args[:1] == ["--output"] and len(args) >= 2:
+        return [*args[2:], "--output", args[1]]
+    if args and args[0].startswith("--output="):
+        return [*args[1:], args[0]]
+    return args
+
+
 def _dispatch(args: list[str]) -> int:
+    args = _leading_output_last(args)
     if not args or args[0] in ("-h", "--help", "help"):
         print(usage(), file=sys.stdout if args else sys.stderr)  # asked for, or a usage error
         return 0 if args else EXIT_USAGE

@@ -95,6 +95,15 @@ def test_client_command_without_a_cluster_says_no_cluster(path, parser, no_clust
     assert error["exit"] == 1 and "no cluster" in error["error"]["message"]
 
 
+def test_output_may_come_before_the_command(no_cluster, capsys):
+    """`kanal --output json COMMAND ...` is `kanal COMMAND ... --output json` (the usage line lists --output
+    among every command's flags)."""
+    status, _, err = run(["--output", "json", "topics", "list"], capsys)
+    assert status == EXIT_FAILED and json.loads(err)["error"]["name"] == "NO_CLUSTER"
+    status, out, _ = run(["--output=json", "chaos", "schedule", "--duration", "20s"], capsys)
+    assert status == 0 and all(json.loads(line)["kind"] for line in out.splitlines())
+
+
 ALL_COMMANDS = [*(p for p, _ in CLIENT_COMMANDS), *((name,) for name in dispatcher.SUBCOMMANDS
                                                    if name not in _subparsers(build_parser()))]
 
