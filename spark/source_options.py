@@ -65,6 +65,8 @@ class SourceOptions:
         bootstrap = given.get("bootstrap", "")
         if files_only and bootstrap:
             raise ValueError("this source reads files only: give a path, not a bootstrap")
+        if files_only and "isolationlevel" in given:
+            raise ValueError("isolationLevel applies to partition data; the metadata log has no transactions")
         if not path and not bootstrap:
             raise ValueError("give a data directory to load() or the option bootstrap=host:port")
         topics = (

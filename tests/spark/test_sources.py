@@ -82,6 +82,18 @@ def test_unknown_option_or_mode_is_refused(spark, data_dir):
         spark.read.format("kanal-log").option("mode", "DROPMALFORMED").load(str(data_dir)).count()
 
 
+def test_options_are_checked_before_anything_is_read():
+    """Pure: SourceOptions refuses what does not apply (the metadata source reads files only and has no
+    transactions), before Spark plans a read."""
+    from kanal.spark.source_options import SourceOptions
+
+    with pytest.raises(ValueError, match="no transactions"):
+        SourceOptions.parse({"path": "/x", "isolationLevel": "read_committed"}, files_only=True)
+    with pytest.raises(ValueError, match="files only"):
+        SourceOptions.parse({"bootstrap": "127.0.0.1:1"}, files_only=True)
+    assert SourceOptions.parse({"path": "/x", "isolationLevel": "READ_COMMITTED"}).read_committed
+
+
 @pytest.fixture()
 def damaged(tmp_path):
     """Partition 0 with a torn tail on its first segment and a flipped byte inside its last segment."""
