@@ -18,10 +18,13 @@ class BatchOnly:
     def name(cls) -> str:
         raise NotImplementedError
 
+    # What the source is, in the refusal: kanal-metadata, which also streams, says "read-only".
+    KIND = "batch-only"
+
     def _refuse(self, what: str) -> KanalError:
         source = self.name()
         return KanalError(ErrorCode.INVALID_REQUEST, (
-            f"the {source} source is batch-only: {what} is not supported; read it with "
+            f"the {source} source is {self.KIND}: {what} is not supported; read it with "
             f"spark.read.format(\"{source}\"), or stream and write through brokers with format(\"kanal\")"))
 
     def streamReader(self, schema):

@@ -9,7 +9,8 @@ or the `__cluster_metadata-0` directory itself, or a copy of any of them. Option
 (PERMISSIVE / FAILFAST, as kanal-log) and `bytesPerPartition`. Columns: columns.METADATA_TABLE: offset,
 batch_offset, controller_epoch, time, record_type, principal, request_id, typed fields (broker_id,
 broker_epoch, fenced, topic, topic_id, partition, leader, isr, replicas, cause, reason, config_*),
-record_json, record (the serialized MetadataRecord), _corrupt and _lost (as kanal-log). Batch-only.
+record_json, record (the serialized MetadataRecord), _corrupt and _lost (as kanal-log). Also a stream
+(`spark.readStream`, metadata_stream.py); never written to.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kanal.spark.batch_only import BatchOnly
@@ -33,6 +34,8 @@ from kanal.spark.source_options import SourceOptions
 
 
 class KanalMetadataDataSource(BatchOnly, DataSource):
+    KIND = "read-only"
+
     @classmethod
     def name(cls) -> str:
         return "kanal-metadata"
@@ -43,6 +46,14 @@ class KanalMetadataDataSource(BatchOnly, DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         options = SourceOptions.parse(self.options, files_only=True)
         return KanalMetadataReader(options, METADATA_TABLE.select(schema.fieldNames()))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """The metadata log as a stream (metadata_stream.py); writes stay refused (BatchOnly)."""
+        from kanal.spark.metadata_stream import KanalMetadataStreamReader, StreamOptions
+
+        stream, rest = StreamOptions.split(dict(self.options))
+        options = SourceOptions.parse(rest, files_only=True)
+        return KanalMetadataStreamReader(options, stream, METADATA_TABLE.select(schema.fieldNames()))
 
 
 class KanalMetadataReader(DataSourceReader):
