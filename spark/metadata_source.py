@@ -65,10 +65,14 @@ class KanalMetadataReader(DataSourceReader):
         return plan_groups(metadata_plan(Path(self.options.path)), self.options.bytes_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        buf = RowBuffer(self.table)
-        for item in partition.items:  # type: ignore[attr-defined]
-            yield from entry_rows(buf, None, None, METADATA_TOPIC, read_item(item), self.options.fail_fast,
-                                  add_metadata_entry)
-        last = buf.flush()
-        if last is not None:
-            yield last
+        return read_metadata_group(partition, self.table, self.options.fail_fast)
+
+
+def read_metadata_group(partition: InputPartition, table: Table, fail_fast: bool) -> Iterator[pa.RecordBatch]:
+    """One task's rows: its items (whole segment files, each clipped to its [lo, hi)) as Arrow batches."""
+    buf = RowBuffer(table)
+    for item in partition.items:  # type: ignore[attr-defined]
+        yield from entry_rows(buf, None, None, METADATA_TOPIC, read_item(item), fail_fast, add_metadata_entry)
+    last = buf.flush()
+    if last is not None:
+        yield last

@@ -27,11 +27,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from kanal.spark.columns import Table
 from kanal.spark.copy_plan import metadata_plan
-from kanal.spark.log_rows import RowBuffer, entry_rows
 from kanal.spark.log_source import ItemGroup, plan_groups
-from kanal.spark.metadata_rows import add_metadata_entry
-from kanal.spark.range_reader import read_item
-from kanal.spark.segment_files import METADATA_TOPIC
+from kanal.spark.metadata_source import read_metadata_group
 from kanal.spark.source_options import SourceOptions
 
 STREAM_OPTIONS = {"startingoffsets", "maxoffsetspertrigger"}
@@ -103,13 +100,7 @@ class KanalMetadataStreamReader(DataSourceStreamReader):
         return clip_groups(groups, _offset(start), _offset(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        buf = RowBuffer(self.table)
-        for item in partition.items:  # type: ignore[attr-defined]
-            yield from entry_rows(buf, None, None, METADATA_TOPIC, read_item(item), self.options.fail_fast,
-                                  add_metadata_entry)
-        last = buf.flush()
-        if last is not None:
-            yield last
+        return read_metadata_group(partition, self.table, self.options.fail_fast)
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the files are read, never changed."""
