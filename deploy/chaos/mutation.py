@@ -40,8 +40,9 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
     ],
     "no-follower-truncation": [
         ("partition.py",
-         ("self.log.truncate_to(step.truncate_to, high_watermark=min(self.high_watermark, "
-          "step.truncate_to))"),
+         ("self.log.truncate_to(\n"
+          "                    step.truncate_to, high_watermark=min(self.high_watermark, step.truncate_to)\n"
+          "                )"),
          "pass  # mutant: keeps its log"),
         ("partition.py",
          "return self.log.log_end_offset, self.leader_epoch, -1 if latest is None else latest",
