@@ -301,7 +301,10 @@ class RaftNode(SyncObj):
                 if snapshot.members
                 else tuple(str(v.raft) for v in self._kanal_config.voters)
             )
-            return (snapshot.last_entry, snapshot.previous_entry, members)
+            # pysyncobj drops this node from the set by comparing each entry with its own Node object, and a
+            # string never equals one: left in, this node would count itself as a second voter that never
+            # answers (a lone controller restarted from a snapshot never won an election).
+            return (snapshot.last_entry, snapshot.previous_entry, others_than(members, self.selfNode))
         except BaseException as exc:  # noqa: BLE001
             stop_process(f"loading the Raft snapshot {path} failed: {exc}", exc)
         raise RuntimeError("stop_process returned")  # unreachable: stop_process exits
@@ -326,3 +329,9 @@ class RaftNode(SyncObj):
         published = self._kanal_status
         # Before the first tick: no leader is known yet, so a live read cannot pair a claim with a term.
         return from_status(published if published is not None else self.getStatus(), self._kanal_roster)
+
+
+def others_than(members: tuple[str, ...], self_node: Any) -> tuple[str, ...]:
+    """The members' Raft addresses without `self_node`'s (matched by its address and by its id)."""
+    own = {str(getattr(self_node, "address", self_node)), str(getattr(self_node, "id", self_node))}
+    return tuple(m for m in members if m not in own)

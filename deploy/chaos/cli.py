@@ -167,8 +167,11 @@ def _run(args) -> int:
         return command_error("kanal chaos", "TLS settings apply to a cluster given by its bootstrap address; "
                              "the dev and containers targets start their own plaintext cluster",
                              exit_status=2)
-    # SIGTERM unwinds like Ctrl-C, through every `finally` that heals a fault or stops a process.
+    # SIGTERM unwinds like Ctrl-C, through every `finally` that heals a fault or stops a process. SIGINT is
+    # set too: a shell starts a background job with SIGINT ignored, and Python then never raises
+    # KeyboardInterrupt, so `kill -INT` would leave the run going (kanal dev sets both as well).
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, _raise_interrupt)
     tty = sys.stderr.isatty()
 
     last_line_at = [0.0]
