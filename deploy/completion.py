@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 
 from kanal.clients.cli import build_parser as client_parser
-from kanal.v1.cli_report import CommandParser
+from kanal.v1.cli_report import OUTPUT_HELP, CommandParser
 
 # command -> module whose build_parser() (or parser()) gives that command's flags
 _PARSERS = {"broker": "kanal.broker.broker_main", "metadata": "kanal.raft.metadata_shell",
@@ -45,8 +46,11 @@ def full_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     parser = CommandParser(prog="kanal completion", description=__doc__.splitlines()[0])
     parser.add_argument("shell", choices=["bash", "zsh", "tcsh"], help="the shell to write the script for")
+    parser.add_argument("--output", choices=("text", "json"), default="text",
+                        help=f"{OUTPUT_HELP} (json: {{\"shell\": ..., \"script\": ...}})")
     args = parser.parse_args(argv)
     import shtab  # the `completion` extra: kanal.deploy.cli names it when it is missing
 
-    print(shtab.complete(full_parser(), shell=args.shell))
+    script = shtab.complete(full_parser(), shell=args.shell)
+    print(json.dumps({"shell": args.shell, "script": script}) if args.output == "json" else script)
     return 0

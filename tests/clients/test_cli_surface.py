@@ -186,6 +186,9 @@ def test_version_python_dash_m_and_completion(tmp_path):
     assert script.returncode == 0, script.stderr
     for word in ("topics", "reset-offsets", "--under-replicated-partitions", "dump-log", "--print-data"):
         assert word in script.stdout, word
+    as_json = subprocess.run([sys.executable, "-m", "kanal", "completion", "bash", "--output", "json"],
+                             check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert json.loads(as_json.stdout) == {"shell": "bash", "script": script.stdout.rstrip("\n")}
     unknown = subprocess.run([sys.executable, "-m", "kanal", "topics", "list", "--output", "json"],
                              check=False, capture_output=True, text=True, env=env, timeout=60)
     assert unknown.returncode == 1 and json.loads(unknown.stderr)["error"]["name"] == "NO_CLUSTER"
