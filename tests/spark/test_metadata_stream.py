@@ -34,21 +34,29 @@ def _append_configs(directory: Path, first: int, count: int) -> None:
 
 
 class Collected:
-    """What foreachBatch saw: (batch id, offsets, serialized records) per micro-batch."""
+    """What foreachBatch saw, per micro-batch id: (offsets, serialized records). foreachBatch is
+    at-least-once: a micro-batch that ran but was not yet recorded as committed when the query stopped
+    runs again on the restart, under the same id, and must bring the same records (an idempotent sink
+    keys on the id)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.batches: list[tuple[int, list[int], list[bytes]]] = []
+        self.batches: dict[int, tuple[list[int], list[bytes]]] = {}
+        self.replayed: list[int] = []
 
     def __call__(self, df, batch_id: int) -> None:
         rows = df.select("offset", "record", "_corrupt").collect()
         assert all(r["_corrupt"] is None for r in rows)
+        seen = ([r["offset"] for r in rows], [bytes(r["record"]) for r in rows])
         with self.lock:
-            self.batches.append((batch_id, [r["offset"] for r in rows], [bytes(r["record"]) for r in rows]))
+            if batch_id in self.batches:
+                assert self.batches[batch_id] == seen, f"micro-batch {batch_id} replayed with other records"
+                self.replayed.append(batch_id)
+            self.batches[batch_id] = seen
 
     def offsets(self) -> list[int]:
         with self.lock:
-            return [o for _, offsets, _ in self.batches for o in offsets]
+            return [o for _, (offsets, _) in sorted(self.batches.items()) for o in offsets]
 
 
 def _run_until(spark, root: Path, checkpoint: Path, collected: Collected, count: int, **options: str) -> None:
@@ -77,10 +85,11 @@ def test_metadata_stream_delivers_each_record_once_across_a_restart(spark, tmp_p
     _run_until(spark, tmp_path, checkpoint, collected, first + 10, maxOffsetsPerTrigger=str(CAP))
     offsets = collected.offsets()
     assert offsets == list(range(first + 10)), offsets  # each once, in order, none skipped
-    assert all(len(o) <= CAP for _, o, _ in collected.batches)
+    assert all(len(o) <= CAP for o, _ in collected.batches.values())
     rows = spark.read.format("kanal-metadata").load(str(tmp_path)).select("offset", "record").collect()
     batch = {r["offset"]: bytes(r["record"]) for r in rows}
-    streamed = {o: rec for _, offs, recs in collected.batches for o, rec in zip(offs, recs, strict=True)}
+    streamed = {o: rec for offs, recs in collected.batches.values()
+                for o, rec in zip(offs, recs, strict=True)}
     assert streamed == batch
     assert m.MetadataRecord.FromString(streamed[first + 9]).config.value == str(first + 9)
 

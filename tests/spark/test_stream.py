@@ -13,6 +13,7 @@ import time
 import pytest
 
 from kanal.clients.admin import Admin
+from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
@@ -70,10 +71,10 @@ def spark_rows(df) -> list[Row]:
 
 
 def produce(
-    bootstrap: str, topic: str, count: int, tag: str, base_ms: int = 0
+    bootstrap: str, topic: str, count: int, tag: str, base_ms: int = 0, partition: int | None = None
 ) -> dict[tuple[int, int], bytes]:
     """`count` records a second apart in timestamp from `base_ms` (default: now - count s; within the
-    topics' 7-day retention, which deletes by record time)."""
+    topics' 7-day retention, which deletes by record time), to `partition` or as the partitioner puts them."""
     base_ms = base_ms or int(time.time() * 1000) - count * 1000
     acked = {}
     with Producer(ProducerConfig(bootstrap, acks="all", linger_ms=1)) as producer:
@@ -83,6 +84,7 @@ def produce(
                     topic,
                     f"{tag}-{i}".encode(),
                     key=f"k{i % 7}".encode() if i % 3 else None,
+                    partition=partition,
                     headers=[("n", str(i).encode()), ("empty", None)] if i % 4 == 0 else None,
                     timestamp=base_ms + i * 1000,
                 ),
@@ -155,21 +157,30 @@ def test_options_and_sink_match_a_plain_reading(cluster, spark, tmp_path):
         wait_until(lambda: len(got) >= 270 or query.exception(), 240, "the stream to read 270 records")
         with Admin(boot) as admin:
             admin.create_partitions("opts", 4)
-        def new_partition_led() -> bool:
-            try:
-                return partition_info(cluster, "opts", 3).leader >= 0
-            except IndexError:  # the broker asked has not applied the increase yet
-                return False
+        def new_partition_led_everywhere() -> bool:
+            # Every broker: the producer below takes its metadata from whichever answers first, and one that
+            # has not applied the increase would have it put every record in the old partitions.
+            for node in cluster.brokers:
+                md = ClusterMetadata(node.endpoint, request_timeout_ms=2000)
+                try:
+                    parts = md.refresh(["opts"]).topics.get("opts") or []
+                except KanalError:
+                    return False
+                finally:
+                    md.close()
+                if not any(p.partition == 3 and p.leader >= 0 for p in parts):
+                    return False
+            return True
 
-        wait_until(new_partition_led, 30, "a leader for opts-3")
-        produce(boot, "opts", 40, "b")
+        wait_until(new_partition_led_everywhere, 30, "a leader for opts-3 on every broker")
+        produce(boot, "opts", 40, "b", partition=3)
         wait_until(lambda: len(got) >= 310 or query.exception(), 240, "the stream to read the new records")
     finally:
         query.stop()
     assert query.exception() is None
     assert max(sizes) <= 50
     assert sorted(got, key=lambda r: (r[2], r[3], r[4])) == plain_reading(boot, [*every, ("opts", 3)])
-    assert any(r[3] == 3 for r in got)
+    assert sum(r[3] == 3 for r in got) == 40  # the new partition, read from its start
 
     # The batch sink: every row once, keys, headers, explicit partitions, topics from a column or the option.
     create_topic(cluster, "sunk", partitions=2)
