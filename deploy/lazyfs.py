@@ -36,8 +36,8 @@ fsync, as it does on Linux filesystems. It is not mounted direct_io, so the page
 Run as a daemon: `python -m kanal.deploy.lazyfs BACKING MOUNTPOINT [--allow-other]`; commands on stdin,
 one per line, answered with one JSON line on stdout: `stats`, `cut [keep_first]`. Callers use
 `PowerLossFS`, which starts the daemon, waits for the mount, and unmounts (fusermount3 -u, lazily if busy)
-and stops the daemon by its PID. `--allow-other` lets users other than the mounting one in (a container's
-user, for the chaos containers target); the daemon does every operation as its own user.
+and closes the daemon's stdin, on which it exits. `--allow-other` lets users other than the mounting one
+in (a container's user, for the chaos containers target); the daemon does every operation as its own user.
 """
 
 from __future__ import annotations
@@ -309,6 +309,13 @@ def _serve(backing: str, mountpoint: str, allow_other: bool = False) -> None:
                 reply = {"error": f"unknown command {words[0]!r}"}
             sys.stdout.write(json.dumps(reply) + "\n")
             sys.stdout.flush()
+        # The caller closes stdin after unmounting. The unmount alone does not end the FUSE loop when other
+        # mount namespaces hold copies of the mount (each node that `ip netns exec` started after it was
+        # mounted, each container): the kernel keeps the session until the last copy goes, and the loop
+        # would wait for requests that never come. Exit here instead, between two operations (under the
+        # mutex); every write has already reached the backing files, so nothing is lost by not unwinding.
+        with ops._mutex:
+            os._exit(0)
 
     threading.Thread(target=control, name="lazyfs-control", daemon=True).start()
     extra = {"allow_other": True} if allow_other else {}

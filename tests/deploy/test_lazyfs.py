@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import time
 
 import pytest
 
@@ -117,3 +118,40 @@ def test_the_mount_refuses_everything_after_a_cut_until_remounted(power_loss_fs,
     assert not fs.mounted
     fs.mount()
     assert f.read_bytes() == b""
+
+
+def test_a_copy_of_the_mount_in_another_namespace_does_not_keep_the_daemon_running(power_loss_fs):
+    # `ip netns exec` gives each chaos node a mount namespace of its own, holding copies of every mount that
+    # existed when it started; a copy keeps the FUSE session alive after the unmount. The daemon used to
+    # wait there until it was killed, 10 s per cut, and a power fault on three controllers overran its
+    # schedule by half a minute. It must leave by itself once its stdin is closed.
+    import shutil
+    import subprocess
+
+    if shutil.which("unshare") is None:
+        pytest.fail("this test needs unshare(1) (Debian: util-linux)")
+    fs = power_loss_fs()
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "cat"],
+                              stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while not _has_mount(holder.pid, fs.mountpoint):
+            assert holder.poll() is None and time.monotonic() < deadline, "unshare never ran"
+            time.sleep(0.01)
+        daemon = fs._proc
+        assert daemon is not None
+        fs.cut_power()
+        assert not fs.mounted
+        assert daemon.returncode == 0  # it exited; a killed daemon says -9
+        fs.mount()
+    finally:
+        holder.stdin.close()  # type: ignore[union-attr]
+        holder.wait(10)
+
+
+def _has_mount(pid: int, mountpoint) -> bool:
+    try:
+        with open(f"/proc/{pid}/mounts") as mounts:
+            return any(line.split()[1] == str(mountpoint) for line in mounts)
+    except FileNotFoundError:
+        return False
