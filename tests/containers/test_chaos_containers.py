@@ -17,21 +17,22 @@ from kanal.deploy.chaos.target import RUN_LABEL
 pytestmark = pytest.mark.containers
 
 
-# A broker killed and a controller paused (docker kill / start, docker pause); a leader alone with its
-# clients and an isolated controller; every controller's power cut at once and a broker's clock stepped
-# forward (`kanal chaos schedule --faults F --duration 25s --seed N`).
-@pytest.mark.parametrize(("seed", "faults"), [(1, ("kill", "pause", "partition")), (12, ("partition",)),
-                                              (8, ("power", "clock"))])
+# One 45 s schedule with every nemesis the containers target has, five faults (`kanal chaos schedule
+# --faults kill,pause,partition,power,clock --duration 45s --seed 111`): a broker isolated, a controller
+# paused (docker pause), the power of every controller cut at once, a broker's clock stepped forward, a
+# broker killed (docker kill). The dev target's two seeds (tests/cluster/test_chaos.py) hold the variants
+# this one does not; the network faults are the same code on both targets.
+@pytest.mark.parametrize(("seed", "faults"), [(111, ("kill", "pause", "partition", "power", "clock"))])
 def test_fixed_seeds_pass_the_checker_on_containers(docker_image, tmp_path, seed, faults):
     reason = netns.available()
     if reason is not None:
         pytest.fail(f"kanal chaos --target containers needs network namespaces: {reason}")
-    result = run_once(RunOptions(target="containers", image=docker_image, faults=faults, duration_s=25,
+    result = run_once(RunOptions(target="containers", image=docker_image, faults=faults, duration_s=45,
                                  seed=seed, history_path=tmp_path / "history.jsonl"))
     print(result.table())
     assert result.ok, result.table()
     assert result.report.acknowledged > 0 and result.report.unchecked == []
-    assert len(result.injected) == 2
+    assert len(result.injected) == 5
     run = f"kanal-chaos-{os.getpid()}"
     left = subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label={RUN_LABEL}={run}"],
