@@ -28,6 +28,10 @@ TOPIC = metadata_pb2.CONFIG_RESOURCE_TOPIC
 # Pause before calling again after a starting broker refused a call; the least time one attempt is given.
 _STARTING_BROKER_BACKOFF_S = 0.05
 _ATTEMPT_TIMEOUT_S_MIN = 0.1
+# What a partition call answers when the client's metadata is older than the cluster's: ask again, retry.
+_STALE_LEADER_ERRORS = frozenset({ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                  ErrorCode.BROKER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                  ErrorCode.FENCED_LEADER_EPOCH})
 BROKER = metadata_pb2.CONFIG_RESOURCE_BROKER
 
 
@@ -404,25 +408,42 @@ class Admin:
         return {p: (earliest[p], latest[p]) for p in partitions}
 
     def _list_offsets(self, topic: str, partitions: list[int], timestamp_ms: int) -> dict[int, int]:
-        out = {}
-        for p in partitions:
-            request = broker_pb2.ListOffsetsRequest()
-            request.topics.add(topic=topic).partitions.add(partition=p, timestamp_ms=timestamp_ms)
-            endpoint = self._metadata.leader_endpoint(topic, p)
+        return {p: self._list_offset(topic, p, timestamp_ms) for p in partitions}
+
+    def _list_offset(self, topic: str, partition: int, timestamp_ms: int) -> int:
+        """One partition's ListOffsets, from its leader. The cached metadata may predate the topic (created
+        since this Admin last asked) or name a leader that has moved: the metadata is asked for again and
+        the call goes to the leader it names, until the request timeout, as Kafka's admin client does. A
+        topic the brokers do not know is UNKNOWN_TOPIC_OR_PARTITION at once."""
+        request = broker_pb2.ListOffsetsRequest()
+        request.topics.add(topic=topic).partitions.add(partition=partition, timestamp_ms=timestamp_ms)
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            endpoint = self._metadata.leader_endpoint(topic, partition)
             if endpoint is None:
-                raise KanalError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{p} has no leader")
-            try:
-                answer = (
-                    self._metadata.stub(endpoint)
-                    .ListOffsets(request, timeout=self._timeout_s)
-                    .topics[0]
-                    .partitions[0]
-                )
-            except grpc.RpcError as exc:
-                raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"{endpoint}: {exc.code().name}") from None
-            _raise_for(answer.error, f"offsets of {topic}-{p}")
-            out[p] = answer.offset
-        return out
+                error = KanalError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
+            else:
+                try:
+                    answer = (self._metadata.stub(endpoint)
+                              .ListOffsets(request, timeout=max(_ATTEMPT_TIMEOUT_S_MIN,
+                                                                deadline - time.monotonic()))
+                              .topics[0].partitions[0])
+                except grpc.RpcError as exc:
+                    error = KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"{endpoint}: {exc.code().name}")
+                else:
+                    if answer.error == ErrorCode.NONE:
+                        return answer.offset
+                    error = KanalError(answer.error, f"offsets of {topic}-{partition}")
+            if error.code not in _STALE_LEADER_ERRORS or time.monotonic() >= deadline:
+                raise error
+            if endpoint is not None:
+                time.sleep(_STARTING_BROKER_BACKOFF_S)
+            view = self._metadata.refresh([topic])
+            unknown = view.topic_errors.get(topic)
+            if unknown is None and partition >= len(view.topics.get(topic, ())):
+                unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if unknown is not None:
+                raise KanalError(unknown, f"offsets of {topic}-{partition}: no such partition in the cluster")
 
     # ---- cluster ----
 
