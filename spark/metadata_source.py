@@ -25,9 +25,9 @@ from pyspark.sql.types import StructType
 from kanal.spark.batch_only import BatchOnly
 from kanal.spark.columns import METADATA_TABLE, Table
 from kanal.spark.copy_plan import metadata_plan
-from kanal.spark.log_rows import RowBuffer, entry_rows
+from kanal.spark.log_rows import entry_rows
 from kanal.spark.log_source import plan_groups
-from kanal.spark.metadata_rows import add_metadata_entry
+from kanal.spark.metadata_columns import new_metadata_buffer
 from kanal.spark.range_reader import read_item
 from kanal.spark.segment_files import METADATA_TOPIC
 from kanal.spark.source_options import SourceOptions
@@ -70,9 +70,9 @@ class KanalMetadataReader(DataSourceReader):
 
 def read_metadata_group(partition: InputPartition, table: Table, fail_fast: bool) -> Iterator[pa.RecordBatch]:
     """One task's rows: its items (whole segment files, each clipped to its [lo, hi)) as Arrow batches."""
-    buf = RowBuffer(table)
+    buf, add = new_metadata_buffer(table)
     for item in partition.items:  # type: ignore[attr-defined]
-        yield from entry_rows(buf, None, None, METADATA_TOPIC, read_item(item), fail_fast, add_metadata_entry)
+        yield from entry_rows(buf, None, None, METADATA_TOPIC, read_item(item), fail_fast, add)
     last = buf.flush()
     if last is not None:
         yield last
