@@ -129,11 +129,13 @@ static int put_json_string(Buf *b, const uint8_t *p, Py_ssize_t n) {
     while (p < end) {
         uint32_t c = *p;
         if (c < 0x80) {
-            p++;
-            if (c >= 0x20 && c <= 0x7e && c != '"' && c != '\\') {
-                TRY(put(b, (const char *)p - 1, 1));
+            const uint8_t *run = p;
+            while (p < end && *p >= 0x20 && *p <= 0x7e && *p != '"' && *p != '\\') p++;
+            if (p > run) { /* printable ASCII is written as it is, a run at a time */
+                TRY(put(b, (const char *)run, p - run));
                 continue;
             }
+            p++;
             const char *esc = NULL;
             switch (c) {
             case '"': esc = "\\\""; break;
@@ -260,13 +262,13 @@ static int put_single(MC *mc, const FieldPlan *f, int wt, const uint8_t **pp, co
     }
 }
 
-/* The JSON object of one message (out NULL: only checked); `seen` (FIELDS_MAX entries) gets each field. */
+/* The JSON object of one message (out NULL: only checked); `seen` (FIELDS_MAX entries, or NULL) gets each
+ * field. */
 static int json_message(MC *mc, int type, const uint8_t *p, const uint8_t *end, Buf *out, Seen *seen, int depth) {
     if (depth > DEPTH_MAX || type < 0 || type >= mc->nplans || !mc->plans[type].ok) return DECLINE;
     const MessagePlan *mp = &mc->plans[type];
-    Seen scratch[FIELDS_MAX];
-    if (!seen) seen = scratch;
-    memset(seen, 0, sizeof(Seen) * FIELDS_MAX);
+    Seen dummy; /* where a nested message's fields go: only the body's are read afterwards */
+    if (seen) memset(seen, 0, sizeof(Seen) * FIELDS_MAX);
     if (out) TRY(PUTS(out, "{"));
     int written = 0, last = 0, list_open = 0;
     while (p < end) {
@@ -296,12 +298,12 @@ static int json_message(MC *mc, int type, const uint8_t *p, const uint8_t *end, 
             }
             FieldPlan one = *f;
             one.repeated = 0, one.presence = 1; /* an element is written even when empty */
-            TRY(put_single(mc, &one, wt, &p, end, out, emit, &seen[num], depth));
+            TRY(put_single(mc, &one, wt, &p, end, out, emit, seen ? &seen[num] : &dummy, depth));
         } else if (f->repeated) { /* packed varints */
             const uint8_t *sp;
             Py_ssize_t sn;
             if (wt != 2 || length_field(&p, end, &sp, &sn) < 0 || sn == 0) return DECLINE;
-            seen[num].present = 1, seen[num].p = sp, seen[num].n = sn;
+            if (seen) seen[num].present = 1, seen[num].p = sp, seen[num].n = sn;
             if (emit) {
                 if (written++) TRY(PUTS(out, ", "));
                 TRY(put(out, f->key.p, f->key.n));
@@ -322,7 +324,7 @@ static int json_message(MC *mc, int type, const uint8_t *p, const uint8_t *end, 
                 if (written++) TRY(PUTS(out, ", "));
                 TRY(put(out, f->key.p, f->key.n));
             }
-            TRY(put_single(mc, f, wt, &p, end, out, emit, &seen[num], depth));
+            TRY(put_single(mc, f, wt, &p, end, out, emit, seen ? &seen[num] : &dummy, depth));
         }
         last = (int)num;
     }
@@ -466,8 +468,7 @@ static int add_metadata_record(MC *mc, const uint8_t *p, const uint8_t *end, int
         }
     }
     Column *cols = mc->cols;
-    Seen seen[FIELDS_MAX];
-    memset(seen, 0, sizeof seen);
+    Seen seen[FIELDS_MAX]; /* zeroed by json_message (a record without a body reads none) */
     Kind *k = kind ? &mc->kinds[kind] : NULL;
     if (k) {
         TRY(json_message(mc, k->plan, body, body + body_len, &cols[C_JSON].b, seen, 0));
