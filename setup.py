@@ -12,6 +12,8 @@ kanal.clients.consumer.NATIVE are False), and the broker its pure-Python record 
                     (proto/kanal/v1/_batch_walk.c)
     _record_columns the Spark log source's walk of stored records into Arrow column buffers
                     (spark/_record_columns.c; without it, kanal.spark decodes records with protobuf)
+    _metadata_columns the metadata source's walk of metadata records (JSON included) into Arrow column
+                    buffers (spark/_metadata_columns.c; without it, protobuf and metadata_json.py)
 """
 
 from setuptools import Extension, setup
@@ -31,6 +33,13 @@ setup(
             optional=True,
         ),
         Extension("kanal.v1._batch_walk", sources=["proto/kanal/v1/_batch_walk.c"], optional=True),
-        Extension("kanal.spark._record_columns", sources=["spark/_record_columns.c"], optional=True),
+        Extension(
+            "kanal.spark._record_columns", sources=["spark/_record_columns.c"],
+            depends=["spark/_arrow_buffers.h"], optional=True,
+        ),
+        Extension(
+            "kanal.spark._metadata_columns", sources=["spark/_metadata_columns.c"],
+            depends=["spark/_arrow_buffers.h"], optional=True,
+        ),
     ]
 )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any
 
 import pyarrow as pa
 
@@ -65,16 +66,17 @@ def _binary(arrow_type: pa.DataType, rows: int, buffers: tuple) -> pa.Array:
                                                    pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-class ColumnBuffer:
-    """RowBuffer's interface over the C columns (module docstring)."""
+class ColumnRuns:
+    """RowBuffer's interface over C columns (`self.columns`, made by the subclass, with `rows`, `bytes` and
+    `take()`): runs of C rows, notice rows and other runs kept in read order, flushed as one batch."""
+
+    columns: Any
 
     def __init__(self, table: Table) -> None:
         self.table = table
         self.names = table.names()
-        self.columns = _native.Columns(_want(self.names))  # type: ignore[union-attr]
         self.notices = RowBuffer(table)  # notice rows, rare
         self.done: list[pa.RecordBatch] = []  # finished runs, in read order
-        self.topic_bytes: dict[str, bytes] = {}
 
     @property
     def rows(self) -> int:
@@ -98,6 +100,18 @@ class ColumnBuffer:
     def _end_run(self) -> None:
         if self.columns.rows:
             self.done.append(self._records_batch())
+
+    def _records_batch(self) -> pa.RecordBatch:
+        raise NotImplementedError
+
+
+class ColumnBuffer(ColumnRuns):
+    """ColumnRuns over the log walk's C columns (module docstring)."""
+
+    def __init__(self, table: Table) -> None:
+        super().__init__(table)
+        self.columns = _native.Columns(_want(self.names))  # type: ignore[union-attr]
+        self.topic_bytes: dict[str, bytes] = {}
 
     def _records_batch(self) -> pa.RecordBatch:
         rows, buffers = self.columns.take()

@@ -14,6 +14,7 @@ Options (all optional):
 | `includeInternal` | false | with no `topics`: also read `__consumer_offsets` and other `__` topics |
 | `mode` | PERMISSIVE | PERMISSIVE: damage and notices become rows with `_corrupt` set and the scan goes on; FAILFAST: the query fails at the first offsets no copy holds, with file and offset |
 | `bytesPerPartition` | 16777216 | segment bytes per Spark partition (whole files; a partition's files are split over several) |
+| `minPartitions` | CPU count | the least number of Spark partitions, of even size (not under 1 MiB each); without it, 1 when `bytesPerPartition` is given |
 | `isolationLevel` | read_uncommitted | as Kafka's `isolation.level`: read_committed stops at the last stable offset and drops aborted transactions' records (transactions.py) |
 
 Columns: columns.LOG_TABLE (topic, partition, offset, timestamp, key, value, headers, producer_id,
@@ -48,7 +49,7 @@ from kanal.spark.log_columns import new_buffer
 from kanal.spark.log_rows import entry_rows
 from kanal.spark.metadata_files import image_from_files
 from kanal.spark.range_reader import ReadItem, read_item
-from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
+from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT, SPLIT_BYTES_MIN
 from kanal.spark.source_options import SourceOptions
 from kanal.spark.transactions import AbortedFilter, TxnView, partition_index, visible_items
 
@@ -91,10 +92,21 @@ def file_plan(root: Path, topics: frozenset[str] | None = None, include_internal
 
 
 def plan_groups(
-    plan: ReadPlan, bytes_per_partition: int, read_committed: bool = False
+    plan: ReadPlan, bytes_per_partition: int, read_committed: bool = False, partitions_min: int = 1
 ) -> list[InputPartition]:
+    """The plan cut into Spark partitions of at most bytes_per_partition bytes, and into a multiple of
+    `partitions_min` of them of even size (not under SPLIT_BYTES_MIN each): 16 MiB of metadata log was one
+    task, and 40 MiB three (16, 16 and 8), while local[2] had two cores."""
     size = bytes_per_partition or GROUP_BYTES_MAX_DEFAULT
     items = read_items(plan, size)
+    if partitions_min > 1:
+        total = sum(i.size_bytes for i in items)
+        count = -(-total // size)
+        count = -(-count // partitions_min) * partitions_min
+        even = max(-(-total // count), SPLIT_BYTES_MIN) if count else size
+        if even < size:
+            size = even
+            items = read_items(plan, size)
     groups = pack_items(items, size)
     views = transaction_views(items) if read_committed else None
     # Spark needs at least one partition; an empty group yields no rows.
@@ -129,7 +141,7 @@ class KanalLogReader(DataSourceReader):
                 FetchGroup(p) for p in list_partitions(o.bootstrap, o.topics, o.include_internal, o.security)]
             return parts or [ItemGroup(())]
         return plan_groups(file_plan(Path(o.path), o.topics, o.include_internal), o.bytes_per_partition,
-                           o.read_committed)
+                           o.read_committed, o.partitions_min)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         buf, add = new_buffer(self.table)

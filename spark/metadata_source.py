@@ -6,7 +6,8 @@
 `load` takes a controller's data dir, a whole cluster dir (every controller's copy: the one with the
 latest epoch and longest log is read, the others stand in where it is damaged; copy_plan.metadata_plan)
 or the `__cluster_metadata-0` directory itself, or a copy of any of them. Options: `mode`
-(PERMISSIVE / FAILFAST, as kanal-log) and `bytesPerPartition`. Columns: columns.METADATA_TABLE: offset,
+(PERMISSIVE / FAILFAST, as kanal-log), `bytesPerPartition` and `minPartitions` (as kanal-log).
+Columns: columns.METADATA_TABLE: offset,
 batch_offset, controller_epoch, time, record_type, principal, request_id, typed fields (broker_id,
 broker_epoch, fenced, topic, topic_id, partition, leader, isr, replicas, cause, reason, config_*),
 record_json, record (the serialized MetadataRecord), _corrupt and _lost (as kanal-log). Also a stream
@@ -25,9 +26,9 @@ from pyspark.sql.types import StructType
 from kanal.spark.batch_only import BatchOnly
 from kanal.spark.columns import METADATA_TABLE, Table
 from kanal.spark.copy_plan import metadata_plan
-from kanal.spark.log_rows import RowBuffer, entry_rows
+from kanal.spark.log_rows import entry_rows
 from kanal.spark.log_source import plan_groups
-from kanal.spark.metadata_rows import add_metadata_entry
+from kanal.spark.metadata_columns import new_metadata_buffer
 from kanal.spark.range_reader import read_item
 from kanal.spark.segment_files import METADATA_TOPIC
 from kanal.spark.source_options import SourceOptions
@@ -62,7 +63,9 @@ class KanalMetadataReader(DataSourceReader):
         self.table = table
 
     def partitions(self) -> list[InputPartition]:
-        return plan_groups(metadata_plan(Path(self.options.path)), self.options.bytes_per_partition)
+        o = self.options
+        plan = metadata_plan(Path(o.path))
+        return plan_groups(plan, o.bytes_per_partition, partitions_min=o.partitions_min)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_metadata_group(partition, self.table, self.options.fail_fast)
@@ -70,9 +73,9 @@ class KanalMetadataReader(DataSourceReader):
 
 def read_metadata_group(partition: InputPartition, table: Table, fail_fast: bool) -> Iterator[pa.RecordBatch]:
     """One task's rows: its items (whole segment files, each clipped to its [lo, hi)) as Arrow batches."""
-    buf = RowBuffer(table)
+    buf, add = new_metadata_buffer(table)
     for item in partition.items:  # type: ignore[attr-defined]
-        yield from entry_rows(buf, None, None, METADATA_TOPIC, read_item(item), fail_fast, add_metadata_entry)
+        yield from entry_rows(buf, None, None, METADATA_TOPIC, read_item(item), fail_fast, add)
     last = buf.flush()
     if last is not None:
         yield last

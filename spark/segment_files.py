@@ -36,6 +36,9 @@ T = TypeVar("T")
 # is several tasks and `local[2]` keeps both cores busy (at 128 MiB one task read such a partition while
 # the other core idled), large enough that the per-task cost (~tens of ms) stays small against the read.
 GROUP_BYTES_MAX_DEFAULT = 16 * 1024 * 1024
+# Smallest share a read is cut into to reach its minimum number of Spark partitions (log_source.plan_groups):
+# below it a task's start-up would cost more than its read.
+SPLIT_BYTES_MIN = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

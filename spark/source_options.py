@@ -6,6 +6,7 @@ Spark hands a data source its options as a case-insensitive map of strings; unkn
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ MODES = ("PERMISSIVE", "FAILFAST")
 SECURITY_OPTIONS = {"tls.ca.file": "ca_file", "tls.cert.file": "cert_file", "tls.key.file": "key_file",
                     "tls.server.name": "server_name", "user": "user", "password": "password"}
 _KNOWN = {"path", "paths", "bootstrap", "topics", "includeinternal", "mode", "bytesperpartition",
-          "isolationlevel", *SECURITY_OPTIONS}
+          "minpartitions", "isolationlevel", *SECURITY_OPTIONS}
 
 
 def security_options(security: ClientSecurity | None) -> dict[str, str]:
@@ -43,6 +44,17 @@ class SourceOptions:
     security: ClientSecurity | None = None  # TLS and credentials for `bootstrap` (None: plaintext)
     # read_uncommitted (Kafka's default) or read_committed: spark/transactions.py
     isolation_level: str = READ_UNCOMMITTED
+    min_partitions: int = 0  # 0: the default (partitions_min)
+
+    @property
+    def partitions_min(self) -> int:
+        """The least number of Spark partitions a read from files is cut into (by size,
+        log_source.plan_groups): `minPartitions` (the Kafka connector's name); by default the planning
+        machine's CPU count, so a log smaller than bytesPerPartition still keeps every core of local[N]
+        busy; 1 when bytesPerPartition is given without minPartitions (the user sized the tasks)."""
+        if self.min_partitions:
+            return self.min_partitions
+        return 1 if self.bytes_per_partition else (os.cpu_count() or 1)
 
     @property
     def fail_fast(self) -> bool:
@@ -85,6 +97,12 @@ class SourceOptions:
             ) from None
         if per_partition < 0:
             raise ValueError(f"bytesPerPartition must be >= 0, got {per_partition}")
+        try:
+            min_partitions = int(given.get("minpartitions", "0"))
+        except ValueError:
+            raise ValueError(f"minPartitions must be an integer, got {given['minpartitions']!r}") from None
+        if min_partitions < 0:
+            raise ValueError(f"minPartitions must be >= 1, got {min_partitions}")
         fields = {name: given[option] for option, name in SECURITY_OPTIONS.items() if option in given}
         if fields and not bootstrap:
             raise ValueError(f"{sorted(o for o in SECURITY_OPTIONS if o in given)} apply to a bootstrap only")
@@ -95,4 +113,5 @@ class SourceOptions:
         isolation = given.get("isolationlevel", READ_UNCOMMITTED).lower()
         if isolation not in ISOLATION_LEVELS:
             raise ValueError(f"isolationLevel must be one of {ISOLATION_LEVELS}, got {isolation!r}")
-        return cls(path, bootstrap, topics, internal == "true", mode, per_partition, security, isolation)
+        return cls(path, bootstrap, topics, internal == "true", mode, per_partition, security, isolation,
+                   min_partitions)

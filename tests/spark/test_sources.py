@@ -4,6 +4,8 @@ the rest is read (or the scan stops, in FAILFAST mode)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from kanal.broker.storage.log import Log
@@ -92,6 +94,29 @@ def test_options_are_checked_before_anything_is_read():
     with pytest.raises(ValueError, match="files only"):
         SourceOptions.parse({"bootstrap": "127.0.0.1:1"}, files_only=True)
     assert SourceOptions.parse({"path": "/x", "isolationLevel": "READ_COMMITTED"}).read_committed
+    assert SourceOptions.parse({"path": "/x", "minPartitions": "3"}).partitions_min == 3
+    assert SourceOptions.parse({"path": "/x", "bytesPerPartition": "9000"}).partitions_min == 1
+    with pytest.raises(ValueError, match="minPartitions"):
+        SourceOptions.parse({"path": "/x", "minPartitions": "two"})
+
+
+def test_a_log_under_the_task_size_is_cut_into_even_shares_for_every_core(tmp_path):
+    """Pure: one 3 MiB segment (under the 16 MiB task size) becomes minPartitions even parts, cut at its
+    offset index, covering every offset once; with bytesPerPartition given it stays whole."""
+    from kanal.broker.storage.log_config import LogConfig
+    from kanal.spark.log_source import file_plan, plan_groups
+
+    one_segment = LogConfig(segment_bytes_max=1 << 24, batch_bytes_max=1 << 16)
+    batches = [[NewRecord(value=b"x" * 1000, timestamp_ms=T0 + b) for _ in range(30)] for b in range(100)]
+    write_log(tmp_path / "mid-0", batches, config=one_segment)
+    plan = file_plan(tmp_path)
+    groups = plan_groups(plan, 0, partitions_min=2)
+    sizes = [sum(i.size_bytes for i in g.items) for g in groups]  # type: ignore[attr-defined]
+    assert len(groups) == 2 and max(sizes) - min(sizes) < max(sizes) // 10
+    ranges = sorted((i.lo, min(i.hi, i.bounds[-1])) for g in groups for i in g.items)  # type: ignore[attr-defined]
+    assert ranges[0][0] == 0 and ranges[-1][1] == 3000
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+    assert len(plan_groups(plan, 1 << 30, partitions_min=1)) == 1
 
 
 @pytest.fixture()
