@@ -25,6 +25,7 @@ import json
 import resource
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 BENCH = Path(__file__).with_name("cluster_bench.py")
@@ -81,6 +82,7 @@ def main() -> None:
         if i % 2:
             order.reverse()
         rounds.append({name: run(python, args, extra[name]) for name, python in order})
+        print(json.dumps({"round": i, **rounds[-1]}), file=sys.stderr, flush=True)  # kept if the run is cut
     cases = sorted(rounds[0]["before"])
     medians = {
         side: {c: statistics.median(r[side][c] for r in rounds) for c in cases}
