@@ -184,17 +184,7 @@ def rack_of(rack: str, rack_file: str) -> str:
     return value
 
 
-# How long a thread may hold the GIL before another that waits for it gets it (CPython's default: 5 ms).
-# The broker's event loop holds the GIL for long stretches (grpc.aio starts every batch of call operations,
-# transport writes included, without releasing it), and the replica fetchers, gRPC's client threads and the
-# loop itself after each epoll wait must take it back: at 5 ms each such hand-off can add up to 5 ms to a
-# follower's round trip and to a Produce's way in, and acks=all waits for both. 1 ms bounds those waits at a
-# cost of at most 1,000 forced switches a second.
-GIL_SWITCH_INTERVAL_S = 0.001
-
-
 def main(argv: list[str] | None = None) -> int:
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     try:
         config, args = parse_command(sys.argv[1:] if argv is None else argv)
     except ServerFlagError as exc:
