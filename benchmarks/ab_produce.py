@@ -1,7 +1,7 @@
 """Produce throughput of two checkouts side by side: before and after a change, in alternating rounds.
 
     python benchmarks/ab_produce.py --before /work/main/.venv/bin/python --after .venv/bin/python \\
-        [--rounds 5] [--seconds 5] [--clusters one] [--quotas]
+        [--rounds 5] [--seconds 5] [--clusters one] [--producers 1,2] [--quotas]
 
 Each round runs `cluster_bench.py --quick --produce-only` once with each interpreter (its own editable
 install, so its own broker code), alternating which goes first. `--after-authorizer-acls N` runs the
@@ -25,6 +25,7 @@ import json
 import resource
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 BENCH = Path(__file__).with_name("cluster_bench.py")
@@ -33,7 +34,8 @@ BENCH = Path(__file__).with_name("cluster_bench.py")
 def run(python: str, args, extra: list[str]) -> dict[str, float]:
     cpu_before = _children_cpu_s()
     out = subprocess.run([python, str(BENCH), "--quick", "--produce-only", "--seconds", str(args.seconds),
-                          "--clusters", args.clusters, *extra, *(["--quotas"] if args.quotas else [])],
+                          "--clusters", args.clusters, "--producers", args.producers, *extra,
+                          *(["--quotas"] if args.quotas else [])],
                          check=False, capture_output=True, text=True, timeout=1800)
     if out.returncode:
         raise SystemExit(f"{python} {BENCH.name} failed:\n{out.stderr[-3000:]}")
@@ -65,6 +67,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--clusters", default="one")
+    parser.add_argument("--producers", default="1,2",
+                        help="producer process counts of each case (1: the single-producer cases only)")
     parser.add_argument("--after-authorizer-acls", type=int, default=-1,
                         help="run the after side with the brokers' authorizer on and this many ACLs")
     parser.add_argument("--quotas", action="store_true",
@@ -78,6 +82,7 @@ def main() -> None:
         if i % 2:
             order.reverse()
         rounds.append({name: run(python, args, extra[name]) for name, python in order})
+        print(json.dumps({"round": i, **rounds[-1]}), file=sys.stderr, flush=True)  # kept if the run is cut
     cases = sorted(rounds[0]["before"])
     medians = {
         side: {c: statistics.median(r[side][c] for r in rounds) for c in cases}

@@ -98,6 +98,10 @@ def metadata_response(image: MetadataImage, topics: list[str], metadata_offset: 
 class BrokerService(broker_pb2_grpc.BrokerServicer):
     def __init__(self, server: BrokerServer) -> None:
         self._server = server
+        # Each request name's counter and latency children, looked up once: `labels()` takes the metric's
+        # lock and builds a key on every call, and the data-path handlers run on the one event loop.
+        self._timers: dict[str, tuple[Any, Any]] = {}
+        self._purgatory: dict[str, Any] = {}
 
     def _refuse_until_ready(self) -> None:
         """BROKER_NOT_AVAILABLE until this broker is registered and has published its caught-up image;
@@ -116,9 +120,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             )
 
     def _timed(self, name: str, started: float) -> None:
-        metrics = self._server.metrics
-        metrics.requests.labels(name).inc()
-        metrics.request_latency.labels(name).observe(time.perf_counter() - started)
+        timer = self._timers.get(name)
+        if timer is None:
+            metrics = self._server.metrics
+            timer = self._timers[name] = (metrics.requests.labels(name), metrics.request_latency.labels(name))
+        timer[0].inc()
+        timer[1].observe(time.perf_counter() - started)
 
     @async_error_boundary
     @gated
@@ -170,7 +177,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         started = time.perf_counter()
         woken = LoopWaker(asyncio.get_running_loop())
         call = self._server.replicas.begin_fetch(request, woken)
-        purgatory = self._server.metrics.fetch_purgatory.labels(call.kind)
+        purgatory = self._purgatory.get(call.kind)
+        if purgatory is None:
+            purgatory = self._purgatory[call.kind] = self._server.metrics.fetch_purgatory.labels(call.kind)
         try:
             while not call.read():
                 purgatory.inc()
