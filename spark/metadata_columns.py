@@ -37,8 +37,11 @@ from kanal.v1.batch import scan_batch
 _native: ModuleType | None
 try:
     _native = importlib.import_module("kanal.spark._metadata_columns")
-except ImportError:  # built optionally (setup.py)
+except ImportError as exc:  # built optionally (setup.py)
     _native = None
+    NATIVE_IMPORT_ERROR: str | None = str(exc)
+else:
+    NATIVE_IMPORT_ERROR = None
 NATIVE = _native is not None
 
 _INT64_MAX = (1 << 63) - 1

@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 NATIVE_MODULES = ("kanal/clients/_producer_fast", "kanal/clients/_consumer_fast", "kanal/v1/_batch_walk",
-                  "kanal/spark/_record_columns")
+                  "kanal/spark/_record_columns", "kanal/spark/_metadata_columns")
 
 # Runs inside the fresh venv, from an empty directory: the installed kanal end to end — a log written
 # by the broker's storage, every batch checked by the produce-path validation, read back by `kanal
@@ -102,6 +102,7 @@ def test_the_sdist_holds_sources_headers_protos_and_license(dists):
     for needed in ("LICENSE", "README.md", "pyproject.toml", "setup.py", "clients/_producer_fast.c",
                    "clients/_producer_records.c", "clients/_producer_records.h", "clients/_consumer_fast.c",
                    "clients/_kanal_errors.h", "proto/kanal/v1/_batch_walk.c", "spark/_record_columns.c",
+                   "spark/_metadata_columns.c", "spark/_arrow_buffers.h",
                    "proto/kanal/v1/records.proto",
                    "proto/kanal/v1/crc_vectors.json", "deploy/_kanal/py.typed"):
         assert needed in names, needed
