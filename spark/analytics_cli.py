@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         args.master,
         args.quiet,
         "reading partitions and computing the tables",
-        lambda spark: run_analytics(
+        lambda spark, _step: run_analytics(
             spark,
             data_dir=data_dir,
             bootstrap=args.bootstrap,

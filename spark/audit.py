@@ -2,12 +2,12 @@
 
     result = run_audit(spark, data_dir, out_dir, controllers=["127.0.0.1:9601", ...])
 
-Steps: Spark reads the log with `kanal-metadata` (whole segment files per task); the rows come to the
-driver in offset order as Arrow and are replayed there (from offset 0, or, when the controllers' retention
-moved the log start past 0, from the oldest snapshot file at or past it: replay_start.py) (replay.py: a state machine is
-sequential, and a
-metadata log is megabytes, not terabytes); the history goes back into Spark as DataFrames, is aggregated
-per partition and written as Parquet under `out_dir/<table>/`:
+Steps: Spark reads the log with `kanal-metadata` (only the columns the replay needs) and replays it in
+Spark, chunk after chunk (replay_job.py: one task per chunk, the replayer's state carried from each to the
+next through the driver), from offset 0, or, when the controllers' retention moved the log start past 0,
+from the oldest snapshot file at or past it (replay_start.py). The events and intervals stay on the
+executors; the driver holds the replayer (images and open intervals), so its memory does not grow with
+the log. The tables are aggregated from them per partition and written as Parquet under `out_dir/<table>/`:
 
 | table | rows |
 |---|---|
@@ -30,51 +30,34 @@ per partition and written as Parquet under `out_dir/<table>/`:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import atexit
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kanal.spark.columns import TIMESTAMP, Column, Table
 from kanal.spark.copy_plan import metadata_copy
 from kanal.spark.live_image import ControllerCheck, check_controllers
 from kanal.spark.parquet_out import write_tables
-from kanal.spark.replay import History, ReplayRow, replay
+from kanal.spark.replay import History
+from kanal.spark.replay_job import CHUNK_BYTES_DEFAULT, ReplayOutput, replay_in_spark
 from kanal.spark.replay_start import ReplayStart, replay_start
 from kanal.spark.transaction_state import StateRow, decode_state, summarize
 from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.topic_name import TRANSACTION_STATE_TOPIC
 
-_INT_LIST = pa.list_(pa.field("element", pa.int32()))
 
-EVENTS_TABLE = Table((
-    Column("offset", "bigint", pa.int64(), ""), Column("batch_offset", "bigint", pa.int64(), ""),
-    Column("controller_epoch", "bigint", pa.int64(), ""), Column("time", "timestamp", TIMESTAMP, ""),
-    Column("principal", "string", pa.string(), ""), Column("request_id", "string", pa.string(), ""),
-    Column("event", "string", pa.string(), ""), Column("topic", "string", pa.string(), ""),
-    Column("topic_id", "string", pa.string(), ""), Column("partition", "int", pa.int32(), ""),
-    Column("broker_id", "int", pa.int32(), ""), Column("broker_epoch", "bigint", pa.int64(), ""),
-    Column("leader_before", "int", pa.int32(), ""), Column("leader_after", "int", pa.int32(), ""),
-    Column("leader_epoch", "int", pa.int32(), ""), Column("isr_before", "array<int>", _INT_LIST, ""),
-    Column("isr_after", "array<int>", _INT_LIST, ""), Column("replicas", "array<int>", _INT_LIST, ""),
-    Column("isr_change", "string", pa.string(), ""), Column("cause", "string", pa.string(), ""),
-    Column("reason", "string", pa.string(), ""), Column("resource_type", "string", pa.string(), ""),
-    Column("resource", "string", pa.string(), ""), Column("key", "string", pa.string(), ""),
-    Column("value_before", "string", pa.string(), ""), Column("value_after", "string", pa.string(), ""),
-    Column("duration_ms", "bigint", pa.int64(), ""), Column("detail", "string", pa.string(), ""),
-))
+def interval_order() -> list:
+    """replay.interval_order as Spark columns: the intervals tables' total order (built when called: a
+    column needs a running session)."""
+    return ["start_offset", "kind", F.coalesce(F.col("topic"), F.lit("")),
+            F.coalesce(F.col("partition"), F.lit(0)), F.coalesce(F.col("broker_id"), F.lit(0))]
 
-INTERVALS_TABLE = Table((
-    Column("kind", "string", pa.string(), ""), Column("topic", "string", pa.string(), ""),
-    Column("topic_id", "string", pa.string(), ""), Column("partition", "int", pa.int32(), ""),
-    Column("broker_id", "int", pa.int32(), ""), Column("broker_epoch", "bigint", pa.int64(), ""),
-    Column("start", "timestamp", TIMESTAMP, ""), Column("end", "timestamp", TIMESTAMP, ""),
-    Column("duration_ms", "bigint", pa.int64(), ""), Column("start_offset", "bigint", pa.int64(), ""),
-    Column("end_offset", "bigint", pa.int64(), ""), Column("start_reason", "string", pa.string(), ""),
-    Column("end_reason", "string", pa.string(), ""), Column("open", "boolean", pa.bool_(), ""),
-))
 
 LIFECYCLE_EVENTS = ("topic_created", "partitions_increased", "topic_deleted")
 BROKER_EVENTS = ("broker_registered", "broker_fenced", "broker_unfenced", "broker_unregistered")
@@ -94,6 +77,8 @@ class AuditResult:
     start: ReplayStart | None = None
     # What the reader noticed that cost no record: a damaged controller copy another one made good.
     notices: list[str] = field(default_factory=list)
+    # Events per (event, of an internal topic): the summary's counts, from the events table.
+    event_counts: dict[tuple[str, bool], int] = field(default_factory=dict)
 
     @property
     def image_matches(self) -> bool | None:
@@ -102,46 +87,27 @@ class AuditResult:
         return all(c.equal for c in compared) if compared else None
 
 
+REPLAY_COLUMNS = ("offset bigint, batch_offset bigint, controller_epoch bigint, time timestamp, "
+                  "record binary, _corrupt string, _lost boolean")
+
+
 def read_replay_rows(spark: SparkSession, data_dir: str, *, fail_fast: bool = False, split_bytes: int = 0
-                     ) -> pa.Table:
-    """The metadata log's rows the replay needs, in offset order, as one Arrow table on the driver."""
-    reader = spark.read.format("kanal-metadata").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
+                     ) -> DataFrame:
+    """The metadata log's rows the replay needs (a narrow schema: the source decodes only these)."""
+    reader = (spark.read.format("kanal-metadata").option("mode", "FAILFAST" if fail_fast else "PERMISSIVE")
+              .schema(REPLAY_COLUMNS))
     if split_bytes:
         reader = reader.option("bytesPerPartition", str(split_bytes))
-    df = reader.load(data_dir).select(
-        "offset",
-        "batch_offset",
-        "controller_epoch",
-        F.unix_millis("time").alias("time_ms"),
-        "record",
-        "_corrupt",
-        "_lost",
-    )
-    return df.orderBy("offset").toArrow()
+    df = reader.load(data_dir)
+    return df.select("offset", "batch_offset", "controller_epoch", F.unix_millis("time").alias("time_ms"),
+                     "record", "_corrupt", "_lost")
 
 
-def _rows(table: pa.Table):
-    """Replay rows: records, and damage no copy could make good; notices (a damaged controller copy
-    another made good) are not records and do not stop the replay."""
-    cols = [table.column(n).to_pylist() for n in
-            ("offset", "batch_offset", "controller_epoch", "time_ms", "record", "_corrupt")]
-    for values, lost in zip(zip(*cols), table.column("_lost").to_pylist()):
-        if lost is False:
-            continue
-        yield ReplayRow(*values)
-
-
-def history_frames(spark: SparkSession, history: History) -> dict[str, DataFrame]:
-    events = [asdict(e) for e in history.events]
-    ev = {c: [e[c if c != "time" else "time_ms"] for e in events] for c in EVENTS_TABLE.names()}
-    events_df = spark.createDataFrame(pa.Table.from_batches([EVENTS_TABLE.batch(ev)]))
-    iv: dict[str, list] = {c: [] for c in INTERVALS_TABLE.names()}
-    for i in history.intervals:
-        for c in INTERVALS_TABLE.names():
-            value = {"start": i.start_ms, "end": i.end_ms, "duration_ms": i.duration_ms}.get(c, None)
-            iv[c].append(value if c in ("start", "end", "duration_ms") else getattr(i, c))
-    intervals_df = spark.createDataFrame(pa.Table.from_batches([INTERVALS_TABLE.batch(iv)]))
-    ordered = events_df.orderBy("offset")
+def history_frames(spark: SparkSession, replayed: ReplayOutput) -> dict[str, DataFrame]:
+    """The audit's tables from the replay's events and intervals (DataFrames: they never come to the
+    driver) and its final image."""
+    events_df, intervals_df = replayed.events, replayed.intervals
+    ordered = events_df  # in replay order: by offset, then as the replay produced them
     tables = {
         "events": ordered,
         "topic_lifecycle": ordered.where(F.col("event").isin(*LIFECYCLE_EVENTS))
@@ -211,16 +177,16 @@ def history_frames(spark: SparkSession, history: History) -> dict[str, DataFrame
             "detail",
         ),
         "partition_health": intervals_df.where(F.col("kind") != "fenced")
-        .orderBy("start_offset")
+        .orderBy(*interval_order())
         .drop("broker_id", "broker_epoch"),
         "broker_fencing": intervals_df.where(F.col("kind") == "fenced")
-        .orderBy("start_offset")
+        .orderBy(*interval_order())
         .select(
             "broker_id", "broker_epoch", "start", "end", "duration_ms", "start_reason", "end_reason", "open"
         ),
     }
     live = spark.createDataFrame(
-        pa.table({"topic_id": pa.array(list(history.image.topics_by_id), pa.string())})
+        pa.table({"topic_id": pa.array(list(replayed.history.image.topics_by_id), pa.string())})
     )
     tables["partition_summary"] = _partition_summary(events_df, intervals_df, live)
     return tables
@@ -322,26 +288,41 @@ def transaction_frames(spark: SparkSession, states: list[StateRow]) -> dict[str,
             "transactional_producers": spark.createDataFrame(producers, TRANSACTIONAL_PRODUCERS_DDL)}
 
 
+def staging_dir(out_dir: str | Path | None) -> Path:
+    """Where a long log is staged for the replay's chunks (replay_job.py): under the output directory,
+    which the executors write anyway (shared storage on a cluster), or a temporary directory; removed when
+    this process exits, since the chunks read from it until then."""
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        path = Path(tempfile.mkdtemp(prefix=".replay-", dir=out_dir))
+    else:
+        path = Path(tempfile.mkdtemp(prefix="kanal-audit-replay-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | None = None, *,
               controllers: list[str] | None = None, fail_fast: bool = False, split_bytes: int = 0,
-              security: ClientSecurity | None = None) -> AuditResult:
-    """Read, replay, compare with the controllers (when endpoints are given; over TLS with `security`),
-    write the tables."""
+              security: ClientSecurity | None = None, chunk_bytes: int = CHUNK_BYTES_DEFAULT,
+              progress: Callable[[str], None] | None = None) -> AuditResult:
+    """Read, replay (in Spark, `chunk_bytes` of segment files per chunk: replay_job.py), compare with the
+    controllers (when endpoints are given; over TLS with `security`), write the tables. `progress` is told
+    each step of the replay."""
+    copy = metadata_copy(Path(data_dir))
+    start = replay_start(copy)
     rows = read_replay_rows(spark, str(data_dir), fail_fast=fail_fast, split_bytes=split_bytes)
-    flagged = [
-        (c, lost)
-        for c, lost in zip(rows.column("_corrupt").to_pylist(), rows.column("_lost").to_pylist())
-        if c is not None
-    ]
+    replayed = replay_in_spark(spark, rows, start, sum(s.size_bytes for s in copy.segments),
+                               lambda: staging_dir(out_dir), chunk_bytes=chunk_bytes, progress=progress)
+    flagged = replayed.flags
     corrupt = [c for c, lost in flagged if lost]
-    start = replay_start(metadata_copy(Path(data_dir)))
-    history = replay(_rows(rows), start)
+    history = replayed.history
     checks = check_controllers(controllers or [], history.image,
                                start.snapshot.snapshot if start.snapshot is not None else None, security)
-    result = AuditResult(history, rows.num_rows - len(flagged), [*start.damaged, *corrupt], checks)
+    result = AuditResult(history, replayed.records_read, [*start.damaged, *corrupt], checks)
     result.notices = [c for c, lost in flagged if not lost]
     result.start = start
-    result.tables = history_frames(spark, history)
+    result.tables = history_frames(spark, replayed)
+    result.event_counts = replayed.event_counts
     damage = pa.table({"damage": pa.array(result.damage, pa.string())})
     result.tables["damage"] = spark.createDataFrame(damage)
     result.tables["notices"] = spark.createDataFrame(
@@ -359,6 +340,8 @@ def run_audit(spark: SparkSession, data_dir: str | Path, out_dir: str | Path | N
         "error": pa.array([c.error for c in checks], pa.string()),
         "differences": pa.array([c.differences for c in checks], pa.list_(pa.string())),
     }))
+    if progress is not None:
+        progress("reading __transaction_state and writing the tables")
     result.tables.update(transaction_frames(spark, read_transaction_states(spark, str(data_dir),
                                                                            fail_fast=fail_fast)))
     if out_dir is not None:

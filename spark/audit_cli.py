@@ -54,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"kanal audit: reading {data_dir} on {args.master}", file=sys.stderr, flush=True)
     result = run_job("audit", args.master, args.quiet, "reading and replaying the metadata log",
-                     lambda spark: run_audit(spark, data_dir, args.out, controllers=controllers,
-                                             fail_fast=args.fail_fast, split_bytes=args.split_bytes,
-                                             security=security),
+                     lambda spark, step: run_audit(spark, data_dir, args.out, controllers=controllers,
+                                                   fail_fast=args.fail_fast, split_bytes=args.split_bytes,
+                                                   security=security, progress=step),
                      audit_html, audit_summary, args.out, as_json=args.output == "json",
                      driver_memory=args.driver_memory)
     if result is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kanal.spark.audit import AuditResult
-from kanal.spark.html_report import Section, bar_chart, page, paragraph, table
+from kanal.spark.html_report import TABLE_ROWS_MAX, Section, bar_chart, page, paragraph, table
 from kanal.spark.report_rows import report_rows
 
 
@@ -11,16 +11,16 @@ def _rows(result: AuditResult, name: str, *cols: str) -> list[tuple]:
     return report_rows(result.tables[name], *cols)
 
 
-def _internal_name(topic: str | None) -> bool:
-    return (topic or "").startswith("__")  # __consumer_offsets and any other internal topic
+def _user(result: AuditResult, event: str) -> int:
+    return result.event_counts.get((event, False), 0)
 
 
-def _user(h, event: str) -> int:
-    return sum(1 for e in h.events if e.event == event and not _internal_name(e.topic))
+def _internal(result: AuditResult, event: str) -> int:
+    return result.event_counts.get((event, True), 0)
 
 
-def _internal(h, event: str) -> int:
-    return sum(1 for e in h.events if e.event == event and _internal_name(e.topic))
+def _count(result: AuditResult, *events: str) -> int:
+    return sum(n for (event, _internal_topic), n in result.event_counts.items() if event in events)
 
 
 _PRODUCER_LINES_MAX = 20  # the summary is for a terminal; the table holds every id
@@ -28,17 +28,16 @@ _PRODUCER_LINES_MAX = 20  # the summary is for a terminal; the table holds every
 
 def audit_summary(result: AuditResult) -> list[str]:
     h = result.history
-    events = [e.event for e in h.events]
     lines = [
         (f"metadata log: {result.records_read} records, {h.batches_applied} batches applied, "
         f"{h.batches_fenced} fenced batches skipped, image at offset {h.image.next_offset}"),
-        (f"user topics created {_user(h, 'topic_created')}, partition increases "
-         f"{_user(h, 'partitions_increased')}, deleted {_user(h, 'topic_deleted')} (internal topics: "
-         f"created {_internal(h, 'topic_created')}); leader changes {events.count('leader_change')}; "
-         f"broker fencings {events.count('broker_fenced')}, unfencings {events.count('broker_unfenced')}; "
-         "config changes "
-         f"{sum(events.count(k) for k in ('config_set', 'config_removed', 'quota_set', 'quota_removed'))}"
-         f"; ACL entries added {events.count('acl_added')}, removed {events.count('acl_removed')}"),
+        (f"user topics created {_user(result, 'topic_created')}, partition increases "
+         f"{_user(result, 'partitions_increased')}, deleted {_user(result, 'topic_deleted')} (internal "
+         f"topics: created {_internal(result, 'topic_created')}); leader changes "
+         f"{_count(result, 'leader_change')}; broker fencings {_count(result, 'broker_fenced')}, unfencings "
+         f"{_count(result, 'broker_unfenced')}; config changes "
+         f"{_count(result, 'config_set', 'config_removed', 'quota_set', 'quota_removed')}"
+         f"; ACL entries added {_count(result, 'acl_added')}, removed {_count(result, 'acl_removed')}"),
     ]
     producers = result.tables.get("transactional_producers")
     if producers is not None:
@@ -199,5 +198,8 @@ def audit_html(result: AuditResult) -> str:
             ("time", "event", "resource_type", "resource", "key", "value_before", "value_after", "principal"),
         ),
     ):
-        sections.append(Section(title, [table(cols, _rows(result, name, *cols))]))
+        rows = report_rows(result.tables[name], *cols, rows_max=TABLE_ROWS_MAX)
+        # The events tables grow with the log: count them in Spark only when the HTML shows a part.
+        total = result.tables[name].count() if len(rows) > TABLE_ROWS_MAX else None
+        sections.append(Section(title, [table(cols, rows, total=total)]))
     return page("kanal audit", sections)

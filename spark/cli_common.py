@@ -172,13 +172,13 @@ def spark_missing() -> str | None:
     """What `kanal audit` / `kanal analytics` need that this machine lacks, in one line (None: nothing).
     Checked before Spark starts, so a missing piece is one line, not a traceback from deep inside."""
     missing = []
-    for module in ("pyspark", "pyarrow"):
+    for module in ("pyspark", "pyarrow", "pandas"):  # pandas: pyspark's mapInArrow (the audit's replay)
         try:
             importlib.import_module(module)
         except ImportError:
             missing.append(module)
     if missing:
-        return f"needs {' and '.join(missing)}, which are not installed: {SPARK_SETUP}"
+        return f"needs {', '.join(missing)}, which are not installed: {SPARK_SETUP}"
     java_home = os.environ.get("JAVA_HOME")
     if not shutil.which("java") and not (java_home and Path(java_home, "bin", "java").exists()):
         return ("needs a Java runtime (17 or later) for Spark, and finds no `java` on PATH or in JAVA_HOME: "
@@ -198,9 +198,10 @@ def report_findings(command: str, notices: list[str], lost: list[str]) -> None:
 def run_job(command: str, master: str, quiet: bool, step: str, job: Callable[..., R],
             report_html: Callable[[R], str], summary: Callable[[R], list[str]], out: Path,
             as_json: bool = False, driver_memory: str | None = None) -> R | None:
-    """Run `job(spark)` with a progress line, write `out/report.html` and print the summary (both computed
-    while the session is up: they may read the result's DataFrames). A session already running in this
-    process (an embedding program, the tests) is used and left running; one started here is stopped.
+    """Run `job(spark, step)` with a progress line (`step(text)` names what the job does now), write
+    `out/report.html` and print the summary (both computed while the session is up: they may read the
+    result's DataFrames). A session already running in this process (an embedding program, the tests) is
+    used and left running; one started here is stopped.
     Returns the result, or None after printing the failure in one line."""
     from pyspark.sql import SparkSession
 
@@ -211,7 +212,7 @@ def run_job(command: str, master: str, quiet: bool, step: str, job: Callable[...
     try:
         with Progress(spark, not quiet) as progress:
             progress.step(step)
-            result = job(spark)
+            result = job(spark, progress.step)
             progress.step("writing the report")
             out.mkdir(parents=True, exist_ok=True)
             (out / "report.html").write_text(report_html(result))

@@ -111,12 +111,20 @@ def line_chart(series: dict[str, Sequence[tuple[int, float]]], unit: str = "", w
     return "".join(out)
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[object]], rows_max: int = 200) -> str:
+# Rows an HTML table shows; the Parquet table has them all.
+TABLE_ROWS_MAX = 200
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]], rows_max: int = TABLE_ROWS_MAX,
+          total: int | None = None) -> str:
+    """An HTML table of the first `rows_max` rows; `total` is the table's size when `rows` is only its
+    start (report_rows with a limit), else len(rows)."""
+    total = len(rows) if total is None else total
     body = "".join("<tr>" + "".join(f"<td>{_e('' if v is None else v)}</td>" for v in row) + "</tr>"
                    for row in rows[:rows_max])
     more = (
-        f'<p class="note">{len(rows) - rows_max} more rows in the Parquet table</p>'
-        if len(rows) > rows_max
+        f'<p class="note">{total - rows_max} more rows in the Parquet table</p>'
+        if total > rows_max
         else ""
     )
     return f"<table><tr>{''.join(f'<th>{_e(h)}</th>' for h in header)}</tr>{body}</table>{more}"

@@ -42,9 +42,9 @@ from kanal.metadata.acl import operation_name, pattern_name, permission_name, re
 from kanal.metadata.snapshot import SNAPSHOT_PRINCIPAL
 from kanal.spark.replay_start import ReplayStart
 from kanal.v1 import metadata_pb2
+from kanal.v1.wire_enum import enum_name
 
 NO_LEADER = -1
-_CAUSES = metadata_pb2.PartitionChangeCause.Name
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,56 +129,91 @@ class History:
 def replay(rows: Iterable[ReplayRow], start: ReplayStart | None = None) -> History:
     """Apply every batch in order and record what each record did. With `start` (a log whose start is
     past 0): begin from its snapshot's image and apply only the rows from the snapshot's offset on."""
-    return _Replayer(start).run(rows)
+    return Replayer(start).run(rows)
 
 
-class _Replayer:
+def interval_order(i: Interval) -> tuple:
+    """The order of the intervals tables: by where they start, ties broken so the order is total."""
+    return (i.start_offset, i.kind, i.topic or "", i.partition or 0, i.broker_id or 0)
+
+
+class Replayer:
     def __init__(self, start: ReplayStart | None = None) -> None:
         self.h = History()
         self.trail = MetadataImage()
         self.open: dict[tuple, Interval] = {}
         self.start = start
+        self.first_offset = 0  # rows below it are in the snapshot the replay starts from
+        self.pending: list[ReplayRow] = []  # the last batch's rows, until its end is known (feed)
 
     def run(self, rows: Iterable[ReplayRow]) -> History:
-        first_offset = 0
-        if self.start is not None and self.start.log_start_offset > 0:
-            if self.start.snapshot is None:
-                why = (f"the metadata log starts at offset {self.start.log_start_offset} and no readable "
+        self.begin()
+        self.feed(rows)
+        self.flush()
+        return self.finish()
+
+    # The replay in steps, for a replay fed in parts (replay_job.py: chunk after chunk, the replayer
+    # pickled between them): begin once, feed rows in offset order, flush where a part ends on a batch
+    # boundary, finish once at the log's end. `events` and `intervals` of `self.h` only grow; a caller
+    # that streams them out takes them away between feeds (take_output).
+
+    def begin(self) -> None:
+        """Set the initial state: empty, or the snapshot the replay starts from."""
+        start, self.start = self.start, None  # the snapshot is in the images now; do not carry it along
+        if start is not None and start.log_start_offset > 0:
+            if start.snapshot is None:
+                why = (f"the metadata log starts at offset {start.log_start_offset} and no readable "
                        f"snapshot at or past it is there: nothing can be replayed")
-                self.h.stopped = f"offset {self.start.log_start_offset}: {why}"
+                self.h.stopped = f"offset {start.log_start_offset}: {why}"
                 self.h.events.append(
-                    Event(
-                        self.start.log_start_offset,
-                        self.start.log_start_offset,
-                        0,
-                        0,
-                        "",
-                        "",
-                        "replay_error",
-                        detail=why,
-                    )
+                    Event(start.log_start_offset, start.log_start_offset, 0, 0, "", "", "replay_error",
+                          detail=why)
                 )
-                return self.h
-            first_offset = self._load_snapshot(self.start)
+                return
+            self.first_offset = self._load_snapshot(start)
+
+    def feed(self, rows: Iterable[ReplayRow]) -> None:
+        """Apply rows in offset order. The last batch's rows are held back until the next feed or flush:
+        a batch's rows may arrive in two feeds."""
         for _key, group in groupby(rows, key=lambda r: (r.batch_offset, r.corrupt is not None)):
+            if self.h.stopped is not None:
+                return
             batch = list(group)
-            first = batch[0]
-            if first.corrupt is None and first.offset < first_offset:
-                continue  # in the log, but before the snapshot the replay starts from
-            if first.corrupt is not None:
-                self._stop(first, "log_damage", first.corrupt)
-                break
-            if not self._batch(batch):
-                break
+            if self.pending and (self.pending[0].batch_offset, self.pending[0].corrupt is not None) == _key:
+                self.pending.extend(batch)
+                continue
+            self.flush()
+            self.pending = batch
+
+    def flush(self) -> None:
+        """Apply the rows held back: the caller says no more rows of that batch follow."""
+        batch, self.pending = self.pending, []
+        if not batch or self.h.stopped is not None:
+            return
+        first = batch[0]
+        if first.corrupt is None and first.offset < self.first_offset:
+            return  # in the log, but before the snapshot the replay starts from
+        if first.corrupt is not None:
+            self._stop(first, "log_damage", first.corrupt)
+            return
+        self._batch(batch)
+
+    def finish(self) -> History:
+        """The log's end: what is still open ends at the last record's time, marked open."""
+        self.flush()
         for interval in self.open.values():
             interval.end_ms = self.h.last_time_ms
             interval.open = True
             self.h.intervals.append(interval)
         self.open.clear()
-        self.h.intervals.sort(
-            key=lambda i: (i.start_offset, i.kind, i.topic or "", i.partition or 0, i.broker_id or 0)
-        )
+        self.h.intervals.sort(key=interval_order)
         return self.h
+
+    def take_output(self) -> tuple[list[Event], list[Interval]]:
+        """The events and closed intervals since the last call, taken out of the history."""
+        events, intervals = self.h.events, self.h.intervals
+        self.h.events, self.h.intervals = [], []
+        return events, intervals
 
     def _load_snapshot(self, start: ReplayStart) -> int:
         """The snapshot's image as the initial state, recorded as a `snapshot_loaded` event; what was
@@ -425,11 +460,11 @@ class _Replayer:
             isr_after=isr_after,
             replicas=list(new.replicas),
             isr_change=change,
-            cause=_CAUSES(r.cause),
+            cause=enum_name(metadata_pb2.PartitionChangeCause, r.cause),
             reason=r.reason,
         )
         self._health(row, record, name, r.topic_id, r.partition_id, list(new.replicas), isr_after, new.leader,
-                     r.reason or _CAUSES(r.cause))
+                     r.reason or enum_name(metadata_pb2.PartitionChangeCause, r.cause))
 
     def _on_remove_topic(self, row, record, r, image, batch, phase):
         if phase == "before":

@@ -23,10 +23,13 @@ def iso_utc(micros: int) -> str:
     )
 
 
-def report_rows(df: DataFrame, *cols: str) -> list[tuple]:
-    """The named columns of every row, timestamps as iso_utc text (None stays None)."""
+def report_rows(df: DataFrame, *cols: str, rows_max: int | None = None) -> list[tuple]:
+    """The named columns of every row (of the first `rows_max` + 1 with a limit: the driver never holds a
+    whole large table), timestamps as iso_utc text (None stays None)."""
     types = {f.name: f.dataType for f in df.schema.fields}
     stamped = [c for c in cols if isinstance(types.get(c), TimestampType)]
     picked = df.select(*[F.unix_micros(F.col(c)).alias(c) if c in stamped else F.col(c) for c in cols])
+    if rows_max is not None:
+        picked = picked.limit(rows_max + 1)
     return [tuple(iso_utc(r[c]) if c in stamped and r[c] is not None else r[c] for c in cols)
             for r in picked.collect()]

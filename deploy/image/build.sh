@@ -2,7 +2,7 @@
 # Build kanal's container image, here and anywhere:
 #
 #   bash deploy/image/build.sh                    # image kanal:dev (target `kanal`: servers + CLI, no Spark)
-#   bash deploy/image/build.sh --target spark     # image kanal-spark:dev (plus Java 17, pyspark, pyarrow)
+#   bash deploy/image/build.sh --target spark     # image kanal-spark:dev (plus Java 17, pyspark, pyarrow, pandas)
 #   bash deploy/image/build.sh --tag registry.example/kanal:0.1.0
 #
 # Steps: a Docker engine must answer (ensure-docker.sh starts one when none runs and this is root on

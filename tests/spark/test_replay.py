@@ -177,3 +177,18 @@ def test_acl_changes_are_events_with_who_made_them():
             for e in h.events] == [
         ("acl_added", "User:admin", "topic", "orders", "User:etl@*", None, "ALLOW WRITE (PREFIXED)"),
         ("acl_removed", "User:auditor", "topic", "orders", "User:etl@*", "ALLOW WRITE (PREFIXED)", None)]
+
+
+def test_a_cause_this_build_does_not_know_is_named_by_its_number():
+    """proto3 enums are open: a newer controller's cause must not stop the replay."""
+    batches = history_batches()
+    change = batches[5][1][1].partition_change
+    change.cause = 99  # not a PartitionChangeCause this build knows
+    change.reason = ""
+    h = replay(rows_of(batches))
+    assert h.stopped is None
+    move = next(e for e in h.events if e.event == "leader_change")
+    assert move.cause == "99"
+    # With no reason given, the cause names why the partition's trouble began.
+    [trouble] = [i for i in h.intervals if i.kind == "under_replicated"]
+    assert trouble.start_reason == "99"
