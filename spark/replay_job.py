@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import reduce
 from itertools import pairwise
 from pathlib import Path
@@ -42,8 +42,9 @@ from kanal.spark.replay import Event, History, Interval, Replayer, ReplayRow
 from kanal.spark.replay_start import ReplayStart
 from kanal.spark.replay_tables import EVENTS_TABLE, INTERVALS_TABLE
 
-# Segment bytes per chunk: about half a million metadata records, replayed in well under a minute.
-CHUNK_BYTES_DEFAULT = 64 * 1024 * 1024
+# Segment bytes per chunk: about 250,000 metadata records, so the progress line moves every half minute
+# or so; each chunk costs one Spark job and the replayer's pickle.
+CHUNK_BYTES_DEFAULT = 16 * 1024 * 1024
 # Events and intervals per output batch of a chunk task: bounds the task's memory, not the driver's.
 OUTPUT_ROWS_MAX = 10_000
 
@@ -135,7 +136,9 @@ def replay_in_spark(spark: SparkSession, rows: DataFrame, start: ReplayStart | N
         # A chunk without rows may not run its task at all: then nothing changed.
     history = state.replayer.finish()  # what is still open ends at the last record's time
     written = reduce(DataFrame.unionByName, outputs)
-    events = written.where(F.col("_row") == "event").orderBy("offset", "seq").select(*_EVENT_NAMES)
+    # Sorted once and kept (on disk): every events table is a filter of it.
+    events = (written.where(F.col("_row") == "event").orderBy("offset", "seq").select(*_EVENT_NAMES)
+              .persist(StorageLevel.DISK_ONLY))
     open_intervals = spark.createDataFrame(pa.Table.from_batches([intervals_batch(history.intervals)]),
                                            INTERVALS_TABLE.ddl())
     intervals = (written.where(F.col("_row") == "interval").select(*INTERVALS_TABLE.names())
@@ -226,8 +229,8 @@ def _output(state: ChunkState, events: list[Event], intervals: list[Interval]) -
 
 def event_columns(events: list[Event]) -> dict[str, list]:
     """EVENTS_TABLE's columns of `events` (timestamps in ms, as Table.batch takes them)."""
-    rows = [asdict(e) for e in events]
-    return {c: [r[c if c != "time" else "time_ms"] for r in rows] for c in _EVENT_NAMES}
+    # Attribute by attribute: dataclasses.asdict deep-copies every event, the replay's costliest step here.
+    return {c: [getattr(e, "time_ms" if c == "time" else c) for e in events] for c in _EVENT_NAMES}
 
 
 def interval_columns(intervals: list[Interval]) -> dict[str, list]:
