@@ -30,6 +30,7 @@ from kanal.spark.metadata_json import message_json
 from kanal.spark.segment_reader import StoredEntry
 from kanal.v1 import metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.wire_enum import enum_name
 
 Getter = Callable[[Any], object]
 
@@ -90,8 +91,10 @@ def _getter(kind: str, t: Typed) -> Getter:
     get = attrgetter(t.field)
     if t.conv == "name":
         body = metadata_pb2.MetadataRecord.DESCRIPTOR.fields_by_name[kind].message_type
-        name = EnumTypeWrapper(body.fields_by_name[t.field].enum_type).Name  # raises on an unknown number
-        out: Getter = lambda b: name(get(b))
+        # An unknown number (a newer writer's: proto3 enums are open) is named by the number, as protobuf's
+        # JSON form does, instead of failing the read.
+        enum = EnumTypeWrapper(body.fields_by_name[t.field].enum_type)
+        out: Getter = lambda b: enum_name(enum, get(b))
     elif t.conv == "resource_type":
         out = lambda b: RESOURCE_TYPES.get(get(b), RESOURCE_TYPE_OTHER)
     elif t.conv == "topic_if":

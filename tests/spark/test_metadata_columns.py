@@ -274,3 +274,17 @@ def _require_c_walk() -> None:
     # failure here, not a skip, so a broken build cannot pass for a tested fast path.
     if not NATIVE:
         pytest.fail(f"the C metadata walk is not built: {NATIVE_IMPORT_ERROR}")
+
+
+def test_an_unknown_cause_is_read_as_its_number_on_both_paths():
+    """proto3 enums are open: a newer controller's PartitionChangeCause is a row with the number as its
+    name (as protobuf's JSON form writes it), not a failed read."""
+    _require_c_walk()
+    change = metadata_pb2.MetadataRecord(time_ms=T0, partition_change=metadata_pb2.PartitionChangeRecord(
+        topic_id="x", partition_id=0, leader=1, cause=99))
+    for buf, add in ((MetadataColumnBuffer(METADATA_TABLE, _native), add_metadata_columns),
+                     (RowBuffer(METADATA_TABLE), add_metadata_entry)):
+        add(buf, None, None, _entry([change.SerializeToString()], 0, 0))
+        out = buf.flush()
+        assert out.column("cause").to_pylist() == ["99"]
+        assert json.loads(out.column("record_json")[0].as_py())["cause"] == 99
