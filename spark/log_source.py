@@ -13,7 +13,7 @@ Options (all optional):
 | `topics` | all | comma-separated topic names |
 | `includeInternal` | false | with no `topics`: also read `__consumer_offsets` and other `__` topics |
 | `mode` | PERMISSIVE | PERMISSIVE: damage and notices become rows with `_corrupt` set and the scan goes on; FAILFAST: the query fails at the first offsets no copy holds, with file and offset |
-| `bytesPerPartition` | 16777216 | segment bytes per Spark partition (whole files; a partition's files are split over several) |
+| `bytesPerPartition` | 268435456 | segment bytes per Spark partition (whole files; a partition's files are split over several) |
 | `minPartitions` | CPU count | the least number of Spark partitions, of even size (not under 1 MiB each); without it, 1 when `bytesPerPartition` is given |
 | `isolationLevel` | read_uncommitted | as Kafka's `isolation.level`: read_committed stops at the last stable offset and drops aborted transactions' records (transactions.py) |
 
@@ -52,6 +52,12 @@ from kanal.spark.range_reader import ReadItem, read_item
 from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT, SPLIT_BYTES_MIN
 from kanal.spark.source_options import SourceOptions
 from kanal.spark.transactions import AbortedFilter, TxnView, partition_index, visible_items
+
+# Default segment bytes per Spark task of a kanal-log read from files (`bytesPerPartition`). Each task costs
+# Spark ~0.1 s of JVM CPU and ~0.05 s in the Python worker whatever its size (docs/benchmarks.md, Spark):
+# 16 MiB tasks (~140 K rows of 100 B) spent about as much on that as on their rows, and 3 M rows read at
+# half the speed of 2 tasks. Cores stay busy through minPartitions (CPU count, even sizes), not small tasks.
+LOG_TASK_BYTES_DEFAULT = 256 * 1024 * 1024
 
 
 class ItemGroup(InputPartition):
@@ -140,8 +146,9 @@ class KanalLogReader(DataSourceReader):
             parts: list[InputPartition] = [
                 FetchGroup(p) for p in list_partitions(o.bootstrap, o.topics, o.include_internal, o.security)]
             return parts or [ItemGroup(())]
-        return plan_groups(file_plan(Path(o.path), o.topics, o.include_internal), o.bytes_per_partition,
-                           o.read_committed, o.partitions_min)
+        size = o.bytes_per_partition or LOG_TASK_BYTES_DEFAULT
+        return plan_groups(file_plan(Path(o.path), o.topics, o.include_internal), size, o.read_committed,
+                           o.partitions_min)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         buf, add = new_buffer(self.table)
