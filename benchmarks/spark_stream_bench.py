@@ -7,8 +7,8 @@ stamped in it (both clocks are this machine's). Prints one JSON object with p50/
     python benchmarks/spark_stream_bench.py [--rate 2000] [--seconds 30] [--trigger-ms 100] \
         [--master local[2]]
 
-The first 5 s are warm-up (the query's first batches start Python workers) and are not counted. The
-producer is paced in 10 ms steps, acks=all, linger 5 ms. What a latency holds: producer linger and
+The first 5 s are warm-up (the query's first batches start Python workers): records stamped before it
+ended are not counted, however late they arrive. The producer is paced in 10 ms steps, acks=all, linger 5 ms. What a latency holds: producer linger and
 acknowledgement, the trigger's wait, ListOffsets at the leaders, one Spark job (task start-up, a consumer
 per partition fetching its range), and the rows' trip to the driver.
 """
@@ -53,7 +53,7 @@ def run(rate: int, seconds: float, trigger_ms: int, master: str) -> dict:
     cluster = LocalCluster(root / "cluster", controllers=3, brokers=3)
     cluster.start(timeout_s=120)
     spark = kanal_session(master, "kanal-stream-bench", shuffle_partitions=2)
-    latencies: list[float] = []
+    seen: list[tuple[float, float]] = []  # (producer's timestamp, arrival at the driver), ms
     first_seen: list[float] = []
     try:
         from kanal.clients.admin import Admin
@@ -74,7 +74,7 @@ def run(rate: int, seconds: float, trigger_ms: int, master: str) -> dict:
             now_ms = time.time() * 1000
             if not first_seen:
                 first_seen.append(time.monotonic())
-            latencies.extend(now_ms - ts for ts in stamps if ts is not None)
+            seen.extend((ts, now_ms) for ts in stamps if ts is not None)
 
         stream = (spark.readStream.format("kanal").option("kafka.bootstrap.servers", cluster.bootstrap)
                   .option("subscribe", "bench").option("startingOffsets", "latest").load())
@@ -82,15 +82,17 @@ def run(rate: int, seconds: float, trigger_ms: int, master: str) -> dict:
                  .trigger(processingTime=f"{trigger_ms} milliseconds").start())
         stop = threading.Event()
         warm = _produce(cluster.bootstrap, "bench", rate, WARM_UP_S, stop)
-        counted_from = len(latencies)
+        # Records stamped from here on are measured; warm-up records that arrive later are not (they carry
+        # the query's start-up, which the warm-up is there to leave out).
+        measured_from_ms = time.time() * 1000
         sent = _produce(cluster.bootstrap, "bench", rate, seconds, stop)
         deadline = time.monotonic() + 120
-        while len(latencies) < warm + sent and time.monotonic() < deadline and query.exception() is None:
+        while len(seen) < warm + sent and time.monotonic() < deadline and query.exception() is None:
             time.sleep(0.1)
         query.stop()
         if query.exception() is not None:
             raise RuntimeError(str(query.exception()))
-        measured = sorted(latencies[counted_from:])
+        measured = sorted(now - ts for ts, now in seen if ts >= measured_from_ms)
         quantiles = statistics.quantiles(measured, n=100) if len(measured) >= 2 else [0.0] * 99
         return {"rate_records_per_s": rate, "trigger_ms": trigger_ms, "seconds": seconds, "master": master,
                 "records_sent": sent, "records_measured": len(measured),
