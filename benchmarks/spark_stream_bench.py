@@ -9,8 +9,9 @@ stamped in it (both clocks are this machine's). Prints one JSON object with p50/
 
 The first 5 s are warm-up (the query's first batches start Python workers): records stamped before it
 ended are not counted, however late they arrive. The producer is paced in 10 ms steps, acks=all, linger
-5 ms. What a latency holds: producer linger and acknowledgement, the trigger's wait, ListOffsets at the leaders, one Spark job (task start-up, a consumer
-per partition fetching its range), and the rows' trip to the driver.
+5 ms. What a latency holds: producer linger and acknowledgement, the trigger's wait, ListOffsets at the
+leaders, one Spark job (task start-up, a consumer per partition fetching its range), and the rows' trip
+to the driver.
 """
 
 from __future__ import annotations
