@@ -59,6 +59,10 @@ def test_acls_are_metadata_records_that_survive_a_restart(quorum_factory):
         ),
     ]
     standby = next(i for i in q.alive_ids() if i != active)
+    # A standby forwards only once it knows the active controller: right after the quorum forms, an
+    # election may still be settling, and a standby that knows no leader answers CONTROLLER_NOT_AVAILABLE.
+    wait_until(lambda: q.stub(standby).DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=2).leader_id
+               == active and q.active_id() == active, 30, "the standby to know the active controller")
     reply = q.stub(standby).CreateAcls(admin_pb2.CreateAclsRequest(creations=good), timeout=10)  # forwarded
     assert [r.error for r in reply.results] == [ErrorCode.NONE] * 3
     records = added_records(q, active, before)
