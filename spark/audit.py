@@ -77,7 +77,7 @@ class AuditResult:
     start: ReplayStart | None = None
     # What the reader noticed that cost no record: a damaged controller copy another one made good.
     notices: list[str] = field(default_factory=list)
-    # Events per (event, of an internal topic): the summary's counts, from the events table.
+    # Events per (event, of an internal topic): the summary's counts, counted by the replay's chunks.
     event_counts: dict[tuple[str, bool], int] = field(default_factory=dict)
 
     @property

@@ -116,6 +116,10 @@ class Interval:
 
 @dataclass(slots=True)
 class History:
+    """What a replay produced. replay() fills every field; the audit's replay in Spark (replay_job.py)
+    streams `events` and closed `intervals` into tables instead, so on its driver they hold only the
+    intervals still open at the end."""
+
     events: list[Event] = field(default_factory=list)
     intervals: list[Interval] = field(default_factory=list)
     image: MetadataImage = field(default_factory=MetadataImage)
