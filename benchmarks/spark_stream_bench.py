@@ -55,7 +55,6 @@ def run(rate: int, seconds: float, trigger_ms: int, master: str) -> dict:
     cluster.start(timeout_s=120)
     spark = kanal_session(master, "kanal-stream-bench", shuffle_partitions=2)
     seen: list[tuple[float, float]] = []  # (producer's timestamp, arrival at the driver), ms
-    first_seen: list[float] = []
     try:
         from kanal.clients.admin import Admin
 
@@ -73,8 +72,6 @@ def run(rate: int, seconds: float, trigger_ms: int, master: str) -> dict:
         def note(batch_df, _batch_id) -> None:
             stamps = [r.ts for r in batch_df.selectExpr("unix_millis(timestamp) as ts").collect()]
             now_ms = time.time() * 1000
-            if not first_seen:
-                first_seen.append(time.monotonic())
             seen.extend((ts, now_ms) for ts in stamps if ts is not None)
 
         stream = (spark.readStream.format("kanal").option("kafka.bootstrap.servers", cluster.bootstrap)

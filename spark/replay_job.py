@@ -84,7 +84,6 @@ class ReplayOutput:
     event_counts: dict[tuple[str, bool], int]  # events per (event, of an internal topic: `__` name)
     events: DataFrame  # EVENTS_TABLE's columns, ordered as the replay produced them
     intervals: DataFrame  # INTERVALS_TABLE's columns, closed and open
-    chunks: int
 
 
 def replay_in_spark(spark: SparkSession, rows: DataFrame, start: ReplayStart | None, log_bytes: int,
@@ -145,7 +144,7 @@ def replay_in_spark(spark: SparkSession, rows: DataFrame, start: ReplayStart | N
                  .unionByName(open_intervals))
     flags.sort(key=lambda f: (f[0] if f[0] is not None else -1, f[1]))
     return ReplayOutput(history, state.records_read, [(f[2], f[3]) for f in flags], state.event_counts,
-                        events, intervals, len(inputs))
+                        events, intervals)
 
 def key_ranges(lo: int | None, hi: int | None, count: int) -> list[tuple[int, int]]:
     """`count` ranges [a, b) of about equal width covering lo..hi (batch base offsets), at least one."""
