@@ -50,6 +50,24 @@ def duration_s(text: str) -> float:
     return value / 1000 if unit == "ms" else value * 60 if unit == "m" else value
 
 
+# Bounds of the workload's size flags: a run starts a whole cluster, so a bad value is refused up front.
+PARTITIONS_MAX = 1000
+PRODUCERS_MAX = 64
+
+
+def count_up_to(maximum: int):
+    """An argparse type: a whole number from 1 to `maximum`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not 1 <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{value} is not in [1, {maximum}]")
+        return value
+    return parse
+
+
 def faults(text: str) -> tuple[str, ...]:
     chosen = tuple(f for f in (p.strip() for p in text.split(",")) if f)
     unknown = [f for f in chosen if f not in FAULT_KINDS]
@@ -76,7 +94,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--runs", type=int, default=1, help="runs, each with the next seed (default 1)")
     run.add_argument("--history-dir", type=Path, default=Path("chaos-histories"),
                      help="where each run's history is written (default chaos-histories)")
-    run.add_argument("--partitions", type=int, default=3, help="partitions of the workload topic (default 3)")
+    run.add_argument("--partitions", type=count_up_to(PARTITIONS_MAX), default=3,
+                     help="partitions of the workload topic (default 3)")
+    run.add_argument("--producers", type=count_up_to(PRODUCERS_MAX), default=2,
+                     help="producers of the workload, each sending ~100 records/s to every partition in turn "
+                     "(default 2)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
     run.add_argument("--output", choices=("text", "json"), default="text",
                      help=f"{OUTPUT_HELP} (each run's verdict: one JSON object per line)")
@@ -190,7 +212,8 @@ def _run(args) -> int:
     for r in range(args.runs):
         seed = args.seed + r
         options = RunOptions(target=args.target, faults=args.faults, duration_s=args.duration, seed=seed,
-                             history_path=args.history_dir / f"seed-{seed}.jsonl", partitions=args.partitions,
+                             history_path=args.history_dir / f"seed-{seed}.jsonl",
+                             partitions=args.partitions, producers=args.producers,
                              mutation=args.unsafe_test_mutation, image=args.image, security=security)
         try:
             options.schedule_options()

@@ -97,3 +97,24 @@ def test_power_and_clock_faults_aim_where_they_should():
         "power/controllers controller-0,controller-1,controller-2 3.0-10.0s",
         "clock/forward broker-0 step +2253s 12.5-16.2s",
     ]
+
+
+def test_the_mutation_seeds_cut_two_leaders_alone():
+    # tests/cluster/test_chaos.py's no-follower-truncation check relies on these schedules (9 partitions):
+    # two leader-alone cuts each, long enough for the controller to elect other leaders.
+    for seed in (46, 120, 83, 172):
+        steps = schedule(ScheduleOptions(faults=("partition",), duration_s=25, seed=seed, partitions=9))
+        assert [f.variant for f in steps] == ["leader-alone", "leader-alone"], seed
+        assert all(f.end_s - f.start_s >= 4.5 for f in steps), seed
+
+
+@pytest.mark.parametrize(("flag", "value", "message"), [
+    ("--partitions", "0", "0 is not in [1, 1000]"),
+    ("--producers", "65", "65 is not in [1, 64]"),
+    ("--producers", "two", "not a whole number: 'two'"),
+])
+def test_workload_sizes_out_of_range_are_refused_before_anything_starts(capsys, flag, value, message):
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--target", "dev", "--duration", "10s", flag, value])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
