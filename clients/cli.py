@@ -26,7 +26,11 @@ from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.operations_cli import add_operations_parsers
 from kanal.clients.perf_cli import add_perf_parser
 from kanal.clients.producer import Producer
-from kanal.clients.producer_config import ProducerConfig
+from kanal.clients.producer_config import (
+    REQUEST_TIMEOUT_MS_DEFAULT,
+    ProducerConfig,
+    delivery_timeout_covering,
+)
 from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.cli_report import EXIT_FAILED, OUTPUT_HELP, CommandParser, report_error
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
@@ -67,7 +71,7 @@ def _settings(args) -> dict[str, str]:
 
 def _admin(args) -> Admin:
     """An Admin for the command's cluster, with its security settings."""
-    return Admin(_bootstrap(args), security=_security(args))
+    return Admin(_bootstrap(args), security=_security(args), request_timeout_ms=args.request_timeout_ms)
 
 
 def _security(args):
@@ -201,6 +205,8 @@ def produce(args) -> int:
         enable_idempotence=args.acks == "all",
         compression=args.compression,
         linger_ms=args.linger_ms,
+        request_timeout_ms=args.request_timeout_ms,
+        delivery_timeout_ms=delivery_timeout_covering(args.request_timeout_ms, args.linger_ms),
     )
     failures = []
     count = 0
@@ -260,13 +266,14 @@ def consume(args) -> int:
                 enable_auto_commit=False,
                 client_id="kanal-console-consumer",
                 isolation_level=args.isolation_level,
+                request_timeout_ms=args.request_timeout_ms,
             )
         )
         consumer.subscribe([args.topic])
     else:
         consumer = Consumer(
             ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset,
-                           isolation_level=args.isolation_level)
+                           isolation_level=args.isolation_level, request_timeout_ms=args.request_timeout_ms)
         )
         if args.partition is not None:
             partitions = [args.partition]
@@ -589,12 +596,12 @@ def users_list(args) -> int:
     return 0
 
 
-def _bounded_number(kind: type, lowest: float, what: str):
-    """An argparse type: a number of `kind` at least `lowest`; argparse turns the ValueError into a one-line
-    usage error (exit 2) instead of a traceback further in."""
+def _bounded_number(kind: type, lowest: float, what: str, highest: float | None = None):
+    """An argparse type: a number of `kind` from `lowest` (to `highest`); argparse turns the ValueError into a
+    one-line usage error (exit 2) instead of a traceback further in."""
     def parse(text: str):
         value = kind(text)
-        if value < lowest:
+        if value < lowest or (highest is not None and value > highest):
             raise ValueError(f"{text} is not {what}")  # argparse: "invalid positive int value: '0'"
         return value
     parse.__name__ = f"{what} {kind.__name__}"  # argparse names the type in its message
@@ -611,6 +618,11 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--bootstrap", help="HOST:PORT[,...] of brokers (default: $KANAL_BOOTSTRAP, else the "
                                             "running `kanal dev`, found through $KANAL_HOME/dev.json)")
     common.add_argument("--output", choices=["text", "json"], default="text", help=OUTPUT_HELP)
+    common.add_argument(
+        "--request-timeout-ms", type=_bounded_number(int, 100, "100-600000", 600_000),
+        default=REQUEST_TIMEOUT_MS_DEFAULT,
+        help=f"how long each call to the cluster may take, 100-600000 (default {REQUEST_TIMEOUT_MS_DEFAULT}; "
+             "a producer's delivery timeout grows to cover it)")
     add_client_security_flags(common)
     p = CommandParser(prog="kanal", description="kanal client commands; --output json on every one")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -191,7 +191,9 @@ class ClusterMetadata:
                 return self.view
             if time.monotonic() >= deadline:
                 detail = ", ".join(f"{e} ({why})" for e, why in problems.items()) or ", ".join(candidates)
-                raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"no broker answered: {detail}")
+                waited_ms = round(self.request_timeout_s * 1000)
+                raise KanalError(ErrorCode.BROKER_NOT_AVAILABLE,
+                                 f"no broker answered within {waited_ms} ms: {detail}")
             time.sleep(0.05)
 
     def partitions(self, topic: str, *, refresh_if_missing: bool = True) -> list[PartitionInfo]:

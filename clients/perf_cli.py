@@ -26,7 +26,7 @@ from kanal.clients.admin import Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.latency_histogram import LatencyHistogram
 from kanal.clients.producer import Producer
-from kanal.clients.producer_config import ProducerConfig
+from kanal.clients.producer_config import ProducerConfig, delivery_timeout_covering
 from kanal.v1.channel_security import ClientSecurity
 
 CHUNK_RECORDS = 1000
@@ -137,7 +137,10 @@ def perf_produce(args, connection: Connection) -> int:
     bootstrap, security = connection(args)
     config = ProducerConfig(bootstrap=bootstrap, security=security, acks=args.acks,
                             enable_idempotence=args.acks == "all", compression=args.compression,
-                            client_id=args.client_id or "kanal-perf-producer")
+                            client_id=args.client_id or "kanal-perf-producer",
+                            request_timeout_ms=args.request_timeout_ms,
+                            delivery_timeout_ms=delivery_timeout_covering(args.request_timeout_ms,
+                                                                          ProducerConfig.linger_ms))
     value = os.urandom(args.record_size)
     values = [value] * CHUNK_RECORDS
     histogram = LatencyHistogram()
@@ -210,6 +213,7 @@ def perf_consume(args, connection: Connection, admin_for: Callable[[argparse.Nam
             auto_offset_reset="earliest",
             max_poll_records=10_000,
             client_id=args.client_id or "kanal-perf-consumer",
+            request_timeout_ms=args.request_timeout_ms,
         )
     )
     consumer.assign([(args.topic, p) for p in partitions])

@@ -26,6 +26,14 @@ CODECS = {
     "zstd": records_pb2.COMPRESSION_ZSTD,
 }
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
+REQUEST_TIMEOUT_MS_DEFAULT = 30_000
+DELIVERY_TIMEOUT_MS_DEFAULT = 120_000
+
+
+def delivery_timeout_covering(request_timeout_ms: int, linger_ms: int) -> int:
+    """The default delivery timeout, or request + linger when that is longer (the least the config allows):
+    what a command with a --request-timeout-ms flag gives its producer."""
+    return max(DELIVERY_TIMEOUT_MS_DEFAULT, request_timeout_ms + linger_ms)
 
 
 @dataclass(frozen=True)
@@ -47,9 +55,9 @@ class ProducerConfig:
     # partition's pipeline depth (one 512 KiB batch in flight per partition left a broker half idle).
     partition_batches_per_call_max: int = 2
     # Give up on a record this long after produce() was called (delivery.timeout.ms).
-    delivery_timeout_ms: int = 120_000
+    delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS_DEFAULT
     # One Produce call's deadline (request.timeout.ms).
-    request_timeout_ms: int = 30_000
+    request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT
     # Wait between retries of a failed batch (retry.backoff.ms).
     retry_backoff_ms: int = 100
     # Bytes of records buffered (not yet acknowledged) before produce() blocks (buffer.memory).

@@ -53,6 +53,7 @@ def duration_s(text: str) -> float:
 # Bounds of the workload's size flags: a run starts a whole cluster, so a bad value is refused up front.
 PARTITIONS_MAX = 1000
 PRODUCERS_MAX = 64
+RUNS_MAX = 100_000  # --runs: zero runs would check nothing and pass
 
 
 def count_up_to(maximum: int):
@@ -91,7 +92,8 @@ def parser() -> argparse.ArgumentParser:
                      help=f"comma-separated, of {','.join(FAULT_KINDS)} (default: all)")
     run.add_argument("--duration", type=duration_s, default=60.0, help="per run (default 60s)")
     run.add_argument("--seed", type=int, default=1, help="seed of the fault schedule (default 1)")
-    run.add_argument("--runs", type=int, default=1, help="runs, each with the next seed (default 1)")
+    run.add_argument("--runs", type=count_up_to(RUNS_MAX), default=1,
+                     help="runs, each with the next seed (default 1)")
     run.add_argument("--history-dir", type=Path, default=Path("chaos-histories"),
                      help="where each run's history is written (default chaos-histories)")
     run.add_argument("--partitions", type=count_up_to(PARTITIONS_MAX), default=3,

@@ -13,6 +13,7 @@ import pytest
 
 import kanal
 from kanal.clients.cli import build_parser
+from kanal.clients.producer_config import ProducerConfig, delivery_timeout_covering
 from kanal.deploy import cli as dispatcher
 from kanal.deploy.completion import full_parser
 from kanal.v1.cli_report import DOCUMENTED_EXITS, EXIT_FAILED, EXIT_INTERNAL, EXIT_USAGE
@@ -241,3 +242,16 @@ def test_a_dev_json_left_by_a_killed_kanal_dev_is_no_cluster(no_cluster, tmp_pat
     (tmp_path / "dev.json").write_text(json.dumps({"pid": dead_pid, "bootstrap": "127.0.0.1:9"}))
     status, _, err = run(["topics", "list"], capsys)
     assert status == EXIT_FAILED and err.startswith("kanal: NO_CLUSTER: "), err
+
+
+def test_every_client_command_takes_a_request_timeout():
+    """--request-timeout-ms on every client command (what its Admin, producer and consumer calls may
+    take), Kafka's 30 s by default; and the producer's delivery timeout grows to cover a longer one."""
+    for path, parser in CLIENT_COMMANDS:
+        argv = _minimal_args(path, parser)
+        assert build_parser().parse_args(argv).request_timeout_ms == 30_000, path
+        longer = build_parser().parse_args([*argv, "--request-timeout-ms", "150000"])
+        assert longer.request_timeout_ms == 150_000, path
+    assert (delivery_timeout_covering(150_000, 5), delivery_timeout_covering(2_000, 5)) == (150_005, 120_000)
+    ProducerConfig("127.0.0.1:9092", request_timeout_ms=600_000, linger_ms=60_000,
+                   delivery_timeout_ms=delivery_timeout_covering(600_000, 60_000))  # valid at the bounds

@@ -172,10 +172,11 @@ def test_perf_produce_and_consume_print_their_summaries(dev):
 
 def test_errors_are_one_line_and_nonzero(dev):
     env, _, _ = dev
-    # An unreachable bootstrap fails once the client's 30 s request timeout has passed: started first, so
-    # that wait runs beside the other checks.
+    # An unreachable bootstrap fails once the request timeout has passed (--request-timeout-ms; the default
+    # is 30 s): started first, so that wait runs beside the other checks.
     started = time.monotonic()
-    unreachable = subprocess.Popen([*KANAL, "topics", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    unreachable = subprocess.Popen([*KANAL, "topics", "list", "--request-timeout-ms", "2000"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True, env={**env, "KANAL_BOOTSTRAP": "127.0.0.1:9"})
     for args in (("topics", "describe", "no-such-topic"),
                  ("topics", "create", "bad", "--partitions", "0"),
@@ -197,6 +198,10 @@ def test_errors_are_one_line_and_nonzero(dev):
         last = result.stderr.strip().splitlines()[-1]
         assert result.returncode in (1, 2) and "Traceback" not in result.stderr, result.stderr
         assert ("invalid positive int value" in last or "INVALID_REQUEST" in last), last
+    for value in ("99", "600001", "soon"):
+        result = kanal(env, "topics", "list", "--request-timeout-ms", value, check=False)
+        last = result.stderr.strip().splitlines()[-1]
+        assert result.returncode == 2 and f"invalid 100-600000 int value: '{value}'" in last, result.stderr
     try:
         _, stderr = unreachable.communicate(timeout=120)
     finally:
@@ -204,6 +209,7 @@ def test_errors_are_one_line_and_nonzero(dev):
             unreachable.kill()
             unreachable.wait(10)
     assert unreachable.returncode != 0 and "BROKER_NOT_AVAILABLE" in stderr
+    assert "no broker answered within 2000 ms" in stderr, stderr
     assert time.monotonic() - started < 100  # a clear error, not a hang
 
 
