@@ -32,7 +32,7 @@ from kanal.clients.producer_config import (
     delivery_timeout_covering,
 )
 from kanal.v1.channel_security import ClientSecurity
-from kanal.v1.cli_report import EXIT_FAILED, OUTPUT_HELP, CommandParser, report_error
+from kanal.v1.cli_report import EXIT_FAILED, OUTPUT_HELP, CommandParser, bounded_number, report_error
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.dev_state import dev_state_path, read_dev_state
 from kanal.v1.error import ErrorCode, KanalError
@@ -596,21 +596,9 @@ def users_list(args) -> int:
     return 0
 
 
-def _bounded_number(kind: type, lowest: float, what: str, highest: float | None = None):
-    """An argparse type: a number of `kind` from `lowest` (to `highest`); argparse turns the ValueError into a
-    one-line usage error (exit 2) instead of a traceback further in."""
-    def parse(text: str):
-        value = kind(text)
-        if value < lowest or (highest is not None and value > highest):
-            raise ValueError(f"{text} is not {what}")  # argparse: "invalid positive int value: '0'"
-        return value
-    parse.__name__ = f"{what} {kind.__name__}"  # argparse names the type in its message
-    return parse
-
-
-_positive_int = _bounded_number(int, 1, "positive")
-_non_negative_int = _bounded_number(int, 0, "non-negative")
-_positive_float = _bounded_number(float, 1e-9, "positive")
+_positive_int = bounded_number(int, 1, "positive")
+_non_negative_int = bounded_number(int, 0, "non-negative")
+_positive_float = bounded_number(float, 1e-9, "positive")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -619,7 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "running `kanal dev`, found through $KANAL_HOME/dev.json)")
     common.add_argument("--output", choices=["text", "json"], default="text", help=OUTPUT_HELP)
     common.add_argument(
-        "--request-timeout-ms", type=_bounded_number(int, 100, "100-600000", 600_000),
+        "--request-timeout-ms", type=bounded_number(int, 100, "100-600000", 600_000),
         default=REQUEST_TIMEOUT_MS_DEFAULT,
         help=f"how long each call to the cluster may take, 100-600000 (default {REQUEST_TIMEOUT_MS_DEFAULT}; "
              "a producer's delivery timeout grows to cover it)")

@@ -37,7 +37,7 @@ from kanal.deploy.chaos.checker import check
 from kanal.deploy.chaos.history import read_history
 from kanal.deploy.chaos.mutation import MUTATIONS
 from kanal.deploy.chaos.schedule import FAULT_KINDS, ScheduleOptions, schedule
-from kanal.v1.cli_report import OUTPUT_HELP, CommandParser, command_error
+from kanal.v1.cli_report import OUTPUT_HELP, CommandParser, bounded_number, command_error
 from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -56,17 +56,8 @@ PRODUCERS_MAX = 64
 RUNS_MAX = 100_000  # --runs: zero runs would check nothing and pass
 
 
-def count_up_to(maximum: int):
-    """An argparse type: a whole number from 1 to `maximum`."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if not 1 <= value <= maximum:
-            raise argparse.ArgumentTypeError(f"{value} is not in [1, {maximum}]")
-        return value
-    return parse
+def _count_up_to(maximum: int):
+    return bounded_number(int, 1, f"1-{maximum}", maximum)
 
 
 def faults(text: str) -> tuple[str, ...]:
@@ -92,13 +83,13 @@ def parser() -> argparse.ArgumentParser:
                      help=f"comma-separated, of {','.join(FAULT_KINDS)} (default: all)")
     run.add_argument("--duration", type=duration_s, default=60.0, help="per run (default 60s)")
     run.add_argument("--seed", type=int, default=1, help="seed of the fault schedule (default 1)")
-    run.add_argument("--runs", type=count_up_to(RUNS_MAX), default=1,
+    run.add_argument("--runs", type=_count_up_to(RUNS_MAX), default=1,
                      help="runs, each with the next seed (default 1)")
     run.add_argument("--history-dir", type=Path, default=Path("chaos-histories"),
                      help="where each run's history is written (default chaos-histories)")
-    run.add_argument("--partitions", type=count_up_to(PARTITIONS_MAX), default=3,
+    run.add_argument("--partitions", type=_count_up_to(PARTITIONS_MAX), default=3,
                      help="partitions of the workload topic (default 3)")
-    run.add_argument("--producers", type=count_up_to(PRODUCERS_MAX), default=2,
+    run.add_argument("--producers", type=_count_up_to(PRODUCERS_MAX), default=2,
                      help="producers of the workload, each sending ~100 records/s to every partition in turn "
                      "(default 2)")
     run.add_argument("--quiet", action="store_true", help="no progress line")

@@ -37,6 +37,18 @@ OUTPUT_HELP = "text (default) or json: data as JSON on stdout, an error as one J
 _json_errors = False
 
 
+def bounded_number(kind: type, lowest: float, what: str, highest: float | None = None):
+    """An argparse type: a number of `kind` from `lowest` (to `highest`); argparse turns the ValueError into a
+    one-line usage error (exit 2) instead of a traceback further in."""
+    def parse(text: str):
+        value = kind(text)
+        if value < lowest or (highest is not None and value > highest):
+            raise ValueError(f"{text} is not {what}")  # argparse: "invalid positive int value: '0'"
+        return value
+    parse.__name__ = f"{what} {kind.__name__}"  # argparse names the type in its message
+    return parse
+
+
 def wants_json(argv: Sequence[str]) -> bool:
     """Whether the command line asks for JSON output (`--output json` or `--output=json`)."""
     return "--output=json" in argv or any(
