@@ -1,4 +1,4 @@
-"""ReplicaFetcher: the thread that copies a leader's partitions to this broker, one per leader followed.
+"""ReplicaFetcher: the task that copies a leader's partitions to this broker, one per leader followed.
 
 Each round is one follower fetch (replica_id = this broker) for every partition this broker follows on
 that leader, sent on the fetcher's ReplicaFetch stream (replica_stream.py: one request and its answer at
@@ -12,16 +12,30 @@ the metadata image, which updates the fetcher's partition list. An expected fail
 broken invariant and stops the broker (kanal.broker.fatal), as the metadata follower's does: a fetcher
 that died quietly would leave its partitions out of the ISR for good.
 
+Where it runs: a coroutine on the broker's gRPC event loop (the loop that serves Produce and Fetch),
+over grpc.aio. Why not a thread of its own with the synchronous stream API, as before: every exchange
+then woke four threads (the fetcher, gRPC's request-iterator thread twice, its channel thread), and each
+wake-up is a context switch and a GIL hand-over, which on this VM cost more than the exchange's own work
+(docs/benchmarks.md, issue 17). On the loop an answer arrives as one more callback among the loop's
+others. Why not a loop of its own in a thread: grpc.aio wakes every event loop of a process through one
+shared socket, so two loops hand each other's completions across threads. Applying an answer (CRC
+checks, one pwrite per batch) runs on the loop, as a leader's append of a Produce already does.
+
+The methods a caller uses from another thread (`start`, `set_partitions`, `stop`) only post work to the
+loop and never wait on it: the metadata thread calls them holding the replica manager's lock, which the
+loop's Produce handlers may need.
+
 A partition added to the list (a new topic, a new leader) is fetched at once: the long poll in flight
-(for the old list, up to replica_fetch_wait_ms_max) is ended by closing its channel (which ends the
-stream), and the next round goes out on a new stream on a new channel. Otherwise a new partition's
-first records wait for that poll to expire before any follower asks for them, and acks=all produces and
-consumers (who read below the high-water mark) wait with them: up to 500 ms after every topic creation
-or leader change.
+(for the old list, up to replica_fetch_wait_ms_max) is cancelled, and the next round goes out on a new
+stream. Otherwise a new partition's first records wait for that poll to expire before any follower asks
+for them, and acks=all produces and consumers (who read below the high-water mark) wait with them: up to
+500 ms after every topic creation or leader change.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -34,7 +48,7 @@ from kanal.broker.fatal import stop_process
 from kanal.broker.replica_stream import ReplicaFetchSession
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.channel_options import channel_options
-from kanal.v1.channel_security import open_channel
+from kanal.v1.channel_security import credentials_metadata, open_aio_channel
 from kanal.v1.error import KanalError
 
 if TYPE_CHECKING:
@@ -43,108 +57,179 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _BACKOFF_S = 0.1
+# After a leader refused the stream but answered the same request as a unary Fetch (an older broker in a
+# rolling upgrade), fetch from it with unary Fetch this long before trying a stream again.
+UNARY_FALLBACK_S = 60.0
+_REFUSED_STREAM = (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.INTERNAL)
 
 
 class ReplicaFetcher:
     def __init__(self, manager: ReplicaManager, leader_id: int, endpoint: str, config: BrokerConfig,
-                 broker_epoch) -> None:
+                 broker_epoch, loop: asyncio.AbstractEventLoop) -> None:
         self._manager = manager
         self.leader_id = leader_id
         self.endpoint = endpoint
         self._config = config
         self._broker_epoch = broker_epoch
-        self._partitions: list[Partition] = []
-        self._lock = threading.Lock()  # guards the partition list, the channel and the two flags below
-        self._stop = threading.Event()
-        self._added = threading.Event()  # set_partitions added a partition: an idle fetcher goes at once
+        self._loop = loop
+        self._poll_s_max = config.replica_fetch_wait_ms_max / 1000
         self._options = channel_options(config.grpc_message_bytes_max)
-        self._channel = open_channel(endpoint, self._options, config.security.outbound())
-        self._stub = broker_pb2_grpc.BrokerStub(self._channel)
-        self._fetching = False  # a Fetch is in flight on self._channel
-        self._interrupted = False  # ...and set_partitions closed its channel to end it
-        # The fetcher thread's own: the open ReplicaFetch stream (replica_stream.py) and its stub.
-        self._streaming = True  # False once this leader answered UNIMPLEMENTED: unary Fetch from then on
+        # Shared with other threads, under the lock: the partition list and whether one was added since
+        # the fetcher last built a request.
+        self._lock = threading.Lock()
+        self._partitions: list[Partition] = []
+        self._added = False
+        self._stopped = False
+        # The loop's own (touched on the loop only).
+        self._task: asyncio.Task | None = None
+        self._done: concurrent.futures.Future = concurrent.futures.Future()  # set when the task has ended
+        self._wake: asyncio.Event | None = None  # set by a change of the list: an idle fetcher goes at once
+        self._channel: grpc.aio.Channel | None = None
         self._session: ReplicaFetchSession | None = None
-        self._session_stub: broker_pb2_grpc.BrokerStub | None = None
-        self._thread = threading.Thread(target=self._run, name=f"replica-fetcher-{leader_id}", daemon=True)
+        self._unary_call: grpc.aio.UnaryUnaryCall | None = None  # a unary Fetch in flight
+        self._unary_until_s = 0.0  # fetch with unary Fetch until then (monotonic seconds)
+        self._interrupted = False  # set_partitions cancelled the fetch in flight
 
     def __repr__(self) -> str:
         return f"<ReplicaFetcher leader={self.leader_id} {self.endpoint} partitions={len(self._partitions)}>"
 
+    # ---- called from any thread: they post to the loop and return ----
+
+    def start(self) -> None:
+        self._post(self._spawn)
+
     def set_partitions(self, partitions: list[Partition]) -> None:
         """Follow these partitions from now on. One that was not followed yet is fetched at once: a long
-        poll in flight for the old list is ended (see the module docstring)."""
-        interrupted = None
+        poll in flight for the old list is cancelled (see the module docstring)."""
         with self._lock:
             old = {id(p) for p in self._partitions}
             added = any(id(p) not in old for p in partitions)
             self._partitions = list(partitions)
             if added:
-                self._added.set()  # under the lock: the fetcher checks it there before each call
-            if added and self._fetching and not self._interrupted:
-                interrupted, self._interrupted = self._channel, True
-                self._channel = open_channel(self.endpoint, self._options, self._config.security.outbound())
-                self._stub = broker_pb2_grpc.BrokerStub(self._channel)
-        if interrupted is not None:
-            interrupted.close()  # the blocking Fetch on it ends with CANCELLED; nothing it carried is applied
+                self._added = True
+        if added:
+            self._post(self._on_added)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._added.set()
-        self._thread.join(timeout=self._config.replica_fetch_wait_ms_max / 1000 + 5)
+    def stop(self) -> concurrent.futures.Future:
+        """Stop fetching; returns a future that is done once the fetcher's task has ended. Never waits:
+        the task ends on the loop (at once unless it is applying an answer)."""
         with self._lock:
-            channel = self._channel
-        channel.close()
+            self._stopped = True
+        self._post(self._cancel)
+        return self._done
 
-    def _fetch(
-        self, stub: broker_pb2_grpc.BrokerStub, request: broker_pb2.FetchRequest
-    ) -> broker_pb2.FetchResponse:
-        """One fetch round trip: on the ReplicaFetch stream (opened on first use, replaced when it is old or
-        its channel was replaced), or as a unary Fetch to a leader that has no ReplicaFetch."""
-        poll_s_max = self._config.replica_fetch_wait_ms_max / 1000
-        if not self._streaming:
-            return stub.Fetch(request, timeout=poll_s_max + 10)
-        session = self._session
-        if session is not None and (session.expired or self._session_stub is not stub):
-            self._end_session()
-            session = None
-        if session is None:
-            session = self._session = ReplicaFetchSession(stub, poll_s_max)
-            self._session_stub = stub
+    def _post(self, callback) -> None:
         try:
-            return session.exchange(request)
-        except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
-                raise
-            log.info("leader %d has no ReplicaFetch: fetching with unary Fetch from now on", self.leader_id)
-            self._end_session()
-            self._streaming = False
-            return stub.Fetch(request, timeout=poll_s_max + 10)
+            self._loop.call_soon_threadsafe(callback)
+        except RuntimeError:  # the loop is closed: the broker is stopping and nothing runs on it any more
+            if not self._done.done():
+                self._done.set_result(None)
 
-    def _end_session(self) -> None:
+    # ---- on the loop ----
+
+    def _spawn(self) -> None:
+        if self._task is None and not self._stopped:
+            self._task = self._loop.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+        elif self._task is None:
+            self._done.set_result(None)
+
+    def _cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        elif not self._done.done():
+            self._done.set_result(None)
+
+    def _on_added(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+        in_flight = self._session is not None and self._session.in_flight or self._unary_call is not None
+        if in_flight and not self._interrupted:
+            self._interrupted = True
+            self._end_call()
+
+    def _end_call(self) -> None:
+        """Cancel the fetch in flight: the stream (a new one is opened for the next round) or the unary
+        call. Nothing the cancelled fetch carried is applied."""
         if self._session is not None:
-            self._session.close()
-            self._session = self._session_stub = None
+            self._session.cancel()
+            self._session = None
+        if self._unary_call is not None:
+            self._unary_call.cancel()
 
-    def _run(self) -> None:
+    async def _run(self) -> None:
+        self._wake = asyncio.Event()
         try:
-            self._run_rounds()
+            await self._run_rounds()
+        except asyncio.CancelledError:
+            pass  # stop()
         except Exception as exc:  # noqa: BLE001 - a bug: a follower that stopped fetching leaves the ISR for good
             stop_process(f"the replica fetcher from leader {self.leader_id} failed", exc)
         finally:
-            self._end_session()
+            self._end_call()
+            if self._channel is not None:
+                await self._channel.close()
+            self._done.set_result(None)
 
-    def _run_rounds(self) -> None:
-        while not self._stop.is_set():
-            self._added.clear()
+    async def _idle(self, seconds: float) -> None:
+        """Wait `seconds` or until the partition list gains a partition."""
+        assert self._wake is not None
+        try:
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    def _channel_now(self) -> grpc.aio.Channel:
+        if self._channel is None:
+            self._channel = open_aio_channel(self.endpoint, self._options, self._config.security.outbound())
+        return self._channel
+
+    async def _fetch(self, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+        """One fetch round trip: on the ReplicaFetch stream (opened on first use, replaced when it is old or
+        was cancelled), or as a unary Fetch to a leader that refused the stream."""
+        if time.monotonic() < self._unary_until_s:
+            return await self._unary(request)
+        session = self._session
+        if session is not None and session.expired:
+            session.cancel()
+            session = self._session = None
+        if session is None:
+            session = self._session = ReplicaFetchSession(
+                self._channel_now(), credentials_metadata(self._config.security.outbound()), self._poll_s_max
+            )
+        try:
+            return await session.exchange(request)
+        except grpc.RpcError as exc:
+            if self._session is session:
+                self._session = None
+            if session.answered or exc.code() not in _REFUSED_STREAM:
+                raise
+            # The stream failed before its first answer. A leader without the method answers UNIMPLEMENTED,
+            # but a first write racing that answer fails as INTERNAL on grpc.aio: so ask the same thing with
+            # unary Fetch, and if that is answered, the leader serves Fetch but not the stream.
+            reply = await self._unary(request)
+            log.info("leader %d did not take the ReplicaFetch stream (%s) but answered Fetch: unary Fetch "
+                     "for the next %.0f s", self.leader_id, exc.code().name, UNARY_FALLBACK_S)
+            self._unary_until_s = time.monotonic() + UNARY_FALLBACK_S
+            return reply
+
+    async def _unary(self, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+        call = self._unary_call = broker_pb2_grpc.BrokerStub(self._channel_now()).Fetch(
+            request, timeout=self._poll_s_max + 10,
+            metadata=credentials_metadata(self._config.security.outbound()))
+        try:
+            return await call
+        finally:
+            self._unary_call = None
+
+    async def _run_rounds(self) -> None:
+        assert self._wake is not None
+        while True:
+            self._wake.clear()
             with self._lock:
                 partitions = list(self._partitions)
-                stub = self._stub
+                self._added = False
             if not partitions:
-                self._added.wait(_BACKOFF_S)
+                await self._idle(_BACKOFF_S)
                 continue
             request = broker_pb2.FetchRequest(
                 replica_id=self._config.broker_id, replica_epoch=self._broker_epoch(),
@@ -176,31 +261,27 @@ class ReplicaFetcher:
                 )
                 by_key[(part.topic, part.partition_id)] = part
             if not by_key:
-                self._added.wait(request.max_wait_ms / 1000)  # every partition is throttled: wait for credit
+                await self._idle(request.max_wait_ms / 1000)  # all throttled: wait for credit
                 continue
             with self._lock:
-                # A partition added while this request was built is not in it: build it again.
-                self._fetching = stub is self._stub and not self._added.is_set()
-            if not self._fetching:
-                continue
-            try:
-                reply = self._fetch(stub, request)
-            except (grpc.RpcError, ValueError) as exc:  # ValueError: the channel was closed before the call
-                self._end_session()
-                with self._lock:
-                    self._fetching = False
-                    interrupted, self._interrupted = self._interrupted, False
-                if interrupted:
+                if self._added:  # a partition added while this request was built is not in it: build again
                     continue
-                if not isinstance(exc, grpc.RpcError):
-                    raise
-                log.debug("fetch from leader %d failed: %s", self.leader_id, exc.code().name)
-                self._stop.wait(_BACKOFF_S)
+            self._interrupted = False
+            try:
+                reply = await self._fetch(request)
+            except (grpc.RpcError, asyncio.CancelledError) as exc:
+                task = asyncio.current_task()
+                if isinstance(exc, asyncio.CancelledError) and (
+                    (task is not None and task.cancelling()) or not self._interrupted
+                ):
+                    raise  # stop() cancelled the task
+                if self._interrupted:
+                    continue  # set_partitions cancelled the call: go again with the new list
+                self._end_call()
+                code = exc.code().name if isinstance(exc, grpc.RpcError) else "CANCELLED"
+                log.debug("fetch from leader %d failed: %s", self.leader_id, code)
+                await asyncio.sleep(_BACKOFF_S)
                 continue
-            with self._lock:
-                self._fetching = False
-                if self._interrupted:  # the poll ended on its own before its channel was closed: fine
-                    self._interrupted = False
             appended = 0
             errors = 0
             for topic_data in reply.topics:
@@ -225,4 +306,4 @@ class ReplicaFetcher:
                 # Nothing long-polls a follower's partitions (consumers read leaders), so nobody is woken.
                 self._manager.metrics.replication_bytes_in.inc(appended)
             if errors and not appended:
-                self._stop.wait(_BACKOFF_S)
+                await asyncio.sleep(_BACKOFF_S)

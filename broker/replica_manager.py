@@ -18,6 +18,8 @@ incarnations.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -65,7 +67,10 @@ _ALTER_RESEND_BACKOFF_S = 0.1
 
 class ReplicaManager:
     def __init__(self, config: BrokerConfig, controllers: ControllerClient, metrics: BrokerMetrics,
-                 broker_epoch: Callable[[], int]) -> None:
+                 broker_epoch: Callable[[], int],
+                 fetch_loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """`fetch_loop`: the event loop the replica fetchers run on (the broker's gRPC loop, see
+        replica_fetcher.py); without one, the first fetcher starts a loop of the manager's own."""
         self.config = config
         self.broker_id = config.broker_id
         self._controllers = controllers
@@ -77,6 +82,8 @@ class ReplicaManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._lock = threading.Lock()  # guards the dict and the fetcher map, not partition state
         self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._fetch_loop = fetch_loop
+        self._own_loop_thread: threading.Thread | None = None
         self._image = MetadataImage()
         self._swept = False  # the first reconcile removed the directories the image does not name
         # The last image on_metadata finished with (None before the first): Metadata answers from it, so a
@@ -284,9 +291,8 @@ class ReplicaManager:
                     self._fetchers.pop(leader_id).stop()
                     fetcher = None
                 if fetcher is None:
-                    fetcher = ReplicaFetcher(
-                        self, leader_id, broker.endpoint, self.config, self._broker_epoch
-                    )
+                    fetcher = ReplicaFetcher(self, leader_id, broker.endpoint, self.config,
+                                             self._broker_epoch, self._loop_for_fetchers())
                     self._fetchers[leader_id] = fetcher
                     fetcher.start()
                 fetcher.set_partitions(parts)
@@ -494,12 +500,27 @@ class ReplicaManager:
             partition_epoch=item.partition_epoch,
         )
 
+    def _loop_for_fetchers(self) -> asyncio.AbstractEventLoop:
+        if self._fetch_loop is None:
+            self._fetch_loop = asyncio.new_event_loop()
+            self._own_loop_thread = threading.Thread(target=self._fetch_loop.run_forever,
+                                                     name="replica-fetch-loop", daemon=True)
+            self._own_loop_thread.start()
+        return self._fetch_loop
+
     def close(self) -> None:
         with self._lock:
             fetchers = list(self._fetchers.values())
             self._fetchers.clear()
-        for fetcher in fetchers:
-            fetcher.stop()
+        stopped = [fetcher.stop() for fetcher in fetchers]
+        loop = self._fetch_loop
+        if loop is not None and loop.is_running():
+            # Partitions are closed next: no fetcher may be applying an answer to one by then. (The broker
+            # stops its gRPC loop first, so this waits only where the loop still runs.)
+            concurrent.futures.wait(stopped, timeout=self.config.replica_fetch_wait_ms_max / 1000 + 5)
+        if self._own_loop_thread is not None and loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            self._own_loop_thread.join(timeout=5)
         self._alter_pool.shutdown(wait=False, cancel_futures=True)
         for part in list(self._partitions.values()):
             part.close()

@@ -19,15 +19,18 @@ The rules of a session:
 - the follower replaces a stream older than `stream_age_s_max` between two exchanges (never in the
   middle of one), and gives every stream a deadline of that age plus one long poll plus a margin, so a
   leader that hangs (SIGSTOP) ends the stream with DEADLINE_EXCEEDED as a hung unary Fetch did;
-- a leader without the method answers UNIMPLEMENTED (an older broker during a rolling upgrade): the
-  follower uses unary Fetch to that leader from then on.
+- a leader without the method (an older broker during a rolling upgrade) answers UNIMPLEMENTED, which
+  a grpc.aio client may see as INTERNAL when its first write races that answer: when a stream fails so
+  before its first answer and the same request is then answered as a unary Fetch, the follower fetches
+  from that leader with unary Fetch for `UNARY_FALLBACK_S` (replica_fetcher.py) before it tries a stream
+  again.
 """
 
 from __future__ import annotations
 
-import queue
+import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import grpc
 
@@ -55,17 +58,17 @@ async def serve_replica_stream(context: grpc.aio.ServicerContext,
 
 
 class ReplicaFetchSession:
-    """The follower's side: one open stream to a leader and its request queue. Not thread-safe: used by
-    the one fetcher thread; `close` may be called from any thread (it ends the stream)."""
+    """The follower's side: one open stream to a leader, on the fetcher's event loop (grpc.aio). Used by
+    the one fetcher task; `cancel` ends the stream (an exchange in progress raises CancelledError)."""
 
-    def __init__(self, stub: broker_pb2_grpc.BrokerStub, poll_s_max: float,
+    def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, bytes]], poll_s_max: float,
                  stream_age_s_max: float = STREAM_AGE_S_MAX) -> None:
-        self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self.opened_s = time.monotonic()
         self.stream_age_s_max = stream_age_s_max
-        # gRPC sends what the iterator yields (on a thread of its own); None ends the iterator: half-close.
-        self._call = stub.ReplicaFetch(iter(self._requests.get, None),
-                                       timeout=stream_age_s_max + poll_s_max + _DEADLINE_MARGIN_S)
+        self.answered = False  # at least one exchange completed on this stream
+        self.in_flight = False  # an exchange is in progress
+        self._call = broker_pb2_grpc.BrokerStub(channel).ReplicaFetch(
+            timeout=stream_age_s_max + poll_s_max + _DEADLINE_MARGIN_S, metadata=tuple(metadata))
 
     def __repr__(self) -> str:
         return f"<ReplicaFetchSession age={time.monotonic() - self.opened_s:.1f}s>"
@@ -75,25 +78,38 @@ class ReplicaFetchSession:
         """Old enough to be replaced before the next exchange (so its deadline never ends an exchange)."""
         return time.monotonic() - self.opened_s >= self.stream_age_s_max
 
-    def exchange(self, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
-        """Send one request and wait for its answer. grpc.RpcError when the stream ended (closed, the
-        leader refused, the deadline passed)."""
-        self._requests.put(request)
+    async def exchange(self, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+        """Send one request and wait for its answer. grpc.RpcError when the stream ended (the leader refused
+        or failed, the deadline passed); CancelledError after `cancel`."""
+        self.in_flight = True
         try:
-            return next(self._call)
-        except StopIteration:  # the leader ended the stream with OK between answers: not expected
-            raise _StreamEnded() from None
+            try:
+                await self._call.write(request)
+            except asyncio.InvalidStateError:  # the stream had already ended: say how
+                code = await self._call.code()
+                raise _StreamEnded(code if code != grpc.StatusCode.OK else grpc.StatusCode.UNAVAILABLE,
+                                   f"the ReplicaFetch stream ended: {await self._call.details()}") from None
+            reply = await self._call.read()
+        finally:
+            self.in_flight = False
+        if reply is grpc.aio.EOF:  # the leader ended the stream with OK between answers: not expected
+            raise _StreamEnded(grpc.StatusCode.UNAVAILABLE, "the leader ended the ReplicaFetch stream")
+        self.answered = True
+        return reply
 
-    def close(self) -> None:
-        self._requests.put(None)  # lets gRPC's request thread finish
+    def cancel(self) -> None:
         self._call.cancel()
 
 
 class _StreamEnded(grpc.RpcError):
-    """The stream ended with OK status before answering a request."""
+    """The stream ended without an error of its own to raise."""
+
+    def __init__(self, code: grpc.StatusCode, why: str) -> None:
+        super().__init__(why)
+        self._code, self._why = code, why
 
     def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNAVAILABLE
+        return self._code
 
     def __str__(self) -> str:
-        return "the leader ended the ReplicaFetch stream"
+        return self._why

@@ -1,9 +1,9 @@
 """BrokerServer: one broker process's parts wired together, started and stopped in order.
 
 Threads: the gRPC server's event loop (Produce, Fetch, Metadata, ListOffsets, and every parked call:
-see service.py), its pool of `request_threads` for calls that may block elsewhere, the metadata
-follower, the heartbeat loop, the log-maintenance loop, and one replica fetcher per leader this broker
-follows. State
+see service.py; and the replica fetchers, one task per leader this broker follows: replica_fetcher.py),
+its pool of `request_threads` for calls that may block elsewhere, the metadata follower, the heartbeat
+loop and the log-maintenance loop. State
 lives in the replica manager (per-partition locks) and the metadata image (swapped whole, read without
 locks).
 
@@ -82,7 +82,8 @@ class BrokerServer:
             message_bytes_max=config.grpc_message_bytes_max, security=config.security.outbound(),
         )
         self.replicas = ReplicaManager(
-            config, self.controllers, self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch
+            config, self.controllers, self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch,
+            fetch_loop=self._loop,
         )
         self.metadata = MetadataFollower(
             self.controllers, fetch_bytes_max=config.metadata_fetch_bytes_max,

@@ -1,11 +1,14 @@
-"""The follower's side of ReplicaFetch (broker/replica_stream.py, ReplicaFetcher._fetch) against small
-gRPC servers of the test's own on 127.0.0.1: fetches go on one stream, in order; a stream is replaced
-only between exchanges once it is old; a leader without the method (UNIMPLEMENTED, an older broker in a
-rolling upgrade) is fetched from with unary Fetch."""
+"""The follower's side of ReplicaFetch (broker/replica_stream.py, broker/replica_fetcher.py) against small
+gRPC servers of the test's own on 127.0.0.1, the fetcher on an event loop as on a broker: fetches go on
+one stream, in order; a stream is replaced only between exchanges once it is old; a leader without the
+method (UNIMPLEMENTED, an older broker in a rolling upgrade) is fetched from with unary Fetch; a partition
+added during a long poll is fetched at once, and stop ends a long poll at once."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -57,21 +60,38 @@ class FakeLeader:
 
 @pytest.fixture
 def make_fetcher(tmp_path):
+    """Fetchers on an event loop of the test's own, in a thread, as on a broker's gRPC loop."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
     made = []
 
     def make(leader: FakeLeader) -> ReplicaFetcher:
         config = BrokerConfig(
             broker_id=1, listen="127.0.0.1:1", controllers=("127.0.0.1:2",), data_dir=tmp_path
         )
-        fetcher = ReplicaFetcher(None, 0, f"127.0.0.1:{leader.port}", config, lambda: 7)  # type: ignore[arg-type]
+        fetcher = ReplicaFetcher(None, 0, f"127.0.0.1:{leader.port}", config, lambda: 7, loop)  # type: ignore[arg-type]
         made.append((fetcher, leader))
         return fetcher
 
     yield make
     for fetcher, leader in made:
-        fetcher._end_session()  # the fetcher's thread was never started: its channel is closed here
-        fetcher._channel.close()
+        # The fetcher's task was never started: its stream and channel are closed here.
+        on_loop(fetcher, close_channel(fetcher))
         leader.server.stop(0)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+
+
+async def close_channel(fetcher: ReplicaFetcher) -> None:
+    fetcher._end_call()
+    if fetcher._channel is not None:
+        await fetcher._channel.close()
+
+
+def on_loop(fetcher: ReplicaFetcher, coroutine):
+    return asyncio.run_coroutine_threadsafe(coroutine, fetcher._loop).result(10)
 
 
 def request(offset: int) -> broker_pb2.FetchRequest:
@@ -81,9 +101,8 @@ def request(offset: int) -> broker_pb2.FetchRequest:
 
 
 def offsets(fetcher: ReplicaFetcher, count: int) -> list[int]:
-    return [
-        fetcher._fetch(fetcher._stub, request(i)).topics[0].partitions[0].log_end_offset for i in range(count)
-    ]
+    return [on_loop(fetcher, fetcher._fetch(request(i))).topics[0].partitions[0].log_end_offset
+            for i in range(count)]
 
 
 def test_fetches_share_one_stream_and_answers_come_in_order(make_fetcher):
@@ -106,4 +125,98 @@ def test_a_leader_without_replica_fetch_is_fetched_with_unary_fetch(make_fetcher
     leader = FakeLeader(streams=False)
     fetcher = make_fetcher(leader)
     assert offsets(fetcher, 5) == list(range(5))
-    assert leader.unary_calls == 5 and not fetcher._streaming
+    assert leader.unary_calls == 5 and fetcher._unary_until_s > 0
+
+
+class ParkingLeader:
+    """A stream-only leader that long-polls: every request parks until its stream ends or `park_s` passes,
+    but the first one that names partition 1, which is answered at once (partition 1 had one batch).
+    Records the partitions of every request it reads, and how many streams have ended."""
+
+    def __init__(self, park_s: float = 30.0) -> None:
+        self.requests: list[list[int]] = []
+        self.streams_ended = 0
+        self.answered_1 = False
+        self._changed = threading.Condition()
+        self._park_s = park_s
+        handlers = {"ReplicaFetch": grpc.stream_stream_rpc_method_handler(
+            self._stream, broker_pb2.FetchRequest.FromString, broker_pb2.FetchResponse.SerializeToString)}
+        self.server = grpc.server(futures.ThreadPoolExecutor(4))
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler("kanal.v1.Broker", handlers),)
+        )
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def _stream(self, requests, context):
+        ended = threading.Event()
+        context.add_callback(ended.set)
+        try:
+            for request in requests:
+                parts = [p.partition for t in request.topics for p in t.partitions]
+                with self._changed:
+                    self.requests.append(parts)
+                    self._changed.notify_all()
+                with self._changed:
+                    at_once = 1 in parts and not self.answered_1
+                    self.answered_1 = self.answered_1 or at_once
+                if not at_once:
+                    ended.wait(self._park_s)
+                reply = broker_pb2.FetchResponse()
+                topic = reply.topics.add(topic="t")
+                for p in parts:
+                    topic.partitions.add(partition=p)
+                yield reply
+        finally:
+            with self._changed:
+                self.streams_ended += 1
+                self._changed.notify_all()
+
+    def wait_for(self, condition, timeout_s: float = 10.0) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: condition(self), timeout_s)
+
+
+class FollowedPartition:
+    """What a fetcher needs of a followed partition: where to fetch from, and where answers go."""
+
+    def __init__(self, partition_id: int) -> None:
+        self.topic, self.partition_id, self.topic_id = "t", partition_id, ""
+        self.replication_throttle = None
+        self.answers = 0
+
+    def fetch_position(self) -> tuple[int, int, int]:
+        return 0, 0, -1
+
+    def apply_fetched(self, leader_id: int, data) -> int:
+        self.answers += 1
+        return 0
+
+
+def test_a_partition_added_during_a_long_poll_is_fetched_at_once(make_fetcher):
+    leader = ParkingLeader()
+    fetcher = make_fetcher(leader)
+    first, second = FollowedPartition(0), FollowedPartition(1)
+    fetcher.start()
+    fetcher.set_partitions([first])
+    assert leader.wait_for(lambda lead: lead.requests == [[0]])  # parked: partition 0 has nothing
+    fetcher.set_partitions([first, second])
+    # The parked poll is cancelled (its stream ends) and a request naming both goes out at once, not when
+    # the 30 s poll would have ended.
+    assert leader.wait_for(lambda lead: [0, 1] in lead.requests and lead.streams_ended >= 1)
+    deadline = time.monotonic() + 10
+    while second.answers < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # One answer each, from the request naming both: nothing of the cancelled poll was applied.
+    assert (first.answers, second.answers) == (1, 1)
+    fetcher.stop().result(10)
+
+
+def test_stop_ends_a_long_poll_at_once(make_fetcher):
+    leader = ParkingLeader()
+    fetcher = make_fetcher(leader)
+    fetcher.start()
+    fetcher.set_partitions([FollowedPartition(0)])
+    assert leader.wait_for(lambda lead: lead.requests == [[0]])
+    fetcher.stop().result(10)  # the task has ended, well before the leader's 30 s poll would
+    assert leader.wait_for(lambda lead: lead.streams_ended == 1)

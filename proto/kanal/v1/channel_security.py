@@ -3,8 +3,9 @@
 
 Used by clients (kanal.clients.cluster_metadata), brokers (replica fetchers, the controller client, the
 group coordinator) and controllers (forwarding to the active controller): `open_channel(endpoint,
-options, security)`. A node dials its peers with its own listener's certificate, so brokers and
-controllers authenticate to each other as the principal their certificate maps to (`User:broker-1`).
+options, security)`; a follower's ReplicaFetch stream uses `open_aio_channel` (grpc.aio). A node dials
+its peers with its own listener's certificate, so brokers and controllers authenticate to each other as
+the principal their certificate maps to (`User:broker-1`).
 
 Credentials: the user name and password travel in the metadata keys `kanal-user-bin` and
 `kanal-password-bin` (UTF-8), on every call, added by a client interceptor on a TLS channel only:
@@ -12,7 +13,8 @@ ClientSecurity refuses a password without TLS before anything is sent, and a lis
 a plaintext connection as well (kanal.v1.authentication). Not gRPC's metadata call credentials: grpcio runs
 their plugin on a new thread for every call, which cost a producer or consumer process about a quarter more
 CPU per record (benchmarks/cluster_bench.py --tls); the interceptor adds two metadata entries in the
-calling thread.
+calling thread. On a grpc.aio channel the same two entries go in each call's metadata
+(`credentials_metadata`).
 """
 
 from __future__ import annotations
@@ -116,13 +118,37 @@ def open_channel(endpoint: str, options: Sequence[tuple[str, object]] = (),
     certificate and credentials it holds."""
     if security is None or not security.tls:
         return grpc.insecure_channel(endpoint, options=list(options))
-    options = list(options)
-    if security.server_name:
-        options.append(("grpc.ssl_target_name_override", security.server_name))
-    channel = grpc.secure_channel(endpoint, security.channel_credentials(), options=options)
-    if security.user and security.password is not None:
-        return grpc.intercept_channel(channel, _CredentialsInterceptor(security.user, security.password))
+    channel = grpc.secure_channel(endpoint, security.channel_credentials(),
+                                  options=_tls_options(options, security))
+    metadata = credentials_metadata(security)
+    if metadata:
+        return grpc.intercept_channel(channel, _CredentialsInterceptor(metadata))
     return channel
+
+
+def open_aio_channel(endpoint: str, options: Sequence[tuple[str, object]] = (),
+                     security: ClientSecurity | None = None) -> grpc.aio.Channel:
+    """open_channel for grpc.aio, made on the running event loop's thread. It adds no credentials: pass
+    `credentials_metadata(security)` as each call's metadata (a user and password are per call)."""
+    if security is None or not security.tls:
+        return grpc.aio.insecure_channel(endpoint, options=list(options))
+    return grpc.aio.secure_channel(endpoint, security.channel_credentials(),
+                                   options=_tls_options(options, security))
+
+
+def credentials_metadata(security: ClientSecurity | None) -> tuple[tuple[str, bytes], ...]:
+    """The call metadata that carries `security`'s user name and password (empty without them)."""
+    if security is None or not security.user or security.password is None:
+        return ()
+    return ((USER_METADATA_KEY, security.user.encode("utf-8")),
+            (PASSWORD_METADATA_KEY, security.password.encode("utf-8")))
+
+
+def _tls_options(options: Sequence[tuple[str, object]], security: ClientSecurity) -> list[tuple[str, object]]:
+    out = list(options)
+    if security.server_name:
+        out.append(("grpc.ssl_target_name_override", security.server_name))
+    return out
 
 
 class _CallDetails(NamedTuple):
@@ -139,9 +165,8 @@ class _CredentialsInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStream
     """Adds the user name and password to every call's metadata (open_channel uses it on TLS channels
     only)."""
 
-    def __init__(self, user: str, password: str) -> None:
-        self._metadata = ((USER_METADATA_KEY, user.encode("utf-8")),
-                          (PASSWORD_METADATA_KEY, password.encode("utf-8")))
+    def __init__(self, metadata: tuple[tuple[str, bytes], ...]) -> None:
+        self._metadata = metadata
 
     def _details(self, details) -> grpc.ClientCallDetails:
         return _ClientCallDetails(
