@@ -508,16 +508,22 @@ class ReplicaManager:
             self._own_loop_thread.start()
         return self._fetch_loop
 
-    def close(self) -> None:
+    def stop_fetchers(self, timeout_s: float = 5.0) -> None:
+        """Stop every replica fetcher and wait (up to `timeout_s`) until their tasks have ended, closing
+        their channels. The broker calls it while its loop still runs; not with the lock held by the caller
+        (the loop may need it)."""
         with self._lock:
             fetchers = list(self._fetchers.values())
             self._fetchers.clear()
         stopped = [fetcher.stop() for fetcher in fetchers]
         loop = self._fetch_loop
-        if loop is not None and loop.is_running():
-            # Partitions are closed next: no fetcher may be applying an answer to one by then. (The broker
-            # stops its gRPC loop first, so this waits only where the loop still runs.)
-            concurrent.futures.wait(stopped, timeout=self.config.replica_fetch_wait_ms_max / 1000 + 5)
+        if stopped and loop is not None and loop.is_running():
+            concurrent.futures.wait(stopped, timeout=timeout_s)
+
+    def close(self) -> None:
+        # Partitions are closed below: no fetcher may be applying an answer to one by then.
+        self.stop_fetchers()
+        loop = self._fetch_loop
         if self._own_loop_thread is not None and loop is not None:
             loop.call_soon_threadsafe(loop.stop)
             self._own_loop_thread.join(timeout=5)

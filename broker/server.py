@@ -244,6 +244,7 @@ class BrokerServer:
             )
         self._stop.set()
         if self._loop_thread.is_alive():
+            self.replicas.stop_fetchers()  # on the loop: their tasks end (channels closed) before it stops
             if self._grpc is not None:
                 self._on_loop(self.health.enter_graceful_shutdown())
                 self._on_loop(self._grpc.stop(grace=1.0), timeout_s=grace_s + 5)
