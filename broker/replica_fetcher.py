@@ -161,7 +161,8 @@ class ReplicaFetcher:
         try:
             await self._run_rounds()
         except asyncio.CancelledError:
-            pass  # stop()
+            if not self._stopped:  # only stop() ends a fetcher: one ended quietly leaves the ISR for good
+                stop_process(f"the replica fetcher from leader {self.leader_id} was cancelled without a stop")
         except Exception as exc:  # noqa: BLE001 - a bug: a follower that stopped fetching leaves the ISR for good
             stop_process(f"the replica fetcher from leader {self.leader_id} failed", exc)
         finally:
@@ -271,12 +272,12 @@ class ReplicaFetcher:
                 reply = await self._fetch(request)
             except (grpc.RpcError, asyncio.CancelledError) as exc:
                 task = asyncio.current_task()
-                if isinstance(exc, asyncio.CancelledError) and (
-                    (task is not None and task.cancelling()) or not self._interrupted
-                ):
+                if isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling():
                     raise  # stop() cancelled the task
                 if self._interrupted:
                     continue  # set_partitions cancelled the call: go again with the new list
+                # Anything else ends this call only: a CancelledError here is a call cancelled by someone
+                # other than set_partitions (gRPC, a closed channel), never a reason to stop fetching.
                 self._end_call()
                 code = exc.code().name if isinstance(exc, grpc.RpcError) else "CANCELLED"
                 log.debug("fetch from leader %d failed: %s", self.leader_id, code)
