@@ -2,7 +2,8 @@
 gRPC servers of the test's own on 127.0.0.1, the fetcher on an event loop as on a broker: fetches go on
 one stream, in order; a stream is replaced only between exchanges once it is old; a leader without the
 method (UNIMPLEMENTED, an older broker in a rolling upgrade) is fetched from with unary Fetch; a partition
-added during a long poll is fetched at once, and stop ends a long poll at once."""
+added during a long poll is fetched at once, and stop ends a long poll at once; a call cancelled by anyone
+else ends only that call, and a fetcher task ended by anything but stop stops the broker."""
 
 from __future__ import annotations
 
@@ -220,3 +221,37 @@ def test_stop_ends_a_long_poll_at_once(make_fetcher):
     assert leader.wait_for(lambda lead: lead.requests == [[0]])
     fetcher.stop().result(10)  # the task has ended, well before the leader's 30 s poll would
     assert leader.wait_for(lambda lead: lead.streams_ended == 1)
+
+
+def test_a_call_cancelled_by_someone_else_ends_only_that_call(make_fetcher):
+    # gRPC or a closed channel may cancel the call in flight; the fetcher must go on fetching (a new
+    # stream after its back-off), or this broker would never rejoin the ISR of these partitions.
+    leader = ParkingLeader()
+    fetcher = make_fetcher(leader)
+    fetcher.start()
+    fetcher.set_partitions([FollowedPartition(0)])
+    assert leader.wait_for(lambda lead: lead.requests == [[0]])
+    on_loop(fetcher, cancel_call(fetcher))
+    assert leader.wait_for(lambda lead: lead.streams_ended >= 1 and len(lead.requests) >= 2)
+    assert not fetcher._done.done() and not fetcher._task.done()
+    fetcher.stop().result(10)
+
+
+async def cancel_call(fetcher: ReplicaFetcher) -> None:
+    fetcher._session.cancel()
+
+
+def test_a_fetcher_task_cancelled_without_stop_stops_the_broker(make_fetcher, monkeypatch):
+    # Only stop() may end a fetcher: a task that ended any other way would leave its partitions out of the
+    # ISR for good while the broker went on answering, so it stops the process loudly instead.
+    stopped: list[str] = []
+    monkeypatch.setattr("kanal.broker.replica_fetcher.stop_process",
+                        lambda reason, exc=None: stopped.append(reason))
+    leader = ParkingLeader()
+    fetcher = make_fetcher(leader)
+    fetcher.start()
+    fetcher.set_partitions([FollowedPartition(0)])
+    assert leader.wait_for(lambda lead: lead.requests == [[0]])
+    fetcher._loop.call_soon_threadsafe(fetcher._task.cancel)
+    fetcher._done.result(10)
+    assert stopped == ["the replica fetcher from leader 0 was cancelled without a stop"]
