@@ -89,6 +89,7 @@ class ReplicaFetcher:
         self._unary_call: grpc.aio.UnaryUnaryCall | None = None  # a unary Fetch in flight
         self._unary_until_s = 0.0  # fetch with unary Fetch until then (monotonic seconds)
         self._interrupted = False  # set_partitions cancelled the fetch in flight
+        self._requested: set[int] = set()  # ids of the partitions the fetch in flight was built for
 
     def __repr__(self) -> str:
         return f"<ReplicaFetcher leader={self.leader_id} {self.endpoint} partitions={len(self._partitions)}>"
@@ -143,7 +144,11 @@ class ReplicaFetcher:
         if self._wake is not None:
             self._wake.set()
         in_flight = self._session is not None and self._session.in_flight or self._unary_call is not None
-        if in_flight and not self._interrupted:
+        with self._lock:
+            # The fetch in flight may already name every partition: a fetcher that starts reads the list
+            # set_partitions gave it before this callback runs. Cancelling it then only costs a stream.
+            missing = any(id(p) not in self._requested for p in self._partitions)
+        if in_flight and missing and not self._interrupted:
             self._interrupted = True
             self._end_call()
 
@@ -268,6 +273,7 @@ class ReplicaFetcher:
                 if self._added:  # a partition added while this request was built is not in it: build again
                     continue
             self._interrupted = False
+            self._requested = {id(p) for p in partitions}
             try:
                 reply = await self._fetch(request)
             except (grpc.RpcError, asyncio.CancelledError) as exc:

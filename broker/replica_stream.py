@@ -59,19 +59,32 @@ async def serve_replica_stream(context: grpc.aio.ServicerContext,
 
 class ReplicaFetchSession:
     """The follower's side: one open stream to a leader, on the fetcher's event loop (grpc.aio). Used by
-    the one fetcher task; `cancel` ends the stream (an exchange in progress raises CancelledError)."""
+    the one fetcher task; `cancel` ends the stream, and an exchange in progress raises CancelledError.
+
+    Why `cancel` also cancels the awaiting task: grpc.aio (1.85) does not wake a write on a stream call that
+    is cancelled before its initial metadata went out (while the channel connects, or right after the call
+    was made): the write waits on an event only a sent metadata sets, until the call's deadline (70 s). A
+    fetcher interrupted so sat out its whole deadline, and the partitions of that leader fell out of the
+    ISR. So the session cancels the exchange's own await too, and takes that cancellation back (uncancel)
+    when it surfaces: the task's cancellation count stays what its owner asked for (a stop)."""
 
     def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, bytes]], poll_s_max: float,
                  stream_age_s_max: float = STREAM_AGE_S_MAX) -> None:
         self.opened_s = time.monotonic()
         self.stream_age_s_max = stream_age_s_max
         self.answered = False  # at least one exchange completed on this stream
-        self.in_flight = False  # an exchange is in progress
+        self._waiter: asyncio.Task | None = None  # the task in an exchange, while one is in progress
+        self._waiter_cancelled = False  # cancel() cancelled that task's await
         self._call = broker_pb2_grpc.BrokerStub(channel).ReplicaFetch(
             timeout=stream_age_s_max + poll_s_max + _DEADLINE_MARGIN_S, metadata=tuple(metadata))
 
     def __repr__(self) -> str:
         return f"<ReplicaFetchSession age={time.monotonic() - self.opened_s:.1f}s>"
+
+    @property
+    def in_flight(self) -> bool:
+        """An exchange is in progress."""
+        return self._waiter is not None
 
     @property
     def expired(self) -> bool:
@@ -81,7 +94,7 @@ class ReplicaFetchSession:
     async def exchange(self, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
         """Send one request and wait for its answer. grpc.RpcError when the stream ended (the leader refused
         or failed, the deadline passed); CancelledError after `cancel`."""
-        self.in_flight = True
+        waiter = self._waiter = asyncio.current_task()
         try:
             try:
                 await self._call.write(request)
@@ -90,15 +103,24 @@ class ReplicaFetchSession:
                 raise _StreamEnded(code if code != grpc.StatusCode.OK else grpc.StatusCode.UNAVAILABLE,
                                    f"the ReplicaFetch stream ended: {await self._call.details()}") from None
             reply = await self._call.read()
+        except BaseException:
+            if self._waiter_cancelled and waiter is not None:
+                self._waiter_cancelled = False
+                waiter.uncancel()
+            raise
         finally:
-            self.in_flight = False
+            self._waiter = None
         if reply is grpc.aio.EOF:  # the leader ended the stream with OK between answers: not expected
             raise _StreamEnded(grpc.StatusCode.UNAVAILABLE, "the leader ended the ReplicaFetch stream")
         self.answered = True
         return reply
 
     def cancel(self) -> None:
+        """End the stream; an exchange in progress raises CancelledError (on the loop, soon after)."""
         self._call.cancel()
+        if self._waiter is not None and not self._waiter_cancelled:
+            self._waiter_cancelled = True
+            self._waiter.cancel()
 
 
 class _StreamEnded(grpc.RpcError):

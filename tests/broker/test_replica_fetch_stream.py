@@ -8,6 +8,7 @@ else ends only that call, and a fetcher task ended by anything but stop stops th
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from concurrent import futures
@@ -17,6 +18,7 @@ import pytest
 
 from kanal.broker.config import BrokerConfig
 from kanal.broker.replica_fetcher import ReplicaFetcher
+from kanal.broker.replica_stream import ReplicaFetchSession
 from kanal.v1 import broker_pb2
 
 
@@ -255,3 +257,71 @@ def test_a_fetcher_task_cancelled_without_stop_stops_the_broker(make_fetcher, mo
     fetcher._loop.call_soon_threadsafe(fetcher._task.cancel)
     fetcher._done.result(10)
     assert stopped == ["the replica fetcher from leader 0 was cancelled without a stop"]
+
+
+class SilentLeader:
+    """A TCP listener that never speaks HTTP/2: a stream call to it stays before its initial metadata (as
+    one does for a moment on every new stream, while its channel connects)."""
+
+    def __init__(self) -> None:
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
+        self.server = self  # make_fetcher's teardown stops `leader.server`
+
+    def stop(self, grace) -> None:
+        self._socket.close()
+
+
+def test_a_session_cancelled_before_its_stream_started_ends_its_exchange_at_once(make_fetcher):
+    # grpc.aio leaves a write on a stream cancelled before its metadata went out waiting until the
+    # deadline; the session must end the exchange itself, and hand the task back uncancelled.
+    leader = SilentLeader()
+    fetcher = make_fetcher(leader)  # only for its loop and teardown
+
+    async def cancelled_exchange() -> tuple[str, int]:
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{leader.port}")
+        session = ReplicaFetchSession(channel, (), poll_s_max=0.5)
+        exchange = asyncio.ensure_future(exchange_and_report(session))
+        while not session.in_flight:
+            await asyncio.sleep(0.001)
+        session.cancel()
+        try:
+            return await asyncio.wait_for(exchange, 5)  # not the stream's 70 s deadline
+        finally:
+            await channel.close()
+
+    assert on_loop(fetcher, cancelled_exchange()) == ("CancelledError", 0)
+
+
+async def exchange_and_report(session: ReplicaFetchSession) -> tuple[str, int]:
+    try:
+        await session.exchange(request(0))
+    except asyncio.CancelledError:
+        return "CancelledError", asyncio.current_task().cancelling()
+    return "answered", asyncio.current_task().cancelling()
+
+
+def test_a_partition_added_while_the_stream_connects_is_fetched_on_a_new_stream(make_fetcher):
+    leader = SilentLeader()
+    fetcher = make_fetcher(leader)
+    fetcher.start()
+    fetcher.set_partitions([FollowedPartition(0)])
+    first = wait_for_session(fetcher, lambda s: s is not None and s.in_flight)
+    fetcher.set_partitions([FollowedPartition(0), FollowedPartition(1)])
+    # The stuck exchange is interrupted at once and the next round goes out on a new stream.
+    wait_for_session(fetcher, lambda s: s is not None and s is not first and s.in_flight)
+    fetcher.stop().result(10)
+
+
+def wait_for_session(fetcher: ReplicaFetcher, condition, timeout_s: float = 10.0) -> ReplicaFetchSession:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        session = on_loop(fetcher, current_session(fetcher))
+        if condition(session):
+            return session
+        time.sleep(0.01)
+    raise AssertionError(f"no such session within {timeout_s} s (last: {session!r})")
+
+
+async def current_session(fetcher: ReplicaFetcher) -> ReplicaFetchSession | None:
+    return fetcher._session
