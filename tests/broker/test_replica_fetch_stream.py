@@ -196,6 +196,26 @@ class FollowedPartition:
         return 0
 
 
+def parked_fetcher(make_fetcher) -> tuple[ParkingLeader, ReplicaFetcher]:
+    """A started fetcher following partition 0 of a ParkingLeader, its first request parked there."""
+    leader = ParkingLeader()
+    fetcher = make_fetcher(leader)
+    fetcher.start()
+    fetcher.set_partitions([FollowedPartition(0)])
+    assert leader.wait_for(lambda lead: lead.requests == [[0]])
+    return leader, fetcher
+
+
+def wait_until(condition, timeout_s: float = 10.0):
+    """Poll `condition()` until it returns something true (returned) or `timeout_s` passes (None)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(0.01)
+
+
 def test_a_partition_added_during_a_long_poll_is_fetched_at_once(make_fetcher):
     leader = ParkingLeader()
     fetcher = make_fetcher(leader)
@@ -207,20 +227,14 @@ def test_a_partition_added_during_a_long_poll_is_fetched_at_once(make_fetcher):
     # The parked poll is cancelled (its stream ends) and a request naming both goes out at once, not when
     # the 30 s poll would have ended.
     assert leader.wait_for(lambda lead: [0, 1] in lead.requests and lead.streams_ended >= 1)
-    deadline = time.monotonic() + 10
-    while second.answers < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: second.answers >= 1)
     # One answer each, from the request naming both: nothing of the cancelled poll was applied.
     assert (first.answers, second.answers) == (1, 1)
     fetcher.stop().result(10)
 
 
 def test_stop_ends_a_long_poll_at_once(make_fetcher):
-    leader = ParkingLeader()
-    fetcher = make_fetcher(leader)
-    fetcher.start()
-    fetcher.set_partitions([FollowedPartition(0)])
-    assert leader.wait_for(lambda lead: lead.requests == [[0]])
+    leader, fetcher = parked_fetcher(make_fetcher)
     fetcher.stop().result(10)  # the task has ended, well before the leader's 30 s poll would
     assert leader.wait_for(lambda lead: lead.streams_ended == 1)
 
@@ -228,11 +242,7 @@ def test_stop_ends_a_long_poll_at_once(make_fetcher):
 def test_a_call_cancelled_by_someone_else_ends_only_that_call(make_fetcher):
     # gRPC or a closed channel may cancel the call in flight; the fetcher must go on fetching (a new
     # stream after its back-off), or this broker would never rejoin the ISR of these partitions.
-    leader = ParkingLeader()
-    fetcher = make_fetcher(leader)
-    fetcher.start()
-    fetcher.set_partitions([FollowedPartition(0)])
-    assert leader.wait_for(lambda lead: lead.requests == [[0]])
+    leader, fetcher = parked_fetcher(make_fetcher)
     on_loop(fetcher, cancel_call(fetcher))
     assert leader.wait_for(lambda lead: lead.streams_ended >= 1 and len(lead.requests) >= 2)
     assert not fetcher._done.done() and not fetcher._task.done()
@@ -249,11 +259,7 @@ def test_a_fetcher_task_cancelled_without_stop_stops_the_broker(make_fetcher, mo
     stopped: list[str] = []
     monkeypatch.setattr("kanal.broker.replica_fetcher.stop_process",
                         lambda reason, exc=None: stopped.append(reason))
-    leader = ParkingLeader()
-    fetcher = make_fetcher(leader)
-    fetcher.start()
-    fetcher.set_partitions([FollowedPartition(0)])
-    assert leader.wait_for(lambda lead: lead.requests == [[0]])
+    _, fetcher = parked_fetcher(make_fetcher)
     fetcher._loop.call_soon_threadsafe(fetcher._task.cancel)
     fetcher._done.result(10)
     assert stopped == ["the replica fetcher from leader 0 was cancelled without a stop"]
@@ -313,14 +319,14 @@ def test_a_partition_added_while_the_stream_connects_is_fetched_on_a_new_stream(
     fetcher.stop().result(10)
 
 
-def wait_for_session(fetcher: ReplicaFetcher, condition, timeout_s: float = 10.0) -> ReplicaFetchSession:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+def wait_for_session(fetcher: ReplicaFetcher, condition) -> ReplicaFetchSession:
+    def matching() -> ReplicaFetchSession | None:
         session = on_loop(fetcher, current_session(fetcher))
-        if condition(session):
-            return session
-        time.sleep(0.01)
-    raise AssertionError(f"no such session within {timeout_s} s (last: {session!r})")
+        return session if condition(session) else None
+
+    session = wait_until(matching)
+    assert session is not None, "no such session within 10 s"
+    return session
 
 
 async def current_session(fetcher: ReplicaFetcher) -> ReplicaFetchSession | None:
