@@ -14,6 +14,7 @@ stderr, before anything starts).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -22,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kanal.broker.config import BrokerConfig, parse_endpoint
+from kanal.broker.memory_policy import keep_freed_memory
 from kanal.broker.server import BrokerServer
 from kanal.metadata.authorizer import authorizer_config_from
 from kanal.v1.authorizer_flags import add_authorizer_flags
@@ -192,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     except KanalError as exc:
         return command_error("kanal broker: error", exc.message, exc.code, EXIT_USAGE)
     setup_logging(args.log_format, args.log_level, f"broker-{config.broker_id}")
+    logging.getLogger("kanal.broker").info("%s", keep_freed_memory())
     try:
         # Opening the data directory (meta.properties: another node's disk) can refuse before any start.
         server = BrokerServer(config)
