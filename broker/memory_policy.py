@@ -26,7 +26,6 @@ changed. Without glibc (musl, macOS) nothing is changed either: `keep_freed_memo
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
@@ -41,10 +40,7 @@ def keep_freed_memory(environ: dict[str, str] | None = None) -> str:
     tunables = (os.environ if environ is None else environ).get("GLIBC_TUNABLES", "")
     if "glibc.malloc." in tunables:
         return "malloc thresholds left as GLIBC_TUNABLES sets them"
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return "malloc thresholds unchanged: no C library found"
-    libc = ctypes.CDLL(name)
+    libc = ctypes.CDLL(None)  # the symbols this interpreter is linked with, its C library's among them
     if not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
         return "malloc thresholds unchanged: not glibc"
     libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
