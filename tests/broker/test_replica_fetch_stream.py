@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from concurrent import futures
 
 import grpc
@@ -20,6 +19,7 @@ from kanal.broker.config import BrokerConfig
 from kanal.broker.replica_fetcher import ReplicaFetcher
 from kanal.broker.replica_stream import ReplicaFetchSession
 from kanal.v1 import broker_pb2
+from tests.harness.waiting import wait_until
 
 
 class FakeLeader:
@@ -206,16 +206,6 @@ def parked_fetcher(make_fetcher) -> tuple[ParkingLeader, ReplicaFetcher]:
     return leader, fetcher
 
 
-def wait_until(condition, timeout_s: float = 10.0):
-    """Poll `condition()` until it returns something true (returned) or `timeout_s` passes (None)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(0.01)
-
-
 def test_a_partition_added_during_a_long_poll_is_fetched_at_once(make_fetcher):
     leader = ParkingLeader()
     fetcher = make_fetcher(leader)
@@ -227,7 +217,7 @@ def test_a_partition_added_during_a_long_poll_is_fetched_at_once(make_fetcher):
     # The parked poll is cancelled (its stream ends) and a request naming both goes out at once, not when
     # the 30 s poll would have ended.
     assert leader.wait_for(lambda lead: [0, 1] in lead.requests and lead.streams_ended >= 1)
-    wait_until(lambda: second.answers >= 1)
+    wait_until(lambda: second.answers >= 1, 10, "an answer for the added partition", 0.01)
     # One answer each, from the request naming both: nothing of the cancelled poll was applied.
     assert (first.answers, second.answers) == (1, 1)
     fetcher.stop().result(10)
@@ -324,9 +314,7 @@ def wait_for_session(fetcher: ReplicaFetcher, condition) -> ReplicaFetchSession:
         session = on_loop(fetcher, current_session(fetcher))
         return session if condition(session) else None
 
-    session = wait_until(matching)
-    assert session is not None, "no such session within 10 s"
-    return session
+    return wait_until(matching, 10, "a session matching the condition", 0.01)
 
 
 async def current_session(fetcher: ReplicaFetcher) -> ReplicaFetchSession | None:

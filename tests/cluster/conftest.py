@@ -6,8 +6,7 @@ import contextlib
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.v1 import admin_pb2
 from kanal.v1.error import ErrorCode, KanalError
+from tests.harness.waiting import wait_until
 
 # Short timeouts so failures are detected in about a second, not Kafka's production 9-30 s. The session
 # timeout must exceed 6 election timeouts (raft/controller_config.py) and 4 broker heartbeat intervals.
@@ -34,18 +34,6 @@ BROKER_FLAGS = [
     "--offsets-topic-partitions",
     "10",
 ]
-
-
-def wait_until(condition: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05):
-    """Poll `condition` until it returns something truthy; fail the test with `what` at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(interval_s)
 
 
 def start_cluster(tmp_path_factory, name: str, brokers: int = 3,
