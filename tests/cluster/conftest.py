@@ -9,11 +9,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.deploy.local_cluster import LocalCluster
-from kanal.v1 import admin_pb2
+from kanal.v1 import admin_pb2, broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
 from tests.harness.waiting import wait_until
 
@@ -98,8 +99,40 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int = 1, replicat
             other.close()
 
 
-def partition_info(cluster: LocalCluster, topic: str, partition: int):
-    md = ClusterMetadata(cluster.bootstrap)
+def resume_brokers(cluster: LocalCluster, nodes: list, timeout_s: float = 30) -> None:
+    """Resume paused brokers (SIGCONT) and wait until the cluster is whole again: every running broker,
+    asked itself, lists every running broker as live.
+
+    Asking each broker matters: one that was paused answers from the image it had when it stopped, where
+    it is still live and in its ISRs, until it has applied what happened meanwhile. A broker paused past
+    its session is fenced, and a test that went on at once would find fewer live brokers than it started
+    (a replication factor 3 refused, an ISR that never fills)."""
+    for node in nodes:
+        node.resume()
+    md = ClusterMetadata(cluster.bootstrap, request_timeout_ms=2000)
+
+    def whole() -> bool:
+        running = {n.node_id for n in cluster.brokers if n.running}
+        for node in cluster.brokers:
+            if not node.running:
+                continue
+            try:
+                reply = md.stub(node.endpoint).Metadata(broker_pb2.MetadataRequest(topics=[]), timeout=2)
+            except grpc.RpcError:
+                return False
+            if not running <= {b.broker_id for b in reply.brokers}:
+                return False
+        return True
+
+    try:
+        wait_until(whole, timeout_s, "every running broker to list every running broker as live")
+    finally:
+        md.close()
+
+
+def partition_info(cluster: LocalCluster, topic: str, partition: int, at: int | None = None):
+    """A partition's leader, replicas and ISR as the bootstrap brokers see them, or as broker `at` does."""
+    md = ClusterMetadata(cluster.bootstrap if at is None else broker_node(cluster, at).endpoint)
     try:
         return md.refresh([topic]).topics[topic][partition]
     finally:

@@ -16,7 +16,7 @@ from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.batch import NewRecord, build_batch
 from kanal.v1.error import ErrorCode
 
-from .conftest import broker_node, create_topic, partition_info, wait_until
+from .conftest import broker_node, create_topic, partition_info, resume_brokers, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -206,8 +206,7 @@ def test_a_fetch_that_leaves_replica_id_out_is_a_consumers(cluster, stub_for):
         assert answer.error == ErrorCode.NONE
         assert answer.log_end_offset == 1 and answer.high_watermark == 0 and not answer.records
     finally:
-        follower.resume()
-        other.resume()
+        resume_brokers(cluster, [follower, other])
 
 
 def test_a_fetch_claiming_a_replica_id_with_the_wrong_broker_epoch_is_refused(cluster, stub_for):
@@ -245,8 +244,7 @@ def test_a_fetch_claiming_a_replica_id_with_the_wrong_broker_epoch_is_refused(cl
         result = acked.result().topics[0].partitions[0]
         assert result.error != ErrorCode.NONE and not result.batch_base_offsets
     finally:
-        for node in followers:
-            node.resume()
+        resume_brokers(cluster, followers)
     wait_until(lambda: stub.Fetch(fetch_request("forged-follower", 0, 0), timeout=10).topics[0].partitions[0]
                .high_watermark == 1, 30, "the real followers to replicate the record")
 

@@ -15,7 +15,7 @@ from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.batch import NewRecord, build_batch
 from kanal.v1.error import ErrorCode
 
-from .conftest import broker_node, create_topic, partition_info, wait_until
+from .conftest import broker_node, create_topic, partition_info, resume_brokers, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -118,8 +118,7 @@ def test_a_forged_broker_epoch_ends_the_stream_and_counts_for_nothing(cluster, l
         result = acked.result().topics[0].partitions[0]
         assert result.error != ErrorCode.NONE and not result.batch_base_offsets
     finally:
-        for node in followers:
-            node.resume()
+        resume_brokers(cluster, followers)
     wait_until(
         lambda: stub.Fetch(fetch_request(topic, 0), timeout=10).topics[0].partitions[0].high_watermark == 1,
         30,

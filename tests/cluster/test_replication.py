@@ -19,7 +19,15 @@ from kanal.v1.batch import NewRecord as _NewRecord
 from kanal.v1.batch import build_batch
 from kanal.v1.error import ErrorCode, KanalError
 
-from .conftest import broker_node, check_history, create_topic, partition_info, start_cluster, wait_until
+from .conftest import (
+    broker_node,
+    check_history,
+    create_topic,
+    partition_info,
+    resume_brokers,
+    start_cluster,
+    wait_until,
+)
 from .history import produce_history, read_topic
 
 pytestmark = pytest.mark.cluster
@@ -97,9 +105,11 @@ def test_paused_follower_leaves_the_isr_and_rejoins_after_resume(cluster):
                 "the paused follower to be fenced",
             )
     finally:
-        follower.resume()
+        resume_brokers(cluster, [follower])
     try:
-        wait_until(lambda: follower.node_id in partition_info(cluster, topic, 0).isr, 30,
+        # Asked of the leader: the follower's own answer just after resuming is its image from before the
+        # pause, where it is still in the ISR.
+        wait_until(lambda: follower.node_id in partition_info(cluster, topic, 0, at=info.leader).isr, 30,
                    "the resumed follower to rejoin the ISR", interval_s=0.2)
     finally:
         producer.close()
@@ -271,8 +281,7 @@ def test_restarted_former_leader_truncates_its_unacknowledged_tail(cluster):
         assert tail.error == ErrorCode.NONE and tail.base_offset == 50
         old_leader.kill()
     finally:
-        for node in followers:
-            node.resume()
+        resume_brokers(cluster, followers)
     try:
         new = wait_until(
             lambda: (p := partition_info(cluster, topic, 0)).leader not in (-1, info.leader) and p,
