@@ -43,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from kanal.clients.admin import Admin
@@ -308,6 +309,18 @@ def _latency_consumer(bootstrap: str, topic: str, count: int, seconds: float, re
     out.put(samples)
 
 
+def paced(count: int, rate_s: int) -> Iterator[int]:
+    """0 .. count-1, each yielded at its slot of a steady rate_s per second (sleeping in steps of at most
+    0.5 ms, so a late slot is not made later by a long sleep)."""
+    interval = 1 / rate_s
+    started = time.perf_counter()
+    for i in range(count):
+        target = started + i * interval
+        while time.perf_counter() < target:
+            time.sleep(max(0.0, min(0.0005, target - time.perf_counter())))
+        yield i
+
+
 def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float, acks: str = "1") -> dict:
     """A producer paced at rate_s (linger 0, `acks`, not idempotent) in this process and a consumer process;
     each record carries its send time, the consumer notes when it got it (one machine, one clock)."""
@@ -322,12 +335,7 @@ def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float, acks
     try:
         if not ready.wait(60):
             raise SystemExit("the latency consumer did not start")
-        interval = 1 / rate_s
-        started = time.perf_counter()
-        for i in range(count):
-            target = started + i * interval
-            while time.perf_counter() < target:
-                time.sleep(max(0.0, min(0.0005, target - time.perf_counter())))
+        for _ in paced(count, rate_s):
             producer.produce(topic, b"%020d" % time.time_ns() + b"x" * 80, partition=0)
         producer.flush(30)
         samples = queue.get(timeout=seconds + 30)

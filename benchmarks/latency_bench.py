@@ -17,13 +17,22 @@ start with their send time in ns) and a consumer in a process of its own, which 
                           waiting for its ack (a stored message, as acks=1), an ephemeral push consumer
                           (deliver new, ack policy none: kanal's Consumer acknowledges nothing either)
 
+and a fourth, not end to end:
+
+  grpc_round_trip         a bare gRPC round trip at the same pace: the health service's Check on the
+                          one-broker cluster's broker, from a plain channel in this process, each call
+                          timed alone. A record's path holds at least a request leg (Produce) and a reply
+                          leg (the parked Fetch's answer), about one such round trip, so its p99 over
+                          JetStream's is a floor for goal 1's ratio: above 3, no design on gRPC meets it
+
 Both kanal clusters (one controller each) and the NATS server run for the whole benchmark; every round runs
-the three cases once, in an order rotated from round to round, each on a fresh topic or subject. Prints one
+the four cases once, in an order rotated from round to round, each on a fresh topic or subject. Prints one
 JSON object: every round's p50 / p99 / max per case, the medians of the rounds, and the ratios the goals
 are set on, p99 of kanal_1_broker_acks_1 / jetstream_push (goal <= 3) and p99 of kanal_rf3_acks_all /
 kanal_1_broker_acks_1 (goal <= 1.5), each as the ratio of the medians and as the median of the rounds'
 own ratios (a round's cases share the load of the moment; `met` is judged on the latter), and the same
-ratios of the p50 medians. Every loop is bounded by count and time.
+ratios of the p50 medians, and the floor (grpc_round_trip p99 / jetstream_push p99, median of the rounds'
+ratios). Every loop is bounded by count and time.
 """
 
 from __future__ import annotations
@@ -43,13 +52,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from cluster_bench import create_topic, latency, latency_summary
+import grpc
+from cluster_bench import create_topic, latency, latency_summary, paced
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from kanal.deploy.local_cluster import LocalCluster, free_ports
 
-CASES = ("kanal_1_broker_acks_1", "kanal_rf3_acks_all", "jetstream_push")
+CASES = ("kanal_1_broker_acks_1", "kanal_rf3_acks_all", "jetstream_push", "grpc_round_trip")
 GOALS = {"kanal_1_broker_p99_vs_jetstream_p99": ("kanal_1_broker_acks_1", "jetstream_push", 3.0),
          "kanal_rf3_p99_vs_kanal_1_broker_p99": ("kanal_rf3_acks_all", "kanal_1_broker_acks_1", 1.5)}
+FLOOR = ("grpc_round_trip", "jetstream_push")
 NATS_SERVER_PATHS = ("/usr/sbin/nats-server", "/usr/bin/nats-server")
 PAYLOAD_PAD = b"x" * 80  # 20 digits of send time + 80 bytes: the 100-byte records of the kanal cases
 
@@ -242,6 +254,7 @@ def main() -> None:
             "kanal_rf3_acks_all": lambda name: _kanal_case(three, name, 3, "all", args),
             "jetstream_push": lambda name: jetstream_latency(nats_server.url, f"latency.{name}", args.rate,
                                                              args.seconds),
+            "grpc_round_trip": lambda name: grpc_round_trip(one.brokers[0].endpoint, args.rate, args.seconds),
         }
         for i in range(args.rounds):
             order = CASES[i % len(CASES):] + CASES[:i % len(CASES)]
@@ -253,6 +266,21 @@ def main() -> None:
         nats_server.stop()
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps(summary(rounds, args), indent=2))
+
+
+def grpc_round_trip(endpoint: str, rate_s: int, seconds: float) -> dict:
+    """p50 / p99 of bare gRPC round trips (health Check) to `endpoint`, paced at rate_s, one at a time."""
+    count = int(rate_s * seconds)
+    samples: list[float] = []
+    with grpc.insecure_channel(endpoint) as channel:
+        check = health_pb2_grpc.HealthStub(channel).Check
+        request = health_pb2.HealthCheckRequest()
+        check(request, timeout=10)  # connected before the clock starts
+        for _ in paced(count, rate_s):
+            t0 = time.perf_counter()
+            check(request, timeout=10)
+            samples.append((time.perf_counter() - t0) * 1000)
+    return latency_summary(samples, rate_s, count)
 
 
 def _kanal_case(cluster: LocalCluster, topic: str, rf: int, acks: str, args) -> dict:
@@ -272,9 +300,12 @@ def summary(rounds: list[dict], args) -> dict:
     # p50 beside it: on a loaded machine a p99 of 10,000 records swings several-fold between rounds.
     p50 = {name.replace("p99", "p50"): round(medians[num]["p50_ms"] / medians[den]["p50_ms"], 3)
            for name, (num, den, _) in GOALS.items()}
+    floor_ratio = round(statistics.median(r[FLOOR[0]]["p99_ms"] / r[FLOOR[1]]["p99_ms"] for r in rounds), 3)
+    floor = {"grpc_round_trip_p99_vs_jetstream_p99": floor_ratio,
+             "floor_rules_out_goal_1": floor_ratio > GOALS["kanal_1_broker_p99_vs_jetstream_p99"][2]}
     return {"benchmark": "latency", "rate_records_s": args.rate, "seconds_per_case": args.seconds,
             "load_average_1m_at_end": round(os.getloadavg()[0], 1), "rounds": rounds, "medians": medians,
-            "p99_ratios": goals, "p50_ratio_of_medians": p50}
+            "p99_ratios": goals, "p50_ratio_of_medians": p50, "floor": floor}
 
 
 if __name__ == "__main__":
