@@ -16,6 +16,7 @@ from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.storage.log_config import LogConfig
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import NewRecord, build_batch
+from tests.harness.waiting import wait_until as _wait_until
 
 WAIT_MS = 30_000  # far longer than any test may take: a fetch that returns did not time out
 
@@ -50,13 +51,8 @@ def parked(rm: ReplicaManager) -> bool:
 
 
 def wait_until(check, what: str) -> None:
-    """Poll a condition (bounded in rounds and time), as the cluster tests do."""
-    pause = threading.Event()
-    for _ in range(10_000):
-        if check():
-            return
-        pause.wait(0.001)
-    raise AssertionError(f"timed out waiting for {what}")
+    """The tests' one wait (tests.harness.waiting), polled every 0.001 s."""
+    _wait_until(check, 10, what, interval_s=0.001)
 
 
 def test_a_parked_consumer_fetch_returns_when_its_partition_commits_a_record(manager):

@@ -6,7 +6,6 @@ and waits for conditions with a bound, never for time."""
 from __future__ import annotations
 
 import logging
-import threading
 
 import pytest
 
@@ -25,6 +24,7 @@ from kanal.v1 import broker_pb2, groups_pb2
 from kanal.v1.batch import NewRecord, build_batch, encode_batch
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC
+from tests.harness.waiting import wait_until as _wait_until
 
 LIMITS = GroupLimits(session_timeout_ms_min=100, session_timeout_ms_max=60_000, initial_rebalance_delay_ms=0)
 LEADER_EPOCH = 1
@@ -119,13 +119,8 @@ def broker(tmp_path):
 
 
 def wait_until(check, what: str) -> None:
-    """Poll a condition, bounded in rounds and time (far beyond what a load and its retries take)."""
-    pause = threading.Event()
-    for _ in range(2_000):
-        if check():
-            return
-        pause.wait(0.005)
-    raise AssertionError(f"timed out waiting for {what}")
+    """The tests' one wait (tests.harness.waiting), polled every 0.005 s."""
+    _wait_until(check, 10, what, interval_s=0.005)
 
 
 def test_a_bad_record_is_skipped_logged_and_counted_and_the_groups_load(tmp_path, broker, caplog):

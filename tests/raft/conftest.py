@@ -38,6 +38,7 @@ from kanal.raft.command import UNCONDITIONAL_OFFSET, ProposalId, ProposalIdSourc
 from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME, metadata_log_config, read_all
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc, metadata_pb2
 from kanal.v1.channel_options import channel_options
+from tests.harness.waiting import wait_until as _wait_until
 
 T = TypeVar("T")
 
@@ -48,21 +49,9 @@ T = TypeVar("T")
 def wait_until(
     condition: Callable[[], T], timeout_s: float, what: str = "condition", interval_s: float = 0.02
 ) -> T:
-    """Poll `condition` until it returns something truthy; AssertionError after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    last_error: BaseException | None = None
-    while True:
-        try:
-            value = condition()
-            if value:
-                return value
-        except (grpc.RpcError, OSError) as exc:  # a process that is starting or stopping
-            last_error = exc
-        if time.monotonic() >= deadline:
-            raise AssertionError(
-                f"timed out after {timeout_s}s waiting for {what} (last error: {last_error})"
-            )
-        time.sleep(interval_s)
+    """The tests' one wait (tests.harness.waiting), where a process that is starting or stopping (a gRPC
+    error, a refused connection) counts as "not yet"."""
+    return _wait_until(condition, timeout_s, what, interval_s, tolerate=(grpc.RpcError, OSError))
 
 
 @pytest.fixture
