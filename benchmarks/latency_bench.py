@@ -17,22 +17,30 @@ start with their send time in ns) and a consumer in a process of its own, which 
                           waiting for its ack (a stored message, as acks=1), an ephemeral push consumer
                           (deliver new, ack policy none: kanal's Consumer acknowledges nothing either)
 
-and a fourth, not end to end:
+and three floors, which bound what any design on Python gRPC reaches in the same round:
 
   grpc_round_trip         a bare gRPC round trip at the same pace: the health service's Check on the
                           one-broker cluster's broker, from a plain channel in this process, each call
                           timed alone. A record's path holds at least a request leg (Produce) and a reply
                           leg (the parked Fetch's answer), about one such round trip, so its p99 over
                           JetStream's is a floor for goal 1's ratio: above 3, no design on gRPC meets it
+  floor_unary_protocol    end to end through a stand-in broker that does nothing but hold the records in
+                          memory, with kanal's calls: unary Produce from a sender thread (one in flight)
+                          and a unary long-poll Fetch from the consumer's main thread (grpc_floors.py)
+  floor_stream_protocol   the same stand-in with the records on open streams: a bidirectional Produce
+                          stream and a server stream pushing each append to the consumer (no request per
+                          answer)
 
-Both kanal clusters (one controller each) and the NATS server run for the whole benchmark; every round runs
-the four cases once, in an order rotated from round to round, each on a fresh topic or subject. Prints one
-JSON object: every round's p50 / p99 / max per case, the medians of the rounds, and the ratios the goals
-are set on, p99 of kanal_1_broker_acks_1 / jetstream_push (goal <= 3) and p99 of kanal_rf3_acks_all /
-kanal_1_broker_acks_1 (goal <= 1.5), each as the ratio of the medians and as the median of the rounds'
-own ratios (a round's cases share the load of the moment; `met` is judged on the latter), and the same
-ratios of the p50 medians, and the floor (grpc_round_trip p99 / jetstream_push p99, median of the rounds'
-ratios). Every loop is bounded by count and time.
+Both kanal clusters (one controller each) and the NATS server run for the whole benchmark (each floor case
+starts a stand-in of its own); every round runs the six cases once, in an order rotated from round to
+round, each on a fresh topic or subject. Prints one JSON object: every round's p50 / p99 / max per case,
+the medians of the rounds, and the ratios the goals are set on, p99 of kanal_1_broker_acks_1 /
+jetstream_push (goal <= 3) and p99 of kanal_rf3_acks_all / kanal_1_broker_acks_1 (goal <= 1.5), each as
+the ratio of the medians and as the median of the rounds' own ratios (a round's cases share the load of
+the moment; `met` is judged on the latter), and the same ratios of the p50 medians, and the floors (each
+floor case's p99 / jetstream_push p99, median of the rounds' ratios; a protocol floor above 3 says goal 1
+is out of reach with that protocol in that run).
+Every loop is bounded by count and time.
 """
 
 from __future__ import annotations
@@ -54,14 +62,16 @@ from pathlib import Path
 
 import grpc
 from cluster_bench import create_topic, latency, latency_summary, paced
+from grpc_floors import protocol_latency
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from kanal.deploy.local_cluster import LocalCluster, free_ports
 
-CASES = ("kanal_1_broker_acks_1", "kanal_rf3_acks_all", "jetstream_push", "grpc_round_trip")
+CASES = ("kanal_1_broker_acks_1", "kanal_rf3_acks_all", "jetstream_push", "grpc_round_trip",
+         "floor_unary_protocol", "floor_stream_protocol")
 GOALS = {"kanal_1_broker_p99_vs_jetstream_p99": ("kanal_1_broker_acks_1", "jetstream_push", 3.0),
          "kanal_rf3_p99_vs_kanal_1_broker_p99": ("kanal_rf3_acks_all", "kanal_1_broker_acks_1", 1.5)}
-FLOOR = ("grpc_round_trip", "jetstream_push")
+FLOORS = ("grpc_round_trip", "floor_unary_protocol", "floor_stream_protocol")
 NATS_SERVER_PATHS = ("/usr/sbin/nats-server", "/usr/bin/nats-server")
 PAYLOAD_PAD = b"x" * 80  # 20 digits of send time + 80 bytes: the 100-byte records of the kanal cases
 
@@ -255,6 +265,8 @@ def main() -> None:
             "jetstream_push": lambda name: jetstream_latency(nats_server.url, f"latency.{name}", args.rate,
                                                              args.seconds),
             "grpc_round_trip": lambda name: grpc_round_trip(one.brokers[0].endpoint, args.rate, args.seconds),
+            "floor_unary_protocol": lambda name: protocol_latency("unary", args.rate, args.seconds),
+            "floor_stream_protocol": lambda name: protocol_latency("stream", args.rate, args.seconds),
         }
         for i in range(args.rounds):
             order = CASES[i % len(CASES):] + CASES[:i % len(CASES)]
@@ -300,9 +312,12 @@ def summary(rounds: list[dict], args) -> dict:
     # p50 beside it: on a loaded machine a p99 of 10,000 records swings several-fold between rounds.
     p50 = {name.replace("p99", "p50"): round(medians[num]["p50_ms"] / medians[den]["p50_ms"], 3)
            for name, (num, den, _) in GOALS.items()}
-    floor_ratio = round(statistics.median(r[FLOOR[0]]["p99_ms"] / r[FLOOR[1]]["p99_ms"] for r in rounds), 3)
-    floor = {"grpc_round_trip_p99_vs_jetstream_p99": floor_ratio,
-             "floor_rules_out_goal_1": floor_ratio > GOALS["kanal_1_broker_p99_vs_jetstream_p99"][2]}
+    goal_1 = GOALS["kanal_1_broker_p99_vs_jetstream_p99"][2]
+    floor = {}
+    for case in FLOORS:
+        ratio = round(statistics.median(r[case]["p99_ms"] / r["jetstream_push"]["p99_ms"] for r in rounds), 3)
+        floor[f"{case}_p99_vs_jetstream_p99"] = ratio
+        floor[f"{case}_rules_out_goal_1"] = ratio > goal_1
     return {"benchmark": "latency", "rate_records_s": args.rate, "seconds_per_case": args.seconds,
             "load_average_1m_at_end": round(os.getloadavg()[0], 1), "rounds": rounds, "medians": medians,
             "p99_ratios": goals, "p50_ratio_of_medians": p50, "floor": floor}
