@@ -9,14 +9,16 @@ run cannot be met by kanal in that run, by any change behind the same calls.
 Latency, the records as in latency_bench.py (100 bytes, the first 20 the send time in ns), a producer
 paced in this process and a consumer in a process of its own:
 
-  unary   kanal's call pattern: Produce is a unary call from a sender thread, one call in flight, the
-          records that came meanwhile in the next call (as kanal's producer does for one partition at
-          linger 0); Fetch is a unary long poll (100 ms) answered at once when a Produce appends,
-          issued again from the consumer's main thread as soon as its answer is read (no fetcher thread)
-  stream  the same exchange on open streams: Produce messages on one bidirectional stream (grpcio's
-          request-iterator thread sends them, each with every record queued by then; a reader thread
-          takes the acks), and a server stream that pushes every append to the subscribed consumer (no
-          request per answer at all)
+  unary       kanal's call pattern: Produce is a unary call from a sender thread, one call in flight,
+              the records that came meanwhile in the next call (as kanal's producer does for one
+              partition at linger 0); Fetch is a unary long poll (100 ms) answered at once when a
+              Produce appends, issued again from the consumer's main thread as soon as its answer is
+              read (no fetcher thread)
+  stream      the same exchange on open streams: Produce messages on one bidirectional stream
+              (grpcio's request-iterator thread sends them, each with every record queued by then; a
+              reader thread takes the acks), and a server stream that pushes every append to the
+              subscribed consumer (no request per answer at all)
+  unary_push  unary Produce as in `unary`, and the server stream of `stream` to the consumer
 
 Metadata writes: `rpc_chain_rate` is the Admin path's two hops, N client threads sharing one channel →
 an aio "broker" that forwards each call with grpc.aio → an aio "controller" that answers at once, one
@@ -172,11 +174,15 @@ def _samples(now_ns: int, answer: bytes) -> list[float]:
     return [(now_ns - sent) / 1e6 for sent in (int(r[:20]) for r in answer.split(_SEPARATOR)) if sent]
 
 
-def _consumer(port: int, mode: str, count: int, seconds: float, ready, out: mp.Queue) -> None:
+# mode -> (how the producer sends, how the consumer receives)
+_MODES = {"unary": ("unary", "fetch"), "unary_push": ("unary", "push"), "stream": ("stream", "push")}
+
+
+def _consumer(port: int, receive: str, count: int, seconds: float, ready, out: mp.Queue) -> None:
     samples: list[float] = []
     deadline = time.monotonic() + seconds + 10
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        if mode == "unary":
+        if receive == "fetch":
             fetch = channel.unary_unary(f"/{_LOG_SERVICE}/Fetch")
             offset = int(fetch(b"end", timeout=_CALL_TIMEOUT_S))
             ready.set()
@@ -268,20 +274,22 @@ def _produce_stream(channel: grpc.Channel, count: int, rate_s: int, seconds: flo
 
 
 def protocol_latency(mode: str, rate_s: int, seconds: float) -> dict:
-    """End-to-end latency through a fresh stand-in log server, `mode` "unary" or "stream" (module doc)."""
-    if mode not in ("unary", "stream"):
-        raise ValueError(f"mode is unary or stream, not {mode!r}")
+    """End-to-end latency through a fresh stand-in log server, `mode` one of _MODES (module doc)."""
+    if mode not in _MODES:
+        raise ValueError(f"mode is one of {sorted(_MODES)}, not {mode!r}")
+    send, receive = _MODES[mode]
     count = int(rate_s * seconds)
     with _server(_serve_log) as port:
         ctx = mp.get_context("spawn")
         ready, out = ctx.Event(), ctx.Queue()
-        reader = ctx.Process(target=_consumer, args=(port, mode, count, seconds, ready, out), daemon=True)
+        reader = ctx.Process(target=_consumer, args=(port, receive, count, seconds, ready, out),
+                             daemon=True)
         reader.start()
         try:
             if not ready.wait(60):
                 raise SystemExit("the floor's consumer did not start")
             with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-                if mode == "unary":
+                if send == "unary":
                     _produce_unary(channel, count, rate_s)
                 else:
                     _produce_stream(channel, count, rate_s, seconds)

@@ -17,7 +17,7 @@ start with their send time in ns) and a consumer in a process of its own, which 
                           waiting for its ack (a stored message, as acks=1), an ephemeral push consumer
                           (deliver new, ack policy none: kanal's Consumer acknowledges nothing either)
 
-and three floors, which bound what any design on Python gRPC reaches in the same round:
+and four floors, which bound what any design on Python gRPC reaches in the same round:
 
   grpc_round_trip         a bare gRPC round trip at the same pace: the health service's Check on the
                           one-broker cluster's broker, from a plain channel in this process, each call
@@ -30,9 +30,10 @@ and three floors, which bound what any design on Python gRPC reaches in the same
   floor_stream_protocol   the same stand-in with the records on open streams: a bidirectional Produce
                           stream and a server stream pushing each append to the consumer (no request per
                           answer)
+  floor_unary_push        the same stand-in, kanal's unary Produce and that server stream to the consumer
 
 Both kanal clusters (one controller each) and the NATS server run for the whole benchmark (each floor case
-starts a stand-in of its own); every round runs the six cases once, in an order rotated from round to
+starts a stand-in of its own); every round runs the seven cases once, in an order rotated from round to
 round, each on a fresh topic or subject. Prints one JSON object: every round's p50 / p99 / max per case,
 the medians of the rounds, and the ratios the goals are set on, p99 of kanal_1_broker_acks_1 /
 jetstream_push (goal <= 3) and p99 of kanal_rf3_acks_all / kanal_1_broker_acks_1 (goal <= 1.5), each as
@@ -68,10 +69,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kanal.deploy.local_cluster import LocalCluster, free_ports
 
 CASES = ("kanal_1_broker_acks_1", "kanal_rf3_acks_all", "jetstream_push", "grpc_round_trip",
-         "floor_unary_protocol", "floor_stream_protocol")
+         "floor_unary_protocol", "floor_stream_protocol", "floor_unary_push")
 GOALS = {"kanal_1_broker_p99_vs_jetstream_p99": ("kanal_1_broker_acks_1", "jetstream_push", 3.0),
          "kanal_rf3_p99_vs_kanal_1_broker_p99": ("kanal_rf3_acks_all", "kanal_1_broker_acks_1", 1.5)}
-FLOORS = ("grpc_round_trip", "floor_unary_protocol", "floor_stream_protocol")
+FLOORS = ("grpc_round_trip", "floor_unary_protocol", "floor_stream_protocol", "floor_unary_push")
 NATS_SERVER_PATHS = ("/usr/sbin/nats-server", "/usr/bin/nats-server")
 PAYLOAD_PAD = b"x" * 80  # 20 digits of send time + 80 bytes: the 100-byte records of the kanal cases
 
@@ -267,6 +268,7 @@ def main() -> None:
             "grpc_round_trip": lambda name: grpc_round_trip(one.brokers[0].endpoint, args.rate, args.seconds),
             "floor_unary_protocol": lambda name: protocol_latency("unary", args.rate, args.seconds),
             "floor_stream_protocol": lambda name: protocol_latency("stream", args.rate, args.seconds),
+            "floor_unary_push": lambda name: protocol_latency("unary_push", args.rate, args.seconds),
         }
         for i in range(args.rounds):
             order = CASES[i % len(CASES):] + CASES[:i % len(CASES)]
