@@ -58,6 +58,7 @@ from kanal.v1.batch import NewRecord, build_batch
 RECORDS_PER_BATCH = 1000
 RAW_ROUNDS_IN_FLIGHT = 4
 LATENCY_PRODUCER = {"acks": "1", "enable_idempotence": False, "linger_ms": 0}
+_LATENCY_PAD = b"x" * 80
 
 
 def create_topic(
@@ -304,7 +305,7 @@ def _latency_consumer(bootstrap: str, topic: str, count: int, seconds: float, re
     deadline = time.monotonic() + seconds + 10
     while len(samples) < count and time.monotonic() < deadline:
         for r in consumer.poll(0.2):
-            samples.append(time.time_ns() / 1e6 - int(r.value[:20]) / 1e6)
+            samples.append(latency_ms(r.value, time.time_ns()))
     consumer.close()
     out.put(samples)
 
@@ -336,7 +337,7 @@ def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float, acks
         if not ready.wait(60):
             raise SystemExit("the latency consumer did not start")
         for _ in paced(count, rate_s):
-            producer.produce(topic, b"%020d" % time.time_ns() + b"x" * 80, partition=0)
+            producer.produce(topic, latency_record(), partition=0)
         producer.flush(30)
         samples = queue.get(timeout=seconds + 30)
     finally:
@@ -345,6 +346,16 @@ def latency(cluster: LocalCluster, topic: str, rate_s: int, seconds: float, acks
         if reader.is_alive():
             reader.kill()
     return latency_summary(samples, rate_s, count)
+
+
+def latency_record(sent_ns: int | None = None) -> bytes:
+    """A latency case's 100-byte record: its send time in ns as 20 digits (now unless given), then padding."""
+    return b"%020d" % (time.time_ns() if sent_ns is None else sent_ns) + _LATENCY_PAD
+
+
+def latency_ms(record: bytes, now_ns: int) -> float:
+    """How long ago, at now_ns, a latency_record was sent, in ms."""
+    return (now_ns - int(record[:20])) / 1e6
 
 
 def latency_summary(samples_ms: list[float], rate_s: int, count: int) -> dict:

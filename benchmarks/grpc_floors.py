@@ -38,13 +38,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import grpc
-from cluster_bench import latency_summary, paced
+from cluster_bench import latency_ms, latency_record, latency_summary, paced
 
 _LOG_SERVICE = "kanal.floor.Log"
 _CHAIN_SERVICE = "kanal.floor.Chain"
 _SEPARATOR = b"|"  # records are digits and padding, so this never occurs inside one
 _LONG_POLL_S = 0.1
-_PAD = b"x" * 80
 _CALL_TIMEOUT_S = 10.0
 _STREAM_TIMEOUT_S = 120.0
 
@@ -162,16 +161,12 @@ def _server(target: Callable[..., None], *args: object) -> Iterator[int]:
 
 # ---- latency ----
 
-_WARM_UP = b"%020d" % 0 + _PAD  # sent before the clock starts, so no record waits for a connection
-
-
-def _stamp() -> bytes:
-    return b"%020d" % time.time_ns() + _PAD
+_WARM_UP = latency_record(0)  # sent before the clock starts, so no record waits for a connection
 
 
 def _samples(now_ns: int, answer: bytes) -> list[float]:
     """Latencies of an answer's records in ms, the warm-up record left out."""
-    return [(now_ns - sent) / 1e6 for sent in (int(r[:20]) for r in answer.split(_SEPARATOR)) if sent]
+    return [latency_ms(r, now_ns) for r in answer.split(_SEPARATOR) if r != _WARM_UP]
 
 
 # mode -> (how the producer sends, how the consumer receives)
@@ -233,7 +228,7 @@ def _produce_unary(channel: grpc.Channel, count: int, rate_s: int) -> None:
     thread = threading.Thread(target=sender, name="floor-sender", daemon=True)
     thread.start()
     for _ in paced(count, rate_s):
-        waiting.put(_stamp())
+        waiting.put(latency_record())
     waiting.put(None)
     thread.join(_CALL_TIMEOUT_S + 30)
 
@@ -266,7 +261,7 @@ def _produce_stream(channel: grpc.Channel, count: int, rate_s: int, seconds: flo
     thread = threading.Thread(target=reader, name="floor-acks", daemon=True)
     thread.start()
     for _ in paced(count, rate_s):
-        outgoing.put(_stamp())
+        outgoing.put(latency_record())
     acked.wait(seconds + 30)
     outgoing.put(None)
     acks.cancel()

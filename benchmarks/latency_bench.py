@@ -62,7 +62,7 @@ import time
 from pathlib import Path
 
 import grpc
-from cluster_bench import create_topic, latency, latency_summary, paced
+from cluster_bench import create_topic, latency, latency_ms, latency_record, latency_summary, paced
 from grpc_floors import protocol_latency
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -74,7 +74,6 @@ GOALS = {"kanal_1_broker_p99_vs_jetstream_p99": ("kanal_1_broker_acks_1", "jetst
          "kanal_rf3_p99_vs_kanal_1_broker_p99": ("kanal_rf3_acks_all", "kanal_1_broker_acks_1", 1.5)}
 FLOORS = ("grpc_round_trip", "floor_unary_protocol", "floor_stream_protocol", "floor_unary_push")
 NATS_SERVER_PATHS = ("/usr/sbin/nats-server", "/usr/bin/nats-server")
-PAYLOAD_PAD = b"x" * 80  # 20 digits of send time + 80 bytes: the 100-byte records of the kanal cases
 
 
 # ---- setup ----
@@ -176,7 +175,7 @@ async def _jetstream_consume(url: str, subject: str, count: int, seconds: float,
     done = asyncio.Event()
 
     async def received(msg) -> None:
-        samples.append(time.time_ns() / 1e6 - int(msg.data[:20]) / 1e6)
+        samples.append(latency_ms(msg.data, time.time_ns()))
         if len(samples) >= count:
             done.set()
 
@@ -210,7 +209,7 @@ async def _jetstream_produce(url: str, subject: str, rate_s: int, count: int) ->
             target = started + i * interval
             while (now := time.perf_counter()) < target:
                 await asyncio.sleep(min(0.0005, target - now))
-            await js.publish(subject, b"%020d" % time.time_ns() + PAYLOAD_PAD, timeout=10)
+            await js.publish(subject, latency_record(), timeout=10)
     finally:
         await nc.close()
 
