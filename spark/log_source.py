@@ -27,6 +27,11 @@ not pushed down (Spark evaluates them on every row read): Spark 4.3 keeps a Pyth
 with pushed filters on the relation and reuses it for later queries of the same DataFrame without them
 (spark/README.md).
 
+In a session from `kanal_session`, `format("kanal-log")` is the kanal-spark jar's JVM table (jvm_jar.py,
+spark/jvm/): it prunes columns and hands Spark this reader's Arrow batches without turning them into rows,
+and plans and reads with this very class in worker processes (jvm_worker.py), so the rows are the same. This
+class is then also `kanal-log-python`; without the jar (no javac) it is `kanal-log` itself.
+
 From files, each partition is read from its current copy up to the committed end, with the other copies
 standing in for damage (copy_plan.py, replica_history.py, range_reader.py). Batch-only: readStream and
 writes are refused (batch_only.py).
@@ -43,7 +48,7 @@ from pyspark.sql.types import StructType
 
 from kanal.spark.batch_only import BatchOnly
 from kanal.spark.columns import LOG_TABLE, Table
-from kanal.spark.copy_plan import ReadPlan, data_plan, pack_items, read_items
+from kanal.spark.copy_plan import ReadPlan, data_plan, deal_items, pack_items, read_items
 from kanal.spark.fetch_reader import FetchPartition, fetch_partition, list_partitions
 from kanal.spark.log_columns import new_buffer
 from kanal.spark.log_rows import entry_rows
@@ -58,6 +63,10 @@ from kanal.spark.transactions import AbortedFilter, TxnView, partition_index, vi
 # 16 MiB tasks (~140 K rows of 100 B) spent about as much on that as on their rows, and 3 M rows read at
 # half the speed of 2 tasks. Cores stay busy through minPartitions (CPU count, even sizes), not small tasks.
 LOG_TASK_BYTES_DEFAULT = 256 * 1024 * 1024
+# Pieces per share when a read is cut into minPartitions even shares: a share is then within half a
+# piece (1/16) of its size; more pieces would cost an offset-index lookup and a reopened file each.
+SHARE_PIECES = 8
+PIECE_BYTES_MIN = 64 * 1024
 
 
 class ItemGroup(InputPartition):
@@ -90,6 +99,15 @@ class KanalLogDataSource(BatchOnly, DataSource):
         return KanalLogReader(SourceOptions.parse(self.options), LOG_TABLE.select(schema.fieldNames()))
 
 
+class KanalLogPythonSource(KanalLogDataSource):
+    """The same source under its own name, for sessions that also have the JVM `kanal-log`
+    (jvm_jar.py): what it reads is compared with the JVM table's in tests, and timed beside it."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kanal-log-python"
+
+
 def file_plan(root: Path, topics: frozenset[str] | None = None, include_internal: bool = False) -> ReadPlan:
     """The plan for reading the partition logs under `root`: the metadata image from the controllers'
     copies there (when any), then each partition's committed copy (copy_plan.py)."""
@@ -105,15 +123,19 @@ def plan_groups(
     task, and 40 MiB three (16, 16 and 8), while local[2] had two cores."""
     size = bytes_per_partition or GROUP_BYTES_MAX_DEFAULT
     items = read_items(plan, size)
+    groups = None
     if partitions_min > 1:
         total = sum(i.size_bytes for i in items)
         count = -(-total // size)
         count = -(-count // partitions_min) * partitions_min
         even = max(-(-total // count), SPLIT_BYTES_MIN) if count else size
         if even < size:
-            size = even
-            items = read_items(plan, size)
-    groups = pack_items(items, size)
+            # Pieces of a fraction of a share, dealt out evenly: a share's worth of whole files would
+            # leave a remainder task (copy_plan.deal_items).
+            items = read_items(plan, max(even // SHARE_PIECES, PIECE_BYTES_MIN))
+            groups = deal_items(items, count)
+    if groups is None:
+        groups = pack_items(items, size)
     views = transaction_views(items) if read_committed else None
     # Spark needs at least one partition; an empty group yields no rows.
     return [ItemGroup(g, tuple(views[id(i)] for i in g) if views is not None else None)

@@ -1,4 +1,4 @@
-"""Session: a SparkSession set up for kanal's jobs, with both data sources registered.
+"""Session: a SparkSession set up for kanal's jobs, with kanal's data sources registered.
 
 Local mode binds everything to 127.0.0.1 (otherwise Spark picks the machine's external address) and runs
 the Python workers with this interpreter (so they import the installed kanal). On a real cluster
@@ -13,15 +13,30 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from kanal.spark import jvm_jar
 from kanal.spark.kanal_source import KanalDataSource
-from kanal.spark.log_source import KanalLogDataSource
+from kanal.spark.log_source import KanalLogDataSource, KanalLogPythonSource
 from kanal.spark.metadata_source import KanalMetadataDataSource
 
 DEFAULT_MASTER = "local[*]"
 
 
+def jvm_log_source(spark: SparkSession) -> bool:
+    """Whether this session's JVM has the kanal-spark jar's `kanal-log` table (jvm_jar.py)."""
+    try:
+        loader = spark._jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()  # type: ignore[union-attr]
+        spark._jvm.java.lang.Class.forName(jvm_jar.PROVIDER_CLASS, False, loader)  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 (py4j raises its own error for a class that is not there)
+        return False
+    return True
+
+
 def register_sources(spark: SparkSession) -> None:
-    spark.dataSource.register(KanalLogDataSource)
+    """kanal-metadata and kanal; kanal-log: the jar's JVM table when the session has it, else the Python
+    source under that name. The Python source is also `kanal-log-python` in every session."""
+    if not jvm_log_source(spark):
+        spark.dataSource.register(KanalLogDataSource)
+    spark.dataSource.register(KanalLogPythonSource)
     spark.dataSource.register(KanalMetadataDataSource)
     spark.dataSource.register(KanalDataSource)
 
@@ -40,6 +55,9 @@ def kanal_session(master: str = DEFAULT_MASTER, app_name: str = "kanal", *,
                    .config("spark.ui.enabled", "false"))
     if driver_memory:
         builder = builder.config("spark.driver.memory", driver_memory)
+    jar = jvm_jar.jar_path()
+    if jar is not None:  # without javac: the Python kanal-log (jvm_jar.py)
+        builder = builder.config("spark.jars", str(jar))
     # kanal's commands print a progress line of their own; Spark's stage bars would garble it on any master.
     builder = builder.config("spark.ui.showConsoleProgress", "false")
     # The jobs' aggregates are small: Spark's default of 200 shuffle partitions would be 200 tiny tasks.

@@ -1,0 +1,87 @@
+"""The Python side of `kanal-log` on the JVM: plans and reads for spark/jvm/LogSource.java.
+
+    python -m kanal.spark.jvm_worker      # started by the JVM (spark/jvm/PythonWorkers.java), not by hand
+
+The JVM table (column pruning, columnar batches) asks; this process answers with the Python source's own
+objects, so the rows are the Python source's rows: `plan` is KanalLogReader.partitions() (the committed-copy
+plan, or the partitions of a live cluster), each pickled; `read` is KanalLogReader.read() of one of them
+with the columns the query needs, written as an Arrow IPC stream. The protocol (a JSON request line on
+stdin; an IPC stream and/or a JSON status line on stdout) is described in PythonWorkers.java, which
+reads it. An error is a status line, never a traceback on stdout: the stream is always ended first, so the
+worker stays in step and serves the next task.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import sys
+from typing import IO, Any
+
+import pyarrow as pa
+
+from kanal.spark.columns import LOG_TABLE
+from kanal.spark.log_source import KanalLogReader
+from kanal.spark.source_options import SourceOptions
+
+# The IPC stream is written in pieces of a batch's buffers; a large pipe buffer keeps the writes few.
+OUT_BUFFER_BYTES = 1 << 20
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def plan(options: dict[str, str]) -> dict[str, Any]:
+    try:
+        parts = KanalLogReader(SourceOptions.parse(options), LOG_TABLE).partitions()
+    except Exception as exc:  # noqa: BLE001 (any planning error goes back to the JVM as its message)
+        return _error(exc)
+    return {"ok": True, "partitions": [base64.b64encode(pickle.dumps(p)).decode() for p in parts]}
+
+
+def read(request: dict[str, Any], out: IO[bytes]) -> dict[str, Any]:
+    status: dict[str, Any] = {"ok": True}
+    try:
+        table = LOG_TABLE.select(request["columns"])
+        schema = table.arrow_schema()
+    except Exception as exc:  # noqa: BLE001
+        status, schema = _error(exc), pa.schema([])
+    writer = pa.ipc.new_stream(out, schema)
+    if status["ok"]:
+        try:
+            reader = KanalLogReader(SourceOptions.parse(request["options"]), table)
+            partition = pickle.loads(base64.b64decode(request["partition"]))
+            for batch in reader.read(partition):
+                writer.write_batch(batch)
+        except Exception as exc:  # noqa: BLE001 (a FAILFAST read, an unreadable cluster: the task fails with it)
+            status = _error(exc)
+    writer.close()  # the end-of-stream marker; `out` stays open for the status line
+    return status
+
+
+def serve(requests: IO[bytes], out: IO[bytes]) -> None:
+    for line in requests:
+        request = json.loads(line)
+        op = request.get("op")
+        if op == "plan":
+            status = plan(request["options"])
+        elif op == "read":
+            status = read(request, out)
+        else:
+            status = {"ok": False, "error": f"ValueError: unknown request {op!r}"}
+        out.write(json.dumps(status).encode() + b"\n")
+        out.flush()
+
+
+def main() -> None:
+    # The protocol owns the real stdout; whatever else prints (a library, a warning) goes to stderr.
+    out = os.fdopen(os.dup(1), "wb", buffering=OUT_BUFFER_BYTES)
+    os.dup2(2, 1)
+    serve(sys.stdin.buffer, out)
+
+
+if __name__ == "__main__":
+    main()
