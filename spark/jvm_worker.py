@@ -1,10 +1,10 @@
-"""The Python side of `kanal-log` on the JVM: plans and reads for spark/jvm/LogSource.java.
+"""The Python side of `kanal-log` and `kanal-metadata` on the JVM: plans and reads for spark/jvm/.
 
     python -m kanal.spark.jvm_worker      # started by the JVM (spark/jvm/PythonWorkers.java), not by hand
 
 The JVM table (column pruning, columnar batches) asks; this process answers with the Python source's own
-objects, so the rows are the Python source's rows: `plan` is KanalLogReader.partitions() (the committed-copy
-plan, or the partitions of a live cluster), each pickled; `read` is KanalLogReader.read() of one of them
+objects, so the rows are the Python source's rows: `plan` is the reader's partitions() (the committed-copy
+plan, or the partitions of a live cluster), each pickled; `read` is the reader's read() of one of them
 with the columns the query needs, written as an Arrow IPC stream. The protocol (a JSON request line on
 stdin; an IPC stream and/or a JSON status line on stdout) is described in PythonWorkers.java, which
 reads it. An error is a status line, never a traceback on stdout: the stream is always ended first, so the
@@ -21,9 +21,11 @@ import sys
 from typing import IO, Any
 
 import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader
 
-from kanal.spark.columns import LOG_TABLE
+from kanal.spark.columns import LOG_TABLE, METADATA_TABLE, Table
 from kanal.spark.log_source import KanalLogReader
+from kanal.spark.metadata_source import KanalMetadataReader
 from kanal.spark.source_options import SourceOptions
 
 # The IPC stream is written in pieces of a batch's buffers; a large pipe buffer keeps the writes few.
@@ -34,9 +36,29 @@ def _error(exc: BaseException) -> dict[str, Any]:
     return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
 
-def plan(options: dict[str, str]) -> dict[str, Any]:
+# Each source the JVM serves: its full table, and its reader for options and a table (as its DataSource's
+# reader() makes it).
+SOURCES = {
+    "kanal-log": (LOG_TABLE, lambda o, t: KanalLogReader(SourceOptions.parse(o), t)),
+    "kanal-metadata": (
+        METADATA_TABLE, lambda o, t: KanalMetadataReader(SourceOptions.parse(o, files_only=True), t)),
+}
+
+
+def _source(name: str) -> tuple[Table, Any]:
+    if name not in SOURCES:
+        raise ValueError(f"no source {name!r}; the JVM worker serves {sorted(SOURCES)}")
+    return SOURCES[name]
+
+
+def _reader(request: dict[str, Any], columns: Any = None) -> DataSourceReader:
+    table, make = _source(request["source"])
+    return make(request["options"], table if columns is None else table.select(columns))
+
+
+def plan(request: dict[str, Any]) -> dict[str, Any]:
     try:
-        parts = KanalLogReader(SourceOptions.parse(options), LOG_TABLE).partitions()
+        parts = _reader(request).partitions()
     except Exception as exc:  # noqa: BLE001 (any planning error goes back to the JVM as its message)
         return _error(exc)
     return {"ok": True, "partitions": [base64.b64encode(pickle.dumps(p)).decode() for p in parts]}
@@ -45,14 +67,13 @@ def plan(options: dict[str, str]) -> dict[str, Any]:
 def read(request: dict[str, Any], out: IO[bytes]) -> dict[str, Any]:
     status: dict[str, Any] = {"ok": True}
     try:
-        table = LOG_TABLE.select(request["columns"])
-        schema = table.arrow_schema()
+        schema = _source(request["source"])[0].select(request["columns"]).arrow_schema()
     except Exception as exc:  # noqa: BLE001
         status, schema = _error(exc), pa.schema([])
     writer = pa.ipc.new_stream(out, schema)
     if status["ok"]:
         try:
-            reader = KanalLogReader(SourceOptions.parse(request["options"]), table)
+            reader = _reader(request, request["columns"])
             partition = pickle.loads(base64.b64decode(request["partition"]))
             for batch in reader.read(partition):
                 writer.write_batch(batch)
@@ -67,7 +88,7 @@ def serve(requests: IO[bytes], out: IO[bytes]) -> None:
         request = json.loads(line)
         op = request.get("op")
         if op == "plan":
-            status = plan(request["options"])
+            status = plan(request)
         elif op == "read":
             status = read(request, out)
         else:

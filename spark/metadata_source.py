@@ -12,6 +12,10 @@ batch_offset, controller_epoch, time, record_type, principal, request_id, typed 
 broker_epoch, fenced, topic, topic_id, partition, leader, isr, replicas, cause, reason, config_*),
 record_json, record (the serialized MetadataRecord), _corrupt and _lost (as kanal-log). Also a stream
 (`spark.readStream`, metadata_stream.py); never written to.
+
+In a session from `kanal_session`, `format("kanal-metadata")` is the kanal-spark jar's JVM table, which
+plans and reads with KanalMetadataReader in worker processes and hands its stream to this class, then
+also registered as `kanal-metadata-python` (log_source.py says how; jvm_jar.py).
 """
 
 from __future__ import annotations
@@ -55,6 +59,16 @@ class KanalMetadataDataSource(BatchOnly, DataSource):
         stream, rest = StreamOptions.split(dict(self.options))
         options = SourceOptions.parse(rest, files_only=True)
         return KanalMetadataStreamReader(options, stream, METADATA_TABLE.select(schema.fieldNames()))
+
+
+class KanalMetadataPythonSource(KanalMetadataDataSource):
+    """The same source under its own name, for sessions that also have the JVM `kanal-metadata`
+    (jvm_jar.py): its stream is what the JVM table's readStream runs, and its rows are compared with the
+    JVM table's in tests."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kanal-metadata-python"
 
 
 class KanalMetadataReader(DataSourceReader):

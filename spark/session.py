@@ -16,13 +16,13 @@ from pyspark.sql import SparkSession
 from kanal.spark import jvm_jar
 from kanal.spark.kanal_source import KanalDataSource
 from kanal.spark.log_source import KanalLogDataSource, KanalLogPythonSource
-from kanal.spark.metadata_source import KanalMetadataDataSource
+from kanal.spark.metadata_source import KanalMetadataDataSource, KanalMetadataPythonSource
 
 DEFAULT_MASTER = "local[*]"
 
 
 def jvm_log_source(spark: SparkSession) -> bool:
-    """Whether this session's JVM has the kanal-spark jar's `kanal-log` table (jvm_jar.py)."""
+    """Whether this session's JVM has the kanal-spark jar's tables (jvm_jar.py)."""
     try:
         loader = spark._jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()  # type: ignore[union-attr]
         spark._jvm.java.lang.Class.forName(jvm_jar.PROVIDER_CLASS, False, loader)  # type: ignore[union-attr]
@@ -32,12 +32,14 @@ def jvm_log_source(spark: SparkSession) -> bool:
 
 
 def register_sources(spark: SparkSession) -> None:
-    """kanal-metadata and kanal; kanal-log: the jar's JVM table when the session has it, else the Python
-    source under that name. The Python source is also `kanal-log-python` in every session."""
+    """kanal; kanal-log and kanal-metadata: the jar's JVM tables when the session has them, else the Python
+    sources under those names. The Python sources are also `<name>-python` in every session (the JVM
+    kanal-metadata streams through it)."""
     if not jvm_log_source(spark):
         spark.dataSource.register(KanalLogDataSource)
+        spark.dataSource.register(KanalMetadataDataSource)
     spark.dataSource.register(KanalLogPythonSource)
-    spark.dataSource.register(KanalMetadataDataSource)
+    spark.dataSource.register(KanalMetadataPythonSource)
     spark.dataSource.register(KanalDataSource)
 
 
@@ -55,8 +57,12 @@ def kanal_session(master: str = DEFAULT_MASTER, app_name: str = "kanal", *,
                    .config("spark.ui.enabled", "false"))
     if driver_memory:
         builder = builder.config("spark.driver.memory", driver_memory)
-    jar = jvm_jar.jar_path()
-    if jar is not None:  # without javac: the Python kanal-log (jvm_jar.py)
+    try:
+        jar = jvm_jar.jar_path()
+    except RuntimeError as exc:  # javac failed (another pyspark's API): the Python sources, and say why
+        print(f"kanal: {exc}; kanal-log and kanal-metadata run as the Python sources", file=sys.stderr)
+        jar = None
+    if jar is not None:  # without javac: the Python sources (jvm_jar.py)
         builder = builder.config("spark.jars", str(jar))
     # kanal's commands print a progress line of their own; Spark's stage bars would garble it on any master.
     builder = builder.config("spark.ui.showConsoleProgress", "false")

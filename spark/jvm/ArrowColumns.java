@@ -99,7 +99,7 @@ final class ArrowColumns extends ArrowColumnVector {
 
   private void require(boolean ok, String what) {
     if (!ok) {
-      throw new IllegalStateException("kanal-log: a batch from the Python worker has a bad " + what + " in "
+      throw new IllegalStateException("kanal: a batch from the Python worker has a bad " + what + " in "
           + getValueVector().getField());
     }
   }

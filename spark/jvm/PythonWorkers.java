@@ -22,8 +22,8 @@ import org.apache.spark.SparkEnv;
  *
  * A worker takes one request at a time, a JSON line on its stdin, and answers on its stdout:
  *
- *   {"op": "plan", "options": {...}}                          -> a status line
- *   {"op": "read", "options": {...}, "columns": [...], "partition": "<base64 pickle>"}
+ *   {"op": "plan", "source": "kanal-log", "options": {...}}   -> a status line
+ *   {"op": "read", "source": ..., "options": {...}, "columns": [...], "partition": "<base64 pickle>"}
  *                                                             -> an Arrow IPC stream, then a status line
  *
  * A status line is JSON: {"ok": true, ...} or {"ok": false, "error": "<Python type>: <message>"}. The IPC
@@ -66,9 +66,10 @@ final class PythonWorkers {
   }
 
   /** The Python reader's partitions() for these options, each a base64 pickle. */
-  static List<String> plan(String python, Map<String, String> options) {
+  static List<String> plan(String python, String source, Map<String, String> options) {
     Map<String, Object> request = new LinkedHashMap<>();
     request.put("op", "plan");
+    request.put("source", source);
     request.put("options", options);
     Worker worker = take(python);
     JsonNode status;
@@ -77,10 +78,10 @@ final class PythonWorkers {
       status = worker.status();
     } catch (IOException e) {
       worker.destroy();
-      throw new UncheckedIOException("kanal-log: the Python planner failed: " + e.getMessage(), e);
+      throw new UncheckedIOException(source + ": the Python planner failed: " + e.getMessage(), e);
     }
     give(worker);
-    failIfError(status);
+    failIfError(source, status);
     List<String> parts = new ArrayList<>();
     for (JsonNode p : status.get("partitions")) {
       parts.add(p.asText());
@@ -88,13 +89,13 @@ final class PythonWorkers {
     return parts;
   }
 
-  static void failIfError(JsonNode status) {
+  static void failIfError(String source, JsonNode status) {
     if (!status.path("ok").asBoolean(false)) {
       String error = status.path("error").asText("no error text");
       if (error.startsWith("ValueError: ")) {
-        throw new IllegalArgumentException("kanal-log: " + error);
+        throw new IllegalArgumentException(source + ": " + error);
       }
-      throw new KanalReadException("kanal-log: " + error);
+      throw new KanalReadException(source + ": " + error);
     }
   }
 
@@ -109,7 +110,7 @@ final class PythonWorkers {
     try {
       return new Worker(python);
     } catch (IOException e) {
-      throw new UncheckedIOException("kanal-log: cannot start " + python + " -m kanal.spark.jvm_worker "
+      throw new UncheckedIOException("kanal's Spark sources: cannot start " + python + " -m kanal.spark.jvm_worker "
           + "(is kanal installed in the executors' Python?): " + e.getMessage(), e);
     }
   }

@@ -21,15 +21,17 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
-/** Reads one task's part of `kanal-log` from a Python worker as Arrow batches (PythonWorkers). */
+/** Reads one task's part of a kanal source from a Python worker as Arrow batches (PythonWorkers). */
 final class WorkerReaderFactory implements PartitionReaderFactory {
   private static final long serialVersionUID = 1L;
   private final String python;
+  private final String source;
   private final HashMap<String, String> options;
   private final String[] columns;
 
-  WorkerReaderFactory(String python, Map<String, String> options, String[] columns) {
+  WorkerReaderFactory(String python, String source, Map<String, String> options, String[] columns) {
     this.python = python;
+    this.source = source;
     this.options = new HashMap<>(options);
     this.columns = columns;
   }
@@ -41,16 +43,17 @@ final class WorkerReaderFactory implements PartitionReaderFactory {
 
   @Override
   public PartitionReader<InternalRow> createReader(InputPartition partition) {
-    throw new UnsupportedOperationException("kanal-log reads columnar batches only");
+    throw new UnsupportedOperationException(source + " reads columnar batches only");
   }
 
   @Override
   public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-    return new WorkerReader(python, options, columns, ((LogSource.WorkerPartition) partition).payload);
+    return new WorkerReader(python, source, options, columns, ((KanalSource.WorkerPartition) partition).payload);
   }
 
   static final class WorkerReader implements PartitionReader<ColumnarBatch> {
     private final PythonWorkers.Worker worker;
+    private final String source;
     private final BufferAllocator allocator = new RootAllocator(Long.MAX_VALUE);
     private final int vectors;
     private ArrowStreamReader reader;
@@ -58,14 +61,17 @@ final class WorkerReaderFactory implements PartitionReaderFactory {
     private ArrowColumns[] columns;
     private boolean answered;  // the status line after the stream was read: the worker can be reused
 
-    WorkerReader(String python, Map<String, String> options, String[] columns, String payload) {
+    WorkerReader(String python, String source, Map<String, String> options, String[] columns,
+        String payload) {
+      this.source = source;
       // A query that needs no column (count()) still needs the rows: ask for the cheapest one and hand
       // Spark batches of no vectors.
       this.vectors = columns.length;
       Map<String, Object> request = new LinkedHashMap<>();
       request.put("op", "read");
+      request.put("source", source);
       request.put("options", options);
-      request.put("columns", columns.length == 0 ? List.of("offset") : Arrays.asList(columns));
+      request.put("columns", columns.length == 0 ? List.of("offset") : Arrays.asList(columns));  // both have it
       request.put("partition", payload);
       this.worker = PythonWorkers.take(python);
       try {
@@ -73,7 +79,7 @@ final class WorkerReaderFactory implements PartitionReaderFactory {
       } catch (IOException e) {
         worker.destroy();
         allocator.close();
-        throw new UncheckedIOException("kanal-log: cannot send a read to the Python worker", e);
+        throw new UncheckedIOException(source + ": cannot send a read to the Python worker", e);
       }
     }
 
@@ -105,7 +111,7 @@ final class WorkerReaderFactory implements PartitionReaderFactory {
       }
       JsonNode status = worker.status();
       answered = true;
-      PythonWorkers.failIfError(status);
+      PythonWorkers.failIfError(source, status);
       return false;
     }
 

@@ -1,7 +1,8 @@
-"""`kanal-log` as the kanal-spark jar's JVM table (spark/jvm/, jvm_jar.py) against the Python data source it
-fronts (`kanal-log-python`): the same rows, whatever the columns a query prunes to, the user schema, the
-damage and the mode; errors from the Python reader reach the query with their message, and the worker
-that raised one serves the next read."""
+"""`kanal-log` and `kanal-metadata` as the kanal-spark jar's JVM tables (spark/jvm/, jvm_jar.py) against the
+Python data sources they front (`kanal-log-python`, `kanal-metadata-python`): the same rows, whatever the
+columns a query prunes to, the user schema, the damage and the mode; errors from the Python reader reach
+the query with their message, and the worker that raised one serves the next read. (kanal-metadata's
+stream, which the JVM table hands to the Python source, is tests/spark/test_metadata_stream.py's.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from kanal.v1.batch import NewRecord
 
+from .cluster_files import metadata_batches, write_metadata_log
 from .log_files import segment_paths, write_log
 
 T0 = 1_700_000_070_000
@@ -52,9 +54,9 @@ def _rows(df) -> list:
     return sorted(df.collect(), key=_key)
 
 
-def _both(spark, root, schema: str | None = None, **options):
+def _both(spark, root, schema: str | None = None, source: str = "kanal-log", **options):
     out = []
-    for fmt in ("kanal-log", "kanal-log-python"):
+    for fmt in (source, f"{source}-python"):
         reader = spark.read.format(fmt).options(**options)
         out.append((reader.schema(schema) if schema else reader).load(str(root)))
     return out
@@ -116,3 +118,19 @@ def test_reader_errors_keep_their_message_and_the_worker_serves_the_next_read(sp
     # The workers that answered with an error are in step: the same session reads on.
     jvm, python = _both(spark, files)
     assert _rows(jvm) == _rows(python)
+
+
+def test_the_metadata_log_is_the_python_sources_whole_and_pruned(spark, tmp_path):
+    write_metadata_log(tmp_path / "controller-0" / "__cluster_metadata-0", metadata_batches())
+    log = tmp_path / "controller-0" / "__cluster_metadata-0"
+    damaged = segment_paths(log)[-1]
+    data = bytearray(damaged.read_bytes())
+    data[-20] ^= 0xFF  # inside the last batch: the ones before it are read
+    damaged.write_bytes(bytes(data))
+    jvm, python = _both(spark, tmp_path, source="kanal-metadata")
+    rows = _rows(jvm)
+    assert rows == _rows(python) and len(rows) > 10
+    assert len([r for r in rows if r["_corrupt"] is not None]) == 1
+    for columns in (("offset",), ("isr", "replicas", "record_type"), ("record_json", "record", "time")):
+        assert _rows(jvm.select(*columns)) == _rows(python.select(*columns))
+    assert jvm.count() == python.count() == len(rows)

@@ -1,0 +1,19 @@
+package kanal.spark.jvm;
+
+/** `kanal-metadata`: the metadata log as records (kanal.spark.metadata_source); read-only, and a stream. */
+public final class MetadataSource extends KanalSource {
+  @Override
+  String name() {
+    return "kanal-metadata";
+  }
+
+  @Override
+  String kind() {
+    return "read-only";
+  }
+
+  @Override
+  boolean streams() {
+    return true;
+  }
+}
