@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Set up kanal in ./.venv on a fresh machine: `bash deploy/bootstrap.sh [EXTRAS]`, e.g. `test`.
+# With pyspark installed (extras `spark` or `test`) it also builds kanal-log's JVM table (spark/jvm_jar.py)
+# with javac, installing Debian's JDK when javac is missing (as root); without one kanal-log runs as the
+# Python source.
 # Needs Python >= 3.11; installs Debian's python3-venv when the venv module is missing (as root), and gcc
 # and the Python headers when missing (as root), so pip builds the clients' C hot paths
 # (clients/_producer_fast.c, clients/_consumer_fast.c). Without them the install still works, on the
@@ -43,3 +46,14 @@ fi
 from kanal.v1 import batch_validation
 for name, m in (("producer", producer), ("consumer", consumer), ("broker'"'"'s record validation", batch_validation)):
     print(f"kanal: the {name} runs its C hot path" if m.NATIVE else f"kanal: the {name} runs pure Python ({m.NATIVE_IMPORT_ERROR})")'
+if .venv/bin/python -c 'import pyspark' 2>/dev/null; then
+  if ! command -v javac >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    mkdir -p /usr/share/man/man1  # minimal images drop it, and openjdk's packages fail without it
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null || true
+  fi
+  if jar=$(.venv/bin/python -m kanal.spark.jvm_jar); then
+    echo "kanal: kanal-log runs as the JVM table ($jar)"
+  else
+    echo "kanal: kanal-log runs as the Python data source (no javac to build spark/jvm)"
+  fi
+fi

@@ -42,8 +42,8 @@ trap 'rm -rf "$CONTEXT"' EXIT
 mkdir -p "$CONTEXT/src" "$CONTEXT/wheelhouse"
 cp pyproject.toml setup.py README.md "$CONTEXT/src/"
 for folder in proto metadata raft broker clients spark deploy; do
-  # Sources only: no caches, no compiled extensions of the host, no node_modules.
-  tar -C . --exclude='__pycache__' --exclude='*.so' --exclude='*.pyc' --exclude='node_modules' -cf - "$folder" \
+  # Sources only: no caches, no compiled extensions or kanal-spark jar of the host, no node_modules.
+  tar -C . --exclude='__pycache__' --exclude='*.so' --exclude='*.pyc' --exclude='node_modules' --exclude='spark/jvm/build' -cf - "$folder" \
     | tar -C "$CONTEXT/src" -xf -
 done
 
