@@ -26,6 +26,7 @@ from pyspark.sql.datasource import DataSourceReader
 from kanal.spark.columns import LOG_TABLE, METADATA_TABLE, Table
 from kanal.spark.log_source import KanalLogReader
 from kanal.spark.metadata_source import KanalMetadataReader
+from kanal.spark.pushdown import Pushed
 from kanal.spark.source_options import SourceOptions
 
 # The IPC stream is written in pieces of a batch's buffers; a large pipe buffer keeps the writes few.
@@ -36,12 +37,12 @@ def _error(exc: BaseException) -> dict[str, Any]:
     return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
 
-# Each source the JVM serves: its full table, and its reader for options and a table (as its DataSource's
-# reader() makes it).
+# Each source the JVM serves: its full table, and its reader for options, a table and the pushed filters
+# (as its DataSource's reader() makes it, plus pushdown.py's bounds).
 SOURCES = {
-    "kanal-log": (LOG_TABLE, lambda o, t: KanalLogReader(SourceOptions.parse(o), t)),
+    "kanal-log": (LOG_TABLE, lambda o, t, p: KanalLogReader(SourceOptions.parse(o), t, p)),
     "kanal-metadata": (
-        METADATA_TABLE, lambda o, t: KanalMetadataReader(SourceOptions.parse(o, files_only=True), t)),
+        METADATA_TABLE, lambda o, t, p: KanalMetadataReader(SourceOptions.parse(o, files_only=True), t, p)),
 }
 
 
@@ -53,7 +54,8 @@ def _source(name: str) -> tuple[Table, Any]:
 
 def _reader(request: dict[str, Any], columns: Any = None) -> DataSourceReader:
     table, make = _source(request["source"])
-    return make(request["options"], table if columns is None else table.select(columns))
+    return make(request["options"], table if columns is None else table.select(columns),
+                Pushed.parse(request.get("filters")))
 
 
 def plan(request: dict[str, Any]) -> dict[str, Any]:

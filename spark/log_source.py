@@ -22,10 +22,10 @@ producer_epoch, leader_epoch, batch_offset, value_bytes, _corrupt, _lost). A nar
 fewer columns. Transaction markers (control records) are never rows. Records are the rows with `_corrupt` null; the others say what the reader found (`_lost`:
 whether offsets are missing). There is no DROPMALFORMED mode: rows are never dropped silently.
 
-Records are decoded in C into Arrow buffers when the extension is built (log_columns.py). Filters are
-not pushed down (Spark evaluates them on every row read): Spark 4.3 keeps a Python source's read plan made
-with pushed filters on the relation and reuses it for later queries of the same DataFrame without them
-(spark/README.md).
+Records are decoded in C into Arrow buffers when the extension is built (log_columns.py). Spark's Python
+API pushes no filter here (Spark 4.3 keeps a Python source's read plan made with pushed filters on the
+relation and reuses it for later queries of the same DataFrame without them, spark/README.md); the JVM
+table pushes them (`pushed`, pushdown.py).
 
 In a session from `kanal_session`, `format("kanal-log")` is the kanal-spark jar's JVM table (jvm_jar.py,
 spark/jvm/): it prunes columns and hands Spark this reader's Arrow batches without turning them into rows,
@@ -53,6 +53,7 @@ from kanal.spark.fetch_reader import FetchPartition, fetch_partition, list_parti
 from kanal.spark.log_columns import new_buffer
 from kanal.spark.log_rows import entry_rows
 from kanal.spark.metadata_files import image_from_files
+from kanal.spark.pushdown import Pushed
 from kanal.spark.range_reader import ReadItem, read_item
 from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT, SPLIT_BYTES_MIN
 from kanal.spark.source_options import SourceOptions
@@ -158,19 +159,22 @@ def transaction_views(items: list[ReadItem]) -> dict[int, TxnView]:
 
 
 class KanalLogReader(DataSourceReader):
-    def __init__(self, options: SourceOptions, table: Table) -> None:
+    def __init__(self, options: SourceOptions, table: Table, pushed: Pushed | None = None) -> None:
         self.options = options
         self.table = table
+        self.pushed = pushed or Pushed()  # from the JVM table (pushdown.py); none from Spark's Python API
 
     def partitions(self) -> list[InputPartition]:
         o = self.options
         if o.bootstrap:
             parts: list[InputPartition] = [
-                FetchGroup(p) for p in list_partitions(o.bootstrap, o.topics, o.include_internal, o.security)]
+                FetchGroup(p) for p in list_partitions(o.bootstrap, o.topics, o.include_internal, o.security)
+                if self.pushed.wants(p.topic, p.partition)]
             return parts or [ItemGroup(())]
         size = o.bytes_per_partition or LOG_TASK_BYTES_DEFAULT
-        return plan_groups(file_plan(Path(o.path), o.topics, o.include_internal), size, o.read_committed,
-                           o.partitions_min)
+        plan = self.pushed.prune(file_plan(Path(o.path), o.topics, o.include_internal),
+                                 offsets=not o.read_committed)
+        return plan_groups(plan, size, o.read_committed, o.partitions_min)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         buf, add = new_buffer(self.table)
@@ -188,7 +192,8 @@ class KanalLogReader(DataSourceReader):
             for i, item in enumerate(partition.items):  # type: ignore[attr-defined]
                 view = views[i] if views is not None else None
                 filt = AbortedFilter(view.aborted) if view is not None else None
-                items = visible_items(read_item(item), filt, view.lso if view is not None else None)
+                items = self.pushed.batches(
+                    visible_items(read_item(item), filt, view.lso if view is not None else None))
                 yield from entry_rows(buf, item.topic, item.partition, item.topic, items, fail_fast, add)
         last = buf.flush()
         if last is not None:

@@ -33,6 +33,7 @@ from kanal.spark.copy_plan import metadata_plan
 from kanal.spark.log_rows import entry_rows
 from kanal.spark.log_source import plan_groups
 from kanal.spark.metadata_columns import new_metadata_buffer
+from kanal.spark.pushdown import Pushed
 from kanal.spark.range_reader import read_item
 from kanal.spark.segment_files import METADATA_TOPIC
 from kanal.spark.source_options import SourceOptions
@@ -72,13 +73,14 @@ class KanalMetadataPythonSource(KanalMetadataDataSource):
 
 
 class KanalMetadataReader(DataSourceReader):
-    def __init__(self, options: SourceOptions, table: Table) -> None:
+    def __init__(self, options: SourceOptions, table: Table, pushed: Pushed | None = None) -> None:
         self.options = options
         self.table = table
+        self.pushed = pushed or Pushed()  # offsets, from the JVM table (pushdown.py)
 
     def partitions(self) -> list[InputPartition]:
         o = self.options
-        plan = metadata_plan(Path(o.path))
+        plan = self.pushed.prune(metadata_plan(Path(o.path)))
         return plan_groups(plan, o.bytes_per_partition, partitions_min=o.partitions_min)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

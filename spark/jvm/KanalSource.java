@@ -21,6 +21,7 @@ import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.write.BatchWrite;
@@ -30,6 +31,7 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
@@ -59,6 +61,9 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
 
   /** Whether readStream is the Python source's stream (else refused). */
   abstract boolean streams();
+
+  /** The columns whose predicates narrow a read (kanal.spark.pushdown). */
+  abstract Set<String> pushable();
 
   @Override
   public String shortName() {
@@ -181,11 +186,14 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
     }
   }
 
-  static final class SourceScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns {
+  static final class SourceScanBuilder
+      implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters {
     private final KanalSource source;
     private final StructType schema;
     private StructType required;
     private final Map<String, String> options;
+    private Filter[] pushed = new Filter[0];
+    private final ArrayList<HashMap<String, Object>> predicates = new ArrayList<>();
 
     SourceScanBuilder(KanalSource source, StructType schema, Map<String, String> options) {
       this.source = source;
@@ -199,9 +207,30 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
       this.required = requiredSchema;
     }
 
+    /** Keeps the predicates kanal.spark.pushdown can narrow a read with, and gives every filter back:
+     *  Spark evaluates them all on the rows read, so a pushed one only has to keep the rows it passes. */
+    @Override
+    public Filter[] pushFilters(Filter[] filters) {
+      List<Filter> kept = new ArrayList<>();
+      for (Filter f : filters) {
+        List<HashMap<String, Object>> found = new ArrayList<>();
+        if (PushedFilters.collect(f, source.pushable(), found)) {
+          kept.add(f);
+          predicates.addAll(found);
+        }
+      }
+      pushed = kept.toArray(new Filter[0]);
+      return filters;
+    }
+
+    @Override
+    public Filter[] pushedFilters() {
+      return pushed;
+    }
+
     @Override
     public Scan build() {
-      return new SourceScan(source, schema, required, options);
+      return new SourceScan(source, schema, required, options, predicates, pushed);
     }
   }
 
@@ -210,12 +239,17 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
     private final StructType schema;
     private final StructType readSchema;
     private final Map<String, String> options;
+    private final ArrayList<HashMap<String, Object>> predicates;
+    private final Filter[] pushed;
 
-    SourceScan(KanalSource source, StructType schema, StructType readSchema, Map<String, String> options) {
+    SourceScan(KanalSource source, StructType schema, StructType readSchema, Map<String, String> options,
+        ArrayList<HashMap<String, Object>> predicates, Filter[] pushed) {
       this.source = source;
       this.schema = schema;
       this.readSchema = readSchema;
       this.options = options;
+      this.predicates = predicates;
+      this.pushed = pushed;
     }
 
     @Override
@@ -225,7 +259,8 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
 
     @Override
     public String description() {
-      return source.name() + " " + options.getOrDefault("path", options.getOrDefault("bootstrap", ""));
+      return source.name() + " " + options.getOrDefault("path", options.getOrDefault("bootstrap", ""))
+          + " PushedFilters: " + java.util.Arrays.toString(pushed);
     }
 
     @Override
@@ -249,7 +284,8 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
 
     @Override
     public InputPartition[] planInputPartitions() {
-      List<String> parts = PythonWorkers.plan(PythonWorkers.pythonExecutable(), source.name(), options);
+      List<String> parts = PythonWorkers.plan(PythonWorkers.pythonExecutable(), source.name(), options,
+          predicates);
       List<InputPartition> out = new ArrayList<>(parts.size());
       for (String p : parts) {
         out.add(new WorkerPartition(p));
@@ -260,7 +296,7 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
     @Override
     public PartitionReaderFactory createReaderFactory() {
       return new WorkerReaderFactory(PythonWorkers.pythonExecutable(), source.name(), options,
-          readSchema.fieldNames());
+          readSchema.fieldNames(), predicates);
     }
   }
 

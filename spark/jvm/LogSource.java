@@ -1,5 +1,7 @@
 package kanal.spark.jvm;
 
+import java.util.Set;
+
 /** `kanal-log`: partition logs as records (kanal.spark.log_source); batch-only. */
 public final class LogSource extends KanalSource {
   @Override
@@ -15,5 +17,10 @@ public final class LogSource extends KanalSource {
   @Override
   boolean streams() {
     return false;
+  }
+
+  @Override
+  Set<String> pushable() {
+    return Set.of("topic", "partition", "offset", "timestamp");
   }
 }

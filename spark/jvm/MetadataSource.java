@@ -1,5 +1,7 @@
 package kanal.spark.jvm;
 
+import java.util.Set;
+
 /** `kanal-metadata`: the metadata log as records (kanal.spark.metadata_source); read-only, and a stream. */
 public final class MetadataSource extends KanalSource {
   @Override
@@ -15,5 +17,10 @@ public final class MetadataSource extends KanalSource {
   @Override
   boolean streams() {
     return true;
+  }
+
+  @Override
+  Set<String> pushable() {
+    return Set.of("offset");
   }
 }

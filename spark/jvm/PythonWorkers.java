@@ -22,8 +22,11 @@ import org.apache.spark.SparkEnv;
  *
  * A worker takes one request at a time, a JSON line on its stdin, and answers on its stdout:
  *
- *   {"op": "plan", "source": "kanal-log", "options": {...}}   -> a status line
- *   {"op": "read", "source": ..., "options": {...}, "columns": [...], "partition": "<base64 pickle>"}
+ *   {"op": "plan", "source": "kanal-log", "options": {...}, "filters": [...]}   -> a status line
+ *   {"op": "read", "source": ..., "options": {...}, "filters": [...], "columns": [...],
+ *    "partition": "<base64 pickle>"}
+ *
+ * ("filters": the pushed predicates, PushedFilters / kanal.spark.pushdown.)
  *                                                             -> an Arrow IPC stream, then a status line
  *
  * A status line is JSON: {"ok": true, ...} or {"ok": false, "error": "<Python type>: <message>"}. The IPC
@@ -66,10 +69,12 @@ final class PythonWorkers {
   }
 
   /** The Python reader's partitions() for these options, each a base64 pickle. */
-  static List<String> plan(String python, String source, Map<String, String> options) {
+  static List<String> plan(String python, String source, Map<String, String> options,
+      List<? extends Map<String, Object>> filters) {
     Map<String, Object> request = new LinkedHashMap<>();
     request.put("op", "plan");
     request.put("source", source);
+    request.put("filters", filters);
     request.put("options", options);
     Worker worker = take(python);
     JsonNode status;

@@ -3,6 +3,7 @@ package kanal.spark.jvm;
 import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -28,12 +29,15 @@ final class WorkerReaderFactory implements PartitionReaderFactory {
   private final String source;
   private final HashMap<String, String> options;
   private final String[] columns;
+  private final ArrayList<HashMap<String, Object>> filters;
 
-  WorkerReaderFactory(String python, String source, Map<String, String> options, String[] columns) {
+  WorkerReaderFactory(String python, String source, Map<String, String> options, String[] columns,
+      ArrayList<HashMap<String, Object>> filters) {
     this.python = python;
     this.source = source;
     this.options = new HashMap<>(options);
     this.columns = columns;
+    this.filters = filters;
   }
 
   @Override
@@ -48,7 +52,8 @@ final class WorkerReaderFactory implements PartitionReaderFactory {
 
   @Override
   public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-    return new WorkerReader(python, source, options, columns, ((KanalSource.WorkerPartition) partition).payload);
+    return new WorkerReader(python, source, options, columns, filters,
+        ((KanalSource.WorkerPartition) partition).payload);
   }
 
   static final class WorkerReader implements PartitionReader<ColumnarBatch> {
@@ -62,7 +67,7 @@ final class WorkerReaderFactory implements PartitionReaderFactory {
     private boolean answered;  // the status line after the stream was read: the worker can be reused
 
     WorkerReader(String python, String source, Map<String, String> options, String[] columns,
-        String payload) {
+        List<? extends Map<String, Object>> filters, String payload) {
       this.source = source;
       // A query that needs no column (count()) still needs the rows: ask for the cheapest one and hand
       // Spark batches of no vectors.
@@ -71,6 +76,7 @@ final class WorkerReaderFactory implements PartitionReaderFactory {
       request.put("op", "read");
       request.put("source", source);
       request.put("options", options);
+      request.put("filters", filters);
       request.put("columns", columns.length == 0 ? List.of("offset") : Arrays.asList(columns));  // both have it
       request.put("partition", payload);
       this.worker = PythonWorkers.take(python);
