@@ -60,10 +60,10 @@ def _reader(request: dict[str, Any], columns: Any = None) -> DataSourceReader:
 
 def plan(request: dict[str, Any]) -> dict[str, Any]:
     try:
-        parts = _reader(request).partitions()
+        parts = [base64.b64encode(pickle.dumps(p)).decode() for p in _reader(request).partitions()]
     except Exception as exc:  # noqa: BLE001 (any planning error goes back to the JVM as its message)
         return _error(exc)
-    return {"ok": True, "partitions": [base64.b64encode(pickle.dumps(p)).decode() for p in parts]}
+    return {"ok": True, "partitions": parts}
 
 
 def read(request: dict[str, Any], out: IO[bytes]) -> dict[str, Any]:
