@@ -164,11 +164,14 @@ class LogSegment:
 
     def _index(self, position: FilePosition, size: int, base_offset: Offset, max_timestamp_ms: int) -> None:
         """Index entries are added before the bytes they cover grow past the interval, and always for
-        the first batch of a segment."""
+        the first batch of a segment. The time entry is the largest timestamp so far, this batch's
+        included (when it grew since the last entry), so the last entry and the batches after the last
+        offset index entry give the segment's largest timestamp on open: with this batch's own maximum,
+        a larger one in a batch between index entries was lost at a restart, and time retention and
+        ListOffsets by timestamp then passed over a segment holding later records."""
         if position == 0 or self._bytes_since_index_entry >= self._index_interval_bytes:
             self.offset_index.append(base_offset, position)
-            if max_timestamp_ms > self.max_timestamp_ms:
-                self.time_index.maybe_append(max_timestamp_ms, base_offset)
+            self.time_index.maybe_append(max(self.max_timestamp_ms, max_timestamp_ms), base_offset)
             self._bytes_since_index_entry = 0
         self._bytes_since_index_entry += size
         self.max_timestamp_ms = max(self.max_timestamp_ms, max_timestamp_ms)
@@ -266,8 +269,9 @@ class LogSegment:
                     self.epoch_starts.append((loc.suffix.leader_epoch, loc.suffix.base_offset))
                 if loc.position == 0 or since_index >= self._index_interval_bytes:
                     offset_entries.append((Offset(loc.suffix.base_offset), loc.position))
-                    if header.max_timestamp_ms > self.max_timestamp_ms:
-                        time_entries.append((header.max_timestamp_ms, Offset(loc.suffix.base_offset)))
+                    so_far = max(self.max_timestamp_ms, header.max_timestamp_ms)  # as _index
+                    if not time_entries or so_far > time_entries[-1][0]:
+                        time_entries.append((so_far, Offset(loc.suffix.base_offset)))
                     since_index = 0
                 since_index += loc.size
                 self.max_timestamp_ms = max(self.max_timestamp_ms, header.max_timestamp_ms)

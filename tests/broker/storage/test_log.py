@@ -252,6 +252,31 @@ def test_compaction_keeps_the_latest_value_per_key_and_offsets(tmp_path):
     log.close()
 
 
+@pytest.mark.parametrize("reopen", ["clean", "recovered"])
+def test_a_segments_largest_timestamp_survives_a_restart(tmp_path, reopen):
+    """A batch between offset index entries holding the segment's largest timestamp (a producer's clock
+    ahead of the next ones): after a restart, time retention keeps the segment and ListOffsets by
+    timestamp finds that batch, as before it."""
+    config = LogConfig(segment_bytes_max=1 << 20, batch_bytes_max=1 << 16, index_interval_bytes=300,
+                       retention_ms=1000, timestamp_difference_ms_max=None)
+    log = Log.open(tmp_path / "t-0", config)
+    for ts in (100, 500, 200, 210, 220):  # 500 falls between index entries (batches of ~230 bytes)
+        log.append(batch(1, ts=NOW + ts, size=200), leader_epoch=0, now_ms=NOW)
+    log.roll()
+    log.append(batch(1, ts=NOW + 230), leader_epoch=0, now_ms=NOW)
+    assert log.offset_for_timestamp(NOW + 400) == (1, NOW + 500)
+    if reopen == "clean":
+        log.close()
+    else:
+        log.close_unclean()
+    log = Log.open(tmp_path / "t-0", config)
+    assert log.segments[0].max_timestamp_ms == NOW + 500
+    assert log.offset_for_timestamp(NOW + 400) == (1, NOW + 500)
+    assert log.delete_old_segments(now_ms=NOW + 500 + 1000) == 0  # its newest record is within retention
+    assert log.delete_old_segments(now_ms=NOW + 500 + 1001) == 1
+    log.close()
+
+
 def test_damaged_index_is_rebuilt_on_open(tmp_path):
     config = LogConfig(segment_bytes_max=2048, batch_bytes_max=1024, index_interval_bytes=100)
     log = Log.open(tmp_path / "t-0", config)
