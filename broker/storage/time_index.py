@@ -7,8 +7,9 @@ File `<base_offset:020d>.timeindex`, entries of 12 bytes, big-endian:
 
 Entries are added alongside offset-index entries, only when the largest timestamp grew since the last entry
 (through this batch or one between index entries), so both columns strictly increase, and the last entry
-with the batches after the last offset-index entry gives the segment's largest timestamp on open. Every batch before an entry has timestamps <= the entry's, which is what makes a
-lookup safe: scanning from the last entry below a target time cannot miss a batch at or after it.
+with the batches after the last offset-index entry gives the segment's largest timestamp on open. Every
+batch before an entry has timestamps <= the entry's, which is what makes a lookup safe: scanning from the
+last entry below a target time cannot miss a batch at or after it.
 """
 
 from __future__ import annotations

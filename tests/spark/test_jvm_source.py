@@ -10,7 +10,7 @@ import pytest
 
 from kanal.v1.batch import NewRecord
 
-from .cluster_files import metadata_batches, write_metadata_log
+from .cluster_files import failover_cluster, metadata_batches, write_metadata_log
 from .log_files import segment_paths, write_log
 
 T0 = 1_700_000_070_000
@@ -158,3 +158,25 @@ def test_filters_are_pushed_and_narrow_what_is_read(spark, files):
     assert df.where("topic = 'events' and partition = 1 and offset < 12").count() == 12
     with pytest.raises(Exception, match=r"events-1/\d+\.log: byte \d+"):
         df.where("topic = 'events' and partition = 1").count()
+
+
+@pytest.mark.parametrize("where", [
+    None, "topic = 'orders'", "topic = 'orders' and offset >= 40", "offset < 10 and partition = 0",
+    f"timestamp >= timestamp_millis({T0})",
+])
+def test_a_failed_over_clusters_files_read_the_committed_records_pushed_or_not(spark, tmp_path, where):
+    """Three brokers' copies after a leader died holding unreplicated records and a topic was re-created:
+    the JVM table, with or without pushed filters, reads what the Python source reads, and orders-0 is
+    exactly its committed records once each."""
+    cluster = failover_cluster(tmp_path)
+    jvm, python = _both(spark, cluster.root)
+    if where is not None:
+        jvm, python = jvm.where(where), python.where(where)
+    rows = _rows(jvm)
+    assert rows == _rows(python)
+    orders = {r["offset"]: r["value"] for r in rows if r["topic"] == "orders" and r["_corrupt"] is None}
+    expected = {o: v for o, v in cluster.committed.items()
+                if where is None or "offset >= 40" not in where or o >= 40}
+    if where is None or "orders" in where:
+        assert orders == expected
+        assert len([r for r in rows if r["topic"] == "orders" and r["_corrupt"] is None]) == len(expected)
