@@ -24,10 +24,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader
 
 from kanal.spark.columns import LOG_TABLE, METADATA_TABLE, Table
-from kanal.spark.log_source import KanalLogReader
-from kanal.spark.metadata_source import KanalMetadataReader
+from kanal.spark.log_source import KanalLogDataSource
+from kanal.spark.metadata_source import KanalMetadataDataSource
 from kanal.spark.pushdown import Pushed
-from kanal.spark.source_options import SourceOptions
 
 # The IPC stream is written in pieces of a batch's buffers; a large pipe buffer keeps the writes few.
 OUT_BUFFER_BYTES = 1 << 20
@@ -37,12 +36,11 @@ def _error(exc: BaseException) -> dict[str, Any]:
     return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
 
-# Each source the JVM serves: its full table, and its reader for options, a table and the pushed filters
-# (as its DataSource's reader() makes it, plus pushdown.py's bounds).
+# Each source the JVM serves: its full table, and how its DataSource opens a reader (options, columns,
+# pushed filters).
 SOURCES = {
-    "kanal-log": (LOG_TABLE, lambda o, t, p: KanalLogReader(SourceOptions.parse(o), t, p)),
-    "kanal-metadata": (
-        METADATA_TABLE, lambda o, t, p: KanalMetadataReader(SourceOptions.parse(o, files_only=True), t, p)),
+    "kanal-log": (LOG_TABLE, KanalLogDataSource.open_reader),
+    "kanal-metadata": (METADATA_TABLE, KanalMetadataDataSource.open_reader),
 }
 
 

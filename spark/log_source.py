@@ -39,7 +39,7 @@ writes are refused (batch_only.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -97,7 +97,13 @@ class KanalLogDataSource(BatchOnly, DataSource):
         return LOG_TABLE.ddl()
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KanalLogReader(SourceOptions.parse(self.options), LOG_TABLE.select(schema.fieldNames()))
+        return self.open_reader(self.options, LOG_TABLE.select(schema.fieldNames()))
+
+    @staticmethod
+    def open_reader(options: Mapping[str, str], table: Table, pushed: Pushed | None = None) -> KanalLogReader:
+        """The reader for these options and columns: Spark's Python API's, and the JVM worker's
+        (jvm_worker.py), which also passes the pushed filters."""
+        return KanalLogReader(SourceOptions.parse(options), table, pushed)
 
 
 class KanalLogPythonSource(KanalLogDataSource):

@@ -20,7 +20,7 @@ also registered as `kanal-metadata-python` (log_source.py says how; jvm_jar.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -50,8 +50,13 @@ class KanalMetadataDataSource(BatchOnly, DataSource):
         return METADATA_TABLE.ddl()
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        options = SourceOptions.parse(self.options, files_only=True)
-        return KanalMetadataReader(options, METADATA_TABLE.select(schema.fieldNames()))
+        return self.open_reader(self.options, METADATA_TABLE.select(schema.fieldNames()))
+
+    @staticmethod
+    def open_reader(options: Mapping[str, str], table: Table, pushed: Pushed | None = None
+                    ) -> KanalMetadataReader:
+        """The reader for these options and columns (as kanal-log's: the JVM worker's too)."""
+        return KanalMetadataReader(SourceOptions.parse(options, files_only=True), table, pushed)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """The metadata log as a stream (metadata_stream.py); writes stay refused (BatchOnly)."""
