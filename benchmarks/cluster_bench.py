@@ -535,7 +535,7 @@ def bench_security(args) -> dict:
     certificates, authentication mtls,password); the modes take turns in every round, each on a fresh
     topic, so load from elsewhere on the machine falls on all of them alike."""
     from kanal.deploy.certificates import make_dev_tls
-    from kanal.v1.channel_security import ClientSecurity
+    from kanal.security.channel_security import ClientSecurity
 
     root = Path(tempfile.mkdtemp(prefix="kanal-bench-security-", dir=args.dir))
     plain = LocalCluster(root / "plaintext", controllers=1, brokers=1)

@@ -4,7 +4,7 @@
         --controllers kanal-controller-0.kanal-controller:9091 --data-dir /var/lib/kanal
 
 Every flag is also a KANAL_<FLAG> environment variable and a key of a TOML --config file (precedence: flag,
-environment, file, default; kanal.v1.server_flags). SIGTERM is a controlled shutdown: the broker asks the
+environment, file, default; kanal.server.flags). SIGTERM is a controlled shutdown: the broker asks the
 controller to move its leaderships away, stops serving, flushes and closes its logs, and exits 0.
 
 Exit status: 0 after a clean stop, 1 when the broker could not start, 2 for bad configuration (one line on
@@ -25,17 +25,15 @@ from pathlib import Path
 from kanal.broker.config import BrokerConfig, parse_endpoint
 from kanal.broker.memory_policy import keep_freed_memory
 from kanal.broker.server import BrokerServer
+from kanal.commands.report import command_error
 from kanal.metadata.authorizer import authorizer_config_from
-from kanal.v1.authorizer_flags import add_authorizer_flags
-from kanal.v1.cli_report import command_error
-from kanal.v1.error import KanalError
-from kanal.v1.listener_security import (
+from kanal.security.authorizer_flags import add_authorizer_flags
+from kanal.security.listener_security import (
     ListenerSecurityError,
     add_listener_security_flags,
     listener_security_from_args,
 )
-from kanal.v1.metrics_endpoint import BROKER_METRICS_PORT_DEFAULT, MetricsFlagError, metrics_listen
-from kanal.v1.server_flags import (
+from kanal.server.flags import (
     OneLineParser,
     ServerFlagError,
     add_server_flags,
@@ -44,7 +42,9 @@ from kanal.v1.server_flags import (
     integer,
     parse_layered,
 )
-from kanal.v1.server_logging import setup_logging
+from kanal.server.logs import setup_logging
+from kanal.server.metrics_endpoint import BROKER_METRICS_PORT_DEFAULT, MetricsFlagError, metrics_listen
+from kanal.v1.error import KanalError
 
 EXIT_OK = 0
 EXIT_STARTUP_FAILED = 1

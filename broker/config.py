@@ -12,9 +12,9 @@ from pathlib import Path
 
 from kanal.broker.quota_sampler import QuotaWindows
 from kanal.metadata.authorizer import AuthorizerConfig
+from kanal.net.host_port import HostPortError, parse_host_port
+from kanal.security.listener_security import ListenerSecurity
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.host_port import HostPortError, parse_host_port
-from kanal.v1.listener_security import ListenerSecurity
 
 # One attempt of a call at one controller waits at most this long (unless the call says less: heartbeats
 # wait one heartbeat interval, metadata long polls their wait plus METADATA_FETCH_REPLY_MARGIN_MS), so a
@@ -48,7 +48,7 @@ class BrokerConfig:
     # host:port clients and other brokers dial, registered with the controllers; empty: `listen`.
     advertise: str = ""
     # host:port for the Prometheus metrics endpoint; empty disables it. `kanal broker` fills it in: port 9404
-    # (kanal.v1.metrics_endpoint) on the --listen host, unless --metrics moves it or says `off`.
+    # (kanal.server.metrics_endpoint) on the --listen host, unless --metrics moves it or says `off`.
     metrics_listen: str = ""
     # Heartbeat period to the active controller; also the deadline of one heartbeat attempt at one
     # controller (two for the whole heartbeat). At most 1/4 of the controllers' session timeout
@@ -117,7 +117,7 @@ class BrokerConfig:
     # default: everything is allowed, as before ACLs.
     authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
     # TLS, client certificates and authentication of the gRPC listener, and how this broker dials the
-    # controllers and the other brokers (kanal.v1.listener_security); default: plaintext, ANONYMOUS.
+    # controllers and the other brokers (kanal.security.listener_security); default: plaintext, ANONYMOUS.
     security: ListenerSecurity = field(default_factory=ListenerSecurity)
     # Client quota rates are measured over this many samples (quota.window.num) ...
     quota_window_num: int = 11

@@ -34,11 +34,11 @@ import grpc
 
 from kanal.broker.config import CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX
 from kanal.broker.controller_chooser import ControllerChooser
+from kanal.net.channel_options import channel_options
+from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.v1 import controller_pb2_grpc
-from kanal.v1.channel_options import channel_options
-from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.grpc_errors import active_controller_of, error_code_of
+from kanal.v1.error_trailer import active_controller_of, error_code_of
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ with that base offset). Per `.timeindex` entry: timestamp and offset, checked li
 at that offset, and the largest timestamp through it must be the entry's).
 
 `--output json` prints one JSON object per line (`"type"`: `entry`, `record`, `index`, `timeindex`,
-`damage`, `file`), bytes as kanal.v1.record_text writes them. Exit 0 when every file is intact, 1 when
+`damage`, `file`), bytes as kanal.commands.record_text writes them. Exit 0 when every file is intact, 1 when
 any damage or index mismatch was found, 2 on usage errors (a path that is not there).
 """
 
@@ -30,11 +30,11 @@ from pathlib import Path
 
 from kanal.broker.storage.segment import segment_file_name
 from kanal.broker.storage.segment_walk import mapped_segment, walk_segment
+from kanal.commands.record_text import as_text, put_bytes
+from kanal.commands.report import CommandParser, command_error
 from kanal.v1 import records_pb2
 from kanal.v1.batch import CorruptEntry, Entry, decode_records, parse_batch
-from kanal.v1.cli_report import CommandParser, command_error
 from kanal.v1.error import KanalError
-from kanal.v1.record_text import as_text, put_bytes
 
 EXIT_OK, EXIT_DAMAGED, EXIT_USAGE = 0, 1, 2
 SUFFIXES = (".log", ".index", ".timeindex")

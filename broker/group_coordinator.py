@@ -31,7 +31,7 @@ memory agree on which commit came last.
 Threads. gRPC threads call in; JoinGroup and a follower's SyncGroup park on their `_Call` until the
 state machine answers. One ticker thread expires sessions, completes joins at their deadlines, picks up
 leadership changes, retries failed loads and refreshes the lag gauge; one loader thread loads partitions.
-An unexpected exception in the ticker stops the process (kanal.broker.fatal), as one in the metadata
+An unexpected exception in the ticker stops the process (kanal.server.fatal), as one in the metadata
 follower does: a coordinator whose ticker died would keep answering with sessions that never expire.
 
 Beside it: group_lag.py measures the lag (high-water marks against committed offsets) and exports the
@@ -50,7 +50,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import cast
 
-from kanal.broker.fatal import stop_process
 from kanal.broker.group import DEAD, Group, GroupLimits, Persist, Reply, check_group_id
 from kanal.broker.group_lag import GroupLag
 from kanal.broker.group_records import (
@@ -66,12 +65,13 @@ from kanal.broker.group_records import (
 )
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.peer_brokers import PeerBrokers
-from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.metadata import MetadataImage
 from kanal.metadata.ids import PartitionId
+from kanal.security.channel_security import ClientSecurity
+from kanal.server.clock import PROCESS_CLOCK
+from kanal.server.fatal import stop_process
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, groups_pb2
 from kanal.v1.batch import CorruptEntry
-from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.partitioning import partition_for_key
 from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC

@@ -40,8 +40,8 @@ from pathlib import Path
 
 from kanal.broker.config import check_heartbeat_fits_session
 from kanal.broker.controller_client import ControllerClient
-from kanal.broker.fatal import stop_process
 from kanal.broker.storage.meta_properties import MetaPropertiesError, load_or_create
+from kanal.server.fatal import stop_process
 from kanal.v1 import controller_pb2
 from kanal.v1.error import ErrorCode, KanalError
 

@@ -29,9 +29,9 @@ from collections.abc import Callable
 
 from kanal.broker.config import METADATA_FETCH_REPLY_MARGIN_MS
 from kanal.broker.controller_client import ControllerClient
-from kanal.broker.fatal import stop_process
 from kanal.broker.metadata_catch_up import MetadataCatchUp
 from kanal.metadata import MetadataImage
+from kanal.server.fatal import stop_process
 from kanal.v1 import controller_pb2
 from kanal.v1.error import ErrorCode, KanalError
 

@@ -1,7 +1,7 @@
 """The broker's Prometheus metrics, named after Kafka's MBeans so dashboards translate directly.
 
 One registry per broker process (not the global default), with the process and Python runtime collectors
-(kanal.v1.metrics_endpoint), served on `metrics_listen`: port 9404 on the --listen host unless moved or
+(kanal.server.metrics_endpoint), served on `metrics_listen`: port 9404 on the --listen host unless moved or
 switched off (`--metrics`). docs/metrics.md lists every name; deploy/grafana/kanal.json draws them.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from kanal.v1.metrics_endpoint import node_registry
+from kanal.server.metrics_endpoint import node_registry
 
 _LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 # An fsync takes from tens of microseconds (a page cache with nothing dirty) to seconds (a busy disk).

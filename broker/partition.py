@@ -40,6 +40,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kanal.broker.batch_validation import validate_produced_batch
 from kanal.broker.divergence import EpochEndOffset, diverging_epoch, truncation_step
 from kanal.broker.leader_state import IsrProposal, LeaderState, ReplicationConfig, ReplicationEffects
 from kanal.broker.producer_snapshot import (
@@ -57,16 +58,15 @@ from kanal.broker.producer_state import (
     producer_batches_in,
 )
 from kanal.broker.replication_throttle import ReplicationThrottle
-from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.broker.storage.ids import LeaderEpoch, Offset
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.storage.partition_metadata import DELETE_SUFFIX, remove_directory
 from kanal.broker.storage.transaction_checkpoint import read_checkpoint, remove_checkpoint, write_checkpoint
 from kanal.broker.storage.transaction_index import TransactionIndex, TxnBatch, txn_batches_in
+from kanal.server.clock import PROCESS_CLOCK
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import ATTR_CONTROL, coordinator_epoch_in, iter_entries, scan_batch
-from kanal.v1.batch_validation import validate_produced_batch
 from kanal.v1.error import ErrorCode, KanalError
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import grpc
 
+from kanal.net.channel_options import channel_options
+from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.v1 import broker_pb2_grpc
-from kanal.v1.channel_options import channel_options
-from kanal.v1.channel_security import ClientSecurity, open_channel
 
 
 class PeerBrokers:

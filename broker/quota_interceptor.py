@@ -9,7 +9,7 @@ QuotaInterceptor is a grpc.aio server interceptor on the Broker service. While n
 it hands every handler back untouched (the only cost is the interceptor call), and a call of a client
 no quota applies to runs unwrapped (one cached lookup). Otherwise it wraps the handler:
 
-- Who: the user is the name of the call's principal (`kanal.v1.principal.call_principal()`, read inside
+- Who: the user is the name of the call's principal (`kanal.security.principal.call_principal()`, read inside
   the wrapper, where the authenticator's interceptor, listed before this one, has bound it), the client
   id is the call's `kanal-client-id` metadata (kanal.v1.client_id; "" when absent).
 - Delay: a call whose (user, client id) is still throttled for its kind (Produce: producer bytes, Fetch:
@@ -43,8 +43,8 @@ from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.quota_policy import QuotaKind, QuotaOutcome, QuotaTracker, entity_label, table_from_image
 from kanal.broker.quota_sampler import QuotaWindows
 from kanal.metadata import MetadataImage
+from kanal.security.principal import call_principal
 from kanal.v1.client_id import CLIENT_ID_METADATA_KEY
-from kanal.v1.principal import call_principal
 
 _SERVICE_PREFIX = "/kanal.v1.Broker/"
 _PRODUCE = _SERVICE_PREFIX + "Produce"

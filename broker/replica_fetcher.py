@@ -9,7 +9,7 @@ the name. Partition.apply_fetched appends, truncates or resets as the answer say
 A failed round backs off briefly (and the next one opens a new stream); leadership changes come through
 the metadata image, which updates the fetcher's partition list. An expected failure to apply an answer
 (a KanalError: a full disk is STORAGE_ERROR) is logged and retried by the next round; anything else is a
-broken invariant and stops the broker (kanal.broker.fatal), as the metadata follower's does: a fetcher
+broken invariant and stops the broker (kanal.server.fatal), as the metadata follower's does: a fetcher
 that died quietly would leave its partitions out of the ISR for good.
 
 Where it runs: a coroutine on the broker's gRPC event loop (the loop that serves Produce and Fetch),
@@ -44,11 +44,11 @@ from typing import TYPE_CHECKING
 import grpc
 
 from kanal.broker.config import BrokerConfig
-from kanal.broker.fatal import stop_process
 from kanal.broker.replica_stream import ReplicaFetchSession
+from kanal.net.channel_options import channel_options
+from kanal.security.channel_security import credentials_metadata, open_aio_channel
+from kanal.server.fatal import stop_process
 from kanal.v1 import broker_pb2, broker_pb2_grpc
-from kanal.v1.channel_options import channel_options
-from kanal.v1.channel_security import credentials_metadata, open_aio_channel
 from kanal.v1.error import KanalError
 
 if TYPE_CHECKING:

@@ -35,7 +35,6 @@ from kanal.broker.partition import FOLLOWER, LEADER, Assignment, Partition
 from kanal.broker.produce_call import ProduceCall, ProduceWait
 from kanal.broker.replica_fetcher import ReplicaFetcher
 from kanal.broker.replication_throttle import ReplicationThrottle
-from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.storage.partition_metadata import (
     DELETE_SUFFIX,
@@ -51,6 +50,7 @@ from kanal.broker.storage.partition_metadata import (
 from kanal.metadata import MetadataImage, topic_config_texts
 from kanal.metadata.ids import BrokerId
 from kanal.metadata.topic_config import effective_topic_configs
+from kanal.server.clock import PROCESS_CLOCK
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from kanal.v1.error import ErrorCode, KanalError

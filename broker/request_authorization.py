@@ -50,10 +50,10 @@ from kanal.metadata.access import Access, Admission, admitted, keep_only, narrow
 from kanal.metadata.acl import CLUSTER, CLUSTER_RESOURCE_NAME, GROUP, TOPIC, TRANSACTIONAL_ID
 from kanal.metadata.admin_authorization import ADMIN_CALLS, admit_admin
 from kanal.metadata.authorizer import AuthorizerConfig, broker_principal, has_any_allow
+from kanal.security.call_identity import peer_host
+from kanal.security.principal import call_principal
 from kanal.v1 import broker_pb2, metadata_pb2
-from kanal.v1.call_identity import peer_host
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.principal import call_principal
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 _OP = metadata_pb2

@@ -44,15 +44,15 @@ from kanal.broker.quota_sampler import QuotaWindows
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.request_authorization import RequestGate
 from kanal.broker.service import BrokerService
-from kanal.broker.storage.clock import PROCESS_CLOCK
 from kanal.broker.transaction_coordinator import TransactionCoordinator
+from kanal.security.authentication import Authenticator, aio_server_interceptor
+from kanal.security.listener_security import warn_if_exposed
+from kanal.server.clock import PROCESS_CLOCK
+from kanal.server.flags import LIVENESS_SERVICE
+from kanal.server.metrics_endpoint import MetricsListen, serve_metrics
+from kanal.server.reflection import enable_reflection
 from kanal.v1 import broker_pb2, broker_pb2_grpc
-from kanal.v1.authentication import Authenticator, aio_server_interceptor
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.listener_security import warn_if_exposed
-from kanal.v1.metrics_endpoint import MetricsListen, serve_metrics
-from kanal.v1.server_flags import LIVENESS_SERVICE
-from kanal.v1.server_reflection import enable_reflection
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name
@@ -171,7 +171,8 @@ class BrokerServer:
                    ("grpc.max_send_message_length", self.config.grpc_message_bytes_max),
                    ("grpc.so_reuseport", 0)]
         # Every call is authenticated at the door and served with its principal bound
-        # (kanal.v1.authentication); client quotas (broker/quota_interceptor.py) are applied inside that, to
+        # (kanal.security.authentication); client quotas (broker/quota_interceptor.py) are applied inside
+        # that, to
         # the call's principal.
         self.authenticator = Authenticator(
             self.config.security, self._scram_credentials, unready=self._unready

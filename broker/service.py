@@ -36,11 +36,11 @@ from kanal.broker.group_coordinator import join_timed_out, sync_timed_out
 from kanal.broker.replica_stream import serve_replica_stream
 from kanal.broker.request_authorization import gated
 from kanal.metadata import MetadataImage, offline_reason
+from kanal.security.call_identity import PRINCIPAL_METADATA_KEY, peer_host
+from kanal.security.principal import call_principal
+from kanal.server.error_boundary import async_error_boundary, error_boundary
 from kanal.v1 import broker_pb2, broker_pb2_grpc
-from kanal.v1.call_identity import PRINCIPAL_METADATA_KEY, peer_host
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.grpc_errors import async_error_boundary, error_boundary
-from kanal.v1.principal import call_principal
 
 if TYPE_CHECKING:
     from kanal.broker.server import BrokerServer

@@ -16,11 +16,11 @@ import grpc
 
 from kanal.clients.cluster_metadata import ClusterMetadata, PartitionInfo
 from kanal.clients.group_membership import GroupMembership
+from kanal.security.channel_security import ClientSecurity
+from kanal.security.scram import ITERATIONS_DEFAULT, MECHANISMS, check_mechanism, new_salt, salted_password
 from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2, operations_pb2, transactions_pb2
-from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.grpc_errors import error_code_of
-from kanal.v1.scram import ITERATIONS_DEFAULT, MECHANISMS, check_mechanism, new_salt, salted_password
+from kanal.v1.error_trailer import error_code_of
 from kanal.v1.topic_name import check_topic_name
 from kanal.v1.wire_enum import as_enum
 
@@ -60,7 +60,7 @@ class GroupInfo:
 class Admin:
     def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000,
                  security: ClientSecurity | None = None) -> None:
-        """`security`: TLS files and credentials (kanal.v1.channel_security.ClientSecurity); None:
+        """`security`: TLS files and credentials (kanal.security.channel_security.ClientSecurity); None:
         plaintext."""
         self._metadata = ClusterMetadata(bootstrap, request_timeout_ms=request_timeout_ms, security=security)
         self._timeout_s = request_timeout_ms / 1000
@@ -261,7 +261,7 @@ class Admin:
                     iterations: int = ITERATIONS_DEFAULT) -> None:
         """Create the user or replace its password, for each mechanism (default both). The password is
         salted and iterated here: only the salted password is sent (over TLS when this Admin uses it), and
-        the cluster keeps only the keys made from it (kanal.v1.scram)."""
+        the cluster keeps only the keys made from it (kanal.security.scram)."""
         upsertions = []
         for mechanism in mechanisms or sorted(MECHANISMS):
             salt = new_salt()

@@ -1,12 +1,12 @@
 """The `kanal` client commands: topics, produce, consume, groups, cluster, configs, quotas, acls, users, perf.
 
 Every command takes TLS settings and credentials (--tls-ca-file, --tls-cert-file, --tls-key-file, --user,
---password, or --command-config FILE): see kanal.v1.command_config.
+--password, or --command-config FILE): see kanal.commands.command_config.
 
 Every command takes --bootstrap HOST:PORT[,...]; without it, $KANAL_BOOTSTRAP, else the cluster that
 `kanal dev` is running (it writes its address to $KANAL_HOME/dev.json, ~/.kanal by default); with none of
 them, NO_CLUSTER. Every command prints text or, with --output json, JSON: data on stdout, an error as one
-JSON object on stderr. Errors are one line and a documented exit status (kanal.v1.cli_report; docs/cli.md).
+JSON object on stderr. Errors are one line and a documented exit status (kanal.commands.report; docs/cli.md).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from kanal.clients.producer_config import (
     ProducerConfig,
     delivery_timeout_covering,
 )
-from kanal.v1.channel_security import ClientSecurity
-from kanal.v1.cli_report import EXIT_FAILED, OUTPUT_HELP, CommandParser, bounded_number, report_error
-from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
-from kanal.v1.dev_state import dev_state_path, read_dev_state
+from kanal.commands.command_config import add_client_security_flags, layered_settings, security_from
+from kanal.commands.dev_state import dev_state_path, read_dev_state
+from kanal.commands.record_text import as_text, put_bytes
+from kanal.commands.report import EXIT_FAILED, OUTPUT_HELP, CommandParser, bounded_number, report_error
+from kanal.security.channel_security import ClientSecurity
+from kanal.security.scram import ITERATIONS_DEFAULT, ITERATIONS_MAX, ITERATIONS_MIN, MECHANISMS
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.record_text import as_text, put_bytes
-from kanal.v1.scram import ITERATIONS_DEFAULT, ITERATIONS_MAX, ITERATIONS_MIN, MECHANISMS
 
 
 def default_bootstrap() -> str:
@@ -75,7 +75,7 @@ def _admin(args) -> Admin:
 
 
 def _security(args):
-    """TLS files and credentials for this command (kanal.v1.command_config); None: plaintext."""
+    """TLS files and credentials for this command (kanal.commands.command_config); None: plaintext."""
     if getattr(args, "_security", None) is None:
         args._security = security_from(_settings(args)) or False
     return args._security or None

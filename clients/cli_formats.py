@@ -9,7 +9,8 @@ ISO 8601's `PnDTnHnMnS`, as Kafka's, e.g. `PT15M`, `P1DT12H`.
 Record formats (`consume --format`, kcat's `-f`): `%t` topic, `%p` partition, `%o` offset, `%T` timestamp
 (ms), `%k` key, `%s` value, `%h` headers (`k=v` joined by `,`), `%K` / `%S` key / value length in bytes
 (-1 for null), `%%` a percent sign, `\\n` `\\t` `\\\\` escapes. A null key or value prints as `null`, bytes
-that are not UTF-8 are backslash-escaped (kanal.v1.record_text), as in the console consumer's text output.
+that are not UTF-8 are backslash-escaped (kanal.commands.record_text), as in the console consumer's text
+output.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from kanal.commands.record_text import as_text
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.record_text import as_text
 
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import grpc
 
 from kanal.clients.config_checks import parse_bootstrap
+from kanal.net.channel_options import channel_options
+from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.v1 import broker_pb2, broker_pb2_grpc
-from kanal.v1.channel_options import channel_options
-from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.client_id import CLIENT_ID_METADATA_KEY, check_client_id
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import check_topic_name
@@ -77,7 +77,7 @@ class ClusterMetadata:
     def __init__(self, bootstrap: str, *, request_timeout_ms: int = 30_000,
                  security: ClientSecurity | None = None, client_id: str = "") -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
-        # TLS files and credentials for every channel (kanal.v1.channel_security); None: plaintext.
+        # TLS files and credentials for every channel (kanal.security.channel_security); None: plaintext.
         self.security = security
         check_client_id(client_id)
         self.client_id = client_id
@@ -108,7 +108,7 @@ class ClusterMetadata:
         return stub
 
     def produce_call(self, endpoint: str) -> Callable[..., broker_pb2.ProduceResponse]:
-        """Broker.Produce taking an already serialized ProduceRequest (kanal.v1.produce_request), on the
+        """Broker.Produce taking an already serialized ProduceRequest (kanal.clients.produce_request), on the
         endpoint's channel: the producer writes requests by hand to copy its batches once."""
         call = self._produce_calls.get(endpoint)
         if call is None:

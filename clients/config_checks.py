@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import NoReturn
 
+from kanal.net.host_port import parse_host_port
 from kanal.v1.error import ConfigError
-from kanal.v1.host_port import parse_host_port
 
 
 def bad_config(message: str) -> NoReturn:
@@ -46,10 +46,12 @@ def parse_bootstrap(value: object) -> list[str]:
 
 
 def check_security(value: object) -> None:
-    # Imported here: kanal.v1.channel_security imports grpc, which the configs' other checks do not need.
-    from kanal.v1.channel_security import ClientSecurity
+    # Imported here: kanal.security.channel_security imports grpc, which the configs' other checks do not
+    # need.
+    from kanal.security.channel_security import ClientSecurity
 
     if value is not None and not isinstance(value, ClientSecurity):
         bad_config(
-            f"security must be a kanal.v1.channel_security.ClientSecurity or None, got {type(value).__name__}"
+            "security must be a kanal.security.channel_security.ClientSecurity or None, "
+            f"got {type(value).__name__}"
         )

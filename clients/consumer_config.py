@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from kanal.clients.assignors import ASSIGNORS
 from kanal.clients.config_checks import check_bool, check_int, check_security, check_str, parse_bootstrap
+from kanal.security.channel_security import ClientSecurity
 from kanal.v1 import broker_pb2
-from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.client_id import check_client_id
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -61,7 +61,7 @@ class ConsumerConfig:
     # Decode fetched records in C when the extension is built (kanal.clients.consumer.NATIVE; same records
     # and errors). False keeps the pure-Python path.
     use_native_path: bool = True
-    # TLS files and credentials (kanal.v1.channel_security.ClientSecurity); None: plaintext.
+    # TLS files and credentials (kanal.security.channel_security.ClientSecurity); None: plaintext.
     security: ClientSecurity | None = None
     # "read_uncommitted": everything below the high-water mark, records of open and aborted transactions
     # included; "read_committed": only below the last stable offset, aborted transactions' records dropped

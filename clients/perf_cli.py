@@ -27,7 +27,7 @@ from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.latency_histogram import LatencyHistogram
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig, delivery_timeout_covering
-from kanal.v1.channel_security import ClientSecurity
+from kanal.security.channel_security import ClientSecurity
 
 CHUNK_RECORDS = 1000
 IDLE_STOP_S = 3.0

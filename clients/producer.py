@@ -40,6 +40,7 @@ import grpc
 
 from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.clients.produce_request import encode_produce_request
 from kanal.clients.producer_batch import (
     NATIVE,
     NATIVE_IMPORT_ERROR,
@@ -59,7 +60,6 @@ from kanal.v1 import broker_pb2
 from kanal.v1.batch import ATTR_TRANSACTIONAL, encode_batch_parts, frame_batch_parts
 from kanal.v1.error import ErrorCode, KanalError, is_retriable
 from kanal.v1.partitioning import partition_for_key
-from kanal.v1.produce_request import encode_produce_request
 
 log = logging.getLogger(__name__)
 

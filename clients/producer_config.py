@@ -14,8 +14,8 @@ from kanal.clients.config_checks import (
     check_str,
     parse_bootstrap,
 )
+from kanal.security.channel_security import ClientSecurity
 from kanal.v1 import records_pb2
-from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.client_id import check_client_id
 
 CODECS = {
@@ -72,7 +72,8 @@ class ProducerConfig:
     # Run produce()'s per-record work in C when the extension is built (kanal.clients.producer.NATIVE;
     # same behaviour and bytes). False keeps the pure-Python path, as does a custom partitioner.
     use_native_path: bool = True
-    # TLS files and credentials (kanal.v1.channel_security.ClientSecurity; Kafka's security.protocol, ssl.*
+    # TLS files and credentials (kanal.security.channel_security.ClientSecurity; Kafka's security.protocol,
+    # ssl.*
     # and sasl.*); None: plaintext.
     security: ClientSecurity | None = None
     # Transactions (transactional.id): set, the producer writes in transactions (init_transactions,

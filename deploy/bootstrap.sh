@@ -43,7 +43,7 @@ else
   .venv/bin/python -m pip install -q -e .
 fi
 .venv/bin/python -c 'from kanal.clients import consumer, producer
-from kanal.v1 import batch_validation
+from kanal.broker import batch_validation
 for name, m in (("producer", producer), ("consumer", consumer), ("broker'"'"'s record validation", batch_validation)):
     print(f"kanal: the {name} runs its C hot path" if m.NATIVE else f"kanal: the {name} runs pure Python ({m.NATIVE_IMPORT_ERROR})")'
 if .venv/bin/python -c 'import pyspark' 2>/dev/null; then

@@ -13,7 +13,7 @@ import sys
 import traceback
 
 import kanal
-from kanal.v1.cli_report import (
+from kanal.commands.report import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -97,7 +97,7 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs one command and turns whatever ends it into a documented exit status and at most one error
-    line (kanal.v1.cli_report): never a traceback, unless KANAL_DEBUG=1 asks for one."""
+    line (kanal.commands.report): never a traceback, unless KANAL_DEBUG=1 asks for one."""
     args = sys.argv[1:] if argv is None else argv
     set_json_errors(wants_json(args))
     try:

@@ -15,7 +15,7 @@ import importlib
 import json
 
 from kanal.clients.cli import build_parser as client_parser
-from kanal.v1.cli_report import OUTPUT_HELP, CommandParser
+from kanal.commands.report import OUTPUT_HELP, CommandParser
 
 # command -> module whose build_parser() (or parser()) gives that command's flags
 _PARSERS = {"broker": "kanal.broker.broker_main", "metadata": "kanal.raft.metadata_shell",

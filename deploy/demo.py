@@ -21,8 +21,8 @@ from pathlib import Path
 from kanal.clients.admin import Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer, ProducerConfig
+from kanal.commands.report import OUTPUT_HELP, CommandParser, command_error
 from kanal.deploy.local_cluster import LocalCluster
-from kanal.v1.cli_report import OUTPUT_HELP, CommandParser, command_error
 from kanal.v1.error import ErrorCode
 
 TOPIC = "orders"

@@ -16,7 +16,7 @@ and listens on 127.0.0.1 only; it says so when it starts. `--tls` makes a throwa
 client certificates and authentication by certificate or password (nodes are User:broker-<id> and
 User:controller-<id>), and writes `$KANAL_HOME/client.toml` (TLS files, the client certificate of
 User:admin, the bootstrap) that every other `kanal` command picks up while it talks to this cluster
-(dev.json's `client_config`; kanal.v1.command_config). Both files go when `kanal dev` stops.
+(dev.json's `client_config`; kanal.commands.command_config). Both files go when `kanal dev` stops.
 
 `status` and `restart` talk to the running `kanal dev` over a Unix socket, `$KANAL_HOME/dev.sock`, whose
 path dev.json names (`control`): `kanal dev` started the nodes and is the only one that can restart or
@@ -40,9 +40,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from kanal.commands.dev_state import dev_state_path, kanal_home, process_alive
+from kanal.commands.report import OUTPUT_HELP, CommandParser, command_error
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
-from kanal.v1.cli_report import OUTPUT_HELP, CommandParser, command_error
-from kanal.v1.dev_state import dev_state_path, kanal_home, process_alive
 from kanal.v1.error import ErrorCode
 
 KANAL_HOME = kanal_home()

@@ -34,7 +34,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from kanal.deploy.certificates import NODE_MAPPING_RULES, DevTls
-from kanal.v1.channel_security import ClientSecurity, open_channel
+from kanal.security.channel_security import ClientSecurity, open_channel
 
 
 def free_ports(count: int) -> list[int]:

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kanal.v1.cli_report import CommandParser, command_error
+from kanal.commands.report import CommandParser, command_error
 from kanal.v1.error import ErrorCode
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")

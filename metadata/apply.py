@@ -66,10 +66,10 @@ from kanal.metadata.image import (
 )
 from kanal.metadata.invariant import MetadataInvariantError
 from kanal.metadata.quorum_voters import check_voter_set
+from kanal.security.scram import ITERATIONS_MAX, ITERATIONS_MIN, MECHANISMS, ScramCredential
 from kanal.v1 import metadata_pb2
 from kanal.v1.error import KanalError
 from kanal.v1.metadata_pb2 import MetadataBatch, MetadataRecord
-from kanal.v1.scram import ITERATIONS_MAX, ITERATIONS_MIN, MECHANISMS, ScramCredential
 from kanal.v1.topic_name import check_topic_name, collision_key
 
 

@@ -193,7 +193,8 @@ class AuthorizerConfig:
 def authorizer_config_from(
     mode: str, super_users: str, allow_everyone_if_no_acl_found: bool
 ) -> AuthorizerConfig:
-    """The config the server flags describe (kanal.v1.authorizer_flags); INVALID_CONFIG when malformed."""
+    """The config the server flags describe (kanal.security.authorizer_flags); INVALID_CONFIG when
+    malformed."""
     if mode not in ("on", "off"):
         raise KanalError(ErrorCode.INVALID_CONFIG, f"--authorizer must be on or off, got {mode!r}")
     return AuthorizerConfig(enabled=mode == "on", super_users=parse_super_users(super_users),

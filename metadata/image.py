@@ -42,8 +42,8 @@ from kanal.metadata.ids import (
     ProducerId,
     TopicId,
 )
+from kanal.security.scram import ScramCredential
 from kanal.v1 import metadata_pb2
-from kanal.v1.scram import ScramCredential
 from kanal.v1.topic_name import collision_key
 
 # Broker config resource name that holds cluster-wide defaults (Kafka's "<default>" entity).

@@ -19,9 +19,7 @@ import hashlib
 
 from kanal.metadata.decision import Decision, Stamp
 from kanal.metadata.image import MetadataImage
-from kanal.v1 import admin_pb2, metadata_pb2
-from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.scram import (
+from kanal.security.scram import (
     SALT_BYTES_MAX,
     SALT_BYTES_MIN,
     check_iterations,
@@ -29,6 +27,8 @@ from kanal.v1.scram import (
     check_user_name,
     credential_from_salted,
 )
+from kanal.v1 import admin_pb2, metadata_pb2
+from kanal.v1.error import ErrorCode, KanalError
 
 
 def decide_alter_user_scram_credentials(

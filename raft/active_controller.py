@@ -85,7 +85,6 @@ from kanal.metadata import (
 )
 from kanal.metadata.ids import BrokerId
 from kanal.raft.broker_sessions import BrokerSessions
-from kanal.raft.clock import Clock
 from kanal.raft.command import (
     UNCONDITIONAL_OFFSET,
     ProposalId,
@@ -98,6 +97,7 @@ from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.metadata_store import AppliedEntry, MetadataStore
 from kanal.raft.proposal_pipeline import Fate, ProposalPipeline, Settled
 from kanal.raft.voter_roster import VoterRoster
+from kanal.server.clock import Clock
 from kanal.v1 import controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
 

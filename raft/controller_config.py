@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kanal.metadata.authorizer import AuthorizerConfig, authorizer_config_from
+from kanal.net.host_port import HostPortError, parse_host_port
 from kanal.raft.metadata_snapshots import (
     METADATA_RETENTION_BYTES_DEFAULT,
     METADATA_RETENTION_MS_DEFAULT,
@@ -30,17 +31,14 @@ from kanal.raft.metadata_snapshots import (
     SNAPSHOTS_RETAINED_DEFAULT,
     SnapshotSettings,
 )
-from kanal.v1.authorizer_flags import add_authorizer_flags
-from kanal.v1.error import ConfigError, KanalError
-from kanal.v1.host_port import HostPortError, parse_host_port
-from kanal.v1.listener_security import (
+from kanal.security.authorizer_flags import add_authorizer_flags
+from kanal.security.listener_security import (
     ListenerSecurity,
     ListenerSecurityError,
     add_listener_security_flags,
     listener_security_from_args,
 )
-from kanal.v1.metrics_endpoint import CONTROLLER_METRICS_PORT_DEFAULT, MetricsFlagError, metrics_listen
-from kanal.v1.server_flags import (
+from kanal.server.flags import (
     ServerFlagError,
     add_server_flags,
     check_resolves,
@@ -48,6 +46,8 @@ from kanal.v1.server_flags import (
     integer,
     parse_layered,
 )
+from kanal.server.metrics_endpoint import CONTROLLER_METRICS_PORT_DEFAULT, MetricsFlagError, metrics_listen
+from kanal.v1.error import ConfigError, KanalError
 
 # Voters in the quorum: 1 (a development controller) .. 7 (more only slows every commit down).
 VOTERS_MAX = 7
@@ -185,17 +185,18 @@ class ControllerConfig:
     # Raft bind address when it differs from `raft` (a pod binds 0.0.0.0:9093 and is dialled by its DNS
     # name); None: bind `raft`.
     raft_listen: Address | None = None
-    # stdout log lines: "text" or "json" (one object per line, kanal.v1.server_logging).
+    # stdout log lines: "text" or "json" (one object per line, kanal.server.logs).
     log_format: str = "text"
     # Prometheus endpoint HOST:PORT (controller_metrics.py), e.g. 0.0.0.0:9404 in a pod; None: off. `kanal
-    # controller` fills it in: port 9405 (kanal.v1.metrics_endpoint) on the --listen host, unless --metrics
+    # controller` fills it in: port 9405 (kanal.server.metrics_endpoint) on the --listen host, unless
+    # --metrics
     # moves it or says `off`.
     metrics_listen: Address | None = None
     # ACL checks on every call (--authorizer, --super-users, --allow-everyone-if-no-acl-found); off by
     # default. On, broker calls need the broker's own principal: brokers must authenticate (TLS).
     authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
     # TLS, client certificates and authentication of the gRPC listener, and how this controller dials
-    # the others (kanal.v1.listener_security); default: plaintext, ANONYMOUS. Raft traffic is not gRPC:
+    # the others (kanal.security.listener_security); default: plaintext, ANONYMOUS. Raft traffic is not gRPC:
     # `cluster_secret` protects it.
     security: ListenerSecurity = field(default_factory=ListenerSecurity)
 
@@ -362,7 +363,7 @@ class _Parser(argparse.ArgumentParser):
         raise ControllerConfigError(message)
 
 
-# Settings come from flags, KANAL_* variables and --config FILE (kanal.v1.server_flags): every flag below
+# Settings come from flags, KANAL_* variables and --config FILE (kanal.server.flags): every flag below
 # is also KANAL_<FLAG> and a `flag = value` key of the file.
 
 

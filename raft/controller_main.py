@@ -17,10 +17,10 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from kanal.commands.report import command_error
 from kanal.raft.controller_config import ControllerConfigError, parse_controller_args
-from kanal.v1.cli_report import command_error
+from kanal.server.logs import setup_logging
 from kanal.v1.error import ErrorCode
-from kanal.v1.server_logging import setup_logging
 
 EXIT_OK = 0
 EXIT_STARTUP_FAILED = 1

@@ -31,7 +31,7 @@ counted on the side: a scrape of any controller (active or standby) says what th
                                                     until applied and durable (Kafka's
                                                     EventQueueProcessingTimeMs, counted to the commit)
 
-And the process and Python runtime collectors (process_*, python_*; kanal.v1.metrics_endpoint).
+And the process and Python runtime collectors (process_*, python_*; kanal.server.metrics_endpoint).
 
 `controller_gauges` is the pure part (image, quorum status, active flag -> values); ControllerCollector the
 shell prometheus_client calls on each scrape; `start_metrics_server` serves one registry per process.
@@ -51,7 +51,7 @@ from prometheus_client.registry import Collector
 from kanal.metadata.image import MetadataImage
 from kanal.raft.controller_config import Address
 from kanal.raft.quorum_status import QuorumStatus
-from kanal.v1.metrics_endpoint import MetricsListen, node_registry, serve_metrics
+from kanal.server.metrics_endpoint import MetricsListen, node_registry, serve_metrics
 
 _log = logging.getLogger("kanal.raft.metrics")
 # From a quorum on one machine's loopback (a millisecond) to a disk or a network struggling (seconds).

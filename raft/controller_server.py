@@ -33,7 +33,6 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.applier import Applier
-from kanal.raft.clock import Clock
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.controller_metrics import (
     ControllerCollector,
@@ -48,20 +47,21 @@ from kanal.raft.disk_identity import (
     check_against_quorum,
     open_identity,
 )
-from kanal.raft.fatal import stop_process
 from kanal.raft.metadata_log import open_metadata_log
 from kanal.raft.metadata_store import MetadataStore
 from kanal.raft.peer_client import CHANNEL_OPTIONS, PeerClient
 from kanal.raft.quorum_change import QuorumChange
 from kanal.raft.raft_node import RaftNode
 from kanal.raft.voter_roster import VoterRoster
+from kanal.security.authentication import Authenticator, server_interceptor
+from kanal.security.listener_security import is_loopback_bind, warn_if_exposed
+from kanal.server.clock import Clock
+from kanal.server.fatal import stop_process
+from kanal.server.flags import LIVENESS_SERVICE
+from kanal.server.metrics_endpoint import node_registry
+from kanal.server.reflection import enable_reflection
 from kanal.v1 import controller_pb2, controller_pb2_grpc
-from kanal.v1.authentication import Authenticator, server_interceptor
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.listener_security import is_loopback_bind, warn_if_exposed
-from kanal.v1.metrics_endpoint import node_registry
-from kanal.v1.server_flags import LIVENESS_SERVICE
-from kanal.v1.server_reflection import enable_reflection
 
 _log = logging.getLogger("kanal.raft.server")
 
@@ -108,7 +108,8 @@ class ControllerServer:
         self._serving: bool | None = None
         self._metrics_server = None
         # Every call is authenticated at the door and served with its principal bound
-        # (kanal.v1.authentication); passwords are checked against the SCRAM credentials of this controller's
+        # (kanal.security.authentication); passwords are checked against the SCRAM credentials of this
+        # controller's
         # committed image.
         self.authenticator = Authenticator(
             config.security,

@@ -18,7 +18,7 @@ Who answers what:
 
 Errors. Per-item failures are in the replies (kanal.metadata's decisions). A call that fails as a whole
 carries the ErrorCode in the reply's `error` field where it has one (broker calls, FetchMetadata), else
-as a gRPC status (kanal.v1.grpc_errors, the boundary every server shares) with trailing metadata
+as a gRPC status (kanal.server.error_boundary, the boundary every server shares) with trailing metadata
 `kanal-error-code` (the number) and `kanal-error-message`. Anything that is not a KanalError is a bug: logged
 with its traceback and answered INTERNAL with UNKNOWN_SERVER_ERROR.
 
@@ -34,12 +34,11 @@ when `--authorizer on`.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 
@@ -73,10 +72,11 @@ from kanal.raft.peer_client import FORWARDED_METADATA_KEY, PeerClient
 from kanal.raft.quorum_change import QuorumChange
 from kanal.raft.quorum_status import QuorumStatus
 from kanal.raft.request_authorization import ControllerGate, gated
+from kanal.security.call_identity import PRINCIPAL_METADATA_KEY
+from kanal.server.error_boundary import Forwarded, error_boundary_with_hint
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc
-from kanal.v1.call_identity import PRINCIPAL_METADATA_KEY
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.grpc_errors import ERROR_CODE_KEY, abort_with
+from kanal.v1.error_trailer import ERROR_CODE_KEY
 
 _log = logging.getLogger("kanal.raft.service")
 
@@ -87,40 +87,14 @@ FETCH_BYTES_MAX = 3 * 1024 * 1024
 # Part of the caller's remaining deadline kept back so the reply arrives before the caller gives up.
 _DEADLINE_MARGIN_S = 0.05
 
-F = TypeVar("F", bound=Callable[..., Any])
+def _active_controller(service: ControllerService, exc: KanalError) -> str:
+    """What a refusal says of the active controller (kanal-active-controller): its host:port, or ""."""
+    active = service._hint(exc)
+    return active.endpoint if active is not None else ""
 
 
-def _rpc(method: F) -> F:
-    """Turn escaping errors into a gRPC status with kanal's trailing metadata."""
-
-    @functools.wraps(method)
-    def wrapper(self: ControllerService, request: Any, context: grpc.ServicerContext) -> Any:
-        hint = ""
-        try:
-            return method(self, request, context)
-        except KanalError as exc:
-            code, message = exc.code, exc.message
-            active = self._hint(exc)
-            hint = active.endpoint if active is not None else ""
-        except _Forwarded as fwd:
-            context.set_trailing_metadata(fwd.trailing)
-            context.abort(fwd.status, fwd.details)
-        except Exception as exc:  # noqa: BLE001 - a bug: report it, never swallow it
-            _log.exception("%s failed", method.__name__)
-            code, message = ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}"
-        abort_with(context, code, message, active_controller=hint)
-
-    return wrapper  # type: ignore[return-value]
-
-
-class _Forwarded(Exception):
-    """The active controller answered a forwarded call with a gRPC error: pass it on unchanged."""
-
-    def __init__(self, status: grpc.StatusCode, details: str, trailing: tuple[tuple[str, str], ...]) -> None:
-        super().__init__(details)
-        self.status = status
-        self.details = details
-        self.trailing = trailing
+# Turns escaping errors into a gRPC status with kanal's trailer; a refusal names the active controller.
+_rpc = error_boundary_with_hint(_active_controller)
 
 
 class ControllerService(controller_pb2_grpc.ControllerServicer):
@@ -440,7 +414,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
                 raise KanalError(
                     code, f"forwarding to controller {hint.controller_id} failed: {exc.details()}"
                 )
-            raise _Forwarded(exc.code(), exc.details() or "", trailing) from None
+            raise Forwarded(exc.code(), exc.details() or "", trailing) from None
 
     def _deadline(self, context: grpc.ServicerContext) -> float:
         budget_s = self._config.request_timeout_ms / 1000

@@ -38,15 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from kanal.broker.storage.segment_walk import mapped_segment, walk_segment
+from kanal.commands.command_config import add_client_security_flags, layered_settings, security_from
+from kanal.commands.dev_state import dev_state_path, read_dev_state
+from kanal.commands.report import OUTPUT_HELP, CommandParser, command_error
 from kanal.metadata import MetadataImage, apply_batch, image_from_snapshot
 from kanal.metadata.acl import operation_name, pattern_name, permission_name, resource_type_name
 from kanal.metadata.log_codec import decode_entry
 from kanal.metadata.snapshot_file import SnapshotFileError, decode_snapshot_file, parse_snapshot_file_name
 from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME
 from kanal.v1.batch import CorruptEntry
-from kanal.v1.cli_report import OUTPUT_HELP, CommandParser, command_error
-from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
-from kanal.v1.dev_state import dev_state_path, read_dev_state
 from kanal.v1.error import KanalError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -63,12 +63,13 @@ class ShellError(Exception):
 
 
 def image_from_controller(endpoint: str, timeout_s: float = 10.0, security=None) -> MetadataImage:
-    """`security`: a kanal.v1.channel_security.ClientSecurity for a secured controller (None: plaintext)."""
+    """`security`: a kanal.security.channel_security.ClientSecurity for a secured controller (None:
+    plaintext)."""
     import grpc
 
+    from kanal.net.channel_options import channel_options
+    from kanal.security.channel_security import open_channel
     from kanal.v1 import controller_pb2, controller_pb2_grpc
-    from kanal.v1.channel_options import channel_options
-    from kanal.v1.channel_security import open_channel
 
     with open_channel(endpoint, channel_options(), security) as channel:
         try:

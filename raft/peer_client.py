@@ -20,12 +20,12 @@ from collections.abc import Iterator, Sequence
 import grpc
 
 from kanal.metadata.log_codec import LogBatch, iter_batches
+from kanal.net.channel_options import channel_options
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.metadata_log import BelowLogStartError
 from kanal.raft.voter_roster import VoterRoster
+from kanal.security.channel_security import open_channel
 from kanal.v1 import controller_pb2, controller_pb2_grpc
-from kanal.v1.channel_options import channel_options
-from kanal.v1.channel_security import open_channel
 from kanal.v1.error import ErrorCode
 
 _log = logging.getLogger("kanal.raft.peers")

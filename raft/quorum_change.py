@@ -33,12 +33,12 @@ from typing import Any
 import grpc
 
 from kanal.metadata.quorum_voters import QuorumView, change_in_progress, decide_add_voter, decide_remove_voter
+from kanal.net.channel_options import channel_options
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.raft_node import RaftNode
 from kanal.raft.voter_roster import VoterRoster
+from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.v1 import admin_pb2, controller_pb2_grpc
-from kanal.v1.channel_options import channel_options
-from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError
 
 _log = logging.getLogger("kanal.raft.quorum")

@@ -44,9 +44,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
 from kanal.metadata.log_codec import LogBatch
 from kanal.raft.applier import Applier
-from kanal.raft.clock import Clock
 from kanal.raft.controller_config import ControllerConfig
-from kanal.raft.fatal import stop_process
 from kanal.raft.metadata_store import MetadataStore
 from kanal.raft.quorum_status import QuorumStatus, from_status
 from kanal.raft.raft_durability import DurableAcks, injected_journal
@@ -59,6 +57,8 @@ from kanal.raft.raft_snapshot import (
 )
 from kanal.raft.raft_vote_file import fsync_directory
 from kanal.raft.voter_roster import VoterRoster
+from kanal.server.clock import Clock
+from kanal.server.fatal import stop_process
 
 _log = logging.getLogger("kanal.raft.node")
 

@@ -2,9 +2,9 @@
 against this controller's committed image, with the `--authorizer` settings) and `gated`, the one
 decorator controller_service.py puts on each handler.
 
-Who a call is: the principal the listener's authenticator bound (kanal.v1.principal; ANONYMOUS without
+Who a call is: the principal the listener's authenticator bound (kanal.security.principal; ANONYMOUS without
 authentication), except that a broker or another controller forwarding an admin call names its own
-caller in `kanal-forwarded-principal` (kanal.v1.call_identity), and that name is taken from them only.
+caller in `kanal-forwarded-principal` (kanal.security.call_identity), and that name is taken from them only.
 `ControllerGate.principal` is also what the admin decisions stamp on their records, authorizer on or off.
 
 With `--authorizer on`:
@@ -40,10 +40,10 @@ from kanal.metadata.authorizer import (
     controller_principal,
     is_server_principal,
 )
+from kanal.security.call_identity import effective_principal, peer_host
+from kanal.security.principal import call_principal
 from kanal.v1 import controller_pb2, metadata_pb2
-from kanal.v1.call_identity import effective_principal, peer_host
 from kanal.v1.error import ErrorCode
-from kanal.v1.principal import call_principal
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 CLUSTER_REFUSED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED

@@ -11,7 +11,7 @@
  *
  * walks one decompressed RecordList (records.proto) and appends one row per record whose offset
  * (base_offset + offset_delta) is in [lo, hi). Wire format accepted, as the leader's validation walk
- * (proto/kanal/v1/_batch_walk.c) leaves it; tags are one byte, anything else is refused:
+ * (broker/_batch_walk.c) leaves it; tags are one byte, anything else is refused:
  *   RecordList   0x0a len Record
  *   Record       0x08 varint offset_delta, 0x10 varint timestamp_delta_ms (zigzag), 0x1a len key,
  *                0x22 len value, 0x2a len RecordHeader; a scalar or bytes field given twice: the last wins

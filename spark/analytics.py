@@ -29,6 +29,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from kanal.security.channel_security import ClientSecurity
 from kanal.spark.copy_plan import read_items
 from kanal.spark.fetch_reader import FetchPartition, cluster_metadata, fetch_partition, list_partitions
 from kanal.spark.log_source import file_plan
@@ -38,7 +39,6 @@ from kanal.spark.range_reader import ReadItem, read_item
 from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
 from kanal.spark.source_options import security_options
 from kanal.spark.transactions import READ_COMMITTED, TxnCounts, partition_counts
-from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode
 
 HOT_KEYS_MAX_DEFAULT = 10

@@ -41,6 +41,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kanal.security.channel_security import ClientSecurity
 from kanal.spark.copy_plan import metadata_copy
 from kanal.spark.live_image import ControllerCheck, check_controllers
 from kanal.spark.parquet_out import write_tables
@@ -48,7 +49,6 @@ from kanal.spark.replay import History
 from kanal.spark.replay_job import CHUNK_BYTES_DEFAULT, ReplayOutput, replay_in_spark
 from kanal.spark.replay_start import ReplayStart, replay_start
 from kanal.spark.transaction_state import StateRow, decode_state, summarize
-from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.topic_name import TRANSACTION_STATE_TOPIC
 
 

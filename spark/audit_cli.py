@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kanal.commands.report import CommandParser, command_error
 from kanal.spark.cli_common import (
     add_common_args,
     controllers_of,
@@ -24,7 +25,6 @@ from kanal.spark.cli_common import (
     security_of,
     spark_missing,
 )
-from kanal.v1.cli_report import CommandParser, command_error
 from kanal.v1.error import ErrorCode, KanalError
 
 

@@ -22,11 +22,11 @@ from typing import Self, TypeVar
 
 import grpc
 
+from kanal.commands.command_config import add_client_security_flags, layered_settings, security_from
+from kanal.commands.report import OUTPUT_HELP, command_error
+from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
 from kanal.v1 import admin_pb2, broker_pb2_grpc
-from kanal.v1.channel_security import ClientSecurity, open_channel
-from kanal.v1.cli_report import OUTPUT_HELP, command_error
-from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.error import ErrorCode
 
 # The driver's heap when a command starts the JVM: a replay pulls the metadata rows into the driver, and
@@ -76,7 +76,7 @@ def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
 
 def security_of(args: argparse.Namespace) -> ClientSecurity | None:
     """The TLS settings and credentials of the command's flags and client config files (None: plaintext),
-    read as the client commands read them (kanal.v1.command_config)."""
+    read as the client commands read them (kanal.commands.command_config)."""
     return security_from(layered_settings(args, os.environ, dev_state(), talks_to_dev=not args.bootstrap))
 
 

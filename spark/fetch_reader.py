@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import grpc
 
+from kanal.net.channel_options import channel_options
+from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.spark.segment_reader import SegmentDamage, StoredEntry
 from kanal.spark.transactions import AbortedFilter
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.batch import CorruptEntry, iter_entries
-from kanal.v1.channel_options import channel_options
-from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError, error_name, is_retriable
 
 # gRPC message limit for fetch replies (a reply holds at least one whole batch of up to ~1 MiB).

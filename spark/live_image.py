@@ -24,10 +24,10 @@ import grpc
 
 from kanal.metadata import MetadataImage, MetadataInvariantError, apply_batch, image_from_snapshot
 from kanal.metadata.log_codec import iter_batches
+from kanal.net.channel_options import channel_options
+from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.spark.image_diff import diff_images
 from kanal.v1 import controller_pb2, controller_pb2_grpc
-from kanal.v1.channel_options import channel_options
-from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError, error_name
 from kanal.v1.metadata_pb2 import MetadataSnapshot
 

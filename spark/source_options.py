@@ -10,12 +10,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kanal.security.channel_security import ClientSecurity
 from kanal.spark.transactions import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
-from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import KanalError
 
 MODES = ("PERMISSIVE", "FAILFAST")
-# A secured cluster read through `bootstrap` (kanal.v1.channel_security): option -> ClientSecurity field.
+# A secured cluster read through `bootstrap` (kanal.security.channel_security): option -> ClientSecurity
+# field.
 # The password travels in the query's options as every option does (Spark shows them in plans): give
 # a user for whom that is acceptable, or a client certificate.
 SECURITY_OPTIONS = {"tls.ca.file": "ca_file", "tls.cert.file": "cert_file", "tls.key.file": "key_file",

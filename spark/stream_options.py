@@ -21,8 +21,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kanal.security.channel_security import ClientSecurity
 from kanal.spark.source_options import SECURITY_OPTIONS
-from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
 
 EARLIEST = -2

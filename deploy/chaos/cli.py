@@ -33,12 +33,12 @@ import sys
 import time
 from pathlib import Path
 
+from kanal.commands.command_config import add_client_security_flags, layered_settings, security_from
+from kanal.commands.report import OUTPUT_HELP, CommandParser, bounded_number, command_error
 from kanal.deploy.chaos.checker import check
 from kanal.deploy.chaos.history import read_history
 from kanal.deploy.chaos.mutation import MUTATIONS
 from kanal.deploy.chaos.schedule import FAULT_KINDS, ScheduleOptions, schedule
-from kanal.v1.cli_report import OUTPUT_HELP, CommandParser, bounded_number, command_error
-from kanal.v1.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.v1.error import ErrorCode, KanalError
 
 

@@ -37,7 +37,7 @@ from kanal.deploy.chaos.schedule import Fault, ScheduleOptions, schedule
 from kanal.deploy.chaos.storage import BROKER_DISK_BYTES
 from kanal.deploy.chaos.target import BootstrapTarget, ContainersTarget, DevTarget
 from kanal.deploy.chaos.workload import ChurnWorkload, ConsumerWorkload, Monitor, ProducerWorkload, final_read
-from kanal.v1.channel_security import ClientSecurity
+from kanal.security.channel_security import ClientSecurity
 
 log = logging.getLogger("kanal.chaos.runner")
 

@@ -15,7 +15,7 @@ Why not libfaketime: on this Debian (libfaketime 0.9.10) with the monotonic cloc
 clock faked too, every timeout of the process jumps with the step, which no real clock step does.
 
 What it reaches: Python code reading `time.time`/`time.time_ns` (kanal's servers take the wall clock from
-there once, when they start: broker/storage/clock.py anchors it and advances it by the monotonic clock, so
+there once, when they start: proto/kanal/server/clock.py anchors it and advances it by the monotonic clock, so
 a step while a node runs changes nothing it computes; a node started while its clock is off stamps and
 judges by the stepped one). Not C code reading the clock itself (gRPC's core uses the monotonic clock for
 deadlines) nor `datetime.now()`, which kanal's servers do not call.

@@ -39,7 +39,7 @@ from kanal.deploy.chaos.netns import ChaosNetwork
 from kanal.deploy.chaos.skewed_clock import write_offset
 from kanal.deploy.chaos.storage import BrokerDisks, PowerDisks, storage_root
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
-from kanal.v1.channel_security import ClientSecurity
+from kanal.security.channel_security import ClientSecurity
 
 log = logging.getLogger("kanal.chaos.target")
 

@@ -30,8 +30,8 @@ from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
 from kanal.deploy.chaos.history import Recorder
+from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, controller_pb2_grpc
-from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import KanalError
 
 log = logging.getLogger("kanal.chaos.workload")

@@ -1,4 +1,4 @@
-"""The leader's batch validation (kanal.v1.batch_validation) under Hypothesis: random and mutated batches.
+"""The leader's batch validation (kanal.broker.batch_validation) under Hypothesis: random and mutated batches.
 
 Properties held for every generated batch:
 - the C walk and the Python reference walk give the same answer (accept, or refuse with the same code);
@@ -18,11 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kanal.broker import batch_validation
+from kanal.broker.batch_validation import (
+    NATIVE,
+    RECORDS_EXPANSION_MAX,
+    validate_produced_batch,
+    walk_record_list_python,
+)
 from kanal.broker.partition import Assignment, Partition
 from kanal.broker.storage.log_config import LogConfig
 from kanal.clients import consumer as consumer_module
 from kanal.clients.consumer import decode_fetched, decode_record_list_python
-from kanal.v1 import batch_validation, broker_pb2, codecs, records_pb2
+from kanal.v1 import broker_pb2, codecs, records_pb2
 from kanal.v1.batch import (
     NewRecord,
     build_batch,
@@ -33,12 +40,6 @@ from kanal.v1.batch import (
     scan_batch,
     varint,
     with_broker_suffix,
-)
-from kanal.v1.batch_validation import (
-    NATIVE,
-    RECORDS_EXPANSION_MAX,
-    validate_produced_batch,
-    walk_record_list_python,
 )
 from kanal.v1.error import ErrorCode, KanalError
 

@@ -20,8 +20,8 @@ from kanal.metadata.acl import (
 )
 from kanal.metadata.admin_authorization import admit_admin
 from kanal.metadata.authorizer import AuthorizerConfig, is_server_principal
+from kanal.security.call_identity import PRINCIPAL_METADATA_KEY, effective_principal, peer_host
 from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2
-from kanal.v1.call_identity import PRINCIPAL_METADATA_KEY, effective_principal, peer_host
 from kanal.v1.error import ErrorCode, KanalError
 
 M = metadata_pb2

@@ -14,9 +14,9 @@ import pytest
 import kanal
 from kanal.clients.cli import build_parser
 from kanal.clients.producer_config import ProducerConfig, delivery_timeout_covering
+from kanal.commands.report import DOCUMENTED_EXITS, EXIT_FAILED, EXIT_INTERNAL, EXIT_USAGE
 from kanal.deploy import cli as dispatcher
 from kanal.deploy.completion import full_parser
-from kanal.v1.cli_report import DOCUMENTED_EXITS, EXIT_FAILED, EXIT_INTERNAL, EXIT_USAGE
 
 # what a command needs besides its positionals to get as far as connecting
 _EXTRA = {("groups", "reset-offsets"): ["--topic", "t", "--to-earliest"],

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
-from kanal.v1.metrics_endpoint import MetricsFlagError, MetricsListen, metrics_listen
+from kanal.server.metrics_endpoint import MetricsFlagError, MetricsListen, metrics_listen
 
 from .conftest import create_topic, wait_until
 

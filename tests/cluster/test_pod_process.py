@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.deploy.local_cluster import LocalCluster
-from kanal.v1.server_flags import LIVENESS_SERVICE
+from kanal.server.flags import LIVENESS_SERVICE
 
 from .conftest import create_topic
 

@@ -14,8 +14,8 @@ import pytest
 from kanal.clients import cli
 from kanal.clients.admin import Admin
 from kanal.clients.producer import Producer, ProducerConfig
+from kanal.net.channel_options import channel_options
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc, metadata_pb2
-from kanal.v1.channel_options import channel_options
 from kanal.v1.error import ErrorCode, KanalError
 
 from .conftest import check_history, create_topic, start_cluster, wait_until

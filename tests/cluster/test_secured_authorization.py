@@ -17,8 +17,8 @@ from kanal.deploy.chaos.cli import main as chaos_main
 from kanal.deploy.chaos.history import read_history
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.metadata.log_codec import iter_batches
+from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.v1 import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, metadata_pb2
-from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError
 
 from .conftest import BROKER_FLAGS, CONTROLLER_FLAGS, wait_until

@@ -23,10 +23,10 @@ from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
 from kanal.deploy.certificates import NODE_MAPPING_RULES, make_ca, make_dev_tls
 from kanal.deploy.local_cluster import LocalCluster
+from kanal.security.channel_security import ClientSecurity, open_channel
+from kanal.security.scram import new_salt, salted_password
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, controller_pb2_grpc
-from kanal.v1.channel_security import ClientSecurity, open_channel
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.scram import new_salt, salted_password
 
 from .conftest import BROKER_FLAGS, CONTROLLER_FLAGS, wait_until
 

@@ -1,5 +1,5 @@
 """What the image itself holds, checked by running it: the C extensions are compiled in and chosen at import
-(the broker validates every produced record with proto/kanal/v1/_batch_walk.c, not the ~400x slower Python
+(the broker validates every produced record with broker/_batch_walk.c, not the ~400x slower Python
 walk), the compiler that built them stayed in the build stage, the process is not root, and the broker image
 stays under its size goal."""
 
@@ -15,7 +15,7 @@ IMAGE_BYTES_MAX = 250_000_000
 PROBE = """
 import json, shutil, os
 from kanal.clients import consumer, producer
-from kanal.v1 import batch_validation
+from kanal.broker import batch_validation
 print(json.dumps({
     "batch_walk": batch_validation.NATIVE, "batch_walk_error": batch_validation.NATIVE_IMPORT_ERROR,
     "producer": producer.NATIVE, "consumer": consumer.NATIVE,

@@ -13,7 +13,7 @@ import pytest
 
 from kanal.broker.broker_main import build_parser as broker_parser
 from kanal.raft.controller_config import build_parser as controller_parser
-from kanal.v1.server_flags import env_name
+from kanal.server.flags import env_name
 
 from ..containers.cluster import BROKERS, CONTROLLERS, LOCALIZED, TEST_SPEED, ContainerCluster
 from ..containers.manifests import find, pod_process, render, render_text

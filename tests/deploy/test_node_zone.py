@@ -22,7 +22,7 @@ from cryptography.x509.oid import NameOID
 
 from kanal.broker.broker_main import parse_args
 from kanal.deploy import node_zone
-from kanal.v1.server_flags import ServerFlagError
+from kanal.server.flags import ServerFlagError
 
 TOKEN = "sa-token-abc"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-NATIVE_MODULES = ("kanal/clients/_producer_fast", "kanal/clients/_consumer_fast", "kanal/v1/_batch_walk",
+NATIVE_MODULES = ("kanal/clients/_producer_fast", "kanal/clients/_consumer_fast", "kanal/broker/_batch_walk",
                   "kanal/spark/_record_columns", "kanal/spark/_metadata_columns")
 
 # Runs inside the fresh venv, from an empty directory: the installed kanal end to end — a log written
@@ -25,7 +25,7 @@ SMOKE = r"""
 import contextlib, io, json, sys, tempfile
 from pathlib import Path
 import kanal, kanal.clients.consumer as consumer, kanal.clients.producer_batch as producer
-import kanal.v1.batch_validation as validation
+import kanal.broker.batch_validation as validation
 from importlib import resources
 from kanal.broker.dump_log import main as dump_log
 from kanal.broker.storage.log import Log
@@ -101,7 +101,7 @@ def test_the_sdist_holds_sources_headers_protos_and_license(dists):
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     for needed in ("LICENSE", "README.md", "pyproject.toml", "setup.py", "clients/_producer_fast.c",
                    "clients/_producer_records.c", "clients/_producer_records.h", "clients/_consumer_fast.c",
-                   "clients/_kanal_errors.h", "proto/kanal/v1/_batch_walk.c", "spark/_record_columns.c",
+                   "clients/_kanal_errors.h", "broker/_batch_walk.c", "spark/_record_columns.c",
                    "spark/_metadata_columns.c", "spark/_arrow_buffers.h",
                    "proto/kanal/v1/records.proto",
                    "proto/kanal/v1/crc_vectors.json", "deploy/_kanal/py.typed"):

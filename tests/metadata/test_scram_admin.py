@@ -14,9 +14,9 @@ from kanal.metadata import (
     image_from_snapshot,
     image_to_snapshot,
 )
+from kanal.security.scram import salted_password, verify_password
 from kanal.v1 import admin_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode
-from kanal.v1.scram import salted_password, verify_password
 
 SALT = b"0123456789abcdef"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kanal.broker.batch_validation import validate_produced_batch
 from kanal.v1 import records_pb2
 from kanal.v1.batch import (
     ATTR_CONTROL,
@@ -20,7 +21,6 @@ from kanal.v1.batch import (
     scan_batch,
     with_broker_suffix,
 )
-from kanal.v1.batch_validation import validate_produced_batch
 from kanal.v1.error import ErrorCode, KanalError
 
 RECORDS = [NewRecord(b"v1", b"k", 10), NewRecord(b"v2", None, 11)]

@@ -8,10 +8,10 @@ import pytest
 
 from kanal.broker.broker_main import parse_command
 from kanal.clients.producer_config import ProducerConfig
+from kanal.net.host_port import parse_host_port
 from kanal.raft.controller_config import parse_controller_args
+from kanal.server.metrics_endpoint import metrics_listen
 from kanal.v1.error import ConfigError, ErrorCode, KanalError
-from kanal.v1.host_port import parse_host_port
-from kanal.v1.metrics_endpoint import metrics_listen
 
 BROKER_ARGS = [
     "--id",

@@ -34,10 +34,10 @@ from pysyncobj import HAS_CRYPTO
 from kanal.broker.storage.log import Log
 from kanal.metadata import MetadataImage, apply_batch
 from kanal.metadata.log_codec import LogBatch
+from kanal.net.channel_options import channel_options
 from kanal.raft.command import UNCONDITIONAL_OFFSET, ProposalId, ProposalIdSource, encode_command
 from kanal.raft.metadata_log import METADATA_LOG_DIR_NAME, metadata_log_config, read_all
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc, metadata_pb2
-from kanal.v1.channel_options import channel_options
 from tests.harness.waiting import wait_until as _wait_until
 
 T = TypeVar("T")

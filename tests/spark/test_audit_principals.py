@@ -14,10 +14,10 @@ from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
 from kanal.deploy.certificates import NODE_MAPPING_RULES, make_dev_tls
 from kanal.deploy.local_cluster import LocalCluster
+from kanal.security.channel_security import ClientSecurity
 from kanal.spark.audit import run_audit
 from kanal.spark.source_options import security_options
 from kanal.v1 import metadata_pb2
-from kanal.v1.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark]

@@ -341,7 +341,7 @@ def encode_batch_parts(
     records compressed with `codec`, fields 11-12). The joined bytes are what RecordBatch.SerializeToString
     writes for the same fields (proto3: zero fields left out, fields in number order); a test holds the
     two equal. The records are not copied here, so a Produce request can carry them with one copy in all
-    (kanal.v1.produce_request), where building messages copied them four times."""
+    (kanal.clients.produce_request), where building messages copied them four times."""
     return frame_batch_parts(
         codecs.compress(codec, record_list_bytes),
         record_count=record_count,

@@ -7,15 +7,14 @@ errors.proto, so the .proto stays the single source for every language.
 from __future__ import annotations
 
 import functools
-from typing import cast
-
-import grpc
+from typing import TYPE_CHECKING, cast
 
 from kanal.v1 import errors_pb2
 
-ErrorCode = errors_pb2.ErrorCode
+if TYPE_CHECKING:
+    import grpc
 
-_STATUS_BY_NUMBER = {status.value[0]: status for status in grpc.StatusCode}
+ErrorCode = errors_pb2.ErrorCode
 
 
 @functools.cache
@@ -28,8 +27,14 @@ def is_retriable(code: int) -> bool:
 @functools.cache
 def grpc_status(code: int) -> grpc.StatusCode:
     """The gRPC status a whole-call failure with this code maps to (errors.proto `grpc_status` option)."""
+    # Imported here, not at the top: only the error boundaries need a status, and importing grpc loads its
+    # whole runtime (the aio server included) into every user of the contract's codes (batch framing, a
+    # Spark reader).
+    import grpc
+
+    status_by_number = {status.value[0]: status for status in grpc.StatusCode}
     options = ErrorCode.DESCRIPTOR.values_by_number[code].GetOptions()
-    return _STATUS_BY_NUMBER[options.Extensions[errors_pb2.grpc_status]]
+    return status_by_number[options.Extensions[errors_pb2.grpc_status]]
 
 
 def error_name(code: int) -> str:

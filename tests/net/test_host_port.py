@@ -7,9 +7,9 @@ import pytest
 
 from kanal.broker.config import parse_endpoint
 from kanal.clients.config_checks import parse_bootstrap
+from kanal.net.host_port import parse_host_port
 from kanal.raft.controller_config import Address, ControllerConfigError
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.host_port import parse_host_port
 
 GOOD = [("127.0.0.1:9092", "127.0.0.1", 9092), ("broker-0.kanal.svc:1", "broker-0.kanal.svc", 1),
         ("[::1]:65535", "[::1]", 65535), ("localhost:19092", "localhost", 19092)]

@@ -1,12 +1,12 @@
-"""The hand-written ProduceRequest (kanal.v1.produce_request) is byte for byte what protobuf writes."""
+"""The hand-written ProduceRequest (kanal.clients.produce_request) is byte for byte what protobuf writes."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kanal.clients.produce_request import encode_produce_request
 from kanal.v1 import broker_pb2
-from kanal.v1.produce_request import encode_produce_request
 
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
 # A batch as the pieces that join to it: the encoder must frame their joined length.

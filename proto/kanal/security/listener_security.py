@@ -42,9 +42,9 @@ from pathlib import Path
 
 import grpc
 
-from kanal.v1.channel_security import ClientSecurity, read_pem
+from kanal.security.channel_security import ClientSecurity, read_pem
+from kanal.security.principal_mapping import DEFAULT_RULES, PrincipalMapper, parse_rules
 from kanal.v1.error import ConfigError, KanalError
-from kanal.v1.principal_mapping import DEFAULT_RULES, PrincipalMapper, parse_rules
 
 CLIENT_AUTH_MODES = ("none", "required")
 AUTHENTICATION_MODES = ("mtls", "password")
@@ -119,7 +119,9 @@ class ListenerSecurity:
         object.__setattr__(self, "_outbound", ClientSecurity(ca_file=self.ca_file, cert_file=self.cert_file,
                                                              key_file=self.key_file))
         if self.crl_file:
-            from kanal.v1.authentication import load_crl  # cryptography is imported only when it is used
+            from kanal.security.authentication import (
+                load_crl,  # cryptography is imported only when it is used
+            )
 
             try:
                 load_crl(Path(self.crl_file), self.ca_pem)

@@ -1,10 +1,10 @@
-"""Kafka's ssl.principal.mapping.rules (kanal.v1.principal_mapping), as a table of cases."""
+"""Kafka's ssl.principal.mapping.rules (kanal.security.principal_mapping), as a table of cases."""
 
 from __future__ import annotations
 
 import pytest
 
-from kanal.v1.principal_mapping import parse_rules
+from kanal.security.principal_mapping import parse_rules
 
 CASES = [
     # (rules, subject, expected name or None)

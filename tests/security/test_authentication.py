@@ -1,4 +1,5 @@
-"""The door (kanal.v1.authentication): the Authenticator's decisions as a pure function of the connection
+"""The door (kanal.security.authentication): the Authenticator's decisions as a pure function of the
+connection
 and the metadata, and its interceptors on real TLS servers in this process — grpc.server (controllers) and
 grpc.aio (brokers: coroutine handlers on the loop, sync handlers on the migration pool) — checking that the
 principal a handler reads with call_principal() is the authenticated one."""
@@ -13,12 +14,17 @@ import grpc
 import pytest
 
 from kanal.deploy.certificates import NODE_MAPPING_RULES, make_ca
-from kanal.v1.authentication import Authenticator, aio_server_interceptor, server_interceptor
-from kanal.v1.channel_security import PASSWORD_METADATA_KEY, USER_METADATA_KEY, ClientSecurity, open_channel
+from kanal.security.authentication import Authenticator, aio_server_interceptor, server_interceptor
+from kanal.security.channel_security import (
+    PASSWORD_METADATA_KEY,
+    USER_METADATA_KEY,
+    ClientSecurity,
+    open_channel,
+)
+from kanal.security.listener_security import ListenerSecurity, ListenerSecurityError
+from kanal.security.principal import ANONYMOUS, call_principal
+from kanal.security.scram import derive
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.listener_security import ListenerSecurity, ListenerSecurityError
-from kanal.v1.principal import ANONYMOUS, call_principal
-from kanal.v1.scram import derive
 
 USERS = {"alice": {"SCRAM-SHA-256": derive("SCRAM-SHA-256", "wonderland", b"s" * 16, 4096)}}
 

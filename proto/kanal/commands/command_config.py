@@ -39,7 +39,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from kanal.v1.channel_security import ClientSecurity
+from kanal.security.channel_security import ClientSecurity
 from kanal.v1.error import ErrorCode, KanalError
 
 CONFIG_ENV = "KANAL_CLIENT_CONFIG"
@@ -48,7 +48,9 @@ KEYS = (*_PATH_KEYS, "tls-server-name", "user", "password", "bootstrap")
 
 
 def add_client_security_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("security (or --command-config FILE; see kanal.v1.command_config)")
+    group = parser.add_argument_group(
+        "security (or --command-config FILE; see kanal.commands.command_config)"
+    )
     group.add_argument(
         "--command-config", metavar="FILE", help="client config file (TOML): TLS files, user, password"
     )

@@ -1,4 +1,4 @@
-"""Server flags from the command line, KANAL_* variables and a TOML file (kanal.v1.server_flags), as the
+"""Server flags from the command line, KANAL_* variables and a TOML file (kanal.server.flags), as the
 two server commands parse them: precedence, unknown keys, wrong types, ids from a StatefulSet ordinal."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from kanal.broker.broker_main import parse_command
 from kanal.raft.controller_config import ControllerConfigError, parse_controller_args
-from kanal.v1.server_flags import ServerFlagError, ordinal_of
-from kanal.v1.server_logging import JsonFormatter
+from kanal.server.flags import ServerFlagError, ordinal_of
+from kanal.server.logs import JsonFormatter
 
 PEERS = "0=127.0.0.1:9701=127.0.0.1:9601,1=127.0.0.1:9702=127.0.0.1:9602,2=127.0.0.1:9703=127.0.0.1:9603"
 

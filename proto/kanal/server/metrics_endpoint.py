@@ -18,8 +18,8 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from kanal.net.host_port import HostPortError, parse_host_port
 from kanal.v1.error import ConfigError
-from kanal.v1.host_port import HostPortError, parse_host_port
 
 BROKER_METRICS_PORT_DEFAULT = 9404
 CONTROLLER_METRICS_PORT_DEFAULT = 9405

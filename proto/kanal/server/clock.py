@@ -6,8 +6,8 @@ once, expire every group member's session or idle producer at once, or stamp rec
 Timestamps it gives are the wall clock's at start plus the time elapsed, so they stay comparable with
 stored timestamps (retention, offsets retention). Tests pass a fake with the same `now_ms()` method.
 
-It lives in the log storage package because that is the one package both servers may import (DESIGN.md
-layering); `PROCESS_CLOCK` is the broker's one instance.
+`PROCESS_CLOCK` is a server process's one instance: a broker's appends, retention, group sessions,
+transaction timeouts and producer expiry, and a controller's fencing, all read it.
 """
 
 from __future__ import annotations
@@ -33,5 +33,5 @@ class Clock:
         return f"<Clock now_ms={self.now_ms()}>"
 
 
-# The broker's clock: appends, retention, group sessions and producer expiry all read it.
+# The process's clock (see the module note).
 PROCESS_CLOCK = Clock()

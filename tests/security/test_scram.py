@@ -1,4 +1,5 @@
-"""kanal.v1.scram against the RFCs' worked examples: RFC 5802 section 5 (SCRAM-SHA-1) and RFC 7677 section 3
+"""kanal.security.scram against the RFCs' worked examples: RFC 5802 section 5 (SCRAM-SHA-1) and RFC 7677
+section 3
 (SCRAM-SHA-256). Both use user "user", password "pencil" and 4096 iterations; the proofs and signatures
 below are the RFCs' values, so the salted password, ClientKey, StoredKey and ServerKey derivations (what
 UserScramCredentialRecord stores) are checked end to end."""
@@ -11,8 +12,7 @@ import hmac
 
 import pytest
 
-from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.scram import (
+from kanal.security.scram import (
     MECHANISMS,
     check_iterations,
     check_mechanism,
@@ -24,6 +24,7 @@ from kanal.v1.scram import (
     server_signature,
     verify_password,
 )
+from kanal.v1.error import ErrorCode, KanalError
 
 RFC_VECTORS = [
     # (hash, client nonce, server nonce suffix, salt, client proof, server signature)

@@ -1,4 +1,4 @@
-"""The servers' clock (broker/storage/clock.py): wall-clock steps never move it, so a step (NTP, a VM
+"""The servers' clock (proto/kanal/server/clock.py): wall-clock steps never move it, so a step (NTP, a VM
 resume) cannot expire every group member's session or idle producer at once, or fence every broker."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from kanal.broker import group_coordinator, partition
-from kanal.broker.storage.clock import Clock
+from kanal.server.clock import Clock
 
 
 def test_now_ms_follows_the_monotonic_clock_from_a_wall_clock_anchor():

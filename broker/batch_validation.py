@@ -52,8 +52,8 @@ are what the producer sent, and sending them again cannot help. CORRUPT_MESSAGE 
 CRC mismatch: damage in transit.
 
 Two implementations of the walk give the same answer (accept, or refuse with the same code) for every
-input: `walk_record_list_python` here, the reference, and the C extension `kanal.v1._batch_walk`
-(proto/kanal/v1/_batch_walk.c), built by setup.py where a compiler is found; `walk_record_list` is the C
+input: `walk_record_list_python` here, the reference, and the C extension `kanal.broker._batch_walk`
+(broker/_batch_walk.c), built by setup.py where a compiler is found; `walk_record_list` is the C
 one when it loaded (`NATIVE`), else the Python one. KANAL_BATCH_WALK_PURE_PYTHON=1 keeps Python. The C
 walk runs at memory speed (well under a second of CPU per GB of records), which keeps validation inside
 the produce path's budget; the Python one costs ~1 us per record and is the fallback without a compiler.
@@ -289,7 +289,7 @@ def _load_native() -> tuple[ModuleType | None, str | None]:
     if os.environ.get("KANAL_BATCH_WALK_PURE_PYTHON"):
         return None, "KANAL_BATCH_WALK_PURE_PYTHON is set"
     try:
-        return importlib.import_module("kanal.v1._batch_walk"), None
+        return importlib.import_module("kanal.broker._batch_walk"), None
     except ImportError as exc:
         return None, str(exc)
 

@@ -10,7 +10,7 @@ password:
     salt, iterations                                                       stored
 
 kanal does not run the SASL challenge/response over gRPC: a client sends its user name and password as
-call credentials, and only over TLS (kanal.v1.channel_security refuses otherwise, and listeners refuse a
+call credentials, and only over TLS (kanal.security.channel_security refuses otherwise, and listeners refuse a
 password on a plaintext connection). The server checks the password by recomputing StoredKey from it
 (`verify_password`): the same check a SCRAM exchange makes through the client proof, and the same stored
 record, so the credentials are exactly Kafka's. `client_proof` and `server_signature` are the exchange's

@@ -8,7 +8,7 @@ import pytest
 from kanal.broker.broker_main import parse_args as parse_broker_args
 from kanal.deploy.certificates import make_ca
 from kanal.raft.controller_config import ControllerConfigError, parse_controller_args
-from kanal.v1.server_flags import ServerFlagError
+from kanal.server.flags import ServerFlagError
 
 BROKER = [
     "--id",
@@ -80,7 +80,7 @@ def test_bad_settings_stop_the_start_with_one_line(files, extra, message):
 def test_a_plaintext_listener_others_can_reach_is_warned_about(caplog):
     import logging
 
-    from kanal.v1.listener_security import ListenerSecurity, is_loopback_bind, warn_if_exposed
+    from kanal.security.listener_security import ListenerSecurity, is_loopback_bind, warn_if_exposed
 
     assert is_loopback_bind("127.0.0.1") and is_loopback_bind("localhost") and is_loopback_bind("[::1]")
     assert not is_loopback_bind("0.0.0.0") and not is_loopback_bind("kanal-broker-0.kanal-broker")

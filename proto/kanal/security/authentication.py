@@ -3,9 +3,9 @@
 `Authenticator.authenticate(auth_context, metadata)` decides a call's principal from what gRPC knows of
 the connection (its TLS peer certificate) and the call's metadata, in this order:
 
-1. A user name and password in the metadata (put there by kanal.v1.channel_security): refused on a
+1. A user name and password in the metadata (put there by kanal.security.channel_security): refused on a
    plaintext connection and on a listener without `password` authentication; else checked against the
-   user's SCRAM credentials in the metadata image (kanal.v1.scram.verify_password, any of the user's
+   user's SCRAM credentials in the metadata image (kanal.security.scram.verify_password, any of the user's
    mechanisms) -> User:<name>. A wrong password, an unknown user and a user without credentials get the
    same answer, so the door does not tell which names exist.
 2. A client certificate (the TLS handshake verified its chain and dates), on a listener with `mtls`
@@ -46,12 +46,12 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from kanal.v1.channel_security import PASSWORD_METADATA_KEY, USER_METADATA_KEY
-from kanal.v1.error import ErrorCode, KanalError, grpc_status
-from kanal.v1.grpc_errors import error_trailer
-from kanal.v1.listener_security import ListenerSecurity
-from kanal.v1.principal import ANONYMOUS, PRINCIPAL_TYPE_USER, Principal, bind_principal
-from kanal.v1.scram import ScramCredential, verify_password
+from kanal.security.channel_security import PASSWORD_METADATA_KEY, USER_METADATA_KEY
+from kanal.security.listener_security import ListenerSecurity
+from kanal.security.principal import ANONYMOUS, PRINCIPAL_TYPE_USER, Principal, bind_principal
+from kanal.security.scram import ScramCredential, verify_password
+from kanal.server.error_boundary import abort_with, abort_with_async
+from kanal.v1.error import ErrorCode, KanalError
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -276,10 +276,6 @@ def _refused(message: str) -> KanalError:
     return KanalError(ErrorCode.AUTHENTICATION_FAILED, message)
 
 
-def _trailer(exc: KanalError) -> tuple[tuple[str, str], ...]:
-    return error_trailer(exc.code, exc.message)
-
-
 # -- the interceptors: grpc.server (controllers) and grpc.aio (brokers) --------------------------------
 
 
@@ -323,8 +319,7 @@ def _authenticate_sync(auth: Authenticator, context) -> Principal:
     try:
         return auth.authenticate(context.auth_context(), context.invocation_metadata())
     except KanalError as exc:
-        context.set_trailing_metadata(_trailer(exc))
-        context.abort(grpc_status(exc.code), exc.message)
+        abort_with(context, exc.code, exc.message)
         raise  # abort raised already; this keeps the type checker honest
 
 
@@ -394,8 +389,7 @@ async def _authenticate_aio(auth: Authenticator, context) -> Principal:
             None, auth.authenticate, auth_context, metadata
         )
     except KanalError as exc:
-        context.set_trailing_metadata(_trailer(exc))
-        await context.abort(grpc_status(exc.code), exc.message)
+        await abort_with_async(context, exc.code, exc.message)
         raise
 
 

@@ -1,6 +1,6 @@
-/* kanal.v1._batch_walk: the leader's walk of a produced batch's RecordList, in C.
+/* kanal.broker._batch_walk: the leader's walk of a produced batch's RecordList, in C.
  *
- * Optional: kanal.v1.batch_validation imports it when it is built (setup.py builds it where a C compiler
+ * Optional: kanal.broker.batch_validation imports it when it is built (setup.py builds it where a C compiler
  * and the Python headers are found) and walks in pure Python otherwise. The rules are those of
  * batch_validation's docstring; walk_record_list_python there is the reference, and both must accept the
  * same inputs and refuse the rest with the same ErrorCode (tests/broker/test_batch_validation_fuzz.py
@@ -276,13 +276,13 @@ static PyObject *py_walk(PyObject *mod, PyObject *args) {
 static PyMethodDef module_methods[] = {
     {"walk", py_walk, METH_VARARGS,
      "walk(record_list, record_count, first_timestamp_ms) -> int: the largest record timestamp of a "
-     "decompressed RecordList that keeps the rules of kanal.v1.batch_validation; KanalError (INVALID_RECORD or "
+     "decompressed RecordList that keeps the rules of kanal.broker.batch_validation; KanalError (INVALID_RECORD or "
      "INVALID_TIMESTAMP) otherwise."},
     {NULL}};
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "kanal.v1._batch_walk",
-    "The leader's record walk in C (see proto/kanal/v1/_batch_walk.c).", -1, module_methods,
+    PyModuleDef_HEAD_INIT, "kanal.broker._batch_walk",
+    "The leader's record walk in C (see broker/_batch_walk.c).", -1, module_methods,
 };
 
 static int import_error_code(PyObject *codes, const char *name, PyObject **out) {
