@@ -24,8 +24,10 @@ ALLOWED_IMPORTS = {
     "itertools", "re", "struct", "typing", "warnings", "zlib", "grpc", "google", "kanal", "crc32c",
     "cramjam", "mmh3",
 }
-FORBIDDEN_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "basicConfig",
-                   "start_http_server", "ssl_channel_credentials", "ssl_server_credentials", "add_secure_port"}
+FORBIDDEN_CALLS = {
+    "open", "read_text", "read_bytes", "write_text", "write_bytes", "basicConfig", "start_http_server",
+    "ssl_channel_credentials", "ssl_server_credentials", "add_secure_port",
+}
 
 
 def _imports(tree: ast.Module) -> set[str]:
