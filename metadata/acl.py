@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from kanal.v1 import admin_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.wire_enum import as_enum
+from kanal.v1.wire_enum import as_enum, enum_name
 
 CLUSTER_RESOURCE_NAME = "kanal-cluster"
 WILDCARD_RESOURCE = "*"
@@ -95,7 +95,7 @@ class AclEntry:
             permission=as_enum(metadata_pb2.AclPermission, self.permission),
         )
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[int, str, int, str, str, int, int]:
         return (self.resource_type, self.resource_name, self.pattern_type, self.principal, self.host,
                 self.operation, self.permission)
 
@@ -105,10 +105,10 @@ class AclEntry:
                 f"{pattern_name(self.pattern_type)}:{self.resource_name}>")
 
 
-def _short(enum, prefix: str, value: int) -> str:
-    """The short spelling of an ACL enum value: ACL_OPERATION_READ -> "READ" (messages and the CLI)."""
-    full = enum.Name(value) if value in enum.values() else str(value)
-    return full.removeprefix(prefix)
+def _short(enum: type[int], prefix: str, value: int) -> str:
+    """The short spelling of a value of a generated ACL enum (metadata_pb2.AclOperation, an int class):
+    ACL_OPERATION_READ -> "READ" (messages and the CLI); the number for a value this build does not know."""
+    return enum_name(enum, value).removeprefix(prefix)
 
 
 def operation_name(value: int) -> str:

@@ -61,7 +61,11 @@ def _create_topics(request: admin_pb2.CreateTopicsRequest, access: Access) -> Ad
     )
 
 
-def _topic_results(op: int, field: str, name_of: Callable[[Any], str], response_type: type):
+# An admin call's rule: any admin request message (each rule reads its own fields) and the caller's access.
+AdmissionRule = Callable[[Any, Access], Admission]
+
+
+def _topic_results(op: int, field: str, name_of: Callable[[Any], str], response_type: type) -> AdmissionRule:
     def rule(request: Any, access: Access) -> Admission:
         return per_item(
             request, field, lambda item: access.allows(op, TOPIC, name_of(item)),
@@ -113,7 +117,7 @@ def _alter_configs(request: admin_pb2.AlterConfigsRequest, access: Access) -> Ad
     )
 
 
-def _on_cluster(op: int) -> Callable[[Any, Access], Admission]:
+def _on_cluster(op: int) -> AdmissionRule:
     def rule(request: Any, access: Access) -> Admission:
         access.require(op, CLUSTER, CLUSTER_RESOURCE_NAME, CLUSTER_REFUSED)
         return admitted(request)
@@ -121,7 +125,7 @@ def _on_cluster(op: int) -> Callable[[Any, Access], Admission]:
     return rule
 
 
-_RULES: dict[str, Callable[[Any, Access], Admission]] = {
+_RULES: dict[str, AdmissionRule] = {
     "CreateTopics": _create_topics,
     "DeleteTopics": _topic_results(_OP.ACL_OPERATION_DELETE, "names", lambda name: name,
                                    admin_pb2.DeleteTopicsResponse),

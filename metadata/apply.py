@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, MutableMapping, MutableSequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, MutableSequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from kanal.metadata.acl import EMPTY_ACL_SET, AclEntry, check_entry
 from kanal.metadata.client_quota import QUOTA_ENTITY_TYPES, QUOTA_KEYS
@@ -72,6 +73,9 @@ from kanal.v1.error import KanalError
 from kanal.v1.metadata_pb2 import MetadataBatch, MetadataRecord
 from kanal.v1.topic_name import check_topic_name, collision_key
 
+K = TypeVar("K")
+V = TypeVar("V")
+
 
 class _Journal:
     """Undo steps for every change made while applying a batch, so a failed batch can be rolled back."""
@@ -79,9 +83,9 @@ class _Journal:
     __slots__ = ("_undo",)
 
     def __init__(self) -> None:
-        self._undo: list[Callable[[], None]] = []
+        self._undo: list[Callable[[], object]] = []  # what an undo step returns is dropped
 
-    def put(self, mapping: MutableMapping[Any, Any], key: Any, value: Any) -> None:
+    def put(self, mapping: MutableMapping[K, V], key: K, value: V) -> None:
         if key in mapping:
             old = mapping[key]
             self._undo.append(lambda: mapping.__setitem__(key, old))
@@ -89,20 +93,20 @@ class _Journal:
             self._undo.append(lambda: mapping.__delitem__(key))
         mapping[key] = value
 
-    def delete(self, mapping: MutableMapping[Any, Any], key: Any) -> None:
+    def delete(self, mapping: MutableMapping[K, V], key: K) -> None:
         old = mapping.pop(key)
         self._undo.append(lambda: mapping.__setitem__(key, old))
 
-    def replace(self, items: MutableSequence[Any], index: int, value: Any) -> None:
+    def replace(self, items: MutableSequence[V], index: int, value: V) -> None:
         old = items[index]
         self._undo.append(lambda: items.__setitem__(index, old))
         items[index] = value
 
-    def append(self, items: MutableSequence[Any], value: Any) -> None:
+    def append(self, items: MutableSequence[V], value: V) -> None:
         self._undo.append(items.pop)
         items.append(value)
 
-    def set(self, obj: object, name: str, value: Any) -> None:
+    def set(self, obj: object, name: str, value: object) -> None:
         old = getattr(obj, name)
         self._undo.append(lambda: setattr(obj, name, old))
         setattr(obj, name, value)
@@ -110,6 +114,16 @@ class _Journal:
     def rollback(self) -> None:
         while self._undo:
             self._undo.pop()()
+
+    @contextmanager
+    def all_or_nothing(self) -> Iterator[None]:
+        """Undo every journaled change when the block raises, then let the exception go on. Any exception,
+        BaseException too: an interrupt halfway must not leave a half-applied record or batch behind."""
+        try:
+            yield
+        except BaseException:
+            self.rollback()
+            raise
 
 
 class _Context:
@@ -139,14 +153,10 @@ def apply(image: MetadataImage, record: MetadataRecord) -> None:
     end-of-batch checks do not run: a TopicRecord alone is legal here, its partitions may follow.
     """
     ctx = _Context()
-    try:
+    with ctx.journal.all_or_nothing():
         _apply_record(image, record, ctx)
         _update_counts(image, ctx)
         ctx.journal.set(image, "next_offset", MetadataOffset(image.next_offset + 1))
-    except BaseException:
-        # BaseException too: an interrupt halfway must not leave a half-applied record behind.
-        ctx.journal.rollback()
-        raise
 
 
 def apply_records(image: MetadataImage, records: Iterable[MetadataRecord]) -> None:
@@ -156,16 +166,13 @@ def apply_records(image: MetadataImage, records: Iterable[MetadataRecord]) -> No
     For image_from_snapshot: one journal and one fold of the index counts for the whole snapshot,
     instead of per record, which made restoring a 15,000-partition image ~60% slower."""
     ctx = _Context()
-    try:
+    with ctx.journal.all_or_nothing():
         offset = int(image.next_offset)
         for record in records:
             _apply_record(image, record, ctx)
             offset += 1
         _update_counts(image, ctx)
         ctx.journal.set(image, "next_offset", MetadataOffset(offset))
-    except BaseException:
-        ctx.journal.rollback()
-        raise
 
 
 def apply_batch(image: MetadataImage, batch: MetadataBatch, base_offset: int) -> bool:
@@ -188,16 +195,13 @@ def apply_batch(image: MetadataImage, batch: MetadataBatch, base_offset: int) ->
         image.next_offset = end
         return False
     ctx = _Context()
-    try:
+    with ctx.journal.all_or_nothing():
         ctx.journal.set(image, "controller_epoch", ControllerEpoch(batch.controller_epoch))
         for record in batch.records:
             _apply_record(image, record, ctx)
         _check_batch_end(image, ctx)
         _update_counts(image, ctx)
         ctx.journal.set(image, "next_offset", end)
-    except BaseException:
-        ctx.journal.rollback()
-        raise
     return True
 
 

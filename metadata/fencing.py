@@ -15,7 +15,7 @@ from kanal.metadata.config_resource import unclean_election_enabled
 from kanal.metadata.decision import Stamp
 from kanal.metadata.election import elect
 from kanal.metadata.ids import NO_LEADER, BrokerId
-from kanal.metadata.image import CLUSTER_DEFAULT_BROKER, MetadataImage
+from kanal.metadata.image import CLUSTER_DEFAULT_BROKER, MetadataImage, PartitionState, TopicImage
 from kanal.v1 import metadata_pb2
 
 
@@ -111,8 +111,9 @@ def registered_directories(image: MetadataImage) -> dict[BrokerId, str]:
     return {b: reg.directory_id for b, reg in image.brokers.items()}
 
 
-def _append_election(records: list[metadata_pb2.MetadataRecord], topic, partition, live: set[BrokerId],
-                     unclean: bool, stamp: Stamp, context: str, directories: dict[BrokerId, str]) -> None:
+def _append_election(records: list[metadata_pb2.MetadataRecord], topic: TopicImage, partition: PartitionState,
+                     live: set[BrokerId], unclean: bool, stamp: Stamp, context: str,
+                     directories: dict[BrokerId, str]) -> None:
     """Elect a leader for `partition` among `live` and, when that changes anything, add the stamped
     PartitionChange record (the one step fencing, unfencing and unclean-election switches share)."""
     election = elect(partition, live, unclean, directories)

@@ -22,11 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kanal.metadata.decision import Decision, Stamp
 from kanal.metadata.image import MetadataImage, QuorumVoter
 from kanal.v1 import metadata_pb2, operations_pb2
 from kanal.v1.error import ErrorCode
+
+# The reply of a voter change: both carry error, error_message and the voter ids after the change.
+VoterReply = TypeVar("VoterReply", operations_pb2.AddVoterResponse, operations_pb2.RemoveVoterResponse)
 
 
 def voters_of(image: MetadataImage, configured: Iterable[QuorumVoter]) -> tuple[QuorumVoter, ...]:
@@ -156,14 +160,14 @@ def decide_remove_voter(
                   request_id=request_id)
 
 
-def _refusal(reply: type, voters: tuple[QuorumVoter, ...], why: str) -> Decision:
+def _refusal(reply: type[VoterReply], voters: tuple[QuorumVoter, ...], why: str) -> Decision[VoterReply]:
     return Decision([], reply(error=ErrorCode.INVALID_QUORUM_CHANGE, error_message=why,
                               voter_ids=[v.controller_id for v in voters]))
 
 
 def _write(
-    after: tuple[QuorumVoter, ...], reply: type, *, now_ms: int, principal: str, request_id: str
-) -> Decision:
+    after: tuple[QuorumVoter, ...], reply: type[VoterReply], *, now_ms: int, principal: str, request_id: str
+) -> Decision[VoterReply]:
     stamp = Stamp(now_ms, principal, request_id)
     record = stamp.record(voter_set=metadata_pb2.VoterSetRecord(voters=[v.to_proto() for v in after]))
     return Decision([record], reply(voter_ids=[v.controller_id for v in after]))

@@ -30,6 +30,9 @@ from kanal.security.scram import (
 from kanal.v1 import admin_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
+# One item of an AlterUserScramCredentials request: a deletion or an upsertion of a user's credential.
+ScramChange = admin_pb2.ScramCredentialDeletion | admin_pb2.ScramCredentialUpsertion
+
 
 def decide_alter_user_scram_credentials(
     image: MetadataImage,
@@ -40,7 +43,7 @@ def decide_alter_user_scram_credentials(
     request_id: str,
 ) -> Decision[admin_pb2.AlterUserScramCredentialsResponse]:
     stamp = Stamp(now_ms, principal, request_id)
-    by_user: dict[str, list] = {}
+    by_user: dict[str, list[ScramChange]] = {}
     for change in [*request.deletions, *request.upsertions]:
         by_user.setdefault(change.name, []).append(change)
     records: list[metadata_pb2.MetadataRecord] = []
@@ -58,7 +61,7 @@ def decide_alter_user_scram_credentials(
 
 
 def _user_records(
-    image: MetadataImage, stamp: Stamp, user: str, changes: list
+    image: MetadataImage, stamp: Stamp, user: str, changes: list[ScramChange]
 ) -> list[metadata_pb2.MetadataRecord]:
     check_user_name(user)
     current = image.scram_credentials.get(user, {})

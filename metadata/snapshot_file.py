@@ -76,7 +76,7 @@ def parse_snapshot_file_name(name: str) -> tuple[int, int] | None:
 
 
 def encode_snapshot_file(snapshot: MetadataSnapshot, written_ms: int) -> bytes:
-    body = snapshot.SerializeToString()
+    body: bytes = snapshot.SerializeToString()  # protobuf's Message methods are untyped (no stubs)
     head = _HEAD.pack(MAGIC, snapshot.next_offset, snapshot.controller_epoch, written_ms, len(body))
     data = head + body
     return data + _CRC.pack(zlib.crc32(data))
