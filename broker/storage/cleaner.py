@@ -32,17 +32,29 @@ A rewritten batch keeps its attributes.
 A segment is rewritten into `<base>.log.cleaned`, fsynced, its index files deleted, then renamed over the
 original (atomic), and its indexes are rebuilt. A crash before the rename leaves the original intact (the
 .cleaned file is removed on open); after it, the missing indexes are rebuilt on open.
+
+The cleaner sits below log.py: `Log.compact` calls `compact_log(self, ...)`, and what the cleaner needs of
+the log is the `CompactedLog` protocol, so this module never imports log.py.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kanal.broker.storage.durable_files import fsync_directory
-from kanal.broker.storage.segment import LogSegment
-from kanal.broker.storage.transaction_index import ABORTED, COMMITTED, OPEN, TxnBatch, removable_markers
+from kanal.broker.storage.log_config import LogConfig
+from kanal.broker.storage.segment import EntryLocation, LogSegment
+from kanal.broker.storage.transaction_index import (
+    ABORTED,
+    COMMITTED,
+    OPEN,
+    TransactionIndex,
+    TxnBatch,
+    removable_markers,
+)
 from kanal.v1 import records_pb2
 from kanal.v1.batch import (
     ATTR_CONTROL,
@@ -55,9 +67,22 @@ from kanal.v1.batch import (
     parse_batch,
 )
 
-if TYPE_CHECKING:
-    from kanal.broker.storage.log import Log
-    from kanal.broker.storage.transaction_index import TransactionIndex
+# OPEN, ABORTED or COMMITTED: what compaction may do with a batch (transaction_index.batch_state's answer
+# for transactional data batches; OPEN for markers, which are kept whole; COMMITTED for the rest).
+Fate = Callable[[records_pb2.RecordBatch], str]
+
+
+class CompactedLog(Protocol):
+    """What compaction needs of a log (log.Log): its topic config, its segments (the last one is the active
+    segment, never rewritten) and a way to put a rewritten segment in place of the one at `index`."""
+
+    @property
+    def config(self) -> LogConfig: ...
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]: ...
+
+    def replace_segment(self, index: int, segment: LogSegment) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +95,9 @@ class CompactionStats:
     markers_removed: int = 0
 
 
-def compact_log(log: Log, now_ms: int, transactions: TransactionIndex | None = None) -> CompactionStats:
+def compact_log(
+    log: CompactedLog, now_ms: int, transactions: TransactionIndex | None = None
+) -> CompactionStats:
     if log.config.cleanup_policy != "compact" or len(log.segments) < 2:
         return CompactionStats()
 
@@ -97,7 +124,7 @@ def compact_log(log: Log, now_ms: int, transactions: TransactionIndex | None = N
         before += seg.size
         new_seg = _swap(seg, entries)
         after += new_seg.size
-        log._replace_segment(index, new_seg)
+        log.replace_segment(index, new_seg)
         rewritten += 1
         removed += seg_removed
         tombstones += seg_tombstones
@@ -107,7 +134,7 @@ def compact_log(log: Log, now_ms: int, transactions: TransactionIndex | None = N
     return CompactionStats(rewritten, removed, tombstones, before, after, len(markers_removed))
 
 
-def _scan_log(segments: tuple[LogSegment, ...], fate) -> tuple[dict[bytes, int], list[TxnBatch]]:
+def _scan_log(segments: tuple[LogSegment, ...], fate: Fate) -> tuple[dict[bytes, int], list[TxnBatch]]:
     """The offset of the latest committed record per key, and the batches with a producer id (for the
     marker rule), in one walk."""
     latest: dict[bytes, int] = {}
@@ -127,14 +154,14 @@ def _scan_log(segments: tuple[LogSegment, ...], fate) -> tuple[dict[bytes, int],
     return latest, txn_batches
 
 
-def _read_batch(seg: LogSegment, location) -> records_pb2.RecordBatch:
+def _read_batch(seg: LogSegment, location: EntryLocation) -> records_pb2.RecordBatch:
     body = seg.read_bytes(location.position + ENTRY_HEADER_BYTES, location.size - ENTRY_HEADER_BYTES)
     return parse_batch(body)
 
 
 def _clean_segment(
-    seg: LogSegment, latest: dict[bytes, int], tombstone_horizon_ms: int, lag_horizon_ms: int | None, fate,
-    removable: set[int],
+    seg: LogSegment, latest: dict[bytes, int], tombstone_horizon_ms: int, lag_horizon_ms: int | None,
+    fate: Fate, removable: set[int],
 ) -> tuple[list[bytes], int, int, list[int]]:
     """The segment's entries after cleaning, with how many records and tombstones were removed and the
     offsets of the markers removed."""

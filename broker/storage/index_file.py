@@ -19,13 +19,14 @@ class IndexDamaged(Exception):
 
 
 class IndexFile:
-    """Fixed-size entries of `entry` (a struct.Struct); column i of every entry is columns[i]."""
+    """Fixed-size entries of `entry` (a struct.Struct); column i of every entry is columns[i], an array of
+    `typecodes[i]`, an integer typecode ("II": two unsigned 32-bit columns)."""
 
     def __init__(self, path: Path, entry: struct.Struct, typecodes: str) -> None:
         self.path = path
         self._entry = entry
         self._typecodes = typecodes
-        self.columns: tuple[array, ...] = tuple(array(code) for code in typecodes)
+        self.columns: tuple[array[int], ...] = tuple(array(code) for code in typecodes)
         self._pending = bytearray()  # entries appended since the last write to the file
 
     def __len__(self) -> int:

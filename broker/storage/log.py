@@ -34,10 +34,12 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
+from kanal.broker.storage.cleaner import CompactionStats, compact_log
 from kanal.broker.storage.ids import LeaderEpoch, Offset
 from kanal.broker.storage.leader_epoch_cache import LeaderEpochCache
 from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.storage.segment import LogSegment
+from kanal.broker.storage.transaction_index import TransactionIndex
 from kanal.v1 import records_pb2
 from kanal.v1.batch import (
     ENTRY_HEADER,
@@ -508,16 +510,20 @@ class Log:
 
     # ---- compaction ----
 
-    def compact(
-        self, now_ms: int, transactions=None
-    ):  # -> CompactionStats (import cycle kept out of the top)
+    def compact(self, now_ms: int, transactions: TransactionIndex | None = None) -> CompactionStats:
         """cleanup.policy=compact: keep the latest record per key in the closed segments (cleaner.py);
         `transactions` (the partition's TransactionIndex) tells it which transactional records aborted."""
-        from kanal.broker.storage.cleaner import compact_log
-
         return compact_log(self, now_ms, transactions)
 
-    def _replace_segment(self, index: int, segment: LogSegment) -> None:
+    def replace_segment(self, index: int, segment: LogSegment) -> None:
+        """Put `segment` (a rewritten copy of the closed segment at `index`, same base offset) in its place:
+        the cleaner's one change to the log (cleaner.CompactedLog)."""
+        # The active segment is never rewritten, and a rewrite keeps offsets: anything else is a cleaner bug
+        # that would lose or reorder records.
+        if index >= len(self._segments) - 1 or segment.base_offset != self._bases[index]:
+            raise RuntimeError(
+                f"{self!r}: segment {segment.base_offset} cannot replace closed segment {index}"
+            )
         self._segments[index] = segment
 
     # ---- helpers ----

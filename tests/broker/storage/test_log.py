@@ -252,6 +252,19 @@ def test_compaction_keeps_the_latest_value_per_key_and_offsets(tmp_path):
     log.close()
 
 
+def test_the_cleaner_can_replace_only_a_closed_segment_and_only_by_one_of_its_base_offset(log):
+    log.append(batch(3), leader_epoch=0, now_ms=NOW)
+    log.roll()
+    log.append(batch(3), leader_epoch=0, now_ms=NOW)
+    closed, active = log.segments
+    with pytest.raises(RuntimeError, match="cannot replace closed segment 1"):
+        log.replace_segment(1, active)  # the active segment is never rewritten
+    with pytest.raises(RuntimeError, match="segment 3 cannot replace closed segment 0"):
+        log.replace_segment(0, active)  # a rewrite keeps its segment's offsets
+    log.replace_segment(0, closed)
+    assert log.segments == (closed, active)
+
+
 @pytest.mark.parametrize("reopen", ["clean", "recovered"])
 def test_a_segments_largest_timestamp_survives_a_restart(tmp_path, reopen):
     """A batch between offset index entries holding the segment's largest timestamp (a producer's clock
