@@ -25,7 +25,9 @@ checked for loss: it is listed in `unchecked`, never silently passed.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from kanal.deploy.chaos.history import Event
 
@@ -33,6 +35,10 @@ KINDS = ("lost", "duplicate", "reorder", "divergent", "vanished", "commit_backwa
          "two_controllers", "epoch_backwards")
 
 TopicPartition = tuple[str, int]
+# The closing read: each partition's records by offset, and its `final_end` event.
+Finals = dict[TopicPartition, dict[int, Event]]
+FinalEnds = dict[TopicPartition, Event]
+Key = TypeVar("Key", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -106,7 +112,7 @@ def check(events: list[Event]) -> CheckReport:
     report.final_records = len(by_type["final"])
     deleted = {e["topic"] for e in by_type["delete_topic"]}
 
-    finals: dict[TopicPartition, dict[int, Event]] = defaultdict(dict)
+    finals: Finals = defaultdict(dict)
     for e in by_type["final"]:
         previous = finals[_tp(e)].get(int(e["offset"]))
         if previous is not None and previous["value"] != e["value"]:
@@ -136,7 +142,7 @@ def _name(e: Event) -> str:
     return f"{e['topic']}-{e['partition']}"
 
 
-def _lost(acks: list[Event], finals, final_ends, deleted) -> list[Violation]:
+def _lost(acks: list[Event], finals: Finals, final_ends: FinalEnds, deleted: set[str]) -> list[Violation]:
     out = []
     for ack in acks:
         tp = _tp(ack)
@@ -185,7 +191,7 @@ def _divergent(acks: list[Event], reads: list[Event]) -> list[Violation]:
     return out
 
 
-def _replicas_diverge(replicas: list[Event], finals, final_ends) -> list[Violation]:
+def _replicas_diverge(replicas: list[Event], finals: Finals, final_ends: FinalEnds) -> list[Violation]:
     """An in-sync replica's log disagrees with the leader's (the final read) below the high-water mark:
     once per replica and partition, at the first offset where they differ."""
     out = []
@@ -210,7 +216,9 @@ def _replicas_diverge(replicas: list[Event], finals, final_ends) -> list[Violati
     return out
 
 
-def _vanished(reads: list[Event], finals, final_ends, deleted) -> list[Violation]:
+def _vanished(
+    reads: list[Event], finals: Finals, final_ends: FinalEnds, deleted: set[str]
+) -> list[Violation]:
     out = []
     for read in reads:
         tp = _tp(read)
@@ -239,7 +247,7 @@ def _duplicates(observations: list[Event]) -> list[Violation]:
     return out
 
 
-def _reordered(finals: dict[TopicPartition, dict[int, Event]]) -> list[Violation]:
+def _reordered(finals: Finals) -> list[Violation]:
     out = []
     for records in finals.values():
         last: dict[str, tuple[Event, int]] = {}  # process -> its record with the highest sequence so far
@@ -264,27 +272,29 @@ def _reordered(finals: dict[TopicPartition, dict[int, Event]]) -> list[Violation
     return out
 
 
-def _epochs_backwards(finals: dict[TopicPartition, dict[int, Event]]) -> list[Violation]:
+def _epochs_backwards(finals: Finals) -> list[Violation]:
     out = []
     for records in finals.values():
-        newest: Event | None = None
+        newest: tuple[Event, int] | None = None  # the record of the highest epoch so far, and its epoch
         for offset in sorted(records):
             e = records[offset]
-            if e.get("leader_epoch") is None:
+            written = e.get("leader_epoch")
+            if written is None:
                 continue
-            if newest is not None and int(e["leader_epoch"]) < int(newest["leader_epoch"]):
+            epoch = int(written)
+            if newest is not None and epoch < newest[1]:
+                before = newest[0]
                 out.append(
                     Violation(
                         "epoch_backwards",
                         f"{_name(e)} offset {offset} was written in leader epoch "
-                        f"{e['leader_epoch']}, after offset {newest['offset']} of epoch "
-                        f"{newest['leader_epoch']}",
-                        (newest, e),
+                        f"{epoch}, after offset {before['offset']} of epoch {newest[1]}",
+                        (before, e),
                     )
                 )
                 break  # one per partition: what follows is the same story
-            if newest is None or int(e["leader_epoch"]) > int(newest["leader_epoch"]):
-                newest = e
+            if newest is None or epoch > newest[1]:
+                newest = (e, epoch)
     return out
 
 
@@ -320,12 +330,14 @@ def _commits_backwards(ordered: list[Event]) -> list[Violation]:
     return out
 
 
-def _one_per_epoch(views: list[Event], kind: str, key, describe) -> list[Violation]:
+def _one_per_epoch(
+    views: list[Event], kind: str, key: Callable[[Event], Key], describe: Callable[[Event, Event], str]
+) -> list[Violation]:
     """Views (leader >= 0) grouped by `key(event)`; the first view naming another leader for a key is a
     violation, reported once per key."""
     out = []
-    first: dict = {}
-    reported = set()
+    first: dict[Key, Event] = {}
+    reported: set[Key] = set()
     for e in views:
         if int(e["leader"]) < 0:
             continue

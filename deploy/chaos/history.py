@@ -23,6 +23,8 @@ Other fields by type (`topic` and `partition` name a partition; `value` is the r
 
 `leader_epoch` and `offset` are ints; an event may carry fields the checker does not read. The format is
 stable: `kanal chaos check FILE` re-checks a history written by any version that wrote these fields.
+`Event` is the table as a type; a history read back from a file is checked for the fields every event
+has (`is_event`) and no others, so the checker converts the numbers it compares.
 """  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations
@@ -30,11 +32,41 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TypedDict, TypeGuard, Unpack
 
-Event = dict[str, Any]
+
+class EventFields(TypedDict, total=False):
+    """The fields beside `type`, `time` and `process`: which of them an event has depends on its type."""
+
+    topic: str
+    partition: int
+    value: str
+    offset: int
+    leader_epoch: int | None  # None: the record's epoch was not known to the reader
+    error: str
+    group: str
+    invoked: float
+    end_offset: int
+    broker: int
+    ok: bool
+    observer: int
+    leader: int
+    epoch: int
+    fault: str
+    action: str
+    detail: str
+    start: float
+    end: float
+
+
+class Event(EventFields):
+    """One line of a history."""
+
+    type: str
+    time: float
+    process: str
 
 EVENT_TYPES = frozenset({
     "send", "ack", "fail", "read", "commit", "committed", "final", "final_end", "create_topic",
@@ -46,7 +78,7 @@ class Recorder:
     """Appends events to a history, in memory and (when given a file) as JSON lines flushed as they come,
     so a run that is interrupted still leaves what it saw. Safe to call from several threads."""
 
-    def __init__(self, out: IO[str] | None = None, *, clock=time.monotonic) -> None:
+    def __init__(self, out: IO[str] | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._out = out
         self._clock = clock
         self._start = clock()
@@ -61,11 +93,11 @@ class Recorder:
     def now(self) -> float:
         return round(self._clock() - self._start, 6)
 
-    def record(self, type_: str, process: str, **fields: Any) -> Event:
+    def record(self, type_: str, process: str, **fields: Unpack[EventFields]) -> Event:
         if type_ not in EVENT_TYPES:
             raise ValueError(f"unknown history event type {type_!r}")
         with self._lock:
-            event = {"type": type_, "time": self.now(), "process": process, **fields}
+            event: Event = {"type": type_, "time": self.now(), "process": process, **fields}
             self.events.append(event)
             if self._out is not None:
                 self._out.write(json.dumps(event, separators=(",", ":")) + "\n")
@@ -87,6 +119,17 @@ def parse_lines(lines: Iterable[str]) -> Iterator[Event]:
             if number == len(lines):
                 return
             raise ValueError(f"history line {number} is not JSON: {line[:80]!r}") from None
-        if not isinstance(event, dict) or event.get("type") not in EVENT_TYPES:
+        if not is_event(event):
             raise ValueError(f"history line {number} is not a history event: {line[:80]!r}")
         yield event
+
+
+def is_event(value: object) -> TypeGuard[Event]:
+    """A JSON object with the fields every event has: a known `type`, a number `time` and a `process`."""
+    return (
+        isinstance(value, dict)
+        and value.get("type") in EVENT_TYPES
+        and isinstance(value.get("time"), int | float)
+        and not isinstance(value.get("time"), bool)
+        and isinstance(value.get("process"), str)
+    )

@@ -273,6 +273,17 @@ def test_a_recorded_history_reads_back_and_a_torn_last_line_is_ignored():
         recorder.record("nonsense", "p0")
 
 
+@pytest.mark.parametrize("line", [
+    '{"type": "ack", "time": 1.5}',                       # no process
+    '{"type": "ack", "time": "1.5", "process": "p0"}',    # time as text
+    '{"type": "ack", "time": true, "process": "p0"}',     # time as a bool
+    '["ack", 1.5, "p0"]',                                 # not an object
+])
+def test_a_line_without_the_fields_every_event_has_is_not_an_event(line):
+    with pytest.raises(ValueError, match="line 1 is not a history event"):
+        list(parse_lines([line, '{"type": "ack", "time": 2, "process": "p0"}']))
+
+
 def test_kanal_chaos_check_exits_1_on_a_violation_and_0_on_a_clean_history(tmp_path, capsys):
     from kanal.deploy.chaos.cli import main
 
