@@ -1,38 +1,41 @@
 """GroupCoordinator: the shell around the pure `Group` state machines of the groups this broker
 coordinates — the groups whose __consumer_offsets partition it leads.
 
-Ownership. The coordinator of group `g` is the leader of __consumer_offsets partition
+Ownership and loading run on the coordinator runtime (coordinator_runtime.py), as the transaction
+coordinator's do. The coordinator of group `g` is the leader of __consumer_offsets partition
 `mmh3(g) % partitions` (kanal.v1.partitioning, the producers' key formula). When this broker becomes
-leader of such a partition (at some leader epoch) it loads the partition — every record from the log
-start to the log end, through `group_records.replay_entries` — on a loader thread; until then calls for its
+leader of such a partition (at some leader epoch) the runtime loads it — every record from the log start
+to the log end, through `group_records.replay_entries` — on its loader thread; until then calls for its
 groups get COORDINATOR_LOAD_IN_PROGRESS. When it stops leading, the groups are dropped and pending calls
 get NOT_COORDINATOR; the new leader reloads them. The topic itself is created through the controller on
 the first FindCoordinator that needs it (50 partitions by default, compacted).
 
 Loading never stalls in silence. A record the loader cannot use (group_records lists the rules) is skipped
 with a WARNING naming the partition, its offset and why, and counted in
-kanal_group_coordinator_bad_records_total; the rest of the partition loads. A load that fails (the
-partition is not hosted yet, the log's framing is damaged, or a bug) is logged — at WARNING when it is an
-expected KanalError, else at ERROR with its traceback — counted in
-kanal_group_coordinator_load_failures_total (by ErrorCode name, or 'unexpected'), and retried by the
-ticker after a backoff that doubles from _LOAD_RETRY_BACKOFF_MS_MIN up to _LOAD_RETRY_BACKOFF_MS_MAX; its
-groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Every load's future has a done-callback that reads
-its outcome, so no exception stays unread inside the pool.
+kanal_group_coordinator_bad_records_total; the rest of the partition loads. A load that fails with a
+KanalError (the partition is not hosted yet; the log's framing is damaged, at ERROR with its traceback) is
+counted in kanal_group_coordinator_load_failures_total by ErrorCode name and retried after the runtime's
+backoff; its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Any other failure is a bug: counted
+as 'unexpected', and the process stops.
 
 Writes. Group metadata (after each rebalance) and committed offsets are written to the partition with
 acks=all through the replica manager, so an acknowledged commit is on every ISR member and survives the
 coordinator's death. A commit is answered only after its record is below the high-water mark; the
 in-memory offsets change only then (decide → records → apply).
 
-Locks. `_lock` guards the in-memory groups and is never held across I/O. A write lock per partition
-orders the writes of that partition with their apply (taken before `_lock`, never after), so the log and
-memory agree on which commit came last.
+Locks. `_lock` (the runtime's lock) guards the in-memory groups and is never held across I/O. A write
+lock per partition orders the writes of that partition with their apply (taken before `_lock`, never
+after), so the log and memory agree on which commit came last.
 
 Threads. gRPC threads call in; JoinGroup and a follower's SyncGroup park on their `_Call` until the
-state machine answers. One ticker thread expires sessions, completes joins at their deadlines, picks up
-leadership changes, retries failed loads and refreshes the lag gauge; one loader thread loads partitions.
-An unexpected exception in the ticker stops the process (kanal.server.fatal), as one in the metadata
-follower does: a coordinator whose ticker died would keep answering with sessions that never expire.
+state machine answers. The runtime's ticker thread picks up leadership changes, retries failed loads and
+runs this coordinator's timers: session and join deadlines (every tick), the lag gauge (every
+_LAG_REFRESH_MS), offsets retention; its loader thread loads partitions. An unexpected exception in
+either stops the process (kanal.server.fatal), as one in the metadata follower does: a coordinator whose
+ticker died would keep answering with sessions that never expire.
+
+Time. Sessions, deadlines, commit timestamps and retention read one injected clock (`clock.now_ms()`, the
+process clock by default; never the wall clock, so a clock step cannot expire every session at once).
 
 Beside it: group_lag.py measures the lag (high-water marks against committed offsets) and exports the
 group gauges; peer_brokers.py holds the channels to the other brokers.
@@ -43,14 +46,12 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, Any, cast
 
-from kanal.broker.group import DEAD, Group, GroupLimits, Persist, Reply, check_group_id
+from kanal.broker.coordinator_runtime import CoordinatorRuntime, Timer, TimeSource
+from kanal.broker.group import DEAD, Effect, Group, GroupLimits, Persist, Reply, check_group_id
 from kanal.broker.group_lag import GroupLag
 from kanal.broker.group_records import (
     OffsetEntry,
@@ -66,45 +67,23 @@ from kanal.broker.group_records import (
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.peer_brokers import PeerBrokers
 from kanal.metadata import MetadataImage
-from kanal.metadata.ids import PartitionId
 from kanal.security.channel_security import ClientSecurity
 from kanal.server.clock import PROCESS_CLOCK
-from kanal.server.fatal import stop_process
+from kanal.server.fatal import StopProcess, stop_process
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, groups_pb2
-from kanal.v1.batch import CorruptEntry
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.partitioning import partition_for_key
 from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from kanal.broker.controller_client import ControllerClient
+    from kanal.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
-_TICK_S = 0.05
-_LAG_REFRESH_S = 5.0
+_TICK_MS = 50
+_LAG_REFRESH_MS = 5_000
 _CALL_MARGIN_S = 5.0  # a parked call waits this much beyond the longest the state machine can take
-_LOAD_READ_BYTES_MAX = 4 << 20
 _WRITE_LOCK_STRIPES = 64
-# A failed load is retried after 100 ms, then 200, 400 ... up to 30 s between tries: soon enough for a
-# passing cause (the replica not created yet), sparse enough that a lasting one does not flood the log.
-_LOAD_RETRY_BACKOFF_MS_MIN = 100
-_LOAD_RETRY_BACKOFF_MS_MAX = 30_000
-
-
-def load_retry_backoff_ms(failures: int) -> int:
-    """How long to wait before retrying a load that has failed `failures` (>= 1) times in a row."""
-    if failures < 1:
-        raise ValueError(f"failures must be >= 1, got {failures}")
-    return min(_LOAD_RETRY_BACKOFF_MS_MAX, _LOAD_RETRY_BACKOFF_MS_MIN << min(failures - 1, 30))
-
-
-@dataclass(slots=True, eq=False)
-class _Load:
-    """A partition this broker leads but does not serve yet: the leader epoch it is loaded at, how many
-    tries have failed, and when the next may start (None while one is running). Compared by identity: a
-    finished job counts only if its _Load is still the partition's."""
-
-    epoch: int
-    failures: int = 0
-    retry_at_s: float | None = None
 
 
 class _Call:
@@ -118,9 +97,9 @@ class _Call:
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[object], None]] = []
-        self.response = None
+        self.response: object = None
 
-    def complete(self, response) -> None:
+    def complete(self, response: object) -> None:
         with self._lock:
             self.response = response
             self._done.set()
@@ -136,77 +115,98 @@ class _Call:
                 return
         callback(self.response)
 
-    def wait(self, timeout_s: float):
+    def wait(self, timeout_s: float) -> Any:
         self._done.wait(timeout_s)
         return self.response
 
 
+class _OffsetsLoad:
+    """One load of __consumer_offsets-p (coordinator_runtime.PartitionLoad): the groups and the pending
+    transactional offsets replayed so far, installed into the coordinator once the whole log is read."""
+
+    def __init__(self, coordinator: GroupCoordinator, p: int, now_ms: int) -> None:
+        self._coordinator = coordinator
+        self._p = p
+        self._now_ms = now_ms
+        self._groups: dict[str, Group] = {}
+        self._pending: dict[int, list[Record]] = {}
+        self._records = 0
+        self._skipped = 0
+
+    def replay(self, data: bytes) -> int:
+        replayed = replay_entries(
+            self._groups, data, self._coordinator._new_group, self._now_ms, self._pending
+        )
+        for bad in replayed.skipped:
+            log.warning(
+                "%s-%d: skipped what the coordinator cannot use at %s", CONSUMER_OFFSETS_TOPIC, self._p, bad
+            )
+            self._coordinator._metrics.group_bad_records.inc()
+        self._records += replayed.applied
+        self._skipped += len(replayed.skipped)
+        return replayed.next_offset
+
+    def install(self) -> None:
+        coordinator = self._coordinator
+        coordinator._groups.update(self._groups)
+        for producer_id, held in self._pending.items():
+            coordinator._txn_offsets[(self._p, producer_id)] = held
+
+    def summary(self) -> str:
+        return f"{len(self._groups)} groups from {self._records} records ({self._skipped} skipped)"
+
+
 class GroupCoordinator:
-    def __init__(self, *, broker_id: int, replicas, image: Callable[[], MetadataImage], controllers,
+    def __init__(self, *, broker_id: int, replicas: ReplicaManager, image: Callable[[], MetadataImage],
+                 controllers: ControllerClient,
                  metrics: BrokerMetrics, limits: GroupLimits, offsets_partitions: int,
                  offsets_replication_factor: int, write_timeout_ms: int,
                  offsets_retention_check_interval_ms: int = 600_000,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None, clock: TimeSource = PROCESS_CLOCK,
+                 stop_process: StopProcess = stop_process) -> None:
         self.broker_id = broker_id
-        self._replicas = replicas
         self._image = image
         self._controllers = controllers
         self._metrics = metrics
         self.limits = limits
         self._offsets_partitions = offsets_partitions
         self._offsets_rf = offsets_replication_factor
-        self._write_timeout_ms = write_timeout_ms
-        self._retention_check_interval_s = offsets_retention_check_interval_ms / 1000
-        self._lock = threading.Lock()
+        self._clock = clock
+        self._runtime = CoordinatorRuntime(
+            name="group coordinator", topic=CONSUMER_OFFSETS_TOPIC, broker_id=broker_id, replicas=replicas,
+            image=image, shard=self, create_topic=self._create_offsets_topic,
+            write_timeout_ms=write_timeout_ms, tick_interval_ms=_TICK_MS, clock=clock,
+            stop_process=stop_process,
+            on_load_failure=lambda cause: metrics.group_load_failures.labels(cause).inc(),
+            timers=[Timer("session and join deadlines", 0, self._expire_deadlines),
+                    Timer("the lag gauges", _LAG_REFRESH_MS, lambda _now_ms: self.refresh_lag_metrics()),
+                    Timer("offsets retention", offsets_retention_check_interval_ms, self.expire_offsets)])
+        self._lock = self._runtime.lock
         # Striped by partition number: the topic's partition count is whatever the first creator chose.
         self._write_locks = [threading.Lock() for _ in range(_WRITE_LOCK_STRIPES)]
-        self._owned: dict[int, int] = {}  # partition -> leader epoch, loaded and served
-        self._loading: dict[int, _Load] = {}  # partition -> its load, running or waiting to retry
-        self._closed = False
         self._groups: dict[str, Group] = {}
-        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="group-loader")
         self._creating = threading.Lock()
         self._peers = PeerBrokers(security)
         self._lag = GroupLag(
             broker_id=broker_id, replicas=replicas, image=image, metrics=metrics, peers=self._peers
         )
-        self._reconciled_image = MetadataImage()  # the last image the replica manager had applied
         # TxnOffsetCommit records written but not yet committed: (partition, producer id) -> records.
         self._txn_offsets: dict[tuple[int, int], list[Record]] = {}
 
     def __repr__(self) -> str:
-        return (f"<GroupCoordinator broker={self.broker_id} partitions={sorted(self._owned)} "
-                f"loading={sorted(self._loading)} groups={len(self._groups)}>")
+        return f"<GroupCoordinator broker={self.broker_id} groups={len(self._groups)} {self._runtime!r}>"
 
-    # ---- ownership ----
-
-    def _partition_count(self, image: MetadataImage) -> int | None:
-        topic = image.topics.get(CONSUMER_OFFSETS_TOPIC)
-        return len(topic.partitions) if topic is not None else None
+    # ---- ownership (the runtime's) ----
 
     def partition_of(self, group_id: str, image: MetadataImage | None = None) -> int:
-        count = self._partition_count(image or self._image())
-        if count is None:
-            raise KanalError(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{CONSUMER_OFFSETS_TOPIC} does not exist yet"
-            )
-        return partition_for_key(group_id.encode(), count)
+        return self._runtime.partition_of(group_id, image)
 
     def _require_owned(self, group_id: str) -> int:
         """The partition of `group_id`, if this broker serves it now (call with `_lock` held)."""
         check_group_id(group_id)
         p = self.partition_of(group_id)
-        if p in self._owned:
-            return p
-        load = self._loading.get(p)
-        if load is not None:
-            retrying = f" ({load.failures} tries failed so far; retrying)" if load.failures else ""
-            raise KanalError(
-                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"loading {CONSUMER_OFFSETS_TOPIC}-{p}{retrying}"
-            )
-        raise KanalError(
-            ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} does not coordinate {group_id!r}"
-        )
+        self._runtime.require_served(p, repr(group_id))
+        return p
 
     def _group(self, group_id: str, *, create: bool) -> Group | None:
         if create:
@@ -221,128 +221,24 @@ class GroupCoordinator:
         return group
 
     def reconcile(self, image: MetadataImage | None = None) -> None:
-        """Load the partitions this broker now leads, drop the ones it no longer leads. Called with each new
-        image once the replica manager has applied it (so the replicas exist); the ticker calls it without
-        one to retry a failed load against that same image."""
-        if image is not None:
-            self._reconciled_image = image
-        image = self._reconciled_image
-        topic = image.topics.get(CONSUMER_OFFSETS_TOPIC)
-        led = {p.partition_id: p.leader_epoch for p in (topic.partitions if topic else ())
-               if p.leader == self.broker_id}
-        effects = []
-        starts: list[tuple[int, _Load]] = []
-        now_s = time.monotonic()
-        with self._lock:
-            if self._closed:
-                return
-            for p, epoch in [*self._owned.items(), *((q, load.epoch) for q, load in self._loading.items())]:
-                if led.get(PartitionId(p)) != epoch:
-                    effects += self._unload(p, image)
-            for p, epoch in led.items():
-                if self._owned.get(p) == epoch:
-                    continue
-                load = self._loading.get(p)
-                if load is None:
-                    load = self._loading[p] = _Load(epoch)
-                elif load.retry_at_s is None or now_s < load.retry_at_s:
-                    continue  # running, or waiting for its retry
-                load.retry_at_s = None
-                starts.append((p, load))
-        # Submitted outside `_lock`: a job that is already done runs its callback here, and that takes
-        # `_lock`.
-        for p, load in starts:
-            try:
-                future = self._loader.submit(self._load, p, load)
-            except RuntimeError:
-                if self._closed:
-                    return  # close() shut the pool down meanwhile
-                raise
-            future.add_done_callback(functools.partial(self._load_done, p, load))
-        self._execute(-1, effects)
+        """Load the partitions this broker now leads, drop the ones it no longer leads (the runtime's
+        `reconcile`: with each new image the replica manager applied; the ticker retries failed loads)."""
+        self._runtime.reconcile(image)
 
-    def _unload(self, p: int, image: MetadataImage) -> list:
-        self._owned.pop(p, None)
+    def unload(self, p: int, image: MetadataImage) -> Callable[[], None] | None:
+        """The runtime resigns __consumer_offsets-p (lock held): its groups are closed, their parked calls
+        answered NOT_COORDINATOR once the lock is released."""
         for key in [k for k in self._txn_offsets if k[0] == p]:
             del self._txn_offsets[key]
-        self._loading.pop(p, None)
-        count = self._partition_count(image)
         effects = []
-        for gid in [g for g in self._groups if count is None or partition_for_key(g.encode(), count) == p]:
+        for gid in self._runtime.keys_in(p, self._groups, image):
             effects += self._groups.pop(gid).close(
                 ErrorCode.NOT_COORDINATOR, "the coordinator moved: find it again"
             )
-        log.info("no longer coordinating %s-%d", CONSUMER_OFFSETS_TOPIC, p)
-        return effects
+        return functools.partial(self._execute, -1, effects) if effects else None
 
-    def _load(self, p: int, load: _Load) -> None:
-        """Replay __consumer_offsets-p into groups and serve them; runs on the loader thread. Any exception
-        is the load's failure, handled by `_load_done`."""
-        started = time.monotonic()
-        now_ms = _now_ms()
-        groups: dict[str, Group] = {}
-        pending: dict[int, list[Record]] = {}
-        records = skipped = 0
-        part = self._replicas.partition(CONSUMER_OFFSETS_TOPIC, p)
-        with part.lock:
-            offset = part.log.log_start_offset
-        while True:
-            with part.lock:
-                if part.log.log_end_offset <= offset:
-                    break
-                data = part.log.read(offset, _LOAD_READ_BYTES_MAX).data
-            if not data:
-                break
-            replayed = replay_entries(groups, data, self._new_group, now_ms, pending)
-            for bad in replayed.skipped:
-                log.warning(
-                    "%s-%d: skipped what the coordinator cannot use at %s", CONSUMER_OFFSETS_TOPIC, p, bad
-                )
-                self._metrics.group_bad_records.inc()
-            records += replayed.applied
-            skipped += len(replayed.skipped)
-            offset = replayed.next_offset
-        with self._lock:
-            if self._loading.get(p) is not load:
-                return  # leadership moved on while loading
-            del self._loading[p]
-            self._owned[p] = load.epoch
-            self._groups.update(groups)
-            for producer_id, held in pending.items():
-                self._txn_offsets[(p, producer_id)] = held
-        log.info("coordinating %s-%d at epoch %d: %d groups from %d records (%d skipped) in %.0f ms",
-                 CONSUMER_OFFSETS_TOPIC, p, load.epoch, len(groups), records, skipped,
-                 (time.monotonic() - started) * 1000)
-
-    def _load_done(self, p: int, load: _Load, future: Future) -> None:
-        """Every load's outcome comes here. A failure is logged and counted, and the load is retried after
-        a backoff (by the ticker's reconcile) while this broker still leads the partition at that epoch."""
-        if future.cancelled():
-            return  # the coordinator is closing
-        exc = future.exception()
-        if exc is None:
-            return
-        with self._lock:
-            current = self._loading.get(p) is load
-            if current:
-                load.failures += 1
-                backoff_ms = load_retry_backoff_ms(load.failures)
-                load.retry_at_s = time.monotonic() + backoff_ms / 1000
-                then = f"retrying in {backoff_ms} ms (failure {load.failures})"
-            else:
-                then = "not retried: this broker no longer loads it at that epoch"
-        where = f"{CONSUMER_OFFSETS_TOPIC}-{p} at epoch {load.epoch}"
-        if isinstance(exc, KanalError):
-            self._metrics.group_load_failures.labels(exc.name).inc()
-            if not isinstance(
-                exc, CorruptEntry
-            ):  # expected: the replica is not there yet, or not led any more
-                log.warning("could not load %s: %s; %s", where, exc, then)
-                return
-        else:
-            self._metrics.group_load_failures.labels("unexpected").inc()
-        # Damaged log framing, or a bug: with the traceback, at ERROR.
-        log.error("loading %s failed: %r; %s", where, exc, then, exc_info=exc)
+    def begin_load(self, p: int, epoch: int, now_ms: int) -> _OffsetsLoad:
+        return _OffsetsLoad(self, p, now_ms)
 
     def _new_group(self, group_id: str) -> Group:
         return Group(group_id, self.limits)
@@ -351,30 +247,16 @@ class GroupCoordinator:
 
     def find_coordinator(self, req: broker_pb2.FindCoordinatorRequest) -> broker_pb2.FindCoordinatorResponse:
         check_group_id(req.key)
-        image = self._image()
-        if self._partition_count(image) is None:
-            live = len(image.live_brokers())
-            if live < self._offsets_rf:
-                # Kafka's rule: never create the offsets topic with fewer replicas than configured, or a
-                # cluster whose first group came early keeps RF 1 for its offsets for ever.
-                raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                 f"{CONSUMER_OFFSETS_TOPIC} needs {self._offsets_rf} live brokers "
-                                 f"(offsets_topic_replication_factor); {live} are live")
-            self._create_internal_topic(CONSUMER_OFFSETS_TOPIC, self._offsets_partitions, self._offsets_rf)
-            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {CONSUMER_OFFSETS_TOPIC}; retry")
-        p = self.partition_of(req.key, image)
-        leader = image.topics[CONSUMER_OFFSETS_TOPIC].partitions[p].leader
-        broker = image.brokers.get(leader)
-        if leader < 0 or broker is None:
-            raise KanalError(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{CONSUMER_OFFSETS_TOPIC}-{p} has no leader"
-            )
-        return broker_pb2.FindCoordinatorResponse(node_id=leader, endpoint=broker.endpoint)
+        return self._runtime.find_coordinator(req.key)
+
+    def _create_offsets_topic(self, image: MetadataImage) -> None:
+        self.create_internal_topic(image, CONSUMER_OFFSETS_TOPIC, self._offsets_partitions, self._offsets_rf)
 
     def create_internal_topic(self, image: MetadataImage, name: str, partitions: int, rf: int) -> None:
-        """Create a compacted internal topic through the controller (the transaction coordinator's
-        __transaction_state too); COORDINATOR_NOT_AVAILABLE while fewer than `rf` brokers are live, as for
-        __consumer_offsets."""
+        """Create a compacted internal topic through the controller (__consumer_offsets, and the
+        transaction coordinator's __transaction_state); COORDINATOR_NOT_AVAILABLE while fewer than `rf`
+        brokers are live: Kafka's rule, never create it with fewer replicas than configured, or a cluster
+        whose first group came early keeps RF 1 for its offsets for ever."""
         live = len(image.live_brokers())
         if live < rf:
             raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -409,7 +291,7 @@ class GroupCoordinator:
             p = self._require_owned(req.group_id)
             group = self._joinable_group(req.group_id)
             new_id = f"{req.client_id or 'member'}-{uuid.uuid4()}"
-            effects = group.join(call, req, client_host, _now_ms(), new_id)
+            effects = group.join(call, req, client_host, self._clock.now_ms(), new_id)
         self._execute(p, effects)
         return call, req.rebalance_timeout_ms / 1000 + _CALL_MARGIN_S
 
@@ -425,7 +307,7 @@ class GroupCoordinator:
             group = self._group(req.group_id, create=False)
             if group is None:
                 raise KanalError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no members")
-            effects = group.sync(call, req, _now_ms())
+            effects = group.sync(call, req, self._clock.now_ms())
             # The leader must sync within its session, else it expires and the group rebalances.
             wait_s = max((m.session_timeout_ms + m.rebalance_timeout_ms for m in group.members.values()),
                          default=0) / 1000 + _CALL_MARGIN_S
@@ -438,7 +320,7 @@ class GroupCoordinator:
             group = self._group(req.group_id, create=False)
             if group is None:
                 raise KanalError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no members")
-            return group.heartbeat(req, _now_ms())
+            return group.heartbeat(req, self._clock.now_ms())
 
     def leave(self, req: broker_pb2.LeaveGroupRequest) -> broker_pb2.LeaveGroupResponse:
         with self._lock:
@@ -446,13 +328,13 @@ class GroupCoordinator:
             group = self._group(req.group_id, create=False)
             if group is None:
                 raise KanalError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no members")
-            reply, effects = group.leave(req, _now_ms())
+            reply, effects = group.leave(req, self._clock.now_ms())
         self._execute(p, effects)
         return reply
 
     # ---- effects ----
 
-    def _execute(self, p: int, effects: list) -> None:
+    def _execute(self, p: int, effects: list[Effect]) -> None:
         failed: KanalError | None = None
         for effect in effects:
             if isinstance(effect, Persist):
@@ -465,7 +347,7 @@ class GroupCoordinator:
                     failed = exc
                     with self._lock:
                         group = self._groups.get(effect.group_id)
-                        more = group.persist_failed(effect.generation, _now_ms()) if group else []
+                        more = group.persist_failed(effect.generation, self._clock.now_ms()) if group else []
                     self._execute(p, more)
             elif isinstance(effect, Reply):
                 response = effect.response
@@ -491,16 +373,7 @@ class GroupCoordinator:
     def _write(self, p: int, records: list[Record], *, batch: bytes | None = None) -> None:
         """Append records to __consumer_offsets-p with acks=all (as `batch` when given: a transactional
         one); raise unless every ISR member has them."""
-        request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=self._write_timeout_ms)
-        request.topics.add(topic=CONSUMER_OFFSETS_TOPIC).partitions.add(
-            partition=p, batches=[batch if batch is not None else batch_of(records, _now_ms())])
-        result = self._replicas.produce(request, internal=True).topics[0].partitions[0]
-        if result.error == ErrorCode.NONE:
-            return
-        if result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-            raise KanalError(ErrorCode.NOT_COORDINATOR, "this broker stopped leading the group's partition")
-        raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"writing {CONSUMER_OFFSETS_TOPIC}-{p} failed: "
-                                                              f"{result.error_message}")
+        self._runtime.write(p, batch if batch is not None else batch_of(records, self._clock.now_ms()))
 
     # ---- offsets ----
 
@@ -512,7 +385,7 @@ class GroupCoordinator:
         producer = req.producer
         if producer.producer_id <= 0 or producer.producer_epoch < 0:
             raise KanalError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, "TxnOffsetCommit needs the producer's id")
-        now_ms = _now_ms()
+        now_ms = self._clock.now_ms()
         image = self._image()
         records: list[Record] = []
         with self._lock:
@@ -549,23 +422,23 @@ class GroupCoordinator:
             batch = txn_batch_of(records, now_ms, producer.producer_id, producer.producer_epoch)
             self._write(p, records, batch=batch)
             with self._lock:
-                if p in self._owned:
+                if self._runtime.serves(p):
                     self._txn_offsets.setdefault((p, producer.producer_id), []).extend(records)
         return reply
 
     def on_txn_marker(self, p: int, producer_id: int, commit: bool) -> None:
         """A marker of `producer_id` is stored (replicated) in __consumer_offsets-p: its transactional
         offsets become the groups' (commit) or are dropped (abort)."""
-        now_ms = _now_ms()
+        now_ms = self._clock.now_ms()
         with self._write_lock(p), self._lock:
             held = self._txn_offsets.pop((p, producer_id), [])
-            if commit and p in self._owned:
+            if commit and self._runtime.serves(p):
                 for record in held:
                     apply_record(self._groups, record, self._new_group, now_ms)
 
     def commit(self, req: broker_pb2.OffsetCommitRequest) -> broker_pb2.OffsetCommitResponse:
         reply = broker_pb2.OffsetCommitResponse()
-        now_ms = _now_ms()
+        now_ms = self._clock.now_ms()
         image = self._image()
         records: list[Record] = []
         with self._lock:
@@ -600,7 +473,7 @@ class GroupCoordinator:
                 return reply
             self._write(p, records)
             with self._lock:
-                if p in self._owned:
+                if self._runtime.serves(p):
                     for record in records:
                         apply_record(self._groups, record, self._new_group, now_ms)
         return reply
@@ -723,7 +596,7 @@ class GroupCoordinator:
         (records), then from memory (apply). A group left Empty with no offsets gets a tombstone for its
         metadata too, and is gone, as after DeleteGroups. Returns how many offsets were deleted."""
         image = self._image()
-        if self._partition_count(image) is None:
+        if self._runtime.partition_count(image) is None:
             return 0
         with self._lock:
             candidates = [(self.partition_of(g.group_id, image), g.group_id) for g in self._groups.values()
@@ -733,7 +606,7 @@ class GroupCoordinator:
             with self._write_lock(p):
                 with self._lock:  # decided again under the write lock: a commit may have come in between
                     group = self._groups.get(group_id)
-                    if p not in self._owned or group is None or group.state == DEAD:
+                    if not self._runtime.serves(p) or group is None or group.state == DEAD:
                         continue
                     expired = group.expired_offsets(now_ms, _topic_ids(image))
                     if not expired:
@@ -746,7 +619,7 @@ class GroupCoordinator:
                     log.warning("could not delete expired offsets of group %s: %s", group_id, exc)
                     continue
                 with self._lock:
-                    if p in self._owned:
+                    if self._runtime.serves(p):
                         for record in records:
                             apply_record(self._groups, record, self._new_group, now_ms)
                         group = self._groups.get(group_id)
@@ -778,44 +651,27 @@ class GroupCoordinator:
             generations = {g.group_id: g.generation for g in self._groups.values()}
         self._lag.export(committed, states, generations)
 
-    # ---- the ticker ----
+    # ---- the ticker (the runtime's) ----
+
+    def _expire_deadlines(self, now_ms: int) -> None:
+        """A timer: expire silent members and complete the joins whose deadline passed."""
+        with self._lock:
+            due = [(g, self.partition_of(g.group_id)) for g in self._groups.values()
+                   if (d := g.next_deadline_ms()) is not None and d <= now_ms]
+            work = [(p, g.tick(now_ms)) for g, p in due]
+        for p, effects in work:
+            self._execute(p, effects)
+
+    def tick(self) -> None:
+        """One round of the ticker (tests call it with a fake clock instead of running the thread)."""
+        self._runtime.tick()
 
     def run(self, stop: threading.Event) -> None:
         """The ticker thread. An unexpected exception stops the process (see the module docstring)."""
-        try:
-            self._tick_until(stop)
-        except Exception as exc:  # noqa: BLE001 - a bug: without the ticker, sessions and loads stall
-            stop_process("the group coordinator's ticker failed", exc)
-
-    def _tick_until(self, stop: threading.Event) -> None:
-        last_lag = last_retention = time.monotonic()
-        while not stop.wait(_TICK_S):
-            try:
-                self.reconcile()
-                now_ms = _now_ms()
-                with self._lock:
-                    due = [(g, self.partition_of(g.group_id)) for g in self._groups.values()
-                           if (d := g.next_deadline_ms()) is not None and d <= now_ms]
-                    work = [(p, g.tick(now_ms)) for g, p in due]
-                for p, effects in work:
-                    self._execute(p, effects)
-                if time.monotonic() - last_lag >= _LAG_REFRESH_S:
-                    last_lag = time.monotonic()
-                    self.refresh_lag_metrics()
-                if time.monotonic() - last_retention >= self._retention_check_interval_s:
-                    last_retention = time.monotonic()
-                    self.expire_offsets(_now_ms())
-            except KanalError as exc:  # expected (e.g. the topic went away): the next tick tries again
-                log.warning("group coordinator tick: %s", exc)
+        self._runtime.run(stop)
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            effects = []
-            for p in list(self._owned) + list(self._loading):
-                effects += self._unload(p, self._image())
-        self._execute(-1, effects)
-        self._loader.shutdown(wait=False, cancel_futures=True)
+        self._runtime.close()
         self._peers.close()
 
 
@@ -827,10 +683,6 @@ def join_timed_out() -> broker_pb2.JoinGroupResponse:
 def sync_timed_out() -> broker_pb2.SyncGroupResponse:
     return broker_pb2.SyncGroupResponse(error=ErrorCode.REBALANCE_IN_PROGRESS,
                                         error_message="sync did not complete in time: rejoin")
-
-
-def _now_ms() -> int:
-    return PROCESS_CLOCK.now_ms()  # never backwards: sessions must not all expire on a wall-clock step
 
 
 def _topic_ids(image: MetadataImage | None) -> Callable[[str], str | None]:

@@ -1,14 +1,16 @@
 """TransactionCoordinator: the shell around the pure transaction state machine (transaction.py) for the
 transactional ids whose __transaction_state partition this broker leads (issue 22).
 
-Ownership and loading, as the group coordinator's: id `t` belongs to partition
-`mmh3(t) % partitions` of __transaction_state (kanal.v1.partitioning); when this broker becomes its
-leader (at a leader epoch) the loader thread replays the partition (key = id, value =
-TransactionStateValue, last value wins) and from then on serves its ids; until then calls get
-COORDINATOR_LOAD_IN_PROGRESS, elsewhere NOT_COORDINATOR. A loaded state in PREPARE_COMMIT or
-PREPARE_ABORT is finished: its markers are written again and its COMPLETE state recorded. The topic is
-created through the controller on the first FindCoordinator for a transactional id that needs it
-(compacted; never with fewer replicas than configured).
+Ownership and loading run on the coordinator runtime (coordinator_runtime.py), as the group
+coordinator's do: id `t` belongs to partition `mmh3(t) % partitions` of __transaction_state
+(kanal.v1.partitioning); when this broker becomes its leader (at a leader epoch) the runtime's loader
+thread replays the partition (key = id, value = TransactionStateValue, last value wins) and from then on
+serves its ids; until then calls get COORDINATOR_LOAD_IN_PROGRESS, elsewhere NOT_COORDINATOR. A record
+that does not decode fails the load as a damaged log (CORRUPT_MESSAGE: at ERROR, retried), never skipped:
+a lost PREPARE state would leave its markers unwritten. A loaded state in PREPARE_COMMIT or PREPARE_ABORT
+is finished: its markers are written again and its COMPLETE state recorded. The topic is created through
+the controller on the first FindCoordinator for a transactional id that needs it (compacted; never with
+fewer replicas than configured).
 
 Write before effect. Each call decides with the pure core under the id's lock, writes the new state to
 the partition with acks=all, and only then stores it in memory, answers, and (for an end) hands the
@@ -20,7 +22,7 @@ then sends one `WriteTxnMarkers` to each broker leading partitions of the transa
 once (itself without a round trip), retrying the partitions not yet done after a short pause while this
 broker still coordinates the id, then records COMPLETE_COMMIT / COMPLETE_ABORT. A partition that answers
 TRANSACTION_COORDINATOR_FENCED holds a newer coordinator's marker: the job stops. Every job has a
-deadline (_MARKER_JOB_S) and every WriteTxnMarkers call a timeout within it: a partition without a
+deadline (_MARKER_JOB_MS) and every WriteTxnMarkers call a timeout within it: a partition without a
 reachable leader never holds a call or a worker; the ticker starts the next job while the PREPARE state
 still owes markers.
 
@@ -33,21 +35,30 @@ Markers into __consumer_offsets also make the transaction's TxnOffsetCommit offs
 drop them (abort): the group coordinator does that when the marker is stored
 (replica_manager.write_txn_markers).
 
-Time. The ticker passes the wall clock to `decide_timeout` for every ongoing transaction: one open for
-its timeout is aborted (epoch bumped: its producer is fenced).
+Time. One injected clock (`clock.now_ms()`, the process clock by default, as the group coordinator's)
+gives every decision its `now_ms`, and the runtime's ticker runs the timeout timer with it: an ongoing
+transaction open for its timeout is aborted (epoch bumped: its producer is fenced). Marker-job deadlines
+read the same clock.
 
-Locks: `_lock` guards the maps and is never held across I/O; a striped lock per id orders decide →
-write → apply for that id (taken before `_lock`).
+Failures, the runtime's rule: a KanalError in the ticker or a marker job is logged at WARNING with its
+cause and tried again on the next round (a leader that cannot be reached is one more round of the job);
+anything else is a bug and stops the process, so the broker never serves on without transaction timeouts.
+
+Locks: `_lock` (the runtime's lock) guards the maps and is never held across I/O; a striped lock per id
+orders decide → write → apply for that id (taken before `_lock`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import grpc
+from google.protobuf.message import DecodeError
+
+from kanal.broker.coordinator_runtime import CoordinatorRuntime, Timer, TimeSource
 from kanal.broker.transaction import (
     Decision,
     Markers,
@@ -65,6 +76,8 @@ from kanal.broker.transaction import (
 )
 from kanal.metadata import MetadataImage
 from kanal.metadata.ids import BrokerId
+from kanal.server.clock import PROCESS_CLOCK
+from kanal.server.fatal import StopProcess, stop_process
 from kanal.v1 import broker_pb2, transactions_pb2
 from kanal.v1.batch import CONTROL_COMMIT, NewRecord, build_batch, decode_records, iter_entries, parse_batch
 from kanal.v1.error import ErrorCode, KanalError
@@ -75,14 +88,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from kanal.broker.group_coordinator import GroupCoordinator
+    from kanal.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
-_TICK_S = 0.1
+_TICK_MS = 100
 _LOCK_STRIPES = 64
-_LOAD_READ_BYTES_MAX = 4 << 20
-_MARKER_CALL_TIMEOUT_S = 10.0
-_MARKER_CALL_TIMEOUT_S_MIN = 0.5  # a call made just before the job's deadline still gets this long
+_MARKER_CALL_TIMEOUT_MS = 10_000
+_MARKER_CALL_TIMEOUT_MS_MIN = 500  # a call made just before the job's deadline still gets this long
 _MARKER_RETRY_PAUSE_S = 0.1  # between rounds of a marker job, while a partition has no reachable leader
 _MARKER_WORKERS = 4
 # How long a call of the id's next transaction (AddPartitions, AddOffsets, InitProducerId) waits for the
@@ -90,17 +103,57 @@ _MARKER_WORKERS = 4
 # Below the producer's request timeout, so a partition without a leader never makes that call time out.
 _COMPLETION_WAIT_S = 2.0
 # How long one marker job tries before it ends; the ticker starts the id's next job while it is owed.
-_MARKER_JOB_S = 30.0
+_MARKER_JOB_MS = 30_000
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+class _StateLoad:
+    """One load of __transaction_state-p (coordinator_runtime.PartitionLoad): each id's last state."""
+
+    def __init__(self, coordinator: TransactionCoordinator, p: int) -> None:
+        self._coordinator = coordinator
+        self._p = p
+        self._loaded: dict[str, TxnMetadata] = {}
+
+    def replay(self, data: bytes) -> int:
+        offset = -1
+        for entry in iter_entries(data, verify_crc=True):
+            offset = entry.suffix.last_offset + 1
+            for record in decode_records(parse_batch(entry.batch, verify_crc=False)):
+                try:
+                    tid = record.key.decode()
+                    if not record.HasField("value"):
+                        self._loaded.pop(tid, None)
+                        continue
+                    value = transactions_pb2.TransactionStateValue.FromString(record.value)
+                    self._loaded[tid] = TxnMetadata.from_value(tid, value)
+                except (UnicodeDecodeError, DecodeError, ValueError) as exc:  # ValueError: an unknown state
+                    raise KanalError(ErrorCode.CORRUPT_MESSAGE,
+                                     f"{TRANSACTION_STATE_TOPIC}-{self._p} offset "
+                                     f"{entry.suffix.base_offset + record.offset_delta}: a record that does "
+                                     f"not decode as a transaction state ({exc!r})") from exc
+        return offset
+
+    def install(self) -> Callable[[], None] | None:
+        self._coordinator._txns.update(self._loaded)
+        return self._finish_unfinished if self._unfinished() else None
+
+    def _finish_unfinished(self) -> None:
+        """Once served: the PREPARE states found owe their markers; a marker job finishes each."""
+        for txn in self._unfinished():
+            self._coordinator._start_markers(txn.transactional_id)
+
+    def _unfinished(self) -> list[TxnMetadata]:
+        return [t for t in self._loaded.values() if pending_markers(t) is not None]
+
+    def summary(self) -> str:
+        return f"{len(self._loaded)} transactional ids, {len(self._unfinished())} to finish"
 
 
 class TransactionCoordinator:
-    def __init__(self, *, broker_id: int, replicas, image: Callable[[], MetadataImage],
+    def __init__(self, *, broker_id: int, replicas: ReplicaManager, image: Callable[[], MetadataImage],
                  groups: GroupCoordinator, new_producer_id: Callable[[], int], partitions: int,
-                 replication_factor: int, write_timeout_ms: int, timeout_ms_max: int) -> None:
+                 replication_factor: int, write_timeout_ms: int, timeout_ms_max: int,
+                 clock: TimeSource = PROCESS_CLOCK, stop_process: StopProcess = stop_process) -> None:
         self.broker_id = broker_id
         self._replicas = replicas
         self._image = image
@@ -108,12 +161,16 @@ class TransactionCoordinator:
         self._new_producer_id = new_producer_id
         self._partitions = partitions
         self._rf = replication_factor
-        self._write_timeout_ms = write_timeout_ms
         self._timeout_ms_max = timeout_ms_max
-        self._lock = threading.Lock()
+        self._clock = clock
+        self._runtime = CoordinatorRuntime(
+            name="transaction coordinator", topic=TRANSACTION_STATE_TOPIC, broker_id=broker_id,
+            replicas=replicas, image=image, shard=self, create_topic=self._create_state_topic,
+            write_timeout_ms=write_timeout_ms, tick_interval_ms=_TICK_MS, clock=clock,
+            stop_process=stop_process,
+            timers=[Timer("transaction timeouts and marker jobs", 0, self._expire_and_finish)])
+        self._lock = self._runtime.lock
         self._id_locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
-        self._owned: dict[int, int] = {}    # partition -> leader epoch, loaded and served
-        self._loading: dict[int, int] = {}  # partition -> leader epoch being loaded
         self._txns: dict[str, TxnMetadata] = {}
         self._marker_jobs: set[str] = set()  # ids with a marker job queued or running
         # PREPARE_* states whose markers are all stored (COMPLETE_* not yet written): the id's next
@@ -121,144 +178,49 @@ class TransactionCoordinator:
         self._markers_done: dict[str, TxnMetadata] = {}
         self._changed = threading.Condition(self._lock)  # notified when a state or _markers_done changes
         self._closed = threading.Event()
-        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn-loader")
         self._markers = ThreadPoolExecutor(max_workers=_MARKER_WORKERS, thread_name_prefix="txn-markers")
-        self._reconciled_image = MetadataImage()
 
     def __repr__(self) -> str:
-        return (f"<TransactionCoordinator broker={self.broker_id} partitions={sorted(self._owned)} "
-                f"ids={len(self._txns)} marker_jobs={len(self._marker_jobs)}>")
+        return (f"<TransactionCoordinator broker={self.broker_id} ids={len(self._txns)} "
+                f"marker_jobs={len(self._marker_jobs)} {self._runtime!r}>")
 
-    # ---- ownership ----
+    # ---- ownership (the runtime's) ----
 
     def partition_of(self, transactional_id: str, image: MetadataImage | None = None) -> int:
-        topic = (image or self._image()).topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is None:
-            raise KanalError(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC} does not exist yet"
-            )
-        return partition_for_key(transactional_id.encode(), len(topic.partitions))
+        return self._runtime.partition_of(transactional_id, image)
 
     def _require_owned(self, transactional_id: str) -> int:
         check_transactional_id(transactional_id)
         p = self.partition_of(transactional_id)
         with self._lock:
-            if p in self._owned:
-                return p
-            if p in self._loading:
-                raise KanalError(
-                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"loading {TRANSACTION_STATE_TOPIC}-{p}"
-                )
-        raise KanalError(ErrorCode.NOT_COORDINATOR,
-                         f"broker {self.broker_id} does not coordinate transactional id {transactional_id!r}")
+            self._runtime.require_served(p, f"transactional id {transactional_id!r}")
+        return p
 
     def _still_owned(self, p: int, epoch: int) -> bool:
         with self._lock:
-            return self._owned.get(p) == epoch and not self._closed.is_set()
+            return self._runtime.served_epoch(p) == epoch and not self._closed.is_set()
 
     def reconcile(self, image: MetadataImage | None = None) -> None:
-        """Load the __transaction_state partitions this broker now leads, drop the others."""
-        if image is not None:
-            self._reconciled_image = image
-        image = self._reconciled_image
-        topic = image.topics.get(TRANSACTION_STATE_TOPIC)
-        led: dict[int, int] = {p.partition_id: p.leader_epoch for p in (topic.partitions if topic else ())
-                               if p.leader == self.broker_id}
-        starts = []
-        with self._lock:
-            if self._closed.is_set():
-                return
-            for p, epoch in [*self._owned.items(), *self._loading.items()]:
-                if led.get(p) != epoch:
-                    self._owned.pop(p, None)
-                    self._loading.pop(p, None)
-                    count = len(topic.partitions) if topic else None
-                    for tid in [
-                        t for t in self._txns if count is None or partition_for_key(t.encode(), count) == p
-                    ]:
-                        del self._txns[tid]
-                    log.info("no longer coordinating %s-%d", TRANSACTION_STATE_TOPIC, p)
-            for p, epoch in led.items():
-                if self._owned.get(p) != epoch and self._loading.get(p) != epoch:
-                    self._loading[p] = epoch
-                    starts.append((p, epoch))
-        for p, epoch in starts:
-            try:
-                self._loader.submit(self._load_logged, p, epoch)
-            except RuntimeError:
-                return  # closing
+        """Load the __transaction_state partitions this broker now leads, drop the others (the runtime's
+        `reconcile`)."""
+        self._runtime.reconcile(image)
 
-    def _load_logged(self, p: int, epoch: int) -> None:
-        try:
-            self._load(p, epoch)
-        except KanalError as exc:
-            log.warning("could not load %s-%d: %s; retried on the next tick", TRANSACTION_STATE_TOPIC, p, exc)
-            with self._lock:
-                if self._loading.get(p) == epoch:
-                    del self._loading[p]  # the ticker's reconcile starts it again
-        except Exception as exc:
-            log.error("loading %s-%d failed", TRANSACTION_STATE_TOPIC, p, exc_info=exc)
-            with self._lock:
-                if self._loading.get(p) == epoch:
-                    del self._loading[p]
+    def unload(self, p: int, image: MetadataImage) -> None:
+        """The runtime resigns __transaction_state-p (lock held): its ids' states are dropped."""
+        for tid in self._runtime.keys_in(p, self._txns, image):
+            del self._txns[tid]
 
-    def _load(self, p: int, epoch: int) -> None:
-        part = self._replicas.partition(TRANSACTION_STATE_TOPIC, p)
-        loaded: dict[str, TxnMetadata] = {}
-        with part.lock:
-            offset = part.log.log_start_offset
-        while True:
-            with part.lock:
-                if part.log.log_end_offset <= offset:
-                    break
-                data = part.log.read(offset, _LOAD_READ_BYTES_MAX).data
-            if not data:
-                break
-            for entry in iter_entries(data, verify_crc=True):
-                offset = entry.suffix.last_offset + 1
-                for record in decode_records(parse_batch(entry.batch, verify_crc=False)):
-                    tid = record.key.decode()
-                    if record.HasField("value"):
-                        value = transactions_pb2.TransactionStateValue.FromString(record.value)
-                        loaded[tid] = TxnMetadata.from_value(tid, value)
-                    else:
-                        loaded.pop(tid, None)
-        with self._lock:
-            if self._loading.get(p) != epoch:
-                return
-            del self._loading[p]
-            self._owned[p] = epoch
-            self._txns.update(loaded)
-        unfinished = [t for t in loaded.values() if pending_markers(t) is not None]
-        log.info(
-            "coordinating %s-%d at epoch %d: %d transactional ids, %d to finish",
-            TRANSACTION_STATE_TOPIC,
-            p,
-            epoch,
-            len(loaded),
-            len(unfinished),
-        )
-        for txn in unfinished:
-            self._start_markers(txn.transactional_id)
+    def begin_load(self, p: int, epoch: int, now_ms: int) -> _StateLoad:
+        return _StateLoad(self, p)
 
     # ---- FindCoordinator ----
 
     def find_coordinator(self, transactional_id: str) -> broker_pb2.FindCoordinatorResponse:
         check_transactional_id(transactional_id)
-        image = self._image()
-        if TRANSACTION_STATE_TOPIC not in image.topics:
-            self._groups.create_internal_topic(image, TRANSACTION_STATE_TOPIC, self._partitions, self._rf)
-            raise KanalError(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {TRANSACTION_STATE_TOPIC}; retry"
-            )
-        p = self.partition_of(transactional_id, image)
-        leader = image.topics[TRANSACTION_STATE_TOPIC].partitions[p].leader
-        broker = image.brokers.get(leader)
-        if leader < 0 or broker is None:
-            raise KanalError(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC}-{p} has no leader"
-            )
-        return broker_pb2.FindCoordinatorResponse(node_id=leader, endpoint=broker.endpoint)
+        return self._runtime.find_coordinator(transactional_id)
+
+    def _create_state_topic(self, image: MetadataImage) -> None:
+        self._groups.create_internal_topic(image, TRANSACTION_STATE_TOPIC, self._partitions, self._rf)
 
     # ---- the calls ----
 
@@ -288,7 +250,7 @@ class TransactionCoordinator:
     def _apply(self, p: int, transactional_id: str, txn: TxnMetadata) -> None:
         """The id's state after its write (caller holds the id's lock)."""
         with self._lock:
-            if p in self._owned:
+            if self._runtime.serves(p):
                 self._txns[transactional_id] = txn
             self._markers_done.pop(transactional_id, None)
             self._changed.notify_all()
@@ -314,7 +276,7 @@ class TransactionCoordinator:
         def decide(txn: TxnMetadata | None, _markers_written: bool) -> Decision:
             fresh = self._new_producer_id() if txn is None or needs_new_producer_id(txn) else 0
             return decide_init_producer_id(
-                txn, tid, req.transaction_timeout_ms, _now_ms(), new_producer_id=fresh
+                txn, tid, req.transaction_timeout_ms, self._clock.now_ms(), new_producer_id=fresh
             )
 
         self._require_owned(tid)
@@ -354,7 +316,8 @@ class TransactionCoordinator:
             return reply
         self._wait_for_completion(producer.transactional_id)
         decision, _ = self._run(producer.transactional_id, lambda txn, written: decide_add_partitions(
-            txn, producer.producer_id, producer.producer_epoch, wanted, _now_ms(), markers_written=written))
+            txn, producer.producer_id, producer.producer_epoch, wanted, self._clock.now_ms(),
+            markers_written=written))
         if not decision.ok:
             del reply.results[:]
             reply.error, reply.error_message = decision.error, decision.message
@@ -366,14 +329,14 @@ class TransactionCoordinator:
         self._require_owned(producer.transactional_id)
         self._wait_for_completion(producer.transactional_id)
         decision, _ = self._run(producer.transactional_id, lambda txn, written: decide_add_partitions(
-            txn, producer.producer_id, producer.producer_epoch, [offsets_partition], _now_ms(),
+            txn, producer.producer_id, producer.producer_epoch, [offsets_partition], self._clock.now_ms(),
             markers_written=written))
         return broker_pb2.AddOffsetsToTxnResponse(error=decision.error, error_message=decision.message)
 
     def end_txn(self, req: broker_pb2.EndTxnRequest) -> broker_pb2.EndTxnResponse:
         producer = req.producer
         decision, _ = self._run(producer.transactional_id, lambda txn, _written: decide_end_txn(
-            txn, producer.producer_id, producer.producer_epoch, req.commit, _now_ms()))
+            txn, producer.producer_id, producer.producer_epoch, req.commit, self._clock.now_ms()))
         return broker_pb2.EndTxnResponse(error=decision.error, error_message=decision.message)
 
     def describe(
@@ -399,17 +362,8 @@ class TransactionCoordinator:
 
     def _write(self, p: int, txn: TxnMetadata) -> None:
         """The id's new state into __transaction_state-p with acks=all; raise unless the ISR has it."""
-        batch = build_batch([NewRecord(txn.to_value().SerializeToString(), txn.transactional_id.encode(),
-                                       _now_ms())])
-        request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=self._write_timeout_ms)
-        request.topics.add(topic=TRANSACTION_STATE_TOPIC).partitions.add(partition=p, batches=[batch])
-        result = self._replicas.produce(request, internal=True).topics[0].partitions[0]
-        if result.error == ErrorCode.NONE:
-            return
-        if result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-            raise KanalError(ErrorCode.NOT_COORDINATOR, "this broker stopped leading the id's partition")
-        raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                         f"writing {TRANSACTION_STATE_TOPIC}-{p} failed: {result.error_message}")
+        self._runtime.write(p, build_batch([NewRecord(txn.to_value().SerializeToString(),
+                                                      txn.transactional_id.encode(), self._clock.now_ms())]))
 
     # ---- markers ----
 
@@ -425,42 +379,47 @@ class TransactionCoordinator:
         if not self._claim_marker_job(transactional_id):
             return
         try:
-            self._markers.submit(self._finish_logged, transactional_id, _MARKER_JOB_S)
+            self._markers.submit(self._marker_job, transactional_id)
         except RuntimeError:
             with self._lock:
                 self._marker_jobs.discard(transactional_id)
 
-    def _finish_logged(self, transactional_id: str, wait_s: float) -> None:
+    def _marker_job(self, transactional_id: str) -> None:
+        """A job of the marker pool, run at the runtime's boundary: a KanalError is a WARNING (the ticker
+        starts the id's next job), anything else stops the process."""
         try:
-            if not self._finish(transactional_id, time.monotonic() + wait_s):
-                # Still owed: the ticker starts the id's next marker job once this one's slot is free.
-                log.info("markers of %r not all written within %.1f s; handed on", transactional_id, wait_s)
-        except KanalError as exc:
-            log.warning("markers of %r not finished: %s; the ticker retries", transactional_id, exc)
-        except Exception as exc:
-            log.error("marker job of %r failed", transactional_id, exc_info=exc)
+            self._runtime.guarded(f"the marker job of {transactional_id!r}", self._finish_or_hand_on,
+                                  transactional_id)
         finally:
             with self._lock:
                 self._marker_jobs.discard(transactional_id)
 
-    def _finish(self, transactional_id: str, deadline: float) -> bool:
+    def _finish_or_hand_on(self, transactional_id: str) -> None:
+        if not self._finish(transactional_id, self._clock.now_ms() + _MARKER_JOB_MS):
+            # Still owed: the ticker starts the id's next marker job once this one's slot is free.
+            log.info(
+                "markers of %r not all written within %d ms; handed on", transactional_id, _MARKER_JOB_MS
+            )
+
+    def _finish(self, transactional_id: str, deadline_ms: int) -> bool:
         """Write the markers of the id's PREPARE state into every partition, then record COMPLETE; False
         when the deadline passed first (a partition without a reachable leader): the job is handed on."""
         p = self._require_owned(transactional_id)
         with self._lock:
             txn = self._txns.get(transactional_id)
-            epoch = self._owned.get(p, -1)
+            epoch = self._runtime.served_epoch(p)
         markers = pending_markers(txn) if txn is not None else None
-        if txn is None or markers is None:
+        if txn is None or markers is None or epoch is None:
             return True
         remaining = set(markers.partitions)
         while remaining:
             if not self._still_owned(p, epoch):
                 return True  # the next coordinator finishes it
-            if time.monotonic() > deadline:
+            left_ms = deadline_ms - self._clock.now_ms()
+            if left_ms < 0:
                 return False
             done, fenced = self._write_markers(markers, remaining, epoch,
-                                               max(deadline - time.monotonic(), _MARKER_CALL_TIMEOUT_S_MIN))
+                                               max(left_ms, _MARKER_CALL_TIMEOUT_MS_MIN) / 1000)
             if fenced:
                 log.warning(
                     "%s: a partition holds a marker of a newer coordinator; leaving the markers to it",
@@ -481,7 +440,7 @@ class TransactionCoordinator:
                 current = self._txns.get(transactional_id)
             if current != txn:
                 return True  # the next transaction opened over it: its ONGOING record stands for COMPLETE
-            decision = decide_markers_written(txn, _now_ms())
+            decision = decide_markers_written(txn, self._clock.now_ms())
             if decision.new_state is not None:
                 self._write(p, decision.new_state)
                 self._apply(p, transactional_id, decision.new_state)
@@ -492,7 +451,7 @@ class TransactionCoordinator:
     def _write_markers(self, markers: Markers, partitions: set[tuple[str, int]], coordinator_epoch: int,
                        timeout_s: float) -> tuple[set[tuple[str, int]], bool]:
         """One round: one WriteTxnMarkers to the current leader of each partition's broker, all brokers at
-        once (each call bounded by `timeout_s`, at most _MARKER_CALL_TIMEOUT_S); returns the partitions
+        once (each call bounded by `timeout_s`, at most _MARKER_CALL_TIMEOUT_MS); returns the partitions
         done, and whether a partition refused a marker as TRANSACTION_COORDINATOR_FENCED (a newer
         coordinator wrote there: this one must stop)."""
         image = self._image()
@@ -517,26 +476,27 @@ class TransactionCoordinator:
                     topics[topic] = request.topics.add(topic=topic)
                 topics[topic].partitions.append(p)
         # The other brokers' calls go out first and run while this broker writes its own (no round trip).
+        # A refusal or an unreachable leader is expected (that leader is tried again next round); anything
+        # else is a bug and leaves the job for the runtime's boundary (the process stops).
         calls: dict[BrokerId, Any] = {}
         for leader, request in requests.items():
             if leader != self.broker_id:
-                try:
-                    calls[leader] = self._groups.peer(image.brokers[leader].endpoint).WriteTxnMarkers.future(
-                        request, timeout=min(timeout_s, _MARKER_CALL_TIMEOUT_S))
-                except Exception as exc:  # noqa: BLE001 - that leader is retried next round
-                    log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
+                calls[leader] = self._groups.peer(image.brokers[leader].endpoint).WriteTxnMarkers.future(
+                    request, timeout=min(timeout_s, _MARKER_CALL_TIMEOUT_MS / 1000))
         replies: list[broker_pb2.WriteTxnMarkersResponse] = []
         here = requests.get(BrokerId(self.broker_id))
         if here is not None:
             try:
                 replies.append(self.write_markers_here(here))
-            except Exception as exc:  # noqa: BLE001 - a write failure: retried next round
-                log.info("WriteTxnMarkers here failed: %s", exc)
+            except KanalError as exc:
+                log.warning("WriteTxnMarkers here failed: %s; tried again next round", exc)
         for leader, call in calls.items():
             try:
                 replies.append(call.result())
-            except Exception as exc:  # noqa: BLE001 - a gRPC failure: that leader is retried next round
-                log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
+            except grpc.RpcError as exc:
+                log.info(
+                    "WriteTxnMarkers to broker %d failed: %s; tried again next round", leader, exc.code()
+                )
         fenced = False
         for reply in replies:
             for result in reply.results:
@@ -557,18 +517,10 @@ class TransactionCoordinator:
                 self._groups.on_txn_marker(result.partition, request.producer_id, request.commit)
         return reply
 
-    # ---- the ticker ----
+    # ---- the ticker (the runtime's) ----
 
-    def run(self, stop: threading.Event) -> None:
-        while not stop.wait(_TICK_S) and not self._closed.is_set():
-            try:
-                self.tick(_now_ms())
-            except KanalError as exc:
-                log.warning("transaction coordinator tick: %s", exc)
-
-    def tick(self, now_ms: int) -> None:
-        """Reconcile, abort the transactions past their timeout, restart marker jobs that stopped."""
-        self.reconcile()
+    def _expire_and_finish(self, now_ms: int) -> None:
+        """A timer: abort the transactions past their timeout, restart marker jobs that stopped."""
         with self._lock:
             txns = list(self._txns.values())
         for txn in txns:
@@ -580,15 +532,21 @@ class TransactionCoordinator:
                     self._run(txn.transactional_id, lambda current, _written: decide_timeout(current, now_ms)
                               if current is not None else Decision())
                 except KanalError as exc:
-                    log.warning("could not abort %r: %s", txn, exc)
+                    log.warning("could not abort %r: %s; tried again on the next tick", txn, exc)
+
+    def tick(self) -> None:
+        """One round of the ticker (tests call it with a fake clock instead of running the thread)."""
+        self._runtime.tick()
+
+    def run(self, stop: threading.Event) -> None:
+        """The ticker thread. An unexpected exception stops the process (see the module docstring)."""
+        self._runtime.run(stop)
 
     def close(self) -> None:
         self._closed.set()
         with self._lock:
             self._changed.notify_all()
-            self._owned.clear()
-            self._loading.clear()
-            self._txns.clear()
-        self._loader.shutdown(wait=False, cancel_futures=True)
+        self._runtime.close()
+        with self._lock:
+            self._markers_done.clear()
         self._markers.shutdown(wait=False, cancel_futures=True)
-

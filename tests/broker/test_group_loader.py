@@ -1,7 +1,8 @@
 """The group coordinator's loader over a real __consumer_offsets partition: a Log written to a temp dir,
-opened by a real Partition in a real ReplicaManager, loaded by a real GroupCoordinator on its loader
-thread. No sockets. The ticker is not running: each test calls `reconcile()` itself where the ticker would,
-and waits for conditions with a bound, never for time."""
+opened by a real Partition in a real ReplicaManager, loaded by a real GroupCoordinator on its runtime's
+loader thread (coordinator_runtime.py; its own rules are tested in test_coordinator_runtime.py). No
+sockets. The ticker is not running: each test calls `reconcile()` itself where the ticker would, and
+waits for conditions with a bound, never for time. The process is stopped through a recording hook."""
 
 from __future__ import annotations
 
@@ -24,12 +25,14 @@ from kanal.v1 import broker_pb2, groups_pb2
 from kanal.v1.batch import NewRecord, build_batch, encode_batch
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC
+from tests.broker.coordinator_broker import InjectedBug, StopRecorder
 from tests.harness.waiting import wait_until as _wait_until
 
 LIMITS = GroupLimits(session_timeout_ms_min=100, session_timeout_ms_max=60_000, initial_rebalance_delay_ms=0)
 LEADER_EPOCH = 1
 NOW_MS = 1_700_000_000_000
 LOADER = "kanal.broker.group_coordinator"
+RUNTIME = "kanal.broker.coordinator_runtime"
 
 
 def commit(group_id: str, offset: int, partition: int = 0):
@@ -66,10 +69,11 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.rm = ReplicaManager(config, controllers=None, metrics=self.metrics, broker_epoch=lambda: 1)
         self.image = offsets_image()
+        self.stop = StopRecorder()
         self.coordinator = GroupCoordinator(
             broker_id=0, replicas=replicas(self.rm) if replicas else self.rm, image=lambda: self.image,
             controllers=None, metrics=self.metrics, limits=LIMITS, offsets_partitions=1,
-            offsets_replication_factor=1, write_timeout_ms=5_000)
+            offsets_replication_factor=1, write_timeout_ms=5_000, stop_process=self.stop)
 
     def host_partition(self) -> None:
         part = Partition(CONSUMER_OFFSETS_TOPIC, 0, self.data_dir / f"{CONSUMER_OFFSETS_TOPIC}-0",
@@ -160,59 +164,41 @@ class FailingFirst:
     def partition(self, topic: str, partition_id: int):
         if self.failures_left > 0:
             self.failures_left -= 1
-            raise RuntimeError("injected fault in the loader")
+            raise InjectedBug("injected fault in the loader")
         return self._rm.partition(topic, partition_id)
 
     def __getattr__(self, name: str):
         return getattr(self._rm, name)
 
 
-def test_an_unexpected_load_failure_is_logged_with_its_traceback_counted_and_retried(
-    tmp_path, broker, caplog
-):
+def test_an_unexpected_load_failure_is_counted_and_stops_the_process(tmp_path, broker):
+    """A bug is not retried for ever behind COORDINATOR_LOAD_IN_PROGRESS: the process stops (exit 70 in
+    production, kanal.server.fatal) and the partition's next leader loads it."""
     write_offsets_log(tmp_path, [batch_of([commit("a", 42)], NOW_MS)])
-    flaky: list[FailingFirst] = []
-    b = broker(replicas=lambda rm: flaky.append(FailingFirst(rm, failures=2)) or flaky[0])
+    b = broker(replicas=lambda rm: FailingFirst(rm, failures=1))
     b.host_partition()
-    with caplog.at_level(logging.WARNING, logger=LOADER):
-        b.coordinator.reconcile(b.image)
-        wait_until(
-            lambda: b.sample("kanal_group_coordinator_load_failures_total", {"cause": "unexpected"}) >= 1,
-            "the first failure to be counted",
-        )
-        if flaky[0].failures_left:  # the retry has not run yet: the groups say why they are not there
-            with pytest.raises(KanalError) as err:
-                b.fetch("a")
-            assert err.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        wait_until(b.loaded, "the retried load")
-    assert b.fetch("a") == {0: 42}
-    assert b.sample("kanal_group_coordinator_load_failures_total", {"cause": "unexpected"}) == 2
-    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 2 and all(r.exc_info and "injected fault" in str(r.exc_info[1]) for r in errors)
-    assert "retrying in 100 ms (failure 1)" in errors[0].getMessage()
-    assert "retrying in 200 ms (failure 2)" in errors[1].getMessage()
+    b.coordinator.reconcile(b.image)
+    assert b.stop.called.wait(10), "the failed load did not stop the process"
+    [(reason, exc)] = b.stop.calls
+    assert isinstance(exc, InjectedBug) and f"loading {CONSUMER_OFFSETS_TOPIC}-0" in reason, reason
+    assert b.sample("kanal_group_coordinator_load_failures_total", {"cause": "unexpected"}) == 1
+    with pytest.raises(KanalError) as err:
+        b.fetch("a")
+    assert err.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
 
 def test_a_load_before_the_replica_exists_is_retried_once_it_does(tmp_path, broker, caplog):
     write_offsets_log(tmp_path, [batch_of([commit("a", 42)], NOW_MS)])
     b = broker()
-    with caplog.at_level(logging.WARNING, logger=LOADER):
+    with caplog.at_level(logging.WARNING, logger=RUNTIME):
         b.coordinator.reconcile(b.image)
-        wait_until(lambda: b.sample("kanal_group_coordinator_load_failures_total",
-                                    {"cause": "UNKNOWN_TOPIC_OR_PARTITION"}) >= 1, "a failed load")
-    assert any("could not load" in r.getMessage() and "retrying" in r.getMessage() for r in caplog.records)
+        wait_until(lambda: any("could not load" in r.getMessage() and "retrying" in r.getMessage()
+                               for r in caplog.records), "a failed load's warning (logged last)")
+    assert b.sample("kanal_group_coordinator_load_failures_total",
+                    {"cause": "UNKNOWN_TOPIC_OR_PARTITION"}) >= 1
     b.host_partition()
     wait_until(b.loaded, "the retried load")
     assert b.fetch("a") == {0: 42}
-
-
-def test_load_retry_backoff_doubles_up_to_its_bound():
-    from kanal.broker.group_coordinator import load_retry_backoff_ms
-
-    assert [load_retry_backoff_ms(n) for n in (1, 2, 3, 4)] == [100, 200, 400, 800]
-    assert load_retry_backoff_ms(10) == load_retry_backoff_ms(1000) == 30_000
-    with pytest.raises(ValueError):
-        load_retry_backoff_ms(0)
 
 
 def test_damaged_log_framing_fails_the_load_at_error_and_keeps_retrying(tmp_path, broker, caplog):
@@ -223,7 +209,7 @@ def test_damaged_log_framing_fails_the_load_at_error_and_keeps_retrying(tmp_path
     segment.write_bytes(bytes(data))
     b = broker()
     b.host_partition()
-    with caplog.at_level(logging.WARNING, logger=LOADER):
+    with caplog.at_level(logging.WARNING, logger=RUNTIME):
         b.coordinator.reconcile(b.image)
         wait_until(lambda: b.loaded() or b.sample("kanal_group_coordinator_load_failures_total",
                                                   {"cause": "CORRUPT_MESSAGE"}) >= 2, "two failed loads")

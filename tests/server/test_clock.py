@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from kanal.broker import group_coordinator, partition
-from kanal.server.clock import Clock
+from kanal.broker import partition
+from kanal.server.clock import PROCESS_CLOCK, Clock
 
 
 def test_now_ms_follows_the_monotonic_clock_from_a_wall_clock_anchor():
@@ -22,8 +22,9 @@ def test_now_ms_follows_the_monotonic_clock_from_a_wall_clock_anchor():
     assert clock.now_ms() == 1_002_500
 
 
-@pytest.mark.parametrize("now_ms", [group_coordinator._now_ms, partition.wall_ms],
-                         ids=["group sessions", "appends, retention and producer expiry"])
+# PROCESS_CLOCK is the coordinators' default clock (tests/broker/test_transaction_coordinator.py).
+@pytest.mark.parametrize("now_ms", [PROCESS_CLOCK.now_ms, partition.wall_ms],
+                         ids=["group sessions, transaction timeouts", "appends, retention, producer expiry"])
 def test_the_brokers_time_does_not_jump_with_the_wall_clock(monkeypatch, now_ms):
     before = now_ms()
     real = time.time
