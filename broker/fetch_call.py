@@ -2,11 +2,9 @@
 
 A Fetch reads every partition it names; with fewer than `min_bytes` ready and no error it parks until
 one of them changes (its log end for a follower, its high-water mark for a consumer) or `max_wait_ms`
-passes. Parking holds no thread: the call registers a *waiter* on each partition it read, in the same
-critical section as the read (so no change after the read is missed), and the partition calls
-`waiter.set()` when it changes. On the broker's gRPC event loop the waiter wakes the call's coroutine
-(service.py); a caller on its own thread uses a threading.Event. A waiter has `set()` (any thread) and
-`clear()` (the call's own thread).
+passes. Parking holds no thread: the call registers a *waiter* (waiter.py) on each partition it read, in
+the same critical section as the read (so no change after the read is missed), and the partition calls
+`waiter.set()` when it changes.
 
 Who is a follower: a Fetch whose `replica_id` is set and not negative (the field has presence, so a
 consumer that leaves it out is never taken for broker 0). A follower's `replica_epoch` must be the
@@ -18,27 +16,34 @@ Topic ids: a TopicRequest that carries `topic_id` (followers always do) gets UNK
 its partitions unless that is the id of the topic this broker hosts under the name
 (`ReplicaManager.partition`): a replica of a deleted topic never receives the data of the topic
 recreated under its name.
+
+The call reads through `HostedReplicas`, the part of the replica manager (replica_manager.py, which makes
+every FetchCall) that it needs: so this module sits below the manager rather than beside it in a cycle.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from kanal.broker.config import BrokerConfig
+from kanal.broker.metrics import BrokerMetrics
+from kanal.broker.partition import Partition
+from kanal.broker.waiter import Waiter
 from kanal.metadata import MetadataImage
 from kanal.metadata.ids import BrokerId
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
-if TYPE_CHECKING:
-    from kanal.broker.partition import Partition
-    from kanal.broker.replica_manager import ReplicaManager
 
+class HostedReplicas(Protocol):
+    """What a FetchCall reads through: the broker's limits and counters, and its hosted replicas
+    (ReplicaManager; the lookup raises KanalError for a replica not hosted here)."""
 
-class Waiter(Protocol):
-    def set(self) -> None: ...
+    config: BrokerConfig
+    metrics: BrokerMetrics
 
-    def clear(self) -> None: ...
+    def partition(self, topic: str, partition_id: int, topic_id: str = "") -> Partition: ...
 
 
 def follower_id(request: broker_pb2.FetchRequest) -> int | None:
@@ -72,7 +77,7 @@ def check_follower(image: MetadataImage, replica_id: int, replica_epoch: int) ->
 
 
 class FetchCall:
-    def __init__(self, manager: ReplicaManager, request: broker_pb2.FetchRequest, waiter: Waiter | None,
+    def __init__(self, manager: HostedReplicas, request: broker_pb2.FetchRequest, waiter: Waiter | None,
                  image: MetadataImage) -> None:
         config = manager.config
         self.follower = follower_id(request)

@@ -38,11 +38,12 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kanal.broker.batch_validation import validate_produced_batch
 from kanal.broker.divergence import EpochEndOffset, diverging_epoch, truncation_step
 from kanal.broker.leader_state import IsrProposal, LeaderState, ReplicationConfig, ReplicationEffects
+from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.producer_snapshot import (
     delete_snapshots_above,
     delete_snapshots_below,
@@ -64,14 +65,11 @@ from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.storage.partition_metadata import DELETE_SUFFIX, remove_directory
 from kanal.broker.storage.transaction_checkpoint import read_checkpoint, remove_checkpoint, write_checkpoint
 from kanal.broker.storage.transaction_index import TransactionIndex, TxnBatch, txn_batches_in
+from kanal.broker.waiter import Waiter
 from kanal.server.clock import PROCESS_CLOCK
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import ATTR_CONTROL, coordinator_epoch_in, iter_entries, scan_batch
 from kanal.v1.error import ErrorCode, KanalError
-
-if TYPE_CHECKING:
-    from kanal.broker.fetch_call import Waiter
-    from kanal.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +93,18 @@ def wall_ms() -> int:
     return PROCESS_CLOCK.now_ms()
 
 
+class PartitionOwner(Protocol):
+    """What a Partition needs of the replica manager that hosts it (ReplicaManager; tests use fakes): the
+    broker's counters, and the way an ISR change goes to the controller (off the request path; the answer
+    comes back through `on_alter_partition_answer`)."""
+
+    metrics: BrokerMetrics
+
+    def send_alter_partition(
+        self, part: Partition, proposal: IsrProposal, *, resend: bool = False
+    ) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Assignment:
     """What the metadata image says about this partition."""
@@ -109,7 +119,7 @@ class Assignment:
 
 class Partition:
     def __init__(self, topic: str, partition_id: int, directory: Path, config: LogConfig, broker_id: int,
-                 min_insync_replicas: int, manager: ReplicaManager, *, topic_id: str = "") -> None:
+                 min_insync_replicas: int, manager: PartitionOwner, *, topic_id: str = "") -> None:
         self.topic = topic
         # The topic incarnation this replica belongs to (KIP-516), fixed for its life: a topic recreated
         # under the same name gets a new Partition. Empty only in tests that build a Partition by hand.

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from kanal.broker.config import BrokerConfig
+from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.replica_stream import ReplicaFetchSession
 from kanal.net.channel_options import channel_options
 from kanal.security.channel_security import credentials_metadata, open_aio_channel
@@ -53,7 +54,6 @@ from kanal.v1.error import KanalError
 
 if TYPE_CHECKING:
     from kanal.broker.partition import Partition
-    from kanal.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 _BACKOFF_S = 0.1
@@ -64,9 +64,9 @@ _REFUSED_STREAM = (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.INTERNAL)
 
 
 class ReplicaFetcher:
-    def __init__(self, manager: ReplicaManager, leader_id: int, endpoint: str, config: BrokerConfig,
+    def __init__(self, metrics: BrokerMetrics, leader_id: int, endpoint: str, config: BrokerConfig,
                  broker_epoch, loop: asyncio.AbstractEventLoop) -> None:
-        self._manager = manager
+        self._metrics = metrics
         self.leader_id = leader_id
         self.endpoint = endpoint
         self._config = config
@@ -308,9 +308,9 @@ class ReplicaFetcher:
                     throttle = fetched_part.replication_throttle
                     if throttle is not None and copied:
                         throttle.record(copied, int(time.monotonic() * 1000))
-                        self._manager.metrics.replication_throttled_bytes_in.inc(copied)
+                        self._metrics.replication_throttled_bytes_in.inc(copied)
             if appended:
                 # Nothing long-polls a follower's partitions (consumers read leaders), so nobody is woken.
-                self._manager.metrics.replication_bytes_in.inc(appended)
+                self._metrics.replication_bytes_in.inc(appended)
             if errors and not appended:
                 await asyncio.sleep(_BACKOFF_S)

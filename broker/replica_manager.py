@@ -29,7 +29,8 @@ from pathlib import Path
 
 from kanal.broker.config import BrokerConfig
 from kanal.broker.controller_client import ControllerClient
-from kanal.broker.fetch_call import FetchCall, Waiter, check_topic_id
+from kanal.broker.fetch_call import FetchCall, check_topic_id
+from kanal.broker.leader_state import IsrProposal
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.partition import FOLLOWER, LEADER, Assignment, Partition
 from kanal.broker.produce_call import ProduceCall, ProduceWait
@@ -47,6 +48,7 @@ from kanal.broker.storage.partition_metadata import (
     sweep_removed,
     write_topic_id,
 )
+from kanal.broker.waiter import Waiter
 from kanal.metadata import MetadataImage, topic_config_texts
 from kanal.metadata.ids import BrokerId
 from kanal.metadata.topic_config import effective_topic_configs
@@ -291,7 +293,7 @@ class ReplicaManager:
                     self._fetchers.pop(leader_id).stop()
                     fetcher = None
                 if fetcher is None:
-                    fetcher = ReplicaFetcher(self, leader_id, broker.endpoint, self.config,
+                    fetcher = ReplicaFetcher(self.metrics, leader_id, broker.endpoint, self.config,
                                              self._broker_epoch, self._loop_for_fetchers())
                     self._fetchers[leader_id] = fetcher
                     fetcher.start()
@@ -453,7 +455,7 @@ class ReplicaManager:
         self._metrics.producer_ids.set(producers)
         self._metrics.produce_purgatory.set(parked)
 
-    def send_alter_partition(self, part: Partition, proposal, *, resend: bool = False) -> None:
+    def send_alter_partition(self, part: Partition, proposal: IsrProposal, *, resend: bool = False) -> None:
         """Send an ISR change to the controller off the request path; the answer goes back to the core. A
         resend (the controller did not decide) waits a moment first, so a controller that is down is not
         hammered, and goes only if the proposal is still the one in flight."""
@@ -463,7 +465,7 @@ class ReplicaManager:
             self._alter_partition, part, proposal, _ALTER_RESEND_BACKOFF_S if resend else 0.0
         )
 
-    def _alter_partition(self, part: Partition, proposal, delay_s: float) -> None:
+    def _alter_partition(self, part: Partition, proposal: IsrProposal, delay_s: float) -> None:
         from kanal.v1 import controller_pb2
 
         if delay_s:

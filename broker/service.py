@@ -28,22 +28,27 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 
-from kanal.broker.group_coordinator import join_timed_out, sync_timed_out
+from kanal.broker.config import BrokerConfig
+from kanal.broker.controller_client import ControllerClient
+from kanal.broker.group_coordinator import GroupCoordinator, join_timed_out, sync_timed_out
+from kanal.broker.lifecycle import BrokerLifecycle
+from kanal.broker.metadata_follower import MetadataFollower
+from kanal.broker.metrics import BrokerMetrics
+from kanal.broker.producer_ids import ProducerIdManager
+from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.replica_stream import serve_replica_stream
-from kanal.broker.request_authorization import gated
+from kanal.broker.request_authorization import RequestGate, gated
+from kanal.broker.transaction_coordinator import TransactionCoordinator
 from kanal.metadata import MetadataImage, offline_reason
 from kanal.security.call_identity import PRINCIPAL_METADATA_KEY, peer_host
 from kanal.security.principal import call_principal
 from kanal.server.error_boundary import async_error_boundary, error_boundary
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
-
-if TYPE_CHECKING:
-    from kanal.broker.server import BrokerServer
 
 _FORWARDED_ADMIN_CALLS = (
     "CreateTopics",
@@ -95,8 +100,24 @@ def metadata_response(image: MetadataImage, topics: list[str], metadata_offset: 
     return reply
 
 
+class BrokerParts(Protocol):
+    """The parts of one broker that the handlers serve from: BrokerServer (server.py), which makes the
+    service, wires them and starts them in order."""
+
+    config: BrokerConfig
+    metrics: BrokerMetrics
+    lifecycle: BrokerLifecycle
+    metadata: MetadataFollower
+    replicas: ReplicaManager
+    gate: RequestGate
+    groups: GroupCoordinator
+    transactions: TransactionCoordinator
+    producer_ids: ProducerIdManager
+    controllers: ControllerClient
+
+
 class BrokerService(broker_pb2_grpc.BrokerServicer):
-    def __init__(self, server: BrokerServer) -> None:
+    def __init__(self, server: BrokerParts) -> None:
         self._server = server
         # Each request name's counter and latency children, looked up once: `labels()` takes the metric's
         # lock and builds a key on every call, and the data-path handlers run on the one event loop.
