@@ -5,6 +5,7 @@ same in clients' common.security).
                        user name and password in the call metadata (ClientSecurity)
     listener_security  how a server's listener is secured (ListenerSecurity) and the flags that set it
     authentication     the door of every listener: a call's principal from its certificate or password
+    crl                the certificate revocation list of --tls-crl-file: revoked serials, signature checked
     scram              SCRAM credentials: pure derivations (the metadata log stores them)
     principal          who a call comes from; the seam between authentication and authorization
     principal_mapping  a certificate subject → a principal name (ssl.principal.mapping.rules)

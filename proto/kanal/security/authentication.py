@@ -42,19 +42,17 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
 from kanal.security.channel_security import PASSWORD_METADATA_KEY, USER_METADATA_KEY
+from kanal.security.crl import load_crl
 from kanal.security.listener_security import ListenerSecurity
 from kanal.security.principal import ANONYMOUS, PRINCIPAL_TYPE_USER, Principal, bind_principal
 from kanal.security.scram import ScramCredential, verify_password
 from kanal.server.error_boundary import abort_with, abort_with_async
 from kanal.v1.error import ErrorCode, KanalError
-
-if TYPE_CHECKING:
-    from cryptography import x509
 
 log = logging.getLogger(__name__)
 
@@ -67,49 +65,6 @@ PASSWORD_CACHE_ENTRIES_MAX = 4096
 CRL_RECHECK_INTERVAL_S = 5.0
 # gRPC health answers without credentials: probes and load balancers carry none.
 _OPEN_METHOD_PREFIX = "/grpc.health.v1.Health/"
-
-
-def _signed_by(crl: x509.CertificateRevocationList, ca: x509.Certificate) -> bool:
-    from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
-
-    key = ca.public_key()
-    if not isinstance(
-        key,
-        (
-            dsa.DSAPublicKey,
-            rsa.RSAPublicKey,
-            ec.EllipticCurvePublicKey,
-            ed25519.Ed25519PublicKey,
-            ed448.Ed448PublicKey,
-        ),
-    ):
-        return False  # a key-agreement key (X25519, X448) signs nothing
-    return crl.is_signature_valid(key)
-
-
-def load_crl(path: Path, ca_pem: bytes | None) -> frozenset[int]:
-    """The revoked serial numbers of a CRL (PEM or DER) whose signature checks against one of the CA
-    certificates; INVALID_CONFIG (one line) otherwise."""
-    from cryptography import x509
-
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise KanalError(
-            ErrorCode.INVALID_CONFIG, f"--tls-crl-file {path}: cannot read it: {exc.strerror}"
-        ) from None
-    try:
-        crl = x509.load_pem_x509_crl(data) if b"-----BEGIN" in data else x509.load_der_x509_crl(data)
-    except ValueError as exc:
-        raise KanalError(ErrorCode.INVALID_CONFIG, f"--tls-crl-file {path}: not a CRL: {exc}") from None
-    cas = x509.load_pem_x509_certificates(ca_pem) if ca_pem else []
-    if not any(ca.subject == crl.issuer and _signed_by(crl, ca) for ca in cas):
-        raise KanalError(
-            ErrorCode.INVALID_CONFIG,
-            f"--tls-crl-file {path}: not signed by a CA of --tls-ca-file (issuer "
-            f"{crl.issuer.rfc4514_string()})",
-        )
-    return frozenset(entry.serial_number for entry in crl)
 
 
 class Authenticator:

@@ -13,8 +13,8 @@ Flags (shared by `kanal broker` and `kanal controller`, so also KANAL_<FLAG> and
                                 require a certificate or never ask for one.
     --tls-crl-file FILE         a certificate revocation list (PEM or DER) signed by the CA: a client
                                 certificate whose serial is on it is refused at the door. gRPC Python has no
-                                CRL option, so kanal checks it itself after the handshake (authentication.py)
-                                and reads the file again when it changes.
+                                CRL option, so kanal checks it itself after the handshake (crl.py,
+                                authentication.py) and reads the file again when it changes.
     --authentication MODES      none, or a comma-separated subset of mtls,password: how a call gets its
                                 principal. none: every call is User:ANONYMOUS. mtls: from the client
                                 certificate (needs --tls-client-auth required). password: a user name and
@@ -43,6 +43,7 @@ from pathlib import Path
 import grpc
 
 from kanal.security.channel_security import ClientSecurity, read_pem
+from kanal.security.crl import load_crl
 from kanal.security.principal_mapping import DEFAULT_RULES, PrincipalMapper, parse_rules
 from kanal.v1.error import ConfigError, KanalError
 
@@ -119,10 +120,6 @@ class ListenerSecurity:
         object.__setattr__(self, "_outbound", ClientSecurity(ca_file=self.ca_file, cert_file=self.cert_file,
                                                              key_file=self.key_file))
         if self.crl_file:
-            from kanal.security.authentication import (
-                load_crl,  # cryptography is imported only when it is used
-            )
-
             try:
                 load_crl(Path(self.crl_file), self.ca_pem)
             except KanalError as exc:
