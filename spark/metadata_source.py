@@ -11,7 +11,7 @@ Columns: columns.METADATA_TABLE: offset,
 batch_offset, controller_epoch, time, record_type, principal, request_id, typed fields (broker_id,
 broker_epoch, fenced, topic, topic_id, partition, leader, isr, replicas, cause, reason, config_*),
 record_json, record (the serialized MetadataRecord), _corrupt and _lost (as kanal-log). Also a stream
-(`spark.readStream`, metadata_stream.py); never written to.
+(`spark.readStream`, metadata_stream.py); never written to. The batch reader is metadata_reader.py.
 
 In a session from `kanal_session`, `format("kanal-metadata")` is the kanal-spark jar's JVM table, which
 plans and reads with KanalMetadataReader in worker processes and hands its stream to this class, then
@@ -20,22 +20,16 @@ also registered as `kanal-metadata-python` (log_source.py says how; jvm_jar.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 
-import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from kanal.spark.batch_only import BatchOnly
 from kanal.spark.columns import METADATA_TABLE, Table
-from kanal.spark.copy_plan import metadata_plan
-from kanal.spark.log_rows import entry_rows
-from kanal.spark.log_source import plan_groups
-from kanal.spark.metadata_columns import new_metadata_buffer
+from kanal.spark.metadata_reader import KanalMetadataReader
+from kanal.spark.metadata_stream import KanalMetadataStreamReader, StreamOptions
 from kanal.spark.pushdown import Pushed
-from kanal.spark.range_reader import read_item
-from kanal.spark.segment_files import METADATA_TOPIC
 from kanal.spark.source_options import SourceOptions
 
 
@@ -60,8 +54,6 @@ class KanalMetadataDataSource(BatchOnly, DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """The metadata log as a stream (metadata_stream.py); writes stay refused (BatchOnly)."""
-        from kanal.spark.metadata_stream import KanalMetadataStreamReader, StreamOptions
-
         stream, rest = StreamOptions.split(dict(self.options))
         options = SourceOptions.parse(rest, files_only=True)
         return KanalMetadataStreamReader(options, stream, METADATA_TABLE.select(schema.fieldNames()))
@@ -75,28 +67,3 @@ class KanalMetadataPythonSource(KanalMetadataDataSource):
     @classmethod
     def name(cls) -> str:
         return "kanal-metadata-python"
-
-
-class KanalMetadataReader(DataSourceReader):
-    def __init__(self, options: SourceOptions, table: Table, pushed: Pushed | None = None) -> None:
-        self.options = options
-        self.table = table
-        self.pushed = pushed or Pushed()  # offsets, from the JVM table (pushdown.py)
-
-    def partitions(self) -> list[InputPartition]:
-        o = self.options
-        plan = self.pushed.prune(metadata_plan(Path(o.path)))
-        return plan_groups(plan, o.bytes_per_partition, partitions_min=o.partitions_min)
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_metadata_group(partition, self.table, self.options.fail_fast)
-
-
-def read_metadata_group(partition: InputPartition, table: Table, fail_fast: bool) -> Iterator[pa.RecordBatch]:
-    """One task's rows: its items (whole segment files, each clipped to its [lo, hi)) as Arrow batches."""
-    buf, add = new_metadata_buffer(table)
-    for item in partition.items:  # type: ignore[attr-defined]
-        yield from entry_rows(buf, None, None, METADATA_TOPIC, read_item(item), fail_fast, add)
-    last = buf.flush()
-    if last is not None:
-        yield last

@@ -5,7 +5,7 @@
 The stream's offset is the next metadata log offset to read, as JSON `{"offset": N}` in Spark's checkpoint.
 Each micro-batch plans the log again (copy_plan.metadata_plan: the controllers' copies, the longest current
 one read, the others standing in where it is damaged) and reads the records in [start, end), with the same
-columns and `_corrupt` / `_lost` rows as the batch read (metadata_source.py). The end of a micro-batch is the
+columns and `_corrupt` / `_lost` rows as the batch read (metadata_reader.py). The end of a micro-batch is the
 log's end as the files show it: a controller appends a batch only once Raft committed and applied it, so
 everything up to that end is committed. `startingOffsets` is `earliest` (the default: the log's first
 offset) or `latest` (only what is appended after the query starts); `maxOffsetsPerTrigger` caps a batch.
@@ -28,7 +28,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from kanal.spark.columns import Table
 from kanal.spark.copy_plan import metadata_plan
 from kanal.spark.log_source import ItemGroup, plan_groups
-from kanal.spark.metadata_source import read_metadata_group
+from kanal.spark.metadata_reader import read_metadata_group
 from kanal.spark.source_options import SourceOptions
 
 STREAM_OPTIONS = {"startingoffsets", "maxoffsetspertrigger"}
