@@ -22,54 +22,8 @@ from kanal.commands.report import (
     set_json_errors,
     wants_json,
 )
+from kanal.deploy.subcommands import SUBCOMMANDS
 from kanal.v1.error import ErrorCode, KanalError
-
-# subcommand -> (module with main(argv), one-line help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "controller": ("kanal.raft.controller_main", "run one controller of the Raft metadata quorum"),
-    "broker": ("kanal.broker.broker_main", "run one broker (partition replicas, produce and fetch)"),
-    "demo": ("kanal.deploy.demo", "run kanal's main job end to end on the embedded default"),
-    "metadata": (
-        "kanal.raft.metadata_shell",
-        "browse the metadata image as a tree, from a controller or its data directory",
-    ),
-    "dump-log": (
-        "kanal.broker.dump_log",
-        "print what a partition's segment files hold, read offline (kafka-dump-log)",
-    ),
-    "node-zone": (
-        "kanal.deploy.node_zone",
-        "write this pod's node zone to a file (an init container; broker --rack-file)",
-    ),
-    "chaos": (
-        "kanal.deploy.chaos.cli",
-        "fault runner: workloads under kills, pauses and partitions, history checked",
-    ),
-    "dev": ("kanal.deploy.dev", "run a local cluster (3 controllers, 3 brokers) on loopback until Ctrl-C"),
-    "topics": ("kanal.clients.cli", "create, list, describe, delete or alter topics"),
-    "produce": ("kanal.clients.cli", "produce one record per line of stdin or a file"),
-    "consume": ("kanal.clients.cli", "print records of a topic"),
-    "cluster": ("kanal.clients.cli", "describe the cluster: brokers and the controller quorum"),
-    "configs": ("kanal.clients.cli", "describe or alter topic and broker configs"),
-    "quotas": ("kanal.clients.cli", "describe or alter client quotas"),
-    "acls": ("kanal.clients.cli", "add, list or remove access-control entries (kafka-acls' flags)"),
-    "perf": ("kanal.clients.cli", "load generators: perf produce, perf consume"),
-    "users": ("kanal.clients.cli", "create, delete or list users (SCRAM credentials in the metadata log)"),
-    "groups": ("kanal.clients.cli", "list, describe (with lag), reset offsets of or delete consumer groups"),
-    "transactions": ("kanal.clients.cli", "list or describe transactional ids and their open transactions"),
-    "reassign": (
-        "kanal.clients.cli",
-        "move partition replicas between brokers: plans, execute, verify, cancel",
-    ),
-    "leaders": ("kanal.clients.cli", "preferred-leader election (kafka-leader-election)"),
-    "brokers": ("kanal.clients.cli", "broker lifecycle: unregister a decommissioned broker"),
-    "quorum": ("kanal.clients.cli", "controller quorum: describe it, add or remove a voter"),
-    "audit": ("kanal.spark.audit_cli", "Spark audit of the metadata log: cluster history as Parquet + HTML"),
-    "analytics": (
-        "kanal.spark.analytics_cli",
-        "Spark analytics of partition data: throughput, keys, producers, lag",
-    ),
-}
 
 
 def usage() -> str:
@@ -139,7 +93,9 @@ def _dispatch(args: list[str]) -> int:
         return 0
     name, rest = args[0], args[1:]
     if name == "completion":
+        # Imported for this command only, as every command's module is: it loads the client commands' parser.
         from kanal.deploy.completion import main as completion_main
+
         return completion_main(rest)
     if name not in SUBCOMMANDS:
         return report_error(ErrorCode.INVALID_REQUEST, f"unknown command {name!r}; `kanal --help` lists them",

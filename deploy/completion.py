@@ -16,6 +16,7 @@ import json
 
 from kanal.clients.cli import build_parser as client_parser
 from kanal.commands.report import OUTPUT_HELP, CommandParser
+from kanal.deploy.subcommands import SUBCOMMANDS
 
 # command -> module whose build_parser() (or parser()) gives that command's flags
 _PARSERS = {"broker": "kanal.broker.broker_main", "metadata": "kanal.raft.metadata_shell",
@@ -25,8 +26,6 @@ _PARSERS = {"broker": "kanal.broker.broker_main", "metadata": "kanal.raft.metada
 
 def full_parser() -> argparse.ArgumentParser:
     """One parser of every kanal command: the client commands' parser, with the others added beside them."""
-    from kanal.deploy.cli import SUBCOMMANDS
-
     parser = client_parser()
     parser.add_argument("--version", action="store_true", help="print kanal's version")
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
