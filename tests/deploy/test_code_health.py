@@ -1,6 +1,6 @@
-"""Strict checks that run with the suite (so in `.ci/run`): the layering rule of docs/architecture.md,
-held by import-linter's contracts in pyproject.toml; and that the schema checks tests/strict_checks.py runs
-(buf lint, buf breaking) fail when they should."""
+"""Strict checks that run with the suite (so in `.ci/run`): the layering rule of docs/architecture.md and its
+rule of no cycles between sibling modules, held by import-linter's contracts in pyproject.toml; and that
+the schema checks tests/strict_checks.py runs (buf lint, buf breaking) fail when they should."""
 
 from __future__ import annotations
 
@@ -37,6 +37,20 @@ def test_a_server_importing_a_client_breaks_a_contract(package_tree):
     result = lint_imports(root)
     assert result.returncode != 0
     assert "raft imports metadata, broker.storage and the shared packages only BROKEN" in result.stdout
+
+
+def test_a_cycle_between_sibling_modules_breaks_the_acyclic_contract(package_tree):
+    """The acyclic check can fail: the copy's partition imports the replica manager back, under
+    TYPE_CHECKING (which counts), and the layer contracts, which a sibling import never breaks, stay kept."""
+    root, _ = package_tree
+    with open(root / "kanal/broker/partition.py", "a") as f:
+        f.write("\nimport typing\n\nif typing.TYPE_CHECKING:\n"
+                "    from kanal.broker.replica_manager import ReplicaManager  # noqa\n")
+    result = lint_imports(root)
+    assert result.returncode != 0
+    assert "no import cycles between sibling modules or packages anywhere in kanal BROKEN" in result.stdout
+    assert "No cycles are allowed in kanal.broker." in result.stdout
+    assert "Contracts: 10 kept, 1 broken." in result.stdout, result.stdout[-3000:]
 
 
 def _buf(*args: str, cwd: Path) -> subprocess.CompletedProcess:
