@@ -53,6 +53,12 @@ clock's now_ms: a broker silent for longer than the session timeout is fenced an
 (kanal.metadata's rules). Heartbeats update the times; one that shows a fenced broker caught up unfences
 it (decide_broker_heartbeat). Heartbeats go through Raft only when they change a broker's state.
 
+Failures. A KanalError in a loop step (a proposal with no fate by its deadline, Raft not attached yet) is
+expected: logged, and the next step tries again. Any other error in the step or its hook stops the process
+(`fatal`, kanal.server.fatal): it may have left the speculative image or the pipeline half-changed, and a
+loop that kept failing would leave a Raft leader that never fences a silent broker again. Stopped, it
+hands the quorum to another controller, and rebuilds its state from its log when it is restarted.
+
 Locks, in the order they may be taken: the decision lock, then the store's lock or the pipeline
 condition, then (for a proposal's definite failure) the store's lock. The pipeline condition also guards
 the outbox and the entries in flight; proposals are handed to Raft under it, so entries enter Raft's
@@ -98,6 +104,7 @@ from kanal.raft.metadata_store import AppliedEntry, MetadataStore
 from kanal.raft.proposal_pipeline import Fate, ProposalPipeline, Settled
 from kanal.raft.voter_roster import VoterRoster
 from kanal.server.clock import Clock
+from kanal.server.fatal import stop_process
 from kanal.v1 import controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -154,10 +161,13 @@ class ActiveController:
         ids: ProposalIdSource | None = None,
         on_write_s: Callable[[float], None] | None = None,
         roster: VoterRoster | None = None,
+        fatal: Callable[[str, BaseException], object] = stop_process,
     ) -> None:
         """`on_write_s` gets the seconds each write that succeeded took, decision to durable (the
-        write-latency metric); `roster` names the current voters (the configured ones when not given)."""
+        write-latency metric); `roster` names the current voters (the configured ones when not given);
+        `fatal` stops the process when the loop thread fails unexpectedly (a recorder in tests)."""
         self._config = config
+        self._fatal = fatal
         self._voters: VoterRoster | ControllerConfig = roster if roster is not None else config
         self._on_write_s = on_write_s or (lambda _s: None)
         self._store = store
@@ -581,12 +591,14 @@ class ActiveController:
                 self.step()
             except KanalError as exc:
                 _log.warning("active-controller step: %s", exc)
-            except Exception:  # noqa: BLE001 - a bug: report it loudly, keep the loop (and the controller) alive
-                _log.exception("active-controller step failed")
+            except Exception as exc:  # noqa: BLE001 - the loop thread's top: a bug stops the process (Failures)
+                self._fatal("the active controller's step failed", exc)
+                return
             try:
                 self._on_step()
-            except Exception:  # noqa: BLE001 - a bug in the hook (health): report it, keep the loop
-                _log.exception("active-controller step hook failed")
+            except Exception as exc:  # noqa: BLE001 - the loop thread's top: a bug stops the process (Failures)
+                self._fatal("the active controller's step hook (health, quorum change) failed", exc)
+                return
             idle_since_ms = self._clock.now_ms()
 
     def note_stall(self, stall_ms: int) -> None:

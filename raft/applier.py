@@ -13,7 +13,8 @@ two hooks that need the state to match its own view (writing a snapshot, loading
 first. The queue is bounded: when the applier falls behind, `submit` blocks pysyncobj's thread, which
 then stops acknowledging entries (back-pressure through Raft itself).
 
-A failure while applying is a broken invariant: `fatal` stops the process (fatal.py).
+A failure while applying, or while reporting what was applied (`on_applied`, which settles the active
+controller's proposals), is a broken invariant: `fatal` stops the process (kanal.server.fatal).
 
 Housekeeping (`housekeeping`, optional): after every group and after `housekeeping_interval_s` idle, the
 same thread runs the metadata log's retention and asks for a snapshot when one is due
@@ -24,14 +25,11 @@ too.
 from __future__ import annotations
 
 import collections
-import logging
 import threading
 import time
 from collections.abc import Callable
 
 from kanal.raft.metadata_store import AppliedEntry, MetadataStore
-
-_log = logging.getLogger("kanal.raft.applier")
 
 
 class Applier:
@@ -120,13 +118,16 @@ class Applier:
             try:
                 applied = [entry for data in group for entry in self._store.apply_entry(data)]
                 self._store.flush()
-            except BaseException as exc:  # noqa: BLE001 - every failure here is a broken invariant
+            except BaseException as exc:  # noqa: BLE001 - the applier thread's top: a broken invariant, stop
                 self._fatal(f"applying a committed metadata entry failed: {exc}", exc)
                 return
             try:
                 self._on_applied(applied)
-            except Exception:  # noqa: BLE001 - a bug in completing waiters; the state itself is intact
-                _log.exception("completing writes after %d applied entries failed", len(applied))
+            except BaseException as exc:  # noqa: BLE001 - the applier thread's top: a broken invariant, stop
+                # The store is intact, but the active controller's proposals and waiters may be half
+                # settled: entries that never leave its pipeline would stall every later write.
+                self._fatal(f"completing writes after {len(applied)} applied entries failed: {exc}", exc)
+                return
             with self._cond:
                 self._done += len(group)
                 self._cond.notify_all()
@@ -137,5 +138,5 @@ class Applier:
             return
         try:
             self._housekeeping()
-        except BaseException as exc:  # noqa: BLE001 - a failed retention may have left the log half-changed
+        except BaseException as exc:  # noqa: BLE001 - the applier thread's top: retention may have left the log half-changed
             self._fatal(f"metadata log housekeeping (snapshots, retention) failed: {exc}", exc)

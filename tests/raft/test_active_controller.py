@@ -450,3 +450,56 @@ def test_decisions_in_the_outbox_fail_at_once_when_the_controller_is_deposed(set
         False,
         False,
     )
+
+
+def _looping(tmp_path, log_factory, fake_clock, on_step=None):
+    """A controller whose loop thread runs, with a recorder for `fatal`: (controller, raft, stops)."""
+    store = MetadataStore(log_factory(tmp_path / "log"))
+    stops: list[tuple[str, BaseException]] = []
+    controller = ActiveController(_config(tmp_path), store, clock=fake_clock, rng=random.Random(3),
+                                  fatal=lambda reason, exc: stops.append((reason, exc)))
+    raft = FakeRaft(store)
+    raft.controller = controller
+    controller.attach(raft, on_step=on_step)
+    return controller, raft, stops
+
+
+def test_the_loop_retries_an_expected_error_and_stops_the_process_on_a_bug(tmp_path, log_factory, fake_clock,
+                                                                          wait):
+    """A KanalError in a step is expected (the next step tries again); anything else may have left the
+    speculative image or the pipeline half-changed, and a loop that kept failing would be a Raft leader
+    that never fences a broker again: the process stops and another controller takes over."""
+    controller, raft, stops = _looping(tmp_path, log_factory, fake_clock)
+    failures = [KanalError(ErrorCode.REQUEST_TIMED_OUT, "no quorum yet")]
+
+    def is_leader():
+        if failures:
+            raise failures.pop(0)
+        return True
+
+    raft.is_leader = is_leader
+    controller.start()
+    try:
+        wait(controller.is_active, 10, "activation after the step that timed out")
+        assert stops == []
+        failures.append(RuntimeError("a bug"))
+        controller.wake()
+        wait(lambda: stops, 10, "the process stopped")
+    finally:
+        controller.stop()
+    [(reason, exc)] = stops
+    assert reason == "the active controller's step failed" and isinstance(exc, RuntimeError)
+
+
+def test_a_bug_in_the_loop_hook_stops_the_process(tmp_path, log_factory, fake_clock, wait):
+    def hook():
+        raise ValueError("a bug in the health update")
+
+    controller, _, stops = _looping(tmp_path, log_factory, fake_clock, on_step=hook)
+    controller.start()
+    try:
+        wait(lambda: stops, 10, "the process stopped")
+    finally:
+        controller.stop()
+    [(reason, exc)] = stops
+    assert "step hook" in reason and isinstance(exc, ValueError)

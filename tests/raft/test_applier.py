@@ -31,20 +31,42 @@ def test_entries_are_applied_in_order_and_reported_only_when_durable(tmp_path, l
     assert store.copy_image() == (chain.image, chain.last)
 
 
+class StopRecorder:
+    """Stands in for stop_process: records each reason, and is set once called."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+        self.called = threading.Event()
+
+    def __call__(self, reason: str, exc: BaseException) -> None:
+        self.reasons.append(reason)
+        self.called.set()
+
+
 def test_a_failure_while_applying_is_fatal(tmp_path, log_factory, chain):
     store = MetadataStore(log_factory(tmp_path / "m"))
-    fatal = threading.Event()
-    reasons = []
-
-    def stop_process(reason, exc):
-        reasons.append(reason)
-        fatal.set()
-
+    stop_process = StopRecorder()
     applier = Applier(store, lambda entries: None, stop_process)
     applier.start()
     applier.submit(chain.noop(1))
     applier.submit(chain.command(
         [chain.stamp(remove_topic=metadata_pb2.RemoveTopicRecord(topic_id="nope"))], 1, mirror=False
     ))
-    assert fatal.wait(30)
-    assert "applying a committed metadata entry failed" in reasons[0]
+    assert stop_process.called.wait(30)
+    assert "applying a committed metadata entry failed" in stop_process.reasons[0]
+
+
+def test_a_failure_while_completing_writes_is_fatal(tmp_path, log_factory, chain):
+    """The store is intact, but the active controller's proposals may be half settled: stalled for good."""
+    store = MetadataStore(log_factory(tmp_path / "m"))
+    stop_process = StopRecorder()
+
+    def on_applied(entries):
+        raise RuntimeError("a bug in settling proposals")
+
+    applier = Applier(store, on_applied, stop_process)
+    applier.start()
+    applier.submit(chain.noop(1))
+    assert stop_process.called.wait(30)
+    assert "completing writes after 1 applied entries failed" in stop_process.reasons[0]
+    assert store.copy_image() == (chain.image, chain.last)
