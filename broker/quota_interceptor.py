@@ -248,5 +248,5 @@ def _running_time(coroutine: Any, spent_s: list[float]) -> Any:
         spent_s[0] += time.perf_counter() - started
         try:
             value, error = (yield yielded), None
-        except BaseException as exc:  # noqa: BLE001 - handed on to the handler, as `await` would
+        except BaseException as exc:  # noqa: BLE001 - not handled: thrown into the handler's coroutine next, as `await` does
             value, error = None, exc

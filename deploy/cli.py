@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `kanal consume ... | head`: the reader has what it wanted
         return EXIT_OK
-    except Exception as exc:  # noqa: BLE001 (last resort) a bug: one line that says so, the traceback on request
+    except Exception as exc:  # noqa: BLE001 - the process top: a bug ends it with status 70, its traceback on request
         if os.environ.get("KANAL_DEBUG"):
             traceback.print_exc()
         return report_error(

@@ -30,6 +30,7 @@ from concurrent import futures
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from pysyncobj import SyncObjException
 
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.applier import Applier
@@ -190,7 +191,7 @@ class ControllerServer:
         self.quorum = QuorumChange(self.controller, self.roster, self.raft, self.config.security.outbound())
         try:
             self.raft.waitBinded()
-        except Exception as exc:
+        except SyncObjException as exc:  # BindError: pysyncobj could not bind the address within its retries
             raise StartupError(f"cannot bind the Raft address {self.config.raft}: {exc}") from exc
         self.controller.attach(self.raft, on_step=self._on_step)
         self.controller.start()

@@ -245,7 +245,7 @@ class RaftNode(SyncObj):
         try:
             fsync_directory(self._kanal_config.raft_dir)
             self._kanal_store.publish_snapshot(offset)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - pysyncobj's tick thread would log it and carry on: stop
             stop_process(f"publishing the metadata snapshot at {offset} failed: {exc}", exc)
 
     def request_snapshot(self) -> None:
@@ -305,7 +305,7 @@ class RaftNode(SyncObj):
             # string never equals one: left in, this node would count itself as a second voter that never
             # answers (a lone controller restarted from a snapshot never won an election).
             return (snapshot.last_entry, snapshot.previous_entry, others_than(members, self.selfNode))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - pysyncobj's hook: it would carry on half-loaded, so stop
             stop_process(f"loading the Raft snapshot {path} failed: {exc}", exc)
         raise RuntimeError("stop_process returned")  # unreachable: stop_process exits
 

@@ -8,13 +8,15 @@ plan, or the partitions of a live cluster), each pickled; `read` is the reader's
 with the columns the query needs, written as an Arrow IPC stream. The protocol (a JSON request line on
 stdin; an IPC stream and/or a JSON status line on stdout) is described in PythonWorkers.java, which
 reads it. An error is a status line, never a traceback on stdout: the stream is always ended first, so the
-worker stays in step and serves the next task.
+worker stays in step and serves the next task. Each request is the worker's error boundary: the JVM fails
+the task with the error's message, and the traceback goes to stderr (the executor's log).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import pickle
 import sys
@@ -30,6 +32,8 @@ from kanal.spark.pushdown import Pushed
 
 # The IPC stream is written in pieces of a batch's buffers; a large pipe buffer keeps the writes few.
 OUT_BUFFER_BYTES = 1 << 20
+
+log = logging.getLogger(__name__)
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -59,7 +63,8 @@ def _reader(request: dict[str, Any], columns: Any = None) -> DataSourceReader:
 def plan(request: dict[str, Any]) -> dict[str, Any]:
     try:
         parts = [base64.b64encode(pickle.dumps(p)).decode() for p in _reader(request).partitions()]
-    except Exception as exc:  # noqa: BLE001 (any planning error goes back to the JVM as its message)
+    except Exception as exc:  # the boundary: the JVM gets the message, the executor's log the traceback
+        log.exception("planning a %s read failed", request.get("source"))
         return _error(exc)
     return {"ok": True, "partitions": parts}
 
@@ -68,7 +73,8 @@ def read(request: dict[str, Any], out: IO[bytes]) -> dict[str, Any]:
     status: dict[str, Any] = {"ok": True}
     try:
         schema = _source(request["source"])[0].select(request["columns"]).arrow_schema()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # the boundary, as in plan()
+        log.exception("a %s read of columns %s was refused", request.get("source"), request.get("columns"))
         status, schema = _error(exc), pa.schema([])
     writer = pa.ipc.new_stream(out, schema)
     if status["ok"]:
@@ -77,7 +83,8 @@ def read(request: dict[str, Any], out: IO[bytes]) -> dict[str, Any]:
             partition = pickle.loads(base64.b64decode(request["partition"]))
             for batch in reader.read(partition):
                 writer.write_batch(batch)
-        except Exception as exc:  # noqa: BLE001 (a FAILFAST read, an unreadable cluster: the task fails with it)
+        except Exception as exc:  # the boundary, as in plan() (a FAILFAST read, an unreadable cluster)
+            log.exception("a %s read failed", request.get("source"))
             status = _error(exc)
     writer.close()  # the end-of-stream marker; `out` stays open for the status line
     return status

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from kanal.spark import jvm_jar
@@ -26,7 +27,9 @@ def jvm_log_source(spark: SparkSession) -> bool:
     try:
         loader = spark._jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()  # type: ignore[union-attr]
         spark._jvm.java.lang.Class.forName(jvm_jar.PROVIDER_CLASS, False, loader)  # type: ignore[union-attr]
-    except Exception:  # noqa: BLE001 (py4j raises its own error for a class that is not there)
+    except Py4JJavaError as exc:  # py4j's wrapper of the Java exception
+        if exc.java_exception.getClass().getName() != "java.lang.ClassNotFoundException":
+            raise
         return False
     return True
 

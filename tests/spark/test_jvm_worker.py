@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 
 import pyarrow as pa
 
@@ -53,3 +54,14 @@ def test_each_read_is_a_whole_stream_then_its_status_even_when_it_fails(tmp_path
     assert list(pa.ipc.open_stream(src)) == [] and "unknown options" in _status(src)["error"]
     assert _status(src)["error"] == "ValueError: unknown request 'dance'"
     assert src.read(1) == b""
+
+
+def test_a_refused_request_leaves_its_traceback_in_the_workers_log(tmp_path, caplog):
+    """Each request is the worker's error boundary: the JVM gets the message, the executor's log (the
+    worker's stderr) where it came from."""
+    request = {"op": "plan", "source": "kanal-log", "options": {"path": str(tmp_path), "colour": "blue"}}
+    with caplog.at_level(logging.ERROR, logger="kanal.spark.jvm_worker"):
+        status = _status(pa.BufferReader(_answers([request])))
+    assert not status["ok"] and "unknown options" in status["error"]
+    [record] = caplog.records
+    assert record.message == "planning a kanal-log read failed" and record.exc_info is not None
