@@ -8,31 +8,27 @@ to the active controller). Per-item failures raise KanalError naming the item; `
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Self
-
-import grpc
+from typing import Any, Self, TypeVar
 
 from kanal.clients.cluster_metadata import ClusterMetadata, PartitionInfo
+from kanal.clients.error_boundary import call, retrying
 from kanal.clients.group_membership import GroupMembership
 from kanal.security.channel_security import ClientSecurity
 from kanal.security.scram import ITERATIONS_DEFAULT, MECHANISMS, check_mechanism, new_salt, salted_password
 from kanal.v1 import admin_pb2, broker_pb2, metadata_pb2, operations_pb2, transactions_pb2
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.error_trailer import error_code_of
 from kanal.v1.topic_name import check_topic_name
 from kanal.v1.wire_enum import as_enum
 
 TOPIC = metadata_pb2.CONFIG_RESOURCE_TOPIC
-# Pause before calling again after a starting broker refused a call; the least time one attempt is given.
-_STARTING_BROKER_BACKOFF_S = 0.05
+# Pause before calling again after a retriable failure (a starting or unreachable broker); the least time
+# one attempt is given.
+_RETRY_BACKOFF_S = 0.05
 _ATTEMPT_TIMEOUT_S_MIN = 0.1
-# What a partition call answers when the client's metadata is older than the cluster's: ask again, retry.
-_STALE_LEADER_ERRORS = frozenset({ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                  ErrorCode.BROKER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                  ErrorCode.FENCED_LEADER_EPOCH})
 BROKER = metadata_pb2.CONFIG_RESOURCE_BROKER
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -74,28 +70,30 @@ class Admin:
     def close(self) -> None:
         self._metadata.close()
 
-    def _call(self, method: str, request):
-        """Call any broker. The call goes again, to a broker that answers Metadata, until the request
-        timeout, when the broker asked could not take it: it answered BROKER_NOT_AVAILABLE as a whole (it
-        is starting and did nothing with the call, broker.proto), or it could not be reached at all
-        (UNAVAILABLE: dead, restarting, cut off; Kafka's admin client moves on the same way). A call that
-        reached a broker whose connection then broke may have been done: a retried create then answers
-        TOPIC_ALREADY_EXISTS, as Kafka's does."""
-        deadline = time.monotonic() + self._timeout_s
-        while True:
-            try:
-                return getattr(self._metadata.any_stub(), method)(
-                    request, timeout=max(_ATTEMPT_TIMEOUT_S_MIN, deadline - time.monotonic()))
-            except grpc.RpcError as exc:
-                code = error_code_of(exc)
-                error = KanalError(code if code is not None else ErrorCode.BROKER_NOT_AVAILABLE,
-                                   exc.details() or exc.code().name)
-                unreachable = code is None and exc.code() == grpc.StatusCode.UNAVAILABLE
-            starting = code is not None and error.code == ErrorCode.BROKER_NOT_AVAILABLE
-            if not (starting or unreachable) or time.monotonic() >= deadline:
-                raise error
-            time.sleep(_STARTING_BROKER_BACKOFF_S)
-            self._metadata.refresh()  # a starting broker refuses Metadata too: another one is chosen
+    def _retrying(self, attempt: Callable[[float], R],
+                  on_retry: Callable[[KanalError], Any] | None = None) -> R:
+        """`attempt(remaining_s)` under the admin's request timeout (clients/error_boundary.py): a refusal
+        whose code is not retriable (an authorization, an invalid request, TOPIC_ALREADY_EXISTS) is raised
+        at once; a retriable one is tried again until the timeout, then raised with its code."""
+        return retrying(attempt, timeout_s=self._timeout_s, backoff_s=_RETRY_BACKOFF_S, on_retry=on_retry)
+
+    def _call(self, method: str, request, endpoint: str | None = None):
+        """Call any broker, or the one at `endpoint` (a call about what that broker holds). The call goes
+        again, to a broker that answers Metadata (or to the same one), until the request timeout, when it
+        failed with a retriable code: the broker answered BROKER_NOT_AVAILABLE as a whole (it is starting
+        and did nothing with the call, broker.proto), it could not be reached at all (dead, restarting, cut
+        off; Kafka's admin client moves on the same way), or the controller it forwards to is changing
+        (NOT_CONTROLLER, CONTROLLER_NOT_AVAILABLE). A call that reached a broker whose connection then
+        broke may have been done: a retried create then answers TOPIC_ALREADY_EXISTS, as Kafka's does."""
+        def attempt(remaining_s: float):
+            stub = self._metadata.any_stub() if endpoint is None else self._metadata.stub(endpoint)
+            return call(getattr(stub, method), request, timeout_s=max(_ATTEMPT_TIMEOUT_S_MIN, remaining_s),
+                        what=method if endpoint is None else f"{method} at broker {endpoint}")
+
+        if endpoint is not None:
+            return self._retrying(attempt)
+        # A starting broker refuses Metadata too: the refresh chooses another one.
+        return self._retrying(attempt, on_retry=lambda _error: self._metadata.refresh())
 
     # ---- topics ----
 
@@ -296,14 +294,7 @@ class Admin:
         """Every group of the cluster -> its state (each broker lists the groups it coordinates)."""
         groups: dict[str, str] = {}
         for endpoint in sorted(self._metadata.refresh().brokers.values()):
-            try:
-                reply = self._metadata.stub(endpoint).ListGroups(
-                    broker_pb2.ListGroupsRequest(), timeout=self._timeout_s
-                )
-            except grpc.RpcError as exc:
-                raise KanalError(
-                    ErrorCode.BROKER_NOT_AVAILABLE, f"broker {endpoint}: {exc.code().name}"
-                ) from None
+            reply = self._call("ListGroups", broker_pb2.ListGroupsRequest(), endpoint)
             groups.update({g.group_id: g.state for g in reply.groups})
         return dict(sorted(groups.items()))
 
@@ -312,14 +303,8 @@ class Admin:
         id, producer id and epoch, state, timeout, partitions of the open transaction, start time."""
         found: dict[str, dict] = {}
         for endpoint in sorted(self._metadata.refresh().brokers.values()):
-            try:
-                reply = self._metadata.stub(endpoint).DescribeTransactions(
-                    broker_pb2.DescribeTransactionsRequest(transactional_ids=transactional_ids or []),
-                    timeout=self._timeout_s)
-            except grpc.RpcError as exc:
-                raise KanalError(
-                    ErrorCode.BROKER_NOT_AVAILABLE, f"broker {endpoint}: {exc.code().name}"
-                ) from None
+            reply = self._call("DescribeTransactions", broker_pb2.DescribeTransactionsRequest(
+                transactional_ids=transactional_ids or []), endpoint)
             for t in reply.transactions:
                 if t.error != ErrorCode.NONE:
                     continue  # another broker coordinates it, or the id is unknown
@@ -412,38 +397,32 @@ class Admin:
 
     def _list_offset(self, topic: str, partition: int, timestamp_ms: int) -> int:
         """One partition's ListOffsets, from its leader. The cached metadata may predate the topic (created
-        since this Admin last asked) or name a leader that has moved: the metadata is asked for again and
-        the call goes to the leader it names, until the request timeout, as Kafka's admin client does. A
-        topic the brokers do not know is UNKNOWN_TOPIC_OR_PARTITION at once."""
+        since this Admin last asked) or name a leader that has moved: on a retriable failure the metadata
+        is asked for again and the call goes to the leader it names, until the request timeout, as Kafka's
+        admin client does. A topic the brokers do not know is UNKNOWN_TOPIC_OR_PARTITION at once."""
         request = broker_pb2.ListOffsetsRequest()
         request.topics.add(topic=topic).partitions.add(partition=partition, timestamp_ms=timestamp_ms)
-        deadline = time.monotonic() + self._timeout_s
-        while True:
+
+        def attempt(remaining_s: float) -> int:
             endpoint = self._metadata.leader_endpoint(topic, partition)
             if endpoint is None:
-                error = KanalError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
-            else:
-                try:
-                    answer = (self._metadata.stub(endpoint)
-                              .ListOffsets(request, timeout=max(_ATTEMPT_TIMEOUT_S_MIN,
-                                                                deadline - time.monotonic()))
-                              .topics[0].partitions[0])
-                except grpc.RpcError as exc:
-                    error = KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"{endpoint}: {exc.code().name}")
-                else:
-                    if answer.error == ErrorCode.NONE:
-                        return answer.offset
-                    error = KanalError(answer.error, f"offsets of {topic}-{partition}")
-            if error.code not in _STALE_LEADER_ERRORS or time.monotonic() >= deadline:
-                raise error
-            if endpoint is not None:
-                time.sleep(_STARTING_BROKER_BACKOFF_S)
+                raise KanalError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
+            answer = call(self._metadata.stub(endpoint).ListOffsets, request,
+                          timeout_s=max(_ATTEMPT_TIMEOUT_S_MIN, remaining_s),
+                          what=f"ListOffsets at {endpoint}").topics[0].partitions[0]
+            if answer.error != ErrorCode.NONE:
+                raise KanalError(answer.error, f"offsets of {topic}-{partition}")
+            return answer.offset
+
+        def refresh(_error: KanalError) -> None:
             view = self._metadata.refresh([topic])
             unknown = view.topic_errors.get(topic)
             if unknown is None and partition >= len(view.topics.get(topic, ())):
                 unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if unknown is not None:
                 raise KanalError(unknown, f"offsets of {topic}-{partition}: no such partition in the cluster")
+
+        return self._retrying(attempt, on_retry=refresh)
 
     # ---- cluster ----
 

@@ -14,6 +14,9 @@ thread hand-off costs from tens of microseconds to milliseconds, and a producer 
 flight pays it on every round trip. Only the first such call stays on the thread; further ones (requests
 to other brokers) go to the executor, so calls to different brokers still run in parallel.
 
+A failed call reaches its callback and its future as the KanalError it stands for (error_boundary.call:
+the trailer's code, or the one the gRPC status maps to), never as a grpc.RpcError.
+
 Threading: `submit` never blocks; calls beyond `threads_max` queue in the executor. Callbacks run on the
 pool's threads, so they must be short and must not submit-and-wait on the same pool.
 """
@@ -26,12 +29,13 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-import grpc
+from kanal.clients.error_boundary import call
+from kanal.v1.error import KanalError
 
 log = logging.getLogger(__name__)
 
-# (reply or None, the RpcError or None)
-CallCallback = Callable[[Any, grpc.RpcError | None], None]
+# (reply or None, the call's KanalError or None)
+CallCallback = Callable[[Any, KanalError | None], None]
 
 
 class CallPool:
@@ -49,39 +53,43 @@ class CallPool:
         return f"<CallPool {self.name} threads_max={self.threads_max}>"
 
     def submit(self, method: Callable[..., Any], request: Any, timeout_s: float,
-               on_done: CallCallback | None = None) -> Future:
+               on_done: CallCallback | None = None, what: str = "") -> Future:
         """Run `method(request, timeout=timeout_s)`; `on_done(reply, error)` when it ends. The returned
-        future holds the reply or raises the RpcError, for callers that wait."""
+        future holds the reply or raises the KanalError, for callers that wait. `what` names the call in
+        an error's message."""
         follow_on = getattr(self._local, "follow_on", None)
         if follow_on is not None:
             self._local.follow_on = None  # one per callback; more go to the executor
             future: Future = Future()
-            follow_on.append((future, method, request, timeout_s, on_done))
+            follow_on.append((future, method, request, timeout_s, on_done, what))
             return future
-        return self._executor.submit(self._run, method, request, timeout_s, on_done)
+        return self._executor.submit(self._run, method, request, timeout_s, on_done, what)
 
-    def _run(
-        self, method: Callable[..., Any], request: Any, timeout_s: float, on_done: CallCallback | None
-    ) -> Any:
+    def _run(self, method: Callable[..., Any], request: Any, timeout_s: float, on_done: CallCallback | None,
+             what: str) -> Any:
         follow_on: list[tuple] = []
         try:
-            return self._call(method, request, timeout_s, on_done, follow_on)
+            return self._call(method, request, timeout_s, on_done, what, follow_on)
         finally:
             while follow_on:  # a call a callback submitted: it runs here, with no thread hand-off
-                future, next_method, next_request, next_timeout_s, next_on_done = follow_on.pop()
+                future, next_method, next_request, next_timeout_s, next_on_done, next_what = follow_on.pop()
                 if future.set_running_or_notify_cancel():
                     try:
-                        future.set_result(
-                            self._call(next_method, next_request, next_timeout_s, next_on_done, follow_on)
-                        )
-                    except Exception as exc:  # noqa: BLE001 -- the future carries it, as an executor would
+                        future.set_result(self._call(next_method, next_request, next_timeout_s, next_on_done,
+                                                     next_what, follow_on))
+                    except KanalError as exc:  # the call failed: its future says so, as an executor's would
+                        future.set_exception(exc)
+                    except Exception as exc:  # a follow-on's boundary: its callback failed (logged as an
+                        # error in _call); the future carries that, as an executor's would, and the
+                        # follow-ons after it still run.
+                        log.debug("a follow-on call to %s failed", next_method, exc_info=True)
                         future.set_exception(exc)
 
     def _call(self, method: Callable[..., Any], request: Any, timeout_s: float, on_done: CallCallback | None,
-              follow_on: list[tuple]) -> Any:
+              what: str, follow_on: list[tuple]) -> Any:
         try:
-            reply, error = method(request, timeout=timeout_s), None
-        except grpc.RpcError as exc:
+            reply, error = call(method, request, timeout_s=timeout_s, what=what), None
+        except KanalError as exc:
             reply, error = None, exc
         if on_done is not None:
             self._local.follow_on = follow_on

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import grpc
 
 from kanal.clients.config_checks import parse_bootstrap
+from kanal.clients.error_boundary import call
 from kanal.net.channel_options import channel_options
 from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.v1 import broker_pb2, broker_pb2_grpc
@@ -136,17 +137,18 @@ class ClusterMetadata:
         self, key: str, key_type: int, timeout_s: float
     ) -> broker_pb2.FindCoordinatorResponse:
         """FindCoordinator on a broker that answered recently. When that broker cannot be reached (killed,
-        restarting) it is forgotten before the gRPC error is raised, so the caller's retry asks a broker
-        that answers Metadata: without that, every retry would go to the dead broker until the caller's
-        deadline, and a coordinator that moved with it would never be found."""
+        restarting) it is forgotten before the call's KanalError is raised, so the caller's retry asks a
+        broker that answers Metadata: without that, every retry would go to the dead broker until the
+        caller's deadline, and a coordinator that moved with it would never be found."""
         stub = self.any_stub()
         endpoint = self._good
+        request = broker_pb2.FindCoordinatorRequest(
+            key=key, key_type=as_enum(broker_pb2.CoordinatorType, key_type)
+        )
         try:
-            request = broker_pb2.FindCoordinatorRequest(
-                key=key, key_type=as_enum(broker_pb2.CoordinatorType, key_type)
-            )
-            return stub.FindCoordinator(request, timeout=timeout_s)
-        except grpc.RpcError:
+            return call(stub.FindCoordinator, request, timeout_s=timeout_s,
+                        what=f"FindCoordinator at {endpoint}")
+        except KanalError:
             if self._good == endpoint:  # another thread may have found a better one meanwhile
                 self._good = None
             raise
@@ -155,7 +157,9 @@ class ClusterMetadata:
         """Ask a broker for the brokers and the given topics (plus every topic asked for before); an illegal
         topic name is INVALID_TOPIC at once, and is not asked for again. Brokers are tried in turn (known
         ones first, then the bootstrap list) until one answers or the request timeout passes:
-        BROKER_NOT_AVAILABLE names the ones that did not."""
+        BROKER_NOT_AVAILABLE names the ones that did not, each with its own error. A broker that refuses (a
+non-retriable code: AUTHENTICATION_FAILED for credentials it does not accept) ends the search at once:
+another one would refuse the same."""
         if topics:
             for topic in topics:
                 # Checked before it is remembered: every later refresh asks for the wanted topics again,
@@ -172,17 +176,15 @@ class ClusterMetadata:
                 if remaining <= 0:
                     break
                 try:
-                    reply = self.stub(endpoint).Metadata(
-                        broker_pb2.MetadataRequest(topics=sorted(self._wanted)),
-                        timeout=min(remaining, _ATTEMPT_TIMEOUT_S),
-                    )
-                except grpc.RpcError as exc:
-                    if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
-                        # Refused at the door: another broker would refuse the same credentials.
-                        raise KanalError(
-                            ErrorCode.AUTHENTICATION_FAILED, f"{endpoint}: {exc.details()}"
-                        ) from None
-                    problems[endpoint] = exc.code().name
+                    reply = call(self.stub(endpoint).Metadata,
+                                 broker_pb2.MetadataRequest(topics=sorted(self._wanted)),
+                                 timeout_s=min(remaining, _ATTEMPT_TIMEOUT_S))
+                except KanalError as error:
+                    if not error.retriable:
+                        # Refused (credentials at the door, an authorization): another broker would refuse
+                        # the same.
+                        raise KanalError(error.code, f"{endpoint}: {error.message}") from None
+                    problems[endpoint] = error.message.split("\n", 1)[0]
                     if self._good == endpoint:
                         self._good = None
                     continue

@@ -34,8 +34,6 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Self, SupportsIndex
 
-import grpc
-
 from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.consumer_config import ISOLATION_LEVELS, ConsumerConfig
@@ -52,6 +50,7 @@ from kanal.clients.consumer_decode import (
     native,
 )
 from kanal.clients.consumer_fetcher import EARLIEST, LATEST, ConsumerFetcher, Planned, _PartitionState
+from kanal.clients.error_boundary import call
 from kanal.clients.group_membership import REJOIN_ERRORS, GroupMembership
 from kanal.clients.throttle import BrokerThrottles
 from kanal.v1 import broker_pb2
@@ -121,6 +120,8 @@ class Consumer(ConsumerFetcher):
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._running = True
+        self._failing_since: dict[TopicPartition, float] = {}
+        self._fetch_errors = 0
         # Fetches to the second and further leaders of one round (the first runs on the fetcher thread).
         self._calls = CallPool(4, "kanal-consumer-fetch")
         self._fetcher = threading.Thread(target=self._run_fetcher, name="kanal-consumer-fetcher", daemon=True)
@@ -159,9 +160,10 @@ class Consumer(ConsumerFetcher):
                 f"assigned={sorted(self._states)}>")
 
     def metrics(self) -> dict[str, float]:
-        """The consumer's quota metrics: fetch_throttle_count (fetch replies that carried a throttle),
+        """fetch_error_count (a partition's fetches and offset lookups that failed, retriable or not), and
+        the quota metrics: fetch_throttle_count (fetch replies that carried a throttle),
         fetch_throttle_time_ms_total / _avg / _max (Kafka's fetch-throttle-time-avg/max)."""
-        return self._throttles.metrics("fetch")
+        return {"fetch_error_count": self._fetch_errors, **self._throttles.metrics("fetch")}
 
     def __enter__(self) -> Self:
         return self
@@ -242,8 +244,17 @@ class Consumer(ConsumerFetcher):
 
     def poll(self, timeout_s: float = 1.0) -> list[ConsumerRecord]:
         """Up to max_poll_records records, waiting up to timeout_s for the first one. In a group, this is
-        also where rebalances and auto-commits happen."""
+        also where rebalances and auto-commits happen. Raises a partition's error (when there are no
+        records to return): a refusal that is not retriable (TOPIC_AUTHORIZATION_FAILED...) as soon as the
+        fetcher got it, a retriable one (BROKER_NOT_AVAILABLE...) once the partition's fetches failed for
+        request_timeout_ms; the partition is fetched again from the next poll() on."""
         deadline = time.monotonic() + timeout_s
+        with self._lock:
+            for state in self._states.values():
+                if state.error_raised:
+                    state.error = None
+                    state.error_raised = False
+                    self._arrived.notify_all()  # the fetcher may fetch the partition again
         while True:
             if self._fatal is not None:
                 raise self._fatal
@@ -263,8 +274,9 @@ class Consumer(ConsumerFetcher):
 
     def _drain(self) -> list[ConsumerRecord]:
         """Buffered records, up to max_poll_records; when there are none, a partition's error is raised
-        (once: the next fetch of that partition may set it again). Records a partition holds from before
-        its error are returned first: they precede the failure."""
+        (once: poll() clears it when it is next called, and the next fetch of that partition may set it
+        again). Records a partition holds from before its error are returned first: they precede the
+        failure."""
         out: list[ConsumerRecord] = []
         for state in self._states.values():
             while state.buffer and len(out) < self.config.max_poll_records:
@@ -275,9 +287,9 @@ class Consumer(ConsumerFetcher):
             self._skip_past_hidden(state)
         if not out:
             for state in self._states.values():
-                if state.error is not None:
-                    error, state.error = state.error, None
-                    raise error
+                if state.error is not None and not state.error_raised:
+                    state.error_raised = True
+                    raise state.error
         return out
 
     def close(self) -> None:
@@ -412,13 +424,9 @@ class Consumer(ConsumerFetcher):
         if pattern is None:
             return []
         self._pattern_checked = time.monotonic()
-        try:
-            reply = self._metadata.any_stub().Metadata(broker_pb2.MetadataRequest(),
-                                                       timeout=self.config.request_timeout_ms / 1000)
-        except grpc.RpcError as exc:
-            raise KanalError(
-                ErrorCode.BROKER_NOT_AVAILABLE, f"listing topics for the pattern: {exc.code().name}"
-            ) from None
+        # A failure is poll()'s (its code kept): the next poll() asks again.
+        reply = call(self._metadata.any_stub().Metadata, broker_pb2.MetadataRequest(),
+                     timeout_s=self.config.request_timeout_ms / 1000, what="listing topics for the pattern")
         return sorted(t.name for t in reply.topics if not t.is_internal and not t.error and
                       pattern.fullmatch(t.name))
 

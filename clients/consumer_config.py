@@ -36,7 +36,12 @@ class ConsumerConfig:
     partition_fetch_bytes_max: int = 1024 * 1024
     # Bytes of fetched, not yet polled records kept per partition before its fetching pauses.
     prefetch_bytes_max: int = 4 * 1024 * 1024
+    # Longest wait for one call; also how long a partition's fetches may keep failing with a retriable
+    # error (a broker down, a leader moving) before poll() raises that error (it fetches on after it).
     request_timeout_ms: int = 30_000
+    # Pause before a fetch or offset lookup that failed with a retriable error is tried again
+    # (retry.backoff.ms).
+    retry_backoff_ms: int = 100
     client_id: str = "kanal-consumer"
     # ---- groups (used when group_id is set) ----
     # The consumer group (group.id); empty for a consumer without a group (assign() only, no commits).
@@ -91,6 +96,7 @@ class ConsumerConfig:
             ("partition_fetch_bytes_max", 1024, 1 << 30),
             ("prefetch_bytes_max", 1024, 1 << 32),
             ("request_timeout_ms", 100, 600_000),
+            ("retry_backoff_ms", 0, 60_000),
             ("session_timeout_ms", 1, 3_600_000),
             ("heartbeat_interval_ms", 1, 3_600_000),
             ("max_poll_interval_ms", 1, 3_600_000),

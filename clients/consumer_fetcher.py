@@ -5,11 +5,18 @@ partition states under the consumer's lock (`Consumer.__init__` sets the attribu
 A background fetcher thread keeps a bounded buffer of records ahead of poll(): it sends one Fetch per
 leader (all of that leader's assigned partitions in it, long-polling with fetch_min_bytes /
 fetch_max_wait_ms), checks both CRCs of every batch, decodes it, and skips records below the position
-(a fetch starts at the batch holding the offset). A leader change or a dead broker refreshes metadata;
-an offset out of range follows auto_offset_reset. seek() discards what was fetched for that partition.
-A batch that cannot be decoded (damaged, or stored before leaders validated records) is never skipped
-silently: poll() returns the records before it, then raises UndecodableBatch (CORRUPT_MESSAGE, with the
-partition and offset), again on every poll until the application seeks past it.
+(a fetch starts at the batch holding the offset). seek() discards what was fetched for that partition.
+
+Failures: a failed call is the KanalError it stands for (clients/error_boundary.py: kanal's error
+trailer, else the gRPC status), and a partition's error in a reply one too; each is the partition's
+(`_fetch_failed`). A retriable one (a broker down or starting, a leader that moved) refreshes metadata and
+is tried again after retry_backoff_ms; once a partition's fetches have failed for request_timeout_ms in a
+row, poll() raises the last error, with its code, and fetching goes on after it. One that is not
+retriable (TOPIC_AUTHORIZATION_FAILED, INVALID_REQUEST...) is raised by the next poll() at once, and the
+partition is not fetched again until the poll after that. An offset out of range follows
+auto_offset_reset. A batch that cannot be decoded (damaged, or stored before leaders validated records)
+is never skipped silently: poll() returns the records before it, then raises UndecodableBatch
+(CORRUPT_MESSAGE, with the partition and offset), again on every poll until the application seeks past it.
 """
 
 from __future__ import annotations
@@ -19,8 +26,6 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
-
-import grpc
 
 from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
@@ -32,6 +37,7 @@ from kanal.clients.consumer_decode import (
     UndecodableBatch,
     decode_fetched_until_error,
 )
+from kanal.clients.error_boundary import call
 from kanal.clients.throttle import BrokerThrottles
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
@@ -44,7 +50,8 @@ EARLIEST, LATEST = -2, -1
 
 
 class _PartitionState:
-    __slots__ = ("buffer", "buffered_bytes", "error", "fetch_offset", "generation", "position", "reset")
+    __slots__ = ("buffer", "buffered_bytes", "error", "error_raised", "fetch_offset", "generation",
+                 "position", "reset")
 
     def __init__(self) -> None:
         self.position: int | None = None  # next offset poll() returns
@@ -53,7 +60,14 @@ class _PartitionState:
         self.buffer: deque[ConsumerRecord] = deque()
         self.buffered_bytes = 0
         self.reset: int | None = None  # EARLIEST / LATEST / an offset to look up
+        # An error for poll() to raise; the partition is not fetched while it holds one. Once poll() raised
+        # it (error_raised), the next poll() clears it and fetching resumes.
         self.error: KanalError | None = None
+        self.error_raised = False
+
+    def fail(self, error: KanalError) -> None:
+        self.error = error
+        self.error_raised = False
 
 
 class ConsumerFetcher:
@@ -71,6 +85,10 @@ class ConsumerFetcher:
     _arrived: threading.Condition
     _running: bool
     _fatal: KanalError | None
+    # The fetcher thread's alone: since when (time.monotonic()) each partition's fetches or offset lookups
+    # have failed with retriable errors, without a success between.
+    _failing_since: dict[TopicPartition, float]
+    _fetch_errors: int  # failed fetches and offset lookups, per partition (metrics(): fetch_error_count)
 
     @staticmethod
     def _discard(state: _PartitionState) -> None:
@@ -78,6 +96,7 @@ class ConsumerFetcher:
         state.buffer.clear()
         state.buffered_bytes = 0
         state.error = None
+        state.error_raised = False
 
     @staticmethod
     def _skip_past_hidden(state: _PartitionState) -> None:
@@ -120,16 +139,18 @@ class ConsumerFetcher:
         more client CPU than decoding the records does."""
         timeout_s = self.config.fetch_max_wait_ms / 1000 + self.config.request_timeout_ms / 1000
         (first, (request, planned)), *others = plan.items()
-        calls = [(endpoint, parts, self._calls.submit(self._metadata.stub(endpoint).Fetch, req, timeout_s))
+        calls = [(endpoint, parts, self._calls.submit(self._metadata.stub(endpoint).Fetch, req, timeout_s,
+                                                      what=f"Fetch from {endpoint}"))
                  for endpoint, (req, parts) in others]
         inline: Future = Future()
         try:
-            inline.set_result(self._metadata.stub(first).Fetch(request, timeout=timeout_s))
-        except grpc.RpcError as exc:
-            inline.set_exception(exc)
+            inline.set_result(call(self._metadata.stub(first).Fetch, request, timeout_s=timeout_s,
+                                   what=f"Fetch from {first}"))
+        except KanalError as error:
+            inline.set_exception(error)
         self._handle(first, planned, inline)
-        for endpoint, parts, call in calls:
-            self._handle(endpoint, parts, call)
+        for endpoint, parts, outcome in calls:
+            self._handle(endpoint, parts, outcome)
 
     def _plan(self) -> dict[str, tuple[broker_pb2.FetchRequest, Planned]]:
         plan: dict[str, tuple[broker_pb2.FetchRequest, Planned]] = {}
@@ -175,13 +196,16 @@ class ConsumerFetcher:
         except KanalError as exc:
             log.warning("metadata refresh failed: %s", exc)
 
-    def _handle(self, endpoint: str, planned: Planned, call: Future) -> None:
+    def _handle(self, endpoint: str, planned: Planned, outcome: Future) -> None:
         try:
-            reply = call.result()
-        except grpc.RpcError as exc:
-            log.info("fetch from %s failed: %s", endpoint, exc.code().name)
-            self._refresh()
-            time.sleep(0.05)
+            reply = outcome.result()
+        except KanalError as failed:  # the whole call failed: every partition it asked for did
+            log.info("%s", failed)
+            for tp, (generation, _) in planned.items():
+                self._fetch_failed(tp, generation, failed)
+            if failed.retriable:
+                self._refresh()
+                time.sleep(self.config.retry_backoff_ms / 1000)  # a retry backoff, not a synchronisation
             return
         self._throttles.on_reply(endpoint, reply.throttle_time_ms)
         refresh = False
@@ -192,8 +216,12 @@ class ConsumerFetcher:
                     self._out_of_range(tp, planned[tp][0], p.error_message)
                     continue
                 if p.error:
+                    self._fetch_failed(tp, planned[tp][0], KanalError(
+                        p.error, f"Fetch of {tp[0]}-{tp[1]} from {endpoint}: {p.error_message}"))
                     refresh = True
                     continue
+                if self._failing_since:
+                    self._failing_since.pop(tp, None)
                 if p.records:
                     generation, fetch_offset = planned[tp]
                     records, next_offset, payload_bytes, error = decode_fetched_until_error(
@@ -202,6 +230,23 @@ class ConsumerFetcher:
                     self._deliver(tp, generation, fetch_offset, records, next_offset, payload_bytes, error)
         if refresh:
             self._refresh()
+
+    def _fetch_failed(self, tp: TopicPartition, generation: int, error: KanalError) -> None:
+        """A fetch or offset lookup of `tp` failed with `error`. Not retriable: poll() raises it now.
+        Retriable: the caller tries again (after refreshing metadata), and poll() raises it only once the
+        partition has failed for request_timeout_ms in a row, when it is the last error of that run."""
+        self._fetch_errors += 1
+        now = time.monotonic()
+        since = self._failing_since.setdefault(tp, now)
+        if error.retriable and now - since < self.config.request_timeout_ms / 1000:
+            return
+        del self._failing_since[tp]
+        with self._lock:
+            state = self._states.get(tp)
+            if state is None or state.generation != generation:
+                return  # reassigned or sought meanwhile: the failure was of a fetch nobody waits for
+            state.fail(error)
+            self._arrived.notify_all()
 
     def _deliver(self, tp: TopicPartition, generation: int, fetch_offset: int, records: list[ConsumerRecord],
                  next_offset: int, payload_bytes: int, error: UndecodableBatch | None = None) -> None:
@@ -217,7 +262,7 @@ class ConsumerFetcher:
             state.buffered_bytes += payload_bytes
             state.fetch_offset = max(fetch_offset, next_offset)
             if error is not None:
-                state.error = error  # _plan fetches no partition that holds an error
+                state.fail(error)  # _plan fetches no partition that holds an error
             if not records and state.position == fetch_offset:
                 self._skip_past_hidden(state)
             if records or error is not None:
@@ -229,7 +274,7 @@ class ConsumerFetcher:
             if state is None or state.generation != generation:
                 return
             if self.config.auto_offset_reset == "none":
-                state.error = KanalError(ErrorCode.OFFSET_OUT_OF_RANGE, message)
+                state.fail(KanalError(ErrorCode.OFFSET_OUT_OF_RANGE, message))
                 state.fetch_offset = None
             else:
                 self._discard(state)
@@ -239,7 +284,8 @@ class ConsumerFetcher:
 
     def _resolve_resets(self) -> None:
         with self._lock:
-            pending = [(tp, s.reset, s.generation) for tp, s in self._states.items() if s.reset is not None]
+            pending = [(tp, s.reset, s.generation) for tp, s in self._states.items()
+                       if s.reset is not None and s.error is None]
         for (topic, partition), where, generation in pending:
             endpoint = self._metadata.leader_endpoint(topic, partition)
             if endpoint is None:
@@ -250,27 +296,30 @@ class ConsumerFetcher:
             )
             request.topics.add(topic=topic).partitions.add(partition=partition, timestamp_ms=where)
             try:
-                reply = self._metadata.stub(endpoint).ListOffsets(
-                    request, timeout=self.config.request_timeout_ms / 1000
-                )
-            except grpc.RpcError:
-                self._refresh()
+                offset = self._list_offset(endpoint, request)
+                if offset < 0:  # no record at or after that timestamp: the end
+                    request.topics[0].partitions[0].timestamp_ms = LATEST
+                    offset = self._list_offset(endpoint, request)
+            except KanalError as error:
+                self._fetch_failed((topic, partition), generation, error)
+                if error.retriable:
+                    self._refresh()
                 continue
-            answer = reply.topics[0].partitions[0]
-            if answer.error:
-                self._refresh()
-                continue
-            offset = answer.offset
-            if offset < 0:  # no record at or after that timestamp: the end
-                request.topics[0].partitions[0].timestamp_ms = LATEST
-                try:
-                    offset = self._metadata.stub(endpoint).ListOffsets(
-                        request, timeout=self.config.request_timeout_ms / 1000).topics[0].partitions[0].offset
-                except grpc.RpcError:
-                    continue
+            self._failing_since.pop((topic, partition), None)
             with self._lock:
                 state = self._states.get((topic, partition))
                 if state is not None and state.generation == generation and state.reset is not None:
                     state.position = state.fetch_offset = offset
                     state.reset = None
                     self._arrived.notify_all()
+
+    def _list_offset(self, endpoint: str, request: broker_pb2.ListOffsetsRequest) -> int:
+        """The offset a one-partition ListOffsets answers; its error (of the call, or the partition's) as a
+        KanalError."""
+        reply = call(self._metadata.stub(endpoint).ListOffsets, request,
+                     timeout_s=self.config.request_timeout_ms / 1000, what=f"ListOffsets at {endpoint}")
+        answer, asked = reply.topics[0].partitions[0], request.topics[0]
+        if answer.error:
+            raise KanalError(answer.error, f"ListOffsets of {asked.topic}-{asked.partitions[0].partition} at "
+                                           f"{endpoint}")
+        return answer.offset

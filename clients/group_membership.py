@@ -3,20 +3,19 @@ SyncGroup (computing the assignment when this member leads), Heartbeat, LeaveGro
 OffsetFetch. It holds the member id and generation; the Consumer decides when to rejoin and what to do
 with the partitions (consumer.py).
 
-Coordinator errors (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a broker that
-does not answer) are retried here, finding the coordinator again, until the call's deadline. Membership
-errors (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID) go back to the
-caller as KanalError: they mean "rejoin" or, for a fenced static member, "stop".
+Coordinator errors (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS) and calls that
+fail with a retriable code (a broker that is down or does not answer in time) are retried here, finding
+the coordinator again, until the call's deadline, then raised with the last code (clients/error_boundary.py
+`retrying`); a call refused with a code that is not retriable (GROUP_AUTHORIZATION_FAILED...) is raised at
+once. Membership errors (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID)
+go back to the caller as KanalError: they mean "rejoin" or, for a fenced static member, "stop".
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
-
-import grpc
 
 from kanal.clients.assignors import (
     assignor,
@@ -26,6 +25,7 @@ from kanal.clients.assignors import (
     encode_subscription,
 )
 from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.clients.error_boundary import call, retrying
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -84,22 +84,17 @@ class GroupMembership:
 
     # ---- calls to the coordinator ----
 
-    def coordinator(self, deadline: float) -> str:
-        while self._coordinator is None:
-            try:
-                reply = self._metadata.find_coordinator(self.group_id, broker_pb2.COORDINATOR_GROUP,
-                                                        self.request_timeout_s)
-            except grpc.RpcError as exc:
-                log.info("FindCoordinator failed: %s", exc.code().name)
-                reply = None  # the next try asks a broker that answers (find_coordinator forgot this one)
-            if reply is not None and reply.error == ErrorCode.NONE:
-                self._coordinator = reply.endpoint
-                self.coordinator_id = reply.node_id
-                break
-            if reply is not None and reply.error not in _COORDINATOR_ERRORS:
-                raise KanalError(reply.error, reply.error_message)
-            self._wait_or_raise(deadline, "the group coordinator",
-                                reply.error_message if reply is not None else "no broker answered")
+    def _find_coordinator(self) -> str:
+        """The group's coordinator, looked up when not known; a KanalError when the lookup fails (a broker
+        that cannot be reached is forgotten by find_coordinator, so the next try asks another)."""
+        if self._coordinator is None:
+            reply = self._metadata.find_coordinator(self.group_id, broker_pb2.COORDINATOR_GROUP,
+                                                    self.request_timeout_s)
+            if reply.error != ErrorCode.NONE:
+                raise KanalError(reply.error, f"FindCoordinator for group {self.group_id!r}: "
+                                              f"{reply.error_message or ErrorCode.Name(reply.error)}")
+            self._coordinator = reply.endpoint
+            self.coordinator_id = reply.node_id
         return self._coordinator
 
     def call(
@@ -107,31 +102,23 @@ class GroupMembership:
     ):
         """Call the coordinator, following it when it moves, until the deadline; the reply may carry a
         membership error for the caller to handle."""
-        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.request_timeout_s)
-        while True:
-            endpoint = self.coordinator(deadline)
-            try:
-                reply = getattr(self._metadata.stub(endpoint), method)(
-                    request, timeout=rpc_timeout_s or self.request_timeout_s)
-            except grpc.RpcError as exc:
-                self._coordinator = None
-                self._wait_or_raise(deadline, method, f"{endpoint}: {exc.code().name}")
-                continue
+
+        def attempt(_remaining_s: float):
+            endpoint = self._find_coordinator()
+            reply = call(getattr(self._metadata.stub(endpoint), method), request,
+                         timeout_s=rpc_timeout_s or self.request_timeout_s, what=f"{method} at {endpoint}")
             error = _call_error(reply)
             if error in _COORDINATOR_ERRORS:
-                if error != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                    self._coordinator = None
-                self._wait_or_raise(deadline, method, ErrorCode.Name(error))
-                continue
+                raise KanalError(error, f"{method} at {endpoint}: {ErrorCode.Name(error)}")
             return reply
 
-    @staticmethod
-    def _wait_or_raise(deadline: float, what: str, problem: str) -> None:
-        if time.monotonic() + _RETRY_BACKOFF_S > deadline:
-            raise KanalError(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{what}: no coordinator answered in time ({problem})"
-            )
-        time.sleep(_RETRY_BACKOFF_S)  # a backoff between retries, not a synchronisation
+        def on_retry(error: KanalError) -> None:
+            log.info("group %s: %s; trying again", self.group_id, error)
+            if error.code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                self._coordinator = None  # moved, or its broker is down: look it up again
+
+        return retrying(attempt, timeout_s=timeout_s if timeout_s is not None else self.request_timeout_s,
+                        backoff_s=_RETRY_BACKOFF_S, on_retry=on_retry)
 
     # ---- joining ----
 
@@ -263,8 +250,8 @@ class GroupMembership:
             by_topic.setdefault(topic, []).append(partition)
         for topic, parts in sorted(by_topic.items()):
             request.topics.add(topic=topic, partitions=sorted(parts))
-        deadline = time.monotonic() + self.request_timeout_s
-        while True:
+
+        def attempt(_remaining_s: float) -> dict[TopicPartition, int]:
             reply = self.call("OffsetFetch", request)
             if reply.error:
                 raise KanalError(reply.error, reply.error_message)
@@ -276,15 +263,15 @@ class GroupMembership:
                 raise KanalError(
                     failed[0].error, f"OffsetFetch of {failed[0].topic}-{failed[0].partition} failed"
                 )
-            if not unstable:
-                return {(o.topic, o.partition): o.offset for o in reply.offsets}
-            if time.monotonic() + _RETRY_BACKOFF_S > deadline:
+            if unstable:  # retriable: asked again after the backoff, until the request timeout
                 raise KanalError(
                     ErrorCode.UNSTABLE_OFFSET_COMMIT,
                     f"{unstable[0].topic}-{unstable[0].partition}: a transaction's offsets are still "
                     f"being completed after {self.request_timeout_s:.0f} s",
                 )
-            time.sleep(_RETRY_BACKOFF_S)  # a backoff between retries, not a synchronisation
+            return {(o.topic, o.partition): o.offset for o in reply.offsets}
+
+        return retrying(attempt, timeout_s=self.request_timeout_s, backoff_s=_RETRY_BACKOFF_S)
 
 
 def _call_error(reply) -> int:

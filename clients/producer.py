@@ -10,11 +10,14 @@ else a sticky partition that changes when its batch is sealed), appends it to th
 at once. A background sender thread drains sealed or lingered batches, groups them by leader, and sends one
 Produce call per broker carrying batches for many partitions (at most max_in_flight calls per broker; a
 partition is in one call at a time, with up to partition_batches_per_call_max of its batches, which the
-broker appends in order and answers with each stored batch's base offset). Retriable errors (leader moved,
-broker down, timeouts, not enough replicas) refresh metadata and retry the same bytes after
-retry_backoff_ms until delivery_timeout_ms: the batches a call did not store go back, in order, to the head
-of their partition before it may send again, so nothing overtakes them. With idempotence the leader drops
-a retried batch it already has, so each record is written once.
+broker appends in order and answers with each stored batch's base offset). A failed call is the KanalError
+it stands for (clients/error_boundary.py: kanal's error trailer, else the gRPC status). Retriable errors
+(leader moved, broker down, timeouts, not enough replicas) refresh metadata and retry the same bytes after
+retry_backoff_ms until delivery_timeout_ms, and a batch still failing then fails with the last of them:
+the batches a call did not store go back, in order, to the head of their partition before it may send
+again, so nothing overtakes them. A non-retriable refusal (TOPIC_AUTHORIZATION_FAILED, INVALID_REQUEST...)
+fails its batch at once, with that code; a whole call refused that way fails every batch it carried. With
+idempotence the leader drops a retried batch it already has, so each record is written once.
 
 When the C extension is built (NATIVE) and no custom partitioner is given, `produce` is the C
 `Appender.produce` (clients/_producer_fast.c): the common case (bytes or None value and key, no headers, a
@@ -36,10 +39,9 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Self, SupportsIndex
 
-import grpc
-
 from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.clients.error_boundary import call, retrying
 from kanal.clients.produce_request import encode_produce_request
 from kanal.clients.producer_batch import (
     NATIVE,
@@ -193,6 +195,10 @@ class Producer:
         # The epoch a partition's batches carry when it is not the producer's own: see _new_epoch.
         self._epochs: dict[tuple[str, int], int] = {}
         self._last_refresh_s = 0.0
+        # Sends of batches (retries included) and retries alone, for metrics() (Kafka's record-send-total and
+        # record-retry-total, per batch here). Written under _send_lock.
+        self._batch_sends = 0
+        self._batch_retries = 0
         self._closed = False
         self._running = True
         self._record_bytes_max = config.record_bytes_max
@@ -230,9 +236,11 @@ class Producer:
                 f"path={'native' if self.native else 'python'} {self._accumulator!r}>")
 
     def metrics(self) -> dict[str, float]:
-        """The producer's quota metrics: produce_throttle_count (replies that carried a throttle),
-        produce_throttle_time_ms_total / _avg / _max (Kafka's produce-throttle-time-avg/max)."""
-        return self._throttles.metrics("produce")
+        """produce_batch_send_count (batches sent, retries included), produce_batch_retry_count (sends of a
+        batch after its first), and the quota metrics: produce_throttle_count (replies that carried a
+        throttle), produce_throttle_time_ms_total / _avg / _max (Kafka's produce-throttle-time-avg/max)."""
+        return {"produce_batch_send_count": self._batch_sends,
+                "produce_batch_retry_count": self._batch_retries, **self._throttles.metrics("produce")}
 
     def __enter__(self) -> Self:
         return self
@@ -488,23 +496,20 @@ class Producer:
     # ---- the sender ----
 
     def _init_producer_id(self) -> None:
-        deadline = time.monotonic() + self.config.max_block_ms / 1000
-        while True:
-            try:
-                reply = self._metadata.any_stub().InitProducerId(
-                    broker_pb2.InitProducerIdRequest(), timeout=self.config.request_timeout_ms / 1000
-                )
-                if reply.error == ErrorCode.NONE:
-                    self._producer_id, self._producer_epoch = reply.producer_id, reply.producer_epoch
-                    self._sequences.clear()
-                    self._epochs.clear()
-                    return
-                error = KanalError(reply.error, reply.error_message or "InitProducerId failed")
-            except grpc.RpcError as exc:
-                error = KanalError(ErrorCode.BROKER_NOT_AVAILABLE, f"InitProducerId: {exc.code().name}")
-            if not error.retriable or time.monotonic() > deadline:
-                raise error
-            time.sleep(self.config.retry_backoff_ms / 1000)
+        """The idempotent producer's id and epoch, retried while retriable until max_block_ms; a refusal
+        (CLUSTER_AUTHORIZATION_FAILED: no IDEMPOTENT_WRITE and no WRITE on any topic) is raised at once."""
+        def attempt(_remaining_s: float) -> broker_pb2.InitProducerIdResponse:
+            reply = call(self._metadata.any_stub().InitProducerId, broker_pb2.InitProducerIdRequest(),
+                         timeout_s=self.config.request_timeout_ms / 1000, what="InitProducerId")
+            if reply.error != ErrorCode.NONE:
+                raise KanalError(reply.error, reply.error_message or "InitProducerId failed")
+            return reply
+
+        reply = retrying(attempt, timeout_s=self.config.max_block_ms / 1000,
+                         backoff_s=self.config.retry_backoff_ms / 1000)
+        self._producer_id, self._producer_epoch = reply.producer_id, reply.producer_epoch
+        self._sequences.clear()
+        self._epochs.clear()
 
     def _run_sender(self) -> None:
         try:
@@ -588,6 +593,9 @@ class Producer:
             for batch in live:
                 self._encode(batch)
                 batch.attempts += 1
+                if batch.attempts > 1:
+                    self._batch_retries += 1
+            self._batch_sends += len(live)
             by_leader[endpoint][key] = live
         for endpoint, per_partition in by_leader.items():
             topics: dict[str, list[tuple[int, tuple[tuple[bytes, ...], ...]]]] = defaultdict(list)
@@ -603,6 +611,7 @@ class Producer:
                 request,
                 self.config.request_timeout_ms / 1000,
                 functools.partial(self._on_reply, endpoint=endpoint, by_partition=per_partition),
+                what=f"Produce to {endpoint}",
             )
 
     def _join_transaction(self, batches: list[ProducerBatch]) -> bool:
@@ -674,20 +683,18 @@ class Producer:
         self._sequences[key] = 0
         return True
 
-    def _on_reply(self, reply: broker_pb2.ProduceResponse | None, exc: grpc.RpcError | None, endpoint: str,
+    def _on_reply(self, reply: broker_pb2.ProduceResponse | None, error: KanalError | None, endpoint: str,
                   by_partition: dict[tuple[str, int], list[ProducerBatch]]) -> None:
         """A call's outcome; `by_partition`: the batches it carried, per partition in order."""
         with self._calls_lock:
             self._in_flight_calls[endpoint] -= 1
-        if exc is not None:
-            problem = KanalError(
-                ErrorCode.REQUEST_TIMED_OUT
-                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-                else ErrorCode.BROKER_NOT_AVAILABLE,
-                f"{endpoint}: {exc.code().name}",
-            )
+        if error is not None:  # the call failed as a whole (error_boundary.call made it a KanalError)
+            if not error.retriable:
+                for key, batches in by_partition.items():
+                    self._refuse(key, batches, error)
+                return
             for key, batches in by_partition.items():
-                self._resolve(key, batches, [], problem)
+                self._resolve(key, batches, [], error)
             self._force_refresh()
             return
         if reply is None:
@@ -774,6 +781,18 @@ class Producer:
             )
         else:
             self._accumulator.release(key)
+
+    def _refuse(self, key: tuple[str, int], batches: list[ProducerBatch], error: KanalError) -> None:
+        """The broker refused a whole call with a non-retriable error: none of its batches was stored, and
+        sent again each would be refused the same way, so each fails with that error now. With idempotence
+        the partition then moves to a new epoch, as after a batch refused alone (_resolve), so the batches
+        after these are not refused as out of order; not after UNKNOWN_SERVER_ERROR, whose batches may be
+        stored."""
+        for batch in batches:
+            self._finish(batch, -1, error, release=False)
+        if self.config.enable_idempotence and error.code != ErrorCode.UNKNOWN_SERVER_ERROR:
+            self._new_epoch(key)
+        self._accumulator.release(key)
 
     def _send_ready(self) -> None:
         """Send what this reply made sendable (its partitions are free again) from the reply's own thread:

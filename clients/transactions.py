@@ -14,7 +14,9 @@ Errors, as Kafka's producer splits them:
   then begin another. After such an abort the producer re-initialises its id (a bumped epoch), so its
   sequences start again at 0 everywhere and no hole a failed batch left blocks the next transaction.
 - Retriable answers (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
-  COORDINATOR_LOAD_IN_PROGRESS, a lost connection) are retried until max_block_ms.
+  COORDINATOR_LOAD_IN_PROGRESS, a broker that is down or did not answer in time) are retried until
+  max_block_ms (clients/error_boundary.py `retrying`), then raised as abortable with the last code; any
+  other refusal, in a reply or of the whole call (kanal's error trailer), is raised at once.
 
 Partitions join the transaction when the sender first sends to them (`add_partitions`, called by the
 sender before the batch leaves), as Kafka's sender does, so every produce path (the C one included) is
@@ -29,11 +31,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-import grpc
-
 from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.clients.error_boundary import call, retrying
 from kanal.v1 import broker_pb2
-from kanal.v1.error import ErrorCode, KanalError, is_retriable
+from kanal.v1.error import ErrorCode, KanalError
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,10 @@ FATAL_CODES = frozenset(
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     }
 )
+# Failures after which the coordinator is looked up again: it moved, or its broker is down or silent.
 _COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.BROKER_NOT_AVAILABLE})
+                                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.BROKER_NOT_AVAILABLE,
+                                ErrorCode.REQUEST_TIMED_OUT})
 
 
 class TransactionFatalError(KanalError):
@@ -219,32 +222,36 @@ class TransactionManager:
         """One coordinator call with Kafka's retries; the reply when its `error` is NONE."""
         started = time.monotonic()
         try:
-            return self._call_until(method, request, coordinator, started + self._max_block_s)
+            return self._call_until(method, request, coordinator)
         finally:
             self.call_seconds_total[method] = (
                 self.call_seconds_total.get(method, 0.0) + time.monotonic() - started
             )
 
-    def _call_until(self, method: str, request, coordinator: Callable[[], str] | None, deadline: float):
+    def _call_until(self, method: str, request, coordinator: Callable[[], str] | None):
         find = coordinator or self._txn_coordinator
-        while True:
-            try:
-                reply = getattr(self._metadata.stub(find()), method)(request, timeout=self._request_timeout_s)
-                error = reply.error
-                detail = reply.error_message
-            except KanalError as exc:  # FindCoordinator's answer
-                error, detail = exc.code, exc.message
-            except grpc.RpcError as exc:
-                error, detail = ErrorCode.BROKER_NOT_AVAILABLE, f"{method}: {exc.code().name}"
-            if error == ErrorCode.NONE:
-                return reply
-            if error in FATAL_CODES:
-                self._fatal = KanalError(error, detail)
-                self.state = TxnState.FATAL
-                raise TransactionFatalError(error, f"{method}: {detail}")
-            if error in _COORDINATOR_MOVED:
+
+        def attempt(_remaining_s: float):
+            endpoint = find()
+            reply = call(getattr(self._metadata.stub(endpoint), method), request,
+                         timeout_s=self._request_timeout_s, what=f"{method} at {endpoint}")
+            if reply.error != ErrorCode.NONE:
+                raise KanalError(reply.error, f"{method}: {reply.error_message}")
+            return reply
+
+        def on_retry(error: KanalError) -> None:
+            if error.code in _COORDINATOR_MOVED:
                 self._coordinator = None
-            if not (is_retriable(error) or error in _COORDINATOR_MOVED) or time.monotonic() > deadline:
-                raise TransactionAbortableError(error, f"{method}: {detail}")
             self.call_retries_total[method] = self.call_retries_total.get(method, 0) + 1
-            time.sleep(self._backoff_s)  # a retry backoff between calls, not a synchronisation
+
+        try:
+            return retrying(attempt, timeout_s=self._max_block_s, backoff_s=self._backoff_s,
+                            on_retry=on_retry)
+        except KanalError as error:
+            if error.code in FATAL_CODES:
+                self._fatal = KanalError(error.code, error.message)
+                self.state = TxnState.FATAL
+                raise TransactionFatalError(error.code, error.message) from None
+            if error.code in _COORDINATOR_MOVED:
+                self._coordinator = None
+            raise TransactionAbortableError(error.code, error.message) from None

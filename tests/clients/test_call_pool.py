@@ -1,5 +1,5 @@
 """CallPool: blocking calls on pooled threads; a call submitted from a callback runs next on the same
-thread."""
+thread; a failed call reaches its callback and its future as the KanalError it stands for."""
 
 from __future__ import annotations
 
@@ -9,10 +9,17 @@ import grpc
 import pytest
 
 from kanal.clients.call_pool import CallPool
+from kanal.v1.error import ErrorCode, KanalError
 
 
 class Refused(grpc.RpcError):
-    pass
+    """A call that failed without kanal's trailer: its gRPC status alone names the error."""
+
+    def code(self):
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self):
+        return "connection refused"
 
 
 def echo(request, timeout):
@@ -61,15 +68,18 @@ def test_a_follow_on_failure_reaches_its_callback_and_its_future():
     follow_on = {}
 
     def first_done(reply, error):
-        follow_on["future"] = pool.submit(refuse, "no", 1.0, lambda reply, error: seen.append((reply, error)))
+        follow_on["future"] = pool.submit(refuse, "no", 1.0, lambda reply, error: seen.append((reply, error)),
+                                          what="Produce to broker 2")
 
     try:
         pool.submit(echo, "first", 1.0, first_done).result(5)
-        with pytest.raises(Refused):
+        with pytest.raises(KanalError) as err:
             follow_on["future"].result(5)
     finally:
         pool.close()
-    assert len(seen) == 1 and seen[0][0] is None and isinstance(seen[0][1], Refused)
+    assert err.value.code == ErrorCode.BROKER_NOT_AVAILABLE and err.value.retriable
+    assert err.value.message == "Produce to broker 2: UNAVAILABLE: connection refused"
+    assert len(seen) == 1 and seen[0][0] is None and seen[0][1] is err.value
 
 
 def test_chains_of_follow_ons_run_to_the_end_before_close_returns():

@@ -10,6 +10,7 @@ import pytest
 
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1.error import ErrorCode, KanalError
 
 
 class _Broker(broker_pb2_grpc.BrokerServicer):
@@ -41,8 +42,9 @@ def test_find_coordinator_asks_another_broker_after_the_last_one_died(brokers):
     try:
         assert md.find_coordinator("g", broker_pb2.COORDINATOR_GROUP, 5).node_id == 0
         first.server.stop(grace=None).wait(10)
-        with pytest.raises(grpc.RpcError):
+        with pytest.raises(KanalError) as err:
             md.find_coordinator("g", broker_pb2.COORDINATOR_GROUP, 5)
+        assert err.value.code == ErrorCode.BROKER_NOT_AVAILABLE and err.value.retriable
         # The retry goes to a broker that answers, not to the dead one again.
         assert md.find_coordinator("g", broker_pb2.COORDINATOR_GROUP, 5).node_id == 1
     finally:
