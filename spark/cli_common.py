@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -27,13 +28,15 @@ from kanal.commands.report import OUTPUT_HELP, command_error
 from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
 from kanal.v1 import admin_pb2, broker_pb2_grpc
-from kanal.v1.error import ErrorCode
+from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.error_trailer import call_error
 
 # The driver's heap when a command starts the JVM: a replay pulls the metadata rows into the driver, and
 # Spark's default 1g ran out on 2 M rows.
 DRIVER_MEMORY_DEFAULT = "2g"
 
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 KANAL_HOME = Path(os.environ.get("KANAL_HOME", Path.home() / ".kanal"))
 PROGRESS_INTERVAL_S = 0.5
 
@@ -103,14 +106,19 @@ def resolve_data_dir(args: argparse.Namespace) -> Path:
 
 
 def controllers_of(bootstrap: str, security: ClientSecurity | None = None) -> list[str]:
-    """Controller endpoints from a broker's DescribeCluster (the quorum's voters)."""
+    """Controller endpoints from a broker's DescribeCluster (the quorum's voters); none when no broker
+    answered. A refusal that is not retriable (credentials, an authorization) is raised: another broker
+    would refuse the same."""
     for endpoint in [e.strip() for e in bootstrap.split(",") if e.strip()]:
         with open_channel(endpoint, (), security) as channel:
             try:
                 reply = broker_pb2_grpc.BrokerStub(channel).DescribeCluster(
                     admin_pb2.DescribeClusterRequest(), timeout=10
                 )
-            except grpc.RpcError:
+            except grpc.RpcError as exc:
+                error = call_error(exc, f"DescribeCluster at {endpoint}")
+                if not error.retriable:
+                    raise error from None
                 continue
             return [v.endpoint for v in reply.quorum.voters if v.endpoint]
     return []
@@ -217,7 +225,12 @@ def run_job(command: str, master: str, quiet: bool, step: str, job: Callable[...
             out.mkdir(parents=True, exist_ok=True)
             (out / "report.html").write_text(report_html(result))
             lines = summary(result)
-    except Exception as exc:  # noqa: BLE001 - a command reports any failure in one line and an exit status
+    except KanalError as exc:  # an expected failure: one line with its own code
+        command_error(f"kanal {command}: failed", str(exc), exc.code)
+        return None
+    except Exception as exc:  # the command's boundary: any other failure (Spark's, a bug) is reported in
+        # one line and an exit status, its traceback in the debug log.
+        log.debug("kanal %s failed", command, exc_info=True)
         command_error(f"kanal {command}: failed", str(exc), ErrorCode.UNKNOWN_SERVER_ERROR)
         return None
     finally:

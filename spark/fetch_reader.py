@@ -9,6 +9,11 @@ transactions.AbortedFilter before that reply's batches). Fetch responses carry b
 in the same log-entry framing as segment files, so they go through the same checked walk
 (kanal.v1.batch.iter_entries) and the same row builder. A leader change mid-read (NOT_LEADER_OR_FOLLOWER,
 FENCED_LEADER_EPOCH) refreshes the metadata and resumes at the next offset; every wait has a deadline.
+
+A failed call is the KanalError kanal.v1.error_trailer.call_error makes of it (the server's error
+trailer, else the gRPC status). A retriable one (a broker down or starting, a moved leader) is retried
+until the deadline and then raised with its code; any other (an authorization refusal, an invalid
+request) is raised at once.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from kanal.spark.segment_reader import SegmentDamage, StoredEntry
 from kanal.spark.transactions import AbortedFilter
 from kanal.v1 import broker_pb2, broker_pb2_grpc
 from kanal.v1.batch import CorruptEntry, iter_entries
-from kanal.v1.error import ErrorCode, KanalError, error_name, is_retriable
+from kanal.v1.error import ErrorCode, KanalError, error_name
+from kanal.v1.error_trailer import call_error
 
 # gRPC message limit for fetch replies (a reply holds at least one whole batch of up to ~1 MiB).
 _MESSAGE_BYTES_MAX = 64 * 1024 * 1024
@@ -49,7 +55,8 @@ def _channel(endpoint: str, security: ClientSecurity | None) -> grpc.Channel:
 
 def cluster_metadata(bootstrap: str, topics: list[str] | None = None,
                      security: ClientSecurity | None = None) -> broker_pb2.MetadataResponse:
-    """Metadata from the first bootstrap broker that answers."""
+    """Metadata from the first bootstrap broker that answers; a refusal that is not retriable (credentials,
+    an authorization) at once, as another broker would refuse the same."""
     problems: list[str] = []
     for endpoint in [e.strip() for e in bootstrap.split(",") if e.strip()]:
         with _channel(endpoint, security) as channel:
@@ -57,10 +64,12 @@ def cluster_metadata(bootstrap: str, topics: list[str] | None = None,
                 return broker_pb2_grpc.BrokerStub(channel).Metadata(
                     broker_pb2.MetadataRequest(topics=topics or []), timeout=REQUEST_TIMEOUT_S)
             except grpc.RpcError as exc:
+                error = call_error(exc)
+                if not error.retriable:
+                    raise KanalError(error.code, f"Metadata from {endpoint}: {error.message}") from None
                 # One line per endpoint: the status and gRPC's own detail, not the exception's multi-line
                 # repr.
-                first_line = (exc.details() or "").split("\n", 1)[0]
-                problems.append(f"{endpoint} ({exc.code().name}: {first_line})")
+                problems.append(f"{endpoint} ({error.message.split(chr(10), 1)[0]})")
     raise KanalError(
         ErrorCode.BROKER_NOT_AVAILABLE,
         f"no bootstrap broker of {bootstrap!r} answered: {'; '.join(problems) or 'no endpoints given'}",
@@ -106,19 +115,22 @@ def fetch_partition(bootstrap: str, part: FetchPartition, security: ClientSecuri
     while end is None or offset < end:
         if endpoint is None:
             endpoint = _leader_endpoint(bootstrap, part.topic, part.partition, security)
-        data = None
-        if endpoint is not None:
+        try:
+            if endpoint is None:
+                raise KanalError(ErrorCode.LEADER_NOT_AVAILABLE, "no leader")
             data = _fetch_once(endpoint, part, offset, security, aborted is not None)
-        if data is None or data.error != ErrorCode.NONE:
-            endpoint = None  # ask again who leads
-            code = data.error if data is not None else ErrorCode.LEADER_NOT_AVAILABLE
-            if code == ErrorCode.OFFSET_OUT_OF_RANGE and data is not None and offset < data.log_start_offset:
+            if data.error == ErrorCode.OFFSET_OUT_OF_RANGE and offset < data.log_start_offset:
                 offset = data.log_start_offset  # retention moved the start: read from there
+                endpoint = None
                 continue
-            if not is_retriable(code) or time.monotonic() > deadline:
-                raise KanalError(code, f"fetch {part.topic}-{part.partition} at {offset}: "
-                                       f"{data.error_message if data is not None else 'no leader'}")
-            time.sleep(_RETRY_PAUSE_S)
+            if data.error != ErrorCode.NONE:
+                raise KanalError(data.error, data.error_message or error_name(data.error))
+        except KanalError as error:
+            endpoint = None  # ask again who leads
+            if not error.retriable or time.monotonic() > deadline:
+                raise KanalError(error.code, f"fetch {part.topic}-{part.partition} at {offset}: "
+                                             f"{error.message}") from None
+            time.sleep(_RETRY_PAUSE_S)  # a retry backoff, not a synchronisation
             continue
         if end is None:
             end = data.high_watermark if aborted is None else data.last_stable_offset
@@ -151,7 +163,9 @@ def fetch_partition(bootstrap: str, part: FetchPartition, security: ClientSecuri
 
 
 def _fetch_once(endpoint: str, part: FetchPartition, offset: int, security: ClientSecurity | None,
-                read_committed: bool = False):
+                read_committed: bool = False) -> broker_pb2.FetchResponse.PartitionData:
+    """The partition's answer to one Fetch; a failed call, or a reply without the partition, as a
+    KanalError."""
     isolation = broker_pb2.READ_COMMITTED if read_committed else broker_pb2.READ_UNCOMMITTED
     request = broker_pb2.FetchRequest(
         replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=FETCH_BYTES_MAX, isolation_level=isolation,
@@ -162,9 +176,9 @@ def _fetch_once(endpoint: str, part: FetchPartition, offset: int, security: Clie
     with _channel(endpoint, security) as channel:
         try:
             reply = broker_pb2_grpc.BrokerStub(channel).Fetch(request, timeout=REQUEST_TIMEOUT_S)
-        except grpc.RpcError:
-            return None
+        except grpc.RpcError as exc:
+            raise call_error(exc, f"Fetch from {endpoint}") from None
     for topic in reply.topics:
         for p in topic.partitions:
             return p
-    return None
+    raise KanalError(ErrorCode.LEADER_NOT_AVAILABLE, f"Fetch from {endpoint}: no answer for the partition")

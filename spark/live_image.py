@@ -29,6 +29,7 @@ from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.spark.image_diff import diff_images
 from kanal.v1 import controller_pb2, controller_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError, error_name
+from kanal.v1.error_trailer import call_error
 from kanal.v1.metadata_pb2 import MetadataSnapshot
 
 REQUEST_TIMEOUT_S = 30.0
@@ -99,8 +100,11 @@ def check_controller(endpoint: str, replayed: MetadataImage, start: MetadataSnap
                 check.differences += memory
                 check.in_memory_compared = True
         except grpc.RpcError as exc:
-            check.reachable = False
-            check.error = f"{exc.code().name}: {exc.details()}"
+            error = call_error(exc)
+            # Down or not answering: unreachable, left out of the comparison. A refusal (an authorization,
+            # an invalid request) is a failed check, reported as such.
+            check.reachable = error.retriable
+            check.error = str(error)
         except (KanalError, MetadataInvariantError, RuntimeError) as exc:  # a finding, not a crash
             check.error = f"{type(exc).__name__}: {exc}"
     return check

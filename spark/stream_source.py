@@ -28,7 +28,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-import grpc
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
@@ -36,6 +35,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.consumer import ISOLATION_LEVELS as WIRE_ISOLATION
 from kanal.clients.consumer import Consumer, ConsumerConfig, ConsumerRecord
+from kanal.clients.error_boundary import call
 from kanal.spark.stream_options import (
     EARLIEST,
     LATEST,
@@ -49,7 +49,7 @@ from kanal.spark.stream_options import (
     ranges,
 )
 from kanal.v1 import broker_pb2
-from kanal.v1.error import ErrorCode, KanalError, error_name, is_retriable
+from kanal.v1.error import ErrorCode, KanalError, error_name
 
 STREAM_SCHEMA = ("key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
                  "timestampType int, headers array<struct<key: string, value: binary>>")
@@ -91,23 +91,25 @@ class BrokerOffsets:
 
     def offsets(self, partitions: list[TopicPartition], query: int) -> dict[TopicPartition, int]:
         """Each partition's offset for `query`: EARLIEST, LATEST (the last stable offset under
-        read_committed) or a time in ms (the first offset at or after it; the latest when none is)."""
+        read_committed) or a time in ms (the first offset at or after it; the latest when none is).
+        Retriable failures (no leader yet, a broker down) are asked again until OFFSETS_DEADLINE_S, then
+        raised with the last one's code; any other at once."""
         out: dict[TopicPartition, int] = {}
         pending = list(partitions)
         deadline = time.monotonic() + OFFSETS_DEADLINE_S
-        problems: dict[TopicPartition, str] = {}
+        problems: dict[TopicPartition, KanalError] = {}
         while pending:
             by_leader: dict[str, list[TopicPartition]] = {}
             for tp in pending:
                 endpoint = self._metadata.leader_endpoint(*tp)
                 if endpoint is None:
-                    problems[tp] = "no leader known"
+                    problems[tp] = KanalError(ErrorCode.LEADER_NOT_AVAILABLE, "no leader known")
                 else:
                     by_leader.setdefault(endpoint, []).append(tp)
             for endpoint, tps in by_leader.items():
-                for (topic, partition), offset, why in self._ask(endpoint, tps, query):
-                    if why:
-                        problems[(topic, partition)] = why
+                for (topic, partition), offset, problem in self._ask(endpoint, tps, query):
+                    if problem is not None:
+                        problems[(topic, partition)] = problem
                     else:
                         out[(topic, partition)] = offset
                         problems.pop((topic, partition), None)
@@ -115,8 +117,10 @@ class BrokerOffsets:
             if not pending:
                 break
             if time.monotonic() > deadline:
-                raise KanalError(ErrorCode.LEADER_NOT_AVAILABLE, "offsets not found: " + "; ".join(
-                    f"{t}-{p}: {why}" for (t, p), why in sorted(problems.items())))
+                codes = [problems[tp].code for tp in pending if tp in problems]
+                detail = "; ".join(f"{t}-{p}: {e.message}" for (t, p), e in sorted(problems.items()))
+                raise KanalError(codes[-1] if codes else ErrorCode.LEADER_NOT_AVAILABLE,
+                                 f"offsets not found: {detail}")
             time.sleep(_RETRY_PAUSE_S)
             self._metadata.refresh(sorted({t for t, _ in pending}))
         if query >= 0:  # no record at or after the time: start at the end
@@ -127,29 +131,32 @@ class BrokerOffsets:
 
     def _ask(
         self, endpoint: str, tps: list[TopicPartition], query: int
-    ) -> list[tuple[TopicPartition, int, str]]:
+    ) -> list[tuple[TopicPartition, int, KanalError | None]]:
+        """(partition, offset, None) or (partition, 0, its retriable error) for each of `tps`; an error
+        that is not retriable (the call's, or a partition's) is raised."""
         request = broker_pb2.ListOffsetsRequest(isolation_level=WIRE_ISOLATION[self.options.isolation_level])
         for topic in sorted({t for t, _ in tps}):
             request.topics.add(topic=topic).partitions.extend(
                 broker_pb2.ListOffsetsRequest.PartitionQuery(partition=p, timestamp_ms=query) for t, p in tps
                 if t == topic)
         try:
-            reply = self._metadata.stub(endpoint).ListOffsets(
-                request, timeout=self._metadata.request_timeout_s
-            )
-        except grpc.RpcError as exc:
-            return [(tp, 0, f"{endpoint}: {exc.code().name}") for tp in tps]
-        answers = []
+            reply = call(self._metadata.stub(endpoint).ListOffsets, request,
+                         timeout_s=self._metadata.request_timeout_s, what=f"ListOffsets at {endpoint}")
+        except KanalError as error:
+            if not error.retriable:
+                raise
+            return [(tp, 0, error) for tp in tps]
+        answers: list[tuple[TopicPartition, int, KanalError | None]] = []
         for topic in reply.topics:
             for p in topic.partitions:
-                why = ""
+                problem = None
                 if p.error != ErrorCode.NONE:
-                    if not is_retriable(p.error) and p.error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                        raise KanalError(
-                            p.error, f"offsets of {topic.topic}-{p.partition}: {error_name(p.error)}"
-                        )
-                    why = error_name(p.error)
-                answers.append(((topic.topic, p.partition), p.offset, why))
+                    problem = KanalError(
+                        p.error, f"offsets of {topic.topic}-{p.partition}: {error_name(p.error)}"
+                    )
+                    if not problem.retriable:
+                        raise problem
+                answers.append(((topic.topic, p.partition), p.offset, problem))
         return answers
 
     def starting(self) -> dict[TopicPartition, int]:
