@@ -9,6 +9,7 @@ import grpc
 import pytest
 
 from kanal.clients.admin import Admin
+from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
 from kanal.deploy.certificates import NODE_MAPPING_RULES, make_dev_tls
@@ -198,6 +199,87 @@ def test_a_replica_stream_from_a_principal_that_is_not_that_broker_gets_nothing(
             list(stream)
     assert dict(err.value.trailing_metadata() or ()).get("kanal-error-code") == str(
         ErrorCode.CLUSTER_AUTHORIZATION_FAILED), err.value
+
+
+def test_clients_refused_by_the_authorizer_get_the_refusal_at_once_not_retries(pki, cluster):
+    """The clients' error boundary on real refusals. dan may DESCRIBE `dan-guarded` (so his clients find
+    its leader) and WRITE `dan-own` (so InitProducerId admits his idempotent producer, as Kafka >= 2.8
+    does), but may neither WRITE nor READ `dan-guarded`: his record fails with TOPIC_AUTHORIZATION_FAILED
+    after one send (not BROKER_NOT_AVAILABLE after the delivery timeout), his poll() raises it after one
+    failed fetch. erin, with no ACL at all, is refused InitProducerId: CLUSTER_AUTHORIZATION_FAILED when
+    her producer starts."""
+    with Admin(cluster.bootstrap, security=as_admin(pki)) as admin:
+        admin.create_topic("dan-guarded", 1, 3)
+        admin.create_topic("dan-own", 1, 3)
+        admin.create_user("dan", "dublin")
+        admin.create_user("erin", "enniskillen")
+        admin.create_acls([acl("User:dan", metadata_pb2.ACL_OPERATION_DESCRIBE, "dan-guarded"),
+                           acl("User:dan", metadata_pb2.ACL_OPERATION_WRITE, "dan-own")])
+    dan, erin = as_user(pki, "dan", "dublin"), as_user(pki, "erin", "enniskillen")
+    producer = wait_until(lambda: _started_producer(cluster, dan), 30, "dan's grants reach the brokers")
+    with producer:
+        future = wait_until(lambda: _queued(producer, "dan-guarded"), 30, "dan-guarded described to dan")
+        with pytest.raises(KanalError) as err:
+            future.result(60)
+        metrics = producer.metrics()
+    assert err.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED, err.value
+    assert (metrics["produce_batch_send_count"], metrics["produce_batch_retry_count"]) == (1, 0)
+
+    with Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, security=dan,
+                                 auto_offset_reset="earliest")) as consumer:
+        wait_until(lambda: _assigned(consumer, ("dan-guarded", 0)), 30, "dan-guarded described to dan")
+        error = wait_until(lambda: _poll_error(consumer), 30, "poll() to raise")
+        assert error.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED, error
+        assert consumer.metrics()["fetch_error_count"] == 1
+
+    refusal = wait_until(lambda: _started_producer(cluster, erin, refusal=True), 30,
+                         "erin known to the brokers")
+    assert refusal.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED, refusal
+
+
+def _started_producer(cluster, security: ClientSecurity, *, refusal: bool = False):
+    """A producer for `security`, or (refusal=True) the KanalError its start is refused with; None while
+    the user or the grants have not reached the broker asked yet."""
+    try:
+        producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, security=security))
+    except KanalError as exc:
+        if exc.code == ErrorCode.AUTHENTICATION_FAILED or (
+                exc.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and not refusal):
+            return None
+        if refusal:
+            return exc
+        raise
+    if refusal:
+        producer.close()
+        raise AssertionError(f"{security.user}'s producer started")
+    return producer
+
+
+def _queued(producer: Producer, topic: str):
+    try:
+        return producer.produce(topic, b"v")
+    except KanalError as exc:  # the broker asked does not show the topic to this user yet
+        if exc.code != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            raise
+        return None
+
+
+def _assigned(consumer: Consumer, tp: tuple[str, int]) -> bool:
+    try:
+        consumer.assign([tp])
+    except KanalError as exc:
+        if exc.code != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            raise
+        return False
+    return True
+
+
+def _poll_error(consumer: Consumer) -> KanalError | None:
+    try:
+        assert consumer.poll(0.5) == []
+    except KanalError as exc:
+        return exc
+    return None
 
 
 def test_kanal_chaos_runs_its_workloads_and_check_against_a_secured_cluster(pki, cluster, tmp_path):
