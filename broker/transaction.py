@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from kanal.v1 import transactions_pb2
 from kanal.v1.batch import CONTROL_ABORT, CONTROL_COMMIT
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.topic_name import TopicPartition
 from kanal.v1.wire_enum import as_enum
 
 # Kafka's transactional.id has no fixed bound; kanal bounds it like a group id so keys stay small.
@@ -50,7 +51,6 @@ TRANSACTIONAL_ID_LENGTH_MAX = 255
 TRANSACTION_TIMEOUT_MS_MAX = 900_000
 PRODUCER_EPOCH_MAX = 32_767
 
-TopicPartition = tuple[str, int]
 
 
 class TxnState(enum.IntEnum):

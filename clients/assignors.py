@@ -43,8 +43,8 @@ from google.protobuf.message import DecodeError, Message
 
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.topic_name import TopicPartition
 
-TopicPartition = tuple[str, int]
 _Message = TypeVar("_Message", bound=Message)
 
 _USER_DATA_V1 = 1

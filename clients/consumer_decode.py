@@ -24,8 +24,7 @@ from kanal.v1 import records_pb2
 from kanal.v1.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, iter_entries, parse_batch
 from kanal.v1.codecs import decompress
 from kanal.v1.error import ErrorCode, KanalError
-
-TopicPartition = tuple[str, int]
+from kanal.v1.topic_name import TopicPartition
 
 native, NATIVE_IMPORT_ERROR = load_optional("_consumer_fast", "KANAL_CONSUMER_PURE_PYTHON")
 

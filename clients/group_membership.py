@@ -28,9 +28,9 @@ from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.error_boundary import call, retrying
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.topic_name import TopicPartition
 
 log = logging.getLogger(__name__)
-TopicPartition = tuple[str, int]
 _COORDINATOR_ERRORS = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 _RETRY_BACKOFF_S = 0.1

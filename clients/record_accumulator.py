@@ -23,9 +23,7 @@ from typing import Any, Protocol
 from kanal.clients.producer_batch import BufferMemory, DeliveryCallback, ProducerBatch, RecordList
 from kanal.clients.producer_batch import native as _native
 from kanal.v1.error import ErrorCode, KanalError
-
-TopicPartition = tuple[str, int]
-
+from kanal.v1.topic_name import TopicPartition
 
 
 class NativeAppender(Protocol):

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from kanal.security.channel_security import ClientSecurity
 from kanal.spark.source_options import SECURITY_OPTIONS
 from kanal.v1.error import ErrorCode, KanalError
+from kanal.v1.topic_name import TopicPartition
 
 EARLIEST = -2
 LATEST = -1
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
 Offsets = dict[str, dict[str, int]]  # topic -> str(partition) -> next offset to read
-TopicPartition = tuple[str, int]
 
 _READ_OPTIONS = {"kafka.bootstrap.servers", "bootstrap", "subscribe", "subscribepattern", "assign",
                  "startingoffsets", "endingoffsets", "startingtimestamp", "maxoffsetspertrigger",

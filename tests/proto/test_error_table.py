@@ -29,3 +29,10 @@ def test_kanal_error_carries_code_and_message():
     assert error_name(9999) == "9999"
     with pytest.raises(ValueError):
         KanalError(ErrorCode.NONE, "not an error")
+
+
+def test_a_code_this_build_does_not_know_is_not_retriable():
+    # A newer peer may answer with a code added after this build: a client must not retry it forever.
+    unknown = max(ErrorCode.DESCRIPTOR.values_by_number) + 1000
+    assert not is_retriable(unknown)
+    assert error_name(unknown) == str(unknown)

@@ -19,9 +19,10 @@ ErrorCode = errors_pb2.ErrorCode
 
 @functools.cache
 def is_retriable(code: int) -> bool:
-    """Whether the same request may succeed later unchanged (errors.proto `retriable` option)."""
-    options = ErrorCode.DESCRIPTOR.values_by_number[code].GetOptions()
-    return bool(options.Extensions[errors_pb2.retriable])
+    """Whether the same request may succeed later unchanged (errors.proto `retriable` option). A code this
+    build does not know (a newer peer's) is not retriable: nothing says the same request could succeed."""
+    value = ErrorCode.DESCRIPTOR.values_by_number.get(code)
+    return value is not None and bool(value.GetOptions().Extensions[errors_pb2.retriable])
 
 
 @functools.cache

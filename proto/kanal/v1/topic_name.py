@@ -8,6 +8,9 @@ import re
 from kanal.v1.error import ErrorCode, KanalError
 
 TOPIC_NAME_LENGTH_MAX = 249
+
+# A partition by name: (topic, partition index). The one spelling of the pair for every side's type hints.
+TopicPartition = tuple[str, int]
 _LEGAL = re.compile(r"[A-Za-z0-9._-]+")
 
 # The metadata log's directory is `__cluster_metadata-0`; a topic of that name would share it.
