@@ -212,7 +212,14 @@ def test_three_controllers_agree_and_a_returning_one_restarts_its_log_at_the_sna
             for offset in set(files[a]) & set(files[b]):
                 assert files[a][offset] == files[b][offset], offset
     # Every controller serves the same log (the same bytes, the same end) from the largest log start on.
+    # Waited for, not read once: the images above can agree while one controller has yet to apply the
+    # last batch, when that batch changes no image (a new active controller's activation record: on a
+    # loaded machine an election may happen during the test).
     common = max(log_start(e) for e in endpoints)
-    replies = [fetch_at(e, common) for e in endpoints]
-    assert len({(r.entries, r.end_offset) for r in replies}) == 1
-    assert all(r.error == ErrorCode.NONE for r in replies)
+
+    def served_logs_agree() -> bool:
+        replies = [fetch_at(e, common) for e in endpoints]
+        assert all(r.error == ErrorCode.NONE for r in replies)
+        return len({(r.entries, r.end_offset) for r in replies}) == 1
+
+    wait_until(served_logs_agree, 60, "the three controllers to serve the same metadata log")
