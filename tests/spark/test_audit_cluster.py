@@ -37,7 +37,10 @@ ACL = metadata_pb2.AccessControlEntry(
 @pytest.fixture(scope="module")
 def history(tmp_path_factory):
     """Run the scripted history on a fresh cluster; yield (cluster, what was produced per partition)."""
-    cluster = start_cluster(tmp_path_factory, "audit")
+    # The brokers enforce ACLs (everyone a super user here), or the ACL calls below would be
+    # SECURITY_DISABLED: an entry nobody checks is refused.
+    cluster = start_cluster(tmp_path_factory, "audit",
+                            extra_broker_flags=["--authorizer", "on", "--super-users", "User:ANONYMOUS"])
     try:
         create_topic(cluster, TOPIC_NAME, partitions=PARTITIONS, replication_factor=3)
         create_topic(cluster, TEMP_TOPIC, partitions=1, replication_factor=3)
