@@ -215,15 +215,29 @@ class CoordinatorRuntime:
     # ---- ownership (call with `lock` held) ----
 
     def require_served(self, p: int, what: str) -> None:
-        """Raise unless partition `p` is served here: COORDINATOR_LOAD_IN_PROGRESS while it loads, else
-        NOT_COORDINATOR naming `what` ("group 'g'")."""
+        """Raise unless partition `p` is served here: COORDINATOR_LOAD_IN_PROGRESS while it loads, and
+        while the published image says this broker leads it but `reconcile` has not taken that image yet
+        (FindCoordinator answers from the published image, so a broker it names must never say "not me"
+        in between: issue 42, item 3); else NOT_COORDINATOR naming `what` ("group 'g'")."""
         if p in self._owned:
             return
         load = self._loading.get(p)
         if load is not None:
             retrying = f" ({load.failures} tries failed so far; retrying)" if load.failures else ""
             raise KanalError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"loading {self.topic}-{p}{retrying}")
+        leader = self._leader(self._image(), p)
+        if not self._closed and leader == self.broker_id:
+            raise KanalError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                             f"broker {self.broker_id} now leads {self.topic}-{p} and is about to load it")
+        if leader is None or leader < 0:  # as FindCoordinator would answer from this image
+            raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                             f"{self.topic}-{p} has no leader in broker {self.broker_id}'s metadata yet")
         raise KanalError(ErrorCode.NOT_COORDINATOR, f"broker {self.broker_id} does not coordinate {what}")
+
+    def _leader(self, image: MetadataImage, p: int) -> int | None:
+        """The leader of partition `p` in `image`; None when the image has no such partition."""
+        topic = image.topics.get(self.topic)
+        return topic.partitions[p].leader if topic is not None and p < len(topic.partitions) else None
 
     def serves(self, p: int) -> bool:
         return p in self._owned

@@ -442,9 +442,16 @@ def _in_band(response_type, handler, *args):
         return response_type(error=exc.code, error_message=exc.message)
 
 
+# ACL calls are forwarded only by a broker that enforces ACLs itself (AuthorizerConfig.require_enforced).
+_ACL_CALLS = frozenset({"CreateAcls", "DeleteAcls", "DescribeAcls"})
+
+
 def _forwarder(method: str):
     def forward(self: BrokerService, request, context: grpc.ServicerContext):
         self._refuse_until_ready()
+        if method in _ACL_CALLS:
+            config = self._server.config
+            config.authorizer.require_enforced(method, f"broker {config.broker_id}")
         # The controller stamps (and authorizes) the caller's principal, not this broker's.
         return self._server.controllers.call(method, request,
                                              metadata=((PRINCIPAL_METADATA_KEY, str(call_principal())),))

@@ -107,6 +107,8 @@ def _run(argv: list[str]) -> int:
     cluster = LocalCluster(args.data_dir, controllers=args.controllers, brokers=args.brokers, tls=tls)
     say(f"kanal dev: starting {args.controllers} controllers and {args.brokers} brokers, data in "
         f"{args.data_dir}")
+    say(f"kanal dev: __consumer_offsets and __transaction_state at replication factor "
+        f"{cluster.internal_topics_rf} (the broker count, at most 3), so groups and transactions work here")
     if tls is None:
         say("kanal dev: INSECURE: plaintext gRPC, no authentication (every call is User:ANONYMOUS), "
             "on 127.0.0.1 only; `kanal dev --tls` secures it")

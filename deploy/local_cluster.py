@@ -194,15 +194,18 @@ class LocalCluster:
         self._controller_flags = list(controller_flags or [])
         controller_endpoints = ",".join(n.endpoint for n in self.controllers)
         self.brokers: list[Node] = []
+        # Replication factor of __consumer_offsets and __transaction_state: the broker count, at most 3.
+        self.internal_topics_rf = max(1, min(3, brokers))
         base = 3 * controllers
         for b in range(brokers):
             grpc_port, metrics_port = ports[base + 2 * b], ports[base + 2 * b + 1]
             host = hosts.get(f"broker-{b}", "127.0.0.1")
             args = ["--id", str(b), "--listen", f"{host}:{grpc_port}", "--controllers", controller_endpoints,
                     "--data-dir", str(self.data_dir / f"broker-{b}"), "--metrics", f"{host}:{metrics_port}",
-                    # A cluster of fewer than 3 brokers can never host the offsets topic at Kafka's
-                    # default RF 3 (brokers refuse to create it smaller): use what this cluster has.
-                    "--offsets-topic-replication-factor", str(min(3, brokers)),
+                    # A cluster of fewer than 3 brokers can never host the internal topics at Kafka's
+                    # default RF 3 (brokers refuse to create them smaller): use what this cluster has.
+                    "--offsets-topic-replication-factor", str(self.internal_topics_rf),
+                    "--transaction-state-replication-factor", str(self.internal_topics_rf),
                     *self._tls_flags(f"broker-{b}", security_flags), *(broker_flags or [])]
             node = Node("broker", b, f"{host}:{grpc_port}", args, self.data_dir / "logs" / f"broker-{b}.log")
             node.extra["metrics"] = f"{host}:{metrics_port}"

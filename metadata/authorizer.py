@@ -183,6 +183,18 @@ class AuthorizerConfig:
                          super_users=self.super_users,
                          allow_everyone_if_no_acl_found=self.allow_everyone_if_no_acl_found)
 
+    def require_enforced(self, method: str, node: str) -> None:
+        """Refuse an ACL call (CreateAcls, DeleteAcls, DescribeAcls) at a node that does not enforce ACLs:
+        an entry added there would change nothing, and an "added" that changes nothing is how users come
+        to trust rules nobody checks (Kafka answers SECURITY_DISABLED without an authorizer). Raises
+        SECURITY_DISABLED, nothing done; returns when the authorizer is on."""
+        if self.enabled:
+            return
+        done = "nothing was listed" if method == "DescribeAcls" else "nothing was changed"
+        raise KanalError(ErrorCode.SECURITY_DISABLED,
+                         f"{node} does not enforce ACLs (--authorizer off), so an ACL there would mean "
+                         f"nothing: {done}; start the brokers and controllers with --authorizer on")
+
     def __repr__(self) -> str:
         if not self.enabled:
             return "<Authorizer off>"

@@ -13,7 +13,7 @@
 | group_lag | per group/topic/partition now: committed offset, log end offset, lag |
 | transactions | per topic: partitions, records of plain batches, of committed, aborted and open (undecided at the committed end) transactions, and control records (transaction markers) |
 | damage | offsets no copy could give (`_corrupt` rows with `_lost`): data missing |
-| notices | what the reader noticed that cost no committed record (`_corrupt` rows without `_lost`): divergent copies, damage another copy made good, copies of a deleted topic, offsets not yet committed |
+| notices | per topic/partition/offset: what the reader noticed that cost no committed record (never a `kanal-log` row): divergent copies, copies of a deleted topic, offsets not yet committed (from the plan, on the driver) and damage another copy made good (found by the tasks of the transactions pass, which read every committed entry) |
 
 Lag over time. Log end offset at the end of minute m = 1 + the highest offset whose timestamp is before the
 end of m (record timestamps); committed offset at the end of m = the last commit accepted before then
@@ -23,6 +23,7 @@ commits; lag = log end - committed. Data records with no key count as "null keys
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,12 +31,12 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from kanal.security.channel_security import ClientSecurity
-from kanal.spark.copy_plan import read_items
+from kanal.spark.copy_plan import ReadPlan, plan_notices, read_items
 from kanal.spark.fetch_reader import FetchPartition, cluster_metadata, fetch_partition, list_partitions
 from kanal.spark.log_source import file_plan
 from kanal.spark.offsets_topic import COMMITS_DDL, OFFSETS_TOPIC, commits_frame_from_rows
 from kanal.spark.parquet_out import write_tables
-from kanal.spark.range_reader import ReadItem, read_item
+from kanal.spark.range_reader import Clipped, Notice, ReadItem, read_item
 from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT
 from kanal.spark.source_options import security_options
 from kanal.spark.transactions import READ_COMMITTED, TxnCounts, partition_counts
@@ -107,12 +108,26 @@ def commits_frame(
 
 
 TRANSACTIONS_DDL = ("topic string, partition int, plain_records bigint, committed_records bigint, "
-                    "aborted_records bigint, open_records bigint, control_records bigint")
+                    "aborted_records bigint, open_records bigint, control_records bigint, "
+                    "found array<struct<offset: bigint, notice: string>>")
+NOTICES_DDL = "topic string, partition int, offset bigint, notice string"
 
 
 def _count_items(task: tuple[str, int, tuple[ReadItem, ...]]) -> tuple:
+    """A partition's counts by outcome, and the notices its tasks found (damage another copy made good;
+    the planning notes are the driver's, notices_frame)."""
     topic, partition, items = task
-    return (topic, partition) + _counts_tuple(partition_counts(e for item in items for e in read_item(item)))
+    found: list[tuple[int, str]] = []
+
+    def entries() -> Iterator[Clipped | Notice]:
+        for item in items:
+            for got in read_item(item):
+                if isinstance(got, Notice) and not got.lost and (got.offset, got.text) not in item.notes:
+                    found.append((got.offset, got.text))
+                yield got
+
+    counts = _counts_tuple(partition_counts(entries()))
+    return (topic, partition) + counts + (found,)
 
 
 def _counts_tuple(c: TxnCounts) -> tuple[int, ...]:
@@ -127,9 +142,11 @@ def transaction_counts_frame(
     topics: list[str] | None = None,
     split_bytes: int = 0,
     security: ClientSecurity | None = None,
+    plan: ReadPlan | None = None,
 ) -> DataFrame:
-    """Per partition: records by transaction outcome and control records (spark/transactions.py). One
-    Spark task per partition (the outcome of a batch depends on markers anywhere after it)."""
+    """Per partition: records by transaction outcome and control records (spark/transactions.py), and
+    (`found`) the notices the tasks met on the way. One Spark task per partition (the outcome of a batch
+    depends on markers anywhere after it). `plan`: the files' plan when the caller already made it."""
     wanted = frozenset(topics) if topics else None
     rows: DataFrame
     if bootstrap:
@@ -137,11 +154,12 @@ def transaction_counts_frame(
 
         def count_fetched(part: FetchPartition) -> tuple:
             return (part.topic, part.partition) + _counts_tuple(
-                partition_counts(fetch_partition(bootstrap, part, security)))
+                partition_counts(fetch_partition(bootstrap, part, security))) + ([],)
 
         rdd = spark.sparkContext.parallelize(parts, max(1, len(parts))).map(count_fetched)
     else:
-        items = read_items(file_plan(Path(str(data_dir)), wanted), split_bytes or GROUP_BYTES_MAX_DEFAULT)
+        plan = plan if plan is not None else file_plan(Path(str(data_dir)), wanted)
+        items = read_items(plan, split_bytes or GROUP_BYTES_MAX_DEFAULT)
         by_partition: dict[tuple[str, int], list[ReadItem]] = {}
         for item in items:
             by_partition.setdefault((item.topic, item.partition), []).append(item)
@@ -150,6 +168,16 @@ def transaction_counts_frame(
         rdd = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).map(_count_items)
     rows = spark.createDataFrame(rdd, TRANSACTIONS_DDL)
     return rows
+
+
+def notices_frame(spark: SparkSession, plan: ReadPlan | None, counts: DataFrame) -> DataFrame:
+    """What cost no committed record: the plan's notes (known on the driver) and what the tasks of the
+    transactions pass found (damage made good), one row each, in topic, partition, offset order."""
+    planned = spark.createDataFrame(plan_notices(plan) if plan is not None else [], NOTICES_DDL)
+    found = (counts.select("topic", "partition", F.explode("found").alias("n"))
+             .select("topic", "partition", F.col("n.offset").alias("offset"),
+                     F.col("n.notice").alias("notice")))
+    return planned.unionByName(found).orderBy("topic", "partition", "offset")
 
 
 def transactions_table(counts: DataFrame) -> DataFrame:
@@ -203,9 +231,6 @@ def analytics_tables(records: DataFrame, commits: DataFrame, hot_keys_max: int =
         "group_lag": group_lag,
         "damage": records.where(F.col("_corrupt").isNotNull() & F.col("_lost")).select(
             "topic", "partition", "offset", "_corrupt"
-        ),
-        "notices": records.where(F.col("_corrupt").isNotNull() & ~F.col("_lost")).select(
-            "topic", "partition", "offset", F.col("_corrupt").alias("notice")
         ),
     }
 
@@ -263,8 +288,11 @@ def run_analytics(spark: SparkSession, *, data_dir: str | Path | None = None, bo
     commits = commits_frame(spark, data_dir=path, bootstrap=bootstrap, fail_fast=fail_fast,
                             split_bytes=split_bytes, security=security).cache()
     result = AnalyticsResult(analytics_tables(records, commits, hot_keys_max))
-    result.tables["transactions"] = transactions_table(transaction_counts_frame(
-        spark, data_dir=path, bootstrap=bootstrap, topics=topics, split_bytes=split_bytes, security=security))
+    plan = None if bootstrap else file_plan(Path(str(path)), frozenset(topics) if topics else None)
+    counts = transaction_counts_frame(spark, data_dir=path, bootstrap=bootstrap, topics=topics,
+                                      split_bytes=split_bytes, security=security, plan=plan).cache()
+    result.tables["transactions"] = transactions_table(counts)
+    result.tables["notices"] = notices_frame(spark, plan, counts)
     result.damage = [r["_corrupt"] for r in result.tables["damage"].collect()]
     result.notices = [r["notice"] for r in result.tables["notices"].collect()]
     if out_dir is not None:

@@ -82,6 +82,15 @@ LOST_DOC = (
     "for a notice that cost no committed record (damage another copy made good, a divergent copy)"
 )
 
+# kanal-log's rows are records: what costs no committed record goes to the driver's log and `kanal
+# analytics`' notices table, never into the data (issue 42 item 7), so its only non-record row is a loss.
+LOG_CORRUPT_DOC = (
+    "null for a record; otherwise the row is not a record but offsets no copy could give: the damage (the "
+    "file, byte position, first offset not read, bytes not read and why) in each copy tried (the other "
+    "columns are null except topic, partition, offset and _lost)"
+)
+LOG_LOST_DOC = "null for a record; true for a row of offsets no copy could give (data missing)"
+
 LOG_TABLE = Table((
     Column("topic", "string", pa.string(), "topic name (from the partition directory or the Fetch request)"),
     Column("partition", "int", pa.int32(), "partition index"),
@@ -95,8 +104,8 @@ LOG_TABLE = Table((
     Column("leader_epoch", "int", pa.int32(), "leader epoch the batch was appended in"),
     Column("batch_offset", "bigint", pa.int64(), "base offset of the record's batch"),
     Column("value_bytes", "int", pa.int32(), "length of the value, 0 when null (cheaper than length(value))"),
-    Column("_corrupt", "string", pa.string(), CORRUPT_DOC),
-    Column("_lost", "boolean", pa.bool_(), LOST_DOC),
+    Column("_corrupt", "string", pa.string(), LOG_CORRUPT_DOC),
+    Column("_lost", "boolean", pa.bool_(), LOG_LOST_DOC),
 ))
 
 METADATA_TABLE = Table(

@@ -219,6 +219,16 @@ def data_plan(root: Path, image: MetadataImage | None, topics: frozenset[str] | 
     return ReadPlan(tuple(plans), copies, (image_note,) if image_note else ())
 
 
+def plan_notices(plan: ReadPlan) -> list[tuple[str | None, int | None, int, str]]:
+    """What planning noticed that costs no committed record, as (topic, partition, offset, text): the
+    directory's notes (topic None) and each partition's (divergent copies, copies of another topic id,
+    offsets not yet on every in-sync replica). Known on the driver before any task runs, so the readers
+    log them there and put them in the `notices` table, never in the data (spark/README.md)."""
+    found: list[tuple[str | None, int | None, int, str]] = [(None, None, 0, n) for n in plan.notes]
+    found += [(p.topic, p.partition, offset, text) for p in plan.plans for offset, text in p.notes]
+    return found
+
+
 def no_image_warning(root: Path) -> str | None:
     """The warning for reading partition logs where no metadata log is (None when there is one)."""
     if any(c.topic == METADATA_TOPIC for c in find_partition_copies(root)):

@@ -12,15 +12,21 @@ Options (all optional):
 | `bootstrap` | | read a live cluster with Fetch instead of files (`host:port,...`) |
 | `topics` | all | comma-separated topic names |
 | `includeInternal` | false | with no `topics`: also read `__consumer_offsets` and other `__` topics |
-| `mode` | PERMISSIVE | PERMISSIVE: damage and notices become rows with `_corrupt` set and the scan goes on; FAILFAST: the query fails at the first offsets no copy holds, with file and offset |
+| `mode` | PERMISSIVE | PERMISSIVE: offsets no copy holds become a row with `_corrupt` and `_lost` set and the scan goes on; FAILFAST: the query fails at the first offsets no copy holds, with file and offset |
 | `bytesPerPartition` | 268435456 | segment bytes per Spark partition (whole files; a partition's files are split over several) |
 | `minPartitions` | CPU count | the least number of Spark partitions, of even size (not under 1 MiB each); without it, 1 when `bytesPerPartition` is given |
 | `isolationLevel` | read_uncommitted | as Kafka's `isolation.level`: read_committed stops at the last stable offset and drops aborted transactions' records (transactions.py) |
 
 Columns: columns.LOG_TABLE (topic, partition, offset, timestamp, key, value, headers, producer_id,
 producer_epoch, leader_epoch, batch_offset, value_bytes, _corrupt, _lost). A narrower user schema builds
-fewer columns. Transaction markers (control records) are never rows. Records are the rows with `_corrupt` null; the others say what the reader found (`_lost`:
-whether offsets are missing). There is no DROPMALFORMED mode: rows are never dropped silently.
+fewer columns. Transaction markers (control records) are never rows. Records are the rows with `_corrupt` null; the others
+(PERMISSIVE) are offsets no copy could give (`_lost` true). There is no DROPMALFORMED mode: rows are never dropped silently.
+
+Notices are not rows (`count()` counts records and losses only). What costs no committed record is a
+WARNING in the log of the process that found it: the planning notes (a divergent copy, copies of another
+topic id, offsets not yet on every in-sync replica; copy_plan.plan_notices) on the driver when the read is
+planned, and damage another copy made good in the task that read around it (the executor's log). `kanal
+analytics` puts both in its `notices` table (analytics.py).
 
 Records are decoded in C into Arrow buffers when the extension is built (log_columns.py). Spark's Python
 API pushes no filter here (Spark 4.3 keeps a Python source's read plan made with pushed filters on the
@@ -39,7 +45,8 @@ writes are refused (batch_only.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import logging
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -48,13 +55,13 @@ from pyspark.sql.types import StructType
 
 from kanal.spark.batch_only import BatchOnly
 from kanal.spark.columns import LOG_TABLE, Table
-from kanal.spark.copy_plan import ReadPlan, data_plan, deal_items, pack_items, read_items
+from kanal.spark.copy_plan import ReadPlan, data_plan, deal_items, pack_items, plan_notices, read_items
 from kanal.spark.fetch_reader import FetchPartition, fetch_partition, list_partitions
 from kanal.spark.log_columns import new_buffer
 from kanal.spark.log_rows import entry_rows
 from kanal.spark.metadata_files import image_from_files
 from kanal.spark.pushdown import Pushed
-from kanal.spark.range_reader import ReadItem, read_item
+from kanal.spark.range_reader import Clipped, Notice, ReadItem, read_item
 from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT, SPLIT_BYTES_MIN
 from kanal.spark.source_options import SourceOptions
 from kanal.spark.transactions import AbortedFilter, TxnView, partition_index, visible_items
@@ -68,6 +75,8 @@ LOG_TASK_BYTES_DEFAULT = 256 * 1024 * 1024
 # piece (1/16) of its size; more pieces would cost an offset-index lookup and a reopened file each.
 SHARE_PIECES = 8
 PIECE_BYTES_MIN = 64 * 1024
+
+log = logging.getLogger(__name__)
 
 
 class ItemGroup(InputPartition):
@@ -180,6 +189,8 @@ class KanalLogReader(DataSourceReader):
         size = o.bytes_per_partition or LOG_TASK_BYTES_DEFAULT
         plan = self.pushed.prune(file_plan(Path(o.path), o.topics, o.include_internal),
                                  offsets=not o.read_committed)
+        for topic, partition, offset, text in plan_notices(plan):
+            log.warning("kanal-log notice (%s): %s", _where(topic, partition, offset), text)
         return plan_groups(plan, size, o.read_committed, o.partitions_min)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -198,9 +209,25 @@ class KanalLogReader(DataSourceReader):
             for i, item in enumerate(partition.items):  # type: ignore[attr-defined]
                 view = views[i] if views is not None else None
                 filt = AbortedFilter(view.aborted) if view is not None else None
-                items = self.pushed.batches(
-                    visible_items(read_item(item), filt, view.lso if view is not None else None))
+                items = self.pushed.batches(visible_items(
+                    records_and_losses(item, read_item(item)), filt, view.lso if view is not None else None))
                 yield from entry_rows(buf, item.topic, item.partition, item.topic, items, fail_fast, add)
         last = buf.flush()
         if last is not None:
             yield last
+
+
+def _where(topic: str | None, partition: int | None, offset: int) -> str:
+    return "the data directory" if topic is None else f"{topic}-{partition} at offset {offset}"
+
+
+def records_and_losses(item: ReadItem, got: Iterable[Clipped | Notice]) -> Iterator[Clipped | Notice]:
+    """A read of `item` without its notices (lost=False): the item's planning notes were logged by the
+    driver when it planned the read; damage another copy made good is logged here, in the task that found
+    it. Rows are records and losses only (module docstring)."""
+    for g in got:
+        if isinstance(g, Notice) and not g.lost:
+            if (g.offset, g.text) not in item.notes:
+                log.warning("kanal-log notice (%s): %s", _where(item.topic, item.partition, g.offset), g.text)
+            continue
+        yield g

@@ -4,6 +4,12 @@
 #   bash deploy/image/build.sh                    # image kanal:dev (target `kanal`: servers + CLI, no Spark)
 #   bash deploy/image/build.sh --target spark     # image kanal-spark:dev (plus Java 17, pyspark, pyarrow, pandas)
 #   bash deploy/image/build.sh --tag registry.example/kanal:0.1.0
+#   bash deploy/image/build.sh --prune-build-stage  # then remove the build stage's untagged image
+#
+# The build stage (compilers and headers, ~600 MB) stays behind as an untagged image (`<none>` in `docker
+# image ls`, label dev.kanal.stage=build): it is Docker's cache, so a rebuild takes seconds. The script
+# says so at the end; --prune-build-stage removes the untagged images with that label after the build
+# (the next build compiles again).
 #
 # Steps: a Docker engine must answer (ensure-docker.sh starts one when none runs and this is root on
 # Debian); the base image python:3.11-slim must exist (base-image.sh pulls it, or builds it locally with
@@ -20,11 +26,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 TARGET=kanal
 TAG=""
+PRUNE_BUILD_STAGE=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --target) TARGET=$2; shift 2 ;;
     --tag) TAG=$2; shift 2 ;;
-    *) echo "build.sh: unknown option $1 (use --target kanal|spark, --tag IMAGE)" >&2; exit 2 ;;
+    --prune-build-stage) PRUNE_BUILD_STAGE=true; shift ;;
+    *) echo "build.sh: unknown option $1 (use --target kanal|spark, --tag IMAGE, --prune-build-stage)" >&2; exit 2 ;;
   esac
 done
 case "$TARGET" in
@@ -72,3 +80,15 @@ DOCKER_BUILDKIT=0 docker build --force-rm --network host --target "$TARGET" --bu
 rm -f "$CONTEXT.log"
 size=$(docker image inspect -f '{{.Size}}' "$TAG" | awk '{printf "%.0f MB", $1/1e6}')
 echo "build.sh: built $TAG ($size) in $((SECONDS - started))s"
+STAGE_FILTER=(--filter dangling=true --filter label=dev.kanal.stage=build)
+if $PRUNE_BUILD_STAGE; then
+  docker image prune -f "${STAGE_FILTER[@]}" >/dev/null
+  echo "build.sh: removed the build stage's untagged images (the next build compiles again)"
+else
+  stage=$(docker image ls -q "${STAGE_FILTER[@]}" | head -n 1)
+  if [ -n "$stage" ]; then
+    stage_size=$(docker image inspect -f '{{.Size}}' "$stage" | awk '{printf "%.0f MB", $1/1e6}')
+    echo "build.sh: the build stage stays as untagged image $stage ($stage_size), Docker's cache for the" \
+      "next build; --prune-build-stage (or docker image prune --filter label=dev.kanal.stage=build) removes it"
+  fi
+fi

@@ -1,6 +1,8 @@
 'use strict';
 // A kanal client in Node.js, written from the .proto files and the vector files alone:
-//   node client.js --bootstrap HOST:PORT --topic TOPIC [--records N] [--proto-dir DIR]
+//   node client.js --bootstrap HOST:PORT --topic TOPIC [--records N] [--group G] [--proto-dir DIR]
+//                  [--tls-ca-file CA.pem [--user NAME] [--tls-cert-file F --tls-key-file F]]
+//   with --user, the password comes from $KANAL_PASSWORD (never the command line, which others can read)
 //
 // 1. Metadata: the topic's partitions, their leaders and leader epochs.
 // 2. InitProducerId, then Produce (acks=all) of N keyed records in two rounds, one batch per partition and
@@ -11,13 +13,23 @@
 // 4. Fetch every partition from its log start (ListOffsets -2) to its high-water mark, checking both CRCs
 //    and decoding the records; then one Fetch at an offset inside a batch, which returns the whole batch
 //    from its base offset (the client skips the records below its fetch offset).
+// 5. With --group: the group's coordinator (FindCoordinator, found again on NOT_COORDINATOR, asked again
+//    on COORDINATOR_LOAD_IN_PROGRESS: src/coordinator.js), JoinGroup (twice: a new member's first join is
+//    MEMBER_ID_REQUIRED), SyncGroup as the leader taking every partition, OffsetCommit of each partition's
+//    high-water mark, OffsetFetch to read them back, LeaveGroup.
+//
+// Security (broker.proto, "Authentication"): --tls-ca-file for TLS; --user with $KANAL_PASSWORD for a
+// password (metadata keys kanal-user-bin / kanal-password-bin, src/kanal.js); a client certificate with
+// --tls-cert-file and --tls-key-file where the listener asks for one.
 //
 // Prints one JSON object per line: {"event": "metadata" | "produced" | "retried" | "record" |
-// "fetch_inside_batch", ...}. Exits 1 with a message on stderr when anything is not as the contract says.
+// "fetch_inside_batch" | "group", ...}. Exits 1 with a message on stderr when anything is not as the contract says.
 const { loadContract, BrokerClient, KanalError } = require('./src/kanal');
 const { partitionForKey } = require('./src/murmur3');
 const { CODEC, CODEC_NAMES, encodeBatch, parseLogEntries } = require('./src/batch');
 const { protoDir } = require('./src/protodir');
+const { Coordinator } = require('./src/coordinator');
+const { Writer, varint } = require('./src/wire');
 
 const FETCH_BYTES_MAX = 1 << 20;
 
@@ -43,13 +55,16 @@ function ok(error, errorMessage, what) {
 async function main() {
   const topic = arg('--topic');
   const recordCount = Number(arg('--records', '12'));
+  const group = arg('--group', '');
   const contract = loadContract(protoDir());
-  const bootstrap = new BrokerClient(contract, arg('--bootstrap').split(',')[0]);
+  const security = securityFromArgs();
+  const bootstrap = new BrokerClient(contract, arg('--bootstrap').split(',')[0], security);
   const clients = new Map(); // endpoint -> BrokerClient
   const clientFor = (endpoint) => {
-    if (!clients.has(endpoint)) clients.set(endpoint, new BrokerClient(contract, endpoint));
+    if (!clients.has(endpoint)) clients.set(endpoint, new BrokerClient(contract, endpoint, security));
     return clients.get(endpoint);
   };
+  const highWatermarks = new Map(); // partition -> BigInt
   try {
     // ---- 1. metadata ----
     const md = await bootstrap.call('Metadata', { topics: [topic] });
@@ -146,7 +161,10 @@ async function main() {
           }
           offset = batch.baseOffset + BigInt(batch.lastOffsetDelta) + 1n;
         }
-        if (offset >= BigInt(data.high_watermark)) break;
+        if (offset >= BigInt(data.high_watermark)) {
+          highWatermarks.set(p.partition, BigInt(data.high_watermark));
+          break;
+        }
       }
     }
 
@@ -163,10 +181,75 @@ async function main() {
       emit({ event: 'fetch_inside_batch', partition: p.partition, fetch_offset: Number(inside),
         first_batch_base_offset: Number(batches[0].baseOffset), first_record_offset: Number(first.offset) });
     }
+
+    // ---- 5. a consumer group: join, sync, commit, read the commits back, leave ----
+    if (group) await groupRound(bootstrap, clientFor, group, topic, partitions, highWatermarks);
   } finally {
     bootstrap.close();
     for (const c of clients.values()) c.close();
   }
+}
+
+function securityFromArgs() {
+  const caFile = arg('--tls-ca-file', '');
+  const user = arg('--user', '');
+  if (!caFile) {
+    if (user) throw new Error('--user needs --tls-ca-file: a password is sent over TLS only');
+    return null;
+  }
+  const security = { caFile, certFile: arg('--tls-cert-file', '') || undefined,
+    keyFile: arg('--tls-key-file', '') || undefined };
+  if (user) {
+    if (process.env.KANAL_PASSWORD === undefined) throw new Error('--user needs the password in $KANAL_PASSWORD');
+    security.user = user;
+    security.password = process.env.KANAL_PASSWORD;
+  }
+  return security;
+}
+
+// ConsumerSubscription / ConsumerAssignment (broker.proto) by hand: field 1 repeated (a topic name, or
+// a TopicPartitions with its int32 partitions packed).
+function subscription(topic) {
+  return new Writer().bytes(1, Buffer.from(topic)).finish();
+}
+
+function assignment(topic, partitionIds) {
+  const tp = new Writer().bytes(1, Buffer.from(topic)).bytes(2, Buffer.concat(partitionIds.map(varint))).finish();
+  return new Writer().bytes(1, tp).finish();
+}
+
+async function groupRound(bootstrap, clientFor, group, topic, partitions, highWatermarks) {
+  const coordinator = new Coordinator(bootstrap, clientFor, group);
+  const joinRequest = (memberId) => ({ group_id: group, session_timeout_ms: 10000, rebalance_timeout_ms: 10000,
+    member_id: memberId, protocol_type: 'consumer', client_id: 'kanal-node-example',
+    protocols: [{ name: 'range', metadata: subscription(topic) }] });
+  let join = await coordinator.call('JoinGroup', joinRequest(''));
+  if (join.error === 'MEMBER_ID_REQUIRED') join = await coordinator.call('JoinGroup', joinRequest(join.member_id));
+  ok(join.error, join.error_message, `JoinGroup ${group}`);
+  expect(join.leader === join.member_id, 'the only member of a new group leads it');
+  const member = { group_id: group, generation_id: join.generation_id, member_id: join.member_id };
+  const ids = partitions.map((p) => p.partition);
+  const sync = await coordinator.call('SyncGroup', { ...member, protocol_type: 'consumer',
+    protocol_name: join.protocol_name, assignments: [{ member_id: join.member_id, assignment: assignment(topic, ids) }] });
+  ok(sync.error, sync.error_message, `SyncGroup ${group}`);
+  expect(Buffer.compare(sync.assignment, assignment(topic, ids)) === 0, 'SyncGroup returned another assignment');
+  const commit = await coordinator.call('OffsetCommit', { ...member, topics: [{ topic, partitions: partitions.map(
+    (p) => ({ partition: p.partition, offset: highWatermarks.get(p.partition).toString(), leader_epoch: p.leaderEpoch })) }] });
+  ok(commit.error, commit.error_message, `OffsetCommit ${group}`);
+  for (const result of commit.topics[0].partitions) ok(result.error, '', `OffsetCommit of partition ${result.partition}`);
+  const fetched = await coordinator.call('OffsetFetch', { group_id: group, topics: [{ topic, partitions: ids }],
+    require_stable: true });
+  ok(fetched.error, fetched.error_message, `OffsetFetch ${group}`);
+  const committed = {};
+  for (const o of fetched.offsets) {
+    ok(o.error, '', `OffsetFetch of partition ${o.partition}`);
+    expect(BigInt(o.offset) === highWatermarks.get(o.partition), `partition ${o.partition}: committed ${o.offset}`);
+    committed[o.partition] = Number(o.offset);
+  }
+  const left = await coordinator.call('LeaveGroup', { group_id: group, members: [{ member_id: join.member_id }] });
+  ok(left.error, left.error_message, `LeaveGroup ${group}`);
+  emit({ event: 'group', group, coordinator: coordinator.nodeId, generation_id: join.generation_id, committed,
+    retries: coordinator.retries });
 }
 
 async function fetchBatches(broker, topic, p, offset) {

@@ -135,9 +135,11 @@ class Harness:
         self.replicas = FakeReplicas()
         self.shard = RecordingShard()
         self.failures: list[str] = []
+        self.published = led_image()  # the broker's published image, which FindCoordinator answers from
         self.runtime = CoordinatorRuntime(
             name="test coordinator", topic=TOPIC, broker_id=0, replicas=self.replicas,
-            image=led_image, shard=self.shard, create_topic=lambda image: None, write_timeout_ms=1_000,
+            image=lambda: self.published, shard=self.shard, create_topic=lambda image: None,
+            write_timeout_ms=1_000,
             tick_interval_ms=5, timers=timers, clock=self.clock, stop_process=self.stop,
             on_load_failure=self.failures.append)
         self.shard.runtime = self.runtime
@@ -168,6 +170,7 @@ def harness():
 def test_a_led_partition_is_loaded_from_log_start_to_log_end_and_served(harness):
     h = harness()
     h.replicas.host(size=3)
+    h.published = led_image(leader=1)
     assert h.refusal().code == ErrorCode.NOT_COORDINATOR
     h.runtime.reconcile(led_image(epoch=1))
     wait_until(h.served, WAIT_S, "the load")
@@ -218,10 +221,29 @@ def test_a_resigned_partition_is_dropped_under_the_lock_and_answered_after_it(ha
     h.replicas.host()
     h.runtime.reconcile(led_image(leader=0))
     wait_until(h.served, WAIT_S, "the load")
-    h.runtime.reconcile(led_image(leader=1, epoch=2))  # broker 1 leads it now
+    h.published = led_image(leader=1, epoch=2)  # broker 1 leads it now
+    h.runtime.reconcile(h.published)
     assert h.shard.unloaded == [0] and h.shard.served == {}
     assert h.shard.lock_held_after_unload == [False], "waiting calls are answered outside the lock"
     assert h.refusal().code == ErrorCode.NOT_COORDINATOR
+
+
+def test_a_partition_the_published_image_gives_this_broker_is_load_in_progress_until_served(harness):
+    """Issue 42, item 3: FindCoordinator names the leader of the published image, and the runtime takes
+    that image a moment later (after the replica manager); in between the named broker must say "loading",
+    never NOT_COORDINATOR, or a client that just found it is told to look elsewhere."""
+    h = harness()
+    h.replicas.host(size=1)
+    h.published = led_image(leader=0)  # published, not reconciled yet
+    refusal = h.refusal()
+    assert refusal.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and "about to load" in refusal.message
+    h.published = led_image(leader=-1)  # no leader in this broker's metadata: as FindCoordinator says
+    assert h.refusal().code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    h.published = led_image(leader=0)
+    h.runtime.reconcile(h.published)
+    wait_until(h.served, WAIT_S, "the load")
+    with h.runtime.lock:
+        h.runtime.require_served(0, "key 'k'")
 
 
 def test_a_load_that_ends_after_the_leadership_moved_on_is_not_installed(harness):

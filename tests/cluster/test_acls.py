@@ -18,6 +18,7 @@ import pytest
 
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.metadata.log_codec import iter_batches
+from kanal.security.call_identity import PRINCIPAL_METADATA_KEY
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, metadata_pb2
 from kanal.v1.batch import NewRecord, build_batch
 from kanal.v1.error import ErrorCode
@@ -83,7 +84,10 @@ def acl(name: str, op: int, *, permission=M.ACL_PERMISSION_ALLOW, pattern=M.ACL_
 
 
 def grant(controller, brokers, *entries) -> None:
-    reply = controller.CreateAcls(admin_pb2.CreateAclsRequest(creations=entries), timeout=30)
+    # As a broker that enforces ACLs forwards the call, naming its caller: the controllers here do not
+    # enforce ACLs, and refuse an ACL call made to them directly (SECURITY_DISABLED).
+    reply = controller.CreateAcls(admin_pb2.CreateAclsRequest(creations=entries), timeout=30,
+                                  metadata=((PRINCIPAL_METADATA_KEY, ANONYMOUS),))
     assert [r.error for r in reply.results] == [ErrorCode.NONE] * len(entries), reply
     caught_up(controller, brokers)
 

@@ -13,6 +13,7 @@ Node and npm must be there: tests/run installs Debian's nodejs and npm when node
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,11 +21,17 @@ from pathlib import Path
 import grpc
 import pytest
 
-from kanal.v1 import broker_pb2, broker_pb2_grpc, records_pb2
+from kanal.clients.admin import Admin
+from kanal.deploy.certificates import make_dev_tls
+from kanal.deploy.local_cluster import LocalCluster
+from kanal.security.channel_security import ClientSecurity, open_channel
+from kanal.security.scram import check_mechanism, new_salt, salted_password
+from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, controller_pb2_grpc, records_pb2
 from kanal.v1.batch import decode_records, iter_entries, parse_batch
+from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.partitioning import partition_for_key
 
-from ..cluster.conftest import create_topic, start_cluster
+from ..cluster.conftest import BROKER_FLAGS, CONTROLLER_FLAGS, create_topic, start_cluster, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -97,6 +104,8 @@ def test_the_example_produces_and_reads_back_through_a_cluster(node, one_broker)
             TOPIC,
             "--records",
             str(RECORDS),
+            "--group",
+            "node-group",
         ],
         check=False,
         capture_output=True,
@@ -131,6 +140,16 @@ def test_the_example_produces_and_reads_back_through_a_cluster(node, one_broker)
     assert all(r["headers"] == [["index", r["key"].removeprefix("key-")]] for r in read)
     assert all(int(r["producer_id"]) > 0 for r in read)
 
+    # The group round: joined as the only member, committed each partition's high-water mark, read it back;
+    # every coordinator error it met was one broker.proto calls retriable, and it went on.
+    [group] = by_event["group"]
+    ends = {p: max(r["offset"] for r in read if r["partition"] == p) + 1 for p in range(PARTITIONS)
+            if any(r["partition"] == p for r in read)}
+    assert group["coordinator"] == 0 and group["generation_id"] >= 1
+    assert {int(p): o for p, o in group["committed"].items() if o > 0} == ends
+    assert {r["error"] for r in group["retries"]} <= {
+        "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR"}
+
     inside = by_event["fetch_inside_batch"][0]
     assert inside["first_batch_base_offset"] == inside["fetch_offset"] - 1
     assert inside["first_record_offset"] == inside["fetch_offset"]
@@ -153,3 +172,69 @@ def test_the_example_produces_and_reads_back_through_a_cluster(node, one_broker)
                            for r in decode_records(batch)]
     assert codecs == {records_pb2.COMPRESSION_NONE, records_pb2.COMPRESSION_GZIP}
     assert sorted(stored) == sorted((p["partition"], p["offset"], p["key"], p["value"]) for p in produced)
+
+
+# ---- TLS and a password (issue 42, item 5) ----
+
+PASSWORD = "wonderland"
+
+
+@pytest.fixture(scope="module")
+def password_broker(tmp_path_factory):
+    """One controller (TLS, client certificates required, as nodes authenticate) and one broker whose
+    listener takes TLS without a client certificate and authenticates by password, with user alice."""
+    directory = tmp_path_factory.mktemp("node-tls")
+    tls = make_dev_tls(directory / "tls", broker_ids=[0], controller_ids=[0])
+    password_listener = ["--tls-client-auth", "none", "--authentication", "password"]
+    cluster = LocalCluster(directory, controllers=1, brokers=1, tls=tls, controller_flags=CONTROLLER_FLAGS,
+                           broker_flags=[*BROKER_FLAGS, *password_listener])
+    try:
+        cluster.start(timeout_s=90)
+        salt = new_salt()
+        upsert = admin_pb2.ScramCredentialUpsertion(
+            name="alice", mechanism="SCRAM-SHA-256", iterations=4096, salt=salt,
+            salted_password=salted_password(check_mechanism("SCRAM-SHA-256"), PASSWORD, salt, 4096))
+        with open_channel(cluster.controllers[0].endpoint, (), cluster.client_security) as channel:
+            reply = controller_pb2_grpc.ControllerStub(channel).AlterUserScramCredentials(
+                admin_pb2.AlterUserScramCredentialsRequest(upsertions=[upsert]), timeout=30)  # as User:admin
+        assert [r.error for r in reply.results] == [ErrorCode.NONE]
+        alice = ClientSecurity(ca_file=str(tls.ca.cert), user="alice", password=PASSWORD)
+        with Admin(cluster.bootstrap, security=alice) as admin:
+            wait_until(lambda: admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=1) or True,
+                       60, "alice's password to be known at the broker", tolerate=(KanalError,))
+        yield cluster, tls
+    finally:
+        cluster.stop()
+
+
+def run_client(node, cluster, tls, *extra: str, password: str | None = PASSWORD, group: str = "alice-group"):
+    env = dict(os.environ)
+    env.pop("KANAL_PASSWORD", None)
+    if password is not None:
+        env["KANAL_PASSWORD"] = password
+    return subprocess.run(
+        [node, str(EXAMPLE / "client.js"), "--bootstrap", cluster.bootstrap, "--topic", TOPIC,
+         "--records", "6", "--group", group, "--tls-ca-file", str(tls.ca.cert), *extra],
+        check=False, capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_the_example_authenticates_by_password_over_tls_without_a_client_certificate(node, password_broker):
+    cluster, tls = password_broker
+    done = run_client(node, cluster, tls, "--user", "alice")
+    assert done.returncode == 0, f"node client failed:\n{done.stdout}\n{done.stderr}"
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len([e for e in events if e["event"] == "produced"]) == 6
+    [group] = [e for e in events if e["event"] == "group"]
+    assert group["group"] == "alice-group"
+
+
+@pytest.mark.parametrize("extra, password, why", [
+    (("--user", "alice"), "not-the-password", "wrong user name or password"),
+    (("--user", "User:alice"), PASSWORD, "wrong user name or password"),  # the bare name, not the principal
+    ((), None, "brought no credentials"),
+], ids=["wrong-password", "principal-as-user-name", "no-credentials"])
+def test_the_example_is_refused_without_the_right_credentials(node, password_broker, extra, password, why):
+    cluster, tls = password_broker
+    done = run_client(node, cluster, tls, *extra, password=password)
+    assert done.returncode == 1
+    assert "AUTHENTICATION_FAILED" in done.stderr and why in done.stderr, done.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
+from kanal.security.call_identity import PRINCIPAL_METADATA_KEY
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode
 
@@ -17,6 +18,13 @@ from .conftest import error_code, wait_until
 pytestmark = pytest.mark.cluster
 M = metadata_pb2
 ANONYMOUS = "User:ANONYMOUS"
+# The first test's controllers do not enforce ACLs, so they answer an ACL call only as a broker that does
+# enforce them forwards it (naming its caller); made directly, it is SECURITY_DISABLED (the last test).
+AS_FORWARDED = ((PRINCIPAL_METADATA_KEY, ANONYMOUS),)
+
+
+def forwarded(call, request):
+    return call(request, timeout=10, metadata=AS_FORWARDED)
 
 
 def entry(name="orders", op=M.ACL_OPERATION_READ, *, principal="User:alice", rtype=M.ACL_RESOURCE_TOPIC,
@@ -49,7 +57,7 @@ def test_acls_are_metadata_records_that_survive_a_restart(quorum_factory):
     before = q.end_offset(active)
     bad = [entry(op=M.ACL_OPERATION_UNSPECIFIED), entry(principal="alice"), entry(name=""),
            entry(name="*", pattern=M.ACL_PATTERN_PREFIXED), entry(rtype=M.ACL_RESOURCE_CLUSTER)]
-    reply = stub.CreateAcls(admin_pb2.CreateAclsRequest(creations=bad), timeout=10)
+    reply = forwarded(stub.CreateAcls, admin_pb2.CreateAclsRequest(creations=bad))
     assert [r.error for r in reply.results] == [ErrorCode.INVALID_REQUEST] * len(bad)
     assert added_records(q, active, before) == []
 
@@ -68,33 +76,33 @@ def test_acls_are_metadata_records_that_survive_a_restart(quorum_factory):
     # election may still be settling, and a standby that knows no leader answers CONTROLLER_NOT_AVAILABLE.
     wait_until(lambda: q.stub(standby).DescribeQuorum(admin_pb2.DescribeQuorumRequest(), timeout=2).leader_id
                == active and q.active_id() == active, 30, "the standby to know the active controller")
-    reply = q.stub(standby).CreateAcls(admin_pb2.CreateAclsRequest(creations=good), timeout=10)  # forwarded
+    reply = forwarded(q.stub(standby).CreateAcls, admin_pb2.CreateAclsRequest(creations=good))  # forwarded
     assert [r.error for r in reply.results] == [ErrorCode.NONE] * 3
     records = added_records(q, active, before)
     assert [r.principal for r in records] == [ANONYMOUS] * 3  # the caller's principal, not "anonymous"
-    listed = stub.DescribeAcls(admin_pb2.DescribeAclsRequest(), timeout=10).acls
+    listed = forwarded(stub.DescribeAcls, admin_pb2.DescribeAclsRequest()).acls
     assert sorted(a.resource_name for a in listed) == ["kanal-cluster", "orders", "pay-"]
 
     # Enough writes for snapshots and pysyncobj compaction, then a restart of every controller.
     for n in range(12):
-        stub.CreateAcls(admin_pb2.CreateAclsRequest(creations=[entry(f"filler-{n}")]), timeout=10)
+        forwarded(stub.CreateAcls, admin_pb2.CreateAclsRequest(creations=[entry(f"filler-{n}")]))
     wait_until(lambda: all(list((q.data_dir(i)).rglob("*.checkpoint")) for i in q.alive_ids()), 30,
                "a metadata snapshot on every controller")
     q.stop_all()
     q.start_all()
     stub = q.stub(q.wait_active())
     # A restarted controller answers reads from its committed image: wait for the log to be applied.
-    wait_until(lambda: len(stub.DescribeAcls(admin_pb2.DescribeAclsRequest(), timeout=10).acls) == 15, 30,
+    wait_until(lambda: len(forwarded(stub.DescribeAcls, admin_pb2.DescribeAclsRequest()).acls) == 15, 30,
                "the ACLs after the restart")
     match = admin_pb2.AclFilter(resource_name="pay-eu", pattern_filter=admin_pb2.AclFilter.MATCH)
     assert [
         a.resource_name
-        for a in stub.DescribeAcls(admin_pb2.DescribeAclsRequest(filter=match), timeout=10).acls
+        for a in forwarded(stub.DescribeAcls, admin_pb2.DescribeAclsRequest(filter=match)).acls
     ] == ["pay-"]
-    deleted = stub.DeleteAcls(admin_pb2.DeleteAclsRequest(filters=[admin_pb2.AclFilter(
-        resource_type=M.ACL_RESOURCE_TOPIC, pattern_filter=admin_pb2.AclFilter.PREFIXED)]), timeout=10)
+    deleted = forwarded(stub.DeleteAcls, admin_pb2.DeleteAclsRequest(filters=[admin_pb2.AclFilter(
+        resource_type=M.ACL_RESOURCE_TOPIC, pattern_filter=admin_pb2.AclFilter.PREFIXED)]))
     assert [a.resource_name for a in deleted.results[0].deleted] == ["pay-"]
-    assert len(stub.DescribeAcls(admin_pb2.DescribeAclsRequest(), timeout=10).acls) == 14
+    assert len(forwarded(stub.DescribeAcls, admin_pb2.DescribeAclsRequest()).acls) == 14
 
 
 def test_the_controllers_authorizer(quorum_factory):
@@ -136,3 +144,25 @@ def test_the_controllers_authorizer(quorum_factory):
         stub.CreateAcls(admin_pb2.CreateAclsRequest(creations=[entry()]), timeout=10,
                         metadata=(("kanal-forwarded-principal", "User:alice"),))
     assert error_code(err.value) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_a_controller_without_the_authorizer_refuses_acl_calls_made_to_it(quorum_factory):
+    """Issue 42, item 1: with `--authorizer off` an entry would change nothing, so each ACL call made to
+    a controller directly is SECURITY_DISABLED (Kafka's answer without an authorizer); nothing is written."""
+    q = quorum_factory(1)
+    active = q.wait_active()
+    stub = q.stub(active)
+    before = q.end_offset(active)
+    calls = ((stub.CreateAcls, admin_pb2.CreateAclsRequest(creations=[entry()])),
+             (stub.DeleteAcls, admin_pb2.DeleteAclsRequest(filters=[admin_pb2.AclFilter()])),
+             (stub.DescribeAcls, admin_pb2.DescribeAclsRequest()))
+    for call, request in calls:
+        with pytest.raises(grpc.RpcError) as err:
+            call(request, timeout=10)
+        assert error_code(err.value) == ErrorCode.SECURITY_DISABLED
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "--authorizer off" in err.value.details()
+    assert added_records(q, active, before) == []
+    # A broker that enforces ACLs forwards them with its caller's name: that call is served.
+    reply = forwarded(stub.CreateAcls, admin_pb2.CreateAclsRequest(creations=[entry()]))
+    assert [r.error for r in reply.results] == [ErrorCode.NONE]

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import collections
 
+import grpc
 import pytest
 
 from kanal.clients.admin import TOPIC, Admin
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
+from kanal.security.call_identity import PRINCIPAL_METADATA_KEY
 from kanal.spark.audit import run_audit
-from kanal.v1 import admin_pb2, metadata_pb2
+from kanal.v1 import admin_pb2, controller_pb2_grpc, metadata_pb2
+from kanal.v1.error import ErrorCode
 
 from ..cluster.conftest import broker_node, create_topic, partition_info, start_cluster, wait_until
 
@@ -67,8 +70,16 @@ def history(tmp_path_factory):
         with Admin(cluster.bootstrap) as admin:
             admin.alter_configs(TOPIC, TOPIC_NAME, set_={"retention.ms": "3600000"})
             admin.delete_topic(TEMP_TOPIC)
-            admin.create_acls([ACL])
-            admin.delete_acls([admin_pb2.AclFilter(principal=ACL.principal)])
+        # ACL changes for the audit to find. This cluster enforces no ACLs, so a broker refuses ACL calls
+        # (SECURITY_DISABLED); a controller serves them as a broker that enforces ACLs forwards them.
+        with grpc.insecure_channel(cluster.controllers[0].endpoint) as channel:
+            controller = controller_pb2_grpc.ControllerStub(channel)
+            forwarded = ((PRINCIPAL_METADATA_KEY, "User:ANONYMOUS"),)
+            created = controller.CreateAcls(admin_pb2.CreateAclsRequest(creations=[ACL]), timeout=30,
+                                            metadata=forwarded)
+            assert [r.error for r in created.results] == [ErrorCode.NONE]
+            controller.DeleteAcls(admin_pb2.DeleteAclsRequest(filters=[admin_pb2.AclFilter(
+                principal=ACL.principal)]), timeout=30, metadata=forwarded)
         yield cluster, produced, led_by_killed
     finally:
         cluster.stop()

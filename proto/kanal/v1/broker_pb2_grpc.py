@@ -29,6 +29,34 @@ if _version_not_supported:
 
 class BrokerStub:
     """The broker's gRPC service.
+
+    Authentication (both services; controller.proto says the same). A listener authenticates each call
+    by what its `--authentication` allows: a client certificate (mTLS), a user name and password, or
+    nothing (User:ANONYMOUS). A password travels in the call's gRPC metadata, on every call, under two
+    keys: `kanal-user-bin` (the user name) and `kanal-password-bin` (the password), each the UTF-8 bytes
+    of the text. They are binary metadata (the `-bin` suffix): a gRPC library base64-encodes the bytes on
+    the wire itself, so give it the raw bytes (grpc-js: a Buffer; grpc-go: the string; Python: bytes),
+    never base64 of your own. The user name is the bare name the credential was created under (`kanal
+    users create alice`): send `alice`, not `User:alice`; the call's principal is then User:alice (a name
+    `User:alice` is looked up as a user of that name and fails). Both keys or neither: a password without
+    a user name, and a user name without a password (checked as the empty password), are refused. Either
+    key present means the call authenticates by password: a client certificate it also presents is not
+    considered. Passwords are taken over TLS only (a plaintext listener refuses them, whatever its
+    settings) and only by a listener with `password` among its modes. Every refusal is
+    AUTHENTICATION_FAILED (gRPC UNAUTHENTICATED, with the kanal-error-code trailer), before the call runs;
+    an unknown user and a wrong password get the same answer. gRPC health answers without credentials.
+
+    Finding a coordinator (FindCoordinator, then the group or transaction calls at the broker it names).
+    The broker named is the leader of the key's partition of __consumer_offsets / __transaction_state in
+    the answering broker's metadata. At the named broker:
+    - COORDINATOR_LOAD_IN_PROGRESS: it coordinates the key but is still loading (or about to load) its
+    partition; send the same call to the same broker again after a short backoff. A fresh cluster's
+    first JoinGroup at the broker FindCoordinator just named gets this, never NOT_COORDINATOR.
+    - NOT_COORDINATOR: the coordinator moved (a leader change since FindCoordinator answered). Find the
+    coordinator again (FindCoordinator, at any broker), then send the call there.
+    - COORDINATOR_NOT_AVAILABLE: no broker coordinates the key now (the partition has no leader, or the
+    internal topic is being created); find the coordinator again after a backoff.
+    All three are retriable and change nothing.
     """
 
     def __init__(self, channel):
@@ -246,6 +274,34 @@ class BrokerStub:
 
 class BrokerServicer:
     """The broker's gRPC service.
+
+    Authentication (both services; controller.proto says the same). A listener authenticates each call
+    by what its `--authentication` allows: a client certificate (mTLS), a user name and password, or
+    nothing (User:ANONYMOUS). A password travels in the call's gRPC metadata, on every call, under two
+    keys: `kanal-user-bin` (the user name) and `kanal-password-bin` (the password), each the UTF-8 bytes
+    of the text. They are binary metadata (the `-bin` suffix): a gRPC library base64-encodes the bytes on
+    the wire itself, so give it the raw bytes (grpc-js: a Buffer; grpc-go: the string; Python: bytes),
+    never base64 of your own. The user name is the bare name the credential was created under (`kanal
+    users create alice`): send `alice`, not `User:alice`; the call's principal is then User:alice (a name
+    `User:alice` is looked up as a user of that name and fails). Both keys or neither: a password without
+    a user name, and a user name without a password (checked as the empty password), are refused. Either
+    key present means the call authenticates by password: a client certificate it also presents is not
+    considered. Passwords are taken over TLS only (a plaintext listener refuses them, whatever its
+    settings) and only by a listener with `password` among its modes. Every refusal is
+    AUTHENTICATION_FAILED (gRPC UNAUTHENTICATED, with the kanal-error-code trailer), before the call runs;
+    an unknown user and a wrong password get the same answer. gRPC health answers without credentials.
+
+    Finding a coordinator (FindCoordinator, then the group or transaction calls at the broker it names).
+    The broker named is the leader of the key's partition of __consumer_offsets / __transaction_state in
+    the answering broker's metadata. At the named broker:
+    - COORDINATOR_LOAD_IN_PROGRESS: it coordinates the key but is still loading (or about to load) its
+    partition; send the same call to the same broker again after a short backoff. A fresh cluster's
+    first JoinGroup at the broker FindCoordinator just named gets this, never NOT_COORDINATOR.
+    - NOT_COORDINATOR: the coordinator moved (a leader change since FindCoordinator answered). Find the
+    coordinator again (FindCoordinator, at any broker), then send the call there.
+    - COORDINATOR_NOT_AVAILABLE: no broker coordinates the key now (the partition has no leader, or the
+    internal topic is being created); find the coordinator again after a backoff.
+    All three are retriable and change nothing.
     """
 
     def Produce(self, request, context):
@@ -299,7 +355,8 @@ class BrokerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def FindCoordinator(self, request, context):
-        """Where a group's or a transactional id's coordinator is.
+        """Where a group's or a transactional id's coordinator is. See "Finding a coordinator" above: on
+        NOT_COORDINATOR from the broker named, ask again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -744,6 +801,34 @@ def add_BrokerServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Broker:
     """The broker's gRPC service.
+
+    Authentication (both services; controller.proto says the same). A listener authenticates each call
+    by what its `--authentication` allows: a client certificate (mTLS), a user name and password, or
+    nothing (User:ANONYMOUS). A password travels in the call's gRPC metadata, on every call, under two
+    keys: `kanal-user-bin` (the user name) and `kanal-password-bin` (the password), each the UTF-8 bytes
+    of the text. They are binary metadata (the `-bin` suffix): a gRPC library base64-encodes the bytes on
+    the wire itself, so give it the raw bytes (grpc-js: a Buffer; grpc-go: the string; Python: bytes),
+    never base64 of your own. The user name is the bare name the credential was created under (`kanal
+    users create alice`): send `alice`, not `User:alice`; the call's principal is then User:alice (a name
+    `User:alice` is looked up as a user of that name and fails). Both keys or neither: a password without
+    a user name, and a user name without a password (checked as the empty password), are refused. Either
+    key present means the call authenticates by password: a client certificate it also presents is not
+    considered. Passwords are taken over TLS only (a plaintext listener refuses them, whatever its
+    settings) and only by a listener with `password` among its modes. Every refusal is
+    AUTHENTICATION_FAILED (gRPC UNAUTHENTICATED, with the kanal-error-code trailer), before the call runs;
+    an unknown user and a wrong password get the same answer. gRPC health answers without credentials.
+
+    Finding a coordinator (FindCoordinator, then the group or transaction calls at the broker it names).
+    The broker named is the leader of the key's partition of __consumer_offsets / __transaction_state in
+    the answering broker's metadata. At the named broker:
+    - COORDINATOR_LOAD_IN_PROGRESS: it coordinates the key but is still loading (or about to load) its
+    partition; send the same call to the same broker again after a short backoff. A fresh cluster's
+    first JoinGroup at the broker FindCoordinator just named gets this, never NOT_COORDINATOR.
+    - NOT_COORDINATOR: the coordinator moved (a leader change since FindCoordinator answered). Find the
+    coordinator again (FindCoordinator, at any broker), then send the call there.
+    - COORDINATOR_NOT_AVAILABLE: no broker coordinates the key now (the partition has no leader, or the
+    internal topic is being created); find the coordinator again after a backoff.
+    All three are retriable and change nothing.
     """
 
     @staticmethod

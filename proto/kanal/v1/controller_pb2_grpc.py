@@ -29,6 +29,13 @@ if _version_not_supported:
 
 class ControllerStub:
     """Controller quorum operations.
+
+    Authentication is as for the Broker service (broker.proto, "Authentication"): a client certificate,
+    or a user name and password in the binary metadata keys `kanal-user-bin` and `kanal-password-bin` (the
+    UTF-8 bytes of the bare user name, `alice` not `User:alice`, and of the password; both or neither;
+    TLS only; either key present means the call authenticates by password), as the listener's
+    `--authentication` allows. Brokers and controllers authenticate to controllers by certificate only.
+    Refusals are AUTHENTICATION_FAILED before the call runs.
     """
 
     def __init__(self, channel):
@@ -176,6 +183,13 @@ class ControllerStub:
 
 class ControllerServicer:
     """Controller quorum operations.
+
+    Authentication is as for the Broker service (broker.proto, "Authentication"): a client certificate,
+    or a user name and password in the binary metadata keys `kanal-user-bin` and `kanal-password-bin` (the
+    UTF-8 bytes of the bare user name, `alice` not `User:alice`, and of the password; both or neither;
+    TLS only; either key present means the call authenticates by password), as the listener's
+    `--authentication` allows. Brokers and controllers authenticate to controllers by certificate only.
+    Refusals are AUTHENTICATION_FAILED before the call runs.
     """
 
     def RegisterBroker(self, request, context):
@@ -517,6 +531,13 @@ def add_ControllerServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Controller:
     """Controller quorum operations.
+
+    Authentication is as for the Broker service (broker.proto, "Authentication"): a client certificate,
+    or a user name and password in the binary metadata keys `kanal-user-bin` and `kanal-password-bin` (the
+    UTF-8 bytes of the bare user name, `alice` not `User:alice`, and of the password; both or neither;
+    TLS only; either key present means the call authenticates by password), as the listener's
+    `--authentication` allows. Brokers and controllers authenticate to controllers by certificate only.
+    Refusals are AUTHENTICATION_FAILED before the call runs.
     """
 
     @staticmethod
