@@ -153,6 +153,9 @@ class BrokerServer:
                     "(--metrics HOST:PORT moves the endpoint, --metrics off switches it off)",
                 ) from exc
         self.lifecycle.register(timeout_s=register_timeout_s)
+        # Registration checked the data directory against the quorum's cluster id; the replica manager
+        # reconciles only images of that cluster (nothing is deleted on another cluster's word).
+        self.replicas.set_cluster(self.lifecycle.cluster_id, adopted=self.lifecycle.adopted_cluster)
         # The broker epoch is the offset of this registration's record: the first image published holds it.
         self.metadata.require_offset(self.lifecycle.broker_epoch + 1)
         self._spawn("metadata-follower", self.metadata.run)
