@@ -617,6 +617,14 @@ def _controller_registration(
     if r.controller_id < 0 or not r.directory_id:
         raise _fail(f"ControllerRegistration needs a controller id >= 0 and a directory id, got {r}")
     recorded = image.controller_directories.get(r.controller_id)
+    if r.removed:
+        if recorded != r.directory_id:
+            raise _fail(f"ControllerRegistration removal of controller {r.controller_id} directory "
+                        f"{r.directory_id}, recorded as {recorded}")
+        if any(v.controller_id == r.controller_id for v in image.voters):
+            raise _fail(f"ControllerRegistration removal of controller {r.controller_id}, still a voter")
+        ctx.journal.delete(image.controller_directories, r.controller_id)
+        return
     if recorded is not None and recorded != r.directory_id:
         # KIP-853: a voter's directory id is what tells its disk from an empty or another one; it is
         # never overwritten (the decision refuses), or the check at start would pass on a wrong disk.

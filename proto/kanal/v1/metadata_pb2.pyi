@@ -234,12 +234,14 @@ class ProducerIdsRecord(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., next_producer_id: _Optional[int] = ...) -> None: ...
 
 class ControllerRegistrationRecord(_message.Message):
-    __slots__ = ("controller_id", "directory_id")
+    __slots__ = ("controller_id", "directory_id", "removed")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     directory_id: str
-    def __init__(self, controller_id: _Optional[int] = ..., directory_id: _Optional[str] = ...) -> None: ...
+    removed: bool
+    def __init__(self, controller_id: _Optional[int] = ..., directory_id: _Optional[str] = ..., removed: _Optional[bool] = ...) -> None: ...
 
 class ClusterIdentityRecord(_message.Message):
     __slots__ = ("cluster_id",)
