@@ -143,3 +143,20 @@ def test_the_container_fixture_runs_what_the_manifests_render(tmp_path):
 
             assert shape(node.env[key]) == shape(rendered.env[key]), key
             assert all(a.startswith("127.0.0.1:") for a in re.findall(r"[A-Za-z0-9.-]+:\d+", node.env[key]))
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_cleanup_labels_reach_the_data_volumes_and_only_controllers_reach_raft(overlay):
+    """Issue 40: `kubectl delete pvc -l app.kubernetes.io/part-of=kanal` must match the StatefulSets' data
+    volumes (claims take their labels from the claim template), and a NetworkPolicy keeps the Raft port to
+    controller pods."""
+    docs = render(overlay)
+    for sts_name in (CONTROLLERS, BROKERS):
+        [claim] = find(docs, "StatefulSet", sts_name)["spec"]["volumeClaimTemplates"]
+        assert claim["metadata"]["labels"]["app.kubernetes.io/part-of"] == "kanal"
+    policy = find(docs, "NetworkPolicy", "kanal-controller-raft")["spec"]
+    assert policy["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": CONTROLLERS}
+    raft_rules = [r for r in policy["ingress"] if any(p["port"] == 9093 for p in r["ports"])]
+    assert raft_rules == [r for r in policy["ingress"] if "from" in r]
+    assert [r["from"] for r in raft_rules] == [[{"podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": CONTROLLERS}}}]]
