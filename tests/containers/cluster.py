@@ -194,18 +194,43 @@ class ContainerCluster:
         client = docker.from_env()
         try:
             for node in self.nodes:
-                client.volumes.create(node.volume, labels=self.labels())
-                container = DockerContainer(self.image, command=list(node.pod.args), env=node.env,
-                                            network_mode="host", labels=self.labels(),
-                                            name=f"kanal-test-{self.run_id}-{node.name}")
-                container.with_volume_mapping(node.volume, DATA_MOUNT, "rw")
-                container.with_volume_mapping(str(self._secret_dir), SECRET_MOUNT, "ro")
-                if node.name in self._rack_dirs:
-                    container.with_volume_mapping(str(self._rack_dirs[node.name]), self._rack_mount, "ro")
-                node.container = container.start()
+                self._create(client, node)
         finally:
             client.close()
         self.wait_ready(self.nodes, timeout_s)
+
+    def _create(self, client, node: ContainerNode) -> None:
+        """A new volume and a new container for `node`, started (its pod's first start)."""
+        client.volumes.create(node.volume, labels=self.labels())
+        container = DockerContainer(self.image, command=list(node.pod.args), env=node.env,
+                                    network_mode="host", labels=self.labels(),
+                                    name=f"kanal-test-{self.run_id}-{node.name}")
+        container.with_volume_mapping(node.volume, DATA_MOUNT, "rw")
+        container.with_volume_mapping(str(self._secret_dir), SECRET_MOUNT, "ro")
+        if node.name in self._rack_dirs:
+            container.with_volume_mapping(str(self._rack_dirs[node.name]), self._rack_mount, "ro")
+        node.container = container.start()
+
+    def replace_volume(self, node: ContainerNode) -> None:
+        """The pod's volume is lost: its container and volume are removed (by their ids) and the pod starts
+        again on a new, empty volume of the same name (a StatefulSet re-creating the claim)."""
+        client = docker.from_env()
+        try:
+            old = node._docker
+            old.remove(force=True)
+            client.volumes.get(node.volume).remove(force=True)
+            self._create(client, node)
+        finally:
+            client.close()
+
+    def files(self, node: ContainerNode, path: str) -> list[str]:
+        """The names under `path` in a (stopped or running) node's container, read from its filesystem."""
+        import io
+        import tarfile
+
+        stream, _ = node._docker.get_archive(path)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            return sorted(m.name for m in tar.getmembers())
 
     def wait_ready(self, nodes: Iterable[ContainerNode], timeout_s: float = 120) -> None:
         """Wait until each node's gRPC health says SERVING (what the readiness probe asks)."""
