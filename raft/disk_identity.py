@@ -119,7 +119,7 @@ def recorded_cluster(snapshot) -> str:
     return ""
 
 
-def cluster_problem(identity: DiskIdentity, data_dir: Path, quorum_cluster_id: str) -> str | None:
+def cluster_problem(identity: DiskIdentity, data_dir: Path | str, quorum_cluster_id: str) -> str | None:
     """The one line a controller whose disk names another cluster than `quorum_cluster_id` (its own log's,
     or a peer's) stops with; None when they agree or either is unknown."""
     if not quorum_cluster_id or not identity.cluster_id:
