@@ -10,7 +10,7 @@ cost an ISR member that this one is about to provide. A broker is ready when
 
 or, once `ready_isr_wait_ms_max` has passed since (1), anyway, saying which partitions are still out
 (a follower that cannot catch up, say with a huge backlog, must not keep the pod unready forever: the roll
-then stops at the next broker's `kanal broker-safe-to-stop` check instead, deploy/k8s/README.md).
+then stops at the next broker's `kanal brokers safe-to-stop` check instead, deploy/k8s/README.md).
 
 Pure: the image, the state and the time are arguments; BrokerServer polls it and sets the health status.
 """

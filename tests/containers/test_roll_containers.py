@@ -4,8 +4,9 @@
   between two acknowledgements stays within 2 s, and every acknowledged record is read back;
 - a restarted broker with a backlog to catch up is not Ready (gRPC health "") until it is back in the ISR of
   its partitions, observed from outside;
-- a rolling restart of all six nodes (controllers first, one at a time, each Ready before the next) under
-  load loses nothing, and the ISR sampled throughout never drops below min.insync.replicas;
+- a rolling restart of all six nodes (controllers first, one at a time, each Ready before the next; each
+  broker stopped only once `kanal brokers safe-to-stop`, the preStop hook's check, says so) under load
+  loses nothing, and the ISR sampled throughout never drops below min.insync.replicas;
 - a controller whose volume was deleted is brought back by deploy/k8s/README.md's steps, run as the README
   runs them (`kanal quorum ...` inside a broker's container), and votes again.
 """
@@ -133,7 +134,10 @@ def test_a_rolling_restart_of_all_six_nodes_keeps_min_insync_and_loses_nothing(c
         wait_until(lambda: len(load.ack_times) > 200, 60, "the load to be acknowledged")
         for node in containers.controllers:  # controllers first, one at a time
             containers.restart(node)
-        for node in containers.brokers:
+        for node in containers.brokers:  # each only once the roll's check (the preStop hook's) says so
+            code, out = kanal_in(node, "brokers", "safe-to-stop", "--id", str(node.node_id),
+                                 "--bootstrap", node.endpoint, "--wait-ms-max", "60000")
+            assert code == 0, out
             containers.restart(node)
         acked = len(load.ack_times)
         wait_until(lambda: len(load.ack_times) > acked + 200, 60, "acknowledgements after the roll")

@@ -160,3 +160,23 @@ def test_cleanup_labels_reach_the_data_volumes_and_only_controllers_reach_raft(o
     assert raft_rules == [r for r in policy["ingress"] if "from" in r]
     assert [r["from"] for r in raft_rules] == [[{"podSelector": {"matchLabels": {
         "app.kubernetes.io/name": CONTROLLERS}}}]]
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_a_broker_pod_stops_only_once_that_is_safe_and_within_its_grace_period(overlay):
+    """Issue 40, item 4: the brokers' preStop hook runs `kanal brokers safe-to-stop` for the pod's own id,
+    bounded well inside terminationGracePeriodSeconds (the controlled shutdown after it needs a few seconds),
+    and the command line it runs parses as the kanal command's."""
+    from kanal.clients.cli import build_parser as client_parser
+
+    spec = find(render(overlay), "StatefulSet", BROKERS)["spec"]["template"]["spec"]
+    command = spec["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[:2] == ["sh", "-c"]
+    argv = command[2].split()
+    assert argv[:4] == ["exec", "kanal", "brokers", "safe-to-stop"]
+    args = client_parser().parse_args([a.replace('"${HOSTNAME##*-}"', "2") for a in argv[2:]])
+    assert args.id == 2 and args.bootstrap == "localhost:9092"
+    # The id: the ordinal at the tail of the pod name, as the shell takes it.
+    assert subprocess.run(["sh", "-c", 'echo "${HOSTNAME##*-}"'], env={"HOSTNAME": "kanal-broker-12"},
+                          capture_output=True, text=True, check=True).stdout.strip() == "12"
+    assert args.wait_ms_max / 1000 + 20 <= spec["terminationGracePeriodSeconds"]
