@@ -204,7 +204,7 @@ def _stop_verdict(admin: Admin, broker_id: int, min_insync: dict[str, int]) -> S
     return judge_stop(broker_id, partitions, min_insync)
 
 
-def brokers_safe_to_stop(args, admin_for: AdminFor) -> int:
+def brokers_safe_to_stop(args: argparse.Namespace, admin_for: AdminFor) -> int:
     deadline = time.monotonic() + args.wait_ms_max / 1000
     min_insync: dict[str, int] = {}
     with admin_for(args) as admin:
@@ -262,7 +262,7 @@ def quorum_remove(args, admin_for: AdminFor) -> int:
 
 
 def add_operations_parsers(sub, common: argparse.ArgumentParser, admin_for: AdminFor) -> None:
-    def bind(handler):
+    def bind(handler: Callable[[argparse.Namespace, AdminFor], int]) -> Callable[[argparse.Namespace], int]:
         return lambda args: handler(args, admin_for)
 
     reassign = sub.add_parser("reassign", help="move partition replicas between brokers "
