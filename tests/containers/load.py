@@ -83,10 +83,15 @@ class TimedLoad:
 
     def max_stall_s(self, since: float, until: float) -> float:
         """The longest time without an acknowledgement within [since, until] (the window's edges count)."""
+        start, end = self.largest_gap(since, until)
+        return end - start
+
+    def largest_gap(self, since: float, until: float) -> tuple[float, float]:
+        """Where that longest time without an acknowledgement begins and ends."""
         with self._lock:
             times = sorted(t for t in self.ack_times if since <= t <= until)
         points = [since, *times, until]
-        return max(b - a for a, b in itertools.pairwise(points))
+        return max(itertools.pairwise(points), key=lambda gap: gap[1] - gap[0])
 
 
 @dataclass
