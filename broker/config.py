@@ -56,6 +56,10 @@ class BrokerConfig:
     heartbeat_interval_ms: int = 1000
     # A follower out of date for longer than this is removed from the ISR (replica.lag.time.max.ms).
     replica_lag_ms_max: int = 10_000
+    # Readiness (broker/readiness.py) waits until this broker is back in the ISR of every partition it
+    # hosts, at most this long after it was caught up and unfenced; then it is ready anyway and logs why.
+    # 0 .. 86,400,000 (0: do not wait for the ISRs).
+    ready_isr_wait_ms_max: int = 300_000
     # Long-poll wait of follower fetches (replica.fetch.wait.max.ms).
     replica_fetch_wait_ms_max: int = 500
     # Bytes per partition a follower fetch asks for.
@@ -143,6 +147,8 @@ class BrokerConfig:
         _check(len(self.controllers) >= 1, "at least one controller endpoint is needed")
         object.__setattr__(self, "controller_endpoints", tuple(parse_endpoint(c) for c in self.controllers))
         _check(100 <= self.heartbeat_interval_ms <= 60_000, "heartbeat_interval_ms must be in [100, 60000]")
+        _check(0 <= self.ready_isr_wait_ms_max <= 86_400_000,
+               "ready_isr_wait_ms_max must be in [0, 86400000]")
         _check(self.replica_lag_ms_max > self.replica_fetch_wait_ms_max,
                "replica_lag_ms_max must exceed replica_fetch_wait_ms_max, or idle followers leave the ISR")
         _check(

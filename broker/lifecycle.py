@@ -5,7 +5,13 @@ directory (meta.properties, broker/storage/meta_properties.py: made on the direc
 emptied or replaced disk registers a new one), and gets a broker epoch; it then heartbeats every
 heartbeat_interval_ms with the metadata offset it has applied. The controller unfences it once it has
 caught up and fences it when heartbeats stop. On shutdown the broker asks to be fenced first
-(want_shutdown), so its leaderships move before it stops serving.
+(want_shutdown), so its leaderships move before it stops serving; from then on every heartbeat it sends
+asks the same (the controller keeps it fenced until it registers again in any case).
+
+Cluster identity. The registration reply names the cluster (the metadata log's ClusterIdentityRecord).
+Before the broker follows any metadata, that id is judged against the data directory's meta.properties
+(storage/cluster_identity.py): another cluster's disk fails the start with INCONSISTENT_CLUSTER_ID, one
+line naming both ids, and nothing on the disk is touched; a directory naming none records it.
 
 One process per broker id (Kafka's rule: the newer registration wins only once the old session is over):
 
@@ -40,7 +46,13 @@ from pathlib import Path
 
 from kanal.broker.config import check_heartbeat_fits_session
 from kanal.broker.controller_client import ControllerClient
-from kanal.broker.storage.meta_properties import MetaPropertiesError, load_or_create
+from kanal.broker.storage.cluster_identity import ClusterVerdict, judge_cluster_id, mismatch_message
+from kanal.broker.storage.meta_properties import (
+    MetaProperties,
+    MetaPropertiesError,
+    load_or_create,
+    record_cluster_id,
+)
 from kanal.server.fatal import stop_process
 from kanal.v1 import controller_pb2
 from kanal.v1.error import ErrorCode, KanalError
@@ -67,11 +79,21 @@ class BrokerLifecycle:
         self.incarnation_id = str(uuid.uuid4())
         # The data directory's identity; "" without a data directory (tests of the lifecycle alone).
         self.directory_id = ""
+        self._data_dir = None if data_dir is None else Path(data_dir)
+        self._meta: MetaProperties | None = None
         if data_dir is not None:
             try:
-                self.directory_id = load_or_create(data_dir, broker_id).directory_id
+                self._meta = load_or_create(data_dir, broker_id)
             except (MetaPropertiesError, OSError) as exc:
                 raise KanalError(ErrorCode.INVALID_CONFIG, f"data directory {data_dir}: {exc}") from exc
+            self.directory_id = self._meta.directory_id
+        # True when this start recorded the quorum's cluster id in a directory that named none (upgrades:
+        # storage/cluster_identity.py; the replica manager then checks the first image's topic ids).
+        self.adopted_cluster = False
+        # Set once the shutdown request went out: every later heartbeat asks to shut down too, so the
+        # heartbeat thread cannot report this broker alive while it stops (the controller also keeps it
+        # fenced: kanal.metadata.broker_liveness).
+        self._shutting_down = False
         self._on_superseded = on_superseded
         self.broker_epoch = -1
         self.fenced = True
@@ -102,14 +124,15 @@ class BrokerLifecycle:
                 reply = self._client.call("RegisterBroker", request,
                                           timeout_s=max(0.1, min(5.0, deadline - time.monotonic())))
             except KanalError as exc:
-                if exc.code == ErrorCode.INVALID_CONFIG:
-                    raise  # no retry mends a configuration
+                if exc.code in (ErrorCode.INVALID_CONFIG, ErrorCode.INCONSISTENT_CLUSTER_ID):
+                    raise  # no retry mends a configuration, or a disk of another cluster
                 problem = exc
             else:
                 if reply.error == ErrorCode.NONE:
                     if reply.session_timeout_ms > 0:
                         check_heartbeat_fits_session(self._interval_ms, reply.session_timeout_ms)
                         self.session_timeout_ms = reply.session_timeout_ms
+                    self._check_cluster(reply.cluster_id)
                     self.broker_epoch = reply.broker_epoch
                     self.cluster_id = reply.cluster_id
                     self.active_controller_id = reply.controller_id
@@ -134,10 +157,30 @@ class BrokerLifecycle:
             log.info("registration not accepted yet (%s); retrying", problem)
             time.sleep(0.2)
 
+    def _check_cluster(self, cluster_id: str) -> None:
+        """Before anything the quorum says is acted on: does the data directory belong to its cluster?
+        (storage/cluster_identity.py). Raises INCONSISTENT_CLUSTER_ID, one line naming both ids, and
+        touches nothing when it does not."""
+        node = f"broker {self.broker_id}"
+        if not cluster_id:
+            raise KanalError(ErrorCode.INCONSISTENT_CLUSTER_ID,
+                             f"{node}: the controller quorum names no cluster id (controllers older than "
+                             "this broker): upgrade the controllers first")
+        if self._meta is None or self._data_dir is None:
+            return
+        verdict = judge_cluster_id(self._meta.cluster_id, cluster_id)
+        if verdict is ClusterVerdict.MISMATCH:
+            raise KanalError(ErrorCode.INCONSISTENT_CLUSTER_ID,
+                             mismatch_message(node, self._data_dir, self._meta.cluster_id, cluster_id))
+        if verdict is ClusterVerdict.ADOPT:
+            self._meta = record_cluster_id(self._data_dir, self._meta, cluster_id)
+            self.adopted_cluster = True
+            log.info("data directory %s now records cluster id %s", self._data_dir, cluster_id)
+
     def heartbeat(self, *, want_shutdown: bool = False) -> controller_pb2.BrokerHeartbeatResponse:
         request = controller_pb2.BrokerHeartbeatRequest(
             broker_id=self.broker_id, broker_epoch=self.broker_epoch,
-            metadata_offset=self._metadata_offset(), want_shutdown=want_shutdown,
+            metadata_offset=self._metadata_offset(), want_shutdown=want_shutdown or self._shutting_down,
         )
         reply = self._client.call("BrokerHeartbeat", request, timeout_s=2 * self._interval_s,
                                   attempt_timeout_s=self._interval_s)
@@ -152,8 +195,15 @@ class BrokerLifecycle:
             )
             return reply
         if reply.error == ErrorCode.STALE_BROKER_EPOCH:
+            if self._shutting_down:
+                return reply  # stopping: a new registration would only make the broker alive again
             log.warning("broker epoch %d is stale; registering again", self.broker_epoch)
-            self.register(timeout_s=10)
+            try:
+                self.register(timeout_s=10)
+            except KanalError as exc:
+                if exc.code != ErrorCode.INCONSISTENT_CLUSTER_ID:
+                    raise
+                self._on_superseded(exc.message)  # the quorum now names another cluster: stop, touch nothing
             return reply
         if reply.error != ErrorCode.NONE:
             raise KanalError(reply.error, reply.error_message or "heartbeat refused")
@@ -176,7 +226,9 @@ class BrokerLifecycle:
                 log.warning("heartbeat failed: %s", exc)
 
     def controlled_shutdown(self, timeout_s: float) -> bool:
-        """Ask to be fenced so leaderships move away; True once the controller says it may stop."""
+        """Ask to be fenced so leaderships move away; True once the controller says it may stop. From
+        here on every heartbeat (the heartbeat thread's too) asks to shut down."""
+        self._shutting_down = True
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:

@@ -11,7 +11,10 @@ On reconcile, a replica whose topic name now has another id (deleted and recreat
 fresh one created; a directory on disk recording another id is never adopted but removed as a stray
 (`_claim_directory`). The first image given (the metadata follower publishes none before its initial
 catch-up, metadata_catch_up.py, so it is the cluster as it is now) also removes the replica directories it
-does not name at all (topics deleted while this broker was away). A Fetch naming a topic id that is not the
+does not name at all (topics deleted while this broker was away). No image is reconciled (and so nothing
+deleted) unless it names the cluster that registration checked this broker's data directory against
+(`set_cluster`, storage/cluster_identity.py): a quorum started afresh knows no topics, and its word would
+delete every replica. A Fetch naming a topic id that is not the
 one hosted under the name is answered UNKNOWN_TOPIC_ID (`partition`), so a follower never copies across
 incarnations.
 """
@@ -36,6 +39,7 @@ from kanal.broker.partition import FOLLOWER, LEADER, Assignment, Partition
 from kanal.broker.produce_call import ProduceCall, ProduceWait
 from kanal.broker.replica_fetcher import ReplicaFetcher
 from kanal.broker.replication_throttle import ReplicationThrottle
+from kanal.broker.storage.cluster_identity import foreign_replicas, foreign_replicas_message, mismatch_message
 from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.storage.partition_metadata import (
     DELETE_SUFFIX,
@@ -53,6 +57,7 @@ from kanal.metadata import MetadataImage, topic_config_texts
 from kanal.metadata.ids import BrokerId
 from kanal.metadata.topic_config import effective_topic_configs
 from kanal.server.clock import PROCESS_CLOCK
+from kanal.server.fatal import stop_process
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from kanal.v1.error import ErrorCode, KanalError
@@ -88,6 +93,11 @@ class ReplicaManager:
         self._own_loop_thread: threading.Thread | None = None
         self._image = MetadataImage()
         self._swept = False  # the first reconcile removed the directories the image does not name
+        # The cluster id registration checked against the data directory (set_cluster); None: not set, as
+        # in tests of the manager alone. Images naming another cluster are never reconciled.
+        self._cluster_id: str | None = None
+        self._adopted_cluster = False
+        self._fatal: Callable[[str], object] = stop_process
         # The last image on_metadata finished with (None before the first): Metadata answers from it, so a
         # client told "broker N leads p" finds p's replica on N.
         self.reconciled_image: MetadataImage | None = None
@@ -133,8 +143,37 @@ class ReplicaManager:
 
     # ---- metadata ----
 
+    def set_cluster(self, cluster_id: str, *, adopted: bool,
+                    fatal: Callable[[str], object] = stop_process) -> None:
+        """The cluster registration checked the data directory against (storage/cluster_identity.py);
+        `adopted`: the directory recorded none until this start. Before the first image."""
+        self._cluster_id = cluster_id
+        self._adopted_cluster = adopted
+        self._fatal = fatal
+
+    def _foreign_image(self, image: MetadataImage) -> str | None:
+        """Why this image must not be reconciled (it would delete replicas on the word of a quorum that
+        is not this directory's cluster); None when it may be."""
+        if self._cluster_id is None:
+            return None
+        node = f"broker {self.broker_id}"
+        if image.cluster_id != self._cluster_id:
+            named = image.cluster_id or "(none)"
+            return mismatch_message(node, self.config.data_dir, self._cluster_id, named)
+        if self._adopted_cluster and not self._swept:
+            on_disk = replica_directories(Path(self.config.data_dir))
+            recorded = [read_topic_id(d) or "" for d in on_disk.values()]
+            if foreign_replicas(recorded, {str(t) for t in image.topics_by_id}):
+                return foreign_replicas_message(node, self.config.data_dir, len(on_disk), image.cluster_id)
+        return None
+
     def on_metadata(self, old: MetadataImage, new: MetadataImage) -> None:
         """Make the hosted replicas match the image: create, lead, follow, update ISR, delete."""
+        foreign = self._foreign_image(new)
+        if foreign is not None:
+            log.error("%s", foreign)
+            self._fatal(foreign)  # stops the process; nothing was changed
+            return
         self._image = new
         wanted: set[tuple[str, int]] = set()
         follow: dict[int, list[Partition]] = {}

@@ -41,6 +41,7 @@ from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.producer_ids import ProducerIdManager
 from kanal.broker.quota_interceptor import BrokerQuotas, QuotaInterceptor
 from kanal.broker.quota_sampler import QuotaWindows
+from kanal.broker.readiness import judge_readiness, partitions_out_of_isr
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.request_authorization import RequestGate
 from kanal.broker.service import BrokerService
@@ -153,6 +154,9 @@ class BrokerServer:
                     "(--metrics HOST:PORT moves the endpoint, --metrics off switches it off)",
                 ) from exc
         self.lifecycle.register(timeout_s=register_timeout_s)
+        # Registration checked the data directory against the quorum's cluster id; the replica manager
+        # reconciles only images of that cluster (nothing is deleted on another cluster's word).
+        self.replicas.set_cluster(self.lifecycle.cluster_id, adopted=self.lifecycle.adopted_cluster)
         # The broker epoch is the offset of this registration's record: the first image published holds it.
         self.metadata.require_offset(self.lifecycle.broker_epoch + 1)
         self._spawn("metadata-follower", self.metadata.run)
@@ -220,12 +224,28 @@ class BrokerServer:
         self._threads.append(thread)
 
     def _wait_ready(self, stop: threading.Event) -> None:
-        """SERVING once the initial catch-up has published the image and the controller has unfenced this
-        broker (before that it can lead nothing, and topics cannot be placed on it)."""
+        """SERVING once the initial catch-up has published the image, the controller has unfenced this
+        broker and it is back in the ISR of every partition it hosts (or ready_isr_wait_ms_max passed):
+        broker/readiness.py."""
+        unfenced_ms: int | None = None
+        said = ""
         while not stop.is_set():
-            if self.metadata.caught_up and not self.lifecycle.fenced:
+            now_ms = PROCESS_CLOCK.now_ms()
+            caught_up, fenced = self.metadata.caught_up, self.lifecycle.fenced
+            if caught_up and not fenced and unfenced_ms is None:
+                unfenced_ms = now_ms
+            # The latest image: leaders add this broker back to their ISRs through the controller.
+            out = partitions_out_of_isr(self.metadata.image, self.config.broker_id)
+            verdict = judge_readiness(caught_up=caught_up, fenced=fenced, out_of_isr=out,
+                                      waited_ms=0 if unfenced_ms is None else now_ms - unfenced_ms,
+                                      wait_ms_max=self.config.ready_isr_wait_ms_max)
+            if verdict.ready:
                 self._on_loop(self._set_health(health_pb2.HealthCheckResponse.SERVING))
+                log.info("ready: %s", verdict.reason)
                 return
+            if verdict.reason != said:
+                said = verdict.reason
+                log.info("not ready yet: %s", verdict.reason)
             stop.wait(0.05)
 
     def _maintenance(self, stop: threading.Event) -> None:

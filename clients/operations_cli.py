@@ -15,6 +15,9 @@
 - `kanal leaders elect --preferred [--topic T [--partition P]]`: preferred-leader election (every partition
   not led by its preferred replica by default); exit 1 when one could not be elected.
 - `kanal brokers unregister --id N`: decommission a stopped broker that holds no replicas.
+- `kanal brokers safe-to-stop --id N [--wait-ms-max MS]`: exit 0 once stopping broker N leaves every
+  partition at min.insync.replicas or above (stop_safety.py), 1 with NOT_ENOUGH_REPLICAS naming the
+  partitions when the wait (0: none) passes first. The brokers' preStop hook (deploy/k8s) runs it.
 - `kanal quorum describe`, `kanal quorum add --id N --raft HOST:PORT --grpc HOST:PORT`, `kanal quorum remove
   --id N`: the controller quorum (AddVoter / RemoveVoter through a broker, which forwards them to the
   active controller; raft/quorum_change.py). Exit 1 with INVALID_QUORUM_CHANGE when a change is refused.
@@ -25,15 +28,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kanal.clients.admin import BROKER, Admin
+from kanal.clients.admin import BROKER, TOPIC, Admin
 from kanal.clients.balance_plan import PlanError, changed, plan_balance
+from kanal.clients.cluster_metadata import PartitionInfo
 from kanal.clients.reassignment_plan import PlanFormatError, check_plan, format_plan, parse_plan
+from kanal.clients.stop_safety import StopVerdict, judge_stop
 from kanal.v1.error import ErrorCode, KanalError
 
 AdminFor = Callable[[argparse.Namespace], Admin]
+_SAFE_TO_STOP_POLL_S = 0.5
 THROTTLE_KEY = "follower.replication.throttled.rate"
 
 
@@ -181,6 +188,41 @@ def brokers_unregister(args, admin_for: AdminFor) -> int:
     return 0
 
 
+def _stop_verdict(admin: Admin, broker_id: int, min_insync: dict[str, int]) -> StopVerdict:
+    """The verdict from a broker's metadata now; `min_insync` caches each topic's min.insync.replicas."""
+    partitions: list[PartitionInfo] = []
+    for name in admin.list_topics(include_internal=True):
+        try:
+            partitions += admin.describe_topic(name).partitions
+            if name not in min_insync:
+                entries = {e.key: e.value for e in admin.describe_configs(TOPIC, name)}
+                min_insync[name] = int(entries.get("min.insync.replicas", "1"))
+        except KanalError as error:
+            if error.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise
+            # Deleted since it was listed: nothing of it to keep in sync.
+    return judge_stop(broker_id, partitions, min_insync)
+
+
+def brokers_safe_to_stop(args: argparse.Namespace, admin_for: AdminFor) -> int:
+    deadline = time.monotonic() + args.wait_ms_max / 1000
+    min_insync: dict[str, int] = {}
+    with admin_for(args) as admin:
+        while True:
+            verdict = _stop_verdict(admin, args.id, min_insync)
+            if verdict.safe:
+                break
+            if time.monotonic() >= deadline:
+                raise KanalError(ErrorCode.NOT_ENOUGH_REPLICAS, verdict.reason(args.id))
+            time.sleep(_SAFE_TO_STOP_POLL_S)  # the CLI's own polling; the cluster's state is what it waits on
+    lines = [verdict.reason(args.id)]
+    if verdict.unavoidable:
+        lines.append(f"  below min.insync.replicas during any restart (replication factor <= min.insync): "
+                     f"{', '.join(verdict.unavoidable)}")
+    _emit(args, lines, {"broker": args.id, "safe": True, "unavoidable": list(verdict.unavoidable)})
+    return 0
+
+
 def _emit(args, lines: list[str], data: object) -> None:
     # --output json: the data (as the other commands print it), else the lines.
     if getattr(args, "output", None) == "json":
@@ -220,7 +262,7 @@ def quorum_remove(args, admin_for: AdminFor) -> int:
 
 
 def add_operations_parsers(sub, common: argparse.ArgumentParser, admin_for: AdminFor) -> None:
-    def bind(handler):
+    def bind(handler: Callable[[argparse.Namespace, AdminFor], int]) -> Callable[[argparse.Namespace], int]:
         return lambda args: handler(args, admin_for)
 
     reassign = sub.add_parser("reassign", help="move partition replicas between brokers "
@@ -274,6 +316,14 @@ def add_operations_parsers(sub, common: argparse.ArgumentParser, admin_for: Admi
     )
     c.add_argument("--id", type=int, required=True, help="the broker's id")
     c.set_defaults(func=bind(brokers_unregister))
+    c = brokers.add_parser(
+        "safe-to-stop", parents=[common],
+        help="exit 0 once stopping a broker leaves every partition at min.insync.replicas (a roll's check)",
+    )
+    c.add_argument("--id", type=int, required=True, help="the broker's id")
+    c.add_argument("--wait-ms-max", type=int, default=0,
+                   help="wait up to this long for it to become safe (default 0: answer at once)")
+    c.set_defaults(func=bind(brokers_safe_to_stop))
 
     quorum = sub.add_parser("quorum", help="controller quorum: describe, add or remove a voter "
                                            "(kafka-metadata-quorum)").add_subparsers(

@@ -24,6 +24,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "kanal.deploy.node_zone",
         "write this pod's node zone to a file (an init container; broker --rack-file)",
     ),
+    "health": (
+        "kanal.deploy.health_probe",
+        "ask a node's gRPC health service, over TLS too (an exec probe; exit 0 when SERVING)",
+    ),
     "chaos": (
         "kanal.deploy.chaos.cli",
         "fault runner: workloads under kills, pauses and partitions, history checked",

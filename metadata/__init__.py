@@ -17,6 +17,7 @@ from kanal.metadata.broker_registration import (
     describe_brokers,
 )
 from kanal.metadata.client_quota_admin import decide_alter_client_quotas, describe_client_quotas
+from kanal.metadata.cluster_identity import cluster_id_problem, decide_cluster_identity
 from kanal.metadata.config_admin import decide_alter_configs, describe_configs
 from kanal.metadata.config_resource import effective_topic_config, topic_config_texts
 from kanal.metadata.controller_registration import decide_register_controller
@@ -96,6 +97,7 @@ __all__ = [
     "apply_batch",
     "authorize",
     "check_image",
+    "cluster_id_problem",
     "decide_allocate_producer_ids",
     "decide_alter_client_quotas",
     "decide_alter_configs",
@@ -104,6 +106,7 @@ __all__ = [
     "decide_alter_user_scram_credentials",
     "decide_auto_leader_rebalance",
     "decide_broker_heartbeat",
+    "decide_cluster_identity",
     "decide_create_acls",
     "decide_create_partitions",
     "decide_create_topics",

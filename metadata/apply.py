@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 
 from kanal.metadata.acl import EMPTY_ACL_SET, AclEntry, check_entry
 from kanal.metadata.client_quota import QUOTA_ENTITY_TYPES, QUOTA_KEYS
+from kanal.metadata.cluster_identity import cluster_id_problem
 from kanal.metadata.config_resource import check_broker_resource_name, check_stored_config_value
 from kanal.metadata.ids import (
     NO_LEADER,
@@ -279,15 +280,21 @@ def _registration_change(
             f"BrokerRegistrationChange for broker {r.broker_id} epoch {r.broker_epoch}, "
             f"newer than its registration epoch {existing.broker_epoch}"
         )
-    if r.fenced == existing.fenced:
+    if r.in_controlled_shutdown and not r.fenced:
+        raise _fail(f"BrokerRegistrationChange unfences broker {r.broker_id} in controlled shutdown")
+    if existing.in_controlled_shutdown and not r.fenced:
+        # Sticky until the broker registers again (metadata.proto): the process is on its way out.
+        raise _fail(f"BrokerRegistrationChange unfences broker {r.broker_id}, in controlled shutdown")
+    shutdown = existing.in_controlled_shutdown or r.in_controlled_shutdown
+    if r.fenced == existing.fenced and shutdown == existing.in_controlled_shutdown:
         state = "fenced" if r.fenced else "unfenced"
         raise _fail(f"BrokerRegistrationChange leaves broker {r.broker_id} {state}: it changes nothing")
-    ctx.journal.put(image.brokers, existing.broker_id, _with_fenced(existing, r.fenced))
+    ctx.journal.put(image.brokers, existing.broker_id, _with_fenced(existing, r.fenced, shutdown))
     if r.fenced:
         ctx.departed_brokers.add(existing.broker_id)
 
 
-def _with_fenced(reg: BrokerRegistration, fenced: bool) -> BrokerRegistration:
+def _with_fenced(reg: BrokerRegistration, fenced: bool, in_controlled_shutdown: bool) -> BrokerRegistration:
     return BrokerRegistration(
         reg.broker_id,
         reg.incarnation_id,
@@ -297,6 +304,7 @@ def _with_fenced(reg: BrokerRegistration, fenced: bool) -> BrokerRegistration:
         fenced,
         reg.metrics_endpoint,
         reg.directory_id,
+        in_controlled_shutdown,
     )
 
 
@@ -609,6 +617,14 @@ def _controller_registration(
     if r.controller_id < 0 or not r.directory_id:
         raise _fail(f"ControllerRegistration needs a controller id >= 0 and a directory id, got {r}")
     recorded = image.controller_directories.get(r.controller_id)
+    if r.removed:
+        if recorded != r.directory_id:
+            raise _fail(f"ControllerRegistration removal of controller {r.controller_id} directory "
+                        f"{r.directory_id}, recorded as {recorded}")
+        if any(v.controller_id == r.controller_id for v in image.voters):
+            raise _fail(f"ControllerRegistration removal of controller {r.controller_id}, still a voter")
+        ctx.journal.delete(image.controller_directories, r.controller_id)
+        return
     if recorded is not None and recorded != r.directory_id:
         # KIP-853: a voter's directory id is what tells its disk from an empty or another one; it is
         # never overwritten (the decision refuses), or the check at start would pass on a wrong disk.
@@ -691,6 +707,17 @@ def _voter_set(image: MetadataImage, r: metadata_pb2.VoterSetRecord, ctx: _Conte
     ctx.journal.set(image, "voters", voters)
 
 
+def _cluster_identity(image: MetadataImage, r: metadata_pb2.ClusterIdentityRecord, ctx: _Context) -> None:
+    problem = cluster_id_problem(r.cluster_id)
+    if problem is not None:
+        raise _fail(f"ClusterIdentityRecord: {problem}")
+    if image.cluster_id and image.cluster_id != r.cluster_id:
+        # Written once (cluster_identity.py decides only on an image without one): a second, different id
+        # would make every node's meta.properties name the wrong cluster.
+        raise _fail(f"ClusterIdentityRecord {r.cluster_id!r}: the log records cluster {image.cluster_id!r}")
+    ctx.journal.set(image, "cluster_id", r.cluster_id)
+
+
 def _no_op(image: MetadataImage, r: metadata_pb2.NoOpRecord, ctx: _Context) -> None:
     """Changes nothing: it only makes a new controller's epoch visible in the log."""
 
@@ -708,6 +735,7 @@ _HANDLERS: dict[str, Callable[[MetadataImage, Any, _Context], None]] = {
     "client_quota": _client_quota,
     "producer_ids": _producer_ids,
     "no_op": _no_op,
+    "cluster_identity": _cluster_identity,
     "voter_set": _voter_set,
     "controller_registration": _controller_registration,
     "access_control_entry": _access_control_entry,

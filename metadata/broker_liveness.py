@@ -6,8 +6,11 @@ last heartbeat time (in memory, on the active controller) and passes it in.
 - A fenced broker is unfenced once it has caught up: its heartbeat reports a metadata offset past its own
   RegisterBrokerRecord (offset > broker_epoch, KRaft's rule), or past `catch_up_offset` when the shell
   asks for more. Offline partitions it is in sync for get it as leader (CAUSE_LEADER_RECOVERED).
-- `want_shutdown` fences the broker at once ("controlled shutdown"), moving its leaderships away; the
-  reply says shutdown_ready once the broker leads nothing (true as soon as the records are applied).
+- `want_shutdown` fences the broker at once ("controlled shutdown"), moving its leaderships away, and
+  marks it *in controlled shutdown*; the reply says shutdown_ready once the broker leads nothing (true as
+  soon as the records are applied). The mark is sticky, as KRaft's: no heartbeat unfences the broker
+  until it registers again (a new RegisterBrokerRecord has no mark), so a regular heartbeat that reaches
+  the controller after the shutdown request cannot undo it.
 - A live broker whose last heartbeat is more than the session timeout ago is fenced ("session
   timeout"). A new active controller knows no heartbeat times: it must start every registered broker's
   session at its activation time (as KRaft does), or it would fence the whole cluster.
@@ -20,8 +23,8 @@ from collections.abc import Mapping
 from kanal.metadata.decision import Decision, Stamp
 from kanal.metadata.fencing import fence_records, unfence_records
 from kanal.metadata.ids import BrokerId
-from kanal.metadata.image import MetadataImage
-from kanal.v1 import controller_pb2
+from kanal.metadata.image import BrokerRegistration, MetadataImage
+from kanal.v1 import controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode
 
 
@@ -58,8 +61,13 @@ def decide_broker_heartbeat(
             ),
         )
     if request.want_shutdown:
-        records = fence_records(image, [reg.broker_id], stamp, "controlled shutdown")
+        records = _controlled_shutdown_records(image, reg, stamp)
         fenced, shutdown_ready = True, True
+    elif reg.in_controlled_shutdown:
+        # Sticky: a heartbeat sent just after the shutdown request (the broker's heartbeat thread races its
+        # shutdown) must not unfence a process that is about to exit, or leaders would add it back to
+        # their ISRs and acks=all writes would wait for it until its session expired.
+        records, fenced, shutdown_ready = [], True, True
     elif reg.fenced:
         required = reg.broker_epoch + 1 if catch_up_offset is None else catch_up_offset
         caught_up = request.metadata_offset >= required
@@ -77,6 +85,25 @@ def decide_broker_heartbeat(
             shutdown_ready=shutdown_ready,
         ),
     )
+
+
+def _controlled_shutdown_records(
+    image: MetadataImage, reg: BrokerRegistration, stamp: Stamp
+) -> list[metadata_pb2.MetadataRecord]:
+    """Fence the broker (moving its leaderships) and mark it in controlled shutdown; nothing when it is."""
+    if reg.in_controlled_shutdown:
+        return []
+    if not reg.fenced:
+        return fence_records(image, [reg.broker_id], stamp, "controlled shutdown", controlled_shutdown=True)
+    # Fenced already (session timeout, or not caught up yet): it leads nothing; only the mark is new.
+    return [
+        stamp.record(
+            broker_registration_change=metadata_pb2.BrokerRegistrationChangeRecord(
+                broker_id=reg.broker_id, broker_epoch=reg.broker_epoch, fenced=True,
+                reason="controlled shutdown", in_controlled_shutdown=True,
+            )
+        )
+    ]
 
 
 def decide_session_expirations(

@@ -20,11 +20,13 @@ from kanal.v1 import metadata_pb2
 
 
 def fence_records(
-    image: MetadataImage, broker_ids: Collection[BrokerId], stamp: Stamp, reason: str
+    image: MetadataImage, broker_ids: Collection[BrokerId], stamp: Stamp, reason: str, *,
+    controlled_shutdown: bool = False,
 ) -> list[metadata_pb2.MetadataRecord]:
     """Fence every listed broker that is registered and live, and re-elect the partitions it held.
 
     Brokers already fenced or not registered are left out; the result is empty when none is left.
+    `controlled_shutdown`: the brokers asked to shut down, and stay fenced until they register again.
     """
     to_fence = sorted(b for b in set(broker_ids) if image.is_live(b))
     if not to_fence:
@@ -36,6 +38,7 @@ def fence_records(
                 broker_epoch=image.brokers[b].broker_epoch,
                 fenced=True,
                 reason=reason,
+                in_controlled_shutdown=controlled_shutdown,
             )
         )
         for b in to_fence

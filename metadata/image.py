@@ -69,9 +69,13 @@ class BrokerRegistration:
     metrics_endpoint: str = ""
     # directory.id of the broker's data directory ("" when the registration predates directory ids).
     directory_id: str = ""
+    # The broker asked to shut down (BrokerRegistrationChangeRecord.in_controlled_shutdown): it stays
+    # fenced until it registers again, whatever its heartbeats say. Only ever True with `fenced`.
+    in_controlled_shutdown: bool = False
 
     def __repr__(self) -> str:
         state = "fenced" if self.fenced else "live"
+        state = "in controlled shutdown" if self.in_controlled_shutdown else state
         rack = f" rack={self.rack}" if self.rack else ""
         return f"<Broker {self.broker_id} epoch={self.broker_epoch} {self.endpoint}{rack} {state}>"
 
@@ -178,6 +182,8 @@ class MetadataImage:
     client_quotas: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
     # Kafka's user+client-id entities: (user name, client id) -> quota key -> value ("" a default).
     user_client_quotas: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    # The cluster's id (ClusterIdentityRecord, written once by the first active controller); "" until then.
+    cluster_id: str = ""
     # Controller id -> the directory id the quorum recorded for its data directory (KIP-853).
     controller_directories: dict[int, str] = field(default_factory=dict)
     # The controller quorum's voters as the last VoterSetRecord named them, by id; () before any change
@@ -236,6 +242,7 @@ class MetadataImage:
             broker_configs={k: dict(v) for k, v in self.broker_configs.items()},
             client_quotas={k: dict(v) for k, v in self.client_quotas.items()},
             user_client_quotas={k: dict(v) for k, v in self.user_client_quotas.items()},
+            cluster_id=self.cluster_id,
             controller_directories=dict(self.controller_directories),
             voters=self.voters,  # a tuple of frozen values
             acls=dict(self.acls),  # AclSets are immutable

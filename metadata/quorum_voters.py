@@ -156,8 +156,16 @@ def decide_remove_voter(
             f"removing {gone} would leave voters {[v.controller_id for v in after]} with only {live} "
             f"live: not a majority"
         )
-    return _write(after, operations_pb2.RemoveVoterResponse, now_ms=now_ms, principal=principal,
-                  request_id=request_id)
+    decision = _write(after, operations_pb2.RemoveVoterResponse, now_ms=now_ms, principal=principal,
+                      request_id=request_id)
+    recorded = image.controller_directories.get(gone)
+    if recorded is not None:
+        # Its disk identity goes with it (after the voter set, which it checks): the id may come back on a
+        # new, empty disk and be added again (KIP-853), which the old record would refuse forever.
+        decision.records.append(Stamp(now_ms, principal, request_id).record(
+            controller_registration=metadata_pb2.ControllerRegistrationRecord(
+                controller_id=gone, directory_id=recorded, removed=True)))
+    return decision
 
 
 def _refusal(reply: type[VoterReply], voters: tuple[QuorumVoter, ...], why: str) -> Decision[VoterReply]:

@@ -48,6 +48,15 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                 )
             )
         )
+        if reg.in_controlled_shutdown:
+            records.append(
+                stamp.record(
+                    broker_registration_change=metadata_pb2.BrokerRegistrationChangeRecord(
+                        broker_id=reg.broker_id, broker_epoch=reg.broker_epoch, fenced=True,
+                        reason="controlled shutdown", in_controlled_shutdown=True,
+                    )
+                )
+            )
     for name in sorted(image.topics):
         topic = image.topics[name]
         records.append(stamp.record(topic=metadata_pb2.TopicRecord(name=topic.name, topic_id=topic.topic_id)))
@@ -127,6 +136,10 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                     )
                 )
             )
+    if image.cluster_id:
+        records.append(
+            stamp.record(cluster_identity=metadata_pb2.ClusterIdentityRecord(cluster_id=image.cluster_id))
+        )
     for controller_id in sorted(image.controller_directories):
         records.append(
             stamp.record(

@@ -85,6 +85,7 @@ from kanal.metadata import (
     apply_batch,
     decide_auto_leader_rebalance,
     decide_broker_heartbeat,
+    decide_cluster_identity,
     decide_reassignment_progress,
     decide_register_broker,
     decide_session_expirations,
@@ -335,14 +336,26 @@ class ActiveController:
                 session_timeout_ms=timeout_ms,
             )
 
+        cluster_id = ""
+
+        def decide_register_in_cluster(image: MetadataImage, request, **kwargs):
+            nonlocal cluster_id
+            if not image.cluster_id:
+                # The brokers check the cluster id against their disks before they trust any image: none
+                # registers before the log names its cluster (the activation records it right away).
+                raise KanalError(ErrorCode.CONTROLLER_NOT_AVAILABLE,
+                                 "the controller quorum has not recorded its cluster id yet")
+            cluster_id = image.cluster_id
+            return decide_register(image, request, **kwargs)
+
         reply, _ = self.write(
-            self._broker_decider(decide_register, request, request_id), deadline_s=deadline_s
+            self._broker_decider(decide_register_in_cluster, request, request_id), deadline_s=deadline_s
         )
         if reply.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
             reply.session_timeout_ms = timeout_ms  # the broker bounds its wait by it (broker/lifecycle.py)
         if reply.error == ErrorCode.NONE:
             reply.session_timeout_ms = self._config.session_timeout_ms
-            reply.cluster_id = self._config.cluster_id
+            reply.cluster_id = cluster_id
             reply.controller_id = self._config.controller_id
         return reply
 
@@ -669,6 +682,22 @@ class ActiveController:
             spec.next_offset,
             len(spec.brokers),
         )
+        self._record_cluster_identity()
+
+    def _record_cluster_identity(self) -> None:
+        """A log without a cluster id gets one now, before any broker registers (register_broker refuses
+        until then): kanal.metadata.cluster_identity."""
+
+        def decide(image: MetadataImage, now_ms: int) -> Decision[str]:
+            decision = decide_cluster_identity(
+                image, configured=self._config.cluster_id, rng=self._rng, now_ms=now_ms,
+                principal=CONTROLLER_PRINCIPAL, request_id=f"cluster-identity-{uuid.uuid4().hex[:16]}")
+            if decision.records:
+                _log.info("this metadata log has no cluster id yet: recording cluster id %s", decision.reply)
+            return decision
+
+        self.write(decide, deadline_s=time.monotonic() + self._config.request_timeout_ms / 1000,
+                   wait_if_unchanged=False)
 
     def _deactivate(self, why: str) -> None:
         with self._lock:

@@ -121,8 +121,11 @@ class ControllerConfig:
     # None: Raft traffic is plain and unauthenticated (pysyncobj unpickles what it receives), so the
     # Raft port must then only be reachable by the other controllers.
     cluster_secret: str | None = field(default=None, repr=False)
-    # Reported by DescribeCluster. 1..64 of [A-Za-z0-9._-].
-    cluster_id: str = "kanal"
+    # The cluster id the first active controller records in a metadata log that has none
+    # (kanal.metadata.cluster_identity); "" (the default): a random one. 1..64 of [A-Za-z0-9._-]. Give it
+    # only to recover a lost quorum under its old id on purpose: a constant reused by a quorum started
+    # afresh would defeat the brokers' check that their disks belong to this cluster.
+    cluster_id: str = ""
     # A broker without a heartbeat for longer than this is fenced. 100 .. 600,000 (KRaft: 9,000); above
     # leader_fallback_timeout_ms + election_timeout_ms_max (6 x election_timeout_ms). A new active
     # controller starts every broker's session when it takes over.
@@ -220,7 +223,7 @@ class ControllerConfig:
             raise ControllerConfigError(f"--raft {self.raft} differs from --peers entry {me}")
         if self.cluster_secret is not None and not 8 <= len(self.cluster_secret) <= 1024:
             raise ControllerConfigError("--cluster-secret must be 8 .. 1024 characters")
-        if not _CLUSTER_ID.match(self.cluster_id):
+        if self.cluster_id and not _CLUSTER_ID.match(self.cluster_id):
             raise ControllerConfigError(
                 f"--cluster-id must be 1..64 of [A-Za-z0-9._-], got {self.cluster_id!r}"
             )

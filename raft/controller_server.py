@@ -27,11 +27,13 @@ import logging
 import threading
 import time
 from concurrent import futures
+from dataclasses import replace
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from pysyncobj import SyncObjException
 
+from kanal.broker.storage.meta_properties import load_or_create, record_cluster_id
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.applier import Applier
 from kanal.raft.controller_config import ControllerConfig
@@ -46,6 +48,7 @@ from kanal.raft.disk_identity import (
     DiskIdentityError,
     RegistrationThread,
     check_against_quorum,
+    cluster_problem,
     open_identity,
 )
 from kanal.raft.metadata_log import open_metadata_log
@@ -79,6 +82,7 @@ class ControllerServer:
     def __init__(self, config: ControllerConfig) -> None:
         self.config = config
         self._stopped = threading.Event()
+        self._health_lock = threading.Lock()
         try:
             self.identity = open_identity(config.data_dir, config.controller_id)
         except DiskIdentityError as exc:
@@ -90,6 +94,7 @@ class ControllerServer:
         except OSError as exc:
             raise StartupError(f"cannot open the metadata log under {config.data_dir}: {exc}") from exc
         self.store = MetadataStore(self.log, config.snapshot_settings)
+        self._check_own_log_cluster()
         # The voters now: the committed image's VoterSetRecord, or --peers before any quorum change.
         self.roster = VoterRoster(config, lambda: self.store.read(lambda image: image.voters))
         self.peers = PeerClient(config, roster=self.roster)
@@ -173,7 +178,8 @@ class ControllerServer:
                 self.grpc_server.stop(0)
                 raise StartupError(f"cannot serve metrics on {self.config.metrics_listen}: {exc}") from exc
         try:
-            check_against_quorum(self.identity, self.peers, [v.controller_id for v in self.config.others])
+            check_against_quorum(self.identity, self.peers, [v.controller_id for v in self.config.others],
+                                 data_dir=self.config.data_dir)
         except DiskIdentityError as exc:
             self.grpc_server.stop(0)
             self._stop_metrics()
@@ -300,10 +306,40 @@ class ControllerServer:
         return self.quorum
 
     def _on_step(self) -> None:
-        # The active-controller loop's hook: health, and one step of a quorum change (quorum_change.py).
+        # The active-controller loop's hook: health, the cluster id on disk, and one step of a quorum
+        # change (quorum_change.py).
         self._update_health()
+        self._record_cluster_identity()
         if self.quorum is not None:
             self.quorum.converge()
+
+    def _check_own_log_cluster(self) -> None:
+        """At start: the disk's cluster id against the cluster its own metadata log (and --cluster-id)
+        names; a StartupError (one line, both ids) when they differ. Nothing is changed."""
+        logged = self.store.read(lambda image: image.cluster_id)
+        problem = cluster_problem(self.identity, self.config.data_dir, logged)
+        configured = self.config.cluster_id
+        if problem is None and configured and logged and configured != logged:
+            problem = (f"controller {self.config.controller_id}: --cluster-id {configured} differs from "
+                       f"cluster {logged} that its metadata log under {self.config.data_dir} records; "
+                       "refusing to start")
+        if problem is not None:
+            raise StartupError(problem)
+
+    def _record_cluster_identity(self) -> None:
+        """Once the log this controller follows names its cluster: record it in meta.properties (a new
+        directory, or one from before cluster ids); stop the process if the disk names another."""
+        logged = self.store.read(lambda image: image.cluster_id)
+        if not logged or logged == self.identity.cluster_id:
+            return
+        problem = cluster_problem(self.identity, self.config.data_dir, logged)
+        if problem is not None:
+            stop_process(problem)
+        meta = load_or_create(self.config.data_dir, self.config.controller_id)
+        if not meta.cluster_id:
+            record_cluster_id(self.config.data_dir, meta, logged)
+            _log.info("data directory %s now records cluster id %s", self.config.data_dir, logged)
+        self.identity = replace(self.identity, cluster_id=logged)
 
     def _update_health(self) -> None:
         raft = self.raft
@@ -311,12 +347,17 @@ class ControllerServer:
         self._set_serving(serving)
 
     def _set_serving(self, serving: bool) -> None:
-        if serving == self._serving:
-            return
-        self._serving = serving
-        status = (
-            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
-        )
-        for name in ("", SERVICE_NAME):
-            self.health.set(name, status)
+        # Under the health lock, with the stop flag read inside it: the active-controller loop (on_step)
+        # and stop() race here, and from the moment stop() begins health stays NOT_SERVING (a load
+        # balancer or the next pod's roll must never see a stopping controller as serving again).
+        with self._health_lock:
+            if serving and self._stopped.is_set():
+                serving = False
+            if serving == self._serving:
+                return
+            self._serving = serving
+            states = health_pb2.HealthCheckResponse
+            status = states.SERVING if serving else states.NOT_SERVING
+            for name in ("", SERVICE_NAME):
+                self.health.set(name, status)
         _log.info("health: %s", "SERVING" if serving else "NOT_SERVING")

@@ -348,7 +348,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     @gated
     def DescribeCluster(self, request, context):
         return admin_pb2.DescribeClusterResponse(
-            cluster_id=self._config.cluster_id,
+            cluster_id=self._store.read(lambda image: image.cluster_id),
             brokers=self._store.read(describe_brokers),
             quorum=self._quorum_status().describe(self._store.durable_end_offset),
         )

@@ -30,6 +30,12 @@ Rules, in the order a controller starts:
    controller's directory id (RegisterController) until it is recorded; a refusal (the quorum recorded
    another id meanwhile) stops the process.
 
+Cluster identity. meta.properties also records the cluster the directory belongs to (`cluster.id`,
+kanal.broker.storage.cluster_identity). A controller stops (one line naming both ids, its disk
+untouched) when that id differs from its own metadata log's (at start), from a peer's committed image (rule
+2), or from the log it follows once it runs (ControllerServer's step hook, which also records the id in a
+directory that names none: a new directory, or one written before cluster ids).
+
 Limits. A byte-for-byte restored backup of the right disk carries the right id and is not caught (as in
 KIP-853). A controller whose disk was wiped before its id was ever recorded is indistinguishable from a
 new one. A brand-new cluster starts all controllers fresh: each waits until ceil(n/2) others answer
@@ -50,6 +56,7 @@ from typing import Protocol
 
 import grpc
 
+from kanal.broker.storage.cluster_identity import ClusterVerdict, judge_cluster_id, mismatch_message
 from kanal.broker.storage.meta_properties import MetaPropertiesError, load_or_create
 from kanal.metadata.controller_registration import decide_register_controller, directory_mismatch
 from kanal.v1 import controller_pb2
@@ -76,6 +83,8 @@ class DiskIdentity:
     directory_id: str
     # The data directory held nothing before this start.
     fresh: bool
+    # meta.properties' cluster.id: "" until this controller learned its cluster (cluster_identity below).
+    cluster_id: str = ""
 
     def __repr__(self) -> str:
         return (f"<DiskIdentity controller={self.controller_id} dir={self.directory_id}"
@@ -99,7 +108,26 @@ def open_identity(data_dir: Path, controller_id: int) -> DiskIdentity:
         meta = load_or_create(data_dir, controller_id)
     except (MetaPropertiesError, OSError) as exc:
         raise DiskIdentityError(f"data directory {data_dir}: {exc}") from exc
-    return DiskIdentity(controller_id, meta.directory_id, fresh)
+    return DiskIdentity(controller_id, meta.directory_id, fresh, meta.cluster_id)
+
+
+def recorded_cluster(snapshot) -> str:
+    """The cluster id a MetadataSnapshot records ("" none)."""
+    for record in snapshot.records:
+        if record.WhichOneof("record") == "cluster_identity":
+            return str(record.cluster_identity.cluster_id)
+    return ""
+
+
+def cluster_problem(identity: DiskIdentity, data_dir: Path | str, quorum_cluster_id: str) -> str | None:
+    """The one line a controller whose disk names another cluster than `quorum_cluster_id` (its own log's,
+    or a peer's) stops with; None when they agree or either is unknown."""
+    if not quorum_cluster_id or not identity.cluster_id:
+        return None
+    if judge_cluster_id(identity.cluster_id, quorum_cluster_id) is ClusterVerdict.MISMATCH:
+        return mismatch_message(f"controller {identity.controller_id}", data_dir, identity.cluster_id,
+                                quorum_cluster_id)
+    return None
 
 
 def answers_needed(voters: int) -> int:
@@ -120,7 +148,7 @@ def recorded_directory(snapshot, controller_id: int) -> str | None:
 
 
 def check_against_quorum(identity: DiskIdentity, peers: _Peers, other_ids: list[int], *,
-                         check_timeout_s: float = CHECK_TIMEOUT_S) -> None:
+                         check_timeout_s: float = CHECK_TIMEOUT_S, data_dir: Path | str = "") -> None:
     """Rule 2 of the module docstring; DiskIdentityError when this controller must not vote."""
     needed = answers_needed(len(other_ids) + 1) if identity.fresh else 0
     answered: set[int] = set()
@@ -136,6 +164,9 @@ def check_against_quorum(identity: DiskIdentity, peers: _Peers, other_ids: list[
                 _log.info("disk identity check: controller %d did not answer (%s)", peer, exc.code())
                 continue
             answered.add(peer)
+            foreign = cluster_problem(identity, data_dir, recorded_cluster(reply.snapshot))
+            if foreign is not None:
+                raise DiskIdentityError(foreign)
             recorded = recorded_directory(reply.snapshot, identity.controller_id)
             if recorded is not None and recorded != identity.directory_id:
                 raise DiskIdentityError(

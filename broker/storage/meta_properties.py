@@ -10,8 +10,13 @@ Layout: `<data_dir>/meta.properties`, UTF-8 text, one `key=value` per line, `#` 
 - `version`: 1.
 - `node.id`: the broker or controller id that made the directory (a directory is one node's).
 - `directory.id`: 32 hex digits, random (uuid4), made when the file is first written.
+- `cluster.id` (optional): the cluster the directory belongs to, as the controller quorum's metadata log
+  names it (kanal.metadata.cluster_identity). Absent until the node first learned it (and in files
+  written before cluster ids); then added once (`record_cluster_id`) and never changed. A node whose
+  file names another cluster than the quorum's refuses to start (storage/cluster_identity.py).
 
-Rules. The file is made on the first start with an empty (or new) directory and never rewritten. A node
+Rules. The file is made on the first start with an empty (or new) directory; the only rewrite ever is
+the one that adds `cluster.id`, which keeps the other keys as they were. A node
 registers its directory id; the cluster records it (brokers: per ISR member; controllers: per voter), so
 a node back on an empty or replaced disk shows up with a new id and is not trusted with what its old
 disk held (see kanal.metadata election.py and raft/disk_identity.py). A directory whose file names
@@ -23,6 +28,7 @@ the directory fsynced, so a crash leaves either no file or the whole file, never
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +38,8 @@ from kanal.broker.storage.durable_files import TEMP_SUFFIX, write_file_atomicall
 FILE_NAME = "meta.properties"
 VERSION = 1
 _TEMP_SUFFIX = TEMP_SUFFIX
+# The metadata log's rule for cluster ids (kanal.metadata.cluster_identity; storage does not import it).
+_CLUSTER_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 class MetaPropertiesError(Exception):
@@ -44,9 +52,12 @@ class MetaProperties:
     directory_id: str
     # True when this start made the file: the directory was empty (or new) until now.
     created: bool = False
+    # The cluster the directory belongs to; "" until the node learned it (module docstring).
+    cluster_id: str = ""
 
     def __repr__(self) -> str:
-        return (f"<MetaProperties node={self.node_id} directory={self.directory_id}"
+        cluster = f" cluster={self.cluster_id}" if self.cluster_id else ""
+        return (f"<MetaProperties node={self.node_id} directory={self.directory_id}{cluster}"
                 f"{' new' if self.created else ''}>")
 
 
@@ -85,12 +96,27 @@ def read(path: Path, node_id: int) -> MetaProperties:
     if recorded != str(node_id):
         raise MetaPropertiesError(f"{path} belongs to node {recorded or '?'}, not {node_id}: "
                                   "this data directory is another node's")
-    return MetaProperties(node_id, directory_id)
+    cluster_id = values.get("cluster.id", "")
+    if cluster_id and not _CLUSTER_ID.match(cluster_id):
+        raise MetaPropertiesError(f"{path}: cluster.id {cluster_id!r} is not 1..64 of [A-Za-z0-9._-]")
+    return MetaProperties(node_id, directory_id, cluster_id=cluster_id)
+
+
+def record_cluster_id(data_dir: Path | str, meta: MetaProperties, cluster_id: str) -> MetaProperties:
+    """Add `cluster.id` to a file that has none (the one rewrite there is); ValueError when it has one."""
+    if meta.cluster_id:
+        raise ValueError(f"meta.properties names cluster {meta.cluster_id} already; it is never changed")
+    if not _CLUSTER_ID.match(cluster_id):
+        raise ValueError(f"not a cluster id: {cluster_id!r}")
+    recorded = MetaProperties(meta.node_id, meta.directory_id, cluster_id=cluster_id)
+    _write_atomically(Path(data_dir) / FILE_NAME, _render(recorded))
+    return recorded
 
 
 def _render(meta: MetaProperties) -> str:
+    cluster = f"cluster.id={meta.cluster_id}\n" if meta.cluster_id else ""
     return ("# kanal data directory identity: written once, on the directory's first use. Never copy it.\n"
-            f"version={VERSION}\nnode.id={meta.node_id}\ndirectory.id={meta.directory_id}\n")
+            f"version={VERSION}\nnode.id={meta.node_id}\ndirectory.id={meta.directory_id}\n{cluster}")
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -220,3 +220,49 @@ def test_a_follower_appends_nothing_from_an_unknown_topic_id_answer(tmp_path):
         assert follower.log.log_end_offset == 0
     finally:
         follower.close()
+
+
+# ---- cluster identity: no image of another cluster is reconciled (issue 40) ----
+
+def _of_cluster(image: MetadataImage, cluster_id: str) -> MetadataImage:
+    image.cluster_id = cluster_id
+    return image
+
+
+def test_an_image_of_another_cluster_deletes_nothing_and_stops_the_broker(tmp_path, managers):
+    rm = manager(tmp_path)
+    managers.append(rm)
+    stopped: list[str] = []
+    rm.set_cluster("cluster-a", adopted=False, fatal=stopped.append)
+    rm.on_metadata(MetadataImage(), _of_cluster(image_with({"orders": OLD_ID}), "cluster-a"))
+    produce(rm, "orders", b"kept")
+    before = sorted(p.name for p in (tmp_path / "orders-0").iterdir())
+    # A controller quorum made afresh: its image names another cluster and no topic at all.
+    fresh = _of_cluster(image_with({}), "cluster-b")
+    rm2 = manager(tmp_path)
+    managers.append(rm2)
+    rm2.set_cluster("cluster-a", adopted=False, fatal=stopped.append)
+    rm2.on_metadata(MetadataImage(), fresh)
+    assert len(stopped) == 1 and "cluster-a" in stopped[0] and "cluster-b" in stopped[0]
+    assert sorted(p.name for p in (tmp_path / "orders-0").iterdir()) == before
+    assert rm2.reconciled_image is None
+
+
+def test_an_adopting_broker_refuses_an_image_that_knows_none_of_its_replicas(tmp_path, managers):
+    rm = started(managers, tmp_path, image_with({"orders": OLD_ID}))
+    produce(rm, "orders", b"kept")
+    rm.close()
+    managers.remove(rm)
+    stopped: list[str] = []
+    upgraded = manager(tmp_path)
+    managers.append(upgraded)
+    upgraded.set_cluster("new", adopted=True, fatal=stopped.append)
+    upgraded.on_metadata(MetadataImage(), _of_cluster(image_with({"other": NEW_ID}), "new"))
+    assert stopped and "none of whose topic ids" in stopped[0]
+    assert (tmp_path / "orders-0").is_dir()
+    # The same upgrade against the quorum that placed them adopts and goes on.
+    ok = manager(tmp_path)
+    managers.append(ok)
+    ok.set_cluster("new", adopted=True, fatal=stopped.append)
+    ok.on_metadata(MetadataImage(), _of_cluster(image_with({"orders": OLD_ID}), "new"))
+    assert len(stopped) == 1 and ok.reconciled_image is not None

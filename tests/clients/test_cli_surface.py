@@ -31,6 +31,7 @@ _EXTRA = {("groups", "reset-offsets"): ["--topic", "t", "--to-earliest"],
           ("reassign", "cancel"): ["--plan", "{plan}"],
           ("leaders", "elect"): ["--preferred"],
           ("brokers", "unregister"): ["--id", "1"],
+          ("brokers", "safe-to-stop"): ["--id", "1"],
           ("quorum", "add"): ["--id", "4", "--raft", "127.0.0.1:9704", "--grpc", "127.0.0.1:9604"],
           ("quorum", "remove"): ["--id", "3"]}
 # A well-formed plan (kafka-reassign-partitions' JSON) for the commands that read one before they ask the

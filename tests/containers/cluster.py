@@ -1,8 +1,8 @@
 """ContainerCluster: kanal's image run as the production overlay's StatefulSets would run it, one container
 per pod, for chaos tests.
 
-Each container gets the rendered manifests' args and environment for its pod (manifests.py) with two
-documented differences, both held by tests/deploy/test_manifests.py:
+Each container gets the rendered manifests' args and environment for its pod (manifests.py) with the
+documented differences below, held by tests/deploy/test_manifests.py:
 - LOCALIZED: every address (`HOST:PORT` in the listen, advertise, peers, controllers and metrics settings)
   is moved onto 127.0.0.1 and a free port. The containers run with host networking, so all traffic stays
   on loopback here, and the test process dials the brokers by the addresses they advertise.
@@ -12,6 +12,11 @@ documented differences, both held by tests/deploy/test_manifests.py:
   zone) does not run: there is no API server here (tests/deploy/test_node_zone.py tests it against one). The
   fixture writes what it would write, `zone-<ordinal>`, to the file KANAL_RACK_FILE names, on a directory
   mounted where the pod mounts the emptyDir.
+- PLAINTEXT (unless `tls=True`): the production overlay's TLS settings (TLS_KEYS) are left out, so most
+  container tests talk plaintext. With `tls=True` they stay, and the fixture lays certificates out as the
+  Secrets kanal-controller-tls / kanal-broker-tls mount them (tls.crt, tls.key, ca.crt on TLS_MOUNT, owned
+  by the pod's uid, 0440) and client.toml as ConfigMap kanal-client-config mounts it (CLIENT_CONFIG); the
+  certificates name localhost and 127.0.0.1, the addresses the nodes dial here.
 The Raft secret is a file mounted where the Secret is mounted in a pod; the data directory is a Docker
 named volume on /var/lib/kanal, the PVC's mount point, that survives kill, stop and restart.
 
@@ -23,6 +28,7 @@ run made.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import time
@@ -33,9 +39,11 @@ from pathlib import Path
 import docker
 from testcontainers.core.container import DockerContainer
 
+from kanal.deploy.certificates import make_ca
 from kanal.deploy.local_cluster import free_ports, serving
+from kanal.security.channel_security import ClientSecurity
 
-from .manifests import REPO, PodProcess, pod_process, render
+from .manifests import REPO, PodProcess, client_config, pod_process, render
 
 IMAGE = "kanal:dev"
 LABEL = "kanal.test"
@@ -58,6 +66,12 @@ TEST_SPEED = {
               "KANAL_GROUP_SESSION_TIMEOUT_MS_MIN": "200", "KANAL_GROUP_INITIAL_REBALANCE_DELAY_MS": "100"},
 }
 SECRET_MOUNT = "/etc/kanal/secret"
+TLS_MOUNT = "/etc/kanal/tls"
+CLIENT_CONFIG = "/etc/kanal/client/client.toml"
+_TLS_COMMON = {"KANAL_TLS_CERT_FILE", "KANAL_TLS_KEY_FILE", "KANAL_TLS_CA_FILE", "KANAL_TLS_CLIENT_AUTH",
+               "KANAL_AUTHENTICATION"}
+TLS_KEYS = {CONTROLLERS: _TLS_COMMON, BROKERS: _TLS_COMMON}
+POD_UID = 10001  # the StatefulSets' runAsUser / fsGroup
 DATA_MOUNT = "/var/lib/kanal"
 _ADDRESS = re.compile(r"[A-Za-z0-9.-]+:\d+")
 
@@ -122,10 +136,15 @@ class ContainerNode:
 
 class ContainerCluster:
     def __init__(self, run_id: str, work_dir: Path, *, image: str = IMAGE, controllers: int = 3,
-                 brokers: int = 3) -> None:
+                 brokers: int = 3, tls: bool = False) -> None:
         docs = render(OVERLAY)
         self.run_id = run_id
         self.image = image
+        self.tls = tls
+        self.security: ClientSecurity | None = None  # how the test process dials the nodes (tls=True)
+        self._tls_dirs: dict[str, Path] = {}
+        if tls:
+            self._make_tls(work_dir, docs)
         secret_dir = work_dir / "secret"
         secret_dir.mkdir(parents=True, exist_ok=True)
         (secret_dir / "cluster-secret").write_text(secrets.token_hex(16) + "\n")
@@ -155,7 +174,7 @@ class ContainerCluster:
         self.brokers: list[ContainerNode] = []
         for sts, i, pod in pods:
             table = {**local, **wildcard[pod.name]}
-            env = {k: localize(v, table) for k, v in pod.env.items()}
+            env = {k: localize(v, table) for k, v in pod.env.items() if tls or k not in TLS_KEYS[sts]}
             env.update(TEST_SPEED[sts])
             kind = "controller" if sts == CONTROLLERS else "broker"
             node = ContainerNode(
@@ -179,6 +198,30 @@ class ContainerCluster:
                 self._rack_mount = str(rack_file.parent)
             (self.controllers if kind == "controller" else self.brokers).append(node)
 
+    def _make_tls(self, work_dir: Path, docs: list[dict]) -> None:
+        """A CA; per StatefulSet a Secret's files (tls.crt, tls.key, ca.crt); client.toml; and the test
+        process's own client certificate."""
+        ca = make_ca(work_dir / "ca")
+        for sts in (CONTROLLERS, BROKERS):
+            issued = ca.issue(work_dir / "issued", sts, sts)
+            secret = work_dir / f"secret-{sts}-tls"
+            secret.mkdir(parents=True, exist_ok=True)
+            for name, source in (("tls.crt", issued.cert), ("tls.key", issued.key), ("ca.crt", ca.cert)):
+                (secret / name).write_bytes(source.read_bytes())
+                os.chown(secret / name, POD_UID, POD_UID)
+                (secret / name).chmod(0o440)  # the Secret volume's defaultMode, readable by the pod's group
+            secret.chmod(0o755)
+            self._tls_dirs[sts] = secret
+        client_dir = work_dir / "client-config"
+        client_dir.mkdir(parents=True, exist_ok=True)
+        (client_dir / "client.toml").write_text(client_config(docs))
+        (client_dir / "client.toml").chmod(0o644)
+        client_dir.chmod(0o755)
+        self._client_dir = client_dir
+        me = ca.issue(work_dir / "issued", "test-client", "test-client")
+        self.ca = ca
+        self.security = ClientSecurity(ca_file=str(ca.cert), cert_file=str(me.cert), key_file=str(me.key))
+
     @property
     def nodes(self) -> list[ContainerNode]:
         return [*self.controllers, *self.brokers]
@@ -190,28 +233,69 @@ class ContainerCluster:
     def labels(self) -> dict[str, str]:
         return {**checkout_labels(), RUN_LABEL: self.run_id}
 
-    def start(self, timeout_s: float = 120) -> None:
+    def start(self, timeout_s: float = 120, nodes: list[ContainerNode] | None = None) -> None:
+        """Create and start `nodes` (default: all) on new volumes and wait until they are Ready; a node left
+        out is a pod the StatefulSet has not made yet (scaled up later with another start)."""
+        nodes = self.nodes if nodes is None else nodes
         client = docker.from_env()
         try:
-            for node in self.nodes:
-                client.volumes.create(node.volume, labels=self.labels())
-                container = DockerContainer(self.image, command=list(node.pod.args), env=node.env,
-                                            network_mode="host", labels=self.labels(),
-                                            name=f"kanal-test-{self.run_id}-{node.name}")
-                container.with_volume_mapping(node.volume, DATA_MOUNT, "rw")
-                container.with_volume_mapping(str(self._secret_dir), SECRET_MOUNT, "ro")
-                if node.name in self._rack_dirs:
-                    container.with_volume_mapping(str(self._rack_dirs[node.name]), self._rack_mount, "ro")
-                node.container = container.start()
+            for node in nodes:
+                self._create(client, node)
         finally:
             client.close()
-        self.wait_ready(self.nodes, timeout_s)
+        self.wait_ready(nodes, timeout_s)
+
+    def _create(self, client, node: ContainerNode) -> None:
+        """A new volume and a new container for `node`, started (its pod's first start)."""
+        client.volumes.create(node.volume, labels=self.labels())
+        container = DockerContainer(self.image, command=list(node.pod.args), env=node.env,
+                                    network_mode="host", labels=self.labels(),
+                                    name=f"kanal-test-{self.run_id}-{node.name}")
+        container.with_volume_mapping(node.volume, DATA_MOUNT, "rw")
+        container.with_volume_mapping(str(self._secret_dir), SECRET_MOUNT, "ro")
+        if node.name in self._rack_dirs:
+            container.with_volume_mapping(str(self._rack_dirs[node.name]), self._rack_mount, "ro")
+        if self.tls:
+            sts = CONTROLLERS if node.kind == "controller" else BROKERS
+            container.with_volume_mapping(str(self._tls_dirs[sts]), TLS_MOUNT, "ro")
+            container.with_volume_mapping(str(self._client_dir), str(Path(CLIENT_CONFIG).parent), "ro")
+        node.container = container.start()
+
+    def replace_volume(self, node: ContainerNode) -> None:
+        """The pod's volume is lost: its container and volume are removed (by their ids) and the pod starts
+        again on a new, empty volume of the same name (a StatefulSet re-creating the claim)."""
+        client = docker.from_env()
+        try:
+            old = node._docker
+            old.remove(force=True)
+            client.volumes.get(node.volume).remove(force=True)
+            self._create(client, node)
+        finally:
+            client.close()
+
+    def remove_volume(self, node: ContainerNode) -> None:
+        """A scaled-down pod's claim deleted: its (stopped) container and its volume removed by their ids."""
+        client = docker.from_env()
+        try:
+            node._docker.remove(force=True)
+            client.volumes.get(node.volume).remove(force=True)
+        finally:
+            client.close()
+
+    def files(self, node: ContainerNode, path: str) -> list[str]:
+        """The names under `path` in a (stopped or running) node's container, read from its filesystem."""
+        import io
+        import tarfile
+
+        stream, _ = node._docker.get_archive(path)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            return sorted(m.name for m in tar.getmembers())
 
     def wait_ready(self, nodes: Iterable[ContainerNode], timeout_s: float = 120) -> None:
         """Wait until each node's gRPC health says SERVING (what the readiness probe asks)."""
         deadline = time.monotonic() + timeout_s
         for node in nodes:
-            while not serving(node.endpoint, timeout_s=0.5):
+            while not serving(node.endpoint, timeout_s=0.5, security=self.security):
                 if node.exit_code is not None:
                     raise RuntimeError(f"{node.name} exited with {node.exit_code}:\n{node.logs()[-3000:]}")
                 if time.monotonic() > deadline:

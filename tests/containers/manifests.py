@@ -88,3 +88,11 @@ def _field(path: str, pod_name: str, namespace: str, labels: dict[str, str]) -> 
     if match:
         return labels.get(match.group(1), "")
     raise ValueError(f"downward API field {path!r} is not modelled here")
+
+
+def client_config(docs: list[dict]) -> str:
+    """client.toml of ConfigMap kanal-client-config (its name carries kustomize's content hash)."""
+    for doc in docs:
+        if doc["kind"] == "ConfigMap" and doc["metadata"]["name"].startswith("kanal-client-config"):
+            return str(doc["data"]["client.toml"])
+    raise KeyError("ConfigMap kanal-client-config not rendered")

@@ -15,8 +15,17 @@ from kanal.broker.broker_main import build_parser as broker_parser
 from kanal.raft.controller_config import build_parser as controller_parser
 from kanal.server.flags import env_name
 
-from ..containers.cluster import BROKERS, CONTROLLERS, LOCALIZED, TEST_SPEED, ContainerCluster
-from ..containers.manifests import find, pod_process, render, render_text
+from ..containers.cluster import (
+    BROKERS,
+    CLIENT_CONFIG,
+    CONTROLLERS,
+    LOCALIZED,
+    TEST_SPEED,
+    TLS_KEYS,
+    TLS_MOUNT,
+    ContainerCluster,
+)
+from ..containers.manifests import PodProcess, find, pod_process, render, render_text
 
 OVERLAYS = {"dev": 1, "production": 3}
 
@@ -43,10 +52,13 @@ def test_the_overlay_has_what_a_deployment_needs(overlay):
         container = pod["containers"][0]
         assert pod["securityContext"]["runAsNonRoot"] is True and pod["enableServiceLinks"] is False
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
-        assert (
-            container["readinessProbe"]["grpc"]
-            and container["livenessProbe"]["grpc"]["service"] == "kanal.liveness"
-        )
+        ready, alive = container["readinessProbe"], container["livenessProbe"]
+        if "exec" in ready:  # TLS (production): the kubelet's gRPC probe cannot speak it
+            assert "--service" not in ready["exec"]["command"]
+            command = alive["exec"]["command"]
+            assert command[command.index("--service") + 1] == "kanal.liveness"
+        else:
+            assert ready["grpc"] and alive["grpc"]["service"] == "kanal.liveness"
         assert container["resources"]["requests"] and container["resources"]["limits"]
         assert pod["affinity"]["podAntiAffinity"]
         assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
@@ -126,12 +138,17 @@ def test_every_setting_is_a_flag_of_its_command(overlay):
         assert set(TEST_SPEED[sts_name]) <= flags
 
 
-def test_the_container_fixture_runs_what_the_manifests_render(tmp_path):
+@pytest.mark.parametrize("tls", [False, True])
+def test_the_container_fixture_runs_what_the_manifests_render(tmp_path, tls):
     docs = render("production")
-    cluster = ContainerCluster("drift", tmp_path)
+    cluster = ContainerCluster("drift", tmp_path, tls=tls)
     for node in cluster.nodes:
         sts = CONTROLLERS if node.kind == "controller" else BROKERS
         rendered = pod_process(docs, sts, node.node_id)
+        if not tls:  # the plaintext cluster of most container tests: the production overlay without TLS
+            assert TLS_KEYS[sts] <= set(rendered.env)
+            rendered = PodProcess(rendered.name, rendered.image, rendered.args,
+                                  {k: v for k, v in rendered.env.items() if k not in TLS_KEYS[sts]})
         assert node.pod.args == rendered.args == (node.kind,)
         assert set(node.env) == set(rendered.env) | set(TEST_SPEED[sts])
         assert {k: node.env[k] for k in TEST_SPEED[sts]} == TEST_SPEED[sts]
@@ -143,3 +160,67 @@ def test_the_container_fixture_runs_what_the_manifests_render(tmp_path):
 
             assert shape(node.env[key]) == shape(rendered.env[key]), key
             assert all(a.startswith("127.0.0.1:") for a in re.findall(r"[A-Za-z0-9.-]+:\d+", node.env[key]))
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_cleanup_labels_reach_the_data_volumes_and_only_controllers_reach_raft(overlay):
+    """Issue 40: `kubectl delete pvc -l app.kubernetes.io/part-of=kanal` must match the StatefulSets' data
+    volumes (claims take their labels from the claim template), and a NetworkPolicy keeps the Raft port to
+    controller pods."""
+    docs = render(overlay)
+    for sts_name in (CONTROLLERS, BROKERS):
+        [claim] = find(docs, "StatefulSet", sts_name)["spec"]["volumeClaimTemplates"]
+        assert claim["metadata"]["labels"]["app.kubernetes.io/part-of"] == "kanal"
+    policy = find(docs, "NetworkPolicy", "kanal-controller-raft")["spec"]
+    assert policy["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": CONTROLLERS}
+    raft_rules = [r for r in policy["ingress"] if any(p["port"] == 9093 for p in r["ports"])]
+    assert raft_rules == [r for r in policy["ingress"] if "from" in r]
+    assert [r["from"] for r in raft_rules] == [[{"podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": CONTROLLERS}}}]]
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_a_broker_pod_stops_only_once_that_is_safe_and_within_its_grace_period(overlay):
+    """Issue 40, item 4: the brokers' preStop hook runs `kanal brokers safe-to-stop` for the pod's own id,
+    bounded well inside terminationGracePeriodSeconds (the controlled shutdown after it needs a few seconds),
+    and the command line it runs parses as the kanal command's."""
+    from kanal.clients.cli import build_parser as client_parser
+
+    spec = find(render(overlay), "StatefulSet", BROKERS)["spec"]["template"]["spec"]
+    command = spec["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[:2] == ["sh", "-c"]
+    argv = command[2].split()
+    assert argv[:4] == ["exec", "kanal", "brokers", "safe-to-stop"]
+    args = client_parser().parse_args([a.replace('"${HOSTNAME##*-}"', "2") for a in argv[2:]])
+    assert args.id == 2 and args.bootstrap == "localhost:9092"
+    # With TLS on the listener, the check dials it with the node's own certificate.
+    tls = "KANAL_TLS_CERT_FILE" in pod_process(render(overlay), BROKERS, 0).env
+    assert (args.command_config == CLIENT_CONFIG) is tls
+    # The id: the ordinal at the tail of the pod name, as the shell takes it.
+    assert subprocess.run(["sh", "-c", 'echo "${HOSTNAME##*-}"'], env={"HOSTNAME": "kanal-broker-12"},
+                          capture_output=True, text=True, check=True).stdout.strip() == "12"
+    assert args.wait_ms_max / 1000 + 20 <= spec["terminationGracePeriodSeconds"]
+
+
+def test_production_serves_tls_only_with_certificates_from_secrets():
+    """Issue 40, item 6: the production overlay mounts each StatefulSet's Secret (cert-manager's key names)
+    where the TLS flags point, demands client certificates (mTLS between nodes), takes passwords from
+    clients of the brokers, and probes with `kanal health` over TLS; the dev overlay stays plaintext."""
+    docs = render("production")
+    for sts_name, authentication in ((CONTROLLERS, "mtls"), (BROKERS, "mtls,password")):
+        env = pod_process(docs, sts_name, 0).env
+        assert {k: env[k] for k in TLS_KEYS[sts_name]} == {
+            "KANAL_TLS_CERT_FILE": f"{TLS_MOUNT}/tls.crt", "KANAL_TLS_KEY_FILE": f"{TLS_MOUNT}/tls.key",
+            "KANAL_TLS_CA_FILE": f"{TLS_MOUNT}/ca.crt", "KANAL_TLS_CLIENT_AUTH": "required",
+            "KANAL_AUTHENTICATION": authentication}
+        pod = find(docs, "StatefulSet", sts_name)["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+        assert volumes["tls"]["secret"]["secretName"] == f"{sts_name}-tls" and mounts["tls"] == TLS_MOUNT
+        config_map = find(docs, "ConfigMap", volumes["client-config"]["configMap"]["name"])
+        assert f"{mounts['client-config']}/client.toml" == CLIENT_CONFIG
+        assert 'tls-cert-file = "/etc/kanal/tls/tls.crt"' in config_map["data"]["client.toml"]
+        for probe in ("readinessProbe", "livenessProbe"):
+            command = pod["containers"][0][probe]["exec"]["command"]
+            assert command[:2] == ["kanal", "health"] and CLIENT_CONFIG in command
+    assert not any(k.startswith("KANAL_TLS") for k in pod_process(render("dev"), BROKERS, 0).env)

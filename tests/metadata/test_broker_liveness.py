@@ -409,3 +409,64 @@ def test_preferred_leader_election_moves_leaders_home(cluster3) -> None:
     h.commit(decision)
     assert {p.partition_id: p.leader for p in h.image.topics["t"].partitions} == preferred
     assert decide_preferred_leader_elections(h.image, now_ms=h.now_ms, request_id="again").records == []
+
+
+# -- controlled shutdown holds (issue 40: a heartbeat right after the request unfenced the broker) ---------
+
+
+def test_a_heartbeat_right_after_the_shutdown_request_does_not_unfence(cluster3) -> None:
+    h = cluster3
+    h.create_topic("t", 6, 3)
+    shutdown = h.heartbeat(1, want_shutdown=True)
+    assert shutdown.fenced and shutdown.shutdown_ready
+    reg = h.image.brokers[1]
+    assert reg.fenced and reg.in_controlled_shutdown
+    assert all(p.leader != 1 and 1 not in p.isr for p in h.image.topics["t"].partitions)
+    # The broker's heartbeat thread, 8 ms later, caught up: it used to unfence the broker here.
+    h.now_ms += 8
+    offset = h.image.next_offset
+    reply = h.heartbeat(1, metadata_offset=h.image.next_offset + 100)
+    assert reply.fenced and reply.shutdown_ready and h.image.next_offset == offset
+    assert h.image.brokers[1].in_controlled_shutdown
+    # Asking again changes nothing either.
+    assert h.heartbeat(1, want_shutdown=True).fenced and h.image.next_offset == offset
+    # Only a new registration (the restarted process) clears it; it is then unfenced once caught up.
+    epoch = h.register(1)
+    assert not h.image.brokers[1].in_controlled_shutdown and h.image.brokers[1].fenced
+    h.heartbeat(1)
+    assert not h.image.brokers[1].fenced and h.image.brokers[1].broker_epoch == epoch
+
+
+def test_a_fenced_broker_that_asks_to_shut_down_is_marked_too(cluster3) -> None:
+    h = cluster3
+    h.commit(decide_session_expirations(h.image, {0: h.now_ms, 1: 0, 2: h.now_ms}, now_ms=h.now_ms + 10_000,
+                                        session_timeout_ms=9_000, request_id="expiry"))
+    assert h.image.brokers[1].fenced and not h.image.brokers[1].in_controlled_shutdown
+    assert h.heartbeat(1, want_shutdown=True).shutdown_ready
+    assert h.image.brokers[1].in_controlled_shutdown
+    assert h.heartbeat(1).fenced
+
+
+def test_the_mark_survives_a_snapshot(cluster3) -> None:
+    from kanal.metadata import MetadataImage, apply_batch
+    from kanal.metadata.snapshot import image_to_snapshot
+
+    h = cluster3
+    h.heartbeat(2, want_shutdown=True)
+    restored = MetadataImage()
+    apply_batch(restored, m.MetadataBatch(controller_epoch=h.image.controller_epoch,
+                                          records=image_to_snapshot(h.image).records), 0)
+    assert restored.brokers[2].in_controlled_shutdown and restored.brokers[2].fenced
+
+
+def test_apply_refuses_to_unfence_a_broker_in_controlled_shutdown(cluster3) -> None:
+    from kanal.metadata import MetadataInvariantError, apply_batch
+
+    h = cluster3
+    h.heartbeat(0, want_shutdown=True)
+    reg = h.image.brokers[0]
+    unfence = m.MetadataBatch(controller_epoch=1, records=[m.MetadataRecord(
+        broker_registration_change=m.BrokerRegistrationChangeRecord(
+            broker_id=0, broker_epoch=reg.broker_epoch, fenced=False, reason="x"))])
+    with pytest.raises(MetadataInvariantError, match="controlled shutdown"):
+        apply_batch(h.image, unfence, h.image.next_offset)

@@ -144,3 +144,38 @@ def test_a_malformed_voter_set_record_does_not_apply(harness) -> None:
         with pytest.raises(MetadataInvariantError):
             apply(harness.image, record)
     assert harness.image.voters == ()
+
+
+def test_removing_a_voter_drops_its_disk_identity_so_it_can_come_back_on_a_new_disk(harness) -> None:
+    """Issue 40: a controller that lost its volume refused forever, even after `kanal quorum remove`."""
+    from kanal.metadata import decide_register_controller
+    from kanal.v1 import controller_pb2
+
+    def register(directory: str):
+        return harness.commit(decide_register_controller(
+            harness.image, controller_pb2.RegisterControllerRequest(controller_id=2, directory_id=directory),
+            **harness.ctx()))
+
+    assert register("a" * 32).error == ErrorCode.NONE
+    assert register("b" * 32).error == ErrorCode.INVALID_REQUEST  # the empty disk is refused
+    decision = remove(harness, 2, live=(1, 3))
+    kinds = [r.WhichOneof("record") for r in decision.records]
+    assert kinds == ["voter_set", "controller_registration"]
+    harness.commit(decision)
+    assert 2 not in harness.image.controller_directories
+    # Back on the new disk: recorded, then added again (the add itself is decide_add_voter's).
+    assert register("b" * 32).error == ErrorCode.NONE
+    assert harness.image.controller_directories[2] == "b" * 32
+    assert image_from_snapshot(image_to_snapshot(harness.image)).controller_directories == {2: "b" * 32}
+
+
+def test_a_registration_removal_for_a_voter_or_another_directory_does_not_apply(harness) -> None:
+    harness.image.controller_directories[2] = "a" * 32
+    other = metadata_pb2.ControllerRegistrationRecord(controller_id=2, directory_id="c" * 32, removed=True)
+    with pytest.raises(MetadataInvariantError):
+        apply(harness.image, metadata_pb2.MetadataRecord(controller_registration=other))
+    harness.image.voters = CONFIGURED
+    record = metadata_pb2.MetadataRecord(controller_registration=metadata_pb2.ControllerRegistrationRecord(
+        controller_id=2, directory_id="a" * 32, removed=True))
+    with pytest.raises(MetadataInvariantError, match="still a voter"):
+        apply(harness.image, record)

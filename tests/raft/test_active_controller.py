@@ -138,9 +138,32 @@ def test_activation_writes_a_noop_with_the_term_first(setup):
     controller.step()
     assert controller.is_active() and controller.epoch == 4
     batches = read_all(store._log)
-    assert len(batches) == 1
+    assert len(batches) == 2
     assert batches[0].controller_epoch == 4
     assert batches[0].metadata_batch().records[0].WhichOneof("record") == "no_op"
+    # A new log gets its cluster id next (kanal.metadata.cluster_identity), before any broker registers.
+    identity = batches[1].metadata_batch().records[0]
+    assert identity.WhichOneof("record") == "cluster_identity"
+    assert store.read(lambda image: image.cluster_id) == identity.cluster_identity.cluster_id
+    # A later activation (a new term) keeps it: one cluster id per log.
+    raft.current_term = 5
+    controller.step()
+    controller.step()
+    assert controller.epoch == 5
+    kinds = [b.metadata_batch().records[0].WhichOneof("record") for b in read_all(store._log)]
+    assert kinds.count("cluster_identity") == 1
+
+
+def test_a_broker_cannot_register_before_the_log_names_its_cluster(setup):
+    store, controller, raft = setup()
+    raft.current_term = 2
+    controller.step()
+    cluster_id = store.read(lambda image: image.cluster_id)
+    assert len(cluster_id) == 32
+    reply = controller.register_broker(
+        controller_pb2.RegisterBrokerRequest(broker_id=7, incarnation_id="i7", endpoint="127.0.0.1:1"),
+        request_id="r7", deadline_s=_deadline())
+    assert reply.error == 0 and reply.cluster_id == cluster_id
 
 
 def test_writes_reply_after_commit_and_heartbeats_report_the_durable_end(setup):

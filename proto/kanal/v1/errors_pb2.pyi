@@ -83,6 +83,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BROKER_HOLDS_REPLICAS: _ClassVar[ErrorCode]
     PREFERRED_LEADER_NOT_AVAILABLE: _ClassVar[ErrorCode]
     INVALID_QUORUM_CHANGE: _ClassVar[ErrorCode]
+    INCONSISTENT_CLUSTER_ID: _ClassVar[ErrorCode]
     NO_CLUSTER: _ClassVar[ErrorCode]
     MISSING_DEPENDENCY: _ClassVar[ErrorCode]
     UNKNOWN_BROKER: _ClassVar[ErrorCode]
@@ -162,6 +163,7 @@ REASSIGNMENT_IN_PROGRESS: ErrorCode
 BROKER_HOLDS_REPLICAS: ErrorCode
 PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode
 INVALID_QUORUM_CHANGE: ErrorCode
+INCONSISTENT_CLUSTER_ID: ErrorCode
 NO_CLUSTER: ErrorCode
 MISSING_DEPENDENCY: ErrorCode
 UNKNOWN_BROKER: ErrorCode

@@ -114,16 +114,18 @@ class RegisterBrokerRecord(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., fenced: _Optional[bool] = ..., metrics_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ...) -> None: ...
 
 class BrokerRegistrationChangeRecord(_message.Message):
-    __slots__ = ("broker_id", "broker_epoch", "fenced", "reason")
+    __slots__ = ("broker_id", "broker_epoch", "fenced", "reason", "in_controlled_shutdown")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     FENCED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    IN_CONTROLLED_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     broker_epoch: int
     fenced: bool
     reason: str
-    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., fenced: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+    in_controlled_shutdown: bool
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., fenced: _Optional[bool] = ..., reason: _Optional[str] = ..., in_controlled_shutdown: _Optional[bool] = ...) -> None: ...
 
 class UnregisterBrokerRecord(_message.Message):
     __slots__ = ("broker_id", "broker_epoch")
@@ -232,12 +234,20 @@ class ProducerIdsRecord(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., next_producer_id: _Optional[int] = ...) -> None: ...
 
 class ControllerRegistrationRecord(_message.Message):
-    __slots__ = ("controller_id", "directory_id")
+    __slots__ = ("controller_id", "directory_id", "removed")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     directory_id: str
-    def __init__(self, controller_id: _Optional[int] = ..., directory_id: _Optional[str] = ...) -> None: ...
+    removed: bool
+    def __init__(self, controller_id: _Optional[int] = ..., directory_id: _Optional[str] = ..., removed: _Optional[bool] = ...) -> None: ...
+
+class ClusterIdentityRecord(_message.Message):
+    __slots__ = ("cluster_id",)
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    def __init__(self, cluster_id: _Optional[str] = ...) -> None: ...
 
 class QuorumVoter(_message.Message):
     __slots__ = ("controller_id", "raft_endpoint", "grpc_endpoint")
@@ -336,7 +346,7 @@ class PartitionReassignmentRecord(_message.Message):
     def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., isr: _Optional[_Union[ReplicaList, _Mapping]] = ..., isr_directory_ids: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class MetadataRecord(_message.Message):
-    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op", "controller_registration", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential", "partition_reassignment", "voter_set")
+    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op", "controller_registration", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential", "partition_reassignment", "voter_set", "cluster_identity")
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
@@ -358,6 +368,7 @@ class MetadataRecord(_message.Message):
     REMOVE_USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     PARTITION_REASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     VOTER_SET_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_IDENTITY_FIELD_NUMBER: _ClassVar[int]
     time_ms: int
     principal: str
     request_id: str
@@ -379,7 +390,8 @@ class MetadataRecord(_message.Message):
     remove_user_scram_credential: RemoveUserScramCredentialRecord
     partition_reassignment: PartitionReassignmentRecord
     voter_set: VoterSetRecord
-    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., controller_registration: _Optional[_Union[ControllerRegistrationRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ..., partition_reassignment: _Optional[_Union[PartitionReassignmentRecord, _Mapping]] = ..., voter_set: _Optional[_Union[VoterSetRecord, _Mapping]] = ...) -> None: ...
+    cluster_identity: ClusterIdentityRecord
+    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., controller_registration: _Optional[_Union[ControllerRegistrationRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ..., partition_reassignment: _Optional[_Union[PartitionReassignmentRecord, _Mapping]] = ..., voter_set: _Optional[_Union[VoterSetRecord, _Mapping]] = ..., cluster_identity: _Optional[_Union[ClusterIdentityRecord, _Mapping]] = ...) -> None: ...
 
 class MetadataBatch(_message.Message):
     __slots__ = ("controller_epoch", "records")
