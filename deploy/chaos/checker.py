@@ -541,3 +541,55 @@ def _nodes_named(detail: str) -> set[str]:
         if kind in ("broker", "controller") and number.isdigit():
             names.add(word)
     return names
+
+
+# ---- signals: what a run showed that is no verdict on its own ----
+
+# A power cut that drops more writes not fsynced than this from one controller is flagged: a controller
+# fsyncs what it acknowledges, so only what was in flight at the cut can go (0-2 writes measured on
+# kanal's own code, 9-49 with a Raft journal that is never fsynced; issue 41).
+CONTROLLER_CUT_DROPPED_WRITES_MAX = 8
+# Faults that must stall acks=all for a while: every broker here follows every partition, so a broker that
+# stops answering holds back each acknowledgement until the ISR drops it.
+STALLING_FAULTS = ("kill/node", "pause/node", "power/node", "partition/isolate", "partition/leader-alone")
+
+
+@dataclass(frozen=True)
+class PowerCut:
+    time: float
+    node: str
+    dropped_writes: int
+
+
+@dataclass(frozen=True)
+class Signals:
+    power_cuts: tuple[PowerCut, ...]
+    windows: tuple[tuple[float, float, str], ...]  # unavailability: start, end (seconds), fault in force
+    suspicious: tuple[str, ...]  # what deserves a look although no rule is broken
+
+
+def signals(events: list[Event]) -> Signals:
+    """Power cuts with the writes each dropped, unavailability windows, and what is suspicious: a
+    controller cut that dropped more unsynced writes than `CONTROLLER_CUT_DROPPED_WRITES_MAX`, or a run
+    with broker faults that stall acks=all but no unavailability window at all."""
+    ordered = sorted(events, key=lambda e: float(e["time"]))
+    cuts = tuple(
+        PowerCut(float(e["time"]), str(e["node"]), int(e["dropped_writes"]))
+        for e in ordered
+        if e["type"] == "nemesis" and e.get("action") == "cut" and "dropped_writes" in e and "node" in e
+    )
+    windows = tuple((float(e["start"]), float(e["end"]), str(e.get("fault", "")))
+                    for e in ordered if e["type"] == "unavailable")
+    suspicious = [
+        f"the power cut of {c.node} at t={c.time:.1f}s dropped {c.dropped_writes} writes not fsynced "
+        f"(a controller fsyncs what it acknowledges; more than {CONTROLLER_CUT_DROPPED_WRITES_MAX} is odd)"
+        for c in cuts
+        if c.node.startswith("controller-") and c.dropped_writes > CONTROLLER_CUT_DROPPED_WRITES_MAX
+    ]
+    stalling = [e for e in ordered if e["type"] == "nemesis" and e.get("action") == "start"
+                and e.get("fault") in STALLING_FAULTS and "broker-" in str(e.get("detail", ""))]
+    if stalling and not windows:
+        suspicious.append(f"{len(stalling)} broker faults under acks=all ({stalling[0]['fault']} "
+                          f"{stalling[0]['detail']} first) and no unavailability at all: were "
+                          "acknowledgements given without the in-sync replicas?")
+    return Signals(cuts, windows, tuple(suspicious))

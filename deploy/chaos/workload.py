@@ -30,14 +30,18 @@ from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
 from kanal.deploy.chaos.history import Recorder
+from kanal.metadata.snapshot import image_from_snapshot
 from kanal.security.channel_security import ClientSecurity, open_channel
-from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, controller_pb2_grpc
+from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, metadata_pb2
 from kanal.v1.error import KanalError
 
 log = logging.getLogger("kanal.chaos.workload")
 
 GROUP = "chaos-group"
 PRODUCER_START_S = 60.0
+CHURN_PARTITIONS = 1
+RETENTION_MS = 3_600_000  # the churn topics' retention.ms (plus a number of their own): an hour, so nothing
+TOPIC_RESOURCE = metadata_pb2.CONFIG_RESOURCE_TOPIC  # is deleted by retention during a run
 
 
 class Workload(threading.Thread):
@@ -239,7 +243,11 @@ class ConsumerWorkload(Workload):
 
 
 class ChurnWorkload(Workload):
-    """Creates `chaos-churn-N` every `interval_s` and deletes the oldest once `keep` exist."""
+    """Admin operations during the faults, each recorded with what it asked for and whether the cluster
+    acknowledged it (the final metadata read checks every acknowledged one on every node): creates
+    `chaos-churn-N` every `interval_s` (`CHURN_PARTITIONS` partitions, a `retention.ms` of its own), raises
+    the previous one to one partition more and sets its `retention.ms` again, and deletes the oldest once
+    `keep` exist."""
 
     def __init__(self, recorder: Recorder, bootstrap: str, *, interval_s: float = 3.0, keep: int = 2,
                  replication_factor: int = 2, security: ClientSecurity | None = None) -> None:
@@ -254,21 +262,32 @@ class ChurnWorkload(Workload):
             while not self.stopping.wait(self.interval_s):
                 name = f"chaos-churn-{n}"
                 n += 1
-                self._do(
-                    "create_topic", name, lambda name=name: admin.create_topic(name, 1, self.rf, wait_s=5)
-                )
+                configs = {"retention.ms": str(RETENTION_MS + n)}
+                self._do("create_topic", name, lambda name=name, configs=configs: admin.create_topic(
+                    name, CHURN_PARTITIONS, self.rf, configs, wait_s=5), count=CHURN_PARTITIONS,
+                    configs=configs)
+                if live:
+                    previous = live[-1]
+                    self._do("create_partitions", previous,
+                             lambda p=previous: admin.create_partitions(p, CHURN_PARTITIONS + 1),
+                             count=CHURN_PARTITIONS + 1)
+                    value = str(RETENTION_MS + 1000 + n)
+                    self._do("alter_config", previous,
+                             lambda p=previous, v=value: admin.alter_configs(
+                                 TOPIC_RESOURCE, p, {"retention.ms": v}),
+                             key="retention.ms", value=value)
                 live.append(name)
                 if len(live) > self.keep:
                     old = live.pop(0)
                     self._do("delete_topic", old, lambda old=old: admin.delete_topic(old))
 
-    def _do(self, type_: str, topic: str, call) -> None:
+    def _do(self, type_: str, topic: str, call, **asked) -> None:
         try:
             call()
         except (KanalError, TimeoutError, grpc.RpcError) as exc:
-            self.recorder.record(type_, self.process, topic=topic, ok=False, error=repr(exc)[:200])
+            self.recorder.record(type_, self.process, topic=topic, ok=False, error=repr(exc)[:200], **asked)
             return
-        self.recorder.record(type_, self.process, topic=topic, ok=True, error="")
+        self.recorder.record(type_, self.process, topic=topic, ok=True, error="", **asked)
 
 
 class Monitor(Workload):
@@ -304,13 +323,20 @@ class Monitor(Workload):
             )
         except grpc.RpcError:
             return
+        key = ("metadata", broker_id)
+        if seen.get(key) != reply.metadata_offset:
+            seen[key] = reply.metadata_offset
+            self.recorder.record("metadata", self.process, node=f"broker-{broker_id}",
+                                 offset=reply.metadata_offset, final=False)
         for topic in reply.topics:
             for p in topic.partitions:
-                key, now = ("leader", broker_id, topic.name, p.partition), (p.leader, p.leader_epoch)
+                key = ("leader", broker_id, topic.name, p.partition)
+                now = (p.leader, p.leader_epoch, tuple(p.isr))
                 if seen.get(key) != now:
                     seen[key] = now
                     self.recorder.record("leader", self.process, observer=broker_id, topic=topic.name,
-                                         partition=p.partition, leader=p.leader, epoch=p.leader_epoch)
+                                         partition=p.partition, leader=p.leader, epoch=p.leader_epoch,
+                                         isr=sorted(p.isr))
 
     def _controller(self, controller_id: int, stub, seen) -> None:
         try:
@@ -325,6 +351,64 @@ class Monitor(Workload):
             seen[key] = now
             self.recorder.record("controller", self.process, observer=controller_id, leader=controller_id,
                                  epoch=reply.term)
+
+
+def final_metadata(recorder: Recorder, brokers: dict[int, str], controllers: dict[int, str], *,
+                   timeout_s: float = 20.0, security: ClientSecurity | None = None) -> None:
+    """Every node's metadata after the faults, as one `metadata` event (`final`) per node that answers:
+    its applied offset and every topic it holds (a controller's committed image, with configs; a broker's
+    Metadata, without). Asked again until every node reaches the highest offset any node applied during
+    the run (a lagging broker catches up), or `timeout_s`; the last answer of each node is recorded, and a
+    node that never answers is left out (the final read and `no_recovery` speak for it)."""
+    highest = max((int(e["offset"]) for e in recorder.events if e["type"] == "metadata"), default=0)
+    views: dict[str, tuple[int, dict, bool]] = {}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for controller_id, endpoint in controllers.items():
+            view = _controller_metadata(endpoint, security)
+            if view is not None:
+                views[f"controller-{controller_id}"] = (*view, True)
+        for broker_id, endpoint in brokers.items():
+            view = _broker_metadata(endpoint, security)
+            if view is not None:
+                views[f"broker-{broker_id}"] = (*view, False)
+        behind = len(views) < len(brokers) + len(controllers) or any(
+            o < highest for o, _, _ in views.values())
+        if not behind or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    for node, (offset, topics, configs_known) in sorted(views.items()):
+        recorder.record("metadata", "final", node=node, offset=offset, final=True, topics=topics,
+                        configs_known=configs_known)
+
+
+def _controller_metadata(endpoint: str, security: ClientSecurity | None) -> tuple[int, dict] | None:
+    channel = open_channel(endpoint, (), security)
+    try:
+        reply = controller_pb2_grpc.ControllerStub(channel).DescribeMetadataImage(
+            controller_pb2.DescribeMetadataImageRequest(), timeout=5)
+    except grpc.RpcError as exc:
+        log.info("final metadata of controller %s: %s", endpoint, exc)
+        return None
+    finally:
+        channel.close()
+    image = image_from_snapshot(reply.snapshot)
+    topics = {name: {"partitions": len(t.partitions), "configs": dict(t.configs)}
+              for name, t in image.topics.items()}
+    return reply.snapshot.next_offset, topics
+
+
+def _broker_metadata(endpoint: str, security: ClientSecurity | None) -> tuple[int, dict] | None:
+    channel = open_channel(endpoint, (), security)
+    try:
+        reply = broker_pb2_grpc.BrokerStub(channel).Metadata(broker_pb2.MetadataRequest(), timeout=5)
+    except grpc.RpcError as exc:
+        log.info("final metadata of broker %s: %s", endpoint, exc)
+        return None
+    finally:
+        channel.close()
+    return reply.metadata_offset, {t.name: {"partitions": len(t.partitions), "configs": {}}
+                                   for t in reply.topics}
 
 
 def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, *, timeout_s: float = 60.0,
