@@ -70,6 +70,7 @@ class RunOptions:
     # The run's topic with unclean.leader.election.enable=true: the checker then allows the loss an unclean
     # election causes (checker.py), and only that.
     unclean: bool = False
+    overlap: bool = True  # schedule.py: overlapping episodes and the forced leader-isolating and isr-down
     recovery_timeout_s: float = 90.0
     image: str = "kanal:dev"  # the containers target's image (deploy/image/build.sh)
     # TLS and credentials for a secured cluster given by its bootstrap address (None: plaintext).
@@ -77,7 +78,7 @@ class RunOptions:
 
     def schedule_options(self) -> ScheduleOptions:
         return ScheduleOptions(faults=self.faults, duration_s=self.duration_s, seed=self.seed, topic=TOPIC,
-                               partitions=self.partitions)
+                               partitions=self.partitions, overlap=self.overlap)
 
 
 @dataclass
