@@ -295,23 +295,23 @@ def _recover_and_read(target, recorder: Recorder, workloads, options: RunOptions
 def _carry_out(faults: list[Fault], nemesis: Nemesis, recorder: Recorder, options: RunOptions, workloads,
                progress) -> None:
     heal_at = options.duration_s - options.schedule_options().cooldown_s
-    pending = list(faults)
-    active: tuple[Fault, str] | None = None
+    pending = sorted(faults, key=lambda f: f.start_s)
+    active: list[tuple[Fault, str]] = []  # overlapping episodes hold several at once
     while True:
         now = recorder.now()
         for w in workloads:
             if w.error is not None:
                 raise RuntimeError(f"{w.process} failed: {w.error!r}") from w.error
-        if active is not None and now >= active[0].end_s:
-            nemesis.stop(*active)
-            active = None
-        if active is None and pending and now >= pending[0].start_s:
+        for fault, detail in [a for a in active if now >= a[0].end_s]:
+            nemesis.stop(fault, detail)
+            active.remove((fault, detail))
+        while pending and now >= pending[0].start_s:
             fault = pending.pop(0)
-            active = (fault, nemesis.start(fault))
-        if now >= heal_at and active is None and not pending:
+            active.append((fault, nemesis.start(fault)))
+        if now >= heal_at and not active and not pending:
             break
         acked = sum(getattr(w, "acked", 0) for w in workloads)
-        doing = f"{active[0].kind}/{active[0].variant} {active[1]}" if active else "healed"
+        doing = "; ".join(f"{f.kind}/{f.variant} {d}" for f, d in active) or "healed"
         progress(f"seed {options.seed}: t={now:5.1f}/{options.duration_s:.0f}s acked={acked} {doing}")
         time.sleep(0.2)  # the fault clock's tick: faults start and end within 0.2 s of their schedule
     while recorder.now() < options.duration_s:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import itertools
 import json
 
 import pytest
@@ -131,7 +130,8 @@ def test_every_default_length_run_isolates_a_leader_and_takes_a_whole_isr_down()
     for seed in range(200):
         options = ScheduleOptions(faults=("kill", "pause", "partition", "power"), duration_s=60, seed=seed)
         steps = schedule(options)
-        assert any(f.kind == "partition" and f.variant in ("leader-alone", "zombie-leader") for f in steps), seed
+        assert any(f.kind == "partition" and f.variant in ("leader-alone", "zombie-leader")
+                   for f in steps), seed
         isr_down = [f for f in steps if f.variant == "isr-down"]
         assert len(isr_down) >= 3, seed
         # Every broker down at once: the last kill before the first restart, the stalest back first.
