@@ -4,7 +4,7 @@ from its copy. Test use only."""
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import sys
 from pathlib import Path
 

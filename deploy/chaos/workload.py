@@ -29,7 +29,7 @@ from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
-from kanal.deploy.chaos.history import Recorder
+from kanal.deploy.chaos.history import MetadataTopic, Recorder
 from kanal.metadata.snapshot import image_from_snapshot
 from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, metadata_pb2
@@ -323,9 +323,9 @@ class Monitor(Workload):
             )
         except grpc.RpcError:
             return
-        key = ("metadata", broker_id)
-        if seen.get(key) != reply.metadata_offset:
-            seen[key] = reply.metadata_offset
+        offset_key = ("metadata", broker_id)
+        if seen.get(offset_key) != reply.metadata_offset:
+            seen[offset_key] = reply.metadata_offset
             self.recorder.record("metadata", self.process, node=f"broker-{broker_id}",
                                  offset=reply.metadata_offset, final=False)
         for topic in reply.topics:
@@ -361,7 +361,7 @@ def final_metadata(recorder: Recorder, brokers: dict[int, str], controllers: dic
     the run (a lagging broker catches up), or `timeout_s`; the last answer of each node is recorded, and a
     node that never answers is left out (the final read and `no_recovery` speak for it)."""
     highest = max((int(e["offset"]) for e in recorder.events if e["type"] == "metadata"), default=0)
-    views: dict[str, tuple[int, dict, bool]] = {}
+    views: dict[str, tuple[int, dict[str, MetadataTopic], bool]] = {}
     deadline = time.monotonic() + timeout_s
     while True:
         for controller_id, endpoint in controllers.items():
@@ -382,7 +382,8 @@ def final_metadata(recorder: Recorder, brokers: dict[int, str], controllers: dic
                         configs_known=configs_known)
 
 
-def _controller_metadata(endpoint: str, security: ClientSecurity | None) -> tuple[int, dict] | None:
+def _controller_metadata(endpoint: str, security: ClientSecurity | None
+                         ) -> tuple[int, dict[str, MetadataTopic]] | None:
     channel = open_channel(endpoint, (), security)
     try:
         reply = controller_pb2_grpc.ControllerStub(channel).DescribeMetadataImage(
@@ -393,12 +394,13 @@ def _controller_metadata(endpoint: str, security: ClientSecurity | None) -> tupl
     finally:
         channel.close()
     image = image_from_snapshot(reply.snapshot)
-    topics = {name: {"partitions": len(t.partitions), "configs": dict(t.configs)}
+    topics: dict[str, MetadataTopic] = {name: {"partitions": len(t.partitions), "configs": dict(t.configs)}
               for name, t in image.topics.items()}
     return reply.snapshot.next_offset, topics
 
 
-def _broker_metadata(endpoint: str, security: ClientSecurity | None) -> tuple[int, dict] | None:
+def _broker_metadata(endpoint: str, security: ClientSecurity | None
+                     ) -> tuple[int, dict[str, MetadataTopic]] | None:
     channel = open_channel(endpoint, (), security)
     try:
         reply = broker_pb2_grpc.BrokerStub(channel).Metadata(broker_pb2.MetadataRequest(), timeout=5)
@@ -407,8 +409,9 @@ def _broker_metadata(endpoint: str, security: ClientSecurity | None) -> tuple[in
         return None
     finally:
         channel.close()
-    return reply.metadata_offset, {t.name: {"partitions": len(t.partitions), "configs": {}}
-                                   for t in reply.topics}
+    topics: dict[str, MetadataTopic] = {t.name: {"partitions": len(t.partitions), "configs": {}}
+                                        for t in reply.topics}
+    return reply.metadata_offset, topics
 
 
 def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, *, timeout_s: float = 60.0,

@@ -41,7 +41,8 @@ EVERY_FAULT = ("kill", "pause", "partition", "disk", "power", "clock")
 
 @pytest.mark.parametrize(("seed", "power_cuts"), [(432, 4), (909, 0)])
 def test_fixed_seeds_pass_the_checker(tmp_path, seed, power_cuts):
-    result = run_once(RunOptions(target="dev", overlap=False, faults=EVERY_FAULT, duration_s=55, seed=seed,
+    result = run_once(RunOptions(target="dev", overlap=False,
+                                     faults=EVERY_FAULT, duration_s=55, seed=seed,
                                  history_path=tmp_path / "history.jsonl"))
     print(result.table())
     assert result.ok, result.table()
@@ -61,7 +62,8 @@ def test_the_mutation_acks_all_as_1_is_caught(tmp_path):
     # Seed 4 cuts a partition's leader from every other node (not from the producers) for 5 s: answering
     # acks=all at once, it acknowledges records no follower has; a new leader is elected without them and
     # the old one truncates them away when it rejoins. The checker must say they are lost.
-    result = run_once(RunOptions(target="dev", overlap=False, faults=("partition",), duration_s=25, seed=4,
+    result = run_once(RunOptions(target="dev", overlap=False,
+                                     faults=("partition",), duration_s=25, seed=4,
                                  history_path=tmp_path / "history.jsonl", mutation="acks-all-as-1"))
     print(result.table())
     assert result.report.counts()["lost"] > 0, result.table()
@@ -85,7 +87,8 @@ def test_the_mutation_no_follower_truncation_is_caught(tmp_path):
     # way.
     tables = []
     for seed in (46, 120, 83, 172):
-        result = run_once(RunOptions(target="dev", overlap=False, faults=("partition",), duration_s=25, seed=seed,
+        result = run_once(RunOptions(target="dev", overlap=False,
+                                     faults=("partition",), duration_s=25, seed=seed,
                                      partitions=9, producers=4,
                                      history_path=tmp_path / f"history-{seed}.jsonl",
                                      mutation="no-follower-truncation"))
