@@ -71,7 +71,8 @@ class RunOptions:
     # election causes (checker.py), and only that.
     unclean: bool = False
     overlap: bool = True  # schedule.py: overlapping episodes and the forced leader-isolating and isr-down
-    recovery_timeout_s: float = 90.0
+    recovery_timeout_s: float = 90.0  # every node serving again after the faults heal
+    final_read_timeout_s: float = 60.0  # the fence records acknowledged and every partition read
     image: str = "kanal:dev"  # the containers target's image (deploy/image/build.sh)
     # TLS and credentials for a secured cluster given by its bootstrap address (None: plaintext).
     security: ClientSecurity | None = None
@@ -265,13 +266,16 @@ def _recover_and_read(target, recorder: Recorder, workloads, options: RunOptions
         progress(f"seed {options.seed}: healed; waiting for every node to serve")
         target.wait_all_serving(options.recovery_timeout_s)
         step = "the workloads stopping"
+        for w in workloads:  # all at once: one stopping after another kept the rest producing for minutes
+            w.stop()
         for w in reversed(workloads):
             w.join_checked(60)
         step = "every node's metadata"
         final_metadata(recorder, target.brokers, target.controllers, security=options.security)
         step = "the final read"
         progress(f"seed {options.seed}: final read")
-        final_read(recorder, target.bootstrap, TOPIC, options.partitions, security=options.security)
+        final_read(recorder, target.bootstrap, TOPIC, options.partitions,
+                   timeout_s=options.final_read_timeout_s, security=options.security)
         if target.takes_faults:  # a target whose data directories the run has: every ISR member's own log
             step = "the in-sync replicas' logs"
             progress(f"seed {options.seed}: reading the in-sync replicas' logs")
