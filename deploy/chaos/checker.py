@@ -17,7 +17,7 @@ carries the events that show it. The kinds, and the rule each one breaks:
 | `two_leaders` | one leader per partition leader epoch, in every broker's metadata |
 | `two_controllers` | one active controller per controller epoch (Raft term), in every controller's view |
 | `epoch_backwards` | a partition's records carry non-decreasing leader epochs, offset by offset (a record of an older epoch after a newer one is a deposed leader's write that survived) |
-| `metadata_lost` | an acknowledged admin operation (a topic created or deleted, partitions added, a config set) is in every node's final metadata, unless a later operation on the same thing may have undone it |
+| `metadata_lost` | an acknowledged admin operation (a topic created or deleted, partitions added, a config set; a user or an ACL created or deleted, on the controllers) is in every node's final metadata, unless a later operation on the same thing may have undone it |
 | `metadata_backwards` | a node's applied metadata offset never moves down while it runs, and every node's final metadata reaches the highest offset any node had applied during the run (committed metadata is never taken back) |
 | `no_recovery` | once every fault is healed the cluster serves again within the recovery bound (the runner records what it waited for and the error) |
 
@@ -45,6 +45,9 @@ KINDS = ("lost", "duplicate", "reorder", "divergent", "vanished", "read_uncommit
          "two_leaders", "two_controllers", "epoch_backwards", "metadata_lost", "metadata_backwards",
          "no_recovery")
 ADMIN_TYPES = ("create_topic", "delete_topic", "create_partitions", "alter_config")
+# Users and ACLs, by the history field naming what they made or removed (checked on controllers only:
+# a broker's Metadata answer holds neither).
+SECURITY_TYPES = {"create_user": "user", "delete_user": "user", "create_acl": "acl", "delete_acl": "acl"}
 UNCLEAN_KEY = "unclean.leader.election.enable"
 # What an allowed unclean election may cause in its partition (the truncated records, reads of them, their
 # offsets taken by other records).
@@ -139,10 +142,12 @@ def check(events: list[Event]) -> CheckReport:
         finals[_tp(e)].setdefault(int(e["offset"]), e)
     final_ends = {_tp(e): e for e in by_type["final_end"]}
 
-    report.admin_acknowledged = sum(1 for t in ADMIN_TYPES for e in by_type[t] if e.get("ok"))
+    report.admin_acknowledged = sum(1 for t in (*ADMIN_TYPES, *SECURITY_TYPES) for e in by_type[t]
+                                    if e.get("ok"))
     unclean_at = _unclean_elections(ordered)
     found += _lost(by_type["ack"], finals, final_ends, deleted)
     found += _metadata_lost([e for e in ordered if e["type"] in ADMIN_TYPES], by_type["metadata"])
+    found += _security_lost([e for e in ordered if e["type"] in SECURITY_TYPES], by_type["metadata"])
     found += _metadata_backwards(by_type["metadata"], by_type["nemesis"])
     found += [Violation("no_recovery", f"the cluster did not recover after the faults healed: {e['detail']}",
                         (e,)) for e in by_type["no_recovery"]]
@@ -495,6 +500,37 @@ def _metadata_lost(ops: list[Event], metadata: list[Event]) -> list[Violation]:
                 + "; ".join(text for _, text in missing),
                 (op, *(view for view, _ in missing))))
     return out
+
+
+def _security_lost(ops: list[Event], metadata: list[Event]) -> list[Violation]:
+    """Each acknowledged user or ACL creation (deletion) against each controller's final metadata: the user
+    or entry must be there (gone), unless a later operation on the same one, acknowledged or not, may have
+    undone it."""
+    views = {node: v for node, v in _finals_by_node(metadata).items() if "users" in v}
+    out = []
+    for i, op in enumerate(ops):
+        if not op.get("ok"):
+            continue
+        field_ = SECURITY_TYPES[op["type"]]
+        name = str(op[field_])  # type: ignore[literal-required]
+        if any(SECURITY_TYPES[e["type"]] == field_ and e.get(field_) == name for e in ops[i + 1:]):
+            continue
+        creates = op["type"].startswith("create_")
+        missing = [view for _, view in sorted(views.items()) if (name in _held(view, field_)) != creates]
+        if missing:
+            why = "has no such " + field_ if creates else "still holds it"
+            out.append(Violation(
+                "metadata_lost",
+                f"the {'creation' if creates else 'deletion'} of {field_} {name!r} was acknowledged at "
+                f"t={float(op['time']):.3f}s, but "
+                + "; ".join(f"{v['node']} (metadata offset {v['offset']}) {why}" for v in missing),
+                (op, *missing)))
+    return out
+
+
+def _held(view: Event, field_: str) -> list[str]:
+    """The users or the ACLs a controller's final metadata holds."""
+    return view.get("users", []) if field_ == "user" else view.get("acls", [])
 
 
 def _metadata_backwards(metadata: list[Event], nemesis: list[Event]) -> list[Violation]:

@@ -79,6 +79,10 @@ class EventFields(TypedDict, total=False):
     topics: dict[str, MetadataTopic]
     configs_known: bool
     dropped_writes: int
+    user: str  # create_user / delete_user: a SCRAM user's name
+    acl: str  # create_acl / delete_acl: the entry as `kanal acls list` prints it (admin.acl_text)
+    users: list[str]  # a controller's final metadata: every user with credentials
+    acls: list[str]  # a controller's final metadata: every access-control entry, as `acl`
 
 
 class Event(EventFields):
@@ -91,7 +95,7 @@ class Event(EventFields):
 EVENT_TYPES = frozenset({
     "send", "ack", "fail", "read", "commit", "committed", "final", "final_end", "create_topic",
     "delete_topic", "leader", "controller", "nemesis", "unavailable", "replica", "create_partitions",
-    "alter_config", "metadata", "no_recovery",
+    "alter_config", "metadata", "no_recovery", "create_user", "delete_user", "create_acl", "delete_acl",
 })
 
 

@@ -376,6 +376,28 @@ def test_deletes_partitions_and_configs_acknowledged_are_checked_and_later_opera
     assert "retention.ms='5000'" in lost[2] and "broker-2" not in lost[2]
 
 
+def test_users_and_acls_acknowledged_are_checked_on_the_controllers_only():
+    acl = "ALLOW User:u1@* READ TOPIC:LITERAL:t1"
+    h = H()
+    h.add("create_user", "admin", user="u0", ok=True, error="")
+    h.add("create_user", "admin", user="u1", ok=True, error="")
+    h.add("create_acl", "admin", acl=acl, ok=True, error="")
+    h.add("create_user", "admin", user="u2", ok=True, error="")
+    h.add("delete_user", "admin", user="u2", ok=False, error="timeout")  # indeterminate: may be gone
+    h.add("delete_user", "admin", user="u0", ok=True, error="")
+    metadata_view(h, "controller-0", 50, {})
+    h.events[-1].update(users=["u0", "u1"], acls=[])
+    metadata_view(h, "controller-1", 50, {})
+    h.events[-1].update(users=["u1"], acls=[acl])
+    metadata_view(h, "broker-0", 50, {}, configs_known=False)  # a broker knows no users or ACLs
+    lost = [v.message for v in check(h.events).violations if v.kind == "metadata_lost"]
+    assert len(lost) == 2, lost
+    assert f"creation of acl {acl!r}" in lost[0]
+    assert "controller-0" in lost[0] and "controller-1" not in lost[0]
+    assert "deletion of user 'u0'" in lost[1]
+    assert "controller-0 (metadata offset 50) still holds it" in lost[1]
+
+
 def test_a_running_nodes_metadata_offset_going_down_is_a_violation_but_not_across_its_restart():
     h = H()
     h.add("metadata", "monitor", node="broker-1", offset=40, final=False)
