@@ -170,6 +170,20 @@ class ConsumerWorkload(Workload):
             self._one_member(f"{self.process}.{generation}")
             generation += 1
 
+    def _start_consumer(self, config: ConsumerConfig) -> Consumer | None:
+        """A consumer, once a broker answers its first metadata request: a member starting while every
+        broker is down (the isr-down episode kills them all) tries again every 0.5 s; None when the workload
+        is stopped meanwhile (the runner stops it once every node serves, or gives up)."""
+        while not self.stopping.is_set():
+            try:
+                return Consumer(config)
+            except KanalError as exc:
+                if not exc.retriable:
+                    raise
+                log.info("%s: no broker answered yet (%s); trying again", config.client_id, exc)
+                self.stopping.wait(0.5)
+        return None
+
     def _one_member(self, name: str) -> None:
         config = ConsumerConfig(
             bootstrap=self.bootstrap,
@@ -184,7 +198,9 @@ class ConsumerWorkload(Workload):
             client_id=name,
             partition_assignment_strategy=("cooperative-sticky",),
         )
-        consumer = Consumer(config)
+        consumer = self._start_consumer(config)
+        if consumer is None:
+            return
         read: dict[tuple[str, int], int] = {}  # next offset to commit, per partition read since assigned
 
         def commit(partitions) -> None:
