@@ -7,6 +7,8 @@
 # and the Python headers when missing (as root), so pip builds the clients' C hot paths
 # (clients/_producer_fast.c, clients/_consumer_fast.c). Without them the install still works, on the
 # pure-Python paths.
+# `bash deploy/bootstrap.sh chaos` also installs (as root, with apt-get) what `kanal chaos run` needs beside
+# Python: iproute2 (`ip`), iptables, and fuse3 (`fusermount3`, for the power faults).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
@@ -36,6 +38,22 @@ if ! { command -v gcc >/dev/null || command -v cc >/dev/null; } || ! has_headers
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc python3-dev >/dev/null || true
   fi
 fi
+case ",$extras," in
+  *,chaos,*)
+    missing=""
+    command -v ip >/dev/null || missing="$missing iproute2"
+    command -v iptables >/dev/null || missing="$missing iptables"
+    command -v fusermount3 >/dev/null || missing="$missing fuse3"
+    if [ -n "$missing" ]; then
+      if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+      else
+        echo "kanal chaos needs the Debian packages:$missing (run this as root, or install them)" >&2
+        exit 1
+      fi
+    fi
+    ;;
+esac
 .venv/bin/python -m pip install -q --upgrade pip
 if [ -n "$extras" ]; then
   .venv/bin/python -m pip install -q -e ".[$extras]"

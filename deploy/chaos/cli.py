@@ -6,6 +6,7 @@
                                                                             # full disks
     kanal chaos run --target HOST:PORT[,HOST:PORT] --faults '' --duration 60s  # no faults: workloads +
                                                                                # checker
+    kanal chaos mutate --duration 60s --seeds 5 [--mutations raft-journal-no-fsync,unclean-election]
     kanal chaos check HISTORY.jsonl
     kanal chaos schedule --faults kill,partition --duration 60s --seed 7   # the faults a seed gives
 
@@ -15,6 +16,14 @@ unavailability windows, violations), writes each run's history to `--history-dir
 run could not be carried out). Run `r` of `--runs N` uses seed `--seed + r`. `--target dev` and
 `--target containers` need root: every node runs in its own network namespace. Ctrl-C heals every fault and
 stops everything the run started before it exits.
+
+Before a dev or containers run starts anything it checks for `ip`, `iptables` and, with `power` among the
+faults, FUSE (`fusermount3`, /dev/fuse), and names the Debian packages that give them
+(`bash deploy/bootstrap.sh chaos` installs them).
+
+`mutate` is the mutation suite: each mutation of mutation.py (brokers and controllers from a copy of the
+code with one deliberate bug) over `--seeds` runs on the dev target, and a caught/missed row per mutation
+(one JSON object per line with `--output json`); exit 1 when any mutation was missed in any seed.
 
 `--unsafe-test-mutation NAME` runs the brokers from a copy of kanal.broker with a deliberate bug
 (mutation.py; for the mutation check that proves the runner finds what it should). Never for real use.
@@ -28,16 +37,20 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import NoReturn
 
 from kanal.commands.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.commands.report import OUTPUT_HELP, CommandParser, bounded_number, command_error
 from kanal.deploy.chaos.checker import check
 from kanal.deploy.chaos.history import read_history
-from kanal.deploy.chaos.mutation import MUTATIONS
+from kanal.deploy.chaos.mutation import MUTATION_CLASSES, MUTATIONS
 from kanal.deploy.chaos.schedule import FAULT_KINDS, ScheduleOptions, schedule
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -56,7 +69,7 @@ PRODUCERS_MAX = 64
 RUNS_MAX = 100_000  # --runs: zero runs would check nothing and pass
 
 
-def _count_up_to(maximum: int):
+def _count_up_to(maximum: int) -> Callable[[str], int]:
     return bounded_number(int, 1, f"1-{maximum}", maximum)
 
 
@@ -96,7 +109,24 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--output", choices=("text", "json"), default="text",
                      help=f"{OUTPUT_HELP} (each run's verdict: one JSON object per line)")
     run.add_argument("--unsafe-test-mutation", choices=sorted(MUTATIONS), default=None,
-                     help="TEST ONLY: brokers from a copy of kanal.broker with this deliberate bug")
+                     help="TEST ONLY: nodes from a copy of kanal's code with this deliberate bug")
+    run.add_argument("--unclean", action="store_true",
+                     help="the workload topic with unclean.leader.election.enable=true (the checker "
+                     "then allows the loss an unclean election causes, and only that)")
+    run.add_argument("--no-overlap", action="store_true",
+                     help="faults strictly one at a time (the schedules of before overlapping episodes)")
+    mut = sub.add_parser("mutate",
+                         help="the mutation suite: each deliberate bug over seeds; caught or missed")
+    mut.add_argument("--mutations", default=",".join(MUTATIONS),
+                     help=f"comma-separated, of {','.join(MUTATIONS)} (default: all)")
+    mut.add_argument("--faults", type=faults, default=("kill", "pause", "partition", "power"),
+                     help="fault kinds (default kill,pause,partition,power)")
+    mut.add_argument("--duration", type=duration_s, default=60.0, help="per run (default 60s)")
+    mut.add_argument("--seed", type=int, default=1, help="first seed (default 1)")
+    mut.add_argument("--seeds", type=_count_up_to(RUNS_MAX), default=3, help="seeds per mutation (default 3)")
+    mut.add_argument("--history-dir", type=Path, default=Path("chaos-mutants"),
+                     help="where each run's history is written (default chaos-mutants)")
+    mut.add_argument("--output", choices=("text", "json"), default="text", help=OUTPUT_HELP)
     # A secured cluster given by its bootstrap address: the client commands' TLS and credential flags.
     add_client_security_flags(run)
     chk = sub.add_parser("check", help="check a recorded history")
@@ -111,6 +141,7 @@ def parser() -> argparse.ArgumentParser:
     sch.add_argument("--seed", type=int, default=1, help="seed of the schedule (default 1)")
     sch.add_argument("--output", choices=("text", "json"), default="text",
                      help=f"{OUTPUT_HELP} (one JSON object per fault)")
+    sch.add_argument("--no-overlap", action="store_true", help="faults strictly one at a time")
     return p
 
 
@@ -120,16 +151,43 @@ def main(argv: list[str] | None = None) -> int:
         return _check(args)
     if args.command == "schedule":
         try:
-            steps = schedule(ScheduleOptions(faults=args.faults, duration_s=args.duration, seed=args.seed))
+            steps = schedule(ScheduleOptions(faults=args.faults, duration_s=args.duration, seed=args.seed,
+                                             overlap=not args.no_overlap))
         except ValueError as exc:
             return command_error("kanal chaos", str(exc), exit_status=2)
         for f in steps:
             print(json.dumps(dataclasses.asdict(f)) if args.output == "json" else f.describe())
         return 0
+    if args.command == "mutate":
+        return _mutate(args)
     return _run(args)
 
 
-def _check(args) -> int:
+# What a dev or containers run needs beside Python, and the Debian package that gives it.
+TOOLS = (("ip", "iproute2"), ("iptables", "iptables"))
+POWER_TOOLS = (("fusermount3", "fuse3"),)
+
+
+def preflight(target: str, fault_kinds: tuple[str, ...], which: Callable[[str], str | None] = shutil.which,
+              fuse_device: Path = Path("/dev/fuse")) -> str | None:
+    """What is missing for a run on `target` with these faults, as one sentence naming the Debian packages;
+    None when nothing is. Asked before anything starts (a missing iptables used to show only once the
+    cluster was up)."""
+    if target not in ("dev", "containers"):
+        return None
+    needed = list(TOOLS) + (list(POWER_TOOLS) if "power" in fault_kinds else [])
+    missing = [(tool, package) for tool, package in needed if which(tool) is None]
+    if "power" in fault_kinds and not fuse_device.exists():
+        missing.append(("/dev/fuse", "fuse3 (and a kernel with FUSE)"))
+    if not missing:
+        return None
+    tools = ", ".join(tool for tool, _ in missing)
+    packages = " ".join(dict.fromkeys(package.split()[0] for _, package in missing))
+    return (f"kanal chaos --target {target} needs {tools}: install the Debian packages {packages} "
+            f"(apt-get install {packages}, or `bash deploy/bootstrap.sh chaos` as root)")
+
+
+def _check(args: argparse.Namespace) -> int:
     try:
         events = read_history(args.history)
     except (OSError, ValueError) as exc:
@@ -164,11 +222,11 @@ def _failed(tty: bool, message: str, exit_status: int, code: int = ErrorCode.INV
     return command_error("kanal chaos", message, code, exit_status=exit_status)
 
 
-def _raise_interrupt(signum, frame):
+def _raise_interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _run(args) -> int:
+def _run(args: argparse.Namespace) -> int:
     from kanal.deploy.chaos.runner import RunOptions, run_once
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -187,6 +245,9 @@ def _run(args) -> int:
     # KeyboardInterrupt, so `kill -INT` would leave the run going (kanal dev sets both as well).
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, _raise_interrupt)
+    missing = preflight(args.target, args.faults)
+    if missing is not None:
+        return command_error("kanal chaos", missing, exit_status=2)
     tty = sys.stderr.isatty()
 
     last_line_at = [0.0]
@@ -207,7 +268,8 @@ def _run(args) -> int:
         options = RunOptions(target=args.target, faults=args.faults, duration_s=args.duration, seed=seed,
                              history_path=args.history_dir / f"seed-{seed}.jsonl",
                              partitions=args.partitions, producers=args.producers,
-                             mutation=args.unsafe_test_mutation, image=args.image, security=security)
+                             mutation=args.unsafe_test_mutation, image=args.image, security=security,
+                             unclean=args.unclean, overlap=not args.no_overlap)
         try:
             options.schedule_options()
             result = run_once(options, progress)
@@ -219,8 +281,10 @@ def _run(args) -> int:
         except (RuntimeError, TimeoutError, OSError, KanalError) as exc:
             # KanalError: the cluster refused what the run needs after healing (the final read's fence
             # record, say, on a partition whose ISR never recovered): no verdict on the history.
-            return _failed(tty, f"run with seed {seed} could not be carried out: {exc}", 3,
-                           ErrorCode.UNKNOWN_SERVER_ERROR)
+            # What is left here is the harness itself (a namespace that cannot be made, a workload's own
+            # bug): a cluster that does not come back is a verdict (no_recovery), never this.
+            return _failed(tty, f"run with seed {seed} could not be carried out (the chaos harness failed, "
+                           f"no verdict about kanal): {exc}", 3, ErrorCode.UNKNOWN_SERVER_ERROR)
         if tty and not args.quiet:
             sys.stderr.write("\r\033[K")
         if args.output == "json":
@@ -231,6 +295,56 @@ def _run(args) -> int:
     if args.runs > 1 and args.output != "json":
         print(f"{args.runs} runs, {violations} with violations")
     return 1 if violations else 0
+
+
+def _mutate(args: argparse.Namespace) -> int:
+    """Each mutation over `--seeds` dev runs; one row per mutation: caught in how many seeds, which
+    violation kinds, which seeds missed it. A run the harness could not carry out counts as neither."""
+    from kanal.deploy.chaos.runner import RunOptions, run_once
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    names = [n.strip() for n in args.mutations.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MUTATIONS]
+    if unknown:
+        return command_error("kanal chaos", f"unknown mutations {unknown}; known: {','.join(MUTATIONS)}",
+                             exit_status=2)
+    missing = preflight("dev", args.faults)
+    if missing is not None:
+        return command_error("kanal chaos", missing, exit_status=2)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, _raise_interrupt)
+    any_missed = False
+    for name in names:
+        caught, missed, harness, kinds = [], [], [], set()
+        for seed in range(args.seed, args.seed + args.seeds):
+            options = RunOptions(target="dev", faults=args.faults, duration_s=args.duration, seed=seed,
+                                 history_path=args.history_dir / name / f"seed-{seed}.jsonl", mutation=name)
+            try:
+                result = run_once(options)
+            except KeyboardInterrupt:
+                return command_error("kanal chaos",
+                                     "interrupted; every fault healed and every process stopped",
+                                     exit_status=130)
+            except (RuntimeError, TimeoutError, OSError, KanalError) as exc:
+                harness.append((seed, repr(exc)[:200]))
+                continue
+            if result.ok:
+                missed.append(seed)
+            else:
+                caught.append(seed)
+                kinds |= {k for k, n in result.report.counts().items() if n}
+        any_missed = any_missed or bool(missed)
+        row = {"mutation": name, "class": MUTATION_CLASSES.get(name, ""), "duration_s": args.duration,
+               "faults": list(args.faults), "caught": len(caught), "missed": len(missed),
+               "caught_seeds": caught, "missed_seeds": missed, "violation_kinds": sorted(kinds),
+               "harness_failed": harness}
+        if args.output == "json":
+            print(json.dumps(row), flush=True)
+        else:
+            print(f"{name:26} {row['class']:26} caught {len(caught)} of {len(caught) + len(missed)}"
+                  f" ({', '.join(sorted(kinds)) or '-'}); missed seeds {missed or '-'}"
+                  + (f"; harness failed {len(harness)}" if harness else ""), flush=True)
+    return 1 if any_missed else 0
 
 
 if __name__ == "__main__":

@@ -15,10 +15,14 @@ Other fields by type (`topic` and `partition` name a partition; `value` is the r
 | `final` | topic, partition, offset, value, leader_epoch | the closing read of every partition from its start |
 | `final_end` | topic, partition, end_offset | the closing read of this partition reached `end_offset` |
 | `replica` | broker, topic, partition, offset, value | a record in an in-sync replica's own log, read from its data directory after the final read (replicas.py) |
-| `create_topic` / `delete_topic` | topic, ok, error | a topic created / deleted during the faults |
-| `leader` | observer, topic, partition, leader, epoch | broker `observer`'s metadata names `leader` for `epoch` |
+| `create_topic` / `delete_topic` | topic, ok, error; create: count, configs | a topic created (with `count` partitions and `configs`) / deleted; `ok`: the controller acknowledged it (false: indeterminate, it may have happened) |
+| `create_partitions` | topic, count, ok, error | a topic's partitions raised to `count` |
+| `alter_config` | topic, key, value, ok, error | a topic's config `key` set to `value` |
+| `metadata` | node, offset, final; final: topics, configs_known | a node (`broker-N`, `controller-N`) has applied the metadata log up to `offset`; the monitor records each change, the final metadata read (`final` true) also every topic it holds (`topics`: name -> `{"partitions": n, "configs": {...}}`; `configs_known` false when the node's answer names no configs, a broker's) |
+| `no_recovery` | detail | after every fault was healed the cluster did not come back within the recovery bound: what was waited for and the error |
+| `leader` | observer, topic, partition, leader, epoch, isr | broker `observer`'s metadata names `leader` for `epoch`, with in-sync replicas `isr` (left out by older histories) |
 | `controller` | observer, leader, epoch | controller `observer` names `leader` active in Raft term `epoch` |
-| `nemesis` | fault, action (`start` / `stop` / `cut` / `skip` / `restart`), detail | a fault injected or healed; `cut`: a node's power cut (how many writes not fsynced it dropped); `skip`: a fault with no node to aim at; `restart`: a node that exited by itself started again |
+| `nemesis` | fault, action (`start` / `stop` / `cut` / `skip` / `restart`), detail | a fault injected or healed; `cut`: a node's power cut (how many writes not fsynced it dropped: `detail` and `dropped_writes`, `node`); `skip`: a fault with no node to aim at; `restart`: a node that exited by itself started again |
 | `unavailable` | start, end | no producer got an acknowledgement from `start` to `end` (seconds) |
 
 `leader_epoch` and `offset` are ints; an event may carry fields the checker does not read. The format is
@@ -35,6 +39,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TypedDict, TypeGuard, Unpack
+
+
+class MetadataTopic(TypedDict):
+    """A topic as a node's metadata holds it (the final metadata read)."""
+
+    partitions: int
+    configs: dict[str, str]
 
 
 class EventFields(TypedDict, total=False):
@@ -59,6 +70,19 @@ class EventFields(TypedDict, total=False):
     detail: str
     start: float
     end: float
+    count: int
+    configs: dict[str, str]
+    key: str
+    isr: list[int]
+    node: str
+    final: bool
+    topics: dict[str, MetadataTopic]
+    configs_known: bool
+    dropped_writes: int
+    user: str  # create_user / delete_user: a SCRAM user's name
+    acl: str  # create_acl / delete_acl: the entry as `kanal acls list` prints it (admin.acl_text)
+    users: list[str]  # a controller's final metadata: every user with credentials
+    acls: list[str]  # a controller's final metadata: every access-control entry, as `acl`
 
 
 class Event(EventFields):
@@ -70,7 +94,8 @@ class Event(EventFields):
 
 EVENT_TYPES = frozenset({
     "send", "ack", "fail", "read", "commit", "committed", "final", "final_end", "create_topic",
-    "delete_topic", "leader", "controller", "nemesis", "unavailable", "replica",
+    "delete_topic", "leader", "controller", "nemesis", "unavailable", "replica", "create_partitions",
+    "alter_config", "metadata", "no_recovery", "create_user", "delete_user", "create_acl", "delete_acl",
 })
 
 

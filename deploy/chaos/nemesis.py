@@ -78,6 +78,8 @@ class Nemesis:
                     fault=f"{fault.kind}/{fault.variant}",
                     action="cut",
                     detail=f"{node}: {cut['dropped_ops']} writes not fsynced dropped, {cut['kept_ops']} kept",
+                    node=node,
+                    dropped_writes=int(cut["dropped_ops"]),
                 )
         elif fault.kind == "clock":
             self.skewed.add(nodes[0])

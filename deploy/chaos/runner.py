@@ -27,8 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
+
 from kanal.clients.admin import Admin
-from kanal.deploy.chaos.checker import CheckReport, check
+from kanal.deploy.chaos.checker import UNCLEAN_KEY, CheckReport, Signals, check, signals
 from kanal.deploy.chaos.history import Event, Recorder
 from kanal.deploy.chaos.mutation import make_mutant
 from kanal.deploy.chaos.nemesis import Nemesis
@@ -36,8 +38,16 @@ from kanal.deploy.chaos.replicas import record_replicas
 from kanal.deploy.chaos.schedule import Fault, ScheduleOptions, schedule
 from kanal.deploy.chaos.storage import BROKER_DISK_BYTES
 from kanal.deploy.chaos.target import BootstrapTarget, ContainersTarget, DevTarget
-from kanal.deploy.chaos.workload import ChurnWorkload, ConsumerWorkload, Monitor, ProducerWorkload, final_read
+from kanal.deploy.chaos.workload import (
+    ChurnWorkload,
+    ConsumerWorkload,
+    Monitor,
+    ProducerWorkload,
+    final_metadata,
+    final_read,
+)
 from kanal.security.channel_security import ClientSecurity
+from kanal.v1.error import KanalError
 
 log = logging.getLogger("kanal.chaos.runner")
 
@@ -57,14 +67,19 @@ class RunOptions:
     consumers: int = 2
     churn: bool = True
     mutation: str | None = None  # mutation.py: a broker with a deliberate bug (the mutation check)
-    recovery_timeout_s: float = 90.0
+    # The run's topic with unclean.leader.election.enable=true: the checker then allows the loss an unclean
+    # election causes (checker.py), and only that.
+    unclean: bool = False
+    overlap: bool = True  # schedule.py: overlapping episodes and the forced leader-isolating and isr-down
+    recovery_timeout_s: float = 90.0  # every node serving again after the faults heal
+    final_read_timeout_s: float = 60.0  # the fence records acknowledged and every partition read
     image: str = "kanal:dev"  # the containers target's image (deploy/image/build.sh)
     # TLS and credentials for a secured cluster given by its bootstrap address (None: plaintext).
     security: ClientSecurity | None = None
 
     def schedule_options(self) -> ScheduleOptions:
         return ScheduleOptions(faults=self.faults, duration_s=self.duration_s, seed=self.seed, topic=TOPIC,
-                               partitions=self.partitions)
+                               partitions=self.partitions, overlap=self.overlap)
 
 
 @dataclass
@@ -85,6 +100,7 @@ class RunResult:
     injected: list[tuple[Fault, str]]
     windows: list[Window] = field(default_factory=list)
     failed: int = 0
+    signals: Signals | None = None
 
     @property
     def ok(self) -> bool:
@@ -106,6 +122,10 @@ class RunResult:
             "ok": r.ok, "violations_by_kind": {k: n for k, n in r.counts().items() if n},
             "first_violation": None if r.ok else str(r.first),
             "unchecked": [list(tp) for tp in r.unchecked], "history": str(o.history_path),
+            "allowed_loss": r.allowed_loss, "admin_acknowledged": r.admin_acknowledged, "unclean": o.unclean,
+            "power_cuts": [{"node": c.node, "time_s": c.time, "dropped_writes": c.dropped_writes}
+                           for c in (self.signals.power_cuts if self.signals else ())],
+            "suspicious": list(self.signals.suspicious if self.signals else ()),
         }
 
     def table(self, number: int = 1, runs: int = 1) -> str:
@@ -125,16 +145,25 @@ class RunResult:
             violations = f"{counts}; first:\n      {str(r.first).replace(chr(10), chr(10) + '      ')}"
         rows = [
             f"run {number}/{runs}  seed {o.seed}  target {o.target}  {o.duration_s:.0f}s"
-            + (f"  mutation {o.mutation}" if o.mutation else ""),
+            + (f"  mutation {o.mutation}" if o.mutation else "")
+            + ("  unclean election on" if o.unclean else ""),
             f"  faults injected  {len(self.injected)}: {faults}",
             (f"  acknowledged     {r.acknowledged} of {r.sent} sent ({self.failed} failed), "
             f"{r.read} read by the group, {r.final_records} in the final read"),
             f"  unavailable      {unavailable}",
+            f"  metadata         {r.admin_acknowledged} admin operations acknowledged, checked on every node",
             f"  violations       {violations}",
             f"  history          {o.history_path}",
         ]
         if r.unchecked:
             rows.insert(-1, f"  unchecked        {r.unchecked} (no final read)")
+        if r.allowed_loss:
+            rows.insert(-1, f"  allowed loss     {r.allowed_loss} (after unclean elections the topic allows)")
+        if self.signals is not None and self.signals.power_cuts:
+            cuts = ", ".join(f"{c.node} {c.dropped_writes}" for c in self.signals.power_cuts)
+            rows.insert(-1, f"  power cuts       writes not fsynced dropped: {cuts}")
+        if self.signals is not None and self.signals.suspicious:
+            rows.insert(-1, "  suspicious       " + "\n                   ".join(self.signals.suspicious))
         return "\n".join(rows)
 
 
@@ -169,10 +198,17 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         progress(f"seed {options.seed}: starting the {target.name} target")
         target.start()
         security = options.security
+        configs = {"min.insync.replicas": "2"}
+        if options.unclean:
+            configs[UNCLEAN_KEY] = "true"
         with Admin(target.bootstrap, request_timeout_ms=10_000, security=security) as admin:
-            if TOPIC not in admin.list_topics():
-                admin.create_topic(TOPIC, options.partitions, 3, {"min.insync.replicas": "2"}, wait_s=60)
+            created = TOPIC not in admin.list_topics()
+            if created:
+                admin.create_topic(TOPIC, options.partitions, 3, configs, wait_s=60)
         recorder = Recorder(out)  # time 0 of the schedule
+        if created:  # acknowledged before time 0: it must outlive every fault like any other admin operation
+            recorder.record("create_topic", "admin", topic=TOPIC, ok=True, error="", count=options.partitions,
+                            configs=configs)
         nemesis = Nemesis(target, recorder)
         rng = random.Random(f"kanal-chaos-workload:{options.seed}")
         workloads = [Monitor(recorder, target.brokers, target.controllers, TOPIC, security=security)]
@@ -191,15 +227,7 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
             _carry_out(faults, nemesis, recorder, options, workloads, progress)
         finally:
             nemesis.heal_all()
-        progress(f"seed {options.seed}: healed; waiting for every node to serve")
-        target.wait_all_serving(options.recovery_timeout_s)
-        for w in reversed(workloads):
-            w.join_checked(60)
-        progress(f"seed {options.seed}: final read")
-        final_read(recorder, target.bootstrap, TOPIC, options.partitions, security=security)
-        if target.takes_faults:  # a target whose data directories the run has: every ISR member's own log
-            progress(f"seed {options.seed}: reading the in-sync replicas' logs")
-            record_replicas(recorder, target.bootstrap, target.data_dir, TOPIC, options.partitions)
+        _recover_and_read(target, recorder, workloads, options, progress)
         windows = _unavailable(recorder.events, nemesis.injected, options.duration_s)
         for w in windows:
             recorder.record("unavailable", "runner", start=round(w.start_s, 3), end=round(w.end_s, 3),
@@ -207,7 +235,7 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         events = list(recorder.events)
         report = check(events)
         failed = sum(1 for e in events if e["type"] == "fail")
-        return RunResult(options, report, list(nemesis.injected), windows, failed)
+        return RunResult(options, report, list(nemesis.injected), windows, failed, signals(events))
     finally:
         for w in workloads:
             w.stop()
@@ -227,26 +255,67 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+def _recover_and_read(target, recorder: Recorder, workloads, options: RunOptions, progress) -> None:
+    """After the faults: every node serving, the workloads stopped, every node's metadata, the final read,
+    the in-sync replicas' logs. A cluster that does not come back is a finding about kanal, not a failure
+    of the run: it is recorded as `no_recovery` with what was waited for and the error (the checker makes it
+    a violation), and the metadata every node still answers with is read all the same, so a run that lost
+    its metadata names what it lost."""
+    step = "every node serving"
+    try:
+        progress(f"seed {options.seed}: healed; waiting for every node to serve")
+        target.wait_all_serving(options.recovery_timeout_s)
+        step = "the workloads stopping"
+        for w in workloads:  # all at once: one stopping after another kept the rest producing for minutes
+            w.stop()
+        for w in reversed(workloads):
+            w.join_checked(60)
+        step = "every node's metadata"
+        final_metadata(recorder, target.brokers, target.controllers, security=options.security)
+        step = "the final read"
+        progress(f"seed {options.seed}: final read")
+        final_read(recorder, target.bootstrap, TOPIC, options.partitions,
+                   timeout_s=options.final_read_timeout_s, security=options.security)
+        if target.takes_faults:  # a target whose data directories the run has: every ISR member's own log
+            step = "the in-sync replicas' logs"
+            progress(f"seed {options.seed}: reading the in-sync replicas' logs")
+            record_replicas(recorder, target.bootstrap, target.data_dir, TOPIC, options.partitions)
+    except (TimeoutError, KanalError, RuntimeError) as exc:
+        cause = exc.__cause__
+        if isinstance(exc, RuntimeError) and not isinstance(cause, (TimeoutError, KanalError, grpc.RpcError)):
+            raise  # a workload of the harness failed for its own reasons: no verdict about kanal
+        log.warning("no recovery (%s): %s", step, exc)
+        recorder.record("no_recovery", "runner", detail=f"{step}: {exc!r}"[:2000])
+        if step in ("every node serving", "the workloads stopping"):
+            for w in workloads:
+                w.stop()
+            try:
+                final_metadata(recorder, target.brokers, target.controllers, timeout_s=5.0,
+                               security=options.security)
+            except (KanalError, RuntimeError, OSError) as again:
+                log.warning("metadata after no recovery: %s", again)
+
+
 def _carry_out(faults: list[Fault], nemesis: Nemesis, recorder: Recorder, options: RunOptions, workloads,
                progress) -> None:
     heal_at = options.duration_s - options.schedule_options().cooldown_s
-    pending = list(faults)
-    active: tuple[Fault, str] | None = None
+    pending = sorted(faults, key=lambda f: f.start_s)
+    active: list[tuple[Fault, str]] = []  # overlapping episodes hold several at once
     while True:
         now = recorder.now()
         for w in workloads:
             if w.error is not None:
                 raise RuntimeError(f"{w.process} failed: {w.error!r}") from w.error
-        if active is not None and now >= active[0].end_s:
-            nemesis.stop(*active)
-            active = None
-        if active is None and pending and now >= pending[0].start_s:
+        for fault, detail in [a for a in active if now >= a[0].end_s]:
+            nemesis.stop(fault, detail)
+            active.remove((fault, detail))
+        while pending and now >= pending[0].start_s:
             fault = pending.pop(0)
-            active = (fault, nemesis.start(fault))
-        if now >= heal_at and active is None and not pending:
+            active.append((fault, nemesis.start(fault)))
+        if now >= heal_at and not active and not pending:
             break
         acked = sum(getattr(w, "acked", 0) for w in workloads)
-        doing = f"{active[0].kind}/{active[0].variant} {active[1]}" if active else "healed"
+        doing = "; ".join(f"{f.kind}/{f.variant} {d}" for f, d in active) or "healed"
         progress(f"seed {options.seed}: t={now:5.1f}/{options.duration_s:.0f}s acked={acked} {doing}")
         time.sleep(0.2)  # the fault clock's tick: faults start and end within 0.2 s of their schedule
     while recorder.now() < options.duration_s:

@@ -2,9 +2,21 @@
 options give the same faults at the same times (the nodes they hit are named by role and resolved when
 the fault starts: "the leader of chaos-0 partition 1" is whoever leads it then).
 
-A run is: `warmup_s` of quiet, then faults one at a time, each held for a random 3-8 s and followed by
-2-5 s healed, until `cooldown_s` before the end, when everything is healed and the cluster may recover
-before the final read. One fault at a time keeps every step undoable on its own and a history readable.
+A run is: `warmup_s` of quiet, then episodes, each followed by 2-5 s healed, until `cooldown_s` before the
+end, when everything is healed and the cluster may recover before the final read. An episode is one fault
+held for a random 3-8 s, or (`ScheduleOptions.overlap`, on by default) faults that overlap:
+
+| episode | faults | needs |
+|---|---|---|
+| `isr-down` | every broker killed one after another, 2-3 s apart (so each dies after the ISR dropped the one before: the last holds writes the first never saw), then started again in the order they died, the stalest first: every partition of RF = brokers loses its whole ISR, and only unclean election could bring the stale replica back as leader | `kill` |
+| `second-replica` | a broker killed, and while it is down (or just back and catching up) another | `kill` |
+| `controller-cut-during-kill` | a broker killed, and a controller split from the others while it is down | `kill`, `partition` |
+
+The first two episodes of every run are, in an order drawn from the seed, a fault that isolates a
+partition leader from its followers (`partition/leader-alone` or `partition/zombie-leader`, when `partition`
+is asked for) and `isr-down` (when `kill` is), so every run of the default length (60 s) holds both; the rest
+are drawn: an overlapping episode with probability `OVERLAP_PROBABILITY`, else one fault. Faults of one
+episode never share a kind of undo that would heal another early (at most one network fault at a time).
 
 Faults and their variants (`Fault.kind` / `Fault.variant`, target roles):
 
@@ -30,6 +42,9 @@ HEALED_S = (2.0, 5.0)
 # How far a clock fault steps a broker's wall clock: well past any heartbeat, session or lag bound, and
 # below the hours-to-days bounds (producer-id expiry, retention) where a wrong clock is meant to act.
 CLOCK_STEP_S = (10.0, 3600.0)
+OVERLAP_PROBABILITY = 0.35
+ISR_DOWN_GAP_S = (2.5, 3.5)  # between two kills of `isr-down`: past the ISR's lag bound (2 s here)
+LEADER_ISOLATING = ("leader-alone", "zombie-leader")
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,7 @@ class ScheduleOptions:
     partitions: int = 3
     warmup_s: float = 3.0
     cooldown_s: float = 4.0
+    overlap: bool = True  # overlapping episodes and the two forced first episodes (see the docstring)
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.faults if f not in FAULT_KINDS]
@@ -82,17 +98,66 @@ def schedule(options: ScheduleOptions) -> list[Fault]:
     kinds = sorted(options.faults)
     t = options.warmup_s
     last = options.duration_s - options.cooldown_s
+    forced = []
+    if options.overlap and "partition" in kinds:
+        forced.append("leader-isolating")
+    if options.overlap and "kill" in kinds and options.brokers >= 2:
+        forced.append("isr-down")
+    rng.shuffle(forced)
     while True:
-        hold = round(rng.uniform(*HOLD_S), 3)
-        if t + hold > last:
+        if forced:
+            episode = forced[0]
+        elif (options.overlap and "kill" in kinds and options.brokers >= 2
+              and rng.random() < OVERLAP_PROBABILITY):
+            episode = rng.choice(["isr-down", "second-replica"]
+                                 + (["controller-cut-during-kill"] if "partition" in kinds else []))
+        else:
+            episode = "single"
+        faults = _episode(rng, episode, t, kinds, options)
+        end = max(f.end_s for f in faults)
+        if end > last:
             return out
-        kind = rng.choice(kinds)
-        variant, targets = _pick(rng, kind, options)
+        if forced:
+            forced.pop(0)
+        out.extend(faults)
+        t = end + round(rng.uniform(*HEALED_S), 3)
+
+
+def _episode(rng: random.Random, episode: str, t: float, kinds: list[str],
+             options: ScheduleOptions) -> list[Fault]:
+    brokers = [f"broker-{i}" for i in range(options.brokers)]
+    if episode == "single" or episode == "leader-isolating":
+        hold = round(rng.uniform(*HOLD_S), 3)
+        if episode == "leader-isolating":
+            kind, variant = "partition", rng.choice(LEADER_ISOLATING)
+            targets: tuple[str, ...] = (f"leader:{options.topic}:{rng.randrange(options.partitions)}",)
+        else:
+            kind = rng.choice(kinds)
+            variant, targets = _pick(rng, kind, options)
         step = 0.0
         if kind == "clock":
             step = round(rng.uniform(*CLOCK_STEP_S), 3) * (1 if variant == "forward" else -1)
-        out.append(Fault(round(t, 3), round(t + hold, 3), kind, variant, targets, step))
-        t += hold + round(rng.uniform(*HEALED_S), 3)
+        return [Fault(round(t, 3), round(t + hold, 3), kind, variant, targets, step)]
+    if episode == "isr-down":
+        order = rng.sample(brokers, len(brokers))
+        starts = [t]
+        for _ in order[1:]:
+            starts.append(starts[-1] + rng.uniform(*ISR_DOWN_GAP_S))
+        down_s = rng.uniform(2.0, 4.0)  # every broker down for this long before the first comes back
+        first_back = starts[-1] + down_s
+        ends = [first_back + i * rng.uniform(2.0, 3.0) for i in range(len(order))]
+        return [Fault(round(s, 3), round(e, 3), "kill", "isr-down", (b,))
+                for b, s, e in zip(order, starts, ends, strict=True)]
+    first, second = rng.sample(brokers, 2)
+    hold = rng.uniform(*HOLD_S)
+    later = t + rng.uniform(1.0, hold + 1.0)  # while the first is down, or just back and catching up
+    if episode == "second-replica":
+        return [Fault(round(t, 3), round(t + hold, 3), "kill", "node", (first,)),
+                Fault(round(later, 3), round(later + rng.uniform(*HOLD_S), 3), "kill", "node", (second,))]
+    controller = f"controller-{rng.randrange(options.controllers)}"
+    return [Fault(round(t, 3), round(t + hold, 3), "kill", "node", (first,)),
+            Fault(round(min(later, t + hold - 0.5), 3), round(t + hold + rng.uniform(0.5, 3.0), 3),
+                  "partition", "controller-split", (controller,))]
 
 
 def _pick(rng: random.Random, kind: str, options: ScheduleOptions) -> tuple[str, tuple[str, ...]]:

@@ -125,7 +125,7 @@ class DevTarget:
             )
             for node in self.cluster.nodes:
                 python = [sys.executable, "-m", "kanal.deploy.cli"]
-                if self._mutant is not None and node.kind == "broker":
+                if self._mutant is not None:  # every node: a mutation may edit the controller
                     python = self._mutant.launcher()
                 if self.clock and node.kind == "broker":
                     python = [python[0], *clock_launcher(self.data_dir, node.name), *python[2:]]

@@ -6,7 +6,8 @@
 - `ConsumerWorkload`: consumers of one group, each living a few seconds and then closing so another starts
   (a restart); `read` for each record, `commit` for each acknowledged commit (by hand, never auto-commit),
   `committed` for the offsets a member fetches when partitions are assigned to it.
-- `ChurnWorkload`: topics created and deleted during the faults (`chaos-churn-N`, never a name twice).
+- `ChurnWorkload`: topics created and deleted during the faults (`chaos-churn-N`, never a name twice),
+  each with a SCRAM user `chaos-user-N` and an ACL letting it read the topic, deleted with the topic.
 - `Monitor`: every broker's leader and epoch for each partition of the topic and every controller's claim
   to be active, recorded when they change.
 - `final_read`: after the faults, one acknowledged fence record per partition, then every partition from
@@ -21,23 +22,30 @@ import logging
 import random
 import threading
 import time
+from dataclasses import dataclass
 
 import grpc
 
-from kanal.clients.admin import Admin
+from kanal.clients.admin import Admin, acl_text
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
-from kanal.deploy.chaos.history import Recorder
+from kanal.deploy.chaos.history import EventFields, MetadataTopic, Recorder
+from kanal.metadata.acl import iter_entries
+from kanal.metadata.snapshot import image_from_snapshot
 from kanal.security.channel_security import ClientSecurity, open_channel
-from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, controller_pb2_grpc
+from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, metadata_pb2
 from kanal.v1.error import KanalError
 
 log = logging.getLogger("kanal.chaos.workload")
 
 GROUP = "chaos-group"
 PRODUCER_START_S = 60.0
+CHURN_PARTITIONS = 1
+RETENTION_MS = 3_600_000  # the churn topics' retention.ms (plus a number of their own): an hour, so nothing
+TOPIC_RESOURCE = metadata_pb2.CONFIG_RESOURCE_TOPIC  # is deleted by retention during a run
+CHURN_MECHANISM = "SCRAM-SHA-256"  # the churn users' one mechanism (each is a credential record)
 
 
 class Workload(threading.Thread):
@@ -162,6 +170,20 @@ class ConsumerWorkload(Workload):
             self._one_member(f"{self.process}.{generation}")
             generation += 1
 
+    def _start_consumer(self, config: ConsumerConfig) -> Consumer | None:
+        """A consumer, once a broker answers its first metadata request: a member starting while every
+        broker is down (the isr-down episode kills them all) tries again every 0.5 s; None when the workload
+        is stopped meanwhile (the runner stops it once every node serves, or gives up)."""
+        while not self.stopping.is_set():
+            try:
+                return Consumer(config)
+            except KanalError as exc:
+                if not exc.retriable:
+                    raise
+                log.info("%s: no broker answered yet (%s); trying again", config.client_id, exc)
+                self.stopping.wait(0.5)
+        return None
+
     def _one_member(self, name: str) -> None:
         config = ConsumerConfig(
             bootstrap=self.bootstrap,
@@ -176,7 +198,9 @@ class ConsumerWorkload(Workload):
             client_id=name,
             partition_assignment_strategy=("cooperative-sticky",),
         )
-        consumer = Consumer(config)
+        consumer = self._start_consumer(config)
+        if consumer is None:
+            return
         read: dict[tuple[str, int], int] = {}  # next offset to commit, per partition read since assigned
 
         def commit(partitions) -> None:
@@ -239,7 +263,12 @@ class ConsumerWorkload(Workload):
 
 
 class ChurnWorkload(Workload):
-    """Creates `chaos-churn-N` every `interval_s` and deletes the oldest once `keep` exist."""
+    """Admin operations during the faults, each recorded with what it asked for and whether the cluster
+    acknowledged it (the final metadata read checks every acknowledged one on every node): creates
+    `chaos-churn-N` every `interval_s` (`CHURN_PARTITIONS` partitions, a `retention.ms` of its own) with a
+    SCRAM user `chaos-user-N` and an ACL letting that user read the topic, raises the previous topic to one
+    partition more and sets its `retention.ms` again, and deletes the oldest topic, its ACL and its user
+    once `keep` exist."""
 
     def __init__(self, recorder: Recorder, bootstrap: str, *, interval_s: float = 3.0, keep: int = 2,
                  replication_factor: int = 2, security: ClientSecurity | None = None) -> None:
@@ -248,27 +277,68 @@ class ChurnWorkload(Workload):
         self.security = security
 
     def body(self) -> None:
-        live: list[str] = []
+        live: list[int] = []
         n = 0
         with Admin(self.bootstrap, request_timeout_ms=5_000, security=self.security) as admin:
             while not self.stopping.wait(self.interval_s):
                 name = f"chaos-churn-{n}"
+                configs = {"retention.ms": str(RETENTION_MS + n + 1)}
+                self._do("create_topic", lambda name=name, configs=configs: admin.create_topic(
+                    name, CHURN_PARTITIONS, self.rf, configs, wait_s=5), topic=name, count=CHURN_PARTITIONS,
+                    configs=configs)
+                self._do("create_user", lambda n=n: admin.create_user(
+                    churn_user(n), f"secret-{n}", mechanisms=[CHURN_MECHANISM]), user=churn_user(n))
+                entry = churn_acl(n)
+                self._do("create_acl", lambda entry=entry: admin.create_acls([entry]), acl=acl_text(entry))
+                if live:
+                    previous = f"chaos-churn-{live[-1]}"
+                    self._do("create_partitions",
+                             lambda p=previous: admin.create_partitions(p, CHURN_PARTITIONS + 1),
+                             topic=previous, count=CHURN_PARTITIONS + 1)
+                    value = str(RETENTION_MS + 1000 + n + 1)
+                    self._do("alter_config",
+                             lambda p=previous, v=value: admin.alter_configs(
+                                 TOPIC_RESOURCE, p, {"retention.ms": v}),
+                             topic=previous, key="retention.ms", value=value)
+                live.append(n)
                 n += 1
-                self._do(
-                    "create_topic", name, lambda name=name: admin.create_topic(name, 1, self.rf, wait_s=5)
-                )
-                live.append(name)
                 if len(live) > self.keep:
                     old = live.pop(0)
-                    self._do("delete_topic", old, lambda old=old: admin.delete_topic(old))
+                    self._do("delete_topic", lambda old=old: admin.delete_topic(f"chaos-churn-{old}"),
+                             topic=f"chaos-churn-{old}")
+                    entry = churn_acl(old)
+                    self._do("delete_acl", lambda entry=entry: admin.delete_acls([_filter_of(entry)]),
+                             acl=acl_text(entry))
+                    self._do("delete_user", lambda old=old: admin.delete_user(
+                        churn_user(old), mechanisms=[CHURN_MECHANISM]), user=churn_user(old))
 
-    def _do(self, type_: str, topic: str, call) -> None:
+    def _do(self, type_: str, call, **asked) -> None:
         try:
             call()
         except (KanalError, TimeoutError, grpc.RpcError) as exc:
-            self.recorder.record(type_, self.process, topic=topic, ok=False, error=repr(exc)[:200])
+            self.recorder.record(type_, self.process, ok=False, error=repr(exc)[:200], **asked)
             return
-        self.recorder.record(type_, self.process, topic=topic, ok=True, error="")
+        self.recorder.record(type_, self.process, ok=True, error="", **asked)
+
+
+def churn_user(n: int) -> str:
+    return f"chaos-user-{n}"
+
+
+def churn_acl(n: int) -> metadata_pb2.AccessControlEntry:
+    """`ALLOW User:chaos-user-N@* READ TOPIC:LITERAL:chaos-churn-N`."""
+    return metadata_pb2.AccessControlEntry(
+        resource_type=metadata_pb2.ACL_RESOURCE_TOPIC, resource_name=f"chaos-churn-{n}",
+        pattern_type=metadata_pb2.ACL_PATTERN_LITERAL, principal=f"User:{churn_user(n)}", host="*",
+        operation=metadata_pb2.ACL_OPERATION_READ, permission=metadata_pb2.ACL_PERMISSION_ALLOW)
+
+
+def _filter_of(entry: metadata_pb2.AccessControlEntry) -> admin_pb2.AclFilter:
+    """The filter that selects exactly this entry."""
+    return admin_pb2.AclFilter(
+        resource_type=entry.resource_type, resource_name=entry.resource_name,
+        pattern_filter=admin_pb2.AclFilter.LITERAL, principal=entry.principal, host=entry.host,
+        operation=entry.operation, permission=entry.permission)
 
 
 class Monitor(Workload):
@@ -304,13 +374,20 @@ class Monitor(Workload):
             )
         except grpc.RpcError:
             return
+        offset_key = ("metadata", broker_id)
+        if seen.get(offset_key) != reply.metadata_offset:
+            seen[offset_key] = reply.metadata_offset
+            self.recorder.record("metadata", self.process, node=f"broker-{broker_id}",
+                                 offset=reply.metadata_offset, final=False)
         for topic in reply.topics:
             for p in topic.partitions:
-                key, now = ("leader", broker_id, topic.name, p.partition), (p.leader, p.leader_epoch)
+                key = ("leader", broker_id, topic.name, p.partition)
+                now = (p.leader, p.leader_epoch, tuple(p.isr))
                 if seen.get(key) != now:
                     seen[key] = now
                     self.recorder.record("leader", self.process, observer=broker_id, topic=topic.name,
-                                         partition=p.partition, leader=p.leader, epoch=p.leader_epoch)
+                                         partition=p.partition, leader=p.leader, epoch=p.leader_epoch,
+                                         isr=sorted(p.isr))
 
     def _controller(self, controller_id: int, stub, seen) -> None:
         try:
@@ -325,6 +402,79 @@ class Monitor(Workload):
             seen[key] = now
             self.recorder.record("controller", self.process, observer=controller_id, leader=controller_id,
                                  epoch=reply.term)
+
+
+def final_metadata(recorder: Recorder, brokers: dict[int, str], controllers: dict[int, str], *,
+                   timeout_s: float = 20.0, security: ClientSecurity | None = None) -> None:
+    """Every node's metadata after the faults, as one `metadata` event (`final`) per node that answers:
+    its applied offset and every topic it holds (a controller's committed image, with configs, users and
+    ACLs; a broker's Metadata, without). Asked again until every node reaches the highest offset any node
+    applied during the run (a lagging broker catches up), or `timeout_s`; the last answer of each node is
+    recorded, and a node that never answers is left out (the final read and `no_recovery` speak for it)."""
+    highest = max((int(e["offset"]) for e in recorder.events if e["type"] == "metadata"), default=0)
+    views: dict[str, NodeMetadata] = {}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for controller_id, endpoint in controllers.items():
+            view = _controller_metadata(endpoint, security)
+            if view is not None:
+                views[f"controller-{controller_id}"] = view
+        for broker_id, endpoint in brokers.items():
+            view = _broker_metadata(endpoint, security)
+            if view is not None:
+                views[f"broker-{broker_id}"] = view
+        behind = len(views) < len(brokers) + len(controllers) or any(
+            v.offset < highest for v in views.values())
+        if not behind or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    for node, view in sorted(views.items()):
+        fields: EventFields = {"node": node, "offset": view.offset, "final": True, "topics": view.topics,
+                               "configs_known": view.users is not None}
+        if view.users is not None:
+            fields["users"], fields["acls"] = view.users, view.acls or []
+        recorder.record("metadata", "final", **fields)
+
+
+@dataclass(frozen=True)
+class NodeMetadata:
+    """One node's answer to the final metadata read; users and ACLs only from a controller (None else)."""
+
+    offset: int
+    topics: dict[str, MetadataTopic]
+    users: list[str] | None = None
+    acls: list[str] | None = None
+
+
+def _controller_metadata(endpoint: str, security: ClientSecurity | None) -> NodeMetadata | None:
+    channel = open_channel(endpoint, (), security)
+    try:
+        reply = controller_pb2_grpc.ControllerStub(channel).DescribeMetadataImage(
+            controller_pb2.DescribeMetadataImageRequest(), timeout=5)
+    except grpc.RpcError as exc:
+        log.info("final metadata of controller %s: %s", endpoint, exc)
+        return None
+    finally:
+        channel.close()
+    image = image_from_snapshot(reply.snapshot)
+    topics: dict[str, MetadataTopic] = {name: {"partitions": len(t.partitions), "configs": dict(t.configs)}
+              for name, t in image.topics.items()}
+    return NodeMetadata(reply.snapshot.next_offset, topics, sorted(image.scram_credentials),
+                        sorted(acl_text(e.to_proto()) for e in iter_entries(image.acls)))
+
+
+def _broker_metadata(endpoint: str, security: ClientSecurity | None) -> NodeMetadata | None:
+    channel = open_channel(endpoint, (), security)
+    try:
+        reply = broker_pb2_grpc.BrokerStub(channel).Metadata(broker_pb2.MetadataRequest(), timeout=5)
+    except grpc.RpcError as exc:
+        log.info("final metadata of broker %s: %s", endpoint, exc)
+        return None
+    finally:
+        channel.close()
+    topics: dict[str, MetadataTopic] = {t.name: {"partitions": len(t.partitions), "configs": {}}
+                                        for t in reply.topics}
+    return NodeMetadata(reply.metadata_offset, topics)
 
 
 def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, *, timeout_s: float = 60.0,

@@ -27,7 +27,8 @@ def test_fixed_seeds_pass_the_checker_on_containers(docker_image, tmp_path, seed
     reason = netns.available()
     if reason is not None:
         pytest.fail(f"kanal chaos --target containers needs network namespaces: {reason}")
-    result = run_once(RunOptions(target="containers", image=docker_image, faults=faults, duration_s=45,
+    result = run_once(RunOptions(target="containers", overlap=False,
+                                 image=docker_image, faults=faults, duration_s=45,
                                  seed=seed, history_path=tmp_path / "history.jsonl"))
     print(result.table())
     assert result.ok, result.table()

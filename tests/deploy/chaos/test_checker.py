@@ -306,3 +306,135 @@ def test_kanal_chaos_check_exits_1_on_a_violation_and_0_on_a_clean_history(tmp_p
     assert "'p0:2' acknowledged at t-0 offset 2" in verdict["violations"][0]
     assert main(["check", str(clean_file), "--output", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+# ---- issue 41: reads by leader epoch, metadata in the history, recovery, loss unclean election allows ----
+
+def test_a_read_of_a_truncated_copy_is_flagged_even_when_a_retry_wrote_the_same_value_back():
+    h = H()
+    a = [h.produce("p0", i, i) for i in range(3)]
+    # A consumer read offset 2 from a leader (epoch 1) that was then deposed; the copy was truncated and
+    # the producer's retry wrote the same value at the same offset under the new leader (epoch 2).
+    h.add("read", "c0", topic="t", partition=0, offset=2, value=a[2], leader_epoch=1)
+    for offset, value in enumerate(a):
+        h.add("final", "final", topic="t", partition=0, offset=offset, value=value,
+              leader_epoch=1 if offset < 2 else 2)
+    h.add("final_end", "final", topic="t", partition=0, end_offset=3)
+    report = check(h.events)
+    assert report.counts()["read_uncommitted"] == 1
+    assert report.counts()["vanished"] == 0  # the value is the same: only the epoch tells
+    assert "leader epoch 1" in report.first.message and "epoch 2" in report.first.message
+
+
+def test_a_read_with_no_epoch_known_is_judged_by_value_alone():
+    h = H()
+    a = [h.produce("p0", i, i) for i in range(2)]
+    h.add("read", "c0", topic="t", partition=0, offset=1, value=a[1], leader_epoch=None)
+    h.final(a, epoch=2)
+    assert check(h.events).ok
+
+
+def metadata_view(h: H, node: str, offset: int, topics: dict, *, configs_known: bool = True) -> dict:
+    return h.add("metadata", "final", node=node, offset=offset, final=True, configs_known=configs_known,
+                 topics={name: {"partitions": n, "configs": c} for name, (n, c) in topics.items()})
+
+
+def test_an_acknowledged_topic_missing_from_a_node_after_the_faults_is_metadata_lost():
+    h = H()
+    h.add("create_topic", "admin", topic="chaos", ok=True, error="", count=3, configs={})
+    h.add("metadata", "monitor", node="broker-0", offset=120, final=False)
+    h.add("nemesis", "nemesis", fault="power/controllers", action="start",
+          detail="controller-0,controller-1,controller-2")
+    metadata_view(h, "controller-0", 4, {})
+    metadata_view(h, "broker-0", 130, {"chaos": (3, {})})
+    report = check(h.events)
+    lost = [v for v in report.violations if v.kind == "metadata_lost"]
+    assert len(lost) == 1
+    assert "creation of topic 'chaos'" in lost[0].message and "controller-0" in lost[0].message
+    assert "broker-0" not in lost[0].message
+    backwards = [v for v in report.violations if v.kind == "metadata_backwards"]
+    assert [v.message.split("'")[0] for v in backwards] == ["controller-0"]
+    assert "below offset 120 that broker-0 had applied" in backwards[0].message
+
+
+def test_deletes_partitions_and_configs_acknowledged_are_checked_and_later_operations_excuse():
+    h = H()
+    h.add("create_topic", "admin", topic="a", ok=True, error="", count=1, configs={})
+    h.add("delete_topic", "admin", topic="a", ok=True, error="")
+    h.add("create_topic", "admin", topic="b", ok=True, error="", count=1, configs={})
+    h.add("create_partitions", "admin", topic="b", count=2, ok=True, error="")
+    h.add("alter_config", "admin", topic="b", key="retention.ms", value="5000", ok=True, error="")
+    h.add("create_topic", "admin", topic="c", ok=True, error="", count=1, configs={})
+    h.add("delete_topic", "admin", topic="c", ok=False, error="timeout")  # indeterminate: may be gone
+    h.add("create_topic", "admin", topic="d", ok=False, error="timeout")  # indeterminate: may be there
+    metadata_view(h, "controller-1", 50, {"a": (1, {}), "b": (1, {"retention.ms": "100"})})
+    metadata_view(h, "broker-2", 50, {"b": (2, {})}, configs_known=False)
+    lost = [v.message for v in check(h.events).violations if v.kind == "metadata_lost"]
+    assert len(lost) == 3
+    assert "deletion of topic 'a'" in lost[0] and "controller-1" in lost[0] and "broker-2" not in lost[0]
+    assert "raising 'b' to 2 partitions" in lost[1] and "gives it 1 partitions" in lost[1]
+    assert "retention.ms='5000'" in lost[2] and "broker-2" not in lost[2]
+
+
+def test_users_and_acls_acknowledged_are_checked_on_the_controllers_only():
+    acl = "ALLOW User:u1@* READ TOPIC:LITERAL:t1"
+    h = H()
+    h.add("create_user", "admin", user="u0", ok=True, error="")
+    h.add("create_user", "admin", user="u1", ok=True, error="")
+    h.add("create_acl", "admin", acl=acl, ok=True, error="")
+    h.add("create_user", "admin", user="u2", ok=True, error="")
+    h.add("delete_user", "admin", user="u2", ok=False, error="timeout")  # indeterminate: may be gone
+    h.add("delete_user", "admin", user="u0", ok=True, error="")
+    metadata_view(h, "controller-0", 50, {})
+    h.events[-1].update(users=["u0", "u1"], acls=[])
+    metadata_view(h, "controller-1", 50, {})
+    h.events[-1].update(users=["u1"], acls=[acl])
+    metadata_view(h, "broker-0", 50, {}, configs_known=False)  # a broker knows no users or ACLs
+    lost = [v.message for v in check(h.events).violations if v.kind == "metadata_lost"]
+    assert len(lost) == 2, lost
+    assert f"creation of acl {acl!r}" in lost[0]
+    assert "controller-0" in lost[0] and "controller-1" not in lost[0]
+    assert "deletion of user 'u0'" in lost[1]
+    assert "controller-0 (metadata offset 50) still holds it" in lost[1]
+
+
+def test_a_running_nodes_metadata_offset_going_down_is_a_violation_but_not_across_its_restart():
+    h = H()
+    h.add("metadata", "monitor", node="broker-1", offset=40, final=False)
+    h.add("nemesis", "nemesis", fault="kill/node", action="start", detail="broker-1")
+    h.add("metadata", "monitor", node="broker-1", offset=0, final=False)  # restarted, replaying
+    h.add("metadata", "monitor", node="broker-1", offset=45, final=False)
+    assert check(h.events).ok
+    h.add("metadata", "monitor", node="broker-1", offset=30, final=False)
+    report = check(h.events)
+    assert report.counts()["metadata_backwards"] == 1
+    assert "from offset 45 down to 30 while it ran" in report.first.message
+
+
+def test_a_cluster_that_does_not_come_back_is_a_violation_with_its_evidence():
+    h = clean()
+    h.add("no_recovery", "runner", detail="final read: no end offsets for chaos after 60s")
+    report = check(h.events)
+    assert report.counts()["no_recovery"] == 1
+    assert "no end offsets" in report.first.message
+
+
+def unclean_history(setting: str | None) -> H:
+    h = H()
+    configs = {} if setting is None else {"unclean.leader.election.enable": setting}
+    h.add("create_topic", "admin", topic="t", ok=True, error="", count=1, configs=configs)
+    h.add("leader", "monitor", observer=0, topic="t", partition=0, leader=1, epoch=1, isr=[1, 2])
+    a = [h.produce("p0", i, i) for i in range(3)]
+    # Every ISR member down; broker 0, a stale replica outside the ISR, is elected alone.
+    h.add("leader", "monitor", observer=0, topic="t", partition=0, leader=0, epoch=2, isr=[0])
+    b = h.produce("p0", 3, 1)
+    h.final([a[0], b])
+    return h
+
+
+def test_loss_after_an_unclean_election_is_allowed_only_where_the_topic_allows_it():
+    allowed = check(unclean_history("true").events)
+    # a[1] and a[2] (acknowledged before the election) gone, and offset 1 acknowledged twice (divergent)
+    assert allowed.ok and allowed.allowed_loss == 3
+    assert check(unclean_history(None).events).counts()["lost"] == 2  # off by default, as in Kafka
+    assert check(unclean_history("false").events).counts()["lost"] == 2
