@@ -255,6 +255,9 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+_DETAIL_CHARS_MAX = 2000  # a no_recovery event's detail
+
+
 def _recover_and_read(target, recorder: Recorder, workloads, options: RunOptions, progress) -> None:
     """After the faults: every node serving, the workloads stopped, every node's metadata, the final read,
     the in-sync replicas' logs. A cluster that does not come back is a finding about kanal, not a failure
@@ -282,16 +285,28 @@ def _recover_and_read(target, recorder: Recorder, workloads, options: RunOptions
             record_replicas(recorder, target.bootstrap, target.data_dir, TOPIC, options.partitions)
     except (TimeoutError, KanalError, RuntimeError) as exc:
         cause = exc.__cause__
-        if isinstance(exc, RuntimeError) and not isinstance(cause, (TimeoutError, KanalError, grpc.RpcError)):
-            raise  # a workload of the harness failed for its own reasons: no verdict about kanal
+        # A node that exits while the cluster is asked to serve again (e.g. one refusing a metadata log that
+        # names another cluster, after that log was lost) is the cluster not coming back: a finding about
+        # kanal. Any other bare RuntimeError is a workload of the harness failing for its own reasons.
+        harness_own = step != "every node serving" and not isinstance(
+            cause, (TimeoutError, KanalError, grpc.RpcError)
+        )
+        if isinstance(exc, RuntimeError) and harness_own:
+            raise  # no verdict about kanal
         log.warning("no recovery (%s): %s", step, exc)
-        recorder.record("no_recovery", "runner", detail=f"{step}: {exc!r}"[:2000])
+        detail = f"{step}: {exc!r}"
+        # Bounded, keeping the end: a node's exit names its reason in its last output lines.
+        if len(detail) > _DETAIL_CHARS_MAX:
+            detail = f"{detail[:300]} ... {detail[-(_DETAIL_CHARS_MAX - 305):]}"
+        recorder.record("no_recovery", "runner", detail=detail)
         if step in ("every node serving", "the workloads stopping"):
             for w in workloads:
                 w.stop()
             try:
-                final_metadata(recorder, target.brokers, target.controllers, timeout_s=5.0,
-                               security=options.security)
+                # As long as the final read may wait: the nodes still starting (a node that refused to
+                # start ends the wait for every node at once) answer with what they kept.
+                final_metadata(recorder, target.brokers, target.controllers,
+                               timeout_s=options.final_read_timeout_s, security=options.security)
             except (KanalError, RuntimeError, OSError) as again:
                 log.warning("metadata after no recovery: %s", again)
 

@@ -167,16 +167,24 @@ def test_a_cluster_given_by_its_bootstrap_gets_the_workloads_and_the_check_but_n
 
 def test_a_raft_journal_never_fsynced_loses_metadata_under_a_power_cut_of_every_controller(tmp_path):
     """Issue 41: this bug used to end in exit 3, "could not be carried out". Seed 4 cuts the power of every
-    controller at 3 s and again at 11 s; the controllers come back without the run's topic. The final read
+    controller at 3 s and again at 11 s; the controllers come back without the run's topic (and one of them,
+whose data directory names the lost log's cluster, refuses the re-formed quorum). The final read
     cannot succeed then (no controller knows the topic) and ends as `no_recovery`: its 20 s bound, not the
     default 60 s, is what keeps the test near 100 s; the metadata read-back it checks comes before it."""
     result = run_once(RunOptions(target="dev", faults=("power",), duration_s=25, seed=4, churn=True,
                                  history_path=tmp_path / "history.jsonl", mutation="raft-journal-no-fsync",
                                  recovery_timeout_s=30, final_read_timeout_s=20))
-    kinds = {k for k, n in result.report.counts().items() if n}
-    assert "metadata_lost" in kinds, result.table()
-    lost = next(v for v in result.report.violations if v.kind == "metadata_lost" and "'chaos'" in v.message)
-    assert "controller-0" in lost.message and "has no such topic" in lost.message
+    # Two ways the loss shows, both violations (never exit 3): the controllers that come back answer
+    # without the acknowledged topic (metadata_lost names it and them); and since cluster identity (issue
+    # 40) a controller whose meta.properties names the lost log's cluster refuses the re-formed quorum, so
+    # the cluster does not recover and `no_recovery` says why. Which controllers still answer when the
+    # metadata is read back depends on which of them refused first, so either may be all there is.
+    lost = [v for v in result.report.violations if v.kind == "metadata_lost" and "'chaos'" in v.message]
+    refused = [v for v in result.report.violations
+               if v.kind == "no_recovery" and "belongs to cluster" in v.message]
+    assert not result.ok and (lost or refused), result.table()
+    for violation in lost:
+        assert "has no such topic" in violation.message and "controller-" in violation.message
     assert result.signals is not None and any(c.dropped_writes > 8 for c in result.signals.power_cuts)
 
 
