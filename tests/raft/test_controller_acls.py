@@ -40,9 +40,10 @@ def entry(name="orders", op=M.ACL_OPERATION_READ, *, principal="User:alice", rty
     )
 
 
-# What controllers write on their own, at any time: leader no-ops, and each controller recording its
-# directory id once it reaches the quorum (a background retry that may land in the middle of a test).
-_BACKGROUND_RECORDS = frozenset({"no_op", "controller_registration"})
+# What controllers write on their own, at any time: leader no-ops, each controller recording its
+# directory id once it reaches the quorum (a background retry that may land in the middle of a test), and
+# the first active controller recording the cluster id (issue 40), which may land just after activation.
+_BACKGROUND_RECORDS = frozenset({"no_op", "controller_registration", "cluster_identity"})
 
 
 def added_records(q, i, before):
