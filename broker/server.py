@@ -45,6 +45,7 @@ from kanal.broker.readiness import judge_readiness, partitions_out_of_isr
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.request_authorization import RequestGate
 from kanal.broker.service import BrokerService
+from kanal.broker.storage.log import closed_uncleanly
 from kanal.broker.transaction_coordinator import TransactionCoordinator
 from kanal.security.authentication import Authenticator, aio_server_interceptor
 from kanal.security.listener_security import warn_if_exposed
@@ -77,6 +78,14 @@ class BrokerServer:
         self._loop.set_default_executor(self._request_pool)
         self.health = health.aio.HealthServicer()
         Path(config.data_dir).mkdir(parents=True, exist_ok=True)
+        # Before any log is opened (opening removes the marker): a log without its clean-shutdown marker
+        # was not closed by a clean stop, and may have lost writes that were never fsynced. The controller
+        # then does not take this broker's word for partitions it alone was in sync for (election.py).
+        unclean = closed_uncleanly(Path(config.data_dir))
+        if unclean:
+            log.warning("%d logs were not closed cleanly (%s%s): registering as back from an unclean "
+                        "shutdown",
+                        len(unclean), ", ".join(unclean[:5]), ", ..." if len(unclean) > 5 else "")
         self.controllers = ControllerClient(
             [f"{h}:{p}" for h, p in config.controller_endpoints],
             request_timeout_ms=config.controller_request_timeout_ms,
@@ -95,6 +104,7 @@ class BrokerServer:
             self.controllers, broker_id=config.broker_id, endpoint=config.advertised, rack=config.rack,
             metrics_endpoint=config.metrics_listen, heartbeat_interval_ms=config.heartbeat_interval_ms,
             metadata_offset=lambda: self.metadata.offset, data_dir=config.data_dir,
+            unclean_shutdown=bool(unclean), recovery_log_ends=self.replicas.recovery_log_ends,
         )
         self.groups = GroupCoordinator(
             broker_id=config.broker_id, replicas=self.replicas, image=lambda: self.metadata.image,

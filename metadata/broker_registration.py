@@ -21,6 +21,9 @@ Registration rules:
 - The registration carries the broker's data directory id (meta.properties). A new directory id under a
   registered id means the broker's logs are gone; the ISR entries keep the id their log had, so the
   broker is not elected from them (election.py).
+- It also says whether the broker's previous run shut down cleanly. After an unclean one its logs may
+  miss writes that were never fsynced: partitions whose last in-sync replica it is wait for a recovery
+  election when it is unfenced (fencing.py, election.py).
 """
 
 from __future__ import annotations
@@ -110,6 +113,7 @@ def decide_register_broker(
                 fenced=True,
                 metrics_endpoint=request.metrics_endpoint,
                 directory_id=request.directory_id,
+                unclean_shutdown=request.unclean_shutdown,
             )
         )
     )
