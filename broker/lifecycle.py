@@ -68,7 +68,8 @@ class BrokerLifecycle:
                  metrics_endpoint: str, heartbeat_interval_ms: int, metadata_offset: Callable[[], int],
                  data_dir: Path | str | None = None,
                  on_superseded: Callable[[str], None] = stop_process, unclean_shutdown: bool = False,
-                 recovery_log_ends: Callable[[], list[controller_pb2.ReplicaLogEnd]] = list) -> None:
+                 recovery_log_ends: Callable[[], list[controller_pb2.ReplicaLogEnd]] = list,
+                 inter_node_endpoint: str = "") -> None:
         self._client = client
         self.broker_id = broker_id
         self._endpoint = endpoint
@@ -83,6 +84,7 @@ class BrokerLifecycle:
         # are whatever this run wrote, and a registration again (a lost session) is not a restart.
         self.unclean_shutdown = unclean_shutdown
         self._recovery_log_ends = recovery_log_ends
+        self._inter_node_endpoint = inter_node_endpoint
         # The data directory's identity; "" without a data directory (tests of the lifecycle alone).
         self.directory_id = ""
         self._data_dir = None if data_dir is None else Path(data_dir)
@@ -120,7 +122,7 @@ class BrokerLifecycle:
         request = controller_pb2.RegisterBrokerRequest(
             broker_id=self.broker_id, incarnation_id=self.incarnation_id, endpoint=self._endpoint,
             rack=self._rack, metrics_endpoint=self._metrics_endpoint, directory_id=self.directory_id,
-            unclean_shutdown=self.unclean_shutdown,
+            unclean_shutdown=self.unclean_shutdown, inter_node_endpoint=self._inter_node_endpoint,
         )
         deadline = time.monotonic() + timeout_s
         duplicate_since: float | None = None

@@ -350,11 +350,11 @@ class ReplicaManager:
                 if broker is None:
                     continue
                 fetcher = self._fetchers.get(leader_id)
-                if fetcher is not None and fetcher.endpoint != broker.endpoint:
+                if fetcher is not None and fetcher.endpoint != broker.peer_endpoint:
                     self._fetchers.pop(leader_id).stop()
                     fetcher = None
                 if fetcher is None:
-                    fetcher = ReplicaFetcher(self.metrics, leader_id, broker.endpoint, self.config,
+                    fetcher = ReplicaFetcher(self.metrics, leader_id, broker.peer_endpoint, self.config,
                                              self._broker_epoch, self._loop_for_fetchers())
                     self._fetchers[leader_id] = fetcher
                     fetcher.start()

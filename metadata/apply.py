@@ -264,6 +264,7 @@ def _register_broker(image: MetadataImage, r: metadata_pb2.RegisterBrokerRecord,
         metrics_endpoint=r.metrics_endpoint,
         directory_id=r.directory_id,
         unclean_shutdown=r.unclean_shutdown,
+        inter_node_endpoint=r.inter_node_endpoint,
     )
     ctx.journal.put(image.brokers, registration.broker_id, registration)
 
@@ -308,6 +309,7 @@ def _with_fenced(reg: BrokerRegistration, fenced: bool, in_controlled_shutdown: 
         in_controlled_shutdown,
         # image.py: the unclean-shutdown mark is acted on when the registration is first unfenced.
         reg.unclean_shutdown and fenced,
+        reg.inter_node_endpoint,
     )
 
 

@@ -62,11 +62,13 @@ def decide_register_broker(
     records: list[metadata_pb2.MetadataRecord] = []
     if existing is not None:
         if existing.incarnation_id == request.incarnation_id:
-            same = (existing.endpoint, existing.rack, existing.metrics_endpoint, existing.directory_id) == (
+            same = (existing.endpoint, existing.rack, existing.metrics_endpoint, existing.directory_id,
+                    existing.inter_node_endpoint) == (
                 request.endpoint,
                 request.rack,
                 request.metrics_endpoint,
                 request.directory_id,
+                request.inter_node_endpoint,
             )
             if same:
                 return Decision([], controller_pb2.RegisterBrokerResponse(broker_epoch=existing.broker_epoch))
@@ -114,6 +116,7 @@ def decide_register_broker(
                 metrics_endpoint=request.metrics_endpoint,
                 directory_id=request.directory_id,
                 unclean_shutdown=request.unclean_shutdown,
+                inter_node_endpoint=request.inter_node_endpoint,
             )
         )
     )

@@ -77,6 +77,13 @@ class BrokerRegistration:
     # unfencing decision is the one that acts on it (fencing.py), and later fence/unfence cycles of the
     # same process lose nothing.
     unclean_shutdown: bool = False
+    # host:port of the broker's listener for other nodes ("": `endpoint` serves them too).
+    inter_node_endpoint: str = ""
+
+    @property
+    def peer_endpoint(self) -> str:
+        """Where another broker dials this one."""
+        return self.inter_node_endpoint or self.endpoint
 
     def __repr__(self) -> str:
         state = "fenced" if self.fenced else "live"

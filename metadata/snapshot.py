@@ -46,6 +46,7 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                     metrics_endpoint=reg.metrics_endpoint,
                     directory_id=reg.directory_id,
                     unclean_shutdown=reg.unclean_shutdown,
+                    inter_node_endpoint=reg.inter_node_endpoint,
                 )
             )
         )

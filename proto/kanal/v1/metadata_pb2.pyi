@@ -98,7 +98,7 @@ ACL_PERMISSION_ALLOW: AclPermission
 ACL_PERMISSION_DENY: AclPermission
 
 class RegisterBrokerRecord(_message.Message):
-    __slots__ = ("broker_id", "incarnation_id", "broker_epoch", "endpoint", "rack", "fenced", "metrics_endpoint", "directory_id", "unclean_shutdown")
+    __slots__ = ("broker_id", "incarnation_id", "broker_epoch", "endpoint", "rack", "fenced", "metrics_endpoint", "directory_id", "unclean_shutdown", "inter_node_endpoint")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +108,7 @@ class RegisterBrokerRecord(_message.Message):
     METRICS_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     UNCLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    INTER_NODE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     incarnation_id: str
     broker_epoch: int
@@ -117,7 +118,8 @@ class RegisterBrokerRecord(_message.Message):
     metrics_endpoint: str
     directory_id: str
     unclean_shutdown: bool
-    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., fenced: _Optional[bool] = ..., metrics_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ..., unclean_shutdown: _Optional[bool] = ...) -> None: ...
+    inter_node_endpoint: str
+    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., fenced: _Optional[bool] = ..., metrics_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ..., unclean_shutdown: _Optional[bool] = ..., inter_node_endpoint: _Optional[str] = ...) -> None: ...
 
 class BrokerRegistrationChangeRecord(_message.Message):
     __slots__ = ("broker_id", "broker_epoch", "fenced", "reason", "in_controlled_shutdown")
