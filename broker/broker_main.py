@@ -59,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", required=True, help="host:port the gRPC server binds (e.g. 0.0.0.0:9092)")
     p.add_argument("--advertise", default="",
                    help="host:port clients and other brokers dial (default: --listen); must resolve")
+    p.add_argument("--inter-node-listen", default="",
+                   help="host:port of a second listener for the other nodes only: TLS with client "
+                        "certificates always required (needs --tls-*-file); other brokers dial it, so "
+                        "--listen may take password clients without a certificate (--tls-client-auth none)")
+    p.add_argument("--inter-node-advertise", default="",
+                   help="host:port other brokers dial for --inter-node-listen (default: --inter-node-listen)")
     p.add_argument("--controllers", required=True, help="comma-separated host:port of the controllers' gRPC")
     p.add_argument("--data-dir", type=Path, required=True, help="directory for partition logs")
     p.add_argument("--rack", default="", help="rack or zone, for rack-aware placement")
@@ -122,13 +128,15 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
     environ = os.environ if environ is None else environ
     args = parse_layered(build_parser(), argv, environ, hostname or hostname_from(environ))
     try:
-        security = listener_security_from_args(args)
+        security = listener_security_from_args(args, node_listener=bool(args.inter_node_listen))
     except ListenerSecurityError as exc:
         raise ServerFlagError(str(exc)) from None
     config = BrokerConfig(
         broker_id=args.id,
         listen=args.listen,
         advertise=args.advertise,
+        inter_node_listen=args.inter_node_listen,
+        inter_node_advertise=args.inter_node_advertise,
         controllers=tuple(c.strip() for c in args.controllers.split(",") if c.strip()),
         data_dir=args.data_dir,
         rack=rack_of(args.rack, args.rack_file),
@@ -159,6 +167,9 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
     )
     advertised_host, _ = parse_endpoint(config.advertised)
     check_resolves("--advertise", advertised_host, args.resolve_wait_ms_max)
+    if config.inter_node_listen:
+        check_resolves("--inter-node-advertise", parse_endpoint(config.inter_node_advertised)[0],
+                       args.resolve_wait_ms_max)
     return config, args
 
 

@@ -47,6 +47,13 @@ class BrokerConfig:
     rack: str = ""
     # host:port clients and other brokers dial, registered with the controllers; empty: `listen`.
     advertise: str = ""
+    # host:port of a second gRPC listener, for the other nodes only: TLS with client certificates always
+    # required, whatever the client listener's --tls-client-auth (Kafka's inter-broker listener). Other
+    # brokers dial it; `listen` can then let password clients in without a certificate. Empty: none,
+    # `listen` serves nodes and clients alike.
+    inter_node_listen: str = ""
+    # host:port other brokers dial for it, registered with the controllers; empty: `inter_node_listen`.
+    inter_node_advertise: str = ""
     # host:port for the Prometheus metrics endpoint; empty disables it. `kanal broker` fills it in: port 9404
     # (kanal.server.metrics_endpoint) on the --listen host, unless --metrics moves it or says `off`.
     metrics_listen: str = ""
@@ -136,6 +143,11 @@ class BrokerConfig:
         """host:port registered with the controllers: `advertise`, else `listen`."""
         return self.advertise or self.listen
 
+    @property
+    def inter_node_advertised(self) -> str:
+        """host:port of the listener for other nodes, registered with the controllers ("" when none)."""
+        return self.inter_node_advertise or self.inter_node_listen
+
     def __post_init__(self) -> None:
         _check(self.broker_id >= 0, f"broker_id must be >= 0, got {self.broker_id}")
         parse_endpoint(self.listen)
@@ -144,6 +156,18 @@ class BrokerConfig:
                f"the advertised address {self.advertised!r} is a wildcard nobody can dial: set --advertise")
         if self.metrics_listen:
             parse_endpoint(self.metrics_listen)
+        _check(not self.inter_node_advertise or bool(self.inter_node_listen),
+               "--inter-node-advertise needs --inter-node-listen")
+        if self.inter_node_listen:
+            parse_endpoint(self.inter_node_listen)
+            node_host, _ = parse_endpoint(self.inter_node_advertised)
+            _check(node_host not in ("0.0.0.0", "::", "[::]", ""),
+                   f"the advertised inter-node address {self.inter_node_advertised!r} is a wildcard nobody "
+                   "can dial: set --inter-node-advertise")
+            _check(self.security.tls and self.security.node_listener,
+                   "--inter-node-listen needs TLS (--tls-cert-file, --tls-key-file, --tls-ca-file): the "
+                   "other nodes authenticate there by certificate")
+            _check(self.inter_node_listen != self.listen, "--inter-node-listen must differ from --listen")
         _check(len(self.controllers) >= 1, "at least one controller endpoint is needed")
         object.__setattr__(self, "controller_endpoints", tuple(parse_endpoint(c) for c in self.controllers))
         _check(100 <= self.heartbeat_interval_ms <= 60_000, "heartbeat_interval_ms must be in [100, 60000]")

@@ -66,7 +66,8 @@ class GroupLag:
             for topic, p in items:
                 request.topics.add(topic=topic).partitions.add(partition=p, timestamp_ms=-1)
             try:
-                answer = self._peers.stub(broker.endpoint).ListOffsets(request, timeout=_PEER_CALL_TIMEOUT_S)
+                answer = self._peers.stub(broker.peer_endpoint).ListOffsets(
+                    request, timeout=_PEER_CALL_TIMEOUT_S)
             except grpc.RpcError as exc:
                 log.info("high-water marks from broker %d: %s", leader_id, exc.code().name)
                 continue

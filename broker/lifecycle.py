@@ -67,7 +67,9 @@ class BrokerLifecycle:
     def __init__(self, client: ControllerClient, *, broker_id: int, endpoint: str, rack: str,
                  metrics_endpoint: str, heartbeat_interval_ms: int, metadata_offset: Callable[[], int],
                  data_dir: Path | str | None = None,
-                 on_superseded: Callable[[str], None] = stop_process) -> None:
+                 on_superseded: Callable[[str], None] = stop_process, unclean_shutdown: bool = False,
+                 recovery_log_ends: Callable[[], list[controller_pb2.ReplicaLogEnd]] = list,
+                 inter_node_endpoint: str = "") -> None:
         self._client = client
         self.broker_id = broker_id
         self._endpoint = endpoint
@@ -77,6 +79,12 @@ class BrokerLifecycle:
         self._interval_s = heartbeat_interval_ms / 1000
         self._metadata_offset = metadata_offset
         self.incarnation_id = str(uuid.uuid4())
+        # The previous run did not shut down cleanly (storage: a log without its clean-shutdown marker).
+        # Registrations say so until the controller first unfences this process: from then on its logs
+        # are whatever this run wrote, and a registration again (a lost session) is not a restart.
+        self.unclean_shutdown = unclean_shutdown
+        self._recovery_log_ends = recovery_log_ends
+        self._inter_node_endpoint = inter_node_endpoint
         # The data directory's identity; "" without a data directory (tests of the lifecycle alone).
         self.directory_id = ""
         self._data_dir = None if data_dir is None else Path(data_dir)
@@ -114,6 +122,7 @@ class BrokerLifecycle:
         request = controller_pb2.RegisterBrokerRequest(
             broker_id=self.broker_id, incarnation_id=self.incarnation_id, endpoint=self._endpoint,
             rack=self._rack, metrics_endpoint=self._metrics_endpoint, directory_id=self.directory_id,
+            unclean_shutdown=self.unclean_shutdown, inter_node_endpoint=self._inter_node_endpoint,
         )
         deadline = time.monotonic() + timeout_s
         duplicate_since: float | None = None
@@ -181,6 +190,7 @@ class BrokerLifecycle:
         request = controller_pb2.BrokerHeartbeatRequest(
             broker_id=self.broker_id, broker_epoch=self.broker_epoch,
             metadata_offset=self._metadata_offset(), want_shutdown=want_shutdown or self._shutting_down,
+            recovery_log_ends=self._recovery_log_ends(),
         )
         reply = self._client.call("BrokerHeartbeat", request, timeout_s=2 * self._interval_s,
                                   attempt_timeout_s=self._interval_s)
@@ -210,6 +220,8 @@ class BrokerLifecycle:
         if reply.fenced != self.fenced:
             log.info("broker %d is now %s", self.broker_id, "fenced" if reply.fenced else "unfenced")
         self.fenced = reply.fenced
+        if not reply.fenced:
+            self.unclean_shutdown = False
         self.controller_epoch = reply.controller_epoch
         self.active_controller_id = reply.controller_id
         return reply

@@ -58,7 +58,7 @@ from kanal.metadata.ids import BrokerId
 from kanal.metadata.topic_config import effective_topic_configs
 from kanal.server.clock import PROCESS_CLOCK
 from kanal.server.fatal import stop_process
-from kanal.v1 import broker_pb2
+from kanal.v1 import broker_pb2, controller_pb2
 from kanal.v1.batch import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import INTERNAL_TOPICS
@@ -125,6 +125,28 @@ class ReplicaManager:
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic or partition {topic}-{partition_id}"
             )
         return part
+
+    def recovery_log_ends(self) -> list[controller_pb2.ReplicaLogEnd]:
+        """Where this broker's logs of recovering partitions end (sent with each heartbeat: the controller
+        elects the longest once every replica reported, kanal.metadata.recovery_election). Only from the
+        image reconciled last: by then an offline partition has no fetcher, so its log no longer moves."""
+        image = self.reconciled_image
+        if image is None:
+            return []
+        ends = []
+        for topic, p in image.iter_partitions():
+            if not p.recovering or not p.offline or self.broker_id not in p.replicas:
+                continue
+            part = self._partitions.get((topic.name, p.partition_id))
+            if part is None or part.topic_id != topic.topic_id:
+                continue  # not opened (a damaged directory): no report, so no election picks around it
+            last_epoch = part.log.epoch_cache.latest_epoch
+            ends.append(controller_pb2.ReplicaLogEnd(
+                topic_id=topic.topic_id, partition_id=p.partition_id, partition_epoch=p.partition_epoch,
+                last_leader_epoch=-1 if last_epoch is None else last_epoch,
+                log_end_offset=part.log.log_end_offset,
+            ))
+        return ends
 
     def leader_hint(self, topic: str, partition_id: int) -> tuple[int, str]:
         image = self._image
@@ -328,11 +350,11 @@ class ReplicaManager:
                 if broker is None:
                     continue
                 fetcher = self._fetchers.get(leader_id)
-                if fetcher is not None and fetcher.endpoint != broker.endpoint:
+                if fetcher is not None and fetcher.endpoint != broker.peer_endpoint:
                     self._fetchers.pop(leader_id).stop()
                     fetcher = None
                 if fetcher is None:
-                    fetcher = ReplicaFetcher(self.metrics, leader_id, broker.endpoint, self.config,
+                    fetcher = ReplicaFetcher(self.metrics, leader_id, broker.peer_endpoint, self.config,
                                              self._broker_epoch, self._loop_for_fetchers())
                     self._fetchers[leader_id] = fetcher
                     fetcher.start()

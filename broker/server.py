@@ -45,6 +45,7 @@ from kanal.broker.readiness import judge_readiness, partitions_out_of_isr
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.request_authorization import RequestGate
 from kanal.broker.service import BrokerService
+from kanal.broker.storage.log import closed_uncleanly
 from kanal.broker.transaction_coordinator import TransactionCoordinator
 from kanal.security.authentication import Authenticator, aio_server_interceptor
 from kanal.security.listener_security import warn_if_exposed
@@ -69,6 +70,7 @@ class BrokerServer:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._grpc: grpc.aio.Server | None = None
+        self._node_grpc: grpc.aio.Server | None = None  # the listener for other nodes, when configured
         self._metrics_server = None
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
@@ -77,6 +79,14 @@ class BrokerServer:
         self._loop.set_default_executor(self._request_pool)
         self.health = health.aio.HealthServicer()
         Path(config.data_dir).mkdir(parents=True, exist_ok=True)
+        # Before any log is opened (opening removes the marker): a log without its clean-shutdown marker
+        # was not closed by a clean stop, and may have lost writes that were never fsynced. The controller
+        # then does not take this broker's word for partitions it alone was in sync for (election.py).
+        unclean = closed_uncleanly(Path(config.data_dir))
+        if unclean:
+            log.warning("%d logs were not closed cleanly (%s%s): registering as back from an unclean "
+                        "shutdown",
+                        len(unclean), ", ".join(unclean[:5]), ", ..." if len(unclean) > 5 else "")
         self.controllers = ControllerClient(
             [f"{h}:{p}" for h, p in config.controller_endpoints],
             request_timeout_ms=config.controller_request_timeout_ms,
@@ -95,6 +105,8 @@ class BrokerServer:
             self.controllers, broker_id=config.broker_id, endpoint=config.advertised, rack=config.rack,
             metrics_endpoint=config.metrics_listen, heartbeat_interval_ms=config.heartbeat_interval_ms,
             metadata_offset=lambda: self.metadata.offset, data_dir=config.data_dir,
+            unclean_shutdown=bool(unclean), recovery_log_ends=self.replicas.recovery_log_ends,
+            inter_node_endpoint=config.inter_node_advertised,
         )
         self.groups = GroupCoordinator(
             broker_id=config.broker_id, replicas=self.replicas, image=lambda: self.metadata.image,
@@ -181,16 +193,21 @@ class BrokerServer:
         self.authenticator = Authenticator(
             self.config.security, self._scram_credentials, unready=self._unready
         )
-        server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options,
-                                 interceptors=[aio_server_interceptor(self.authenticator),
-                                               QuotaInterceptor(self.quotas, self.metrics)])
-        broker_pb2_grpc.add_BrokerServicer_to_server(BrokerService(self), server)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
+        def new_server(node_listener: bool) -> grpc.aio.Server:
+            server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options,
+                                     interceptors=[aio_server_interceptor(self.authenticator),
+                                                   QuotaInterceptor(self.quotas, self.metrics)])
+            service = BrokerService(self, node_listener=node_listener)
+            broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+            enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
+            return server
+
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         # Liveness: SERVING while the event loop answers, caught up or not (a pod's liveness probe).
         await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         security = self.config.security
+        server = new_server(node_listener=False)
         port = (server.add_secure_port(self.config.listen, security.server_credentials()) if security.tls
                 else server.add_insecure_port(self.config.listen))
         if port == 0:
@@ -199,6 +216,18 @@ class BrokerServer:
         warn_if_exposed(
             parse_endpoint(self.config.listen)[0], security, log, f"broker {self.config.broker_id}"
         )
+        # The listener for other nodes is a server of its own: the one service instance that answers there
+        # names the brokers' inter-node endpoints (Metadata, FindCoordinator), and nothing else tells a
+        # handler which port a call came in on.
+        if self.config.inter_node_listen:
+            node_server = new_server(node_listener=True)
+            if node_server.add_secure_port(self.config.inter_node_listen,
+                                           security.server_credentials(for_nodes=True)) == 0:
+                raise OSError(f"cannot listen on {self.config.inter_node_listen}")
+            log.info("gRPC listener for other nodes %s: TLS, client certificates required",
+                     self.config.inter_node_listen)
+            await node_server.start()
+            self._node_grpc = node_server
         await server.start()
         self._grpc = server
 
@@ -269,6 +298,8 @@ class BrokerServer:
             if self._grpc is not None:
                 self._on_loop(self.health.enter_graceful_shutdown())
                 self._on_loop(self._grpc.stop(grace=1.0), timeout_s=grace_s + 5)
+            if self._node_grpc is not None:
+                self._on_loop(self._node_grpc.stop(grace=1.0), timeout_s=grace_s + 5)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop_thread.join(timeout=grace_s)
         self._request_pool.shutdown(wait=False, cancel_futures=True)

@@ -74,13 +74,16 @@ _FORWARDED_ADMIN_CALLS = (
 
 
 def metadata_response(image: MetadataImage, topics: list[str], metadata_offset: int, *, cluster_id: str,
-                      controller_id: int) -> broker_pb2.MetadataResponse:
+                      controller_id: int, node_listener: bool = False) -> broker_pb2.MetadataResponse:
     """What clients see of the cluster: its id, the active controller as this broker last heard from it
-    (-1 before the first heartbeat), live brokers, and each requested topic's partitions."""
+    (-1 before the first heartbeat), live brokers, and each requested topic's partitions. Asked on the
+    listener for other nodes (`node_listener`), the brokers' endpoints are theirs on that listener, as
+    Kafka answers with the endpoints of the listener a request came in on."""
     reply = broker_pb2.MetadataResponse(cluster_id=cluster_id, controller_id=controller_id,
                                         metadata_offset=metadata_offset)
     for broker in sorted(image.live_brokers().values(), key=lambda b: b.broker_id):
-        reply.brokers.add(broker_id=broker.broker_id, endpoint=broker.endpoint, rack=broker.rack,
+        endpoint = broker.peer_endpoint if node_listener else broker.endpoint
+        reply.brokers.add(broker_id=broker.broker_id, endpoint=endpoint, rack=broker.rack,
                           fenced=False, broker_epoch=broker.broker_epoch)
     live = set(image.live_brokers())
     directories = {b: reg.directory_id for b, reg in image.brokers.items()}
@@ -117,8 +120,11 @@ class BrokerParts(Protocol):
 
 
 class BrokerService(broker_pb2_grpc.BrokerServicer):
-    def __init__(self, server: BrokerParts) -> None:
+    def __init__(self, server: BrokerParts, *, node_listener: bool = False) -> None:
+        """`node_listener`: this service answers on the listener for other nodes (--inter-node-listen), so
+        the endpoints it names are the brokers' ones on that listener."""
         self._server = server
+        self._node_listener = node_listener
         # Each request name's counter and latency children, looked up once: `labels()` takes the metric's
         # lock and builds a key on every call, and the data-path handlers run on the one event loop.
         self._timers: dict[str, tuple[Any, Any]] = {}
@@ -236,6 +242,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             image.next_offset,
             cluster_id=lifecycle.cluster_id,
             controller_id=lifecycle.active_controller_id,
+            node_listener=self._node_listener,
         )
 
     @error_boundary
@@ -299,9 +306,16 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     def FindCoordinator(self, request, context):
         self._refuse_until_ready()
         if request.key_type == broker_pb2.COORDINATOR_TRANSACTION:
-            return _in_band(broker_pb2.FindCoordinatorResponse, self._server.transactions.find_coordinator,
-                            request.key)
-        return _in_band(broker_pb2.FindCoordinatorResponse, self._server.groups.find_coordinator, request)
+            reply = _in_band(broker_pb2.FindCoordinatorResponse, self._server.transactions.find_coordinator,
+                             request.key)
+        else:
+            reply = _in_band(broker_pb2.FindCoordinatorResponse, self._server.groups.find_coordinator,
+                             request)
+        if self._node_listener and reply.endpoint:
+            coordinator = self._server.metadata.image.brokers.get(reply.node_id)
+            if coordinator is not None:
+                reply.endpoint = coordinator.peer_endpoint
+        return reply
 
     @async_error_boundary
     @gated

@@ -481,7 +481,7 @@ class TransactionCoordinator:
         calls: dict[BrokerId, Any] = {}
         for leader, request in requests.items():
             if leader != self.broker_id:
-                calls[leader] = self._groups.peer(image.brokers[leader].endpoint).WriteTxnMarkers.future(
+                calls[leader] = self._groups.peer(image.brokers[leader].peer_endpoint).WriteTxnMarkers.future(
                     request, timeout=min(timeout_s, _MARKER_CALL_TIMEOUT_MS / 1000))
         replies: list[broker_pb2.WriteTxnMarkersResponse] = []
         here = requests.get(BrokerId(self.broker_id))

@@ -1,6 +1,6 @@
 """`kanal dev`: a local cluster — 3 controllers and 3 brokers by default — as processes on 127.0.0.1.
 
-    kanal dev [--data-dir DIR] [--controllers N] [--brokers N] [--tls]   # run until Ctrl-C or SIGTERM
+    kanal dev [--data-dir DIR] [--controllers N] [--brokers N] [--tls [--authorizer]]   # until Ctrl-C
     kanal dev status [--output json]                             # every node: pid, state, SERVING or not
     kanal dev restart NODE                                       # e.g. broker-1: back on its data
 
@@ -12,11 +12,17 @@ or SIGTERM stops every process it started. Data stays in --data-dir (default ~/.
 
 Security: by default the cluster is insecure — plaintext, no authentication, every call User:ANONYMOUS —
 and listens on 127.0.0.1 only; it says so when it starts. `--tls` makes a throwaway CA and certificates
-(deploy/certificates.py, under DATA_DIR/tls, new at every start), runs every node with TLS, required
-client certificates and authentication by certificate or password (nodes are User:broker-<id> and
-User:controller-<id>), and writes `$KANAL_HOME/client.toml` (TLS files, the client certificate of
-User:admin, the bootstrap) that every other `kanal` command picks up while it talks to this cluster
-(dev.json's `client_config`; kanal.commands.command_config). Both files go when `kanal dev` stops.
+(deploy/certificates.py, under DATA_DIR/tls, new at every start) and runs every node with TLS and
+authentication by certificate or password (nodes are User:broker-<id> and User:controller-<id>). Each
+broker has two listeners, as a Kafka broker with an inter-broker listener: the bootstrap one takes
+clients with a password and no certificate (`--tls-client-auth none`), the other (`--inter-node-listen`)
+requires a certificate and serves the other nodes and the dev admin. `kanal dev` writes
+`$KANAL_HOME/client.toml` (TLS files, the client certificate of User:admin, the brokers' certificate
+listeners as bootstrap) that every other `kanal` command picks up while it talks to this cluster
+(dev.json's `client_config`; kanal.commands.command_config), and `$KANAL_HOME/password-client.toml` (the
+CA and the password bootstrap) for password users: `--command-config` it with `--user`/`--password`.
+`--authorizer` turns ACL checks on (super users: the nodes and User:admin). The files go when `kanal dev`
+stops.
 
 `status` and `restart` talk to the running `kanal dev` over a Unix socket, `$KANAL_HOME/dev.sock`, whose
 path dev.json names (`control`): `kanal dev` started the nodes and is the only one that can restart or
@@ -39,16 +45,21 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kanal.commands.dev_state import dev_state_path, kanal_home, process_alive
 from kanal.commands.report import OUTPUT_HELP, CommandParser, command_error
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
 from kanal.v1.error import ErrorCode
 
+if TYPE_CHECKING:  # cryptography is loaded only for --tls
+    from kanal.deploy.certificates import DevTls
+
 KANAL_HOME = kanal_home()
 STATE_FILE = dev_state_path()
 CONTROL_SOCKET = KANAL_HOME / "dev.sock"
 CLIENT_CONFIG = KANAL_HOME / "client.toml"
+PASSWORD_CLIENT_CONFIG = KANAL_HOME / "password-client.toml"
 # The principal of the client certificate `kanal dev --tls` writes for the other commands.
 DEV_CLIENT_NAME = "admin"
 # A restart waits at most this long for the node to report SERVING again.
@@ -84,10 +95,15 @@ def _run(argv: list[str]) -> int:
     p.add_argument(
         "--tls",
         action="store_true",
-        help="secure the cluster: a throwaway CA, TLS and mTLS everywhere, a client config for the "
-        "other commands",
+        help="secure the cluster: a throwaway CA, TLS everywhere, certificates between nodes, passwords "
+        "or certificates for clients, a client config for the other commands",
     )
+    p.add_argument("--authorizer", action="store_true",
+                   help="with --tls: check every call against ACLs (super users: the nodes and User:admin)")
     args = p.parse_args(argv)
+    if args.authorizer and not args.tls:
+        p.error("--authorizer needs --tls: without TLS every call is User:ANONYMOUS, so no ACL can tell "
+                "callers apart")
     if not 1 <= args.controllers <= 7 or not 1 <= args.brokers <= 64:
         p.error("--controllers must be in [1, 7] and --brokers in [1, 64]")
     say = _sayer(args.output == "json")
@@ -104,7 +120,13 @@ def _run(argv: list[str]) -> int:
 
         tls = make_dev_tls(args.data_dir / "tls", broker_ids=range(args.brokers),
                            controller_ids=range(args.controllers), client_name=DEV_CLIENT_NAME)
-    cluster = LocalCluster(args.data_dir, controllers=args.controllers, brokers=args.brokers, tls=tls)
+    authorizer: list[str] = []
+    if args.authorizer:
+        supers = [f"User:{name}" for name in (*(tls.nodes if tls else ()), DEV_CLIENT_NAME)]
+        authorizer = ["--authorizer", "on", "--super-users", ";".join(supers)]
+    cluster = LocalCluster(args.data_dir, controllers=args.controllers, brokers=args.brokers, tls=tls,
+                           node_listeners=tls is not None, controller_flags=authorizer,
+                           broker_flags=authorizer)
     say(f"kanal dev: starting {args.controllers} controllers and {args.brokers} brokers, data in "
         f"{args.data_dir}")
     say(f"kanal dev: __consumer_offsets and __transaction_state at replication factor "
@@ -113,8 +135,11 @@ def _run(argv: list[str]) -> int:
         say("kanal dev: INSECURE: plaintext gRPC, no authentication (every call is User:ANONYMOUS), "
             "on 127.0.0.1 only; `kanal dev --tls` secures it")
     else:
-        say(f"kanal dev: secured: TLS with client certificates required on every node (throwaway CA in "
-            f"{tls.directory}); authentication by certificate or password")
+        say(f"kanal dev: secured: TLS on every node (throwaway CA in {tls.directory}); brokers take "
+            "passwords without a certificate on the bootstrap listener, certificates on a listener of "
+            "their own for the other nodes and User:admin")
+        if args.authorizer:
+            say("kanal dev: ACLs enforced (--authorizer on); super users: the nodes and User:admin")
     try:
         cluster.start(timeout_s=120)
     except (RuntimeError, TimeoutError) as exc:
@@ -131,10 +156,12 @@ def _run(argv: list[str]) -> int:
         threading.Thread(target=control.serve_forever, name="dev-control", daemon=True).start()
         client_config = None
         if tls is not None:
-            client_config = str(_write_client_config(tls, cluster.bootstrap))
+            client_config = str(_write_client_config(tls, cluster.admin_bootstrap))
+            _write_password_client_config(tls, cluster.bootstrap)
         state = {
             "pid": os.getpid(),
             "bootstrap": cluster.bootstrap,
+            "admin_bootstrap": cluster.admin_bootstrap,
             "client_config": client_config,
             "controllers": cluster.controller_endpoints,
             "data_dir": str(args.data_dir),
@@ -150,9 +177,11 @@ def _run(argv: list[str]) -> int:
         say("kanal dev: other kanal commands use this cluster by default; `kanal dev status` and "
             "`kanal dev restart NODE` manage it; Ctrl-C stops it.")
         if client_config is not None:
-            say(f"kanal dev: client config (TLS files, User:{DEV_CLIENT_NAME}'s certificate): "
-                f"{client_config}; the other commands pick it up, other clients take it with "
-                "--command-config")
+            say(f"kanal dev: client config (TLS files, User:{DEV_CLIENT_NAME}'s certificate, bootstrap "
+                f"{cluster.admin_bootstrap}): {client_config}; the other commands pick it up, other clients "
+                "take it with --command-config")
+            say(f"kanal dev: password clients (no certificate): --command-config {PASSWORD_CLIENT_CONFIG} "
+                "--user NAME --password PASSWORD (`kanal users create` makes one)")
         while not stopping.wait(WATCH_INTERVAL_S):
             for node, code in supervisor.newly_dead():
                 print(f"kanal dev: {node.name} exited with status {code} (log {node.log_path}); the "
@@ -169,6 +198,7 @@ def _run(argv: list[str]) -> int:
         CONTROL_SOCKET.unlink(missing_ok=True)
         if tls is not None:
             CLIENT_CONFIG.unlink(missing_ok=True)
+            PASSWORD_CLIENT_CONFIG.unlink(missing_ok=True)
     return 0
 
 
@@ -181,13 +211,22 @@ def _sayer(to_stderr: bool) -> Callable[[str], None]:
     return say
 
 
-def _write_client_config(tls, bootstrap: str) -> Path:
+def _write_client_config(tls: DevTls, bootstrap: str) -> Path:
     """$KANAL_HOME/client.toml: what a client needs to reach the secured dev cluster (command_config.py)."""
     lines = ["# written by `kanal dev --tls`; removed when it stops", f'bootstrap = "{bootstrap}"',
              f'tls-ca-file = "{tls.ca.cert}"', f'tls-cert-file = "{tls.client.cert}"',
              f'tls-key-file = "{tls.client.key}"']
     CLIENT_CONFIG.write_text("\n".join(lines) + "\n")
     return CLIENT_CONFIG
+
+
+def _write_password_client_config(tls: DevTls, bootstrap: str) -> Path:
+    """$KANAL_HOME/password-client.toml: the CA and the brokers' password listeners, no certificate; a
+    password user adds --user and --password."""
+    lines = ["# written by `kanal dev --tls` for password clients; removed when it stops",
+             f'bootstrap = "{bootstrap}"', f'tls-ca-file = "{tls.ca.cert}"']
+    PASSWORD_CLIENT_CONFIG.write_text("\n".join(lines) + "\n")
+    return PASSWORD_CLIENT_CONFIG
 
 
 class Supervisor:

@@ -142,9 +142,13 @@ class LocalCluster:
     def __init__(self, data_dir: Path | None = None, *, controllers: int = 3, brokers: int = 3,
                  controller_flags: list[str] | None = None, broker_flags: list[str] | None = None,
                  cluster_secret: str = "kanal-local", tls: DevTls | None = None,
-                 security_flags: list[str] | None = None, hosts: dict[str, str] | None = None) -> None:
+                 security_flags: list[str] | None = None, hosts: dict[str, str] | None = None,
+                 node_listeners: bool = False) -> None:
         """`hosts`: the address each node (by name, `controller-0`, `broker-1`) binds and advertises,
-        127.0.0.1 when left out (kanal chaos gives each node its own network namespace and address)."""
+        127.0.0.1 when left out (kanal chaos gives each node its own network namespace and address).
+        `node_listeners` (with `tls`): every broker also serves a listener for the other nodes
+        (--inter-node-listen, certificates required), and its client listener takes password clients
+        without a certificate; certificate holders (the dev admin) use `admin_bootstrap`."""
         if not 1 <= controllers <= 7:
             raise ValueError("controllers must be in [1, 7]")
         if not 0 <= brokers <= 64:
@@ -159,7 +163,10 @@ class LocalCluster:
                                                   key_file=str(tls.client.key))
         # Per controller: gRPC, Raft, metrics; per broker: gRPC, metrics. Every node gets its own metrics port
         # (the default one is fixed, so nodes sharing an address would collide).
-        ports = free_ports(3 * controllers + 2 * brokers)
+        if node_listeners and tls is None:
+            raise ValueError("node_listeners needs tls")
+        self.node_listeners = node_listeners
+        ports = free_ports(3 * controllers + 2 * brokers + (brokers if node_listeners else 0))
         self.controllers: list[Node] = []
         hosts = hosts or {}
         c_hosts = [hosts.get(f"controller-{i}", "127.0.0.1") for i in range(controllers)]
@@ -207,8 +214,14 @@ class LocalCluster:
                     "--offsets-topic-replication-factor", str(self.internal_topics_rf),
                     "--transaction-state-replication-factor", str(self.internal_topics_rf),
                     *self._tls_flags(f"broker-{b}", security_flags), *(broker_flags or [])]
+            node_endpoint = ""
+            if node_listeners:
+                node_endpoint = f"{host}:{ports[base + 2 * brokers + b]}"
+                args += ["--inter-node-listen", node_endpoint, "--tls-client-auth", "none"]
             node = Node("broker", b, f"{host}:{grpc_port}", args, self.data_dir / "logs" / f"broker-{b}.log")
             node.extra["metrics"] = f"{host}:{metrics_port}"
+            if node_endpoint:
+                node.extra["inter_node"] = node_endpoint
             self.brokers.append(node)
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -268,6 +281,12 @@ class LocalCluster:
     def bootstrap(self) -> str:
         """Comma-separated broker endpoints, for clients."""
         return ",".join(n.endpoint for n in self.brokers)
+
+    @property
+    def admin_bootstrap(self) -> str:
+        """Comma-separated endpoints for clients that authenticate by certificate (the dev admin): the
+        brokers' listeners for other nodes when they have them, else `bootstrap`."""
+        return ",".join(n.extra.get("inter_node", n.endpoint) for n in self.brokers)
 
     @property
     def controller_endpoints(self) -> str:

@@ -263,6 +263,8 @@ def _register_broker(image: MetadataImage, r: metadata_pb2.RegisterBrokerRecord,
         fenced=r.fenced,
         metrics_endpoint=r.metrics_endpoint,
         directory_id=r.directory_id,
+        unclean_shutdown=r.unclean_shutdown,
+        inter_node_endpoint=r.inter_node_endpoint,
     )
     ctx.journal.put(image.brokers, registration.broker_id, registration)
 
@@ -305,6 +307,9 @@ def _with_fenced(reg: BrokerRegistration, fenced: bool, in_controlled_shutdown: 
         reg.metrics_endpoint,
         reg.directory_id,
         in_controlled_shutdown,
+        # image.py: the unclean-shutdown mark is acted on when the registration is first unfenced.
+        reg.unclean_shutdown and fenced,
+        reg.inter_node_endpoint,
     )
 
 
@@ -375,6 +380,8 @@ def _partition(image: MetadataImage, r: metadata_pb2.PartitionRecord, ctx: _Cont
     isr = tuple(BrokerId(b) for b in r.isr)
     leader = BrokerId(r.leader)
     _check_partition_shape(image, where, replicas, isr, leader)
+    if r.recovering and leader != NO_LEADER:
+        raise _fail(f"PartitionRecord {where} is recovering with leader {leader}: only offline ones recover")
     directories = _isr_directories(where, isr, tuple(r.isr_directory_ids), {})
     adding, removing = _check_reassignment_shape(where, replicas, r.adding_replicas, r.removing_replicas)
     state = PartitionState(
@@ -387,6 +394,7 @@ def _partition(image: MetadataImage, r: metadata_pb2.PartitionRecord, ctx: _Cont
         directories,
         adding,
         removing,
+        r.recovering,
     )
     ctx.journal.append(topic.partitions, state)
     ctx.count_replicas(replicas, +1)
@@ -406,8 +414,15 @@ def _partition_change(image: MetadataImage, r: metadata_pb2.PartitionChangeRecor
     isr = tuple(BrokerId(b) for b in r.isr.broker_ids) if has_isr else old.isr
     if has_leader and leader == old.leader:
         raise _fail(f"PartitionChange {where} sets the leader to the current leader {leader}")
-    if not has_leader and isr == old.isr:
-        raise _fail(f"PartitionChange {where} changes neither the leader nor the ISR")
+    if r.HasField("recovering") and r.recovering and leader != NO_LEADER:
+        raise _fail(
+            f"PartitionChange {where} sets recovering with leader {leader}: only offline ones recover"
+        )
+    # A new leader ends recovery (metadata.proto); otherwise the record says, or it is unchanged.
+    recovering = r.recovering if r.HasField("recovering") else old.recovering
+    recovering = recovering and leader == NO_LEADER
+    if not has_leader and isr == old.isr and recovering == old.recovering:
+        raise _fail(f"PartitionChange {where} changes neither the leader, the ISR nor recovery")
     _check_partition_shape(image, where, old.replicas, isr, leader)
     if has_isr:
         kept = {b: old.recorded_directory(b) for b in old.isr}
@@ -428,6 +443,7 @@ def _partition_change(image: MetadataImage, r: metadata_pb2.PartitionChangeRecor
         directories,
         old.adding_replicas,
         old.removing_replicas,
+        recovering,
     )
     ctx.journal.replace(topic.partitions, r.partition_id, new)
 
@@ -470,6 +486,7 @@ def _partition_reassignment(
         directories,
         adding,
         removing,
+        old.recovering and leader == NO_LEADER,
     )
     ctx.journal.replace(topic.partitions, r.partition_id, new)
     ctx.count_replicas(old.replicas, -1)

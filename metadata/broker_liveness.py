@@ -11,6 +11,9 @@ last heartbeat time (in memory, on the active controller) and passes it in.
   soon as the records are applied). The mark is sticky, as KRaft's: no heartbeat unfences the broker
   until it registers again (a new RegisterBrokerRecord has no mark), so a regular heartbeat that reaches
   the controller after the shutdown request cannot undo it.
+- A live broker's heartbeat reports where its logs of recovering partitions end; once every replica of
+  one has reported, its recovery election is decided (recovery_election.py). The shell keeps the
+  reports and passes them in, as it does heartbeat times.
 - A live broker whose last heartbeat is more than the session timeout ago is fenced ("session
   timeout"). A new active controller knows no heartbeat times: it must start every registered broker's
   session at its activation time (as KRaft does), or it would fence the whole cluster.
@@ -24,6 +27,7 @@ from kanal.metadata.decision import Decision, Stamp
 from kanal.metadata.fencing import fence_records, unfence_records
 from kanal.metadata.ids import BrokerId
 from kanal.metadata.image import BrokerRegistration, MetadataImage
+from kanal.metadata.recovery_election import LogEndReports, merge_reports, recovery_election_records
 from kanal.v1 import controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode
 
@@ -36,8 +40,10 @@ def decide_broker_heartbeat(
     principal: str,
     request_id: str,
     catch_up_offset: int | None = None,
+    log_end_reports: LogEndReports | None = None,
 ) -> Decision[controller_pb2.BrokerHeartbeatResponse]:
-    """Answer a heartbeat; records only when the broker's fenced state changes.
+    """Answer a heartbeat; records only when the broker's fenced state changes, or when its log-end
+    reports complete a recovery election (`log_end_reports`: the other brokers' latest).
 
     The reply's controller_epoch is the image's; the shell may overwrite it with its own term and fills
     active_controller when it is not the active controller.
@@ -75,7 +81,11 @@ def decide_broker_heartbeat(
         records = unfence_records(image, reg.broker_id, stamp, reason) if caught_up else []
         fenced, shutdown_ready = not caught_up, False
     else:
-        records, fenced, shutdown_ready = [], False, False
+        reports = merge_reports(log_end_reports or {}, reg.broker_id, reg.broker_epoch,
+                                request.recovery_log_ends)
+        keys = [(r.topic_id, r.partition_id) for r in request.recovery_log_ends]
+        records = recovery_election_records(image, reports, keys, stamp)
+        fenced, shutdown_ready = False, False
     return Decision(
         records,
         controller_pb2.BrokerHeartbeatResponse(

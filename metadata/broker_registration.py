@@ -21,6 +21,9 @@ Registration rules:
 - The registration carries the broker's data directory id (meta.properties). A new directory id under a
   registered id means the broker's logs are gone; the ISR entries keep the id their log had, so the
   broker is not elected from them (election.py).
+- It also says whether the broker's previous run shut down cleanly. After an unclean one its logs may
+  miss writes that were never fsynced: partitions whose last in-sync replica it is wait for a recovery
+  election when it is unfenced (fencing.py, election.py).
 """
 
 from __future__ import annotations
@@ -59,11 +62,13 @@ def decide_register_broker(
     records: list[metadata_pb2.MetadataRecord] = []
     if existing is not None:
         if existing.incarnation_id == request.incarnation_id:
-            same = (existing.endpoint, existing.rack, existing.metrics_endpoint, existing.directory_id) == (
+            same = (existing.endpoint, existing.rack, existing.metrics_endpoint, existing.directory_id,
+                    existing.inter_node_endpoint) == (
                 request.endpoint,
                 request.rack,
                 request.metrics_endpoint,
                 request.directory_id,
+                request.inter_node_endpoint,
             )
             if same:
                 return Decision([], controller_pb2.RegisterBrokerResponse(broker_epoch=existing.broker_epoch))
@@ -110,6 +115,8 @@ def decide_register_broker(
                 fenced=True,
                 metrics_endpoint=request.metrics_endpoint,
                 directory_id=request.directory_id,
+                unclean_shutdown=request.unclean_shutdown,
+                inter_node_endpoint=request.inter_node_endpoint,
             )
         )
     )

@@ -23,6 +23,22 @@ ISR (`PartitionState.isr_directory_ids`).
   acknowledged only by the old ISR may be lost). Replicas known to have lost their disk come last in
   that order: any other live replica holds at least as much.
 - Only the ISR changed: CAUSE_REPLICA_FENCED.
+- Unclean restarts (KIP-966's other gap): `restarted_unclean` names brokers being unfenced whose process
+  did not shut down cleanly (killed, or lost power). Brokers fsync on segment roll only, so such a log may
+  have lost a tail of acknowledged records that another replica still holds. Such a broker leaves the
+  ISR when another member can stay, and is never elected from it. When it is the last member, the
+  partition is marked *recovering* (CAUSE_UNCLEAN_RESTART) and stays offline: no replica is known to
+  hold every acknowledged record. A recovering partition elects nobody from its ISR; `elect_recovering`
+  ends it.
+
+`elect_recovering(partition, live, log_ends, directories)` runs the recovery election: once every
+replica is live and has reported where its log ends (for the current partition epoch), the replica with
+the highest last leader epoch, then the highest end offset, leads, alone in the ISR
+(CAUSE_RECOVERY_ELECTION); ties go to the earlier replica in assignment order. Raft's rule for the most
+up-to-date log: a replica whose last batch has a later leader epoch saw every batch an earlier leader
+committed, and among logs ending in the same epoch the longer one holds the other as a prefix. Waiting
+for every replica is the strict choice: a replica that is down may hold the only copy; an operator who
+knows it is gone for good allows unclean election instead.
 
 `elect_preferred(partition, live)` moves leadership back to the preferred replica when it is live and in
 the ISR (CAUSE_PREFERRED_ELECTION).
@@ -53,6 +69,8 @@ class Election:
     summary: str
     # With `isr`: the directory id of each member's log, in ISR order.
     isr_directory_ids: tuple[str, ...] = ()
+    # The partition's new recovering state; None: unchanged.
+    recovering: bool | None = None
 
     def __repr__(self) -> str:
         return f"<Election {metadata_pb2.PartitionChangeCause.Name(self.cause)}: {self.summary}>"
@@ -70,7 +88,20 @@ class Election:
         if self.isr is not None:
             record.isr.broker_ids.extend(self.isr)
             record.isr_directory_ids.extend(self.isr_directory_ids)
+        if self.recovering is not None:
+            record.recovering = self.recovering
         return record
+
+
+@dataclass(frozen=True, slots=True)
+class LogEnd:
+    """Where one replica's log ends, as its broker reported it (ReplicaLogEnd)."""
+
+    last_leader_epoch: int
+    log_end_offset: int
+
+    def __repr__(self) -> str:
+        return f"<LogEnd epoch={self.last_leader_epoch} end={self.log_end_offset}>"
 
 
 def lost_disk(partition: PartitionState, broker_id: int, directories: Mapping[BrokerId, str]) -> bool:
@@ -86,15 +117,23 @@ def elect(
     live: AbstractSet[BrokerId],
     unclean_allowed: bool,
     directories: Mapping[BrokerId, str] | None = None,
+    restarted_unclean: AbstractSet[BrokerId] = frozenset(),
 ) -> Election | None:
     """What must change in `partition` now that exactly `live` brokers are live (registered with the
-    `directories` given); None when nothing."""
+    `directories` given; `restarted_unclean` are being unfenced after an unclean shutdown); None when
+    nothing."""
     dirs: Mapping[BrokerId, str] = directories or {}
     old_leader, old_isr = partition.leader, partition.isr
-    isr = tuple(b for b in old_isr if b in live and not lost_disk(partition, b, dirs))
+
+    def vouched(b: BrokerId) -> bool:
+        # The member's log is the one the ISR vouched for: not replaced, not cut by a crash.
+        return not lost_disk(partition, b, dirs) and b not in restarted_unclean
+
+    isr = tuple(b for b in old_isr if b in live and vouched(b))
     if not isr:
         isr = (old_leader,) if old_leader in old_isr else old_isr
-    usable = set(isr) & set(live) - {b for b in isr if lost_disk(partition, b, dirs)}
+    usable = set() if partition.recovering else {b for b in isr if b in live and vouched(b)}
+    recovering = partition.recovering
     if old_leader != NO_LEADER and old_leader in usable:
         leader = old_leader
         cause = metadata_pb2.CAUSE_REPLICA_FENCED
@@ -110,10 +149,15 @@ def elect(
             leader = unclean[0]
             isr = (leader,)
             cause = metadata_pb2.CAUSE_UNCLEAN_ELECTION
+            recovering = False
         else:
             leader = NO_LEADER
             cause = metadata_pb2.CAUSE_LEADER_FENCED
-    if leader == old_leader and isr == old_isr:
+            if any(b in restarted_unclean for b in isr):
+                recovering = True
+                if not partition.recovering:
+                    cause = metadata_pb2.CAUSE_UNCLEAN_RESTART
+    if leader == old_leader and isr == old_isr and recovering == partition.recovering:
         return None
     # Members that stay keep the directory recorded when they joined; an unclean leader joins now,
     # with the directory it is registered with.
@@ -127,8 +171,36 @@ def elect(
         leader=leader if leader != old_leader else None,
         isr=isr if isr != old_isr else None,
         cause=cause,
-        summary=_summary(partition, leader, isr),
+        summary=_summary(partition, leader, isr, recovering),
         isr_directory_ids=isr_dirs if isr != old_isr else (),
+        recovering=recovering if recovering != partition.recovering else None,
+    )
+
+
+def elect_recovering(
+    partition: PartitionState,
+    live: AbstractSet[BrokerId],
+    log_ends: Mapping[BrokerId, LogEnd],
+    directories: Mapping[BrokerId, str] | None = None,
+) -> Election | None:
+    """The recovery election of a recovering partition: None until every replica is live and in
+    `log_ends` (reports for the partition's current epoch), then the most up-to-date log leads."""
+    if not partition.recovering or not partition.offline:
+        return None
+    if any(b not in live or b not in log_ends for b in partition.replicas):
+        return None
+    order = {b: i for i, b in enumerate(partition.replicas)}
+    leader = max(partition.replicas, key=lambda b: (log_ends[b].last_leader_epoch,
+                                                    log_ends[b].log_end_offset, -order[b]))
+    end = log_ends[leader]
+    return Election(
+        leader=leader,
+        isr=(leader,) if partition.isr != (leader,) else None,
+        cause=metadata_pb2.CAUSE_RECOVERY_ELECTION,
+        summary=f"{_summary(partition, leader, (leader,), False)} (longest log: last leader epoch "
+        f"{end.last_leader_epoch}, end offset {end.log_end_offset})",
+        isr_directory_ids=((directories or {}).get(leader, ""),) if partition.isr != (leader,) else (),
+        recovering=False,
     )
 
 
@@ -137,6 +209,14 @@ def offline_reason(partition: PartitionState, live: AbstractSet[BrokerId],
     """Why an offline partition has no leader, in one line for operators ("" when it has one)."""
     if not partition.offline:
         return ""
+    if partition.recovering:
+        down = [b for b in partition.replicas if b not in live]
+        waiting = f" (down: {', '.join(map(str, down))})" if down else ""
+        return (f"the last in-sync replica{'s' if len(partition.isr) > 1 else ''} "
+                f"{', '.join(map(str, partition.isr))} came back after an unclean shutdown and may miss "
+                "acknowledged records that were not fsynced; the longest log of all replicas will lead once "
+                f"every replica has reported{waiting}"
+                "; or allow unclean.leader.election.enable to elect a live replica now (may lose data)")
     lost = [b for b in partition.isr if b in live and lost_disk(partition, b, directories)]
     if lost:
         return (f"in-sync replica{'s' if len(lost) > 1 else ''} {', '.join(map(str, lost))} came back "
@@ -159,16 +239,19 @@ def elect_preferred(partition: PartitionState, live: AbstractSet[BrokerId]) -> E
         leader=preferred,
         isr=None,
         cause=metadata_pb2.CAUSE_PREFERRED_ELECTION,
-        summary=_summary(partition, preferred, partition.isr),
+        summary=_summary(partition, preferred, partition.isr, partition.recovering),
     )
 
 
-def _summary(partition: PartitionState, leader: BrokerId, isr: tuple[BrokerId, ...]) -> str:
+def _summary(partition: PartitionState, leader: BrokerId, isr: tuple[BrokerId, ...],
+             recovering: bool) -> str:
     parts = []
     if leader != partition.leader:
         parts.append(f"leader {partition.leader} -> {leader}")
     if isr != partition.isr:
         parts.append(f"isr {list(partition.isr)} -> {list(isr)}")
+    if recovering and not partition.recovering:
+        parts.append("recovering: waiting for every replica's log end")
     return ", ".join(parts)
 
 

@@ -63,7 +63,9 @@ def unfence_records(
     """Unfence a registered, fenced broker and give offline partitions it can lead a leader again.
 
     Partitions that have a leader are left alone: the broker rejoins their ISR through the leader's
-    AlterPartition once it has caught up with the leader's log.
+    AlterPartition once it has caught up with the leader's log. A broker back from an unclean shutdown
+    (its registration says so) is not trusted to hold what its ISR entries vouch for: partitions it is
+    the last in-sync replica of start recovering instead of taking it as leader (election.py).
     """
     reg = image.brokers.get(broker_id)
     if reg is None or not reg.fenced:
@@ -80,7 +82,9 @@ def unfence_records(
     ]
     live = set(image.live_brokers()) | {broker_id}
     directories = registered_directories(image)
-    context = f"broker {broker_id} unfenced ({reason})"
+    restarted_unclean = frozenset({broker_id}) if reg.unclean_shutdown else frozenset()
+    after = ", after an unclean shutdown" if restarted_unclean else ""
+    context = f"broker {broker_id} unfenced ({reason}{after})"
     cluster_defaults = image.broker_configs.get(CLUSTER_DEFAULT_BROKER, {})
     for topic in image.topics.values():
         unclean = None
@@ -89,7 +93,8 @@ def unfence_records(
                 continue
             if unclean is None:
                 unclean = unclean_election_enabled(topic.configs, cluster_defaults)
-            _append_election(records, topic, partition, live, unclean, stamp, context, directories)
+            _append_election(records, topic, partition, live, unclean, stamp, context, directories,
+                             restarted_unclean)
     return records
 
 
@@ -116,10 +121,11 @@ def registered_directories(image: MetadataImage) -> dict[BrokerId, str]:
 
 def _append_election(records: list[metadata_pb2.MetadataRecord], topic: TopicImage, partition: PartitionState,
                      live: set[BrokerId], unclean: bool, stamp: Stamp, context: str,
-                     directories: dict[BrokerId, str]) -> None:
+                     directories: dict[BrokerId, str],
+                     restarted_unclean: frozenset[BrokerId] = frozenset()) -> None:
     """Elect a leader for `partition` among `live` and, when that changes anything, add the stamped
     PartitionChange record (the one step fencing, unfencing and unclean-election switches share)."""
-    election = elect(partition, live, unclean, directories)
+    election = elect(partition, live, unclean, directories, restarted_unclean)
     if election is not None:
         records.append(
             stamp.record(partition_change=election.to_record(topic.topic_id, partition.partition_id, context))

@@ -72,6 +72,18 @@ class BrokerRegistration:
     # The broker asked to shut down (BrokerRegistrationChangeRecord.in_controlled_shutdown): it stays
     # fenced until it registers again, whatever its heartbeats say. Only ever True with `fenced`.
     in_controlled_shutdown: bool = False
+    # The broker's previous run ended without a clean shutdown (RegisterBrokerRecord.unclean_shutdown): its
+    # logs may miss writes that were never fsynced. Cleared when the registration is first unfenced: the
+    # unfencing decision is the one that acts on it (fencing.py), and later fence/unfence cycles of the
+    # same process lose nothing.
+    unclean_shutdown: bool = False
+    # host:port of the broker's listener for other nodes ("": `endpoint` serves them too).
+    inter_node_endpoint: str = ""
+
+    @property
+    def peer_endpoint(self) -> str:
+        """Where another broker dials this one."""
+        return self.inter_node_endpoint or self.endpoint
 
     def __repr__(self) -> str:
         state = "fenced" if self.fenced else "live"
@@ -97,6 +109,9 @@ class PartitionState:
     # removed once every target replica is in the ISR. Both empty when none is.
     adding_replicas: tuple[BrokerId, ...] = ()
     removing_replicas: tuple[BrokerId, ...] = ()
+    # No ISR member is known to hold every acknowledged record (the last one came back after an unclean
+    # shutdown): offline until a recovery election or an unclean one (election.py). Only with no leader.
+    recovering: bool = False
 
     def __post_init__(self) -> None:
         if not self.isr_directory_ids:  # left out: all unknown, so equal states compare equal
@@ -128,6 +143,7 @@ class PartitionState:
     def __repr__(self) -> str:
         moving = (f" adding={list(self.adding_replicas)} removing={list(self.removing_replicas)}"
                   if self.reassigning else "")
+        moving += " recovering" if self.recovering else ""
         return (
             f"<Partition {self.partition_id} leader={self.leader} epoch={self.leader_epoch} "
             f"pepoch={self.partition_epoch} replicas={list(self.replicas)} isr={list(self.isr)}{moving}>"

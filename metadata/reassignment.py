@@ -169,6 +169,7 @@ def _start(image: MetadataImage, topic: TopicImage, partition: PartitionState,
         partition.isr_directory_ids,
         tuple(b for b in wanted if b not in current),
         tuple(b for b in current if b not in wanted),
+        partition.recovering,
     )
     # A reorder or a shrink onto replicas already in sync completes at once.
     finished = _completion(topic, started, reason="reassignment started and complete")

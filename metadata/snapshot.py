@@ -45,6 +45,8 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                     fenced=reg.fenced,
                     metrics_endpoint=reg.metrics_endpoint,
                     directory_id=reg.directory_id,
+                    unclean_shutdown=reg.unclean_shutdown,
+                    inter_node_endpoint=reg.inter_node_endpoint,
                 )
             )
         )
@@ -85,6 +87,7 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                         isr_directory_ids=p.isr_directory_ids if any(p.isr_directory_ids) else (),
                         adding_replicas=p.adding_replicas,
                         removing_replicas=p.removing_replicas,
+                        recovering=p.recovering,
                     )
                 )
             )

@@ -363,7 +363,19 @@ class ActiveController:
         self, request: controller_pb2.BrokerHeartbeatRequest, *, request_id: str, deadline_s: float
     ) -> controller_pb2.BrokerHeartbeatResponse:
         reply: controller_pb2.BrokerHeartbeatResponse
-        reply, end = self.write(self._broker_decider(decide_broker_heartbeat, request, request_id),
+
+        def decide_heartbeat(
+            image: MetadataImage, request: controller_pb2.BrokerHeartbeatRequest, *, now_ms: int,
+            principal: str, request_id: str,
+        ) -> Decision[controller_pb2.BrokerHeartbeatResponse]:
+            decision = decide_broker_heartbeat(image, request, now_ms=now_ms, principal=principal,
+                                               request_id=request_id, log_end_reports=self._sessions.log_ends)
+            if decision.reply.error == ErrorCode.NONE:
+                self._sessions.report_log_ends(request.broker_id, request.broker_epoch,
+                                               request.recovery_log_ends)
+            return decision
+
+        reply, end = self.write(self._broker_decider(decide_heartbeat, request, request_id),
                                 deadline_s=deadline_s)
         # The decision's offsets count in-flight batches; brokers need the committed, durable end.
         reply.metadata_end_offset = end

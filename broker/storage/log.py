@@ -60,6 +60,16 @@ _log = logging.getLogger("kanal.broker.storage")
 RECOVERY_POINT_FILE = "recovery-point"
 LOG_START_FILE = "log-start-offset"
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
+
+
+def closed_uncleanly(data_dir: Path) -> list[str]:
+    """The partition logs under `data_dir` (directories holding segments) whose last run did not close
+    them cleanly: no clean-shutdown marker. Only meaningful before the broker opens them (open removes
+    the marker)."""
+    if not data_dir.is_dir():
+        return []
+    return sorted(d.name for d in data_dir.iterdir()
+                  if d.is_dir() and not (d / CLEAN_SHUTDOWN_FILE).exists() and any(d.glob("*.log")))
 _KNOWN_CODECS = frozenset(records_pb2.CompressionCodec.values())
 
 

@@ -23,23 +23,17 @@ def _kanal(env, *args: str, stdin: str | None = None) -> subprocess.CompletedPro
 
 
 def test_dev_tls_secures_the_cluster_and_the_other_commands_follow(tmp_path):
+    """Issue 42, item 2: `kanal dev --tls --authorizer` enforces ACLs, and a password user gets in over TLS
+    without a client certificate, while the nodes and the dev admin authenticate by certificate on the
+    brokers' listeners of their own."""
     env = dict(os.environ, KANAL_HOME=str(tmp_path), PYTHONUNBUFFERED="1")
     env.pop("KANAL_BOOTSTRAP", None)
     env.pop("KANAL_CLIENT_CONFIG", None)
     out = tmp_path / "dev.out"
     with open(out, "w") as log:
         proc = subprocess.Popen(
-            [
-                *KANAL,
-                "dev",
-                "--tls",
-                "--data-dir",
-                str(tmp_path / "data"),
-                "--controllers",
-                "1",
-                "--brokers",
-                "1",
-            ],
+            [*KANAL, "dev", "--tls", "--authorizer", "--data-dir", str(tmp_path / "data"),
+             "--controllers", "1", "--brokers", "1"],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -50,33 +44,61 @@ def test_dev_tls_secures_the_cluster_and_the_other_commands_follow(tmp_path):
         )
         assert proc.poll() is None, out.read_text()
         assert "secured: TLS" in out.read_text() and "INSECURE" not in out.read_text()
+        assert "ACLs enforced" in out.read_text()
         client_config = tmp_path / "client.toml"
+        password_config = tmp_path / "password-client.toml"
         state = json.loads((tmp_path / "dev.json").read_text())
         assert state["client_config"] == str(client_config) and client_config.exists()
+        assert password_config.exists() and "tls-cert-file" not in password_config.read_text()
+        assert state["bootstrap"] != state["admin_bootstrap"]
         assert _kanal(env, "dev", "status").returncode == 0  # health over TLS
         shell = _kanal(env, "metadata", "ls", "/brokers")  # kanal metadata dials the controller over TLS too
         assert shell.returncode == 0 and shell.stdout.split() == ["0/"], shell.stderr
 
-        # The dev client certificate (User:admin) is picked up without a flag.
+        # The dev client certificate (User:admin, a super user) is picked up without a flag.
         created = _kanal(env, "users", "create", "alice", "--user-password-stdin", stdin="wonderland\n")
         assert created.returncode == 0, created.stderr
         listed = _kanal(env, "users", "list", "--output", "json")
         assert json.loads(listed.stdout) == {"alice": [{"mechanism": "SCRAM-SHA-256", "iterations": 4096},
                                                       {"mechanism": "SCRAM-SHA-512", "iterations": 4096}]}
-        # A password on top of the certificate names the principal; a wrong one is refused at the door.
-        ok = _kanal(env, "topics", "create", "t", "--user", "alice", "--password", "wonderland")
-        assert ok.returncode == 0, ok.stderr
-        wrong = _kanal(env, "topics", "list", "--user", "alice", "--password", "nope")
+        for topic in ("t", "u"):
+            made = _kanal(env, "topics", "create", topic)
+            assert made.returncode == 0, made.stderr
+        alice = ["--command-config", str(password_config), "--user", "alice", "--password", "wonderland"]
+        # Alice: a password, no certificate. Without an ACL she may not even see the topics.
+        seen = _kanal(env, "topics", "list", *alice)
+        assert seen.returncode == 0 and "t" not in seen.stdout.split(), seen.stderr
+        denied = _kanal(env, "produce", "t", *alice, stdin="before\n")
+        # (an idempotent producer first needs a producer id: IDEMPOTENT_WRITE, or WRITE on some topic)
+        assert denied.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in denied.stderr, denied.stderr
+        granted = _kanal(env, "acls", "add", "--allow-principal", "User:alice", "--operation", "All",
+                         "--topic", "t")
+        assert granted.returncode == 0, granted.stderr
+        produced = _kanal(env, "produce", "t", *alice, stdin="hello\n")
+        assert produced.returncode == 0, produced.stderr
+        read = _kanal(env, "consume", "t", *alice, "--from-beginning", "--max-messages", "1")
+        assert read.returncode == 0 and read.stdout.split() == ["hello"], read.stderr
+        other = _kanal(env, "produce", "u", *alice, stdin="no\n")
+        assert other.returncode == 1 and "TOPIC_AUTHORIZATION_FAILED" in other.stderr
+        wrong = _kanal(env, "topics", "list", "--command-config", str(password_config), "--user", "alice",
+                       "--password", "nope")
         assert wrong.returncode == 1 and "AUTHENTICATION_FAILED" in wrong.stderr
+        # The password listener asks for no certificate: the admin's alone does not get in there ...
+        cert_only = _kanal(env, "topics", "list", "--bootstrap", state["bootstrap"], "--command-config",
+                           str(client_config))
+        assert cert_only.returncode == 1 and "AUTHENTICATION_FAILED" in cert_only.stderr
+        # ... and the certificate listener lets no one in without one.
+        ca = str(tmp_path / "data" / "tls" / "ca.pem")
+        no_cert = _kanal(env, "topics", "list", "--bootstrap", state["admin_bootstrap"], "--tls-ca-file", ca,
+                         "--user", "alice", "--password", "wonderland")
+        assert no_cert.returncode == 1 and "BROKER_NOT_AVAILABLE" in no_cert.stderr
         # With --bootstrap the dev config is not assumed: plaintext to a TLS listener gets nowhere, and
         # --command-config with the same file gets in.
-        bootstrap = state["bootstrap"]
-        plain = _kanal(env, "topics", "list", "--bootstrap", bootstrap)
+        plain = _kanal(env, "topics", "list", "--bootstrap", state["admin_bootstrap"])
         assert plain.returncode == 1 and "BROKER_NOT_AVAILABLE" in plain.stderr
-        listed = _kanal(
-            env, "topics", "list", "--bootstrap", bootstrap, "--command-config", str(client_config)
-        )
-        assert listed.returncode == 0 and "t" in listed.stdout.split()
+        listed = _kanal(env, "topics", "list", "--bootstrap", state["admin_bootstrap"], "--command-config",
+                        str(client_config))
+        assert listed.returncode == 0 and {"t", "u"} <= set(listed.stdout.split())
         deleted = _kanal(env, "users", "delete", "alice")
         assert deleted.returncode == 0 and "SCRAM-SHA-256" in deleted.stdout
         assert json.loads(_kanal(env, "users", "list", "--output", "json").stdout) == {}
@@ -89,4 +111,5 @@ def test_dev_tls_secures_the_cluster_and_the_other_commands_follow(tmp_path):
                 proc.kill()
                 proc.wait(10)
     assert proc.returncode == 0
-    assert not (tmp_path / "dev.json").exists() and not (tmp_path / "client.toml").exists()
+    for left in ("dev.json", "client.toml", "password-client.toml"):
+        assert not (tmp_path / left).exists()

@@ -307,6 +307,51 @@ def test_restarted_former_leader_truncates_its_unacknowledged_tail(cluster):
     assert new_leader in info.replicas
 
 
+def power_cut_log(cluster, broker_id: int, topic: str, partition: int) -> None:
+    """What a power loss does to a stopped broker's replica that was never fsynced (brokers fsync on
+    segment roll only): the segments are empty again. The broker was SIGKILLed, so no log carries a
+    clean-shutdown marker."""
+    directory = Path(cluster.data_dir) / f"broker-{broker_id}" / f"{topic}-{partition}"
+    assert not (directory / "clean-shutdown").exists()
+    for segment in directory.glob("*.log"):
+        segment.write_bytes(b"")
+
+
+def test_last_in_sync_replica_back_from_a_power_cut_does_not_erase_the_others(cluster):
+    """Chaos seed 15: the last in-sync replica lost its unsynced log to a power cut, was elected from the
+    ISR with an empty log, and the other replica, which held every acknowledged record, truncated to it.
+    Now the partition recovers from the longest log."""
+    topic = "power-cut"
+    create_topic(cluster, topic, partitions=1, replication_factor=2, min_insync_replicas="1")
+    info = partition_info(cluster, topic, 0)
+    first = broker_node(cluster, info.leader)
+    last = broker_node(cluster, next(b for b in info.replicas if b != info.leader))
+    acked: dict[tuple[int, int], bytes] = {}
+    for i in range(8):
+        value = b"acked-%d" % i
+        reply = raw_produce(cluster, topic, 0, build_batch([NewRecord(value)]), acks=-1)
+        assert reply.error == ErrorCode.NONE
+        acked[(0, reply.base_offset)] = value
+    try:
+        first.kill()
+        wait_until(lambda: ((p := partition_info(cluster, topic, 0)).leader, list(p.isr))
+                   == (last.node_id, [last.node_id]), 30, "the other replica to lead alone")
+        last.kill()
+        wait_until(lambda: partition_info(cluster, topic, 0).leader == -1, 30, "the partition to go offline")
+        cluster.start_node(first)  # holds every acknowledged record, but is not in the ISR
+        power_cut_log(cluster, last.node_id, topic, 0)
+    finally:
+        for node in (first, last):
+            if not node.running:
+                cluster.start_node(node)
+    recovered = wait_until(lambda: (p := partition_info(cluster, topic, 0)).leader >= 0 and p, 60,
+                           "a recovery election")
+    assert recovered.leader == first.node_id, "the longest log leads, not the last in-sync replica"
+    check_history(acked, read_topic(cluster, topic, 1))
+    wait_until(lambda: len({replica_log_bytes(cluster, b, topic, 0) for b in info.replicas}) == 1, 30,
+               "the emptied replica to copy the log back")
+
+
 def test_retried_idempotent_batch_is_stored_once(cluster):
     topic = "idempotent"
     create_topic(cluster, topic, partitions=1, replication_factor=3)

@@ -18,6 +18,7 @@ from kanal.metadata import (
     decide_register_broker,
     decide_session_expirations,
 )
+from kanal.metadata.recovery_election import LogEndReports, merge_reports
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
 
 R = TypeVar("R")
@@ -33,6 +34,8 @@ class Harness:
         self.now_ms = 1_000
         self._requests = 0
         self.last_heartbeat_ms: dict[int, int] = {}
+        # What the active controller keeps of the brokers' log-end reports (raft/broker_sessions.py).
+        self.log_end_reports: LogEndReports = {}
 
     def ctx(self, principal: str = "test-admin") -> dict[str, Any]:
         self._requests += 1
@@ -50,7 +53,8 @@ class Harness:
     # -- brokers -----------------------------------------------------------------------------------
 
     def register(
-        self, broker_id: int, rack: str = "", incarnation: str | None = None, directory: str = ""
+        self, broker_id: int, rack: str = "", incarnation: str | None = None, directory: str = "",
+        unclean_shutdown: bool = False,
     ) -> int:
         reply = self.commit(
             decide_register_broker(
@@ -61,6 +65,7 @@ class Harness:
                     endpoint=f"broker{broker_id}:9092",
                     rack=rack,
                     directory_id=directory or f"dir-{broker_id}",
+                    unclean_shutdown=unclean_shutdown,
                 ),
                 **self.ctx(f"broker-{broker_id}"),
             )
@@ -69,21 +74,25 @@ class Harness:
         self.last_heartbeat_ms[broker_id] = self.now_ms
         return reply.broker_epoch
 
-    def heartbeat(self, broker_id: int, *, want_shutdown: bool = False, metadata_offset: int | None = None):
+    def heartbeat(self, broker_id: int, *, want_shutdown: bool = False, metadata_offset: int | None = None,
+                  log_ends: Sequence[controller_pb2.ReplicaLogEnd] = ()):
         reg = self.image.brokers[broker_id]
         self.last_heartbeat_ms[broker_id] = self.now_ms
-        return self.commit(
-            decide_broker_heartbeat(
-                self.image,
-                controller_pb2.BrokerHeartbeatRequest(
-                    broker_id=broker_id,
-                    broker_epoch=reg.broker_epoch,
-                    metadata_offset=self.image.next_offset if metadata_offset is None else metadata_offset,
-                    want_shutdown=want_shutdown,
-                ),
-                **self.ctx(f"broker-{broker_id}"),
-            )
+        decision = decide_broker_heartbeat(
+            self.image,
+            controller_pb2.BrokerHeartbeatRequest(
+                broker_id=broker_id,
+                broker_epoch=reg.broker_epoch,
+                metadata_offset=self.image.next_offset if metadata_offset is None else metadata_offset,
+                want_shutdown=want_shutdown,
+                recovery_log_ends=log_ends,
+            ),
+            log_end_reports=self.log_end_reports,
+            **self.ctx(f"broker-{broker_id}"),
         )
+        if decision.reply.error == 0:
+            self.log_end_reports = merge_reports(self.log_end_reports, broker_id, reg.broker_epoch, log_ends)
+        return self.commit(decision)
 
     def add_brokers(self, ids: Iterable[int], racks: Sequence[str] | None = None) -> None:
         ids = list(ids)

@@ -9,6 +9,7 @@ from kanal.broker.broker_main import parse_args as parse_broker_args
 from kanal.deploy.certificates import make_ca
 from kanal.raft.controller_config import ControllerConfigError, parse_controller_args
 from kanal.server.flags import ServerFlagError
+from kanal.v1.error import KanalError
 
 BROKER = [
     "--id",
@@ -90,3 +91,30 @@ def test_a_plaintext_listener_others_can_reach_is_warned_about(caplog):
         assert not caplog.records
         warn_if_exposed("0.0.0.0", ListenerSecurity(), log, "broker 1")
     assert "without TLS" in caplog.records[0].getMessage()
+
+
+def test_an_inter_node_listener_requires_certificates_and_frees_the_client_listener(files):
+    """Issue 42, item 2: with --inter-node-listen, mtls authenticates the nodes there, so the client
+    listener may ask for no certificate (password clients)."""
+    flags = [*BROKER, *tls_flags(files, tls_client_auth="none", authentication="mtls,password"),
+             "--inter-node-listen", "127.0.0.1:9095"]
+    config = parse_broker_args(flags, environ={})
+    assert config.inter_node_advertised == "127.0.0.1:9095" and config.security.node_listener
+    assert config.security.client_auth == "none"
+    advertised = parse_broker_args([*flags, "--inter-node-advertise", "localhost:19095"], environ={})
+    assert advertised.inter_node_advertised == "localhost:19095"
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--inter-node-listen", "127.0.0.1:9095"], "needs TLS"),
+    (["--inter-node-advertise", "127.0.0.1:9095"], "needs --inter-node-listen"),
+    (["--inter-node-listen", "127.0.0.1:9092", "--tls-cert-file", "CERT", "--tls-key-file", "KEY",
+      "--tls-ca-file", "CA"], "must differ from --listen"),
+    (["--inter-node-listen", "0.0.0.0:9095", "--tls-cert-file", "CERT", "--tls-key-file", "KEY",
+      "--tls-ca-file", "CA"], "wildcard"),
+])
+def test_bad_inter_node_listeners_stop_the_start_with_one_line(files, flags, message):
+    names = {"CERT": files["cert"], "KEY": files["key"], "CA": files["ca"]}
+    with pytest.raises((ServerFlagError, KanalError)) as err:
+        parse_broker_args([*BROKER, *[names.get(f, f) for f in flags]], environ={})
+    assert message in str(err.value) and "\n" not in str(err.value)

@@ -23,6 +23,12 @@ Flags (shared by `kanal broker` and `kanal controller`, so also KANAL_<FLAG> and
                                 with AUTHENTICATION_FAILED.
     --principal-mapping-rules R Kafka's ssl.principal.mapping.rules (principal_mapping.py), default DEFAULT.
 
+A broker may also serve a second listener for the other nodes (`kanal broker --inter-node-listen`,
+`node_listener` here): it always requires client certificates signed by --tls-ca-file, so mtls
+authenticates the nodes there while --tls-client-auth none lets password clients reach the client
+listener without a certificate (Kafka separates these as listeners; gRPC Python has no "request a
+certificate but do not require one" that would let one listener serve both).
+
 The node's own outbound calls (to controllers, leaders, the active controller) use --tls-ca-file to
 check the servers and --tls-cert-file/--tls-key-file as their client certificate: one TLS setting per
 node, so a cluster is secured all at once. A listener bound to a non-loopback address without TLS gets a
@@ -65,6 +71,8 @@ class ListenerSecurity:
     # Empty: none (ANONYMOUS); else a subset of AUTHENTICATION_MODES.
     authentication: frozenset[str] = frozenset()
     principal_mapping_rules: str = DEFAULT_RULES
+    # The node also serves a listener for other nodes that requires client certificates (see above).
+    node_listener: bool = False
     # Read and checked in __post_init__.
     cert_pem: bytes | None = field(default=None, init=False, repr=False, compare=False)
     key_pem: bytes | None = field(default=None, init=False, repr=False, compare=False)
@@ -98,8 +106,12 @@ class ListenerSecurity:
         if self.client_auth == "required" and not self.ca_file:
             raise ListenerSecurityError("--tls-client-auth required needs --tls-ca-file (the CA client "
                                         "certificates must chain to)")
-        if "mtls" in self.authentication and self.client_auth != "required":
-            raise ListenerSecurityError("--authentication mtls needs --tls-client-auth required")
+        if self.node_listener and not (self.tls and self.ca_file):
+            raise ListenerSecurityError("--inter-node-listen needs TLS with --tls-ca-file: the other nodes "
+                                        "authenticate there by certificate")
+        if "mtls" in self.authentication and self.client_auth != "required" and not self.node_listener:
+            raise ListenerSecurityError("--authentication mtls needs --tls-client-auth required (or "
+                                        "--inter-node-listen, whose listener always requires certificates)")
         try:
             mapper = parse_rules(self.principal_mapping_rules)
         except ValueError as exc:
@@ -137,10 +149,12 @@ class ListenerSecurity:
         crl = f", CRL {self.crl_file}" if self.crl_file else ""
         return f"TLS, client certificates {self.client_auth}, authentication {modes}{crl}"
 
-    def server_credentials(self) -> grpc.ServerCredentials:
+    def server_credentials(self, *, for_nodes: bool = False) -> grpc.ServerCredentials:
+        """The listener's TLS credentials; `for_nodes`: the listener for other nodes, which requires
+        client certificates whatever --tls-client-auth says."""
         if not self.tls or self.key_pem is None or self.cert_pem is None:
             raise ListenerSecurityError("a plaintext listener has no server credentials")
-        required = self.client_auth == "required"
+        required = self.client_auth == "required" or for_nodes
         return grpc.ssl_server_credentials([(self.key_pem, self.cert_pem)],
                                            root_certificates=self.ca_pem if required else None,
                                            require_client_auth=required)
@@ -201,8 +215,9 @@ def add_listener_security_flags(parser: argparse.ArgumentParser) -> None:
                              "(default DEFAULT: the whole subject)")
 
 
-def listener_security_from_args(args: argparse.Namespace) -> ListenerSecurity:
+def listener_security_from_args(args: argparse.Namespace, *, node_listener: bool = False) -> ListenerSecurity:
     return ListenerSecurity(
+        node_listener=node_listener,
         cert_file=args.tls_cert_file or None,
         key_file=args.tls_key_file or None,
         ca_file=args.tls_ca_file or None,

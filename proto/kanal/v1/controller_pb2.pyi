@@ -19,20 +19,24 @@ class ControllerHint(_message.Message):
     def __init__(self, controller_id: _Optional[int] = ..., endpoint: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("broker_id", "incarnation_id", "endpoint", "rack", "metrics_endpoint", "directory_id")
+    __slots__ = ("broker_id", "incarnation_id", "endpoint", "rack", "metrics_endpoint", "directory_id", "unclean_shutdown", "inter_node_endpoint")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     RACK_FIELD_NUMBER: _ClassVar[int]
     METRICS_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    UNCLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    INTER_NODE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     incarnation_id: str
     endpoint: str
     rack: str
     metrics_endpoint: str
     directory_id: str
-    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., metrics_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ...) -> None: ...
+    unclean_shutdown: bool
+    inter_node_endpoint: str
+    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., metrics_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ..., unclean_shutdown: _Optional[bool] = ..., inter_node_endpoint: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
     __slots__ = ("error", "error_message", "broker_epoch", "active_controller", "session_timeout_ms", "cluster_id", "controller_id")
@@ -53,16 +57,32 @@ class RegisterBrokerResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., session_timeout_ms: _Optional[int] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("broker_id", "broker_epoch", "metadata_offset", "want_shutdown")
+    __slots__ = ("broker_id", "broker_epoch", "metadata_offset", "want_shutdown", "recovery_log_ends")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
     WANT_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_LOG_ENDS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     broker_epoch: int
     metadata_offset: int
     want_shutdown: bool
-    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., metadata_offset: _Optional[int] = ..., want_shutdown: _Optional[bool] = ...) -> None: ...
+    recovery_log_ends: _containers.RepeatedCompositeFieldContainer[ReplicaLogEnd]
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., metadata_offset: _Optional[int] = ..., want_shutdown: _Optional[bool] = ..., recovery_log_ends: _Optional[_Iterable[_Union[ReplicaLogEnd, _Mapping]]] = ...) -> None: ...
+
+class ReplicaLogEnd(_message.Message):
+    __slots__ = ("topic_id", "partition_id", "partition_epoch", "last_leader_epoch", "log_end_offset")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LAST_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic_id: str
+    partition_id: int
+    partition_epoch: int
+    last_leader_epoch: int
+    log_end_offset: int
+    def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., last_leader_epoch: _Optional[int] = ..., log_end_offset: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatResponse(_message.Message):
     __slots__ = ("error", "error_message", "fenced", "metadata_end_offset", "active_controller", "controller_epoch", "shutdown_ready", "controller_id", "registered_broker_epoch")

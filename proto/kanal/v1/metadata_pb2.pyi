@@ -17,6 +17,8 @@ class PartitionChangeCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CAUSE_LEADER_RECOVERED: _ClassVar[PartitionChangeCause]
     CAUSE_PREFERRED_ELECTION: _ClassVar[PartitionChangeCause]
     CAUSE_UNCLEAN_ELECTION: _ClassVar[PartitionChangeCause]
+    CAUSE_UNCLEAN_RESTART: _ClassVar[PartitionChangeCause]
+    CAUSE_RECOVERY_ELECTION: _ClassVar[PartitionChangeCause]
 
 class ConfigResourceType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -66,6 +68,8 @@ CAUSE_REPLICA_FENCED: PartitionChangeCause
 CAUSE_LEADER_RECOVERED: PartitionChangeCause
 CAUSE_PREFERRED_ELECTION: PartitionChangeCause
 CAUSE_UNCLEAN_ELECTION: PartitionChangeCause
+CAUSE_UNCLEAN_RESTART: PartitionChangeCause
+CAUSE_RECOVERY_ELECTION: PartitionChangeCause
 CONFIG_RESOURCE_UNSPECIFIED: ConfigResourceType
 CONFIG_RESOURCE_TOPIC: ConfigResourceType
 CONFIG_RESOURCE_BROKER: ConfigResourceType
@@ -94,7 +98,7 @@ ACL_PERMISSION_ALLOW: AclPermission
 ACL_PERMISSION_DENY: AclPermission
 
 class RegisterBrokerRecord(_message.Message):
-    __slots__ = ("broker_id", "incarnation_id", "broker_epoch", "endpoint", "rack", "fenced", "metrics_endpoint", "directory_id")
+    __slots__ = ("broker_id", "incarnation_id", "broker_epoch", "endpoint", "rack", "fenced", "metrics_endpoint", "directory_id", "unclean_shutdown", "inter_node_endpoint")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +107,8 @@ class RegisterBrokerRecord(_message.Message):
     FENCED_FIELD_NUMBER: _ClassVar[int]
     METRICS_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    UNCLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    INTER_NODE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     incarnation_id: str
     broker_epoch: int
@@ -111,7 +117,9 @@ class RegisterBrokerRecord(_message.Message):
     fenced: bool
     metrics_endpoint: str
     directory_id: str
-    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., fenced: _Optional[bool] = ..., metrics_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ...) -> None: ...
+    unclean_shutdown: bool
+    inter_node_endpoint: str
+    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., fenced: _Optional[bool] = ..., metrics_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ..., unclean_shutdown: _Optional[bool] = ..., inter_node_endpoint: _Optional[str] = ...) -> None: ...
 
 class BrokerRegistrationChangeRecord(_message.Message):
     __slots__ = ("broker_id", "broker_epoch", "fenced", "reason", "in_controlled_shutdown")
@@ -144,7 +152,7 @@ class TopicRecord(_message.Message):
     def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[str] = ...) -> None: ...
 
 class PartitionRecord(_message.Message):
-    __slots__ = ("topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "isr_directory_ids", "adding_replicas", "removing_replicas")
+    __slots__ = ("topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "isr_directory_ids", "adding_replicas", "removing_replicas", "recovering")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +163,7 @@ class PartitionRecord(_message.Message):
     ISR_DIRECTORY_IDS_FIELD_NUMBER: _ClassVar[int]
     ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    RECOVERING_FIELD_NUMBER: _ClassVar[int]
     topic_id: str
     partition_id: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
@@ -165,7 +174,8 @@ class PartitionRecord(_message.Message):
     isr_directory_ids: _containers.RepeatedScalarFieldContainer[str]
     adding_replicas: _containers.RepeatedScalarFieldContainer[int]
     removing_replicas: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., isr_directory_ids: _Optional[_Iterable[str]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    recovering: bool
+    def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., isr_directory_ids: _Optional[_Iterable[str]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., recovering: _Optional[bool] = ...) -> None: ...
 
 class ReplicaList(_message.Message):
     __slots__ = ("broker_ids",)
@@ -174,7 +184,7 @@ class ReplicaList(_message.Message):
     def __init__(self, broker_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PartitionChangeRecord(_message.Message):
-    __slots__ = ("topic_id", "partition_id", "leader", "isr", "cause", "reason", "isr_directory_ids")
+    __slots__ = ("topic_id", "partition_id", "leader", "isr", "cause", "reason", "isr_directory_ids", "recovering")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +192,7 @@ class PartitionChangeRecord(_message.Message):
     CAUSE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     ISR_DIRECTORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    RECOVERING_FIELD_NUMBER: _ClassVar[int]
     topic_id: str
     partition_id: int
     leader: int
@@ -189,7 +200,8 @@ class PartitionChangeRecord(_message.Message):
     cause: PartitionChangeCause
     reason: str
     isr_directory_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., leader: _Optional[int] = ..., isr: _Optional[_Union[ReplicaList, _Mapping]] = ..., cause: _Optional[_Union[PartitionChangeCause, str]] = ..., reason: _Optional[str] = ..., isr_directory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    recovering: bool
+    def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., leader: _Optional[int] = ..., isr: _Optional[_Union[ReplicaList, _Mapping]] = ..., cause: _Optional[_Union[PartitionChangeCause, str]] = ..., reason: _Optional[str] = ..., isr_directory_ids: _Optional[_Iterable[str]] = ..., recovering: _Optional[bool] = ...) -> None: ...
 
 class RemoveTopicRecord(_message.Message):
     __slots__ = ("topic_id",)
