@@ -29,7 +29,8 @@ ISR (`PartitionState.isr_directory_ids`).
   ISR when another member can stay, and is never elected from it. When it is the last member, the
   partition is marked *recovering* (CAUSE_UNCLEAN_RESTART) and stays offline: no replica is known to
   hold every acknowledged record. A recovering partition elects nobody from its ISR; `elect_recovering`
-  ends it.
+  ends it. A partition with a single replica has nothing to compare: its replica leads at once
+  (CAUSE_RECOVERY_ELECTION).
 
 `elect_recovering(partition, live, log_ends, directories)` runs the recovery election: once every
 replica is live and has reported where its log ends (for the current partition epoch), the replica with
@@ -150,6 +151,12 @@ def elect(
             isr = (leader,)
             cause = metadata_pb2.CAUSE_UNCLEAN_ELECTION
             recovering = False
+        elif _sole_replica(partition) in restarted_unclean and _sole_replica(partition) in live:
+            # One replica: its log is the only copy there is, so there is nothing to wait for.
+            leader = partition.replicas[0]
+            isr = (leader,)
+            cause = metadata_pb2.CAUSE_RECOVERY_ELECTION
+            recovering = False
         else:
             leader = NO_LEADER
             cause = metadata_pb2.CAUSE_LEADER_FENCED
@@ -175,6 +182,11 @@ def elect(
         isr_directory_ids=isr_dirs if isr != old_isr else (),
         recovering=recovering if recovering != partition.recovering else None,
     )
+
+
+def _sole_replica(partition: PartitionState) -> BrokerId:
+    """The one replica of a partition with a single one (NO_LEADER otherwise)."""
+    return partition.replicas[0] if len(partition.replicas) == 1 else NO_LEADER
 
 
 def elect_recovering(

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from .conftest import wait_until
+from .conftest import kanal_dev, wait_until
 
 pytestmark = pytest.mark.cluster
 KANAL = [sys.executable, "-m", "kanal.deploy.cli"]
@@ -113,3 +115,36 @@ def test_dev_tls_secures_the_cluster_and_the_other_commands_follow(tmp_path):
     assert proc.returncode == 0
     for left in ("dev.json", "client.toml", "password-client.toml"):
         assert not (tmp_path / left).exists()
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+BIN = str(Path(sys.executable).parent)  # where pip put the `kanal` script of this interpreter
+
+
+def readme_tls_block() -> list[str]:
+    """The indented command block after the README's "**Try it:** `kanal dev --tls`" paragraph."""
+    text = README.read_text()
+    start = text.index("**Try it:** `kanal dev --tls`")
+    block = re.search(r"\n\n((?:    .*\n)+)", text[start:])
+    assert block is not None
+    return [line[4:] for line in block.group(1).splitlines()]
+
+
+def test_the_readme_tls_commands_work_as_printed(tmp_path):
+    """Issue 42: the README's `kanal dev --tls --authorizer` lines, a password user among them, run
+    verbatim under a fresh HOME (so ~/.kanal is this cluster's)."""
+    lines = readme_tls_block()
+    assert lines[0] == "kanal dev --tls --authorizer &"
+    env = dict(os.environ, HOME=str(tmp_path), PYTHONUNBUFFERED="1",
+               PATH=f"{BIN}:{os.environ.get('PATH', '')}")
+    for name in ("KANAL_HOME", "KANAL_BOOTSTRAP", "KANAL_CLIENT_CONFIG", "KANAL_PASSWORD"):
+        env.pop(name, None)
+    with kanal_dev(env, tmp_path / "dev.out", *lines[0].split()[2:-1]):
+        outputs = []
+        for line in lines[1:]:
+            done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env, timeout=180,
+                                  check=False)
+            assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+            outputs.append(done.stdout)
+    consume = next(i for i, line in enumerate(lines[1:]) if line.startswith("kanal consume"))
+    assert outputs[consume].split() == ["hello"]

@@ -12,8 +12,9 @@ documented differences below, held by tests/deploy/test_manifests.py:
   zone) does not run: there is no API server here (tests/deploy/test_node_zone.py tests it against one). The
   fixture writes what it would write, `zone-<ordinal>`, to the file KANAL_RACK_FILE names, on a directory
   mounted where the pod mounts the emptyDir.
-- PLAINTEXT (unless `tls=True`): the production overlay's TLS settings (TLS_KEYS) are left out, so most
-  container tests talk plaintext. With `tls=True` they stay, and the fixture lays certificates out as the
+- PLAINTEXT (unless `tls=True`): the production overlay's TLS settings (TLS_KEYS, with the brokers'
+  listener for other nodes, which needs TLS) are left out, so most container tests talk plaintext.
+  With `tls=True` they stay, and the fixture lays certificates out as the
   Secrets kanal-controller-tls / kanal-broker-tls mount them (tls.crt, tls.key, ca.crt on TLS_MOUNT, owned
   by the pod's uid, 0440) and client.toml as ConfigMap kanal-client-config mounts it (CLIENT_CONFIG); the
   certificates name localhost and 127.0.0.1, the addresses the nodes dial here.
@@ -56,7 +57,8 @@ BROKERS = "kanal-broker"
 # Keys whose values hold addresses, per StatefulSet: the only rendered values the fixture changes.
 LOCALIZED = {
     CONTROLLERS: {"KANAL_LISTEN", "KANAL_RAFT_LISTEN", "KANAL_PEERS", "KANAL_METRICS"},
-    BROKERS: {"KANAL_LISTEN", "KANAL_ADVERTISE", "KANAL_CONTROLLERS", "KANAL_METRICS"},
+    BROKERS: {"KANAL_LISTEN", "KANAL_ADVERTISE", "KANAL_CONTROLLERS", "KANAL_METRICS",
+              "KANAL_INTER_NODE_LISTEN", "KANAL_INTER_NODE_ADVERTISE"},
 }
 # Added for speed; each is a flag of the command, so the rendered manifests could carry it too.
 TEST_SPEED = {
@@ -70,7 +72,9 @@ TLS_MOUNT = "/etc/kanal/tls"
 CLIENT_CONFIG = "/etc/kanal/client/client.toml"
 _TLS_COMMON = {"KANAL_TLS_CERT_FILE", "KANAL_TLS_KEY_FILE", "KANAL_TLS_CA_FILE", "KANAL_TLS_CLIENT_AUTH",
                "KANAL_AUTHENTICATION"}
-TLS_KEYS = {CONTROLLERS: _TLS_COMMON, BROKERS: _TLS_COMMON}
+# The brokers' listener for other nodes needs TLS (it demands certificates): plaintext brokers have one.
+TLS_KEYS = {CONTROLLERS: _TLS_COMMON,
+            BROKERS: _TLS_COMMON | {"KANAL_INTER_NODE_LISTEN", "KANAL_INTER_NODE_ADVERTISE"}}
 POD_UID = 10001  # the StatefulSets' runAsUser / fsGroup
 DATA_MOUNT = "/var/lib/kanal"
 _ADDRESS = re.compile(r"[A-Za-z0-9.-]+:\d+")
@@ -86,6 +90,7 @@ class ContainerNode:
     volume: str
     metrics: str  # 127.0.0.1:port of its Prometheus endpoint
     rack: str = ""  # what its rack file says (brokers)
+    node_endpoint: str = ""  # 127.0.0.1:port of a broker's listener for other nodes (with TLS)
     container: DockerContainer | None = field(default=None, repr=False)
 
     @property
@@ -153,13 +158,15 @@ class ContainerCluster:
         self._secret_dir = secret_dir
         pods = [(CONTROLLERS, i, pod_process(docs, CONTROLLERS, i)) for i in range(controllers)]
         pods += [(BROKERS, i, pod_process(docs, BROKERS, i)) for i in range(brokers)]
-        ports = iter(free_ports(3 * len(pods)))
+        ports = iter(free_ports(4 * len(pods)))
         local: dict[str, str] = {}          # rendered HOST:PORT -> 127.0.0.1:port, cluster-wide names
         wildcard: dict[str, dict[str, str]] = {}  # per pod: 0.0.0.0:PORT -> 127.0.0.1:port
         grpc_endpoint: dict[str, str] = {}
+        node_endpoint: dict[str, str] = {}
         metrics_endpoint: dict[str, str] = {}
         for sts, i, pod in pods:
             first, second, metrics = (f"127.0.0.1:{next(ports)}" for _ in range(3))
+            nodes_port = f"127.0.0.1:{next(ports)}"
             if sts == CONTROLLERS:
                 name = f"{pod.name}.{CONTROLLERS}"
                 local[f"{name}:9091"], local[f"{name}:9093"] = first, second
@@ -167,6 +174,10 @@ class ContainerCluster:
             else:
                 local[pod.env["KANAL_ADVERTISE"]] = first
                 wildcard[pod.name] = {"0.0.0.0:9092": first, "0.0.0.0:9404": metrics}
+                if tls and "KANAL_INTER_NODE_ADVERTISE" in pod.env:
+                    local[pod.env["KANAL_INTER_NODE_ADVERTISE"]] = nodes_port
+                    wildcard[pod.name]["0.0.0.0:9093"] = nodes_port
+                    node_endpoint[pod.name] = nodes_port
             grpc_endpoint[pod.name] = first
             metrics_endpoint[pod.name] = metrics
         self._rack_dirs: dict[str, Path] = {}
@@ -185,6 +196,7 @@ class ContainerCluster:
                 env,
                 f"kanal-test-{run_id}-{pod.name}",
                 metrics_endpoint[pod.name],
+                node_endpoint=node_endpoint.get(pod.name, ""),
             )
             if "KANAL_RACK_FILE" in env:
                 node.rack = f"zone-{i}"
@@ -229,6 +241,11 @@ class ContainerCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(n.endpoint for n in self.brokers)
+
+    @property
+    def admin_bootstrap(self) -> str:
+        """Where certificate clients dial: the brokers' listeners for other nodes, when they have them."""
+        return ",".join(n.node_endpoint or n.endpoint for n in self.brokers)
 
     def labels(self) -> dict[str, str]:
         return {**checkout_labels(), RUN_LABEL: self.run_id}

@@ -43,8 +43,14 @@ def refused(endpoint: str, security: ClientSecurity | None) -> str | None:
     return None
 
 
+def bootstrap_for(cluster: ContainerCluster, security: ClientSecurity) -> str:
+    """Certificate clients dial the brokers' listeners for other nodes; password clients the client ones."""
+    return cluster.admin_bootstrap if security.cert_file and not security.user else cluster.bootstrap
+
+
 def produce(cluster: ContainerCluster, topic: str, security: ClientSecurity, count: int) -> None:
-    with Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", security=security)) as producer:
+    with Producer(ProducerConfig(bootstrap=bootstrap_for(cluster, security), acks="all",
+                                 security=security)) as producer:
         for i in range(count):
             producer.produce(topic, b"r%d" % i, key=b"k%d" % i)
         producer.flush(60)
@@ -53,8 +59,8 @@ def produce(cluster: ContainerCluster, topic: str, security: ClientSecurity, cou
 def read(cluster: ContainerCluster, topic: str, security: ClientSecurity, count: int,
          partitions: int = 1) -> list[bytes]:
     """The first `count` records of the topic's partitions, sorted (values are unique)."""
-    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="earliest",
-                                       security=security))
+    consumer = Consumer(ConsumerConfig(bootstrap=bootstrap_for(cluster, security),
+                                       auto_offset_reset="earliest", security=security))
     try:
         consumer.assign([(topic, p) for p in range(partitions)])
         for p in range(partitions):
@@ -73,9 +79,11 @@ def produce_and_read(cluster: ContainerCluster, topic: str, security: ClientSecu
 
 
 def in_pod(node: ContainerNode, command: list[str]) -> tuple[int, str]:
-    """A rendered exec command run in the node's container, its port moved as the fixture moved it."""
+    """A rendered exec command run in the node's container, its ports moved as the fixture moved them."""
     port = node.endpoint.rsplit(":", 1)[1]
-    argv = [a.replace(":9092", f":{port}").replace(":9091", f":{port}") for a in command]
+    nodes_port = (node.node_endpoint or node.endpoint).rsplit(":", 1)[1]
+    argv = [a.replace(":9092", f":{port}").replace(":9091", f":{port}").replace(":9093", f":{nodes_port}")
+            for a in command]
     result = node._docker.exec_run(argv)
     return result.exit_code, result.output.decode(errors="replace")
 
@@ -88,27 +96,37 @@ def test_the_production_tls_setup_runs_in_containers_and_refuses_plaintext(docke
         cluster.start(nodes=[*cluster.controllers, cluster.brokers[0]])
         cert_client = cluster.security
         assert cert_client is not None
-        admin = Admin(cluster.bootstrap, security=cert_client)
+        # A certificate client dials the brokers' listener for other nodes (9093 in a pod).
+        admin = Admin(cluster.admin_bootstrap, security=cert_client)
         admin.create_topic("secured", partitions=1, replication_factor=1)
         assert produce_and_read(cluster, "secured", cert_client, 20) == sorted(b"r%d" % i for i in range(20))
 
-        # A password client (a SCRAM user; gRPC Python lets it present only alongside a certificate).
+        # A password client (a SCRAM user) on the client listener, with no certificate at all.
         admin.create_user("alice", "alice-secret")
-        password_client = dataclasses.replace(cert_client, user="alice", password="alice-secret")
+        password_client = ClientSecurity(ca_file=cert_client.ca_file, user="alice", password="alice-secret")
         wait_until(lambda: admin.describe_users(["alice"]), 30, "alice's credentials")
         admin.create_topic("by-password", partitions=1, replication_factor=1)
         assert len(produce_and_read(cluster, "by-password", password_client, 5)) == 5
-        wrong = dataclasses.replace(cert_client, user="alice", password="not-it")
+        wrong = dataclasses.replace(password_client, password="not-it")
         with pytest.raises(KanalError) as error:
             Admin(cluster.bootstrap, security=wrong, request_timeout_ms=5000).list_topics()
         assert error.value.code == ErrorCode.AUTHENTICATION_FAILED
+        # The client listener asks for no certificate: one alone authenticates nobody there.
+        with pytest.raises(KanalError) as error:
+            Admin(cluster.bootstrap, security=cert_client, request_timeout_ms=5000).list_topics()
+        assert error.value.code == ErrorCode.AUTHENTICATION_FAILED
 
-        # Plaintext, and TLS without a client certificate, are refused by every node.
+        # Plaintext is refused by every listener; TLS without a client certificate by every listener that
+        # nodes dial (the controllers', the brokers' listener for other nodes).
         no_certificate = ClientSecurity(ca_file=cert_client.ca_file)
-        for node in [*cluster.controllers, cluster.brokers[0]]:
-            assert refused(node.endpoint, None) == "UNAVAILABLE", node.name
-            assert refused(node.endpoint, no_certificate) == "UNAVAILABLE", node.name
-            assert refused(node.endpoint, cert_client) is None, node.name
+        broker = cluster.brokers[0]
+        for name, endpoint in [*((n.name, n.endpoint) for n in cluster.controllers),
+                               (f"{broker.name} (nodes)", broker.node_endpoint)]:
+            assert refused(endpoint, None) == "UNAVAILABLE", name
+            assert refused(endpoint, no_certificate) == "UNAVAILABLE", name
+            assert refused(endpoint, cert_client) is None, name
+        assert refused(broker.endpoint, None) == "UNAVAILABLE"
+        for node in [*cluster.controllers, broker]:
             assert "without TLS" not in node.logs()
 
         # The rendered exec probes (and the brokers' preStop check) pass inside the containers.
@@ -137,7 +155,7 @@ def scale_brokers(cluster: ContainerCluster, admin: Admin, security: ClientSecur
     assert before == sorted(b"r%d" % i for i in range(30))
 
     def kanal(*argv: str) -> tuple[int, str]:
-        return in_pod(shell, ["kanal", *argv, "--bootstrap", "localhost:9092",
+        return in_pod(shell, ["kanal", *argv, "--bootstrap", "localhost:9093",
                               "--command-config", CLIENT_CONFIG])
 
     def move(brokers: str, plan: str) -> None:

@@ -167,3 +167,17 @@ def test_a_partition_with_a_leader_cannot_be_recovering(cluster3: Harness) -> No
         apply_batch(h.image, batch, h.image.next_offset)
     p = h.image.topics["t"].partitions[0]
     assert p.leader != NO_LEADER and not p.recovering
+
+
+def test_a_single_replica_back_from_an_unclean_shutdown_leads_at_once(cluster3: Harness) -> None:
+    """Nothing to compare with one replica: no wait for reports (a replication factor 1 topic is back as
+    soon as its broker is)."""
+    h = cluster3
+    h.create_topic("solo", 1, 1)
+    only = h.image.topics["solo"].partitions[0].leader
+    h.fence(only)
+    assert h.image.topics["solo"].partitions[0].leader == NO_LEADER
+    h.register(only, unclean_shutdown=True)
+    h.heartbeat(only)
+    p = h.image.topics["solo"].partitions[0]
+    assert (p.leader, p.isr, p.recovering) == (only, (only,), False)
