@@ -98,8 +98,15 @@ def snapshot_files(cluster: LocalCluster, controller: int) -> dict[int, bytes]:
     out = {}
     for path in directory.iterdir():
         parsed = parse_snapshot_file_name(path.name)
-        if parsed is not None:
-            out[parsed[0]] = decode_snapshot_file(path.read_bytes(), path.name).snapshot.SerializeToString()
+        if parsed is None:
+            continue
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            # The controller is live: retention may delete a superseded snapshot between the listing and
+            # the read. A file it no longer holds has nothing to compare.
+            continue
+        out[parsed[0]] = decode_snapshot_file(data, path.name).snapshot.SerializeToString()
     return out
 
 
