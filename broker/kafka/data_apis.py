@@ -193,8 +193,10 @@ async def metadata(call: Call, req: Any) -> dict:
                 } for p in t.partitions],
                 "topic_authorized_operations": -2147483648,
             })
+    # The controller Kafka's admin clients send CreateTopics and the like to: this broker, which forwards
+    # them to the active controller (kanal's controllers speak no Kafka).
     return {"throttle_time": reply.throttle_time_ms, "brokers": brokers, "cluster_id": reply.cluster_id or None,
-            "controller_id": reply.controller_id, "topics": topics, "cluster_authorized_operations": -2147483648}
+            "controller_id": call.server.config.broker_id, "topics": topics, "cluster_authorized_operations": -2147483648}
 
 
 async def init_producer_id(call: Call, req: Any) -> dict:

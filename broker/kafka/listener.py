@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import ssl
+from dataclasses import dataclass
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kanal.broker.kafka import data_apis, errors, group_apis, wire
+from kanal.broker.kafka import admin_apis, data_apis, errors, group_apis, txn_apis, wire
 from kanal.broker.kafka.call import Call, CallRefused, grpc_peer
 from kanal.broker.kafka.errors import kafka_code
-from kanal.security.principal import ANONYMOUS, bind_principal
+from kanal.broker.kafka.sasl import PLAIN, SCRAM_MECHANISMS, SaslFailed, ScramExchange, parse_plain
+from kanal.security.principal import PRINCIPAL_TYPE_USER, Principal, bind_principal
+from kanal.v1.error import KanalError
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +55,23 @@ API_VERSIONS: dict[int, tuple[str, int, int, Handler | None]] = {
     16: ("ListGroups", 0, 4, group_apis.list_groups),
     18: ("ApiVersions", 0, 4, None),  # answered by the connection itself
     22: ("InitProducerId", 0, 4, data_apis.init_producer_id),
+    19: ("CreateTopics", 2, 7, admin_apis.create_topics),
+    20: ("DeleteTopics", 1, 6, admin_apis.delete_topics),
+    24: ("AddPartitionsToTxn", 0, 3, txn_apis.add_partitions_to_txn),
+    25: ("AddOffsetsToTxn", 0, 4, txn_apis.add_offsets_to_txn),
+    26: ("EndTxn", 0, 4, txn_apis.end_txn),
+    28: ("TxnOffsetCommit", 0, 4, txn_apis.txn_offset_commit),
+    29: ("DescribeAcls", 1, 3, admin_apis.describe_acls),
+    30: ("CreateAcls", 1, 3, admin_apis.create_acls),
+    31: ("DeleteAcls", 1, 3, admin_apis.delete_acls),
+    32: ("DescribeConfigs", 1, 4, admin_apis.describe_configs),
+    33: ("AlterConfigs", 0, 2, admin_apis.alter_configs),
+    37: ("CreatePartitions", 0, 3, admin_apis.create_partitions),
+    17: ("SaslHandshake", 1, 1, None),  # answered by the connection itself, as is SaslAuthenticate
+    36: ("SaslAuthenticate", 0, 2, None),
     42: ("DeleteGroups", 0, 2, group_apis.delete_groups),
+    44: ("IncrementalAlterConfigs", 0, 1, admin_apis.incremental_alter_configs),
+    60: ("DescribeCluster", 0, 1, admin_apis.describe_cluster),
 }
 _API_VERSIONS_TABLE = tuple(
     {"api_key": key, "min_version": low, "max_version": high} for key, (_, low, high, _h) in sorted(API_VERSIONS.items())
@@ -116,6 +136,11 @@ class KafkaListener:
         self._connections.add(task)
         peername = writer.get_extra_info("peername") or ("", 0)
         peer = grpc_peer(peername[0], peername[1])
+        session = self._open_session(peer, writer)
+        if session is None:
+            writer.close()
+            self._connections.discard(task)
+            return
         responses: asyncio.Queue[asyncio.Task | None] = asyncio.Queue()
         slots = asyncio.Semaphore(self._in_flight_max)
         sender = asyncio.create_task(self._send(responses, writer, slots))
@@ -128,7 +153,7 @@ class KafkaListener:
                     break
                 frame = await reader.readexactly(size)
                 await slots.acquire()
-                await responses.put(asyncio.create_task(self._handle(frame, peer)))
+                await responses.put(asyncio.create_task(self._handle(frame, session)))
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             pass
         except asyncio.CancelledError:
@@ -157,14 +182,43 @@ class KafkaListener:
             if frame is _CLOSE:
                 writer.close()
                 return
+            if isinstance(frame, _CloseAfter):
+                writer.write(frame.frame)
+                await writer.drain()
+                writer.close()
+                return
             if frame is not None:
                 writer.write(frame)
                 await writer.drain()
 
-    async def _handle(self, frame: bytes, peer: str) -> bytearray | None | object:
+    def _open_session(self, peer: str, writer: asyncio.StreamWriter) -> _Session | None:
+        """The connection's principal from its TLS client certificate or the listener's modes; None
+        (close) when it has none and may not authenticate with SASL either."""
+        ssl_object = writer.get_extra_info("ssl_object")
+        auth_context: dict[str, list[bytes]] = {}
+        if ssl_object is not None:
+            auth_context["transport_security_type"] = [b"ssl"]
+            der = ssl_object.getpeercert(binary_form=True)
+            if der:
+                auth_context["x509_pem_cert"] = [ssl.DER_cert_to_PEM_cert(der).encode()]
+        authenticator = self._broker.authenticator
+        try:
+            return _Session(peer, authenticator.authenticate(auth_context, None), ssl_object is not None)
+        except KanalError as exc:
+            if "password" in authenticator.security.authentication:
+                return _Session(peer, None, ssl_object is not None)  # SASL first
+            log.info("Kafka client %s refused: %s", peer, exc.message)
+            return None
+
+    async def _handle(self, frame: bytes, session: _Session) -> bytearray | None | object:
+        peer = session.peer
         try:
             api_key, version, correlation_id = wire.peek_header(frame)
         except wire.FrameError:
+            return _CLOSE
+        if session.principal is None and api_key not in _BEFORE_AUTHENTICATION:
+            log.info("Kafka client %s sent %s before authenticating: closing", peer,
+                     API_VERSIONS.get(api_key, (f"API {api_key}",))[0])
             return _CLOSE
         if not served(api_key, version):
             answer = unsupported_response(api_key, version, correlation_id)
@@ -176,10 +230,14 @@ class KafkaListener:
             return _CLOSE
         if api_key == wire.API_VERSIONS_KEY:
             return wire.encode_response(api_key, version, correlation_id, api_versions_response())
+        if api_key in (_SASL_HANDSHAKE, _SASL_AUTHENTICATE):
+            data, close = await self._sasl(session, api_key, request.body)
+            answer = wire.encode_response(api_key, version, correlation_id, data)
+            return _CloseAfter(answer) if close else answer
         handler = API_VERSIONS[api_key][3]
-        assert handler is not None
+        assert handler is not None and session.principal is not None
         call = Call(self._service, self._broker, version, request.client_id, peer)
-        with bind_principal(self._principal()):
+        with bind_principal(session.principal):
             try:
                 data = await handler(call, request.body)
             except CallRefused as exc:
@@ -191,11 +249,65 @@ class KafkaListener:
             return None
         return wire.encode_response(api_key, version, correlation_id, data)
 
-    def _principal(self):
-        return ANONYMOUS
+    async def _sasl(self, session: _Session, api_key: int, body: Any) -> tuple[dict, bool]:
+        """SaslHandshake or SaslAuthenticate: (the response, whether the connection closes after it)."""
+        authenticator = self._broker.authenticator
+        mechanisms = [*SCRAM_MECHANISMS, *((PLAIN,) if session.tls else ())]
+        if api_key == _SASL_HANDSHAKE:
+            if session.principal is not None or session.mechanism:
+                return {"error_code": errors.ILLEGAL_SASL_STATE, "mechanisms": mechanisms}, True
+            if body.mechanism not in mechanisms:
+                return {"error_code": errors.UNSUPPORTED_SASL_MECHANISM, "mechanisms": mechanisms}, True
+            session.mechanism = body.mechanism
+            if body.mechanism != PLAIN:
+                session.scram = ScramExchange(body.mechanism, secrets.token_urlsafe(24))
+            return {"error_code": 0, "mechanisms": mechanisms}, False
+        if session.principal is not None or not session.mechanism:
+            return {"error_code": errors.ILLEGAL_SASL_STATE, "error_message": "no SaslHandshake before",
+                    "auth_bytes": b""}, True
+        try:
+            if session.mechanism == PLAIN:
+                user, password = parse_plain(body.auth_bytes)
+                session.principal = await asyncio.to_thread(authenticator.password_principal, user, password)
+                reply = b""
+            else:
+                assert session.scram is not None
+                if not session.scram.user:
+                    return {"error_code": 0, "auth_bytes": session.scram.first(
+                        body.auth_bytes, authenticator.scram_credentials)}, False
+                reply = session.scram.final(body.auth_bytes)
+                session.principal = Principal(PRINCIPAL_TYPE_USER, session.scram.user)
+        except (SaslFailed, KanalError, UnicodeDecodeError) as exc:
+            message = exc.message if isinstance(exc, KanalError) else str(exc)
+            log.info("Kafka client %s failed SASL %s: %s", session.peer, session.mechanism, message)
+            return {"error_code": errors.SASL_AUTHENTICATION_FAILED, "error_message": message,
+                    "auth_bytes": b""}, True
+        log.info("Kafka client %s authenticated as %s (SASL %s)", session.peer, session.principal,
+                 session.mechanism)
+        return {"error_code": 0, "auth_bytes": reply, "session_lifetime": 0}, False
+
+
+@dataclass(slots=True)
+class _Session:
+    """One connection's authentication: its principal (None until SASL completes), and the exchange."""
+
+    peer: str
+    principal: Principal | None
+    tls: bool
+    mechanism: str = ""
+    scram: ScramExchange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _CloseAfter:
+    """A response after which the connection closes (a failed authentication)."""
+
+    frame: bytearray
 
 
 _CLOSE = object()
+_SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
+_BEFORE_AUTHENTICATION = frozenset({wire.API_VERSIONS_KEY, _SASL_HANDSHAKE, _SASL_AUTHENTICATE})
 
 
 def _whole_call_error(api_key: int, version: int, code: int, message: str) -> dict:
