@@ -68,6 +68,8 @@ class BrokerServer:
         self.quotas = BrokerQuotas(
             QuotaWindows(config.quota_window_num, config.quota_window_size_ms), self.metrics
         )
+        # One interceptor for every listener: gRPC calls pass through it, Kafka requests are wrapped by it.
+        self.quota_interceptor = QuotaInterceptor(self.quotas, self.metrics)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._grpc: grpc.aio.Server | None = None
@@ -198,7 +200,7 @@ class BrokerServer:
         def new_server(node_listener: bool) -> grpc.aio.Server:
             server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options,
                                      interceptors=[aio_server_interceptor(self.authenticator),
-                                                   QuotaInterceptor(self.quotas, self.metrics)])
+                                                   self.quota_interceptor])
             service = BrokerService(self, node_listener=node_listener)
             broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, server)

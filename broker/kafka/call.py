@@ -64,11 +64,15 @@ class Call:
     client_id: str
     peer: str
 
+    def _handler(self, method: str) -> Any:
+        """The Broker handler, inside the client quotas of the caller (principal and Kafka client id)."""
+        return self.server.quota_interceptor.wrap(getattr(self.service, method), method, self.client_id)
+
     async def aio(self, method: str, request: Any) -> Any:
         """A coroutine Broker handler (Produce, Fetch, Metadata, ListOffsets, JoinGroup, SyncGroup)."""
-        return await getattr(self.service, method)(request, KafkaCallContext(self.peer))
+        return await self._handler(method)(request, KafkaCallContext(self.peer))
 
     async def blocking(self, method: str, request: Any) -> Any:
         """A plain Broker handler, which may block on the controller or a group write: on the broker's
         request threads, with this task's context (the bound principal) copied along."""
-        return await asyncio.to_thread(getattr(self.service, method), request, KafkaCallContext(self.peer))
+        return await asyncio.to_thread(self._handler(method), request, KafkaCallContext(self.peer))

@@ -38,13 +38,14 @@ BROKER_FLAGS = [
 
 
 def start_cluster(tmp_path_factory, name: str, brokers: int = 3,
-                  extra_broker_flags: list[str] | None = None) -> LocalCluster:
+                  extra_broker_flags: list[str] | None = None, kafka_listeners: bool = False) -> LocalCluster:
     cluster = LocalCluster(
         tmp_path_factory.mktemp(name),
         controllers=3,
         brokers=brokers,
         controller_flags=CONTROLLER_FLAGS,
         broker_flags=BROKER_FLAGS + (extra_broker_flags or []),
+        kafka_listeners=kafka_listeners,
     )
     cluster.start(timeout_s=90)
     return cluster
