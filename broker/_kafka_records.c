@@ -34,7 +34,11 @@ typedef struct {
 } Out;
 
 static int out_reserve(Out *o, size_t more) {
-    if (o->len + more <= o->cap) return 0;
+    if (more <= o->cap - o->len) return 0;
+    if (more > SIZE_MAX / 4 - o->len) { /* no doubling below could reach it without overflowing */
+        o->oom = 1;
+        return -1;
+    }
     size_t cap = o->cap ? o->cap : 256;
     while (cap < o->len + more) cap *= 2;
     uint8_t *grown = PyMem_RawRealloc(o->data, cap);
@@ -328,7 +332,11 @@ static PyObject *py_kafka_to_record_list(PyObject *self, PyObject *args) {
     Err e = {0};
     const uint8_t *p = buf.buf;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = out_reserve(&o, (size_t)buf.len + 16 * (size_t)(count > 0 ? count : 0) + 16);
+    /* A first guess of the output size; a Kafka record takes at least 7 bytes, so no more records than
+     * that can be in the input whatever `count` claims (the walk refuses the rest). */
+    long long possible = buf.len / 7 + 1;
+    size_t guess = (size_t)(count < 0 ? 0 : count < possible ? count : possible);
+    Py_BEGIN_ALLOW_THREADS rc = out_reserve(&o, (size_t)buf.len + 16 * guess + 16);
     if (rc == 0) rc = kafka_walk(p, p + buf.len, count, &o, &e);
     Py_END_ALLOW_THREADS PyBuffer_Release(&buf);
     if (rc < 0) return raise_walk_error(&o, &e);

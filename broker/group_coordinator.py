@@ -48,15 +48,14 @@ import logging
 import struct
 import threading
 import uuid
-
-from google.protobuf.message import DecodeError
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
+
+from google.protobuf.message import DecodeError
 
 from kanal.broker.coordinator_runtime import CoordinatorRuntime, Timer, TimeSource
 from kanal.broker.group import DEAD, Effect, Group, GroupLimits, Persist, Reply, check_group_id
 from kanal.broker.group_lag import GroupLag
-from kanal.broker.kafka.group_protocol import KAFKA_CONSUMER, decode_consumer_assignment
 from kanal.broker.group_records import (
     OffsetEntry,
     Record,
@@ -68,6 +67,7 @@ from kanal.broker.group_records import (
     replay_entries,
     txn_batch_of,
 )
+from kanal.broker.kafka.group_protocol import KAFKA_CONSUMER, decode_consumer_assignment
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.peer_brokers import PeerBrokers
 from kanal.metadata import MetadataImage

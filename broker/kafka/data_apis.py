@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kanal.broker.kafka import errors
-from kanal.broker.kafka.call import Call, CallRefused
+from kanal.broker.kafka.call import Call, CallRefused, KafkaCallContext
 from kanal.broker.kafka.record_batch import entries_to_kafka, kafka_to_kanal, split_kafka_batches
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
@@ -210,3 +210,45 @@ async def init_producer_id(call: Call, req: Any) -> dict:
     ok = reply.error == ErrorCode.NONE
     return {"throttle_time": reply.throttle_time_ms, "error_code": errors.kafka_code(reply.error),
             "producer_id": reply.producer_id if ok else -1, "producer_epoch": reply.producer_epoch if ok else -1}
+
+
+async def offset_for_leader_epoch(call: Call, req: Any) -> dict:
+    """Where each asked leader epoch ends in this leader's log (Kafka's consumers check their position
+    against it after a leader change, KIP-320): the largest epoch at or below the asked one, and the
+    offset the next epoch starts at (the log end for the current epoch). DESCRIBE on the topic, as for
+    ListOffsets."""
+    server = call.server
+    try:
+        call.service._refuse_until_ready()
+    except KanalError as exc:
+        code = errors.kafka_code(exc.code)
+        return {"throttle_time": 0, "topics": [
+            {"topic": t.topic, "partitions": [{"partition": p.partition, "error_code": code, "leader_epoch": -1,
+                                               "end_offset": -1} for p in t.partitions]} for t in req.topics]}
+    allowed = {t.topic for t in req.topics}
+    if server.gate.enabled:
+        probe = broker_pb2.ListOffsetsRequest(topics=[broker_pb2.ListOffsetsRequest.TopicQuery(topic=t.topic)
+                                                      for t in req.topics])
+        admission = server.gate.admit("ListOffsets", probe, KafkaCallContext(call.peer))
+        allowed = {t.topic for t in admission.request.topics} if admission.request is not None else set()
+    topics = []
+    for t in req.topics:
+        answers = []
+        for p in t.partitions:
+            answer = {"partition": p.partition, "error_code": 0, "leader_epoch": -1, "end_offset": -1}
+            if t.topic not in allowed:
+                answer["error_code"] = errors.kafka_code(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                answers.append(answer)
+                continue
+            try:
+                part = server.replicas.partition(t.topic, p.partition)
+                with part.lock:
+                    part.require_leader(getattr(p, "current_leader_epoch", -1))
+                    found = part.log.end_offset_for_epoch(p.leader_epoch)
+                if found is not None:
+                    answer["leader_epoch"], answer["end_offset"] = found
+            except KanalError as exc:
+                answer["error_code"] = errors.kafka_code(exc.code)
+            answers.append(answer)
+        topics.append({"topic": t.topic, "partitions": answers})
+    return {"throttle_time": 0, "topics": topics}

@@ -28,7 +28,7 @@ def to_kanal(protocol_type: str) -> str:
 
 def from_kanal(protocol_type: str) -> str:
     """What a Kafka client is shown: its own protocol type (a kanal client's is shown as kanal names it)."""
-    return protocol_type[len(PREFIX):] if protocol_type.startswith(PREFIX) else protocol_type
+    return protocol_type.removeprefix(PREFIX)
 
 
 def decode_consumer_assignment(data: bytes) -> broker_pb2.ConsumerAssignment:

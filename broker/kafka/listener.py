@@ -22,8 +22,8 @@ import asyncio
 import logging
 import secrets
 import ssl
-from dataclasses import dataclass
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kanal.broker.kafka import admin_apis, data_apis, errors, group_apis, txn_apis, wire
@@ -55,6 +55,7 @@ API_VERSIONS: dict[int, tuple[str, int, int, Handler | None]] = {
     16: ("ListGroups", 0, 4, group_apis.list_groups),
     18: ("ApiVersions", 0, 4, None),  # answered by the connection itself
     22: ("InitProducerId", 0, 4, data_apis.init_producer_id),
+    23: ("OffsetForLeaderEpoch", 2, 4, data_apis.offset_for_leader_epoch),
     19: ("CreateTopics", 2, 7, admin_apis.create_topics),
     20: ("DeleteTopics", 1, 6, admin_apis.delete_topics),
     24: ("AddPartitionsToTxn", 0, 3, txn_apis.add_partitions_to_txn),
@@ -242,7 +243,7 @@ class KafkaListener:
                 data = await handler(call, request.body)
             except CallRefused as exc:
                 data = _whole_call_error(api_key, version, kafka_code(exc.code), exc.message)
-            except Exception:  # noqa: BLE001 - a bug: logged, answered as Kafka's UNKNOWN_SERVER_ERROR
+            except Exception:
                 log.exception("bug serving Kafka %s v%d for %s", API_VERSIONS[api_key][0], version, peer)
                 data = _whole_call_error(api_key, version, errors.UNKNOWN_SERVER_ERROR, "internal error")
         if data is None:

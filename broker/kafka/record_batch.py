@@ -36,6 +36,7 @@ import zlib
 
 import cramjam
 import crc32c
+from google.protobuf.message import DecodeError
 
 from kanal.v1 import batch as kbatch
 from kanal.v1 import codecs, records_pb2
@@ -203,7 +204,10 @@ def _py_kafka_to_record_list(plain, count: int) -> bytes:
 
 def _py_record_list_to_kafka(plain) -> tuple[bytes, int]:
     """kanal's RecordList -> Kafka records and their number."""
-    parsed = records_pb2.RecordList.FromString(bytes(plain))
+    try:
+        parsed = records_pb2.RecordList.FromString(bytes(plain))
+    except DecodeError as exc:
+        raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"record list does not parse: {exc}") from exc
     parts: list[bytes] = []
     for record in parsed.records:
         if record.offset_delta > 0x7FFFFFFF:
@@ -259,6 +263,8 @@ def kafka_to_kanal(batch: memoryview, *, records_bytes_max: int) -> bytes:
     """A producer's Kafka batch as kanal producer bytes (no broker suffix), with kanal's CRC. Checks what
     only the Kafka form can show (magic, Kafka's CRC, the codec, a client's control or log-append-time
     batch); the leader then validates the result as it does every batch (kanal.broker.batch_validation)."""
+    if len(batch) < KAFKA_HEADER_BYTES:
+        raise KanalError(ErrorCode.CORRUPT_MESSAGE, "record batch header is truncated")
     (_base_offset, _length, _epoch, magic, crc, attributes, last_offset_delta, base_ts, max_ts, producer_id,
      producer_epoch, base_sequence, count) = KAFKA_HEADER.unpack_from(batch)
     if magic != MAGIC:
@@ -317,12 +323,18 @@ _KAFKA_BODY = struct.Struct(">hiqqqhii")  # what the CRC covers, before the reco
 def _kafka_control_record(record_list: bytes) -> bytes:
     """The one record of a kanal marker as Kafka's control record (key: version 0 and type, 0 abort or 1
     commit; value: version 0 and the coordinator epoch)."""
-    records = records_pb2.RecordList.FromString(record_list).records
+    try:
+        records = records_pb2.RecordList.FromString(record_list).records
+    except DecodeError as exc:
+        raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"control record list does not parse: {exc}") from exc
     if len(records) != 1:
         raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"a control batch holds {len(records)} records, not 1")
     record = records[0]
     kind = kbatch.control_type_of(record)
-    epoch = records_pb2.ControlRecordValue.FromString(record.value).coordinator_epoch
+    try:
+        epoch = records_pb2.ControlRecordValue.FromString(record.value).coordinator_epoch
+    except DecodeError as exc:
+        raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"control record value does not parse: {exc}") from exc
     key = _KAFKA_CONTROL_KEY.pack(0, 1 if kind == kbatch.CONTROL_COMMIT else 0)
     value = _KAFKA_CONTROL_VALUE.pack(0, epoch)
     body = b"".join([b"\x00", _zigzag_bytes(record.timestamp_delta_ms), _zigzag_bytes(record.offset_delta),

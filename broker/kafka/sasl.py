@@ -38,6 +38,13 @@ class SaslFailed(Exception):
     """The exchange failed: the client is told so, and the connection closes."""
 
 
+def _text(data: bytes) -> str:
+    try:
+        return data.decode("utf-8", "strict")
+    except UnicodeDecodeError as exc:
+        raise SaslFailed("SASL message is not UTF-8") from exc
+
+
 def _attributes(message: str) -> dict[str, str]:
     out = {}
     for part in message.split(","):
@@ -68,7 +75,7 @@ class ScramExchange:
     def first(self, client_first: bytes, credentials_of: Callable[[str], dict[str, ScramCredential]]) -> bytes:
         """The server-first message for `client_first`; `credentials_of(user)` gives a user's credentials by
         mechanism (empty when the user is unknown)."""
-        text = client_first.decode("utf-8", "strict")
+        text = _text(client_first)
         parts = text.split(",", 2)
         if len(parts) != 3 or parts[0] not in ("n", "y") or (parts[1] and not parts[1].startswith("a=")):
             raise SaslFailed("malformed SCRAM client-first message (channel binding is not supported)")
@@ -78,6 +85,8 @@ class ScramExchange:
         if "n" not in attributes or "r" not in attributes:
             raise SaslFailed("SCRAM client-first message without user name or nonce")
         self.user = _user_name(attributes["n"])
+        if parts[1] and _user_name(parts[1][2:]) != self.user:
+            raise SaslFailed("SCRAM authorization id must be empty or the user name")
         self._credential = credentials_of(self.user).get(self.mechanism)
         if self._credential is not None:
             salt, iterations = self._credential.salt, self._credential.iterations
@@ -89,7 +98,7 @@ class ScramExchange:
 
     def final(self, client_final: bytes) -> bytes:
         """The server-final message once the proof checks out; SaslFailed otherwise."""
-        text = client_final.decode("utf-8", "strict")
+        text = _text(client_final)
         without_proof, sep, proof_part = text.rpartition(",p=")
         if not sep:
             raise SaslFailed("SCRAM client-final message without a proof")
@@ -123,7 +132,7 @@ def parse_plain(token: bytes) -> tuple[str, str]:
     parts = token.split(b"\0")
     if len(parts) != 3:
         raise SaslFailed("malformed PLAIN message")
-    authzid, user, password = (p.decode("utf-8", "strict") for p in parts)
+    authzid, user, password = (_text(p) for p in parts)
     if authzid and authzid != user:
         raise SaslFailed("PLAIN authorization id must be empty or the user name")
     return user, password

@@ -85,7 +85,7 @@ def decode_request(frame: bytes) -> Request:
         read_header, read_body = _request_readers(api_key, api_version)
         header, used = read_header(frame, 0)
         body, _ = read_body(frame, used)
-    except Exception as exc:  # noqa: BLE001 - kio raises ValueError, KeyError, struct.error, ... on bad bytes
+    except Exception as exc:
         raise FrameError(f"cannot parse {api_key} v{api_version}: {type(exc).__name__}: {exc}") from exc
     # Bytes after the body are ignored, as Kafka's brokers ignore them: librdkafka's Metadata v12 request
     # carries three that kio's schema does not account for.
@@ -94,7 +94,7 @@ def decode_request(frame: bytes) -> Request:
 
 # ---- responses from plain dicts ----
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def _primitive(kafka_type: str, value: Any) -> Any:

@@ -17,16 +17,19 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer as KafkaConsumer
-from confluent_kafka import KafkaError, Producer as KafkaProducer, TopicPartition as KafkaTopicPartition
+from confluent_kafka import KafkaError
+from confluent_kafka import Producer as KafkaProducer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
-from kafka import KafkaConsumer as PyKafkaConsumer, KafkaProducer as PyKafkaProducer
+from kafka import KafkaConsumer as PyKafkaConsumer
+from kafka import KafkaProducer as PyKafkaProducer
 
 from kanal.clients.admin import Admin
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer, ProducerConfig
 from kanal.v1.error import ErrorCode, KanalError
-from tests.cluster.conftest import create_topic, start_cluster
+from tests.cluster.conftest import create_topic, kanal_records, start_cluster
 from tests.harness import kafka_java
 from tests.harness.waiting import wait_until
 
@@ -44,26 +47,6 @@ def topic_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def kanal_records(cluster, topic: str, partitions: int, expected: int, isolation: str = "read_uncommitted",
-                  timeout_s: float = 30) -> list:
-    """Every record of `topic` read through kanal's gRPC consumer, until `expected` arrived."""
-    consumer = Consumer(ConsumerConfig(cluster.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100,
-                                       isolation_level=isolation))
-    try:
-        consumer.assign([(topic, p) for p in range(partitions)])
-        records: list = []
-
-        def enough():
-            records.extend(consumer.poll(0.2))
-            return len(records) >= expected
-
-        wait_until(enough, timeout_s, f"{expected} records of {topic} through gRPC")
-        records.extend(consumer.poll(0.3))  # anything more would be a bug the callers' counts catch
-        return records
-    finally:
-        consumer.close()
-
-
 def rdkafka_consume(cluster, topic: str, group: str, expected: int, *, isolation: str = "read_uncommitted",
                     commit: bool = True, timeout_s: float = 40) -> list:
     """`expected` records of `topic` through librdkafka in consumer group `group`, committed at the end."""
@@ -74,8 +57,7 @@ def rdkafka_consume(cluster, topic: str, group: str, expected: int, *, isolation
     records = []
     try:
         def enough():
-            message = consumer.poll(0.5)
-            if message is not None:
+            for message in consumer.consume(500, 0.5):
                 assert message.error() is None or message.error().code() == KafkaError._PARTITION_EOF, \
                     message.error()
                 if message.error() is None:

@@ -11,7 +11,8 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer as KafkaConsumer
-from confluent_kafka import KafkaError, KafkaException, Producer as KafkaProducer
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Producer as KafkaProducer
 from confluent_kafka.admin import AdminClient
 
 from kanal.clients.admin import Admin
@@ -84,9 +85,7 @@ def produce_and_consume(cluster, config: dict[str, str], topic: str, count: int 
     values: list[bytes] = []
     try:
         def enough():
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
+            values.extend(m.value() for m in consumer.consume(500, 0.5) if m.error() is None)
             return len(values) >= count
 
         wait_until(enough, 40, f"{count} records over SASL_SSL")
