@@ -1,7 +1,7 @@
 """Start and stop a single-node Apache Kafka (KRaft, broker+controller) for tests.
 
 Python 3.11 standard library only. Needs Java 17+ and the jars gathered by
-``fetch_kafka_jars.sh DEST server`` (DEST/server/*.jar).
+``deploy/kafka_jars.sh .kafka-jars server`` (.kafka-jars/server/*.jar).
 
     proc, bootstrap = start_kafka(workdir)      # "127.0.0.1:PORT"
     ...
@@ -10,7 +10,7 @@ Python 3.11 standard library only. Needs Java 17+ and the jars gathered by
 Everything listens on 127.0.0.1 only, on ports picked at run time. The broker's
 data, configuration and logs all live under ``workdir``.
 
-As a script: ``python3 run_kafka_broker.py [--jars DIR] [--workdir DIR]
+As a script: ``python3 benchmarks/apache_kafka.py [--jars DIR] [--workdir DIR]
 [--smoke]`` starts a broker, prints its bootstrap address and timings, and runs
 until interrupted (or, with --smoke, stops it at once).
 """
@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_JARS = Path(os.environ.get("KAFKA_SERVER_JARS", HERE / "jars" / "server"))
+DEFAULT_JARS = Path(os.environ.get("KAFKA_SERVER_JARS", HERE.parent / ".kafka-jars" / "server"))
 
 # Broker settings that a one-node cluster needs (the internal topics default to
 # replication factor 3 and would never be created) or that make tests faster.
@@ -188,7 +188,7 @@ def start_kafka(workdir, jars_dir=None, *, heap: str = "1g", timeout: float = 90
     workdir = Path(workdir).resolve()
     jars = Path(jars_dir or DEFAULT_JARS).resolve()
     if not list(jars.glob("kafka_2.13-*.jar")):
-        raise KafkaStartError(f"no kafka_2.13 jar in {jars}; run fetch_kafka_jars.sh DEST server")
+        raise KafkaStartError(f"no kafka_2.13 jar in {jars}; run deploy/kafka_jars.sh .kafka-jars server")
     classpath = str(jars / "*")
     java = java_command()
 
