@@ -242,7 +242,7 @@ def start_kafka(workdir, jars_dir=None, *, heap: str = "1g", timeout: float = 90
             cmd.append("--standalone")
         cmd += format_args or []
         fmt = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
-                             text=True, timeout=timeout)
+                             text=True, timeout=timeout, check=False)
         if fmt.returncode != 0:
             raise KafkaStartError(f"storage format failed ({fmt.returncode}):\n"
                                   f"{fmt.stdout}\n{fmt.stderr}")
@@ -250,7 +250,7 @@ def start_kafka(workdir, jars_dir=None, *, heap: str = "1g", timeout: float = 90
     t_formatted = time.monotonic()
 
     # 2. Start the server.
-    out = open(logs_dir / "kafka.out", "ab")
+    out = open(logs_dir / "kafka.out", "ab")  # noqa: SIM115 - closed below once the JVM holds its own copy
     try:
         proc = subprocess.Popen([*jvm, "kafka.Kafka", str(config)], stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, cwd=workdir)

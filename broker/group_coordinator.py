@@ -709,7 +709,8 @@ def _decoded_assignment(protocol_type: str, data: bytes) -> broker_pb2.ConsumerA
     protocol type, or bytes that are not what the type says (a group's leader may send anything)."""
     try:
         if protocol_type == "consumer":
-            return broker_pb2.ConsumerAssignment.FromString(data)
+            assignment: broker_pb2.ConsumerAssignment = broker_pb2.ConsumerAssignment.FromString(data)
+            return assignment
         if protocol_type == KAFKA_CONSUMER:
             return decode_consumer_assignment(data)
     except (DecodeError, ValueError, struct.error, UnicodeDecodeError):

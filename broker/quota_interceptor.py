@@ -159,7 +159,7 @@ class QuotaInterceptor(grpc.aio.ServerInterceptor):
             return self._wrap_async(behaviour, method, client_id)
         return self._wrap_sync(behaviour, method, client_id)
 
-    def _wrap_async(self, behaviour: Callable, method: str, client_id: str) -> Callable:
+    def _wrap_async(self, behaviour: Callable[..., Any], method: str, client_id: str) -> Callable[..., Any]:
         quotas, kinds = self._quotas, _DELAY_KINDS.get(method, _REQUEST_ONLY)
 
         async def served(request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -182,7 +182,7 @@ class QuotaInterceptor(grpc.aio.ServerInterceptor):
 
         return served
 
-    def _wrap_sync(self, behaviour: Callable, method: str, client_id: str) -> Callable:
+    def _wrap_sync(self, behaviour: Callable[..., Any], method: str, client_id: str) -> Callable[..., Any]:
         quotas = self._quotas
 
         def served(request: Any, context: grpc.ServicerContext) -> Any:

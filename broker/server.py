@@ -240,8 +240,8 @@ class BrokerServer:
             try:
                 await kafka.start()
             except OSError as exc:
-                raise OSError(f"cannot listen on {self.config.kafka_listen} (--kafka-listen): {exc.strerror or exc}"
-                              ) from exc
+                raise OSError(f"cannot listen on {self.config.kafka_listen} (--kafka-listen): "
+                              f"{exc.strerror or exc}") from exc
             self._kafka = kafka
             log.info("Kafka listener %s: %s", self.config.kafka_listen, security.describe())
 

@@ -9,11 +9,15 @@ abort, with kanal's error trailer) into `CallRefused` with the kanal ErrorCode."
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from kanal.v1.error import ErrorCode
 from kanal.v1.error_trailer import ERROR_CODE_KEY, ERROR_MESSAGE_KEY
+
+# A Kafka response as its API's field names and values (wire.build makes the version's classes of it).
+Response = dict[str, Any]
 
 
 class CallRefused(Exception):
@@ -37,13 +41,13 @@ class KafkaCallContext:
     def peer(self) -> str:
         return self._peer
 
-    def invocation_metadata(self) -> tuple:
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return ()
 
-    def set_trailing_metadata(self, metadata) -> None:
-        self._trailer = {key: value for key, value in metadata}
+    def set_trailing_metadata(self, metadata: Iterable[tuple[str, str]]) -> None:
+        self._trailer = dict(metadata)
 
-    def abort(self, _status, details: str):
+    def abort(self, _status: object, details: str) -> NoReturn:
         """Raised at once, sync or awaited: the error boundary calls it as its last act."""
         code = int(self._trailer.get(ERROR_CODE_KEY, ErrorCode.UNKNOWN_SERVER_ERROR))
         raise CallRefused(code, self._trailer.get(ERROR_MESSAGE_KEY, details))

@@ -44,7 +44,7 @@ def decode_consumer_assignment(data: bytes) -> broker_pb2.ConsumerAssignment:
         pos += 2
         if length < 0 or pos + length > len(data):
             raise ValueError("assignment topic name runs past the end")
-        name = bytes(data[pos:pos + length]).decode()
+        name = bytes(data[pos : pos + length]).decode()
         pos += length
         (count,) = _I32.unpack_from(data, pos)
         pos += 4
@@ -57,5 +57,5 @@ def decode_consumer_assignment(data: bytes) -> broker_pb2.ConsumerAssignment:
         (length,) = _I32.unpack_from(data, pos)
         pos += 4
         if length > 0:
-            out.user_data = bytes(data[pos:pos + length])
+            out.user_data = bytes(data[pos : pos + length])
     return out

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kanal.broker.kafka import admin_apis, data_apis, errors, group_apis, txn_apis, wire
-from kanal.broker.kafka.call import Call, CallRefused, grpc_peer
+from kanal.broker.kafka.call import Call, CallRefused, Response, grpc_peer
 from kanal.broker.kafka.errors import kafka_code
 from kanal.broker.kafka.sasl import PLAIN, SCRAM_MECHANISMS, SaslFailed, ScramExchange, parse_plain
 from kanal.security.principal import PRINCIPAL_TYPE_USER, Principal, bind_principal
@@ -35,7 +35,7 @@ from kanal.v1.error import KanalError
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Call, Any], Awaitable[dict | None]]
+Handler = Callable[[Call, Any], Awaitable[Response | None]]
 
 # api key -> (name, lowest version, highest version, handler). Produce and Fetch stop below v13 (topic ids
 # only); JoinGroup starts at v4 (members get their id from MEMBER_ID_REQUIRED, KIP-394).
@@ -75,11 +75,12 @@ API_VERSIONS: dict[int, tuple[str, int, int, Handler | None]] = {
     60: ("DescribeCluster", 0, 1, admin_apis.describe_cluster),
 }
 _API_VERSIONS_TABLE = tuple(
-    {"api_key": key, "min_version": low, "max_version": high} for key, (_, low, high, _h) in sorted(API_VERSIONS.items())
+    {"api_key": key, "min_version": low, "max_version": high}
+    for key, (_, low, high, _h) in sorted(API_VERSIONS.items())
 )
 
 
-def api_versions_response(error_code: int = 0) -> dict:
+def api_versions_response(error_code: int = 0) -> Response:
     return {"error_code": error_code, "api_keys": _API_VERSIONS_TABLE, "throttle_time": 0}
 
 
@@ -92,7 +93,9 @@ def unsupported_response(api_key: int, version: int, correlation_id: int) -> byt
     """UNSUPPORTED_VERSION for a request kanal does not serve, when the API's response at that version has
     a top-level error code to carry it (None otherwise: the connection is closed)."""
     if api_key == wire.API_VERSIONS_KEY:
-        return wire.encode_response(api_key, 0, correlation_id, api_versions_response(errors.UNSUPPORTED_VERSION))
+        return wire.encode_response(
+            api_key, 0, correlation_id, api_versions_response(errors.UNSUPPORTED_VERSION)
+        )
     try:
         cls = wire.response_class(api_key, version)
     except Exception:  # noqa: BLE001 - kio knows no such API or version
@@ -103,15 +106,16 @@ def unsupported_response(api_key: int, version: int, correlation_id: int) -> byt
 
 
 class KafkaListener:
-    def __init__(self, broker: Any, service: Any, host: str, port: int,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, broker: Any, service: Any, host: str, port: int, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self._broker = broker
         self._service = service
         self._host = host
         self._port = port
         self._ssl = ssl_context
         self._server: asyncio.base_events.Server | None = None
-        self._connections: set[asyncio.Task] = set()
+        self._connections: set[asyncio.Task[None]] = set()
         config = broker.config
         self._frame_bytes_max = config.kafka_request_bytes_max
         self._in_flight_max = config.kafka_requests_in_flight_max
@@ -120,8 +124,9 @@ class KafkaListener:
         return f"<KafkaListener {self._host}:{self._port}>"
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self._host, self._port, ssl=self._ssl,
-                                                  reuse_address=True)
+        self._server = await asyncio.start_server(
+            self._serve, self._host, self._port, ssl=self._ssl, reuse_address=True
+        )
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -142,15 +147,19 @@ class KafkaListener:
             writer.close()
             self._connections.discard(task)
             return
-        responses: asyncio.Queue[asyncio.Task | None] = asyncio.Queue()
+        responses: asyncio.Queue[asyncio.Task[Any] | None] = asyncio.Queue()
         slots = asyncio.Semaphore(self._in_flight_max)
         sender = asyncio.create_task(self._send(responses, writer, slots))
         try:
             while not sender.done():
                 size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
                 if size < 8 or size > self._frame_bytes_max:
-                    log.warning("Kafka client %s sent a frame of %d bytes (allowed 8..%d): closing", peer, size,
-                                self._frame_bytes_max)
+                    log.warning(
+                        "Kafka client %s sent a frame of %d bytes (allowed 8..%d): closing",
+                        peer,
+                        size,
+                        self._frame_bytes_max,
+                    )
                     break
                 frame = await reader.readexactly(size)
                 await slots.acquire()
@@ -165,12 +174,17 @@ class KafkaListener:
             if not sender.done():
                 try:
                     await sender
-                except Exception:  # noqa: BLE001 - the connection is going away
-                    pass
+                except (ConnectionError, ssl.SSLError) as exc:  # the client went away first
+                    log.debug("Kafka client %s went away: %s", peer, exc)
             writer.close()
             self._connections.discard(task)
 
-    async def _send(self, responses: asyncio.Queue, writer: asyncio.StreamWriter, slots: asyncio.Semaphore) -> None:
+    async def _send(
+        self,
+        responses: asyncio.Queue[asyncio.Task[Any] | None],
+        writer: asyncio.StreamWriter,
+        slots: asyncio.Semaphore,
+    ) -> None:
         """Write each response in request order; stop at the first request that closes the connection."""
         while True:
             task = await responses.get()
@@ -218,8 +232,11 @@ class KafkaListener:
         except wire.FrameError:
             return _CLOSE
         if session.principal is None and api_key not in _BEFORE_AUTHENTICATION:
-            log.info("Kafka client %s sent %s before authenticating: closing", peer,
-                     API_VERSIONS.get(api_key, (f"API {api_key}",))[0])
+            log.info(
+                "Kafka client %s sent %s before authenticating: closing",
+                peer,
+                API_VERSIONS.get(api_key, (f"API {api_key}",))[0],
+            )
             return _CLOSE
         if not served(api_key, version):
             answer = unsupported_response(api_key, version, correlation_id)
@@ -232,8 +249,8 @@ class KafkaListener:
         if api_key == wire.API_VERSIONS_KEY:
             return wire.encode_response(api_key, version, correlation_id, api_versions_response())
         if api_key in (_SASL_HANDSHAKE, _SASL_AUTHENTICATE):
-            data, close = await self._sasl(session, api_key, request.body)
-            answer = wire.encode_response(api_key, version, correlation_id, data)
+            exchanged, close = await self._sasl(session, api_key, request.body)
+            answer = wire.encode_response(api_key, version, correlation_id, exchanged)
             return _CloseAfter(answer) if close else answer
         handler = API_VERSIONS[api_key][3]
         assert handler is not None and session.principal is not None
@@ -250,7 +267,7 @@ class KafkaListener:
             return None
         return wire.encode_response(api_key, version, correlation_id, data)
 
-    async def _sasl(self, session: _Session, api_key: int, body: Any) -> tuple[dict, bool]:
+    async def _sasl(self, session: _Session, api_key: int, body: Any) -> tuple[Response, bool]:
         """SaslHandshake or SaslAuthenticate: (the response, whether the connection closes after it)."""
         authenticator = self._broker.authenticator
         mechanisms = [*SCRAM_MECHANISMS, *((PLAIN,) if session.tls else ())]
@@ -264,8 +281,11 @@ class KafkaListener:
                 session.scram = ScramExchange(body.mechanism, secrets.token_urlsafe(24))
             return {"error_code": 0, "mechanisms": mechanisms}, False
         if session.principal is not None or not session.mechanism:
-            return {"error_code": errors.ILLEGAL_SASL_STATE, "error_message": "no SaslHandshake before",
-                    "auth_bytes": b""}, True
+            return {
+                "error_code": errors.ILLEGAL_SASL_STATE,
+                "error_message": "no SaslHandshake before",
+                "auth_bytes": b"",
+            }, True
         try:
             if session.mechanism == PLAIN:
                 user, password = parse_plain(body.auth_bytes)
@@ -274,17 +294,26 @@ class KafkaListener:
             else:
                 assert session.scram is not None
                 if not session.scram.user:
-                    return {"error_code": 0, "auth_bytes": session.scram.first(
-                        body.auth_bytes, authenticator.scram_credentials)}, False
+                    return {
+                        "error_code": 0,
+                        "auth_bytes": session.scram.first(body.auth_bytes, authenticator.scram_credentials),
+                    }, False
                 reply = session.scram.final(body.auth_bytes)
                 session.principal = Principal(PRINCIPAL_TYPE_USER, session.scram.user)
         except (SaslFailed, KanalError, UnicodeDecodeError) as exc:
             message = exc.message if isinstance(exc, KanalError) else str(exc)
             log.info("Kafka client %s failed SASL %s: %s", session.peer, session.mechanism, message)
-            return {"error_code": errors.SASL_AUTHENTICATION_FAILED, "error_message": message,
-                    "auth_bytes": b""}, True
-        log.info("Kafka client %s authenticated as %s (SASL %s)", session.peer, session.principal,
-                 session.mechanism)
+            return {
+                "error_code": errors.SASL_AUTHENTICATION_FAILED,
+                "error_message": message,
+                "auth_bytes": b"",
+            }, True
+        log.info(
+            "Kafka client %s authenticated as %s (SASL %s)",
+            session.peer,
+            session.principal,
+            session.mechanism,
+        )
         return {"error_code": 0, "auth_bytes": reply, "session_lifetime": 0}, False
 
 
@@ -311,7 +340,7 @@ _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
 _BEFORE_AUTHENTICATION = frozenset({wire.API_VERSIONS_KEY, _SASL_HANDSHAKE, _SASL_AUTHENTICATE})
 
 
-def _whole_call_error(api_key: int, version: int, code: int, message: str) -> dict:
+def _whole_call_error(api_key: int, version: int, code: int, message: str) -> Response:
     """A response that says `code` for the whole call: in its top-level error code where the API has one,
     else in every error code of what it would have answered (left empty: clients retry the call)."""
     return {"error_code": code, "error_message": message, "throttle_time": 0}
@@ -328,5 +357,6 @@ def kafka_ssl_context(security: Any) -> ssl.SSLContext | None:
     if security.ca_file:
         context.load_verify_locations(security.ca_file)
     context.verify_mode = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL}.get(
-        security.client_auth, ssl.CERT_NONE)
+        security.client_auth, ssl.CERT_NONE
+    )
     return context

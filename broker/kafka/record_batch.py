@@ -31,8 +31,11 @@ byte-for-byte equal to the C one."""
 
 from __future__ import annotations
 
+import importlib
 import struct
 import zlib
+from types import ModuleType
+from typing import cast
 
 import cramjam
 import crc32c
@@ -42,6 +45,7 @@ from kanal.v1 import batch as kbatch
 from kanal.v1 import codecs, records_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
+Buffer = bytes | memoryview
 KAFKA_HEADER = struct.Struct(">qiibIhiqqqhii")
 KAFKA_HEADER_BYTES = KAFKA_HEADER.size  # 61
 # Bytes before the CRC-covered part: base_offset, batch_length, partition_leader_epoch, magic, crc.
@@ -60,17 +64,21 @@ _XERIAL_BLOCK_BYTES = 32 << 10  # the block size Kafka's Java client writes
 _KAFKA_CONTROL_KEY = struct.Struct(">hh")
 _KAFKA_CONTROL_VALUE = struct.Struct(">hi")
 
-try:
-    from kanal.broker import _kafka_records as _native
-except ImportError as exc:  # built optionally (setup.py): the Python walk below serves without it
-    _native = None
-    NATIVE_IMPORT_ERROR: str | None = str(exc)
-else:
-    NATIVE_IMPORT_ERROR = None
+def _load_native() -> tuple[ModuleType | None, str | None]:
+    """The C walks, or None and why not (built optionally by setup.py: without a compiler the Python
+    walks below serve)."""
+    try:
+        return importlib.import_module("kanal.broker._kafka_records"), None
+    except ImportError as exc:
+        return None, str(exc)
+
+
+_native, NATIVE_IMPORT_ERROR = _load_native()
 NATIVE = _native is not None
 
 
 # ---- compression: Kafka's streams ----
+
 
 def kafka_decompress(codec: int, data: bytes | memoryview, bytes_max: int) -> bytes | memoryview:
     """A Kafka batch's records, decompressed; at most `bytes_max` bytes (MESSAGE_TOO_LARGE past that)."""
@@ -91,8 +99,8 @@ def fast_compress(codec: int, data: bytes) -> bytes:
     if codec == records_pb2.COMPRESSION_ZSTD:
         return bytes(cramjam.zstd.compress(data, level=1))
     if codec == records_pb2.COMPRESSION_GZIP:
-        packer = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: a gzip stream
-        return packer.compress(data) + packer.flush()
+        gzip = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: a gzip stream
+        return gzip.compress(data) + gzip.flush()
     return codecs.compress(codec, data)
 
 
@@ -101,7 +109,7 @@ def kafka_compress(codec: int, data: bytes) -> bytes:
     if codec == records_pb2.COMPRESSION_SNAPPY:
         out = [_XERIAL_HEADER]
         for start in range(0, len(data), _XERIAL_BLOCK_BYTES):
-            block = bytes(cramjam.snappy.compress_raw(data[start:start + _XERIAL_BLOCK_BYTES]))
+            block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK_BYTES]))
             out += (len(block).to_bytes(4, "big"), block)
         return b"".join(out)
     return fast_compress(codec, data)
@@ -120,8 +128,8 @@ def _snappy_kafka_decompress(data: bytes, bytes_max: int) -> bytes:
         while pos < len(data):
             if pos + 4 > len(data):
                 raise KanalError(ErrorCode.CORRUPT_MESSAGE, "xerial snappy block length is truncated")
-            length = int.from_bytes(data[pos:pos + 4], "big")
-            block = data[pos + 4:pos + 4 + length]
+            length = int.from_bytes(data[pos : pos + 4], "big")
+            block = data[pos + 4 : pos + 4 + length]
             if len(block) != length:
                 raise KanalError(ErrorCode.CORRUPT_MESSAGE, "xerial snappy block is truncated")
             size += cramjam.snappy.decompress_raw_len(block)
@@ -136,7 +144,8 @@ def _snappy_kafka_decompress(data: bytes, bytes_max: int) -> bytes:
 
 # ---- the record walks ----
 
-def _zigzag_varint(buf, pos: int, end: int) -> tuple[int, int]:
+
+def _zigzag_varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= end or shift > 63:
@@ -152,10 +161,10 @@ def _zigzag_varint(buf, pos: int, end: int) -> tuple[int, int]:
 
 
 def _zigzag_bytes(n: int) -> bytes:
-    return kbatch.varint((n << 1) ^ (n >> 63))
+    return bytes(kbatch.varint((n << 1) ^ (n >> 63)))
 
 
-def _sized(buf, pos: int, end: int, nullable: bool = True) -> tuple[bytes | None, int]:
+def _sized(buf: Buffer, pos: int, end: int, nullable: bool = True) -> tuple[bytes | None, int]:
     length, pos = _zigzag_varint(buf, pos, end)
     if length < 0:
         if length != -1 or not nullable:
@@ -163,10 +172,10 @@ def _sized(buf, pos: int, end: int, nullable: bool = True) -> tuple[bytes | None
         return None, pos
     if pos + length > end:
         raise KanalError(ErrorCode.CORRUPT_MESSAGE, "record field runs past the record")
-    return bytes(buf[pos:pos + length]), pos + length
+    return bytes(buf[pos : pos + length]), pos + length
 
 
-def _py_kafka_to_record_list(plain, count: int) -> bytes:
+def _py_kafka_to_record_list(plain: Buffer, count: int) -> bytes:
     """Kafka records -> kanal's serialized RecordList (the canonical encoding of batch.encode_record_list).
     Offsets and timestamps stay deltas: both formats count them from the batch's base."""
     view = memoryview(plain)
@@ -215,7 +224,7 @@ def _py_kafka_to_record_list(plain, count: int) -> bytes:
     return b"".join(parts)
 
 
-def _py_record_list_to_kafka(plain) -> tuple[bytes, int]:
+def _py_record_list_to_kafka(plain: Buffer) -> tuple[bytes, int]:
     """kanal's RecordList -> Kafka records and their number."""
     try:
         parsed = records_pb2.RecordList.FromString(bytes(plain))
@@ -226,32 +235,39 @@ def _py_record_list_to_kafka(plain) -> tuple[bytes, int]:
         if record.offset_delta > 0x7FFFFFFF:
             raise KanalError(ErrorCode.CORRUPT_MESSAGE, "record offset delta is above 2^31 - 1")
         body = [b"\x00", _zigzag_bytes(record.timestamp_delta_ms), _zigzag_bytes(record.offset_delta)]
-        for present, field in ((record.HasField("key"), record.key), (record.HasField("value"), record.value)):
+        for present, field in (
+            (record.HasField("key"), record.key),
+            (record.HasField("value"), record.value),
+        ):
             body += (_zigzag_bytes(len(field)), field) if present else (_zigzag_bytes(-1),)
         body.append(_zigzag_bytes(len(record.headers)))
         for header in record.headers:
             name = header.key.encode()
             body += (_zigzag_bytes(len(name)), name)
-            body += ((_zigzag_bytes(len(header.value)), header.value) if header.HasField("value")
-                     else (_zigzag_bytes(-1),))
+            body += (
+                (_zigzag_bytes(len(header.value)), header.value)
+                if header.HasField("value")
+                else (_zigzag_bytes(-1),)
+            )
         encoded = b"".join(body)
         parts += (_zigzag_bytes(len(encoded)), encoded)
     return b"".join(parts), len(parsed.records)
 
 
-def kafka_to_record_list(plain, count: int) -> bytes:
+def kafka_to_record_list(plain: Buffer, count: int) -> bytes:
     if _native is not None:
-        return _native.kafka_to_record_list(plain, count)
+        return cast(bytes, _native.kafka_to_record_list(plain, count))
     return _py_kafka_to_record_list(plain, count)
 
 
-def record_list_to_kafka(plain) -> tuple[bytes, int]:
+def record_list_to_kafka(plain: Buffer) -> tuple[bytes, int]:
     if _native is not None:
-        return _native.record_list_to_kafka(plain)
+        return cast(tuple[bytes, int], _native.record_list_to_kafka(plain))
     return _py_record_list_to_kafka(plain)
 
 
 # ---- batches ----
+
 
 def split_kafka_batches(records: bytes | memoryview) -> list[memoryview]:
     """The batches of a Produce request's `records`: each whole, or CORRUPT_MESSAGE."""
@@ -261,10 +277,12 @@ def split_kafka_batches(records: bytes | memoryview) -> list[memoryview]:
     while pos < len(view):
         if pos + KAFKA_HEADER_BYTES > len(view):
             raise KanalError(ErrorCode.CORRUPT_MESSAGE, "record batch header is truncated")
-        length = int.from_bytes(view[pos + 8:pos + 12], "big", signed=True)
+        length = int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True)
         end = pos + _LENGTH_PREFIX_BYTES + length
         if length < KAFKA_HEADER_BYTES - _LENGTH_PREFIX_BYTES or end > len(view):
-            raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"record batch length {length} does not fit the request")
+            raise KanalError(
+                ErrorCode.CORRUPT_MESSAGE, f"record batch length {length} does not fit the request"
+            )
         out.append(view[pos:end])
         pos = end
     if not out:
@@ -278,38 +296,61 @@ def kafka_to_kanal(batch: memoryview, *, records_bytes_max: int) -> bytes:
     batch); the leader then validates the result as it does every batch (kanal.broker.batch_validation)."""
     if len(batch) < KAFKA_HEADER_BYTES:
         raise KanalError(ErrorCode.CORRUPT_MESSAGE, "record batch header is truncated")
-    (_base_offset, _length, _epoch, magic, crc, attributes, last_offset_delta, base_ts, max_ts, producer_id,
-     producer_epoch, base_sequence, count) = KAFKA_HEADER.unpack_from(batch)
+    (
+        _base_offset,
+        _length,
+        _epoch,
+        magic,
+        crc,
+        attributes,
+        last_offset_delta,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) = KAFKA_HEADER.unpack_from(batch)
     if magic != MAGIC:
-        raise KanalError(ErrorCode.INVALID_RECORD, f"record batch has magic {magic}: kanal takes magic 2 only")
+        raise KanalError(
+            ErrorCode.INVALID_RECORD, f"record batch has magic {magic}: kanal takes magic 2 only"
+        )
     if crc32c.crc32c(batch[_CRC_FROM:]) != crc:
         raise KanalError(ErrorCode.CORRUPT_MESSAGE, "record batch CRC does not match its contents")
     codec = attributes & ATTR_CODEC_MASK
     if codec not in _CODECS:
         raise KanalError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {codec}")
     if attributes & (ATTR_CONTROL | ATTR_LOG_APPEND_TIME):
-        raise KanalError(ErrorCode.INVALID_RECORD, "clients may not produce control or log-append-time batches")
+        raise KanalError(
+            ErrorCode.INVALID_RECORD, "clients may not produce control or log-append-time batches"
+        )
     if attributes & ~(ATTR_CODEC_MASK | ATTR_TRANSACTIONAL):
         raise KanalError(ErrorCode.INVALID_RECORD, f"record batch has unknown attributes {attributes:#x}")
     if not 0 < count <= kbatch.RECORDS_PER_BATCH_MAX:
         raise KanalError(ErrorCode.INVALID_RECORD, f"record batch claims {count} records")
     plain = kafka_decompress(codec, batch[KAFKA_HEADER_BYTES:], records_bytes_max)
     idempotent = producer_id >= 0
-    return b"".join(kbatch.frame_batch_parts(
-        fast_compress(codec, kafka_to_record_list(plain, count)), record_count=count,
-        last_offset_delta=last_offset_delta, first_timestamp_ms=base_ts, max_timestamp_ms=max_ts, codec=codec,
-        producer_id=producer_id if idempotent else 0,
-        producer_epoch=producer_epoch if idempotent else 0,
-        base_sequence=base_sequence if idempotent else 0,
-        attributes=attributes & ATTR_TRANSACTIONAL,
-    ))
+    return b"".join(
+        kbatch.frame_batch_parts(
+            fast_compress(codec, kafka_to_record_list(plain, count)),
+            record_count=count,
+            last_offset_delta=last_offset_delta,
+            first_timestamp_ms=base_ts,
+            max_timestamp_ms=max_ts,
+            codec=codec,
+            producer_id=producer_id if idempotent else 0,
+            producer_epoch=producer_epoch if idempotent else 0,
+            base_sequence=base_sequence if idempotent else 0,
+            attributes=attributes & ATTR_TRANSACTIONAL,
+        )
+    )
 
 
 def kanal_to_kafka(stored: bytes | memoryview) -> bytes:
     """A stored kanal batch (broker suffix included) as Kafka's batch, at the same offsets and epoch."""
     header = kbatch.scan_batch(stored)
     codec = header.codec
-    plain = codecs.decompress(codec, bytes(memoryview(stored)[header.records_start:header.records_end]))
+    plain = codecs.decompress(codec, bytes(memoryview(stored)[header.records_start : header.records_end]))
     attributes = codec
     if header.attributes & kbatch.ATTR_TRANSACTIONAL:
         attributes |= ATTR_TRANSACTIONAL
@@ -320,13 +361,25 @@ def kanal_to_kafka(stored: bytes | memoryview) -> bytes:
         records, count = record_list_to_kafka(plain)
     records = kafka_compress(codec, records)
     has_producer = header.producer_id > 0
-    body = _KAFKA_BODY.pack(
-        attributes, header.last_offset_delta, header.first_timestamp_ms, header.max_timestamp_ms,
-        header.producer_id if has_producer else -1, header.producer_epoch if has_producer else -1,
-        header.base_sequence if has_producer and not attributes & ATTR_CONTROL else -1, count,
-    ) + records
-    return _KAFKA_PREFIX.pack(header.base_offset, len(body) + 9, header.partition_leader_epoch, MAGIC,
-                              crc32c.crc32c(body)) + body
+    body = (
+        _KAFKA_BODY.pack(
+            attributes,
+            header.last_offset_delta,
+            header.first_timestamp_ms,
+            header.max_timestamp_ms,
+            header.producer_id if has_producer else -1,
+            header.producer_epoch if has_producer else -1,
+            header.base_sequence if has_producer and not attributes & ATTR_CONTROL else -1,
+            count,
+        )
+        + records
+    )
+    return (
+        _KAFKA_PREFIX.pack(
+            header.base_offset, len(body) + 9, header.partition_leader_epoch, MAGIC, crc32c.crc32c(body)
+        )
+        + body
+    )
 
 
 _KAFKA_PREFIX = struct.Struct(">qiibI")  # base_offset, batch_length, partition_leader_epoch, magic, crc
@@ -350,8 +403,18 @@ def _kafka_control_record(record_list: bytes) -> bytes:
         raise KanalError(ErrorCode.CORRUPT_MESSAGE, f"control record value does not parse: {exc}") from exc
     key = _KAFKA_CONTROL_KEY.pack(0, 1 if kind == kbatch.CONTROL_COMMIT else 0)
     value = _KAFKA_CONTROL_VALUE.pack(0, epoch)
-    body = b"".join([b"\x00", _zigzag_bytes(record.timestamp_delta_ms), _zigzag_bytes(record.offset_delta),
-                     _zigzag_bytes(len(key)), key, _zigzag_bytes(len(value)), value, _zigzag_bytes(0)])
+    body = b"".join(
+        [
+            b"\x00",
+            _zigzag_bytes(record.timestamp_delta_ms),
+            _zigzag_bytes(record.offset_delta),
+            _zigzag_bytes(len(key)),
+            key,
+            _zigzag_bytes(len(value)),
+            value,
+            _zigzag_bytes(0),
+        ]
+    )
     return _zigzag_bytes(len(body)) + body
 
 
@@ -364,6 +427,6 @@ def entries_to_kafka(entries: bytes | memoryview) -> bytes:
     while pos + kbatch.ENTRY_HEADER_BYTES <= len(view):
         length, _crc = kbatch.ENTRY_HEADER.unpack_from(view, pos)
         start = pos + kbatch.ENTRY_HEADER_BYTES
-        out.append(kanal_to_kafka(view[start:start + length]))
+        out.append(kanal_to_kafka(view[start : start + length]))
         pos = start + length
     return b"".join(out)

@@ -46,7 +46,7 @@ def _text(data: bytes) -> str:
 
 
 def _attributes(message: str) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for part in message.split(","):
         key, sep, value = part.partition("=")
         if not sep or len(key) != 1:
@@ -72,7 +72,9 @@ class ScramExchange:
     _credential: ScramCredential | None = None
     _gs2_header: str = ""
 
-    def first(self, client_first: bytes, credentials_of: Callable[[str], dict[str, ScramCredential]]) -> bytes:
+    def first(
+        self, client_first: bytes, credentials_of: Callable[[str], dict[str, ScramCredential]]
+    ) -> bytes:
         """The server-first message for `client_first`; `credentials_of(user)` gives a user's credentials by
         mechanism (empty when the user is unknown)."""
         text = _text(client_first)
@@ -92,8 +94,9 @@ class ScramExchange:
             salt, iterations = self._credential.salt, self._credential.iterations
         else:  # an unknown user: a stable salt, so a second try looks the same
             salt, iterations = hashlib.sha256(b"kanal-unknown-user:" + self.user.encode()).digest(), 4096
-        self._server_first = (f"r={attributes['r']}{self.server_nonce},s={base64.b64encode(salt).decode()},"
-                              f"i={iterations}")
+        self._server_first = (
+            f"r={attributes['r']}{self.server_nonce},s={base64.b64encode(salt).decode()},i={iterations}"
+        )
         return self._server_first.encode()
 
     def final(self, client_final: bytes) -> bytes:

@@ -24,10 +24,11 @@ does not know (a newer client's), which then closes that connection."""
 from __future__ import annotations
 
 import datetime
+import functools
 import struct
 import uuid
-from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, Field, dataclass, fields
 from functools import cache
 from operator import attrgetter
 from typing import Any
@@ -73,7 +74,7 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
 
 
 @cache
-def _request_readers(api_key: int, version: int):
+def _request_readers(api_key: int, version: int) -> tuple[Callable[..., Any], Callable[..., Any]]:
     cls = load_request_schema(api_key, version)
     return entity_reader(cls.__header_schema__), entity_reader(cls)
 
@@ -115,14 +116,40 @@ def _primitive(kafka_type: str, value: Any) -> Any:
     return value
 
 
-_ZERO = {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint16": 0, "uint32": 0, "float64": 0.0,
-         "bool": False, "string": "", "bytes": b"", "records": None, "error_code": KafkaErrorCode.none,
-         "timedelta_i32": datetime.timedelta(0), "timedelta_i64": datetime.timedelta(0),
-         "uuid": uuid.UUID(int=0), "datetime_i64": None}
+_ZERO = {
+    "int8": 0,
+    "int16": 0,
+    "int32": 0,
+    "int64": 0,
+    "uint16": 0,
+    "uint32": 0,
+    "float64": 0.0,
+    "bool": False,
+    "string": "",
+    "bytes": b"",
+    "records": None,
+    "error_code": KafkaErrorCode.none,
+    "timedelta_i32": datetime.timedelta(0),
+    "timedelta_i64": datetime.timedelta(0),
+    "uuid": uuid.UUID(int=0),
+    "datetime_i64": None,
+}
+
+
+def _entities(cls: Any) -> Callable[[Any], Any]:
+    return lambda v: None if v is None else tuple(build(cls, x) for x in v)
+
+
+def _entity(cls: Any) -> Callable[[Any], Any]:
+    return lambda v: None if v is None else build(cls, v)
+
+
+def _primitives(kafka_type: str) -> Callable[[Any], Any]:
+    return lambda v: None if v is None else tuple(_primitive(kafka_type, x) for x in v)
 
 
 @cache
-def _build_plan(cls) -> tuple[tuple[str, Callable[[Any], Any], bool, Any], ...]:
+def _build_plan(cls: Any) -> tuple[tuple[str, Callable[[Any], Any], bool, Any], ...]:
     plan = []
     for f in fields(cls):
         kind = classify_field(f)
@@ -130,24 +157,23 @@ def _build_plan(cls) -> tuple[tuple[str, Callable[[Any], Any], bool, Any], ...]:
         has_default = f.default is not MISSING or f.default_factory is not MISSING
         convert: Callable[[Any], Any]
         if isinstance(kind, EntityTupleField):
-            convert = (lambda inner: lambda v: None if v is None else tuple(build(inner, x) for x in v))(kind.type_)
+            convert = _entities(kind.type_)
             zero: Any = ()
         elif isinstance(kind, EntityField):
-            convert = (lambda inner: lambda v: None if v is None else build(inner, v))(kind.type_)
+            convert = _entity(kind.type_)
             zero = None if optional else MISSING
         elif isinstance(kind, PrimitiveTupleField):
-            convert = (lambda kt: lambda v: None if v is None else tuple(_primitive(kt, x) for x in v))(
-                f.metadata["kafka_type"])
+            convert = _primitives(f.metadata["kafka_type"])
             zero = ()
         else:
             kafka_type = f.metadata["kafka_type"]
-            convert = (lambda kt: lambda v: _primitive(kt, v))(kafka_type)
+            convert = functools.partial(_primitive, kafka_type)
             zero = None if optional else _ZERO.get(kafka_type, MISSING)
         plan.append((f.name, convert, has_default, zero))
     return tuple(plan)
 
 
-def build(cls, data: dict) -> Any:
+def build(cls: Any, data: Mapping[str, Any]) -> Any:
     """An instance of kio class `cls` (one API version's struct) from a dict: keys the version lacks are
     dropped, fields left out get their default or zero value (a nested struct without one must be given)."""
     kwargs = {}
@@ -162,11 +188,11 @@ def build(cls, data: dict) -> Any:
 
 
 @cache
-def response_class(api_key: int, version: int):
+def response_class(api_key: int, version: int) -> Any:
     return load_response_schema(api_key, version)
 
 
-def encode_response(api_key: int, version: int, correlation_id: int, data: dict) -> bytearray:
+def encode_response(api_key: int, version: int, correlation_id: int, data: Mapping[str, Any]) -> bytearray:
     """The whole response frame (length prefix included) of `data` at `version`."""
     cls = response_class(api_key, version)
     out = bytearray(4)
@@ -180,9 +206,21 @@ def encode_response(api_key: int, version: int, correlation_id: int, data: dict)
 
 # ---- the writer: closures per class, into one bytearray ----
 
-_PACKERS = {name: struct.Struct(fmt).pack for name, fmt in {
-    "int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "uint8": ">B", "uint16": ">H",
-    "uint32": ">I", "uint64": ">Q", "float64": ">d", "bool": ">?"}.items()}
+_PACKERS = {
+    name: struct.Struct(fmt).pack
+    for name, fmt in {
+        "int8": ">b",
+        "int16": ">h",
+        "int32": ">i",
+        "int64": ">q",
+        "uint8": ">B",
+        "uint16": ">H",
+        "uint32": ">I",
+        "uint64": ">Q",
+        "float64": ">d",
+        "bool": ">?",
+    }.items()
+}
 
 
 def _uvarint(n: int) -> bytes:
@@ -213,6 +251,7 @@ def _primitive_writer(kafka_type: str, flexible: bool) -> Writer:
     if kafka_type in ("string", "bytes", "records"):
         is_string = kafka_type == "string"
         if flexible:
+
             def compact(out: bytearray, v: Any) -> None:
                 if v is None:
                     out.append(0)
@@ -220,6 +259,7 @@ def _primitive_writer(kafka_type: str, flexible: bool) -> Writer:
                 raw = v.encode() if is_string else v
                 out += _uvarint(len(raw) + 1)
                 out += raw
+
             return compact
         pack_length = _PACKERS["int16" if is_string else "int32"]
 
@@ -230,12 +270,14 @@ def _primitive_writer(kafka_type: str, flexible: bool) -> Writer:
             raw = v.encode() if is_string else v
             out += pack_length(len(raw))
             out += raw
+
         return legacy
     raise NotImplementedError(f"no writer for Kafka type {kafka_type}")
 
 
 def _array_writer(item: Writer, flexible: bool) -> Writer:
     if flexible:
+
         def compact(out: bytearray, items: Any) -> None:
             if items is None:
                 out.append(0)
@@ -243,6 +285,7 @@ def _array_writer(item: Writer, flexible: bool) -> Writer:
             out += _uvarint(len(items) + 1)
             for x in items:
                 item(out, x)
+
         return compact
     pack = _PACKERS["int32"]
 
@@ -253,10 +296,11 @@ def _array_writer(item: Writer, flexible: bool) -> Writer:
         out += pack(len(items))
         for x in items:
             item(out, x)
+
     return legacy
 
 
-def _field_writer(cls, f, tagged: bool) -> Writer:
+def _field_writer(cls: Any, f: Field[Any], tagged: bool) -> Writer:
     flexible = cls.__flexible__
     kind = classify_field(f)
     inner: Writer
@@ -271,6 +315,7 @@ def _field_writer(cls, f, tagged: bool) -> Writer:
                 else:
                     out.append(1)
                     struct_writer(out, v)
+
             inner = nullable
     else:
         inner = _primitive_writer(f.metadata["kafka_type"], flexible)
@@ -278,7 +323,7 @@ def _field_writer(cls, f, tagged: bool) -> Writer:
 
 
 @cache
-def writer(cls) -> Writer:
+def writer(cls: Any) -> Writer:
     """The writer of kio class `cls`: its fields in order, then (flexible versions) its tagged fields
     that differ from their defaults."""
     plain, tagged = [], []
@@ -287,14 +332,16 @@ def writer(cls) -> Writer:
         if tag is None:
             plain.append((f.name, _field_writer(cls, f, False)))
         else:
-            tagged.append((int(tag), f.name, _field_writer(cls, f, True), f.default, get_tagged_field_default(f)))
+            tagged.append(
+                (int(tag), f.name, _field_writer(cls, f, True), f.default, get_tagged_field_default(f))
+            )
     tagged.sort()
     writers = tuple(w for _, w in plain)
     getter = attrgetter(*(name for name, _ in plain)) if len(plain) > 1 else None
     single = plain[0][0] if len(plain) == 1 else None
     flexible = cls.__flexible__
 
-    def values(entity: Any) -> tuple:
+    def values(entity: Any) -> tuple[Any, ...]:
         if getter is not None:
             return getter(entity)
         return (getattr(entity, single),) if single is not None else ()
@@ -315,4 +362,5 @@ def writer(cls) -> Writer:
         out += _uvarint(len(parts))
         for part in parts:
             out += part
+
     return write

@@ -47,19 +47,36 @@ def topic_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def rdkafka_consume(cluster, topic: str, group: str, expected: int, *, isolation: str = "read_uncommitted",
-                    commit: bool = True, timeout_s: float = 40) -> list:
+def rdkafka_consume(
+    cluster,
+    topic: str,
+    group: str,
+    expected: int,
+    *,
+    isolation: str = "read_uncommitted",
+    commit: bool = True,
+    timeout_s: float = 40,
+) -> list:
     """`expected` records of `topic` through librdkafka in consumer group `group`, committed at the end."""
-    consumer = KafkaConsumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": group,
-                              "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                              "isolation.level": isolation, "session.timeout.ms": 6000})
+    consumer = KafkaConsumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "session.timeout.ms": 6000,
+        }
+    )
     consumer.subscribe([topic])
     records = []
     try:
+
         def enough():
             for message in consumer.consume(500, 0.5):
-                assert message.error() is None or message.error().code() == KafkaError._PARTITION_EOF, \
+                assert message.error() is None or message.error().code() == KafkaError._PARTITION_EOF, (
                     message.error()
+                )
                 if message.error() is None:
                     records.append(message)
             return len(records) >= expected
@@ -95,22 +112,39 @@ def test_metadata_names_every_broker_by_its_kafka_endpoint_and_the_real_leaders(
 def test_librdkafka_produces_each_codec_and_grpc_reads_it_byte_for_byte(cluster, codec):
     topic = topic_name(f"rd-{codec}")
     create_topic(cluster, topic, partitions=2)
-    producer = KafkaProducer({"bootstrap.servers": cluster.kafka_bootstrap, "enable.idempotence": True,
-                              "acks": "all", "compression.type": codec, "linger.ms": 5})
+    producer = KafkaProducer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "compression.type": codec,
+            "linger.ms": 5,
+        }
+    )
     acked: dict[tuple[int, int], tuple] = {}
     sent = []
     base_ms = int(time.time() * 1000) - 60_000
     for i in range(200):
-        record = (b"k%d" % i if i % 7 else None, b"v%d-" % i * (i % 5 + 1) if i % 11 else b"",
-                  [("h", b"%d" % i), ("nul", None), ("é", b"\x00\xff")], base_ms + i)
+        record = (
+            b"k%d" % i if i % 7 else None,
+            b"v%d-" % i * (i % 5 + 1) if i % 11 else b"",
+            [("h", b"%d" % i), ("nul", None), ("é", b"\x00\xff")],
+            base_ms + i,
+        )
         sent.append(record)
 
         def delivered(err, msg, record=record):
             assert err is None, err
             acked[(msg.partition(), msg.offset())] = record
 
-        producer.produce(topic, key=record[0], value=record[1], headers=record[2], timestamp=record[3],
-                         on_delivery=delivered)
+        producer.produce(
+            topic,
+            key=record[0],
+            value=record[1],
+            headers=record[2],
+            timestamp=record[3],
+            on_delivery=delivered,
+        )
     assert producer.flush(30) == 0
     assert len(acked) == 200
     read = kanal_records(cluster, topic, 2, 200)
@@ -132,34 +166,51 @@ def test_grpc_produces_each_codec_and_kafka_clients_read_it_byte_for_byte(cluste
     topic = topic_name(f"grpc-{codec}")
     create_topic(cluster, topic, partitions=1)
     base_ms = int(time.time() * 1000)
-    sent = [(b"k%d" % i, b"value-%d" % i * 3, [("n", b"%d" % i), ("empty", b"")], base_ms + i) for i in range(150)]
+    sent = [
+        (b"k%d" % i, b"value-%d" % i * 3, [("n", b"%d" % i), ("empty", b"")], base_ms + i) for i in range(150)
+    ]
     with Producer(ProducerConfig(cluster.bootstrap, acks="all", compression=codec, linger_ms=2)) as producer:
-        futures = [producer.produce(topic, v, key=k, headers=h, timestamp=ts, partition=0) for k, v, h, ts in sent]
+        futures = [
+            producer.produce(topic, v, key=k, headers=h, timestamp=ts, partition=0) for k, v, h, ts in sent
+        ]
         producer.flush(30)
         offsets = [f.result(10).offset for f in futures]
     assert offsets == list(range(150))
     by_rdkafka = rdkafka_consume(cluster, topic, topic_name("g"), 150)
-    assert [(m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in by_rdkafka] == \
-        [(i, k, v, h, ts) for i, (k, v, h, ts) in enumerate(sent)]
-    py = PyKafkaConsumer(topic, bootstrap_servers=cluster.kafka_bootstrap, auto_offset_reset="earliest",
-                         consumer_timeout_ms=10_000)
+    assert [(m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in by_rdkafka] == [
+        (i, k, v, h, ts) for i, (k, v, h, ts) in enumerate(sent)
+    ]
+    py = PyKafkaConsumer(
+        topic,
+        bootstrap_servers=cluster.kafka_bootstrap,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000,
+    )
     try:
         by_python = [m for _, m in zip(range(150), py)]
     finally:
         py.close()
-    assert [(m.offset, m.key, m.value, list(m.headers), m.timestamp) for m in by_python] == \
-        [(i, k, v, h, ts) for i, (k, v, h, ts) in enumerate(sent)]
+    assert [(m.offset, m.key, m.value, list(m.headers), m.timestamp) for m in by_python] == [
+        (i, k, v, h, ts) for i, (k, v, h, ts) in enumerate(sent)
+    ]
 
 
 @pytest.mark.parametrize("codec", ("gzip", "snappy", "lz4", "zstd", None))
 def test_kafka_python_produces_each_codec_idempotently(cluster, codec):
     topic = topic_name(f"py-{codec}")
     create_topic(cluster, topic, partitions=3)
-    producer = PyKafkaProducer(bootstrap_servers=cluster.kafka_bootstrap, acks="all", compression_type=codec,
-                               enable_idempotence=True, linger_ms=5)
+    producer = PyKafkaProducer(
+        bootstrap_servers=cluster.kafka_bootstrap,
+        acks="all",
+        compression_type=codec,
+        enable_idempotence=True,
+        linger_ms=5,
+    )
     try:
-        futures = [producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, headers=[("i", b"%d" % i)])
-                   for i in range(120)]
+        futures = [
+            producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, headers=[("i", b"%d" % i)])
+            for i in range(120)
+        ]
         producer.flush(30)
         acked = {(f.get(10).partition, f.get(10).offset): i for i, f in enumerate(futures)}
     finally:
@@ -187,6 +238,7 @@ def test_offsets_committed_through_either_protocol_are_one_set(cluster):
     try:
         from kafka import TopicPartition as PyTopicPartition
         from kafka.structs import OffsetAndMetadata
+
         assert py.committed(PyTopicPartition(topic, 0)) == 20
         py.commit({PyTopicPartition(topic, 0): OffsetAndMetadata(15, "", -1)})
     finally:
@@ -195,7 +247,9 @@ def test_offsets_committed_through_either_protocol_are_one_set(cluster):
         assert admin.group_offsets(group)[(topic, 0)] == 15
     check = KafkaConsumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": group})
     try:
-        committed = check.committed([KafkaTopicPartition(topic, 0), KafkaTopicPartition(topic, 1)], timeout=20)
+        committed = check.committed(
+            [KafkaTopicPartition(topic, 0), KafkaTopicPartition(topic, 1)], timeout=20
+        )
         assert [tp.offset for tp in committed] == [15, 20]
     finally:
         check.close()
@@ -204,18 +258,30 @@ def test_offsets_committed_through_either_protocol_are_one_set(cluster):
 def test_a_kanal_consumer_cannot_join_a_kafka_group_and_describe_reads_kafka_assignments(cluster):
     topic, group = topic_name("mixed"), topic_name("group")
     create_topic(cluster, topic, partitions=3)
-    member = KafkaConsumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": group,
-                            "session.timeout.ms": 6000, "auto.offset.reset": "earliest"})
+    member = KafkaConsumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "group.id": group,
+            "session.timeout.ms": 6000,
+            "auto.offset.reset": "earliest",
+        }
+    )
     member.subscribe([topic])
     try:
-        wait_until(lambda: member.poll(0.2) is None and len(member.assignment()) == 3, 30,
-                   "the Kafka member to be assigned all three partitions")
+        wait_until(
+            lambda: member.poll(0.2) is None and len(member.assignment()) == 3,
+            30,
+            "the Kafka member to be assigned all three partitions",
+        )
         with Admin(cluster.bootstrap) as admin:
             info = admin.describe_group(group)
         assert info.state == "Stable"
         (described,) = info.members
-        assert sorted((t.topic, p) for t in described.assignment.partitions for p in t.partitions) == \
-            [(topic, 0), (topic, 1), (topic, 2)]
+        assert sorted((t.topic, p) for t in described.assignment.partitions for p in t.partitions) == [
+            (topic, 0),
+            (topic, 1),
+            (topic, 2),
+        ]
         kanal_member = Consumer(ConsumerConfig(cluster.bootstrap, group_id=group, session_timeout_ms=6000))
         try:
             kanal_member.subscribe([topic])
@@ -231,8 +297,9 @@ def test_a_kanal_consumer_cannot_join_a_kafka_group_and_describe_reads_kafka_ass
 def test_transactions_commit_and_abort_for_read_committed_readers_of_both_protocols(cluster):
     topic = topic_name("txn")
     create_topic(cluster, topic, partitions=2)
-    producer = KafkaProducer({"bootstrap.servers": cluster.kafka_bootstrap, "transactional.id": topic_name("tid"),
-                              "linger.ms": 5})
+    producer = KafkaProducer(
+        {"bootstrap.servers": cluster.kafka_bootstrap, "transactional.id": topic_name("tid"), "linger.ms": 5}
+    )
     producer.init_transactions(30)
     producer.begin_transaction()
     for i in range(10):
@@ -270,35 +337,76 @@ def test_apache_kafka_java_client_produces_consumes_administers_and_transacts(cl
     admin = {line["type"]: line for line in lines}
     assert admin["describe_cluster"]["nodes"] and len(admin["describe_cluster"]["nodes"]) == 3
     assert admin["list_topics"]["contains_created"] and admin["delete_topics"]["gone_from_list"]
-    (topic_configs,) = [line for line in lines if line["type"] == "describe_configs" and line["resource"] == "topic"]
+    (topic_configs,) = [
+        line for line in lines if line["type"] == "describe_configs" and line["resource"] == "topic"
+    ]
     assert topic_configs["dynamic"] == {"retention.ms": "3600000", "cleanup.policy": "delete"}
     txn_topic = topic_name("javatxn")
     create_topic(cluster, txn_topic, partitions=1)
     kafka_java.driver("txn", bootstrap, txn_topic, topic_name("tid"))
-    committed = kafka_java.driver("consume", bootstrap, txn_topic, topic_name("jg"), "3", "20000", "read_committed")
+    committed = kafka_java.driver(
+        "consume", bootstrap, txn_topic, topic_name("jg"), "3", "20000", "read_committed"
+    )
     assert [r["value"] for r in committed if r["type"] == "record"] == ["cv0", "cv1", "cv2"]
 
 
 def test_apache_kafka_console_tools(cluster):
     bootstrap = cluster.kafka_bootstrap
     topic, group = topic_name("console"), topic_name("cg")
-    kafka_java.tool(kafka_java.TOPICS, "--bootstrap-server", bootstrap, "--create", "--topic", topic,
-                    "--partitions", "2", "--replication-factor", "3")
+    kafka_java.tool(
+        kafka_java.TOPICS,
+        "--bootstrap-server",
+        bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "3",
+    )
     assert topic in kafka_java.tool(kafka_java.TOPICS, "--bootstrap-server", bootstrap, "--list").split()
-    described = kafka_java.tool(kafka_java.TOPICS, "--bootstrap-server", bootstrap, "--describe", "--topic", topic)
+    described = kafka_java.tool(
+        kafka_java.TOPICS, "--bootstrap-server", bootstrap, "--describe", "--topic", topic
+    )
     assert "PartitionCount: 2" in described and "ReplicationFactor: 3" in described
     lines = "".join(f"key{i}:value{i}\n" for i in range(10))
-    kafka_java.tool(kafka_java.CONSOLE_PRODUCER, "--bootstrap-server", bootstrap, "--topic", topic,
-                    "--reader-property", "parse.key=true", "--reader-property", "key.separator=:", stdin=lines)
-    out = kafka_java.tool(kafka_java.CONSOLE_CONSUMER, "--bootstrap-server", bootstrap, "--topic", topic,
-                          "--from-beginning", "--max-messages", "10", "--group", group,
-                          "--formatter-property", "print.key=true", "--timeout-ms", "30000")
+    kafka_java.tool(
+        kafka_java.CONSOLE_PRODUCER,
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--reader-property",
+        "parse.key=true",
+        "--reader-property",
+        "key.separator=:",
+        stdin=lines,
+    )
+    out = kafka_java.tool(
+        kafka_java.CONSOLE_CONSUMER,
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--max-messages",
+        "10",
+        "--group",
+        group,
+        "--formatter-property",
+        "print.key=true",
+        "--timeout-ms",
+        "30000",
+    )
     assert sorted(out.split("\n")[:10]) == sorted(f"key{i}\tvalue{i}" for i in range(10))
-    groups = kafka_java.tool(kafka_java.CONSUMER_GROUPS, "--bootstrap-server", bootstrap, "--describe",
-                             "--group", group)
+    groups = kafka_java.tool(
+        kafka_java.CONSUMER_GROUPS, "--bootstrap-server", bootstrap, "--describe", "--group", group
+    )
     rows = [line.split() for line in groups.splitlines() if line.startswith(group)]
     assert sorted((r[1], r[2], r[3], r[4]) for r in rows) == sorted(
-        (topic, str(p), str(n), str(n)) for p, n in _partition_counts(cluster, topic).items())
+        (topic, str(p), str(n), str(n)) for p, n in _partition_counts(cluster, topic).items()
+    )
     assert group in kafka_java.tool(kafka_java.CONSUMER_GROUPS, "--bootstrap-server", bootstrap, "--list")
 
 
@@ -314,14 +422,41 @@ def test_kcat_lists_produces_and_consumes(cluster):
     assert shutil.which("kcat"), "kcat is missing: `deploy/bootstrap.sh test` installs Debian's package"
     topic = topic_name("kcat")
     create_topic(cluster, topic, partitions=1)
-    listing = subprocess.run(["kcat", "-b", cluster.kafka_bootstrap, "-L", "-t", topic], capture_output=True,
-                             text=True, timeout=60, check=True).stdout
+    listing = subprocess.run(
+        ["kcat", "-b", cluster.kafka_bootstrap, "-L", "-t", topic],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert "3 brokers:" in listing and f'topic "{topic}" with 1 partitions' in listing
     for codec in CODECS:
-        subprocess.run(["kcat", "-b", cluster.kafka_bootstrap, "-P", "-t", topic, "-z", codec, "-K", ":",
-                        "-X", "enable.idempotence=true"],
-                       input="".join(f"{codec}{i}:v{i}\n" for i in range(5)), text=True, timeout=60, check=True)
-    out = subprocess.run(["kcat", "-b", cluster.kafka_bootstrap, "-C", "-t", topic, "-o", "beginning", "-e",
-                          "-f", "%k=%s\\n"], capture_output=True, text=True, timeout=60, check=True).stdout
+        subprocess.run(
+            [
+                "kcat",
+                "-b",
+                cluster.kafka_bootstrap,
+                "-P",
+                "-t",
+                topic,
+                "-z",
+                codec,
+                "-K",
+                ":",
+                "-X",
+                "enable.idempotence=true",
+            ],
+            input="".join(f"{codec}{i}:v{i}\n" for i in range(5)),
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    out = subprocess.run(
+        ["kcat", "-b", cluster.kafka_bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-f", "%k=%s\\n"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert out.split() == [f"{codec}{i}=v{i}" for codec in CODECS for i in range(5)]
     assert len(kanal_records(cluster, topic, 1, 25)) == 25

@@ -33,9 +33,16 @@ def test_a_kafka_group_consumes_through_a_leader_sigkill_without_losing_acknowle
     create_topic(cluster, TOPIC, partitions=3, min_insync_replicas="2")
     acked: dict[bytes, tuple[int, int]] = {}
     failed: list = []
-    producer = KafkaProducer({"bootstrap.servers": cluster.kafka_bootstrap, "enable.idempotence": True,
-                              "acks": "all", "linger.ms": 5, "compression.type": "lz4",
-                              "message.timeout.ms": 60_000})
+    producer = KafkaProducer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "compression.type": "lz4",
+            "message.timeout.ms": 60_000,
+        }
+    )
     half_sent = threading.Event()
 
     def delivered(err, msg):
@@ -59,13 +66,21 @@ def test_a_kafka_group_consumes_through_a_leader_sigkill_without_losing_acknowle
         producer.flush(90)
 
     read: list[tuple[int, int, bytes]] = []
-    consumer = KafkaConsumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": "kafka-failover-group",
-                              "auto.offset.reset": "earliest", "enable.auto.commit": True,
-                              "auto.commit.interval.ms": 200, "session.timeout.ms": 6000})
+    consumer = KafkaConsumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "group.id": "kafka-failover-group",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 200,
+            "session.timeout.ms": 6000,
+        }
+    )
     consumer.subscribe([TOPIC])
     writer = threading.Thread(target=produce, name="kafka-producer")
     writer.start()
     try:
+
         def consume_until(done) -> bool:
             for message in consumer.consume(500, 0.2):
                 if message.error() is None:
@@ -78,13 +93,19 @@ def test_a_kafka_group_consumes_through_a_leader_sigkill_without_losing_acknowle
         leader_id = next(p.leader for p in metadata.partitions(TOPIC) if p.partition == 0)
         victim = next(node for node in cluster.brokers if node.node_id == leader_id)
         victim.kill()  # SIGKILL
-        wait_until(lambda: consume_until(lambda: len(read) > RECORDS // 2), 90,
-                   "the group to keep consuming after the leader's SIGKILL")
+        wait_until(
+            lambda: consume_until(lambda: len(read) > RECORDS // 2),
+            90,
+            "the group to keep consuming after the leader's SIGKILL",
+        )
         cluster.start_node(victim, timeout_s=90)
         writer.join(120)
         assert not writer.is_alive()
-        wait_until(lambda: consume_until(lambda: set(acked) <= {v for _, _, v in read}), 90,
-                   "every acknowledged record to be read by the group")
+        wait_until(
+            lambda: consume_until(lambda: set(acked) <= {v for _, _, v in read}),
+            90,
+            "every acknowledged record to be read by the group",
+        )
     finally:
         consumer.close()
         writer.join(10)

@@ -807,7 +807,7 @@ def _fuzz_base(case: int, topic: Topic, api: int, version: int, partitions: list
         batches = {p: kafka_batch([b"fuzz-%d-%d-%d" % (case, p, i) for i in range(1 + (case + p) % 3)],
                                   codec=(0, 0, 0, 1, 2, 3, 4)[(case + p) % 7],
                                   headers=[("case", b"%d" % case), ("n", None)]) for p in partitions}
-        header, body = produce_request(version, topic.name, batches, case, acks=(-1, 1)[case % 2])
+        header, body = produce_request(version, topic.name, batches, case, acks=(-1, 1, -1, 0)[case % 4])
         return header, body, batches[partitions[0]]
     offsets = {p: (case + p) % 13 for p in partitions}
     return (*fetch_request(version, topic.name, offsets, case), None)
@@ -850,6 +850,7 @@ def _one_fuzz_case(rng: random.Random, case: int, planned: tuple, topic: Topic, 
     else:
         return
     what = f"case {case} ({'Produce' if api == PRODUCE else 'Fetch'} v{version}, {what})"
+    ledger.outcomes[f"first frame: {view[0][0] if view else 'not read whole'}"] += 1
     frames, ending = exchange(endpoint, stream, timeout_s=5)
     ledger.outcomes[f"connection {ending}"] += 1
     responses = list(frames)

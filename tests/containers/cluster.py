@@ -175,7 +175,8 @@ class ContainerCluster:
                 wildcard[pod.name] = {"0.0.0.0:9091": first, "0.0.0.0:9093": second, "0.0.0.0:9404": metrics}
             else:
                 local[pod.env["KANAL_ADVERTISE"]] = first
-                wildcard[pod.name] = {"0.0.0.0:9092": first, "0.0.0.0:9404": metrics, "0.0.0.0:9094": kafka_port}
+                wildcard[pod.name] = {"0.0.0.0:9092": first, "0.0.0.0:9404": metrics,
+                                      "0.0.0.0:9094": kafka_port}
                 local[pod.env["KANAL_KAFKA_ADVERTISE"]] = kafka_port
                 if tls and "KANAL_INTER_NODE_ADVERTISE" in pod.env:
                     local[pod.env["KANAL_INTER_NODE_ADVERTISE"]] = nodes_port

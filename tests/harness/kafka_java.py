@@ -34,8 +34,12 @@ def driver_classes() -> Path:
     out = ROOT / ".kafka-jars" / f"driver-{digest}"
     if not (out / "KafkaDriver.class").exists():
         tmp = out.with_name(out.name + ".tmp")
-        subprocess.run(["javac", "-nowarn", "-cp", _classpath(), "-d", str(tmp), str(DRIVER_SOURCE)], check=True,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            ["javac", "-nowarn", "-cp", _classpath(), "-d", str(tmp), str(DRIVER_SOURCE)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         tmp.rename(out)
     return out
 
@@ -44,20 +48,34 @@ def driver(*args: str, config: dict[str, str] | None = None, timeout_s: float = 
     """Run KafkaDriver `args` (produce / consume / admin / txn); its JSON lines. A non-zero exit fails with
     the driver's error line and stderr."""
     extra = [f"--config={k}={v}" for k, v in (config or {}).items()]
-    result = subprocess.run(["java", _QUIET, "-cp", _classpath(driver_classes()), "KafkaDriver", *args, *extra],
-                            capture_output=True, text=True, timeout=timeout_s)
+    result = subprocess.run(
+        ["java", _QUIET, "-cp", _classpath(driver_classes()), "KafkaDriver", *args, *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode != 0:
-        raise AssertionError(f"KafkaDriver {' '.join(args)} exited {result.returncode}: {lines[-1:]}\n"
-                             f"{result.stderr[-3000:]}")
+        raise AssertionError(
+            f"KafkaDriver {' '.join(args)} exited {result.returncode}: {lines[-1:]}\n{result.stderr[-3000:]}"
+        )
     return lines
 
 
 def tool(main_class: str, *args: str, stdin: str | None = None, timeout_s: float = 120) -> str:
     """Run one of Kafka's console tools; its stdout. A non-zero exit fails with its stderr."""
-    result = subprocess.run(["java", _QUIET, "-cp", _classpath(), main_class, *args], input=stdin,
-                            capture_output=True, text=True, timeout=timeout_s)
+    result = subprocess.run(
+        ["java", _QUIET, "-cp", _classpath(), main_class, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
     if result.returncode != 0:
-        raise AssertionError(f"{main_class.rsplit('.', 1)[-1]} {' '.join(args)} exited {result.returncode}:\n"
-                             f"{result.stderr[-3000:]}")
+        raise AssertionError(
+            f"{main_class.rsplit('.', 1)[-1]} {' '.join(args)} exited {result.returncode}:\n"
+            f"{result.stderr[-3000:]}"
+        )
     return result.stdout
