@@ -412,6 +412,52 @@ def test_a_truncated_or_unparseable_frame_closes_the_connection_unanswered_and_u
     assert len(frames) == 1 and ending == "closed"
 
 
+# Arrays and strings Kafka's schemas make non-nullable, by (api, version) and path (see _paths)
+_PRODUCE_NON_NULLABLE = [("topic_data",), (("topic_data", 0), "partition_data"), (("topic_data", 0), "name")]
+_FETCH_NON_NULLABLE = [("topics",), (("topics", 0), "partitions"), (("topics", 0), "topic")]
+NON_NULLABLE = {
+    (PRODUCE, 9): _PRODUCE_NON_NULLABLE,
+    (PRODUCE, 3): _PRODUCE_NON_NULLABLE,
+    (FETCH, 12): _FETCH_NON_NULLABLE + [("forgotten_topics_data",)],
+    (FETCH, 4): _FETCH_NON_NULLABLE,
+}
+
+
+def _null_string(frame: bytes, text: str, flexible: bool) -> bytes:
+    """`frame` with its one string `text` made null (length -1; a compact string's length 0)."""
+    raw = text.encode()
+    written = (bytes([len(raw) + 1]) if flexible else struct.pack(">h", len(raw))) + raw
+    assert frame.count(written) == 1
+    out = frame.replace(written, b"\x00" if flexible else b"\xff\xff")
+    return struct.pack(">i", len(out) - 4) + out[4:]
+
+
+def test_a_null_where_kafka_forbids_one_is_a_frame_that_does_not_parse(cluster):
+    """A null (length -1, or 0 in a compact field) in an array or string that Kafka's schema makes
+    non-nullable: Kafka's broker cannot read the request and closes the connection, serving nothing."""
+    topic = seeded_topic(cluster, "hostile-nulls", per_partition=1)
+    endpoint, (p, _) = shared_leader(topic)
+    before = log_bounds(cluster, topic.name)
+    served = []
+    for (api, version), paths in NON_NULLABLE.items():
+        for path in paths:
+            if api == PRODUCE:
+                header, body = produce_request(version, topic.name, {p: kafka_batch([b"null"])}, 51)
+            else:
+                header, body = fetch_request(version, topic.name, {p: 0}, 51)
+            if path[-1] in ("name", "topic"):  # kio writes no null where the schema forbids one: by hand
+                frame = _null_string(encode(header, body), topic.name, flexible=type(body).__flexible__)
+            else:
+                frame = encode(header, _replaced(body, path, None))
+            frames, ending = exchange(endpoint, frame + sentinel())
+            if frames or ending not in ("closed", "reset"):
+                answer = parse_response(api, version, frames[0])[1] if frames else ending
+                served.append(f"{'Produce' if api == PRODUCE else 'Fetch'} v{version} with a null "
+                              f"{_path_text(path)}: {answer}")
+    assert not served, "\n".join(served)
+    assert log_bounds(cluster, topic.name) == before
+
+
 def test_an_api_or_version_not_served_is_answered_unsupported_version_or_closed(cluster):
     endpoint = cluster.brokers[1].extra["kafka"]
 
@@ -592,10 +638,10 @@ def _field_garbage(rng: random.Random, f: dataclasses.Field, value, batch: bytes
     kind = classify_field(f)
     nullable = is_optional(f)
     if isinstance(kind, (EntityTupleField, PrimitiveTupleField)):
-        options = [(), tuple(value) * 2, tuple(value)[:1] * 3]
+        options = [(), tuple(value) * 2, tuple(value)[:1] * 3, None]  # null, nullable or not: kio writes it
         if isinstance(kind, PrimitiveTupleField):
             options.append(tuple(_int_garbage(rng, 32) for _ in range(rng.randint(1, 4))))
-        return rng.choice(options + ([None] if nullable else []))
+        return rng.choice(options)
     if isinstance(kind, EntityField):
         return None if nullable else value
     kafka_type = f.metadata["kafka_type"]
@@ -631,6 +677,16 @@ def _paths(entity, prefix: tuple = ()) -> list[tuple[tuple, dataclasses.Field, o
                 out += _paths(item, prefix + ((f.name, i),))
         elif isinstance(kind, EntityField) and value is not None:
             out += _paths(value, prefix + ((f.name, None),))
+    return out
+
+
+def _nulls_where_forbidden(entity) -> list[str]:
+    """The fields of kio entity `entity` (nested ones too) that hold a null where Kafka's schema makes them
+    non-nullable: kio reads a null array there as None, Kafka's brokers do not read such a request."""
+    out = []
+    for path, f, value in _paths(entity):
+        if value is None and not is_optional(f):
+            out.append(_path_text(path))
     return out
 
 
@@ -735,6 +791,9 @@ def broker_view(stream: bytes) -> list[tuple[str, int, int, int, object]]:
             _, header_bytes = entity_reader(cls.__header_schema__)(frame, 0)
             request, _ = entity_reader(cls)(frame, header_bytes)
         except Exception:  # noqa: BLE001 - kio raises many types on bad bytes: the listener closes
+            out.append(("close", api_key, version, correlation_id, None))
+            continue
+        if _nulls_where_forbidden(request):  # as Kafka's brokers: a request they cannot read
             out.append(("close", api_key, version, correlation_id, None))
             continue
         silent = api_key == PRODUCE and request.acks == 0
