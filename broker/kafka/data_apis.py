@@ -6,18 +6,31 @@ response (Produce with acks=0). Batches are transcoded here (record_batch.py) an
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
+from kanal.broker.batch_validation import records_bytes_max
 from kanal.broker.kafka import errors
 from kanal.broker.kafka.call import Call, CallRefused, KafkaCallContext, Response
 from kanal.broker.kafka.record_batch import entries_to_kafka, kafka_to_kanal, split_kafka_batches
+from kanal.broker.storage.log_config import LogConfig
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
-# A batch's records may decompress to at most this many times the request frame limit while transcoding;
-# the leader then holds them to 64 x the topic's max.message.bytes (batch_validation.py).
-_RECORDS_EXPANSION_MAX = 64
 _INTERNAL_PREFIX = "__"
+
+
+def _records_bytes_max(call: Call, topic: str, partition: int) -> int:
+    """How far a batch's records may decompress while transcoding: the leader's own bound (64 x the
+    topic's max.message.bytes, batch_validation.py), so a small batch of zeros cannot make the broker
+    allocate gigabytes before the leader refuses it. For a partition this broker does not host, the
+    default topic's bound: Produce then answers for it as it answers any call (the ACL check first, so the
+    answer does not tell an unauthorized client whether the topic exists)."""
+    try:
+        hosted = call.server.replicas.partition(topic, partition)
+    except KanalError:
+        return records_bytes_max(LogConfig().batch_bytes_max)
+    return records_bytes_max(hosted.log.config.batch_bytes_max)
 
 
 def _ms(value: Any) -> int:
@@ -28,18 +41,21 @@ def _ms(value: Any) -> int:
 async def produce(call: Call, req: Any) -> Response | None:
     request = broker_pb2.ProduceRequest(acks=req.acks, timeout_ms=max(0, _ms(req.timeout)))
     refused: dict[tuple[str, int], tuple[int, str]] = {}
-    bytes_max = call.server.config.kafka_request_bytes_max * _RECORDS_EXPANSION_MAX
+    # A partition named twice would get one answer for two appends: every entry of it is refused.
+    named = Counter((t.name, p.index) for t in req.topic_data for p in t.partition_data)
     order: list[tuple[str, list[int]]] = []
     for topic in req.topic_data:
         out = request.topics.add(topic=topic.name)
         order.append((topic.name, [p.index for p in topic.partition_data]))
         for part in topic.partition_data:
             try:
+                if named[(topic.name, part.index)] > 1:
+                    raise KanalError(ErrorCode.INVALID_REQUEST, "the partition is named twice in the request")
                 if part.records is None:
                     raise KanalError(ErrorCode.INVALID_RECORD, "no records for the partition")
-                batches = [
-                    kafka_to_kanal(b, records_bytes_max=bytes_max) for b in split_kafka_batches(part.records)
-                ]
+                bytes_max = _records_bytes_max(call, topic.name, part.index)
+                batches = [kafka_to_kanal(b, records_bytes_max=bytes_max)
+                           for b in split_kafka_batches(part.records)]
             except KanalError as exc:
                 refused[(topic.name, part.index)] = (exc.code, exc.message)
                 continue

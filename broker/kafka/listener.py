@@ -161,20 +161,21 @@ class KafkaListener:
                         self._frame_bytes_max,
                     )
                     break
-                frame = await reader.readexactly(size)
+                admitted = self._admit(await reader.readexactly(size), peer)
                 await slots.acquire()
-                await responses.put(asyncio.create_task(self._handle(frame, session)))
+                await responses.put(asyncio.create_task(self._handle(admitted, session)))
+                if admitted is _CLOSE:
+                    break  # nothing after a frame that closes the connection is read, let alone served
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             pass
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # the listener stops: the connection ends here, quietly
             sender.cancel()
-            raise
         finally:
             await responses.put(None)
             if not sender.done():
                 try:
                     await sender
-                except (ConnectionError, ssl.SSLError) as exc:  # the client went away first
+                except (ConnectionError, ssl.SSLError, asyncio.CancelledError) as exc:  # client gone first
                     log.debug("Kafka client %s went away: %s", peer, exc)
             writer.close()
             self._connections.discard(task)
@@ -185,7 +186,20 @@ class KafkaListener:
         writer: asyncio.StreamWriter,
         slots: asyncio.Semaphore,
     ) -> None:
-        """Write each response in request order; stop at the first request that closes the connection."""
+        """Write each response in request order; stop at the first request that closes the connection.
+        However it ends (a client gone mid-write included), it frees a slot, so a reader waiting for one
+        wakes and sees the writer is done."""
+        try:
+            await self._send_in_order(responses, writer, slots)
+        finally:
+            slots.release()
+
+    async def _send_in_order(
+        self,
+        responses: asyncio.Queue[asyncio.Task[Any] | None],
+        writer: asyncio.StreamWriter,
+        slots: asyncio.Semaphore,
+    ) -> None:
         while True:
             task = await responses.get()
             if task is None:
@@ -225,26 +239,31 @@ class KafkaListener:
             log.info("Kafka client %s refused: %s", peer, exc.message)
             return None
 
-    async def _handle(self, frame: bytes, session: _Session) -> bytearray | None | object:
-        peer = session.peer
+    def _admit(self, frame: bytes, peer: str) -> wire.Request | bytearray | object:
+        """A frame as read: its decoded request; the UNSUPPORTED_VERSION answer for an API or version not
+        served; or _CLOSE for a frame that cannot be parsed or answered. Decided before the next frame is
+        read: Kafka's brokers read nothing after a frame that closes the connection."""
         try:
             api_key, version, correlation_id = wire.peek_header(frame)
         except wire.FrameError:
-            return _CLOSE
-        if session.principal is None and api_key not in _BEFORE_AUTHENTICATION:
-            log.info(
-                "Kafka client %s sent %s before authenticating: closing",
-                peer,
-                API_VERSIONS.get(api_key, (f"API {api_key}",))[0],
-            )
             return _CLOSE
         if not served(api_key, version):
             answer = unsupported_response(api_key, version, correlation_id)
             return _CLOSE if answer is None else answer
         try:
-            request = wire.decode_request(frame)
+            return wire.decode_request(frame)
         except wire.FrameError as exc:
             log.info("Kafka client %s: %s: closing", peer, exc)
+            return _CLOSE
+
+    async def _handle(self, admitted: wire.Request | bytearray | object, session: _Session) -> object:
+        peer = session.peer
+        if not isinstance(admitted, wire.Request):
+            return admitted  # an answer made at admission, or _CLOSE
+        request = admitted
+        api_key, version, correlation_id = request.api_key, request.api_version, request.correlation_id
+        if session.principal is None and api_key not in _BEFORE_AUTHENTICATION:
+            log.info("Kafka client %s sent %s before authenticating: closing", peer, API_VERSIONS[api_key][0])
             return _CLOSE
         if api_key == wire.API_VERSIONS_KEY:
             return wire.encode_response(api_key, version, correlation_id, api_versions_response())

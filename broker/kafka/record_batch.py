@@ -328,6 +328,9 @@ def kafka_to_kanal(batch: memoryview, *, records_bytes_max: int) -> bytes:
         raise KanalError(ErrorCode.INVALID_RECORD, f"record batch has unknown attributes {attributes:#x}")
     if not 0 < count <= kbatch.RECORDS_PER_BATCH_MAX:
         raise KanalError(ErrorCode.INVALID_RECORD, f"record batch claims {count} records")
+    if last_offset_delta != count - 1:  # a producer's batch is dense from 0, as the leader requires
+        raise KanalError(ErrorCode.INVALID_RECORD,
+                         f"record batch of {count} records has last offset delta {last_offset_delta}")
     plain = kafka_decompress(codec, batch[KAFKA_HEADER_BYTES:], records_bytes_max)
     idempotent = producer_id >= 0
     return b"".join(

@@ -90,7 +90,38 @@ def decode_request(frame: bytes) -> Request:
         raise FrameError(f"cannot parse {api_key} v{api_version}: {type(exc).__name__}: {exc}") from exc
     # Bytes after the body are ignored, as Kafka's brokers ignore them: librdkafka's Metadata v12 request
     # carries three that kio's schema does not account for.
+    null = _null_where_forbidden(body)
+    if null:  # kio reads a null where the schema forbids one as None; Kafka's brokers refuse the request
+        raise FrameError(f"cannot parse {api_key} v{api_version}: {null} is null")
     return Request(api_key, api_version, header.correlation_id, header.client_id or "", body)
+
+
+@cache
+def _nested_plan(cls: Any) -> tuple[tuple[str, bool, bool, bool], ...]:
+    """Per field of a request class: (name, nullable, an array of structs, a struct)."""
+    return tuple((f.name, is_optional(f), isinstance(kind, EntityTupleField), isinstance(kind, EntityField))
+                 for f in fields(cls) for kind in (classify_field(f),))
+
+
+def _null_where_forbidden(entity: Any) -> str:
+    """The first field of `entity` (nested structs included) that is null where its schema forbids it,
+    or "" when there is none."""
+    kind: Any = type(entity)  # a kio class: hashable, as every class is
+    for name, nullable, struct_array, one_struct in _nested_plan(kind):
+        value = getattr(entity, name)
+        if value is None:
+            if not nullable:
+                return f"{type(entity).__qualname__}.{name}"
+        elif struct_array:
+            for item in value:
+                found = _null_where_forbidden(item)
+                if found:
+                    return found
+        elif one_struct:
+            found = _null_where_forbidden(value)
+            if found:
+                return found
+    return ""
 
 
 # ---- responses from plain dicts ----
