@@ -460,3 +460,54 @@ def test_kcat_lists_produces_and_consumes(cluster):
     ).stdout
     assert out.split() == [f"{codec}{i}=v{i}" for codec in CODECS for i in range(5)]
     assert len(kanal_records(cluster, topic, 1, 25)) == 25
+
+
+def test_kafka_python_and_kcat_consume_in_groups_with_commits(cluster):
+    topic = topic_name("groups")
+    create_topic(cluster, topic, partitions=2)
+    with Producer(ProducerConfig(cluster.bootstrap, acks="all")) as producer:
+        for i in range(30):
+            producer.produce(topic, b"v%d" % i, key=b"k%d" % i, partition=i % 2)
+        producer.flush(30)
+    py_group, kcat_group = topic_name("py"), topic_name("kcat")
+    py = PyKafkaConsumer(topic, bootstrap_servers=cluster.kafka_bootstrap, group_id=py_group,
+                         auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=15_000)
+    try:
+        read = [m for _, m in zip(range(30), py)]
+        py.commit()
+    finally:
+        py.close()
+    assert sorted(m.value for m in read) == sorted(b"v%d" % i for i in range(30))
+    assert shutil.which("kcat"), "kcat is missing: `deploy/bootstrap.sh test` installs Debian's package"
+    # kcat's balanced consumer (-G) in its own group, auto-committing; -e stops it at the end
+    out = subprocess.run(["kcat", "-b", cluster.kafka_bootstrap, "-G", kcat_group, "-o", "beginning", "-e",
+                          "-X", "enable.auto.commit=true", "-X", "auto.commit.interval.ms=100", "-f", "%s\\n",
+                          topic], capture_output=True, text=True, timeout=90, check=True).stdout
+    assert sorted(out.split()) == sorted(f"v{i}" for i in range(30))
+    with Admin(cluster.bootstrap) as admin:
+        assert admin.group_offsets(py_group) == {(topic, 0): 15, (topic, 1): 15}
+        wait_until(lambda: admin.group_offsets(kcat_group) == {(topic, 0): 15, (topic, 1): 15}, 20,
+                   "kcat's group to have committed its positions")
+
+
+def test_quotas_throttle_kafka_clients_with_throttle_time_in_their_responses(cluster):
+    topic, client_id = topic_name("quota"), topic_name("throttled")
+    create_topic(cluster, topic, partitions=1)
+    with Admin(cluster.bootstrap) as admin:
+        admin.alter_client_quota("client-id", client_id, {"producer_byte_rate": 20_000.0})
+    throttled: list[int] = []
+    producer = KafkaProducer({"bootstrap.servers": cluster.kafka_bootstrap, "client.id": client_id,
+                              "acks": "all", "linger.ms": 5,
+                              "throttle_cb": lambda event: throttled.append(event.throttle_time)})
+    try:
+        def throttled_yet() -> bool:
+            for _ in range(50):
+                producer.produce(topic, b"x" * 1000)
+            producer.poll(0.1)
+            return any(ms > 0 for ms in throttled)
+
+        wait_until(throttled_yet, 60, "the producer's responses to carry a throttle time")
+    finally:
+        producer.flush(60)
+        with Admin(cluster.bootstrap) as admin:
+            admin.alter_client_quota("client-id", client_id, {"producer_byte_rate": None})
