@@ -33,6 +33,7 @@ setup(
             optional=True,
         ),
         Extension("kanal.broker._batch_walk", sources=["broker/_batch_walk.c"], optional=True),
+        Extension("kanal.broker._kafka_records", sources=["broker/_kafka_records.c"], optional=True),
         Extension(
             "kanal.spark._record_columns", sources=["spark/_record_columns.c"],
             depends=["spark/_arrow_buffers.h"], optional=True,

@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "--listen may take password clients without a certificate (--tls-client-auth none)")
     p.add_argument("--inter-node-advertise", default="",
                    help="host:port other brokers dial for --inter-node-listen (default: --inter-node-listen)")
+    p.add_argument("--kafka-listen", default="",
+                   help="host:port of a Kafka wire-protocol listener (Kafka clients: producers, consumer "
+                        "groups, admin, transactions), with the --listen listener's TLS and passwords")
+    p.add_argument("--kafka-advertise", default="",
+                   help="host:port Kafka clients dial for --kafka-listen (default: --kafka-listen)")
     p.add_argument("--controllers", required=True, help="comma-separated host:port of the controllers' gRPC")
     p.add_argument("--data-dir", type=Path, required=True, help="directory for partition logs")
     p.add_argument("--rack", default="", help="rack or zone, for rack-aware placement")
@@ -101,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
          "a producer with no batch for this long is forgotten (producer.id.expiration.ms)"),
         ("--produce-timeout-ms-default", 30_000,
          "acks=all wait of a Produce whose timeout_ms is 0 (request.timeout.ms)"),
+        ("--kafka-request-bytes-max", 100 << 20,
+         "largest Kafka request frame (socket.request.max.bytes); a longer one closes the connection"),
+        ("--kafka-requests-in-flight-max", 64, "Kafka requests one connection may have in flight"),
         ("--quota-window-num", 11, "samples client quota rates are measured over (quota.window.num)"),
         ("--quota-window-size-ms", 1000, "length of one quota sample (quota.window.size.seconds, in ms)"),
     ):
@@ -137,6 +145,10 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
         advertise=args.advertise,
         inter_node_listen=args.inter_node_listen,
         inter_node_advertise=args.inter_node_advertise,
+        kafka_listen=args.kafka_listen,
+        kafka_advertise=args.kafka_advertise,
+        kafka_request_bytes_max=args.kafka_request_bytes_max,
+        kafka_requests_in_flight_max=args.kafka_requests_in_flight_max,
         controllers=tuple(c.strip() for c in args.controllers.split(",") if c.strip()),
         data_dir=args.data_dir,
         rack=rack_of(args.rack, args.rack_file),
@@ -167,6 +179,9 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
     )
     advertised_host, _ = parse_endpoint(config.advertised)
     check_resolves("--advertise", advertised_host, args.resolve_wait_ms_max)
+    if config.kafka_listen:
+        check_resolves("--kafka-advertise", parse_endpoint(config.kafka_advertised)[0],
+                       args.resolve_wait_ms_max)
     if config.inter_node_listen:
         check_resolves("--inter-node-advertise", parse_endpoint(config.inter_node_advertised)[0],
                        args.resolve_wait_ms_max)

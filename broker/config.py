@@ -54,6 +54,17 @@ class BrokerConfig:
     inter_node_listen: str = ""
     # host:port other brokers dial for it, registered with the controllers; empty: `inter_node_listen`.
     inter_node_advertise: str = ""
+    # host:port of the Kafka wire-protocol listener (broker/kafka/); empty: none. Same TLS as `listen`;
+    # SASL (SCRAM, PLAIN over TLS) as Kafka's SASL_PLAINTEXT / SASL_SSL listeners when passwords are on.
+    kafka_listen: str = ""
+    # host:port Kafka clients dial for it, registered with the controllers; empty: `kafka_listen`.
+    kafka_advertise: str = ""
+    # Largest Kafka request frame the listener reads (socket.request.max.bytes): a longer length prefix
+    # closes the connection before anything is read.
+    kafka_request_bytes_max: int = 100 << 20
+    # Requests one Kafka connection may have in flight; reading pauses beyond it (Kafka's broker reads one
+    # request per connection at a time; clients pipeline up to max.in.flight.requests.per.connection).
+    kafka_requests_in_flight_max: int = 64
     # host:port for the Prometheus metrics endpoint; empty disables it. `kanal broker` fills it in: port 9404
     # (kanal.server.metrics_endpoint) on the --listen host, unless --metrics moves it or says `off`.
     metrics_listen: str = ""
@@ -144,6 +155,11 @@ class BrokerConfig:
         return self.advertise or self.listen
 
     @property
+    def kafka_advertised(self) -> str:
+        """host:port of the Kafka listener, registered with the controllers ("" when none)."""
+        return self.kafka_advertise or self.kafka_listen
+
+    @property
     def inter_node_advertised(self) -> str:
         """host:port of the listener for other nodes, registered with the controllers ("" when none)."""
         return self.inter_node_advertise or self.inter_node_listen
@@ -168,6 +184,19 @@ class BrokerConfig:
                    "--inter-node-listen needs TLS (--tls-cert-file, --tls-key-file, --tls-ca-file): the "
                    "other nodes authenticate there by certificate")
             _check(self.inter_node_listen != self.listen, "--inter-node-listen must differ from --listen")
+        _check(not self.kafka_advertise or bool(self.kafka_listen), "--kafka-advertise needs --kafka-listen")
+        if self.kafka_listen:
+            parse_endpoint(self.kafka_listen)
+            kafka_host, _ = parse_endpoint(self.kafka_advertised)
+            _check(kafka_host not in ("0.0.0.0", "::", "[::]", ""),
+                   f"the advertised Kafka address {self.kafka_advertised!r} is a wildcard nobody can dial: "
+                   "set --kafka-advertise")
+            _check(self.kafka_listen not in (self.listen, self.inter_node_listen),
+                   "--kafka-listen must differ from --listen and --inter-node-listen")
+        _check(1024 <= self.kafka_request_bytes_max <= 1 << 30,
+               "kafka_request_bytes_max must be in [1024, 1073741824]")
+        _check(1 <= self.kafka_requests_in_flight_max <= 1024,
+               "kafka_requests_in_flight_max must be in [1, 1024]")
         _check(len(self.controllers) >= 1, "at least one controller endpoint is needed")
         object.__setattr__(self, "controller_endpoints", tuple(parse_endpoint(c) for c in self.controllers))
         _check(100 <= self.heartbeat_interval_ms <= 60_000, "heartbeat_interval_ms must be in [100, 60000]")

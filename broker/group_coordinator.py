@@ -45,10 +45,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import struct
 import threading
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
+
+from google.protobuf.message import DecodeError
 
 from kanal.broker.coordinator_runtime import CoordinatorRuntime, Timer, TimeSource
 from kanal.broker.group import DEAD, Effect, Group, GroupLimits, Persist, Reply, check_group_id
@@ -64,6 +67,7 @@ from kanal.broker.group_records import (
     replay_entries,
     txn_batch_of,
 )
+from kanal.broker.kafka.group_protocol import KAFKA_CONSUMER, decode_consumer_assignment
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.peer_brokers import PeerBrokers
 from kanal.metadata import MetadataImage
@@ -534,7 +538,10 @@ class GroupCoordinator:
                         member = out.members.add(member_id=m.member_id, group_instance_id=m.group_instance_id,
                                                  client_id=m.client_id, client_host=m.client_host)
                         if m.assignment:
-                            member.assignment.ParseFromString(m.assignment)
+                            member.raw_assignment = m.assignment
+                            decoded = _decoded_assignment(group.protocol_type, m.assignment)
+                            if decoded is not None:
+                                member.assignment.CopyFrom(decoded)
                     committed = {tp: v.offset for tp, v in group.current_offsets(topic_id_of).items()}
             except KanalError as exc:
                 out.error = exc.code
@@ -694,3 +701,18 @@ def _topic_ids(image: MetadataImage | None) -> Callable[[str], str | None]:
         return topic.topic_id if topic is not None else None
 
     return topic_id_of
+
+
+def _decoded_assignment(protocol_type: str, data: bytes) -> broker_pb2.ConsumerAssignment | None:
+    """A member's assignment as `kanal groups describe` shows it: by the group's protocol type (kanal's
+    consumers encode theirs in protobuf, Kafka's consumers in Kafka's ConsumerProtocol); None for another
+    protocol type, or bytes that are not what the type says (a group's leader may send anything)."""
+    try:
+        if protocol_type == "consumer":
+            assignment: broker_pb2.ConsumerAssignment = broker_pb2.ConsumerAssignment.FromString(data)
+            return assignment
+        if protocol_type == KAFKA_CONSUMER:
+            return decode_consumer_assignment(data)
+    except (DecodeError, ValueError, struct.error, UnicodeDecodeError):
+        return None
+    return None

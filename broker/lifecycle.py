@@ -69,7 +69,7 @@ class BrokerLifecycle:
                  data_dir: Path | str | None = None,
                  on_superseded: Callable[[str], None] = stop_process, unclean_shutdown: bool = False,
                  recovery_log_ends: Callable[[], list[controller_pb2.ReplicaLogEnd]] = list,
-                 inter_node_endpoint: str = "") -> None:
+                 inter_node_endpoint: str = "", kafka_endpoint: str = "") -> None:
         self._client = client
         self.broker_id = broker_id
         self._endpoint = endpoint
@@ -85,6 +85,7 @@ class BrokerLifecycle:
         self.unclean_shutdown = unclean_shutdown
         self._recovery_log_ends = recovery_log_ends
         self._inter_node_endpoint = inter_node_endpoint
+        self._kafka_endpoint = kafka_endpoint
         # The data directory's identity; "" without a data directory (tests of the lifecycle alone).
         self.directory_id = ""
         self._data_dir = None if data_dir is None else Path(data_dir)
@@ -123,6 +124,7 @@ class BrokerLifecycle:
             broker_id=self.broker_id, incarnation_id=self.incarnation_id, endpoint=self._endpoint,
             rack=self._rack, metrics_endpoint=self._metrics_endpoint, directory_id=self.directory_id,
             unclean_shutdown=self.unclean_shutdown, inter_node_endpoint=self._inter_node_endpoint,
+            kafka_endpoint=self._kafka_endpoint,
         )
         deadline = time.monotonic() + timeout_s
         duplicate_since: float | None = None

@@ -149,7 +149,17 @@ class QuotaInterceptor(grpc.aio.ServerInterceptor):
         # span). These are the light calls (heartbeats, commits, admin); Produce and Fetch wait on the loop.
         return handler._replace(unary_unary=self._wrap_sync(behaviour, method, client_id))
 
-    def _wrap_async(self, behaviour: Callable, method: str, client_id: str) -> Callable:
+    def wrap(self, behaviour: Callable, method_name: str, client_id: str) -> Callable:
+        """Broker handler `method_name` ("Produce") with the client's quotas applied, for a caller that is
+        not a gRPC call: the Kafka listener, whose client id comes in its request header."""
+        if not self._quotas.active:
+            return behaviour
+        method = _SERVICE_PREFIX + method_name
+        if inspect.iscoroutinefunction(behaviour):
+            return self._wrap_async(behaviour, method, client_id)
+        return self._wrap_sync(behaviour, method, client_id)
+
+    def _wrap_async(self, behaviour: Callable[..., Any], method: str, client_id: str) -> Callable[..., Any]:
         quotas, kinds = self._quotas, _DELAY_KINDS.get(method, _REQUEST_ONLY)
 
         async def served(request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -172,7 +182,7 @@ class QuotaInterceptor(grpc.aio.ServerInterceptor):
 
         return served
 
-    def _wrap_sync(self, behaviour: Callable, method: str, client_id: str) -> Callable:
+    def _wrap_sync(self, behaviour: Callable[..., Any], method: str, client_id: str) -> Callable[..., Any]:
         quotas = self._quotas
 
         def served(request: Any, context: grpc.ServicerContext) -> Any:

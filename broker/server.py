@@ -35,6 +35,7 @@ from kanal.broker.config import BrokerConfig, parse_endpoint
 from kanal.broker.controller_client import ControllerClient
 from kanal.broker.group import GroupLimits
 from kanal.broker.group_coordinator import GroupCoordinator
+from kanal.broker.kafka.listener import KafkaListener, kafka_ssl_context
 from kanal.broker.lifecycle import BrokerLifecycle
 from kanal.broker.metadata_follower import MetadataFollower
 from kanal.broker.metrics import BrokerMetrics
@@ -67,10 +68,13 @@ class BrokerServer:
         self.quotas = BrokerQuotas(
             QuotaWindows(config.quota_window_num, config.quota_window_size_ms), self.metrics
         )
+        # One interceptor for every listener: gRPC calls pass through it, Kafka requests are wrapped by it.
+        self.quota_interceptor = QuotaInterceptor(self.quotas, self.metrics)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._grpc: grpc.aio.Server | None = None
         self._node_grpc: grpc.aio.Server | None = None  # the listener for other nodes, when configured
+        self._kafka: KafkaListener | None = None  # the Kafka wire-protocol listener, when configured
         self._metrics_server = None
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
@@ -106,7 +110,7 @@ class BrokerServer:
             metrics_endpoint=config.metrics_listen, heartbeat_interval_ms=config.heartbeat_interval_ms,
             metadata_offset=lambda: self.metadata.offset, data_dir=config.data_dir,
             unclean_shutdown=bool(unclean), recovery_log_ends=self.replicas.recovery_log_ends,
-            inter_node_endpoint=config.inter_node_advertised,
+            inter_node_endpoint=config.inter_node_advertised, kafka_endpoint=config.kafka_advertised,
         )
         self.groups = GroupCoordinator(
             broker_id=config.broker_id, replicas=self.replicas, image=lambda: self.metadata.image,
@@ -196,7 +200,7 @@ class BrokerServer:
         def new_server(node_listener: bool) -> grpc.aio.Server:
             server = grpc.aio.server(migration_thread_pool=self._request_pool, options=options,
                                      interceptors=[aio_server_interceptor(self.authenticator),
-                                                   QuotaInterceptor(self.quotas, self.metrics)])
+                                                   self.quota_interceptor])
             service = BrokerService(self, node_listener=node_listener)
             broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
@@ -230,6 +234,16 @@ class BrokerServer:
             self._node_grpc = node_server
         await server.start()
         self._grpc = server
+        if self.config.kafka_listen:
+            host, port = parse_endpoint(self.config.kafka_listen)
+            kafka = KafkaListener(self, BrokerService(self), host, port, kafka_ssl_context(security))
+            try:
+                await kafka.start()
+            except OSError as exc:
+                raise OSError(f"cannot listen on {self.config.kafka_listen} (--kafka-listen): "
+                              f"{exc.strerror or exc}") from exc
+            self._kafka = kafka
+            log.info("Kafka listener %s: %s", self.config.kafka_listen, security.describe())
 
     def _unready(self) -> KanalError | None:
         """Until the first caught-up image is published the credentials may be incomplete: a password that
@@ -300,6 +314,8 @@ class BrokerServer:
                 self._on_loop(self._grpc.stop(grace=1.0), timeout_s=grace_s + 5)
             if self._node_grpc is not None:
                 self._on_loop(self._node_grpc.stop(grace=1.0), timeout_s=grace_s + 5)
+            if self._kafka is not None:
+                self._on_loop(self._kafka.stop(), timeout_s=grace_s + 5)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop_thread.join(timeout=grace_s)
         self._request_pool.shutdown(wait=False, cancel_futures=True)

@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     root = args.data_dir or Path(tempfile.mkdtemp(prefix="kanal-demo-"))
     cluster = LocalCluster(root, controllers=3, brokers=3,
                            controller_flags=["--session-timeout-ms", "3000", "--election-timeout-ms", "400"],
-                           broker_flags=["--heartbeat-interval-ms", "500", "--replica-lag-ms-max", "5000"])
+                           broker_flags=["--heartbeat-interval-ms", "500", "--replica-lag-ms-max", "5000"],
+                           kafka_listeners=True)
     say(f"kanal demo: starting 3 controllers and 3 brokers on 127.0.0.1 (data in {root})")
     say("  insecure on purpose: plaintext gRPC, no authentication, loopback only (see 'Securing kanal' "
         "in the README)")
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster.start(timeout_s=120)
         say(f"  cluster ready in {time.perf_counter() - started:.1f} s; bootstrap {cluster.bootstrap}")
+        say(f"  kafka bootstrap: {cluster.kafka_bootstrap}")
         return run(cluster, args.records, as_json=args.output == "json")
     except (RuntimeError, TimeoutError) as exc:
         return command_error("kanal demo", str(exc), ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -139,6 +141,7 @@ def run(cluster: LocalCluster, total: int, as_json: bool = False) -> int:
         print(json.dumps({"ok": ok, "records": total, "acknowledged": len(acked), "failed": len(failed),
                           "lost": len(lost), "duplicates": duplicates, "read": len(read), "read_twice": twice,
                           "group_lag": lag, "killed_broker": victim.node_id, "leaders_before": leaders,
+                          "kafka_bootstrap": cluster.kafka_bootstrap,
                           "leaders_after": new_leaders}), flush=True)
     return 0 if ok else 1
 

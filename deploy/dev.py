@@ -125,7 +125,7 @@ def _run(argv: list[str]) -> int:
         supers = [f"User:{name}" for name in (*(tls.nodes if tls else ()), DEV_CLIENT_NAME)]
         authorizer = ["--authorizer", "on", "--super-users", ";".join(supers)]
     cluster = LocalCluster(args.data_dir, controllers=args.controllers, brokers=args.brokers, tls=tls,
-                           node_listeners=tls is not None, controller_flags=authorizer,
+                           node_listeners=tls is not None, kafka_listeners=True, controller_flags=authorizer,
                            broker_flags=authorizer)
     say(f"kanal dev: starting {args.controllers} controllers and {args.brokers} brokers, data in "
         f"{args.data_dir}")
@@ -162,6 +162,7 @@ def _run(argv: list[str]) -> int:
             "pid": os.getpid(),
             "bootstrap": cluster.bootstrap,
             "admin_bootstrap": cluster.admin_bootstrap,
+            "kafka_bootstrap": cluster.kafka_bootstrap,
             "client_config": client_config,
             "controllers": cluster.controller_endpoints,
             "data_dir": str(args.data_dir),
@@ -172,6 +173,7 @@ def _run(argv: list[str]) -> int:
         if args.output == "json":
             print(json.dumps(state), flush=True)
         say(f"kanal dev: ready. bootstrap: {cluster.bootstrap}")
+        say(f"kafka bootstrap: {cluster.kafka_bootstrap}")
         for node in cluster.nodes:
             say(f"  {node.name:<13} {node.endpoint:<22} pid {node.pid}  log {node.log_path}")
         say("kanal dev: other kanal commands use this cluster by default; `kanal dev status` and "

@@ -143,12 +143,14 @@ class LocalCluster:
                  controller_flags: list[str] | None = None, broker_flags: list[str] | None = None,
                  cluster_secret: str = "kanal-local", tls: DevTls | None = None,
                  security_flags: list[str] | None = None, hosts: dict[str, str] | None = None,
-                 node_listeners: bool = False) -> None:
+                 node_listeners: bool = False, kafka_listeners: bool = False) -> None:
         """`hosts`: the address each node (by name, `controller-0`, `broker-1`) binds and advertises,
         127.0.0.1 when left out (kanal chaos gives each node its own network namespace and address).
         `node_listeners` (with `tls`): every broker also serves a listener for the other nodes
         (--inter-node-listen, certificates required), and its client listener takes password clients
-        without a certificate; certificate holders (the dev admin) use `admin_bootstrap`."""
+        without a certificate; certificate holders (the dev admin) use `admin_bootstrap`.
+        `kafka_listeners`: every broker also serves the Kafka wire protocol (--kafka-listen), for Kafka
+        clients at `kafka_bootstrap`."""
         if not 1 <= controllers <= 7:
             raise ValueError("controllers must be in [1, 7]")
         if not 0 <= brokers <= 64:
@@ -166,7 +168,9 @@ class LocalCluster:
         if node_listeners and tls is None:
             raise ValueError("node_listeners needs tls")
         self.node_listeners = node_listeners
-        ports = free_ports(3 * controllers + 2 * brokers + (brokers if node_listeners else 0))
+        ports = free_ports(3 * controllers + 2 * brokers + (brokers if node_listeners else 0)
+                           + (brokers if kafka_listeners else 0))
+        kafka_base = len(ports) - (brokers if kafka_listeners else 0)
         self.controllers: list[Node] = []
         hosts = hosts or {}
         c_hosts = [hosts.get(f"controller-{i}", "127.0.0.1") for i in range(controllers)]
@@ -218,8 +222,13 @@ class LocalCluster:
             if node_listeners:
                 node_endpoint = f"{host}:{ports[base + 2 * brokers + b]}"
                 args += ["--inter-node-listen", node_endpoint, "--tls-client-auth", "none"]
+            if kafka_listeners:
+                node_kafka = f"{host}:{ports[kafka_base + b]}"
+                args += ["--kafka-listen", node_kafka]
             node = Node("broker", b, f"{host}:{grpc_port}", args, self.data_dir / "logs" / f"broker-{b}.log")
             node.extra["metrics"] = f"{host}:{metrics_port}"
+            if kafka_listeners:
+                node.extra["kafka"] = node_kafka
             if node_endpoint:
                 node.extra["inter_node"] = node_endpoint
             self.brokers.append(node)
@@ -281,6 +290,11 @@ class LocalCluster:
     def bootstrap(self) -> str:
         """Comma-separated broker endpoints, for clients."""
         return ",".join(n.endpoint for n in self.brokers)
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """Comma-separated Kafka listener endpoints ("" when the brokers have none), for Kafka clients."""
+        return ",".join(n.extra["kafka"] for n in self.brokers if "kafka" in n.extra)
 
     @property
     def admin_bootstrap(self) -> str:

@@ -265,6 +265,7 @@ def _register_broker(image: MetadataImage, r: metadata_pb2.RegisterBrokerRecord,
         directory_id=r.directory_id,
         unclean_shutdown=r.unclean_shutdown,
         inter_node_endpoint=r.inter_node_endpoint,
+        kafka_endpoint=r.kafka_endpoint,
     )
     ctx.journal.put(image.brokers, registration.broker_id, registration)
 
@@ -310,6 +311,7 @@ def _with_fenced(reg: BrokerRegistration, fenced: bool, in_controlled_shutdown: 
         # image.py: the unclean-shutdown mark is acted on when the registration is first unfenced.
         reg.unclean_shutdown and fenced,
         reg.inter_node_endpoint,
+        reg.kafka_endpoint,
     )
 
 

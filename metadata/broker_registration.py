@@ -63,12 +63,13 @@ def decide_register_broker(
     if existing is not None:
         if existing.incarnation_id == request.incarnation_id:
             same = (existing.endpoint, existing.rack, existing.metrics_endpoint, existing.directory_id,
-                    existing.inter_node_endpoint) == (
+                    existing.inter_node_endpoint, existing.kafka_endpoint) == (
                 request.endpoint,
                 request.rack,
                 request.metrics_endpoint,
                 request.directory_id,
                 request.inter_node_endpoint,
+                request.kafka_endpoint,
             )
             if same:
                 return Decision([], controller_pb2.RegisterBrokerResponse(broker_epoch=existing.broker_epoch))
@@ -117,6 +118,7 @@ def decide_register_broker(
                 directory_id=request.directory_id,
                 unclean_shutdown=request.unclean_shutdown,
                 inter_node_endpoint=request.inter_node_endpoint,
+                kafka_endpoint=request.kafka_endpoint,
             )
         )
     )

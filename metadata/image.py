@@ -79,6 +79,8 @@ class BrokerRegistration:
     unclean_shutdown: bool = False
     # host:port of the broker's listener for other nodes ("": `endpoint` serves them too).
     inter_node_endpoint: str = ""
+    # host:port of the broker's Kafka wire-protocol listener ("": it has none).
+    kafka_endpoint: str = ""
 
     @property
     def peer_endpoint(self) -> str:

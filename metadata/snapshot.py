@@ -47,6 +47,7 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                     directory_id=reg.directory_id,
                     unclean_shutdown=reg.unclean_shutdown,
                     inter_node_endpoint=reg.inter_node_endpoint,
+                    kafka_endpoint=reg.kafka_endpoint,
                 )
             )
         )

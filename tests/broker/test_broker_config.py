@@ -97,3 +97,29 @@ def test_a_data_directory_of_another_node_stops_the_start_in_one_line(tmp_path):
     assert result.stderr.count("\n") == 1 and "another node's" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert (tmp_path / "meta.properties").read_text() == identity
+
+
+def test_the_kafka_listener_flags_reach_the_config_from_flags_and_environment(tmp_path):
+    config = parse_args(base(tmp_path) + ["--kafka-listen", "127.0.0.1:9094",
+                                          "--kafka-requests-in-flight-max", "8"])
+    assert (config.kafka_listen, config.kafka_advertised, config.kafka_requests_in_flight_max) == (
+        "127.0.0.1:9094", "127.0.0.1:9094", 8)
+    assert config.kafka_request_bytes_max == 100 << 20
+    from_env = parse_args(base(tmp_path), {"KANAL_KAFKA_LISTEN": "0.0.0.0:9094",
+                                           "KANAL_KAFKA_ADVERTISE": "localhost:9094"})
+    assert (from_env.kafka_listen, from_env.kafka_advertised) == ("0.0.0.0:9094", "localhost:9094")
+    assert parse_args(base(tmp_path)).kafka_listen == ""  # off unless asked for
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (["--kafka-advertise", "127.0.0.1:9094"], "--kafka-advertise needs --kafka-listen"),
+    (["--kafka-listen", "0.0.0.0:9094"], "wildcard"),
+    (["--kafka-listen", "127.0.0.1:1"], "must differ from --listen"),
+    (["--kafka-listen", "127.0.0.1:9094", "--kafka-request-bytes-max", "10"], "kafka_request_bytes_max"),
+    (["--kafka-listen", "127.0.0.1:9094", "--kafka-requests-in-flight-max", "0"],
+     "kafka_requests_in_flight_max"),
+])
+def test_bad_kafka_listener_flags_are_invalid_config(tmp_path, flags, says):
+    with pytest.raises(KanalError) as err:
+        parse_args(base(tmp_path) + flags)
+    assert err.value.code == ErrorCode.INVALID_CONFIG and says in err.value.message

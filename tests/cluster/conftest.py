@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.v1 import admin_pb2, broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
@@ -38,13 +39,14 @@ BROKER_FLAGS = [
 
 
 def start_cluster(tmp_path_factory, name: str, brokers: int = 3,
-                  extra_broker_flags: list[str] | None = None) -> LocalCluster:
+                  extra_broker_flags: list[str] | None = None, kafka_listeners: bool = False) -> LocalCluster:
     cluster = LocalCluster(
         tmp_path_factory.mktemp(name),
         controllers=3,
         brokers=brokers,
         controller_flags=CONTROLLER_FLAGS,
         broker_flags=BROKER_FLAGS + (extra_broker_flags or []),
+        kafka_listeners=kafka_listeners,
     )
     cluster.start(timeout_s=90)
     return cluster
@@ -193,3 +195,23 @@ def stop_dev(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+def kanal_records(cluster, topic: str, partitions: int, expected: int, isolation: str = "read_uncommitted",
+                  timeout_s: float = 30) -> list:
+    """Every record of `topic` read through kanal's gRPC consumer, until `expected` arrived."""
+    consumer = Consumer(ConsumerConfig(cluster.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100,
+                                       isolation_level=isolation))
+    try:
+        consumer.assign([(topic, p) for p in range(partitions)])
+        records: list = []
+
+        def enough():
+            records.extend(consumer.poll(0.2))
+            return len(records) >= expected
+
+        wait_until(enough, timeout_s, f"{expected} records of {topic} through gRPC")
+        records.extend(consumer.poll(0.3))  # anything more would be a bug the callers' counts catch
+        return records
+    finally:
+        consumer.close()

@@ -49,3 +49,6 @@ def test_demo_output_json_is_the_verdict(tmp_path):
             verdict["group_lag"]) == (0, 0, 0, 0, 0)
     assert str(verdict["killed_broker"]) == str(verdict["leaders_before"]["0"])
     assert "stopped every process" in result.stderr
+    # every broker served Kafka's protocol too (issue 43), and the demo said where
+    kafka = verdict["kafka_bootstrap"].split(",")
+    assert len(kafka) == 3 and f"kafka bootstrap: {verdict['kafka_bootstrap']}" in result.stderr

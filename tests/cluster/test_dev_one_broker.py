@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,23 @@ def test_every_acl_command_is_refused_when_the_authorizer_is_off(dev):
     # Nothing reached the metadata log: no ACL record at all.
     tree = kanal(env, "metadata", "tree", "/acls")
     assert tree.returncode == 0 and tree.stdout.strip() == "/acls/", tree.stdout
+
+
+def test_kanal_dev_prints_the_kafka_bootstrap_and_kafka_clients_use_it(dev):
+    """Issue 43: `kanal dev` turns the Kafka listener on for every broker, prints its bootstrap beside the
+    gRPC one and records it in dev.json; a Kafka client reaches the cluster there."""
+    from confluent_kafka import Producer as KafkaProducer
+
+    env, out, bootstrap = dev
+    state = json.loads((Path(env["HOME"]) / ".kanal" / "dev.json").read_text())
+    kafka_bootstrap = state["kafka_bootstrap"]
+    assert f"kafka bootstrap: {kafka_bootstrap}" in out.read_text()
+    assert kafka_bootstrap and kafka_bootstrap != bootstrap
+    assert kanal(env, "topics", "create", "from-kafka", "--partitions", "1").returncode == 0
+    producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
+    delivered = []
+    producer.produce("from-kafka", key=b"k", value=b"through the Kafka listener",
+                     on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+    assert producer.flush(30) == 0 and delivered == [(None, 0)]
+    consumed = kanal(env, "consume", "from-kafka", "--from-beginning", "--max-messages", "1", "--print-key")
+    assert consumed.returncode == 0 and "through the Kafka listener" in consumed.stdout

@@ -58,7 +58,8 @@ BROKERS = "kanal-broker"
 LOCALIZED = {
     CONTROLLERS: {"KANAL_LISTEN", "KANAL_RAFT_LISTEN", "KANAL_PEERS", "KANAL_METRICS"},
     BROKERS: {"KANAL_LISTEN", "KANAL_ADVERTISE", "KANAL_CONTROLLERS", "KANAL_METRICS",
-              "KANAL_INTER_NODE_LISTEN", "KANAL_INTER_NODE_ADVERTISE"},
+              "KANAL_INTER_NODE_LISTEN", "KANAL_INTER_NODE_ADVERTISE", "KANAL_KAFKA_LISTEN",
+              "KANAL_KAFKA_ADVERTISE"},
 }
 # Added for speed; each is a flag of the command, so the rendered manifests could carry it too.
 TEST_SPEED = {
@@ -158,7 +159,7 @@ class ContainerCluster:
         self._secret_dir = secret_dir
         pods = [(CONTROLLERS, i, pod_process(docs, CONTROLLERS, i)) for i in range(controllers)]
         pods += [(BROKERS, i, pod_process(docs, BROKERS, i)) for i in range(brokers)]
-        ports = iter(free_ports(4 * len(pods)))
+        ports = iter(free_ports(5 * len(pods)))
         local: dict[str, str] = {}          # rendered HOST:PORT -> 127.0.0.1:port, cluster-wide names
         wildcard: dict[str, dict[str, str]] = {}  # per pod: 0.0.0.0:PORT -> 127.0.0.1:port
         grpc_endpoint: dict[str, str] = {}
@@ -167,13 +168,16 @@ class ContainerCluster:
         for sts, i, pod in pods:
             first, second, metrics = (f"127.0.0.1:{next(ports)}" for _ in range(3))
             nodes_port = f"127.0.0.1:{next(ports)}"
+            kafka_port = f"127.0.0.1:{next(ports)}"
             if sts == CONTROLLERS:
                 name = f"{pod.name}.{CONTROLLERS}"
                 local[f"{name}:9091"], local[f"{name}:9093"] = first, second
                 wildcard[pod.name] = {"0.0.0.0:9091": first, "0.0.0.0:9093": second, "0.0.0.0:9404": metrics}
             else:
                 local[pod.env["KANAL_ADVERTISE"]] = first
-                wildcard[pod.name] = {"0.0.0.0:9092": first, "0.0.0.0:9404": metrics}
+                wildcard[pod.name] = {"0.0.0.0:9092": first, "0.0.0.0:9404": metrics,
+                                      "0.0.0.0:9094": kafka_port}
+                local[pod.env["KANAL_KAFKA_ADVERTISE"]] = kafka_port
                 if tls and "KANAL_INTER_NODE_ADVERTISE" in pod.env:
                     local[pod.env["KANAL_INTER_NODE_ADVERTISE"]] = nodes_port
                     wildcard[pod.name]["0.0.0.0:9093"] = nodes_port

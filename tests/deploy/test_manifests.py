@@ -88,6 +88,14 @@ def test_the_overlay_has_what_a_deployment_needs(overlay):
     namespace = find(docs, "StatefulSet", BROKERS)["metadata"]["namespace"]
     assert advertised == f"kanal-broker-{size - 1}.kanal-broker.{namespace}.svc:9092"
     assert find(docs, "Service", "kanal")["spec"]["ports"][0]["port"] == 9092
+    # Kafka clients: every broker serves the Kafka protocol on 9094 under its own stable name, and the
+    # client Service bootstraps them there; the flags parse as the broker parses them.
+    broker = pod_process(docs, BROKERS, size - 1)
+    assert broker.env["KANAL_KAFKA_ADVERTISE"] == f"kanal-broker-{size - 1}.kanal-broker.{namespace}.svc:9094"
+    assert broker.env["KANAL_KAFKA_LISTEN"] == "0.0.0.0:9094"
+    assert {p["name"]: p["port"] for p in find(docs, "Service", "kanal")["spec"]["ports"]}["kafka"] == 9094
+    container = find(docs, "StatefulSet", BROKERS)["spec"]["template"]["spec"]["containers"][0]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]}["kafka"] == 9094
     audit = find(docs, "CronJob", "kanal-audit")["spec"]["jobTemplate"]["spec"]["template"]["spec"][
         "containers"
     ][0]

@@ -119,6 +119,16 @@ class Authenticator:
         raise _refused(f"this listener requires authentication ({', '.join(sorted(modes))}); the call "
                        f"brought no {'client certificate or ' if 'mtls' in modes else ''}credentials")
 
+    def scram_credentials(self, user: str) -> Mapping[str, ScramCredential]:
+        """The user's SCRAM credentials by mechanism in the node's current metadata (empty when none): the
+        Kafka listener's SASL/SCRAM exchange checks a client's proof against them."""
+        return self._scram(user)
+
+    def password_principal(self, user: str, password: str) -> Principal:
+        """User:<user> when `password` is theirs (SASL/PLAIN on the Kafka listener, which checks TLS and the
+        listener's modes itself); AUTHENTICATION_FAILED otherwise. May cost a PBKDF2: call off the loop."""
+        return self._password_principal(user, password)
+
     def _password_principal(self, user: str, password: str) -> Principal:
         if not user:
             raise _refused("a password without a user name")

@@ -754,18 +754,20 @@ class DescribeGroupsRequest(_message.Message):
     def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GroupMemberDescription(_message.Message):
-    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "assignment")
+    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "assignment", "raw_assignment")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    RAW_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     group_instance_id: str
     client_id: str
     client_host: str
     assignment: ConsumerAssignment
-    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., assignment: _Optional[_Union[ConsumerAssignment, _Mapping]] = ...) -> None: ...
+    raw_assignment: bytes
+    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., assignment: _Optional[_Union[ConsumerAssignment, _Mapping]] = ..., raw_assignment: _Optional[bytes] = ...) -> None: ...
 
 class PartitionLag(_message.Message):
     __slots__ = ("topic", "partition", "committed_offset", "log_end_offset", "lag")

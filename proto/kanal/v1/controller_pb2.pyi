@@ -19,7 +19,7 @@ class ControllerHint(_message.Message):
     def __init__(self, controller_id: _Optional[int] = ..., endpoint: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("broker_id", "incarnation_id", "endpoint", "rack", "metrics_endpoint", "directory_id", "unclean_shutdown", "inter_node_endpoint")
+    __slots__ = ("broker_id", "incarnation_id", "endpoint", "rack", "metrics_endpoint", "directory_id", "unclean_shutdown", "inter_node_endpoint", "kafka_endpoint")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,7 @@ class RegisterBrokerRequest(_message.Message):
     DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     UNCLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     INTER_NODE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     incarnation_id: str
     endpoint: str
@@ -36,7 +37,8 @@ class RegisterBrokerRequest(_message.Message):
     directory_id: str
     unclean_shutdown: bool
     inter_node_endpoint: str
-    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., metrics_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ..., unclean_shutdown: _Optional[bool] = ..., inter_node_endpoint: _Optional[str] = ...) -> None: ...
+    kafka_endpoint: str
+    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., metrics_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ..., unclean_shutdown: _Optional[bool] = ..., inter_node_endpoint: _Optional[str] = ..., kafka_endpoint: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
     __slots__ = ("error", "error_message", "broker_epoch", "active_controller", "session_timeout_ms", "cluster_id", "controller_id")

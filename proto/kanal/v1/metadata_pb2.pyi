@@ -98,7 +98,7 @@ ACL_PERMISSION_ALLOW: AclPermission
 ACL_PERMISSION_DENY: AclPermission
 
 class RegisterBrokerRecord(_message.Message):
-    __slots__ = ("broker_id", "incarnation_id", "broker_epoch", "endpoint", "rack", "fenced", "metrics_endpoint", "directory_id", "unclean_shutdown", "inter_node_endpoint")
+    __slots__ = ("broker_id", "incarnation_id", "broker_epoch", "endpoint", "rack", "fenced", "metrics_endpoint", "directory_id", "unclean_shutdown", "inter_node_endpoint", "kafka_endpoint")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +109,7 @@ class RegisterBrokerRecord(_message.Message):
     DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     UNCLEAN_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     INTER_NODE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     incarnation_id: str
     broker_epoch: int
@@ -119,7 +120,8 @@ class RegisterBrokerRecord(_message.Message):
     directory_id: str
     unclean_shutdown: bool
     inter_node_endpoint: str
-    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., fenced: _Optional[bool] = ..., metrics_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ..., unclean_shutdown: _Optional[bool] = ..., inter_node_endpoint: _Optional[str] = ...) -> None: ...
+    kafka_endpoint: str
+    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., endpoint: _Optional[str] = ..., rack: _Optional[str] = ..., fenced: _Optional[bool] = ..., metrics_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ..., unclean_shutdown: _Optional[bool] = ..., inter_node_endpoint: _Optional[str] = ..., kafka_endpoint: _Optional[str] = ...) -> None: ...
 
 class BrokerRegistrationChangeRecord(_message.Message):
     __slots__ = ("broker_id", "broker_epoch", "fenced", "reason", "in_controlled_shutdown")
