@@ -297,7 +297,7 @@ def kafka_to_kanal(batch: memoryview, *, records_bytes_max: int) -> bytes:
     if len(batch) < KAFKA_HEADER_BYTES:
         raise KanalError(ErrorCode.CORRUPT_MESSAGE, "record batch header is truncated")
     (
-        _base_offset,
+        base_offset,
         _length,
         _epoch,
         magic,
@@ -311,6 +311,9 @@ def kafka_to_kanal(batch: memoryview, *, records_bytes_max: int) -> bytes:
         base_sequence,
         count,
     ) = KAFKA_HEADER.unpack_from(batch)
+    if base_offset != 0:  # the leader gives offsets; a producer's batch starts at 0, as Kafka requires
+        raise KanalError(ErrorCode.INVALID_RECORD,
+                         f"a produced batch's base offset must be 0, not {base_offset}")
     if magic != MAGIC:
         raise KanalError(
             ErrorCode.INVALID_RECORD, f"record batch has magic {magic}: kanal takes magic 2 only"
