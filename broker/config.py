@@ -65,6 +65,9 @@ class BrokerConfig:
     # Requests one Kafka connection may have in flight; reading pauses beyond it (Kafka's broker reads one
     # request per connection at a time; clients pipeline up to max.in.flight.requests.per.connection).
     kafka_requests_in_flight_max: int = 64
+    # Bytes of recent batches kept in Kafka's form (broker/kafka/batch_cache.py), so consumers near the
+    # tail are served without a transcode; 0 turns the cache off.
+    kafka_batch_cache_bytes: int = 64 << 20
     # host:port for the Prometheus metrics endpoint; empty disables it. `kanal broker` fills it in: port 9404
     # (kanal.server.metrics_endpoint) on the --listen host, unless --metrics moves it or says `off`.
     metrics_listen: str = ""
@@ -197,6 +200,8 @@ class BrokerConfig:
                "kafka_request_bytes_max must be in [1024, 1073741824]")
         _check(1 <= self.kafka_requests_in_flight_max <= 1024,
                "kafka_requests_in_flight_max must be in [1, 1024]")
+        _check(0 <= self.kafka_batch_cache_bytes <= 1 << 34,
+               "kafka_batch_cache_bytes must be in [0, 17179869184]")
         _check(len(self.controllers) >= 1, "at least one controller endpoint is needed")
         object.__setattr__(self, "controller_endpoints", tuple(parse_endpoint(c) for c in self.controllers))
         _check(100 <= self.heartbeat_interval_ms <= 60_000, "heartbeat_interval_ms must be in [100, 60000]")

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from kanal.broker.kafka.batch_cache import KafkaBatchCache
 from kanal.v1.error import ErrorCode
 from kanal.v1.error_trailer import ERROR_CODE_KEY, ERROR_MESSAGE_KEY
 
@@ -67,6 +68,7 @@ class Call:
     api_version: int
     client_id: str
     peer: str
+    batch_cache: KafkaBatchCache  # the listener's: Produce fills it, Fetch serves from it
 
     def _handler(self, method: str) -> Any:
         """The Broker handler, inside the client quotas of the caller (principal and Kafka client id)."""

@@ -41,6 +41,8 @@ def _ms(value: Any) -> int:
 async def produce(call: Call, req: Any) -> Response | None:
     request = broker_pb2.ProduceRequest(acks=req.acks, timeout_ms=max(0, _ms(req.timeout)))
     refused: dict[tuple[str, int], tuple[int, str]] = {}
+    # Each partition's batches in both forms, for the batch cache once the leader has stored them.
+    produced: dict[tuple[str, int], list[tuple[bytes, bytes]]] = {}
     # A partition named twice would get one answer for two appends: every entry of it is refused.
     named = Counter((t.name, p.index) for t in req.topic_data for p in t.partition_data)
     order: list[tuple[str, list[int]]] = []
@@ -54,12 +56,13 @@ async def produce(call: Call, req: Any) -> Response | None:
                 if part.records is None:
                     raise KanalError(ErrorCode.INVALID_RECORD, "no records for the partition")
                 bytes_max = _records_bytes_max(call, topic.name, part.index)
-                batches = [kafka_to_kanal(b, records_bytes_max=bytes_max)
-                           for b in split_kafka_batches(part.records)]
+                kafka_batches = split_kafka_batches(part.records)
+                batches = [kafka_to_kanal(b, records_bytes_max=bytes_max) for b in kafka_batches]
             except KanalError as exc:
                 refused[(topic.name, part.index)] = (exc.code, exc.message)
                 continue
             out.partitions.add(partition=part.index, batches=batches)
+            produced[(topic.name, part.index)] = [(k, bytes(b)) for k, b in zip(batches, kafka_batches)]
     results: dict[tuple[str, int], Any] = {}
     throttle_ms = 0
     if any(t.partitions for t in request.topics):
@@ -73,7 +76,10 @@ async def produce(call: Call, req: Any) -> Response | None:
             throttle_ms = reply.throttle_time_ms
             for topic_result in reply.topics:
                 for result in topic_result.partitions:
-                    results[(topic_result.topic, result.partition)] = result
+                    key = (topic_result.topic, result.partition)
+                    results[key] = result
+                    if result.error == ErrorCode.NONE and key in produced:
+                        call.batch_cache.put_produced(*key, result.base_offset, produced[key])
     if req.acks == 0:
         return None
     responses = []
@@ -160,7 +166,11 @@ async def fetch(call: Call, req: Any) -> Response:
                     else None
                 ),
                 "preferred_read_replica": -1,
-                "records": entries_to_kafka(p.records) if p.records else b"",
+                "records": (
+                    entries_to_kafka(p.records, call.batch_cache.transcoder(topic.topic, p.partition))
+                    if p.records
+                    else b""
+                ),
             }
             if p.error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER) and version >= 12:
                 answer["current_leader"] = {"leader_id": -1, "leader_epoch": p.leader_epoch or -1}

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kanal.broker.kafka import admin_apis, data_apis, errors, group_apis, txn_apis, wire
+from kanal.broker.kafka.batch_cache import KafkaBatchCache
 from kanal.broker.kafka.call import Call, CallRefused, Response, grpc_peer
 from kanal.broker.kafka.errors import kafka_code
 from kanal.broker.kafka.sasl import PLAIN, SCRAM_MECHANISMS, SaslFailed, ScramExchange, parse_plain
@@ -119,6 +120,7 @@ class KafkaListener:
         config = broker.config
         self._frame_bytes_max = config.kafka_request_bytes_max
         self._in_flight_max = config.kafka_requests_in_flight_max
+        self.batch_cache = KafkaBatchCache(config.kafka_batch_cache_bytes)
 
     def __repr__(self) -> str:
         return f"<KafkaListener {self._host}:{self._port}>"
@@ -273,7 +275,7 @@ class KafkaListener:
             return _CloseAfter(answer) if close else answer
         handler = API_VERSIONS[api_key][3]
         assert handler is not None and session.principal is not None
-        call = Call(self._service, self._broker, version, request.client_id, peer)
+        call = Call(self._service, self._broker, version, request.client_id, peer, self.batch_cache)
         with bind_principal(session.principal):
             try:
                 data = await handler(call, request.body)

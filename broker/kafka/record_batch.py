@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib
 import struct
 import zlib
+from collections.abc import Callable
 from types import ModuleType
 from typing import cast
 
@@ -424,15 +425,18 @@ def _kafka_control_record(record_list: bytes) -> bytes:
     return _zigzag_bytes(len(body)) + body
 
 
-def entries_to_kafka(entries: bytes | memoryview) -> bytes:
-    """A Fetch answer's log entries (records.proto framing) as concatenated Kafka batches. The entries
-    were checked when they were stored; they are not checked again here, as Kafka serves its log."""
+def entries_to_kafka(
+    entries: bytes | memoryview, transcode: Callable[[Buffer], bytes] = kanal_to_kafka
+) -> bytes:
+    """A Fetch answer's log entries (records.proto framing) as concatenated Kafka batches, each made by
+    `transcode` (batch_cache.py passes its own). The entries were checked when they were stored; they are
+    not checked again here, as Kafka serves its log."""
     view = memoryview(entries)
     out = []
     pos = 0
     while pos + kbatch.ENTRY_HEADER_BYTES <= len(view):
         length, _crc = kbatch.ENTRY_HEADER.unpack_from(view, pos)
         start = pos + kbatch.ENTRY_HEADER_BYTES
-        out.append(kanal_to_kafka(view[start : start + length]))
+        out.append(transcode(view[start : start + length]))
         pos = start + length
     return b"".join(out)

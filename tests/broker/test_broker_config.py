@@ -104,7 +104,9 @@ def test_the_kafka_listener_flags_reach_the_config_from_flags_and_environment(tm
                                           "--kafka-requests-in-flight-max", "8"])
     assert (config.kafka_listen, config.kafka_advertised, config.kafka_requests_in_flight_max) == (
         "127.0.0.1:9094", "127.0.0.1:9094", 8)
-    assert config.kafka_request_bytes_max == 100 << 20
+    assert (config.kafka_request_bytes_max, config.kafka_batch_cache_bytes) == (100 << 20, 64 << 20)
+    off = parse_args(base(tmp_path) + ["--kafka-listen", "127.0.0.1:9094", "--kafka-batch-cache-bytes", "0"])
+    assert off.kafka_batch_cache_bytes == 0
     from_env = parse_args(base(tmp_path), {"KANAL_KAFKA_LISTEN": "0.0.0.0:9094",
                                            "KANAL_KAFKA_ADVERTISE": "localhost:9094"})
     assert (from_env.kafka_listen, from_env.kafka_advertised) == ("0.0.0.0:9094", "localhost:9094")
@@ -118,6 +120,7 @@ def test_the_kafka_listener_flags_reach_the_config_from_flags_and_environment(tm
     (["--kafka-listen", "127.0.0.1:9094", "--kafka-request-bytes-max", "10"], "kafka_request_bytes_max"),
     (["--kafka-listen", "127.0.0.1:9094", "--kafka-requests-in-flight-max", "0"],
      "kafka_requests_in_flight_max"),
+    (["--kafka-listen", "127.0.0.1:9094", "--kafka-batch-cache-bytes", "-1"], "kafka_batch_cache_bytes"),
 ])
 def test_bad_kafka_listener_flags_are_invalid_config(tmp_path, flags, says):
     with pytest.raises(KanalError) as err:

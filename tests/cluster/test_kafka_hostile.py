@@ -1089,7 +1089,7 @@ def test_a_client_that_resets_with_requests_in_flight_leaves_no_connection_behin
         return asyncio.run_coroutine_threadsafe(coroutine, loop).result(30)
 
     config = types.SimpleNamespace(kafka_request_bytes_max=FRAME_BYTES_MAX,
-                                   kafka_requests_in_flight_max=IN_FLIGHT_MAX)
+                                   kafka_requests_in_flight_max=IN_FLIGHT_MAX, kafka_batch_cache_bytes=0)
     authenticator = types.SimpleNamespace(authenticate=lambda context, metadata: "User:hostile",
                                           security=types.SimpleNamespace(authentication=("none",)))
     (port,) = free_ports(1)
