@@ -175,14 +175,9 @@ async def leave_group(call: Call, req: Any) -> Response:
     }
 
 
-async def offset_commit(call: Call, req: Any) -> Response:
-    request = broker_pb2.OffsetCommitRequest(
-        group_id=req.group_id,
-        generation_id=req.generation_id_or_member_epoch,
-        member_id=req.member_id,
-        group_instance_id=getattr(req, "group_instance_id", None) or "",
-    )
-    for topic in req.topics:
+def add_committed_offsets(request: Any, topics: Any) -> None:
+    """A Kafka OffsetCommit's or TxnOffsetCommit's topics (the same fields) into the kanal request's."""
+    for topic in topics:
         out = request.topics.add(topic=topic.name)
         for p in topic.partitions:
             out.partitions.add(
@@ -191,13 +186,14 @@ async def offset_commit(call: Call, req: Any) -> Response:
                 leader_epoch=getattr(p, "committed_leader_epoch", -1),
                 metadata=p.committed_metadata or "",
             )
-    reply = await call.blocking("OffsetCommit", request)
-    whole = _group_error(reply)
-    per_partition = {
-        (t.topic, p.partition): errors.kafka_code(p.error) for t in reply.topics for p in t.partitions
-    }
+
+
+def commit_response(topics: Any, whole: int, per_partition: dict[tuple[str, int], int],
+                    throttle_ms: int) -> Response:
+    """The answer to an OffsetCommit or TxnOffsetCommit: every partition asked about, with the error of
+    the whole call when there is one, else its own (Kafka codes)."""
     return {
-        "throttle_time": reply.throttle_time_ms,
+        "throttle_time": throttle_ms,
         "topics": [
             {
                 "name": t.name,
@@ -209,9 +205,24 @@ async def offset_commit(call: Call, req: Any) -> Response:
                     for p in t.partitions
                 ],
             }
-            for t in req.topics
+            for t in topics
         ],
     }
+
+
+async def offset_commit(call: Call, req: Any) -> Response:
+    request = broker_pb2.OffsetCommitRequest(
+        group_id=req.group_id,
+        generation_id=req.generation_id_or_member_epoch,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None) or "",
+    )
+    add_committed_offsets(request, req.topics)
+    reply = await call.blocking("OffsetCommit", request)
+    per_partition = {
+        (t.topic, p.partition): errors.kafka_code(p.error) for t in reply.topics for p in t.partitions
+    }
+    return commit_response(req.topics, _group_error(reply), per_partition, reply.throttle_time_ms)
 
 
 async def _fetch_group(call: Call, group_id: str, topics: Any, require_stable: bool) -> Response:

@@ -11,6 +11,7 @@ from typing import Any
 
 from kanal.broker.kafka import errors
 from kanal.broker.kafka.call import Call, CallRefused, Response
+from kanal.broker.kafka.group_apis import add_committed_offsets, commit_response
 from kanal.v1 import broker_pb2
 
 
@@ -59,37 +60,14 @@ async def add_offsets_to_txn(call: Call, req: Any) -> Response:
 
 async def txn_offset_commit(call: Call, req: Any) -> Response:
     request = broker_pb2.TxnOffsetCommitRequest(producer=_producer(req), group_id=req.group_id)
-    for topic in req.topics:
-        out = request.topics.add(topic=topic.name)
-        for p in topic.partitions:
-            out.partitions.add(
-                partition=p.partition_index,
-                offset=p.committed_offset,
-                leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                metadata=p.committed_metadata or "",
-            )
+    add_committed_offsets(request, req.topics)
     try:
         reply = await call.blocking("TxnOffsetCommit", request)
         whole = errors.kafka_code(reply.error)
         per = {(r.topic, r.partition): errors.kafka_code(r.error) for r in reply.results}
     except CallRefused as exc:
         whole, per = errors.kafka_code(exc.code), {}
-    return {
-        "throttle_time": 0,
-        "topics": [
-            {
-                "name": t.name,
-                "partitions": [
-                    {
-                        "partition_index": p.partition_index,
-                        "error_code": whole or per.get((t.name, p.partition_index), 0),
-                    }
-                    for p in t.partitions
-                ],
-            }
-            for t in req.topics
-        ],
-    }
+    return commit_response(req.topics, whole, per, 0)
 
 
 async def end_txn(call: Call, req: Any) -> Response:

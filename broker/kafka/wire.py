@@ -46,6 +46,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from kanal.v1.batch import varint
+
 API_VERSIONS_KEY = 18
 _KEY_VERSION = struct.Struct(">hh")
 _I32 = struct.Struct(">i")
@@ -253,15 +255,8 @@ _PACKERS = {
     }.items()
 }
 
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
+# Kafka's unsigned varint (lengths + 1, tags) is protobuf's varint of a non-negative int.
+_uvarint = varint
 
 Writer = Callable[[bytearray, Any], None]
 
