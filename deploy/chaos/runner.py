@@ -70,7 +70,8 @@ class RunOptions:
     # The run's topic with unclean.leader.election.enable=true: the checker then allows the loss an unclean
     # election causes (checker.py), and only that.
     unclean: bool = False
-    overlap: bool = True  # schedule.py: overlapping episodes and the forced leader-isolating and isr-down
+    # schedule.py: overlapping episodes and the forced leader-isolating, isr-down and controllers' power cut
+    overlap: bool = True
     recovery_timeout_s: float = 90.0  # every node serving again after the faults heal
     final_read_timeout_s: float = 60.0  # the fence records acknowledged and every partition read
     image: str = "kanal:dev"  # the containers target's image (deploy/image/build.sh)

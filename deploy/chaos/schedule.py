@@ -12,10 +12,12 @@ held for a random 3-8 s, or (`ScheduleOptions.overlap`, on by default) faults th
 | `second-replica` | a broker killed, and while it is down (or just back and catching up) another | `kill` |
 | `controller-cut-during-kill` | a broker killed, and a controller split from the others while it is down | `kill`, `partition` |
 
-The first two episodes of every run are, in an order drawn from the seed, a fault that isolates a
-partition leader from its followers (`partition/leader-alone` or `partition/zombie-leader`, when `partition`
-is asked for) and `isr-down` (when `kill` is), so every run of the default length (60 s) holds both; the rest
-are drawn: an overlapping episode with probability `OVERLAP_PROBABILITY`, else one fault. Faults of one
+The first episodes of every run are, in an order drawn from the seed, a fault that isolates a partition
+leader from its followers (`partition/leader-alone` or `partition/zombie-leader`, when `partition` is asked
+for), `isr-down` (when `kill` is) and a power cut of every controller at once (`power/controllers`, when
+`power` is: the fault that loses metadata a controller acknowledged without an fsync), so every run of the
+default length (60 s) holds all three; the rest are drawn: an overlapping episode with probability
+`OVERLAP_PROBABILITY`, else one fault. Faults of one
 episode never share a kind of undo that would heal another early (at most one network fault at a time).
 
 Faults and their variants (`Fault.kind` / `Fault.variant`, target roles):
@@ -103,6 +105,8 @@ def schedule(options: ScheduleOptions) -> list[Fault]:
         forced.append("leader-isolating")
     if options.overlap and "kill" in kinds and options.brokers >= 2:
         forced.append("isr-down")
+    if options.overlap and "power" in kinds:
+        forced.append("controllers-power")
     rng.shuffle(forced)
     while True:
         if forced:
@@ -126,11 +130,14 @@ def schedule(options: ScheduleOptions) -> list[Fault]:
 def _episode(rng: random.Random, episode: str, t: float, kinds: list[str],
              options: ScheduleOptions) -> list[Fault]:
     brokers = [f"broker-{i}" for i in range(options.brokers)]
-    if episode == "single" or episode == "leader-isolating":
+    if episode in ("single", "leader-isolating", "controllers-power"):
         hold = round(rng.uniform(*HOLD_S), 3)
         if episode == "leader-isolating":
             kind, variant = "partition", rng.choice(LEADER_ISOLATING)
             targets: tuple[str, ...] = (f"leader:{options.topic}:{rng.randrange(options.partitions)}",)
+        elif episode == "controllers-power":
+            kind, variant = "power", "controllers"
+            targets = tuple(f"controller-{i}" for i in range(options.controllers))
         else:
             kind = rng.choice(kinds)
             variant, targets = _pick(rng, kind, options)

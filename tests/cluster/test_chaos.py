@@ -167,7 +167,7 @@ def test_a_cluster_given_by_its_bootstrap_gets_the_workloads_and_the_check_but_n
 
 def test_a_raft_journal_never_fsynced_loses_metadata_under_a_power_cut_of_every_controller(tmp_path):
     """Issue 41: this bug used to end in exit 3, "could not be carried out". Seed 4 cuts the power of every
-    controller at 3 s and again at 11 s; the controllers come back without the run's topic (and one of them,
+    controller at 3 s and again at 10.5 s; the controllers come back without the run's topic (and one of them,
 whose data directory names the lost log's cluster, refuses the re-formed quorum). The final read
     cannot succeed then (no controller knows the topic) and ends as `no_recovery`: its 20 s bound, not the
     default 60 s, is what keeps the test near 100 s; the metadata read-back it checks comes before it."""

@@ -126,12 +126,15 @@ def test_workload_sizes_out_of_range_are_refused_before_anything_starts(capsys, 
     assert message in capsys.readouterr().err
 
 
-def test_every_default_length_run_isolates_a_leader_and_takes_a_whole_isr_down():
+def test_every_default_length_run_isolates_a_leader_takes_a_whole_isr_down_and_cuts_every_controller():
     for seed in range(200):
         options = ScheduleOptions(faults=("kill", "pause", "partition", "power"), duration_s=60, seed=seed)
         steps = schedule(options)
         assert any(f.kind == "partition" and f.variant in ("leader-alone", "zombie-leader")
                    for f in steps), seed
+        # The fault that loses what a controller acknowledged without an fsync (metadata durability).
+        assert any(f.kind == "power" and f.variant == "controllers"
+                   and f.targets == ("controller-0", "controller-1", "controller-2") for f in steps), seed
         isr_down = [f for f in steps if f.variant == "isr-down"]
         assert len(isr_down) >= 3, seed
         # Every broker down at once: the last kill before the first restart, the stalest back first.
