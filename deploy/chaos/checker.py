@@ -19,6 +19,8 @@ carries the events that show it. The kinds, and the rule each one breaks:
 | `epoch_backwards` | a partition's records carry non-decreasing leader epochs, offset by offset (a record of an older epoch after a newer one is a deposed leader's write that survived) |
 | `metadata_lost` | an acknowledged admin operation (a topic created or deleted, partitions added, a config set; a user or an ACL created or deleted, on the controllers) is in every node's final metadata, unless a later operation on the same thing may have undone it |
 | `metadata_backwards` | a node's applied metadata offset never moves down while it runs, and every node's final metadata reaches the highest offset any node had applied during the run (committed metadata is never taken back) |
+| `read_aborted` | no record of a transaction whose abort was acknowledged is in a read_committed read (the final read of the transactions' topic) |
+| `txn_partial` | a transaction is atomic: a committed one (commit acknowledged) is whole in the read_committed read, and one whose outcome its producer could not know is whole or absent |
 | `no_recovery` | once every fault is healed the cluster serves again within the recovery bound (the runner records what it waited for and the error) |
 
 Loss the rules allow: for a topic whose history turned `unclean.leader.election.enable` on, an acknowledged
@@ -43,7 +45,7 @@ from kanal.deploy.chaos.history import Event
 
 KINDS = ("lost", "duplicate", "reorder", "divergent", "vanished", "read_uncommitted", "commit_backwards",
          "two_leaders", "two_controllers", "epoch_backwards", "metadata_lost", "metadata_backwards",
-         "no_recovery")
+         "read_aborted", "txn_partial", "no_recovery")
 ADMIN_TYPES = ("create_topic", "delete_topic", "create_partitions", "alter_config")
 # Users and ACLs, by the history field naming what they made or removed (checked on controllers only:
 # a broker's Metadata answer holds neither).
@@ -51,6 +53,7 @@ SECURITY_TYPES = {"create_user": "user", "delete_user": "user", "create_acl": "a
 UNCLEAN_KEY = "unclean.leader.election.enable"
 # What an allowed unclean election may cause in its partition (the truncated records, reads of them, their
 # offsets taken by other records).
+TXN_OUTCOMES = ("committed", "aborted", "unknown")
 LOSS_KINDS = ("lost", "divergent", "vanished", "read_uncommitted", "duplicate")
 
 TopicPartition = tuple[str, int]
@@ -86,6 +89,9 @@ class CheckReport:
     unchecked: list[TopicPartition] = field(default_factory=list)
     allowed_loss: int = 0  # acknowledged records gone where an unclean election allowed it
     admin_acknowledged: int = 0  # acknowledged admin operations (checked against every node's metadata)
+    # Transactions by how their producer saw them end: commit / abort acknowledged, or unknown (a failed
+    # end call, or none: the producer was stopped or replaced with the transaction open).
+    transactions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TXN_OUTCOMES, 0))
 
     @property
     def ok(self) -> bool:
@@ -160,14 +166,58 @@ def check(events: list[Event]) -> CheckReport:
     found += _commits_backwards(ordered)
     found += _two_leaders(by_type["leader"])
     found += _two_controllers(by_type["controller"])
+    found += _transactions(by_type["txn_send"], by_type["txn_end"], finals, final_ends, report.transactions)
 
     allowed = [v for v in found if v.kind in LOSS_KINDS and _loss_allowed(v, unclean_at)]
     report.allowed_loss = len(allowed)
     found = [v for v in found if v not in allowed]
-    touched = {_tp(e) for e in (*by_type["ack"], *by_type["read"]) if e["topic"] not in deleted}
+    touched = {_tp(e) for e in (*by_type["ack"], *by_type["read"], *by_type["txn_send"])
+               if e["topic"] not in deleted}
     report.unchecked = sorted(tp for tp in touched if tp not in final_ends)
     report.violations = sorted(found, key=lambda v: (v.time, KINDS.index(v.kind)))
     return report
+
+
+def _transactions(sends: list[Event], ends: list[Event], finals: Finals, final_ends: FinalEnds,
+                  outcomes: dict[str, int]) -> list[Violation]:
+    """Each transaction's records (`txn_send`) against the read_committed final read of their topic: an
+    acknowledged abort shows none of them (`read_aborted`), an acknowledged commit all of them, any other
+    outcome all or none (`txn_partial`). A transaction with a partition the final read did not end is not
+    judged (the partition is listed as unchecked). Counts each transaction's outcome into `outcomes`."""
+    records: dict[tuple[str, int], list[Event]] = defaultdict(list)
+    for e in sends:
+        records[(str(e["process"]), int(e["txn"]))].append(e)
+    outcome: dict[tuple[str, int], Event] = {}
+    for e in ends:
+        key = (str(e["process"]), int(e["txn"]))
+        if e.get("ok") or key not in outcome:
+            outcome[key] = e
+    read = {str(e["value"]): e for tp in {_tp(s) for s in sends} for e in finals.get(tp, {}).values()}
+    out = []
+    for key, sent in sorted(records.items()):
+        shown = [read[str(e["value"])] for e in sent if str(e["value"]) in read]
+        missing = [e for e in sent if str(e["value"]) not in read]
+        end = outcome.get(key)
+        acknowledged = end is not None and end.get("ok")
+        outcomes["unknown" if end is None or not acknowledged else
+                 "committed" if end["action"] == "commit" else "aborted"] += 1
+        what = f"transaction {key[1]} of {key[0]}"
+        if any(_tp(e) not in final_ends for e in sent):
+            continue
+        evidence = tuple(sent) + ((end,) if end is not None else ())
+        if end is not None and end.get("ok") and end["action"] == "abort":
+            if shown:
+                out.append(Violation("read_aborted", f"{what} was aborted, but read_committed reads "
+                                     f"{len(shown)} of its {len(sent)} records", evidence + tuple(shown)))
+        elif end is not None and end.get("ok") and end["action"] == "commit":
+            if missing:
+                out.append(Violation("txn_partial", f"{what} was committed, but {len(missing)} of its "
+                                     f"{len(sent)} records are not in the read_committed read",
+                                     evidence + tuple(shown)))
+        elif shown and missing:
+            out.append(Violation("txn_partial", f"{what} (outcome unknown to its producer) shows "
+                                 f"{len(shown)} of its {len(sent)} records", evidence + tuple(shown)))
+    return out
 
 
 def _name(e: Event) -> str:

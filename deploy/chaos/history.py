@@ -12,7 +12,9 @@ Other fields by type (`topic` and `partition` name a partition; `value` is the r
 | `read` | topic, partition, offset, value, leader_epoch | a consumer of a group read it |
 | `commit` | group, topic, partition, offset | an offset commit the coordinator acknowledged |
 | `committed` | group, topic, partition, offset, invoked | a committed offset fetched (asked at time `invoked`) |
-| `final` | topic, partition, offset, value, leader_epoch | the closing read of every partition from its start |
+| `txn_send` | txn, topic, partition, value | a transactional producer took the record into its transaction `txn` (a number of its own) |
+| `txn_end` | txn, action (`commit` / `abort`), ok, error | the producer ended transaction `txn`; `ok` false: the call failed and the outcome is unknown to it |
+| `final` | topic, partition, offset, value, leader_epoch | the closing read of every partition from its start (read_committed for the transactions' topic) |
 | `final_end` | topic, partition, end_offset | the closing read of this partition reached `end_offset` |
 | `replica` | broker, topic, partition, offset, value | a record in an in-sync replica's own log, read from its data directory after the final read (replicas.py) |
 | `create_topic` / `delete_topic` | topic, ok, error; create: count, configs | a topic created (with `count` partitions and `configs`) / deleted; `ok`: the controller acknowledged it (false: indeterminate, it may have happened) |
@@ -83,6 +85,7 @@ class EventFields(TypedDict, total=False):
     acl: str  # create_acl / delete_acl: the entry as `kanal acls list` prints it (admin.acl_text)
     users: list[str]  # a controller's final metadata: every user with credentials
     acls: list[str]  # a controller's final metadata: every access-control entry, as `acl`
+    txn: int  # txn_send / txn_end: the transaction's number, per producer
 
 
 class Event(EventFields):
@@ -96,6 +99,7 @@ EVENT_TYPES = frozenset({
     "send", "ack", "fail", "read", "commit", "committed", "final", "final_end", "create_topic",
     "delete_topic", "leader", "controller", "nemesis", "unavailable", "replica", "create_partitions",
     "alter_config", "metadata", "no_recovery", "create_user", "delete_user", "create_acl", "delete_acl",
+    "txn_send", "txn_end",
 })
 
 

@@ -21,8 +21,8 @@ is imported.
 
 `MUTATION_CLASSES` maps each to its class. A mutant is caught when a run's check shows a violation.
 `benchmarks/chaos_mutants.py` runs each over a list of seeds and prints the caught/missed table. The
-chaos workload has no transactional producer and no compacted topic: the last two are listed so the table
-says plainly that nothing the runner does can see them yet.
+chaos workload has no compacted topic: the last one is listed so the table says plainly that nothing the
+runner does can see it yet.
 """  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations

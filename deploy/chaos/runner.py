@@ -4,10 +4,11 @@ and check the history.
 
 Order of a run (times from the recorder's start):
 
-    0                 workloads start (producers, consumers, topic churn, monitor)
+    0                 workloads start (producers, consumers, a transactional producer, topic churn, monitor)
     warmup_s          first fault; faults one at a time (schedule.py)
     duration_s - cooldown_s   everything healed (also on any exception or Ctrl-C: `finally`)
-    duration_s        workloads stop; wait until every node serves; the final read; every in-sync
+    duration_s        workloads stop; wait until every node serves; the final read (read_committed for the
+                      transactions' topic); every in-sync
                       replica's own log read from its data directory (replicas.py); the check
 
 Unavailability: a window is a stretch of more than `UNAVAILABLE_GAP_S` with no acknowledgement at all
@@ -39,10 +40,12 @@ from kanal.deploy.chaos.schedule import Fault, ScheduleOptions, schedule
 from kanal.deploy.chaos.storage import BROKER_DISK_BYTES
 from kanal.deploy.chaos.target import BootstrapTarget, ContainersTarget, DevTarget
 from kanal.deploy.chaos.workload import (
+    TXN_TOPIC,
     ChurnWorkload,
     ConsumerWorkload,
     Monitor,
     ProducerWorkload,
+    TransactionWorkload,
     final_metadata,
     final_read,
 )
@@ -65,6 +68,7 @@ class RunOptions:
     partitions: int = 3
     producers: int = 2
     consumers: int = 2
+    transactions: int = 1  # transactional producers (workload.TransactionWorkload) on TXN_TOPIC
     churn: bool = True
     mutation: str | None = None  # mutation.py: a broker with a deliberate bug (the mutation check)
     # The run's topic with unclean.leader.election.enable=true: the checker then allows the loss an unclean
@@ -124,6 +128,7 @@ class RunResult:
             "first_violation": None if r.ok else str(r.first),
             "unchecked": [list(tp) for tp in r.unchecked], "history": str(o.history_path),
             "allowed_loss": r.allowed_loss, "admin_acknowledged": r.admin_acknowledged, "unclean": o.unclean,
+            "transactions": dict(r.transactions),
             "power_cuts": [{"node": c.node, "time_s": c.time, "dropped_writes": c.dropped_writes}
                            for c in (self.signals.power_cuts if self.signals else ())],
             "suspicious": list(self.signals.suspicious if self.signals else ()),
@@ -153,6 +158,8 @@ class RunResult:
             f"{r.read} read by the group, {r.final_records} in the final read"),
             f"  unavailable      {unavailable}",
             f"  metadata         {r.admin_acknowledged} admin operations acknowledged, checked on every node",
+            ("  transactions     " + ", ".join(f"{n} {k}" for k, n in r.transactions.items())
+             + ", checked read_committed"),
             f"  violations       {violations}",
             f"  history          {o.history_path}",
         ]
@@ -202,14 +209,16 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         configs = {"min.insync.replicas": "2"}
         if options.unclean:
             configs[UNCLEAN_KEY] = "true"
+        topics = [TOPIC] + ([TXN_TOPIC] if options.transactions else [])
         with Admin(target.bootstrap, request_timeout_ms=10_000, security=security) as admin:
-            created = TOPIC not in admin.list_topics()
-            if created:
-                admin.create_topic(TOPIC, options.partitions, 3, configs, wait_s=60)
+            existing = set(admin.list_topics())
+            created = [t for t in topics if t not in existing]
+            for topic in created:
+                admin.create_topic(topic, options.partitions, 3, configs, wait_s=60)
         recorder = Recorder(out)  # time 0 of the schedule
-        if created:  # acknowledged before time 0: it must outlive every fault like any other admin operation
-            recorder.record("create_topic", "admin", topic=TOPIC, ok=True, error="", count=options.partitions,
-                            configs=configs)
+        for topic in created:  # acknowledged before time 0: it must outlive every fault like any other
+            recorder.record("create_topic", "admin", topic=topic, ok=True, error="",
+                            count=options.partitions, configs=configs)
         nemesis = Nemesis(target, recorder)
         rng = random.Random(f"kanal-chaos-workload:{options.seed}")
         workloads = [Monitor(recorder, target.brokers, target.controllers, TOPIC, security=security)]
@@ -220,6 +229,9 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         workloads += [ConsumerWorkload(i, recorder, target.bootstrap, TOPIC, random.Random(rng.random()),
                                        security=security)
                       for i in range(options.consumers)]
+        workloads += [TransactionWorkload(i, recorder, target.bootstrap, options.partitions,
+                                          random.Random(rng.random()), security=security)
+                      for i in range(options.transactions)]
         if options.churn:
             workloads.append(ChurnWorkload(recorder, target.bootstrap, security=security))
         for w in workloads:
@@ -280,6 +292,9 @@ def _recover_and_read(target, recorder: Recorder, workloads, options: RunOptions
         progress(f"seed {options.seed}: final read")
         final_read(recorder, target.bootstrap, TOPIC, options.partitions,
                    timeout_s=options.final_read_timeout_s, security=options.security)
+        if options.transactions:
+            final_read(recorder, target.bootstrap, TXN_TOPIC, options.partitions, read_committed=True,
+                       timeout_s=options.final_read_timeout_s, security=options.security)
         if target.takes_faults:  # a target whose data directories the run has: every ISR member's own log
             step = "the in-sync replicas' logs"
             progress(f"seed {options.seed}: reading the in-sync replicas' logs")

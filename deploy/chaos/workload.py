@@ -6,12 +6,15 @@
 - `ConsumerWorkload`: consumers of one group, each living a few seconds and then closing so another starts
   (a restart); `read` for each record, `commit` for each acknowledged commit (by hand, never auto-commit),
   `committed` for the offsets a member fetches when partitions are assigned to it.
+- `TransactionWorkload`: a transactional kanal Producer writing transactions of 1-4 records over the
+  partitions of the transactions' topic, a third of them aborted on purpose; `txn_send` for each record it
+  took, `txn_end` with whether the commit or abort was acknowledged (an unknown outcome is `ok` false).
 - `ChurnWorkload`: topics created and deleted during the faults (`chaos-churn-N`, never a name twice),
   each with a SCRAM user `chaos-user-N` and an ACL letting it read the topic, deleted with the topic.
 - `Monitor`: every broker's leader and epoch for each partition of the topic and every controller's claim
   to be active, recorded when they change.
 - `final_read`: after the faults, one acknowledged fence record per partition, then every partition from
-  offset 0 to its high-water mark.
+  offset 0 to its high-water mark (read_committed for the transactions' topic).
 
 All of them tolerate the faults: an error is recorded or retried, never raised out of the thread.
 """
@@ -31,6 +34,7 @@ from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
+from kanal.clients.transactions import TransactionAbortableError
 from kanal.deploy.chaos.history import EventFields, MetadataTopic, Recorder
 from kanal.metadata.acl import iter_entries
 from kanal.metadata.snapshot import image_from_snapshot
@@ -41,6 +45,11 @@ from kanal.v1.error import KanalError
 log = logging.getLogger("kanal.chaos.workload")
 
 GROUP = "chaos-group"
+TXN_TOPIC = "chaos-txn"
+TXN_ABORT_PROBABILITY = 1 / 3
+# A transaction a stopped or fenced producer left open is aborted by the coordinator after this long, so
+# the final read_committed read (60 s bound) sees its partitions' last stable offset reach the end.
+TXN_TIMEOUT_MS = 10_000
 PRODUCER_START_S = 60.0
 CHURN_PARTITIONS = 1
 RETENTION_MS = 3_600_000  # the churn topics' retention.ms (plus a number of their own): an hour, so nothing
@@ -152,6 +161,96 @@ class ProducerWorkload(Workload):
                 self.recorder.record("fail", self.process, topic=self.topic, partition=partition, value=value,
                                      error=getattr(error, "name", repr(error)))
         return done
+
+
+class TransactionWorkload(Workload):
+    """Transactions of 1-4 records (values `txn-N:T:I`, transaction T, record I) over the partitions of
+    TXN_TOPIC, each committed, or aborted on purpose with TXN_ABORT_PROBABILITY. A transaction whose
+    records or commit failed is aborted; a producer whose commit or abort raised (an outcome it cannot
+    know) or that was fenced is replaced by a new one of the same transactional id, which completes or
+    aborts what the old one left open. The checker wants every acknowledged commit whole in the final
+    read_committed read, no record of an acknowledged abort in it, and any other transaction all or none."""
+
+    def __init__(self, index: int, recorder: Recorder, bootstrap: str, partitions: int, rng: random.Random,
+                 *, interval_s: float = 0.05, security: ClientSecurity | None = None) -> None:
+        super().__init__(f"txn-{index}", recorder)
+        self.bootstrap, self.partitions, self.rng, self.interval_s = bootstrap, partitions, rng, interval_s
+        self.security = security
+
+    def _producer(self) -> Producer | None:
+        config = ProducerConfig(bootstrap=self.bootstrap, security=self.security, acks="all",
+                                transactional_id=f"chaos-{self.process}",
+                                transaction_timeout_ms=TXN_TIMEOUT_MS,
+                                linger_ms=5, request_timeout_ms=3_000, delivery_timeout_ms=10_000,
+                                max_block_ms=5_000, retry_backoff_ms=100, client_id=self.process)
+        deadline = time.monotonic() + PRODUCER_START_S
+        while not self.stopping.is_set():
+            producer = None
+            try:
+                producer = Producer(config)
+                producer.init_transactions()
+                return producer
+            except KanalError as exc:
+                if producer is not None:
+                    producer.close(1)
+                if time.monotonic() > deadline:
+                    raise
+                log.info("%s: no transactional producer yet (%s); trying again", self.process, exc)
+                self.stopping.wait(0.5)
+        return None
+
+    def body(self) -> None:
+        producer = self._producer()
+        txn = 0
+        try:
+            while producer is not None and not self.stopping.is_set():
+                if not self._one(producer, txn):
+                    producer.close(1)
+                    producer = self._producer()
+                txn += 1
+                self.stopping.wait(self.interval_s)
+        finally:
+            if producer is not None:
+                producer.close(5)
+
+    def _one(self, producer: Producer, txn: int) -> bool:
+        """One transaction; False when the producer must be replaced."""
+        commit = self.rng.random() >= TXN_ABORT_PROBABILITY
+        try:
+            producer.begin_transaction()
+        except KanalError as exc:
+            log.info("%s: begin: %s", self.process, exc)
+            return False
+        failed = False
+        for i in range(self.rng.randint(1, 4)):
+            partition = self.rng.randrange(self.partitions)
+            value = f"{self.process}:{txn}:{i}"
+            try:
+                producer.produce(TXN_TOPIC, value.encode(), partition=partition)
+            except KanalError as exc:  # not taken: the transaction is aborted below
+                log.info("%s: produce: %s", self.process, exc)
+                failed = True
+                break
+            self.recorder.record("txn_send", self.process, txn=txn, topic=TXN_TOPIC, partition=partition,
+                                 value=value)
+        if commit and not failed:
+            try:
+                producer.commit_transaction(10)
+                self.recorder.record("txn_end", self.process, txn=txn, action="commit", ok=True, error="")
+                return True
+            except TransactionAbortableError as exc:  # refused before EndTxn: abort it
+                log.info("%s: commit refused: %s", self.process, exc)
+            except KanalError as exc:  # EndTxn itself failed: the outcome is unknown
+                self.recorder.record("txn_end", self.process, txn=txn, action="commit", ok=False,
+                                     error=exc.name)
+                return False
+        try:
+            producer.abort_transaction(10)
+            self.recorder.record("txn_end", self.process, txn=txn, action="abort", ok=True, error="")
+            return True
+        except KanalError as exc:
+            self.recorder.record("txn_end", self.process, txn=txn, action="abort", ok=False, error=exc.name)
+            return False
 
 
 class ConsumerWorkload(Workload):
@@ -478,15 +577,18 @@ def _broker_metadata(endpoint: str, security: ClientSecurity | None) -> NodeMeta
 
 
 def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, *, timeout_s: float = 60.0,
-               security: ClientSecurity | None = None) -> int:
+               security: ClientSecurity | None = None, read_committed: bool = False) -> int:
     """Every record of every partition from 0 to its high-water mark, as `final` events and one `final_end`
-    per partition; retried until `timeout_s`. Returns the number of records read."""
+    per partition; retried until `timeout_s`. With `read_committed`, what a read_committed consumer gets
+    (no aborted record, no marker): the read ends when the consumer's position reaches the high-water mark,
+    i.e. once every transaction below it has ended. Returns the number of records read."""
     deadline = time.monotonic() + timeout_s
     _fence(recorder, bootstrap, topic, partitions, deadline, security)
     ends = _end_offsets(bootstrap, topic, partitions, deadline, security)
     consumer = Consumer(ConsumerConfig(bootstrap=bootstrap, security=security, auto_offset_reset="earliest",
-                                       max_poll_records=5000,
-                                       request_timeout_ms=5_000, client_id="final"))
+                                       max_poll_records=5000, request_timeout_ms=5_000, client_id="final",
+                                       isolation_level="read_committed" if read_committed
+                                       else "read_uncommitted"))
     count = 0
     try:
         consumer.assign([(topic, p) for p in range(partitions)])
@@ -509,6 +611,9 @@ def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, 
                                 value=r.value.decode(errors="replace"), leader_epoch=r.leader_epoch)
                 positions[r.partition] = r.offset + 1
                 count += 1
+            if read_committed:  # past aborted records and markers, which no record's offset shows
+                for p, at in positions.items():
+                    positions[p] = max(at, consumer.position((topic, p), 5))
         for p in range(partitions):
             recorder.record("final_end", "final", topic=topic, partition=p, end_offset=ends[p])
     finally:

@@ -1,6 +1,7 @@
 """`kanal chaos` on the dev target (a cluster in network namespaces; needs root): a small fixed set of
 seeds over every nemesis passes the checker; the mutation checks are caught (brokers that answer acks=all
-as acks=1: lost records; followers that never truncate a divergent log: divergent replicas); Ctrl-C in
+as acks=1: lost records; followers that never truncate a divergent log: divergent replicas; aborted
+transactions delivered to read_committed readers); Ctrl-C in
 the middle of a fault heals it and leaves no namespace, link or process behind."""
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ def test_fixed_seeds_pass_the_checker(tmp_path, seed, power_cuts):
     assert len(result.injected) == 5
     events = read_history(tmp_path / "history.jsonl")
     kinds = [e["type"] for e in events]
-    assert {"send", "ack", "read", "commit", "final", "final_end", "leader", "controller", "nemesis"} <= set(
-        kinds
-    )
+    assert {"send", "ack", "read", "commit", "final", "final_end", "leader", "controller", "nemesis",
+            "txn_send", "txn_end"} <= set(kinds)
+    # The transactional producer committed and aborted through the faults, checked read_committed.
+    assert result.report.transactions["committed"] > 0 and result.report.transactions["aborted"] > 0
     # Each node whose power was cut: one `cut` event with what it dropped.
     cuts = [e["detail"] for e in events if e["type"] == "nemesis" and e["action"] == "cut"]
     assert len(cuts) == power_cuts, cuts
@@ -145,6 +147,17 @@ def test_ctrl_c_during_a_fault_heals_it_and_stops_everything(tmp_path):
     assert "/kanal-chaos-3-" not in mounts  # the run's data directory (seed 3): its power-loss mounts
 
 
+def test_a_read_committed_fetch_that_names_no_aborted_transactions_is_caught(tmp_path):
+    """Issue 41's transactions class: the mutant's read_committed Fetch names no aborted transaction, so a
+    read_committed consumer delivers aborted records. No fault is needed: the transactional producer aborts
+    a third of its transactions on purpose, and the final read of their topic is read_committed."""
+    result = run_once(RunOptions(target="dev", faults=(), duration_s=15, seed=1, churn=False,
+                                 history_path=tmp_path / "history.jsonl", mutation="abort-markers-ignored"))
+    print(result.table())
+    assert result.report.transactions["aborted"] > 0
+    assert {v.kind for v in result.report.violations} == {"read_aborted"}, result.table()
+
+
 def test_a_cluster_given_by_its_bootstrap_gets_the_workloads_and_the_check_but_no_faults(tmp_path):
     from kanal.deploy.chaos.target import BROKER_FLAGS, CONTROLLER_FLAGS
     from kanal.deploy.local_cluster import LocalCluster
@@ -162,6 +175,7 @@ def test_a_cluster_given_by_its_bootstrap_gets_the_workloads_and_the_check_but_n
                                      history_path=history))
     print(result.table())
     assert result.ok and result.report.acknowledged > 0 and result.injected == []
+    assert result.report.transactions["committed"] > 0
     assert result.report.final_records >= result.report.acknowledged
 
 

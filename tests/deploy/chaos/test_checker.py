@@ -438,3 +438,68 @@ def test_loss_after_an_unclean_election_is_allowed_only_where_the_topic_allows_i
     assert allowed.ok and allowed.allowed_loss == 3
     assert check(unclean_history(None).events).counts()["lost"] == 2  # off by default, as in Kafka
     assert check(unclean_history("false").events).counts()["lost"] == 2
+
+
+# ---- transactions: atomicity and aborts against the read_committed final read ----
+
+def txn(h: H, number: int, partitions: list[int], action: str | None, ok: bool = True,
+        process: str = "txn-0") -> list[str]:
+    """A transaction's records, then its end (`action` None: no end recorded, the producer was stopped)."""
+    values = []
+    for i, partition in enumerate(partitions):
+        value = f"{process}:{number}:{i}"
+        h.add("txn_send", process, txn=number, topic="x", partition=partition, value=value)
+        values.append(value)
+    if action is not None:
+        h.add("txn_end", process, txn=number, action=action, ok=ok, error="" if ok else "REQUEST_TIMED_OUT")
+    return values
+
+
+def txn_final(h: H, by_partition: dict[int, list[str]]) -> None:
+    for partition, values in by_partition.items():
+        h.final(values, topic="x", partition=partition)
+
+
+def test_transactions_read_committed_as_they_ended_pass():
+    h = H()
+    committed = txn(h, 0, [0, 1, 0], "commit")
+    txn(h, 1, [1], "abort")
+    unknown_absent = txn(h, 2, [0], "commit", ok=False)  # the commit's outcome unknown: none shown
+    unknown_whole = txn(h, 3, [0, 1], "abort", ok=False)  # unknown again: all shown
+    txn(h, 4, [1], None)  # left open when the producer stopped: the coordinator aborted it
+    assert unknown_absent
+    txn_final(h, {0: [committed[0], committed[2], unknown_whole[0]], 1: [committed[1], unknown_whole[1]]})
+    report = check(h.events)
+    assert report.ok, [str(v) for v in report.violations]
+    assert report.transactions == {"committed": 1, "aborted": 1, "unknown": 3}
+
+
+def test_a_record_of_an_acknowledged_abort_in_the_read_committed_read_is_read_aborted():
+    h = H()
+    aborted = txn(h, 0, [0, 1], "abort")
+    txn_final(h, {0: [aborted[0]], 1: []})
+    report = check(h.events)
+    assert report.counts()["read_aborted"] == 1, report.counts()
+    (violation,) = report.violations
+    assert "transaction 0 of txn-0 was aborted" in violation.message and "1 of its 2" in violation.message
+    assert [e["type"] for e in violation.events].count("final") == 1
+
+
+def test_a_committed_transaction_not_whole_is_partial_and_so_is_an_unknown_one_half_shown():
+    h = H()
+    committed = txn(h, 0, [0, 1], "commit")
+    unknown = txn(h, 1, [0, 1], "commit", ok=False)
+    # The producer's retried abort after a failed commit: the acknowledged end is the one that counts.
+    retried = txn(h, 2, [0], "commit", ok=False)
+    h.add("txn_end", "txn-0", txn=2, action="abort", ok=True, error="")
+    txn_final(h, {0: [committed[0], unknown[0], retried[0]], 1: []})
+    kinds = sorted(v.kind for v in check(h.events).violations)
+    assert kinds == ["read_aborted", "txn_partial", "txn_partial"]
+
+
+def test_a_transaction_on_a_partition_the_final_read_did_not_end_is_not_judged():
+    h = H()
+    txn(h, 0, [0, 1], "commit")
+    txn_final(h, {0: []})  # partition 1 never read to its end
+    report = check(h.events)
+    assert report.ok and report.unchecked == [("x", 1)]
