@@ -7,7 +7,7 @@ carries the events that show it. The kinds, and the rule each one breaks:
 
 | kind | rule |
 |---|---|
-| `lost` | an acknowledged record (acks=all) is in the final read of its partition at the offset it was acknowledged at |
+| `lost` | an acknowledged record (acks=all) is in the final read of its partition at the offset it was acknowledged at; in a compacted topic (created with `cleanup.policy=compact`) it may be gone only when the final read holds a later record of its key (compaction keeps each key's latest record) |
 | `duplicate` | a value is stored once: never seen at two offsets of its partition (the producers are idempotent) |
 | `reorder` | one producer's records of a partition are stored in the order it sent them (the value is `process:seq`) |
 | `divergent` | every read of an offset (consumers' reads and acknowledgements) names the same record; below the final read's end, every in-sync replica's own log (`replica` events) holds the record the final read got from the leader |
@@ -138,6 +138,8 @@ def check(events: list[Event]) -> CheckReport:
     report.read = len(by_type["read"])
     report.final_records = len(by_type["final"])
     deleted = {e["topic"] for e in by_type["delete_topic"]}
+    compacted = {e["topic"] for e in by_type["create_topic"]
+                 if e.get("ok") and e.get("configs", {}).get("cleanup.policy") == "compact"}
 
     finals: Finals = defaultdict(dict)
     for e in by_type["final"]:
@@ -151,7 +153,7 @@ def check(events: list[Event]) -> CheckReport:
     report.admin_acknowledged = sum(1 for t in (*ADMIN_TYPES, *SECURITY_TYPES) for e in by_type[t]
                                     if e.get("ok"))
     unclean_at = _unclean_elections(ordered)
-    found += _lost(by_type["ack"], finals, final_ends, deleted)
+    found += _lost(by_type["ack"], finals, final_ends, deleted, compacted)
     found += _metadata_lost([e for e in ordered if e["type"] in ADMIN_TYPES], by_type["metadata"])
     found += _security_lost([e for e in ordered if e["type"] in SECURITY_TYPES], by_type["metadata"])
     found += _metadata_backwards(by_type["metadata"], by_type["nemesis"])
@@ -224,7 +226,15 @@ def _name(e: Event) -> str:
     return f"{e['topic']}-{e['partition']}"
 
 
-def _lost(acks: list[Event], finals: Finals, final_ends: FinalEnds, deleted: set[str]) -> list[Violation]:
+def _lost(acks: list[Event], finals: Finals, final_ends: FinalEnds, deleted: set[str],
+          compacted: set[str]) -> list[Violation]:
+    # Per compacted partition and key, the highest offset the final read holds a record of it at.
+    latest_read: dict[tuple[TopicPartition, str], int] = {}
+    for tp, records in finals.items():
+        if tp[0] in compacted:
+            for offset, e in records.items():
+                key = (tp, str(e.get("key")))
+                latest_read[key] = max(offset, latest_read.get(key, -1))
     out = []
     for ack in acks:
         tp = _tp(ack)
@@ -234,11 +244,17 @@ def _lost(acks: list[Event], finals: Finals, final_ends: FinalEnds, deleted: set
         there = finals[tp].get(offset)
         if there is not None and there["value"] == ack["value"]:
             continue
+        superseded = latest_read.get((tp, str(ack.get("key"))), -1) > offset
+        if there is None and ack["topic"] in compacted and superseded:
+            continue  # compacted away: a later record of its key is there
         if there is not None:
             why = f"the final read holds {there['value']!r} there"
             evidence = (ack, there)
         elif offset >= int(end["end_offset"]):
             why = f"the final read ends at {end['end_offset']}"
+            evidence = (ack, end)
+        elif ack["topic"] in compacted:
+            why = f"compaction left no later record of its key {ack.get('key')!r}"
             evidence = (ack, end)
         else:
             why = "the final read has no record at that offset"

@@ -6,7 +6,7 @@ Other fields by type (`topic` and `partition` name a partition; `value` is the r
 
 | type | fields | meaning |
 |---|---|---|
-| `send` | topic, partition, value | a producer queued the record (an invocation) |
+| `send` | topic, partition, value; key for a keyed record | a producer queued the record (an invocation); `ack`, `fail` and `final` carry the record's `key` too when it has one (the compacted topic) |
 | `ack` | topic, partition, value, offset | the broker acknowledged it at `offset` (acks=all) |
 | `fail` | topic, partition, value, error | the producer gave up on it: indeterminate, it may be stored |
 | `read` | topic, partition, offset, value, leader_epoch | a consumer of a group read it |

@@ -20,9 +20,8 @@ is imported.
 | `compaction-keeps-older` | compaction | the cleaner keeps the first record of each key instead of the latest |
 
 `MUTATION_CLASSES` maps each to its class. A mutant is caught when a run's check shows a violation.
-`benchmarks/chaos_mutants.py` runs each over a list of seeds and prints the caught/missed table. The
-chaos workload has no compacted topic: the last one is listed so the table says plainly that nothing the
-runner does can see it yet.
+`benchmarks/chaos_mutants.py` runs each over a list of seeds and prints the caught/missed table (the
+workload's transactional producer and compacted topic are what the last two are caught by).
 """  # noqa: E501 (a Markdown table keeps each row on one line)
 
 from __future__ import annotations

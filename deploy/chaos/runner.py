@@ -40,6 +40,9 @@ from kanal.deploy.chaos.schedule import Fault, ScheduleOptions, schedule
 from kanal.deploy.chaos.storage import BROKER_DISK_BYTES
 from kanal.deploy.chaos.target import BootstrapTarget, ContainersTarget, DevTarget
 from kanal.deploy.chaos.workload import (
+    COMPACT_CONFIGS,
+    COMPACT_RECORDS_PER_KEY,
+    COMPACT_TOPIC,
     TXN_TOPIC,
     ChurnWorkload,
     ConsumerWorkload,
@@ -69,6 +72,7 @@ class RunOptions:
     producers: int = 2
     consumers: int = 2
     transactions: int = 1  # transactional producers (workload.TransactionWorkload) on TXN_TOPIC
+    keyed_producers: int = 1  # producers of keyed records to the compacted COMPACT_TOPIC
     churn: bool = True
     mutation: str | None = None  # mutation.py: a broker with a deliberate bug (the mutation check)
     # The run's topic with unclean.leader.election.enable=true: the checker then allows the loss an unclean
@@ -209,16 +213,20 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         configs = {"min.insync.replicas": "2"}
         if options.unclean:
             configs[UNCLEAN_KEY] = "true"
-        topics = [TOPIC] + ([TXN_TOPIC] if options.transactions else [])
+        topics = {TOPIC: configs}
+        if options.transactions:
+            topics[TXN_TOPIC] = configs
+        if options.keyed_producers:
+            topics[COMPACT_TOPIC] = {**configs, **COMPACT_CONFIGS}
         with Admin(target.bootstrap, request_timeout_ms=10_000, security=security) as admin:
             existing = set(admin.list_topics())
-            created = [t for t in topics if t not in existing]
-            for topic in created:
-                admin.create_topic(topic, options.partitions, 3, configs, wait_s=60)
+            created = {t: c for t, c in topics.items() if t not in existing}
+            for topic, topic_configs in created.items():
+                admin.create_topic(topic, options.partitions, 3, topic_configs, wait_s=60)
         recorder = Recorder(out)  # time 0 of the schedule
-        for topic in created:  # acknowledged before time 0: it must outlive every fault like any other
-            recorder.record("create_topic", "admin", topic=topic, ok=True, error="",
-                            count=options.partitions, configs=configs)
+        for topic, topic_configs in created.items():  # acknowledged before time 0: it must outlive every
+            recorder.record("create_topic", "admin", topic=topic, ok=True, error="",  # fault like any other
+                            count=options.partitions, configs=topic_configs)
         nemesis = Nemesis(target, recorder)
         rng = random.Random(f"kanal-chaos-workload:{options.seed}")
         workloads = [Monitor(recorder, target.brokers, target.controllers, TOPIC, security=security)]
@@ -226,6 +234,10 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
             ProducerWorkload(i, recorder, target.bootstrap, TOPIC, options.partitions, security=security)
             for i in range(options.producers)
         ]
+        workloads += [ProducerWorkload(i, recorder, target.bootstrap, COMPACT_TOPIC, options.partitions,
+                                       interval_s=0.02, security=security,
+                                       records_per_key=COMPACT_RECORDS_PER_KEY)
+                      for i in range(options.keyed_producers)]
         workloads += [ConsumerWorkload(i, recorder, target.bootstrap, TOPIC, random.Random(rng.random()),
                                        security=security)
                       for i in range(options.consumers)]
@@ -294,6 +306,9 @@ def _recover_and_read(target, recorder: Recorder, workloads, options: RunOptions
                    timeout_s=options.final_read_timeout_s, security=options.security)
         if options.transactions:
             final_read(recorder, target.bootstrap, TXN_TOPIC, options.partitions, read_committed=True,
+                       timeout_s=options.final_read_timeout_s, security=options.security)
+        if options.keyed_producers:
+            final_read(recorder, target.bootstrap, COMPACT_TOPIC, options.partitions,
                        timeout_s=options.final_read_timeout_s, security=options.security)
         if target.takes_faults:  # a target whose data directories the run has: every ISR member's own log
             step = "the in-sync replicas' logs"

@@ -2,7 +2,8 @@
 
 - `ProducerWorkload`: an idempotent acks=all kanal Producer writing unique values `producer-N:seq` round
   robin over the partitions of the run's topic; `send` before each record, `ack` (with its offset) or
-  `fail` when the producer resolves it.
+  `fail` when the producer resolves it. One more (`keyed-N`) writes keyed records to the compacted topic,
+  the key in each event.
 - `ConsumerWorkload`: consumers of one group, each living a few seconds and then closing so another starts
   (a restart); `read` for each record, `commit` for each acknowledged commit (by hand, never auto-commit),
   `committed` for the offsets a member fetches when partitions are assigned to it.
@@ -14,7 +15,7 @@
 - `Monitor`: every broker's leader and epoch for each partition of the topic and every controller's claim
   to be active, recorded when they change.
 - `final_read`: after the faults, one acknowledged fence record per partition, then every partition from
-  offset 0 to its high-water mark (read_committed for the transactions' topic).
+  offset 0 to its high-water mark (read_committed for the transactions' topic; with each record's key).
 
 All of them tolerate the faults: an error is recorded or retried, never raised out of the thread.
 """
@@ -26,6 +27,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
+from typing import TypedDict
 
 import grpc
 
@@ -46,6 +48,11 @@ log = logging.getLogger("kanal.chaos.workload")
 
 GROUP = "chaos-group"
 TXN_TOPIC = "chaos-txn"
+# The compacted topic: keyed records, segments small enough that the brokers' cleaner (every 30 s, and at
+# each start) rewrites closed segments during a run; the checker wants each key's latest record kept.
+COMPACT_TOPIC = "chaos-compact"
+COMPACT_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "4096"}
+COMPACT_RECORDS_PER_KEY = 4
 TXN_ABORT_PROBABILITY = 1 / 3
 # A transaction a stopped or fenced producer left open is aborted by the coordinator after this long, so
 # the final read_committed read (60 s bound) sees its partitions' last stable offset reach the end.
@@ -55,6 +62,12 @@ CHURN_PARTITIONS = 1
 RETENTION_MS = 3_600_000  # the churn topics' retention.ms (plus a number of their own): an hour, so nothing
 TOPIC_RESOURCE = metadata_pb2.CONFIG_RESOURCE_TOPIC  # is deleted by retention during a run
 CHURN_MECHANISM = "SCRAM-SHA-256"  # the churn users' one mechanism (each is a credential record)
+
+
+class KeyField(TypedDict, total=False):
+    """A keyed record's `key` field in its events (records of the compacted topic only)."""
+
+    key: str
 
 
 class Workload(threading.Thread):
@@ -91,9 +104,16 @@ class Workload(threading.Thread):
 
 
 class ProducerWorkload(Workload):
+    """Values `producer-N:seq`, round robin over the partitions. With `records_per_key` (the compacted
+    topic), values `keyed-N:seq` keyed `keyed-N:K` with K = seq // records_per_key, sent to partition K mod
+    partitions: each key gets that many records in a row and then none, so once its records are in closed
+    segments compaction must leave exactly its last one."""
+
     def __init__(self, index: int, recorder: Recorder, bootstrap: str, topic: str, partitions: int,
-                 *, interval_s: float = 0.01, security: ClientSecurity | None = None) -> None:
-        super().__init__(f"producer-{index}", recorder)
+                 *, interval_s: float = 0.01, security: ClientSecurity | None = None,
+                 records_per_key: int = 0) -> None:
+        super().__init__(f"{'keyed' if records_per_key else 'producer'}-{index}", recorder)
+        self.records_per_key = records_per_key
         self.bootstrap, self.topic, self.partitions, self.interval_s = (
             bootstrap,
             topic,
@@ -137,29 +157,35 @@ class ProducerWorkload(Workload):
             seq = 0
             while not self.stopping.is_set():
                 value = f"{self.process}:{seq}"
+                keyed: KeyField = {}
                 partition = seq % self.partitions
-                self.recorder.record("send", self.process, topic=self.topic, partition=partition, value=value)
+                if self.records_per_key:
+                    key = seq // self.records_per_key
+                    keyed["key"] = f"{self.process}:{key}"
+                    partition = key % self.partitions
+                self.recorder.record("send", self.process, topic=self.topic, partition=partition, value=value,
+                                     **keyed)
                 try:
-                    producer.produce(self.topic, value.encode(), partition=partition,
-                                     on_delivery=self._delivered(value, partition))
+                    producer.produce(self.topic, value.encode(), partition=partition, key=keyed.get("key"),
+                                     on_delivery=self._delivered(value, partition, keyed))
                 except KanalError as exc:  # buffer full for max_block_ms, or metadata not there
                     self.recorder.record("fail", self.process, topic=self.topic, partition=partition,
-                                         value=value, error=exc.name)
+                                         value=value, error=exc.name, **keyed)
                 seq += 1
                 self.stopping.wait(self.interval_s)
             producer.flush(25)
         finally:
             producer.close(5)
 
-    def _delivered(self, value: str, partition: int):
+    def _delivered(self, value: str, partition: int, keyed: KeyField):
         def done(error, meta) -> None:
             if error is None:
                 self.acked += 1
                 self.recorder.record("ack", self.process, topic=self.topic, partition=meta.partition,
-                                     value=value, offset=meta.offset)
+                                     value=value, offset=meta.offset, **keyed)
             else:
                 self.recorder.record("fail", self.process, topic=self.topic, partition=partition, value=value,
-                                     error=getattr(error, "name", repr(error)))
+                                     error=getattr(error, "name", repr(error)), **keyed)
         return done
 
 
@@ -607,8 +633,9 @@ def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, 
             for r in records:
                 if r.offset >= ends[r.partition]:
                     continue
+                keyed: KeyField = {} if r.key is None else {"key": r.key.decode(errors="replace")}
                 recorder.record("final", "final", topic=topic, partition=r.partition, offset=r.offset,
-                                value=r.value.decode(errors="replace"), leader_epoch=r.leader_epoch)
+                                value=r.value.decode(errors="replace"), leader_epoch=r.leader_epoch, **keyed)
                 positions[r.partition] = r.offset + 1
                 count += 1
             if read_committed:  # past aborted records and markers, which no record's offset shows

@@ -1,7 +1,7 @@
 """`kanal chaos` on the dev target (a cluster in network namespaces; needs root): a small fixed set of
 seeds over every nemesis passes the checker; the mutation checks are caught (brokers that answer acks=all
 as acks=1: lost records; followers that never truncate a divergent log: divergent replicas; aborted
-transactions delivered to read_committed readers); Ctrl-C in
+transactions delivered to read_committed readers; a cleaner keeping a key's oldest record); Ctrl-C in
 the middle of a fault heals it and leaves no namespace, link or process behind."""
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ def test_fixed_seeds_pass_the_checker(tmp_path, seed, power_cuts):
             "txn_send", "txn_end"} <= set(kinds)
     # The transactional producer committed and aborted through the faults, checked read_committed.
     assert result.report.transactions["committed"] > 0 and result.report.transactions["aborted"] > 0
+    # The compacted topic was written with keys and read back (records compacted away are judged by key).
+    assert any(e["type"] == "final" and e["topic"] == "chaos-compact" and "key" in e for e in events)
     # Each node whose power was cut: one `cut` event with what it dropped.
     cuts = [e["detail"] for e in events if e["type"] == "nemesis" and e["action"] == "cut"]
     assert len(cuts) == power_cuts, cuts
@@ -156,6 +158,19 @@ def test_a_read_committed_fetch_that_names_no_aborted_transactions_is_caught(tmp
     print(result.table())
     assert result.report.transactions["aborted"] > 0
     assert {v.kind for v in result.report.violations} == {"read_aborted"}, result.table()
+
+
+def test_a_cleaner_that_keeps_the_oldest_record_of_a_key_is_caught(tmp_path):
+    """Issue 41's compaction class: the mutant's cleaner keeps each key's first record instead of its
+    latest. The keyed producer gives each key four records and then none, in segments of 4 KiB, so every
+    pass of the brokers' cleaner (every 30 s: once in a 40 s run) removes latest records; nothing later of
+    their key is there, and the checker reports them lost."""
+    result = run_once(RunOptions(target="dev", faults=(), duration_s=40, seed=1, churn=False, transactions=0,
+                                 history_path=tmp_path / "history.jsonl", mutation="compaction-keeps-older"))
+    print(result.table())
+    lost = [v for v in result.report.violations if v.kind == "lost"]
+    assert lost and {v.kind for v in result.report.violations} == {"lost"}, result.table()
+    assert all("chaos-compact" in v.message and "compaction left no later record" in v.message for v in lost)
 
 
 def test_a_cluster_given_by_its_bootstrap_gets_the_workloads_and_the_check_but_no_faults(tmp_path):

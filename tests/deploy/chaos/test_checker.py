@@ -503,3 +503,39 @@ def test_a_transaction_on_a_partition_the_final_read_did_not_end_is_not_judged()
     txn_final(h, {0: []})  # partition 1 never read to its end
     report = check(h.events)
     assert report.ok and report.unchecked == [("x", 1)]
+
+
+# ---- a compacted topic: acknowledged records may go only when a later record of their key stays ----
+
+def compacted(kept_offsets: list[int], *, policy: str = "compact") -> H:
+    h = H()
+    h.add("create_topic", "admin", topic="c", ok=True, error="", count=1, configs={"cleanup.policy": policy})
+    acked = []
+    for offset in range(6):  # key a: offsets 0-3, key b: 4-5
+        key = "a" if offset < 4 else "b"
+        value = f"keyed-0:{offset}"
+        h.add("send", "keyed-0", topic="c", partition=0, value=value, key=key)
+        acked.append(h.add("ack", "keyed-0", topic="c", partition=0, value=value, offset=offset, key=key))
+    for offset in kept_offsets:
+        h.add("final", "final", topic="c", partition=0, offset=offset, value=acked[offset]["value"],
+              leader_epoch=1, key=acked[offset]["key"])
+    h.add("final_end", "final", topic="c", partition=0, end_offset=6)
+    return h
+
+
+def test_compaction_may_remove_a_record_only_when_a_later_one_of_its_key_is_kept():
+    assert check(compacted([3, 5]).events).ok  # each key's latest kept: the rest compacted away
+    assert check(compacted([0, 1, 2, 3, 4, 5]).events).ok  # nothing compacted yet
+    assert check(compacted([1, 3, 5]).events).ok  # kept more than the latest: compaction need not be done
+
+
+def test_compaction_that_kept_an_older_record_of_a_key_instead_of_its_latest_is_lost():
+    report = check(compacted([0, 5]).events)  # key a's first record kept, its later three removed
+    assert [v.kind for v in report.violations] == ["lost"] * 3
+    assert all("compaction left no later record of its key 'a'" in v.message for v in report.violations)
+    assert sorted(int(v.events[0]["offset"]) for v in report.violations) == [1, 2, 3]
+
+
+def test_outside_a_compacted_topic_a_superseded_record_still_counts_as_lost():
+    report = check(compacted([3, 5], policy="delete").events)
+    assert [v.kind for v in report.violations] == ["lost"] * 4
