@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Self, SupportsIndex
 
 from kanal.clients.call_pool import CallPool
@@ -104,6 +105,14 @@ def _checked_partition(tp: object) -> tuple[str, int]:
         return topic, operator.index(partition)
     except TypeError:
         raise TypeError(f"a partition number must be an int, not {type(partition).__name__}") from None
+
+@dataclass(frozen=True)
+class GroupMetadata:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str
+
 
 class Consumer(ConsumerFetcher):
     def __init__(self, config: ConsumerConfig) -> None:
@@ -380,6 +389,12 @@ class Consumer(ConsumerFetcher):
         """The group's committed offsets (None where nothing is committed)."""
         found = self._require_group().committed(list(partitions) if partitions is not None else None)
         return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
+
+    def group_metadata(self) -> GroupMetadata:
+        """This member's standing in its group (Kafka's ConsumerGroupMetadata): generation -1 and an
+        empty member id while it is not in a generation."""
+        group = self._require_group()
+        return GroupMetadata(group.group_id, group.generation, group.member_id, group.group_instance_id)
 
     def _require_group(self) -> GroupMembership:
         if self._group is None:

@@ -48,6 +48,7 @@ from kanal.deploy.chaos.workload import (
     ConsumerWorkload,
     Monitor,
     ProducerWorkload,
+    StaleCommitWorkload,
     TransactionWorkload,
     final_metadata,
     final_read,
@@ -73,6 +74,7 @@ class RunOptions:
     consumers: int = 2
     transactions: int = 1  # transactional producers (workload.TransactionWorkload) on TXN_TOPIC
     keyed_producers: int = 1  # producers of keyed records to the compacted COMPACT_TOPIC
+    fencing: bool = True  # workload.StaleCommitWorkload: a stale generation's commit, every round
     churn: bool = True
     mutation: str | None = None  # mutation.py: a broker with a deliberate bug (the mutation check)
     # The run's topic with unclean.leader.election.enable=true: the checker then allows the loss an unclean
@@ -244,6 +246,8 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         workloads += [TransactionWorkload(i, recorder, target.bootstrap, options.partitions,
                                           random.Random(rng.random()), security=security)
                       for i in range(options.transactions)]
+        if options.fencing:
+            workloads.append(StaleCommitWorkload(recorder, target.bootstrap, TOPIC, security=security))
         if options.churn:
             workloads.append(ChurnWorkload(recorder, target.bootstrap, security=security))
         for w in workloads:

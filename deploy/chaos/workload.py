@@ -10,6 +10,9 @@
 - `TransactionWorkload`: a transactional kanal Producer writing transactions of 1-4 records over the
   partitions of the transactions' topic, a third of them aborted on purpose; `txn_send` for each record it
   took, `txn_end` with whether the commit or abort was acknowledged (an unknown outcome is `ok` false).
+- `StaleCommitWorkload`: rounds of two members of group `chaos-fencing` and a rebalance, then an offset
+  commit in the first member's name with its older generation, which must be refused; `commit` for each
+  acknowledged commit.
 - `ChurnWorkload`: topics created and deleted during the faults (`chaos-churn-N`, never a name twice),
   each with a SCRAM user `chaos-user-N` and an ACL letting it read the topic, deleted with the topic.
 - `Monitor`: every broker's leader and epoch for each partition of the topic and every controller's claim
@@ -26,6 +29,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -42,11 +46,12 @@ from kanal.metadata.acl import iter_entries
 from kanal.metadata.snapshot import image_from_snapshot
 from kanal.security.channel_security import ClientSecurity, open_channel
 from kanal.v1 import admin_pb2, broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, metadata_pb2
-from kanal.v1.error import KanalError
+from kanal.v1.error import ErrorCode, KanalError
 
 log = logging.getLogger("kanal.chaos.workload")
 
 GROUP = "chaos-group"
+FENCING_GROUP = "chaos-fencing"
 TXN_TOPIC = "chaos-txn"
 # The compacted topic: keyed records, segments small enough that the brokers' cleaner (every 30 s, and at
 # each start) rewrites closed segments during a run; the checker wants each key's latest record kept.
@@ -385,6 +390,119 @@ class ConsumerWorkload(Workload):
                 consumer.close()
             except (KanalError, grpc.RpcError) as exc:
                 log.info("%s: close: %s", name, exc)
+
+
+class StaleCommitWorkload(Workload):
+    """Generation fencing, round after round in group FENCING_GROUP (partition 0 of the run's topic, round
+    r): member A joins and commits 3r+1; member B joins, the group moves to a newer generation (A rejoins)
+    and partition 0's owner commits 3r+3; then an OffsetCommit in A's name with A's *first* generation
+    asks for 3r+2, as a member paused past a rebalance sends it when it wakes. The coordinator must refuse
+    it (ILLEGAL_GENERATION); acknowledged, it is recorded as a `commit` and the checker sees the committed
+    offset go back below 3r+3 (`commit_backwards`). Acknowledged commits are recorded; a round a fault
+    cuts short is dropped and the next one starts."""
+
+    def __init__(self, recorder: Recorder, bootstrap: str, topic: str, *,
+                 security: ClientSecurity | None = None) -> None:
+        super().__init__("fencing", recorder)
+        self.bootstrap, self.topic, self.security = bootstrap, topic, security
+        self.refused = 0  # stale commits the coordinator refused
+
+    def body(self) -> None:
+        metadata = None
+        round_ = 0
+        try:
+            while not self.stopping.is_set():
+                members: list[Consumer] = []
+                try:
+                    if metadata is None:
+                        metadata = ClusterMetadata(self.bootstrap, security=self.security)
+                    self._round(round_, members, metadata)
+                except (KanalError, grpc.RpcError) as exc:  # a fault cut the round short: start afresh
+                    log.info("%s: round %d: %r", self.process, round_, exc)
+                    self.stopping.wait(0.5)
+                finally:
+                    for member in members:
+                        member.close()
+                round_ += 1
+        finally:
+            if metadata is not None:
+                metadata.close()
+
+    def _member(self, name: str, members: list[Consumer]) -> Consumer:
+        member = Consumer(ConsumerConfig(
+            bootstrap=self.bootstrap, security=self.security, group_id=FENCING_GROUP,
+            auto_offset_reset="latest", enable_auto_commit=False, session_timeout_ms=6_000,
+            heartbeat_interval_ms=1_000, request_timeout_ms=5_000, client_id=name, max_poll_records=1))
+        members.append(member)
+        member.subscribe([self.topic])
+        return member
+
+    def _until(self, members: list[Consumer], done: Callable[[], bool], what: str) -> None:
+        """Every member polls on a thread of its own (a member's JoinGroup waits for the others to
+        rejoin, which they do only while polling) until `done()`; at most 30 s."""
+        deadline = time.monotonic() + 30
+        finished = threading.Event()
+        failures: list[BaseException] = []
+
+        def poll(member: Consumer) -> None:
+            try:
+                while not finished.is_set():
+                    member.poll(0.05)
+            except Exception as exc:  # noqa: BLE001 - raised on the workload's thread below
+                failures.append(exc)
+                finished.set()
+
+        threads = [threading.Thread(target=poll, args=(m,), daemon=True) for m in members]
+        for t in threads:
+            t.start()
+        try:
+            while not done() and not failures:
+                if self.stopping.is_set():
+                    raise KanalError(ErrorCode.REQUEST_TIMED_OUT, f"stopped while waiting for {what}")
+                if time.monotonic() > deadline:
+                    raise KanalError(ErrorCode.REQUEST_TIMED_OUT, f"no {what} within 30 s")
+                finished.wait(0.05)
+        finally:
+            finished.set()
+            for t in threads:
+                t.join(10)
+        if failures:
+            raise failures[0]
+
+    def _commit(self, member: Consumer, offset: int) -> None:
+        tp = (self.topic, 0)
+        member.commit({tp: offset})
+        self.recorder.record("commit", self.process, group=FENCING_GROUP, topic=self.topic, partition=0,
+                             offset=offset)
+
+    def _round(self, r: int, members: list[Consumer], metadata: ClusterMetadata) -> None:
+        tp = (self.topic, 0)
+        a = self._member(f"fencing-a.{r}", members)
+        self._until(members, lambda: tp in a.assignment(), "assignment of member A")
+        first = a.group_metadata()
+        self._commit(a, 3 * r + 1)
+        b = self._member(f"fencing-b.{r}", members)
+        self._until(members, lambda: bool(b.assignment())
+                    and a.group_metadata().generation_id > first.generation_id
+                    and b.group_metadata().generation_id == a.group_metadata().generation_id,
+                    "rebalance to a newer generation")
+        owner = a if tp in a.assignment() else b
+        if tp not in owner.assignment():
+            raise KanalError(ErrorCode.REBALANCE_IN_PROGRESS, "partition 0 between owners")
+        self._commit(owner, 3 * r + 3)
+        stale = broker_pb2.OffsetCommitRequest(group_id=FENCING_GROUP, generation_id=first.generation_id,
+                                               member_id=first.member_id)
+        stale.topics.add(topic=self.topic).partitions.add(partition=0, offset=3 * r + 2, leader_epoch=-1)
+        coordinator = metadata.find_coordinator(FENCING_GROUP, broker_pb2.COORDINATOR_GROUP, 5)
+        if coordinator.error:
+            raise KanalError(coordinator.error, "FindCoordinator")
+        reply = metadata.stub(coordinator.endpoint).OffsetCommit(stale, timeout=5)
+        errors_ = [reply.error] + [p.error for t in reply.topics for p in t.partitions]
+        if not any(errors_):
+            self.recorder.record("commit", self.process, group=FENCING_GROUP, topic=self.topic,
+                                 partition=0, offset=3 * r + 2)
+        elif reply.error == ErrorCode.ILLEGAL_GENERATION:
+            self.refused += 1
 
 
 class ChurnWorkload(Workload):

@@ -1,7 +1,8 @@
 """`kanal chaos` on the dev target (a cluster in network namespaces; needs root): a small fixed set of
 seeds over every nemesis passes the checker; the mutation checks are caught (brokers that answer acks=all
 as acks=1: lost records; followers that never truncate a divergent log: divergent replicas; aborted
-transactions delivered to read_committed readers; a cleaner keeping a key's oldest record); Ctrl-C in
+transactions delivered to read_committed readers; a cleaner keeping a key's oldest record; a commit from
+an older group generation taken); Ctrl-C in
 the middle of a fault heals it and leaves no namespace, link or process behind."""
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def test_fixed_seeds_pass_the_checker(tmp_path, seed, power_cuts):
             "txn_send", "txn_end"} <= set(kinds)
     # The transactional producer committed and aborted through the faults, checked read_committed.
     assert result.report.transactions["committed"] > 0 and result.report.transactions["aborted"] > 0
+    # The fencing workload's commits (its stale ones refused: the run passed).
+    assert any(e["type"] == "commit" and e["group"] == "chaos-fencing" for e in events)
     # The compacted topic was written with keys and read back (records compacted away are judged by key).
     assert any(e["type"] == "final" and e["topic"] == "chaos-compact" and "key" in e for e in events)
     # Each node whose power was cut: one `cut` event with what it dropped.
@@ -171,6 +174,19 @@ def test_a_cleaner_that_keeps_the_oldest_record_of_a_key_is_caught(tmp_path):
     lost = [v for v in result.report.violations if v.kind == "lost"]
     assert lost and {v.kind for v in result.report.violations} == {"lost"}, result.table()
     assert all("chaos-compact" in v.message and "compaction left no later record" in v.message for v in lost)
+
+
+def test_an_offset_commit_from_an_older_group_generation_taken_is_caught(tmp_path):
+    """Issue 41's groups class: the mutant's coordinator takes a commit from an older generation (fencing
+    refuses only newer ones). Each round of the fencing workload rebalances its group and then commits in a
+    member's name with the member's first generation, lower than the new owner's acknowledged commit."""
+    result = run_once(RunOptions(target="dev", faults=(), duration_s=15, seed=1, churn=False, transactions=0,
+                                 keyed_producers=0, history_path=tmp_path / "history.jsonl",
+                                 mutation="stale-generation-commit"))
+    print(result.table())
+    backwards = [v for v in result.report.violations if v.kind == "commit_backwards"]
+    assert backwards and {v.kind for v in result.report.violations} == {"commit_backwards"}, result.table()
+    assert all("group chaos-fencing" in v.message for v in backwards)
 
 
 def test_a_cluster_given_by_its_bootstrap_gets_the_workloads_and_the_check_but_no_faults(tmp_path):

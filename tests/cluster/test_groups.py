@@ -465,8 +465,16 @@ def test_member_that_stops_polling_leaves_the_group_and_rejoins_on_its_next_poll
             consumer.poll(0.1)  # processing resumes: it rejoins
             wait_until(lambda: len(admin.describe_group("slow").members) == 1, 30, "the member to rejoin")
         assert consumer.assignment() == [(topic, 0), (topic, 1)]
+        # Its standing in the group (Kafka's groupMetadata()): the generation and member id it holds now,
+        # which the coordinator names too.
+        standing = consumer.group_metadata()
+        with Admin(cluster.bootstrap) as admin:
+            described = admin.describe_group("slow")
+        assert standing.group_id == "slow" and standing.generation_id >= 2 and standing.group_instance_id == ""
+        assert [m.member_id for m in described.members] == [standing.member_id]
     finally:
         consumer.close()
+    assert consumer.group_metadata().generation_id == -1  # left the group
 
 
 def test_offsets_of_empty_groups_expire_after_retention_and_deleted_topics_lose_theirs(tmp_path):
