@@ -470,7 +470,8 @@ def test_member_that_stops_polling_leaves_the_group_and_rejoins_on_its_next_poll
         standing = consumer.group_metadata()
         with Admin(cluster.bootstrap) as admin:
             described = admin.describe_group("slow")
-        assert standing.group_id == "slow" and standing.generation_id >= 2 and standing.group_instance_id == ""
+        assert (standing.group_id, standing.group_instance_id) == ("slow", "")
+        assert standing.generation_id >= 2
         assert [m.member_id for m in described.members] == [standing.member_id]
     finally:
         consumer.close()
