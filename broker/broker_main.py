@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kanal.broker.config import BrokerConfig, parse_endpoint
 from kanal.broker.memory_policy import keep_freed_memory
+from kanal.broker.read_replica import REPLICA_SELECTORS
 from kanal.broker.server import BrokerServer
 from kanal.commands.report import command_error
 from kanal.metadata.authorizer import authorizer_config_from
@@ -79,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="file whose first line is the rack (in a pod: written by `kanal node-zone` from the node's "
         "zone label); an empty line is no rack",
     )
+    p.add_argument("--replica-selector", default="leader", choices=REPLICA_SELECTORS,
+                   help="which replica serves a consumer that names its rack (replica.selector.class): "
+                        "leader (default), or rack-aware (an in-sync follower in the consumer's rack)")
     p.add_argument("--metrics", default="",
                    help=f"HOST:PORT of the Prometheus endpoint, or 'off' (default: the --listen host, port "
                         f"{BROKER_METRICS_PORT_DEFAULT})")
@@ -155,6 +159,7 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
         controllers=tuple(c.strip() for c in args.controllers.split(",") if c.strip()),
         data_dir=args.data_dir,
         rack=rack_of(args.rack, args.rack_file),
+        replica_selector=args.replica_selector,
         metrics_listen=_metrics_flag(args.metrics, args.listen),
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         replica_lag_ms_max=args.replica_lag_ms_max,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kanal.broker.quota_sampler import QuotaWindows
+from kanal.broker.read_replica import REPLICA_SELECTORS
 from kanal.metadata.authorizer import AuthorizerConfig
 from kanal.net.host_port import HostPortError, parse_host_port
 from kanal.security.listener_security import ListenerSecurity
@@ -43,8 +44,11 @@ class BrokerConfig:
     controllers: tuple[str, ...]
     # Where partition logs live (one directory per partition).
     data_dir: Path
-    # Rack for rack-aware placement; empty when unknown.
+    # Rack for rack-aware placement and follower fetching; empty when unknown.
     rack: str = ""
+    # Which replica a consumer that names its rack reads from (read_replica.py; Kafka's
+    # replica.selector.class): "leader" (the default, as Kafka's) or "rack-aware".
+    replica_selector: str = "leader"
     # host:port clients and other brokers dial, registered with the controllers; empty: `listen`.
     advertise: str = ""
     # host:port of a second gRPC listener, for the other nodes only: TLS with client certificates always
@@ -203,6 +207,9 @@ class BrokerConfig:
         _check(0 <= self.kafka_batch_cache_bytes <= 1 << 34,
                "kafka_batch_cache_bytes must be in [0, 17179869184]")
         _check(len(self.controllers) >= 1, "at least one controller endpoint is needed")
+        _check(self.replica_selector in REPLICA_SELECTORS,
+               f"replica_selector must be one of {', '.join(REPLICA_SELECTORS)}, "
+               f"not {self.replica_selector!r}")
         object.__setattr__(self, "controller_endpoints", tuple(parse_endpoint(c) for c in self.controllers))
         _check(100 <= self.heartbeat_interval_ms <= 60_000, "heartbeat_interval_ms must be in [100, 60000]")
         _check(0 <= self.ready_isr_wait_ms_max <= 86_400_000,

@@ -17,6 +17,10 @@ its partitions unless that is the id of the topic this broker hosts under the na
 (`ReplicaManager.partition`): a replica of a deleted topic never receives the data of the topic
 recreated under its name.
 
+Follower fetching (KIP-392; read_replica.py): a consumer that names its rack (`rack_id`) may be served by
+an in-sync follower, below that follower's high-water mark, and the leader may answer it
+`preferred_read_replica` by the broker's replica selector. Such an answer ends a long poll at once.
+
 The call reads through `HostedReplicas`, the part of the replica manager (replica_manager.py, which makes
 every FetchCall) that it needs: so this module sits below the manager rather than beside it in a cycle.
 """
@@ -24,11 +28,14 @@ every FetchCall) that it needs: so this module sits below the manager rather tha
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Protocol
 
 from kanal.broker.config import BrokerConfig
 from kanal.broker.metrics import BrokerMetrics
-from kanal.broker.partition import Partition
+from kanal.broker.partition import FOLLOWER, Partition
+from kanal.broker.read_replica import FollowerView, choose_read_replica
 from kanal.broker.waiter import Waiter
 from kanal.metadata import MetadataImage
 from kanal.metadata.ids import BrokerId
@@ -97,6 +104,16 @@ class FetchCall:
         self._registered: dict[int, Partition] = {}
         self.reply = broker_pb2.FetchResponse()
         self.total_bytes = 0
+        self.follower_bytes = 0  # of total_bytes, read from replicas this broker follows
+        # Follower fetching, for a consumer that names its rack: followers may serve it, and the leader
+        # may send it to the replica the selector prefers.
+        rack = "" if self.follower is not None else request.rack_id
+        self._from_follower = bool(rack)
+        self._choose_replica: Callable[[list[FollowerView], int], int] | None = None
+        if rack and config.replica_selector != "leader":
+            racks = {int(b): registration.rack for b, registration in image.brokers.items()}
+            self._choose_replica = partial(choose_read_replica, config.replica_selector, rack,
+                                           config.broker_id, racks)
 
     def __repr__(self) -> str:
         kind = f"follower {self.follower}" if self.follower is not None else "consumer"
@@ -117,7 +134,8 @@ class FetchCall:
         self.reply, self.total_bytes = self._read_once()
         if self.total_bytes >= self.min_bytes or self._waiter is None or self.remaining_s() <= 0:
             return True
-        return any(p.error for t in self.reply.topics for p in t.partitions)
+        return any(p.error or p.HasField("preferred_read_replica") for t in self.reply.topics
+                   for p in t.partitions)
 
     def close(self) -> broker_pb2.FetchResponse:
         """The call ended (answered or cancelled): unregister its waiter everywhere; the reply."""
@@ -126,12 +144,20 @@ class FetchCall:
                 part.remove_waiter(self._waiter)
         self._registered.clear()
         if self.follower is None:
-            self._manager.metrics.bytes_out.inc(self.total_bytes)
+            metrics = self._manager.metrics
+            metrics.bytes_out.inc(self.total_bytes)
+            if self._request.rack_id and self._request.rack_id == self._manager.config.rack:
+                metrics.bytes_out_same_rack.inc(self.total_bytes)
+            if self.follower_bytes:
+                metrics.bytes_out_as_follower.inc(self.follower_bytes)
+            metrics.preferred_read_replica_answers.inc(sum(
+                p.HasField("preferred_read_replica") for t in self.reply.topics for p in t.partitions))
         return self.reply
 
     def _read_once(self) -> tuple[broker_pb2.FetchResponse, int]:
         reply = broker_pb2.FetchResponse()
         total = 0
+        self.follower_bytes = 0
         manager, waiter = self._manager, self._waiter
         for topic_req in self._request.topics:
             out_topic = reply.topics.add(topic=topic_req.topic)
@@ -146,9 +172,14 @@ class FetchCall:
                         total += part.read_for_follower(self.follower, preq, budget, out, waiter,
                                                         self._request.replica_epoch)
                     else:
-                        total += part.read_for_consumer(preq, budget, out, waiter,
-                                                        read_committed=self._request.isolation_level
-                                                        == broker_pb2.READ_COMMITTED)
+                        as_follower = self._from_follower and part.role == FOLLOWER
+                        read = part.read_for_consumer(
+                            preq, budget, out, waiter,
+                            read_committed=self._request.isolation_level == broker_pb2.READ_COMMITTED,
+                            from_follower=self._from_follower, choose_replica=self._choose_replica)
+                        total += read
+                        if as_follower:
+                            self.follower_bytes += read
                 except KanalError as exc:
                     out.error = exc.code
                     out.error_message = exc.message

@@ -138,6 +138,20 @@ class ReplicationEffects:
 NO_EFFECTS = ReplicationEffects()
 
 
+def check_current_leader_epoch(requested_epoch: int, leader_epoch: int, partition_name: str) -> None:
+    """A request's `current_leader_epoch` (-1: no check) against the partition's current `leader_epoch`
+    (at its leader, or at a follower serving a consumer): FENCED_LEADER_EPOCH when older than ours,
+    UNKNOWN_LEADER_EPOCH when newer (our metadata is behind)."""
+    if requested_epoch < 0:
+        return
+    if requested_epoch < leader_epoch:
+        raise KanalError(ErrorCode.FENCED_LEADER_EPOCH,
+                         f"{partition_name}: epoch {requested_epoch} < {leader_epoch}")
+    if requested_epoch > leader_epoch:
+        raise KanalError(ErrorCode.UNKNOWN_LEADER_EPOCH,
+                         f"{partition_name}: epoch {requested_epoch} > {leader_epoch}")
+
+
 class LeaderState:
     def __init__(
         self,
@@ -266,16 +280,7 @@ class LeaderState:
         return self._followers[BrokerId(broker_id)]
 
     def check_leader_epoch(self, requested_epoch: int) -> None:
-        """A request's `current_leader_epoch` (-1: no check): FENCED_LEADER_EPOCH when older than ours,
-        UNKNOWN_LEADER_EPOCH when newer (our metadata is behind)."""
-        if requested_epoch < 0:
-            return
-        if requested_epoch < self._leader_epoch:
-            raise KanalError(ErrorCode.FENCED_LEADER_EPOCH,
-                             f"{self.topic}-{self.partition}: epoch {requested_epoch} < {self._leader_epoch}")
-        if requested_epoch > self._leader_epoch:
-            raise KanalError(ErrorCode.UNKNOWN_LEADER_EPOCH,
-                             f"{self.topic}-{self.partition}: epoch {requested_epoch} > {self._leader_epoch}")
+        check_current_leader_epoch(requested_epoch, self._leader_epoch, f"{self.topic}-{self.partition}")
 
     # ---- events ----
 

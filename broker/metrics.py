@@ -49,6 +49,17 @@ class BrokerMetrics:
                                          ["request"], buckets=_LATENCY_BUCKETS_S, registry=r)
         self.bytes_in = Counter("kanal_broker_topic_bytes_in", "Bytes appended by producers", registry=r)
         self.bytes_out = Counter("kanal_broker_topic_bytes_out", "Bytes returned to consumers", registry=r)
+        # Follower fetching (read_replica.py): how much of bytes_out went to consumers in this broker's rack,
+        # and how much this broker served as a follower; the share of a zone's reads kept in the zone.
+        self.bytes_out_same_rack = Counter(
+            "kanal_broker_topic_bytes_out_same_rack",
+            "Bytes returned to consumers whose Fetch named this broker's rack", registry=r)
+        self.bytes_out_as_follower = Counter(
+            "kanal_broker_topic_bytes_out_as_follower",
+            "Bytes returned to consumers from replicas this broker follows (follower fetching)", registry=r)
+        self.preferred_read_replica_answers = Counter(
+            "kanal_broker_preferred_read_replica_answers",
+            "Consumer fetches of a partition this broker leads that were sent to another replica", registry=r)
         self.replication_bytes_in = Counter(
             "kanal_broker_replication_bytes_in", "Bytes appended by follower fetchers", registry=r
         )

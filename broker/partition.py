@@ -19,7 +19,8 @@ same critical section as their read, so no change between the read and the wait 
 followers wake when the log end moves, consumers when the high-water mark moves. Only the polls that can
 answer are woken: one broker-wide condition woke every poll on every append and HW move, and on 2 cores those
 spurious wake-ups (each a thread hand-off and a re-read) cost more CPU than the replication. Role changes and
-deletion wake both sets, so a poll sees its new error at once.
+deletion wake both sets, so a poll sees its new error at once. A follower serving consumers (follower
+fetching, read_replica.py) wakes their polls when its HW moves, as it learns the leader's from each fetch.
 
 Transactions (issue 22): every stored batch, on the leader, on followers and in replay, also goes to the
 TransactionIndex (transaction_index.py), which gives the last stable offset and the aborted transactions
@@ -42,7 +43,13 @@ from typing import Protocol
 
 from kanal.broker.batch_validation import validate_produced_batch
 from kanal.broker.divergence import EpochEndOffset, diverging_epoch, truncation_step
-from kanal.broker.leader_state import IsrProposal, LeaderState, ReplicationConfig, ReplicationEffects
+from kanal.broker.leader_state import (
+    IsrProposal,
+    LeaderState,
+    ReplicationConfig,
+    ReplicationEffects,
+    check_current_leader_epoch,
+)
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.producer_snapshot import (
     delete_snapshots_above,
@@ -58,6 +65,7 @@ from kanal.broker.producer_state import (
     Reject,
     producer_batches_in,
 )
+from kanal.broker.read_replica import FollowerView
 from kanal.broker.replication_throttle import ReplicationThrottle
 from kanal.broker.storage.ids import LeaderEpoch, Offset
 from kanal.broker.storage.log import Log
@@ -449,15 +457,33 @@ class Partition:
     # ---- fetch ----
 
     def read_for_consumer(self, preq, bytes_max: int, out: broker_pb2.FetchResponse.PartitionData,
-                          waiter: Waiter | None = None, *, read_committed: bool = False) -> int:
+                          waiter: Waiter | None = None, *, read_committed: bool = False,
+                          from_follower: bool = False,
+                          choose_replica: Callable[[list[FollowerView], int], int] | None = None) -> int:
         """Read below the HW (read_committed: below the LSO, with the aborted transactions overlapping the
         batches returned). With `waiter`, it is set when the HW next moves (or the role changes) until
         `remove_waiter`; registered before the read, under the lock, so no move after the read is missed.
-        The LSO moves only with the HW or with a marker append, which moves the HW once replicated."""
+        The LSO moves only with the HW or with a marker append, which moves the HW once replicated.
+
+        Follower fetching (KIP-392), for a consumer that named its rack: `from_follower` lets an in-sync
+        follower serve the read below its own HW (which never passes the leader's, so it holds only
+        committed records); `choose_replica` (read_replica.choose_read_replica with the consumer's rack)
+        lets the leader send the consumer elsewhere: `preferred_read_replica` set, no records."""
         with self.lock:
             if waiter is not None:
                 self._high_watermark_waiters.add(waiter)
-            self.require_leader(preq.current_leader_epoch)
+            if from_follower and self.role == FOLLOWER:
+                self._require_in_sync_follower(preq.current_leader_epoch)
+            else:
+                leader = self.require_leader(preq.current_leader_epoch)
+                if choose_replica is not None:
+                    followers = [FollowerView(b, b in leader.isr, leader.follower(b).log_end_offset)
+                                 for b in leader.replicas if b != self.broker_id]
+                    chosen = choose_replica(followers, preq.fetch_offset)
+                    if chosen != self.broker_id:
+                        self._fill_bounds(out)
+                        out.preferred_read_replica = chosen
+                        return 0
             self._fill_bounds(out)
             limit = out.last_stable_offset if read_committed else self.high_watermark
             data = self.log.read(preq.fetch_offset, bytes_max, offset_limit=limit).data
@@ -500,6 +526,17 @@ class Partition:
             data = self.log.read(preq.fetch_offset, bytes_max).data
         out.records = data
         return len(data)
+
+    def _require_in_sync_follower(self, epoch: int) -> None:
+        """A follower serves consumers only while the metadata has it in the ISR: one that fell out may be
+        far behind, and the consumer should go back to the leader (NOT_LEADER_OR_FOLLOWER)."""
+        if self.deleted:
+            raise KanalError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.name} was deleted")
+        a = self.assignment
+        if a is None or self.broker_id not in a.isr:
+            raise KanalError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"broker {self.broker_id} is not an in-sync replica of {self.name}")
+        check_current_leader_epoch(epoch, a.leader_epoch, self.name)
 
     def remove_waiter(self, waiter: Waiter) -> None:
         """A long poll that registered `waiter` in a read has ended."""
@@ -593,7 +630,9 @@ class Partition:
                     self.producer_activity.seen(header.producer_id, now_ms)
                 appended = len(p.records)
             new_hw = min(p.high_watermark, self.log.log_end_offset)
-            self.high_watermark = max(self.high_watermark, new_hw)
+            if new_hw > self.high_watermark:
+                self.high_watermark = new_hw
+                self._wake(self._high_watermark_waiters)  # consumers reading from this follower
             return appended
 
     def fetch_position(self) -> tuple[int, int, int]:

@@ -24,7 +24,7 @@ from kanal.clients.admin import BROKER, TOPIC, Admin
 from kanal.clients.cli_formats import compile_format, parse_duration_ms, parse_timestamp_ms
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.operations_cli import add_operations_parsers
-from kanal.clients.perf_cli import add_perf_parser
+from kanal.clients.perf_cli import add_client_rack_flag, add_perf_parser
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import (
     REQUEST_TIMEOUT_MS_DEFAULT,
@@ -267,13 +267,15 @@ def consume(args) -> int:
                 client_id="kanal-console-consumer",
                 isolation_level=args.isolation_level,
                 request_timeout_ms=args.request_timeout_ms,
+                client_rack=args.client_rack,
             )
         )
         consumer.subscribe([args.topic])
     else:
         consumer = Consumer(
             ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset,
-                           isolation_level=args.isolation_level, request_timeout_ms=args.request_timeout_ms)
+                           isolation_level=args.isolation_level, request_timeout_ms=args.request_timeout_ms,
+                           client_rack=args.client_rack)
         )
         if args.partition is not None:
             partitions = [args.partition]
@@ -703,6 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="read_uncommitted",
         help="read_committed: only committed transactions' records, up to the last stable offset",
     )
+    add_client_rack_flag(c)
     c.set_defaults(func=consume)
 
     txns = sub.add_parser("transactions", help="list and describe transactional ids (kafka-transactions)") \

@@ -213,6 +213,13 @@ another one would refuse the same."""
             return None
         return self.view.brokers.get(parts[partition].leader)
 
+    def in_sync_endpoint(self, topic: str, partition: int, broker_id: int) -> str | None:
+        """The endpoint of `broker_id` when the metadata has it in the partition's ISR, else None."""
+        parts = self.view.topics.get(topic)
+        if parts is None or partition >= len(parts) or broker_id not in parts[partition].isr:
+            return None
+        return self.view.brokers.get(broker_id)
+
     def close(self) -> None:
         with self._lock:
             for channel in self._channels.values():

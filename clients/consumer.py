@@ -50,7 +50,14 @@ from kanal.clients.consumer_decode import (
     decode_record_list_python,
     native,
 )
-from kanal.clients.consumer_fetcher import EARLIEST, LATEST, ConsumerFetcher, Planned, _PartitionState
+from kanal.clients.consumer_fetcher import (
+    EARLIEST,
+    LATEST,
+    ConsumerFetcher,
+    Planned,
+    ReadReplica,
+    _PartitionState,
+)
 from kanal.clients.error_boundary import call
 from kanal.clients.group_membership import REJOIN_ERRORS, GroupMembership
 from kanal.clients.throttle import BrokerThrottles
@@ -130,6 +137,7 @@ class Consumer(ConsumerFetcher):
         self._arrived = threading.Condition(self._lock)
         self._running = True
         self._failing_since: dict[TopicPartition, float] = {}
+        self._read_replicas: dict[TopicPartition, ReadReplica] = {}
         self._fetch_errors = 0
         # Fetches to the second and further leaders of one round (the first runs on the fetcher thread).
         self._calls = CallPool(4, "kanal-consumer-fetch")

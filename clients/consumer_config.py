@@ -72,11 +72,16 @@ class ConsumerConfig:
     # included; "read_committed": only below the last stable offset, aborted transactions' records dropped
     # (isolation.level). Transaction markers are never returned either way.
     isolation_level: str = "read_uncommitted"
+    # The consumer's rack or zone (client.rack; KIP-392). With it, a broker whose replica selector is
+    # rack-aware may send this consumer to an in-sync replica in its rack, and the consumer reads the
+    # partition there (falling back to the leader on any error from it, and asking the leader again after
+    # metadata_max_age_ms). Empty: only leaders are read.
+    client_rack: str = ""
 
     def __post_init__(self) -> None:
         parse_bootstrap(self.bootstrap)
         check_security(self.security)
-        for name in ("client_id", "group_id", "group_instance_id"):
+        for name in ("client_id", "group_id", "group_instance_id", "client_rack"):
             check_str(name, getattr(self, name))
         check_client_id(self.client_id)
         check_bool("enable_auto_commit", self.enable_auto_commit)

@@ -17,6 +17,14 @@ partition is not fetched again until the poll after that. An offset out of range
 auto_offset_reset. A batch that cannot be decoded (damaged, or stored before leaders validated records)
 is never skipped silently: poll() returns the records before it, then raises UndecodableBatch
 (CORRUPT_MESSAGE, with the partition and offset), again on every poll until the application seeks past it.
+
+Follower fetching (KIP-392): with `client_rack` set, every Fetch names the rack, and a leader whose broker
+selects replicas by rack may answer a partition with `preferred_read_replica`. The partition is then
+fetched from that replica (`_read_replicas`) until metadata_max_age_ms passes, the metadata no longer
+has it in the ISR, or it answers anything but records: an error of the call (a replica stopped: after
+the request timeout) or of the partition (even OFFSET_OUT_OF_RANGE, which there means only that the
+replica is behind) sends the partition back to its leader at once, without counting as a failure and
+without an offset reset; the leader decides again.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
@@ -47,6 +56,15 @@ log = logging.getLogger(__name__)
 # an answer is delivered only if neither changed meanwhile.
 Planned = dict[TopicPartition, tuple[int, int]]
 EARLIEST, LATEST = -2, -1
+
+
+@dataclass(frozen=True, slots=True)
+class ReadReplica:
+    """The replica a partition's leader told this consumer to read from (preferred_read_replica)."""
+
+    broker_id: int
+    endpoint: str
+    until_s: float  # time.monotonic() after which the leader is asked again
 
 
 class _PartitionState:
@@ -89,6 +107,7 @@ class ConsumerFetcher:
     # have failed with retriable errors, without a success between.
     _failing_since: dict[TopicPartition, float]
     _fetch_errors: int  # failed fetches and offset lookups, per partition (metrics(): fetch_error_count)
+    _read_replicas: dict[TopicPartition, ReadReplica]  # the fetcher thread's alone: follower fetching
 
     @staticmethod
     def _discard(state: _PartitionState) -> None:
@@ -161,7 +180,7 @@ class ConsumerFetcher:
         refresh = False
         now = time.monotonic()
         for (topic, partition), offset, generation in items:
-            endpoint = self._metadata.leader_endpoint(topic, partition)
+            endpoint = self._read_endpoint((topic, partition), now)
             if endpoint is None:
                 refresh = True
                 continue
@@ -175,6 +194,7 @@ class ConsumerFetcher:
                         min_bytes=self.config.fetch_min_bytes,
                         max_bytes=self.config.fetch_max_bytes,
                         isolation_level=ISOLATION_LEVELS[self.config.isolation_level],
+                        rack_id=self.config.client_rack,
                     ),
                     {},
                 )
@@ -190,6 +210,33 @@ class ConsumerFetcher:
             self._refresh()
         return plan
 
+    def _read_endpoint(self, tp: TopicPartition, now: float) -> str | None:
+        """Where to fetch `tp`: the replica its leader preferred while that holds (not expired, still in
+        the ISR in our metadata), else its leader (None: unknown, refresh the metadata)."""
+        preferred = self._read_replicas.get(tp)
+        if preferred is not None:
+            if now < preferred.until_s and self._metadata.in_sync_endpoint(*tp, preferred.broker_id):
+                return preferred.endpoint
+            del self._read_replicas[tp]
+        return self._metadata.leader_endpoint(*tp)
+
+    def _from_read_replica(self, tp: TopicPartition, endpoint: str) -> bool:
+        """Whether this fetch of `tp` went to a preferred read replica; if so, forget it: something went
+        wrong there, and the leader is asked next."""
+        preferred = self._read_replicas.get(tp)
+        if preferred is None or preferred.endpoint != endpoint:
+            return False
+        del self._read_replicas[tp]
+        return True
+
+    def _prefer(self, tp: TopicPartition, broker_id: int) -> None:
+        endpoint = self._metadata.in_sync_endpoint(*tp, broker_id)
+        if endpoint is None:  # a broker or ISR our metadata does not have yet: stay with the leader
+            self._refresh()
+            return
+        self._read_replicas[tp] = ReadReplica(broker_id, endpoint,
+                                              time.monotonic() + self.config.metadata_max_age_ms / 1000)
+
     def _refresh(self) -> None:
         try:
             self._metadata.refresh(sorted({t for t, _ in self._states}))
@@ -202,7 +249,8 @@ class ConsumerFetcher:
         except KanalError as failed:  # the whole call failed: every partition it asked for did
             log.info("%s", failed)
             for tp, (generation, _) in planned.items():
-                self._fetch_failed(tp, generation, failed)
+                if not self._from_read_replica(tp, endpoint):
+                    self._fetch_failed(tp, generation, failed)
             if failed.retriable:
                 self._refresh()
                 time.sleep(self.config.retry_backoff_ms / 1000)  # a retry backoff, not a synchronisation
@@ -212,6 +260,13 @@ class ConsumerFetcher:
         for topic_data in reply.topics:
             for p in topic_data.partitions:
                 tp = (topic_data.topic, p.partition)
+                if p.error and self._from_read_replica(tp, endpoint):
+                    log.info("Fetch of %s-%d from read replica %s: %s; back to the leader", *tp, endpoint,
+                             p.error_message or ErrorCode.Name(p.error))
+                    continue
+                if p.HasField("preferred_read_replica"):
+                    self._prefer(tp, p.preferred_read_replica)
+                    continue
                 if p.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     self._out_of_range(tp, planned[tp][0], p.error_message)
                     continue

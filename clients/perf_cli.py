@@ -71,7 +71,15 @@ def add_perf_parser(sub, common: argparse.ArgumentParser, connection: Connection
     c.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     c.add_argument("--client-id", default=None,
                    help="the client id brokers key quotas on (default kanal-perf-consumer)")
+    add_client_rack_flag(c)
     c.set_defaults(func=lambda args: perf_consume(args, connection, admin_for))
+
+
+def add_client_rack_flag(parser: argparse.ArgumentParser) -> None:
+    """--client-rack, defaulting to $KANAL_CLIENT_RACK: the consumer commands' client.rack."""
+    parser.add_argument("--client-rack", default=os.environ.get("KANAL_CLIENT_RACK", ""),
+                        help="this consumer's rack or zone (client.rack; default $KANAL_CLIENT_RACK): "
+                             "brokers with a rack-aware replica selector send it to a replica in its rack")
 
 
 class Progress:
@@ -214,6 +222,7 @@ def perf_consume(args, connection: Connection, admin_for: Callable[[argparse.Nam
             max_poll_records=10_000,
             client_id=args.client_id or "kanal-perf-consumer",
             request_timeout_ms=args.request_timeout_ms,
+            client_rack=args.client_rack,
         )
     )
     consumer.assign([(args.topic, p) for p in partitions])

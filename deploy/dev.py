@@ -1,6 +1,7 @@
 """`kanal dev`: a local cluster — 3 controllers and 3 brokers by default — as processes on 127.0.0.1.
 
     kanal dev [--data-dir DIR] [--controllers N] [--brokers N] [--tls [--authorizer]]   # until Ctrl-C
+              [--racks a,b,c [--replica-selector leader|rack-aware]]
     kanal dev status [--output json]                             # every node: pid, state, SERVING or not
     kanal dev restart NODE                                       # e.g. broker-1: back on its data
 
@@ -24,11 +25,16 @@ CA and the password bootstrap) for password users: `--command-config` it with `-
 `--authorizer` turns ACL checks on (super users: the nodes and User:admin). The files go when `kanal dev`
 stops.
 
+Racks: `--racks a,b,c` puts the brokers in those racks in turn and turns the brokers' rack-aware replica
+selector on (unless `--replica-selector leader`), so rack-aware placement and follower fetching (a
+consumer's `--client-rack`) run on one machine.
+
 `status` and `restart` talk to the running `kanal dev` over a Unix socket, `$KANAL_HOME/dev.sock`, whose
 path dev.json names (`control`): `kanal dev` started the nodes and is the only one that can restart or
 stop them. The protocol is one JSON request line and one JSON reply line per connection:
     {"op": "status"}                      -> {"ok": true, "nodes": [{"name", "kind", "id", "endpoint",
-                                               "metrics", "pid", "state": "serving"|"starting"|"exited",
+                                               "metrics", "rack", "pid",
+                                               "state": "serving"|"starting"|"exited",
                                                "exit_code", "log"}]}
 Each node serves Prometheus metrics on a port of its own (`metrics`, HOST:PORT; docs/metrics.md).
     {"op": "restart", "node": "broker-1"} -> {"ok": true, "node": {...}} or {"ok": false, "error": "..."}
@@ -36,6 +42,7 @@ Each node serves Prometheus metrics on a port of its own (`metrics`, HOST:PORT; 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -47,6 +54,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kanal.broker.read_replica import REPLICA_SELECTORS
 from kanal.commands.dev_state import dev_state_path, kanal_home, process_alive
 from kanal.commands.report import OUTPUT_HELP, CommandParser, command_error
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
@@ -70,6 +78,13 @@ CONTROL_LINE_BYTES_MAX = 1 << 20
 WATCH_INTERVAL_S = 0.5
 
 
+def _racks(text: str) -> tuple[str, ...]:
+    racks = tuple(r.strip() for r in text.split(","))
+    if not all(racks):
+        raise argparse.ArgumentTypeError(f"{text!r}: give rack names separated by commas, none empty")
+    return racks
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "status":
@@ -89,6 +104,12 @@ def _run(argv: list[str]) -> int:
                    help=f"the cluster's data, kept across runs (default {KANAL_HOME / 'dev-data'})")
     p.add_argument("--controllers", type=int, default=3, help="controllers in the quorum, 1..7 (default 3)")
     p.add_argument("--brokers", type=int, default=3, help="brokers, 1..64 (default 3)")
+    p.add_argument("--racks", type=_racks, default=(),
+                   help="comma-separated racks the brokers take in turn (a,b,c: broker 0 in a, 1 in b, ...), "
+                        "for rack-aware placement and follower fetching on one machine")
+    p.add_argument("--replica-selector", choices=REPLICA_SELECTORS, default=None,
+                   help="which replica serves a consumer that names its rack (the brokers' "
+                        "--replica-selector; default rack-aware with --racks, else leader)")
     p.add_argument("--output", choices=("text", "json"), default="text",
                    help=f"{OUTPUT_HELP} (json: the running cluster, nodes and endpoints, as one JSON "
                    "object on stdout once it is ready; the progress lines go to stderr)")
@@ -124,11 +145,15 @@ def _run(argv: list[str]) -> int:
     if args.authorizer:
         supers = [f"User:{name}" for name in (*(tls.nodes if tls else ()), DEV_CLIENT_NAME)]
         authorizer = ["--authorizer", "on", "--super-users", ";".join(supers)]
+    selector = args.replica_selector or ("rack-aware" if args.racks else "leader")
     cluster = LocalCluster(args.data_dir, controllers=args.controllers, brokers=args.brokers, tls=tls,
                            node_listeners=tls is not None, kafka_listeners=True, controller_flags=authorizer,
-                           broker_flags=authorizer)
+                           broker_flags=[*authorizer, "--replica-selector", selector], racks=args.racks)
     say(f"kanal dev: starting {args.controllers} controllers and {args.brokers} brokers, data in "
         f"{args.data_dir}")
+    if args.racks:
+        say(f"kanal dev: brokers in racks {', '.join(args.racks)} in turn; replica selector {selector} "
+            "(consumers with --client-rack read from a replica in their rack)")
     say(f"kanal dev: __consumer_offsets and __transaction_state at replication factor "
         f"{cluster.internal_topics_rf} (the broker count, at most 3), so groups and transactions work here")
     if tls is None:
@@ -271,7 +296,8 @@ def _describe(node: Node, check_serving: bool = True, security=None) -> dict:
     else:
         state = "serving" if serving(node.endpoint, timeout_s=1.0, security=security) else "starting"
     return {"name": node.name, "kind": node.kind, "id": node.node_id, "endpoint": node.endpoint,
-            "metrics": node.extra.get("metrics"), "pid": node.pid, "state": state,
+            "metrics": node.extra.get("metrics"), "rack": node.extra.get("rack"), "pid": node.pid,
+            "state": state,
             "exit_code": node.process.returncode if node.process and not node.running else None,
             "log": str(node.log_path)}
 

@@ -143,14 +143,15 @@ class LocalCluster:
                  controller_flags: list[str] | None = None, broker_flags: list[str] | None = None,
                  cluster_secret: str = "kanal-local", tls: DevTls | None = None,
                  security_flags: list[str] | None = None, hosts: dict[str, str] | None = None,
-                 node_listeners: bool = False, kafka_listeners: bool = False) -> None:
+                 node_listeners: bool = False, kafka_listeners: bool = False,
+                 racks: tuple[str, ...] = ()) -> None:
         """`hosts`: the address each node (by name, `controller-0`, `broker-1`) binds and advertises,
         127.0.0.1 when left out (kanal chaos gives each node its own network namespace and address).
         `node_listeners` (with `tls`): every broker also serves a listener for the other nodes
         (--inter-node-listen, certificates required), and its client listener takes password clients
         without a certificate; certificate holders (the dev admin) use `admin_bootstrap`.
         `kafka_listeners`: every broker also serves the Kafka wire protocol (--kafka-listen), for Kafka
-        clients at `kafka_bootstrap`."""
+        clients at `kafka_bootstrap`. `racks`: broker b runs with `--rack racks[b % len(racks)]`."""
         if not 1 <= controllers <= 7:
             raise ValueError("controllers must be in [1, 7]")
         if not 0 <= brokers <= 64:
@@ -218,6 +219,8 @@ class LocalCluster:
                     "--offsets-topic-replication-factor", str(self.internal_topics_rf),
                     "--transaction-state-replication-factor", str(self.internal_topics_rf),
                     *self._tls_flags(f"broker-{b}", security_flags), *(broker_flags or [])]
+            if racks:
+                args += ["--rack", racks[b % len(racks)]]
             node_endpoint = ""
             if node_listeners:
                 node_endpoint = f"{host}:{ports[base + 2 * brokers + b]}"
@@ -227,6 +230,8 @@ class LocalCluster:
                 args += ["--kafka-listen", node_kafka]
             node = Node("broker", b, f"{host}:{grpc_port}", args, self.data_dir / "logs" / f"broker-{b}.log")
             node.extra["metrics"] = f"{host}:{metrics_port}"
+            if racks:
+                node.extra["rack"] = racks[b % len(racks)]
             if kafka_listeners:
                 node.extra["kafka"] = node_kafka
             if node_endpoint:

@@ -165,7 +165,9 @@ async def fetch(call: Call, req: Any) -> Response:
                     if isolation == 1
                     else None
                 ),
-                "preferred_read_replica": -1,
+                # Follower fetching (v11+, a client with client.rack): the leader's choice, as gRPC's.
+                "preferred_read_replica": (p.preferred_read_replica if p.HasField("preferred_read_replica")
+                                           else -1),
                 "records": (
                     entries_to_kafka(p.records, call.batch_cache.transcoder(topic.topic, p.partition))
                     if p.records

@@ -34,7 +34,8 @@ def test_a_killed_broker_is_reported_and_restarted_on_its_data(tmp_path):
     out = tmp_path / "dev.out"
     with open(out, "w") as log:
         proc = subprocess.Popen([*KANAL, "dev", "--data-dir", str(tmp_path / "data"), "--controllers", "1",
-                                 "--brokers", "2"], stdout=log, stderr=subprocess.STDOUT, env=env)
+                                 "--brokers", "2", "--racks", "a,b"], stdout=log, stderr=subprocess.STDOUT,
+                                env=env)
     try:
         wait_until(
             lambda: "ready. bootstrap:" in out.read_text() or proc.poll() is not None, 120, "kanal dev ready"
@@ -70,7 +71,11 @@ def test_a_killed_broker_is_reported_and_restarted_on_its_data(tmp_path):
         status = _status(env)
         assert status["broker-1"]["state"] == "serving" and status["broker-1"]["pid"] != victim["pid"]
         assert _kanal(env, "dev", "status").returncode == 0
-        consumed = _kanal(env, "consume", "t", "--from-beginning", "--max-messages", "40", "--output", "json")
+        assert (status["broker-0"]["rack"], status["broker-1"]["rack"]) == ("a", "b")
+        # A consumer in rack b (KANAL_CLIENT_RACK, as --client-rack) reads the same records, the leader
+        # sending it to broker-1 once that is back in the ISR.
+        consumed = _kanal(dict(env, KANAL_CLIENT_RACK="b"), "consume", "t", "--from-beginning",
+                          "--max-messages", "40", "--output", "json")
         assert consumed.returncode == 0, consumed.stderr
         values = sorted(json.loads(line)["value"] for line in consumed.stdout.splitlines())
         assert values == sorted([f"a{i}" for i in range(20)] + [f"b{i}" for i in range(20)])

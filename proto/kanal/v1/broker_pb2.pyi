@@ -128,7 +128,7 @@ class FetchRequest(_message.Message):
 class FetchResponse(_message.Message):
     __slots__ = ("topics", "throttle_time_ms")
     class PartitionData(_message.Message):
-        __slots__ = ("partition", "error", "error_message", "high_watermark", "log_end_offset", "log_start_offset", "records", "diverging_epoch", "diverging_end_offset", "leader_epoch", "last_stable_offset", "aborted_transactions")
+        __slots__ = ("partition", "error", "error_message", "high_watermark", "log_end_offset", "log_start_offset", "records", "diverging_epoch", "diverging_end_offset", "leader_epoch", "last_stable_offset", "aborted_transactions", "preferred_read_replica")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
         ERROR_FIELD_NUMBER: _ClassVar[int]
         ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +141,7 @@ class FetchResponse(_message.Message):
         LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
         LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
         ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
+        PREFERRED_READ_REPLICA_FIELD_NUMBER: _ClassVar[int]
         partition: int
         error: _errors_pb2.ErrorCode
         error_message: str
@@ -153,7 +154,8 @@ class FetchResponse(_message.Message):
         leader_epoch: int
         last_stable_offset: int
         aborted_transactions: _containers.RepeatedCompositeFieldContainer[FetchResponse.AbortedTransaction]
-        def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[int] = ..., diverging_end_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[FetchResponse.AbortedTransaction, _Mapping]]] = ...) -> None: ...
+        preferred_read_replica: int
+        def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[int] = ..., diverging_end_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[FetchResponse.AbortedTransaction, _Mapping]]] = ..., preferred_read_replica: _Optional[int] = ...) -> None: ...
     class AbortedTransaction(_message.Message):
         __slots__ = ("producer_id", "first_offset")
         PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
