@@ -15,6 +15,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer, ProducerConfig
 from kanal.deploy.local_cluster import LocalCluster
+from tests.harness import kafka_java
 
 from .conftest import (
     BROKER_FLAGS,
@@ -202,5 +203,21 @@ def test_librdkafka_with_client_rack_reads_from_the_follower_in_its_rack(racked)
         consumer.close()
     after = served(racked)
     check_history(acked, read)
+    total = sum(delta(before, after, b, "all") for b in after)
+    assert delta(before, after, follower, "follower") >= 0.9 * total, after
+
+
+def test_the_java_client_with_client_rack_reads_from_the_follower_in_its_rack(racked) -> None:
+    """Apache Kafka's own consumer (a group member) follows the leader's preferred read replica too."""
+    create_topic(racked, "ff-java", partitions=1, replication_factor=3)
+    follower = a_follower(racked, "ff-java")
+    acked: dict = {}
+    produce(racked, "ff-java", 1000, 0, acked)
+    before = served(racked)
+    lines = kafka_java.driver("consume", racked.kafka_bootstrap, "ff-java", "ff-java-group", "1000", "60000",
+                              config={"client.rack": RACKS[follower], "fetch.max.wait.ms": "200"})
+    after = served(racked)
+    records = [line for line in lines if line["type"] == "record"]
+    check_history(acked, [(r["partition"], r["offset"], r["value"].encode()) for r in records])
     total = sum(delta(before, after, b, "all") for b in after)
     assert delta(before, after, follower, "follower") >= 0.9 * total, after
