@@ -426,10 +426,10 @@ class Log:
     # ---- retention and the log start ----
 
     def delete_old_segments(self, now_ms: int) -> int:
-        """Retention (cleanup.policy=delete): drop closed segments whose newest record is older than
-        retention_ms, then the oldest closed segments while the log is larger than retention_bytes. The
-        active segment is never deleted. Returns how many segments were deleted."""
-        if self.config.cleanup_policy != "delete":
+        """Retention (cleanup.policy delete, or compact,delete): drop closed segments whose newest record is
+        older than retention_ms, then the oldest closed segments while the log is larger than
+        retention_bytes. The active segment is never deleted. Returns how many segments were deleted."""
+        if not self.config.cleanup_policy.deletes:
             return 0
         deleted = 0
         retention_ms = self.config.retention_ms
@@ -521,7 +521,8 @@ class Log:
     # ---- compaction ----
 
     def compact(self, now_ms: int, transactions: TransactionIndex | None = None) -> CompactionStats:
-        """cleanup.policy=compact: keep the latest record per key in the closed segments (cleaner.py);
+        """cleanup.policy compact (or compact,delete): keep the latest record per key in the closed segments
+        (cleaner.py);
         `transactions` (the partition's TransactionIndex) tells it which transactional records aborted."""
         return compact_log(self, now_ms, transactions)
 

@@ -16,6 +16,7 @@ from kanal.broker.producer_snapshot import list_snapshots, read_snapshot
 from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.storage.transaction_index import TxnBatch, removable_markers, txn_batches_in
 from kanal.clients.consumer import decode_fetched, decode_record_list_python
+from kanal.metadata.cleanup_policy import COMPACT
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import (
     ATTR_CONTROL,
@@ -215,7 +216,7 @@ def test_the_index_survives_a_restart(tmp_path, clean):
 
 
 def test_compaction_removes_aborted_data_keeps_markers_and_open_data_supersedes_nothing(tmp_path):
-    config = LogConfig(cleanup_policy="compact")
+    config = LogConfig(cleanup_policy=COMPACT)
     part = open_leader(tmp_path / "t-0", config)
     try:
         send(part, build_batch([NewRecord(b"v1", b"k", 1)]))    # 0 committed (plain)
@@ -237,7 +238,7 @@ def test_compaction_removes_aborted_data_keeps_markers_and_open_data_supersedes_
 def test_compaction_removes_a_marker_in_a_later_pass_once_its_data_is_gone_and_retention_passed(
     tmp_path, clean
 ):
-    config = LogConfig(cleanup_policy="compact", delete_retention_ms=1_000)
+    config = LogConfig(cleanup_policy=COMPACT, delete_retention_ms=1_000)
     part = open_leader(tmp_path / "t-0", config)
     try:
         send(part, build_batch([NewRecord(b"v1", b"k", 1)]))  # 0 plain

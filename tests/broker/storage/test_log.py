@@ -10,6 +10,7 @@ import pytest
 
 from kanal.broker.storage.log import CLEAN_SHUTDOWN_FILE, Log
 from kanal.broker.storage.log_config import LogConfig
+from kanal.metadata.cleanup_policy import COMPACT
 from kanal.v1 import records_pb2
 from kanal.v1.batch import (
     NewRecord,
@@ -228,7 +229,7 @@ def test_offset_for_timestamp(log):
 
 def test_compaction_keeps_the_latest_value_per_key_and_offsets(tmp_path):
     log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes_max=1024, batch_bytes_max=512,
-                                               cleanup_policy="compact", delete_retention_ms=1000))
+                                               cleanup_policy=COMPACT, delete_retention_ms=1000))
     for i in range(30):
         key = b"k%d" % (i % 3)
         log.append(build_batch([NewRecord(key=key, value=b"v%d" % i, timestamp_ms=NOW + i)]),

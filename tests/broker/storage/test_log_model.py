@@ -22,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
+from kanal.metadata.cleanup_policy import COMPACT, DELETE
 from kanal.v1.batch import NewRecord, build_batch, decode_records, iter_entries, parse_batch
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -76,7 +77,7 @@ class LogMachine(RuleBasedStateMachine):
     @initialize(
         segment_bytes=st.integers(1024, 4096),
         index_interval=st.sampled_from([0, 100, 400, 4096]),
-        policy=st.sampled_from(["delete", "compact"]),
+        policy=st.sampled_from([DELETE, COMPACT]),
         retention_ms=st.one_of(st.none(), st.integers(0, 5000)),
         retention_bytes=st.one_of(st.none(), st.integers(0, 8000)),
         delete_retention_ms=st.integers(0, 3000),
@@ -191,13 +192,13 @@ class LogMachine(RuleBasedStateMachine):
         assert self.log.active_segment.base_offset == active_base, "the active segment is never deleted"
         self.batches = [b for b in self.batches if b.last >= start]
         if (
-            self.config.cleanup_policy == "delete"
+            self.config.cleanup_policy == DELETE
             and self.config.retention_ms is not None
             and len(self.log.segments) > 1
         ):
             assert self.log.segments[0].max_timestamp_ms >= self.now_ms - self.config.retention_ms
 
-    @precondition(lambda self: self.config.cleanup_policy == "compact")
+    @precondition(lambda self: self.config.cleanup_policy == COMPACT)
     @rule(advance_ms=st.integers(0, 4000))
     def compact(self, advance_ms):
         self.now_ms += advance_ms
