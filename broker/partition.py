@@ -665,8 +665,9 @@ class Partition:
     # ---- maintenance ----
 
     def maintenance(self, now_ms: int, compact_due: bool, producer_id_expiration_ms: int) -> int:
-        """Retention or compaction, ISR shrinks, expired acks=all waits, time-based flushes, and forgetting
-        idle producers; returns how many producers this replica still keeps."""
+        """Retention and compaction (each when cleanup.policy has it), ISR shrinks, expired acks=all waits,
+        time-based flushes, and forgetting idle producers; returns how many producers this replica still
+        keeps."""
         with self.lock:
             if self.deleted:
                 return 0
@@ -680,10 +681,12 @@ class Partition:
                 now = mono_ms()
                 self._apply(self._leader.maybe_shrink_isr(now))
                 self._apply(self._leader.expire(now))
-            if self.log.config.cleanup_policy == "delete":
-                if self.log.delete_old_segments(now_ms):
-                    self.transactions.drop_before(self.log.log_start_offset)
-            elif compact_due:
+            policy = self.log.config.cleanup_policy
+            # compact,delete runs both, retention first: the cleaner then reads and rewrites only the
+            # segments retention keeps, and its key map never holds keys retention is about to drop.
+            if policy.deletes and self.log.delete_old_segments(now_ms):
+                self.transactions.drop_before(self.log.log_start_offset)
+            if policy.compacts and compact_due:
                 self.log.compact(now_ms, transactions=self.transactions)
             started = time.perf_counter()
             if self.log.maybe_flush(now_ms):

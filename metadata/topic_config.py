@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kanal.metadata.cleanup_policy import DELETE, CleanupPolicy
 from kanal.v1.error import ErrorCode, KanalError
 
 MiB = 1024 * 1024
@@ -111,9 +112,10 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
     for key in (
         ConfigKey(
             "cleanup.policy",
-            _choice("delete", "compact"),
-            "delete",
-            "delete: drop old segments by retention; compact: keep the latest value per key.",
+            CleanupPolicy.parse,
+            DELETE,
+            "delete: drop old segments by retention; compact: keep the latest value per key; "
+            "compact,delete (either order): both, retention first, then compaction of what remains.",
         ),
         ConfigKey(
             "retention.ms",

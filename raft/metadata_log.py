@@ -32,6 +32,7 @@ from pathlib import Path
 
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
+from kanal.metadata.cleanup_policy import DELETE
 from kanal.metadata.log_codec import LogBatch, encode_record_values, iter_batches
 from kanal.v1.batch import BROKER_SUFFIX_BYTES, iter_entries, read_broker_suffix
 from kanal.v1.error import ErrorCode, KanalError
@@ -64,7 +65,7 @@ def metadata_log_config(
         batch_bytes_max=min(2 * batch_bytes_max, segment_bytes_max - 1),
         retention_ms=None,
         retention_bytes=None,
-        cleanup_policy="delete",
+        cleanup_policy=DELETE,
         flush_batches_max=None,  # MetadataStore fsyncs once per group of applied batches
         flush_interval_ms=None,
         timestamp_difference_ms_max=None,

@@ -1,4 +1,7 @@
-"""Compaction (cleanup.policy=compact): keep the latest record per key in the closed segments.
+"""Compaction (cleanup.policy compact, or compact,delete): keep the latest record per key in the closed
+segments. With compact,delete, retention (log.delete_old_segments) runs too and removes whole segments
+from the front; compaction then sees only what retention left, so a key whose records were all in deleted
+segments is simply gone (Kafka's combined policy).
 
 Rules:
 - The key map covers the whole log, the active segment included, so a record is superseded as soon as
@@ -98,7 +101,7 @@ class CompactionStats:
 def compact_log(
     log: CompactedLog, now_ms: int, transactions: TransactionIndex | None = None
 ) -> CompactionStats:
-    if log.config.cleanup_policy != "compact" or len(log.segments) < 2:
+    if not log.config.cleanup_policy.compacts or len(log.segments) < 2:
         return CompactionStats()
 
     def fate(batch: records_pb2.RecordBatch) -> str:

@@ -426,28 +426,49 @@ class Log:
     # ---- retention and the log start ----
 
     def delete_old_segments(self, now_ms: int) -> int:
-        """Retention (cleanup.policy=delete): drop closed segments whose newest record is older than
-        retention_ms, then the oldest closed segments while the log is larger than retention_bytes. The
-        active segment is never deleted. Returns how many segments were deleted."""
-        if self.config.cleanup_policy != "delete":
+        """Retention (cleanup.policy delete, or compact,delete): drop closed segments whose newest record is
+        older than retention_ms, then the oldest closed segments while the log is larger than
+        retention_bytes. The active segment is never deleted. Returns how many segments were deleted.
+
+        With compaction too, both rules measure the segments as compaction left them: their size after
+        rewriting, and the newest timestamp of the batches they still hold (a rewritten batch keeps its
+        max timestamp). A segment compaction emptied has neither; it goes together with the first
+        non-empty segment after it, never on its own: alone it would move the log start past offsets
+        whose later records are within retention, and a consumer positioned there would get
+        OFFSET_OUT_OF_RANGE (and maybe reset to the latest offset) instead of reading on to them."""
+        if not self.config.cleanup_policy.deletes:
             return 0
-        deleted = 0
+        deleted = 0  # segments [0, deleted) go
         retention_ms = self.config.retention_ms
-        while len(self._segments) > 1 and retention_ms is not None:
-            if self._segments[0].max_timestamp_ms >= now_ms - retention_ms:
+        while retention_ms is not None:
+            end = self._retention_unit_end(deleted)
+            if end is None or self._segments[end - 1].max_timestamp_ms >= now_ms - retention_ms:
                 break
-            self._delete_first_segment()
-            deleted += 1
+            deleted = end
         retention_bytes = self.config.retention_bytes
-        while len(self._segments) > 1 and retention_bytes is not None:
-            if self.size_bytes - self._segments[0].size < retention_bytes:
+        size = sum(seg.size for seg in self._segments[deleted:])
+        while retention_bytes is not None:
+            end = self._retention_unit_end(deleted)
+            unit_bytes = 0 if end is None else sum(seg.size for seg in self._segments[deleted:end])
+            if end is None or size - unit_bytes < retention_bytes:
                 break
+            size -= unit_bytes
+            deleted = end
+        for _ in range(deleted):
             self._delete_first_segment()
-            deleted += 1
         if deleted:
             self._log_start_offset = Offset(max(self._log_start_offset, self._segments[0].base_offset))
             self._after_start_moved()
         return deleted
+
+    def _retention_unit_end(self, first: int) -> int | None:
+        """One past the first non-empty closed segment at or after `first`: what retention deletes as one
+        unit (with the empty segments before it); None when only empty segments and the active one are
+        left."""
+        for index in range(first, len(self._segments) - 1):
+            if self._segments[index].size:
+                return index + 1
+        return None
 
     def advance_log_start(self, offset: int) -> None:
         """Make offsets below `offset` unreadable (Kafka's DeleteRecords) and drop the segments wholly
@@ -521,7 +542,8 @@ class Log:
     # ---- compaction ----
 
     def compact(self, now_ms: int, transactions: TransactionIndex | None = None) -> CompactionStats:
-        """cleanup.policy=compact: keep the latest record per key in the closed segments (cleaner.py);
+        """cleanup.policy compact (or compact,delete): keep the latest record per key in the closed segments
+        (cleaner.py);
         `transactions` (the partition's TransactionIndex) tells it which transactional records aborted."""
         return compact_log(self, now_ms, transactions)
 

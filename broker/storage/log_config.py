@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kanal.metadata.cleanup_policy import DELETE, CleanupPolicy
 from kanal.metadata.topic_config import effective_topic_configs
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -32,8 +33,9 @@ class LogConfig:
     retention_ms: int | None = 7 * 24 * 3600 * 1000
     # Delete oldest closed segments while the log is larger than this (bytes); None: no limit.
     retention_bytes: int | None = None
-    # "delete" or "compact".
-    cleanup_policy: str = "delete"
+    # Retention deletes old segments, compaction keeps the latest record per key, or both
+    # (cleanup.policy=compact,delete).
+    cleanup_policy: CleanupPolicy = DELETE
     # Compaction removes a tombstone once its batch is older than this (ms).
     delete_retention_ms: int = 24 * 3600 * 1000
     # Compaction never touches batches younger than this (ms).
@@ -57,7 +59,8 @@ class LogConfig:
         _check(
             self.retention_bytes is None or self.retention_bytes >= 0, "retention_bytes must be >= 0 or None"
         )
-        _check(self.cleanup_policy in ("delete", "compact"), "cleanup_policy must be 'delete' or 'compact'")
+        # A text here (the type before issue 47) would read as neither policy: refuse it loudly.
+        _check(isinstance(self.cleanup_policy, CleanupPolicy), "cleanup_policy must be a CleanupPolicy")
         _check(self.delete_retention_ms >= 0, "delete_retention_ms must be >= 0")
         _check(self.compaction_lag_ms_min >= 0, "compaction_lag_ms_min must be >= 0")
         _check(

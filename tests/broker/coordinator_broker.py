@@ -26,6 +26,7 @@ from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.transaction import TxnState
 from kanal.broker.transaction_coordinator import TransactionCoordinator
 from kanal.metadata import MetadataImage
+from kanal.metadata.cleanup_policy import COMPACT, DELETE
 from kanal.metadata.image import BrokerRegistration, PartitionState, TopicImage
 from kanal.server.fatal import EXIT_BROKEN_INVARIANT, stop_process
 from kanal.v1 import broker_pb2
@@ -116,7 +117,7 @@ class CoordinatorBroker:
         self.replicas = FaultyReplicas(self.rm)
         self.image = image_led_here()
         for name in (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "t"):
-            policy = "delete" if name == "t" else "compact"
+            policy = DELETE if name == "t" else COMPACT
             part = Partition(name, 0, data_dir / f"{name}-0", LogConfig(cleanup_policy=policy), 0, 1, self.rm)
             part.become_leader(Assignment(f"id-{name}", (0,), (0,), 0, LEADER_EPOCH, 1), set(), 10_000)
             self.rm._partitions[(name, 0)] = part

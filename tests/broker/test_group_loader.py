@@ -20,6 +20,7 @@ from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
 from kanal.metadata import MetadataImage
+from kanal.metadata.cleanup_policy import COMPACT
 from kanal.metadata.image import PartitionState, TopicImage
 from kanal.v1 import broker_pb2, groups_pb2
 from kanal.v1.batch import NewRecord, build_batch, encode_batch
@@ -41,7 +42,7 @@ def commit(group_id: str, offset: int, partition: int = 0):
 
 def write_offsets_log(data_dir, batches: list[bytes]) -> None:
     """__consumer_offsets-0 as a previous leader left it on disk (epoch 0)."""
-    log = Log.open(data_dir / f"{CONSUMER_OFFSETS_TOPIC}-0", LogConfig(cleanup_policy="compact"))
+    log = Log.open(data_dir / f"{CONSUMER_OFFSETS_TOPIC}-0", LogConfig(cleanup_policy=COMPACT))
     for batch in batches:
         log.append(batch, leader_epoch=0, now_ms=NOW_MS)
     log.close()
@@ -77,7 +78,7 @@ class Broker:
 
     def host_partition(self) -> None:
         part = Partition(CONSUMER_OFFSETS_TOPIC, 0, self.data_dir / f"{CONSUMER_OFFSETS_TOPIC}-0",
-                         LogConfig(cleanup_policy="compact"), 0, 1, self.rm)
+                         LogConfig(cleanup_policy=COMPACT), 0, 1, self.rm)
         part.become_leader(
             Assignment(f"id-{CONSUMER_OFFSETS_TOPIC}", (0,), (0,), 0, LEADER_EPOCH, 1), set(), 10_000
         )

@@ -1,7 +1,7 @@
 """A partition's transactions (issue 22): LSO, read_committed Fetch with aborted transactions,
 ListOffsets under read_committed, markers only through allow_control, recovery of the index after a
-clean and an unclean restart, and compaction that removes aborted data and, in a later pass, the markers
-of transactions with no data left. A real
+clean and an unclean restart, compaction that removes aborted data and, in a later pass, the markers
+of transactions with no data left, and maintenance under compact,delete. A real
 Partition over a real log in a temp dir, one replica (so the high-water mark follows each append)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from kanal.broker.producer_snapshot import list_snapshots, read_snapshot
 from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.storage.transaction_index import TxnBatch, removable_markers, txn_batches_in
 from kanal.clients.consumer import decode_fetched, decode_record_list_python
+from kanal.metadata.cleanup_policy import COMPACT, COMPACT_DELETE
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import (
     ATTR_CONTROL,
@@ -25,6 +26,9 @@ from kanal.v1.batch import (
     NewRecord,
     build_batch,
     build_control_batch,
+    decode_records,
+    iter_entries,
+    parse_batch,
 )
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -215,7 +219,7 @@ def test_the_index_survives_a_restart(tmp_path, clean):
 
 
 def test_compaction_removes_aborted_data_keeps_markers_and_open_data_supersedes_nothing(tmp_path):
-    config = LogConfig(cleanup_policy="compact")
+    config = LogConfig(cleanup_policy=COMPACT)
     part = open_leader(tmp_path / "t-0", config)
     try:
         send(part, build_batch([NewRecord(b"v1", b"k", 1)]))    # 0 committed (plain)
@@ -237,7 +241,7 @@ def test_compaction_removes_aborted_data_keeps_markers_and_open_data_supersedes_
 def test_compaction_removes_a_marker_in_a_later_pass_once_its_data_is_gone_and_retention_passed(
     tmp_path, clean
 ):
-    config = LogConfig(cleanup_policy="compact", delete_retention_ms=1_000)
+    config = LogConfig(cleanup_policy=COMPACT, delete_retention_ms=1_000)
     part = open_leader(tmp_path / "t-0", config)
     try:
         send(part, build_batch([NewRecord(b"v1", b"k", 1)]))  # 0 plain
@@ -288,3 +292,45 @@ def test_removable_markers_rule():
                TxnBatch(9, 6, 6, mark, CONTROL_COMMIT, 10)]
     assert removable_markers(batches, 10) == {1, 5}
     assert removable_markers(batches, 9) == set(), "younger than the retention"
+
+
+def stored_values(part: Partition) -> list[bytes]:
+    """The values of every data record from the log start to the log end, whatever their transactions."""
+    out, offset = [], part.log.log_start_offset
+    while offset < part.log.log_end_offset:
+        for entry in iter_entries(part.log.read(offset, 1 << 20).data):
+            batch = parse_batch(entry.batch)
+            if not batch.attributes & ATTR_CONTROL:
+                out += [r.value for r in decode_records(batch)]
+            offset = entry.suffix.last_offset + 1
+    return out
+
+
+def test_compact_delete_maintenance_runs_retention_then_compaction_of_what_remains(tmp_path):
+    """cleanup.policy=compact,delete: one maintenance pass deletes the expired segment (its aborted
+    transaction leaves the index with it) and, when compaction is due, compacts the segments left."""
+    config = LogConfig(cleanup_policy=COMPACT_DELETE, retention_ms=10_000, delete_retention_ms=1_000)
+    part = open_leader(tmp_path / "t-0", config)
+    try:
+        txn(part, 7, [b"aborted"], key=b"k")                     # 0, stamped 1 ms
+        marker(part, 7, CONTROL_ABORT)                           # 1
+        send(part, build_batch([NewRecord(b"gone", b"once", 1_000)]))  # 2: its key's only record
+        part.log.roll()
+        for offset, (value, key) in enumerate([(b"a1", b"a"), (b"a2", b"a"), (b"b1", b"b")], start=3):
+            send(part, build_batch([NewRecord(value, key, 17_000 + offset * 1_000)]))  # 3-5, 20-22 s
+        part.log.roll()
+        send(part, build_batch([NewRecord(b"c1", b"c", 24_000)]))  # 6, the active segment
+        assert [(a.producer_id, a.first_offset) for a in part.transactions.aborted] == [(7, 0)]
+
+        now_ms = 25_000  # retention keeps records from 15 s on: the first segment (newest at 1 s) goes
+        part.maintenance(now_ms, compact_due=False, producer_id_expiration_ms=10**12)
+        assert part.log.log_start_offset == 3
+        assert part.transactions.aborted == [], "the index drops what retention deleted"
+        assert stored_values(part) == [b"a1", b"a2", b"b1", b"c1"], "no compaction until it is due"
+
+        part.maintenance(now_ms, compact_due=True, producer_id_expiration_ms=10**12)
+        assert part.log.log_start_offset == 3
+        assert stored_values(part) == [b"a2", b"b1", b"c1"]
+        assert fetch(part, 3)[1] == [b"a2", b"b1"], "read_committed sees the same (to the segment's end)"
+    finally:
+        part.close()

@@ -142,6 +142,19 @@ def test_partition_filters(dev):
         assert json.loads(kanal(env, "topics", "describe", "ops-isr", flag, "--output", "json").stdout) == []
 
 
+def test_a_combined_cleanup_policy_is_admitted_and_described_as_set(dev):
+    env, _ = dev
+    created = kanal(env, "topics", "create", "ops-policy", "--config", "cleanup.policy=delete, compact")
+    assert created.returncode == 0, created.stderr
+    described = json.loads(kanal(env, "topics", "describe", "ops-policy", "--output", "json").stdout)[0]
+    assert described["configs"]["cleanup.policy"] == "delete, compact"
+    entries = json.loads(kanal(env, "configs", "--topic", "ops-policy", "--output", "json").stdout)
+    assert entries["cleanup.policy"] == {"value": "delete, compact", "default": False}
+    bad = kanal(env, "topics", "create", "ops-bad-policy", "--config", "cleanup.policy=compact,foo")
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("kanal: INVALID_CONFIG: ") and "'foo' is not delete or compact" in bad.stderr
+
+
 def test_offsets_past_the_log_and_unknown_brokers_are_errors(dev):
     env, _ = dev
     kanal(env, "topics", "create", "ops-off", "--replication-factor", "3")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from kanal.metadata.cleanup_policy import COMPACT, COMPACT_DELETE, DELETE, CleanupPolicy
 from kanal.metadata.topic_config import (
+    TOPIC_CONFIG_KEYS,
     effective_topic_configs,
     parse_topic_config,
     read_stored_topic_config,
@@ -83,3 +85,48 @@ def test_reading_stored_values_still_refuses_what_no_version_admitted(key, text)
     with pytest.raises(KanalError) as err:
         read_stored_topic_config(key, text)
     assert err.value.code == ErrorCode.INVALID_CONFIG
+
+
+@pytest.mark.parametrize(("text", "policy"), [
+    ("delete", DELETE),
+    ("compact", COMPACT),
+    ("compact,delete", COMPACT_DELETE),
+    ("delete,compact", COMPACT_DELETE),  # the same policy, as in Kafka
+    ("compact, delete", COMPACT_DELETE),  # Kafka tolerates spaces around the items
+    (" delete ,  compact ", COMPACT_DELETE),
+    ("Compact,DELETE", COMPACT_DELETE),  # case-insensitive, as the single values always were
+])
+def test_cleanup_policy_takes_delete_compact_or_both_in_either_order(text, policy):
+    assert parse_topic_config("cleanup.policy", text) == policy
+    assert effective_topic_configs({"cleanup.policy": text})["cleanup.policy"] == policy
+
+
+def test_a_cleanup_policy_answers_whether_it_deletes_and_compacts():
+    assert (DELETE.deletes, DELETE.compacts) == (True, False)
+    assert (COMPACT.deletes, COMPACT.compacts) == (False, True)
+    assert (COMPACT_DELETE.deletes, COMPACT_DELETE.compacts) == (True, True)
+    # str() is the canonical text, so a default describes itself as Kafka would.
+    assert [str(p) for p in (DELETE, COMPACT, COMPACT_DELETE)] == ["delete", "compact", "compact,delete"]
+    assert TOPIC_CONFIG_KEYS["cleanup.policy"].default_text() == "delete"
+    with pytest.raises(ValueError, match="deletes, compacts or both"):
+        CleanupPolicy(deletes=False, compacts=False)
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("compact,foo", "'foo' is not delete or compact"),
+    ("shred", "'shred' is not delete or compact"),
+    ("", "empty"),
+    ("  ", "empty"),
+    ("compact,", "an empty item is not delete or compact"),
+    (",delete", "an empty item is not delete or compact"),
+    ("compact;delete", "is not delete or compact"),
+    ("delete,delete", "names a policy twice"),
+    ("compact,delete,compact", "names a policy twice"),
+])
+def test_bad_cleanup_policies_are_refused_saying_why(text, fragment):
+    with pytest.raises(KanalError) as err:
+        parse_topic_config("cleanup.policy", text)
+    assert err.value.code == ErrorCode.INVALID_CONFIG
+    assert "bad value for cleanup.policy" in err.value.message and fragment in err.value.message
+    with pytest.raises(KanalError):  # no looser older rule reads it either
+        read_stored_topic_config("cleanup.policy", text)

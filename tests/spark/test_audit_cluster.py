@@ -69,6 +69,8 @@ def history(tmp_path_factory):
         )
         with Admin(cluster.bootstrap) as admin:
             admin.alter_configs(TOPIC, TOPIC_NAME, set_={"retention.ms": "3600000"})
+            # On the scratch topic, which holds no records the other tests count (compaction may run).
+            admin.alter_configs(TOPIC, TEMP_TOPIC, set_={"cleanup.policy": "compact,delete"})
             admin.delete_topic(TEMP_TOPIC)
         # ACL changes for the audit to find. This cluster enforces no ACLs, so a broker refuses ACL calls
         # (SECURITY_DISABLED); a controller serves them as a broker that enforces ACLs forwards them.
@@ -112,6 +114,8 @@ def test_config_change_with_principal_and_old_value(audit):
     changes = rows(audit.tables["config_changes"], "event", "resource", "key", "value_before", "value_after",
                    "principal")
     assert ("config_set", TOPIC_NAME, "retention.ms", None, "3600000", "User:ANONYMOUS") in changes
+    # A combined cleanup policy shows as it was set.
+    assert ("config_set", TEMP_TOPIC, "cleanup.policy", None, "compact,delete", "User:ANONYMOUS") in changes
 
 
 def test_acl_changes_with_principal(audit):

@@ -10,6 +10,7 @@ import pytest
 
 from kanal.broker.storage.log import CLEAN_SHUTDOWN_FILE, Log
 from kanal.broker.storage.log_config import LogConfig
+from kanal.metadata.cleanup_policy import COMPACT, COMPACT_DELETE, DELETE
 from kanal.v1 import records_pb2
 from kanal.v1.batch import (
     NewRecord,
@@ -228,7 +229,7 @@ def test_offset_for_timestamp(log):
 
 def test_compaction_keeps_the_latest_value_per_key_and_offsets(tmp_path):
     log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes_max=1024, batch_bytes_max=512,
-                                               cleanup_policy="compact", delete_retention_ms=1000))
+                                               cleanup_policy=COMPACT, delete_retention_ms=1000))
     for i in range(30):
         key = b"k%d" % (i % 3)
         log.append(build_batch([NewRecord(key=key, value=b"v%d" % i, timestamp_ms=NOW + i)]),
@@ -250,6 +251,133 @@ def test_compaction_keeps_the_latest_value_per_key_and_offsets(tmp_path):
     assert [o for o in offsets_in(log.read(0, 1 << 20).data)] == [28, 29]
     assert log.log_end_offset == 31  # offsets are never reused
     log.close()
+
+
+def write_keyed_segments(directory: Path) -> None:
+    """Six closed segments of five one-record batches, one a second from NOW (offset i at NOW + i s), and an
+    active segment holding offset 30 (a key of its own). Offset 0 is the only record of key `once`; the
+    others cycle k0, k1, k2; offset 29 is a tombstone of k2. Written with retention off and closed, so each
+    test reopens the same layout under the policy it checks."""
+    config = LogConfig(segment_bytes_max=1 << 20, batch_bytes_max=1 << 16, retention_ms=None)
+    log = Log.open(directory, config)
+    for i in range(30):
+        key, value = (b"once", b"v0") if i == 0 else (b"k%d" % (i % 3), None if i == 29 else b"v%d" % i)
+        log.append(build_batch([NewRecord(key=key, value=value, timestamp_ms=NOW + i * 1000)]),
+                   leader_epoch=0, now_ms=NOW)
+        if i % 5 == 4:
+            log.roll()
+    log.append(build_batch([NewRecord(key=b"tail", value=b"v30", timestamp_ms=NOW + 30_000)]),
+               leader_epoch=0, now_ms=NOW)
+    log.close()
+
+
+def records_in(log: Log) -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of every record from the log start, segment by segment."""
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20).data
+        for entry in iter_entries(data):
+            b = parse_batch(entry.batch)
+            out += [(b.base_offset + r.offset_delta, r.key, r.value if r.HasField("value") else None)
+                    for r in decode_records(b)]
+            offset = entry.suffix.last_offset + 1
+    return out
+
+
+def maintain(log: Log, now_ms: int) -> None:
+    """What Partition.maintenance does with a due compaction: retention, then compaction (each a no-op
+    when the policy lacks it)."""
+    log.delete_old_segments(now_ms)
+    log.compact(now_ms)
+
+
+# Retention by time at NOW + 40 s keeps 24.5 s: segments whose newest record is older than NOW + 15.5 s
+# (offsets 0-14) go. The tombstone at 29 (NOW + 29 s) is older than delete.retention.ms (1 s) by then.
+EXPIRED_BY_TIME = {"retention_ms": 24_500, "retention_bytes": None}
+KEPT_AFTER_COMPACTION = [(27, b"k0", b"v27"), (28, b"k1", b"v28"), (30, b"tail", b"v30")]
+
+
+@pytest.mark.parametrize("expiry", ["time", "size"])
+def test_compact_delete_drops_expired_segments_and_keeps_the_latest_value_per_key_in_the_rest(
+    tmp_path, expiry
+):
+    write_keyed_segments(tmp_path / "t-0")
+    if expiry == "time":
+        limits = EXPIRED_BY_TIME
+    else:
+        log = Log.open(tmp_path / "t-0", LogConfig())
+        sizes = [seg.size for seg in log.segments]
+        log.close()
+        # The same three segments by size: keep what the last three closed segments and the active hold.
+        limits = {"retention_ms": None, "retention_bytes": sum(sizes[3:])}
+    log = Log.open(tmp_path / "t-0", LogConfig(cleanup_policy=COMPACT_DELETE, delete_retention_ms=1000,
+                                               **limits))
+    now_ms = NOW + 40_000
+    assert log.delete_old_segments(now_ms) == 3
+    assert log.log_start_offset == 15
+    # Retention alone: offsets 15-30 all there, `once` (offset 0) gone with its segment.
+    assert [r[0] for r in records_in(log)] == list(range(15, 31))
+    stats = log.compact(now_ms)
+    assert stats.records_removed == 13 and stats.tombstones_removed == 1
+    assert records_in(log) == KEPT_AFTER_COMPACTION
+    assert log.log_end_offset == 31, "offsets are never reused"
+    maintain(log, now_ms)  # a second pass finds nothing more to do
+    assert records_in(log) == KEPT_AFTER_COMPACTION and log.log_start_offset == 15
+    # Compaction emptied the segments of 15-19 and 20-24: they go with the segment of 27 and 28 (newest
+    # record at NOW + 28 s), never before it, so the log start does not pass offsets whose records are
+    # within retention.
+    assert [seg.size == 0 for seg in log.segments] == [True, True, False, False]
+    if expiry == "time":
+        assert log.delete_old_segments(NOW + 28_000 + 24_500) == 0
+        assert log.delete_old_segments(NOW + 28_000 + 24_501) == 3
+        assert log.log_start_offset == 30 and records_in(log) == [(30, b"tail", b"v30")]
+    log.close()
+
+
+def test_retention_deletes_an_empty_segment_only_with_the_next_non_empty_one(tmp_path):
+    """By size too: an emptied segment at the front does not go while the segment after it stays."""
+    write_keyed_segments(tmp_path / "t-0")
+    log = Log.open(tmp_path / "t-0", LogConfig(cleanup_policy=COMPACT_DELETE, delete_retention_ms=1000,
+                                               retention_ms=None, retention_bytes=None))
+    log.compact(NOW + 40_000)
+    sizes = [seg.size for seg in log.segments]
+    assert [size == 0 for size in sizes] == [False, True, True, True, True, False, False]  # `once` stays
+    log.close()
+    # Keep the last closed segment and the active one: the first (`once`) goes, the empty ones stay with
+    # the segment after them.
+    log = Log.open(tmp_path / "t-0", LogConfig(cleanup_policy=COMPACT_DELETE, retention_ms=None,
+                                               retention_bytes=sizes[-2] + sizes[-1]))
+    assert log.delete_old_segments(NOW) == 1 and log.log_start_offset == 5
+    assert records_in(log) == KEPT_AFTER_COMPACTION
+    log.close()
+
+
+@pytest.mark.parametrize(("policy", "start", "kept"), [
+    (DELETE, 15, [(o, b"k%d" % (o % 3), None if o == 29 else b"v%d" % o) for o in range(15, 30)]
+     + [(30, b"tail", b"v30")]),
+    # Compaction alone keeps `once`, the only record of its key, however old.
+    (COMPACT, 0, [(0, b"once", b"v0"), *KEPT_AFTER_COMPACTION]),
+    (COMPACT_DELETE, 15, KEPT_AFTER_COMPACTION),
+])
+def test_each_policy_runs_its_own_cleanups(tmp_path, policy, start, kept):
+    write_keyed_segments(tmp_path / "t-0")
+    log = Log.open(tmp_path / "t-0", LogConfig(cleanup_policy=policy, delete_retention_ms=1000,
+                                               **EXPIRED_BY_TIME))
+    maintain(log, NOW + 40_000)
+    assert log.log_start_offset == start and records_in(log) == kept
+    log.close()
+
+
+def test_a_cleanup_policy_must_be_typed():
+    """LogConfig takes a CleanupPolicy; the text form (the type before compact,delete) is refused, not
+    read as a policy that does neither."""
+    combined = LogConfig.from_topic_configs({"cleanup.policy": "delete, compact"})
+    assert combined.cleanup_policy == COMPACT_DELETE
+    assert LogConfig().cleanup_policy == DELETE
+    with pytest.raises(KanalError) as err:
+        LogConfig(cleanup_policy="compact")  # type: ignore[arg-type]
+    assert err.value.code == ErrorCode.INVALID_CONFIG
 
 
 def test_the_cleaner_can_replace_only_a_closed_segment_and_only_by_one_of_its_base_offset(log):
@@ -380,7 +508,8 @@ def test_leader_epochs_are_tracked_and_truncated(log):
 def test_config_from_topic_configs_rejects_bad_values():
     config = LogConfig.from_topic_configs({"segment.bytes": "1048576", "retention.ms": "-1"})
     assert config.segment_bytes_max == 1048576 and config.retention_ms is None
-    for bad in ({"segment.bytes": "12"}, {"cleanup.policy": "shred"}, {"no.such.key": "1"}):
+    for bad in ({"segment.bytes": "12"}, {"cleanup.policy": "shred"}, {"cleanup.policy": "compact,foo"},
+                {"no.such.key": "1"}):
         with pytest.raises(KanalError) as err:
             LogConfig.from_topic_configs(bad)
         assert err.value.code == ErrorCode.INVALID_CONFIG

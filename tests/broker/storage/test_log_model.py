@@ -6,6 +6,13 @@ side by side; after every step the whole log is read back and compared with the 
 flips a random byte in one (only in segments past the recovery point: everything before it was fsynced
 when its segment rolled, so a crash cannot have damaged it). Recovery must keep exactly the batches that
 were whole before the damage and drop the damaged one and everything after it.
+
+The cleanup policy is drawn: delete, compact or both (compact,delete). Retention deletes exactly the
+prefix of closed segments its rules name (by time, then by size; a segment compaction emptied goes only
+with the next non-empty one), and the model drops the batches below the new log start; compaction keeps,
+in the closed segments, the latest record of each key among the records still in the log, and tombstones
+younger than delete.retention.ms. With both, `maintenance` runs them in one pass as the partition does
+(retention first), so what retention deleted is gone and the rest obeys compaction's rule.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
+from kanal.metadata.cleanup_policy import COMPACT, COMPACT_DELETE, DELETE
 from kanal.v1.batch import NewRecord, build_batch, decode_records, iter_entries, parse_batch
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -76,13 +84,16 @@ class LogMachine(RuleBasedStateMachine):
     @initialize(
         segment_bytes=st.integers(1024, 4096),
         index_interval=st.sampled_from([0, 100, 400, 4096]),
-        policy=st.sampled_from(["delete", "compact"]),
+        policy=st.sampled_from([DELETE, COMPACT, COMPACT_DELETE]),
         retention_ms=st.one_of(st.none(), st.integers(0, 5000)),
         retention_bytes=st.one_of(st.none(), st.integers(0, 8000)),
         delete_retention_ms=st.integers(0, 3000),
+        prefill_batches=st.integers(0, 16),
+        roll_every=st.integers(1, 4),
     )
     def open_log(
-        self, segment_bytes, index_interval, policy, retention_ms, retention_bytes, delete_retention_ms
+        self, segment_bytes, index_interval, policy, retention_ms, retention_bytes, delete_retention_ms,
+        prefill_batches, roll_every,
     ):
         self.config = LogConfig(
             segment_bytes_max=segment_bytes,
@@ -94,6 +105,17 @@ class LogMachine(RuleBasedStateMachine):
             delete_retention_ms=delete_retention_ms,
         )
         self.log = Log.open(self.dir, self.config)
+        # Batches 300 ms apart in a few closed segments to start from: retention and compaction act only on
+        # closed segments, and the rules alone seldom build more than one before a run ends. A count (not a
+        # list of drawn batches, which Hypothesis keeps short) and fixed contents: keys repeat, some
+        # records have no key, some are tombstones.
+        keys = [b"a", b"b", None, b"c", b"d"]
+        for i in range(prefill_batches):
+            records = [(keys[(i + j) % 5], None if (i + j) % 4 == 3 else b"p%d" % i)
+                       for j in range(1 + i % 3)]
+            self.append(records, 300)
+            if i % roll_every == roll_every - 1:
+                self.roll()
 
     # ---- model helpers ----
 
@@ -182,25 +204,42 @@ class LogMachine(RuleBasedStateMachine):
         self.batches = [b for b in self.batches if b.last < target]
         assert self.log.log_end_offset <= target, "a truncated log ends at or below the target"
 
-    @rule(advance_ms=st.integers(0, 6000))
-    def retention(self, advance_ms):
-        self.now_ms += advance_ms
-        active_base = self.log.active_segment.base_offset
-        self.log.delete_old_segments(self.now_ms)
-        start = self.log.log_start_offset
-        assert self.log.active_segment.base_offset == active_base, "the active segment is never deleted"
-        self.batches = [b for b in self.batches if b.last >= start]
-        if (
-            self.config.cleanup_policy == "delete"
-            and self.config.retention_ms is not None
-            and len(self.log.segments) > 1
-        ):
-            assert self.log.segments[0].max_timestamp_ms >= self.now_ms - self.config.retention_ms
+    def expected_deletions(self) -> int:
+        """How many segments retention must delete now: Kafka's rules over the segments as they stand
+        (their newest timestamps and sizes, after any compaction), never the active one; a segment
+        compaction emptied goes only with the first non-empty one after it."""
+        if not self.config.cleanup_policy.deletes:
+            return 0
+        # Units of deletion: runs of empty closed segments ended by a non-empty one, as (newest ts, bytes,
+        # segments); the active segment and empty segments just before it belong to none.
+        units, run = [], 0
+        for seg in self.log.segments[:-1]:
+            run += 1
+            if seg.size:
+                units.append((seg.max_timestamp_ms, seg.size, run))
+                run = 0
+        deleted = 0
+        if self.config.retention_ms is not None:
+            while deleted < len(units) and units[deleted][0] < self.now_ms - self.config.retention_ms:
+                deleted += 1
+        if self.config.retention_bytes is not None:
+            size = sum(size for _, size, _ in units[deleted:]) + self.log.active_segment.size
+            while deleted < len(units) and size - units[deleted][1] >= self.config.retention_bytes:
+                size -= units[deleted][1]
+                deleted += 1
+        return sum(count for _, _, count in units[:deleted])
 
-    @precondition(lambda self: self.config.cleanup_policy == "compact")
-    @rule(advance_ms=st.integers(0, 4000))
-    def compact(self, advance_ms):
-        self.now_ms += advance_ms
+    def run_retention(self) -> None:
+        before = [s.base_offset for s in self.log.segments]
+        expected = self.expected_deletions()
+        assert self.log.delete_old_segments(self.now_ms) == expected
+        assert [s.base_offset for s in self.log.segments] == before[expected:], "a prefix, the active kept"
+        start = self.log.log_start_offset
+        if expected:
+            assert start == before[expected], "the log starts where the first kept segment does"
+        self.batches = [b for b in self.batches if b.last >= start]
+
+    def run_compaction(self) -> None:
         active_base = self.log.active_segment.base_offset
         latest = {}
         for r in self.model_records:
@@ -215,6 +254,26 @@ class LogMachine(RuleBasedStateMachine):
                 if r[1] is None or (latest[r[1]] == r[0] and not (r[2] is None and b.max_ts <= horizon))
             ]
         self.log.compact(self.now_ms)
+
+    @rule(advance_ms=st.integers(0, 6000))
+    def retention(self, advance_ms):
+        self.now_ms += advance_ms
+        self.run_retention()
+
+    @precondition(lambda self: self.config.cleanup_policy.compacts)
+    @rule(advance_ms=st.integers(0, 4000))
+    def compact(self, advance_ms):
+        self.now_ms += advance_ms
+        self.run_compaction()
+
+    @rule(advance_ms=st.integers(0, 6000))
+    def maintenance(self, advance_ms):
+        """What Partition.maintenance does with a due compaction: retention, then compaction of the rest,
+        each when the policy has it, at one time."""
+        self.now_ms += advance_ms
+        self.run_retention()
+        if self.config.cleanup_policy.compacts:
+            self.run_compaction()
 
     @rule(offset=st.integers(0, 10_000))
     def advance_log_start(self, offset):

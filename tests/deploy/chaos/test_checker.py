@@ -523,19 +523,27 @@ def compacted(kept_offsets: list[int], *, policy: str = "compact") -> H:
     return h
 
 
-def test_compaction_may_remove_a_record_only_when_a_later_one_of_its_key_is_kept():
-    assert check(compacted([3, 5]).events).ok  # each key's latest kept: the rest compacted away
-    assert check(compacted([0, 1, 2, 3, 4, 5]).events).ok  # nothing compacted yet
-    assert check(compacted([1, 3, 5]).events).ok  # kept more than the latest: compaction need not be done
+# compact,delete compacts too (either order, spaces allowed): the same exemption.
+COMPACTING_POLICIES = ["compact", "compact,delete", "delete, compact"]
 
 
-def test_compaction_that_kept_an_older_record_of_a_key_instead_of_its_latest_is_lost():
-    report = check(compacted([0, 5]).events)  # key a's first record kept, its later three removed
+@pytest.mark.parametrize("policy", COMPACTING_POLICIES)
+def test_compaction_may_remove_a_record_only_when_a_later_one_of_its_key_is_kept(policy):
+    assert check(compacted([3, 5], policy=policy).events).ok  # each key's latest kept: the rest compacted
+    assert check(compacted([0, 1, 2, 3, 4, 5], policy=policy).events).ok  # nothing compacted yet
+    # Kept more than the latest: compaction need not be done.
+    assert check(compacted([1, 3, 5], policy=policy).events).ok
+
+
+@pytest.mark.parametrize("policy", COMPACTING_POLICIES)
+def test_compaction_that_kept_an_older_record_of_a_key_instead_of_its_latest_is_lost(policy):
+    report = check(compacted([0, 5], policy=policy).events)  # key a's first record kept, later three gone
     assert [v.kind for v in report.violations] == ["lost"] * 3
     assert all("compaction left no later record of its key 'a'" in v.message for v in report.violations)
     assert sorted(int(v.events[0]["offset"]) for v in report.violations) == [1, 2, 3]
 
 
-def test_outside_a_compacted_topic_a_superseded_record_still_counts_as_lost():
-    report = check(compacted([3, 5], policy="delete").events)
+@pytest.mark.parametrize("policy", ["delete", "compact,foo"])  # the second could not have been created
+def test_outside_a_compacted_topic_a_superseded_record_still_counts_as_lost(policy):
+    report = check(compacted([3, 5], policy=policy).events)
     assert [v.kind for v in report.violations] == ["lost"] * 4
