@@ -470,6 +470,37 @@ class Log:
                 return index + 1
         return None
 
+    def delete_uploaded_segments(self, now_ms: int, upload_end: int, *, local_retention_ms: int | None,
+                                 local_retention_bytes: int | None) -> int:
+        """Local retention of a tiered log (remote.storage.enable, issue 44): drop the oldest closed
+        segments that lie wholly below `upload_end` (the end of what remote storage holds, as the applied
+        metadata records it) while they are older than `local_retention_ms` or the local log without
+        them still holds `local_retention_bytes` (None: no limit; the topic's local.retention.*). A
+        segment not yet uploaded and recorded is never dropped, whatever its age or the local size: with
+        remote storage down the disk fills rather than lose data.
+        The local log start moves; the leader-epoch cache keeps its entries below it, which describe the
+        remote part of the log (divergence checks and a new follower's state need them). Returns how
+        many segments were dropped."""
+        retention_ms, retention_bytes = local_retention_ms, local_retention_bytes
+        size = sum(seg.size for seg in self._segments)
+        deleted = 0
+        closed = len(self._segments) - 1
+        while deleted < closed and self._segments[deleted + 1].base_offset <= upload_end:
+            seg = self._segments[deleted]
+            expired = retention_ms is not None and seg.max_timestamp_ms < now_ms - retention_ms
+            # As retention.bytes: a segment goes while the log without it still holds the bound.
+            too_large = retention_bytes is not None and size - seg.size >= retention_bytes
+            if not (expired or too_large):
+                break
+            size -= seg.size
+            deleted += 1
+        for _ in range(deleted):
+            self._delete_first_segment()
+        if deleted:
+            self._log_start_offset = Offset(max(self._log_start_offset, self._segments[0].base_offset))
+            self._after_start_moved(truncate_epochs=False)
+        return deleted
+
     def advance_log_start(self, offset: int) -> None:
         """Make offsets below `offset` unreadable (Kafka's DeleteRecords) and drop the segments wholly
         below it. OFFSET_OUT_OF_RANGE past the log end."""
@@ -482,10 +513,11 @@ class Log:
         self._log_start_offset = Offset(offset)
         self._after_start_moved()
 
-    def _after_start_moved(self) -> None:
+    def _after_start_moved(self, *, truncate_epochs: bool = True) -> None:
         _write_offset_file(self.directory / LOG_START_FILE, self._log_start_offset)
-        self.epoch_cache.truncate_from_start(self._log_start_offset)
-        self.epoch_cache.save()
+        if truncate_epochs:
+            self.epoch_cache.truncate_from_start(self._log_start_offset)
+            self.epoch_cache.save()
 
     def _delete_first_segment(self) -> None:
         seg = self._segments.pop(0)

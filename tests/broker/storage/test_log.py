@@ -581,3 +581,48 @@ def test_a_full_disk_is_storage_error_and_leaves_the_log_as_it_was(small_disk):
         assert reopened.log_end_offset == stored + 1
     finally:
         reopened.close()
+
+
+def tiered_log(tmp_path: Path) -> Log:
+    config = LogConfig(segment_bytes_max=2048, batch_bytes_max=1024, retention_ms=None)
+    log = Log.open(tmp_path / "t-0", config)
+    for i in range(30):
+        epoch = 0 if i < 10 else 3
+        log.append(batch(2, ts=NOW + i * 1000, size=200), leader_epoch=epoch, now_ms=NOW + i * 1000)
+    return log
+
+
+def test_local_retention_drops_only_what_remote_storage_holds(tmp_path):
+    log = tiered_log(tmp_path)
+    segments = log.segments
+    assert len(segments) >= 5
+    epochs = log.epoch_cache.entries()
+    upload_end = segments[3].base_offset  # segments 0..2 are uploaded and recorded
+    # Everything is far past any local retention: still only the uploaded segments go.
+    assert log.delete_uploaded_segments(NOW + 10**9, upload_end, local_retention_ms=0,
+                                        local_retention_bytes=0) == 3
+    assert log.log_start_offset == upload_end
+    assert log.epoch_cache.entries() == epochs, "the epochs of the remote part were dropped"
+    assert log.delete_uploaded_segments(NOW + 10**9, upload_end, local_retention_ms=0,
+                                        local_retention_bytes=0) == 0
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", LogConfig(segment_bytes_max=2048, batch_bytes_max=1024))
+    assert reopened.log_start_offset == upload_end and reopened.epoch_cache.entries() == epochs
+    reopened.close()
+
+
+def test_local_retention_by_time_and_by_size(tmp_path):
+    log = tiered_log(tmp_path)
+    everything = log.active_segment.base_offset  # every closed segment uploaded
+    newest_first_segment = log.segments[0].max_timestamp_ms
+    assert log.delete_uploaded_segments(newest_first_segment, everything, local_retention_ms=0,
+                                        local_retention_bytes=None) == 0  # not older than the bound yet
+    assert log.delete_uploaded_segments(newest_first_segment + 1, everything, local_retention_ms=0,
+                                        local_retention_bytes=None) == 1
+    assert log.delete_uploaded_segments(NOW, everything, local_retention_ms=None,
+                                        local_retention_bytes=None) == 0  # no bound: kept
+    bound = log.size_bytes - log.segments[0].size - 1
+    assert log.delete_uploaded_segments(NOW, everything, local_retention_ms=None,
+                                        local_retention_bytes=bound) == 1
+    assert log.size_bytes >= bound  # as retention.bytes: the log keeps at least the bound
+    log.close()
