@@ -4,7 +4,12 @@ AlterConfigs: the ops of one resource are applied in order to a working copy and
 effect or none (the first bad op fails the resource with INVALID_CONFIG, unknown topic with
 UNKNOWN_TOPIC_OR_PARTITION, a bad broker name or a resource named twice with INVALID_REQUEST). The records
 are the net difference between the old and the new configs, sorted by key (SET then DELETE of a key that
-was not set writes nothing). DELETE of a known key that is not set is not an error.
+was not set writes nothing). DELETE of a known key that is not set is not an error. After the ops, the
+rules between keys (topic_config_rules.py: remote.storage.enable never turned off, never with a compacting
+cleanup.policy or on an internal topic, local.retention.* within retention.*) are checked on the result:
+for a topic in every scope of defaults, for a broker resource (a default) on every topic whose effective
+values it changes, each on top of the changes accepted earlier in the request. A breach fails the resource
+with INVALID_CONFIG.
 
 When a change switches unclean.leader.election.enable on for a topic (its own value, or the cluster
 default for topics without one), the same batch elects leaders for its offline partitions that have a
@@ -17,7 +22,7 @@ the key itself. For a broker: its own value, else the cluster default, else the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from kanal.metadata.config_resource import (
     check_broker_resource_name,
@@ -29,6 +34,7 @@ from kanal.metadata.decision import Decision, Stamp
 from kanal.metadata.fencing import offline_election_records
 from kanal.metadata.image import CLUSTER_DEFAULT_BROKER, MetadataImage
 from kanal.metadata.topic_config import TOPIC_CONFIG_KEYS
+from kanal.metadata.topic_config_rules import check_defaults_change, check_topic_change
 from kanal.v1 import admin_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -51,6 +57,8 @@ def decide_alter_configs(
     seen: set[tuple[int, str]] = set()
     new_topic_configs: dict[str, dict[str, str]] = {}
     new_cluster_defaults: dict[str, str] | None = None
+    # The configs as the request's accepted changes so far leave them, for the rules between keys.
+    planned = _PlannedConfigs(image)
     for change in request.changes:
         resource = change.resource
         try:
@@ -62,11 +70,13 @@ def decide_alter_configs(
             seen.add((resource.type, resource.name))
             current = _current_configs(image, resource)
             final = _run_ops(current, change.ops)
+            planned.check(resource, final)
         except KanalError as exc:
             results.append(
                 admin_pb2.ConfigResourceResult(resource=resource, error=exc.code, error_message=exc.message)
             )
             continue
+        planned.accept(resource, final)
         results.append(admin_pb2.ConfigResourceResult(resource=resource))
         if request.validate_only:
             continue
@@ -77,6 +87,39 @@ def decide_alter_configs(
             new_cluster_defaults = final
     records.extend(_unclean_elections(image, stamp, new_topic_configs, new_cluster_defaults))
     return Decision(records, admin_pb2.AlterConfigsResponse(results=results))
+
+
+class _PlannedConfigs:
+    """Topic and broker configs as the image holds them plus the changes this request has accepted, so each
+    resource is checked against the rules between keys (topic_config_rules.py) on top of the ones before
+    it: two changes that each pass alone cannot break a rule together. Only changed resources are copied."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self.topics: dict[str, Mapping[str, str]] = {}
+        self.defaults: dict[str, Mapping[str, str]] = dict(image.broker_configs)
+
+    def check(self, resource: admin_pb2.ConfigResource, final: Mapping[str, str]) -> None:
+        """INVALID_CONFIG when changing `resource` to `final` breaks a rule between keys."""
+        if resource.type == _TOPIC:
+            check_topic_change(resource.name, self._topic(resource.name), final, self.defaults)
+        else:
+            before = self.defaults.get(resource.name, {})
+            check_defaults_change(resource.name, before, final, self.defaults, self._all_topics())
+
+    def accept(self, resource: admin_pb2.ConfigResource, final: Mapping[str, str]) -> None:
+        if resource.type == _TOPIC:
+            self.topics[resource.name] = final
+        else:
+            self.defaults[resource.name] = final
+
+    def _topic(self, name: str) -> Mapping[str, str]:
+        planned = self.topics.get(name)
+        return planned if planned is not None else self.image.topics[name].configs
+
+    def _all_topics(self) -> Iterator[tuple[str, Mapping[str, str]]]:
+        for name in self.image.topics:
+            yield name, self._topic(name)
 
 
 def _current_configs(image: MetadataImage, resource: admin_pb2.ConfigResource) -> dict[str, str]:

@@ -10,7 +10,11 @@ result and contributes no records. Rules:
   topic: the new count must be larger than today's.
 - Replication factor: 1 .. the number of live (unfenced) brokers (INVALID_REPLICATION_FACTOR). New
   partitions of an existing topic keep its replication factor, which must still fit the live brokers.
-- Configs: known keys with legal values (topic_config.py), each key at most once (INVALID_CONFIG).
+- Configs: known keys with legal values (topic_config.py), each key at most once, and with the cluster
+  and broker defaults the rules between keys (topic_config_rules.py: remote.storage.enable not with a
+  compacting cleanup.policy nor on an internal topic, local.retention.* within retention.*) (INVALID_CONFIG).
+  An internal topic created while a default sets remote.storage.enable gets remote.storage.enable=false
+  of its own, so a default of true never keeps the coordinators from creating their topics.
 - Internal topics (__consumer_offsets) cannot be deleted (POLICY_VIOLATION).
 - New partitions start with ISR = replicas, leader = the first replica, epochs 0; placement.py chooses
   the replicas. Topic ids are random UUIDs drawn from the `rng` argument.
@@ -32,6 +36,7 @@ from kanal.metadata.ids import BrokerId, TopicId
 from kanal.metadata.image import MetadataImage, TopicImage
 from kanal.metadata.placement import count_load, place_replicas_by_load
 from kanal.metadata.topic_config import parse_topic_config
+from kanal.metadata.topic_config_rules import REMOTE_STORAGE_ENABLE, check_topic_change
 from kanal.v1 import admin_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.topic_name import INTERNAL_TOPICS, check_topic_name, collision_key
@@ -186,6 +191,13 @@ def _check_creatable(planner: _Planner, creatable: admin_pb2.CreatableTopic) -> 
             raise KanalError(ErrorCode.INVALID_CONFIG, f"config {entry.key!r} is given more than once")
         parse_topic_config(entry.key, entry.value)
         configs[entry.key] = entry.value
+    defaults = planner.image.broker_configs
+    # A default would reach an internal topic: pin it off, or a cluster with remote.storage.enable=true as
+    # its default could never create the coordinators' topics (internal topics are never tiered).
+    reached = any(REMOTE_STORAGE_ENABLE in texts for texts in defaults.values())
+    if name in INTERNAL_TOPICS and REMOTE_STORAGE_ENABLE not in configs and reached:
+        configs[REMOTE_STORAGE_ENABLE] = "false"
+    check_topic_change(name, None, configs, defaults)
     return configs
 
 

@@ -9,6 +9,11 @@ Bounds (each key's `doc` says its own). Integers are ASCII decimal with an optio
 allows "no limit" (retention.ms, retention.bytes, flush.messages, flush.ms,
 message.timestamp.difference.max.ms) that is exactly -1, as in Kafka; any other value below the key's
 minimum is INVALID_CONFIG (so `retention.ms=-5` is refused, not read as "keep forever").
+local.retention.ms and local.retention.bytes (tiered storage, Kafka's KIP-405) also take -2, their
+default: "as retention.ms / retention.bytes"; it stays -2 (LOCAL_RETENTION_AS_TOTAL) in the typed value.
+
+Each key is checked alone here. The rules between keys (remote.storage.enable with cleanup.policy, local
+retention within the total) are topic_config_rules.py's, applied by CreateTopics and AlterConfigs.
 
 Admission and reading. `parse_topic_config` is the admission rule: CreateTopics and AlterConfigs refuse
 what it refuses. What the metadata log already holds is read with `read_stored_topic_config`, which also
@@ -87,6 +92,31 @@ class _Int:
             return None
         if not self.lo <= value <= self.hi:
             raise ValueError(f"{value} is outside [{self.lo}, {self.hi}]")
+        return value
+
+
+# local.retention.ms / local.retention.bytes = -2: the local part may be as large as the whole log, i.e. the
+# key takes the value of retention.ms / retention.bytes (Kafka's default for both). Kept as -2 in the typed
+# value; LogConfig.from_topic_configs resolves it.
+LOCAL_RETENTION_AS_TOTAL = -2
+
+
+@dataclass(frozen=True)
+class _LocalRetention:
+    """The parser of local.retention.ms / local.retention.bytes: -2 (LOCAL_RETENTION_AS_TOTAL, the
+    `retention.*` value), -1 (no limit: None) or a value in [0, INT64_MAX]. These keys are new with tiered
+    storage, so no older rule was ever looser (read_stored_topic_config has no fallback for them)."""
+
+    def __call__(self, text: str) -> int | None:
+        if not _INTEGER.fullmatch(text.strip()):
+            raise ValueError(f"{text!r} is not an integer")
+        value = int(text.strip())
+        if value == LOCAL_RETENTION_AS_TOTAL:
+            return value
+        if value == -1:
+            return None
+        if not 0 <= value <= INT64_MAX:
+            raise ValueError(f"{value} is outside -2 (as retention), -1 (no limit) or [0, {INT64_MAX}]")
         return value
 
 
@@ -211,6 +241,29 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
             None,
             "bytes/s a broker copies into each replica a reassignment is adding to it (-1: no limit); "
             "in-sync followers are never throttled",
+        ),
+        ConfigKey(
+            "remote.storage.enable",
+            _bool,
+            False,
+            "Tiered storage: copy closed segments to the cluster's remote storage; retention.ms/.bytes then "
+            "bound the whole log (local and remote), local.retention.* the part kept on disk. Once true it "
+            "cannot be turned off; not for compacted or internal topics.",
+        ),
+        ConfigKey(
+            "local.retention.ms",
+            _LocalRetention(),
+            LOCAL_RETENTION_AS_TOTAL,
+            "Tiered topics: how long a closed segment stays on the brokers' disks after its upload; -2: as "
+            "retention.ms; -1: no limit (only if retention.ms is -1). -2, -1 or >= 0, at most retention.ms.",
+        ),
+        ConfigKey(
+            "local.retention.bytes",
+            _LocalRetention(),
+            LOCAL_RETENTION_AS_TOTAL,
+            "Tiered topics: how many bytes of uploaded segments a partition keeps on disk; -2: as "
+            "retention.bytes; -1: no limit (only if retention.bytes is -1). -2, -1 or >= 0, at most "
+            "retention.bytes.",
         ),
         ConfigKey(
             "compression.type",

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kanal.metadata.cleanup_policy import DELETE, CleanupPolicy
-from kanal.metadata.topic_config import effective_topic_configs
+from kanal.metadata.topic_config import LOCAL_RETENTION_AS_TOTAL, effective_topic_configs
 from kanal.v1.error import ErrorCode, KanalError
 
 
@@ -29,10 +29,23 @@ class LogConfig:
     index_interval_bytes: int = 4096
     # Largest producer batch accepted (bytes).
     batch_bytes_max: int = 1024 * 1024 + 12
-    # Delete closed segments whose newest record is older than this (ms); None keeps them forever.
+    # Delete closed segments whose newest record is older than this (ms); None keeps them forever. With
+    # remote_storage_enable this bounds the whole log, local and remote segments alike.
     retention_ms: int | None = 7 * 24 * 3600 * 1000
-    # Delete oldest closed segments while the log is larger than this (bytes); None: no limit.
+    # Delete oldest closed segments while the log is larger than this (bytes); None: no limit. With
+    # remote_storage_enable this bounds the whole log, local and remote segments alike.
     retention_bytes: int | None = None
+    # Tiered storage (remote.storage.enable): closed segments are copied to the cluster's remote storage;
+    # retention_* then bound the whole log (local + remote) and local_retention_* the local part. Off, the
+    # log is all local and local_retention_* are unused.
+    remote_storage_enable: bool = False
+    # With remote storage: an uploaded closed segment stays in this directory until its newest record is
+    # older than this (ms); None: no limit. At most retention_ms when that is limited (topic config -2 is
+    # retention_ms itself, resolved by from_topic_configs).
+    local_retention_ms: int | None = 7 * 24 * 3600 * 1000
+    # With remote storage: uploaded closed segments stay in this directory while the local part is at most
+    # this large (bytes); None: no limit. At most retention_bytes when that is limited (-2: retention_bytes).
+    local_retention_bytes: int | None = None
     # Retention deletes old segments, compaction keeps the latest record per key, or both
     # (cleanup.policy=compact,delete).
     cleanup_policy: CleanupPolicy = DELETE
@@ -59,6 +72,17 @@ class LogConfig:
         _check(
             self.retention_bytes is None or self.retention_bytes >= 0, "retention_bytes must be >= 0 or None"
         )
+        _check(self.local_retention_ms is None or self.local_retention_ms >= 0,
+               "local_retention_ms must be >= 0 or None")
+        _check(self.local_retention_bytes is None or self.local_retention_bytes >= 0,
+               "local_retention_bytes must be >= 0 or None")
+        if self.remote_storage_enable:
+            # The local part of a tiered log is a suffix of the whole log: it cannot be kept longer or
+            # larger than the whole (the controller refuses such topic configs: topic_config_rules.py).
+            _check(_within(self.local_retention_ms, self.retention_ms),
+                   "local_retention_ms must be <= retention_ms with remote storage")
+            _check(_within(self.local_retention_bytes, self.retention_bytes),
+                   "local_retention_bytes must be <= retention_bytes with remote storage")
         # A text here (the type before issue 47) would read as neither policy: refuse it loudly.
         _check(isinstance(self.cleanup_policy, CleanupPolicy), "cleanup_policy must be a CleanupPolicy")
         _check(self.delete_retention_ms >= 0, "delete_retention_ms must be >= 0")
@@ -84,6 +108,9 @@ class LogConfig:
             batch_bytes_max=min(values["max.message.bytes"], values["segment.bytes"] - 1),
             retention_ms=values["retention.ms"],
             retention_bytes=values["retention.bytes"],
+            remote_storage_enable=values["remote.storage.enable"],
+            local_retention_ms=_local(values["local.retention.ms"], values["retention.ms"]),
+            local_retention_bytes=_local(values["local.retention.bytes"], values["retention.bytes"]),
             cleanup_policy=values["cleanup.policy"],
             delete_retention_ms=values["delete.retention.ms"],
             compaction_lag_ms_min=values["min.compaction.lag.ms"],
@@ -91,6 +118,16 @@ class LogConfig:
             flush_interval_ms=values["flush.ms"],
             timestamp_difference_ms_max=values["message.timestamp.difference.max.ms"],
         )
+
+
+def _local(local: int | None, total: int | None) -> int | None:
+    """A local.retention.* value with -2 ("as retention.*") resolved to the total's value."""
+    return total if local == LOCAL_RETENTION_AS_TOTAL else local
+
+
+def _within(local: int | None, total: int | None) -> bool:
+    """local <= total, None being no limit."""
+    return total is None or (local is not None and local <= total)
 
 
 def _check(ok: bool, message: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kanal.metadata import (
     decide_alter_configs,
     describe_configs,
@@ -226,3 +228,158 @@ def test_switching_unclean_election_on_elects_offline_partitions(cluster3) -> No
     decision = alter(h, change(BROKER, "", (SET, "unclean.leader.election.enable", "true")))
     h.commit(decision)
     assert not any(p.offline for _, p in h.image.iter_partitions())
+
+
+# ---- rules between keys: tiered storage (topic_config_rules.py) ----------------------------------------
+
+ON = (SET, "remote.storage.enable", "true")
+
+
+def refused_alone(h, change_, fragment: str) -> None:
+    """`change_` fails with INVALID_CONFIG naming `fragment`, writes nothing, and leaves the image as it
+    was (validate_only says the same)."""
+    before = h.image.copy()
+    for validate_only in (False, True):
+        decision = alter(h, change_, validate_only=validate_only)
+        result = decision.reply.results[0]
+        assert result.error == ErrorCode.INVALID_CONFIG, result.error_message
+        assert fragment in result.error_message, result.error_message
+        assert decision.records == []
+        h.commit(decision)
+    assert h.image == before
+
+
+def ok(h, *changes) -> None:
+    decision = alter(h, *changes)
+    assert [r.error for r in decision.reply.results] == [ErrorCode.NONE] * len(changes), [
+        r.error_message for r in decision.reply.results
+    ]
+    h.commit(decision)
+
+
+def test_remote_storage_cannot_be_turned_off_by_its_key_or_a_delete(cluster3) -> None:
+    h = cluster3
+    h.create_topic("t", 1, 1, {"remote.storage.enable": "true"})
+    off = "topic 't': remote.storage.enable cannot be turned off"
+    refused_alone(h, change(TOPIC, "t", (SET, "remote.storage.enable", "false")), off)
+    refused_alone(h, change(TOPIC, "t", (DELETE, "remote.storage.enable", "")), off)
+    # Other keys still change; setting it true again is no change.
+    ok(h, change(TOPIC, "t", (SET, "segment.ms", "5"), ON))
+    assert h.image.topics["t"].configs == {"remote.storage.enable": "true", "segment.ms": "5"}
+
+
+def test_remote_storage_cannot_be_turned_off_by_a_changed_default(cluster3) -> None:
+    h = cluster3
+    ok(h, change(BROKER, "", ON))
+    h.create_topic("t", 1, 1)  # tiered by the cluster default
+    h.create_topic("own", 1, 1, {"remote.storage.enable": "true"})
+    off = "changing the cluster default: topic 't': remote.storage.enable cannot be turned off"
+    refused_alone(h, change(BROKER, "", (DELETE, "remote.storage.enable", "")), off)
+    refused_alone(h, change(BROKER, "", (SET, "remote.storage.enable", "false")), off)
+    refused_alone(
+        h,
+        change(BROKER, "2", (SET, "remote.storage.enable", "false")),
+        "changing broker 2's defaults: topic 't': remote.storage.enable cannot be turned off",
+    )
+    # Its own DELETE is no change while the default is true; once it says true itself, the default may go.
+    ok(h, change(TOPIC, "own", (DELETE, "remote.storage.enable", "")))
+    ok(
+        h,
+        change(TOPIC, "t", ON),
+        change(TOPIC, "own", ON),
+        change(BROKER, "", (DELETE, "remote.storage.enable", "")),
+    )
+    assert h.image.broker_configs.get("", {}) == {}
+
+
+def test_remote_storage_is_refused_on_compacted_topics_both_ways(cluster3) -> None:
+    h = cluster3
+    h.create_topic("c", 1, 1, {"cleanup.policy": "compact"})
+    h.create_topic("cd", 1, 1, {"cleanup.policy": "compact,delete"})
+    h.create_topic("r", 1, 1, {"remote.storage.enable": "true"})
+    # Enabling tiering on a compacted topic ...
+    refused_alone(
+        h, change(TOPIC, "c", ON), "topic 'c': remote.storage.enable=true with cleanup.policy=compact"
+    )
+    refused_alone(
+        h, change(TOPIC, "cd", ON), "cleanup.policy=compact,delete: a compacted topic cannot be tiered"
+    )
+    # ... and compacting a tiered one.
+    for policy in ("compact", "delete,compact"):
+        refused_alone(
+            h, change(TOPIC, "r", (SET, "cleanup.policy", policy)), "a compacted topic cannot be tiered"
+        )
+    # Both in one change, and by defaults that reach compacted or tiered topics.
+    h.create_topic("d", 1, 1)
+    refused_alone(h, change(TOPIC, "d", ON, (SET, "cleanup.policy", "compact")), "topic 'd'")
+    refused_alone(h, change(BROKER, "", ON), "changing the cluster default: topic 'c'")
+    refused_alone(h, change(BROKER, "", (SET, "cleanup.policy", "compact")), "topic 'r'")
+    # Turning compaction off and tiering on together is fine.
+    ok(h, change(TOPIC, "c", (SET, "cleanup.policy", "delete"), ON))
+
+
+def test_two_changes_that_pass_alone_cannot_break_a_rule_together(cluster3) -> None:
+    h = cluster3
+    h.create_topic("d", 1, 1)
+    decision = alter(
+        h, change(TOPIC, "d", ON), change(BROKER, "", (SET, "cleanup.policy", "compact"))
+    )
+    assert [r.error for r in decision.reply.results] == [ErrorCode.NONE, ErrorCode.INVALID_CONFIG]
+    assert "changing the cluster default: topic 'd'" in decision.reply.results[1].error_message
+    assert [r.config.resource_name for r in decision.records] == ["d"]  # only the accepted change
+    # The other order: the default goes first, and the topic then meets it.
+    h.create_topic("e", 1, 1)
+    decision = alter(
+        h,
+        change(BROKER, "1", (SET, "retention.ms", "1000")),
+        change(TOPIC, "e", ON, (SET, "local.retention.ms", "5000")),
+    )
+    assert [r.error for r in decision.reply.results] == [ErrorCode.NONE, ErrorCode.INVALID_CONFIG]
+    assert "on broker 1, with its defaults" in decision.reply.results[1].error_message
+
+
+def test_remote_storage_is_refused_on_internal_topics(cluster3) -> None:
+    h = cluster3
+    h.create_topic("__consumer_offsets", 1, 1, {"cleanup.policy": "compact"})
+    h.create_topic("__transaction_state", 1, 1)
+    refused_alone(h, change(TOPIC, "__transaction_state", ON), "topic '__transaction_state' is internal")
+    refused_alone(
+        h,
+        change(TOPIC, "__consumer_offsets", ON, (SET, "cleanup.policy", "delete")),
+        "topic '__consumer_offsets' is internal",
+    )
+    # A default of true would reach them: refused until they say false themselves.
+    refused_alone(h, change(BROKER, "", ON), "is internal")
+    ok(
+        h,
+        change(TOPIC, "__consumer_offsets", (SET, "remote.storage.enable", "false")),
+        change(TOPIC, "__transaction_state", (SET, "remote.storage.enable", "false")),
+        change(BROKER, "", ON),
+    )
+
+
+@pytest.mark.parametrize(("local", "total"), [("local.retention.ms", "retention.ms"),
+                                              ("local.retention.bytes", "retention.bytes")])
+def test_local_retention_above_the_total_is_refused(cluster3, local, total) -> None:
+    h = cluster3
+    h.create_topic("t", 1, 1, {"remote.storage.enable": "true", total: "1000", local: "1000"})
+    refused_alone(
+        h, change(TOPIC, "t", (SET, local, "1001")), f"topic 't': {local}=1001 is above {total}=1000"
+    )
+    refused_alone(h, change(TOPIC, "t", (SET, local, "-1")), f"{local}=-1 (no limit) with {total}=1000")
+    refused_alone(h, change(TOPIC, "t", (SET, total, "999")), f"{local}=1000 is above {total}=999")
+    # Deleting the total goes to the default: 7 days for retention.ms, no limit for retention.bytes.
+    ok(h, change(TOPIC, "t", (DELETE, total, "")))
+    ok(h, change(TOPIC, "t", (SET, total, "500"), (SET, local, "-2")))  # -2: as the total
+    # By a default: a topic without its own local value meets the broker's.
+    h.create_topic("u", 1, 1, {"remote.storage.enable": "true", total: "1000"})
+    refused_alone(
+        h, change(BROKER, "", (SET, local, "2000")), f"topic 'u': {local}=2000 is above {total}=1000"
+    )
+    h.create_topic("v", 1, 1, {"remote.storage.enable": "true", local: "100"})
+    refused_alone(
+        h, change(BROKER, "0", (SET, total, "10")), f"topic 'v': {local}=100 is above {total}=10: "
+    )
+    # Untiered topics are not held to it (Kafka checks it only with remote storage on).
+    h.create_topic("plain", 1, 1, {total: "1000"})
+    ok(h, change(TOPIC, "plain", (SET, local, "5000")))

@@ -255,3 +255,80 @@ def test_minus_one_is_no_limit_and_is_accepted(cluster3) -> None:
     assert decision.reply.results[0].error == ErrorCode.NONE
     h.commit(decision)
     assert h.image.topics["t"].configs == {"retention.ms": "-1", "retention.bytes": "-1"}
+
+
+# ---- tiered storage configs and their rules (topic_config_rules.py) ------------------------------------
+
+ON = ("remote.storage.enable", "true")
+
+
+def test_a_tiered_topic_is_created_with_all_three_keys(cluster3) -> None:
+    h = cluster3
+    configs = [ON, ("retention.ms", "86400000"), ("local.retention.ms", "3600000"),
+               ("retention.bytes", "-1"), ("local.retention.bytes", "1048576")]
+    decision = create(h, creatable(configs=configs))
+    assert decision.reply.results[0].error == ErrorCode.NONE, decision.reply.results[0].error_message
+    h.commit(decision)
+    assert h.image.topics["t"].configs == dict(configs)
+
+
+@pytest.mark.parametrize(
+    ("configs", "fragment"),
+    [
+        ([ON, ("cleanup.policy", "compact")],
+         "topic 't': remote.storage.enable=true with cleanup.policy=compact"),
+        ([("cleanup.policy", "delete,compact"), ON],
+         "cleanup.policy=compact,delete: a compacted topic cannot"),
+        ([ON, ("retention.ms", "1000"), ("local.retention.ms", "1001")],
+         "topic 't': local.retention.ms=1001 is above retention.ms=1000"),
+        ([ON, ("retention.ms", "1000"), ("local.retention.ms", "-1")],
+         "local.retention.ms=-1 (no limit) with retention.ms=1000"),
+        ([ON, ("retention.bytes", "1000"), ("local.retention.bytes", "2000")],
+         "topic 't': local.retention.bytes=2000 is above retention.bytes=1000"),
+        ([ON, ("retention.bytes", "1000"), ("local.retention.bytes", "-1")],
+         "local.retention.bytes=-1 (no limit) with retention.bytes=1000"),
+        ([ON, ("local.retention.ms", "604800001")], "above retention.ms=604800000"),  # the default, 7 days
+        ([("local.retention.ms", "-3")], "bad value for local.retention.ms: -3 is outside -2"),
+    ],
+)
+def test_tiered_configs_that_break_a_rule_create_nothing(cluster3, configs, fragment) -> None:
+    _only_error(create(cluster3, creatable(configs=configs)), ErrorCode.INVALID_CONFIG, fragment)
+    _only_error(create(cluster3, creatable(configs=configs), validate_only=True), ErrorCode.INVALID_CONFIG,
+                fragment)
+
+
+@pytest.mark.parametrize("name", ["__consumer_offsets", "__transaction_state"])
+def test_an_internal_topic_is_never_created_tiered(cluster3, name) -> None:
+    _only_error(create(cluster3, creatable(name=name, configs=[ON])), ErrorCode.INVALID_CONFIG,
+                f"topic {name!r} is internal: remote.storage.enable=true is not allowed")
+
+
+def test_rules_see_the_cluster_and_broker_defaults(cluster3) -> None:
+    h = cluster3
+    h.image.broker_configs[""] = {"remote.storage.enable": "true"}
+    h.image.broker_configs["1"] = {"retention.ms": "1000"}
+    _only_error(create(h, creatable(configs=[("cleanup.policy", "compact")])), ErrorCode.INVALID_CONFIG,
+                "topic 't': remote.storage.enable=true with cleanup.policy=compact")
+    _only_error(create(h, creatable(configs=[("local.retention.ms", "5000")])), ErrorCode.INVALID_CONFIG,
+                "local.retention.ms=5000 is above retention.ms=1000: the local part of a tiered log cannot "
+                "outlast the whole log (on broker 1, with its defaults)")
+    # A compacted topic that says false itself is fine under a default of true.
+    pinned_off = [("cleanup.policy", "compact"), ("remote.storage.enable", "false")]
+    decision = create(h, creatable(configs=pinned_off))
+    assert decision.reply.results[0].error == ErrorCode.NONE
+
+
+def test_an_internal_topic_created_under_a_tiering_default_is_pinned_off(cluster3) -> None:
+    """The coordinators create their topics with cleanup.policy=compact only; a default of
+    remote.storage.enable=true must not keep them from it."""
+    h = cluster3
+    decision = create(h, creatable(name="__consumer_offsets", configs=[("cleanup.policy", "compact")]))
+    h.commit(decision)
+    assert h.image.topics["__consumer_offsets"].configs == {"cleanup.policy": "compact"}  # nothing to pin
+    h.image.broker_configs["2"] = {"remote.storage.enable": "true"}
+    decision = create(h, creatable(name="__transaction_state", configs=[("cleanup.policy", "compact")]))
+    assert decision.reply.results[0].error == ErrorCode.NONE, decision.reply.results[0].error_message
+    h.commit(decision)
+    assert h.image.topics["__transaction_state"].configs == {
+        "cleanup.policy": "compact", "remote.storage.enable": "false"
+    }

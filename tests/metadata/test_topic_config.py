@@ -7,6 +7,7 @@ import pytest
 
 from kanal.metadata.cleanup_policy import COMPACT, COMPACT_DELETE, DELETE, CleanupPolicy
 from kanal.metadata.topic_config import (
+    LOCAL_RETENTION_AS_TOTAL,
     TOPIC_CONFIG_KEYS,
     effective_topic_configs,
     parse_topic_config,
@@ -130,3 +131,50 @@ def test_bad_cleanup_policies_are_refused_saying_why(text, fragment):
     assert "bad value for cleanup.policy" in err.value.message and fragment in err.value.message
     with pytest.raises(KanalError):  # no looser older rule reads it either
         read_stored_topic_config("cleanup.policy", text)
+
+
+# ---- tiered storage keys (issue 44, Kafka's KIP-405) ----------------------------------------------------
+
+LOCAL_KEYS = ["local.retention.ms", "local.retention.bytes"]
+
+
+def test_remote_storage_enable_is_a_boolean_off_by_default():
+    assert TOPIC_CONFIG_KEYS["remote.storage.enable"].default is False
+    assert TOPIC_CONFIG_KEYS["remote.storage.enable"].default_text() == "false"
+    assert parse_topic_config("remote.storage.enable", "true") is True
+    assert parse_topic_config("remote.storage.enable", " FALSE ") is False
+    with pytest.raises(KanalError) as err:
+        parse_topic_config("remote.storage.enable", "yes")
+    assert err.value.code == ErrorCode.INVALID_CONFIG
+    assert "bad value for remote.storage.enable" in err.value.message
+
+
+@pytest.mark.parametrize("key", LOCAL_KEYS)
+def test_local_retention_takes_minus_two_minus_one_or_a_bound(key):
+    assert TOPIC_CONFIG_KEYS[key].default == LOCAL_RETENTION_AS_TOTAL == -2
+    assert TOPIC_CONFIG_KEYS[key].default_text() == "-2"  # describe shows Kafka's default
+    assert effective_topic_configs({})[key] == -2
+    assert parse_topic_config(key, "-2") == -2  # as retention.*: resolved by LogConfig, not here
+    assert parse_topic_config(key, "-1") is None  # no limit
+    assert parse_topic_config(key, "0") == 0
+    assert parse_topic_config(key, "+3600000") == 3_600_000
+    assert parse_topic_config(key, "9223372036854775807") == (1 << 63) - 1
+    assert read_stored_topic_config(key, "-2") == -2
+
+
+@pytest.mark.parametrize("key", LOCAL_KEYS)
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("-3", "outside -2 (as retention), -1 (no limit) or [0, "),
+    ("-100", "outside -2 (as retention)"),
+    ("9223372036854775808", "outside -2 (as retention)"),
+    ("1_000", "not an integer"),
+    ("", "not an integer"),
+    ("forever", "not an integer"),
+])
+def test_bad_local_retention_values_are_refused(key, text, fragment):
+    with pytest.raises(KanalError) as err:
+        parse_topic_config(key, text)
+    assert err.value.code == ErrorCode.INVALID_CONFIG
+    assert f"bad value for {key}" in err.value.message and fragment in err.value.message
+    with pytest.raises(KanalError):  # new keys: no older, looser rule reads them either
+        read_stored_topic_config(key, text)
