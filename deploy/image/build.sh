@@ -61,6 +61,7 @@ if [ "$(uname -s)" = Linux ] && "$PYTHON" -c 'import sys, platform; sys.exit(not
 import sys, tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))
 reqs = list(project["build-system"]["requires"]) + list(project["project"]["dependencies"])
+reqs += project["project"]["optional-dependencies"]["s3"]  # both targets install the s3 extra
 if sys.argv[1] == "spark":
     reqs += project["project"]["optional-dependencies"]["spark"]
 print("\n".join(r.split("#")[0].strip() for r in reqs))
