@@ -21,8 +21,9 @@ from kanal.metadata import (
 )
 from kanal.metadata.recovery_election import LogEndReports, merge_reports
 from kanal.metadata.remote_log import REMOTE_STORAGE_ENABLE
-from kanal.metadata.topic_config import TOPIC_CONFIG_KEYS, ConfigKey
+from kanal.metadata.topic_config import TOPIC_CONFIG_KEYS
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
+from tests.harness import remote_storage_key as remote_storage_key_stand_in
 
 R = TypeVar("R")
 
@@ -214,23 +215,12 @@ def segment(
     )
 
 
-def _parse_bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise ValueError(f"{text!r} is not true or false")
-    return value == "true"
-
-
 @pytest.fixture
 def remote_storage_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    """remote.storage.enable as a topic config key, so tests can turn tiering on the way a user does.
-    The key itself comes with issue 44's topic-config change; until the table has it, a stand-in with
-    Kafka's rule (a boolean, default false). Once it has it, this does nothing."""
-    if REMOTE_STORAGE_ENABLE not in TOPIC_CONFIG_KEYS:
-        monkeypatch.setitem(
-            TOPIC_CONFIG_KEYS, REMOTE_STORAGE_ENABLE,
-            ConfigKey(REMOTE_STORAGE_ENABLE, _parse_bool, False, "stand-in (tests/metadata/conftest.py)"),
-        )
+    """remote.storage.enable as a topic config key, so tests can turn tiering on the way a user does: the
+    stand-in of tests/harness/remote_storage_key.py until the config table has the key (then nothing)."""
+    if remote_storage_key_stand_in.needed():
+        monkeypatch.setitem(TOPIC_CONFIG_KEYS, REMOTE_STORAGE_ENABLE, remote_storage_key_stand_in.STAND_IN)
 
 
 @pytest.fixture
