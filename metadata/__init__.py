@@ -47,6 +47,8 @@ from kanal.metadata.image import (
     BrokerRegistration,
     MetadataImage,
     PartitionState,
+    RemoteLog,
+    RemoteSegment,
     TopicImage,
 )
 from kanal.metadata.invariant import MetadataInvariantError
@@ -58,6 +60,7 @@ from kanal.metadata.reassignment import (
     decide_reassignment_progress,
     list_partition_reassignments,
 )
+from kanal.metadata.remote_log import decide_alter_remote_log
 from kanal.metadata.scram_admin import decide_alter_user_scram_credentials, describe_user_scram_credentials
 from kanal.metadata.snapshot import image_from_snapshot, image_to_snapshot
 from kanal.metadata.topic_admin import (
@@ -90,6 +93,8 @@ __all__ = [
     "PartitionId",
     "PartitionState",
     "ProducerId",
+    "RemoteLog",
+    "RemoteSegment",
     "Stamp",
     "TopicId",
     "TopicImage",
@@ -103,6 +108,7 @@ __all__ = [
     "decide_alter_configs",
     "decide_alter_partition",
     "decide_alter_partition_reassignments",
+    "decide_alter_remote_log",
     "decide_alter_user_scram_credentials",
     "decide_auto_leader_rebalance",
     "decide_broker_heartbeat",

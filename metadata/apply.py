@@ -21,6 +21,10 @@ Rules apply_batch keeps:
 - When the batch ends: every topic created in it has a partition, and every broker fenced or
   unregistered in it leads no partition and is in no ISR of a partition that has a leader.
 
+Remote logs (tiered storage): RemoteLogSegment and RemoteLogStart keep remote_log.py's rules (contiguous
+offsets, epochs that never go back, a start that only moves forward); RemoveTopic drops the topic's remote
+logs with it.
+
 Indexes (image.py): the per-broker replica and preferred-leader counts and the topic-name collision
 keys change with TopicRecord, PartitionRecord, PartitionReassignment and RemoveTopic. Count changes are
 summed per call and folded into the image once, at the end (journaled like every other change), so a
@@ -63,11 +67,20 @@ from kanal.metadata.image import (
     MetadataImage,
     PartitionState,
     QuorumVoter,
+    RemoteSegment,
     TopicImage,
     build_indexes,
 )
 from kanal.metadata.invariant import MetadataInvariantError
 from kanal.metadata.quorum_voters import check_voter_set
+from kanal.metadata.remote_log import (
+    NO_REMOTE_LOG,
+    RemoteTail,
+    check_new_start,
+    check_segment,
+    with_segment,
+    with_start,
+)
 from kanal.security.scram import ITERATIONS_MAX, ITERATIONS_MIN, MECHANISMS, ScramCredential
 from kanal.v1 import metadata_pb2
 from kanal.v1.error import KanalError
@@ -214,6 +227,19 @@ def check_image(image: MetadataImage) -> None:
     ctx.departed_brokers.update(b for b, reg in image.brokers.items() if reg.fenced)
     _check_batch_end(image, ctx)
     _check_indexes(image)
+    _check_remote_logs(image)
+
+
+def _check_remote_logs(image: MetadataImage) -> None:
+    # RemoveTopic drops a topic's remote logs; one left behind would point readers and the orphan sweep at
+    # objects of a topic that no longer exists.
+    for (topic_id, partition_id), remote in image.remote_logs.items():
+        if image.partition(topic_id, partition_id) is None:
+            raise _fail(f"remote log {remote!r} of unknown partition {topic_id}/{partition_id}")
+        first = remote.segments[0] if remote.segments else None
+        if first is not None and not first.base_offset <= remote.log_start_offset < first.end_offset:
+            raise _fail(f"remote log {remote!r} of {topic_id}/{partition_id}: its start is not in its first "
+                        "segment")
 
 
 def _check_indexes(image: MetadataImage) -> None:
@@ -366,6 +392,11 @@ def _remove_topic(image: MetadataImage, r: metadata_pb2.RemoveTopicRecord, ctx: 
         ctx.journal.delete(image.collision_names, key)
     for partition in topic.partitions:
         ctx.count_replicas(partition.replicas, -1)
+        # The remote logs go with the topic, in the same record: a recreated name has a new topic id, so
+        # nothing can ever read or extend them again (their objects are the brokers' to delete).
+        remote = (topic.topic_id, partition.partition_id)
+        if remote in image.remote_logs:
+            ctx.journal.delete(image.remote_logs, remote)
 
 
 def _partition(image: MetadataImage, r: metadata_pb2.PartitionRecord, ctx: _Context) -> None:
@@ -550,6 +581,38 @@ def _check_partition_shape(
         # back would give the partition a replica nobody checks on.
         if not image.is_live(broker):
             raise _fail(f"partition {where}: ISR member {broker} of a led partition is not a live broker")
+
+
+# -- remote logs (tiered storage) ----------------------------------------------------------------------
+
+
+def _remote_log_segment(
+    image: MetadataImage, r: metadata_pb2.RemoteLogSegmentRecord, ctx: _Context
+) -> None:
+    key = (TopicId(r.topic_id), PartitionId(r.partition_id))
+    if image.partition(r.topic_id, r.partition_id) is None:
+        raise _fail(f"RemoteLogSegment for unknown partition {r.topic_id}/{r.partition_id}")
+    log = image.remote_logs.get(key, NO_REMOTE_LOG)
+    segment = RemoteSegment.from_record(r)
+    try:
+        check_segment(RemoteTail.of(log), segment)
+    except KanalError as exc:
+        raise _fail(
+            f"RemoteLogSegment of {r.topic_id}/{r.partition_id} after {log!r}: {exc.message}"
+        ) from None
+    ctx.journal.put(image.remote_logs, key, with_segment(log, segment))
+
+
+def _remote_log_start(image: MetadataImage, r: metadata_pb2.RemoteLogStartRecord, ctx: _Context) -> None:
+    key = (TopicId(r.topic_id), PartitionId(r.partition_id))
+    if image.partition(r.topic_id, r.partition_id) is None:
+        raise _fail(f"RemoteLogStart for unknown partition {r.topic_id}/{r.partition_id}")
+    log = image.remote_logs.get(key, NO_REMOTE_LOG)
+    try:
+        check_new_start(RemoteTail.of(log), r.log_start_offset)
+    except KanalError as exc:
+        raise _fail(f"RemoteLogStart of {r.topic_id}/{r.partition_id} on {log!r}: {exc.message}") from None
+    ctx.journal.put(image.remote_logs, key, with_start(log, r.log_start_offset))
 
 
 # -- configs, quotas, producer ids ---------------------------------------------------------------------
@@ -761,6 +824,8 @@ _HANDLERS: dict[str, Callable[[MetadataImage, Any, _Context], None]] = {
     "remove_access_control_entry": _remove_access_control_entry,
     "user_scram_credential": _user_scram_credential,
     "remove_user_scram_credential": _remove_user_scram_credential,
+    "remote_log_segment": _remote_log_segment,
+    "remote_log_start": _remote_log_start,
 }
 
 

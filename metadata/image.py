@@ -1,13 +1,14 @@
 """MetadataImage: the cluster as the metadata log describes it, at one offset.
 
 A plain object: brokers and their registrations, topics and their partitions (replicas, ISR, leader and
-epochs), topic and broker configs, client quotas, access-control entries, the next producer id, the
-highest controller epoch seen and the next metadata offset. It changes only through `kanal.metadata.apply`
+epochs), the partitions' remote logs (tiered storage), topic and broker configs, client quotas,
+access-control entries, the next producer id, the highest controller epoch seen and the next metadata
+offset. It changes only through `kanal.metadata.apply`
 (records in, state changed), so every replica of it (active controller, standbys, brokers, Spark replay) is
 the same function of the log. Images compare equal when they describe the same cluster at the same offset.
 
-Partition states and broker registrations are frozen values: a change replaces them, which keeps
-`apply_batch`'s rollback a matter of putting the old objects back.
+Partition states, remote logs and broker registrations are frozen values: a change replaces them, which
+keeps `apply_batch`'s rollback a matter of putting the old objects back.
 
 Indexes. Decisions that would otherwise scan every partition or topic read three derived maps instead,
 kept up to date by `apply` (so an image restored from a snapshot, which is rebuilt through `apply`, has
@@ -152,6 +153,117 @@ class PartitionState:
         )
 
 
+class EpochStart(NamedTuple):
+    """A leader epoch's first offset inside a remote segment (RemoteLogEpochStart)."""
+
+    epoch: LeaderEpoch
+    start_offset: int
+
+
+class AbortedTransaction(NamedTuple):
+    """A transaction whose ABORT marker (at `last_offset`) is inside a remote segment."""
+
+    producer_id: ProducerId
+    first_offset: int
+    last_offset: int
+
+
+class OpenTransaction(NamedTuple):
+    """A transaction still open at a remote segment's end offset."""
+
+    producer_id: ProducerId
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSegment:
+    """One segment of a partition's remote log, as its RemoteLogSegmentRecord describes it (offsets are the
+    partition's log offsets; `end_offset` is exclusive)."""
+
+    base_offset: int
+    end_offset: int
+    size_bytes: int
+    meta_bytes: int
+    max_timestamp_ms: int
+    leader_epoch: LeaderEpoch
+    broker_id: BrokerId
+    epochs: tuple[EpochStart, ...]
+    aborted_transactions: tuple[AbortedTransaction, ...] = ()
+    open_transactions: tuple[OpenTransaction, ...] = ()
+
+    @classmethod
+    def from_record(cls, r: metadata_pb2.RemoteLogSegmentRecord) -> RemoteSegment:
+        return cls(
+            r.base_offset,
+            r.end_offset,
+            r.size_bytes,
+            r.meta_bytes,
+            r.max_timestamp_ms,
+            LeaderEpoch(r.leader_epoch),
+            BrokerId(r.broker_id),
+            tuple(EpochStart(LeaderEpoch(e.epoch), e.start_offset) for e in r.epochs),
+            tuple(
+                AbortedTransaction(ProducerId(a.producer_id), a.first_offset, a.last_offset)
+                for a in r.aborted_transactions
+            ),
+            tuple(OpenTransaction(ProducerId(o.producer_id), o.first_offset) for o in r.open_transactions),
+        )
+
+    def to_record(self, topic_id: str, partition_id: int) -> metadata_pb2.RemoteLogSegmentRecord:
+        return metadata_pb2.RemoteLogSegmentRecord(
+            topic_id=topic_id,
+            partition_id=partition_id,
+            base_offset=self.base_offset,
+            end_offset=self.end_offset,
+            size_bytes=self.size_bytes,
+            meta_bytes=self.meta_bytes,
+            max_timestamp_ms=self.max_timestamp_ms,
+            leader_epoch=self.leader_epoch,
+            broker_id=self.broker_id,
+            epochs=[metadata_pb2.RemoteLogEpochStart(epoch=e.epoch, start_offset=e.start_offset)
+                    for e in self.epochs],
+            aborted_transactions=[
+                metadata_pb2.RemoteLogAbortedTransaction(
+                    producer_id=a.producer_id, first_offset=a.first_offset, last_offset=a.last_offset
+                )
+                for a in self.aborted_transactions
+            ],
+            open_transactions=[
+                metadata_pb2.RemoteLogOpenTransaction(producer_id=o.producer_id, first_offset=o.first_offset)
+                for o in self.open_transactions
+            ],
+        )
+
+    @property
+    def last_epoch(self) -> LeaderEpoch:
+        return self.epochs[-1].epoch
+
+    def __repr__(self) -> str:
+        return (f"<RemoteSegment [{self.base_offset}, {self.end_offset}) {self.size_bytes} B "
+                f"epochs={[e.epoch for e in self.epochs]} by broker {self.broker_id} at {self.leader_epoch}>")
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLog:
+    """A partition's remote log (tiered storage): its segments in offset order, contiguous, and its start.
+
+    With segments, the start lies in the first one (base <= start < end: a start record drops the
+    segments that end at or below it); without, it is where the next segment may start at the earliest
+    and the end equals it. Changed only by replacing the whole value (remote_log.py's rules, apply.py)."""
+
+    segments: tuple[RemoteSegment, ...]
+    log_start_offset: int
+
+    @property
+    def end_offset(self) -> int:
+        """Where the next uploaded segment starts: the last segment's end, or the start when empty."""
+        return self.segments[-1].end_offset if self.segments else self.log_start_offset
+
+    def __repr__(self) -> str:
+        return (f"<RemoteLog [{self.log_start_offset}, {self.end_offset}) "
+                f"segments={len(self.segments)}>")
+
+
 @dataclass(eq=True, slots=True)
 class TopicImage:
     """One topic: name, id, config overrides (key -> text) and partitions (list index = partition id)."""
@@ -211,6 +323,9 @@ class MetadataImage:
     acls: dict[AclResource, AclSet] = field(default_factory=dict)
     # User name -> SCRAM mechanism -> its credential (UserScramCredentialRecord); no empty inner maps.
     scram_credentials: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
+    # Tiered storage: (topic id, partition) -> its remote log, for partitions that ever had a segment
+    # recorded (RemoteLogSegmentRecord / RemoteLogStartRecord); removed with the topic.
+    remote_logs: dict[tuple[TopicId, PartitionId], RemoteLog] = field(default_factory=dict)
     next_producer_id: ProducerId = _FIRST_PRODUCER_ID
     controller_epoch: ControllerEpoch = _NO_CONTROLLER_EPOCH
     next_offset: MetadataOffset = _FIRST_OFFSET
@@ -230,6 +345,10 @@ class MetadataImage:
         if topic is None or not 0 <= partition_id < len(topic.partitions):
             return None
         return topic.partitions[partition_id]
+
+    def remote_log(self, topic_id: str, partition_id: int) -> RemoteLog | None:
+        """The partition's remote log; None when none of its segments was ever recorded."""
+        return self.remote_logs.get((TopicId(topic_id), PartitionId(partition_id)))
 
     def live_brokers(self) -> dict[BrokerId, BrokerRegistration]:
         """Registered, unfenced brokers: the ones that may lead, be in an ISR and get new replicas."""
@@ -265,6 +384,7 @@ class MetadataImage:
             voters=self.voters,  # a tuple of frozen values
             acls=dict(self.acls),  # AclSets are immutable
             scram_credentials={k: dict(v) for k, v in self.scram_credentials.items()},
+            remote_logs=dict(self.remote_logs),  # RemoteLogs are frozen values
             next_producer_id=self.next_producer_id,
             controller_epoch=self.controller_epoch,
             next_offset=self.next_offset,

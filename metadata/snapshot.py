@@ -1,8 +1,9 @@
 """Snapshots: a MetadataImage as records, and back.
 
 `image_to_snapshot(image)` writes the records that rebuild the image from empty, in an order `apply`
-accepts: brokers (with their current fenced state), topics (each followed by its config overrides and its
-partitions, with their current epochs), broker configs, client quotas (user+client-id entities after the
+accepts: brokers (with their current fenced state), topics (each followed by its config overrides, its
+partitions with their current epochs, and their remote logs: segments, then a RemoteLogStartRecord when
+the start is not the first segment's base), broker configs, client quotas (user+client-id entities after the
 plain ones), SCRAM credentials, controller registrations, access-control entries (sorted), then the
 producer-id counter as a ProducerIdsRecord with broker_id -1 (a counter restored for no broker). Records
 are stamped with time 0,
@@ -21,7 +22,7 @@ from kanal.metadata.acl import iter_entries
 from kanal.metadata.apply import apply_records, check_image
 from kanal.metadata.decision import Stamp
 from kanal.metadata.ids import ControllerEpoch, MetadataOffset
-from kanal.metadata.image import MetadataImage
+from kanal.metadata.image import MetadataImage, RemoteLog
 from kanal.metadata.invariant import MetadataInvariantError
 from kanal.v1 import metadata_pb2
 
@@ -92,6 +93,10 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
                     )
                 )
             )
+        for p in topic.partitions:
+            remote = image.remote_logs.get((topic.topic_id, p.partition_id))
+            if remote is not None:
+                records.extend(_remote_log_records(stamp, topic.topic_id, p.partition_id, remote))
     for resource in sorted(image.broker_configs):
         configs = image.broker_configs[resource]
         for key in sorted(configs):
@@ -173,6 +178,31 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
     return metadata_pb2.MetadataSnapshot(
         next_offset=image.next_offset, controller_epoch=image.controller_epoch, records=records
     )
+
+
+def _remote_log_records(
+    stamp: Stamp, topic_id: str, partition_id: int, remote: RemoteLog
+) -> list[metadata_pb2.MetadataRecord]:
+    """The records that rebuild one remote log: its segments in order (the first sets the start to its
+    base), then its start when that is elsewhere (inside the first segment, or alone when no segment is
+    left)."""
+    records = [
+        stamp.record(remote_log_segment=segment.to_record(topic_id, partition_id))
+        for segment in remote.segments
+    ]
+    first_base = remote.segments[0].base_offset if remote.segments else 0
+    if remote.log_start_offset != first_base:
+        records.append(
+            stamp.record(
+                remote_log_start=metadata_pb2.RemoteLogStartRecord(
+                    topic_id=topic_id,
+                    partition_id=partition_id,
+                    log_start_offset=remote.log_start_offset,
+                    reason="snapshot",
+                )
+            )
+        )
+    return records
 
 
 def image_from_snapshot(snapshot: metadata_pb2.MetadataSnapshot) -> MetadataImage:

@@ -1,10 +1,10 @@
 """ControllerService: the kanal.v1.Controller gRPC service — a thin shell over the ActiveController.
 
 Who answers what:
-- Broker calls (RegisterBroker, BrokerHeartbeat, AlterPartition, AllocateProducerIds) are answered only
-  by the active controller. A standby answers with error NOT_CONTROLLER and `active_controller` set (or
-  CONTROLLER_NOT_AVAILABLE when no controller is active): a broker keeps its session with the active
-  controller itself, so it should talk to it directly.
+- Broker calls (RegisterBroker, BrokerHeartbeat, AlterPartition, AllocateProducerIds, AlterRemoteLog)
+  are answered only by the active controller. A standby answers with error NOT_CONTROLLER and
+  `active_controller` set (or CONTROLLER_NOT_AVAILABLE when no controller is active): a broker keeps its
+  session with the active controller itself, so it should talk to it directly.
 - Admin writes (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, AlterClientQuotas, CreateAcls,
   DeleteAcls, AlterUserScramCredentials, AlterPartitionReassignments, ElectLeaders, UnregisterBroker,
   AddVoter, RemoveVoter)
@@ -48,6 +48,7 @@ from kanal.metadata import (
     decide_alter_configs,
     decide_alter_partition,
     decide_alter_partition_reassignments,
+    decide_alter_remote_log,
     decide_alter_user_scram_credentials,
     decide_create_acls,
     decide_create_partitions,
@@ -152,17 +153,8 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     @_rpc
     @gated
     def AlterPartition(self, request, context):
-        try:
-            return self._controller.decide_with(
-                decide_alter_partition,
-                request,
-                principal=f"broker-{request.broker_id}",
-                request_id=self._request_id(""),
-                deadline_s=self._deadline(context),
-            )
-        except KanalError as exc:
-            _log.info("AlterPartition from broker %d failed: %s", request.broker_id, exc)
-            return controller_pb2.AlterPartitionResponse(error=exc.code, active_controller=self._hint(exc))
+        return self._broker_write("AlterPartition", decide_alter_partition, request, context,
+                                  controller_pb2.AlterPartitionResponse)
 
     @_rpc
     @gated
@@ -183,19 +175,21 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     @_rpc
     @gated
     def AllocateProducerIds(self, request, context):
-        try:
-            return self._controller.decide_with(
-                decide_allocate_producer_ids,
-                request,
-                principal=f"broker-{request.broker_id}",
-                request_id=self._request_id(""),
-                deadline_s=self._deadline(context),
-            )
-        except KanalError as exc:
-            _log.info("AllocateProducerIds from broker %d failed: %s", request.broker_id, exc)
-            return controller_pb2.AllocateProducerIdsResponse(
-                error=exc.code, active_controller=self._hint(exc)
-            )
+        return self._broker_write("AllocateProducerIds", decide_allocate_producer_ids, request, context,
+                                  controller_pb2.AllocateProducerIdsResponse)
+
+    @_rpc
+    @gated
+    def AlterRemoteLog(
+        self, request: controller_pb2.AlterRemoteLogRequest, context: grpc.ServicerContext
+    ) -> controller_pb2.AlterRemoteLogResponse:
+        """Tiered storage: a leader records uploaded segments or a new remote log start
+        (kanal.metadata.remote_log); decided on the active controller's image, so a deposed leader is
+        fenced there."""
+        reply: controller_pb2.AlterRemoteLogResponse = self._broker_write(
+            "AlterRemoteLog", decide_alter_remote_log, request, context, controller_pb2.AlterRemoteLogResponse
+        )
+        return reply
 
     @_rpc
     @gated
@@ -369,6 +363,33 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
                         for key, _ in context.invocation_metadata())
         if not forwarded:
             self._config.authorizer.require_enforced(method, f"controller {self._config.controller_id}")
+
+    def _broker_write(
+        self,
+        method: str,
+        decide: Callable[..., Any],
+        request: Any,
+        context: grpc.ServicerContext,
+        response_type: type,
+    ) -> Any:
+        """A broker's write, decided by the active controller and stamped `broker-<id>`. A refusal of the
+        whole call (NOT_CONTROLLER, CONTROLLER_NOT_AVAILABLE, a timeout) goes into the reply's `error`
+        (and `error_message` where the reply has one), naming the active controller: brokers keep their
+        session with it and go there directly."""
+        try:
+            return self._controller.decide_with(
+                decide,
+                request,
+                principal=f"broker-{request.broker_id}",
+                request_id=self._request_id(""),
+                deadline_s=self._deadline(context),
+            )
+        except KanalError as exc:
+            _log.info("%s from broker %d failed: %s", method, request.broker_id, exc)
+            fields: dict[str, Any] = {"error": exc.code, "active_controller": self._hint(exc)}
+            if "error_message" in response_type.DESCRIPTOR.fields_by_name:  # type: ignore[attr-defined]
+                fields["error_message"] = exc.message
+            return response_type(**fields)
 
     def _admin_write(
         self,

@@ -11,7 +11,7 @@ With `--authorizer on`:
 
 | call | needs | refused |
 |---|---|---|
-| RegisterBroker, BrokerHeartbeat, AlterPartition, AllocateProducerIds | the caller IS `User:broker-<broker_id>` of the request, and CLUSTER_ACTION on the cluster | CLUSTER_AUTHORIZATION_FAILED in the reply |
+| RegisterBroker, BrokerHeartbeat, AlterPartition, AllocateProducerIds, AlterRemoteLog | the caller IS `User:broker-<broker_id>` of the request, and CLUSTER_ACTION on the cluster | CLUSTER_AUTHORIZATION_FAILED in the reply |
 | RegisterController | the caller IS `User:controller-<controller_id>`, and CLUSTER_ACTION | as above |
 | FetchMetadata, DescribeMetadataImage | CLUSTER_ACTION on the cluster (the log holds the ACLs) | in the reply / gRPC status |
 | admin calls | kanal.metadata.admin_authorization | per item, or the whole call |
@@ -154,6 +154,11 @@ _RULES: dict[str, Callable[[Any, Access], Admission]] = {
     ),
     "AllocateProducerIds": _own_call(
         controller_pb2.AllocateProducerIdsResponse, lambda r: broker_principal(r.broker_id)
+    ),
+    # Only the broker itself records its uploads: another principal could otherwise point a partition's
+    # remote log at objects it never wrote (the leader-epoch check alone trusts the broker id it is given).
+    "AlterRemoteLog": _own_call(
+        controller_pb2.AlterRemoteLogResponse, lambda r: broker_principal(r.broker_id)
     ),
     "RegisterController": _own_call(
         controller_pb2.RegisterControllerResponse, lambda r: controller_principal(r.controller_id)

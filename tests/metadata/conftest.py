@@ -13,13 +13,17 @@ from kanal.metadata import (
     MetadataImage,
     TopicImage,
     apply_batch,
+    decide_alter_remote_log,
     decide_broker_heartbeat,
     decide_create_topics,
     decide_register_broker,
     decide_session_expirations,
 )
 from kanal.metadata.recovery_election import LogEndReports, merge_reports
+from kanal.metadata.remote_log import REMOTE_STORAGE_ENABLE
+from kanal.metadata.topic_config import TOPIC_CONFIG_KEYS
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
+from tests.harness import remote_storage_key as remote_storage_key_stand_in
 
 R = TypeVar("R")
 
@@ -144,6 +148,79 @@ class Harness:
         )
         assert reply.results[0].error == 0, reply.results[0].error_message
         return self.image.topics[name]
+
+
+    # -- remote logs (tiered storage) ---------------------------------------------------------------
+
+    def alter_remote_log(
+        self, name: str, partition: int, *, segments: Sequence[tuple[int, int]] = (),
+        start: int | None = None, broker_id: int | None = None, leader_epoch: int | None = None,
+        **segment_fields: Any,
+    ) -> controller_pb2.AlterRemoteLogResponse:
+        """One AlterRemoteLog item from the partition's leader (or `broker_id`) at its leader epoch (or
+        `leader_epoch`): the segments [base, end) (each one epoch entry, the leader epoch, at its base;
+        `segment_fields` override), or a new start. Decided and committed; returns the reply."""
+        topic = self.image.topics[name]
+        state = topic.partitions[partition]
+        broker = state.leader if broker_id is None else broker_id
+        epoch = state.leader_epoch if leader_epoch is None else leader_epoch
+        item = controller_pb2.AlterRemoteLogRequest.Item(
+            topic_id=topic.topic_id, partition_id=partition, leader_epoch=epoch
+        )
+        if start is not None:
+            item.new_log_start.log_start_offset = start
+            item.new_log_start.reason = "retention.ms"
+        else:
+            item.segments_uploaded.segments.extend(
+                segment(topic.topic_id, partition, base, end, leader_epoch=epoch, broker_id=broker,
+                        **segment_fields)
+                for base, end in segments
+            )
+        return self.commit(
+            decide_alter_remote_log(
+                self.image,
+                controller_pb2.AlterRemoteLogRequest(
+                    broker_id=broker, broker_epoch=self.image.brokers[broker].broker_epoch, items=[item]
+                ),
+                **self.ctx(f"broker-{broker}"),
+            )
+        )
+
+
+def segment(
+    topic_id: str, partition: int, base: int, end: int, *, leader_epoch: int = 0, broker_id: int = 0,
+    epochs: Sequence[tuple[int, int]] | None = None, size_bytes: int | None = None, meta_bytes: int = 300,
+    max_timestamp_ms: int = 1_700_000_000_000, aborted: Sequence[tuple[int, int, int]] = (),
+    open_at_end: Sequence[tuple[int, int]] = (),
+) -> metadata_pb2.RemoteLogSegmentRecord:
+    """A well-formed RemoteLogSegmentRecord: one epoch entry (the leader epoch at `base`) unless `epochs`
+    says otherwise, 100 bytes per offset unless `size_bytes` does."""
+    return metadata_pb2.RemoteLogSegmentRecord(
+        topic_id=topic_id,
+        partition_id=partition,
+        base_offset=base,
+        end_offset=end,
+        size_bytes=100 * (end - base) if size_bytes is None else size_bytes,
+        meta_bytes=meta_bytes,
+        max_timestamp_ms=max_timestamp_ms,
+        leader_epoch=leader_epoch,
+        broker_id=broker_id,
+        epochs=[metadata_pb2.RemoteLogEpochStart(epoch=e, start_offset=o)
+                for e, o in (epochs if epochs is not None else [(leader_epoch, base)])],
+        aborted_transactions=[metadata_pb2.RemoteLogAbortedTransaction(producer_id=p, first_offset=f,
+                                                                       last_offset=last)
+                              for p, f, last in aborted],
+        open_transactions=[metadata_pb2.RemoteLogOpenTransaction(producer_id=p, first_offset=f)
+                           for p, f in open_at_end],
+    )
+
+
+@pytest.fixture
+def remote_storage_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """remote.storage.enable as a topic config key, so tests can turn tiering on the way a user does: the
+    stand-in of tests/harness/remote_storage_key.py until the config table has the key (then nothing)."""
+    if remote_storage_key_stand_in.needed():
+        monkeypatch.setitem(TOPIC_CONFIG_KEYS, REMOTE_STORAGE_ENABLE, remote_storage_key_stand_in.STAND_IN)
 
 
 @pytest.fixture

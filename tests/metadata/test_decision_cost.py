@@ -3,6 +3,10 @@
 A big image gets instrumented containers (every topic's partition list and the topic maps count how
 often they are iterated or copied); a single-partition CreateTopics, decided and applied, must iterate
 none of them. Timing would be flaky on a shared CI machine; a scan shows up here as a count > 0.
+
+AlterRemoteLog likewise: with a remote log on every partition and one log of many segments, recording,
+resending and moving a start iterate neither the remote-log map nor any segment list (bisection reads by
+index; apply's new tuple is a pointer copy in C, O(segments of that partition), not a scan).
 """
 
 from __future__ import annotations
@@ -14,12 +18,17 @@ import pytest
 
 from kanal.metadata import (
     MetadataImage,
+    RemoteLog,
     apply_batch,
+    decide_alter_remote_log,
     decide_create_partitions,
     decide_create_topics,
 )
-from kanal.v1 import admin_pb2, metadata_pb2
+from kanal.metadata.remote_log import REMOTE_STORAGE_ENABLE
+from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode
+
+from .conftest import segment
 
 BIG_TOPICS = 2_000
 SCANS: Counter[str] = Counter()
@@ -51,6 +60,15 @@ class _CountingDict(dict):
     def items(self):
         SCANS[self.what] += 1
         return super().items()
+
+
+class _CountingTuple(tuple):
+    """A remote log's segments, counting iterations (star-unpacking and for-loops iterate; indexing,
+    slicing, bisection and concatenation do not)."""
+
+    def __iter__(self):
+        SCANS["segments"] += 1
+        return super().__iter__()
 
 
 def scans() -> dict[str, int]:
@@ -174,6 +192,54 @@ def test_the_index_still_steers_new_replicas_to_the_light_broker() -> None:
             image, request, now_ms=1, principal="t", request_id="r", rng=_rng(seed)
         ).records
         assert [r.partition.replicas for r in records if r.HasField("partition")] == [[2]]
+
+
+LONG_LOG_SEGMENTS = 1_000
+
+
+def test_remote_log_decisions_scan_no_remote_log_and_no_segment_list(remote_storage_key) -> None:
+    image = big_image()
+    # Topic old.7 is tiered; every topic's partition has a remote log, old.7's holds 1,000 segments.
+    records = [_record(config=metadata_pb2.ConfigRecord(
+        resource_type=metadata_pb2.CONFIG_RESOURCE_TOPIC, resource_name="old.7", key=REMOTE_STORAGE_ENABLE,
+        value="true"))]
+    records += [_record(remote_log_segment=segment(f"id-{i}", 0, 0, 10, broker_id=i % 2))
+                for i in range(BIG_TOPICS)]
+    records += [_record(remote_log_segment=segment("id-7", 0, 10 * n, 10 * n + 10, broker_id=1))
+                for n in range(1, LONG_LOG_SEGMENTS)]
+    commit(image, records)
+    instrument(image)
+    key = next(k for k in image.remote_logs if k[0] == "id-7")
+    image.remote_logs = _counting_dict("remote_logs", image.remote_logs)
+    end = 10 * LONG_LOG_SEGMENTS
+
+    def alter(*items) -> list[int]:
+        # The long log's segments counting (apply makes a new, plain tuple: wrapped again for each call).
+        log = image.remote_logs[key]
+        image.remote_logs[key] = RemoteLog(_CountingTuple(log.segments), log.log_start_offset)
+        SCANS.clear()
+        request = controller_pb2.AlterRemoteLogRequest(
+            broker_id=1, broker_epoch=image.brokers[1].broker_epoch, items=items)
+        decision = decide_alter_remote_log(image, request, now_ms=1, principal="t", request_id="r")
+        if decision.records:
+            commit(image, decision.records)
+        assert scans() == {}, f"iterated {scans()}"
+        return [item.error for item in decision.reply.items]
+
+    def upload(base: int, end: int) -> controller_pb2.AlterRemoteLogRequest.Item:
+        return controller_pb2.AlterRemoteLogRequest.Item(
+            topic_id="id-7", partition_id=0,
+            segments_uploaded=controller_pb2.AlterRemoteLogRequest.SegmentsUploaded(
+                segments=[segment("id-7", 0, base, end, broker_id=1)]))
+
+    assert alter(upload(end, end + 10)) == [ErrorCode.NONE]  # a new segment
+    assert alter(upload(5_000, 5_010)) == [ErrorCode.NONE]  # a resend of one in the middle: found
+    assert alter(upload(5_000, 5_020)) == [ErrorCode.OFFSET_OUT_OF_RANGE]  # not the recorded one
+    start = controller_pb2.AlterRemoteLogRequest.Item(
+        topic_id="id-7", partition_id=0, new_log_start=controller_pb2.AlterRemoteLogRequest.NewLogStart(
+            log_start_offset=5_005))
+    assert alter(start) == [ErrorCode.NONE]
+    assert image.remote_logs[key].log_start_offset == 5_005 and len(image.remote_logs[key].segments) == 501
 
 
 def _rng(seed: int = 1) -> random.Random:

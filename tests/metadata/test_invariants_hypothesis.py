@@ -9,13 +9,17 @@ Invariants checked after every step:
 - deciding never changes the image; every record carries the decision's stamp;
 - the snapshot round trip gives an equal image, and replaying every batch from an empty image gives the
   same image as the one built step by step;
-- the image's indexes (replica / preferred-leader counts, collision keys) equal a recomputation.
+- the image's indexes (replica / preferred-leader counts, collision keys) equal a recomputation;
+- remote logs (tiered storage) belong to existing partitions, are contiguous from a start inside their
+  first segment, and their start and end never go back; a recorded item's reply says where the remote
+  log now is.
 """
 
 from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -28,6 +32,7 @@ from kanal.metadata import (
     decide_allocate_producer_ids,
     decide_alter_configs,
     decide_alter_partition,
+    decide_alter_remote_log,
     decide_broker_heartbeat,
     decide_create_partitions,
     decide_create_topics,
@@ -38,7 +43,9 @@ from kanal.metadata import (
     image_from_snapshot,
     image_to_snapshot,
 )
+from kanal.metadata.remote_log import REMOTE_STORAGE_ENABLE
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
+from kanal.v1.error import ErrorCode
 
 BROKERS = st.integers(min_value=0, max_value=4)
 TOPICS = st.sampled_from(["a", "b", "c"])
@@ -57,6 +64,8 @@ class MetadataMachine(RuleBasedStateMachine):
         self.seen_partitions: dict[tuple[str, int], tuple[int, int, int]] = {}
         self.seen_broker_epochs: dict[int, int] = {}
         self.seen_producer_id = 0
+        # (topic id, partition) -> (start, end) of its remote log when last checked.
+        self.seen_remote: dict[tuple[str, int], tuple[int, int]] = {}
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -100,7 +109,8 @@ class MetadataMachine(RuleBasedStateMachine):
                 ),
             )
         if racks:
-            self.create_topic("a", partitions, min(len(racks), 3), unclean=False, seed=partitions)
+            self.create_topic("a", partitions, min(len(racks), 3), unclean=False, seed=partitions,
+                              tiered=True)
 
     @rule(broker_id=BROKERS, rack=RACKS, new_incarnation=st.booleans())
     def register(self, broker_id: int, rack: str, new_incarnation: bool) -> None:
@@ -153,11 +163,16 @@ class MetadataMachine(RuleBasedStateMachine):
         rf=st.integers(min_value=0, max_value=3),
         unclean=st.booleans(),
         seed=st.integers(0, 1000),
+        tiered=st.booleans(),
     )
-    def create_topic(self, name: str, partitions: int, rf: int, unclean: bool, seed: int) -> None:
+    def create_topic(
+        self, name: str, partitions: int, rf: int, unclean: bool, seed: int, tiered: bool
+    ) -> None:
         configs = (
             [admin_pb2.ConfigEntry(key="unclean.leader.election.enable", value="true")] if unclean else []
         )
+        if tiered:
+            configs.append(admin_pb2.ConfigEntry(key=REMOTE_STORAGE_ENABLE, value="true"))
         reply = self.run(
             decide_create_topics,
             admin_pb2.CreateTopicsRequest(
@@ -306,7 +321,88 @@ class MetadataMachine(RuleBasedStateMachine):
         )
         assert reply.first_producer_id == before and self.image.next_producer_id == before + reply.block_size
 
+    @precondition(lambda self: any(True for _ in self.image.iter_partitions()))
+    @rule(data=st.data(), count=st.integers(1, 3), stale_leader_epoch=RARELY, not_leader=RARELY,
+          misplaced=RARELY, resend=RARELY, new_epoch=RARELY)
+    def upload_segments(self, data, count: int, stale_leader_epoch: bool, not_leader: bool,
+                        misplaced: bool, resend: bool, new_epoch: bool) -> None:
+        """A leader records segments it uploaded: mostly well placed, sometimes by a deposed leader, a
+        follower, at a wrong offset, or a resend of what is recorded already."""
+        topic, p = data.draw(st.sampled_from(list(self.image.iter_partitions())))
+        requester = p.replicas[-1] if not_leader or p.leader == NO_LEADER else p.leader
+        if requester not in self.image.brokers:
+            return
+        log = self.image.remote_log(topic.topic_id, p.partition_id)
+        if resend and log is not None and log.segments:
+            segments = [s.to_record(topic.topic_id, p.partition_id) for s in log.segments[-count:]]
+        else:
+            base = log.end_offset if log is not None else data.draw(st.integers(0, 50))
+            base = max(0, base + data.draw(st.integers(-5, 5))) if misplaced else base
+            last_epoch = log.segments[-1].last_epoch if log is not None and log.segments else 0
+            epoch = min(p.leader_epoch, last_epoch + new_epoch)
+            segments = []
+            for _ in range(count):
+                end = base + data.draw(st.integers(1, 40))
+                segments.append(metadata_pb2.RemoteLogSegmentRecord(
+                    topic_id=topic.topic_id, partition_id=p.partition_id, base_offset=base, end_offset=end,
+                    size_bytes=end - base, meta_bytes=10, max_timestamp_ms=self.now_ms,
+                    epochs=[metadata_pb2.RemoteLogEpochStart(epoch=epoch, start_offset=base)]))
+                base = end
+        leader_epoch = p.leader_epoch - stale_leader_epoch
+        for s in segments:
+            s.leader_epoch, s.broker_id = leader_epoch, requester
+        item = controller_pb2.AlterRemoteLogRequest.Item(
+            topic_id=topic.topic_id, partition_id=p.partition_id, leader_epoch=leader_epoch,
+            segments_uploaded=controller_pb2.AlterRemoteLogRequest.SegmentsUploaded(segments=segments))
+        self._alter_remote_log(requester, item)
+
+    @precondition(lambda self: self.image.remote_logs)
+    @rule(data=st.data())
+    def move_remote_start(self, data) -> None:
+        """Remote retention moves a remote log's start: inside it, at its ends, or just outside."""
+        (topic_id, partition_id), log = data.draw(st.sampled_from(sorted(self.image.remote_logs.items())))
+        p = self.image.partition(topic_id, partition_id)
+        start = data.draw(st.one_of(st.just(log.end_offset),  # every segment goes
+                                    st.integers(log.log_start_offset - 2, log.end_offset + 2)))
+        if p.leader == NO_LEADER:
+            return
+        item = controller_pb2.AlterRemoteLogRequest.Item(
+            topic_id=topic_id, partition_id=partition_id, leader_epoch=p.leader_epoch,
+            new_log_start=controller_pb2.AlterRemoteLogRequest.NewLogStart(log_start_offset=start,
+                                                                           reason="fuzz"))
+        self._alter_remote_log(p.leader, item)
+
+    def _alter_remote_log(self, requester: int, item: controller_pb2.AlterRemoteLogRequest.Item) -> None:
+        partition = self.image.partition(item.topic_id, item.partition_id)
+        reply = self.run(
+            decide_alter_remote_log,
+            controller_pb2.AlterRemoteLogRequest(
+                broker_id=requester, broker_epoch=self.image.brokers[requester].broker_epoch, items=[item]),
+        )
+        answer = reply.items[0]
+        if answer.error != ErrorCode.NONE:
+            return
+        assert partition.leader == requester and partition.leader_epoch == item.leader_epoch
+        log = self.image.remote_log(item.topic_id, item.partition_id)
+        where = (log.log_start_offset, log.end_offset) if log is not None else (0, 0)
+        assert (answer.log_start_offset, answer.end_offset) == where
+
     # -- invariants --------------------------------------------------------------------------------
+
+    @invariant()
+    def remote_logs_are_contiguous_and_only_move_forward(self) -> None:
+        current = {}
+        for (topic_id, partition_id), log in self.image.remote_logs.items():
+            assert self.image.partition(topic_id, partition_id) is not None, "a remote log outlived its topic"
+            if log.segments:
+                assert log.segments[0].base_offset <= log.log_start_offset < log.segments[0].end_offset, log
+            for before, after in zip(log.segments, log.segments[1:]):
+                assert before.end_offset == after.base_offset and before.last_epoch <= after.epochs[0].epoch
+            current[(topic_id, partition_id)] = (log.log_start_offset, log.end_offset)
+            old = self.seen_remote.get((topic_id, partition_id))
+            if old is not None:
+                assert log.log_start_offset >= old[0] and log.end_offset >= old[1], (old, log)
+        self.seen_remote = current
 
     @invariant()
     def partitions_are_well_formed(self) -> None:
@@ -357,4 +453,5 @@ class MetadataMachine(RuleBasedStateMachine):
 MetadataMachine.TestCase.settings = settings(
     max_examples=200, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-TestMetadataMachine = MetadataMachine.TestCase
+# The topics it creates may turn tiering on (remote.storage.enable, a stand-in until the config table has it).
+TestMetadataMachine = pytest.mark.usefixtures("remote_storage_key")(MetadataMachine.TestCase)

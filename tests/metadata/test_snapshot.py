@@ -16,15 +16,27 @@ from kanal.metadata import (
     image_from_snapshot,
     image_to_snapshot,
 )
+from kanal.metadata.remote_log import REMOTE_STORAGE_ENABLE
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
+
+# rich_image turns tiering on for a topic.
+pytestmark = pytest.mark.usefixtures("remote_storage_key")
 
 
 def rich_image(harness) -> MetadataImage:
-    """Brokers live and fenced, topics with configs, an offline partition, broker configs, quotas, ids."""
+    """Brokers live and fenced, topics with configs, an offline partition, broker configs, quotas, ids,
+    remote logs (plain, started inside a segment, emptied by a start move)."""
     h = harness
     h.add_brokers([0, 1, 2, 3], racks=["a", "a", "b", "b"])
     h.create_topic("orders", 6, 3, {"retention.ms": "1000", "cleanup.policy": "compact"})
     h.create_topic("solo", 2, 1)
+    h.create_topic("tiered", 4, 2, {REMOTE_STORAGE_ENABLE: "true"})
+    h.alter_remote_log("tiered", 0, segments=[(0, 100)], aborted=[(4, 10, 20)], open_at_end=[(5, 90)])
+    h.alter_remote_log("tiered", 0, segments=[(100, 250)], epochs=[(0, 100)])
+    h.alter_remote_log("tiered", 1, segments=[(1000, 1100), (1100, 1200), (1200, 1300)])
+    h.alter_remote_log("tiered", 1, start=1150)
+    h.alter_remote_log("tiered", 2, segments=[(0, 10)])
+    h.alter_remote_log("tiered", 2, start=10)
     h.commit(
         decide_alter_configs(
             h.image,
@@ -79,6 +91,8 @@ def test_round_trip_gives_an_equal_image(harness) -> None:
     assert any(p.offline for p in image.topics["solo"].partitions)
     assert any(b.fenced for b in image.brokers.values())
     assert any(p.leader_epoch > 0 for p in image.topics["orders"].partitions)
+    starts = sorted((log.log_start_offset, len(log.segments)) for log in image.remote_logs.values())
+    assert starts == [(0, 2), (10, 0), (1150, 2)]
     snapshot = image_to_snapshot(image)
     assert snapshot.next_offset == image.next_offset
     assert snapshot.controller_epoch == image.controller_epoch == 3

@@ -136,6 +136,10 @@ def test_the_controllers_authorizer(quorum_factory):
         controller_pb2.BrokerHeartbeatRequest(broker_id=1, broker_epoch=1), timeout=10
     )
     assert heartbeat.error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    remote_log = stub.AlterRemoteLog(
+        controller_pb2.AlterRemoteLogRequest(broker_id=1, broker_epoch=1), timeout=10
+    )
+    assert remote_log.error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and remote_log.error_message
     fetched = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(offset=0), timeout=10)
     assert fetched.error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and not fetched.entries
     assert stub.DescribeCluster(admin_pb2.DescribeClusterRequest(), timeout=10).brokers == []

@@ -204,6 +204,68 @@ class AllocateProducerIdsResponse(_message.Message):
     active_controller: ControllerHint
     def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., first_producer_id: _Optional[int] = ..., block_size: _Optional[int] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ...) -> None: ...
 
+class AlterRemoteLogRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch", "items")
+    class SegmentsUploaded(_message.Message):
+        __slots__ = ("segments",)
+        SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+        segments: _containers.RepeatedCompositeFieldContainer[_metadata_pb2.RemoteLogSegmentRecord]
+        def __init__(self, segments: _Optional[_Iterable[_Union[_metadata_pb2.RemoteLogSegmentRecord, _Mapping]]] = ...) -> None: ...
+    class NewLogStart(_message.Message):
+        __slots__ = ("log_start_offset", "reason")
+        LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        REASON_FIELD_NUMBER: _ClassVar[int]
+        log_start_offset: int
+        reason: str
+        def __init__(self, log_start_offset: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    class Item(_message.Message):
+        __slots__ = ("topic_id", "partition_id", "leader_epoch", "segments_uploaded", "new_log_start")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+        LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        SEGMENTS_UPLOADED_FIELD_NUMBER: _ClassVar[int]
+        NEW_LOG_START_FIELD_NUMBER: _ClassVar[int]
+        topic_id: str
+        partition_id: int
+        leader_epoch: int
+        segments_uploaded: AlterRemoteLogRequest.SegmentsUploaded
+        new_log_start: AlterRemoteLogRequest.NewLogStart
+        def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., segments_uploaded: _Optional[_Union[AlterRemoteLogRequest.SegmentsUploaded, _Mapping]] = ..., new_log_start: _Optional[_Union[AlterRemoteLogRequest.NewLogStart, _Mapping]] = ...) -> None: ...
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    items: _containers.RepeatedCompositeFieldContainer[AlterRemoteLogRequest.Item]
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., items: _Optional[_Iterable[_Union[AlterRemoteLogRequest.Item, _Mapping]]] = ...) -> None: ...
+
+class AlterRemoteLogResponse(_message.Message):
+    __slots__ = ("error", "items", "active_controller", "error_message")
+    class Item(_message.Message):
+        __slots__ = ("topic_id", "partition_id", "error", "error_message", "log_start_offset", "end_offset")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        topic_id: str
+        partition_id: int
+        error: _errors_pb2.ErrorCode
+        error_message: str
+        log_start_offset: int
+        end_offset: int
+        def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., log_start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.ErrorCode
+    items: _containers.RepeatedCompositeFieldContainer[AlterRemoteLogResponse.Item]
+    active_controller: ControllerHint
+    error_message: str
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., items: _Optional[_Iterable[_Union[AlterRemoteLogResponse.Item, _Mapping]]] = ..., active_controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
 class RegisterControllerRequest(_message.Message):
     __slots__ = ("controller_id", "directory_id")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]

@@ -69,6 +69,11 @@ class ControllerStub:
                 request_serializer=kanal_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
                 response_deserializer=kanal_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
                 _registered_method=True)
+        self.AlterRemoteLog = channel.unary_unary(
+                '/kanal.v1.Controller/AlterRemoteLog',
+                request_serializer=kanal_dot_v1_dot_controller__pb2.AlterRemoteLogRequest.SerializeToString,
+                response_deserializer=kanal_dot_v1_dot_controller__pb2.AlterRemoteLogResponse.FromString,
+                _registered_method=True)
         self.CreateTopics = channel.unary_unary(
                 '/kanal.v1.Controller/CreateTopics',
                 request_serializer=kanal_dot_v1_dot_admin__pb2.CreateTopicsRequest.SerializeToString,
@@ -222,6 +227,13 @@ class ControllerServicer:
 
     def AllocateProducerIds(self, request, context):
         """Hand a block of producer ids to a broker.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterRemoteLog(self, request, context):
+        """Tiered storage: a partition leader records uploaded segments or a new remote log start.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -410,6 +422,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.AllocateProducerIds,
                     request_deserializer=kanal_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.FromString,
                     response_serializer=kanal_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.SerializeToString,
+            ),
+            'AlterRemoteLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterRemoteLog,
+                    request_deserializer=kanal_dot_v1_dot_controller__pb2.AlterRemoteLogRequest.FromString,
+                    response_serializer=kanal_dot_v1_dot_controller__pb2.AlterRemoteLogResponse.SerializeToString,
             ),
             'CreateTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateTopics,
@@ -665,6 +682,33 @@ class Controller:
             '/kanal.v1.Controller/AllocateProducerIds',
             kanal_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
             kanal_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterRemoteLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kanal.v1.Controller/AlterRemoteLog',
+            kanal_dot_v1_dot_controller__pb2.AlterRemoteLogRequest.SerializeToString,
+            kanal_dot_v1_dot_controller__pb2.AlterRemoteLogResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -359,8 +359,74 @@ class PartitionReassignmentRecord(_message.Message):
     reason: str
     def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., isr: _Optional[_Union[ReplicaList, _Mapping]] = ..., isr_directory_ids: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class RemoteLogSegmentRecord(_message.Message):
+    __slots__ = ("topic_id", "partition_id", "base_offset", "end_offset", "size_bytes", "meta_bytes", "max_timestamp_ms", "leader_epoch", "broker_id", "epochs", "aborted_transactions", "open_transactions")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    META_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
+    OPEN_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: str
+    partition_id: int
+    base_offset: int
+    end_offset: int
+    size_bytes: int
+    meta_bytes: int
+    max_timestamp_ms: int
+    leader_epoch: int
+    broker_id: int
+    epochs: _containers.RepeatedCompositeFieldContainer[RemoteLogEpochStart]
+    aborted_transactions: _containers.RepeatedCompositeFieldContainer[RemoteLogAbortedTransaction]
+    open_transactions: _containers.RepeatedCompositeFieldContainer[RemoteLogOpenTransaction]
+    def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., base_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., size_bytes: _Optional[int] = ..., meta_bytes: _Optional[int] = ..., max_timestamp_ms: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., broker_id: _Optional[int] = ..., epochs: _Optional[_Iterable[_Union[RemoteLogEpochStart, _Mapping]]] = ..., aborted_transactions: _Optional[_Iterable[_Union[RemoteLogAbortedTransaction, _Mapping]]] = ..., open_transactions: _Optional[_Iterable[_Union[RemoteLogOpenTransaction, _Mapping]]] = ...) -> None: ...
+
+class RemoteLogEpochStart(_message.Message):
+    __slots__ = ("epoch", "start_offset")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    start_offset: int
+    def __init__(self, epoch: _Optional[int] = ..., start_offset: _Optional[int] = ...) -> None: ...
+
+class RemoteLogAbortedTransaction(_message.Message):
+    __slots__ = ("producer_id", "first_offset", "last_offset")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ..., last_offset: _Optional[int] = ...) -> None: ...
+
+class RemoteLogOpenTransaction(_message.Message):
+    __slots__ = ("producer_id", "first_offset")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    first_offset: int
+    def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ...) -> None: ...
+
+class RemoteLogStartRecord(_message.Message):
+    __slots__ = ("topic_id", "partition_id", "log_start_offset", "reason")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    topic_id: str
+    partition_id: int
+    log_start_offset: int
+    reason: str
+    def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op", "controller_registration", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential", "partition_reassignment", "voter_set", "cluster_identity")
+    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op", "controller_registration", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential", "partition_reassignment", "voter_set", "cluster_identity", "remote_log_segment", "remote_log_start")
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
@@ -383,6 +449,8 @@ class MetadataRecord(_message.Message):
     PARTITION_REASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     VOTER_SET_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_LOG_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_LOG_START_FIELD_NUMBER: _ClassVar[int]
     time_ms: int
     principal: str
     request_id: str
@@ -405,7 +473,9 @@ class MetadataRecord(_message.Message):
     partition_reassignment: PartitionReassignmentRecord
     voter_set: VoterSetRecord
     cluster_identity: ClusterIdentityRecord
-    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., controller_registration: _Optional[_Union[ControllerRegistrationRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ..., partition_reassignment: _Optional[_Union[PartitionReassignmentRecord, _Mapping]] = ..., voter_set: _Optional[_Union[VoterSetRecord, _Mapping]] = ..., cluster_identity: _Optional[_Union[ClusterIdentityRecord, _Mapping]] = ...) -> None: ...
+    remote_log_segment: RemoteLogSegmentRecord
+    remote_log_start: RemoteLogStartRecord
+    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., controller_registration: _Optional[_Union[ControllerRegistrationRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ..., partition_reassignment: _Optional[_Union[PartitionReassignmentRecord, _Mapping]] = ..., voter_set: _Optional[_Union[VoterSetRecord, _Mapping]] = ..., cluster_identity: _Optional[_Union[ClusterIdentityRecord, _Mapping]] = ..., remote_log_segment: _Optional[_Union[RemoteLogSegmentRecord, _Mapping]] = ..., remote_log_start: _Optional[_Union[RemoteLogStartRecord, _Mapping]] = ...) -> None: ...
 
 class MetadataBatch(_message.Message):
     __slots__ = ("controller_epoch", "records")
