@@ -80,6 +80,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="file whose first line is the rack (in a pod: written by `kanal node-zone` from the node's "
         "zone label); an empty line is no rack",
     )
+    p.add_argument("--remote-storage", default="",
+                   help="tiered storage: where closed segments of topics with remote.storage.enable go, "
+                        "s3://BUCKET[/PREFIX] or file:///DIR (the same on every broker)")
+    p.add_argument("--remote-storage-endpoint", default="",
+                   help="an S3-compatible endpoint for s3:// storage, http(s)://HOST:PORT (default: AWS)")
+    p.add_argument("--remote-storage-region", default="", help="the S3 region (default: $AWS_REGION)")
+    p.add_argument("--remote-storage-access-key-id", default="",
+                   help="S3 credentials (default: the AWS_* variables); best given in --config or "
+                        "the environment")
+    p.add_argument("--remote-storage-secret-access-key", default="",
+                   help="S3 credentials (default: the AWS_* variables); best given in --config or "
+                        "the environment")
     p.add_argument("--replica-selector", default="leader", choices=REPLICA_SELECTORS,
                    help="which replica serves a consumer that names its rack (replica.selector.class): "
                         "leader (default), or rack-aware (an in-sync follower in the consumer's rack)")
@@ -115,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("--kafka-requests-in-flight-max", 64, "Kafka requests one connection may have in flight"),
         ("--kafka-batch-cache-bytes", 64 << 20,
          "bytes of recent batches kept in Kafka's form, served to consumers without a transcode; 0: off"),
+        ("--remote-retry-backoff-ms-max", 30_000, "longest wait between retries of a failed upload"),
+        ("--remote-fetch-cache-bytes", 64 << 20, "bytes of remote segment data cached for consumer reads"),
+        ("--remote-fetch-chunk-bytes", 4 << 20, "size of one ranged read of a remote segment"),
         ("--quota-window-num", 11, "samples client quota rates are measured over (quota.window.num)"),
         ("--quota-window-size-ms", 1000, "length of one quota sample (quota.window.size.seconds, in ms)"),
     ):
@@ -160,6 +175,14 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
         data_dir=args.data_dir,
         rack=rack_of(args.rack, args.rack_file),
         replica_selector=args.replica_selector,
+        remote_storage=args.remote_storage,
+        remote_storage_endpoint=args.remote_storage_endpoint,
+        remote_storage_region=args.remote_storage_region,
+        remote_storage_access_key_id=args.remote_storage_access_key_id,
+        remote_storage_secret_access_key=args.remote_storage_secret_access_key,
+        remote_retry_backoff_ms_max=args.remote_retry_backoff_ms_max,
+        remote_fetch_cache_bytes=args.remote_fetch_cache_bytes,
+        remote_fetch_chunk_bytes=args.remote_fetch_chunk_bytes,
         metrics_listen=_metrics_flag(args.metrics, args.listen),
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         replica_lag_ms_max=args.replica_lag_ms_max,

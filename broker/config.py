@@ -72,6 +72,23 @@ class BrokerConfig:
     # Bytes of recent batches kept in Kafka's form (broker/kafka/batch_cache.py), so consumers near the
     # tail are served without a transcode; 0 turns the cache off.
     kafka_batch_cache_bytes: int = 64 << 20
+    # Tiered storage (issue 44, remote_log_manager.py): where closed segments of topics with
+    # remote.storage.enable go, `s3://bucket/prefix` or `file:///dir`; empty: none (such topics then keep
+    # every segment locally). The same URL on every broker of a cluster.
+    remote_storage: str = ""
+    # An S3-compatible endpoint (`http://host:port` or https) for s3:// storage; empty: AWS's.
+    remote_storage_endpoint: str = ""
+    # The S3 region; empty: the AWS_REGION / AWS_DEFAULT_REGION variable, else us-east-1.
+    remote_storage_region: str = ""
+    # S3 credentials; empty: the standard AWS_* variables. Never printed (repr).
+    remote_storage_access_key_id: str = field(default="", repr=False)
+    remote_storage_secret_access_key: str = field(default="", repr=False)
+    # Longest wait between retries of a failed upload (the wait doubles from 100 ms up to it).
+    remote_retry_backoff_ms_max: int = 30_000
+    # Bytes of remote segment data kept in memory for consumer reads (remote_fetch.py), and the size of
+    # one ranged read (the cache's unit: a sequential reader fetches each chunk once).
+    remote_fetch_cache_bytes: int = 64 << 20
+    remote_fetch_chunk_bytes: int = 4 << 20
     # host:port for the Prometheus metrics endpoint; empty disables it. `kanal broker` fills it in: port 9404
     # (kanal.server.metrics_endpoint) on the --listen host, unless --metrics moves it or says `off`.
     metrics_listen: str = ""
@@ -207,6 +224,14 @@ class BrokerConfig:
         _check(0 <= self.kafka_batch_cache_bytes <= 1 << 34,
                "kafka_batch_cache_bytes must be in [0, 17179869184]")
         _check(len(self.controllers) >= 1, "at least one controller endpoint is needed")
+        _check(not self.remote_storage_endpoint or bool(self.remote_storage),
+               "--remote-storage-endpoint needs --remote-storage")
+        _check(100 <= self.remote_retry_backoff_ms_max <= 3_600_000,
+               "remote_retry_backoff_ms_max must be in [100, 3600000]")
+        _check(64 << 10 <= self.remote_fetch_chunk_bytes <= 256 << 20,
+               "remote_fetch_chunk_bytes must be in [64 KiB, 256 MiB]")
+        _check(self.remote_fetch_chunk_bytes <= self.remote_fetch_cache_bytes <= 1 << 36,
+               "remote_fetch_cache_bytes must be in [remote_fetch_chunk_bytes, 64 GiB]")
         _check(self.replica_selector in REPLICA_SELECTORS,
                f"replica_selector must be one of {', '.join(REPLICA_SELECTORS)}, "
                f"not {self.replica_selector!r}")

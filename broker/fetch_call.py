@@ -36,6 +36,7 @@ from kanal.broker.config import BrokerConfig
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.partition import FOLLOWER, Partition
 from kanal.broker.read_replica import FollowerView, choose_read_replica
+from kanal.broker.remote_fetch import RemoteReader, RemoteReadNeeded, RemoteReadSpec
 from kanal.broker.waiter import Waiter
 from kanal.metadata import MetadataImage
 from kanal.metadata.ids import BrokerId
@@ -49,6 +50,7 @@ class HostedReplicas(Protocol):
 
     config: BrokerConfig
     metrics: BrokerMetrics
+    remote_reader: RemoteReader | None
 
     def partition(self, topic: str, partition_id: int, topic_id: str = "") -> Partition: ...
 
@@ -104,6 +106,9 @@ class FetchCall:
         self._registered: dict[int, Partition] = {}
         self.reply = broker_pb2.FetchResponse()
         self.total_bytes = 0
+        # Tiered storage: partitions of the last read that only remote storage can answer, answered by
+        # `complete_remote` off the event loop before the reply goes.
+        self.remote_reads: list[tuple[broker_pb2.FetchResponse.PartitionData, RemoteReadSpec]] = []
         self.follower_bytes = 0  # of total_bytes, read from replicas this broker follows
         # Follower fetching, for a consumer that names its rack: followers may serve it, and the leader
         # may send it to the replica the selector prefers.
@@ -132,10 +137,23 @@ class FetchCall:
         if self._waiter is not None:
             self._waiter.clear()  # before the read: a change after it sets the waiter again
         self.reply, self.total_bytes = self._read_once()
-        if self.total_bytes >= self.min_bytes or self._waiter is None or self.remaining_s() <= 0:
+        if (self.total_bytes >= self.min_bytes or self._waiter is None or self.remaining_s() <= 0
+                or self.remote_reads):
             return True
         return any(p.error or p.HasField("preferred_read_replica") for t in self.reply.topics
                    for p in t.partitions)
+
+    def complete_remote(self) -> None:
+        """Answer the partitions only remote storage holds (blocking I/O: call it off the event loop, e.g.
+        on the remote reader's pool)."""
+        reader = self._manager.remote_reader
+        for out, spec in self.remote_reads:
+            if reader is None:  # the topic is tiered but this broker has no remote storage
+                out.error = ErrorCode.STORAGE_ERROR
+                out.error_message = "this broker has no remote storage (--remote-storage)"
+                continue
+            self.total_bytes += reader.fill(spec, out)
+        self.remote_reads = []
 
     def close(self) -> broker_pb2.FetchResponse:
         """The call ended (answered or cancelled): unregister its waiter everywhere; the reply."""
@@ -158,6 +176,7 @@ class FetchCall:
         reply = broker_pb2.FetchResponse()
         total = 0
         self.follower_bytes = 0
+        self.remote_reads = []
         manager, waiter = self._manager, self._waiter
         for topic_req in self._request.topics:
             out_topic = reply.topics.add(topic=topic_req.topic)
@@ -180,6 +199,8 @@ class FetchCall:
                         total += read
                         if as_follower:
                             self.follower_bytes += read
+                except RemoteReadNeeded as remote:
+                    self.remote_reads.append((out, remote.spec))
                 except KanalError as exc:
                     out.error = exc.code
                     out.error_message = exc.message

@@ -60,6 +60,29 @@ class BrokerMetrics:
         self.preferred_read_replica_answers = Counter(
             "kanal_broker_preferred_read_replica_answers",
             "Consumer fetches of a partition this broker leads that were sent to another replica", registry=r)
+        # Tiered storage (remote_log_manager.py): uploads of this broker's leaders, and what waits for one.
+        self.remote_bytes_uploaded = Counter(
+            "kanal_remote_log_bytes_uploaded", "Bytes of segments and their metadata uploaded", registry=r)
+        self.remote_segments_uploaded = Counter(
+            "kanal_remote_log_segments_uploaded", "Segments uploaded and recorded", registry=r)
+        self.remote_upload_errors = Counter(
+            "kanal_remote_log_upload_errors", "Failed uploads, by whether they are retried", ["kind"],
+            registry=r)
+        self.remote_upload_lag_segments = Gauge(
+            "kanal_remote_log_upload_lag_segments",
+            "Closed segments of partitions led here not yet recorded in remote storage", registry=r)
+        self.remote_upload_lag_bytes = Gauge(
+            "kanal_remote_log_upload_lag_bytes", "Bytes of those segments", registry=r)
+        # Tiered storage reads (remote_fetch.py): consumer fetches served from remote segments.
+        self.remote_fetch_bytes = Counter(
+            "kanal_remote_fetch_bytes", "Bytes returned to consumers from remote segments", registry=r)
+        self.remote_fetch_latency = Histogram(
+            "kanal_remote_fetch_latency_seconds", "Time to read one partition's answer from remote storage",
+            registry=r)
+        self.remote_fetch_cache_hits = Counter(
+            "kanal_remote_fetch_cache_hits", "Remote reads served from the chunk cache", registry=r)
+        self.remote_fetch_cache_misses = Counter(
+            "kanal_remote_fetch_cache_misses", "Remote reads that fetched a chunk from storage", registry=r)
         self.replication_bytes_in = Counter(
             "kanal_broker_replication_bytes_in", "Bytes appended by follower fetchers", registry=r
         )

@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -66,14 +68,18 @@ from kanal.broker.producer_state import (
     producer_batches_in,
 )
 from kanal.broker.read_replica import FollowerView
+from kanal.broker.remote_fetch import RemoteReadNeeded, RemoteReadSpec
+from kanal.broker.remote_log_manager import UploadJob
 from kanal.broker.replication_throttle import ReplicationThrottle
 from kanal.broker.storage.ids import LeaderEpoch, Offset
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.storage.partition_metadata import DELETE_SUFFIX, remove_directory
+from kanal.broker.storage.segment import LogSegment, segment_file_name
 from kanal.broker.storage.transaction_checkpoint import read_checkpoint, remove_checkpoint, write_checkpoint
 from kanal.broker.storage.transaction_index import TransactionIndex, TxnBatch, txn_batches_in
 from kanal.broker.waiter import Waiter
+from kanal.metadata.image import RemoteLog
 from kanal.server.clock import PROCESS_CLOCK
 from kanal.v1 import broker_pb2
 from kanal.v1.batch import ATTR_CONTROL, coordinator_epoch_in, iter_entries, scan_batch
@@ -153,6 +159,9 @@ class Partition:
         self.producers = self._replay_producer_state()
         self.transactions = self._replay_transactions(use_checkpoint=True)
         self.producer_activity = ProducerActivity()
+        # Tiered storage: the partition's remote log as the applied metadata image has it (set by the
+        # replica manager on every image), None when none was ever recorded.
+        self.remote: RemoteLog | None = None
         # Set by the replica manager while a reassignment is adding this replica and a
         # follower.replication.throttled.rate applies (replication_throttle.py); used by the fetcher only.
         self.replication_throttle: ReplicationThrottle | None = None
@@ -486,6 +495,8 @@ class Partition:
                         return 0
             self._fill_bounds(out)
             limit = out.last_stable_offset if read_committed else self.high_watermark
+            if self.remote is not None and preq.fetch_offset < self.log.log_start_offset:
+                raise RemoteReadNeeded(self._remote_read(preq.fetch_offset, bytes_max, limit, read_committed))
             data = self.log.read(preq.fetch_offset, bytes_max, offset_limit=limit).data
             if read_committed and data:
                 for aborted in self.transactions.aborted_between(preq.fetch_offset, limit):
@@ -517,6 +528,9 @@ class Partition:
                 out.diverging_epoch = divergence.epoch
                 out.diverging_end_offset = divergence.end_offset
                 return 0
+            # A follower's log starts no lower than the leader's local log start (what is only in remote
+            # storage is never copied back): answer it that, so a far-behind follower restarts there.
+            out.log_start_offset = self.log.log_start_offset
             if preq.fetch_offset < self.log.log_start_offset:
                 raise KanalError(ErrorCode.OFFSET_OUT_OF_RANGE,
                                  f"{self.name}: fetch from {preq.fetch_offset} is below the log start "
@@ -558,10 +572,40 @@ class Partition:
         for waiter in waiters:
             waiter.set()
 
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset readable: the remote log's start when remote storage holds the oldest part
+        (tiered storage), else the local log's."""
+        remote = self.remote
+        if remote is not None and remote.segments and remote.log_start_offset < self.log.log_start_offset:
+            return remote.log_start_offset
+        return self.log.log_start_offset
+
+    def _remote_read(self, offset: int, bytes_max: int, limit: int, read_committed: bool) -> RemoteReadSpec:
+        """What a consumer read below the local log start needs from remote storage (lock held): the
+        segment holding `offset`, and for read_committed the aborted transactions that may overlap it (the
+        remote segments' records from it on, and the local index's)."""
+        remote = self.remote
+        segments = remote.segments if remote is not None else ()
+        i = bisect_right([seg.base_offset for seg in segments], offset) - 1
+        if remote is None or i < 0 or offset < remote.log_start_offset or offset >= segments[i].end_offset:
+            raise KanalError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"{self.name}: {offset} is below the log start {self.log_start_offset}")
+        segment = segments[i]
+        aborted: list[tuple[int, int]] = []
+        if read_committed:
+            aborted = [(a.producer_id, a.first_offset)
+                       for seg in segments[i:] for a in seg.aborted_transactions
+                       if a.last_offset >= offset and a.first_offset < segment.end_offset]
+            aborted += [(a.producer_id, a.first_offset)
+                        for a in self.transactions.aborted_between(offset, segment.end_offset)]
+        return RemoteReadSpec(self.topic_id, self.partition_id, segment, offset, bytes_max,
+                              min(limit, segment.end_offset), aborted)
+
     def _fill_bounds(self, out) -> None:
         out.high_watermark = self.high_watermark
         out.log_end_offset = self.log.log_end_offset
-        out.log_start_offset = self.log.log_start_offset
+        out.log_start_offset = self.log_start_offset
         out.leader_epoch = self.leader_epoch
         out.last_stable_offset = self.last_stable_offset
 
@@ -648,7 +692,7 @@ class Partition:
             leader = self.require_leader()
             visible_end = self.last_stable_offset if read_committed else self.high_watermark
             if timestamp_ms == -2:
-                return self.log.log_start_offset, -1
+                return self.log_start_offset, -1
             if timestamp_ms == -1:
                 if not leader.high_watermark_established:
                     raise KanalError(
@@ -681,17 +725,77 @@ class Partition:
                 now = mono_ms()
                 self._apply(self._leader.maybe_shrink_isr(now))
                 self._apply(self._leader.expire(now))
-            policy = self.log.config.cleanup_policy
+            config = self.log.config
+            policy = config.cleanup_policy
+            if config.remote_storage_enable:
+                # Tiered: local segments go only once remote storage holds them (as the applied metadata
+                # says), by local.retention.*; retention.* bounds the whole log, remote part included,
+                # and is the leader's remote retention. Without a remote log (the broker has no remote
+                # storage, or nothing is uploaded yet) nothing is deleted: the disk fills instead.
+                if self.remote is not None and self.log.delete_uploaded_segments(
+                        now_ms, self.remote.end_offset, local_retention_ms=config.local_retention_ms,
+                        local_retention_bytes=config.local_retention_bytes):
+                    self.transactions.drop_before(self.log.log_start_offset)
             # compact,delete runs both, retention first: the cleaner then reads and rewrites only the
             # segments retention keeps, and its key map never holds keys retention is about to drop.
-            if policy.deletes and self.log.delete_old_segments(now_ms):
+            elif policy.deletes and self.log.delete_old_segments(now_ms):
                 self.transactions.drop_before(self.log.log_start_offset)
-            if policy.compacts and compact_due:
+            if policy.compacts and compact_due and not config.remote_storage_enable:
                 self.log.compact(now_ms, transactions=self.transactions)
             started = time.perf_counter()
             if self.log.maybe_flush(now_ms):
                 self.manager.metrics.log_flush_latency.observe(time.perf_counter() - started)
             return len(self.producers)
+
+    # ---- tiered storage (remote_log_manager.py) ----
+
+    def remote_upload_candidate(self, recorded_end: int | None = None) -> UploadJob | None:
+        """The next segment this leader should upload, pinned (its file opened: the job closes it), or
+        None: not leading, not tiered, or nothing closed and wholly below min(HW, LSO) past the remote end.
+        `recorded_end`: where the controller recorded the uploader's last segment to end, when this broker
+        may not have applied that record yet. See remote_log_manager.py for the rules."""
+        with self.lock:
+            if (self.deleted or not self.log.config.remote_storage_enable or self.role != LEADER
+                    or self._leader is None or not self._leader.active or self.assignment is None):
+                return None
+            found = self._upload_segment(recorded_end)
+            if found is None:
+                return None
+            segment, start = found
+            if segment.next_offset > min(self.high_watermark, self.last_stable_offset):
+                return None  # not all committed, or a transaction in it still open
+            position = 0
+            if start != segment.base_offset:
+                location = segment.find(Offset(start))
+                if location is None or location.suffix.base_offset != start:
+                    log.warning("%r: the remote log ends at %d, inside a batch of %r: not uploading", self,
+                                start, segment)
+                    return None
+                position = location.position
+            fd = os.open(self.directory / segment_file_name(segment.base_offset, ".log"), os.O_RDONLY)
+            return UploadJob(self.topic, self.assignment.topic_id, self.partition_id, self.leader_epoch,
+                             start, segment.next_offset, fd, position, segment.size,
+                             self.log.config.index_interval_bytes, self.remote)
+
+    def remote_upload_lag(self) -> tuple[int, int]:
+        """(segments, bytes) of closed segments this leader has not got recorded in remote storage yet."""
+        with self.lock:
+            if not self.log.config.remote_storage_enable or self.role != LEADER:
+                return 0, 0
+            end = self.remote.end_offset if self.remote is not None else self.log.log_start_offset
+            closed = [seg for seg in self.log.segments[:-1] if seg.next_offset > end]
+            return len(closed), sum(seg.size for seg in closed)
+
+    def _upload_segment(self, recorded_end: int | None) -> tuple[LogSegment, int] | None:
+        """The closed segment holding the remote log's end (the log start when nothing is remote; the
+        uploader's `recorded_end` when past the image's), and that offset."""
+        start = self.remote.end_offset if self.remote is not None else self.log.log_start_offset
+        if recorded_end is not None:
+            start = max(start, recorded_end)
+        for segment in self.log.segments[:-1]:
+            if segment.base_offset <= start < segment.next_offset:
+                return segment, start
+        return None
 
     @property
     def pending_produces(self) -> int:

@@ -37,6 +37,8 @@ from kanal.broker.leader_state import IsrProposal
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.partition import FOLLOWER, LEADER, Assignment, Partition
 from kanal.broker.produce_call import ProduceCall, ProduceWait
+from kanal.broker.remote_fetch import RemoteReader
+from kanal.broker.remote_log_manager import RemoteLogManager
 from kanal.broker.replica_fetcher import ReplicaFetcher
 from kanal.broker.replication_throttle import ReplicationThrottle
 from kanal.broker.storage.cluster_identity import foreign_replicas, foreign_replicas_message, mismatch_message
@@ -101,6 +103,11 @@ class ReplicaManager:
         # The last image on_metadata finished with (None before the first): Metadata answers from it, so a
         # client told "broker N leads p" finds p's replica on N.
         self.reconciled_image: MetadataImage | None = None
+        # Tiered storage: the uploads of partitions led here (set by the server when the broker has
+        # --remote-storage); None: no remote storage, such topics keep every segment.
+        self.remote_log: RemoteLogManager | None = None
+        # Tiered storage reads (consumers below a local log start); None without remote storage.
+        self.remote_reader: RemoteReader | None = None
 
     def __repr__(self) -> str:
         return f"<ReplicaManager broker={self.broker_id} partitions={len(self._partitions)}>"
@@ -241,6 +248,7 @@ class ReplicaManager:
                 part.log.config = log_config
                 part.min_insync_replicas = min_isr
             self._set_throttle(part, p.adding_replicas, new, topic.name)
+            part.remote = new.remote_log(topic.topic_id, p.partition_id)
             current = part.assignment
             if p.leader == self.broker_id:
                 if part.role != LEADER or current is None or current.leader_epoch != p.leader_epoch:
@@ -480,6 +488,7 @@ class ReplicaManager:
                     woken.wait(call.remaining_s())
                 finally:
                     purgatory.dec()
+            call.complete_remote()
         finally:
             call.close()
         return call.reply
@@ -515,6 +524,8 @@ class ReplicaManager:
             parked += part.pending_produces
         self._metrics.producer_ids.set(producers)
         self._metrics.produce_purgatory.set(parked)
+        if self.remote_log is not None:
+            self.remote_log.tick(list(self._partitions.values()), now_ms)
 
     def send_alter_partition(self, part: Partition, proposal: IsrProposal, *, resend: bool = False) -> None:
         """Send an ISR change to the controller off the request path; the answer goes back to the core. A
@@ -591,6 +602,10 @@ class ReplicaManager:
             loop.call_soon_threadsafe(loop.stop)
             self._own_loop_thread.join(timeout=5)
         self._alter_pool.shutdown(wait=False, cancel_futures=True)
+        if self.remote_log is not None:
+            self.remote_log.close()
+        if self.remote_reader is not None:
+            self.remote_reader.close()
         for part in list(self._partitions.values()):
             part.close()
 

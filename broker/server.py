@@ -43,10 +43,13 @@ from kanal.broker.producer_ids import ProducerIdManager
 from kanal.broker.quota_interceptor import BrokerQuotas, QuotaInterceptor
 from kanal.broker.quota_sampler import QuotaWindows
 from kanal.broker.readiness import judge_readiness, partitions_out_of_isr
+from kanal.broker.remote_fetch import RemoteReader
+from kanal.broker.remote_log_manager import RemoteLogManager
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.request_authorization import RequestGate
 from kanal.broker.service import BrokerService
 from kanal.broker.storage.log import closed_uncleanly
+from kanal.broker.storage.remote_storage import open_remote_storage
 from kanal.broker.transaction_coordinator import TransactionCoordinator
 from kanal.security.authentication import Authenticator, aio_server_interceptor
 from kanal.security.listener_security import warn_if_exposed
@@ -100,6 +103,20 @@ class BrokerServer:
             config, self.controllers, self.metrics, broker_epoch=lambda: self.lifecycle.broker_epoch,
             fetch_loop=self._loop,
         )
+        if config.remote_storage:
+            storage = open_remote_storage(
+                config.remote_storage, endpoint=config.remote_storage_endpoint,
+                region=config.remote_storage_region, access_key_id=config.remote_storage_access_key_id,
+                secret_access_key=config.remote_storage_secret_access_key)
+            self.replicas.remote_log = RemoteLogManager(
+                storage, cluster_id=lambda: self.metadata.image.cluster_id, broker_id=config.broker_id,
+                broker_epoch=lambda: self.lifecycle.broker_epoch, call_controller=self.controllers.call,
+                metrics=self.metrics, retry_backoff_ms_max=config.remote_retry_backoff_ms_max)
+            self.replicas.remote_reader = RemoteReader(
+                storage, cluster_id=lambda: self.metadata.image.cluster_id,
+                cache_bytes=config.remote_fetch_cache_bytes, chunk_bytes=config.remote_fetch_chunk_bytes,
+                metrics=self.metrics)
+            log.info("tiered storage: closed segments of remote.storage.enable topics go to %s", storage.url)
         self.metadata = MetadataFollower(
             self.controllers, fetch_bytes_max=config.metadata_fetch_bytes_max,
             fetch_wait_ms=config.metadata_fetch_wait_ms_max,

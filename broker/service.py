@@ -214,6 +214,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     await woken.wait(call.remaining_s())
                 finally:
                     purgatory.dec()
+            if call.remote_reads:  # tiered storage: blocking reads, never on this loop
+                reader = self._server.replicas.remote_reader
+                pool = reader.pool if reader is not None else None
+                await asyncio.get_running_loop().run_in_executor(pool, call.complete_remote)
         finally:
             call.close()
         self._timed("FetchFollower" if call.follower is not None else "FetchConsumer", started)
@@ -224,6 +228,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     async def ListOffsets(self, request: broker_pb2.ListOffsetsRequest,
                           context: grpc.aio.ServicerContext) -> broker_pb2.ListOffsetsResponse:
         self._refuse_until_ready()
+        reader = self._server.replicas.remote_reader
+        if reader is not None:  # a lookup may read remote storage: off this loop
+            return await asyncio.get_running_loop().run_in_executor(
+                reader.pool, self._server.replicas.list_offsets, request)
         return self._server.replicas.list_offsets(request)
 
     @async_error_boundary

@@ -2,6 +2,7 @@
 
     kanal dev [--data-dir DIR] [--controllers N] [--brokers N] [--tls [--authorizer]]   # until Ctrl-C
               [--racks a,b,c [--replica-selector leader|rack-aware]]
+              [--remote-storage [URL] [--remote-storage-endpoint URL]]
     kanal dev status [--output json]                             # every node: pid, state, SERVING or not
     kanal dev restart NODE                                       # e.g. broker-1: back on its data
 
@@ -110,6 +111,11 @@ def _run(argv: list[str]) -> int:
     p.add_argument("--replica-selector", choices=REPLICA_SELECTORS, default=None,
                    help="which replica serves a consumer that names its rack (the brokers' "
                         "--replica-selector; default rack-aware with --racks, else leader)")
+    p.add_argument("--remote-storage", nargs="?", const="", default=None, metavar="URL",
+                   help="tiered storage for topics with remote.storage.enable: s3://BUCKET[/PREFIX] or "
+                        "file:///DIR (alone: a directory under --data-dir)")
+    p.add_argument("--remote-storage-endpoint", default="",
+                   help="an S3-compatible endpoint for s3:// remote storage, e.g. http://127.0.0.1:5000")
     p.add_argument("--output", choices=("text", "json"), default="text",
                    help=f"{OUTPUT_HELP} (json: the running cluster, nodes and endpoints, as one JSON "
                    "object on stdout once it is ready; the progress lines go to stderr)")
@@ -145,12 +151,23 @@ def _run(argv: list[str]) -> int:
     if args.authorizer:
         supers = [f"User:{name}" for name in (*(tls.nodes if tls else ()), DEV_CLIENT_NAME)]
         authorizer = ["--authorizer", "on", "--super-users", ";".join(supers)]
+    if args.remote_storage_endpoint and args.remote_storage is None:
+        p.error("--remote-storage-endpoint needs --remote-storage")
+    remote: list[str] = []
+    if args.remote_storage is not None:
+        url = args.remote_storage or (args.data_dir / "remote-storage").resolve().as_uri()
+        remote = ["--remote-storage", url]
+        if args.remote_storage_endpoint:
+            remote += ["--remote-storage-endpoint", args.remote_storage_endpoint]
     selector = args.replica_selector or ("rack-aware" if args.racks else "leader")
     cluster = LocalCluster(args.data_dir, controllers=args.controllers, brokers=args.brokers, tls=tls,
                            node_listeners=tls is not None, kafka_listeners=True, controller_flags=authorizer,
-                           broker_flags=[*authorizer, "--replica-selector", selector], racks=args.racks)
+                           broker_flags=[*authorizer, "--replica-selector", selector, *remote],
+                           racks=args.racks)
     say(f"kanal dev: starting {args.controllers} controllers and {args.brokers} brokers, data in "
         f"{args.data_dir}")
+    if remote:
+        say(f"kanal dev: tiered storage in {remote[1]} for topics with remote.storage.enable=true")
     if args.racks:
         say(f"kanal dev: brokers in racks {', '.join(args.racks)} in turn; replica selector {selector} "
             "(consumers with --client-rack read from a replica in their rack)")
@@ -191,6 +208,7 @@ def _run(argv: list[str]) -> int:
             "client_config": client_config,
             "controllers": cluster.controller_endpoints,
             "data_dir": str(args.data_dir),
+            "remote_storage": remote[1] if remote else None,
             "control": str(CONTROL_SOCKET),
             "nodes": [_describe(n, check_serving=False) for n in cluster.nodes],
         }

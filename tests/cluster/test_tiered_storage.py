@@ -1,0 +1,95 @@
+"""Tiered storage on a live cluster (issue 44): closed segments of a topic with remote.storage.enable go to
+remote storage, local segments beyond local retention go from the brokers' disks once uploaded and
+recorded, and a consumer from offset 0 still reads every acknowledged record, byte for byte.
+
+Remote storage is real: a directory (`file://`) here; the S3 variant runs against a moto server process."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kanal.clients.consumer import Consumer, ConsumerConfig
+from kanal.clients.producer import Producer, ProducerConfig
+from kanal.deploy.local_cluster import LocalCluster
+
+from .conftest import BROKER_FLAGS, CONTROLLER_FLAGS, check_history, create_topic, partition_info, wait_until
+from .history import produce_history
+
+pytestmark = pytest.mark.cluster
+
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "32768"}
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory) -> Iterator[tuple[LocalCluster, Path]]:
+    root = tmp_path_factory.mktemp("tiered")
+    remote = root / "remote-storage"
+    remote.mkdir()
+    c = LocalCluster(root / "cluster", controllers=1, brokers=3, controller_flags=CONTROLLER_FLAGS,
+                     broker_flags=[*BROKER_FLAGS, "--remote-storage", remote.as_uri()])
+    c.start(timeout_s=90)
+    yield c, remote
+    c.stop()
+
+
+def produce(cluster: LocalCluster, topic: str, count: int, start: int, acked: dict) -> None:
+    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", enable_idempotence=True,
+                                       linger_ms=2, batch_size_bytes=4096, request_timeout_ms=5000,
+                                       delivery_timeout_ms=60_000))
+    errors: list = []
+    try:
+        produce_history(producer, topic, count, start, acked, errors)
+        assert producer.flush(60), "records still unacknowledged after 60 s"
+    finally:
+        producer.close()
+    assert not errors, errors[:3]
+
+
+def local_bases(cluster: LocalCluster, broker: int, topic: str) -> list[int]:
+    directory = cluster.data_dir / f"broker-{broker}" / f"{topic}-0"
+    return sorted(int(p.name[:-4]) for p in directory.glob("*.log"))
+
+
+def remote_objects(remote: Path) -> list[Path]:
+    return sorted(p for p in remote.rglob("*") if p.is_file() and not p.name.endswith(".tmp"))
+
+
+def read_from_zero(cluster: LocalCluster, topic: str, count: int, **config) -> list[tuple[int, int, bytes]]:
+    consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="earliest",
+                                       max_poll_records=5000, **config))
+    read: list[tuple[int, int, bytes]] = []
+    try:
+        consumer.assign([(topic, 0)])
+        deadline = time.monotonic() + 60
+        while len(read) < count:
+            assert time.monotonic() < deadline, f"read {len(read)} of {count}"
+            read.extend((r.partition, r.offset, r.value) for r in consumer.poll(0.5))
+    finally:
+        consumer.close()
+    return read
+
+
+def test_closed_segments_go_to_remote_storage_and_a_consumer_still_reads_everything(tiered) -> None:
+    cluster, remote = tiered
+    create_topic(cluster, "tiered-read", partitions=1, replication_factor=3, **TIERED)
+    acked: dict = {}
+    produce(cluster, "tiered-read", 4000, 0, acked)
+    leader = partition_info(cluster, "tiered-read", 0).leader
+    # Every broker drops the local segments remote storage holds, beyond local.retention.bytes.
+    wait_until(lambda: all(local_bases(cluster, b, "tiered-read")[0] > 0 for b in range(3)), 60,
+               "every replica to drop its oldest local segments")
+    objects = remote_objects(remote)
+    assert any(p.suffix == ".log" for p in objects) and any(p.suffix == ".meta" for p in objects), objects
+    names = [str(p.relative_to(remote)) for p in objects]
+    # <cluster id>/<topic id>/<partition>/<base>-<end>-e<leader epoch>.log|.meta
+    assert all(re.fullmatch(r"[^/]+/[^/]+/0/\d{20}-\d{20}-e\d+\.(log|meta)", n) for n in names), names
+    first_local = local_bases(cluster, leader, "tiered-read")[0]
+    assert first_local > 0
+    read = read_from_zero(cluster, "tiered-read", 4000)
+    check_history(acked, read)
+    assert read[0][1] == 0, "the consumer did not start at offset 0, below the local log start"
