@@ -51,11 +51,10 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
-from kanal.metadata.config_resource import effective_topic_config, topic_config_texts
+from kanal.metadata.config_resource import effective_topic_config
 from kanal.metadata.decision import Decision, Stamp
 from kanal.metadata.ids import BrokerId, PartitionId, TopicId
 from kanal.metadata.image import EpochStart, MetadataImage, RemoteLog, RemoteSegment, TopicImage
-from kanal.metadata.topic_config import TOPIC_CONFIG_KEYS
 from kanal.v1 import controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -202,12 +201,8 @@ def is_recorded(log: RemoteLog, segment: RemoteSegment) -> bool:
 
 def remote_storage_enabled(image: MetadataImage, topic: TopicImage) -> bool:
     """The topic's effective remote.storage.enable, at the levels the controller reads (topic, then the
-    cluster default). Read through the topic config table once it knows the key; until then (the key is
-    added by its own change) the raw text, which is what the table's boolean parser would accept."""
-    if REMOTE_STORAGE_ENABLE in TOPIC_CONFIG_KEYS:
-        return bool(effective_topic_config(image, topic.name)[REMOTE_STORAGE_ENABLE])
-    text = topic_config_texts(image, topic.name).get(REMOTE_STORAGE_ENABLE, "false")
-    return text.strip().lower() == "true"
+    cluster default, then the built-in default false), typed by the topic config table."""
+    return bool(effective_topic_config(image, topic.name)[REMOTE_STORAGE_ENABLE])
 
 
 def _base_offset(segment: RemoteSegment) -> int:

@@ -20,10 +20,7 @@ from kanal.metadata import (
     decide_session_expirations,
 )
 from kanal.metadata.recovery_election import LogEndReports, merge_reports
-from kanal.metadata.remote_log import REMOTE_STORAGE_ENABLE
-from kanal.metadata.topic_config import TOPIC_CONFIG_KEYS
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
-from tests.harness import remote_storage_key as remote_storage_key_stand_in
 
 R = TypeVar("R")
 
@@ -213,14 +210,6 @@ def segment(
         open_transactions=[metadata_pb2.RemoteLogOpenTransaction(producer_id=p, first_offset=f)
                            for p, f in open_at_end],
     )
-
-
-@pytest.fixture
-def remote_storage_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    """remote.storage.enable as a topic config key, so tests can turn tiering on the way a user does: the
-    stand-in of tests/harness/remote_storage_key.py until the config table has the key (then nothing)."""
-    if remote_storage_key_stand_in.needed():
-        monkeypatch.setitem(TOPIC_CONFIG_KEYS, REMOTE_STORAGE_ENABLE, remote_storage_key_stand_in.STAND_IN)
 
 
 @pytest.fixture

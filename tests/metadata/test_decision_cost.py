@@ -197,7 +197,7 @@ def test_the_index_still_steers_new_replicas_to_the_light_broker() -> None:
 LONG_LOG_SEGMENTS = 1_000
 
 
-def test_remote_log_decisions_scan_no_remote_log_and_no_segment_list(remote_storage_key) -> None:
+def test_remote_log_decisions_scan_no_remote_log_and_no_segment_list() -> None:
     image = big_image()
     # Topic old.7 is tiered; every topic's partition has a remote log, old.7's holds 1,000 segments.
     records = [_record(config=metadata_pb2.ConfigRecord(

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -453,5 +452,4 @@ class MetadataMachine(RuleBasedStateMachine):
 MetadataMachine.TestCase.settings = settings(
     max_examples=200, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-# The topics it creates may turn tiering on (remote.storage.enable, a stand-in until the config table has it).
-TestMetadataMachine = pytest.mark.usefixtures("remote_storage_key")(MetadataMachine.TestCase)
+TestMetadataMachine = MetadataMachine.TestCase

@@ -18,7 +18,7 @@ from kanal.metadata import (
     decide_alter_remote_log,
     decide_delete_topics,
 )
-from kanal.metadata.remote_log import REMOTE_STORAGE_ENABLE, remote_storage_enabled
+from kanal.metadata.remote_log import REMOTE_STORAGE_ENABLE
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode
 
@@ -28,7 +28,7 @@ E = ErrorCode
 
 
 @pytest.fixture
-def h(remote_storage_key) -> Harness:
+def h() -> Harness:
     """Brokers 0, 1, 2; topic "t" (2 partitions, 3 replicas) with remote storage on, "plain" without."""
     h = Harness()
     h.add_brokers([0, 1, 2])
@@ -336,26 +336,14 @@ def test_an_unknown_partition(h: Harness) -> None:
 def test_remote_storage_must_be_enabled(h: Harness) -> None:
     refused(h, E.INVALID_CONFIG, name="plain", segments=[(0, 100)])
     # The cluster-wide default counts too (the controller reads the topic and cluster-default levels).
-    h.commit(_alter_configs(h, metadata_pb2.CONFIG_RESOURCE_BROKER, "", REMOTE_STORAGE_ENABLE, "true"))
+    cluster = metadata_pb2.CONFIG_RESOURCE_BROKER
+    reply = h.commit(_alter_configs(h, cluster, "", REMOTE_STORAGE_ENABLE, "true"))
+    assert [r.error for r in reply.results] == [E.NONE], reply
     assert only(h.alter_remote_log("plain", 0, segments=[(0, 100)])).error == E.NONE
-    # A topic's own false wins over the default.
-    h.commit(_alter_configs(h, metadata_pb2.CONFIG_RESOURCE_TOPIC, "t", REMOTE_STORAGE_ENABLE, "false"))
-    refused(h, E.INVALID_CONFIG, segments=[(0, 100)])
-
-
-def test_the_raw_config_text_is_read_until_the_table_knows_the_key(monkeypatch) -> None:
-    """Without remote_storage_key's stand-in (and before the key is in the table) the decision reads the
-    topic's text as the boolean parser would."""
-    from kanal.metadata.topic_config import TOPIC_CONFIG_KEYS
-
-    monkeypatch.delitem(TOPIC_CONFIG_KEYS, REMOTE_STORAGE_ENABLE, raising=False)
-    h = Harness()
-    h.add_brokers([0])
-    topic = h.create_topic("t", 1, 1)
-    assert not remote_storage_enabled(h.image, topic)
-    for text, on in ((" TRUE ", True), ("true", True), ("false", False), ("yes", False)):
-        topic.configs[REMOTE_STORAGE_ENABLE] = text  # as the table would store it, once it has the key
-        assert remote_storage_enabled(h.image, topic) is on
+    # A topic's own false wins over the default. Set at creation: once true, the key never turns off
+    # (topic_config_rules.py, rule 1), so "t" cannot be the example.
+    h.create_topic("own-false", 1, 1, {REMOTE_STORAGE_ENABLE: "false"})
+    refused(h, E.INVALID_CONFIG, name="own-false", segments=[(0, 100)])
 
 
 def _alter_configs(h: Harness, kind: int, name: str, key: str, value: str):

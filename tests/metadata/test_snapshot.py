@@ -19,9 +19,6 @@ from kanal.metadata import (
 from kanal.metadata.remote_log import REMOTE_STORAGE_ENABLE
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
 
-# rich_image turns tiering on for a topic.
-pytestmark = pytest.mark.usefixtures("remote_storage_key")
-
 
 def rich_image(harness) -> MetadataImage:
     """Brokers live and fenced, topics with configs, an offline partition, broker configs, quotas, ids,

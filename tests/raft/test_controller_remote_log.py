@@ -2,24 +2,16 @@
 uploaded segments and start moves become records every controller applies; a resend writes nothing; a
 deposed leader, a follower, a stale registration and a topic without remote storage are refused with
 nothing written; a standby names the active controller; deleting the topic drops its remote log.
-
-remote.storage.enable comes with issue 44's topic-config change. Until the config table has the key, the
-controllers of this test and the test itself get the stand-in of tests/harness/remote_storage_key.py (the
-controllers through a `sitecustomize` on their PYTHONPATH); with the key in the table, it does nothing.
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
 from kanal.metadata import MetadataImage, apply_batch, image_from_snapshot
 from kanal.metadata.remote_log import REMOTE_STORAGE_ENABLE
-from kanal.metadata.topic_config import TOPIC_CONFIG_KEYS
 from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode
-from tests.harness import remote_storage_key
 
 from .conftest import wait_until
 
@@ -30,16 +22,9 @@ Item = controller_pb2.AlterRemoteLogRequest.Item
 _BACKGROUND_RECORDS = frozenset({"no_op", "controller_registration", "cluster_identity"})
 
 @pytest.fixture
-def tiered(quorum_factory, fake_brokers_factory, tmp_path, monkeypatch):
-    """A 3-controller quorum whose topics may turn remote storage on, brokers 1..3 live, topics "tiered"
-    (remote storage on, 3 replicas) and "plain". Yields (quorum, brokers, active id, its stub)."""
-    if remote_storage_key.needed():
-        monkeypatch.setitem(TOPIC_CONFIG_KEYS, REMOTE_STORAGE_ENABLE, remote_storage_key.STAND_IN)
-        site = tmp_path / "stand-in"
-        site.mkdir()
-        (site / "sitecustomize.py").write_text(remote_storage_key.sitecustomize_source())
-        paths = [str(site), os.environ.get("PYTHONPATH", "")]
-        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+def tiered(quorum_factory, fake_brokers_factory):
+    """A 3-controller quorum, brokers 1..3 live, topics "tiered" (remote storage on, 3 replicas) and
+    "plain". Yields (quorum, brokers, active id, its stub)."""
     q = quorum_factory(3, ["--session-timeout-ms", "600000"])
     q.wait_active()
     brokers = fake_brokers_factory(q)
