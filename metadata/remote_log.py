@@ -55,10 +55,10 @@ from kanal.metadata.config_resource import effective_topic_config
 from kanal.metadata.decision import Decision, Stamp
 from kanal.metadata.ids import BrokerId, PartitionId, TopicId
 from kanal.metadata.image import EpochStart, MetadataImage, RemoteLog, RemoteSegment, TopicImage
+from kanal.metadata.topic_config_rules import REMOTE_STORAGE_ENABLE
 from kanal.v1 import controller_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
 
-REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 # The remote log of a partition none of whose segments was ever recorded.
 NO_REMOTE_LOG = RemoteLog((), 0)
 

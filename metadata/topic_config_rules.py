@@ -119,7 +119,15 @@ def check_defaults_change(
 ) -> None:
     """Broker resource `resource` ("" the cluster default) changes its texts from `before` to `after`;
     `defaults` are every broker resource's texts before the change, `topics` each topic's own texts.
-    Checks each topic in each scope the change reaches."""
+    Checks each topic in each scope the change reaches.
+
+    remote.storage.enable may be a cluster default but not one broker's: the controller decides uploads by
+    the topic and the cluster default, so a broker of its own mind would tier logs whose uploads are
+    refused, and tiering would come and go with the partition's leadership."""
+    if resource != _CLUSTER and before.get(REMOTE_STORAGE_ENABLE) != after.get(REMOTE_STORAGE_ENABLE):
+        raise KanalError(ErrorCode.INVALID_CONFIG,
+                         f"{REMOTE_STORAGE_ENABLE} is set per topic or as the cluster default, not on broker "
+                         f"{resource}")
     if all(before.get(key) == after.get(key) for key in RULE_KEYS):
         return
     changed = {**defaults, resource: after}

@@ -279,7 +279,7 @@ def test_remote_storage_cannot_be_turned_off_by_a_changed_default(cluster3) -> N
     refused_alone(
         h,
         change(BROKER, "2", (SET, "remote.storage.enable", "false")),
-        "changing broker 2's defaults: topic 't': remote.storage.enable cannot be turned off",
+        "remote.storage.enable is set per topic or as the cluster default, not on broker 2",
     )
     # Its own DELETE is no change while the default is true; once it says true itself, the default may go.
     ok(h, change(TOPIC, "own", (DELETE, "remote.storage.enable", "")))
