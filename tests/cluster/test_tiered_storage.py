@@ -2,17 +2,19 @@
 remote storage, local segments beyond local retention go from the brokers' disks once uploaded and
 recorded, and a consumer from offset 0 still reads every acknowledged record, byte for byte.
 
-Remote storage is real: a directory (`file://`) here; the S3 variant runs against a moto server process."""
+Remote storage is real, and every test runs twice: against an S3 bucket on a moto server process, and
+against a directory (`file://`)."""
 
 from __future__ import annotations
 
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import dataclass
 
 import pytest
 
+from kanal.broker.storage.remote_storage import RemoteStorage, open_remote_storage
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer, ProducerConfig
 from kanal.deploy.local_cluster import LocalCluster
@@ -25,15 +27,35 @@ pytestmark = pytest.mark.cluster
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "32768"}
 
 
-@pytest.fixture(scope="module")
-def tiered(tmp_path_factory) -> Iterator[tuple[LocalCluster, Path]]:
-    root = tmp_path_factory.mktemp("tiered")
-    remote = root / "remote-storage"
-    remote.mkdir()
+@dataclass
+class Tiered:
+    """A cluster whose brokers keep tiered segments in `storage` (an S3 bucket on a moto server, or a
+    directory); the test reads the store through the same interface the brokers use."""
+
+    cluster: LocalCluster
+    storage: RemoteStorage
+    kind: str
+
+
+@pytest.fixture(scope="module", params=["s3", "file"])
+def tiered(request, tmp_path_factory) -> Iterator[Tiered]:
+    root = tmp_path_factory.mktemp(f"tiered-{request.param}")
+    if request.param == "s3":
+        moto = request.getfixturevalue("moto_s3")
+        url = f"s3://{moto.bucket}/{root.name}"
+        options = {"endpoint": moto.endpoint, "region": moto.region, "access_key_id": moto.access_key_id,
+                   "secret_access_key": moto.secret_access_key}
+        flags = ["--remote-storage", url, "--remote-storage-endpoint", moto.endpoint,
+                 "--remote-storage-region", moto.region, "--remote-storage-access-key-id", moto.access_key_id,
+                 "--remote-storage-secret-access-key", moto.secret_access_key]
+    else:
+        directory = root / "remote-storage"
+        directory.mkdir()
+        url, options, flags = directory.as_uri(), {}, ["--remote-storage", directory.as_uri()]
     c = LocalCluster(root / "cluster", controllers=1, brokers=3, controller_flags=CONTROLLER_FLAGS,
-                     broker_flags=[*BROKER_FLAGS, "--remote-storage", remote.as_uri()])
+                     broker_flags=[*BROKER_FLAGS, *flags])
     c.start(timeout_s=90)
-    yield c, remote
+    yield Tiered(c, open_remote_storage(url, **options), request.param)
     c.stop()
 
 
@@ -55,8 +77,8 @@ def local_bases(cluster: LocalCluster, broker: int, topic: str) -> list[int]:
     return sorted(int(p.name[:-4]) for p in directory.glob("*.log"))
 
 
-def remote_objects(remote: Path) -> list[Path]:
-    return sorted(p for p in remote.rglob("*") if p.is_file() and not p.name.endswith(".tmp"))
+def remote_keys(storage: RemoteStorage) -> list[str]:
+    return sorted(info.key for info in storage.list(""))
 
 
 def read_from_zero(cluster: LocalCluster, topic: str, count: int, **config) -> list[tuple[int, int, bytes]]:
@@ -75,7 +97,7 @@ def read_from_zero(cluster: LocalCluster, topic: str, count: int, **config) -> l
 
 
 def test_closed_segments_go_to_remote_storage_and_a_consumer_still_reads_everything(tiered) -> None:
-    cluster, remote = tiered
+    cluster = tiered.cluster
     create_topic(cluster, "tiered-read", partitions=1, replication_factor=3, **TIERED)
     acked: dict = {}
     produce(cluster, "tiered-read", 4000, 0, acked)
@@ -83,9 +105,8 @@ def test_closed_segments_go_to_remote_storage_and_a_consumer_still_reads_everyth
     # Every broker drops the local segments remote storage holds, beyond local.retention.bytes.
     wait_until(lambda: all(local_bases(cluster, b, "tiered-read")[0] > 0 for b in range(3)), 60,
                "every replica to drop its oldest local segments")
-    objects = remote_objects(remote)
-    assert any(p.suffix == ".log" for p in objects) and any(p.suffix == ".meta" for p in objects), objects
-    names = [str(p.relative_to(remote)) for p in objects]
+    names = remote_keys(tiered.storage)
+    assert any(n.endswith(".log") for n in names) and any(n.endswith(".meta") for n in names), names
     # <cluster id>/<topic id>/<partition>/<base>-<end>-e<leader epoch>.log|.meta
     assert all(re.fullmatch(r"[^/]+/[^/]+/0/\d{20}-\d{20}-e\d+\.(log|meta)", n) for n in names), names
     first_local = local_bases(cluster, leader, "tiered-read")[0]
