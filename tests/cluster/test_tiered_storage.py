@@ -114,3 +114,29 @@ def test_closed_segments_go_to_remote_storage_and_a_consumer_still_reads_everyth
     read = read_from_zero(cluster, "tiered-read", 4000)
     check_history(acked, read)
     assert read[0][1] == 0, "the consumer did not start at offset 0, below the local log start"
+
+
+def test_read_committed_from_remote_segments_skips_aborted_transactions(tiered) -> None:
+    cluster = tiered.cluster
+    create_topic(cluster, "tiered-txn", partitions=1, replication_factor=3, **TIERED)
+    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, transactional_id=f"tt-{tiered.kind}",
+                                       linger_ms=2, batch_size_bytes=4096))
+    committed: list[bytes] = []
+    try:
+        producer.init_transactions()
+        for t in range(40):
+            producer.begin_transaction()
+            values = [b"t%03d-%03d" % (t, i) + b"." * 100 for i in range(50)]
+            for value in values:
+                producer.produce("tiered-txn", value)
+            if t % 3 == 1:
+                producer.abort_transaction()
+            else:
+                producer.commit_transaction()
+                committed += values
+    finally:
+        producer.close()
+    leader = partition_info(cluster, "tiered-txn", 0).leader
+    wait_until(lambda: local_bases(cluster, leader, "tiered-txn")[0] > 0, 60, "local segments to go")
+    read = read_from_zero(cluster, "tiered-txn", len(committed), isolation_level="read_committed")
+    assert [value for _, _, value in read] == committed
