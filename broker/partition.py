@@ -68,7 +68,7 @@ from kanal.broker.producer_state import (
     producer_batches_in,
 )
 from kanal.broker.read_replica import FollowerView
-from kanal.broker.remote_fetch import RemoteReadNeeded, RemoteReadSpec
+from kanal.broker.remote_fetch import RemoteReader, RemoteReadNeeded, RemoteReadSpec
 from kanal.broker.remote_log_manager import UploadJob
 from kanal.broker.replication_throttle import ReplicationThrottle
 from kanal.broker.storage.ids import LeaderEpoch, Offset
@@ -705,6 +705,28 @@ class Partition:
             if found is None or found[0] >= visible_end:
                 return -1, -1
             return found
+
+    def remote_offset_for_timestamp(self, timestamp_ms: int, reader: RemoteReader, *,
+                                    read_committed: bool = False) -> tuple[int, int] | None:
+        """ListOffsets by timestamp over the part of a tiered log that only remote storage holds: the
+        first remote segment (below the local log start) with a record that late is searched, off the
+        partition lock (blocking I/O: the caller runs on the remote reader's pool). None: not there, ask
+        the local log (`list_offset`). (-1, -1) when the offset found is not visible yet."""
+        with self.lock:
+            self.require_leader()
+            remote = self.remote
+            if remote is None or timestamp_ms < 0:
+                return None
+            local_start, log_start = self.log.log_start_offset, self.log_start_offset
+            candidates = [seg for seg in remote.segments
+                          if seg.base_offset < local_start and seg.max_timestamp_ms >= timestamp_ms]
+            visible_end = self.last_stable_offset if read_committed else self.high_watermark
+        for segment in candidates:
+            found = reader.offset_for_timestamp(self.topic_id, self.partition_id, segment, timestamp_ms,
+                                                log_start)
+            if found is not None:
+                return found if found[0] < visible_end else (-1, -1)
+        return None
 
     # ---- maintenance ----
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,13 +34,22 @@ from kanal.broker.storage.remote_segment_meta import RemoteSegmentMeta, decode_m
 from kanal.broker.storage.remote_storage import ObjectMissing, RemoteStorage, RemoteStorageError
 from kanal.metadata.image import RemoteSegment
 from kanal.v1 import broker_pb2
-from kanal.v1.batch import BROKER_SUFFIX_BYTES, ENTRY_HEADER, ENTRY_HEADER_BYTES, read_broker_suffix
+from kanal.v1.batch import (
+    BROKER_SUFFIX_BYTES,
+    ENTRY_HEADER,
+    ENTRY_HEADER_BYTES,
+    decode_records,
+    parse_batch,
+    read_broker_suffix,
+    scan_batch,
+)
 from kanal.v1.error import ErrorCode, KanalError
 
 if TYPE_CHECKING:
     from kanal.broker.metrics import BrokerMetrics
 
-_OFFSET_ENTRY = struct.Struct(">II")
+_OFFSET_ENTRY = struct.Struct(">II")  # offset_index.py's entry
+_TIME_ENTRY = struct.Struct(">qI")  # time_index.py's entry
 META_CACHE_ENTRIES_MAX = 1024
 
 
@@ -121,6 +130,41 @@ class RemoteReader:
         for producer_id, first_offset in spec.aborted if data else ():
             out.aborted_transactions.add(producer_id=producer_id, first_offset=first_offset)
         return len(data)
+
+    def offset_for_timestamp(self, topic_id: str, partition: int, segment: RemoteSegment, timestamp_ms: int,
+                             log_start_offset: int) -> tuple[int, int] | None:
+        """The first offset of `segment` at or after `log_start_offset` whose record timestamp is >=
+        `timestamp_ms`, with that timestamp (Log.offset_for_timestamp's rule, over the remote copy: the
+        `.meta` time index says where to start, the batches say the rest); None when none is."""
+        try:
+            return self._offset_for_timestamp(topic_id, partition, segment, timestamp_ms, log_start_offset)
+        except ObjectMissing:
+            return None  # deleted by retention since: nothing of it is readable any more
+        except RemoteStorageError as exc:
+            raise KanalError(ErrorCode.STORAGE_ERROR, f"remote storage: {exc}") from None
+
+    def _offset_for_timestamp(self, topic_id: str, partition: int, segment: RemoteSegment, timestamp_ms: int,
+                              log_start_offset: int) -> tuple[int, int] | None:
+        log_key, _ = self._keys(topic_id, partition, segment)
+        meta = self.meta(topic_id, partition, segment)
+        position = meta.position_before(meta.relative_offset_before(timestamp_ms))
+        size = segment.size_bytes
+        while position + ENTRY_HEADER_BYTES <= size:
+            (length, _) = ENTRY_HEADER.unpack(self._bytes(log_key, size, position, ENTRY_HEADER_BYTES))
+            entry = self._bytes(log_key, size, position, ENTRY_HEADER_BYTES + length)
+            position += ENTRY_HEADER_BYTES + length
+            body = entry[ENTRY_HEADER_BYTES:]
+            if read_broker_suffix(body).last_offset < log_start_offset:
+                continue
+            if scan_batch(body).max_timestamp_ms < timestamp_ms:
+                continue
+            batch = parse_batch(body)
+            for record in decode_records(batch):
+                offset = batch.base_offset + record.offset_delta
+                ts = batch.first_timestamp_ms + record.timestamp_delta_ms
+                if ts >= timestamp_ms and offset >= log_start_offset:
+                    return offset, ts
+        return None
 
     def meta(self, topic_id: str, partition: int, segment: RemoteSegment) -> _Meta:
         """The segment's `.meta` object, decoded, with its offset index unpacked (cached)."""
@@ -205,7 +249,7 @@ class RemoteReader:
 class _Meta:
     """A decoded `.meta` object with its offset index unpacked for lookups."""
 
-    __slots__ = ("meta", "positions", "relatives")
+    __slots__ = ("meta", "positions", "relatives", "time_relatives", "timestamps")
 
     def __init__(self, meta: RemoteSegmentMeta) -> None:
         self.meta = meta
@@ -213,6 +257,16 @@ class _Meta:
                    for i in range(0, len(meta.offset_index) - _OFFSET_ENTRY.size + 1, _OFFSET_ENTRY.size)]
         self.relatives = [relative for relative, _ in entries]
         self.positions = [position for _, position in entries]
+        times = [_TIME_ENTRY.unpack_from(meta.time_index, i)
+                 for i in range(0, len(meta.time_index) - _TIME_ENTRY.size + 1, _TIME_ENTRY.size)]
+        self.timestamps = [ts for ts, _ in times]
+        self.time_relatives = [relative for _, relative in times]
+
+    def relative_offset_before(self, timestamp_ms: int) -> int:
+        """Relative offset to scan from for the first batch with max timestamp >= `timestamp_ms` (the
+        time index's rule, time_index.py)."""
+        i = bisect_left(self.timestamps, timestamp_ms)
+        return self.time_relatives[i - 1] if i else 0
 
     def position_before(self, relative_offset: int) -> int:
         """Position of the last indexed batch starting at or before `relative_offset` (0 when none)."""

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kanal.broker.producer_snapshot import decode_snapshot
 from kanal.broker.producer_state import ProducerStateTable
@@ -60,7 +60,6 @@ from kanal.v1.error import ErrorCode, KanalError
 
 if TYPE_CHECKING:
     from kanal.broker.metrics import BrokerMetrics
-    from kanal.broker.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +99,17 @@ class UploadJob:
     remote: RemoteLog | None  # the partition's remote log in the image the leader had when pinning
 
 
+class UploadSource(Protocol):
+    """What the manager needs of a hosted partition (Partition; a Protocol so this module sits below it)."""
+
+    topic_id: str
+    partition_id: int
+
+    def remote_upload_candidate(self, recorded_end: int | None = None) -> UploadJob | None: ...
+
+    def remote_upload_lag(self) -> tuple[int, int]: ...
+
+
 @dataclass(slots=True)
 class _Backoff:
     next_try_ms: int = 0
@@ -136,7 +146,7 @@ class RemoteLogManager:
         with self._lock:
             return set(self._inflight)
 
-    def tick(self, partitions: Iterable[Partition], now_ms: int) -> None:
+    def tick(self, partitions: Iterable[UploadSource], now_ms: int) -> None:
         """Start the uploads that are due (called from the broker's maintenance loop)."""
         lag_segments = lag_bytes = 0
         for part in partitions:
@@ -168,7 +178,7 @@ class RemoteLogManager:
             carried = self._carried.get(key)
         return carried.end_offset if carried is not None else None
 
-    def _run(self, part: Partition, key: PartitionKey, job: UploadJob, now_ms: int) -> None:
+    def _run(self, part: UploadSource, key: PartitionKey, job: UploadJob, now_ms: int) -> None:
         """Upload `job`, then the segments after it while there are some, up to UPLOADS_PER_RUN_MAX (a
         backlog drains without waiting a maintenance tick per segment; other partitions get their turn
         after that many). The next one starts where the controller recorded this one's end, before this

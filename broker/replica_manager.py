@@ -503,8 +503,13 @@ class ReplicaManager:
                 out = out_topic.partitions.add(partition=q.partition, offset=-1, timestamp_ms=-1)
                 try:
                     part = self.partition(topic_query.topic, q.partition)
-                    out.offset, out.timestamp_ms = part.list_offset(
-                        q.timestamp_ms, read_committed=request.isolation_level == broker_pb2.READ_COMMITTED)
+                    committed = request.isolation_level == broker_pb2.READ_COMMITTED
+                    found = None
+                    if self.remote_reader is not None and q.timestamp_ms >= 0:
+                        found = part.remote_offset_for_timestamp(q.timestamp_ms, self.remote_reader,
+                                                                 read_committed=committed)
+                    out.offset, out.timestamp_ms = found if found is not None else part.list_offset(
+                        q.timestamp_ms, read_committed=committed)
                 except KanalError as exc:
                     out.error = exc.code
         return reply

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 import pytest
 
 from kanal.broker.storage.remote_storage import RemoteStorage, open_remote_storage
+from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer, ProducerConfig
 from kanal.deploy.local_cluster import LocalCluster
+from kanal.v1 import broker_pb2
 
 from .conftest import BROKER_FLAGS, CONTROLLER_FLAGS, check_history, create_topic, partition_info, wait_until
 from .history import produce_history
@@ -140,3 +142,31 @@ def test_read_committed_from_remote_segments_skips_aborted_transactions(tiered) 
     wait_until(lambda: local_bases(cluster, leader, "tiered-txn")[0] > 0, 60, "local segments to go")
     read = read_from_zero(cluster, "tiered-txn", len(committed), isolation_level="read_committed")
     assert [value for _, _, value in read] == committed
+
+
+def test_list_offsets_by_timestamp_finds_records_in_remote_segments(tiered) -> None:
+    cluster = tiered.cluster
+    create_topic(cluster, "tiered-time", partitions=1, replication_factor=3, **TIERED)
+    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", linger_ms=2,
+                                       batch_size_bytes=4096))
+    base_ms = 1_700_000_000_000
+    try:
+        for i in range(3000):  # record i has timestamp base + 10 * i: offset i is the first at or after it
+            producer.produce("tiered-time", b"%05d" % i + b"." * 60, timestamp=base_ms + 10 * i)
+        assert producer.flush(60)
+    finally:
+        producer.close()
+    leader = partition_info(cluster, "tiered-time", 0).leader
+    wait_until(lambda: local_bases(cluster, leader, "tiered-time")[0] > 1000, 60, "local segments to go")
+    first_local = local_bases(cluster, leader, "tiered-time")[0]
+    md = ClusterMetadata(cluster.bootstrap)
+    try:
+        endpoint = md.refresh(["tiered-time"]).brokers[leader]
+        for offset in (0, 7, 555, first_local - 1, first_local, 2999):
+            request = broker_pb2.ListOffsetsRequest()
+            request.topics.add(topic="tiered-time").partitions.add(partition=0,
+                                                                  timestamp_ms=base_ms + 10 * offset - 5)
+            answer = md.stub(endpoint).ListOffsets(request, timeout=30).topics[0].partitions[0]
+            assert (answer.error, answer.offset, answer.timestamp_ms) == (0, offset, base_ms + 10 * offset)
+    finally:
+        md.close()
