@@ -1,7 +1,13 @@
 """`kanal dump-log PATH...`: what a partition's files hold, read offline (Kafka's kafka-dump-log).
 
 PATH is a segment file (`.log`, `.index`, `.timeindex`) or a partition directory (every segment's three
-files, in offset order). Nothing is opened for writing and nothing is recovered: the files are read as
+files, in offset order), or a remote segment's `.log` object by URL (tiered storage: `file:///...` or
+`s3://bucket/prefix/<cluster id>/<topic id>/<partition>/<base>-<end>-e<epoch>.log`, with
+`--remote-storage-endpoint` for an S3-compatible store and credentials from the `AWS_*` variables): the
+object is read in range reads and walked like a file, and the offset and time indexes in the `.meta`
+object beside it are checked against it as a file's `.index` and `.timeindex` are.
+
+Nothing is opened for writing and nothing is recovered: the files are read as
 they are, so a broker's live or copied directory can be inspected (storage/segment_walk.py maps them
 read-only).
 
@@ -28,6 +34,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kanal.broker.storage.remote_keys import parse_object_name
+from kanal.broker.storage.remote_segment_meta import decode_meta
+from kanal.broker.storage.remote_segment_walk import walk_remote_segment
+from kanal.broker.storage.remote_storage import (
+    ObjectMissing,
+    RemoteStorage,
+    RemoteStorageError,
+    open_remote_storage,
+)
 from kanal.broker.storage.segment import segment_file_name
 from kanal.broker.storage.segment_walk import mapped_segment, walk_segment
 from kanal.commands.record_text import as_text, put_bytes
@@ -93,11 +108,24 @@ def walk_log(path: Path) -> Iterator[Entry | CorruptEntry]:
         os.close(fd)
 
 
+def walk_remote_log(storage: RemoteStorage, key: str, size_bytes: int, base_offset: int
+                    ) -> Iterator[Entry | CorruptEntry]:
+    """walk_log of a remote segment's object (range reads)."""
+    try:
+        yield from walk_remote_segment(storage, key, size_bytes, base_offset)
+    except CorruptEntry as exc:
+        yield exc
+
+
 def summarize_log(path: Path) -> LogSummary:
+    return summarize_entries(walk_log(path))
+
+
+def summarize_entries(entries: Iterator[Entry | CorruptEntry]) -> LogSummary:
     starts: dict[int, int] = {}
     through: dict[int, int] = {}
     running = -1
-    for item in walk_log(path):
+    for item in entries:
         if isinstance(item, CorruptEntry):
             break
         header = item.header
@@ -110,14 +138,18 @@ def summarize_log(path: Path) -> LogSummary:
 
 
 def dump_log_file(path: Path, out: Printer, print_data: bool) -> None:
-    out.emit("file", f"file {path}", path=str(path))
-    for item in walk_log(path):
+    dump_entries(str(path), walk_log(path), out, print_data)
+
+
+def dump_entries(name: str, entries: Iterator[Entry | CorruptEntry], out: Printer, print_data: bool) -> None:
+    out.emit("file", f"file {name}", path=name)
+    for item in entries:
         if isinstance(item, CorruptEntry):
             out.emit("damage", f"DAMAGED {item.message}", position=item.position, reason=item.message)
             return
         header, suffix = item.header, item.suffix
         if header is None:  # walk_segment always checks; a missing header is a bug in the walk
-            raise RuntimeError(f"{path}: entry at {item.position} was not checked")
+            raise RuntimeError(f"{name}: entry at {item.position} was not checked")
         fields = {
             "position": item.position,
             "size_bytes": item.size,
@@ -180,13 +212,12 @@ def _dump_records(item: Entry, out: Printer) -> None:
         )
 
 
-def _index_rows(path: Path, entry: struct.Struct, out: Printer) -> list[tuple[int, int]]:
-    data = path.read_bytes()
+def _index_rows(name: str, data: bytes, entry: struct.Struct, out: Printer) -> list[tuple[int, int]]:
     if len(data) % entry.size:
-        out.emit("damage", f"DAMAGED {path.name}: {len(data)} bytes, not a multiple of {entry.size}",
+        out.emit("damage", f"DAMAGED {name}: {len(data)} bytes, not a multiple of {entry.size}",
                  reason="torn index file")
     whole = len(data) - len(data) % entry.size
-    return [tuple(row) for row in entry.iter_unpack(data[:whole])]  # type: ignore[misc]
+    return [tuple(row) for row in entry.iter_unpack(data[:whole])]
 
 
 def _offset_entry(row: tuple[int, int], base: int, summary: LogSummary | None) -> tuple[dict, bool | None]:
@@ -213,17 +244,24 @@ _INDEXES = {
 
 def dump_index_file(path: Path, out: Printer) -> None:
     """An .index or .timeindex file, each entry checked against the .log beside it when there is one."""
-    kind, layout, read_row = _INDEXES[path.suffix]
-    out.emit("file", f"file {path}", path=str(path))
     log_path = path.with_suffix(".log")
     summary = summarize_log(log_path) if log_path.exists() else None
-    for row in _index_rows(path, layout, out):
-        fields, ok = read_row(row, int(path.stem), summary)
+    dump_index(str(path), path.suffix, path.read_bytes(), int(path.stem), summary, out)
+
+
+def dump_index(name: str, suffix: str, data: bytes, base_offset: int, summary: LogSummary | None,
+               out: Printer) -> None:
+    """An index's entries (`suffix` .index or .timeindex: its layout), each checked against the summary of
+    its segment's log when there is one."""
+    kind, layout, read_row = _INDEXES[suffix]
+    out.emit("file", f"file {name}", path=name)
+    for row in _index_rows(name, data, layout, out):
+        fields, ok = read_row(row, base_offset, summary)
         verdict = "unchecked (no .log)" if ok is None else "ok" if ok else "MISMATCH"
         out.emit(kind, " ".join(f"{k}: {v}" for k, v in fields.items()) + f" check: {verdict}",
                  **fields, check=verdict)
         if ok is False:
-            out.emit("damage", f"DAMAGED {path.name}: entry {fields} does not match the log", **fields,
+            out.emit("damage", f"DAMAGED {name}: entry {fields} does not match the log", **fields,
                      reason=f"{kind} entry does not match the log")
 
 
@@ -233,17 +271,57 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print what a partition's segment files hold, read offline (Kafka's kafka-dump-log).",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="a .log, .index or .timeindex file, or a partition directory")
+                        help="a .log, .index or .timeindex file, a partition directory, or a remote "
+                             "segment's .log object by URL (file:///..., "
+                             "s3://bucket/prefix/.../<base>-<end>-e<epoch>.log)")
+    parser.add_argument("--remote-storage-endpoint", default="", metavar="URL",
+                        help="the endpoint of an S3-compatible store for s3:// URLs (http://host:port); "
+                             "credentials from the AWS_* variables")
     parser.add_argument("--print-data", action="store_true", help="print every record of every batch too")
     parser.add_argument("--output", choices=("text", "json"), default="text",
                         help="text (default), or one JSON object per line")
     return parser
 
 
+def dump_remote_segment(url: str, endpoint: str, out: Printer, print_data: bool) -> None:
+    """A remote segment's `.log` object, walked over range reads, then the indexes of the `.meta` object
+    beside it checked against it (module docstring). A storage failure is damage: the object could not be
+    read."""
+    root, _, name = url.rpartition("/")
+    base_offset = parse_object_name(name)[0]  # type: ignore[index]  # main checked the name
+    storage = open_remote_storage(root, endpoint=endpoint)
+    meta_name = name[:-len(".log")] + ".meta"
+    try:
+        size = storage.head(name).size
+        dump_entries(url, walk_remote_log(storage, name, size, base_offset), out, print_data)
+        try:
+            meta = decode_meta(storage.get_range(meta_name, 0, storage.head(meta_name).size))
+        except ObjectMissing:
+            missing = f"{root}/{meta_name}"
+            out.emit("file", f"file {missing}: missing (indexes not checked)", path=missing)
+            return
+        summary = summarize_entries(walk_remote_log(storage, name, size, base_offset))
+        for what, suffix, data in (("offset index", ".index", meta.offset_index),
+                                   ("time index", ".timeindex", meta.time_index)):
+            dump_index(f"{root}/{meta_name} ({what})", suffix, data, meta.base_offset, summary, out)
+    except (RemoteStorageError, KanalError) as exc:
+        out.emit("damage", f"DAMAGED {url}: {exc}", reason=str(exc))
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    files: list[Path] = []
+    files: list[Path | str] = []  # a str: a remote segment's URL
     for raw in args.paths:
+        if "://" in raw:
+            if parse_object_name(raw.rpartition("/")[2]) is None or not raw.endswith(".log"):
+                return command_error("kanal dump-log: error", f"{raw}: not a remote segment's .log "
+                                     "object (<base>-<end>-e<epoch>.log)", exit_status=EXIT_USAGE)
+            try:
+                open_remote_storage(raw.rpartition("/")[0], endpoint=args.remote_storage_endpoint)
+            except KanalError as exc:
+                return command_error("kanal dump-log: error", exc.message, exit_status=EXIT_USAGE)
+            files.append(raw)
+            continue
         path = Path(raw)
         if not path.exists():
             return command_error(
@@ -254,9 +332,11 @@ def main(argv: list[str]) -> int:
         except ValueError as exc:
             return command_error("kanal dump-log: error", str(exc), exit_status=EXIT_USAGE)
     out = Printer(args.output == "json")
-    for path in files:
-        if path.suffix == ".log":
-            dump_log_file(path, out, args.print_data)
+    for item in files:
+        if isinstance(item, str):
+            dump_remote_segment(item, args.remote_storage_endpoint, out, args.print_data)
+        elif item.suffix == ".log":
+            dump_log_file(item, out, args.print_data)
         else:
-            dump_index_file(path, out)
+            dump_index_file(item, out)
     return EXIT_DAMAGED if out.damaged else EXIT_OK

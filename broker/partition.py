@@ -96,6 +96,9 @@ class PartitionRole(StrEnum):
 
 LEADER, FOLLOWER = PartitionRole.LEADER, PartitionRole.FOLLOWER
 _REPLAY_CHUNK_BYTES = 8 << 20
+# ListOffsets' timestamp for the local log's start (Kafka's EARLIEST_LOCAL_TIMESTAMP): on a tiered partition
+# -2 answers the remote log's start, this the first offset still on the leader's disk.
+EARLIEST_LOCAL_TIMESTAMP = -4
 _request_ids = itertools.count(1)
 
 
@@ -693,6 +696,8 @@ class Partition:
             visible_end = self.last_stable_offset if read_committed else self.high_watermark
             if timestamp_ms == -2:
                 return self.log_start_offset, -1
+            if timestamp_ms == EARLIEST_LOCAL_TIMESTAMP:
+                return self.log.log_start_offset, -1
             if timestamp_ms == -1:
                 if not leader.high_watermark_established:
                     raise KanalError(
@@ -700,7 +705,8 @@ class Partition:
                     )
                 return visible_end, -1
             if timestamp_ms < 0:
-                raise KanalError(ErrorCode.INVALID_REQUEST, f"timestamp {timestamp_ms} is not -2, -1 or >= 0")
+                raise KanalError(ErrorCode.INVALID_REQUEST,
+                                 f"timestamp {timestamp_ms} is not -4, -2, -1 or >= 0")
             found = self.log.offset_for_timestamp(timestamp_ms)
             if found is None or found[0] >= visible_end:
                 return -1, -1

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kanal.broker.producer_snapshot import decode_snapshot
 from kanal.broker.producer_state import ProducerStateTable
 from kanal.broker.remote_segment_state import SegmentEndState, chain_segment
+from kanal.broker.storage.remote_keys import segment_keys as segment_keys  # noqa: PLC0414 (remote_fetch's)
 from kanal.broker.storage.remote_segment_index import describe_segment_bytes
 from kanal.broker.storage.remote_segment_meta import RemoteSegmentMeta, decode_meta, encode_meta
 from kanal.broker.storage.remote_storage import ObjectExists, RemoteStorage, RemoteStorageError
@@ -66,20 +67,6 @@ log = logging.getLogger(__name__)
 RETRY_BACKOFF_MS_MIN = 100
 UPLOADS_PER_RUN_MAX = 8
 PartitionKey = tuple[str, int]  # (topic id, partition)
-
-
-def segment_keys(cluster_id: str, topic_id: str, partition: int, base_offset: int, end_offset: int,
-                 leader_epoch: int) -> tuple[str, str]:
-    """The keys of a remote segment's data and metadata objects. The cluster id keeps clusters that share a
-    bucket apart; the topic id (never reused) keeps a recreated topic's objects apart from the deleted
-    one's; the uploader's leader epoch makes two leaders' uploads of the same offsets two objects."""
-    stem = f"{cluster_id}/{topic_id}/{partition}/{base_offset:020d}-{end_offset:020d}-e{leader_epoch}"
-    return f"{stem}.log", f"{stem}.meta"
-
-
-def partition_prefix(cluster_id: str, topic_id: str, partition: int | None = None) -> str:
-    """The key prefix of a topic's objects, or of one partition's."""
-    return f"{cluster_id}/{topic_id}/" + ("" if partition is None else f"{partition}/")
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,8 @@ TOPIC = metadata_pb2.CONFIG_RESOURCE_TOPIC
 _RETRY_BACKOFF_S = 0.05
 _ATTEMPT_TIMEOUT_S_MIN = 0.1
 BROKER = metadata_pb2.CONFIG_RESOURCE_BROKER
+# ListOffsets' timestamp for the local log's start (broker.proto; Kafka's EARLIEST_LOCAL_TIMESTAMP).
+EARLIEST_LOCAL_TIMESTAMP = -4
 R = TypeVar("R")
 
 
@@ -391,6 +393,14 @@ class Admin:
         earliest = self._list_offsets(topic, partitions, -2)
         latest = self._list_offsets(topic, partitions, -1)
         return {p: (earliest[p], latest[p]) for p in partitions}
+
+    def tiered_log_starts(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        """(log start offset, local log start offset) of each partition, from its leader (ListOffsets -2 and
+        -4): on a tiered partition (remote.storage.enable) the first is the remote log's start, the second
+        the first offset on the leader's disk; without remote segments they are equal."""
+        earliest = self._list_offsets(topic, partitions, -2)
+        local = self._list_offsets(topic, partitions, EARLIEST_LOCAL_TIMESTAMP)
+        return {p: (earliest[p], local[p]) for p in partitions}
 
     def _list_offsets(self, topic: str, partitions: list[int], timestamp_ms: int) -> dict[int, int]:
         return {p: self._list_offset(topic, p, timestamp_ms) for p in partitions}

@@ -20,7 +20,7 @@ import sys
 import time
 
 from kanal.clients.acls_cli import add_acls_parser
-from kanal.clients.admin import BROKER, TOPIC, Admin
+from kanal.clients.admin import BROKER, TOPIC, Admin, TopicDescription
 from kanal.clients.cli_formats import compile_format, parse_duration_ms, parse_timestamp_ms
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.operations_cli import add_operations_parsers
@@ -148,14 +148,16 @@ def topics_describe(args) -> int:
         names = [args.name] if args.name else admin.list_topics()
         descriptions = [admin.describe_topic(n) for n in names]
         keep = {d.name: _partition_filter(args, admin, d.name) for d in descriptions}
-    if any(keep.values()):  # only the partitions asked for, and only topics that have some
-        for d in descriptions:
-            d.partitions[:] = [p for p in d.partitions if keep[d.name](p)]
-        descriptions = [d for d in descriptions if d.partitions]
+        if any(keep.values()):  # only the partitions asked for, and only topics that have some
+            for d in descriptions:
+                d.partitions[:] = [p for p in d.partitions if keep[d.name](p)]
+            descriptions = [d for d in descriptions if d.partitions]
+        starts = {d.name: _tiered_starts(admin, d) for d in descriptions}
     data = [{"name": d.name, "topic_id": d.topic_id, "internal": d.internal, "configs": d.configs,
              "partitions": [{"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
                              "replicas": list(p.replicas), "isr": list(p.isr),
-                             **({"offline_reason": p.offline_reason} if p.offline_reason else {})}
+                             **({"offline_reason": p.offline_reason} if p.offline_reason else {}),
+                             **_start_fields(starts[d.name], p.partition)}
                             for p in d.partitions]}
             for d in descriptions]
     lines = []
@@ -163,11 +165,38 @@ def topics_describe(args) -> int:
         configs = ",".join(f"{k}={v}" for k, v in sorted(d.configs.items())) or "-"
         lines.append(f"topic {d.name}  id {d.topic_id}  partitions {len(d.partitions)}  configs {configs}")
         for p in d.partitions:
+            fields = _start_fields(starts[d.name], p.partition)
             lines.append(f"  partition {p.partition:>3}  leader {p.leader:>3}  epoch {p.leader_epoch:>3}  "
                          f"replicas {list(p.replicas)}  isr {list(p.isr)}"
-                         + (f"  offline: {p.offline_reason}" if p.offline_reason else ""))
+                         + (f"  offline: {p.offline_reason}" if p.offline_reason else "")
+                         + "".join(f"  {k.replace('_', ' ')} {v}" for k, v in fields.items()))
     _print(args, lines, data)
     return 0
+
+
+def _tiered_starts(admin: Admin, d: TopicDescription) -> dict[int, tuple[int, int] | None] | None:
+    """For a topic with remote.storage.enable (its own or the cluster default): each partition's log start
+    (the remote log's, ListOffsets -2) and local log start (-4), None for a partition without a leader to
+    ask; None for a topic without tiered storage."""
+    entries = {e.key: e.value for e in admin.describe_configs(TOPIC, d.name)}
+    if entries.get("remote.storage.enable", "false").lower() != "true":
+        return None
+    found: dict[int, tuple[int, int] | None] = {}
+    for p in d.partitions:
+        try:
+            found[p.partition] = admin.tiered_log_starts(d.name, [p.partition])[p.partition]
+        except KanalError as exc:
+            if not exc.retriable:
+                raise
+            found[p.partition] = None  # leaderless until the request timeout: shown as unknown
+    return found
+
+
+def _start_fields(starts: dict[int, tuple[int, int] | None] | None, partition: int) -> dict[str, object]:
+    if starts is None:
+        return {}
+    got = starts.get(partition)
+    return {"log_start": got[0] if got else None, "local_log_start": got[1] if got else None}
 
 
 def topics_delete(args) -> int:

@@ -18,6 +18,8 @@ the log. The tables are aggregated from them per partition and written as Parque
 | broker_events | registrations, fencing, unfencing (with fenced duration), unregistrations |
 | config_changes | topic/broker config and client quota changes, value before/after, principal |
 | acl_changes | access-control entries added and removed: resource, grantee@host (`key`), what it allows or denies, and the principal who changed it |
+| remote_uploads | tiered storage: every remote segment recorded: topic, partition, base/end offsets (end exclusive), size, the uploader's leader epoch and broker, metadata offset and time |
+| remote_deletions | tiered storage: every move of a partition's remote log start (remote retention): topic, partition, new start, reason, segments and bytes dropped |
 | partition_health | intervals a partition was under-replicated or offline, with durations |
 | broker_fencing | intervals a broker was fenced, with durations and reasons |
 | partition_summary | per topic id and partition: leader changes, last leader epoch, ISR shrinks/expands, ms under-replicated, ms offline, deleted (a name re-created is another topic id, another row) |
@@ -63,6 +65,8 @@ LIFECYCLE_EVENTS = ("topic_created", "partitions_increased", "topic_deleted")
 BROKER_EVENTS = ("broker_registered", "broker_fenced", "broker_unfenced", "broker_unregistered")
 CONFIG_EVENTS = ("config_set", "config_removed", "quota_set", "quota_removed")
 ACL_EVENTS = ("acl_added", "acl_removed")
+REMOTE_UPLOAD_EVENT = "remote_segment_uploaded"
+REMOTE_START_EVENT = "remote_log_start_moved"
 
 
 @dataclass(slots=True)
@@ -176,6 +180,12 @@ def history_frames(spark: SparkSession, replayed: ReplayOutput) -> dict[str, Dat
             "request_id",
             "detail",
         ),
+        "remote_uploads": ordered.where(F.col("event") == REMOTE_UPLOAD_EVENT).select(
+            "offset", "time", "topic", "topic_id", "partition", "base_offset", "end_offset", "size_bytes",
+            "leader_epoch", "broker_id", "principal"),
+        "remote_deletions": ordered.where(F.col("event") == REMOTE_START_EVENT).select(
+            "offset", "time", "topic", "topic_id", "partition", "log_start_offset", "reason",
+            F.col("size_bytes").alias("bytes_dropped"), "detail", "principal"),
         "partition_health": intervals_df.where(F.col("kind") != "fenced")
         .orderBy(*interval_order())
         .drop("broker_id", "broker_epoch"),

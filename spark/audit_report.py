@@ -197,6 +197,17 @@ def audit_html(result: AuditResult) -> str:
             "acl_changes",
             ("time", "event", "resource_type", "resource", "key", "value_before", "value_after", "principal"),
         ),
+        (
+            "Remote uploads (tiered storage)",
+            "remote_uploads",
+            ("time", "topic", "partition", "base_offset", "end_offset", "size_bytes", "leader_epoch",
+             "broker_id"),
+        ),
+        (
+            "Remote deletions (tiered storage)",
+            "remote_deletions",
+            ("time", "topic", "partition", "log_start_offset", "reason", "bytes_dropped", "detail"),
+        ),
     ):
         rows = report_rows(result.tables[name], *cols, rows_max=TABLE_ROWS_MAX)
         # The events tables grow with the log: count them in Spark only when the HTML shows a part.

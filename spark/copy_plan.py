@@ -18,6 +18,15 @@ The high-water mark is not on disk (brokers keep it in memory), so the committed
 in the metadata image (metadata_files.py reads it from the controllers' directories under the same root;
 replica_history.py has the rule).
 
+Tiered storage (issue 44). With the cluster's remote storage given (`RemoteStore`), a partition whose
+topic the image knows and whose remote log the image holds (metadata/image.py RemoteLog) is read from the
+remote log's start: the remote segments holding offsets in [remote log start, the current copy's log
+start) come first in the current copy's segment list (`RemoteSegmentFile`, keys from
+kanal.broker.storage.remote_keys), each up to the next segment's base as local files are, and the current
+copy, chosen and bounded by the same rules, after them. A remote segment is committed by construction
+(uploaded only below the high-water mark and the last stable offset). The store is never listed: the image
+says which objects hold the partition.
+
 Tasks. Each partition's current copy is cut into `ReadItem`s of whole segment files of at most
 `group_bytes_max` bytes; a single segment file larger than that is cut into parts at its offset index
 entries (each part starts at an entry boundary, so it is walked like a file), and items are packed, in (topic,
@@ -27,6 +36,7 @@ that many bytes: one group is one Spark InputPartition.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +46,7 @@ from kanal.broker.storage.leader_epoch_cache import LeaderEpochCache
 from kanal.broker.storage.meta_properties import FILE_NAME as META_PROPERTIES_FILE
 from kanal.broker.storage.offset_index import OffsetIndex
 from kanal.broker.storage.partition_metadata import PARTITION_METADATA_FILE, read_topic_id
+from kanal.broker.storage.remote_keys import segment_keys
 from kanal.broker.storage.segment_walk import mapped_segment_file, walk_segment
 from kanal.metadata import MetadataImage
 from kanal.spark.range_reader import CopySegments, ReadItem
@@ -44,6 +55,8 @@ from kanal.spark.segment_files import (
     METADATA_DIR_NAME,
     METADATA_TOPIC,
     PartitionCopy,
+    RemoteSegmentFile,
+    RemoteStore,
     SegmentFile,
     find_partition_copies,
     group_segments,
@@ -199,9 +212,11 @@ def _facts(image: MetadataImage | None, topic: str, partition: int) -> Partition
 
 
 def data_plan(root: Path, image: MetadataImage | None, topics: frozenset[str] | None = None,
-              include_internal: bool = False, image_note: str = "") -> ReadPlan:
+              include_internal: bool = False, image_note: str = "", remote: RemoteStore | None = None
+              ) -> ReadPlan:
     """Plans for the partition logs under `root` (the metadata log left out); `image`: the cluster as
-    the metadata log there describes it (None when there is none)."""
+    the metadata log there describes it (None when there is none); `remote`: the cluster's remote storage,
+    whose segments come before the local copies (module docstring)."""
     by_partition: dict[tuple[str, int], list[PartitionCopy]] = defaultdict(list)
     for c in find_partition_copies(root):
         if c.topic == METADATA_TOPIC or (topics is not None and c.topic not in topics):
@@ -213,10 +228,37 @@ def data_plan(root: Path, image: MetadataImage | None, topics: frozenset[str] | 
     copies: dict[str, PartitionCopy] = {}
     for (topic, partition), found in sorted(by_partition.items()):
         copies.update((c.directory, c) for c in found)
-        plans.append(
-            plan_partition(topic, partition, [copy_state(c) for c in found], _facts(image, topic, partition))
-        )
+        states = [copy_state(c) for c in found]
+        plan = plan_partition(topic, partition, states, _facts(image, topic, partition))
+        if remote is not None and image is not None and plan.primary is not None:
+            plan = _with_remote(plan, copies, image, remote)
+        plans.append(plan)
     return ReadPlan(tuple(plans), copies, (image_note,) if image_note else ())
+
+
+def _with_remote(plan: PartitionPlan, copies: dict[str, PartitionCopy], image: MetadataImage,
+                 remote: RemoteStore) -> PartitionPlan:
+    """`plan` read from the remote log's start, the remote segments below its current copy's start put
+    before that copy's files (module docstring)."""
+    held = image.topics.get(plan.topic)
+    remote_log = image.remote_log(held.topic_id, plan.partition) if held is not None else None
+    copy = copies.get(plan.primary or "")
+    if held is None or remote_log is None or copy is None or remote_log.log_start_offset >= plan.read_from:
+        return plan
+    wanted = [s for s in remote_log.segments
+              if s.end_offset > remote_log.log_start_offset and s.base_offset < plan.read_from]
+    if not wanted or wanted[-1].end_offset < plan.read_from:
+        # A gap between the remote log and the local copy (never, by the upload rules): read the copy only.
+        return dataclasses.replace(plan, notes=(*plan.notes, (remote_log.end_offset, (
+            f"{plan.topic}-{plan.partition}: the remote log ends at {remote_log.end_offset}, below the "
+            f"current copy's start {plan.read_from}: the remote segments are not read"))))
+    files = tuple(
+        RemoteSegmentFile(plan.topic, plan.partition, s.base_offset,
+                          segment_keys(image.cluster_id, held.topic_id, plan.partition, s.base_offset,
+                                       s.end_offset, s.leader_epoch)[0], s.size_bytes, remote)
+        for s in wanted)
+    copies[copy.directory] = dataclasses.replace(copy, segments=files + copy.segments)
+    return dataclasses.replace(plan, read_from=max(remote_log.log_start_offset, wanted[0].base_offset))
 
 
 def plan_notices(plan: ReadPlan) -> list[tuple[str | None, int | None, int, str]]:
@@ -318,8 +360,8 @@ def _cuts(segment: SegmentFile, part_bytes: int) -> list[tuple[int, int]]:
     """(byte position, offset) where parts of a segment larger than part_bytes begin: the first offset
     index entry at or past each multiple of part_bytes (the index maps a batch's base offset to where its
     entry begins). [] when the segment is small or its index is missing or damaged (read whole)."""
-    if segment.size_bytes <= part_bytes:
-        return []
+    if segment.size_bytes <= part_bytes or isinstance(segment, RemoteSegmentFile):
+        return []  # a remote segment is read whole (its offset index is in its .meta object)
     try:
         index = OffsetIndex(Path(segment.path).with_suffix(".index"), segment.base_offset)  # type: ignore[arg-type]
         index.load(segment.size_bytes)

@@ -15,6 +15,8 @@ Options (all optional):
 | `mode` | PERMISSIVE | PERMISSIVE: offsets no copy holds become a row with `_corrupt` and `_lost` set and the scan goes on; FAILFAST: the query fails at the first offsets no copy holds, with file and offset |
 | `bytesPerPartition` | 268435456 | segment bytes per Spark partition (whole files; a partition's files are split over several) |
 | `minPartitions` | CPU count | the least number of Spark partitions, of even size (not under 1 MiB each); without it, 1 when `bytesPerPartition` is given |
+| `remoteStorage` | | tiered storage: the cluster's remote storage URL (`s3://bucket/prefix`, `file:///dir`); each partition is read from its remote log's start, the remote segments below the committed copy's start through range reads (copy_plan.py), S3 credentials from the `AWS_*` variables |
+| `remoteStorageEndpoint` | | with `remoteStorage`: an S3-compatible store's endpoint (`http://host:port`) |
 | `isolationLevel` | read_uncommitted | as Kafka's `isolation.level`: read_committed stops at the last stable offset and drops aborted transactions' records (transactions.py) |
 
 Columns: columns.LOG_TABLE (topic, partition, offset, timestamp, key, value, headers, producer_id,
@@ -62,7 +64,7 @@ from kanal.spark.log_rows import entry_rows
 from kanal.spark.metadata_files import image_from_files
 from kanal.spark.pushdown import Pushed
 from kanal.spark.range_reader import Clipped, Notice, ReadItem, read_item
-from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT, SPLIT_BYTES_MIN
+from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT, SPLIT_BYTES_MIN, RemoteStore
 from kanal.spark.source_options import SourceOptions
 from kanal.spark.transactions import AbortedFilter, TxnView, partition_index, visible_items
 
@@ -124,11 +126,13 @@ class KanalLogPythonSource(KanalLogDataSource):
         return "kanal-log-python"
 
 
-def file_plan(root: Path, topics: frozenset[str] | None = None, include_internal: bool = False) -> ReadPlan:
+def file_plan(root: Path, topics: frozenset[str] | None = None, include_internal: bool = False,
+              remote: RemoteStore | None = None) -> ReadPlan:
     """The plan for reading the partition logs under `root`: the metadata image from the controllers'
-    copies there (when any), then each partition's committed copy (copy_plan.py)."""
+    copies there (when any), then each partition's committed copy (copy_plan.py), after its remote
+    segments when `remote` names the cluster's remote storage."""
     image, note = image_from_files(root)
-    return data_plan(root, image, topics, include_internal, note)
+    return data_plan(root, image, topics, include_internal, note, remote)
 
 
 def plan_groups(
@@ -187,7 +191,7 @@ class KanalLogReader(DataSourceReader):
                 if self.pushed.wants(p.topic, p.partition)]
             return parts or [ItemGroup(())]
         size = o.bytes_per_partition or LOG_TASK_BYTES_DEFAULT
-        plan = self.pushed.prune(file_plan(Path(o.path), o.topics, o.include_internal),
+        plan = self.pushed.prune(file_plan(Path(o.path), o.topics, o.include_internal, o.remote_store),
                                  offsets=not o.read_committed)
         for topic, partition, offset, text in plan_notices(plan):
             log.warning("kanal-log notice (%s): %s", _where(topic, partition, offset), text)

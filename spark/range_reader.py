@@ -11,6 +11,10 @@ giving what it can from where the previous one stopped: a stand-in is damaged to
 a lower offset, and the next one goes on from there. Replicas hold the same batches at the same offsets
 (followers copy batch bytes), so a range read from a stand-in is the same records.
 
+A tiered partition's current copy begins with its remote segments (segment_files.RemoteSegmentFile, put
+there by copy_plan.py), read through range reads of their objects; the local copies stand in only from
+their own starts on.
+
 What comes out, in offset order:
 
 - `Clipped`: an intact stored entry and the offsets of it to read ([lo, hi): a batch that crosses the
@@ -29,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kanal.spark.segment_files import SegmentFile
-from kanal.spark.segment_reader import SegmentDamage, StoredEntry, read_segment
+from kanal.spark.segment_reader import SegmentDamage, StoredEntry, read_segment_file
 from kanal.v1.error import ErrorCode, KanalError
 
 
@@ -113,7 +117,7 @@ def read_copy_range(segments: tuple[SegmentFile, ...], lo: int, hi: int, start_p
         if seg.base_offset >= hi:
             return
         start = start_position if n == 0 else 0
-        for stored in read_segment(seg.path, seg.base_offset, start, lo if start else None):
+        for stored in read_segment_file(seg, start, lo if start else None):
             if isinstance(stored, SegmentDamage):
                 yield stored
                 return

@@ -34,11 +34,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import groupby
+from typing import cast
 
 from google.protobuf.message import DecodeError
 
 from kanal.metadata import MetadataImage, MetadataInvariantError, apply, apply_batch, image_from_snapshot
 from kanal.metadata.acl import operation_name, pattern_name, permission_name, resource_type_name
+from kanal.metadata.image import RemoteSegment
 from kanal.metadata.snapshot import SNAPSHOT_PRINCIPAL
 from kanal.spark.replay_start import ReplayStart
 from kanal.v1 import metadata_pb2
@@ -89,6 +91,12 @@ class Event:
     value_after: str | None = None
     duration_ms: int | None = None  # unfence: how long the broker was fenced
     detail: str | None = None
+    # Tiered storage: remote_segment_uploaded's segment [base_offset, end_offset) of size_bytes;
+    # remote_log_start_moved's new remote log start.
+    base_offset: int | None = None
+    end_offset: int | None = None
+    size_bytes: int | None = None
+    log_start_offset: int | None = None
 
 
 @dataclass(slots=True)
@@ -551,6 +559,39 @@ class Replayer:
             detail=f"{what} for {e.principal} from {e.host} on {resource_type_name(e.resource_type)} "
             f"{e.resource_name!r}",
         )
+
+    def _on_remote_log_segment(self, row: ReplayRow, record: metadata_pb2.MetadataRecord,
+                               r: metadata_pb2.RemoteLogSegmentRecord, image: MetadataImage,
+                               batch: metadata_pb2.MetadataBatch, phase: object) -> None:
+        """A remote segment recorded (tiered storage): uploaded by broker `broker_id` as leader in
+        `leader_epoch`."""
+        if phase == "before":
+            return
+        topic = image.topic_by_id(r.topic_id)
+        self._event(row, record, "remote_segment_uploaded", topic=topic.name if topic else None,
+                    topic_id=r.topic_id, partition=r.partition_id, broker_id=r.broker_id,
+                    leader_epoch=r.leader_epoch, base_offset=r.base_offset, end_offset=r.end_offset,
+                    size_bytes=r.size_bytes,
+                    detail=f"offsets {r.base_offset}..{r.end_offset - 1}, {r.size_bytes} bytes "
+                           f"(+{r.meta_bytes} bytes .meta)")
+
+    def _on_remote_log_start(self, row: ReplayRow, record: metadata_pb2.MetadataRecord,
+                             r: metadata_pb2.RemoteLogStartRecord, image: MetadataImage,
+                             batch: metadata_pb2.MetadataBatch, phase: object) -> list[RemoteSegment] | None:
+        """The remote log's start moved (remote retention): the segments wholly below it are dropped from
+        the image, their objects deleted."""
+        if phase == "before":
+            log = image.remote_log(r.topic_id, r.partition_id)
+            return [] if log is None else [s for s in log.segments if s.end_offset <= r.log_start_offset]
+        dropped = cast(list[RemoteSegment], phase)
+        topic = image.topic_by_id(r.topic_id)
+        self._event(row, record, "remote_log_start_moved", topic=topic.name if topic else None,
+                    topic_id=r.topic_id, partition=r.partition_id, log_start_offset=r.log_start_offset,
+                    reason=r.reason, size_bytes=sum(s.size_bytes for s in dropped),
+                    detail=f"{len(dropped)} remote segments dropped"
+                           + (f" (offsets {dropped[0].base_offset}..{dropped[-1].end_offset - 1})"
+                              if dropped else ""))
+        return None
 
     def _on_no_op(self, row, record, r, image, batch, phase):
         if phase == "before":

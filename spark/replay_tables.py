@@ -24,6 +24,8 @@ EVENTS_TABLE = Table((
     Column("resource", "string", pa.string(), ""), Column("key", "string", pa.string(), ""),
     Column("value_before", "string", pa.string(), ""), Column("value_after", "string", pa.string(), ""),
     Column("duration_ms", "bigint", pa.int64(), ""), Column("detail", "string", pa.string(), ""),
+    Column("base_offset", "bigint", pa.int64(), ""), Column("end_offset", "bigint", pa.int64(), ""),
+    Column("size_bytes", "bigint", pa.int64(), ""), Column("log_start_offset", "bigint", pa.int64(), ""),
 ))
 
 INTERVALS_TABLE = Table((

@@ -13,6 +13,10 @@ Groups. A Spark partition reads whole segment files (never part of one), so file
 (topic, partition, base offset) order, into groups of at most `group_bytes_max` bytes (a larger file is
 a group of its own). Each group is one InputPartition: the work spreads over executors by file.
 
+Remote segments (tiered storage, issue 44) are `RemoteSegmentFile`s: a `.log` object in the cluster's
+remote storage (`RemoteStore`), named by its key; copy_plan.py puts them before a partition's local files
+from the metadata image, never by listing the store.
+
 Pure apart from listing directories and stat; nothing is opened for writing.
 """
 
@@ -53,6 +57,30 @@ class SegmentFile:
 
     def __repr__(self) -> str:
         return f"<SegmentFile {self.topic}-{self.partition} base={self.base_offset} bytes={self.size_bytes}>"
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteStore:
+    """The cluster's remote storage (tiered storage): its URL (`s3://bucket/prefix`, `file:///dir`) and,
+    for an S3-compatible store, its endpoint ("" for AWS or the standard `AWS_*` variables)."""
+
+    url: str
+    endpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSegmentFile(SegmentFile):
+    """A remote segment's `.log` object: `path` is its key in `store`, `size_bytes` the size its metadata
+    record gives. Read with range reads (segment_reader.read_segment_file), never downloaded."""
+
+    store: RemoteStore = RemoteStore("")
+
+    @property
+    def url(self) -> str:
+        return f"{self.store.url.rstrip('/')}/{self.path}"
+
+    def __repr__(self) -> str:
+        return f"<RemoteSegmentFile {self.topic}-{self.partition} base={self.base_offset} {self.url}>"
 
 
 @dataclass(frozen=True, slots=True)

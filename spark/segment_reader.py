@@ -13,14 +13,22 @@ file, at which byte, the first offset it could not read, and how many bytes it l
 reports it (a row, or an error in fail-fast mode) and goes on with the next file. A batch whose entry is
 intact but whose records do not decode (an unknown codec) is reported the same way and skipped alone,
 because its neighbours are still located by sound entry headers.
+
+A remote segment (tiered storage: segment_files.RemoteSegmentFile) is walked the same way over range reads
+of its object (kanal.broker.storage.remote_segment_walk); an object that is gone (remote retention
+deleted it after the read was planned) is damage at its first offset, like a file that is gone.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from kanal.broker.storage.remote_segment_walk import walk_remote_segment
+from kanal.broker.storage.remote_storage import ObjectMissing, RemoteStorage, open_remote_storage
 from kanal.broker.storage.segment_walk import mapped_segment_file, walk_segment
+from kanal.spark.segment_files import RemoteSegmentFile, RemoteStore, SegmentFile
 from kanal.v1.batch import BatchHeader, CorruptEntry, Entry
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -73,6 +81,34 @@ def read_segment(path: str, base_offset: int, start: int = 0, start_offset: int 
         except CorruptEntry as exc:
             position = start + exc.position
             yield SegmentDamage(path, position, expected, len(view) - position, _reason(exc))
+
+
+def read_segment_file(segment: SegmentFile, start: int = 0, start_offset: int | None = None
+                      ) -> Iterator[StoredEntry | SegmentDamage]:
+    """read_segment of a local file, or of a remote segment's object through range reads."""
+    if not isinstance(segment, RemoteSegmentFile):
+        yield from read_segment(segment.path, segment.base_offset, start, start_offset)
+        return
+    expected = segment.base_offset if start_offset is None else start_offset
+    position = start
+    try:
+        for entry in walk_remote_segment(remote_storage(segment.store), segment.path, segment.size_bytes,
+                                         segment.base_offset, start=start, start_offset=start_offset):
+            stored = _located(entry)
+            expected, position = stored.last_offset + 1, entry.position + entry.size
+            yield stored
+    except CorruptEntry as exc:
+        yield SegmentDamage(segment.url, exc.position, expected, segment.size_bytes - exc.position,
+                            _reason(exc))
+    except ObjectMissing as exc:
+        yield SegmentDamage(segment.url, position, expected, segment.size_bytes - position,
+                            f"the object is gone ({exc})")
+
+
+@functools.lru_cache(maxsize=16)
+def remote_storage(store: RemoteStore) -> RemoteStorage:
+    """The remote storage of `store`, opened once per process (a Spark worker reads many segments)."""
+    return open_remote_storage(store.url, endpoint=store.endpoint)
 
 
 def _located(entry: Entry, start: int = 0) -> StoredEntry:

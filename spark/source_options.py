@@ -10,7 +10,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kanal.broker.storage.remote_storage import open_remote_storage
 from kanal.security.channel_security import ClientSecurity
+from kanal.spark.segment_files import RemoteStore
 from kanal.spark.transactions import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
 from kanal.v1.error import KanalError
 
@@ -22,7 +24,7 @@ MODES = ("PERMISSIVE", "FAILFAST")
 SECURITY_OPTIONS = {"tls.ca.file": "ca_file", "tls.cert.file": "cert_file", "tls.key.file": "key_file",
                     "tls.server.name": "server_name", "user": "user", "password": "password"}
 _KNOWN = {"path", "paths", "bootstrap", "topics", "includeinternal", "mode", "bytesperpartition",
-          "minpartitions", "isolationlevel", *SECURITY_OPTIONS}
+          "minpartitions", "isolationlevel", "remotestorage", "remotestorageendpoint", *SECURITY_OPTIONS}
 
 
 def security_options(security: ClientSecurity | None) -> dict[str, str]:
@@ -46,6 +48,14 @@ class SourceOptions:
     # read_uncommitted (Kafka's default) or read_committed: spark/transactions.py
     isolation_level: str = READ_UNCOMMITTED
     min_partitions: int = 0  # 0: the default (partitions_min)
+    # Tiered storage: the cluster's remote storage URL (s3://bucket/prefix, file:///dir; "" none) and an
+    # S3-compatible endpoint for it (copy_plan.py reads the remote segments before the local files).
+    remote_storage: str = ""
+    remote_storage_endpoint: str = ""
+
+    @property
+    def remote_store(self) -> RemoteStore | None:
+        return RemoteStore(self.remote_storage, self.remote_storage_endpoint) if self.remote_storage else None
 
     @property
     def partitions_min(self) -> int:
@@ -114,5 +124,16 @@ class SourceOptions:
         isolation = given.get("isolationlevel", READ_UNCOMMITTED).lower()
         if isolation not in ISOLATION_LEVELS:
             raise ValueError(f"isolationLevel must be one of {ISOLATION_LEVELS}, got {isolation!r}")
+        remote = given.get("remotestorage", "")
+        endpoint = given.get("remotestorageendpoint", "")
+        if endpoint and not remote:
+            raise ValueError("remoteStorageEndpoint applies to a remoteStorage only")
+        if remote and (bootstrap or files_only):
+            raise ValueError("remoteStorage applies to a read of partition logs from files (a path) only")
+        if remote:
+            try:
+                open_remote_storage(remote, endpoint=endpoint)  # the URL's checks, on the driver
+            except KanalError as exc:
+                raise ValueError(exc.message) from None
         return cls(path, bootstrap, topics, internal == "true", mode, per_partition, security, isolation,
-                   min_partitions)
+                   min_partitions, remote, endpoint)
