@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kanal.broker.remote_log_manager import segment_keys
+from kanal.broker.storage.remote_keys import segment_keys
 from kanal.broker.storage.remote_segment_meta import RemoteSegmentMeta, decode_meta
 from kanal.broker.storage.remote_storage import ObjectMissing, RemoteStorage, RemoteStorageError
 from kanal.metadata.image import RemoteSegment

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kanal.broker.producer_snapshot import decode_snapshot
 from kanal.broker.producer_state import ProducerStateTable
 from kanal.broker.remote_segment_state import SegmentEndState, chain_segment
-from kanal.broker.storage.remote_keys import segment_keys as segment_keys  # noqa: PLC0414 (remote_fetch's)
+from kanal.broker.storage.remote_keys import segment_keys
 from kanal.broker.storage.remote_segment_index import describe_segment_bytes
 from kanal.broker.storage.remote_segment_meta import RemoteSegmentMeta, decode_meta, encode_meta
 from kanal.broker.storage.remote_storage import ObjectExists, RemoteStorage, RemoteStorageError
