@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from confluent_kafka import Consumer as KafkaConsumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kanal.broker.storage.remote_storage import RemoteStorage, open_remote_storage
 from kanal.clients.cluster_metadata import ClusterMetadata
@@ -55,7 +57,7 @@ def tiered(request, tmp_path_factory) -> Iterator[Tiered]:
         directory.mkdir()
         url, options, flags = directory.as_uri(), {}, ["--remote-storage", directory.as_uri()]
     c = LocalCluster(root / "cluster", controllers=1, brokers=3, controller_flags=CONTROLLER_FLAGS,
-                     broker_flags=[*BROKER_FLAGS, *flags])
+                     broker_flags=[*BROKER_FLAGS, *flags], kafka_listeners=True)
     c.start(timeout_s=90)
     yield Tiered(c, open_remote_storage(url, **options), request.param)
     c.stop()
@@ -170,3 +172,26 @@ def test_list_offsets_by_timestamp_finds_records_in_remote_segments(tiered) -> N
             assert (answer.error, answer.offset, answer.timestamp_ms) == (0, offset, base_ms + 10 * offset)
     finally:
         md.close()
+
+
+def test_a_kafka_client_reads_remote_segments_through_the_kafka_listener(tiered) -> None:
+    cluster = tiered.cluster
+    create_topic(cluster, "tiered-kafka", partitions=1, replication_factor=3, **TIERED)
+    acked: dict = {}
+    produce(cluster, "tiered-kafka", 4000, 0, acked)
+    leader = partition_info(cluster, "tiered-kafka", 0).leader
+    wait_until(lambda: local_bases(cluster, leader, "tiered-kafka")[0] > 0, 60, "local segments to go")
+    consumer = KafkaConsumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": f"tk-{tiered.kind}",
+                              "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    read: list = []
+    try:
+        consumer.assign([KafkaTopicPartition("tiered-kafka", 0, 0)])
+        deadline = time.monotonic() + 60
+        while len(read) < 4000:
+            assert time.monotonic() < deadline, f"librdkafka read {len(read)} of 4000"
+            for message in consumer.consume(500, 0.5):
+                assert message.error() is None, message.error()
+                read.append((message.partition(), message.offset(), message.value()))
+    finally:
+        consumer.close()
+    check_history(acked, read)
