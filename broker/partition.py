@@ -4,7 +4,9 @@ The leader appends producer batches (idempotence checked by ProducerStateTable),
 the high-water mark through LeaderState (the pure replication core: HW = min LEO over the ISR, ISR
 shrink/expand proposals, acks=all completion), and answers follower fetches, first checking whether the
 follower's log diverged (divergence.py). A follower appends what its fetcher copied, with the leader's
-offsets, truncates when the leader reports divergence, and takes the HW from the leader's replies.
+offsets, truncates when the leader reports divergence, and takes the HW from the leader's replies. One
+behind the leader's local log start restarts there; on a tiered log with the leader epochs, producer state
+and open transactions that remote storage describes at that offset (remote_aux_state.py).
 
 This class is the shell around those cores: it owns the lock, the Log, the clocks, and the waiting.
 Times: `now_ms` (wall clock) stamps appends and drives retention; `mono_ms` (monotonic) drives the
@@ -68,6 +70,14 @@ from kanal.broker.producer_state import (
     producer_batches_in,
 )
 from kanal.broker.read_replica import FollowerView
+from kanal.broker.remote_aux_state import (
+    AuxState,
+    AuxStateSpec,
+    RemoteAuxStateNeeded,
+    RestartKind,
+    plan_restart,
+    remote_epochs,
+)
 from kanal.broker.remote_fetch import RemoteReader, RemoteReadNeeded, RemoteReadSpec
 from kanal.broker.remote_log_manager import UploadJob
 from kanal.broker.replication_throttle import ReplicationThrottle
@@ -267,6 +277,7 @@ class Partition:
                 )
             else:
                 self._resign()  # an older leadership's waits end here, never carried into this one
+                self._start_past_remote()
                 self._leader = LeaderState(
                     topic=self.topic, partition=self.partition_id, leader_id=self.broker_id,
                     replicas=assignment.replicas, isr=assignment.isr, leader_epoch=assignment.leader_epoch,
@@ -620,8 +631,19 @@ class Partition:
             if self.role != FOLLOWER or self.assignment is None or self.assignment.leader != leader_id:
                 return 0  # the leadership moved while the fetch was in flight
             if p.error == ErrorCode.OFFSET_OUT_OF_RANGE and self.log.log_end_offset < p.log_start_offset:
+                # For a follower the leader answers its *local* log start (read_for_follower).
+                if self.log.config.remote_storage_enable:
+                    plan = plan_restart(self.remote, p.log_start_offset)
+                    if plan.kind is RestartKind.WAIT:
+                        log.info("%r is behind leader %d's local log start %d; waiting for the metadata: %s",
+                                 self, leader_id, p.log_start_offset, plan.reason)
+                        return 0
+                    remote = self.remote
+                    if plan.kind is RestartKind.REMOTE and plan.segment is not None and remote is not None:
+                        raise RemoteAuxStateNeeded(AuxStateSpec(self.topic_id, self.partition_id, leader_id,
+                                                                p.log_start_offset, plan.segment, remote))
                 log.info(
-                    "%r is behind the leader's log start %d: restarting the log there",
+                    "%r is behind the leader's log start %d: restarting the log there, empty",
                     self,
                     p.log_start_offset,
                 )
@@ -681,6 +703,70 @@ class Partition:
                 self.high_watermark = new_hw
                 self._wake(self._high_watermark_waiters)  # consumers reading from this follower
             return appended
+
+    def restart_from_remote(self, leader_id: int, aux: AuxState) -> bool:
+        """Restart this follower's log empty at the leader's local log start with the state the remote log
+        gives there (remote_aux_state.py): the leader epochs below it, the producer state (also written as
+        its snapshot, so a restart before the next clean close finds it) and the open transactions. False,
+        changing nothing, when the leadership moved or the log got there meanwhile."""
+        with self.lock:
+            if (self.deleted or self.role != FOLLOWER or self.assignment is None
+                    or self.assignment.leader != leader_id or self.log.log_end_offset >= aux.start):
+                return False
+            self._restart_at(aux.start, aux.epochs, aux.producers, aux.transactions)
+            log.info("%r restarted its log at leader %d's local log start %d from remote storage's state: "
+                     "%d leader epoch(s) below it, %d producer(s), %d open transaction(s)", self, leader_id,
+                     aux.start, len(aux.epochs), len(aux.producers), len(aux.transactions.ongoing))
+            return True
+
+    def _restart_at(self, start: int, epochs: tuple[tuple[int, int], ...] | list[tuple[int, int]],
+                    producers: ProducerStateTable, transactions: TransactionIndex) -> None:
+        """Empty the log and start it at `start` below which remote storage holds everything (lock held):
+        every offset below is committed, so the high-water mark is at least `start`."""
+        self.log.truncate_fully_and_start_at(start)
+        for epoch, epoch_start in epochs:
+            self.log.epoch_cache.assign(epoch, epoch_start)
+        self.log.epoch_cache.save()
+        delete_snapshots_above(self.directory, start - 1)
+        write_snapshot(self.directory, producers, start)
+        self.producers = producers
+        self.transactions = transactions
+        self.high_watermark = max(self.high_watermark, start)
+
+    def set_remote(self, remote: RemoteLog | None) -> None:
+        """The partition's remote log from a newly applied image. When the leader epochs below the local log
+        start are missing (the checkpoint was lost and Log.open rebuilt the cache from the local segments),
+        they are put back from the remote segments': divergence checks and followers need them."""
+        with self.lock:
+            self.remote = remote
+            if remote is None or self.deleted or not remote.segments:
+                return
+            start = self.log.log_start_offset
+            entries = self.log.epoch_cache.entries()
+            if start <= remote.segments[0].base_offset or (entries and entries[0][1] < start):
+                return
+            below = remote_epochs(remote, start)
+            if below and self.log.epoch_cache.prepend(below):
+                self.log.epoch_cache.save()
+                log.info("%r: put back %d leader epoch(s) below the local log start %d from the remote log's "
+                         "segments (the checkpoint had none)", self, len(below), start)
+
+    def _start_past_remote(self) -> None:
+        """A new leader whose log ends below the remote log's end (an unclean election: it was not in the
+        ISR) restarts its log at that end, so offsets remote storage holds are never handed out again
+        (lock held). What it had past the old committed part is lost, as an unclean election loses it."""
+        remote = self.remote
+        if remote is None or self.log.log_end_offset >= remote.end_offset:
+            return
+        end = remote.end_offset
+        log.warning("%r leads with a log ending at %d, below the remote log's end %d (an unclean election): "
+                    "restarting the log at %d so remote offsets are never reused", self,
+                    self.log.log_end_offset, end, end)
+        producers = ProducerStateTable()
+        producers.advance_to(end)
+        last = remote.segments[-1] if remote.segments else None
+        ongoing = {int(t.producer_id): t.first_offset for t in last.open_transactions} if last else {}
+        self._restart_at(end, remote_epochs(remote, end), producers, TransactionIndex(ongoing, [], end))
 
     def fetch_position(self) -> tuple[int, int, int]:
         """(fetch offset, current leader epoch, epoch of our last batch) for the next follower fetch."""

@@ -5,7 +5,9 @@ that leader, sent on the fetcher's ReplicaFetch stream (replica_stream.py: one r
 a time, many on one stream; unary Fetch to a leader without the method), from each log's end, carrying
 the current leader epoch and the epoch of our last batch so the leader can report divergence, and each
 topic's id (KIP-516), so the leader answers UNKNOWN_TOPIC_ID rather than data of another incarnation of
-the name. Partition.apply_fetched appends, truncates or resets as the answer says.
+the name. Partition.apply_fetched appends, truncates or resets as the answer says; a reset of a tiered log
+needs the state at the leader's local log start from remote storage (remote_aux_state.py), which the
+fetcher reads in the remote reader's pool, never on the loop, before the partition applies it.
 A failed round backs off briefly (and the next one opens a new stream); leadership changes come through
 the metadata image, which updates the fetcher's partition list. An expected failure to apply an answer
 (a KanalError: a full disk is STORAGE_ERROR) is logged and retried by the next round; anything else is a
@@ -45,7 +47,9 @@ import grpc
 
 from kanal.broker.config import BrokerConfig
 from kanal.broker.metrics import BrokerMetrics
+from kanal.broker.remote_aux_state import AuxStateSpec, RemoteAuxStateNeeded, read_aux_state
 from kanal.broker.replica_stream import ReplicaFetchSession
+from kanal.broker.storage.remote_storage import RemoteStorageError
 from kanal.net.channel_options import channel_options
 from kanal.security.channel_security import credentials_metadata, open_aio_channel
 from kanal.server.fatal import stop_process
@@ -54,6 +58,7 @@ from kanal.v1.error import KanalError
 
 if TYPE_CHECKING:
     from kanal.broker.partition import Partition
+    from kanal.broker.remote_fetch import RemoteReader
 
 log = logging.getLogger(__name__)
 _BACKOFF_S = 0.1
@@ -65,8 +70,12 @@ _REFUSED_STREAM = (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.INTERNAL)
 
 class ReplicaFetcher:
     def __init__(self, metrics: BrokerMetrics, leader_id: int, endpoint: str, config: BrokerConfig,
-                 broker_epoch, loop: asyncio.AbstractEventLoop) -> None:
+                 broker_epoch, loop: asyncio.AbstractEventLoop, *,
+                 remote_reader: RemoteReader | None = None) -> None:
+        """`remote_reader`: the broker's remote storage reads (None without --remote-storage), for a
+        follower that restarts at a tiered leader's local log start (remote_aux_state.py)."""
         self._metrics = metrics
+        self._remote_reader = remote_reader
         self.leader_id = leader_id
         self.endpoint = endpoint
         self._config = config
@@ -227,6 +236,25 @@ class ReplicaFetcher:
         finally:
             self._unary_call = None
 
+    async def _restart_from_remote(self, part: Partition, spec: AuxStateSpec) -> bool:
+        """Restart `part` at the leader's local log start with the state remote storage holds there: the
+        `.meta` GET runs in the remote reader's pool, off this loop; the state is applied under the
+        partition's lock. A failure (storage down, an object gone or damaged) is logged and the next round
+        asks again: the follower stays out of the ISR meanwhile, and never restarts empty instead."""
+        reader = self._remote_reader
+        if reader is None:
+            log.error("%r: leader %d's local log start %d is above the whole log's start, which only remote "
+                      "storage holds, and this broker has none (--remote-storage): cannot follow", part,
+                      self.leader_id, spec.start)
+            return False
+        try:
+            aux = await self._loop.run_in_executor(reader.pool, read_aux_state, reader, spec)
+        except (RemoteStorageError, KanalError) as exc:
+            log.warning("%r: reading the state at leader %d's local log start %d from remote storage failed "
+                        "(the next round retries): %s", part, self.leader_id, spec.start, exc)
+            return False
+        return part.restart_from_remote(self.leader_id, aux)
+
     async def _run_rounds(self) -> None:
         assert self._wake is not None
         while True:
@@ -300,6 +328,10 @@ class ReplicaFetcher:
                         errors += 1
                     try:
                         copied = fetched_part.apply_fetched(self.leader_id, p)
+                    except RemoteAuxStateNeeded as needed:
+                        if not await self._restart_from_remote(fetched_part, needed.spec):
+                            errors += 1
+                        continue
                     except KanalError as exc:  # expected (a full disk: STORAGE_ERROR): the next round retries
                         log.warning("applying fetched data to %r failed: %s", fetched_part, exc)
                         errors += 1

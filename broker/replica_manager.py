@@ -248,7 +248,7 @@ class ReplicaManager:
                 part.log.config = log_config
                 part.min_insync_replicas = min_isr
             self._set_throttle(part, p.adding_replicas, new, topic.name)
-            part.remote = new.remote_log(topic.topic_id, p.partition_id)
+            part.set_remote(new.remote_log(topic.topic_id, p.partition_id))
             current = part.assignment
             if p.leader == self.broker_id:
                 if part.role != LEADER or current is None or current.leader_epoch != p.leader_epoch:
@@ -363,7 +363,8 @@ class ReplicaManager:
                     fetcher = None
                 if fetcher is None:
                     fetcher = ReplicaFetcher(self.metrics, leader_id, broker.peer_endpoint, self.config,
-                                             self._broker_epoch, self._loop_for_fetchers())
+                                             self._broker_epoch, self._loop_for_fetchers(),
+                                             remote_reader=self.remote_reader)
                     self._fetchers[leader_id] = fetcher
                     fetcher.start()
                 fetcher.set_partitions(parts)

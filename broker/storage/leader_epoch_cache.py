@@ -67,6 +67,33 @@ class LeaderEpochCache:
         self._starts.append(start_offset)
         return True
 
+    def prepend(self, entries: list[tuple[int, int]]) -> bool:
+        """Put the epochs of `entries` (increasing, as the cache holds them) that began below the first
+        known one in front of it: a tiered log's remote part, taken from the metadata when the checkpoint
+        was lost and the cache was rebuilt from the local segments only. An entry of the first known epoch
+        moves that epoch's start down; entries at or past the first known start or epoch are ignored.
+        Returns whether the cache changed (the caller then persists it)."""
+        first_epoch = self._epochs[0] if self._epochs else None
+        first_start = self._starts[0] if self._starts else None
+        epochs: list[int] = []
+        starts: list[int] = []
+        moved = False
+        for epoch, start in entries:
+            if first_start is not None and start >= first_start:
+                break
+            if epochs and (epoch <= epochs[-1] or start <= starts[-1]):
+                raise ValueError(f"epoch {epoch} at {start} does not follow {epochs[-1]} at {starts[-1]}")
+            if first_epoch is not None and epoch >= first_epoch:
+                if epoch == first_epoch:
+                    self._starts[0] = start
+                    moved = True
+                break
+            epochs.append(epoch)
+            starts.append(start)
+        self._epochs[:0] = epochs
+        self._starts[:0] = starts
+        return moved or bool(epochs)
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[LeaderEpoch, Offset] | None:
         """The largest known epoch <= `epoch` and the offset where it ended (the next epoch's start, or
         the log end for the latest). None when `epoch` is older than every known epoch."""

@@ -1,6 +1,8 @@
 """Tiered storage on a live cluster (issue 44): closed segments of a topic with remote.storage.enable go to
 remote storage, local segments beyond local retention go from the brokers' disks once uploaded and
-recorded, and a consumer from offset 0 still reads every acknowledged record, byte for byte.
+recorded, and a consumer from offset 0 still reads every acknowledged record, byte for byte. A replica a
+reassignment adds starts at the leader's local log start with the remote part's leader epochs, copying
+nothing below it.
 
 Remote storage is real, and every test runs twice: against an S3 bucket on a moto server process, and
 against a directory (`file://`)."""
@@ -17,11 +19,13 @@ from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kanal.broker.storage.remote_storage import RemoteStorage, open_remote_storage
+from kanal.clients.admin import Admin
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer, ProducerConfig
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.v1 import broker_pb2
+from kanal.v1.error import ErrorCode
 
 from .conftest import BROKER_FLAGS, CONTROLLER_FLAGS, check_history, create_topic, partition_info, wait_until
 from .history import produce_history
@@ -195,3 +199,51 @@ def test_a_kafka_client_reads_remote_segments_through_the_kafka_listener(tiered)
     finally:
         consumer.close()
     check_history(acked, read)
+
+
+def epoch_checkpoint(cluster: LocalCluster, broker: int, topic: str) -> list[tuple[int, int]]:
+    """The (leader epoch, start offset) entries of a replica's leader-epoch-checkpoint file."""
+    path = cluster.data_dir / f"broker-{broker}" / f"{topic}-0" / "leader-epoch-checkpoint"
+    lines = path.read_text().split()
+    count = int(lines[1])
+    return [(int(lines[2 + 2 * i]), int(lines[3 + 2 * i])) for i in range(count)]
+
+
+def reassign(cluster: LocalCluster, topic: str, replicas: tuple[int, ...], what: str) -> None:
+    """Move the partition to `replicas` and wait until the reassignment has finished and they are the ISR."""
+    with Admin(cluster.bootstrap) as admin:
+        (result,) = admin.alter_partition_reassignments({(topic, 0): replicas})
+        assert result.error == ErrorCode.NONE, result.error_message
+
+        def done():
+            info = partition_info(cluster, topic, 0)
+            return (sorted(info.replicas) == sorted(replicas) and sorted(info.isr) == sorted(replicas)
+                    and info.leader in replicas and not admin.list_partition_reassignments())
+        wait_until(done, 60, what)
+
+
+def test_a_replica_added_by_reassignment_starts_at_the_local_start_with_the_remote_epochs(tiered) -> None:
+    cluster = tiered.cluster
+    topic = "tiered-join"
+    create_topic(cluster, topic, partitions=1, replication_factor=2, **TIERED)
+    if sorted(partition_info(cluster, topic, 0).replicas) != [0, 1]:
+        reassign(cluster, topic, (0, 1), "the empty topic to move to brokers 0 and 1")
+    acked: dict = {}
+    produce(cluster, topic, 3000, 0, acked)
+    wait_until(lambda: all(local_bases(cluster, b, topic)[0] > 0 for b in (0, 1)), 60,
+               "both replicas to drop their oldest local segments")
+    leader = partition_info(cluster, topic, 0).leader
+    reassign(cluster, topic, (0, 1, 2), "broker 2 to join the ISR")
+    bases = local_bases(cluster, 2, topic)
+    assert bases[0] > 0, f"broker 2 copied the log from offset 0: {bases}"
+    # About local.retention.bytes (32 KiB in 16 KiB segments) and the active segment: never the whole log.
+    assert len(bases) <= len(local_bases(cluster, leader, topic)) + 1, bases
+    # Its leader epochs reach below its local start (from the remote segments), as the leader's do.
+    epochs = epoch_checkpoint(cluster, 2, topic)
+    assert epochs and epochs[0][1] < bases[0], epochs
+    assert epochs == epoch_checkpoint(cluster, leader, topic)
+    # The old replicas go: broker 2 alone serves the whole log, remote part included.
+    reassign(cluster, topic, (2,), "broker 2 to be the only replica")
+    read = read_from_zero(cluster, topic, 3000)
+    check_history(acked, read)
+    assert read[0][1] == 0
