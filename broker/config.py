@@ -89,6 +89,12 @@ class BrokerConfig:
     # one ranged read (the cache's unit: a sequential reader fetches each chunk once).
     remote_fetch_cache_bytes: int = 64 << 20
     remote_fetch_chunk_bytes: int = 4 << 20
+    # How often a partition's leader lists its remote objects for orphans (and the lowest-id live broker
+    # the whole cluster's, for deleted topics' objects); never at start-up.
+    remote_orphan_check_interval_ms: int = 600_000
+    # An object no record names is an orphan only once it is this old (an upload in flight elsewhere, an
+    # image not applied here yet); objects wholly below the remote log start go at once.
+    remote_orphan_grace_ms: int = 600_000
     # host:port for the Prometheus metrics endpoint; empty disables it. `kanal broker` fills it in: port 9404
     # (kanal.server.metrics_endpoint) on the --listen host, unless --metrics moves it or says `off`.
     metrics_listen: str = ""
@@ -232,6 +238,10 @@ class BrokerConfig:
                "remote_fetch_chunk_bytes must be in [64 KiB, 256 MiB]")
         _check(self.remote_fetch_chunk_bytes <= self.remote_fetch_cache_bytes <= 1 << 36,
                "remote_fetch_cache_bytes must be in [remote_fetch_chunk_bytes, 64 GiB]")
+        _check(1000 <= self.remote_orphan_check_interval_ms <= 7 * 86_400_000,
+               "remote_orphan_check_interval_ms must be in [1000, 604800000]")
+        _check(1000 <= self.remote_orphan_grace_ms <= 7 * 86_400_000,
+               "remote_orphan_grace_ms must be in [1000, 604800000]")
         _check(self.replica_selector in REPLICA_SELECTORS,
                f"replica_selector must be one of {', '.join(REPLICA_SELECTORS)}, "
                f"not {self.replica_selector!r}")

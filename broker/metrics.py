@@ -73,6 +73,13 @@ class BrokerMetrics:
             "Closed segments of partitions led here not yet recorded in remote storage", registry=r)
         self.remote_upload_lag_bytes = Gauge(
             "kanal_remote_log_upload_lag_bytes", "Bytes of those segments", registry=r)
+        # Tiered storage housekeeping (remote_log_manager.py): retention, topic deletion, orphan sweeps.
+        self.remote_segments_deleted = Counter(
+            "kanal_remote_log_segments_deleted",
+            "Remote segments deleted by remote retention or with their topic", registry=r)
+        self.remote_orphans_removed = Counter(
+            "kanal_remote_orphans_removed",
+            "Remote objects no record names removed by the orphan sweeps", registry=r)
         # Tiered storage reads (remote_fetch.py): consumer fetches served from remote segments.
         self.remote_fetch_bytes = Counter(
             "kanal_remote_fetch_bytes", "Bytes returned to consumers from remote segments", registry=r)

@@ -79,7 +79,7 @@ from kanal.broker.remote_aux_state import (
     remote_epochs,
 )
 from kanal.broker.remote_fetch import RemoteReader, RemoteReadNeeded, RemoteReadSpec
-from kanal.broker.remote_log_manager import UploadJob
+from kanal.broker.remote_log_manager import RetentionView, UploadJob
 from kanal.broker.replication_throttle import ReplicationThrottle
 from kanal.broker.storage.ids import LeaderEpoch, Offset
 from kanal.broker.storage.log import Log
@@ -899,6 +899,18 @@ class Partition:
             end = self.remote.end_offset if self.remote is not None else self.log.log_start_offset
             closed = [seg for seg in self.log.segments[:-1] if seg.next_offset > end]
             return len(closed), sum(seg.size for seg in closed)
+
+    def remote_retention_view(self) -> RetentionView | None:
+        """What remote retention and the orphan sweep need (remote_log_manager.py), or None: not a tiered
+        partition led here. The local bytes counted are the segments from the remote end on (not uploaded)."""
+        with self.lock:
+            if (self.deleted or not self.log.config.remote_storage_enable or self.role != LEADER
+                    or self._leader is None or not self._leader.active or self.assignment is None):
+                return None
+            end = self.remote.end_offset if self.remote is not None else self.log.log_start_offset
+            local = sum(seg.size for seg in self.log.segments if seg.base_offset >= end)
+            return RetentionView(self.topic, self.assignment.topic_id, self.partition_id, self.leader_epoch,
+                                 self.remote, local, self.log.config)
 
     def _upload_segment(self, recorded_end: int | None) -> tuple[LogSegment, int] | None:
         """The closed segment holding the remote log's end (the log start when nothing is remote; the

@@ -275,6 +275,8 @@ class ReplicaManager:
             self._remove_unnamed_directories(wanted)
         self._update_fetchers(follow, new)
         self._update_gauges(new)
+        if self.remote_log is not None:
+            self.remote_log.on_image(old, new)  # deleted topics' remote objects (off this thread)
         self.reconciled_image = new
         self.wake_long_polls()
 

@@ -111,7 +111,9 @@ class BrokerServer:
             self.replicas.remote_log = RemoteLogManager(
                 storage, cluster_id=lambda: self.metadata.image.cluster_id, broker_id=config.broker_id,
                 broker_epoch=lambda: self.lifecycle.broker_epoch, call_controller=self.controllers.call,
-                metrics=self.metrics, retry_backoff_ms_max=config.remote_retry_backoff_ms_max)
+                metrics=self.metrics, retry_backoff_ms_max=config.remote_retry_backoff_ms_max,
+                orphan_check_interval_ms=config.remote_orphan_check_interval_ms,
+                orphan_grace_ms=config.remote_orphan_grace_ms)
             self.replicas.remote_reader = RemoteReader(
                 storage, cluster_id=lambda: self.metadata.image.cluster_id,
                 cache_bytes=config.remote_fetch_cache_bytes, chunk_bytes=config.remote_fetch_chunk_bytes,

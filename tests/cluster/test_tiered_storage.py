@@ -33,6 +33,8 @@ from .history import produce_history
 pytestmark = pytest.mark.cluster
 
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "32768"}
+# Orphan sweeps every second, of objects no record names once 2 s old (defaults: 10 min each).
+ORPHAN_FLAGS = ["--remote-orphan-check-interval-ms", "1000", "--remote-orphan-grace-ms", "2000"]
 
 
 @dataclass
@@ -61,7 +63,7 @@ def tiered(request, tmp_path_factory) -> Iterator[Tiered]:
         directory.mkdir()
         url, options, flags = directory.as_uri(), {}, ["--remote-storage", directory.as_uri()]
     c = LocalCluster(root / "cluster", controllers=1, brokers=3, controller_flags=CONTROLLER_FLAGS,
-                     broker_flags=[*BROKER_FLAGS, *flags], kafka_listeners=True)
+                     broker_flags=[*BROKER_FLAGS, *ORPHAN_FLAGS, *flags], kafka_listeners=True)
     c.start(timeout_s=90)
     yield Tiered(c, open_remote_storage(url, **options), request.param)
     c.stop()
@@ -89,15 +91,34 @@ def remote_keys(storage: RemoteStorage) -> list[str]:
     return sorted(info.key for info in storage.list(""))
 
 
+def topic_objects(storage: RemoteStorage, topic_id: str) -> list[str]:
+    """The keys of a topic's objects: <cluster id>/<topic id>/<partition>/... (not staging ones)."""
+    return sorted(info.key for info in storage.list("") if info.key.split("/")[1:2] == [topic_id])
+
+
+def segment_range(key: str) -> tuple[int, int]:
+    base, end, _ = key.rpartition("/")[2].split("-", 2)
+    return int(base), int(end)
+
+
+def topic_id_of(cluster: LocalCluster, topic: str) -> str:
+    with Admin(cluster.bootstrap) as admin:
+        return admin.describe_topic(topic).topic_id
+
+
 def read_from_zero(cluster: LocalCluster, topic: str, count: int, **config) -> list[tuple[int, int, bytes]]:
+    return read_until(cluster, topic, lambda read: len(read) >= count, f"{count} records", **config)
+
+
+def read_until(cluster: LocalCluster, topic: str, done, what: str, **config) -> list[tuple[int, int, bytes]]:
     consumer = Consumer(ConsumerConfig(bootstrap=cluster.bootstrap, auto_offset_reset="earliest",
                                        max_poll_records=5000, **config))
     read: list[tuple[int, int, bytes]] = []
     try:
         consumer.assign([(topic, 0)])
         deadline = time.monotonic() + 60
-        while len(read) < count:
-            assert time.monotonic() < deadline, f"read {len(read)} of {count}"
+        while not done(read):
+            assert time.monotonic() < deadline, f"read {len(read)} records, not {what}"
             read.extend((r.partition, r.offset, r.value) for r in consumer.poll(0.5))
     finally:
         consumer.close()
@@ -247,3 +268,62 @@ def test_a_replica_added_by_reassignment_starts_at_the_local_start_with_the_remo
     read = read_from_zero(cluster, topic, 3000)
     check_history(acked, read)
     assert read[0][1] == 0
+
+
+def test_remote_retention_moves_the_log_start_and_deletes_the_dropped_segments(tiered) -> None:
+    cluster, remote = tiered.cluster, tiered.storage
+    topic = "tiered-retention"
+    create_topic(cluster, topic, partitions=1, replication_factor=3,
+                 **{**TIERED, "local.retention.bytes": "16384", "retention.bytes": "40000"})
+    acked: dict = {}
+    produce(cluster, topic, 4000, 0, acked)
+    topic_id = topic_id_of(cluster, topic)
+    end = max(offset for _, offset in acked) + 1
+
+    def retained() -> int | None:
+        """The log start once retention moved it and the objects below it are gone; else None."""
+        with Admin(cluster.bootstrap) as admin:
+            start = admin.log_bounds(topic, [0])[0][0]
+        ranges = [segment_range(p) for p in topic_objects(remote, topic_id)]
+        if start == 0 or not ranges or min(base for base, _ in ranges) != start:
+            return None
+        return start if all(stop > start for _, stop in ranges) else None
+
+    start = wait_until(retained, 60, "remote retention to move the log start and delete what it dropped",
+                       interval_s=0.5)
+    assert start is not None and 0 < start < end
+    read = read_until(cluster, topic, lambda r: bool(r) and r[-1][1] >= end - 1, f"up to offset {end - 1}")
+    assert read[0][1] >= start, f"a consumer from earliest read offset {read[0][1]}, below the start {start}"
+    assert read[0][1] < end - 1000, "the consumer did not start near the log start"
+    check_history({k: v for k, v in acked.items() if k[1] >= read[0][1]}, read)
+
+
+def uploaded_topic(cluster: LocalCluster, remote: RemoteStorage, topic: str) -> tuple[str, list[str]]:
+    """Create a tiered topic, produce 2000 records, and wait for its first objects: its id and them."""
+    create_topic(cluster, topic, partitions=1, replication_factor=3, **TIERED)
+    produce(cluster, topic, 2000, 0, {})
+    topic_id = topic_id_of(cluster, topic)
+    return topic_id, wait_until(lambda: topic_objects(remote, topic_id), 60, f"objects of {topic} in storage")
+
+
+def test_deleting_a_tiered_topic_deletes_its_remote_objects(tiered) -> None:
+    cluster, remote = tiered.cluster, tiered.storage
+    topic = "tiered-deleted"
+    topic_id, _ = uploaded_topic(cluster, remote, topic)
+    with Admin(cluster.bootstrap) as admin:
+        admin.delete_topic(topic)
+    wait_until(lambda: not topic_objects(remote, topic_id), 30, "the deleted topic's objects to go")
+
+
+def test_an_orphan_object_is_removed_after_the_grace_period(tiered) -> None:
+    cluster, remote = tiered.cluster, tiered.storage
+    _, uploaded = uploaded_topic(cluster, remote, "tiered-orphans")
+    recorded = [key for key in uploaded if key.endswith(".log")]  # a .meta may still be on its way
+    directory = recorded[0].rpartition("/")[0]
+    # An upload no record names (a deposed leader's), and a key of no segment at all.
+    orphans = [f"{directory}/{10**9:020d}-{10**9 + 5:020d}-e99.log", f"{directory}/stray.bin"]
+    for orphan in orphans:
+        remote.put_if_absent(orphan, b"orphan")
+    present = lambda: {info.key for info in remote.list(directory + "/")}
+    wait_until(lambda: not set(orphans) & present(), 30, "the orphans to be removed")
+    assert set(recorded) <= present(), "the sweep removed an object a record names"
