@@ -176,7 +176,7 @@ def test_list_offsets_by_timestamp_finds_records_in_remote_segments(tiered) -> N
     create_topic(cluster, "tiered-time", partitions=1, replication_factor=3, **TIERED)
     producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, acks="all", linger_ms=2,
                                        batch_size_bytes=4096))
-    base_ms = 1_700_000_000_000
+    base_ms = int(time.time() * 1000) - 3_600_000  # an hour ago: within retention.ms (7 days)
     try:
         for i in range(3000):  # record i has timestamp base + 10 * i: offset i is the first at or after it
             producer.produce("tiered-time", b"%05d" % i + b"." * 60, timestamp=base_ms + 10 * i)
