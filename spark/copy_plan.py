@@ -25,7 +25,9 @@ start) come first in the current copy's segment list (`RemoteSegmentFile`, keys 
 kanal.broker.storage.remote_keys), each up to the next segment's base as local files are, and the current
 copy, chosen and bounded by the same rules, after them. A remote segment is committed by construction
 (uploaded only below the high-water mark and the last stable offset). The store is never listed: the image
-says which objects hold the partition.
+says which objects hold the partition. Read without the store, the offsets only its segments hold (from
+the remote log's start up to the current copy's) are one `RemoteOnlyRange` before the copy's files: the read
+reports them lost, as it does offsets no copy holds.
 
 Tasks. Each partition's current copy is cut into `ReadItem`s of whole segment files of at most
 `group_bytes_max` bytes; a single segment file larger than that is cut into parts at its offset index
@@ -55,6 +57,7 @@ from kanal.spark.segment_files import (
     METADATA_DIR_NAME,
     METADATA_TOPIC,
     PartitionCopy,
+    RemoteOnlyRange,
     RemoteSegmentFile,
     RemoteStore,
     SegmentFile,
@@ -230,8 +233,9 @@ def data_plan(root: Path, image: MetadataImage | None, topics: frozenset[str] | 
         copies.update((c.directory, c) for c in found)
         states = [copy_state(c) for c in found]
         plan = plan_partition(topic, partition, states, _facts(image, topic, partition))
-        if remote is not None and image is not None and plan.primary is not None:
-            plan = _with_remote(plan, copies, image, remote)
+        if image is not None and plan.primary is not None:
+            plan = (_with_remote(plan, copies, image, remote) if remote is not None
+                    else _without_remote(plan, copies, image))
         plans.append(plan)
     return ReadPlan(tuple(plans), copies, (image_note,) if image_note else ())
 
@@ -259,6 +263,28 @@ def _with_remote(plan: PartitionPlan, copies: dict[str, PartitionCopy], image: M
         for s in wanted)
     copies[copy.directory] = dataclasses.replace(copy, segments=files + copy.segments)
     return dataclasses.replace(plan, read_from=max(remote_log.log_start_offset, wanted[0].base_offset))
+
+
+def _without_remote(plan: PartitionPlan, copies: dict[str, PartitionCopy], image: MetadataImage
+                    ) -> PartitionPlan:
+    """`plan` of a tiered partition read without its remote storage: the offsets from the remote log's start
+    up to the current copy's start, which only remote segments hold, go before the copy's files as one
+    RemoteOnlyRange, so the read reports them lost (a `_lost` row, FAILFAST's error) instead of starting
+    above them unannounced (module docstring)."""
+    held = image.topics.get(plan.topic)
+    remote_log = image.remote_log(held.topic_id, plan.partition) if held is not None else None
+    copy = copies.get(plan.primary or "")
+    if held is None or remote_log is None or copy is None:
+        return plan
+    below = [s for s in remote_log.segments
+             if s.end_offset > remote_log.log_start_offset and s.base_offset < plan.read_from]
+    if not below:
+        return plan
+    start = max(remote_log.log_start_offset, below[0].base_offset)
+    where = f"remote storage ({plan.topic}-{plan.partition} offsets {start}..{plan.read_from - 1})"
+    gap = RemoteOnlyRange(plan.topic, plan.partition, start, where, 0, sum(s.size_bytes for s in below))
+    copies[copy.directory] = dataclasses.replace(copy, segments=(gap, *copy.segments))
+    return dataclasses.replace(plan, read_from=start)
 
 
 def plan_notices(plan: ReadPlan) -> list[tuple[str | None, int | None, int, str]]:
@@ -360,7 +386,7 @@ def _cuts(segment: SegmentFile, part_bytes: int) -> list[tuple[int, int]]:
     """(byte position, offset) where parts of a segment larger than part_bytes begin: the first offset
     index entry at or past each multiple of part_bytes (the index maps a batch's base offset to where its
     entry begins). [] when the segment is small or its index is missing or damaged (read whole)."""
-    if segment.size_bytes <= part_bytes or isinstance(segment, RemoteSegmentFile):
+    if segment.size_bytes <= part_bytes or isinstance(segment, (RemoteSegmentFile, RemoteOnlyRange)):
         return []  # a remote segment is read whole (its offset index is in its .meta object)
     try:
         index = OffsetIndex(Path(segment.path).with_suffix(".index"), segment.base_offset)  # type: ignore[arg-type]

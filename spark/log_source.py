@@ -15,7 +15,7 @@ Options (all optional):
 | `mode` | PERMISSIVE | PERMISSIVE: offsets no copy holds become a row with `_corrupt` and `_lost` set and the scan goes on; FAILFAST: the query fails at the first offsets no copy holds, with file and offset |
 | `bytesPerPartition` | 268435456 | segment bytes per Spark partition (whole files; a partition's files are split over several) |
 | `minPartitions` | CPU count | the least number of Spark partitions, of even size (not under 1 MiB each); without it, 1 when `bytesPerPartition` is given |
-| `remoteStorage` | | tiered storage: the cluster's remote storage URL (`s3://bucket/prefix`, `file:///dir`); each partition is read from its remote log's start, the remote segments below the committed copy's start through range reads (copy_plan.py), S3 credentials from the `AWS_*` variables |
+| `remoteStorage` | | tiered storage: the cluster's remote storage URL (`s3://bucket/prefix`, `file:///dir`); each partition is read from its remote log's start, the remote segments below the committed copy's start through range reads (copy_plan.py), S3 credentials from the `AWS_*` variables; without it those offsets are lost rows (FAILFAST: an error) |
 | `remoteStorageEndpoint` | | with `remoteStorage`: an S3-compatible store's endpoint (`http://host:port`) |
 | `isolationLevel` | read_uncommitted | as Kafka's `isolation.level`: read_committed stops at the last stable offset and drops aborted transactions' records (transactions.py) |
 

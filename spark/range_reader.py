@@ -143,6 +143,10 @@ def _range_with_stand_ins(
             break
         if limit <= at:
             continue  # this copy parts from the current history (or ends) before the offsets still wanted
+        if name != segment.path and segments and segments[0].base_offset > at:
+            # This copy starts above the offsets still wanted (a higher log start: retention, or a tiered
+            # copy's local start): read from it, [at, its start) would be skipped without a word.
+            continue
         before = at
         damaged = False
         for got in read_copy_range(segments, at, limit, start_position if at == lo else 0):

@@ -84,6 +84,21 @@ class RemoteSegmentFile(SegmentFile):
 
 
 @dataclass(frozen=True, slots=True)
+class RemoteOnlyRange(SegmentFile):
+    """Offsets from `base_offset` up to the next segment's base that only the cluster's remote storage holds,
+    in a read given no store (no `remoteStorage` option): `path` names them for the damage report;
+    `size_bytes` is 0 (nothing here is read: task sizing leaves it out), `remote_bytes` their remote
+    segments' total. Read, it is damage at its first offset (segment_reader.read_segment_file), so the
+    offsets are reported lost, never skipped unannounced."""
+
+    remote_bytes: int = 0
+
+    def __repr__(self) -> str:
+        return (f"<RemoteOnlyRange {self.topic}-{self.partition} base={self.base_offset} "
+                f"remote_bytes={self.remote_bytes}>")
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionCopy:
     """One replica's directory of one partition and its segment files, oldest first."""
 

@@ -16,7 +16,8 @@ because its neighbours are still located by sound entry headers.
 
 A remote segment (tiered storage: segment_files.RemoteSegmentFile) is walked the same way over range reads
 of its object (kanal.broker.storage.remote_segment_walk); an object that is gone (remote retention
-deleted it after the read was planned) is damage at its first offset, like a file that is gone.
+deleted it after the read was planned) is damage at its first offset, like a file that is gone; so are the
+offsets only remote storage holds in a read not given the store (segment_files.RemoteOnlyRange).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from kanal.broker.storage.remote_segment_walk import walk_remote_segment
 from kanal.broker.storage.remote_storage import ObjectMissing, RemoteStorage, open_remote_storage
 from kanal.broker.storage.segment_walk import mapped_segment_file, walk_segment
-from kanal.spark.segment_files import RemoteSegmentFile, RemoteStore, SegmentFile
+from kanal.spark.segment_files import RemoteOnlyRange, RemoteSegmentFile, RemoteStore, SegmentFile
 from kanal.v1.batch import BatchHeader, CorruptEntry, Entry
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -85,7 +86,13 @@ def read_segment(path: str, base_offset: int, start: int = 0, start_offset: int 
 
 def read_segment_file(segment: SegmentFile, start: int = 0, start_offset: int | None = None
                       ) -> Iterator[StoredEntry | SegmentDamage]:
-    """read_segment of a local file, or of a remote segment's object through range reads."""
+    """read_segment of a local file, or of a remote segment's object through range reads; a RemoteOnlyRange
+    (offsets only the remote storage this read was not given holds) is damage at its first offset."""
+    if isinstance(segment, RemoteOnlyRange):
+        first = segment.base_offset if start_offset is None else start_offset
+        yield SegmentDamage(segment.path, start, first, segment.remote_bytes, "held only by the cluster's "
+                            "remote storage, which this read was not given (the remoteStorage option)")
+        return
     if not isinstance(segment, RemoteSegmentFile):
         yield from read_segment(segment.path, segment.base_offset, start, start_offset)
         return
