@@ -275,5 +275,7 @@ def test_chaos_run_output_json_is_the_verdict(dev, tmp_path):
     assert len(verdicts) == 1, result.stdout
     verdict = verdicts[0]
     assert verdict["ok"] is True and verdict["violations_by_kind"] == {} and verdict["faults_injected"] == []
-    assert verdict["acknowledged"] > 0 and verdict["final_records"] >= verdict["acknowledged"]
+    # Every partition written was read to its end, so `ok` says no acknowledged record is missing from it
+    # (fewer final records than acknowledgements is right: the workload's compacted topic drops older keys).
+    assert verdict["acknowledged"] > 0 and verdict["final_records"] > 0 and verdict["unchecked"] == []
     assert verdict["history"] == str(tmp_path / "seed-1.jsonl")
