@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.harness
 from cluster_bench import create_topic  # benchmarks/ is on the path when this runs as a script
 
 from kanal.deploy.local_cluster import LocalCluster
-from tests.harness.moto_server import MotoServer
+from kanal.deploy.s3_server import MotoServer
 
 KANAL = str(Path(sys.executable).parent / "kanal")
 RUN_S_MAX = 600  # each perf process is bounded in time as well as in records

@@ -1,6 +1,6 @@
 """Fixtures shared by every test package: the power-loss filesystem (kanal.deploy.lazyfs), the package
 laid out as installed (tests/harness/package_tree.py), and a real S3 API server
-(tests/harness/moto_server.py)."""
+(deploy/s3_server.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def moto_s3(tmp_path_factory):
     """A moto S3 server process for a test module, its bucket made (a `MotoServer`: endpoint, bucket,
     credentials, region); tests keep apart by key prefix. moto keeps objects in memory, so it is never
     restarted: a test that needs an unreachable store starts one of its own. Stopped by PID at the end."""
-    from tests.harness.moto_server import MotoServer
+    from kanal.deploy.s3_server import MotoServer
 
     server = MotoServer.start(tmp_path_factory.mktemp("moto") / "moto.log")
     try:

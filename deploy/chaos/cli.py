@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import logging
 import os
@@ -93,7 +94,7 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--image", default="kanal:dev", help="the containers target's image (default kanal:dev)")
     run.add_argument("--faults", type=faults, default=("kill", "pause", "partition"),
-                     help=f"comma-separated, of {','.join(FAULT_KINDS)} (default: all)")
+                     help=f"comma-separated, of {','.join(FAULT_KINDS)} (default: kill,pause,partition)")
     run.add_argument("--duration", type=duration_s, default=60.0, help="per run (default 60s)")
     run.add_argument("--seed", type=int, default=1, help="seed of the fault schedule (default 1)")
     run.add_argument("--runs", type=_count_up_to(RUNS_MAX), default=1,
@@ -175,6 +176,12 @@ def preflight(target: str, fault_kinds: tuple[str, ...], which: Callable[[str], 
     cluster was up)."""
     if target not in ("dev", "containers"):
         return None
+    if "remote" in fault_kinds:
+        if target != "dev":
+            return "the remote fault needs --target dev (its S3 server and proxy run on the host)"
+        if importlib.util.find_spec("moto") is None:
+            return ("the remote fault runs an S3 server from moto: pip install 'moto[server]' (the test "
+                    "extra brings it: bash deploy/bootstrap.sh test)")
     needed = list(TOOLS) + (list(POWER_TOOLS) if "power" in fault_kinds else [])
     missing = [(tool, package) for tool, package in needed if which(tool) is None]
     if "power" in fault_kinds and not fuse_device.exists():

@@ -10,7 +10,10 @@ exception or Ctrl-C never leaves a fault behind.
 A power cut is SIGKILL of the node, then the target drops every write the node did not fsync and mounts its
 data directory again (storage.py); the node stays down until the fault ends. A clock fault steps the broker's
 wall clock (skewed_clock.py) and restarts the broker on it, since kanal's servers read the wall clock when
-they start; its end steps the clock back and restarts the broker again on the true clock.
+they start; its end steps the clock back and restarts the broker again on the true clock. A remote storage
+fault fails the store at its proxy (remote_store.py); `kill-mid-upload` stalls the store, SIGKILLs the first
+broker caught in the middle of an upload, and lets the store answer again at once: the fault's end
+restarts the broker (no upload caught within `CATCH_UPLOAD_S`: recorded as a skip, nothing killed).
 """
 
 from __future__ import annotations
@@ -39,12 +42,15 @@ class Nemesis:
         self.full_disks: set[str] = set()
         self.powered_off: set[str] = set()
         self.skewed: set[str] = set()
+        self.remote_failing = False
         self._first_failure: BaseException | None = None
         self.injected: list[tuple[Fault, str]] = []  # each fault started, with the nodes it hit
 
     def start(self, fault: Fault) -> str:
         """Inject `fault`; returns what it hit ('' when it could not be aimed, e.g. a partition without a
         leader), as recorded."""
+        if fault.kind == "remote" and fault.variant == "kill-mid-upload":
+            return self._kill_mid_upload(fault)
         resolved = [self._resolve(t) for t in fault.targets]
         nodes = [n for n in resolved if n is not None]
         if len(nodes) < len(resolved):
@@ -85,10 +91,31 @@ class Nemesis:
             self.skewed.add(nodes[0])
             self.target.step_clock(nodes[0], fault.step_s)
             self._restart_now(nodes[0])
+        elif fault.kind == "remote":
+            self.remote_failing = True
+            self.target.remote_store.fail(fault.variant)
         else:
             raise ValueError(f"unknown fault kind {fault.kind!r}")
         self.injected.append((fault, detail))
         return detail
+
+    def _kill_mid_upload(self, fault: Fault) -> str:
+        name = f"{fault.kind}/{fault.variant}"
+        self.remote_failing = True
+        try:
+            node: str | None = self.target.catch_upload()
+            if node is None:
+                self.recorder.record("nemesis", "nemesis", fault=name, action="skip",
+                                     detail="no upload caught in the middle")
+                return ""
+            self.recorder.record("nemesis", "nemesis", fault=name, action="start", detail=node)
+            self.killed.add(node)
+            self.target.kill(node)
+        finally:
+            self.target.remote_store.heal()
+            self.remote_failing = False
+        self.injected.append((fault, node))
+        return node
 
     def _partition(self, variant: str, nodes: list[str]) -> None:
         net = self.target.network
@@ -138,6 +165,12 @@ class Nemesis:
         elif fault.kind == "clock":
             self._set_clock_right(detail)
             self.skewed.discard(detail)
+        elif fault.kind == "remote" and fault.variant == "kill-mid-upload":
+            self.target.restart(detail)
+            self.killed.discard(detail)
+        elif fault.kind == "remote":
+            self.target.remote_store.heal()
+            self.remote_failing = False
         self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="stop",
                              detail=detail)
         self.restart_exited()
@@ -164,11 +197,13 @@ class Nemesis:
             self.target.restart(name)
 
     def heal_all(self) -> None:
-        """Undo everything still in force — the network, paused nodes, full disks, and killed nodes last
-        (started again into a healed cluster); keeps going past a failure and raises the first one at the
-        end."""
+        """Undo everything still in force — the network, the remote store, paused nodes, full disks, and
+        killed nodes last (started again into a healed cluster); keeps going past a failure and raises the
+        first one at the end."""
         if self.network_dirty:
             self.network_dirty = not self._undo(self.target.network.heal)
+        if self.remote_failing:
+            self.remote_failing = not self._undo(self.target.remote_store.heal)
         # By name: a target that takes no faults (BootstrapTarget) has none of these handles.
         undos = ((self.paused, "resume"), (self.full_disks, "empty_disk"), (self.killed, "restart"),
                  (self.powered_off, "restart"))

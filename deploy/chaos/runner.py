@@ -35,6 +35,7 @@ from kanal.deploy.chaos.checker import UNCLEAN_KEY, CheckReport, Signals, check,
 from kanal.deploy.chaos.history import Event, Recorder
 from kanal.deploy.chaos.mutation import make_mutant
 from kanal.deploy.chaos.nemesis import Nemesis
+from kanal.deploy.chaos.remote_store import TIERED_TOPIC_CONFIGS
 from kanal.deploy.chaos.replicas import record_replicas
 from kanal.deploy.chaos.schedule import Fault, ScheduleOptions, schedule
 from kanal.deploy.chaos.storage import BROKER_DISK_BYTES
@@ -185,7 +186,11 @@ def make_target(options: RunOptions, data_dir: Path, mutant=None):
     disk_bytes = BROKER_DISK_BYTES if "disk" in options.faults else None
     power, clock = "power" in options.faults, "clock" in options.faults
     if options.target == "dev":
-        return DevTarget(data_dir, mutant=mutant, broker_disk_bytes=disk_bytes, power=power, clock=clock)
+        return DevTarget(data_dir, mutant=mutant, broker_disk_bytes=disk_bytes, power=power, clock=clock,
+                         remote="remote" in options.faults)
+    if "remote" in options.faults:
+        raise ValueError("the remote fault needs --target dev (its S3 server and proxy run on the host, in "
+                         "the dev target's network)")
     if options.target == "containers":
         if mutant is not None:
             raise ValueError("a mutation needs --target dev (it patches the broker of this checkout)")
@@ -215,7 +220,9 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         configs = {"min.insync.replicas": "2"}
         if options.unclean:
             configs[UNCLEAN_KEY] = "true"
-        topics = {TOPIC: configs}
+        # With the remote fault the run's main topic is tiered: most of its records are read back from the
+        # store (the final read from offset 0 among them).
+        topics = {TOPIC: {**configs, **TIERED_TOPIC_CONFIGS} if "remote" in options.faults else configs}
         if options.transactions:
             topics[TXN_TOPIC] = configs
         if options.keyed_producers:

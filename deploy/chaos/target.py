@@ -16,12 +16,14 @@ With the `disk` fault each broker's data directory is a tmpfs of its own, which 
 ballast file; with the `power` fault each node's data directory is a power-loss filesystem (storage.py).
 With the `clock` fault each broker runs under `kanal.deploy.chaos.skewed_clock`, which gives it a wall clock
 of its own that the nemesis steps through a file `<data_dir>/.clock/<node>` (the host's clock is never
-touched). Everything a target starts is stopped by `close()`, also after a failure (mounts unmounted by
+touched). With the `remote` fault (`DevTarget` only) the brokers tier the run's topic to an S3 server the
+target starts, behind a proxy the nemesis fails (remote_store.py). Everything a target starts is stopped by
+`close()`, also after a failure (mounts unmounted by
 path, containers removed by name).
 
 A target gives the workloads a bootstrap, the monitor the nodes' endpoints, and the nemesis its handles
 (`kill`, `restart`, `pause`, `resume`, `fill_disk`, `empty_disk`, `cut_power`, `step_clock`,
-`exited_nodes`, the network).
+`exited_nodes`, the network, `remote_store` and `catch_upload`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pathlib import Path
 
 from kanal.deploy.chaos.mutation import Mutant
 from kanal.deploy.chaos.netns import ChaosNetwork
+from kanal.deploy.chaos.remote_store import ChaosRemoteStore
 from kanal.deploy.chaos.skewed_clock import write_offset
 from kanal.deploy.chaos.storage import BrokerDisks, PowerDisks, storage_root
 from kanal.deploy.local_cluster import LocalCluster, Node, serving
@@ -91,11 +94,12 @@ class DevTarget:
         broker_disk_bytes: int | None = None,
         power: bool = False,
         clock: bool = False,
+        remote: bool = False,
     ) -> None:
         """`broker_disk_bytes`: give each broker's data directory a tmpfs of this size (the `disk` fault
         fills it); None keeps them on the data directory's filesystem. `power`: every data directory on a
         power-loss filesystem (the `power` fault). `clock`: brokers on a wall clock of their own (the
-        `clock` fault)."""
+        `clock` fault). `remote`: brokers with remote storage the nemesis can fail (the `remote` fault)."""
         self.data_dir = Path(data_dir)
         self.disks = BrokerDisks(storage_root(self.data_dir, power), broker_disk_bytes)
         self.power = PowerDisks(self.data_dir, power)
@@ -105,6 +109,7 @@ class DevTarget:
         self.cluster: LocalCluster | None = None
         self._counts = (controllers, brokers)
         self._mutant = mutant
+        self.remote_store = ChaosRemoteStore(self.data_dir / "logs" / "remote-store") if remote else None
 
     def __repr__(self) -> str:
         return f"<DevTarget {self.cluster!r} {self.network!r}>"
@@ -115,12 +120,16 @@ class DevTarget:
             self.disks.mount(self.node_names)
             self.power.mount(self.node_names)
             hosts = {name: m.address for name, m in self.network.members.items()}
+            broker_flags = list(BROKER_FLAGS)
+            if self.remote_store is not None:
+                self.remote_store.start(self.network.host_address)
+                broker_flags += self.remote_store.broker_flags(self.data_dir.name)
             self.cluster = LocalCluster(
                 self.data_dir,
                 controllers=self._counts[0],
                 brokers=self._counts[1],
                 controller_flags=CONTROLLER_FLAGS,
-                broker_flags=BROKER_FLAGS,
+                broker_flags=broker_flags,
                 hosts=hosts,
             )
             for node in self.cluster.nodes:
@@ -149,11 +158,24 @@ class DevTarget:
                 try:
                     self.power.close()
                 finally:
-                    self.disks.unmount()
+                    try:
+                        self.disks.unmount()
+                    finally:
+                        if self.remote_store is not None:
+                            self.remote_store.close()
 
     @property
     def bootstrap(self) -> str:
         return _started(self.cluster).bootstrap
+
+    def catch_upload(self) -> str | None:
+        """Stall the remote store until a broker is caught in the middle of an upload: its name (the store
+        left stalled: `remote_store.heal()` lets it go), or None if none was caught in time."""
+        if self.remote_store is None:
+            raise RuntimeError("this target was started without remote storage")
+        hosts = self.remote_store.catch_upload()
+        names = sorted(name for name, m in self.network.members.items() if m.address in hosts)
+        return names[0] if names else None
 
     def node(self, name: str) -> Node:
         for node in _started(self.cluster).nodes:

@@ -8,6 +8,7 @@ the middle of a fault heals it and leaves no namespace, link or process behind."
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 from kanal.deploy.chaos import netns
 from kanal.deploy.chaos.history import read_history
 from kanal.deploy.chaos.runner import RunOptions, run_once
+from kanal.deploy.s3_server import request_lines
 
 pytestmark = pytest.mark.cluster
 
@@ -63,6 +65,28 @@ def test_fixed_seeds_pass_the_checker(tmp_path, seed, power_cuts):
     # Each node whose power was cut: one `cut` event with what it dropped.
     cuts = [e["detail"] for e in events if e["type"] == "nemesis" and e["action"] == "cut"]
     assert len(cuts) == power_cuts, cuts
+
+
+def test_remote_storage_down_503_and_a_broker_killed_mid_upload_lose_nothing(tmp_path):
+    """Issue 44's nemesis: seed 3 (`kanal chaos schedule --faults remote --duration 30s --seed 3`) answers
+    503 for 7.5 s, makes the store unreachable for 5 s, then kills a broker caught in the middle of an upload.
+    The run's main topic is tiered (16 KiB segments, 32 KiB local retention), so the final read from offset
+    0 reads most of it from the store: a recorded segment whose objects are missing would leave it
+    unfinished."""
+    history = tmp_path / "history.jsonl"
+    result = run_once(RunOptions(target="dev", faults=("remote",), duration_s=30, seed=3, churn=False,
+                                 history_path=history))
+    print(result.table())
+    assert result.ok, result.table()
+    assert result.report.acknowledged > 0 and result.report.unchecked == []
+    hit = {f.variant: detail for f, detail in result.injected}
+    assert set(hit) == {"503", "down", "kill-mid-upload"}, hit
+    assert hit["kill-mid-upload"].startswith("broker-")  # a broker was caught uploading and killed there
+    events = read_history(history)
+    assert min(int(e["offset"]) for e in events if e["type"] == "final" and e["topic"] == "chaos") == 0
+    # The store served segments to the reads (moto's request log, kept beside the history).
+    requests = request_lines((history.with_suffix(".logs") / "remote-store" / "moto.log").read_text())
+    assert any(re.fullmatch(r"GET /kanal-test/\S+\.log HTTP/1\.1 20[06]", r) for r in requests), requests
 
 
 def test_the_mutation_acks_all_as_1_is_caught(tmp_path):

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import pytest
 
 from kanal.clients.cluster_metadata import ClusterMetadata
+from kanal.deploy.chaos.fault_proxy import TcpFaultProxy
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode
-from tests.harness.tcp_fault_proxy import TcpFaultProxy
 
 from .conftest import (
     BROKER_FLAGS,

@@ -24,8 +24,8 @@ from kanal.broker.storage.remote_storage import (
     RemoteStorageError,
     open_remote_storage,
 )
+from kanal.deploy.s3_server import MotoServer
 from kanal.v1.error import ErrorCode, KanalError
-from tests.harness.moto_server import MotoServer
 
 MiB = 1024 * 1024
 

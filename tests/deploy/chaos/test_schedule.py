@@ -13,6 +13,7 @@ from kanal.deploy.chaos.schedule import (
     CLOCK_STEP_S,
     FAULT_KINDS,
     PARTITION_VARIANTS,
+    REMOTE_VARIANTS,
     ScheduleOptions,
     schedule,
 )
@@ -171,3 +172,14 @@ def test_the_chaos_run_names_the_debian_packages_it_misses_before_starting_anyth
     assert "fuse" not in preflight("dev", ("kill",), which=none_there)
     assert preflight("127.0.0.1:9092", ("kill",), which=none_there) is None
     assert preflight("dev", ("power",)) is None  # this machine has them all
+    assert preflight("dev", ("remote",)) is None  # moto is a test dependency
+    assert "--target dev" in preflight("containers", ("kill", "remote"))
+
+
+def test_remote_storage_faults_aim_at_the_store_and_every_variant_is_drawn():
+    seen = set()
+    for seed in range(40):
+        for f in schedule(OneAtATime(faults=("remote",), duration_s=60, seed=seed)):
+            assert f.kind == "remote" and f.targets == ("remote-storage",) and f.step_s == 0
+            seen.add(f.variant)
+    assert seen == set(REMOTE_VARIANTS)
