@@ -106,9 +106,13 @@ class PartitionRole(StrEnum):
 
 LEADER, FOLLOWER = PartitionRole.LEADER, PartitionRole.FOLLOWER
 _REPLAY_CHUNK_BYTES = 8 << 20
-# ListOffsets' timestamp for the local log's start (Kafka's EARLIEST_LOCAL_TIMESTAMP): on a tiered partition
-# -2 answers the remote log's start, this the first offset still on the leader's disk.
+# ListOffsets' special timestamps beyond -1 (latest) and -2 (earliest), with Kafka's numbers and meanings:
+# the record with the largest timestamp (KIP-734); the local log's start (on a tiered partition -2 answers
+# the remote log's start, this the first offset still on the leader's disk); the last offset remote storage
+# holds (KIP-1005; -1 when nothing was uploaded, or the topic is not tiered).
+MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 _request_ids = itertools.count(1)
 
 
@@ -784,16 +788,21 @@ class Partition:
                 return self.log_start_offset, -1
             if timestamp_ms == EARLIEST_LOCAL_TIMESTAMP:
                 return self.log.log_start_offset, -1
+            if timestamp_ms == LATEST_TIERED_TIMESTAMP:
+                return (-1 if self.remote is None else self.remote.end_offset - 1), -1
             if timestamp_ms == -1:
                 if not leader.high_watermark_established:
                     raise KanalError(
                         ErrorCode.OFFSET_NOT_AVAILABLE, f"{self.name}: new leader, HW not settled yet"
                     )
                 return visible_end, -1
-            if timestamp_ms < 0:
+            if timestamp_ms < LATEST_TIERED_TIMESTAMP:
                 raise KanalError(ErrorCode.INVALID_REQUEST,
-                                 f"timestamp {timestamp_ms} is not -4, -2, -1 or >= 0")
-            found = self.log.offset_for_timestamp(timestamp_ms)
+                                 f"timestamp {timestamp_ms} is not one of -5..-1 or >= 0")
+            if timestamp_ms == MAX_TIMESTAMP:
+                found = self.log.max_timestamp_offset()
+            else:
+                found = self.log.offset_for_timestamp(timestamp_ms)
             if found is None or found[0] >= visible_end:
                 return -1, -1
             return found

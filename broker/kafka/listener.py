@@ -43,7 +43,7 @@ Handler = Callable[[Call, Any], Awaitable[Response | None]]
 API_VERSIONS: dict[int, tuple[str, int, int, Handler | None]] = {
     0: ("Produce", 3, 12, data_apis.produce),
     1: ("Fetch", 4, 12, data_apis.fetch),
-    2: ("ListOffsets", 1, 7, data_apis.list_offsets),
+    2: ("ListOffsets", 1, 9, data_apis.list_offsets),  # v8: -4 earliest local; v9: -5 latest tiered
     3: ("Metadata", 0, 12, data_apis.metadata),
     8: ("OffsetCommit", 2, 9, group_apis.offset_commit),
     9: ("OffsetFetch", 1, 9, group_apis.offset_fetch),

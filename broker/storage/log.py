@@ -419,6 +419,14 @@ class Log:
                         return Offset(offset), ts
         return None
 
+    def max_timestamp_offset(self) -> tuple[Offset, int] | None:
+        """The first offset (at or after the log start) holding the largest record timestamp of the log, with
+        that timestamp (ListOffsets' MAX_TIMESTAMP); None for a log without records."""
+        max_timestamp_ms = max((seg.max_timestamp_ms for seg in self._segments), default=-1)
+        if max_timestamp_ms < 0:
+            return None
+        return self.offset_for_timestamp(max_timestamp_ms)
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[LeaderEpoch, Offset] | None:
         """The largest epoch <= `epoch` this log knows and where it ends (OffsetsForLeaderEpoch)."""
         return self.epoch_cache.end_offset_for(epoch, self.log_end_offset)

@@ -103,6 +103,23 @@ def fetch(part: Partition, offset: int = 0, *, committed: bool = True):
     return out, [r.value for r in records]
 
 
+def test_list_offsets_special_timestamps_on_a_partition_that_is_not_tiered(leader):
+    """Kafka's -3 (the record with the largest timestamp, below the visible end), -4 (earliest local: the
+    log start here) and -5 (latest tiered: -1, nothing is remote); anything below -5 is refused."""
+    send(leader, build_batch([NewRecord(b"a", None, 5_000), NewRecord(b"b", None, 9_000)]))  # 0-1
+    send(leader, build_batch([NewRecord(b"c", None, 7_000)]))                                # 2
+    assert leader.list_offset(-3) == (1, 9_000)
+    txn(leader, 7, [b"open"])  # 3, in an open transaction, timestamp 1 (txn's records)
+    send(leader, build_batch([NewRecord(b"d", None, 20_000)]))                               # 4
+    assert leader.list_offset(-3) == (4, 20_000)
+    assert leader.list_offset(-3, read_committed=True) == (-1, -1), "above the last stable offset (3)"
+    assert leader.list_offset(-4) == leader.list_offset(-2) == (0, -1)
+    assert leader.list_offset(-5) == (-1, -1)
+    with pytest.raises(KanalError) as refused:
+        leader.list_offset(-6)
+    assert refused.value.code == ErrorCode.INVALID_REQUEST
+
+
 def test_read_committed_stops_at_the_open_transaction_and_hides_aborted_records(leader):
     send(leader, build_batch([NewRecord(b"plain", None, 1)]))           # 0
     txn(leader, 7, [b"a1", b"a2"])                                      # 1-2, will abort

@@ -26,6 +26,7 @@ from kanal.clients.producer import Producer, ProducerConfig
 from kanal.deploy.local_cluster import LocalCluster
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode
+from tests.harness import kafka_java
 
 from .conftest import BROKER_FLAGS, CONTROLLER_FLAGS, check_history, create_topic, partition_info, wait_until
 from .history import produce_history
@@ -220,6 +221,47 @@ def test_a_kafka_client_reads_remote_segments_through_the_kafka_listener(tiered)
     finally:
         consumer.close()
     check_history(acked, read)
+
+
+def leader_offset(cluster: LocalCluster, topic: str, timestamp_ms: int) -> int:
+    """The partition leader's ListOffsets answer (gRPC) for one special timestamp."""
+    md = ClusterMetadata(cluster.bootstrap)
+    try:
+        endpoint = md.refresh([topic]).brokers[partition_info(cluster, topic, 0).leader]
+        request = broker_pb2.ListOffsetsRequest()
+        request.topics.add(topic=topic).partitions.add(partition=0, timestamp_ms=timestamp_ms)
+        answer = md.stub(endpoint).ListOffsets(request, timeout=30).topics[0].partitions[0]
+        assert answer.error == ErrorCode.NONE, answer
+        return answer.offset
+    finally:
+        md.close()
+
+
+def test_kafkas_get_offsets_tool_sees_the_remote_start_the_local_start_and_the_last_tiered_offset(tiered):
+    """Apache Kafka's kafka-get-offsets (AdminClient.listOffsets: OffsetSpec earliest, earliestLocal over
+    ListOffsets v8, latestTiered over v9) through the Kafka listener. Uploads and local retention may still
+    move both answers, which only grow: each is bracketed by the leader's gRPC answers before and after."""
+    cluster = tiered.cluster
+    create_topic(cluster, "tiered-offsets", partitions=1, replication_factor=3, **TIERED)
+    produce(cluster, "tiered-offsets", 3000, 0, {})
+    leader = partition_info(cluster, "tiered-offsets", 0).leader
+    wait_until(lambda: local_bases(cluster, leader, "tiered-offsets")[0] > 0, 60, "local segments to go")
+
+    def kafka_offset(time_spec: str) -> int:
+        out = kafka_java.tool(kafka_java.GET_OFFSETS, "--bootstrap-server", cluster.kafka_bootstrap,
+                              "--topic", "tiered-offsets", "--time", time_spec)
+        (line,) = out.split()
+        topic, partition, offset = line.rsplit(":", 2)
+        assert (topic, partition) == ("tiered-offsets", "0"), out
+        return int(offset)
+
+    assert kafka_offset("earliest") == 0  # the remote log's start
+    assert kafka_offset("latest") == 3000
+    for spec, timestamp_ms in (("earliest-local", -4), ("latest-tiered", -5)):
+        before = leader_offset(cluster, "tiered-offsets", timestamp_ms)
+        got = kafka_offset(spec)
+        after = leader_offset(cluster, "tiered-offsets", timestamp_ms)
+        assert 0 < before <= got <= after < 3000, (spec, before, got, after)
 
 
 def epoch_checkpoint(cluster: LocalCluster, broker: int, topic: str) -> list[tuple[int, int]]:

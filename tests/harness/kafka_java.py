@@ -20,6 +20,7 @@ TOPICS = "org.apache.kafka.tools.TopicCommand"
 CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 
 
 def _classpath(*extra: Path) -> str:

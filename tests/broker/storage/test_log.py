@@ -227,6 +227,22 @@ def test_offset_for_timestamp(log):
     assert log.offset_for_timestamp(NOW + 10**6) is None
 
 
+def test_the_largest_timestamp_is_found_where_it_was_written_not_at_the_end(tmp_path):
+    """ListOffsets' MAX_TIMESTAMP (-3): timestamps out of order across segments; the first offset holding
+    the largest one, even when it is neither the last record nor in the last segment."""
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes_max=1024, batch_bytes_max=512))
+    assert log.max_timestamp_offset() is None
+    for ts in (NOW + 500, NOW + 900, NOW + 100):  # offsets 0-1, 2-3 (the largest: 901 at 3), 4-5
+        log.append(batch(2, ts=ts), leader_epoch=0, now_ms=NOW)
+    log.roll()
+    for _ in range(20):  # later segments, older timestamps; one record again at the largest timestamp
+        log.append(batch(2, ts=NOW, size=100), leader_epoch=0, now_ms=NOW)
+    log.append(batch(1, ts=NOW + 901), leader_epoch=0, now_ms=NOW)
+    assert len(log.segments) > 2
+    assert log.max_timestamp_offset() == (3, NOW + 901)
+    log.close()
+
+
 def test_compaction_keeps_the_latest_value_per_key_and_offsets(tmp_path):
     log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes_max=1024, batch_bytes_max=512,
                                                cleanup_policy=COMPACT, delete_retention_ms=1000))
