@@ -592,12 +592,15 @@ class Partition:
 
     @property
     def log_start_offset(self) -> int:
-        """The first offset readable: the remote log's start when remote storage holds the oldest part
-        (tiered storage), else the local log's."""
+        """The first offset readable: on a tiered partition the remote log's start (below the local start
+        while remote storage holds the oldest part; above it once remote retention dropped segments that
+        are still on disk here, until maintenance drops them too), else the local log's."""
         remote = self.remote
-        if remote is not None and remote.segments and remote.log_start_offset < self.log.log_start_offset:
+        if remote is None:
+            return self.log.log_start_offset
+        if remote.segments:
             return remote.log_start_offset
-        return self.log.log_start_offset
+        return max(remote.log_start_offset, self.log.log_start_offset)
 
     def _remote_read(self, offset: int, bytes_max: int, limit: int, read_committed: bool) -> RemoteReadSpec:
         """What a consumer read below the local log start needs from remote storage (lock held): the
@@ -855,8 +858,15 @@ class Partition:
                 # says), by local.retention.*; retention.* bounds the whole log, remote part included,
                 # and is the leader's remote retention. Without a remote log (the broker has no remote
                 # storage, or nothing is uploaded yet) nothing is deleted: the disk fills instead.
-                if self.remote is not None and self.log.delete_uploaded_segments(
-                        now_ms, self.remote.end_offset, local_retention_ms=config.local_retention_ms,
+                remote = self.remote
+                if remote is not None and self.log.log_start_offset < remote.log_start_offset \
+                        <= self.log.log_end_offset:
+                    # Remote retention moved the log start past the local one: the local start follows
+                    # (as Kafka's does), so segments retention dropped are not kept readable here.
+                    self.log.advance_log_start(remote.log_start_offset)
+                    self.transactions.drop_before(self.log.log_start_offset)
+                if remote is not None and self.log.delete_uploaded_segments(
+                        now_ms, remote.end_offset, local_retention_ms=config.local_retention_ms,
                         local_retention_bytes=config.local_retention_bytes):
                     self.transactions.drop_before(self.log.log_start_offset)
             # compact,delete runs both, retention first: the cleaner then reads and rewrites only the

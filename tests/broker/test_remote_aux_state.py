@@ -10,6 +10,7 @@ a RemoteReader."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,7 @@ from kanal.metadata.image import EpochStart, RemoteLog, RemoteSegment
 from kanal.v1 import broker_pb2, controller_pb2
 from kanal.v1.batch import ATTR_TRANSACTIONAL, CONTROL_COMMIT, NewRecord, build_batch, build_control_batch
 from kanal.v1.error import ErrorCode, KanalError
+from tests.harness.waiting import wait_until
 
 from .test_partition_waiters import FakeManager
 
@@ -81,9 +83,8 @@ class Uploads:
         while True:
             before = len(self.segments)
             self.manager.tick([leader], 0)
-            while self.manager.in_flight():
-                assert time.monotonic() < deadline, "uploads still in flight after 30 s"
-                time.sleep(0.005)
+            wait_until(lambda: not self.manager.in_flight(), max(0.0, deadline - time.monotonic()),
+                       "the uploads in flight to finish")
             leader.set_remote(self.remote)
             if len(self.segments) == before:
                 return
@@ -183,6 +184,37 @@ def catch_up(leader: Partition, follower: Partition, reader: RemoteReader) -> in
             assert follower.restart_from_remote(0, read_aux_state(reader, needed.spec))
             restarts += 1
     raise AssertionError(f"{follower!r} did not catch up with {leader!r}")
+
+
+@pytest.mark.parametrize("keep_segments", [True, False], ids=["some-remote-left", "all-remote-dropped"])
+def test_the_local_start_follows_a_remote_start_that_retention_moved_past_it(tmp_path, uploads,
+                                                                              keep_segments) -> None:
+    """Remote retention drops remote segments still on the leader's disk (local retention keeps them all
+    here): the log start is the remote one at once, and maintenance drops what is below it locally too,
+    so no replica keeps offsets that retention deleted readable."""
+    config = dataclasses.replace(TIERED, local_retention_bytes=None)
+    leader = Partition("t", 0, tmp_path / "keep" / "t-0", config, 0, 1, FakeManager(), topic_id=TOPIC_ID)
+    try:
+        leader.become_leader(assignment(0, 1), set(), 10_000)
+        for _ in range(60):
+            produce(leader, build_batch([NewRecord(b"p" * 300)]))
+        uploads.upload_all(leader)
+        remote = uploads.remote
+        assert leader.log.log_start_offset == 0 and len(remote.segments) >= 3
+        new_start = remote.segments[1].end_offset  # retention dropped the first two
+        kept = remote.segments[2:] if keep_segments else ()
+        leader.set_remote(RemoteLog(kept, new_start))
+        assert leader.log_start_offset == new_start and leader.list_offset(-2) == (new_start, -1)
+        assert leader.log.log_start_offset == 0  # still on disk until maintenance
+        leader.maintenance(int(time.time() * 1000), False, 1 << 62)
+        assert leader.log.log_start_offset == new_start and leader.list_offset(-4) == (new_start, -1)
+        assert leader.log.segments[0].base_offset == new_start
+        preq = broker_pb2.FetchRequest.PartitionRequest(partition=0, fetch_offset=0, current_leader_epoch=-1)
+        with pytest.raises(KanalError) as refused:
+            leader.read_for_consumer(preq, 1 << 20, broker_pb2.FetchResponse.PartitionData(partition=0))
+        assert refused.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+    finally:
+        leader.close()
 
 
 def test_a_new_follower_starts_at_the_local_start_with_the_remote_state(tmp_path, tiered_leader, uploads,

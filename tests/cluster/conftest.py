@@ -171,6 +171,30 @@ def check_history(acked: dict[tuple[int, int], bytes], read: list[tuple[int, int
     assert not lost, f"{len(lost)} acknowledged records lost or moved, e.g. {sorted(lost.items())[:5]}"
 
 
+def librdkafka_read_from_zero(bootstrap: str, topic: str, count: int, config: dict[str, object],
+                              timeout_s: float = 60) -> list[tuple[int, int, bytes]]:
+    """`count` records of partition 0 of `topic` from offset 0 through librdkafka's consumer (assigned, no
+    group offsets used), as (partition, offset, value) for check_history; any error fails the test."""
+    from confluent_kafka import Consumer as KafkaConsumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    consumer = KafkaConsumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False, **config})
+    read: list[tuple[int, int, bytes]] = []
+    try:
+        consumer.assign([KafkaTopicPartition(topic, 0, 0)])
+
+        def enough() -> bool:
+            for message in consumer.consume(500, 0.5):
+                assert message.error() is None, message.error()
+                read.append((message.partition(), message.offset(), message.value()))
+            return len(read) >= count
+
+        wait_until(enough, timeout_s, f"librdkafka to read {count} records of {topic} (read {len(read)})")
+        return read
+    finally:
+        consumer.close()
+
+
 @contextlib.contextmanager
 def kanal_dev(env: dict[str, str], out: Path, *args: str) -> Iterator[subprocess.Popen]:
     """`kanal dev ARGS` with `env`, its output in `out`, until ready; stopped with Ctrl-C (killed after 60 s)

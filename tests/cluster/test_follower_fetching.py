@@ -9,8 +9,6 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer as KafkaConsumer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer, ProducerConfig
@@ -22,6 +20,7 @@ from .conftest import (
     CONTROLLER_FLAGS,
     check_history,
     create_topic,
+    librdkafka_read_from_zero,
     partition_info,
     resume_brokers,
     wait_until,
@@ -187,20 +186,9 @@ def test_librdkafka_with_client_rack_reads_from_the_follower_in_its_rack(racked)
     acked: dict = {}
     produce(racked, "ff-kafka", 2000, 0, acked)
     before = served(racked)
-    consumer = KafkaConsumer({"bootstrap.servers": racked.kafka_bootstrap, "group.id": "ff-kafka",
-                              "client.rack": RACKS[follower], "enable.auto.commit": False,
-                              "fetch.wait.max.ms": 200})
-    read: list = []
-    try:
-        consumer.assign([KafkaTopicPartition("ff-kafka", 0, 0)])
-        deadline = time.monotonic() + 60
-        while len(read) < 2000:
-            assert time.monotonic() < deadline, f"librdkafka read {len(read)} of 2000"
-            for message in consumer.consume(500, 0.5):
-                assert message.error() is None, message.error()
-                read.append((message.partition(), message.offset(), message.value()))
-    finally:
-        consumer.close()
+    read = librdkafka_read_from_zero(racked.kafka_bootstrap, "ff-kafka", 2000,
+                                     {"group.id": "ff-kafka", "client.rack": RACKS[follower],
+                                      "fetch.wait.max.ms": 200})
     after = served(racked)
     check_history(acked, read)
     total = sum(delta(before, after, b, "all") for b in after)

@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from confluent_kafka import Consumer as KafkaConsumer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kanal.broker.storage.remote_storage import RemoteStorage, open_remote_storage
 from kanal.clients.admin import Admin
@@ -28,7 +26,15 @@ from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode
 from tests.harness import kafka_java
 
-from .conftest import BROKER_FLAGS, CONTROLLER_FLAGS, check_history, create_topic, partition_info, wait_until
+from .conftest import (
+    BROKER_FLAGS,
+    CONTROLLER_FLAGS,
+    check_history,
+    create_topic,
+    librdkafka_read_from_zero,
+    partition_info,
+    wait_until,
+)
 from .history import produce_history
 
 pytestmark = pytest.mark.cluster
@@ -207,19 +213,8 @@ def test_a_kafka_client_reads_remote_segments_through_the_kafka_listener(tiered)
     produce(cluster, "tiered-kafka", 4000, 0, acked)
     leader = partition_info(cluster, "tiered-kafka", 0).leader
     wait_until(lambda: local_bases(cluster, leader, "tiered-kafka")[0] > 0, 60, "local segments to go")
-    consumer = KafkaConsumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": f"tk-{tiered.kind}",
-                              "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    read: list = []
-    try:
-        consumer.assign([KafkaTopicPartition("tiered-kafka", 0, 0)])
-        deadline = time.monotonic() + 60
-        while len(read) < 4000:
-            assert time.monotonic() < deadline, f"librdkafka read {len(read)} of 4000"
-            for message in consumer.consume(500, 0.5):
-                assert message.error() is None, message.error()
-                read.append((message.partition(), message.offset(), message.value()))
-    finally:
-        consumer.close()
+    read = librdkafka_read_from_zero(cluster.kafka_bootstrap, "tiered-kafka", 4000,
+                                     {"group.id": f"tk-{tiered.kind}", "auto.offset.reset": "earliest"})
     check_history(acked, read)
 
 
