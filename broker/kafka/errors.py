@@ -28,6 +28,11 @@ _NEAREST = {
     "INVALID_TRUNCATION": "UNKNOWN_SERVER_ERROR",
     "NO_CLUSTER": "UNKNOWN_SERVER_ERROR",
     "MISSING_DEPENDENCY": "UNKNOWN_SERVER_ERROR",
+    # The schema registry's codes answer its REST and gRPC calls, never a Kafka request (a produced record a
+    # topic's schema validation refuses is INVALID_RECORD, as Confluent Server answers).
+    **dict.fromkeys(("INVALID_SCHEMA", "INCOMPATIBLE_SCHEMA", "SCHEMA_NOT_FOUND", "SUBJECT_NOT_FOUND",
+                     "SCHEMA_VERSION_NOT_FOUND", "NOT_SOFT_DELETED", "SCHEMA_REFERENCED",
+                     "REGISTRY_MODE_FORBIDS"), "INVALID_REQUEST"),
 }
 KAFKA_CODE = {int(code): _KAFKA_BY_NAME[_NEAREST.get(name, name)] for name, code in ErrorCode.items()}
 

@@ -87,6 +87,14 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NO_CLUSTER: _ClassVar[ErrorCode]
     MISSING_DEPENDENCY: _ClassVar[ErrorCode]
     UNKNOWN_BROKER: _ClassVar[ErrorCode]
+    INVALID_SCHEMA: _ClassVar[ErrorCode]
+    INCOMPATIBLE_SCHEMA: _ClassVar[ErrorCode]
+    SCHEMA_NOT_FOUND: _ClassVar[ErrorCode]
+    SUBJECT_NOT_FOUND: _ClassVar[ErrorCode]
+    SCHEMA_VERSION_NOT_FOUND: _ClassVar[ErrorCode]
+    NOT_SOFT_DELETED: _ClassVar[ErrorCode]
+    SCHEMA_REFERENCED: _ClassVar[ErrorCode]
+    REGISTRY_MODE_FORBIDS: _ClassVar[ErrorCode]
 NONE: ErrorCode
 UNKNOWN_SERVER_ERROR: ErrorCode
 INVALID_REQUEST: ErrorCode
@@ -167,6 +175,14 @@ INCONSISTENT_CLUSTER_ID: ErrorCode
 NO_CLUSTER: ErrorCode
 MISSING_DEPENDENCY: ErrorCode
 UNKNOWN_BROKER: ErrorCode
+INVALID_SCHEMA: ErrorCode
+INCOMPATIBLE_SCHEMA: ErrorCode
+SCHEMA_NOT_FOUND: ErrorCode
+SUBJECT_NOT_FOUND: ErrorCode
+SCHEMA_VERSION_NOT_FOUND: ErrorCode
+NOT_SOFT_DELETED: ErrorCode
+SCHEMA_REFERENCED: ErrorCode
+REGISTRY_MODE_FORBIDS: ErrorCode
 RETRIABLE_FIELD_NUMBER: _ClassVar[int]
 retriable: _descriptor.FieldDescriptor
 GRPC_STATUS_FIELD_NUMBER: _ClassVar[int]
