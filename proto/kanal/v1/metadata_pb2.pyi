@@ -1,3 +1,4 @@
+from kanal.v1 import schema_registry_pb2 as _schema_registry_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -33,6 +34,7 @@ class AclResourceType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ACL_RESOURCE_GROUP: _ClassVar[AclResourceType]
     ACL_RESOURCE_CLUSTER: _ClassVar[AclResourceType]
     ACL_RESOURCE_TRANSACTIONAL_ID: _ClassVar[AclResourceType]
+    ACL_RESOURCE_SUBJECT: _ClassVar[AclResourceType]
 
 class AclPatternType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -78,6 +80,7 @@ ACL_RESOURCE_TOPIC: AclResourceType
 ACL_RESOURCE_GROUP: AclResourceType
 ACL_RESOURCE_CLUSTER: AclResourceType
 ACL_RESOURCE_TRANSACTIONAL_ID: AclResourceType
+ACL_RESOURCE_SUBJECT: AclResourceType
 ACL_PATTERN_UNSPECIFIED: AclPatternType
 ACL_PATTERN_LITERAL: AclPatternType
 ACL_PATTERN_PREFIXED: AclPatternType
@@ -426,7 +429,7 @@ class RemoteLogStartRecord(_message.Message):
     def __init__(self, topic_id: _Optional[str] = ..., partition_id: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class MetadataRecord(_message.Message):
-    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op", "controller_registration", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential", "partition_reassignment", "voter_set", "cluster_identity", "remote_log_segment", "remote_log_start")
+    __slots__ = ("time_ms", "principal", "request_id", "register_broker", "broker_registration_change", "unregister_broker", "topic", "partition", "partition_change", "remove_topic", "config", "client_quota", "producer_ids", "no_op", "controller_registration", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential", "partition_reassignment", "voter_set", "cluster_identity", "remote_log_segment", "remote_log_start", "schema", "subject_version", "remove_subject_version", "registry_config", "registry_mode")
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
@@ -451,6 +454,11 @@ class MetadataRecord(_message.Message):
     CLUSTER_IDENTITY_FIELD_NUMBER: _ClassVar[int]
     REMOTE_LOG_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     REMOTE_LOG_START_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_SUBJECT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REGISTRY_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    REGISTRY_MODE_FIELD_NUMBER: _ClassVar[int]
     time_ms: int
     principal: str
     request_id: str
@@ -475,7 +483,62 @@ class MetadataRecord(_message.Message):
     cluster_identity: ClusterIdentityRecord
     remote_log_segment: RemoteLogSegmentRecord
     remote_log_start: RemoteLogStartRecord
-    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., controller_registration: _Optional[_Union[ControllerRegistrationRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ..., partition_reassignment: _Optional[_Union[PartitionReassignmentRecord, _Mapping]] = ..., voter_set: _Optional[_Union[VoterSetRecord, _Mapping]] = ..., cluster_identity: _Optional[_Union[ClusterIdentityRecord, _Mapping]] = ..., remote_log_segment: _Optional[_Union[RemoteLogSegmentRecord, _Mapping]] = ..., remote_log_start: _Optional[_Union[RemoteLogStartRecord, _Mapping]] = ...) -> None: ...
+    schema: SchemaRecord
+    subject_version: SubjectVersionRecord
+    remove_subject_version: RemoveSubjectVersionRecord
+    registry_config: RegistryConfigRecord
+    registry_mode: RegistryModeRecord
+    def __init__(self, time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., request_id: _Optional[str] = ..., register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., client_quota: _Optional[_Union[ClientQuotaRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., controller_registration: _Optional[_Union[ControllerRegistrationRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ..., partition_reassignment: _Optional[_Union[PartitionReassignmentRecord, _Mapping]] = ..., voter_set: _Optional[_Union[VoterSetRecord, _Mapping]] = ..., cluster_identity: _Optional[_Union[ClusterIdentityRecord, _Mapping]] = ..., remote_log_segment: _Optional[_Union[RemoteLogSegmentRecord, _Mapping]] = ..., remote_log_start: _Optional[_Union[RemoteLogStartRecord, _Mapping]] = ..., schema: _Optional[_Union[SchemaRecord, _Mapping]] = ..., subject_version: _Optional[_Union[SubjectVersionRecord, _Mapping]] = ..., remove_subject_version: _Optional[_Union[RemoveSubjectVersionRecord, _Mapping]] = ..., registry_config: _Optional[_Union[RegistryConfigRecord, _Mapping]] = ..., registry_mode: _Optional[_Union[RegistryModeRecord, _Mapping]] = ...) -> None: ...
+
+class SchemaRecord(_message.Message):
+    __slots__ = ("id", "schema_type", "schema", "references")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    REFERENCES_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    schema_type: str
+    schema: str
+    references: _containers.RepeatedCompositeFieldContainer[_schema_registry_pb2.SchemaReference]
+    def __init__(self, id: _Optional[int] = ..., schema_type: _Optional[str] = ..., schema: _Optional[str] = ..., references: _Optional[_Iterable[_Union[_schema_registry_pb2.SchemaReference, _Mapping]]] = ...) -> None: ...
+
+class SubjectVersionRecord(_message.Message):
+    __slots__ = ("subject", "version", "schema_id", "deleted")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_ID_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    version: int
+    schema_id: int
+    deleted: bool
+    def __init__(self, subject: _Optional[str] = ..., version: _Optional[int] = ..., schema_id: _Optional[int] = ..., deleted: _Optional[bool] = ...) -> None: ...
+
+class RemoveSubjectVersionRecord(_message.Message):
+    __slots__ = ("subject", "version")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    version: int
+    def __init__(self, subject: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class RegistryConfigRecord(_message.Message):
+    __slots__ = ("subject", "compatibility", "normalize")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    COMPATIBILITY_FIELD_NUMBER: _ClassVar[int]
+    NORMALIZE_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    compatibility: str
+    normalize: bool
+    def __init__(self, subject: _Optional[str] = ..., compatibility: _Optional[str] = ..., normalize: _Optional[bool] = ...) -> None: ...
+
+class RegistryModeRecord(_message.Message):
+    __slots__ = ("subject", "mode")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    mode: str
+    def __init__(self, subject: _Optional[str] = ..., mode: _Optional[str] = ...) -> None: ...
 
 class MetadataBatch(_message.Message):
     __slots__ = ("controller_epoch", "records")
