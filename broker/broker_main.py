@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "--listen may take password clients without a certificate (--tls-client-auth none)")
     p.add_argument("--inter-node-advertise", default="",
                    help="host:port other brokers dial for --inter-node-listen (default: --inter-node-listen)")
+    p.add_argument("--schema-registry-listen", default="",
+                   help="host:port of the schema registry's REST listener (Confluent's API; default: none)")
     p.add_argument("--kafka-listen", default="",
                    help="host:port of a Kafka wire-protocol listener (Kafka clients: producers, consumer "
                         "groups, admin, transactions), with the --listen listener's TLS and passwords")
@@ -170,6 +172,7 @@ def parse_command(argv: list[str], environ: Mapping[str, str] | None = None,
         inter_node_listen=args.inter_node_listen,
         inter_node_advertise=args.inter_node_advertise,
         kafka_listen=args.kafka_listen,
+        schema_registry_listen=args.schema_registry_listen,
         kafka_advertise=args.kafka_advertise,
         kafka_request_bytes_max=args.kafka_request_bytes_max,
         kafka_requests_in_flight_max=args.kafka_requests_in_flight_max,

@@ -63,6 +63,9 @@ class BrokerConfig:
     kafka_listen: str = ""
     # host:port Kafka clients dial for it, registered with the controllers; empty: `kafka_listen`.
     kafka_advertise: str = ""
+    # host:port of the schema registry's REST listener (Confluent's API: schema_registry_http.py); empty:
+    # none. Same TLS as `listen`; HTTP basic credentials are SCRAM passwords when passwords are on.
+    schema_registry_listen: str = ""
     # Largest Kafka request frame the listener reads (socket.request.max.bytes): a longer length prefix
     # closes the connection before anything is read.
     kafka_request_bytes_max: int = 100 << 20
@@ -223,6 +226,11 @@ class BrokerConfig:
                    "set --kafka-advertise")
             _check(self.kafka_listen not in (self.listen, self.inter_node_listen),
                    "--kafka-listen must differ from --listen and --inter-node-listen")
+        if self.schema_registry_listen:
+            parse_endpoint(self.schema_registry_listen)
+            others = (self.listen, self.inter_node_listen, self.kafka_listen)
+            _check(self.schema_registry_listen not in others,
+                   "--schema-registry-listen must differ from the broker's other listeners")
         _check(1024 <= self.kafka_request_bytes_max <= 1 << 30,
                "kafka_request_bytes_max must be in [1024, 1073741824]")
         _check(1 <= self.kafka_requests_in_flight_max <= 1024,

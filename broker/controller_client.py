@@ -36,7 +36,7 @@ from kanal.broker.config import CONTROLLER_ATTEMPT_TIMEOUT_MS_MAX
 from kanal.broker.controller_chooser import ControllerChooser
 from kanal.net.channel_options import channel_options
 from kanal.security.channel_security import ClientSecurity, open_channel
-from kanal.v1 import controller_pb2_grpc
+from kanal.v1 import controller_pb2_grpc, schema_registry_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
 from kanal.v1.error_trailer import active_controller_of, error_code_of
 
@@ -50,6 +50,8 @@ _NOT_ACTIVE = (ErrorCode.NOT_CONTROLLER, ErrorCode.CONTROLLER_NOT_AVAILABLE)
 # Transport failures: the controller did not answer (closed, refused, or silent past the deadline).
 _SILENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
+# protoc's generated stub classes are untyped; one name for it keeps that to one place.
+_REGISTRY_STUB: Any = schema_registry_pb2_grpc.SchemaRegistryStub
 
 class ControllerClient:
     def __init__(self, endpoints: list[str], *, request_timeout_ms: int, message_bytes_max: int = 64 << 20,
@@ -62,6 +64,8 @@ class ControllerClient:
         self._options, self._security = options, security
         self._channels = {ep: open_channel(ep, options, security) for ep in endpoints}
         self._stubs = {ep: controller_pb2_grpc.ControllerStub(ch) for ep, ch in self._channels.items()}
+        # The schema registry's calls (schema_registry.proto), on the same channels.
+        self._registry_stubs = {ep: _REGISTRY_STUB(ch) for ep, ch in self._channels.items()}
         self._lock = threading.Lock()
         self._chooser = ControllerChooser(endpoints)
 
@@ -102,15 +106,17 @@ class ControllerClient:
         if endpoint not in self._channels:
             self._channels[endpoint] = open_channel(endpoint, self._options, self._security)
             self._stubs[endpoint] = controller_pb2_grpc.ControllerStub(self._channels[endpoint])
+            self._registry_stubs[endpoint] = _REGISTRY_STUB(self._channels[endpoint])
 
     def call(self, method: str, request: Any, *, timeout_s: float | None = None,
              attempt_timeout_s: float | None = None, any_controller: bool = False,
-             metadata: tuple[tuple[str, str], ...] = ()) -> Any:
+             metadata: tuple[tuple[str, str], ...] = (), registry: bool = False) -> Any:
         """Call `method` on the active controller (on any controller with `any_controller`), with gRPC call
         `metadata` (a forwarded admin call's principal), moving to
         another controller on NOT_CONTROLLER, CONTROLLER_NOT_AVAILABLE, a failed connection or an attempt
-        past `attempt_timeout_s`, until `timeout_s`. CONTROLLER_NOT_AVAILABLE when no controller answered
-        in time; any other error a controller gives is raised (gRPC status) or returned (reply field)."""
+        past `attempt_timeout_s`, until `timeout_s` (`registry`: a SchemaRegistry call, not a Controller
+        one). CONTROLLER_NOT_AVAILABLE when no controller answered in time; any other error a controller
+        gives is raised (gRPC status) or returned (reply field)."""
         deadline = time.monotonic() + (timeout_s if timeout_s is not None else self._timeout_s)
         attempt_s = attempt_timeout_s if attempt_timeout_s is not None else self.attempt_timeout_ms / 1000
         with self._lock:
@@ -123,7 +129,7 @@ class ControllerClient:
                                  f"no active controller answered {method} in time ({last_problem})")
             per_attempt = min(remaining, attempt_s)
             with self._lock:
-                stub = self._stubs[endpoint]
+                stub = (self._registry_stubs if registry else self._stubs)[endpoint]
             rpc: Callable[..., Any] = getattr(stub, method)
             started = time.monotonic()
             try:

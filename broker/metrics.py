@@ -144,6 +144,11 @@ class BrokerMetrics:
             "kanal_broker_requests_refused_starting",
             "Calls refused with BROKER_NOT_AVAILABLE because this broker was not yet registered and caught "
             "up with the metadata log", registry=r)
+        self.schema_registry_requests = Counter(
+            "kanal_schema_registry_requests",
+            "Schema registry REST requests served, by SchemaRegistry method ('none': answered without a "
+            "call, or refused before one) and HTTP status (4xx and 5xx are the errors)",
+            ["method", "status"], registry=r)
         self.fenced = Gauge(
             "kanal_broker_fenced", "1 while the controller has this broker fenced", registry=r
         )

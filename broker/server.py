@@ -27,6 +27,7 @@ import logging
 import threading
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -47,6 +48,8 @@ from kanal.broker.remote_fetch import RemoteReader
 from kanal.broker.remote_log_manager import RemoteLogManager
 from kanal.broker.replica_manager import ReplicaManager
 from kanal.broker.request_authorization import RequestGate
+from kanal.broker.schema_registry_http import SchemaRegistryHttp
+from kanal.broker.schema_registry_service import BrokerSchemaRegistry
 from kanal.broker.service import BrokerService
 from kanal.broker.storage.log import closed_uncleanly
 from kanal.broker.storage.remote_storage import open_remote_storage
@@ -57,12 +60,14 @@ from kanal.server.clock import PROCESS_CLOCK
 from kanal.server.flags import LIVENESS_SERVICE
 from kanal.server.metrics_endpoint import MetricsListen, serve_metrics
 from kanal.server.reflection import enable_reflection
-from kanal.v1 import broker_pb2, broker_pb2_grpc
+from kanal.v1 import broker_pb2, broker_pb2_grpc, schema_registry_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name
 
+# protoc's generated registration function is untyped; one name for it keeps that to one place.
+_ADD_REGISTRY_SERVICER: Any = schema_registry_pb2_grpc.add_SchemaRegistryServicer_to_server
 
 class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
@@ -78,6 +83,7 @@ class BrokerServer:
         self._grpc: grpc.aio.Server | None = None
         self._node_grpc: grpc.aio.Server | None = None  # the listener for other nodes, when configured
         self._kafka: KafkaListener | None = None  # the Kafka wire-protocol listener, when configured
+        self._registry_http: SchemaRegistryHttp | None = None  # the schema registry's REST listener
         self._metrics_server = None
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
@@ -222,6 +228,7 @@ class BrokerServer:
                                                    self.quota_interceptor])
             service = BrokerService(self, node_listener=node_listener)
             broker_pb2_grpc.add_BrokerServicer_to_server(service, server)
+            _ADD_REGISTRY_SERVICER(BrokerSchemaRegistry(self, service.refuse_until_ready), server)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
             enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
             return server
@@ -263,6 +270,26 @@ class BrokerServer:
                               f"{exc.strerror or exc}") from exc
             self._kafka = kafka
             log.info("Kafka listener %s: %s", self.config.kafka_listen, security.describe())
+        if self.config.schema_registry_listen:
+            self._start_registry_http()
+
+    def _start_registry_http(self) -> None:
+        host, port = parse_endpoint(self.config.schema_registry_listen)
+        registry = BrokerSchemaRegistry(self, BrokerService(self).refuse_until_ready)
+        metrics = self.metrics
+        try:
+            http = SchemaRegistryHttp(
+                host, port, kafka_ssl_context(self.config.security), self.authenticator.authenticate,
+                registry.call,
+                observe=lambda method, status: metrics.schema_registry_requests.labels(
+                    method=method, status=str(status)).inc())
+        except OSError as exc:
+            raise OSError(f"cannot listen on {self.config.schema_registry_listen} "
+                          f"(--schema-registry-listen): {exc.strerror or exc}") from exc
+        http.start()
+        self._registry_http = http
+        log.info("schema registry REST listener %s: %s", self.config.schema_registry_listen,
+                 self.config.security.describe())
 
     def _unready(self) -> KanalError | None:
         """Until the first caught-up image is published the credentials may be incomplete: a password that
@@ -335,6 +362,9 @@ class BrokerServer:
                 self._on_loop(self._node_grpc.stop(grace=1.0), timeout_s=grace_s + 5)
             if self._kafka is not None:
                 self._on_loop(self._kafka.stop(), timeout_s=grace_s + 5)
+        if self._registry_http is not None:
+            self._registry_http.close()
+        if self._loop_thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop_thread.join(timeout=grace_s)
         self._request_pool.shutdown(wait=False, cancel_futures=True)

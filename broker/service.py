@@ -130,6 +130,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self._timers: dict[str, tuple[Any, Any]] = {}
         self._purgatory: dict[str, Any] = {}
 
+    def refuse_until_ready(self) -> None:
+        """What every handler does first (below), for the broker's other services."""
+        self._refuse_until_ready()
+
     def _refuse_until_ready(self) -> None:
         """BROKER_NOT_AVAILABLE until this broker is registered and has published its caught-up image;
         clients retry it, here later or at another broker. Once ready, a broker stays ready: a later
