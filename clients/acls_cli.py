@@ -52,6 +52,9 @@ def add_acls_parser(
         )
         c.add_argument("--transactional-id", action="append", default=[], metavar="ID",
                        help="a transactional id resource; repeatable")
+        c.add_argument("--subject", action="append", default=[], metavar="SUBJECT",
+                       help="a schema registry subject resource (Read, Write, DescribeConfigs, "
+                       "AlterConfigs); repeatable")
         c.add_argument("--cluster", action="store_true", help="the cluster resource")
         c.add_argument("--resource-pattern-type", choices=_PATTERNS if action != "add" else _PATTERNS[:2],
                        default="literal" if action == "add" else None,
@@ -94,6 +97,7 @@ def _resources(args) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = [(metadata_pb2.ACL_RESOURCE_TOPIC, n) for n in args.topic]
     out += [(metadata_pb2.ACL_RESOURCE_GROUP, n) for n in args.group]
     out += [(metadata_pb2.ACL_RESOURCE_TRANSACTIONAL_ID, n) for n in args.transactional_id]
+    out += [(metadata_pb2.ACL_RESOURCE_SUBJECT, n) for n in args.subject]
     if args.cluster:
         out.append((metadata_pb2.ACL_RESOURCE_CLUSTER, CLUSTER_RESOURCE_NAME))
     return out
@@ -117,7 +121,8 @@ def _usage(message: str) -> KanalError:
 def _add(args, opened: Admin) -> int:
     resources, grants = _resources(args), _grants(args)
     if not resources or not grants or not args.operation:
-        raise _usage("acls add needs a resource (--topic, --group, --transactional-id or --cluster), "
+        raise _usage("acls add needs a resource (--topic, --group, --transactional-id, --subject or "
+                     "--cluster), "
                      "--allow-principal or --deny-principal, and --operation")
     pattern = metadata_pb2.ACL_PATTERN_PREFIXED if args.resource_pattern_type == "prefixed" \
         else metadata_pb2.ACL_PATTERN_LITERAL
@@ -174,7 +179,8 @@ def _list(args, opened: Admin) -> int:
 def _remove(args, opened: Admin) -> int:
     resources = _resources(args)
     if not resources:
-        raise _usage("acls remove needs a resource (--topic, --group, --transactional-id or --cluster)")
+        raise _usage("acls remove needs a resource (--topic, --group, --transactional-id, --subject or "
+                     "--cluster)")
     filters = []
     grants: list[tuple[int, str | None, str | None]] = [
         (perm, principal, host if (args.allow_host or args.deny_host) else None)
