@@ -161,7 +161,8 @@ def _run(argv: list[str]) -> int:
             remote += ["--remote-storage-endpoint", args.remote_storage_endpoint]
     selector = args.replica_selector or ("rack-aware" if args.racks else "leader")
     cluster = LocalCluster(args.data_dir, controllers=args.controllers, brokers=args.brokers, tls=tls,
-                           node_listeners=tls is not None, kafka_listeners=True, controller_flags=authorizer,
+                           node_listeners=tls is not None, kafka_listeners=True,
+                           schema_registry_listeners=True, controller_flags=authorizer,
                            broker_flags=[*authorizer, "--replica-selector", selector, *remote],
                            racks=args.racks)
     say(f"kanal dev: starting {args.controllers} controllers and {args.brokers} brokers, data in "
@@ -205,6 +206,7 @@ def _run(argv: list[str]) -> int:
             "bootstrap": cluster.bootstrap,
             "admin_bootstrap": cluster.admin_bootstrap,
             "kafka_bootstrap": cluster.kafka_bootstrap,
+            "schema_registry": cluster.schema_registry_urls,
             "client_config": client_config,
             "controllers": cluster.controller_endpoints,
             "data_dir": str(args.data_dir),
@@ -217,6 +219,7 @@ def _run(argv: list[str]) -> int:
             print(json.dumps(state), flush=True)
         say(f"kanal dev: ready. bootstrap: {cluster.bootstrap}")
         say(f"kafka bootstrap: {cluster.kafka_bootstrap}")
+        say(f"schema registry: {cluster.schema_registry_urls}")
         for node in cluster.nodes:
             say(f"  {node.name:<13} {node.endpoint:<22} pid {node.pid}  log {node.log_path}")
         say("kanal dev: other kanal commands use this cluster by default; `kanal dev status` and "

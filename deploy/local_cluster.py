@@ -144,14 +144,16 @@ class LocalCluster:
                  cluster_secret: str = "kanal-local", tls: DevTls | None = None,
                  security_flags: list[str] | None = None, hosts: dict[str, str] | None = None,
                  node_listeners: bool = False, kafka_listeners: bool = False,
-                 racks: tuple[str, ...] = ()) -> None:
+                 schema_registry_listeners: bool = False, racks: tuple[str, ...] = ()) -> None:
         """`hosts`: the address each node (by name, `controller-0`, `broker-1`) binds and advertises,
         127.0.0.1 when left out (kanal chaos gives each node its own network namespace and address).
         `node_listeners` (with `tls`): every broker also serves a listener for the other nodes
         (--inter-node-listen, certificates required), and its client listener takes password clients
         without a certificate; certificate holders (the dev admin) use `admin_bootstrap`.
         `kafka_listeners`: every broker also serves the Kafka wire protocol (--kafka-listen), for Kafka
-        clients at `kafka_bootstrap`. `racks`: broker b runs with `--rack racks[b % len(racks)]`."""
+        clients at `kafka_bootstrap`. `schema_registry_listeners`: every broker also serves the schema
+        registry's REST API (--schema-registry-listen), at `schema_registry_urls`. `racks`: broker b runs
+        with `--rack racks[b % len(racks)]`."""
         if not 1 <= controllers <= 7:
             raise ValueError("controllers must be in [1, 7]")
         if not 0 <= brokers <= 64:
@@ -169,9 +171,11 @@ class LocalCluster:
         if node_listeners and tls is None:
             raise ValueError("node_listeners needs tls")
         self.node_listeners = node_listeners
+        registry_ports = brokers if schema_registry_listeners else 0
         ports = free_ports(3 * controllers + 2 * brokers + (brokers if node_listeners else 0)
-                           + (brokers if kafka_listeners else 0))
-        kafka_base = len(ports) - (brokers if kafka_listeners else 0)
+                           + (brokers if kafka_listeners else 0) + registry_ports)
+        registry_base = len(ports) - registry_ports
+        kafka_base = registry_base - (brokers if kafka_listeners else 0)
         self.controllers: list[Node] = []
         hosts = hosts or {}
         c_hosts = [hosts.get(f"controller-{i}", "127.0.0.1") for i in range(controllers)]
@@ -228,12 +232,17 @@ class LocalCluster:
             if kafka_listeners:
                 node_kafka = f"{host}:{ports[kafka_base + b]}"
                 args += ["--kafka-listen", node_kafka]
+            if schema_registry_listeners:
+                node_registry = f"{host}:{ports[registry_base + b]}"
+                args += ["--schema-registry-listen", node_registry]
             node = Node("broker", b, f"{host}:{grpc_port}", args, self.data_dir / "logs" / f"broker-{b}.log")
             node.extra["metrics"] = f"{host}:{metrics_port}"
             if racks:
                 node.extra["rack"] = racks[b % len(racks)]
             if kafka_listeners:
                 node.extra["kafka"] = node_kafka
+            if schema_registry_listeners:
+                node.extra["schema_registry"] = node_registry
             if node_endpoint:
                 node.extra["inter_node"] = node_endpoint
             self.brokers.append(node)
@@ -300,6 +309,14 @@ class LocalCluster:
     def kafka_bootstrap(self) -> str:
         """Comma-separated Kafka listener endpoints ("" when the brokers have none), for Kafka clients."""
         return ",".join(n.extra["kafka"] for n in self.brokers if "kafka" in n.extra)
+
+    @property
+    def schema_registry_urls(self) -> str:
+        """Comma-separated URLs of the brokers' schema registry listeners ("" when they have none): what
+        a Confluent registry client takes (`url`), https when the cluster has TLS."""
+        scheme = "https" if self.tls is not None else "http"
+        return ",".join(f"{scheme}://{n.extra['schema_registry']}" for n in self.brokers
+                        if "schema_registry" in n.extra)
 
     @property
     def admin_bootstrap(self) -> str:
