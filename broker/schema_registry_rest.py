@@ -211,7 +211,8 @@ def _root(parts: list[str], query: Mapping[str, str], body: bytes) -> Routed:
 
 
 def _schema_by_id(parts: list[str], query: Mapping[str, str], body: bytes) -> Routed:
-    request = pb.GetSchemaRequest(id=_schema_id(parts[2]), deleted=_flag(query, "deleted"))
+    request = pb.GetSchemaRequest(id=_schema_id(parts[2]), deleted=_flag(query, "deleted"),
+                                  format=query.get("format", ""))
     if len(parts) == 3:
         return Routed("GetSchema", request, lambda r: _schema_json(r.schema))
     what = parts[3]

@@ -74,12 +74,14 @@ class RegisterSchemaResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., id: _Optional[int] = ..., version: _Optional[int] = ...) -> None: ...
 
 class GetSchemaRequest(_message.Message):
-    __slots__ = ("id", "deleted")
+    __slots__ = ("id", "deleted", "format")
     ID_FIELD_NUMBER: _ClassVar[int]
     DELETED_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
     id: int
     deleted: bool
-    def __init__(self, id: _Optional[int] = ..., deleted: _Optional[bool] = ...) -> None: ...
+    format: str
+    def __init__(self, id: _Optional[int] = ..., deleted: _Optional[bool] = ..., format: _Optional[str] = ...) -> None: ...
 
 class GetSchemaResponse(_message.Message):
     __slots__ = ("error", "error_message", "schema", "versions")
