@@ -28,6 +28,7 @@ import threading
 import time
 from concurrent import futures
 from dataclasses import replace
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -56,6 +57,7 @@ from kanal.raft.metadata_store import MetadataStore
 from kanal.raft.peer_client import CHANNEL_OPTIONS, PeerClient
 from kanal.raft.quorum_change import QuorumChange
 from kanal.raft.raft_node import RaftNode
+from kanal.raft.schema_registry_service import ControllerSchemaRegistry
 from kanal.raft.voter_roster import VoterRoster
 from kanal.security.authentication import Authenticator, server_interceptor
 from kanal.security.listener_security import is_loopback_bind, warn_if_exposed
@@ -64,7 +66,7 @@ from kanal.server.fatal import stop_process
 from kanal.server.flags import LIVENESS_SERVICE
 from kanal.server.metrics_endpoint import node_registry
 from kanal.server.reflection import enable_reflection
-from kanal.v1 import controller_pb2, controller_pb2_grpc
+from kanal.v1 import controller_pb2, controller_pb2_grpc, schema_registry_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
 
 _log = logging.getLogger("kanal.raft.server")
@@ -73,6 +75,8 @@ _log = logging.getLogger("kanal.raft.server")
 HAND_OFF_ELECTION_TIMEOUTS = 4
 SERVICE_NAME = controller_pb2.DESCRIPTOR.services_by_name["Controller"].full_name
 
+# protoc's generated registration function is untyped; one name for it keeps that to one place.
+_ADD_REGISTRY_SERVICER: Any = schema_registry_pb2_grpc.add_SchemaRegistryServicer_to_server
 
 class StartupError(Exception):
     """The controller could not start (a port in use, a data directory it cannot use, ...)."""
@@ -134,11 +138,12 @@ class ControllerServer:
 
     def start(self) -> None:
         self._set_serving(False)
-        controller_pb2_grpc.add_ControllerServicer_to_server(
-            ControllerService(self.config, self.controller, self.store, self._quorum_status, self.peers,
-                              quorum=self._quorum_change),
-            self.grpc_server,
-        )
+        service = ControllerService(self.config, self.controller, self.store, self._quorum_status, self.peers,
+                                    quorum=self._quorum_change)
+        controller_pb2_grpc.add_ControllerServicer_to_server(service, self.grpc_server)
+        registry = ControllerSchemaRegistry(self.controller, service.gate, self.config.request_timeout_ms,
+                                            self.config.controller_id, service.active_endpoint)
+        _ADD_REGISTRY_SERVICER(registry, self.grpc_server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
         # Liveness: SERVING while the process answers at all, catching up or not (a pod's liveness probe).
         self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)

@@ -120,6 +120,15 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def __repr__(self) -> str:
         return f"<ControllerService controller={self._config.controller_id}>"
 
+    @property
+    def gate(self) -> ControllerGate:
+        """This controller's authorization of calls (the schema registry's service checks with it too)."""
+        return self._gate
+
+    def active_endpoint(self, exc: KanalError) -> str:
+        """What a refusal says of the active controller: its host:port, or ""."""
+        return _active_controller(self, exc)
+
     # -- broker calls ------------------------------------------------------------------------------
 
     @_rpc

@@ -79,6 +79,15 @@ class ControllerGate:
 
         return self._read(decide)
 
+    def admit_by(self, rule: Callable[[Any, Access], Admission], request: Any,
+                 context: grpc.ServicerContext) -> Admission:
+        """`rule` (another service's, e.g. the schema registry's) applied as `admit` applies the
+        Controller calls' rules."""
+        principal, host = self.principal(context), peer_host(context.peer())
+        admission: Admission = self._read(
+            lambda image: rule(request, Access(principal, host, image.acls, self.config)))
+        return admission
+
     def __repr__(self) -> str:
         return f"<ControllerGate {self.config!r}>"
 
