@@ -21,6 +21,16 @@ Rules apply_batch keeps:
 - When the batch ends: every topic created in it has a partition, and every broker fenced or
   unregistered in it leads no partition and is in no ISR of a partition that has a leader.
 
+The schema registry (issue 45; image.py's table): a SchemaRecord's id is positive and unused (ids are never
+reused), its type one of the registry's, its text non-empty, its references well formed; a
+SubjectVersionRecord names a recorded schema and a version >= 1, and one for a version that exists may only
+soft-delete or undelete it (a version's schema never changes); RemoveSubjectVersion (a hard delete) takes
+only a soft-deleted version. Neither deletion may leave a reference dangling: a version stays live while a
+live version holds a schema that references it, and stays at all while any version (soft-deleted too)
+holds one, as Confluent's decisions refuse (SCHEMA_REFERENCED). RegistryConfig / RegistryMode records carry
+a level or mode by Confluent's name, or "" to remove a setting that exists (the registry's "" too: it is
+then back at BACKWARD / READWRITE). The registry's indexes (image.py) are kept with them.
+
 Remote logs (tiered storage): RemoteLogSegment and RemoteLogStart keep remote_log.py's rules (contiguous
 offsets, epochs that never go back, a start that only moves forward); RemoveTopic drops the topic's remote
 logs with it.
@@ -67,9 +77,15 @@ from kanal.metadata.image import (
     MetadataImage,
     PartitionState,
     QuorumVoter,
+    RegistryConfig,
+    RegistryMode,
     RemoteSegment,
+    SchemaId,
+    SchemaVersion,
+    StoredSchema,
     TopicImage,
     build_indexes,
+    build_registry_indexes,
 )
 from kanal.metadata.invariant import MetadataInvariantError
 from kanal.metadata.quorum_voters import check_voter_set
@@ -81,6 +97,7 @@ from kanal.metadata.remote_log import (
     with_segment,
     with_start,
 )
+from kanal.schemas.compatibility import CompatibilityLevel
 from kanal.security.scram import ITERATIONS_MAX, ITERATIONS_MIN, MECHANISMS, ScramCredential
 from kanal.v1 import metadata_pb2
 from kanal.v1.error import KanalError
@@ -228,6 +245,7 @@ def check_image(image: MetadataImage) -> None:
     _check_batch_end(image, ctx)
     _check_indexes(image)
     _check_remote_logs(image)
+    _check_registry(image)
 
 
 def _check_remote_logs(image: MetadataImage) -> None:
@@ -240,6 +258,25 @@ def _check_remote_logs(image: MetadataImage) -> None:
         if first is not None and not first.base_offset <= remote.log_start_offset < first.end_offset:
             raise _fail(f"remote log {remote!r} of {topic_id}/{partition_id}: its start is not in its first "
                         "segment")
+
+
+def _check_registry(image: MetadataImage) -> None:
+    # Versions name recorded schemas and the next id is above every recorded one: apply keeps both record by
+    # record; a snapshot that breaks them would hand out an id twice or serve a version without a schema.
+    for subject, versions in image.subjects.items():
+        if not versions:
+            raise _fail(f"subject {subject!r} without versions")
+        for version, state in versions.items():
+            if state.schema_id not in image.schemas:
+                raise _fail(f"version {version} of subject {subject!r} holds unknown schema "
+                            f"{state.schema_id}")
+    if image.schemas and image.next_schema_id <= max(image.schemas):
+        raise _fail(f"next schema id {image.next_schema_id} is not above the highest recorded, "
+                    f"{max(image.schemas)}")
+    expected = build_registry_indexes(image.schemas, image.subjects)
+    for name, want, have in zip(expected._fields, expected, image.registry_indexes(), strict=True):
+        if want != have:
+            raise _fail(f"registry index {name} is {have}, a recomputation gives {want}")
 
 
 def _check_indexes(image: MetadataImage) -> None:
@@ -800,6 +837,130 @@ def _cluster_identity(image: MetadataImage, r: metadata_pb2.ClusterIdentityRecor
     ctx.journal.set(image, "cluster_id", r.cluster_id)
 
 
+# -- the schema registry -------------------------------------------------------------------------------
+
+
+def _schema(image: MetadataImage, r: metadata_pb2.SchemaRecord, ctx: _Context) -> None:
+    if r.id <= 0:
+        raise _fail(f"SchemaRecord with id {r.id}: schema ids are positive")
+    if SchemaId(r.id) in image.schemas:
+        # The decision takes image.next_schema_id or an IMPORT id it checked is free: a second text for an
+        # id would make every record already written with that id decode as something else.
+        raise _fail(f"SchemaRecord for id {r.id}, which names {image.schemas[SchemaId(r.id)]!r} already")
+    try:
+        schema = StoredSchema.from_record(r)
+    except ValueError:
+        raise _fail(f"SchemaRecord {r.id} of unknown type {r.schema_type!r}") from None
+    if not schema.text:
+        raise _fail(f"SchemaRecord {r.id} without a schema text")
+    for ref in schema.references:
+        if not ref.name or not ref.subject or ref.version < 1:
+            raise _fail(f"SchemaRecord {r.id} with malformed reference {ref}: a name, a subject, a "
+                        "version >= 1")
+    journal = ctx.journal
+    journal.put(image.schemas, schema.schema_id, schema)
+    content = schema.content
+    journal.put(image.schema_ids_by_content, content,
+                tuple(sorted((*image.schema_ids_by_content.get(content, ()), schema.schema_id))))
+    for key in {(ref.subject, ref.version) for ref in schema.references}:
+        journal.put(image.referenced_by, key,
+                    tuple(sorted((*image.referenced_by.get(key, ()), schema.schema_id))))
+    if schema.schema_id >= image.next_schema_id:
+        journal.set(image, "next_schema_id", SchemaId(schema.schema_id + 1))
+
+
+def _subject_version(image: MetadataImage, r: metadata_pb2.SubjectVersionRecord, ctx: _Context) -> None:
+    where = f"version {r.version} of subject {r.subject!r}"
+    if not r.subject or r.version < 1:
+        raise _fail(f"SubjectVersionRecord for {where}: a subject and a version >= 1")
+    schema_id = SchemaId(r.schema_id)
+    if schema_id not in image.schemas:
+        raise _fail(f"SubjectVersionRecord for {where} names unknown schema {r.schema_id}")
+    versions = image.subjects.get(r.subject)
+    existing = versions.get(r.version) if versions is not None else None
+    if versions is not None and existing is not None:
+        # A client that read version N keeps decoding with its schema: a version never changes schema; the
+        # record only soft-deletes it or brings it back (an IMPORT of the same schema at that version).
+        if existing.schema_id != schema_id:
+            raise _fail(f"SubjectVersionRecord moves {where} from schema {existing.schema_id} to "
+                        f"{r.schema_id}")
+        if existing.deleted == r.deleted:
+            raise _fail(f"SubjectVersionRecord for {where} changes nothing ({existing!r})")
+        if r.deleted:
+            _check_unreferenced(image, r.subject, r.version, live_only=True)
+        ctx.journal.put(versions, r.version, SchemaVersion(schema_id, r.deleted))
+        return
+    if versions is None:
+        versions = {}
+        ctx.journal.put(image.subjects, r.subject, versions)
+    ctx.journal.put(versions, r.version, SchemaVersion(schema_id, r.deleted))
+    ctx.journal.put(image.schema_holders, schema_id,
+                    image.schema_holders.get(schema_id, frozenset()) | {(r.subject, r.version)})
+
+
+def _remove_subject_version(
+    image: MetadataImage, r: metadata_pb2.RemoveSubjectVersionRecord, ctx: _Context
+) -> None:
+    where = f"version {r.version} of subject {r.subject!r}"
+    versions = image.subjects.get(r.subject)
+    existing = versions.get(r.version) if versions is not None else None
+    if versions is None or existing is None:
+        raise _fail(f"RemoveSubjectVersionRecord for {where}, which does not exist")
+    if not existing.deleted:
+        # Confluent's two steps: a hard delete only follows a soft one, so no live version vanishes at once.
+        raise _fail(f"RemoveSubjectVersionRecord for {where}, which is not soft-deleted")
+    _check_unreferenced(image, r.subject, r.version, live_only=False)
+    ctx.journal.delete(versions, r.version)
+    if not versions:  # canonical: no empty subjects (a snapshot could not reproduce one)
+        ctx.journal.delete(image.subjects, r.subject)
+    held = image.schema_holders[existing.schema_id] - {(r.subject, r.version)}
+    if held:
+        ctx.journal.put(image.schema_holders, existing.schema_id, held)
+    else:  # an orphan now: kept in image.schemas (its id is never reused), held by no version
+        ctx.journal.delete(image.schema_holders, existing.schema_id)
+
+
+def _check_unreferenced(image: MetadataImage, subject: str, version: int, *, live_only: bool) -> None:
+    """Refuse to delete a version a held schema references: the referrer could no longer be parsed. A soft
+    delete (`live_only`) minds live holders only, as Confluent does: a soft-deleted referrer is hidden too."""
+    for schema_id in image.referenced_by.get((subject, version), ()):
+        for holder_subject, holder_version in sorted(image.schema_holders.get(schema_id, ())):
+            if live_only and image.subjects[holder_subject][holder_version].deleted:
+                continue
+            raise _fail(f"deleting version {version} of subject {subject!r}, which schema {schema_id} "
+                        f"(version {holder_version} of {holder_subject!r}) references")
+
+
+def _registry_config(image: MetadataImage, r: metadata_pb2.RegistryConfigRecord, ctx: _Context) -> None:
+    where = f"subject {r.subject!r}" if r.subject else "the registry"
+    if not r.compatibility:
+        if r.normalize:
+            raise _fail(f"RegistryConfigRecord removes the config of {where} and sets normalize")
+        if r.subject not in image.registry_configs:
+            raise _fail(f"RegistryConfigRecord removes the config of {where}, which has none")
+        ctx.journal.delete(image.registry_configs, r.subject)
+        return
+    try:
+        level = CompatibilityLevel(r.compatibility)
+    except ValueError:
+        raise _fail(f"RegistryConfigRecord for {where} with unknown level {r.compatibility!r}") from None
+    ctx.journal.put(image.registry_configs, r.subject, RegistryConfig(level, r.normalize))
+
+
+def _registry_mode(image: MetadataImage, r: metadata_pb2.RegistryModeRecord, ctx: _Context) -> None:
+    where = f"subject {r.subject!r}" if r.subject else "the registry"
+    if not r.mode:
+        if r.subject not in image.registry_modes:
+            raise _fail(f"RegistryModeRecord removes the mode of {where}, which has none")
+        ctx.journal.delete(image.registry_modes, r.subject)
+        return
+    try:
+        mode = RegistryMode(r.mode)
+    except ValueError:
+        raise _fail(f"RegistryModeRecord for {where} with unknown mode {r.mode!r}") from None
+    ctx.journal.put(image.registry_modes, r.subject, mode)
+
+
 def _no_op(image: MetadataImage, r: metadata_pb2.NoOpRecord, ctx: _Context) -> None:
     """Changes nothing: it only makes a new controller's epoch visible in the log."""
 
@@ -826,6 +987,11 @@ _HANDLERS: dict[str, Callable[[MetadataImage, Any, _Context], None]] = {
     "remove_user_scram_credential": _remove_user_scram_credential,
     "remote_log_segment": _remote_log_segment,
     "remote_log_start": _remote_log_start,
+    "schema": _schema,
+    "subject_version": _subject_version,
+    "remove_subject_version": _remove_subject_version,
+    "registry_config": _registry_config,
+    "registry_mode": _registry_mode,
 }
 
 

@@ -3,7 +3,8 @@
 A plain object: brokers and their registrations, topics and their partitions (replicas, ISR, leader and
 epochs), the partitions' remote logs (tiered storage), topic and broker configs, client quotas,
 access-control entries, the next producer id, the highest controller epoch seen and the next metadata
-offset. It changes only through `kanal.metadata.apply`
+offset, and the schema registry's state (schemas, subjects and their versions, compatibility configs and
+modes: see "The schema registry" below). It changes only through `kanal.metadata.apply`
 (records in, state changed), so every replica of it (active controller, standbys, brokers, Spark replay) is
 the same function of the log. Images compare equal when they describe the same cluster at the same offset.
 
@@ -22,13 +23,36 @@ Placement weighs assignments, not current leaders: replica lists only change whe
 or removed, while leaders move with every failure and come back through preferred elections. A count is
 never 0 (the key is removed) and a name tuple never empty, so a from-scratch `build_indexes` gives equal
 maps. They are functions of `topics`, so equality ignores them; `check_image` checks they match.
+
+The schema registry (issue 45). Confluent's model, kept by the metadata log so ids come from the active
+controller and survive failover:
+
+| field | holds |
+|---|---|
+| `schemas` | id -> `StoredSchema` (type, text, references): every schema ever recorded, never removed |
+| `subjects` | subject -> version -> `SchemaVersion` (schema id, soft-deleted); no empty subject |
+| `registry_configs` | subject ("" the registry's) -> `RegistryConfig` (compatibility level, normalize) |
+| `registry_modes` | subject ("" the registry's) -> `RegistryMode` (READWRITE, READONLY, IMPORT) |
+| `next_schema_id` | one more than the highest id recorded: where a new schema's id comes from |
+
+A hard delete removes a subject's version, never the schema its id names: the id then answers nothing
+(no version holds it, so reads say SCHEMA_NOT_FOUND), but it is never given to another text, and a snapshot
+(which writes every schema) carries the highest id across a restore. A schema no version holds is an
+*orphan*; registering its text again gives it back its id. Three more indexes, derived from `schemas` and
+`subjects` the same way (left out of equality, checked by `check_image`, `build_registry_indexes`):
+
+- `schema_holders`: schema id -> the (subject, version)s holding it, soft-deleted ones too; no empty set;
+- `schema_ids_by_content`: (type, text, references) -> the ids with exactly that content (more than one
+  only through IMPORT, which takes the caller's ids), ascending;
+- `referenced_by`: (subject, version) -> the ids of schemas whose references name it, ascending.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from enum import StrEnum
+from typing import NamedTuple, NewType
 
 from kanal.metadata.acl import AclResource, AclSet
 from kanal.metadata.ids import (
@@ -43,8 +67,10 @@ from kanal.metadata.ids import (
     ProducerId,
     TopicId,
 )
+from kanal.schemas.compatibility import DEFAULT_LEVEL, CompatibilityLevel
+from kanal.schemas.schema_types import Reference, SchemaType
 from kanal.security.scram import ScramCredential
-from kanal.v1 import metadata_pb2
+from kanal.v1 import metadata_pb2, schema_registry_pb2
 from kanal.v1.topic_name import collision_key
 
 # Broker config resource name that holds cluster-wide defaults (Kafka's "<default>" entity).
@@ -264,6 +290,130 @@ class RemoteLog:
                 f"segments={len(self.segments)}>")
 
 
+# -- the schema registry --------------------------------------------------------------------------------
+
+# A registered schema's global id: positive, never reused (module docstring).
+SchemaId = NewType("SchemaId", int)
+_FIRST_SCHEMA_ID = SchemaId(1)
+
+# The subject key of the registry-wide config and mode (Confluent's global `/config` and `/mode`).
+GLOBAL_SUBJECT = ""
+
+
+class RegistryMode(StrEnum):
+    """What a subject (or the registry) accepts: Confluent's modes."""
+
+    READWRITE = "READWRITE"  # registrations and deletes
+    READONLY = "READONLY"  # reads only
+    IMPORT = "IMPORT"  # registrations with the caller's ids and versions, unchecked (a migration)
+
+
+DEFAULT_REGISTRY_MODE = RegistryMode.READWRITE
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryConfig:
+    """A subject's (or the registry's) compatibility level, and whether schemas are normalized."""
+
+    compatibility: CompatibilityLevel
+    normalize: bool = False
+
+    def __repr__(self) -> str:
+        return f"<RegistryConfig {self.compatibility}{' normalize' if self.normalize else ''}>"
+
+
+# In effect when neither the subject nor the registry has a config (Confluent's defaults).
+DEFAULT_REGISTRY_CONFIG = RegistryConfig(DEFAULT_LEVEL, False)
+
+
+class SchemaContent(NamedTuple):
+    """What makes two registered schemas the same one: type, text and references (Confluent's lookup key,
+    with the text as stored)."""
+
+    schema_type: SchemaType
+    text: str
+    references: tuple[Reference, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSchema:
+    """A schema as its SchemaRecord recorded it (the text as registered: normalized when registered with
+    normalize). Its references name (subject, version)s resolved at registration."""
+
+    schema_id: SchemaId
+    schema_type: SchemaType
+    text: str
+    references: tuple[Reference, ...] = ()
+
+    @property
+    def content(self) -> SchemaContent:
+        return SchemaContent(self.schema_type, self.text, self.references)
+
+    @classmethod
+    def from_record(cls, r: metadata_pb2.SchemaRecord) -> StoredSchema:
+        """ValueError when the type is not one of the registry's."""
+        return cls(SchemaId(r.id), SchemaType(r.schema_type), r.schema,
+                   tuple(Reference(ref.name, ref.subject, ref.version) for ref in r.references))
+
+    def to_record(self) -> metadata_pb2.SchemaRecord:
+        return metadata_pb2.SchemaRecord(
+            id=self.schema_id, schema_type=self.schema_type, schema=self.text,
+            references=[reference_to_proto(ref) for ref in self.references],
+        )
+
+    def __repr__(self) -> str:
+        refs = [f"{r.subject}/{r.version}" for r in self.references]
+        refs_text = f" references={refs}" if refs else ""
+        return f"<Schema {self.schema_id} {self.schema_type} {len(self.text)} chars{refs_text}>"
+
+
+def reference_to_proto(ref: Reference) -> schema_registry_pb2.SchemaReference:
+    return schema_registry_pb2.SchemaReference(name=ref.name, subject=ref.subject, version=ref.version)
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaVersion:
+    """One version of a subject: the id of the schema it holds, and whether it is soft-deleted (kept,
+    hidden from reads that do not ask for deleted versions, and its number not reused while it stays)."""
+
+    schema_id: SchemaId
+    deleted: bool = False
+
+    def __repr__(self) -> str:
+        return f"<SchemaVersion schema={self.schema_id}{' deleted' if self.deleted else ''}>"
+
+
+class RegistryIndexes(NamedTuple):
+    """The derived maps of the registry's state (module docstring)."""
+
+    schema_holders: dict[SchemaId, frozenset[tuple[str, int]]]
+    schema_ids_by_content: dict[SchemaContent, tuple[SchemaId, ...]]
+    referenced_by: dict[tuple[str, int], tuple[SchemaId, ...]]
+
+
+def build_registry_indexes(
+    schemas: Mapping[SchemaId, StoredSchema], subjects: Mapping[str, Mapping[int, SchemaVersion]]
+) -> RegistryIndexes:
+    """The registry's indexes computed from scratch: O(schemas + versions + references).
+
+    What `apply` keeps incrementally must always equal this; `check_image` compares the two."""
+    holders: dict[SchemaId, set[tuple[str, int]]] = {}
+    for subject, versions in subjects.items():
+        for version, state in versions.items():
+            holders.setdefault(state.schema_id, set()).add((subject, version))
+    by_content: dict[SchemaContent, list[SchemaId]] = {}
+    referrers: dict[tuple[str, int], set[SchemaId]] = {}
+    for schema_id, schema in schemas.items():
+        by_content.setdefault(schema.content, []).append(schema_id)
+        for ref in schema.references:
+            referrers.setdefault((ref.subject, ref.version), set()).add(schema_id)
+    return RegistryIndexes(
+        {schema_id: frozenset(held) for schema_id, held in holders.items()},
+        {content: tuple(sorted(ids)) for content, ids in by_content.items()},
+        {key: tuple(sorted(ids)) for key, ids in referrers.items()},
+    )
+
+
 @dataclass(eq=True, slots=True)
 class TopicImage:
     """One topic: name, id, config overrides (key -> text) and partitions (list index = partition id)."""
@@ -326,6 +476,13 @@ class MetadataImage:
     # Tiered storage: (topic id, partition) -> its remote log, for partitions that ever had a segment
     # recorded (RemoteLogSegmentRecord / RemoteLogStartRecord); removed with the topic.
     remote_logs: dict[tuple[TopicId, PartitionId], RemoteLog] = field(default_factory=dict)
+    # The schema registry (the module docstring's table): schemas by id (never removed), subject -> version
+    # -> its state (no empty subjects), configs and modes by subject ("" the registry's), the next id.
+    schemas: dict[SchemaId, StoredSchema] = field(default_factory=dict)
+    subjects: dict[str, dict[int, SchemaVersion]] = field(default_factory=dict)
+    registry_configs: dict[str, RegistryConfig] = field(default_factory=dict)
+    registry_modes: dict[str, RegistryMode] = field(default_factory=dict)
+    next_schema_id: SchemaId = _FIRST_SCHEMA_ID
     next_producer_id: ProducerId = _FIRST_PRODUCER_ID
     controller_epoch: ControllerEpoch = _NO_CONTROLLER_EPOCH
     next_offset: MetadataOffset = _FIRST_OFFSET
@@ -334,6 +491,11 @@ class MetadataImage:
     preferred_leader_counts: dict[BrokerId, int] = field(default_factory=dict, compare=False)
     # Sorted names; more than one only if a log holds a collision the decisions would have refused.
     collision_names: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+    # The registry's indexes, derived from `schemas` and `subjects` (module docstring); kept by apply.
+    schema_holders: dict[SchemaId, frozenset[tuple[str, int]]] = field(default_factory=dict, compare=False)
+    schema_ids_by_content: dict[SchemaContent, tuple[SchemaId, ...]] = field(
+        default_factory=dict, compare=False)
+    referenced_by: dict[tuple[str, int], tuple[SchemaId, ...]] = field(default_factory=dict, compare=False)
 
     # -- lookups -----------------------------------------------------------------------------------
 
@@ -385,6 +547,11 @@ class MetadataImage:
             acls=dict(self.acls),  # AclSets are immutable
             scram_credentials={k: dict(v) for k, v in self.scram_credentials.items()},
             remote_logs=dict(self.remote_logs),  # RemoteLogs are frozen values
+            schemas=dict(self.schemas),  # frozen values, like the versions, configs and modes below
+            subjects={subject: dict(versions) for subject, versions in self.subjects.items()},
+            registry_configs=dict(self.registry_configs),
+            registry_modes=dict(self.registry_modes),
+            next_schema_id=self.next_schema_id,
             next_producer_id=self.next_producer_id,
             controller_epoch=self.controller_epoch,
             next_offset=self.next_offset,
@@ -392,18 +559,25 @@ class MetadataImage:
             replica_counts=dict(self.replica_counts),
             preferred_leader_counts=dict(self.preferred_leader_counts),
             collision_names=dict(self.collision_names),
+            schema_holders=dict(self.schema_holders),  # frozensets and tuples: immutable values
+            schema_ids_by_content=dict(self.schema_ids_by_content),
+            referenced_by=dict(self.referenced_by),
         )
 
     def indexes(self) -> ImageIndexes:
         """The indexes as kept by apply (the live maps, not copies)."""
         return ImageIndexes(self.replica_counts, self.preferred_leader_counts, self.collision_names)
 
+    def registry_indexes(self) -> RegistryIndexes:
+        """The registry's indexes as kept by apply (the live maps, not copies)."""
+        return RegistryIndexes(self.schema_holders, self.schema_ids_by_content, self.referenced_by)
+
     def __repr__(self) -> str:
         fenced = sum(1 for b in self.brokers.values() if b.fenced)
         return (
             f"<MetadataImage offset={self.next_offset} controller_epoch={self.controller_epoch} "
             f"brokers={len(self.brokers)} fenced={fenced} topics={len(self.topics)} "
-            f"partitions={self.partition_count()}>"
+            f"partitions={self.partition_count()} schemas={len(self.schemas)} subjects={len(self.subjects)}>"
         )
 
 

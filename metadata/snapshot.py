@@ -4,9 +4,10 @@
 accepts: brokers (with their current fenced state), topics (each followed by its config overrides, its
 partitions with their current epochs, and their remote logs: segments, then a RemoteLogStartRecord when
 the start is not the first segment's base), broker configs, client quotas (user+client-id entities after the
-plain ones), SCRAM credentials, controller registrations, access-control entries (sorted), then the
-producer-id counter as a ProducerIdsRecord with broker_id -1 (a counter restored for no broker). Records
-are stamped with time 0,
+plain ones), SCRAM credentials, controller registrations, access-control entries (sorted), the schema
+registry (every schema by id, orphans too, so the next id survives the restore; then each subject's versions
+in order with their soft-deleted flags; then configs and modes by subject), then the producer-id counter
+as a ProducerIdsRecord with broker_id -1 (a counter restored for no broker). Records are stamped with time 0,
 principal "snapshot" and request id "snapshot-<next_offset>": a snapshot is a copy, not a decision, and
 must be the same bytes on every controller that writes it at the same offset.
 
@@ -165,6 +166,7 @@ def image_to_snapshot(image: MetadataImage) -> metadata_pb2.MetadataSnapshot:
         records.append(
             stamp.record(access_control_entry=metadata_pb2.AccessControlEntryRecord(entry=entry.to_proto()))
         )
+    records.extend(_registry_records(stamp, image))
     if image.next_producer_id > MetadataImage().next_producer_id:  # only once ids were handed out
         records.append(
             stamp.record(
@@ -202,6 +204,30 @@ def _remote_log_records(
                 )
             )
         )
+    return records
+
+
+def _registry_records(stamp: Stamp, image: MetadataImage) -> list[metadata_pb2.MetadataRecord]:
+    """The records that rebuild the schema registry: schemas first (versions name them), in id order;
+    versions as they stand (a soft-deleted one is recorded deleted at once, which apply takes: only a change
+    of an existing version checks references); configs and modes, the registry's ("") first."""
+    records = [stamp.record(schema=image.schemas[key].to_record()) for key in sorted(image.schemas)]
+    for subject in sorted(image.subjects):
+        versions = image.subjects[subject]
+        records.extend(
+            stamp.record(subject_version=metadata_pb2.SubjectVersionRecord(
+                subject=subject, version=version, schema_id=versions[version].schema_id,
+                deleted=versions[version].deleted,
+            ))
+            for version in sorted(versions)
+        )
+    for subject in sorted(image.registry_configs):
+        config = image.registry_configs[subject]
+        records.append(stamp.record(registry_config=metadata_pb2.RegistryConfigRecord(
+            subject=subject, compatibility=config.compatibility, normalize=config.normalize)))
+    for subject in sorted(image.registry_modes):
+        records.append(stamp.record(registry_mode=metadata_pb2.RegistryModeRecord(
+            subject=subject, mode=image.registry_modes[subject])))
     return records
 
 

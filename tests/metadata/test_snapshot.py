@@ -17,12 +17,13 @@ from kanal.metadata import (
     image_to_snapshot,
 )
 from kanal.metadata.remote_log import REMOTE_STORAGE_ENABLE
-from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2
+from kanal.v1 import admin_pb2, controller_pb2, metadata_pb2, schema_registry_pb2
 
 
 def rich_image(harness) -> MetadataImage:
     """Brokers live and fenced, topics with configs, an offline partition, broker configs, quotas, ids,
-    remote logs (plain, started inside a segment, emptied by a start move)."""
+    remote logs (plain, started inside a segment, emptied by a start move), the schema registry (live,
+    soft-deleted and orphaned schemas, a reference, configs, a mode)."""
     h = harness
     h.add_brokers([0, 1, 2, 3], racks=["a", "a", "b", "b"])
     h.create_topic("orders", 6, 3, {"retention.ms": "1000", "cleanup.policy": "compact"})
@@ -74,6 +75,9 @@ def rich_image(harness) -> MetadataImage:
             **h.ctx(),
         )
     )
+    h.commit(Decision(registry_records(Stamp(h.now_ms, "User:admin", "registry")), None))
+    h.commit(Decision([Stamp(h.now_ms, "User:admin", "hard-delete").record(
+        remove_subject_version=metadata_pb2.RemoveSubjectVersionRecord(subject="gone", version=1))], None))
     solo_leaders = {p.leader for p in h.image.topics["solo"].partitions}
     h.fence(*sorted(solo_leaders))  # "solo" goes offline, "orders" moves leaders
     h.controller_epoch = 3
@@ -83,6 +87,28 @@ def rich_image(harness) -> MetadataImage:
     return h.image
 
 
+def registry_records(stamp: Stamp) -> list[metadata_pb2.MetadataRecord]:
+    """Schemas 1..3: 1 at users/1, 2 (referencing users/1) at users/2 soft-deleted, 3 at gone/1 soft-deleted
+    (then hard-deleted: an orphan, the highest id); a registry config, a subject config and mode."""
+    return [
+        stamp.record(schema=metadata_pb2.SchemaRecord(id=1, schema_type="AVRO", schema='"string"')),
+        stamp.record(schema=metadata_pb2.SchemaRecord(
+            id=2, schema_type="AVRO", schema='{"type": "array", "items": "string"}',
+            references=[schema_registry_pb2.SchemaReference(name="s", subject="users", version=1)])),
+        stamp.record(schema=metadata_pb2.SchemaRecord(id=3, schema_type="AVRO", schema='"int"')),
+        stamp.record(subject_version=metadata_pb2.SubjectVersionRecord(
+            subject="users", version=1, schema_id=1)),
+        stamp.record(subject_version=metadata_pb2.SubjectVersionRecord(
+            subject="users", version=2, schema_id=2, deleted=True)),
+        stamp.record(subject_version=metadata_pb2.SubjectVersionRecord(
+            subject="gone", version=1, schema_id=3, deleted=True)),
+        stamp.record(registry_config=metadata_pb2.RegistryConfigRecord(subject="", compatibility="FULL")),
+        stamp.record(registry_config=metadata_pb2.RegistryConfigRecord(
+            subject="users", compatibility="NONE", normalize=True)),
+        stamp.record(registry_mode=metadata_pb2.RegistryModeRecord(subject="users", mode="READONLY")),
+    ]
+
+
 def test_round_trip_gives_an_equal_image(harness) -> None:
     image = rich_image(harness)
     assert any(p.offline for p in image.topics["solo"].partitions)
@@ -90,12 +116,15 @@ def test_round_trip_gives_an_equal_image(harness) -> None:
     assert any(p.leader_epoch > 0 for p in image.topics["orders"].partitions)
     starts = sorted((log.log_start_offset, len(log.segments)) for log in image.remote_logs.values())
     assert starts == [(0, 2), (10, 0), (1150, 2)]
+    assert sorted(image.subjects) == ["users"] and image.next_schema_id == 4 and 3 not in image.schema_holders
     snapshot = image_to_snapshot(image)
     assert snapshot.next_offset == image.next_offset
     assert snapshot.controller_epoch == image.controller_epoch == 3
     restored = image_from_snapshot(metadata_pb2.MetadataSnapshot.FromString(snapshot.SerializeToString()))
     assert restored == image
     assert restored.topics_by_id.keys() == image.topics_by_id.keys()
+    assert restored.registry_indexes() == image.registry_indexes()
+    assert restored.next_schema_id == 4  # the orphaned highest id is not handed out again
     assert image_to_snapshot(restored) == snapshot
 
 
