@@ -65,6 +65,8 @@ class Routed:
     # Which of two Confluent codes a NOT_SOFT_DELETED or INVALID_CONFIG reply is, for this call.
     not_soft_deleted_code: int = 40405
     invalid_config_code: int = 42203
+    # SUBJECT_NOT_FOUND from GetConfig / GetMode means "no setting of its own" (40408 / 40409).
+    subject_not_found_code: int = 40401
     status: int = 200
     raw_schema: bool = False  # the body is the schema text itself (…/schema paths)
 
@@ -95,6 +97,8 @@ def rest_error(routed: Routed | None, code: int, message: str) -> RestError:
         return RestError(404, routed.not_soft_deleted_code if routed else 40405, message)
     if code == ErrorCode.INVALID_CONFIG:
         return RestError(422, routed.invalid_config_code if routed else 42203, message)
+    if code == ErrorCode.SUBJECT_NOT_FOUND:
+        return RestError(404, routed.subject_not_found_code if routed else 40401, message)
     status, error_code = _CONFLUENT.get(code, (500, 50001))
     return RestError(status, error_code, message)
 
@@ -298,7 +302,7 @@ def _get_config(parts: list[str], query: Mapping[str, str], body: bytes) -> Rout
     request = pb.GetRegistryConfigRequest(subject=_subject_of(parts),
                                           default_to_global=_flag(query, "defaultToGlobal"))
     return Routed("GetConfig", request, lambda r: {"compatibilityLevel": r.compatibility,
-                                                   "normalize": r.normalize})
+                                                   "normalize": r.normalize}, subject_not_found_code=40408)
 
 
 def _set_config(parts: list[str], query: Mapping[str, str], body: bytes) -> Routed:
@@ -320,7 +324,8 @@ def _delete_config(parts: list[str], query: Mapping[str, str], body: bytes) -> R
 def _get_mode(parts: list[str], query: Mapping[str, str], body: bytes) -> Routed:
     request = pb.GetRegistryModeRequest(subject=_subject_of(parts),
                                         default_to_global=_flag(query, "defaultToGlobal"))
-    return Routed("GetMode", request, lambda r: {"mode": r.mode}, invalid_config_code=42204)
+    return Routed("GetMode", request, lambda r: {"mode": r.mode}, invalid_config_code=42204,
+                  subject_not_found_code=40409)
 
 
 def _set_mode(parts: list[str], query: Mapping[str, str], body: bytes) -> Routed:

@@ -24,6 +24,7 @@ import grpc
 
 from kanal.metadata import MetadataImage
 from kanal.metadata.decision import Decision
+from kanal.metadata.image import SchemaId
 from kanal.metadata.registry_authorization import admit_registry
 from kanal.metadata.schema_registry import (
     decide_delete_subject,
@@ -43,10 +44,9 @@ from kanal.metadata.schema_registry_reads import (
     list_versions,
     lookup_schema,
 )
-from kanal.metadata.schema_registry_rules import CachingParser
+from kanal.metadata.schema_registry_rules import CachingParser, SchemaParser, parse_stored
 from kanal.raft.request_authorization import ControllerGate
-from kanal.schemas.formats import parse_schema, schema_type_of
-from kanal.schemas.schema_types import SchemaInvalid, SchemaType
+from kanal.schemas.schema_types import SchemaType
 from kanal.server.error_boundary import error_boundary_with_hint
 from kanal.v1 import schema_registry_pb2 as pb
 from kanal.v1 import schema_registry_pb2_grpc
@@ -97,14 +97,17 @@ class ControllerSchemaRegistry(schema_registry_pb2_grpc.SchemaRegistryServicer):
         return run
 
 
-def _serialized(reply: pb.GetSchemaResponse) -> pb.GetSchemaResponse:
-    """`format=serialized`: a Protobuf schema as its base64 FileDescriptorProto (other types unchanged)."""
-    if reply.error != ErrorCode.NONE or schema_type_of(reply.schema.schema_type) is not SchemaType.PROTOBUF:
+def _get_schema(image: MetadataImage, request: pb.GetSchemaRequest, *, parse: SchemaParser
+                ) -> pb.GetSchemaResponse:
+    """GetSchema; with `format=serialized` a Protobuf schema comes as its base64 FileDescriptorProto
+    (what confluent-kafka's Protobuf deserializer asks for), its references resolved as registered."""
+    reply = get_schema(image, request)
+    if request.format != "serialized" or reply.error != ErrorCode.NONE:
         return reply
-    try:
-        parsed = parse_schema(SchemaType.PROTOBUF, reply.schema.schema)
-    except SchemaInvalid:
-        return reply  # a schema with references: its text, as registered
+    stored = image.schemas[SchemaId(request.id)]
+    if stored.schema_type is not SchemaType.PROTOBUF:
+        return reply
+    parsed = parse_stored(image, stored, parse)
     reply.schema.schema = base64.b64encode(parsed.serialized()).decode()  # type: ignore[attr-defined]
     return reply
 
@@ -121,7 +124,7 @@ _WRITES: dict[str, tuple[Callable[..., Any], bool]] = {
 }
 # method -> (read of the image, whether it parses schemas)
 _READS: dict[str, tuple[Callable[..., Any], bool]] = {
-    "GetSchema": (get_schema, False),
+    "GetSchema": (_get_schema, True),
     "ListSubjects": (list_subjects, False),
     "ListVersions": (list_versions, False),
     "GetVersion": (get_version, False),
@@ -141,10 +144,7 @@ def _handler(method: str) -> Any:
         else:
             read, parses = _READS[method]
             decide = self._read(read, parses=parses)
-        reply = self._serve(method, request, context, decide)
-        if method == "GetSchema" and request.format == "serialized":
-            reply = _serialized(reply)
-        return reply
+        return self._serve(method, request, context, decide)
 
     handle.__name__ = handle.__qualname__ = method
     return _rpc(handle)

@@ -150,3 +150,12 @@ def test_the_two_codes_that_depend_on_the_call():
     mode = route("PUT", "/mode", {}, body(mode="X"))
     assert rest_error(config, ErrorCode.INVALID_CONFIG, "").error_code == 42203
     assert rest_error(mode, ErrorCode.INVALID_CONFIG, "").error_code == 42204
+
+
+def test_a_subject_without_a_setting_of_its_own_is_40408_or_40409():
+    config = route("GET", "/config/s", {}, b"")
+    mode = route("GET", "/mode/s", {}, b"")
+    assert rest_error(config, ErrorCode.SUBJECT_NOT_FOUND, "").error_code == 40408
+    assert rest_error(mode, ErrorCode.SUBJECT_NOT_FOUND, "").error_code == 40409
+    versions = route("GET", "/subjects/s/versions", {}, b"")
+    assert rest_error(versions, ErrorCode.SUBJECT_NOT_FOUND, "").error_code == 40401
