@@ -273,7 +273,88 @@ static PyObject *py_walk(PyObject *mod, PyObject *args) {
     return PyLong_FromLongLong(max_ts);
 }
 
+/* schema_ids(record_list, field_tag) -> (index, ids): broker/schema_validation.py's scan, whose Python
+ * reference is scan_schema_ids_python there. Over a RecordList the walk above accepted: for each record the
+ * last occurrence of the length-delimited field `field_tag` (0x1a key, 0x22 value); absent (null) passes; one
+ * of fewer than 5 bytes or not starting with byte 0 ends the scan with its record's index; otherwise the
+ * big-endian uint32 after the 0 is a schema id, and `ids` maps each to the index of the first record naming
+ * it. `index` is -1 when no record ended the scan. The GIL is held (the dict is built as it goes), but a run
+ * of records naming one id costs a comparison each, not a dict operation. Every read is bounds-checked as in
+ * the walk; input the walk refuses is refused here too (INVALID_RECORD), though the broker never passes any. */
+static PyObject *py_schema_ids(PyObject *mod, PyObject *args) {
+    Py_buffer data;
+    unsigned int field_tag;
+    if (!PyArg_ParseTuple(args, "y*I:schema_ids", &data, &field_tag)) return NULL;
+    const uint8_t *p = data.buf, *end = (const uint8_t *)data.buf + data.len;
+    Walk w = {.start = data.buf};
+    Py_ssize_t size = data.len;
+    long long index = 0, unframed = -1;
+    int64_t last_id = -1; /* the id of the last framed record seen: runs of one id skip the dict */
+    PyObject *ids = PyDict_New();
+    if (ids == NULL) goto error;
+    while (p < end) {
+        uint32_t tag;
+        Py_ssize_t len;
+        const uint8_t *at = p;
+        if (read_varint32(&w, &p, end, &tag, TAG_TOO_LONG) < 0) goto invalid;
+        if (tag != 0x0a) {
+            unknown(&w, at, tag, "a RecordList");
+            goto invalid;
+        }
+        if (read_length(&w, &p, end, &len) < 0) goto invalid;
+        const uint8_t *record_end = p + len, *field = NULL;
+        Py_ssize_t field_len = 0;
+        while (p < record_end) {
+            at = p;
+            if (read_varint32(&w, &p, record_end, &tag, TAG_TOO_LONG) < 0) goto invalid;
+            if ((tag & 7) == 0) {
+                uint64_t ignored;
+                if (read_varint(&w, &p, record_end, &ignored) < 0) goto invalid;
+            } else if ((tag & 7) == 2) {
+                if (read_length(&w, &p, record_end, &len) < 0) goto invalid;
+                if (tag == field_tag) {
+                    field = p;
+                    field_len = len;
+                }
+                p += len;
+            } else {
+                unknown(&w, at, tag, "a Record");
+                goto invalid;
+            }
+        }
+        if (field != NULL) {
+            if (field_len < 5 || field[0] != 0) {
+                unframed = index;
+                break;
+            }
+            uint32_t id = (uint32_t)field[1] << 24 | (uint32_t)field[2] << 16 | (uint32_t)field[3] << 8 | field[4];
+            if ((int64_t)id != last_id) {
+                PyObject *key = PyLong_FromUnsignedLong(id), *first = PyLong_FromLongLong(index);
+                PyObject *kept = key != NULL && first != NULL ? PyDict_SetDefault(ids, key, first) : NULL;
+                Py_XDECREF(key);
+                Py_XDECREF(first);
+                if (kept == NULL) goto error; /* a borrowed reference otherwise */
+                last_id = id;
+            }
+        }
+        index++;
+    }
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(LN)", unframed, ids);
+invalid:
+    Py_XDECREF(ids);
+    PyBuffer_Release(&data);
+    return raise_walk(&w, size);
+error:
+    Py_XDECREF(ids);
+    PyBuffer_Release(&data);
+    return NULL;
+}
+
 static PyMethodDef module_methods[] = {
+    {"schema_ids", py_schema_ids, METH_VARARGS,
+     "schema_ids(record_list, field_tag) -> (index, {schema id: first index}): the registry-framed ids of one "
+     "field of a walked RecordList, up to the first record (index; -1: none) whose field is not framed."},
     {"walk", py_walk, METH_VARARGS,
      "walk(record_list, record_count, first_timestamp_ms) -> int: the largest record timestamp of a "
      "decompressed RecordList that keeps the rules of kanal.broker.batch_validation; KanalError (INVALID_RECORD or "

@@ -23,6 +23,9 @@ batch, as Kafka's log validator does, and refuses it unless all of these hold, c
      batch (markers come only from WriteTxnMarkers, `allow_control`), and a
      TRANSACTIONAL batch has a producer id (records.proto, TRANSACTIONS)
 
+On a topic with value.schema.validation or key.schema.validation, the leader then checks the schema ids
+of the records this returns (schema_validation.py), still before anything is stored.
+
 The walk of a (decompressed) RecordList, strict where protobuf is lenient, so that anything it accepts
 every protobuf parser reads the same way (and the consumer's decoders, clients/consumer.py and
 clients/_consumer_fast.c, give exactly record_count records):
@@ -93,26 +96,29 @@ def records_bytes_max(batch_bytes_max: int) -> int:
 
 
 def validate_produced_batch(raw: bytes | memoryview, header: BatchHeader, batch_bytes_max: int,
-                            walk: RecordListWalk | None = None, *, allow_control: bool = False) -> None:
+                            walk: RecordListWalk | None = None, *, allow_control: bool = False
+                            ) -> bytes | memoryview | None:
     """Refuse (KanalError, codes in the module docstring) a producer batch whose records do not match
-    its header; return None when rules 2-7 hold, leaving rule 1 (CRC and header rules) to Log.append,
+    its header; when rules 2-7 hold, return its decompressed RecordList (what schema_validation.py
+    scans next, so a batch is decompressed once), leaving rule 1 (CRC and header rules) to Log.append,
     which checks it before storing (see "One CRC pass" above). `header` is scan_batch(raw). A batch over
-    `batch_bytes_max` is left alone: Log.append refuses it (MESSAGE_TOO_LARGE) before storing anything,
-    and walking it first would only spend time. `allow_control` is for the broker's own transaction
-    markers (WriteTxnMarkers); a client's Produce never passes it."""
+    `batch_bytes_max` is left alone (None): Log.append refuses it (MESSAGE_TOO_LARGE) before storing
+    anything, and walking it first would only spend time. `allow_control` is for the broker's own
+    transaction markers (WriteTxnMarkers); a client's Produce never passes it."""
     if len(raw) > batch_bytes_max:
-        return
+        return None
     try:
-        _validate_records(raw, header, batch_bytes_max, walk or walk_record_list)
+        record_list = _validate_records(raw, header, batch_bytes_max, walk or walk_record_list)
         check_attributes(header, allow_control=allow_control)
     except KanalError:
         check_scanned(header, raw)  # damage in transit (CORRUPT_MESSAGE) wins over what it broke
         raise
+    return record_list
 
 
 def _validate_records(raw: bytes | memoryview, header: BatchHeader, batch_bytes_max: int,
-                      walk: RecordListWalk) -> None:
-    """Rules 2 to 7 of the module docstring."""
+                      walk: RecordListWalk) -> bytes | memoryview:
+    """Rules 2 to 7 of the module docstring; the decompressed RecordList."""
     if header.codec not in _KNOWN_CODECS:
         raise KanalError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {header.codec}")
     if header.last_offset_delta != header.record_count - 1:
@@ -139,6 +145,7 @@ def _validate_records(raw: bytes | memoryview, header: BatchHeader, batch_bytes_
             ErrorCode.INVALID_TIMESTAMP,
             f"max_timestamp_ms {header.max_timestamp_ms} is not the largest record timestamp ({max_ts})",
         )
+    return record_list
 
 
 def check_attributes(header: BatchHeader, *, allow_control: bool) -> None:

@@ -81,6 +81,7 @@ from kanal.broker.remote_aux_state import (
 from kanal.broker.remote_fetch import RemoteReader, RemoteReadNeeded, RemoteReadSpec
 from kanal.broker.remote_log_manager import RetentionView, UploadJob
 from kanal.broker.replication_throttle import ReplicationThrottle
+from kanal.broker.schema_validation import SchemaValidation, check_schema_ids
 from kanal.broker.storage.ids import LeaderEpoch, Offset
 from kanal.broker.storage.log import Log
 from kanal.broker.storage.log_config import LogConfig
@@ -182,6 +183,9 @@ class Partition:
         # Set by the replica manager while a reassignment is adding this replica and a
         # follower.replication.throttled.rate applies (replication_throttle.py); used by the fetcher only.
         self.replication_throttle: ReplicationThrottle | None = None
+        # The topic's schema validation as the applied image has it (schema_validation.py; set by the replica
+        # manager on every image); None, the default, checks nothing. Read once per produced batch.
+        self.schema_validation: SchemaValidation | None = None
 
     def __repr__(self) -> str:
         a = self.assignment
@@ -408,7 +412,10 @@ class Partition:
         truncation, can never acknowledge offsets this one appended). It may be called before this
         returns and is called with the partition's lock held: it must only hand the result on.
         `allow_control`: the batches may be transaction markers (WriteTxnMarkers only);
-        `validate_producer` False: a coordinator's own write, not checked against the producer's sequences."""
+        `validate_producer` False: a coordinator's own write, not checked against the producer's sequences.
+        A topic with schema validation (`schema_validation`) has each batch's records checked right after
+        validate_produced_batch, before anything of it is stored: a refusal is a SchemaRefusal
+        (INVALID_RECORD), raised or returned as any other refusal."""
         with self.lock:
             leader = self.require_leader()
             if acks == -1:
@@ -421,8 +428,12 @@ class Partition:
             for raw in batches:
                 try:
                     header = scan_batch(raw)
-                    validate_produced_batch(raw, header, self.log.config.batch_bytes_max,
-                                            allow_control=allow_control)
+                    records = validate_produced_batch(raw, header, self.log.config.batch_bytes_max,
+                                                      allow_control=allow_control)
+                    # Markers are the broker's own; a batch too large to walk (None) Log.append refuses.
+                    policy = self.schema_validation
+                    if policy is not None and records is not None and not header.attributes & ATTR_CONTROL:
+                        check_schema_ids(records, policy)
                     # Markers and the coordinators' own transactional writes (TxnOffsetCommit) stand outside
                     # the producer's sequences: only its own batches are checked.
                     if header.attributes & ATTR_CONTROL:

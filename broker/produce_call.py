@@ -8,6 +8,11 @@ calls `notify`, which the caller chose: the gRPC event loop's wake-up for a clie
 threading.Event for the group coordinator's own writes. The caller then `finish`es the reply.
 
 The deadline is `timeout_ms` from the moment the request arrived, for every partition of it alike.
+
+Schema rechecks. A partition refused by schema validation for an id the leader's image may not know yet
+(schema_validation.py, `may_be_stale`) is not answered at once: its unstored batches wait in `rechecks`
+until the caller has brought the image up to the request's arrival (metadata_sync.py) and appended them
+again (ReplicaManager.recheck_produce), or the call finishes, which answers each one left with its refusal.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kanal.v1 import broker_pb2
@@ -46,17 +52,39 @@ class ProduceWait:
         self._notify()
 
 
+@dataclass(frozen=True, slots=True)
+class SchemaRecheck:
+    """A partition of the call whose batches from `batches` on were refused by schema validation with a
+    refusal that may be stale (the module docstring); `out` already lists the batches stored before them."""
+
+    topic: str
+    partition: int
+    batches: list[bytes]
+    out: broker_pb2.ProduceResponse.PartitionResult
+    refusal: KanalError
+
+
 class ProduceCall:
     def __init__(self, reply: broker_pb2.ProduceResponse, deadline_s: float,
-                 on_error: Callable[[broker_pb2.ProduceResponse.PartitionResult, str, int, KanalError], None]
-                 ) -> None:
+                 on_error: Callable[[broker_pb2.ProduceResponse.PartitionResult, str, int, KanalError], None],
+                 *, arrived_s: float | None = None, acks: int = 1) -> None:
         self.reply = reply
         self.deadline_s = deadline_s  # time.monotonic() seconds
+        # When the request arrived (time.monotonic() seconds): a schema recheck needs the image to hold
+        # every registration committed before then.
+        self.arrived_s = time.monotonic() if arrived_s is None else arrived_s
+        self.acks = acks
         self.waits: list[ProduceWait] = []
+        self.rechecks: list[SchemaRecheck] = []
         self._on_error = on_error
 
     def __repr__(self) -> str:
-        return f"<ProduceCall waits={len(self.waits)} open={sum(1 for w in self.waits if w.error is None)}>"
+        return (f"<ProduceCall waits={len(self.waits)} open={sum(1 for w in self.waits if w.error is None)} "
+                f"rechecks={len(self.rechecks)}>")
+
+    def take_rechecks(self) -> list[SchemaRecheck]:
+        taken, self.rechecks = self.rechecks, []
+        return taken
 
     @property
     def done(self) -> bool:
@@ -76,6 +104,8 @@ class ProduceCall:
         retries every batch; idempotence makes that safe) and carries the wait's error."""
         if not self.done:
             raise RuntimeError(f"{self!r}: finish before every wait was answered")
+        for recheck in self.take_rechecks():  # not checked again (no sync, or it failed): the refusal stands
+            self._on_error(recheck.out, recheck.topic, recheck.partition, recheck.refusal)
         for wait in self.waits:
             if wait.error is not None and wait.error != ErrorCode.NONE:  # `done`: every wait has an error
                 del wait.out.batch_base_offsets[:]

@@ -34,13 +34,15 @@ from kanal.broker.config import BrokerConfig
 from kanal.broker.controller_client import ControllerClient
 from kanal.broker.fetch_call import FetchCall, check_topic_id
 from kanal.broker.leader_state import IsrProposal
+from kanal.broker.metadata_sync import MetadataSync
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.partition import FOLLOWER, LEADER, Assignment, Partition
-from kanal.broker.produce_call import ProduceCall, ProduceWait
+from kanal.broker.produce_call import ProduceCall, ProduceWait, SchemaRecheck
 from kanal.broker.remote_fetch import RemoteReader
 from kanal.broker.remote_log_manager import RemoteLogManager
 from kanal.broker.replica_fetcher import ReplicaFetcher
 from kanal.broker.replication_throttle import ReplicationThrottle
+from kanal.broker.schema_validation import SchemaRefusal, SchemaValidation, schema_validation_of
 from kanal.broker.storage.cluster_identity import foreign_replicas, foreign_replicas_message, mismatch_message
 from kanal.broker.storage.log_config import LogConfig
 from kanal.broker.storage.partition_metadata import (
@@ -72,6 +74,9 @@ EARLIEST, LATEST = -2, -1
 _PRODUCE_TIMEOUT_MS_MAX = 300_000
 _COMPACTION_INTERVAL_MS = 30_000
 _ALTER_RESEND_BACKOFF_S = 0.1
+# The longest a produce refused by schema validation waits for this broker's image to catch up before its
+# recheck (metadata_sync.py): a fetch round trip is milliseconds; longer means no controller answers.
+_RECHECK_WAIT_S_MAX = 2.0
 
 
 class ReplicaManager:
@@ -108,6 +113,9 @@ class ReplicaManager:
         self.remote_log: RemoteLogManager | None = None
         # Tiered storage reads (consumers below a local log start); None without remote storage.
         self.remote_reader: RemoteReader | None = None
+        # Brings the image up to a moment before a schema refusal is final (set by the server;
+        # metadata_sync.py); None: refusals are final at once.
+        self.metadata_sync: MetadataSync | None = None
 
     def __repr__(self) -> str:
         return f"<ReplicaManager broker={self.broker_id} partitions={len(self._partitions)}>"
@@ -208,6 +216,8 @@ class ReplicaManager:
         follow: dict[int, list[Partition]] = {}
         # Fenced brokers must not be proposed into an ISR (the controller would refuse them).
         ineligible = {b for b, reg in new.brokers.items() if reg.fenced}
+        # Per topic, not per partition: the allowed ids are the same for all of a topic's partitions.
+        schema_policies: dict[str, SchemaValidation | None] = {}
         for topic, p in new.iter_partitions():
             if self.broker_id not in p.replicas:
                 continue
@@ -248,6 +258,9 @@ class ReplicaManager:
                 part.log.config = log_config
                 part.min_insync_replicas = min_isr
             self._set_throttle(part, p.adding_replicas, new, topic.name)
+            if topic.name not in schema_policies:
+                schema_policies[topic.name] = schema_validation_of(new, topic.name)
+            part.schema_validation = schema_policies[topic.name]
             part.set_remote(new.remote_log(topic.topic_id, p.partition_id))
             current = part.assignment
             if p.leader == self.broker_id:
@@ -398,8 +411,9 @@ class ReplicaManager:
         timeout_ms = min(
             request.timeout_ms or self.config.produce_timeout_ms_default, _PRODUCE_TIMEOUT_MS_MAX
         )
-        call = ProduceCall(broker_pb2.ProduceResponse(), time.monotonic() + timeout_ms / 1000,
-                           self._set_produce_error)
+        arrived_s = time.monotonic()
+        call = ProduceCall(broker_pb2.ProduceResponse(), arrived_s + timeout_ms / 1000,
+                           self._set_produce_error, arrived_s=arrived_s, acks=request.acks)
         now_ms = PROCESS_CLOCK.now_ms()
         for topic_data in request.topics:
             out_topic = call.reply.topics.add(topic=topic_data.topic)
@@ -412,25 +426,70 @@ class ReplicaManager:
                     part = self.partition(topic_data.topic, data.partition)
                     if not data.batches:
                         raise KanalError(ErrorCode.INVALID_REQUEST, "no batches")
-                    wait = ProduceWait(part, out, notify)
-                    refused, wait.request_id = part.append_as_leader(
-                        list(data.batches), request.acks, now_ms, out, timeout_ms=timeout_ms,
-                        on_replicated=wait.answered if request.acks == ACKS_ALL else None,
-                        allow_control=allow_control, validate_producer=not internal)
-                    if refused is not None:  # the batches before it are stored: their offsets stay in `out`
-                        self._set_produce_error(out, topic_data.topic, data.partition, refused)
-                    if wait.request_id is not None:
-                        call.waits.append(wait)
+                    self._append(call, part, list(data.batches), out, notify, now_ms, timeout_ms,
+                                 allow_control=allow_control, internal=internal, recheck=True)
                 except KanalError as exc:
                     self._set_produce_error(out, topic_data.topic, data.partition, exc)
         return call
+
+    def _append(self, call: ProduceCall, part: Partition, batches: list[bytes],
+                out: broker_pb2.ProduceResponse.PartitionResult, notify: Callable[[], None], now_ms: int,
+                timeout_ms: int, *, allow_control: bool, internal: bool, recheck: bool) -> None:
+        """One partition's batches of `call`; a schema refusal that may be stale goes to `call.rechecks`
+        when `recheck` (the first attempt), any other refusal into `out`."""
+        wait = ProduceWait(part, out, notify)
+        refused: KanalError | None
+        try:
+            refused, wait.request_id = part.append_as_leader(
+                batches, call.acks, now_ms, out, timeout_ms=timeout_ms,
+                on_replicated=wait.answered if call.acks == ACKS_ALL else None,
+                allow_control=allow_control, validate_producer=not internal)
+        except SchemaRefusal as exc:  # nothing of the partition stored
+            refused = exc
+        if wait.request_id is not None:
+            call.waits.append(wait)
+        if refused is None:
+            return
+        if recheck and isinstance(refused, SchemaRefusal) and refused.may_be_stale:
+            # Every batch before the refused one is in `out` (stored, or a duplicate of a stored one).
+            unstored = batches[len(out.batch_base_offsets):]
+            call.rechecks.append(SchemaRecheck(part.topic, part.partition_id, unstored, out, refused))
+            return
+        # The batches before it are stored: their offsets stay in `out`.
+        self._set_produce_error(out, part.topic, part.partition_id, refused)
+
+    def sync_for_rechecks(self, call: ProduceCall) -> bool:
+        """Blocks (never on the event loop, never under a partition lock): whether this broker's image now
+        holds every metadata record committed before `call` arrived, so its schema rechecks may run. False
+        without a MetadataSync (tests of the manager alone), or when it could not be established in time."""
+        sync = self.metadata_sync
+        if sync is None or not call.rechecks:
+            return False
+        return sync.caught_up_since(call.arrived_s, max(0.0, min(call.remaining_s(), _RECHECK_WAIT_S_MAX)))
+
+    def recheck_produce(self, call: ProduceCall, notify: Callable[[], None]) -> None:
+        """After `sync_for_rechecks`: append each recheck's unstored batches again, against the partition's
+        policy from the newer image; a refusal now is final. Another request may have appended to the
+        partition meanwhile: an idempotent producer's own later batches were refused for their sequence (it
+        retries them after these), so only batches without idempotence can land out of order, as any retry
+        of theirs can."""
+        for recheck in call.take_rechecks():
+            try:
+                part = self.partition(recheck.topic, recheck.partition)
+                self._append(call, part, recheck.batches, recheck.out, notify, PROCESS_CLOCK.now_ms(),
+                             max(0, int(call.remaining_s() * 1000)), allow_control=False, internal=False,
+                             recheck=False)
+            except KanalError as exc:
+                self._set_produce_error(recheck.out, recheck.topic, recheck.partition, exc)
 
     def produce(self, request: broker_pb2.ProduceRequest, *, internal: bool = False,
                 allow_control: bool = False) -> broker_pb2.ProduceResponse:
         """A Produce answered on the caller's thread, which waits (the coordinators' writes)."""
         woken = threading.Event()
-        return self.begin_produce(request, woken.set, internal=internal,
-                                  allow_control=allow_control).wait_on_thread(woken)
+        call = self.begin_produce(request, woken.set, internal=internal, allow_control=allow_control)
+        if self.sync_for_rechecks(call):
+            self.recheck_produce(call, woken.set)
+        return call.wait_on_thread(woken)
 
     def write_txn_markers(
         self, request: broker_pb2.WriteTxnMarkersRequest

@@ -39,6 +39,7 @@ from kanal.broker.group_coordinator import GroupCoordinator
 from kanal.broker.kafka.listener import KafkaListener, kafka_ssl_context
 from kanal.broker.lifecycle import BrokerLifecycle
 from kanal.broker.metadata_follower import MetadataFollower
+from kanal.broker.metadata_sync import MetadataSync, controllers_end_offset
 from kanal.broker.metrics import BrokerMetrics
 from kanal.broker.producer_ids import ProducerIdManager
 from kanal.broker.quota_interceptor import BrokerQuotas, QuotaInterceptor
@@ -130,6 +131,10 @@ class BrokerServer:
             fetch_wait_ms=config.metadata_fetch_wait_ms_max,
             on_change=self._on_metadata,
         )
+        # Schema validation's refusals wait for the image to catch up first (metadata_sync.py).
+        self.replicas.metadata_sync = MetadataSync(
+            controllers_end_offset(self.controllers, lambda: self.metadata.offset),
+            self.metadata.wait_for_offset)
         self.lifecycle = BrokerLifecycle(
             self.controllers, broker_id=config.broker_id, endpoint=config.advertised, rack=config.rack,
             metrics_endpoint=config.metrics_listen, heartbeat_interval_ms=config.heartbeat_interval_ms,

@@ -165,8 +165,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self._refuse_until_ready()
         started = time.perf_counter()
         woken = LoopWaker(asyncio.get_running_loop())
-        call = self._server.replicas.begin_produce(request, woken.set)
+        replicas = self._server.replicas
+        call = replicas.begin_produce(request, woken.set)
         try:
+            if call.rechecks:  # schema validation refused an id this broker's image may not know yet
+                loop = asyncio.get_running_loop()
+                if await loop.run_in_executor(None, replicas.sync_for_rechecks, call):
+                    replicas.recheck_produce(call, woken.set)
             while not call.done:
                 remaining = call.remaining_s()
                 if remaining <= 0:

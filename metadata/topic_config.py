@@ -266,6 +266,22 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {
             "retention.bytes.",
         ),
         ConfigKey(
+            "value.schema.validation",
+            _bool,
+            False,
+            "The leader refuses (INVALID_RECORD) a batch with a non-null record value that is not framed as "
+            "the schema registry's clients write it (byte 0, a 4-byte schema id) with the id of a live "
+            "version of subject <topic>-value (Confluent Server's confluent.value.schema.validation). Per "
+            "topic or as the cluster default, never one broker's; never on internal topics.",
+        ),
+        ConfigKey(
+            "key.schema.validation",
+            _bool,
+            False,
+            "As value.schema.validation, for non-null record keys and subject <topic>-key "
+            "(Confluent Server's confluent.key.schema.validation).",
+        ),
+        ConfigKey(
             "compression.type",
             _choice("producer", "none", "gzip", "snappy", "lz4", "zstd"),
             "producer",

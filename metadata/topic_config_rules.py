@@ -17,6 +17,9 @@ With remote.storage.enable=true:
    -1 (no local limit) only fits retention.ms=-1. The same for local.retention.bytes and retention.bytes.
    As in Kafka, 4 is checked only with remote storage on: without it the local.* keys mean nothing, and
    a default such as local.retention.ms=1 day must not refuse every untiered topic that keeps less.
+Schema validation (value.schema.validation, key.schema.validation: broker/schema_validation.py):
+5. an internal topic's own configs do not turn it on: kanal itself writes those topics, in records no
+   schema registry frames. (A cluster default of true reaches them, and brokers ignore it there.)
 
 Scopes. A topic's effective value of a key is its own, else its broker's default, else the cluster
 default, else the built-in default (config_resource.py), and brokers build each log from all four levels
@@ -25,6 +28,11 @@ scope: the cluster default alone, and each broker resource layered on it. `check
 topic's own change (or creation) in every scope; `check_defaults_change` checks a default change in the
 scopes it reaches (the cluster default: all of them; broker b's: b's) for every topic whose effective
 values of the rule keys it changes, so a default cannot do what a topic's own key may not.
+
+Some keys are per topic or the cluster default, never one broker's (CLUSTER_WIDE_KEYS): remote.storage.enable
+(below, `check_defaults_change`) and the schema validation keys, which the partition's leader applies: a
+record must not be stored or refused by which broker happens to lead, so brokers read those two from the
+topic and the cluster default only, and no broker resource may set them.
 
 Cost: a topic change costs O(scopes), a default change that touches a rule key O(topics x scopes); one that
 touches no rule key costs nothing. Everything here is pure: texts in, KanalError out.
@@ -46,6 +54,9 @@ from kanal.v1.topic_name import INTERNAL_TOPICS
 REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 # (local key, total key) pairs of rule 4.
 _LOCAL_WITHIN_TOTAL = (("local.retention.ms", "retention.ms"), ("local.retention.bytes", "retention.bytes"))
+SCHEMA_VALIDATION_KEYS = ("value.schema.validation", "key.schema.validation")
+# Keys a topic or the cluster default may set, but no single broker's resource (module docstring).
+CLUSTER_WIDE_KEYS = (REMOTE_STORAGE_ENABLE, *SCHEMA_VALIDATION_KEYS)
 # The keys the rules read: a change that moves none of them cannot break a rule.
 RULE_KEYS = frozenset(
     {REMOTE_STORAGE_ENABLE, "cleanup.policy", *(key for pair in _LOCAL_WITHIN_TOTAL for key in pair)}
@@ -105,6 +116,11 @@ def check_topic_change(
 ) -> None:
     """A topic's own config texts change from `before` (None: the topic is being created) to `after`;
     `defaults` are the broker resources' texts ("" the cluster default). Checks every scope."""
+    if topic in INTERNAL_TOPICS:
+        for key in SCHEMA_VALIDATION_KEYS:
+            if key in after and read_stored_topic_config(key, after[key]):
+                _refuse(f"topic {topic!r} is internal: {key}=true is not allowed on it (kanal writes its "
+                        f"records, which no schema registry frames)")
     for scope in _scopes(defaults):
         layer = _layer(defaults, scope)
         _check_scope(topic, scope, None if before is None else {**layer, **before}, {**layer, **after})
@@ -123,11 +139,12 @@ def check_defaults_change(
 
     remote.storage.enable may be a cluster default but not one broker's: the controller decides uploads by
     the topic and the cluster default, so a broker of its own mind would tier logs whose uploads are
-    refused, and tiering would come and go with the partition's leadership."""
-    if resource != _CLUSTER and before.get(REMOTE_STORAGE_ENABLE) != after.get(REMOTE_STORAGE_ENABLE):
-        raise KanalError(ErrorCode.INVALID_CONFIG,
-                         f"{REMOTE_STORAGE_ENABLE} is set per topic or as the cluster default, not on broker "
-                         f"{resource}")
+    refused, and tiering would come and go with the partition's leadership. The schema validation keys
+    neither: whether a record is refused would depend on which broker leads its partition."""
+    for key in CLUSTER_WIDE_KEYS:
+        if resource != _CLUSTER and before.get(key) != after.get(key):
+            raise KanalError(ErrorCode.INVALID_CONFIG,
+                             f"{key} is set per topic or as the cluster default, not on broker {resource}")
     if all(before.get(key) == after.get(key) for key in RULE_KEYS):
         return
     changed = {**defaults, resource: after}

@@ -178,3 +178,21 @@ def test_bad_local_retention_values_are_refused(key, text, fragment):
     assert f"bad value for {key}" in err.value.message and fragment in err.value.message
     with pytest.raises(KanalError):  # new keys: no older, looser rule reads them either
         read_stored_topic_config(key, text)
+
+
+# ---- schema validation keys (issue 45; broker/schema_validation.py) ---------------------------------------
+
+@pytest.mark.parametrize("key", ["value.schema.validation", "key.schema.validation"])
+def test_schema_validation_keys_are_booleans_off_by_default(key):
+    assert TOPIC_CONFIG_KEYS[key].default is False
+    assert TOPIC_CONFIG_KEYS[key].default_text() == "false"
+    assert effective_topic_configs({})[key] is False
+    assert parse_topic_config(key, "true") is True
+    assert parse_topic_config(key, "False") is False
+    for bad in ("yes", "1", "", "on"):
+        with pytest.raises(KanalError) as err:
+            parse_topic_config(key, bad)
+        assert err.value.code == ErrorCode.INVALID_CONFIG
+        assert f"bad value for {key}" in err.value.message
+    with pytest.raises(KanalError, match="unknown topic config key 'confluent.value.schema.validation'"):
+        parse_topic_config("confluent.value.schema.validation", "true")  # kanal's names only

@@ -140,3 +140,29 @@ def test_a_default_change_that_moves_no_rule_key_checks_nothing():
     broken = [("c", {**ON, "cleanup.policy": "compact"})]
     check_defaults_change("", {}, {"segment.ms": "5"}, {}, broken)
     check_defaults_change("", {"retention.ms": "5"}, {"retention.ms": "5"}, {}, broken)
+
+
+# ---- schema validation (issue 45) ----
+
+SCHEMA_KEYS = ["value.schema.validation", "key.schema.validation"]
+
+
+@pytest.mark.parametrize("key", SCHEMA_KEYS)
+def test_schema_validation_is_per_topic_or_the_cluster_default_never_one_brokers(key):
+    topics = [("t", {}), ("__consumer_offsets", {})]
+    check_topic_change("t", None, {key: "true"}, {})
+    check_defaults_change("", {}, {key: "true"}, {}, topics)  # internal topics ignore it (brokers skip them)
+    for change in ({key: "true"}, {key: "false"}):
+        with refused(f"{key} is set per topic or as the cluster default, not on broker 1"):
+            check_defaults_change("1", {}, change, {}, topics)
+    check_defaults_change("1", {"retention.ms": "5"}, {"retention.ms": "6"}, {}, topics)  # other keys may
+
+
+@pytest.mark.parametrize("topic", ["__consumer_offsets", "__transaction_state"])
+@pytest.mark.parametrize("key", SCHEMA_KEYS)
+def test_schema_validation_is_refused_on_internal_topics(topic, key):
+    with refused(f"topic '{topic}' is internal: {key}=true is not allowed on it"):
+        check_topic_change(topic, None, {key: "true"}, {})
+    with refused("is internal"):
+        check_topic_change(topic, {}, {key: "TRUE"}, {})
+    check_topic_change(topic, {}, {key: "false"}, {})
