@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import threading
 from concurrent import futures
 from pathlib import Path
@@ -282,9 +283,16 @@ class BrokerServer:
         host, port = parse_endpoint(self.config.schema_registry_listen)
         registry = BrokerSchemaRegistry(self, BrokerService(self).refuse_until_ready)
         metrics = self.metrics
+        security = self.config.security
+        context = kafka_ssl_context(security)
+        takes_certificates = "mtls" in security.authentication and bool(security.ca_file)
+        if context is not None and context.verify_mode == ssl.CERT_NONE and takes_certificates:
+            # A listener that takes passwords without a certificate still lets a client present one: its
+            # principal is then the certificate's, as on the gRPC listener for other nodes (mTLS principals).
+            context.verify_mode = ssl.CERT_OPTIONAL
         try:
             http = SchemaRegistryHttp(
-                host, port, kafka_ssl_context(self.config.security), self.authenticator.authenticate,
+                host, port, context, self.authenticator.authenticate,
                 registry.call,
                 observe=lambda method, status: metrics.schema_registry_requests.labels(
                     method=method, status=str(status)).inc())

@@ -219,6 +219,7 @@ def secured(tmp_path_factory):
             operation=operation, permission=metadata_pb2.ACL_PERMISSION_ALLOW)
             for operation in (metadata_pb2.ACL_OPERATION_READ, metadata_pb2.ACL_OPERATION_WRITE)])
     c.ca = str(pki.ca.cert)
+    c.admin_cert = (str(pki.client.cert), str(pki.client.key))
     yield c
     c.stop()
 
@@ -242,3 +243,13 @@ def test_a_wrong_password_is_401_a_principal_without_the_acl_403_and_an_allowed_
     assert nobody.get_subjects() == []  # the list shows only subjects the caller may read
     other = refused(allowed.register_schema, "payments-value", V1)  # outside alice's prefix
     assert other.http_status_code == 403
+
+
+def test_a_client_certificate_is_an_mtls_principal(secured):
+    """The admin's certificate (User:admin, a super user) without a password: served outside alice's ACLs."""
+    cert, key = secured.admin_cert
+    admin = SchemaRegistryClient({"url": secured.schema_registry_urls, "ssl.ca.location": secured.ca,
+                                  "ssl.certificate.location": cert, "ssl.key.location": key})
+    schema_id = admin.register_schema("payments-value", V1)
+    assert admin.get_latest_version("payments-value").schema_id == schema_id
+    assert "payments-value" in admin.get_subjects()
