@@ -1,4 +1,5 @@
-"""The `kanal` client commands: topics, produce, consume, groups, cluster, configs, quotas, acls, users, perf.
+"""The `kanal` client commands: topics, produce, consume, groups, cluster, configs, quotas, acls, users, perf,
+schemas.
 
 Every command takes TLS settings and credentials (--tls-ca-file, --tls-cert-file, --tls-key-file, --user,
 --password, or --command-config FILE): see kanal.commands.command_config.
@@ -31,6 +32,15 @@ from kanal.clients.producer_config import (
     ProducerConfig,
     delivery_timeout_covering,
 )
+from kanal.clients.schemas_cli import (
+    add_format_flags,
+    add_schemas_parser,
+    consumer_deserializers,
+    json_line,
+    json_text,
+    producer_serializers,
+)
+from kanal.clients.serialization import RecordSerializationError
 from kanal.commands.command_config import add_client_security_flags, layered_settings, security_from
 from kanal.commands.dev_state import dev_state_path, read_dev_state
 from kanal.commands.record_text import as_text, put_bytes
@@ -227,9 +237,12 @@ def topics_alter(args) -> int:
 # ---- produce / consume ----
 
 def produce(args) -> int:
+    security = _security(args)
+    serializers = producer_serializers(args, security)  # --key-format / --value-format
     config = ProducerConfig(
+        **serializers,
         bootstrap=_bootstrap(args),
-        security=_security(args),
+        security=security,
         acks=args.acks,
         enable_idempotence=args.acks == "all",
         compression=args.compression,
@@ -242,7 +255,7 @@ def produce(args) -> int:
     with contextlib.ExitStack() as stack:
         source = stack.enter_context(open(args.file, "rb")) if args.file else sys.stdin.buffer
         producer = stack.enter_context(Producer(config))
-        for line in source:
+        for number, line in enumerate(source, 1):
             line = line.rstrip(b"\r\n")
             key = None
             if args.key_separator:
@@ -251,9 +264,16 @@ def produce(args) -> int:
                     key, value = None, line
             else:
                 value = line
+            if args.key_format and key is not None:
+                key = json_line(key, "key", number)
+            if args.value_format:
+                value = json_line(value, "value", number)
             headers = [(k, v.encode()) for k, _, v in (h.partition("=") for h in args.header or [])]
-            producer.produce(args.topic, value, key=key, partition=args.partition, headers=headers,
-                             on_delivery=lambda err, meta: failures.append(err) if err else None)
+            try:
+                producer.produce(args.topic, value, key=key, partition=args.partition, headers=headers,
+                                 on_delivery=lambda err, meta: failures.append(err) if err else None)
+            except RecordSerializationError as exc:  # the line's JSON does not fit its schema
+                raise KanalError(exc.code, f"line {number}: {exc.message}") from exc
             count += 1
         producer.flush()
     if failures:
@@ -278,6 +298,8 @@ def consume(args) -> int:
             _check_offset(args, admin, [args.partition] if args.partition is not None else partitions)
     from_timestamp = None if args.from_timestamp is None else parse_timestamp_ms(args.from_timestamp)
     args.render = compile_format(args.format) if args.format else None
+    security = _security(args)
+    deserializers = consumer_deserializers(args, security)  # --key-format / --value-format
     reset = "earliest" if args.from_beginning else "latest"
     if args.group:
         if args.partition is not None or args.offset is not None or args.from_timestamp is not None:
@@ -288,8 +310,9 @@ def consume(args) -> int:
         # Commits are explicit: exactly what was printed, so --max-messages leaves the rest for the group.
         consumer = Consumer(
             ConsumerConfig(
+                **deserializers,
                 bootstrap=_bootstrap(args),
-                security=_security(args),
+                security=security,
                 auto_offset_reset=reset,
                 group_id=args.group,
                 enable_auto_commit=False,
@@ -302,7 +325,8 @@ def consume(args) -> int:
         consumer.subscribe([args.topic])
     else:
         consumer = Consumer(
-            ConsumerConfig(bootstrap=_bootstrap(args), security=_security(args), auto_offset_reset=reset,
+            ConsumerConfig(**deserializers, bootstrap=_bootstrap(args), security=security,
+                           auto_offset_reset=reset,
                            isolation_level=args.isolation_level, request_timeout_ms=args.request_timeout_ms,
                            client_rack=args.client_rack)
         )
@@ -358,12 +382,27 @@ def _check_offset(args, admin: Admin, partitions: list[int]) -> None:
 
 
 def _print_record(args, r) -> None:
+    """One record; a key or value decoded by --key-format / --value-format is a JSON value: as itself in
+    --output json, else as its JSON text."""
+    key_decoded = bool(getattr(args, "key_format", None))
+    value_decoded = bool(getattr(args, "value_format", None))
+    if args.output != "json" or getattr(args, "render", None) is not None:
+        if key_decoded:
+            r.key = json_text(r.key).encode()
+        if value_decoded:
+            r.value = json_text(r.value).encode()
     if getattr(args, "render", None) is not None:
         print(args.render(r), end="", flush=True)  # as kcat: the format ends its lines itself (\n)
     elif args.output == "json":
         out = {"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp_ms}
-        put_bytes(out, "key", r.key)
-        put_bytes(out, "value", r.value)
+        if key_decoded:
+            out["key"] = r.key
+        else:
+            put_bytes(out, "key", r.key)
+        if value_decoded:
+            out["value"] = r.value
+        else:
+            put_bytes(out, "value", r.value)
         headers = []  # a list of pairs: header keys may repeat, and their order is kept
         for k, v in r.headers:
             header = {"key": k}
@@ -699,6 +738,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--linger-ms", type=_non_negative_int, default=5, help="how long a batch waits to fill (ms)"
     )
+    add_format_flags(c, producing=True)
     c.set_defaults(func=produce)
 
     c = sub.add_parser("consume", parents=[common], help="print records (kafka-console-consumer, kcat -C)")
@@ -735,6 +775,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="read_committed: only committed transactions' records, up to the last stable offset",
     )
     add_client_rack_flag(c)
+    add_format_flags(c, producing=False)
     c.set_defaults(func=consume)
 
     txns = sub.add_parser("transactions", help="list and describe transactional ids (kafka-transactions)") \
@@ -812,6 +853,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=quotas)
 
     add_acls_parser(sub, common, _admin)
+    add_schemas_parser(sub, common, _security)
     add_operations_parsers(sub, common, _admin)
     users = sub.add_parser("users", help="create, delete, list users (SCRAM credentials)") \
         .add_subparsers(dest="action", required=True, metavar="ACTION")

@@ -30,6 +30,12 @@ def check_str(name: str, value: object) -> None:
         bad_config(f"{name} must be a str, got {value!r}")
 
 
+def check_callable(name: str, value: object) -> None:
+    """A serializer or deserializer setting: a callable or None."""
+    if value is not None and not callable(value):
+        bad_config(f"{name} must be a callable (obj, ctx) or None, got {type(value).__name__}")
+
+
 def parse_bootstrap(value: object) -> list[str]:
     """The endpoints of host:port[,host:port...]: checked by the configs, used by ClusterMetadata."""
     if not isinstance(value, str):

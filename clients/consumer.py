@@ -21,6 +21,11 @@ The consumer's other parts have modules of their own, and every name they export
 too: consumer_config.py (`ConsumerConfig`), consumer_decode.py (decoding fetched batches into
 `ConsumerRecord`s, in Python or in C; `NATIVE`), consumer_fetcher.py (the fetcher thread, the base class
 of `Consumer`).
+
+Deserializers (`ConsumerConfig.key_deserializer` / `value_deserializer`, clients/serialization.py) run in
+poll() on the records it returns, after the consumer's lock is released (a registry deserializer may fetch
+a schema over the network; the fetcher thread goes on meanwhile). Without them poll() pays one attribute
+check. A record a deserializer fails on is never skipped: see poll().
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from kanal.clients.consumer_fetcher import (
 )
 from kanal.clients.error_boundary import call
 from kanal.clients.group_membership import REJOIN_ERRORS, GroupMembership
+from kanal.clients.serialization import KEY, VALUE, RecordDeserializationError, SerializationContext
 from kanal.clients.throttle import BrokerThrottles
 from kanal.v1 import broker_pb2
 from kanal.v1.error import ErrorCode, KanalError
@@ -139,6 +145,10 @@ class Consumer(ConsumerFetcher):
         self._failing_since: dict[TopicPartition, float] = {}
         self._read_replicas: dict[TopicPartition, ReadReplica] = {}
         self._fetch_errors = 0
+        self._deserializing = config.key_deserializer is not None or config.value_deserializer is not None
+        # The partition whose record a deserializer failed on: drained first by the next poll(), so that
+        # poll() meets the record again (and raises again) before any other partition's records.
+        self._undeserializable: TopicPartition | None = None
         # Fetches to the second and further leaders of one round (the first runs on the fetcher thread).
         self._calls = CallPool(4, "kanal-consumer-fetch")
         self._fetcher = threading.Thread(target=self._run_fetcher, name="kanal-consumer-fetcher", daemon=True)
@@ -264,7 +274,15 @@ class Consumer(ConsumerFetcher):
         also where rebalances and auto-commits happen. Raises a partition's error (when there are no
         records to return): a refusal that is not retriable (TOPIC_AUTHORIZATION_FAILED...) as soon as the
         fetcher got it, a retriable one (BROKER_NOT_AVAILABLE...) once the partition's fetches failed for
-        request_timeout_ms; the partition is fetched again from the next poll() on."""
+        request_timeout_ms; the partition is fetched again from the next poll() on.
+
+        With deserializers, each record's key and value are theirs. When one fails, the records before it
+        are returned (or, when it is the first, RecordDeserializationError is raised with its topic,
+        partition, offset and field), and the record stays where it was: its partition's position is its
+        offset, so commits never pass it, and every later poll() tries it again first, raising until a
+        deserializer succeeds (a registry back up) or the application seeks past it
+        (`seek(error.topic_partition, error.offset + 1)`). Kafka's Java consumer keeps the same place
+        (RecordDeserializationException); confluent-kafka's Python consumer instead moves on."""
         deadline = time.monotonic() + timeout_s
         with self._lock:
             for state in self._states.values():
@@ -282,12 +300,63 @@ class Consumer(ConsumerFetcher):
                 out = self._drain()
                 if out:
                     self._arrived.notify_all()  # buffer space freed: the fetcher may go on
-                    return out
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return out
-                if not (self._group is not None and self._rejoin_needed):
-                    self._arrived.wait(remaining)
+                    if not self._deserializing:
+                        return out
+                    drained = {(r.topic, r.partition) for r in out}
+                    states = {tp: (self._states[tp], self._states[tp].generation) for tp in drained}
+                else:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return out
+                    if not (self._group is not None and self._rejoin_needed):
+                        self._arrived.wait(remaining)
+                    continue
+            return self._deserialized(out, states)
+
+    def _deserialized(self, records: list[ConsumerRecord],
+                      states: dict[TopicPartition, tuple[_PartitionState, int]]) -> list[ConsumerRecord]:
+        """`records` with their keys and values deserialized, up to the first that fails (see poll()):
+        that one and those after it go back to the front of their partitions' buffers (`states`: each
+        partition's state and generation when they were drained; a partition sought or revoked since
+        takes nothing back)."""
+        key_deserializer, value_deserializer = self.config.key_deserializer, self.config.value_deserializer
+        for i, record in enumerate(records):
+            tp = (record.topic, record.partition)
+            field = KEY
+            try:
+                key = record.key
+                if key_deserializer is not None:
+                    key = key_deserializer(key, SerializationContext(record.topic, KEY, record.headers))
+                field = VALUE
+                value = record.value
+                if value_deserializer is not None:
+                    value = value_deserializer(value,
+                                               SerializationContext(record.topic, VALUE, record.headers))
+            except Exception as exc:  # a foreign library's error, translated at the boundary (and raised)
+                error = RecordDeserializationError(tp, record.offset, field, exc)
+                self._put_back(records[i:], states, tp)
+                if i:
+                    return records[:i]
+                raise error from exc
+            record.key, record.value = key, value
+        return records
+
+    def _put_back(self, records: list[ConsumerRecord],
+                  states: dict[TopicPartition, tuple[_PartitionState, int]], failed: TopicPartition) -> None:
+        """Return drained records, in order, to the front of their partitions' buffers, each partition's
+        position back to its first such record; `failed` is drained first by the next poll()."""
+        by_partition: dict[TopicPartition, list[ConsumerRecord]] = {}
+        for record in records:
+            by_partition.setdefault((record.topic, record.partition), []).append(record)
+        with self._lock:
+            for tp, returned in by_partition.items():
+                state, generation = states[tp]
+                if self._states.get(tp) is not state or state.generation != generation:
+                    continue  # sought or revoked since: the application moved the partition on
+                state.buffer.extendleft(reversed(returned))
+                state.buffered_bytes += sum(len(r.value or b"") + len(r.key or b"") for r in returned)
+                state.position = returned[0].offset
+            self._undeserializable = failed
 
     def _drain(self) -> list[ConsumerRecord]:
         """Buffered records, up to max_poll_records; when there are none, a partition's error is raised
@@ -295,7 +364,13 @@ class Consumer(ConsumerFetcher):
         again). Records a partition holds from before its error are returned first: they precede the
         failure."""
         out: list[ConsumerRecord] = []
-        for state in self._states.values():
+        states: Iterable[_PartitionState] = self._states.values()
+        if self._undeserializable is not None:  # poll() meets that partition's failed record first
+            first = self._states.get(self._undeserializable)
+            self._undeserializable = None
+            if first is not None:
+                states = [first, *(s for s in self._states.values() if s is not first)]
+        for state in states:
             while state.buffer and len(out) < self.config.max_poll_records:
                 record = state.buffer.popleft()
                 state.buffered_bytes -= len(record.value or b"") + len(record.key or b"")

@@ -6,7 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kanal.clients.assignors import ASSIGNORS
-from kanal.clients.config_checks import check_bool, check_int, check_security, check_str, parse_bootstrap
+from kanal.clients.config_checks import (
+    check_bool,
+    check_callable,
+    check_int,
+    check_security,
+    check_str,
+    parse_bootstrap,
+)
+from kanal.clients.serialization import Deserializer
 from kanal.security.channel_security import ClientSecurity
 from kanal.v1 import broker_pb2
 from kanal.v1.client_id import check_client_id
@@ -77,9 +85,17 @@ class ConsumerConfig:
     # partition there (falling back to the leader on any error from it, and asking the leader again after
     # metadata_max_age_ms). Empty: only leaders are read.
     client_rack: str = ""
+    # Deserializers (key.deserializer, value.deserializer): `(bytes | None, ctx) -> obj`, ctx a
+    # kanal.clients.serialization.SerializationContext; confluent-kafka's registry deserializers fit as they
+    # are. poll() calls them on every record it returns; None: keys and values stay bytes. A failure is
+    # raised by poll() and the record is not skipped (Consumer.poll).
+    key_deserializer: Deserializer | None = None
+    value_deserializer: Deserializer | None = None
 
     def __post_init__(self) -> None:
         parse_bootstrap(self.bootstrap)
+        check_callable("key_deserializer", self.key_deserializer)
+        check_callable("value_deserializer", self.value_deserializer)
         check_security(self.security)
         for name in ("client_id", "group_id", "group_instance_id", "client_rack"):
             check_str(name, getattr(self, name))

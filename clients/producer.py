@@ -24,6 +24,12 @@ When the C extension is built (NATIVE) and no custom partitioner is given, `prod
 known topic, an open batch with room in buffer memory) is done there, and every other call is handed,
 unchanged, to the Python `Producer.produce` below, which stays the reference. `Producer.native` and the
 repr say which path a producer runs; KANAL_PRODUCER_PURE_PYTHON=1 or `use_native_path=False` turn C off.
+
+Serializers (`ProducerConfig.key_serializer` / `value_serializer`, clients/serialization.py) run first in
+produce() and produce_many(), on every record, so what they return is what the partitioner, the size
+limit and the batch see. Without them produce() pays one attribute check; with them on the C path,
+`produce` is `_produce_serialized`, which serializes and hands the bytes to C (whose fallback, the Python
+produce(), then does not serialize again).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import time
 import types
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Self, SupportsIndex
+from typing import Any, Self, SupportsIndex
 
 from kanal.clients.call_pool import CallPool
 from kanal.clients.cluster_metadata import ClusterMetadata
@@ -56,6 +62,14 @@ from kanal.clients.producer_batch import (
 )
 from kanal.clients.producer_config import ProducerConfig
 from kanal.clients.record_accumulator import NativeAppender, RecordAccumulator
+from kanal.clients.serialization import (
+    KEY,
+    VALUE,
+    Headers,
+    RecordSerializationError,
+    SerializationContext,
+    Serializer,
+)
 from kanal.clients.throttle import BrokerThrottles
 from kanal.clients.transactions import TransactionAbortableError, TransactionManager, TxnState
 from kanal.v1 import broker_pb2
@@ -66,6 +80,9 @@ from kanal.v1.partitioning import partition_for_key
 log = logging.getLogger(__name__)
 
 Partitioner = Callable[[str, bytes | None, int], int]  # (topic, key, partition count) -> partition
+# A key or value as produce() takes it: bytes (a str is UTF-8 encoded) or None; with a serializer, whatever
+# the serializer takes (hence Any).
+RecordData = bytes | str | None | Any
 _RECORD_OVERHEAD_BYTES = 16
 _METADATA_REFRESH_MIN_S = 0.05
 # Record timestamps are ms since the epoch in an int64, never negative (Kafka refuses negative ones too).
@@ -149,6 +166,19 @@ def _checked_headers(headers: Sequence[tuple[str, bytes | None]]) -> tuple[tuple
     return tuple(out)
 
 
+def _serialized(serializer: Serializer, obj: object, ctx: SerializationContext) -> bytes | None:
+    """`serializer(obj, ctx)`, which must give bytes or None; any failure as RecordSerializationError (the
+    clients' one error type, the serializer's exception its cause)."""
+    try:
+        data = serializer(obj, ctx)
+    except Exception as exc:  # a foreign library's error, translated at the boundary (and raised)
+        raise RecordSerializationError(ctx.topic, ctx.field, exc) from exc
+    if data is not None and not isinstance(data, bytes | bytearray | memoryview):
+        raise RecordSerializationError(ctx.topic, ctx.field, TypeError(
+            f"the serializer returned {type(data).__name__}, not bytes or None"))
+    return bytes(data) if data is not None and type(data) is not bytes else data
+
+
 def _by_partition(batches: list[ProducerBatch]) -> dict[tuple[str, int], list[ProducerBatch]]:
     """Batches grouped by partition, each group in its order in `batches` (the partition's order)."""
     out: dict[tuple[str, int], list[ProducerBatch]] = {}
@@ -203,6 +233,10 @@ class Producer:
         self._running = True
         self._record_bytes_max = config.record_bytes_max
         self._max_block_s = config.max_block_ms / 1000
+        # Serializers: produce_many() applies them whenever set; the Python produce() only when it is the
+        # producer's produce (on the C path _produce_serialized does it, and C falls back to produce()).
+        self._serializing = config.key_serializer is not None or config.value_serializer is not None
+        self._produce_serializes = self._serializing and not self.native
         self._metadata.refresh()  # fail fast on an unreachable bootstrap
         self._txn: TransactionManager | None = None
         if config.transactional_id:
@@ -227,7 +261,8 @@ class Producer:
                 partition_counts=self._partition_counts, sticky=self._sticky, randrange=self._rng.randrange,
                 fallback=types.MethodType(Producer.produce, self), record_bytes_max=config.record_bytes_max,
                 max_block_s=self._max_block_s)
-            self.produce = self._appender.produce  # type: ignore[method-assign]
+            self.produce = (  # type: ignore[method-assign]
+                self._produce_serialized if self._serializing else self._appender.produce)
         self._sender = threading.Thread(target=self._run_sender, name="kanal-producer-sender", daemon=True)
         self._sender.start()
 
@@ -250,12 +285,15 @@ class Producer:
 
     # ---- the caller's side ----
 
-    def produce(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
+    def produce(self, topic: str, value: RecordData, key: RecordData = None,
                 partition: int | None = None, headers: Sequence[tuple[str, bytes | None]] | None = None,
                 timestamp: int | None = None, on_delivery: DeliveryCallback | None = None) -> RecordFuture:
         """Queue one record; returns a future of its RecordMetadata. Raises at once for a closed
-        producer, an unknown topic or partition, or a record over record_bytes_max."""
+        producer, an unknown topic or partition, or a record over record_bytes_max. With serializers (the
+        config's), `value` and `key` are what they take, and a failing one is RecordSerializationError."""
         timestamp = self._checked_call(timestamp, on_delivery)
+        if self._produce_serializes:
+            value, key, headers = self._serialize(topic, value, key, headers)
         # This runs once per record: the common case (bytes values, no headers) takes the short path.
         if value.__class__ is not bytes and value is not None:
             value = _as_bytes(value, "value")
@@ -300,11 +338,57 @@ class Producer:
             )  # sticky partitioner: move on once a batch is full
         return self._future(batch, index)
 
+    def _produce_serialized(self, topic: str, value: RecordData, key: RecordData = None,
+                            partition: int | None = None,
+                            headers: Sequence[tuple[str, bytes | None]] | None = None,
+                            timestamp: int | None = None, on_delivery: DeliveryCallback | None = None
+                            ) -> RecordFuture:
+        """produce() on the C path with serializers: serialize, then the C produce()."""
+        if self._appender is None:
+            raise RuntimeError("_produce_serialized runs only on the C path")
+        self._checked_call(timestamp, on_delivery)  # a closed producer calls no serializer (a registry)
+        value, key, headers = self._serialize(topic, value, key, headers)
+        future: RecordFuture = self._appender.produce(topic, value, key, partition, headers, timestamp,
+                                                      on_delivery)
+        return future
+
+    def _serialize(self, topic: str, value: object, key: object,
+                   headers: Sequence[tuple[str, bytes | None]] | None
+                   ) -> tuple[bytes | None, bytes | None, Headers | None]:
+        """(value, key, headers) serialized: the key first, then the value (as confluent-kafka's
+        SerializingProducer), both with the record's headers as a list they may append to."""
+        record_headers: Headers = list(headers) if headers else []
+        config = self.config
+        if config.key_serializer is not None:
+            key = _serialized(config.key_serializer, key, SerializationContext(topic, KEY, record_headers))
+        if config.value_serializer is not None:
+            value = _serialized(config.value_serializer, value,
+                                SerializationContext(topic, VALUE, record_headers))
+        return value, key, record_headers or None  # type: ignore[return-value]  # _serialized checked them
+
+    def _serialize_many(self, topic: str, values: Sequence[object], keys: Sequence[object] | None
+                        ) -> tuple[list[bytes | None], list[bytes | None] | None]:
+        """produce_many()'s records serialized (no headers: ctx.headers is None)."""
+        if isinstance(values, str | bytes) or (keys is not None and isinstance(keys, str | bytes)):
+            raise TypeError("produce_many takes sequences of values and keys; for one record, call produce()")
+        config = self.config
+        key_list: list[bytes | None] | None = None
+        if config.key_serializer is not None:
+            key_context = SerializationContext(topic, KEY)
+            key_list = [_serialized(config.key_serializer, k, key_context)
+                        for k in (keys if keys is not None else [None] * len(values))]
+        elif keys is not None:
+            key_list = list(keys)  # type: ignore[arg-type]  # produce_many's own checks follow
+        if config.value_serializer is None:
+            return list(values), key_list  # type: ignore[arg-type]  # produce_many's own checks follow
+        value_context = SerializationContext(topic, VALUE)
+        return [_serialized(config.value_serializer, v, value_context) for v in values], key_list
+
     def produce_many(
         self,
         topic: str,
-        values: Sequence[bytes | str | None],
-        keys: Sequence[bytes | str | None] | None = None,
+        values: Sequence[RecordData],
+        keys: Sequence[RecordData] | None = None,
         *,
         partition: int | None = None,
         timestamp: int | None = None,
@@ -320,7 +404,10 @@ class Producer:
         until buffer memory has room for all of them, so it may hold at most buffer_memory_bytes.
 
         This is the bulk path: one produce() call per record costs the caller ~0.4 µs in CPython, a
-        produce_many of a thousand records ~0.1 µs per record (docs/architecture.md, Measured)."""
+        produce_many of a thousand records ~0.1 µs per record (docs/architecture.md, Measured). With
+        serializers, `values` and `keys` are what they take: every record is serialized first."""
+        if self._serializing:
+            values, keys = self._serialize_many(topic, values, keys)
         if self._appender is not None:
             placed = self._appender.produce_many(topic, values, keys, partition, timestamp, on_delivery)
             if placed is not None:  # the common case, done in C; else the code below does it (and raises)

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from kanal.clients.config_checks import (
     bad_config,
     check_bool,
+    check_callable,
     check_int,
     check_security,
     check_str,
     parse_bootstrap,
 )
+from kanal.clients.serialization import Serializer
 from kanal.security.channel_security import ClientSecurity
 from kanal.v1 import records_pb2
 from kanal.v1.client_id import check_client_id
@@ -82,9 +84,17 @@ class ProducerConfig:
     # How long the coordinator lets a transaction stay open before aborting it (transaction.timeout.ms),
     # in [1, the brokers' transaction_timeout_ms_max (900000 by default)].
     transaction_timeout_ms: int = 60_000
+    # Serializers (key.serializer, value.serializer): `(obj, ctx) -> bytes | None`, ctx a
+    # kanal.clients.serialization.SerializationContext; confluent-kafka's registry serializers fit as they
+    # are. produce() calls them on every record before anything else; None: keys and values are bytes
+    # (or str) already. See clients/serialization.py for the rules.
+    key_serializer: Serializer | None = None
+    value_serializer: Serializer | None = None
 
     def __post_init__(self) -> None:
         parse_bootstrap(self.bootstrap)
+        check_callable("key_serializer", self.key_serializer)
+        check_callable("value_serializer", self.value_serializer)
         check_security(self.security)
         check_str("client_id", self.client_id)
         check_client_id(self.client_id)

@@ -41,6 +41,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "quotas": ("kanal.clients.cli", "describe or alter client quotas"),
     "acls": ("kanal.clients.cli", "add, list or remove access-control entries (kafka-acls' flags)"),
     "perf": ("kanal.clients.cli", "load generators: perf produce, perf consume"),
+    "schemas": (
+        "kanal.clients.cli",
+        "the schema registry: list, get, register, delete subjects' schemas; compatibility",
+    ),
     "users": ("kanal.clients.cli", "create, delete or list users (SCRAM credentials in the metadata log)"),
     "groups": ("kanal.clients.cli", "list, describe (with lag), reset offsets of or delete consumer groups"),
     "transactions": ("kanal.clients.cli", "list or describe transactional ids and their open transactions"),
