@@ -18,6 +18,7 @@ the log. The tables are aggregated from them per partition and written as Parque
 | broker_events | registrations, fencing, unfencing (with fenced duration), unregistrations |
 | config_changes | topic/broker config and client quota changes, value before/after, principal |
 | acl_changes | access-control entries added and removed: resource, grantee@host (`key`), what it allows or denies, and the principal who changed it |
+| schema_changes | the schema registry: versions registered (a new id or one registered before), restored, soft- and hard-deleted, with subject, version, schema id and type; compatibility and mode set or removed (`subject` null for the registry's), value before/after; the principal who asked |
 | remote_uploads | tiered storage: every remote segment recorded: topic, partition, base/end offsets (end exclusive), size, the uploader's leader epoch and broker, metadata offset and time |
 | remote_deletions | tiered storage: every move of a partition's remote log start (remote retention): topic, partition, new start, reason, segments and bytes dropped |
 | partition_health | intervals a partition was under-replicated or offline, with durations |
@@ -65,6 +66,9 @@ LIFECYCLE_EVENTS = ("topic_created", "partitions_increased", "topic_deleted")
 BROKER_EVENTS = ("broker_registered", "broker_fenced", "broker_unfenced", "broker_unregistered")
 CONFIG_EVENTS = ("config_set", "config_removed", "quota_set", "quota_removed")
 ACL_EVENTS = ("acl_added", "acl_removed")
+SCHEMA_EVENTS = ("schema_registered", "schema_restored", "schema_soft_deleted", "schema_hard_deleted",
+                 "registry_config_set", "registry_config_removed", "registry_mode_set",
+                 "registry_mode_removed")
 REMOTE_UPLOAD_EVENT = "remote_segment_uploaded"
 REMOTE_START_EVENT = "remote_log_start_moved"
 
@@ -180,6 +184,9 @@ def history_frames(spark: SparkSession, replayed: ReplayOutput) -> dict[str, Dat
             "request_id",
             "detail",
         ),
+        "schema_changes": ordered.where(F.col("event").isin(*SCHEMA_EVENTS)).select(
+            "offset", "time", "event", "subject", "version", "schema_id", "schema_type", "key",
+            "value_before", "value_after", "principal", "request_id", "detail"),
         "remote_uploads": ordered.where(F.col("event") == REMOTE_UPLOAD_EVENT).select(
             "offset", "time", "topic", "topic_id", "partition", "base_offset", "end_offset", "size_bytes",
             "leader_epoch", "broker_id", "principal"),

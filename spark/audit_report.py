@@ -23,6 +23,8 @@ def _count(result: AuditResult, *events: str) -> int:
     return sum(n for (event, _internal_topic), n in result.event_counts.items() if event in events)
 
 
+SETTING_EVENTS = ("registry_config_set", "registry_config_removed", "registry_mode_set",
+                  "registry_mode_removed")
 _PRODUCER_LINES_MAX = 20  # the summary is for a terminal; the table holds every id
 
 
@@ -38,6 +40,10 @@ def audit_summary(result: AuditResult) -> list[str]:
          f"{_count(result, 'broker_unfenced')}; config changes "
          f"{_count(result, 'config_set', 'config_removed', 'quota_set', 'quota_removed')}"
          f"; ACL entries added {_count(result, 'acl_added')}, removed {_count(result, 'acl_removed')}"),
+        (f"schema registry: versions registered {_count(result, 'schema_registered')}, restored "
+         f"{_count(result, 'schema_restored')}, soft-deleted {_count(result, 'schema_soft_deleted')}, "
+         f"hard-deleted {_count(result, 'schema_hard_deleted')}; config and mode changes "
+         f"{_count(result, *SETTING_EVENTS)}"),
     ]
     producers = result.tables.get("transactional_producers")
     if producers is not None:
@@ -196,6 +202,12 @@ def audit_html(result: AuditResult) -> str:
             "ACL changes",
             "acl_changes",
             ("time", "event", "resource_type", "resource", "key", "value_before", "value_after", "principal"),
+        ),
+        (
+            "Schema registry changes",
+            "schema_changes",
+            ("time", "event", "subject", "version", "schema_id", "schema_type", "value_before", "value_after",
+             "principal"),
         ),
         (
             "Remote uploads (tiered storage)",

@@ -5,11 +5,15 @@
 The JVM table (column pruning, columnar batches) asks; this process answers with the Python source's own
 objects, so the rows are the Python source's rows: `plan` is the reader's partitions() (the committed-copy
 plan, or the partitions of a live cluster), each pickled; `read` is the reader's read() of one of them
-with the columns the query needs, written as an Arrow IPC stream. The protocol (a JSON request line on
-stdin; an IPC stream and/or a JSON status line on stdout) is described in PythonWorkers.java, which
-reads it. An error is a status line, never a traceback on stdout: the stream is always ended first, so the
-worker stays in step and serves the next task. Each request is the worker's error boundary: the JVM fails
-the task with the error's message, and the traceback goes to stderr (the executor's log).
+with the columns the query needs, written as an Arrow IPC stream; `schema` is the table's schema when
+options shape it (kanal-log's decoded keys and values: decoded_columns.py), as Spark's JSON, else null
+(the jar's `.ddl`). A plan or read that carries `schema` (Spark's JSON of the columns wanted) builds its
+table from it, so decoded columns have the types the DataFrame was made with. The protocol (a JSON
+request line on stdin; an IPC stream and/or a JSON status line on stdout) is described in
+PythonWorkers.java, which reads it. An error is a status line, never a traceback on stdout: the stream is
+always ended first, so the worker stays in step and serves the next task. Each request is the worker's
+error boundary: the JVM fails the task with the error's message, and the traceback goes to stderr (the
+executor's log).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader
+from pyspark.sql.types import StructType
 
 from kanal.spark.columns import LOG_TABLE, METADATA_TABLE, Table
 from kanal.spark.log_source import KanalLogDataSource
@@ -54,10 +59,32 @@ def _source(name: str) -> tuple[Table, Any]:
     return SOURCES[name]
 
 
+def _table(request: dict[str, Any], columns: Any = None) -> Table:
+    """The columns a request wants: its `schema` (Spark's JSON), else its column names, else all."""
+    table = _source(request["source"])[0]
+    if request.get("schema"):
+        schema = StructType.fromJson(json.loads(request["schema"]))
+        if request["source"] == "kanal-log":
+            return KanalLogDataSource.read_table(request["options"], schema)
+        return table.select(schema.fieldNames())
+    return table if columns is None else table.select(columns)
+
+
 def _reader(request: dict[str, Any], columns: Any = None) -> DataSourceReader:
-    table, make = _source(request["source"])
-    return make(request["options"], table if columns is None else table.select(columns),
-                Pushed.parse(request.get("filters")))
+    make = _source(request["source"])[1]
+    return make(request["options"], _table(request, columns), Pushed.parse(request.get("filters")))
+
+
+def schema(request: dict[str, Any]) -> dict[str, Any]:
+    """The table's schema for these options when they shape it (Spark's JSON), else null."""
+    try:
+        _source(request["source"])
+        decoded = (KanalLogDataSource.decoded_schema(request["options"]) if request["source"] == "kanal-log"
+                   else None)
+    except Exception as exc:  # the boundary, as in plan()
+        log.exception("the schema of a %s read failed", request.get("source"))
+        return _error(exc)
+    return {"ok": True, "schema": None if decoded is None else decoded.json()}
 
 
 def plan(request: dict[str, Any]) -> dict[str, Any]:
@@ -72,11 +99,11 @@ def plan(request: dict[str, Any]) -> dict[str, Any]:
 def read(request: dict[str, Any], out: IO[bytes]) -> dict[str, Any]:
     status: dict[str, Any] = {"ok": True}
     try:
-        schema = _source(request["source"])[0].select(request["columns"]).arrow_schema()
+        arrow_schema = _table(request, request["columns"]).arrow_schema()
     except Exception as exc:  # the boundary, as in plan()
         log.exception("a %s read of columns %s was refused", request.get("source"), request.get("columns"))
-        status, schema = _error(exc), pa.schema([])
-    writer = pa.ipc.new_stream(out, schema)
+        status, arrow_schema = _error(exc), pa.schema([])
+    writer = pa.ipc.new_stream(out, arrow_schema)
     if status["ok"]:
         try:
             reader = _reader(request, request["columns"])
@@ -98,6 +125,8 @@ def serve(requests: IO[bytes], out: IO[bytes]) -> None:
             status = plan(request)
         elif op == "read":
             status = read(request, out)
+        elif op == "schema":
+            status = schema(request)
         else:
             status = {"ok": False, "error": f"ValueError: unknown request {op!r}"}
         out.write(json.dumps(status).encode() + b"\n")

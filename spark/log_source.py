@@ -18,10 +18,16 @@ Options (all optional):
 | `remoteStorage` | | tiered storage: the cluster's remote storage URL (`s3://bucket/prefix`, `file:///dir`); each partition is read from its remote log's start, the remote segments below the committed copy's start through range reads (copy_plan.py), S3 credentials from the `AWS_*` variables; without it those offsets are lost rows (FAILFAST: an error) |
 | `remoteStorageEndpoint` | | with `remoteStorage`: an S3-compatible store's endpoint (`http://host:port`) |
 | `isolationLevel` | read_uncommitted | as Kafka's `isolation.level`: read_committed stops at the last stable offset and drops aborted transactions' records (transactions.py) |
+| `valueFormat`, `keyFormat` | binary | `avro`: decoded through the schema registry into typed columns (below); with `valueSubject`, `valueSchemaId`, `schemaRegistry`, ... (decoding_options.py) |
 
 Columns: columns.LOG_TABLE (topic, partition, offset, timestamp, key, value, headers, producer_id,
 producer_epoch, leader_epoch, batch_offset, value_bytes, _corrupt, _lost). A narrower user schema builds
-fewer columns. Transaction markers (control records) are never rows. Records are the rows with `_corrupt` null; the others
+fewer columns. With `valueFormat=avro` (`keyFormat=avro`), `value` (`key`) is the record decoded with its
+writer's schema (the id it carries) into the reader schema (the latest version of `<topic>-value`, or the
+options'), typed as Spark's `from_avro` types it, with `value_schema_id` and `value_error` beside it
+(decoded_columns.py, value_decoding.py; a value that does not decode is null with the reason in PERMISSIVE,
+an error in FAILFAST); the schemas come from the metadata log under the path, or from `schemaRegistry`
+(schema_lookup.py). Transaction markers (control records) are never rows. Records are the rows with `_corrupt` null; the others
 (PERMISSIVE) are offsets no copy could give (`_lost` true). There is no DROPMALFORMED mode: rows are never dropped silently.
 
 Notices are not rows (`count()` counts records and losses only). What costs no committed record is a
@@ -58,15 +64,18 @@ from pyspark.sql.types import StructType
 from kanal.spark.batch_only import BatchOnly
 from kanal.spark.columns import LOG_TABLE, Table
 from kanal.spark.copy_plan import ReadPlan, data_plan, deal_items, pack_items, plan_notices, read_items
+from kanal.spark.decoded_columns import BatchDecoder, check_types, decoded_schema, read_table, wanted_sides
 from kanal.spark.fetch_reader import FetchPartition, fetch_partition, list_partitions
 from kanal.spark.log_columns import new_buffer
 from kanal.spark.log_rows import entry_rows
 from kanal.spark.metadata_files import image_from_files
 from kanal.spark.pushdown import Pushed
 from kanal.spark.range_reader import Clipped, Notice, ReadItem, read_item
+from kanal.spark.schema_lookup import plan_decodings
 from kanal.spark.segment_files import GROUP_BYTES_MAX_DEFAULT, SPLIT_BYTES_MIN, RemoteStore
 from kanal.spark.source_options import SourceOptions
 from kanal.spark.transactions import AbortedFilter, TxnView, partition_index, visible_items
+from kanal.spark.value_decoding import AvroDecoding
 
 # Default segment bytes per Spark task of a kanal-log read from files (`bytesPerPartition`). Each task costs
 # Spark ~0.1 s of JVM CPU and ~0.05 s in the Python worker whatever its size (docs/benchmarks.md, Spark):
@@ -83,20 +92,23 @@ log = logging.getLogger(__name__)
 
 class ItemGroup(InputPartition):
     """Parts of partitions (whole segment files, copy_plan.ReadItem) read by one Spark task; under
-    read_committed, what each item needs to know of its partition's transactions."""
+    read_committed, what each item needs to know of its partition's transactions; the schemas its decoded
+    sides are read with (value_decoding.py), pinned when the read was planned."""
 
     def __init__(self, items: tuple[ReadItem, ...], views: tuple[TxnView, ...] | None = None) -> None:
         super().__init__(len(items))
         self.items = items
         self.views = views
+        self.decodings: dict[str, AvroDecoding] = {}
 
 
 class FetchGroup(InputPartition):
-    """One partition read from a live cluster by one Spark task."""
+    """One partition read from a live cluster by one Spark task (and its decodings, as ItemGroup's)."""
 
     def __init__(self, part: FetchPartition) -> None:
         super().__init__(f"{part.topic}-{part.partition}")
         self.part = part
+        self.decodings: dict[str, AvroDecoding] = {}
 
 
 class KanalLogDataSource(BatchOnly, DataSource):
@@ -104,11 +116,26 @@ class KanalLogDataSource(BatchOnly, DataSource):
     def name(cls) -> str:
         return "kanal-log"
 
-    def schema(self) -> str:
-        return LOG_TABLE.ddl()
+    def schema(self) -> str | StructType:
+        decoded = self.decoded_schema(self.options)
+        return LOG_TABLE.ddl() if decoded is None else decoded
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return self.open_reader(self.options, LOG_TABLE.select(schema.fieldNames()))
+        return self.open_reader(self.options, self.read_table(self.options, schema))
+
+    @staticmethod
+    def decoded_schema(options: Mapping[str, str]) -> StructType | None:
+        """The table's schema when keys or values are decoded (decoded_columns.py), None for LOG_TABLE's:
+        it depends on the reader schemas the registry holds now."""
+        o = SourceOptions.parse(options)
+        if o.decoding is None:
+            return None
+        return decoded_schema(plan_decodings(o.decoding, o.topics, o.path, writers=False))
+
+    @staticmethod
+    def read_table(options: Mapping[str, str], schema: StructType) -> Table:
+        """The Table of the columns Spark asks for (the DataFrame's schema, or the JVM table's pruned one)."""
+        return read_table(schema, SourceOptions.parse(options).decoding)
 
     @staticmethod
     def open_reader(options: Mapping[str, str], table: Table, pushed: Pushed | None = None) -> KanalLogReader:
@@ -185,20 +212,42 @@ class KanalLogReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         o = self.options
+        image = None
         if o.bootstrap:
             parts: list[InputPartition] = [
                 FetchGroup(p) for p in list_partitions(o.bootstrap, o.topics, o.include_internal, o.security)
-                if self.pushed.wants(p.topic, p.partition)]
-            return parts or [ItemGroup(())]
-        size = o.bytes_per_partition or LOG_TASK_BYTES_DEFAULT
-        plan = self.pushed.prune(file_plan(Path(o.path), o.topics, o.include_internal, o.remote_store),
-                                 offsets=not o.read_committed)
-        for topic, partition, offset, text in plan_notices(plan):
-            log.warning("kanal-log notice (%s): %s", _where(topic, partition, offset), text)
-        return plan_groups(plan, size, o.read_committed, o.partitions_min)
+                if self.pushed.wants(p.topic, p.partition)] or [ItemGroup(())]
+        else:
+            size = o.bytes_per_partition or LOG_TASK_BYTES_DEFAULT
+            root = Path(o.path)
+            image, note = image_from_files(root)
+            plan = data_plan(root, image, o.topics, o.include_internal, note, o.remote_store)
+            plan = self.pushed.prune(plan, offsets=not o.read_committed)
+            for topic, partition, offset, text in plan_notices(plan):
+                log.warning("kanal-log notice (%s): %s", _where(topic, partition, offset), text)
+            parts = plan_groups(plan, size, o.read_committed, o.partitions_min)
+        sides = wanted_sides(self.table, o.decoding)
+        if o.decoding is not None and sides:
+            decodings = plan_decodings(o.decoding, o.topics, o.path, image, sides=sides)
+            check_types(self.table, decodings)
+            for part in parts:
+                part.decodings = decodings  # type: ignore[attr-defined]
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        buf, add = new_buffer(self.table)
+        decodings = getattr(partition, "decodings", None)
+        if not decodings:
+            if wanted_sides(self.table, self.options.decoding):
+                # The C walk would build bytes where the table says a struct: never read on.
+                raise ValueError("kanal-log: decoded columns asked of a partition planned without schemas")
+            yield from self._read(partition, self.table)
+            return
+        decoder = BatchDecoder(self.table, decodings, self.options.fail_fast)
+        for batch in self._read(partition, decoder.raw_table):
+            yield decoder.batch(batch)
+
+    def _read(self, partition: InputPartition, table: Table) -> Iterator[pa.RecordBatch]:
+        buf, add = new_buffer(table)
         fail_fast = self.options.fail_fast
         if isinstance(partition, FetchGroup):
             part = partition.part

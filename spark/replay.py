@@ -4,6 +4,12 @@ Topic lifecycle events: `topic_created`, `partitions_increased` (a decision addi
 that already existed: "N -> M partitions"), `topic_deleted`; each carries the topic id, so a name deleted
 and re-created is two topics.
 
+Schema registry events (issue 45): `schema_registered` (a subject's new version; its detail says whether
+the id is new), `schema_restored` (a soft-deleted version registered again, IMPORT), `schema_soft_deleted`,
+`schema_hard_deleted`, `registry_config_set` / `registry_config_removed` and `registry_mode_set` /
+`registry_mode_removed` (`subject` null for the registry-wide setting); each with subject, version, schema id
+and type where they apply, and the principal who asked.
+
 Input: the log's records in offset order (`ReplayRow`: offset, batch, controller epoch, time, principal,
 request id, the serialized MetadataRecord, or a damage report). Output (`History`): one `Event` per
 thing that happened, intervals of partition trouble (under-replicated, offline) and broker fencing, and
@@ -40,7 +46,7 @@ from google.protobuf.message import DecodeError
 
 from kanal.metadata import MetadataImage, MetadataInvariantError, apply, apply_batch, image_from_snapshot
 from kanal.metadata.acl import operation_name, pattern_name, permission_name, resource_type_name
-from kanal.metadata.image import RemoteSegment
+from kanal.metadata.image import GLOBAL_SUBJECT, RemoteSegment, SchemaId, SchemaVersion
 from kanal.metadata.snapshot import SNAPSHOT_PRINCIPAL
 from kanal.spark.replay_start import ReplayStart
 from kanal.v1 import metadata_pb2
@@ -97,6 +103,11 @@ class Event:
     end_offset: int | None = None
     size_bytes: int | None = None
     log_start_offset: int | None = None
+    # The schema registry: the subject (None: the registry-wide config or mode), its version, the schema.
+    subject: str | None = None
+    version: int | None = None
+    schema_id: int | None = None
+    schema_type: str | None = None
 
 
 @dataclass(slots=True)
@@ -593,6 +604,75 @@ class Replayer:
                               if dropped else ""))
         return None
 
+    def _on_subject_version(self, row: ReplayRow, record: metadata_pb2.MetadataRecord,
+                            r: metadata_pb2.SubjectVersionRecord, image: MetadataImage,
+                            batch: metadata_pb2.MetadataBatch, phase: object) -> SchemaVersion | None:
+        """A version registered, soft-deleted, or registered again after a soft delete."""
+        if phase == "before":
+            return image.subjects.get(r.subject, {}).get(r.version)
+        before = cast(SchemaVersion | None, phase)
+        stored = image.schemas.get(SchemaId(r.schema_id))
+        kind = stored.schema_type if stored is not None else None
+        if r.deleted:
+            event, detail = "schema_soft_deleted", f"version {r.version} of {r.subject} soft-deleted"
+        elif before is not None and before.deleted:
+            event, detail = "schema_restored", f"version {r.version} of {r.subject} registered again"
+        else:
+            new_id = any(x.WhichOneof("record") == "schema" and x.schema.id == r.schema_id
+                         for x in batch.records)
+            event = "schema_registered"
+            detail = (f"version {r.version} of {r.subject}: "
+                      f"{'a new' if new_id else 'the already registered'} {kind} schema, id {r.schema_id}")
+        self._event(row, record, event, subject=r.subject, version=r.version, schema_id=r.schema_id,
+                    schema_type=kind, detail=detail)
+        return None
+
+    def _on_remove_subject_version(self, row: ReplayRow, record: metadata_pb2.MetadataRecord,
+                                   r: metadata_pb2.RemoveSubjectVersionRecord, image: MetadataImage,
+                                   batch: metadata_pb2.MetadataBatch, phase: object) -> int | None:
+        """A soft-deleted version deleted for good (its schema keeps its id, never given again)."""
+        if phase == "before":
+            state = image.subjects.get(r.subject, {}).get(r.version)
+            return state.schema_id if state is not None else None
+        schema_id = cast(int | None, phase)
+        stored = image.schemas.get(SchemaId(schema_id)) if schema_id is not None else None
+        self._event(row, record, "schema_hard_deleted", subject=r.subject, version=r.version,
+                    schema_id=schema_id, schema_type=stored.schema_type if stored is not None else None,
+                    detail=f"version {r.version} of {r.subject} deleted for good")
+        return None
+
+    def _on_registry_config(self, row: ReplayRow, record: metadata_pb2.MetadataRecord,
+                            r: metadata_pb2.RegistryConfigRecord, image: MetadataImage,
+                            batch: metadata_pb2.MetadataBatch, phase: object) -> str | None:
+        """A compatibility level set or removed (`subject` null: the registry's)."""
+        if phase == "before":
+            config = image.registry_configs.get(r.subject)
+            return _config_text(config.compatibility, config.normalize) if config is not None else None
+        after = _config_text(r.compatibility, r.normalize) if r.compatibility else None
+        self._registry_setting(row, record, r.subject, "compatibility", cast(str | None, phase), after,
+                               "registry_config")
+        return None
+
+    def _on_registry_mode(self, row: ReplayRow, record: metadata_pb2.MetadataRecord,
+                          r: metadata_pb2.RegistryModeRecord, image: MetadataImage,
+                          batch: metadata_pb2.MetadataBatch, phase: object) -> str | None:
+        """A mode (READWRITE, READONLY, IMPORT) set or removed (`subject` null: the registry's)."""
+        if phase == "before":
+            mode = image.registry_modes.get(r.subject)
+            return str(mode) if mode is not None else None
+        self._registry_setting(row, record, r.subject, "mode", cast(str | None, phase), r.mode or None,
+                               "registry_mode")
+        return None
+
+    def _registry_setting(self, row: ReplayRow, record: metadata_pb2.MetadataRecord, subject: str, key: str,
+                          before: str | None, after: str | None, event: str) -> None:
+        scope = f"subject {subject}" if subject != GLOBAL_SUBJECT else "the registry"
+        self._event(row, record, f"{event}_{'set' if after is not None else 'removed'}",
+                    subject=subject if subject != GLOBAL_SUBJECT else None,
+                    resource_type="subject" if subject != GLOBAL_SUBJECT else "registry", resource=subject,
+                    key=key, value_before=before, value_after=after,
+                    detail=f"{key} of {scope}: {before or 'none of its own'} -> {after or 'none of its own'}")
+
     def _on_no_op(self, row, record, r, image, batch, phase):
         if phase == "before":
             return
@@ -643,3 +723,8 @@ class Replayer:
                         start_reason=reason,
                     ),
                 )
+
+
+def _config_text(level: str, normalize: bool) -> str:
+    """A registry config as the audit shows it: the level, and `normalize` when it is on."""
+    return f"{level}{' normalize' if normalize else ''}"

@@ -26,6 +26,8 @@ EVENTS_TABLE = Table((
     Column("duration_ms", "bigint", pa.int64(), ""), Column("detail", "string", pa.string(), ""),
     Column("base_offset", "bigint", pa.int64(), ""), Column("end_offset", "bigint", pa.int64(), ""),
     Column("size_bytes", "bigint", pa.int64(), ""), Column("log_start_offset", "bigint", pa.int64(), ""),
+    Column("subject", "string", pa.string(), ""), Column("version", "int", pa.int32(), ""),
+    Column("schema_id", "int", pa.int32(), ""), Column("schema_type", "string", pa.string(), ""),
 ))
 
 INTERVALS_TABLE = Table((

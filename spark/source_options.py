@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from kanal.broker.storage.remote_storage import open_remote_storage
 from kanal.security.channel_security import ClientSecurity
+from kanal.spark import decoding_options
+from kanal.spark.decoding_options import DecodingOptions
 from kanal.spark.segment_files import RemoteStore
 from kanal.spark.transactions import ISOLATION_LEVELS, READ_COMMITTED, READ_UNCOMMITTED
 from kanal.v1.error import KanalError
@@ -24,7 +26,8 @@ MODES = ("PERMISSIVE", "FAILFAST")
 SECURITY_OPTIONS = {"tls.ca.file": "ca_file", "tls.cert.file": "cert_file", "tls.key.file": "key_file",
                     "tls.server.name": "server_name", "user": "user", "password": "password"}
 _KNOWN = {"path", "paths", "bootstrap", "topics", "includeinternal", "mode", "bytesperpartition",
-          "minpartitions", "isolationlevel", "remotestorage", "remotestorageendpoint", *SECURITY_OPTIONS}
+          "minpartitions", "isolationlevel", "remotestorage", "remotestorageendpoint", *SECURITY_OPTIONS,
+          *decoding_options.KNOWN}
 
 
 def security_options(security: ClientSecurity | None) -> dict[str, str]:
@@ -52,6 +55,8 @@ class SourceOptions:
     # S3-compatible endpoint for it (copy_plan.py reads the remote segments before the local files).
     remote_storage: str = ""
     remote_storage_endpoint: str = ""
+    # kanal-log: keys and values decoded through the schema registry (decoding_options.py); None: bytes.
+    decoding: DecodingOptions | None = None
 
     @property
     def remote_store(self) -> RemoteStore | None:
@@ -135,5 +140,8 @@ class SourceOptions:
                 open_remote_storage(remote, endpoint=endpoint)  # the URL's checks, on the driver
             except KanalError as exc:
                 raise ValueError(exc.message) from None
+        decoding = DecodingOptions.parse(given, from_files=not bootstrap)
+        if decoding is not None and files_only:
+            raise ValueError("valueFormat and keyFormat apply to partition data (kanal-log)")
         return cls(path, bootstrap, topics, internal == "true", mode, per_partition, security, isolation,
-                   min_partitions, remote, endpoint)
+                   min_partitions, remote, endpoint, decoding)

@@ -32,6 +32,7 @@ import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
@@ -49,7 +50,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  *
  * A source's full schema is its Python table's (kanal.spark.columns), written into the jar as
  * `<name>.ddl` when it is built (kanal.spark.jvm_jar); a user schema must name its columns with those
- * types. A stream (kanal-metadata's) is the Python source's own stream reader, reached through Spark's
+ * types. Where options shape the schema (kanal-log's decoded keys and values, whose types are the
+ * registry's reader schemas: kanal.spark.decoded_columns), a worker says it (`schema`), and plans and reads
+ * carry the schema wanted, so the Python reader builds those very types. A stream (kanal-metadata's) is the Python source's own stream reader, reached through Spark's
  * Python data source table under the name `<name>-python`.
  */
 public abstract class KanalSource implements TableProvider, DataSourceRegister {
@@ -65,6 +68,15 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
   /** The columns whose predicates narrow a read (kanal.spark.pushdown). */
   abstract Set<String> pushable();
 
+  /** Whether these options change the full schema (then the Python source says what it is). */
+  boolean shapesSchema(Map<String, String> options) {
+    return false;
+  }
+
+  /** The schema inferSchema gave, for getTable's check of the same DataFrame (Spark calls both on one
+   *  provider instance): asking the worker again could meet a newer reader schema. */
+  private StructType inferred;
+
   @Override
   public String shortName() {
     return name();
@@ -72,7 +84,17 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
 
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
-    return fullSchema(name());
+    inferred = fullSchema(options.asCaseSensitiveMap());
+    return inferred;
+  }
+
+  /** The full schema for these options: the jar's `.ddl`, or the Python source's answer. */
+  StructType fullSchema(Map<String, String> options) {
+    if (!shapesSchema(options)) {
+      return ddlSchema(name());
+    }
+    String json = PythonWorkers.schema(PythonWorkers.pythonExecutable(), name(), options);
+    return json == null ? ddlSchema(name()) : (StructType) DataType.fromJson(json);
   }
 
   @Override
@@ -82,13 +104,13 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
 
   @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-    return new SourceTable(this, schema, schemaProblem(schema), new HashMap<>(properties));
+    StructType full = inferred != null ? inferred : fullSchema(properties);
+    return new SourceTable(this, schema, schemaProblem(schema, full), new HashMap<>(properties));
   }
 
   /** Why a user schema cannot be read (a column this source lacks, or has with another type), or null.
    *  Told when a read is planned, not here: a write is refused first, whatever the DataFrame's columns. */
-  String schemaProblem(StructType schema) {
-    StructType full = fullSchema(name());
+  String schemaProblem(StructType schema, StructType full) {
     Map<String, StructField> byName = new HashMap<>();
     for (StructField f : full.fields()) {
       byName.put(f.name(), f);
@@ -106,7 +128,7 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
     return null;
   }
 
-  static StructType fullSchema(String name) {
+  static StructType ddlSchema(String name) {
     try (InputStream in = KanalSource.class.getResourceAsStream("/" + name + ".ddl")) {
       if (in == null) {
         throw new IllegalStateException(name + ".ddl is missing from the kanal-spark jar: rebuild it");
@@ -285,7 +307,7 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
     @Override
     public InputPartition[] planInputPartitions() {
       List<String> parts = PythonWorkers.plan(PythonWorkers.pythonExecutable(), source.name(), options,
-          predicates);
+          predicates, readSchema.json());
       List<InputPartition> out = new ArrayList<>(parts.size());
       for (String p : parts) {
         out.add(new WorkerPartition(p));
@@ -296,8 +318,15 @@ public abstract class KanalSource implements TableProvider, DataSourceRegister {
     @Override
     public PartitionReaderFactory createReaderFactory() {
       return new WorkerReaderFactory(PythonWorkers.pythonExecutable(), source.name(), options,
-          readSchema.fieldNames(), predicates);
+          readSchema.fieldNames(), schemaJson(readSchema), predicates);
     }
+  }
+
+  /** The columns a scan's reads want as Spark's JSON, for the worker to build their types from; null for
+   *  none (a count(): the worker reads its cheapest column). A plan sends the read schema as it is: with
+   *  no column, nothing is decoded. */
+  static String schemaJson(StructType readSchema) {
+    return readSchema.fields().length == 0 ? null : readSchema.json();
   }
 
   /** One Spark task's part of the read: the Python InputPartition, pickled (base64). */

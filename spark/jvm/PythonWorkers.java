@@ -22,12 +22,16 @@ import org.apache.spark.SparkEnv;
  *
  * A worker takes one request at a time, a JSON line on its stdin, and answers on its stdout:
  *
- *   {"op": "plan", "source": "kanal-log", "options": {...}, "filters": [...]}   -> a status line
+ *   {"op": "plan", "source": "kanal-log", "options": {...}, "filters": [...], "schema": ...}
+ *                                                             -> a status line
  *   {"op": "read", "source": ..., "options": {...}, "filters": [...], "columns": [...],
- *    "partition": "<base64 pickle>"}
- *
- * ("filters": the pushed predicates, PushedFilters / kanal.spark.pushdown.)
+ *    "schema": ..., "partition": "<base64 pickle>"}
  *                                                             -> an Arrow IPC stream, then a status line
+ *   {"op": "schema", "source": ..., "options": {...}}           -> a status line with "schema"
+ *
+ * ("filters": the pushed predicates, PushedFilters / kanal.spark.pushdown; "schema" in a plan or read:
+ * the columns wanted as Spark's JSON, or null; in a schema answer: the full schema these options give,
+ * or null for the jar's `.ddl`.)
  *
  * A status line is JSON: {"ok": true, ...} or {"ok": false, "error": "<Python type>: <message>"}. The IPC
  * stream always ends with its end-of-stream marker, also when the read failed part way, so the status
@@ -70,12 +74,33 @@ final class PythonWorkers {
 
   /** The Python reader's partitions() for these options, each a base64 pickle. */
   static List<String> plan(String python, String source, Map<String, String> options,
-      List<? extends Map<String, Object>> filters) {
+      List<? extends Map<String, Object>> filters, String schemaJson) {
     Map<String, Object> request = new LinkedHashMap<>();
     request.put("op", "plan");
     request.put("source", source);
     request.put("filters", filters);
     request.put("options", options);
+    request.put("schema", schemaJson);
+    JsonNode status = ask(python, source, request, "planner");
+    List<String> parts = new ArrayList<>();
+    for (JsonNode p : status.get("partitions")) {
+      parts.add(p.asText());
+    }
+    return parts;
+  }
+
+  /** The full schema these options give the source (Spark's JSON), or null for the jar's `.ddl`. */
+  static String schema(String python, String source, Map<String, String> options) {
+    Map<String, Object> request = new LinkedHashMap<>();
+    request.put("op", "schema");
+    request.put("source", source);
+    request.put("options", options);
+    JsonNode schema = ask(python, source, request, "schema").path("schema");
+    return schema.isTextual() ? schema.asText() : null;
+  }
+
+  /** One request answered by a status line alone; the error it carries raised. */
+  private static JsonNode ask(String python, String source, Map<String, Object> request, String what) {
     Worker worker = take(python);
     JsonNode status;
     try {
@@ -83,15 +108,11 @@ final class PythonWorkers {
       status = worker.status();
     } catch (IOException e) {
       worker.destroy();
-      throw new UncheckedIOException(source + ": the Python planner failed: " + e.getMessage(), e);
+      throw new UncheckedIOException(source + ": the Python " + what + " failed: " + e.getMessage(), e);
     }
     give(worker);
     failIfError(source, status);
-    List<String> parts = new ArrayList<>();
-    for (JsonNode p : status.get("partitions")) {
-      parts.add(p.asText());
-    }
-    return parts;
+    return status;
   }
 
   static void failIfError(String source, JsonNode status) {

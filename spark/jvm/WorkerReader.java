@@ -29,14 +29,16 @@ final class WorkerReaderFactory implements PartitionReaderFactory {
   private final String source;
   private final HashMap<String, String> options;
   private final String[] columns;
+  private final String schemaJson;  // the columns with their types (KanalSource.schemaJson), or null
   private final ArrayList<HashMap<String, Object>> filters;
 
   WorkerReaderFactory(String python, String source, Map<String, String> options, String[] columns,
-      ArrayList<HashMap<String, Object>> filters) {
+      String schemaJson, ArrayList<HashMap<String, Object>> filters) {
     this.python = python;
     this.source = source;
     this.options = new HashMap<>(options);
     this.columns = columns;
+    this.schemaJson = schemaJson;
     this.filters = filters;
   }
 
@@ -52,7 +54,7 @@ final class WorkerReaderFactory implements PartitionReaderFactory {
 
   @Override
   public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-    return new WorkerReader(python, source, options, columns, filters,
+    return new WorkerReader(python, source, options, columns, schemaJson, filters,
         ((KanalSource.WorkerPartition) partition).payload);
   }
 
@@ -67,7 +69,7 @@ final class WorkerReaderFactory implements PartitionReaderFactory {
     private boolean answered;  // the status line after the stream was read: the worker can be reused
 
     WorkerReader(String python, String source, Map<String, String> options, String[] columns,
-        List<? extends Map<String, Object>> filters, String payload) {
+        String schemaJson, List<? extends Map<String, Object>> filters, String payload) {
       this.source = source;
       // A query that needs no column (count()) still needs the rows: ask for the cheapest one and hand
       // Spark batches of no vectors.
@@ -78,6 +80,7 @@ final class WorkerReaderFactory implements PartitionReaderFactory {
       request.put("options", options);
       request.put("filters", filters);
       request.put("columns", columns.length == 0 ? List.of("offset") : Arrays.asList(columns));  // both have it
+      request.put("schema", schemaJson);
       request.put("partition", payload);
       this.worker = PythonWorkers.take(python);
       try {
