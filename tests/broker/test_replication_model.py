@@ -704,7 +704,7 @@ def test_the_model_catches_the_rules_before_the_fixes(model_class, history, viol
 # bug by itself, not the shortest history), report one bug (so pytest sees an AssertionError), and start
 # afresh each run (no example database, not derandomized: a fixed seed would test one lucky path). Their
 # budgets are far above what they need: in ten runs each, finding 3 took under 2 s, finding 4 0.1-25 s.
-# Finding 3's search once used up 2000 examples without reaching it (a suite run on a loaded machine, 2026-12);
+# Finding 3's search once used up 2000 examples without reaching it (a suite on a loaded machine);
 # six reruns took 0.5-30 s. The search stops at the bug, so a larger budget costs only the unlucky runs.
 SEARCH_SETTINGS = settings(
     MODEL_SETTINGS,
