@@ -37,11 +37,10 @@ from pathlib import Path
 MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
     "acks-all-as-1": [
         ("broker/replica_manager.py",
-         "list(data.batches), request.acks, now_ms, out, timeout_ms=timeout_ms,",
-         ("list(data.batches), 1 if request.acks == ACKS_ALL else request.acks, now_ms, out, "
-         "timeout_ms=timeout_ms,")),
+         "batches, call.acks, now_ms, out, timeout_ms=timeout_ms,",
+         "batches, 1 if call.acks == ACKS_ALL else call.acks, now_ms, out, timeout_ms=timeout_ms,"),
         ("broker/replica_manager.py",
-         "on_replicated=wait.answered if request.acks == ACKS_ALL else None,",
+         "on_replicated=wait.answered if call.acks == ACKS_ALL else None,",
          "on_replicated=None,"),
     ],
     "no-follower-truncation": [
