@@ -15,7 +15,7 @@ import json
 import math
 
 import pytest
-from google.protobuf import json_format
+from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import FieldDescriptor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -79,7 +79,9 @@ def message_st(descriptor, known_enums: bool = False, depth: int = 0) -> st.Sear
 
 
 def _message_class(descriptor):
-    return getattr(metadata_pb2, descriptor.name)
+    """The generated class of a message of the metadata records, whichever .proto declares it (the registry's
+    SchemaReference is schema_registry.proto's)."""
+    return message_factory.GetMessageClass(descriptor)
 
 
 def record_st(known_enums: bool = False) -> st.SearchStrategy:
