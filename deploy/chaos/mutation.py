@@ -146,14 +146,19 @@ class Mutant:
 
 
 def make_mutant(name: str) -> Mutant:
-    if name not in MUTATIONS:
-        raise ValueError(f"unknown mutation {name!r}; known: {', '.join(MUTATIONS)}")
-    directory = Path(tempfile.mkdtemp(prefix=f"kanal-mutant-{name}-"))
+    """`name` is one mutation, or several joined by `+` (one cluster carrying bugs whose violations the
+    checker tells apart, e.g. on different topics: the test tier's way to catch three in one run)."""
+    parts = name.split("+")
+    unknown = [part for part in parts if part not in MUTATIONS]
+    if unknown:
+        raise ValueError(f"unknown mutation {unknown[0]!r}; known: {', '.join(MUTATIONS)}")
+    edits = [edit for part in parts for edit in MUTATIONS[part]]
+    directory = Path(tempfile.mkdtemp(prefix=f"kanal-mutant-{parts[0]}-"))
     try:
-        for package in sorted({file.split("/")[0] for file, _, _ in MUTATIONS[name]}):
+        for package in sorted({file.split("/")[0] for file, _, _ in edits}):
             source = Path(str(importlib.import_module(f"kanal.{package}").__file__)).parent
             shutil.copytree(source, directory / package, ignore=shutil.ignore_patterns("__pycache__"))
-        for file, text, replacement in MUTATIONS[name]:
+        for file, text, replacement in edits:
             path = directory / file
             code = path.read_text()
             if code.count(text) != 1:

@@ -464,8 +464,11 @@ class StaleCommitWorkload(Workload):
                 finished.wait(0.05)
         finally:
             finished.set()
+            # A member may be inside a JoinGroup that waits out a rebalance: when the run is stopping, the
+            # round is dropped anyway, so its threads are not waited for (they are daemons, and the members
+            # are closed after this).
             for t in threads:
-                t.join(10)
+                t.join(0.5 if self.stopping.is_set() else 10)
         if failures:
             raise failures[0]
 

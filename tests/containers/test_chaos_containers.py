@@ -20,8 +20,9 @@ pytestmark = pytest.mark.containers
 # One 45 s schedule with every nemesis the containers target has, five faults (`kanal chaos schedule
 # --faults kill,pause,partition,power,clock --duration 45s --seed 111`): a broker isolated, a controller
 # paused (docker pause), the power of every controller cut at once, a broker's clock stepped forward, a
-# broker killed (docker kill). The dev target's two seeds (tests/cluster/test_chaos.py) hold the variants
-# this one does not; the network faults are the same code on both targets.
+# broker killed (docker kill). The dev target's seed (tests/cluster/test_chaos.py) holds variants this one
+# does not (every broker down, a leader alone, a full disk, a clock stepped back); the network faults are the
+# same code on both targets.
 @pytest.mark.parametrize(("seed", "faults"), [(111, ("kill", "pause", "partition", "power", "clock"))])
 def test_fixed_seeds_pass_the_checker_on_containers(docker_image, tmp_path, seed, faults):
     reason = netns.available()
