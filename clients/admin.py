@@ -357,6 +357,12 @@ class Admin:
     def group_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         return self._group(group_id).committed()
 
+    def alter_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Commit `offsets` (the next offset to consume per partition) for a group, not as a member
+        (Kafka's alterConsumerGroupOffsets): for a group with no active members, whose consumers start
+        there when they join."""
+        self._group(group_id).commit(offsets, as_member=False)
+
     def reset_group_offsets(self, group_id: str, topic: str, *, to: str, value: int = 0,
                             execute: bool = False) -> dict[tuple[str, int], int]:
         """New committed offsets for every partition of `topic`: to="earliest" | "latest" | "offset" (value)
@@ -384,8 +390,7 @@ class Admin:
                 target = (base if base >= 0 else earliest[p]) + value
             plan[(topic, p)] = min(max(target, earliest[p]), latest[p])
         if execute:
-            handle = self._group(group_id)
-            handle.commit(plan, as_member=False)
+            self.alter_group_offsets(group_id, plan)
         return plan
 
     def log_bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:

@@ -32,6 +32,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "kanal.deploy.chaos.cli",
         "fault runner: workloads under kills, pauses and partitions, history checked",
     ),
+    "mirror": (
+        "kanal.deploy.mirror.main",
+        "copy topics, configs, ACLs and group offsets to another cluster, exactly once (MirrorMaker 2)",
+    ),
     "dev": ("kanal.deploy.dev", "run a local cluster (3 controllers, 3 brokers) on loopback until Ctrl-C"),
     "topics": ("kanal.clients.cli", "create, list, describe, delete or alter topics"),
     "produce": ("kanal.clients.cli", "produce one record per line of stdin or a file"),

@@ -1,0 +1,438 @@
+"""One flow A->B running: copy, commit, translate. The decisions are in naming.py, offset_sync.py and
+plans.py; this is the loop that reads, writes and calls them.
+
+Exactly once. The flow writes the target in transactions (transactional id `kanal-mirror-A-to-B`). Each
+holds the copied records, the offset syncs that map them, due heartbeats and checkpoints, and, as the
+transaction's consumer-group offsets, the source positions after them: group `kanal-mirror-A-to-B.positions`
+on the target, keyed by remote topic and partition. A commit makes all of it visible at once; an abort or a
+crash none of it. A flow that starts (again) calls init_transactions, which fences any older instance and
+aborts what it left open, then reads the positions back and seeks the source there: a record is copied
+again only when the transaction that copied it never committed, and then its first copy is invisible to
+read_committed readers.
+
+Failures: a record, a commit or the source failing aborts the transaction and rewinds the source to the
+committed positions (then the loop goes on, after `RETRY_BACKOFF_S`); the flow's producer being fenced
+(another instance took over) ends the flow.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kanal.clients.admin import Admin
+from kanal.clients.consumer import Consumer
+from kanal.clients.consumer_config import ConsumerConfig
+from kanal.clients.latency_histogram import LatencyHistogram
+from kanal.clients.producer import Producer
+from kanal.clients.producer_config import ProducerConfig
+from kanal.clients.transactions import TransactionFatalError
+from kanal.deploy.mirror.config import FlowConfig
+from kanal.deploy.mirror.naming import HEARTBEATS_TOPIC, PATH_HEADER
+from kanal.deploy.mirror.offset_sync import (
+    SYNCS_RETENTION_MS,
+    OffsetSync,
+    OffsetTranslator,
+    checkpoint_record,
+    heartbeat_record,
+    parse_sync,
+    sync_record,
+    syncs_for,
+)
+from kanal.deploy.mirror.plans import plan_acls, plan_configs, plan_group_offsets, plan_topics
+from kanal.deploy.mirror.source import SourceCluster, SourceReader, TopicPartition
+from kanal.security.channel_security import ClientSecurity
+from kanal.v1 import admin_pb2, metadata_pb2
+from kanal.v1.error import ErrorCode, KanalError
+
+log = logging.getLogger("kanal.mirror")
+
+RETRY_BACKOFF_S = 0.5
+END_SYNC_INTERVAL_S = 1.0  # offset_sync.py: a transaction's end gets a sync when the last is this old
+SYNCS_TOPIC_CONFIGS = {"cleanup.policy": "delete", "retention.ms": str(SYNCS_RETENTION_MS)}
+CHECKPOINTS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}  # the latest per group and partition is enough
+FENCED = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH,
+          ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+@dataclass
+class FlowMetrics:
+    """What `kanal mirror`'s metrics endpoint and log lines show of a flow."""
+
+    records: int = 0  # copied and committed
+    bytes: int = 0  # keys and values of those
+    skipped: int = 0  # dropped by the loop rule (identity policy)
+    transactions: int = 0
+    aborted: int = 0
+    # From a source record's timestamp to the commit that made its copy visible, and to when it was read.
+    replication_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    record_age: LatencyHistogram = field(default_factory=LatencyHistogram)
+    lag: dict[TopicPartition, int] = field(default_factory=dict)  # source end - committed position
+
+
+class Flow:
+    def __init__(self, config: FlowConfig, source: SourceCluster, target_security: ClientSecurity | None, *,
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.config, self.source, self.target_security = config, source, target_security
+        self.policy = config.policy
+        self.metrics = FlowMetrics()
+        self._wall_ms, self._monotonic = wall_ms, monotonic
+        self._admin: Admin | None = None
+        self._producer: Producer | None = None
+        self._reader: SourceReader | None = None
+        self._translator = OffsetTranslator()
+        self._remote: dict[str, str] = {}  # mirrored source topic -> remote topic
+        self._source_topic: dict[str, str] = {}  # and back
+        self._last_sync_at: dict[TopicPartition, float] = {}  # source partition -> monotonic time
+        self._committed: dict[TopicPartition, int | None] = {}  # source partition -> committed position
+        self._in_txn = False
+        self._txn_started = 0.0
+        self._copied: dict[TopicPartition, list] = {}  # (source offset, future, timestamp, size) per record
+        self._checkpoints: list[tuple[bytes, bytes]] = []
+        self._group_commits: dict[str, dict[TopicPartition, int]] = {}
+        self._next_refresh = self._next_checkpoint = self._next_heartbeat = 0.0
+        self._acls_off_logged = False
+        self.ready = threading.Event()  # set once the flow has started copying
+
+    # ---- the loop ----
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            self._start()
+            self.ready.set()
+            while not stop.is_set():
+                try:
+                    self._step()
+                except TransactionFatalError:
+                    raise
+                except KanalError as exc:
+                    if exc.code in FENCED:
+                        raise
+                    log.warning("%s: %s; aborting the transaction and rewinding", self.config.name, exc)
+                    self._recover()
+                    stop.wait(RETRY_BACKOFF_S)
+            if self._in_txn:
+                self._commit()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for closer in (self._reader, self._producer, self._admin):
+            if closer is not None:
+                try:
+                    closer.close()
+                except Exception as exc:  # noqa: BLE001 - closing what a failed flow left
+                    log.info("%s: closing: %r", self.config.name, exc)
+        self._reader = self._producer = self._admin = None
+
+    def _start(self) -> None:
+        target = self.config.target
+        self._admin = Admin(target.bootstrap, request_timeout_ms=15_000, security=self.target_security)
+        for topic, configs in ((self.policy.offset_syncs_topic(), SYNCS_TOPIC_CONFIGS),
+                               (self.policy.checkpoints_topic(), CHECKPOINTS_TOPIC_CONFIGS),
+                               (HEARTBEATS_TOPIC, {})):
+            self._ensure_topic(topic, 1, configs)
+        self._producer = self._new_producer()
+        self._load_syncs()
+        self._refresh()
+
+    def _new_producer(self) -> Producer:
+        producer = Producer(ProducerConfig(
+            bootstrap=self.config.target.bootstrap, security=self.target_security,
+            transactional_id=self.policy.transactional_id(self.config.id),
+            client_id=f"kanal-mirror-{self.config.id}", linger_ms=2, acks="all"))
+        producer.init_transactions()  # fences an older instance of the flow, aborts what it left open
+        return producer
+
+    def _step(self) -> None:
+        now = self._monotonic()
+        if not self._in_txn and now >= self._next_refresh:
+            self._refresh()
+        if now >= self._next_checkpoint and self.config.groups:
+            self._prepare_checkpoints()
+            self._next_checkpoint = now + self.config.checkpoint_interval_ms / 1000
+        assert self._reader is not None and self._producer is not None
+        records = self._reader.poll(0.01 if self._in_txn else 0.1)
+        read_ms = self._wall_ms()
+        for r in records:
+            remote = self._remote.get(r.topic)
+            if remote is None:
+                continue
+            path = self.policy.path_after(r.headers)
+            if path is None:
+                self.metrics.skipped += 1
+                continue
+            self._begin()
+            headers = list(r.headers)
+            if path:
+                headers = [h for h in headers if h[0] != PATH_HEADER] + [(PATH_HEADER, path)]
+            future = self._producer.produce(remote, r.value, key=r.key, partition=r.partition,
+                                            headers=headers or None, timestamp=r.timestamp_ms)
+            size = len(r.key or b"") + len(r.value or b"")
+            copied = self._copied.setdefault((r.topic, r.partition), [])
+            copied.append((r.offset, future, r.timestamp_ms, size))
+            self.metrics.record_age.add(max(0, read_ms - r.timestamp_ms) / 1000)
+        now = self._monotonic()
+        heartbeat_due = now >= self._next_heartbeat
+        if (self._in_txn and now - self._txn_started >= self.config.commit_interval_ms / 1000) \
+                or heartbeat_due or self._checkpoints or (records and not self._in_txn):
+            self._commit()
+
+    def _begin(self) -> None:
+        if not self._in_txn:
+            assert self._producer is not None
+            self._producer.begin_transaction()
+            self._in_txn, self._txn_started = True, self._monotonic()
+
+    def _commit(self) -> None:
+        """Everything copied since the last commit, its syncs and the source positions, in one transaction."""
+        assert self._producer is not None and self._reader is not None
+        self._begin()
+        self._producer.flush()
+        positions: dict[TopicPartition, int] = {}
+        for tp in self._committed:
+            try:
+                position = self._reader.position(tp, timeout_s=0)
+            except KanalError:  # not read yet (its log start still being looked up): nothing to commit
+                continue
+            if position != self._committed[tp]:
+                positions[tp] = position
+        pending: list[tuple[str, int, OffsetSync]] = []
+        copied_records = copied_bytes = 0
+        latencies: list[int] = []
+        for tp, position in positions.items():
+            topic, partition = tp
+            remote = self._remote[topic]
+            pairs = []
+            for offset, future, timestamp_ms, size in self._copied.get(tp, ()):
+                pairs.append((offset, future.result().offset))  # raises for a failed record: abort
+                copied_records += 1
+                copied_bytes += size
+                latencies.append(timestamp_ms)
+            end_due = self._monotonic() - self._last_sync_at.get(tp, 0.0) >= END_SYNC_INTERVAL_S
+            for sync in syncs_for(pairs, position, self._translator.latest(remote, partition),
+                                  self.config.offset_lag_max, end_due=end_due):
+                pending.append((remote, partition, sync))
+                key, value = sync_record(remote, partition, sync)
+                self._producer.produce(self.policy.offset_syncs_topic(), value, key=key, partition=0)
+        for key, value in self._checkpoints:
+            self._producer.produce(self.policy.checkpoints_topic(), value, key=key, partition=0)
+        if self._monotonic() >= self._next_heartbeat:
+            key, value = heartbeat_record(self.config.source.alias, self.config.target.alias, self._wall_ms())
+            self._producer.produce(HEARTBEATS_TOPIC, value, key=key, partition=0)
+            self._next_heartbeat = self._monotonic() + self.config.heartbeat_interval_ms / 1000
+        if positions:
+            self._producer.send_offsets_to_transaction(
+                {(self._remote[t], p): offset for (t, p), offset in positions.items()},
+                self.policy.positions_group(self.config.id))
+        self._producer.commit_transaction()
+        visible_ms = self._wall_ms()
+        self._in_txn = False
+        synced_at = self._monotonic()
+        for remote, partition, sync in pending:
+            self._translator.add(remote, partition, sync)
+            self._last_sync_at[(self._source_topic[remote], partition)] = synced_at
+        self._committed.update(positions)
+        self._copied.clear()
+        self._checkpoints = []
+        m = self.metrics
+        m.transactions += 1
+        m.records += copied_records
+        m.bytes += copied_bytes
+        for timestamp_ms in latencies:
+            m.replication_latency.add(max(0, visible_ms - timestamp_ms) / 1000)
+        self._sync_group_offsets()
+
+    def _recover(self) -> None:
+        """After a failure: the open transaction aborted (or the producer replaced, which aborts it), the
+        source rewound to the committed positions."""
+        self.metrics.aborted += 1
+        self._copied.clear()
+        self._checkpoints = []
+        if self._in_txn and self._producer is not None:
+            try:
+                self._producer.abort_transaction(timeout_s=30)
+            except KanalError as exc:
+                if exc.code in FENCED or isinstance(exc, TransactionFatalError):
+                    raise
+                log.warning("%s: abort failed (%s): a new producer aborts it", self.config.name, exc)
+                self._producer.close(timeout_s=5)
+                self._producer = None
+        self._in_txn = False
+        if self._producer is None:
+            self._producer = self._new_producer()
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self._next_refresh = 0.0  # the next step reassigns from the committed positions
+
+    # ---- topics, configs, ACLs ----
+
+    def _target_topics(self) -> dict[str, int]:
+        assert self._admin is not None
+        return {name: len(self._admin.describe_topic(name).partitions)
+                for name in self._admin.list_topics(include_internal=True)}
+
+    def _ensure_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> None:
+        assert self._admin is not None
+        if topic in self._admin.list_topics(include_internal=True):
+            return
+        try:
+            self._admin.create_topic(topic, partitions, self._replication_factor(), configs)
+        except KanalError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+
+    def _replication_factor(self) -> int:
+        if self.config.replication_factor > 0:
+            return self.config.replication_factor
+        assert self._admin is not None
+        return min(3, len(self._admin.describe_cluster().brokers))
+
+    def _refresh(self) -> None:
+        """New source topics and partitions (created on the target and assigned), configs and ACLs."""
+        assert self._admin is not None
+        source_topics = self.source.topics()
+        mirrored = {t: n for t, n in source_topics.items()
+                    if self.policy.mirrors(t, self.config.topics_pattern)}
+        self._remote = {t: self.policy.remote_topic(t) for t in mirrored}
+        self._source_topic = {r: t for t, r in self._remote.items()}
+        target_topics = self._target_topics()
+        for change in plan_topics(mirrored, target_topics, self._remote):
+            if change.create:
+                log.info("%s: creating %s (%d partitions)", self.config.name, change.remote_topic,
+                         change.partitions)
+                try:
+                    self._admin.create_topic(change.remote_topic, change.partitions,
+                                             self._replication_factor())
+                except KanalError as exc:
+                    if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                        raise
+            else:
+                self._admin.create_partitions(change.remote_topic, change.partitions)
+        if self.config.sync_topic_configs:
+            for topic, remote in self._remote.items():
+                set_on_target = {e.key: e.value for e in self._admin.describe_configs(
+                    metadata_pb2.CONFIG_RESOURCE_TOPIC, remote) if not e.is_default}
+                changes = plan_configs(self.source.topic_configs(topic), set_on_target)
+                if changes:
+                    log.info("%s: %s configs %s", self.config.name, remote, changes)
+                    self._admin.alter_configs(metadata_pb2.CONFIG_RESOURCE_TOPIC, remote, changes)
+        if self.config.sync_topic_acls:
+            self._sync_acls()
+        self._assign(mirrored)
+        self._next_refresh = self._monotonic() + self.config.refresh_interval_ms / 1000
+
+    def _sync_acls(self) -> None:
+        assert self._admin is not None
+        try:
+            source_acls = self.source.topic_acls()
+            target_acls = self._admin.describe_acls(
+                admin_pb2.AclFilter(resource_type=metadata_pb2.ACL_RESOURCE_TOPIC))
+            created = plan_acls(source_acls, target_acls, self._remote)
+            if created:
+                log.info("%s: creating %d ACLs", self.config.name, len(created))
+                self._admin.create_acls(created)
+        except KanalError as exc:
+            if exc.code != ErrorCode.SECURITY_DISABLED:
+                raise
+            # No authorizer on the target: an ACL there would change nothing (logged once).
+            if not self._acls_off_logged:
+                log.info("%s: the target has no authorizer: ACLs not synced", self.config.name)
+                self._acls_off_logged = True
+
+    def _assign(self, mirrored: dict[str, int]) -> None:
+        """Every partition of the mirrored topics, from the committed positions (a partition never copied:
+        its log start)."""
+        wanted = [(t, p) for t, n in sorted(mirrored.items()) for p in range(n)]
+        if self._reader is not None and set(wanted) == set(self._committed):
+            return
+        assert self._admin is not None
+        stored = self._admin.group_offsets(self.policy.positions_group(self.config.id))
+        committed: dict[TopicPartition, int | None] = {}
+        for topic, partition in wanted:
+            offset = stored.get((self._remote[topic], partition), -1)
+            committed[(topic, partition)] = offset if offset >= 0 else None
+        self._committed = committed
+        if self._reader is not None:
+            self._reader.close()
+        self._reader = self.source.reader()
+        if committed:
+            self._reader.assign(committed)
+
+    # ---- offsets: syncs, checkpoints, group offsets ----
+
+    def _load_syncs(self) -> None:
+        """The syncs committed so far (read_committed, from the start of the flow's syncs topic)."""
+        assert self._admin is not None
+        topic = self.policy.offset_syncs_topic()
+        (_start, end), = self._admin.log_bounds(topic, [0]).values()
+        if end == 0:
+            return
+        consumer = Consumer(ConsumerConfig(
+            bootstrap=self.config.target.bootstrap, security=self.target_security, enable_auto_commit=False,
+            isolation_level="read_committed", auto_offset_reset="earliest"))
+        try:
+            consumer.assign([(topic, 0)])
+            consumer.seek_to_beginning([(topic, 0)])
+            deadline = self._monotonic() + 60
+            while consumer.position((topic, 0)) < end:
+                if self._monotonic() > deadline:
+                    raise KanalError(ErrorCode.REQUEST_TIMED_OUT, f"{topic}: not read to {end} within 60 s")
+                for record in consumer.poll(0.5):
+                    try:
+                        remote, partition, sync = parse_sync(record.key, record.value)
+                    except (ValueError, KeyError, TypeError) as exc:
+                        log.warning("%s: %s offset %d is not a sync (%r): skipped", self.config.name, topic,
+                                    record.offset, exc)
+                        continue
+                    self._translator.add(remote, partition, sync)
+        finally:
+            consumer.close()
+
+    def _prepare_checkpoints(self) -> None:
+        """The source groups' committed offsets, translated: checkpoint records for the next transaction,
+        and the commits group offset sync makes after it."""
+        self._group_commits = {}
+        for group in self.source.groups():
+            if not self.config.groups_pattern.fullmatch(group) or group.startswith("kanal-mirror-"):
+                continue
+            translated: dict[TopicPartition, int] = {}
+            for (topic, partition), upstream in self.source.group_offsets(group).items():
+                remote = self._remote.get(topic)
+                if remote is None or upstream < 0:
+                    continue
+                downstream = self._translator.translate(remote, partition, upstream)
+                if downstream is None:
+                    continue
+                translated[(remote, partition)] = downstream
+                self._checkpoints.append(checkpoint_record(group, remote, partition, upstream, downstream))
+            if translated:
+                self._group_commits[group] = translated
+
+    def _sync_group_offsets(self) -> None:
+        if not self.config.sync_group_offsets or not self._group_commits:
+            return
+        assert self._admin is not None
+        for group, translated in self._group_commits.items():
+            try:
+                info = self._admin.describe_group(group)
+                active = bool(info.members)
+                current = self._admin.group_offsets(group) if not active else {}
+            except KanalError as exc:
+                if exc.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                    raise
+                active, current = False, {}
+            commits = plan_group_offsets(translated, current, active)
+            if commits:
+                self._admin.alter_group_offsets(group, commits)
+        self._group_commits = {}
+
+    def lag(self) -> dict[TopicPartition, int]:
+        ends = self.source.end_offsets(list(self._committed))
+        self.metrics.lag = {tp: max(0, end - (self._committed.get(tp) or 0)) for tp, end in ends.items()}
+        return self.metrics.lag
