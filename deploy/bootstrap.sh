@@ -75,12 +75,16 @@ if .venv/bin/python -c 'import pyspark' 2>/dev/null; then
     echo "kanal: kanal-log runs as the Python data source (no javac to build spark/jvm)"
   fi
 fi
-# The test extras test the Kafka listener with Apache Kafka's own Java client and console tools (jars from
-# Maven Central, fetched with Debian's maven; tests/harness/KafkaDriver.java is compiled with the JDK above)
+# The test extras test the Kafka listener with Apache Kafka's own Java client and console tools, and the
+# mirror with an Apache Kafka broker as its source (jars from Maven Central, fetched with Debian's maven;
+# tests/harness/KafkaDriver.java is compiled with the JDK above)
 # and with kcat (Debian's package): fetched here, so a fresh machine's suite has them.
 case ",$extras," in
   *,test,*)
     bash deploy/kafka_jars.sh .kafka-jars clients
+    # A KRaft Apache Kafka broker: the source of tests/deploy/mirror/test_kafka_source.py and the mirror's
+    # Kafka-to-kanal test (benchmarks/apache_kafka.py starts it).
+    bash deploy/kafka_jars.sh .kafka-jars server
     if ! command -v kcat >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null
     fi

@@ -95,6 +95,19 @@ def kanal_security(cluster: ClusterConfig) -> ClientSecurity | None:
     return security_from(read_config_file(cluster.command_config), interactive=False)
 
 
+def check_security(configs: list[FlowConfig]) -> None:
+    """Every cluster's client config read once before anything starts: a bad file is a usage error now,
+    not a flow that fails and starts again for ever."""
+    for config in configs:
+        kanal_security(config.target)
+        if config.source.kind == "kanal":
+            kanal_security(config.source)
+        elif config.source.command_config is not None:
+            from kanal.deploy.mirror.kafka_source import read_command_config
+
+            read_command_config(config.source.command_config)
+
+
 def open_source(cluster: ClusterConfig, flow_id: str) -> SourceCluster:
     if cluster.kind == "kafka":
         from kanal.deploy.mirror.kafka_source import KafkaSource  # librdkafka: only for a Kafka source
@@ -194,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         configs = flows_from(args)
-    except ValueError as exc:
+        check_security(configs)
+    except (ValueError, KanalError) as exc:
         return command_error("kanal mirror", str(exc), ErrorCode.INVALID_CONFIG, 2)
     if args.command == "run":
         return run(configs, args.metrics)

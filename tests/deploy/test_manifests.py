@@ -10,8 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kanal.broker.broker_main import build_parser as broker_parser
+from kanal.deploy.mirror.config import load_config
+from kanal.deploy.mirror.main import flows_from
+from kanal.deploy.mirror.main import parser as mirror_parser
 from kanal.raft.controller_config import build_parser as controller_parser
 from kanal.server.flags import env_name
 
@@ -25,7 +29,7 @@ from ..containers.cluster import (
     TLS_MOUNT,
     ContainerCluster,
 )
-from ..containers.manifests import PodProcess, find, pod_process, render, render_text
+from ..containers.manifests import PodProcess, find, kubectl, pod_process, render, render_text
 
 OVERLAYS = {"dev": 1, "production": 3}
 
@@ -238,3 +242,35 @@ def test_production_serves_tls_only_with_certificates_from_secrets():
             command = pod["containers"][0][probe]["exec"]["command"]
             assert command[:2] == ["kanal", "health"] and CLIENT_CONFIG in command
     assert not any(k.startswith("KANAL_TLS") for k in pod_process(render("dev"), BROKERS, 0).env)
+
+
+def test_the_mirror_pod_renders_validates_and_runs_a_valid_command(tmp_path):
+    """deploy/k8s/mirror (issue 46): `kanal mirror` as a one-replica Deployment replaced with Recreate (a
+    second instance fences the first, a rolling update would make them take turns), its flows from a
+    ConfigMap that `kanal mirror`'s own loader accepts, its arguments ones its parser takes."""
+    text = subprocess.run([kubectl(), "kustomize", str(Path(__file__).parents[2] / "deploy/k8s/mirror")],
+                          check=True, capture_output=True, text=True, timeout=120).stdout
+    rendered = tmp_path / "mirror.yaml"
+    rendered.write_text(text)
+    validator = Path(sys.executable).parent / "kubernetes-validate"
+    result = subprocess.run([str(validator), "--strict", "-k", "1.37.0", "--quiet", str(rendered)],
+                            check=False, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    deployment = find(docs, "Deployment", "kanal-mirror")
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    config_map = next(d for d in docs if d["kind"] == "ConfigMap")
+    assert pod["volumes"][0]["configMap"]["name"] == config_map["metadata"]["name"]
+    args = container["args"]
+    assert args[0] == "mirror"
+    parsed = mirror_parser().parse_args(args[1:])
+    mount = container["volumeMounts"][0]["mountPath"]
+    assert parsed.config == Path(mount) / "mirror.toml"
+    (tmp_path / "mirror.toml").write_text(config_map["data"]["mirror.toml"])
+    parsed.config = tmp_path / "mirror.toml"
+    flows = flows_from(parsed)
+    assert flows == load_config(parsed.config) and [f.name for f in flows] == ["east->west"]

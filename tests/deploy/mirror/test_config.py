@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kanal.deploy.mirror.config import ClusterConfig, FlowConfig, load_config
-from kanal.deploy.mirror.main import flows_from, parser
+from kanal.deploy.mirror.main import flows_from, main, parser
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -86,3 +86,16 @@ def test_flags_give_one_flow_and_refuse_half_a_flow():
         flows_from(parser().parse_args(["status", "--source", "east=127.0.0.1:1"]))
     with pytest.raises(SystemExit):
         parser().parse_args(["run", "--source", "127.0.0.1:1"])  # no alias
+
+
+def test_a_bad_client_config_stops_the_command_before_anything_starts(tmp_path, capsys):
+    bad = tmp_path / "client.toml"
+    bad.write_text("colour = 'blue'\n")
+    status = main(["run", "--source", "east=127.0.0.1:1", "--target", "west=127.0.0.1:2",
+                   "--target-command-config", str(bad)])
+    assert status == 2 and "colour" in capsys.readouterr().err
+    properties = tmp_path / "east.properties"
+    properties.write_text("security.protocol\n")
+    status = main(["status", "--source", "east=127.0.0.1:1", "--source-kind", "kafka",
+                   "--source-command-config", str(properties), "--target", "west=127.0.0.1:2"])
+    assert status == 2 and "line 1" in capsys.readouterr().err
