@@ -22,6 +22,7 @@ carries the events that show it. The kinds, and the rule each one breaks:
 | `read_aborted` | no record of a transaction whose abort was acknowledged is in a read_committed read (the final read of the transactions' topic) |
 | `txn_partial` | a transaction is atomic: a committed one (commit acknowledged) is whole in the read_committed read, and one whose outcome its producer could not know is whole or absent |
 | `no_recovery` | once every fault is healed the cluster serves again within the recovery bound (the runner records what it waited for and the error) |
+| `mirror_lost`, `mirror_extra`, `mirror_duplicate`, `mirror_reorder` | with the `mirror` fault (a `mirror` event names a source topic and its copy on the other cluster): each partition's copy, read read_committed, is the source partition's final log — every record of it (`mirror_lost`), nothing else (`mirror_extra`), each once (`mirror_duplicate`), in the source's order (`mirror_reorder`) |
 
 Loss the rules allow: for a topic whose history turned `unclean.leader.election.enable` on, an acknowledged
 record of a partition that later had an unclean election (a new leader epoch whose leader was not in the ISR
@@ -46,7 +47,8 @@ from kanal.metadata.cleanup_policy import CleanupPolicy
 
 KINDS = ("lost", "duplicate", "reorder", "divergent", "vanished", "read_uncommitted", "commit_backwards",
          "two_leaders", "two_controllers", "epoch_backwards", "metadata_lost", "metadata_backwards",
-         "read_aborted", "txn_partial", "no_recovery")
+         "read_aborted", "txn_partial", "no_recovery", "mirror_lost", "mirror_extra", "mirror_duplicate",
+         "mirror_reorder")
 ADMIN_TYPES = ("create_topic", "delete_topic", "create_partitions", "alter_config")
 # Users and ACLs, by the history field naming what they made or removed (checked on controllers only:
 # a broker's Metadata answer holds neither).
@@ -137,7 +139,8 @@ def check(events: list[Event]) -> CheckReport:
     report.sent = len(by_type["send"])
     report.acknowledged = len(by_type["ack"])
     report.read = len(by_type["read"])
-    report.final_records = len(by_type["final"])
+    copies = {e["remote_topic"] for e in by_type["mirror"]}
+    report.final_records = sum(1 for e in by_type["final"] if e["topic"] not in copies)
     deleted = {e["topic"] for e in by_type["delete_topic"]}
     compacted = {e["topic"] for e in by_type["create_topic"]
                  if e.get("ok") and _compacts(e.get("configs", {}).get("cleanup.policy", "delete"))}
@@ -163,19 +166,24 @@ def check(events: list[Event]) -> CheckReport:
     found += _divergent(by_type["ack"], by_type["read"])
     found += _replicas_diverge(by_type["replica"], finals, final_ends)
     found += _vanished(by_type["read"], finals, final_ends, deleted)
-    found += _duplicates([*by_type["read"], *by_type["final"]])
-    found += _reordered(finals)
-    found += _epochs_backwards(finals)
+    # A mirror's copy (on another cluster) is judged by _mirrored alone, each anomaly named once.
+    own = {tp: records for tp, records in finals.items() if tp[0] not in copies}
+    found += _duplicates([*by_type["read"], *(e for e in by_type["final"] if e["topic"] not in copies)])
+    found += _reordered(own)
+    found += _epochs_backwards(own)
     found += _commits_backwards(ordered)
     found += _two_leaders(by_type["leader"])
     found += _two_controllers(by_type["controller"])
     found += _transactions(by_type["txn_send"], by_type["txn_end"], finals, final_ends, report.transactions)
+    found += _mirrored(by_type["mirror"], finals, final_ends)
 
     allowed = [v for v in found if v.kind in LOSS_KINDS and _loss_allowed(v, unclean_at)]
     report.allowed_loss = len(allowed)
     found = [v for v in found if v not in allowed]
     touched = {_tp(e) for e in (*by_type["ack"], *by_type["read"], *by_type["txn_send"])
                if e["topic"] not in deleted}
+    for mirror in by_type["mirror"]:  # a source partition read to its end: its copy must be checked too
+        touched |= {(mirror["remote_topic"], p) for t, p in final_ends if t == mirror["source_topic"]}
     report.unchecked = sorted(tp for tp in touched if tp not in final_ends)
     report.violations = sorted(found, key=lambda v: (v.time, KINDS.index(v.kind)))
     return report
@@ -387,6 +395,41 @@ def _reordered(finals: Finals) -> list[Violation]:
                     )
                 )
             last[process] = (e, seq) if before is None or before[1] < seq else before
+    return out
+
+
+def _mirrored(mirrors: list[Event], finals: Finals, final_ends: FinalEnds) -> list[Violation]:
+    """Each partition's copy against its source's final log (values are unique: `process:seq`)."""
+    out = []
+    for mirror in mirrors:
+        source, remote = mirror["source_topic"], mirror["remote_topic"]
+        for (topic, p), end in sorted(final_ends.items()):
+            if topic != source or (remote, p) not in final_ends:
+                continue  # an unread copy is listed as unchecked
+            src = [finals[(source, p)][o] for o in sorted(finals.get((source, p), {}))]
+            copy = [finals[(remote, p)][o] for o in sorted(finals.get((remote, p), {}))]
+            src_values, copy_values = [e["value"] for e in src], [e["value"] for e in copy]
+            if src_values == copy_values:
+                continue
+            evidence = (mirror, end, final_ends[(remote, p)])
+            in_copy, in_src = set(copy_values), set(src_values)
+            missing = [e for e in src if e["value"] not in in_copy]
+            extra = [e for e in copy if e["value"] not in in_src]
+            twice = sorted({v for v in copy_values if copy_values.count(v) > 1})
+            where = f"{remote}[{p}], the copy of {source}[{p}],"
+            if missing:
+                out.append(Violation("mirror_lost", f"{where} lacks {len(missing)} of the source's records "
+                                     f"(first {missing[0]['value']!r} at offset {missing[0]['offset']})",
+                                     (missing[0], *evidence)))
+            if extra:
+                out.append(Violation("mirror_extra", f"{where} holds {len(extra)} records the source's log "
+                                     f"does not (first {extra[0]['value']!r})", (extra[0], *evidence)))
+            if twice:
+                out.append(Violation("mirror_duplicate", f"{where} holds {len(twice)} records twice (first "
+                                     f"{twice[0]!r})", evidence))
+            if not (missing or extra or twice):
+                out.append(Violation("mirror_reorder", f"{where} holds the source's records in another "
+                                     "order", evidence))
     return out
 
 

@@ -43,6 +43,7 @@ class Nemesis:
         self.powered_off: set[str] = set()
         self.skewed: set[str] = set()
         self.remote_failing = False
+        self.mirror_killed = False
         self._first_failure: BaseException | None = None
         self.injected: list[tuple[Fault, str]] = []  # each fault started, with the nodes it hit
 
@@ -94,6 +95,12 @@ class Nemesis:
         elif fault.kind == "remote":
             self.remote_failing = True
             self.target.remote_store.fail(fault.variant)
+        elif fault.kind == "mirror" and fault.variant == "link":
+            self.network_dirty = True
+            self.target.network.isolate(nodes[0])
+        elif fault.kind == "mirror":
+            self.mirror_killed = True
+            self.target.mirror.kill()
         else:
             raise ValueError(f"unknown fault kind {fault.kind!r}")
         self.injected.append((fault, detail))
@@ -171,6 +178,12 @@ class Nemesis:
         elif fault.kind == "remote":
             self.target.remote_store.heal()
             self.remote_failing = False
+        elif fault.kind == "mirror" and fault.variant == "link":
+            self.target.network.heal()
+            self.network_dirty = False
+        elif fault.kind == "mirror":
+            self.target.mirror.start_process()
+            self.mirror_killed = False
         self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="stop",
                              detail=detail)
         self.restart_exited()
@@ -204,6 +217,8 @@ class Nemesis:
             self.network_dirty = not self._undo(self.target.network.heal)
         if self.remote_failing:
             self.remote_failing = not self._undo(self.target.remote_store.heal)
+        if self.mirror_killed:
+            self.mirror_killed = not self._undo(self.target.mirror.start_process)
         # By name: a target that takes no faults (BootstrapTarget) has none of these handles.
         undos = ((self.paused, "resume"), (self.full_disks, "empty_disk"), (self.killed, "restart"),
                  (self.powered_off, "restart"))

@@ -187,10 +187,14 @@ def make_target(options: RunOptions, data_dir: Path, mutant=None):
     power, clock = "power" in options.faults, "clock" in options.faults
     if options.target == "dev":
         return DevTarget(data_dir, mutant=mutant, broker_disk_bytes=disk_bytes, power=power, clock=clock,
-                         remote="remote" in options.faults)
+                         remote="remote" in options.faults,
+                         mirror_topic=TOPIC if "mirror" in options.faults else None)
     if "remote" in options.faults:
         raise ValueError("the remote fault needs --target dev (its S3 server and proxy run on the host, in "
                          "the dev target's network)")
+    if "mirror" in options.faults:
+        raise ValueError("the mirror fault needs --target dev (its second cluster and the mirror run on the "
+                         "host and in the dev target's network)")
     if options.target == "containers":
         if mutant is not None:
             raise ValueError("a mutation needs --target dev (it patches the broker of this checkout)")
@@ -236,6 +240,8 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         for topic, topic_configs in created.items():  # acknowledged before time 0: it must outlive every
             recorder.record("create_topic", "admin", topic=topic, ok=True, error="",  # fault like any other
                             count=options.partitions, configs=topic_configs)
+        if getattr(target, "mirror", None) is not None:
+            recorder.record("mirror", "runner", source_topic=TOPIC, remote_topic=target.mirror.remote_topic)
         nemesis = Nemesis(target, recorder)
         rng = random.Random(f"kanal-chaos-workload:{options.seed}")
         workloads = [Monitor(recorder, target.brokers, target.controllers, TOPIC, security=security)]
@@ -321,6 +327,16 @@ def _recover_and_read(target, recorder: Recorder, workloads, options: RunOptions
         if options.keyed_producers:
             final_read(recorder, target.bootstrap, COMPACT_TOPIC, options.partitions,
                        timeout_s=options.final_read_timeout_s, security=options.security)
+        mirror = getattr(target, "mirror", None)
+        if mirror is not None:  # the copy once the mirror has caught up with the source's final log
+            step = "the mirror catching up"
+            progress(f"seed {options.seed}: waiting for the mirror to catch up")
+            with Admin(target.bootstrap, request_timeout_ms=10_000, security=options.security) as admin:
+                bounds = admin.log_bounds(TOPIC, list(range(options.partitions)))
+            mirror.caught_up({p: end for p, (_start, end) in bounds.items()}, options.final_read_timeout_s)
+            step = "the final read of the mirror's copy"
+            final_read(recorder, mirror.bootstrap, mirror.remote_topic, options.partitions,
+                       read_committed=True, timeout_s=options.final_read_timeout_s)
         if target.takes_faults:  # a target whose data directories the run has: every ISR member's own log
             step = "the in-sync replicas' logs"
             progress(f"seed {options.seed}: reading the in-sync replicas' logs")

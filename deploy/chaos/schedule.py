@@ -30,6 +30,7 @@ Faults and their variants (`Fault.kind` / `Fault.variant`, target roles):
 | `power` | `node`: one node's power cut (SIGKILL, then every write it did not fsync dropped: its data directory is a power-loss filesystem), started again when the fault ends; `controllers`: every controller's power cut at once |
 | `clock` | `forward` / `back`: a broker's wall clock stepped by `step_s` (`CLOCK_STEP_S`, either way) and the broker restarted on it; stepped back and restarted on the true clock when the fault ends |
 | `remote` | the run's tiered topic's remote storage (remote_store.py): `down` (the S3 server unreachable), `503` (every request answered 503), `kill-mid-upload` (a broker SIGKILLed in the middle of an upload, restarted when the fault ends) |
+| `mirror` | the flow of the run's topic into a second cluster (mirror_link.py): `link` (the mirror cut from both clusters), `kill` (the mirror SIGKILLed, started again when the fault ends) |
 | `partition` | `isolate` (one node cut from everyone), `controller-split` (one controller alone, the others a majority; brokers stay with the majority), `zombie-leader` (the leader of a partition cut from every controller, not from clients or brokers), `leader-alone` (the leader of a partition cut from every other node, not from its clients: it may go on taking writes no one else sees), `one-way` (packets from one node dropped at another), `flaky` (30 % of one node's packets dropped) |
 """  # noqa: E501 (a Markdown table keeps each row on one line)
 
@@ -38,8 +39,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-FAULT_KINDS = ("kill", "pause", "partition", "disk", "power", "clock", "remote")
+FAULT_KINDS = ("kill", "pause", "partition", "disk", "power", "clock", "remote", "mirror")
 REMOTE_VARIANTS = ("down", "503", "kill-mid-upload")  # remote_store.py carries them out
+MIRROR_VARIANTS = ("link", "kill")  # mirror_link.py
 PARTITION_VARIANTS = ("isolate", "controller-split", "zombie-leader", "leader-alone", "one-way", "flaky")
 HOLD_S = (3.0, 8.0)
 HEALED_S = (2.0, 5.0)
@@ -185,6 +187,8 @@ def _pick(rng: random.Random, kind: str, options: ScheduleOptions) -> tuple[str,
         return rng.choice(("forward", "back")), (rng.choice(brokers),)
     if kind == "remote":  # aimed at the store; kill-mid-upload's broker is whichever is caught uploading
         return rng.choice(REMOTE_VARIANTS), ("remote-storage",)
+    if kind == "mirror":
+        return rng.choice(MIRROR_VARIANTS), ("mirror",)
     variant = rng.choice(PARTITION_VARIANTS)
     if variant in ("isolate", "flaky"):
         return variant, (rng.choice(nodes),)

@@ -36,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 
+from kanal.deploy.chaos.mirror_link import MIRROR_NODE, ChaosMirror
 from kanal.deploy.chaos.mutation import Mutant
 from kanal.deploy.chaos.netns import ChaosNetwork
 from kanal.deploy.chaos.remote_store import ChaosRemoteStore
@@ -95,21 +96,26 @@ class DevTarget:
         power: bool = False,
         clock: bool = False,
         remote: bool = False,
+        mirror_topic: str | None = None,
     ) -> None:
         """`broker_disk_bytes`: give each broker's data directory a tmpfs of this size (the `disk` fault
         fills it); None keeps them on the data directory's filesystem. `power`: every data directory on a
         power-loss filesystem (the `power` fault). `clock`: brokers on a wall clock of their own (the
-        `clock` fault). `remote`: brokers with remote storage the nemesis can fail (the `remote` fault)."""
+        `clock` fault). `remote`: brokers with remote storage the nemesis can fail (the `remote` fault).
+        `mirror_topic`: a second cluster and a `kanal mirror` flow of this topic into it, in a namespace of
+        its own (the `mirror` fault, mirror_link.py)."""
         self.data_dir = Path(data_dir)
         self.disks = BrokerDisks(storage_root(self.data_dir, power), broker_disk_bytes)
         self.power = PowerDisks(self.data_dir, power)
         self.clock = clock
         self.node_names = node_names(controllers, brokers)
-        self.network = ChaosNetwork(self.node_names)
+        self.network = ChaosNetwork(self.node_names + ([MIRROR_NODE] if mirror_topic else []))
         self.cluster: LocalCluster | None = None
         self._counts = (controllers, brokers)
         self._mutant = mutant
         self.remote_store = ChaosRemoteStore(self.data_dir / "logs" / "remote-store") if remote else None
+        self.mirror = ChaosMirror(self.data_dir / "mirror-target", self.network, mirror_topic,
+                                  CONTROLLER_FLAGS, BROKER_FLAGS) if mirror_topic else None
 
     def __repr__(self) -> str:
         return f"<DevTarget {self.cluster!r} {self.network!r}>"
@@ -140,12 +146,16 @@ class DevTarget:
                     python = [python[0], *clock_launcher(self.data_dir, node.name), *python[2:]]
                 node.launcher = [*self.network.launcher(node.name), *python]
             self.cluster.start(timeout_s=90)
+            if self.mirror is not None:
+                self.mirror.start(self.cluster.bootstrap)
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
         try:
+            if self.mirror is not None:
+                self.mirror.close()
             if self.cluster is not None:
                 # SIGKILL: the history is written; a controlled shutdown of six nodes would only add time.
                 for node in self.cluster.nodes:

@@ -66,6 +66,28 @@ def test_a_fixed_seed_over_every_nemesis_passes_the_checker(tmp_path):
     assert len(cuts) == 3, cuts
 
 
+def test_a_mirror_cut_off_and_killed_while_every_source_broker_goes_down_copies_each_record_once(tmp_path):
+    """Issue 46's nemesis (`kanal chaos schedule --faults mirror,kill --duration 45s --seed 4`): every broker
+    of the source killed one after another (the isr-down episode), then the mirror SIGKILLed and started
+    again, then its link to both clusters cut. The copy of every partition on the second cluster, read
+    read_committed once the mirror has caught up, must be the source partition's final log: every record,
+    once, in order."""
+    history = tmp_path / "history.jsonl"
+    result = run_once(RunOptions(target="dev", faults=("mirror", "kill"), duration_s=45, seed=4,
+                                 history_path=history))
+    print(result.table())
+    assert result.ok, result.table()
+    assert {(f.kind, f.variant) for f, _ in result.injected} == {
+        ("kill", "isr-down"), ("mirror", "kill"), ("mirror", "link")}
+    events = read_history(history)
+    mirrors = [(e["source_topic"], e["remote_topic"]) for e in events if e["type"] == "mirror"]
+    assert mirrors == [("chaos", "A.chaos")]
+    source = [e for e in events if e["type"] == "final" and e["topic"] == "chaos"]
+    copy = [e for e in events if e["type"] == "final" and e["topic"] == "A.chaos"]
+    assert len(copy) == len(source) > 0 and result.report.unchecked == []
+    assert {e["partition"] for e in copy} == {0, 1, 2}
+
+
 def test_remote_storage_down_503_and_a_broker_killed_mid_upload_lose_nothing(tmp_path):
     """Issue 44's nemesis: seed 3 (`kanal chaos schedule --faults remote --duration 30s --seed 3`) answers
     503 for 7.5 s, makes the store unreachable for 5 s, then kills a broker caught in the middle of an upload.

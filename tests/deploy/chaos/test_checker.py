@@ -547,3 +547,32 @@ def test_compaction_that_kept_an_older_record_of_a_key_instead_of_its_latest_is_
 def test_outside_a_compacted_topic_a_superseded_record_still_counts_as_lost(policy):
     report = check(compacted([3, 5], policy=policy).events)
     assert [v.kind for v in report.violations] == ["lost"] * 4
+
+
+@pytest.mark.parametrize(("copy", "kinds"), [
+    (lambda src: src, set()),
+    (lambda src: src[:1] + src[2:], {"mirror_lost"}),
+    (lambda src: src + ["p9:0"], {"mirror_extra"}),
+    (lambda src: src[:2] + src[1:], {"mirror_duplicate"}),
+    (lambda src: [src[1], src[0], src[2]], {"mirror_reorder"}),
+])
+def test_a_mirrors_copy_must_be_its_sources_final_log(copy, kinds):
+    """The `mirror` fault (issue 46): the copy of each partition on the other cluster holds the source's
+    final log, each record once, in order; anything else is named."""
+    h = H()
+    values = [h.produce("p0", i, i) for i in range(3)]
+    h.add("mirror", "runner", source_topic="t", remote_topic="A.t")
+    h.final(values)
+    h.final(copy(values), topic="A.t")
+    report = check(h.events)
+    assert {v.kind for v in report.violations} == kinds, report.violations
+    assert report.final_records == 3 and report.unchecked == []  # the copy's records are not the source's
+
+
+def test_a_mirrors_copy_never_read_is_unchecked_not_passed():
+    h = H()
+    values = [h.produce("p0", i, i) for i in range(2)]
+    h.add("mirror", "runner", source_topic="t", remote_topic="A.t")
+    h.final(values)
+    report = check(h.events)
+    assert report.unchecked == [("A.t", 0)]
