@@ -18,7 +18,6 @@ the source's final log, each record once, in the same order (`mirror_lost`, `mir
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from kanal.clients.admin import Admin
 from kanal.deploy.chaos.netns import ChaosNetwork
-from kanal.deploy.local_cluster import LocalCluster
+from kanal.deploy.local_cluster import LocalCluster, Node
 
 MIRROR_NODE = "mirror"  # its namespace's member name in the chaos network
 SOURCE_ALIAS, TARGET_ALIAS = "A", "B"
@@ -106,12 +105,8 @@ class ChaosMirror:
     def close(self) -> None:
         try:
             if self.process is not None and self.process.poll() is None:
-                self.process.send_signal(signal.SIGTERM)
-                try:
-                    self.process.wait(30)
-                except subprocess.TimeoutExpired:
-                    self.process.kill()
-                    self.process.wait(10)
+                self.process.terminate()  # each flow commits what it copied, then the process exits
+                Node.wait_stopped(self.process, time.monotonic() + 30)
         finally:
             if self.cluster is not None:
                 self.cluster.stop()

@@ -11,7 +11,6 @@ cluster.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -26,7 +25,7 @@ from kanal.clients.consumer import Consumer
 from kanal.clients.consumer_config import ConsumerConfig
 from kanal.clients.producer import Producer
 from kanal.clients.producer_config import ProducerConfig
-from kanal.deploy.local_cluster import LocalCluster
+from kanal.deploy.local_cluster import LocalCluster, Node
 from kanal.v1 import admin_pb2, metadata_pb2
 
 from .conftest import BROKER_FLAGS, broker_node, partition_info, wait_until
@@ -83,12 +82,8 @@ class Mirror:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+            self.process.terminate()
+            Node.wait_stopped(self.process, time.monotonic() + 30)
 
     def output(self) -> str:
         return self.log.read_text()

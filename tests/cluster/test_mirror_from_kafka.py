@@ -5,7 +5,6 @@ same librdkafka client now pointed at kanal's Kafka listener, resumes with nothi
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator
 
 import pytest
@@ -14,9 +13,9 @@ from confluent_kafka import Producer as KafkaProducer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks.apache_kafka import start_kafka, stop_kafka
 from kanal.clients.admin import Admin
 from kanal.deploy.local_cluster import LocalCluster
+from tests.harness.apache_kafka_broker import apache_kafka
 
 from .conftest import BROKER_FLAGS, CONTROLLER_FLAGS, wait_until
 from .test_mirror import Mirror, read_all
@@ -28,12 +27,8 @@ OFFSET_LAG_MAX = 50
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory) -> Iterator[str]:
-    process, bootstrap = start_kafka(tmp_path_factory.mktemp("apache-kafka"), heap="512m")
-    try:
+    with apache_kafka(tmp_path_factory.mktemp("apache-kafka")) as bootstrap:
         yield bootstrap
-    finally:
-        gc.collect()  # librdkafka clients gone before the broker stops (no reconnect loops)
-        stop_kafka(process)
 
 
 @pytest.fixture(scope="module")

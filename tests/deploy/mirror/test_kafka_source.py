@@ -7,7 +7,6 @@ from the jars of `bash deploy/kafka_jars.sh .kafka-jars server`; each test makes
 
 from __future__ import annotations
 
-import gc
 import uuid
 from collections.abc import Iterator
 
@@ -29,7 +28,6 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from benchmarks.apache_kafka import start_kafka, stop_kafka
 from kanal.deploy.mirror.kafka_source import (
     KafkaReader,
     KafkaSource,
@@ -40,6 +38,7 @@ from kanal.deploy.mirror.kafka_source import (
 from kanal.deploy.mirror.source import SourceReader, SourceRecord
 from kanal.v1 import metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
+from tests.harness.apache_kafka_broker import apache_kafka
 from tests.harness.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
@@ -50,12 +49,8 @@ TIMEOUT_S = 30
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory) -> Iterator[str]:
     """The broker's bootstrap address; the broker is stopped by PID at the end."""
-    process, bootstrap = start_kafka(tmp_path_factory.mktemp("apache-kafka"), heap="512m")
-    try:
+    with apache_kafka(tmp_path_factory.mktemp("apache-kafka")) as bootstrap:
         yield bootstrap
-    finally:
-        gc.collect()  # the module's librdkafka clients gone first, not left reconnecting to a stopped broker
-        stop_kafka(process)
 
 
 @pytest.fixture(scope="module")
