@@ -10,6 +10,7 @@ cluster.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -205,6 +206,14 @@ def test_every_acknowledged_record_lands_once_in_order_through_mirror_and_leader
                 n = int(r.value.rsplit(b"-", 1)[1])
                 assert r.headers == [("n", str(n).encode())] and r.timestamp_ms == 1_800_000_000_000 + n
     assert "fenced" not in a_to_b.output()
+    # `kanal mirror status` reads both clusters: every partition copied to the source's end.
+    status = subprocess.run([*a_to_b.argv[:4], "status", *a_to_b.argv[5:], "--output", "json"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert status.returncode == 0, status.stderr
+    (flow,) = json.loads(status.stdout)
+    rows = {(r["topic"], r["partition"]): r for r in flow["partitions"] if r["topic"] in TOPICS}
+    assert flow["flow"] == "A->B" and len(rows) == 3 * PARTITIONS
+    assert all(r["lag"] == 0 and r["committed"] == ends[(f"A.{t}", p)] for (t, p), r in rows.items())
 
 
 def test_a_group_that_committed_on_the_source_resumes_on_the_target_missing_nothing(clusters, a_to_b):
