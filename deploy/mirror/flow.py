@@ -195,10 +195,15 @@ class Flow:
         self._producer.flush()
         positions: dict[TopicPartition, int] = {}
         for tp in self._committed:
+            copied = self._copied.get(tp)
             try:
                 position = self._reader.position(tp, timeout_s=0)
-            except KanalError:  # not read yet (its log start still being looked up): nothing to commit
-                continue
+            except KanalError:  # not known yet: nothing read of it, or only what `copied` shows
+                if not copied:
+                    continue
+                position = -1
+            if copied:  # never behind a record copied in this transaction (it would be copied again)
+                position = max(position, copied[-1][0] + 1)
             if position != self._committed[tp]:
                 positions[tp] = position
         pending: list[tuple[str, int, OffsetSync]] = []
@@ -325,6 +330,10 @@ class Flow:
         if self.config.sync_topic_acls:
             self._sync_acls()
         self._assign(mirrored)
+        try:
+            self.lag()
+        except KanalError as exc:  # only a metric: the next refresh tries again
+            log.info("%s: lag not measured: %s", self.config.name, exc)
         self._next_refresh = self._monotonic() + self.config.refresh_interval_ms / 1000
 
     def _sync_acls(self) -> None:
