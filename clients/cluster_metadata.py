@@ -200,7 +200,11 @@ another one would refuse the same."""
 
     def partitions(self, topic: str, *, refresh_if_missing: bool = True) -> list[PartitionInfo]:
         parts = self.view.topics.get(topic)
-        if parts is None and refresh_if_missing:
+        if parts is not None and topic not in self._wanted:
+            # Known from an answer about every topic (a refresh that named none): asked for by name from now
+            # on, or the next refresh that names others would drop it, and its leader with it.
+            self._wanted.add(topic)
+        elif parts is None and refresh_if_missing:
             parts = self.refresh([topic]).topics.get(topic)
         if parts is None:
             code = self.view.topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -626,6 +626,12 @@ class Producer:
                     self._send(batches, now)
             if batches:
                 continue
+            for batch in acc.expired(now):
+                where = f"{batch.topic}-{batch.partition}"
+                self._finish(batch, -1, KanalError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"not sent within delivery_timeout_ms ({self.config.delivery_timeout_ms}): no leader of "
+                    f"{where} known"))
             if not self._running and acc.unfinished == 0:
                 return
             throttle_end_s = self._throttles.next_end_s(now)

@@ -199,6 +199,27 @@ class RecordAccumulator:
                     out.append(queue.popleft())
         return out, max(sleep_s, 0.0005)
 
+    def expired(self, now: float) -> list[ProducerBatch]:
+        """Take out the batches past their delivery deadline that never went out (their partition has no
+        leader the producer knows, or was never sendable): the sender fails them, so a flush or a
+        transaction's commit ends with REQUEST_TIMED_OUT instead of waiting for ever. A partition with a
+        batch in flight is left to that call's answer. In order from a partition's head: a batch is never
+        failed while an older one of its partition waits."""
+        out: list[ProducerBatch] = []
+        with self._lock:
+            for key in list(self._sealed.keys() | self._open.keys()):
+                if key in self._in_flight:
+                    continue
+                queue = self._sealed.get(key)
+                while queue and queue[0].deadline_s < now:
+                    out.append(queue.popleft())
+                if not queue:
+                    batch = self._open.get(key)
+                    if batch is not None and batch.deadline_s < now:
+                        del self._open[key]
+                        out.append(batch)
+        return out
+
     def requeue_all(self, batches: list[ProducerBatch], retry_at_s: float) -> None:
         """Put batches of one partition, in their order, back at its head, and free the partition: in one
         step, so no later batch of it can be drained in between."""

@@ -36,10 +36,13 @@ class Layout:
     brokers: dict[int, str] = field(default_factory=dict)
     topics: dict[str, list[int]] = field(default_factory=dict)
 
-    def metadata(self) -> broker_pb2.MetadataResponse:
+    def metadata(self, topics: list[str] | None = None) -> broker_pb2.MetadataResponse:
+        """The brokers and `topics` (every topic when none are named, as a broker answers)."""
         reply = broker_pb2.MetadataResponse(brokers=[
             admin_pb2.BrokerDescription(broker_id=i, endpoint=e) for i, e in sorted(self.brokers.items())])
         for name, leaders in sorted(self.topics.items()):
+            if topics and name not in topics:
+                continue
             reply.topics.add(name=name, topic_id=f"id-{name}", partitions=[
                 broker_pb2.PartitionMetadata(partition=p, leader=leader, replicas=[leader], isr=[leader])
                 for p, leader in enumerate(leaders)])
@@ -117,7 +120,7 @@ class ScriptedBroker(broker_pb2_grpc.BrokerServicer):
     @error_boundary
     def Metadata(self, request, context):
         self._enter("Metadata")
-        return self.layout.metadata()
+        return self.layout.metadata(list(request.topics))
 
     @error_boundary
     def InitProducerId(self, request, context):

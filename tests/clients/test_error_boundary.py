@@ -360,3 +360,32 @@ def test_the_readme_lists_exactly_the_codes_that_are_retried():
     assert listed is not None
     names = {name.strip() for name in listed.group(1).split(",")}
     assert names == {v.name for v in ErrorCode.DESCRIPTOR.values if v.number and is_retriable(v.number)}
+
+
+def test_a_topic_first_seen_in_an_answer_about_every_topic_keeps_its_leader_when_another_is_added(
+        layout, brokers):
+    """Found by `kanal mirror`: the producer learned topic `a` from a Metadata answer that named every topic
+    (its first refresh named none); a new topic `b` made it ask for `b` by name, the answer held only `b`,
+    and `a` lost its leader in the producer's view for good: `a`'s next batch was never sent and flush()
+    waited for ever."""
+    bootstrap = brokers(0)
+    layout.topics["a"] = [0]
+    with producer(bootstrap.endpoint, request_timeout_ms=2_000, delivery_timeout_ms=5_000) as p:
+        p._metadata.refresh()  # as at start: no topic named, every topic answered
+        assert p.produce("a", b"1").result(WAIT_S).offset == 0
+        layout.topics["b"] = [0]  # created later
+        assert p.produce("b", b"1").result(WAIT_S).offset == 0
+        assert p.produce("a", b"2").result(WAIT_S).offset == 1
+        assert p.flush(WAIT_S)
+
+
+def test_a_batch_whose_partition_has_no_leader_fails_at_the_delivery_timeout_and_flush_returns(
+        layout, brokers):
+    bootstrap = brokers(0)
+    layout.topics[TOPIC] = [7]  # broker 7 is in no Metadata answer: no leader the producer can reach
+    with producer(bootstrap.endpoint, request_timeout_ms=200, delivery_timeout_ms=600) as p:
+        future = p.produce(TOPIC, b"v")
+        assert p.flush(WAIT_S)  # returns once the batch failed, not at its own timeout
+        with pytest.raises(KanalError) as err:
+            future.result(0)
+    assert err.value.code == ErrorCode.REQUEST_TIMED_OUT and "no leader" in str(err.value)

@@ -132,3 +132,18 @@ def test_a_record_with_bad_headers_leaves_no_empty_batch(acc):
         a.append("t", 0, b"v", None, 0, [("k", "a str, not bytes")], 10, 1.0)
     assert a.unfinished == 0
     assert a.drain(1e9, always)[0] == []
+
+
+def test_batches_past_their_delivery_deadline_that_never_went_out_are_taken_in_order(acc):
+    a = acc(delivery_timeout_ms=1_000, linger_ms=10_000)
+    first, _, _ = put(a, b"x", 100, 0, 1.0)
+    for _ in range(9):
+        put(a, b"x", 100, 0, 1.0)  # the first batch is full: sealed
+    second, _, _ = put(a, b"x", 100, 0, 1.0)  # the open batch after it
+    other, _, _ = put(a, b"x", 100, 1, 1.0)
+    assert a.expired(first.created_s + 0.5) == []
+    a.begin_flush()  # partition 1's open batch may go at once
+    out, _ = a.drain(first.created_s, lambda key: key == ("t", 1))  # partition 1 goes out: in flight
+    assert out == [other]
+    assert a.expired(second.created_s + 1.5) == [first, second]  # partition 0's, oldest first
+    assert a.expired(second.created_s + 1.5) == []

@@ -3,9 +3,9 @@ target partition leader, groups that move from the source to the target, no loop
 new topics, configs and ACLs kept in sync (an ALLOW WRITE never).
 
 Source A: one controller, one broker; target B: one controller, three brokers (the remote topics at RF 3,
-so a leader killed costs no acknowledged record). Both brokers run the authorizer with User:ANONYMOUS as
-a super user: every client may do everything, and ACLs are stored, listed and synced as on a secured
-cluster.
+so a leader killed costs no acknowledged record). A's broker, and that of C, the target of the configs and
+ACLs test, run the authorizer with User:ANONYMOUS as a super user: every client may do everything, and ACLs
+are stored, listed and synced as on a secured cluster.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def clusters(tmp_path_factory) -> Iterator[tuple[LocalCluster, LocalCluster]]:
     a = LocalCluster(tmp_path_factory.mktemp("mirror-a"), controllers=1, brokers=1,
                      controller_flags=CONTROLLER_FLAGS, broker_flags=[*MIRROR_BROKER_FLAGS, *SECURED])
     b = LocalCluster(tmp_path_factory.mktemp("mirror-b"), controllers=1, brokers=3,
-                     controller_flags=CONTROLLER_FLAGS, broker_flags=[*MIRROR_BROKER_FLAGS, *SECURED])
+                     controller_flags=CONTROLLER_FLAGS, broker_flags=MIRROR_BROKER_FLAGS)
     try:
         a.start(timeout_s=90)
         b.start(timeout_s=90)
@@ -94,7 +94,7 @@ class Mirror:
 def a_to_b(clusters, tmp_path_factory) -> Iterator[Mirror]:
     a, b = clusters
     mirror = Mirror(tmp_path_factory.mktemp("mirror") / "a-to-b.log", f"A={a.bootstrap}", f"B={b.bootstrap}",
-                    "--topics", "orders|payments|clicks|fresh|acl-topic", *MIRROR_FLAGS)
+                    "--topics", "orders|payments|clicks", *MIRROR_FLAGS)
     with Admin(a.bootstrap) as admin:
         for topic in TOPICS:
             admin.create_topic(topic, PARTITIONS, 1)
@@ -242,28 +242,40 @@ def test_a_group_that_committed_on_the_source_resumes_on_the_target_missing_noth
     with Admin(b.bootstrap) as admin:
         wait_until(lambda: len(admin.group_offsets(group)) == PARTITIONS, 60, "the group's offsets on B")
         translated = admin.group_offsets(group)
-    # The group's consumer, moved to B, resumes from the translated offsets. The copy of a partition holds
-    # the source partition's records in order (the test above), so record i of the copy is source offset i.
+    # The group's consumer, moved to B, joins the group there and resumes from the translated offsets (with
+    # auto_offset_reset=latest, it would read nothing had they not been committed). The copy of a partition
+    # holds the source partition's records in order (the test above): record i of it is source offset i.
     full = read_all(b, "A.payments", PARTITIONS)
-    resumed = Consumer(ConsumerConfig(b.bootstrap, group_id=group, auto_offset_reset="none",
+    resumed = Consumer(ConsumerConfig(b.bootstrap, group_id=group, auto_offset_reset="latest",
                                       isolation_level="read_committed", enable_auto_commit=False,
                                       fetch_max_wait_ms=100))
+    read: dict[int, list] = {p: [] for p in range(PARTITIONS)}
     try:
-        resumed.assign([("A.payments", p) for p in range(PARTITIONS)])
-        for p in range(PARTITIONS):
-            first = resumed.position(("A.payments", p))
-            assert first == translated[("A.payments", p)]
-            will_read = [r.value for r in full[p] if r.offset >= first]
-            not_read_on_a = [r.value for r in full[p]][stop_at[p]:]
-            # Nothing the group had not read on A is skipped; what it reads again is at most offset-lag-max.
-            assert will_read[len(will_read) - len(not_read_on_a):] == not_read_on_a
-            assert 0 <= len(will_read) - len(not_read_on_a) <= OFFSET_LAG_MAX
+        resumed.subscribe(["A.payments"])
+
+        def caught_up() -> bool:
+            for r in resumed.poll(0.2):
+                read[r.partition].append(r)
+            return all(read[p] and read[p][-1].offset == full[p][-1].offset for p in read)
+
+        wait_until(caught_up, 60, "the moved consumer reading to the end")
     finally:
         resumed.close()
+    for p in range(PARTITIONS):
+        assert read[p][0].offset == translated[("A.payments", p)]
+        values = [r.value for r in read[p]]
+        not_read_on_a = [r.value for r in full[p]][stop_at[p]:]
+        # Nothing the group had not read on A is skipped; what it reads again is at most offset-lag-max.
+        assert values[len(values) - len(not_read_on_a):] == not_read_on_a
+        assert 0 <= len(values) - len(not_read_on_a) <= OFFSET_LAG_MAX
 
 
-def test_new_topics_configs_and_acls_follow_but_never_an_allow_write(clusters, a_to_b):
-    a, b = clusters
+def test_new_topics_configs_and_acls_follow_but_never_an_allow_write(clusters, tmp_path):
+    """Into a third cluster, C, whose broker runs the authorizer (B's three brokers cannot: with the
+    authorizer on, a follower's Fetch must come from the broker's own principal, which only TLS gives)."""
+    a, _b = clusters
+    c = LocalCluster(tmp_path / "c", controllers=1, brokers=1, controller_flags=CONTROLLER_FLAGS,
+                     broker_flags=[*MIRROR_BROKER_FLAGS, *SECURED])
 
     def acl(topic: str, operation: int, principal: str) -> metadata_pb2.AccessControlEntry:
         return M.AccessControlEntry(resource_type=M.ACL_RESOURCE_TOPIC, resource_name=topic,
@@ -271,32 +283,50 @@ def test_new_topics_configs_and_acls_follow_but_never_an_allow_write(clusters, a
                                     operation=operation, permission=M.ACL_PERMISSION_ALLOW)
 
     with Admin(a.bootstrap) as admin:
-        admin.create_topic("fresh", 2, 1, {"retention.ms": "7200000"})
-        admin.alter_configs(M.CONFIG_RESOURCE_TOPIC, "orders", {"retention.bytes": "123456789"})
-        admin.create_acls([acl("orders", M.ACL_OPERATION_READ, "User:alice"),
-                           acl("orders", M.ACL_OPERATION_WRITE, "User:bob")])
-    with Admin(b.bootstrap) as admin:
-        wait_until(lambda: "A.fresh" in admin.list_topics(), 30, "A.fresh on B")
-        assert len(admin.describe_topic("A.fresh").partitions) == 2
+        admin.create_topic("acl-topic", 1, 1)
+    mirror: Mirror | None = None
+    try:
+        c.start(timeout_s=90)
+        mirror = Mirror(tmp_path / "a-to-c.log", f"A={a.bootstrap}", f"C={c.bootstrap}", "--topics",
+                        "acl-topic|fresh", *MIRROR_FLAGS)
+        mirror.start()
+        with Admin(c.bootstrap) as admin:
+            wait_until(lambda: "A.acl-topic" in admin.list_topics(), 30, "A.acl-topic on C")
+        # Changes made while the mirror runs: a new topic, a config, two ACLs.
+        with Admin(a.bootstrap) as admin:
+            admin.create_topic("fresh", 2, 1, {"retention.ms": "7200000"})
+            admin.alter_configs(M.CONFIG_RESOURCE_TOPIC, "acl-topic", {"retention.bytes": "123456789"})
+            admin.create_acls([acl("acl-topic", M.ACL_OPERATION_READ, "User:alice"),
+                               acl("acl-topic", M.ACL_OPERATION_WRITE, "User:bob")])
+        with Admin(c.bootstrap) as admin:
+            wait_until(lambda: "A.fresh" in admin.list_topics(), 30, "A.fresh on C")
+            assert len(admin.describe_topic("A.fresh").partitions) == 2
 
-        def configs(topic: str) -> dict[str, str]:
-            return {e.key: e.value for e in admin.describe_configs(M.CONFIG_RESOURCE_TOPIC, topic)
-                    if not e.is_default}
+            def configs(topic: str) -> dict[str, str]:
+                return {e.key: e.value for e in admin.describe_configs(M.CONFIG_RESOURCE_TOPIC, topic)
+                        if not e.is_default}
 
-        wait_until(lambda: configs("A.fresh").get("retention.ms") == "7200000", 30, "A.fresh's config")
-        wait_until(lambda: configs("A.orders").get("retention.bytes") == "123456789", 30, "the config change")
+            wait_until(lambda: configs("A.fresh").get("retention.ms") == "7200000", 30, "A.fresh's config")
+            wait_until(lambda: configs("A.acl-topic").get("retention.bytes") == "123456789", 30,
+                       "the config change")
 
-        def acls() -> list:
-            return admin.describe_acls(admin_pb2.AclFilter(resource_type=M.ACL_RESOURCE_TOPIC))
+            def acls() -> list:
+                return admin.describe_acls(admin_pb2.AclFilter(resource_type=M.ACL_RESOURCE_TOPIC))
 
-        wait_until(lambda: any(e.principal == "User:alice" for e in acls()), 30, "the READ ACL on B")
-        synced = [(e.resource_name, e.principal, e.operation) for e in acls()]
-        assert ("A.orders", "User:alice", M.ACL_OPERATION_READ) in synced
-        assert not any(principal == "User:bob" for _name, principal, _op in synced), synced
-    # A record written to the new topic is copied like any other.
-    with Producer(ProducerConfig(bootstrap=a.bootstrap)) as producer:
-        producer.produce("fresh", b"hello", partition=1).result(30)
-    wait_until(lambda: [r.value for r in read_all(b, "A.fresh", 2)[1]] == [b"hello"], 30, "the fresh record")
+            wait_until(lambda: any(e.principal == "User:alice" for e in acls()), 30, "the READ ACL on C")
+            synced = [(e.resource_name, e.principal, e.operation) for e in acls()]
+            assert ("A.acl-topic", "User:alice", M.ACL_OPERATION_READ) in synced
+            assert not any(principal == "User:bob" for _name, principal, _op in synced), synced
+        # A record written to the new topic is copied like any other.
+        with Producer(ProducerConfig(bootstrap=a.bootstrap)) as producer:
+            producer.produce("fresh", b"hello", partition=1).result(30)
+        wait_until(lambda: [r.value for r in read_all(c, "A.fresh", 2)[1]] == [b"hello"], 30,
+                   "the fresh record")
+    finally:
+        if mirror is not None:
+            mirror.stop()
+            print(mirror.output()[-10_000:])
+        c.stop()
 
 
 def test_a_to_b_and_b_to_a_together_do_not_loop(clusters, a_to_b, tmp_path):
