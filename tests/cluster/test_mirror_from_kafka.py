@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kanal.clients.admin import Admin
 from kanal.deploy.local_cluster import LocalCluster
+from kanal.deploy.mirror.naming import PATH_HEADER
 from tests.harness.apache_kafka_broker import apache_kafka
 
 from .conftest import BROKER_FLAGS, CONTROLLER_FLAGS, wait_until
@@ -104,7 +105,9 @@ def test_a_kafka_topic_and_its_group_move_to_kanal_and_the_group_resumes_missing
         for p in range(PARTITIONS):
             # Exactly Kafka's committed records, in order, with their keys and headers; nothing aborted.
             assert [r.value for r in copied[p]] == on_kafka[p]
-            assert all(r.headers == [("i", r.value[1:])] for r in copied[p][:20])
+            # The identity policy keeps the names, so the copies say where they came from in a header.
+            assert all(list(r.headers) == [("i", r.value[1:]), (PATH_HEADER, b"kafka")]
+                       for r in copied[p][:20])
     finally:
         mirror.stop()
         print(mirror.output()[-10_000:])
