@@ -25,6 +25,7 @@ Other fields by type (`topic` and `partition` name a partition; `value` is the r
 | `leader` | observer, topic, partition, leader, epoch, isr | broker `observer`'s metadata names `leader` for `epoch`, with in-sync replicas `isr` (left out by older histories) |
 | `controller` | observer, leader, epoch | controller `observer` names `leader` active in Raft term `epoch` |
 | `nemesis` | fault, action (`start` / `stop` / `cut` / `skip` / `restart`), detail | a fault injected or healed; `cut`: a node's power cut (how many writes not fsynced it dropped: `detail` and `dropped_writes`, `node`); `skip`: a fault with no node to aim at; `restart`: a node that exited by itself started again |
+| `mirror` | source_topic, remote_topic | the run mirrors `source_topic` into `remote_topic` on a second cluster (the `mirror` fault): its `final` events, read there, are the copy |
 | `unavailable` | start, end | no producer got an acknowledgement from `start` to `end` (seconds) |
 
 `leader_epoch` and `offset` are ints; an event may carry fields the checker does not read. The format is
@@ -99,7 +100,7 @@ EVENT_TYPES = frozenset({
     "send", "ack", "fail", "read", "commit", "committed", "final", "final_end", "create_topic",
     "delete_topic", "leader", "controller", "nemesis", "unavailable", "replica", "create_partitions",
     "alter_config", "metadata", "no_recovery", "create_user", "delete_user", "create_acl", "delete_acl",
-    "txn_send", "txn_end",
+    "txn_send", "txn_end", "mirror",
 })
 
 

@@ -336,7 +336,7 @@ def _recover_and_read(target, recorder: Recorder, workloads, options: RunOptions
             mirror.caught_up({p: end for p, (_start, end) in bounds.items()}, options.final_read_timeout_s)
             step = "the final read of the mirror's copy"
             final_read(recorder, mirror.bootstrap, mirror.remote_topic, options.partitions,
-                       read_committed=True, timeout_s=options.final_read_timeout_s)
+                       read_committed=True, timeout_s=options.final_read_timeout_s, fence=False)
         if target.takes_faults:  # a target whose data directories the run has: every ISR member's own log
             step = "the in-sync replicas' logs"
             progress(f"seed {options.seed}: reading the in-sync replicas' logs")

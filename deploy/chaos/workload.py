@@ -724,13 +724,16 @@ def _broker_metadata(endpoint: str, security: ClientSecurity | None) -> NodeMeta
 
 
 def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int, *, timeout_s: float = 60.0,
-               security: ClientSecurity | None = None, read_committed: bool = False) -> int:
+               security: ClientSecurity | None = None, read_committed: bool = False,
+               fence: bool = True) -> int:
     """Every record of every partition from 0 to its high-water mark, as `final` events and one `final_end`
     per partition; retried until `timeout_s`. With `read_committed`, what a read_committed consumer gets
     (no aborted record, no marker): the read ends when the consumer's position reaches the high-water mark,
-    i.e. once every transaction below it has ended. Returns the number of records read."""
+    i.e. once every transaction below it has ended. `fence` False: no fence record first (a mirror's copy,
+    which only the mirror writes; its positions show it caught up). Returns the number of records read."""
     deadline = time.monotonic() + timeout_s
-    _fence(recorder, bootstrap, topic, partitions, deadline, security)
+    if fence:
+        _fence(recorder, bootstrap, topic, partitions, deadline, security)
     ends = _end_offsets(bootstrap, topic, partitions, deadline, security)
     consumer = Consumer(ConsumerConfig(bootstrap=bootstrap, security=security, auto_offset_reset="earliest",
                                        max_poll_records=5000, request_timeout_ms=5_000, client_id="final",
