@@ -82,6 +82,8 @@ class EventFields(TypedDict, total=False):
     topics: dict[str, MetadataTopic]
     configs_known: bool
     dropped_writes: int
+    source_topic: str
+    remote_topic: str
     user: str  # create_user / delete_user: a SCRAM user's name
     acl: str  # create_acl / delete_acl: the entry as `kanal acls list` prints it (admin.acl_text)
     users: list[str]  # a controller's final metadata: every user with credentials

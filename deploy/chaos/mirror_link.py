@@ -40,7 +40,7 @@ class ChaosMirror:
         self._data_dir, self._network, self.topic = data_dir, network, topic
         self._flags = (controller_flags, broker_flags)
         self.cluster: LocalCluster | None = None
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self._source = ""
 
     @property
