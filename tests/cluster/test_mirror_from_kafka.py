@@ -79,6 +79,9 @@ def test_a_kafka_topic_and_its_group_move_to_kanal_and_the_group_resumes_missing
     producer.begin_transaction()
     for i in range(200):  # aborted: never copied
         producer.produce(TOPIC, f"aborted{i}".encode(), key=b"x")
+    # Written before the abort, so the log holds them, marked aborted: librdkafka's abort drops what is
+    # still queued (and once, in a full suite run, Kafka answered that abort with INVALID_TXN_STATE).
+    producer.flush(30)
     producer.abort_transaction(30)
     producer.flush(30)
     on_kafka, kafka_ends = kafka_committed_values(kafka)
