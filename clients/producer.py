@@ -238,6 +238,8 @@ class Producer:
         self._serializing = config.key_serializer is not None or config.value_serializer is not None
         self._produce_serializes = self._serializing and not self.native
         self._metadata.refresh()  # fail fast on an unreachable bootstrap
+        self._last_refresh_s = time.monotonic()
+        self._metadata_max_age_s = config.metadata_max_age_ms / 1000
         self._txn: TransactionManager | None = None
         if config.transactional_id:
             # The id and epoch come from init_transactions(), which fences older producers of the id.
@@ -621,6 +623,8 @@ class Producer:
         while True:
             with self._send_lock:
                 now = time.monotonic()
+                if now - self._last_refresh_s >= self._metadata_max_age_s:
+                    self._maybe_refresh()
                 batches, sleep_s = acc.drain(now, self._sendable, self.config.partition_batches_per_call_max)
                 if batches:
                     self._send(batches, now)
@@ -657,9 +661,17 @@ class Producer:
             return
         self._last_refresh_s = now
         try:
-            self._metadata.refresh()
+            view = self._metadata.refresh()
         except KanalError as exc:
             log.warning("metadata refresh failed: %s", exc)
+            return
+        # Partitions added to a topic are used from the next record on (the partitioner's count; the C path
+        # reads the same dict). A topic the answer lacks keeps its count: one missing for a moment is no
+        # reason to send its records elsewhere.
+        for topic in list(self._partition_counts):
+            parts = view.topics.get(topic)
+            if parts:
+                self._partition_counts[topic] = len(parts)
 
     def _send(self, batches: list[ProducerBatch], now: float) -> None:
         """Send drained batches, one call per leader; a partition's batches (up to

@@ -62,6 +62,9 @@ class ProducerConfig:
     request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT
     # Wait between retries of a failed batch (retry.backoff.ms).
     retry_backoff_ms: int = 100
+    # Metadata is asked for again once it is this old, even when no error called for it
+    # (metadata.max.age.ms): a leader that moved while the old one still answers is found this way.
+    metadata_max_age_ms: int = 300_000
     # Bytes of records buffered (not yet acknowledged) before produce() blocks (buffer.memory).
     buffer_memory_bytes: int = 64 * 1024 * 1024
     # How long produce() may block on a full buffer or missing metadata (max.block.ms).
@@ -116,6 +119,7 @@ class ProducerConfig:
             86_400_000,
         )
         check_int("retry_backoff_ms", self.retry_backoff_ms, 0, 60_000)
+        check_int("metadata_max_age_ms", self.metadata_max_age_ms, 100, 86_400_000)
         check_int("buffer_memory_bytes", self.buffer_memory_bytes, self.batch_size_bytes, 1 << 40)
         check_int("max_block_ms", self.max_block_ms, 0, 3_600_000)
         check_int("record_bytes_max", self.record_bytes_max, 1, 64 << 20)

@@ -8,6 +8,7 @@ from collections import defaultdict
 
 import pytest
 
+from kanal.clients.admin import Admin
 from kanal.clients.consumer import Consumer, ConsumerConfig
 from kanal.clients.producer import Producer, ProducerConfig
 
@@ -73,3 +74,26 @@ def test_threads_sharing_a_producer_lose_nothing_and_keep_key_order(cluster):
         if r.key is not None:  # a thread's records of one key: in the order it produced them
             assert last_index.get((r.partition, thread, r.key), -1) < index
             last_index[(r.partition, thread, r.key)] = index
+
+
+def test_a_producer_finds_partitions_added_once_its_metadata_is_metadata_max_age_ms_old(cluster):
+    """No error tells a producer that its topic grew; metadata_max_age_ms (Kafka's metadata.max.age.ms) makes
+    it ask again, and the keys it writes then spread over the new partitions as well."""
+    topic = "grown-under-a-producer"
+    create_topic(cluster, topic, partitions=1)
+    producer = Producer(ProducerConfig(bootstrap=cluster.bootstrap, metadata_max_age_ms=200))
+    try:
+        producer.produce(topic, b"before", key=b"k0").result(timeout=30)
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_partitions(topic, 4)
+        landed: set[int] = set()
+
+        def spread() -> bool:
+            futures = [producer.produce(topic, b"after", key=f"k{i}".encode()) for i in range(32)]
+            landed.update(f.result(timeout=30).partition for f in futures)
+            return len(landed) > 1
+
+        wait_until(spread, timeout_s=30, what="records on a partition added after the producer started")
+        assert landed <= {0, 1, 2, 3}
+    finally:
+        producer.close()
