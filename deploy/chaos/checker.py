@@ -30,6 +30,13 @@ the brokers last showed, with itself alone as the ISR) may be gone; it is counte
 reported. Only records acknowledged before that election are exempt; with the setting off (the default)
 every loss is a violation.
 
+Records written with acks=1 and no idempotence (each `send` and `ack` of their producer says `acks` 1): the
+leader alone acknowledged them, so their loss is allowed, and a retry may store one twice or out of its send
+order. They are exempt from `lost`, `duplicate` and `reorder`, and their acknowledgements from `divergent`;
+every other rule holds for them: what consumers read must be committed (`vanished`, `read_uncommitted`,
+reads that disagree), and in-sync replicas must agree below the high-water mark. A leader cut off from its
+followers goes on taking such writes, so they are what a deposed leader's long tail is made of.
+
 Records of a topic that was deleted during the run are exempt from `lost` and `vanished` (deleting a topic
 deletes them). A partition that has acknowledged or read records but no `final_end` event cannot be
 checked for loss: it is listed in `unchecked`, never silently passed.
@@ -121,6 +128,12 @@ def _tp(event: Event) -> TopicPartition:
     return (str(event["topic"]), int(event["partition"]))
 
 
+def _writer(e: Event) -> str | None:
+    """The producer that wrote a record (its value is `process:seq`), None for another value."""
+    parsed = _seq(e["value"])
+    return None if parsed is None else parsed[0]
+
+
 def _seq(value: str) -> tuple[str, int] | None:
     """`process:seq` -> (process, seq); None for a value the workload did not write that way."""
     process, sep, seq = str(value).rpartition(":")
@@ -145,6 +158,11 @@ def check(events: list[Event]) -> CheckReport:
     compacted = {e["topic"] for e in by_type["create_topic"]
                  if e.get("ok") and _compacts(e.get("configs", {}).get("cleanup.policy", "delete"))}
 
+    # Producers writing with acks=1 and no idempotence: their loss, duplicates and reordering are allowed.
+    loose = {str(e["process"]) for e in (*by_type["send"], *by_type["ack"])
+             if str(e.get("acks", "all")) == "1"}
+    strict_acks = [e for e in by_type["ack"] if e["process"] not in loose]
+
     finals: Finals = defaultdict(dict)
     for e in by_type["final"]:
         previous = finals[_tp(e)].get(int(e["offset"]))
@@ -157,19 +175,20 @@ def check(events: list[Event]) -> CheckReport:
     report.admin_acknowledged = sum(1 for t in (*ADMIN_TYPES, *SECURITY_TYPES) for e in by_type[t]
                                     if e.get("ok"))
     unclean_at = _unclean_elections(ordered)
-    found += _lost(by_type["ack"], finals, final_ends, deleted, compacted)
+    found += _lost(strict_acks, finals, final_ends, deleted, compacted)
     found += _metadata_lost([e for e in ordered if e["type"] in ADMIN_TYPES], by_type["metadata"])
     found += _security_lost([e for e in ordered if e["type"] in SECURITY_TYPES], by_type["metadata"])
     found += _metadata_backwards(by_type["metadata"], by_type["nemesis"])
     found += [Violation("no_recovery", f"the cluster did not recover after the faults healed: {e['detail']}",
                         (e,)) for e in by_type["no_recovery"]]
-    found += _divergent(by_type["ack"], by_type["read"])
+    found += _divergent(strict_acks, by_type["read"])
     found += _replicas_diverge(by_type["replica"], finals, final_ends)
     found += _vanished(by_type["read"], finals, final_ends, deleted)
     # A mirror's copy (on another cluster) is judged by _mirrored alone, each anomaly named once.
     own = {tp: records for tp, records in finals.items() if tp[0] not in copies}
-    found += _duplicates([*by_type["read"], *(e for e in by_type["final"] if e["topic"] not in copies)])
-    found += _reordered(own)
+    found += _duplicates([e for e in (*by_type["read"], *by_type["final"])
+                          if e["topic"] not in copies and _writer(e) not in loose])
+    found += _reordered(own, loose)
     found += _epochs_backwards(own)
     found += _commits_backwards(ordered)
     found += _two_leaders(by_type["leader"])
@@ -373,7 +392,8 @@ def _duplicates(observations: list[Event]) -> list[Violation]:
     return out
 
 
-def _reordered(finals: Finals) -> list[Violation]:
+def _reordered(finals: Finals, loose: set[str]) -> list[Violation]:
+    """One producer's records of a partition out of its send order (producers in `loose` may reorder)."""
     out = []
     for records in finals.values():
         last: dict[str, tuple[Event, int]] = {}  # process -> its record with the highest sequence so far
@@ -383,6 +403,8 @@ def _reordered(finals: Finals) -> list[Violation]:
             if parsed is None:
                 continue
             process, seq = parsed
+            if process in loose:
+                continue
             before = last.get(process)
             if before is not None and before[1] > seq:
                 out.append(

@@ -89,6 +89,7 @@ class EventFields(TypedDict, total=False):
     users: list[str]  # a controller's final metadata: every user with credentials
     acls: list[str]  # a controller's final metadata: every access-control entry, as `acl`
     txn: int  # txn_send / txn_end: the transaction's number, per producer
+    acks: str  # send / ack of a producer writing with acks=1 and no idempotence: "1" (absent: acks=all)
 
 
 class Event(EventFields):

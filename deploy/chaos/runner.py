@@ -75,6 +75,8 @@ class RunOptions:
     consumers: int = 2
     transactions: int = 1  # transactional producers (workload.TransactionWorkload) on TXN_TOPIC
     keyed_producers: int = 1  # producers of keyed records to the compacted COMPACT_TOPIC
+    # acks=1 producers without idempotence on TOPIC (workload.py: a cut-off leader's tail grows with them)
+    acks1_producers: int = 1
     fencing: bool = True  # workload.StaleCommitWorkload: a stale generation's commit, every round
     churn: bool = True
     mutation: str | None = None  # mutation.py: a broker with a deliberate bug (the mutation check)
@@ -259,6 +261,9 @@ def run_once(options: RunOptions, progress: Callable[[str], None] = lambda line:
         workloads += [TransactionWorkload(i, recorder, target.bootstrap, options.partitions,
                                           random.Random(rng.random()), security=security)
                       for i in range(options.transactions)]
+        workloads += [ProducerWorkload(i, recorder, target.bootstrap, TOPIC, options.partitions,
+                                       security=security, acks="1")
+                      for i in range(options.acks1_producers)]
         if options.fencing:
             workloads.append(StaleCommitWorkload(recorder, target.bootstrap, TOPIC, security=security))
         if options.churn:

@@ -3,7 +3,10 @@
 - `ProducerWorkload`: an idempotent acks=all kanal Producer writing unique values `producer-N:seq` round
   robin over the partitions of the run's topic; `send` before each record, `ack` (with its offset) or
   `fail` when the producer resolves it. One more (`keyed-N`) writes keyed records to the compacted topic,
-  the key in each event.
+  the key in each event; another (`acks1-N`) writes to the run's topic with acks=1 and no idempotence
+  (each of its events says `acks` 1): a leader cut off from its followers goes on taking and answering
+  those writes while the acks=all producers time out and move to its successor, so the two logs differ
+  over many offsets, the tail a consumer must never read and the deposed leader must truncate.
 - `ConsumerWorkload`: consumers of one group, each living a few seconds and then closing so another starts
   (a restart); `read` for each record, `commit` for each acknowledged commit (by hand, never auto-commit),
   `committed` for the offsets a member fetches when partitions are assigned to it.
@@ -75,6 +78,12 @@ class KeyField(TypedDict, total=False):
     key: str
 
 
+class AcksField(TypedDict, total=False):
+    """`acks` in the events of a producer writing with acks=1 (absent for acks=all)."""
+
+    acks: str
+
+
 class Workload(threading.Thread):
     """A daemon thread that runs `step()` until stopped; the first unexpected error ends the run's check
     (it is kept in `error` and raised by `join_checked`)."""
@@ -116,9 +125,13 @@ class ProducerWorkload(Workload):
 
     def __init__(self, index: int, recorder: Recorder, bootstrap: str, topic: str, partitions: int,
                  *, interval_s: float = 0.01, security: ClientSecurity | None = None,
-                 records_per_key: int = 0) -> None:
-        super().__init__(f"{'keyed' if records_per_key else 'producer'}-{index}", recorder)
+                 records_per_key: int = 0, acks: str = "all") -> None:
+        kind = "keyed" if records_per_key else "acks1" if acks == "1" else "producer"
+        super().__init__(f"{kind}-{index}", recorder)
         self.records_per_key = records_per_key
+        self.acks = acks
+        # Each event of an acks=1 producer says so: the checker judges its records by the looser rules.
+        self.marks: AcksField = {} if acks == "all" else {"acks": acks}
         self.bootstrap, self.topic, self.partitions, self.interval_s = (
             bootstrap,
             topic,
@@ -146,8 +159,8 @@ class ProducerWorkload(Workload):
         config = ProducerConfig(
             bootstrap=self.bootstrap,
             security=self.security,
-            acks="all",
-            enable_idempotence=True,
+            acks=self.acks,
+            enable_idempotence=self.acks == "all",
             linger_ms=5,
             request_timeout_ms=3_000,
             delivery_timeout_ms=20_000,
@@ -169,7 +182,7 @@ class ProducerWorkload(Workload):
                     keyed["key"] = f"{self.process}:{key}"
                     partition = key % self.partitions
                 self.recorder.record("send", self.process, topic=self.topic, partition=partition, value=value,
-                                     **keyed)
+                                     **keyed, **self.marks)
                 try:
                     producer.produce(self.topic, value.encode(), partition=partition, key=keyed.get("key"),
                                      on_delivery=self._delivered(value, partition, keyed))
@@ -187,7 +200,7 @@ class ProducerWorkload(Workload):
             if error is None:
                 self.acked += 1
                 self.recorder.record("ack", self.process, topic=self.topic, partition=meta.partition,
-                                     value=value, offset=meta.offset, **keyed)
+                                     value=value, offset=meta.offset, **keyed, **self.marks)
             else:
                 self.recorder.record("fail", self.process, topic=self.topic, partition=partition, value=value,
                                      error=getattr(error, "name", repr(error)), **keyed)

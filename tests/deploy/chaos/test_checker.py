@@ -326,6 +326,48 @@ def test_a_read_of_a_truncated_copy_is_flagged_even_when_a_retry_wrote_the_same_
     assert "leader epoch 1" in report.first.message and "epoch 2" in report.first.message
 
 
+def acks1_history() -> tuple[H, list[str]]:
+    """Beside an idempotent producer, an acks=1 producer's records: acknowledged at offsets 2-5 by a leader
+    that was then cut off, the last two truncated away; its retry of 1 stored it twice; the new leader
+    stored 5 before 4 and the idempotent producer's p0:2 where the deposed leader had acks1-0:3."""
+    h = H()
+    strict = [h.produce("p0", i, i) for i in range(2)]
+    sent = [f"acks1-0:{i}" for i in range(6)]
+    for offset, value in enumerate(sent[:4], start=2):
+        h.add("send", "acks1-0", topic="t", partition=0, value=value, acks="1")
+        h.add("ack", "acks1-0", topic="t", partition=0, value=value, offset=offset, acks="1")
+    h.add("read", "c0", topic="t", partition=0, offset=3, value=sent[1], leader_epoch=1)
+    last = h.produce("p0", 2, 7)
+    h.final([*strict, sent[0], sent[1], sent[1], sent[5], sent[4], last])
+    return h, sent
+
+
+def test_acks1_records_may_be_lost_duplicated_or_reordered_but_their_reads_must_be_committed():
+    h, sent = acks1_history()
+    report = check(h.events)
+    assert report.ok, [str(v) for v in report.violations]
+    # A consumer read a record of the truncated tail (above the high-water mark): that is still vanished.
+    h.add("read", "c0", topic="t", partition=0, offset=5, value=sent[3], leader_epoch=1)
+    v = only(check(h.events), "vanished")
+    assert "read 'acks1-0:3' at t-0 offset 5" in v.message
+    # ... and an in-sync replica that kept the deposed leader's tail below the end is divergent.
+    h, sent = acks1_history()
+    h.add("replica", "replicas", broker=2, topic="t", partition=0, offset=5, value=sent[3])
+    assert "broker 2's own log of t-0" in only(check(h.events), "divergent").message
+    # The idempotent producer beside it is held to the strict rules: its record lost is a violation.
+    h, _sent = acks1_history()
+    h.events = [e for e in h.events if not (e["type"] == "final" and e["value"] == "p0:2")]
+    assert "'p0:2' acknowledged at t-0 offset 7" in only(check(h.events), "lost").message
+
+
+def test_without_the_acks1_mark_the_same_history_is_lost_duplicated_and_reordered():
+    h, _sent = acks1_history()
+    for e in h.events:
+        e.pop("acks", None)
+    kinds = {v.kind for v in check(h.events).violations}
+    assert {"lost", "duplicate", "reorder"} <= kinds, kinds
+
+
 def test_a_read_with_no_epoch_known_is_judged_by_value_alone():
     h = H()
     a = [h.produce("p0", i, i) for i in range(2)]
