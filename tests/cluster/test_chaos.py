@@ -126,25 +126,18 @@ def test_the_mutation_acks_all_as_1_is_caught(tmp_path):
 
 def test_the_mutation_no_follower_truncation_is_caught(tmp_path):
     # Seed 46 cuts the leader of a partition from every other node (not from the producers) for 6 s, long
-    # enough for the controller to elect other leaders for everything it led, then does the same to another
-    # leader. A deposed leader whose last batches no follower had fetched keeps them, and when the producers'
-    # retries land on its successor in another order, the two logs hold different records at the same
-    # offsets; it rejoins the ISR without truncating. Its own log (read after the final read) then
-    # disagrees with the leader's below the high-water mark, and if it leads again, acknowledged records are
-    # lost. Whether a given leader change leaves such a tail, and whether the retries interleave otherwise,
-    # is a race, so the run uses 9 partitions (each broker leads three: every cut deposes three leaders) and
-    # four producers (the more producers retry into one partition, the likelier another order), and further
-    # schedules with two such cuts of other leaders (leader-alone cuts of 4.7-7.5 s, like 46's) follow while
-    # none has left a tail. On an idle machine with four producers, seeds 46 and 83 caught it in 3 runs of
-    # 3, 120 and 172 in 2 of 3; suite runs with two producers saw 46 miss, and once 46 and 172 both. The
-    # claim tested is the checker's power over these schedules; a run that finds nothing is printed either
-    # way.
+    # enough for the controller to elect other leaders for everything it led. The workload's acks=1 producer
+    # goes on writing to the deposed leader (acks=1 needs no follower) while the idempotent producers time
+    # out and move to its successor, so the two logs hold different records over many offsets. A follower
+    # that never truncates keeps that tail and rejoins the ISR: its own log (read after the final read)
+    # disagrees with the leader's below the high-water mark (`divergent`), and if it leads again,
+    # acknowledged records are lost. Seeds 46, 120 and 83 each caught it in their first run with the acks=1
+    # producer (before it, with 9 partitions and 4 idempotent producers, each missed in some runs); the
+    # later seeds run only when an earlier one found nothing, and a run that finds nothing is printed.
     tables = []
-    for seed in (46, 120, 83, 172):
-        result = run_once(RunOptions(target="dev", overlap=False,
-                                     faults=("partition",), duration_s=25, seed=seed,
-                                     partitions=9, producers=4,
-                                     history_path=tmp_path / f"history-{seed}.jsonl",
+    for seed in (46, 120, 83):
+        result = run_once(RunOptions(target="dev", overlap=False, faults=("partition",), duration_s=25,
+                                     seed=seed, history_path=tmp_path / f"history-{seed}.jsonl",
                                      mutation="no-follower-truncation"))
         print(result.table())
         tables.append(result.table())
