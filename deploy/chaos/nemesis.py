@@ -1,7 +1,7 @@
 """The nemesis: carries out the faults of a schedule (schedule.py) on a target (target.py) and undoes them.
 
-`start(fault)` resolves the fault's roles to nodes (the leader of a partition is asked for at that moment),
-injects it and records a `nemesis start` event naming what it hit; `stop(fault)` undoes it and records
+`start(fault)` resolves the fault's roles to nodes (the leader of a partition is asked for at that moment,
+and waited for up to half the fault's hold while one is being elected), injects it and records a `nemesis start` event naming what it hit; `stop(fault)` undoes it and records
 `nemesis stop`. `heal_all()` undoes whatever is still in force — every paused node resumed, every network
 fault removed, every full disk emptied, every stepped clock set right, every killed or powered-off node
 started again — and is safe to call at any time and more than once: the runner calls it in a `finally`, so an
@@ -19,6 +19,7 @@ restarts the broker (no upload caught within `CATCH_UPLOAD_S`: recorded as a ski
 from __future__ import annotations
 
 import logging
+import time
 
 import grpc
 
@@ -26,6 +27,9 @@ from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.deploy.chaos.history import Recorder
 from kanal.deploy.chaos.schedule import Fault
 from kanal.v1.error import KanalError
+
+RESOLVE_INTERVAL_S = 0.25  # between two asks for a role's node (a partition's leader)
+RESOLVE_TIMEOUT_MS = 2_000  # one ask's bound (every broker may be down when a fault starts)
 
 log = logging.getLogger("kanal.chaos.nemesis")
 
@@ -52,7 +56,11 @@ class Nemesis:
         leader), as recorded."""
         if fault.kind == "remote" and fault.variant == "kill-mid-upload":
             return self._kill_mid_upload(fault)
-        resolved = [self._resolve(t) for t in fault.targets]
+        # A role waits up to half the fault's hold for a node to fill it: a partition whose leader is being
+        # elected (right after the isr-down episode, say) gets one a moment later, and skipping the fault
+        # would leave the run without the leader isolation every schedule is meant to hold.
+        until = time.monotonic() + max(0.0, fault.end_s - fault.start_s) / 2
+        resolved = [self._resolve(t, until) for t in fault.targets]
         nodes = [n for n in resolved if n is not None]
         if len(nodes) < len(resolved):
             self.recorder.record("nemesis", "nemesis", fault=f"{fault.kind}/{fault.variant}", action="skip",
@@ -242,16 +250,23 @@ class Nemesis:
             return False
         return True
 
-    def _resolve(self, role: str) -> str | None:
+    def _resolve(self, role: str, until: float) -> str | None:
+        """The node a role names now ("leader:TOPIC:P": that partition's leader), asked again every
+        RESOLVE_INTERVAL_S until `until` (time.monotonic()) while there is none; None then."""
         if not role.startswith("leader:"):
             return role
         _, topic, partition = role.split(":")
-        md = ClusterMetadata(self.target.bootstrap)
-        try:
-            leader = md.refresh([topic]).topics[topic][int(partition)].leader
-        except (KanalError, grpc.RpcError, KeyError, IndexError) as exc:
-            log.info("no leader for %s: %s", role, exc)
-            return None
-        finally:
-            md.close()
-        return f"broker-{leader}" if leader >= 0 else None
+        while True:
+            md = ClusterMetadata(self.target.bootstrap, request_timeout_ms=RESOLVE_TIMEOUT_MS)
+            try:
+                leader = md.refresh([topic]).topics[topic][int(partition)].leader
+                if leader >= 0:
+                    return f"broker-{leader}"
+                log.info("no leader for %s yet", role)
+            except (KanalError, grpc.RpcError, KeyError, IndexError) as exc:
+                log.info("no leader for %s: %s", role, exc)
+            finally:
+                md.close()
+            if time.monotonic() + RESOLVE_INTERVAL_S > until:
+                return None
+            time.sleep(RESOLVE_INTERVAL_S)  # polling the cluster for a leader, bounded by `until`
