@@ -1,11 +1,11 @@
 """The nemesis: carries out the faults of a schedule (schedule.py) on a target (target.py) and undoes them.
 
-`start(fault)` resolves the fault's roles to nodes (the leader of a partition is asked for at that moment,
-and waited for up to half the fault's hold while one is being elected), injects it and records a `nemesis
-start` event naming what it hit; `stop(fault)` undoes it and records `nemesis stop`. `heal_all()` undoes whatever is still in force — every paused node resumed, every network
-fault removed, every full disk emptied, every stepped clock set right, every killed or powered-off node
-started again — and is safe to call at any time and more than once: the runner calls it in a `finally`, so an
-exception or Ctrl-C never leaves a fault behind.
+`start(fault)` resolves the fault's roles to nodes (the leader of a partition is asked for at that moment, and
+waited for up to half the fault's hold while one is being elected), injects it and records a `nemesis start`
+event naming what it hit; `stop(fault)` undoes it and records `nemesis stop`. `heal_all()` undoes whatever is
+still in force — every paused node resumed, every network fault removed, every full disk emptied, every
+stepped clock set right, every killed or powered-off node started again — and is safe to call at any time and
+more than once: the runner calls it in a `finally`, so an exception or Ctrl-C never leaves a fault behind.
 
 A power cut is SIGKILL of the node, then the target drops every write the node did not fsync and mounts its
 data directory again (storage.py); the node stays down until the fault ends. A clock fault steps the broker's
