@@ -32,11 +32,13 @@ def package_tree(tmp_path) -> tuple[Path, dict[Path, Path]]:
     return root, package_tree_module.build_package_tree(root)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def moto_s3(tmp_path_factory):
-    """A moto S3 server process for a test module, its bucket made (a `MotoServer`: endpoint, bucket,
-    credentials, region); tests keep apart by key prefix. moto keeps objects in memory, so it is never
-    restarted: a test that needs an unreachable store starts one of its own. Stopped by PID at the end."""
+    """A moto S3 server process for the whole run (starting one takes seconds, and three modules use it),
+    its bucket made (a `MotoServer`: endpoint, bucket, credentials, region); tests and modules keep apart by
+    key prefix (each a uuid or its own temporary directory's name). moto keeps objects in memory, so it is
+    never restarted: a test that needs an unreachable store starts one of its own. Stopped by PID at the
+    end."""
     from kanal.deploy.s3_server import MotoServer
 
     server = MotoServer.start(tmp_path_factory.mktemp("moto") / "moto.log")

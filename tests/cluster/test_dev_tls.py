@@ -17,6 +17,9 @@ from .conftest import kanal_dev, wait_until
 
 pytestmark = pytest.mark.cluster
 KANAL = [sys.executable, "-m", "kanal.deploy.cli"]
+# A handshake the listener refuses is retried (UNAVAILABLE) until the request timeout, 30 s by default, and
+# only then is BROKER_NOT_AVAILABLE. The refusal comes in milliseconds on loopback: 3 s is ample to see it.
+REFUSED_WAIT = ("--request-timeout-ms", "3000")
 
 
 def _kanal(env, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -92,11 +95,11 @@ def test_dev_tls_secures_the_cluster_and_the_other_commands_follow(tmp_path):
         # ... and the certificate listener lets no one in without one.
         ca = str(tmp_path / "data" / "tls" / "ca.pem")
         no_cert = _kanal(env, "topics", "list", "--bootstrap", state["admin_bootstrap"], "--tls-ca-file", ca,
-                         "--user", "alice", "--password", "wonderland")
+                         "--user", "alice", "--password", "wonderland", *REFUSED_WAIT)
         assert no_cert.returncode == 1 and "BROKER_NOT_AVAILABLE" in no_cert.stderr
         # With --bootstrap the dev config is not assumed: plaintext to a TLS listener gets nowhere, and
         # --command-config with the same file gets in.
-        plain = _kanal(env, "topics", "list", "--bootstrap", state["admin_bootstrap"])
+        plain = _kanal(env, "topics", "list", "--bootstrap", state["admin_bootstrap"], *REFUSED_WAIT)
         assert plain.returncode == 1 and "BROKER_NOT_AVAILABLE" in plain.stderr
         listed = _kanal(env, "topics", "list", "--bootstrap", state["admin_bootstrap"], "--command-config",
                         str(client_config))

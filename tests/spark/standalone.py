@@ -49,6 +49,19 @@ class SparkStandalone:
         }
 
     def __enter__(self) -> Self:
+        self.launch()
+        try:
+            self._wait_for_worker()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def launch(self) -> None:
+        """Start the master and the worker without waiting for them (their JVMs take 10-20 s to come up, time
+        a caller may spend on other work); `with` waits until the worker has registered. Once only."""
+        if self.processes:
+            return
         self.directory.mkdir(parents=True, exist_ok=True)
         properties = self.directory / "spark-defaults.conf"
         properties.write_text("spark.master.rest.enabled false\n")
@@ -89,11 +102,9 @@ class SparkStandalone:
                     str(properties),
                 ],
             )
-            self._wait_for_worker()
         except BaseException:
             self.stop()
             raise
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

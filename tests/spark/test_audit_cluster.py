@@ -267,9 +267,15 @@ def test_audit_on_standalone_cluster_equals_local_mode(history, spark, tmp_path,
     shutil.copytree(cluster.data_dir, data, ignore=shutil.ignore_patterns("*.lock", "logs"),
                     copy_function=_copy_if_there)
     local_out, cluster_out = tmp_path / "local", tmp_path / "standalone"
-    local_code = audit_cli.main(["--data-dir", str(data), "--out", str(local_out), "--quiet"])
-    capsys.readouterr()
-    with SparkStandalone(tmp_path / "spark") as spark_cluster:
+    spark_cluster = SparkStandalone(tmp_path / "spark")
+    spark_cluster.launch()  # its two JVMs come up while the local run works
+    try:
+        local_code = audit_cli.main(["--data-dir", str(data), "--out", str(local_out), "--quiet"])
+        capsys.readouterr()
+    except BaseException:
+        spark_cluster.stop()
+        raise
+    with spark_cluster:  # waits for the worker
         run = subprocess.run(
             [
                 sys.executable,
