@@ -10,6 +10,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import mmh3
 import pytest
@@ -38,8 +39,9 @@ class StandInMetadata:
     def __init__(self, topics: dict[str, int]) -> None:
         self.topics = topics
 
-    def refresh(self, topics=None) -> None:
-        return None
+    def refresh(self, topics=None) -> SimpleNamespace:
+        """What ClusterMetadata.refresh returns, as far as the producer reads it: the topics' partitions."""
+        return SimpleNamespace(topics={t: list(range(n)) for t, n in self.topics.items()})
 
     def partitions(self, topic: str, *, refresh_if_missing: bool = True) -> list[int]:
         if topic not in self.topics:
