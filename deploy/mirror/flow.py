@@ -177,13 +177,18 @@ class Flow:
             self._prepare_checkpoints()
             self._next_checkpoint = now + self.config.checkpoint_interval_ms / 1000
         assert self._reader is not None and self._producer is not None
-        records = self._reader.poll(0.01 if self._in_txn else 0.1)
+        # In a transaction the poll does not wait: a poll that finds nothing means the flow has copied all
+        # the reader had, and then waiting for more (up to the commit interval) would only delay what is
+        # copied (MirrorMaker 2's exactly-once source tasks commit each poll's batch too). A flow that does
+        # not catch up commits every commit_interval_ms.
+        records = self._reader.poll(0.0 if self._in_txn else 0.1)
         if records:
             self._copy(records)
         now = self._monotonic()
         heartbeat_due = now >= self._next_heartbeat
-        if (self._in_txn and now - self._txn_started >= self.config.commit_interval_ms / 1000) \
-                or heartbeat_due or self._checkpoints or (records and not self._in_txn):
+        txn_due = self._in_txn and (not records
+                                    or now - self._txn_started >= self.config.commit_interval_ms / 1000)
+        if txn_due or heartbeat_due or self._checkpoints or (records and not self._in_txn):
             self._commit()
 
     def _copy(self, records: Sequence[ReadRecord]) -> None:
@@ -244,23 +249,27 @@ class Flow:
             self._in_txn, self._txn_started = True, self._monotonic()
 
     def _commit(self) -> None:
-        """Everything copied since the last commit, its syncs and the source positions, in one transaction."""
+        """Everything copied since the last commit, its syncs and the source positions, in one transaction.
+
+        Round trips, in order: the offsets (AddOffsetsToTxn, TxnOffsetCommit) go while the producer's
+        sender adds the copies' partitions and sends them (AddPartitionsToTxn, Produce): the positions are
+        the source's, known without the target's answer. Syncs name target offsets, so they follow the
+        acknowledgements (a Produce more, and an AddPartitionsToTxn for the syncs' partition) only in a
+        transaction that has one due. Then EndTxn."""
         assert self._producer is not None and self._reader is not None
         self._begin()
+        positions = self._positions()
+        for key, value in self._checkpoints:
+            self._producer.produce(self.policy.checkpoints_topic(), value, key=key, partition=0)
+        if self._monotonic() >= self._next_heartbeat:
+            key, value = heartbeat_record(self.config.source.alias, self.config.target.alias, self._wall_ms())
+            self._producer.produce(HEARTBEATS_TOPIC, value, key=key, partition=0)
+            self._next_heartbeat = self._monotonic() + self.config.heartbeat_interval_ms / 1000
+        if positions:
+            self._producer.send_offsets_to_transaction(
+                {(self._remote[t], p): offset for (t, p), offset in positions.items()},
+                self.policy.positions_group(self.config.id))
         self._producer.flush()
-        positions: dict[TopicPartition, int] = {}
-        for tp in self._committed:
-            copied = self._copied.get(tp)
-            try:
-                position = self._reader.position(tp, timeout_s=0)
-            except KanalError:  # not known yet: nothing read of it, or only what `copied` shows
-                if not copied:
-                    continue
-                position = -1
-            if copied:  # never behind a record copied in this transaction (it would be copied again)
-                position = max(position, copied.offsets[-1] + 1)
-            if position != self._committed[tp]:
-                positions[tp] = position
         pending: list[tuple[str, int, OffsetSync]] = []
         for tp, position in positions.items():
             topic, partition = tp
@@ -273,16 +282,6 @@ class Flow:
                 pending.append((remote, partition, sync))
                 key, value = sync_record(remote, partition, sync)
                 self._producer.produce(self.policy.offset_syncs_topic(), value, key=key, partition=0)
-        for key, value in self._checkpoints:
-            self._producer.produce(self.policy.checkpoints_topic(), value, key=key, partition=0)
-        if self._monotonic() >= self._next_heartbeat:
-            key, value = heartbeat_record(self.config.source.alias, self.config.target.alias, self._wall_ms())
-            self._producer.produce(HEARTBEATS_TOPIC, value, key=key, partition=0)
-            self._next_heartbeat = self._monotonic() + self.config.heartbeat_interval_ms / 1000
-        if positions:
-            self._producer.send_offsets_to_transaction(
-                {(self._remote[t], p): offset for (t, p), offset in positions.items()},
-                self.policy.positions_group(self.config.id))
         self._producer.commit_transaction()
         visible_ms = self._wall_ms()
         self._in_txn = False
@@ -300,6 +299,25 @@ class Flow:
         self._forget_copies()
         self._checkpoints = []
         self._sync_group_offsets()
+
+    def _positions(self) -> dict[TopicPartition, int]:
+        """The source positions the open transaction moves: after what the reader returned (control
+        records and skipped records included) and never behind a record it copied."""
+        assert self._reader is not None
+        positions: dict[TopicPartition, int] = {}
+        for tp in self._committed:
+            copied = self._copied.get(tp)
+            try:
+                position = self._reader.position(tp, timeout_s=0)
+            except KanalError:  # not known yet: nothing read of it, or only what `copied` shows
+                if not copied:
+                    continue
+                position = -1
+            if copied:  # never behind a record copied in this transaction (it would be copied again)
+                position = max(position, copied.offsets[-1] + 1)
+            if position != self._committed[tp]:
+                positions[tp] = position
+        return positions
 
     def _forget_copies(self) -> None:
         self._copied.clear()

@@ -106,12 +106,14 @@ def syncs_for(upstreams: Sequence[int], downstream_of: Callable[[int], int], pos
         anchor = upstreams[i] + 1
         out.append(OffsetSync(anchor, downstream_of(i) + 1))
         start = i + 1
+    if not (anchor is None or (end_due and position > anchor)):
+        return out
     if upstreams:
         downstream_next: int | None = (out[-1].downstream if start == len(upstreams)
                                        else downstream_of(len(upstreams) - 1) + 1)
     else:
         downstream_next = last.downstream if last else None
-    if downstream_next is not None and (anchor is None or (end_due and position > anchor)):
+    if downstream_next is not None:
         out.append(OffsetSync(position, downstream_next))
     return out
 

@@ -76,6 +76,10 @@ def test_only_the_records_a_sync_names_are_waited_for():
     assert syncs == [OffsetSync(101, 1051), OffsetSync(201, 1101), OffsetSync(301, 1151),
                      OffsetSync(401, 1201), OffsetSync(500, 1250)]
     assert asked == [50, 100, 150, 200, 249]  # the records at 100, 200, 300, 400 and the last (498)
+    asked.clear()
+    # No end sync due: the last record is not waited for either.
+    assert syncs_for(upstreams, downstream_of, 500, OffsetSync(0, 999), 100, end_due=False) == syncs[:4]
+    assert asked == [50, 100, 150, 200]
 
 
 def test_syncs_match_the_record_by_record_rule():
