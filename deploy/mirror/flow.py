@@ -350,9 +350,12 @@ class Flow:
     # ---- topics, configs, ACLs ----
 
     def _target_topics(self) -> dict[str, int]:
+        """The remote topics that exist on the target and their partition counts (a describe each: only
+        these, which is all plan_topics looks at)."""
         assert self._admin is not None
+        remote = set(self._remote.values())
         return {name: len(self._admin.describe_topic(name).partitions)
-                for name in self._admin.list_topics(include_internal=True)}
+                for name in self._admin.list_topics(include_internal=True) if name in remote}
 
     def _ensure_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> None:
         assert self._admin is not None
@@ -373,9 +376,7 @@ class Flow:
     def _refresh(self) -> None:
         """New source topics and partitions (created on the target and assigned), configs and ACLs."""
         assert self._admin is not None
-        source_topics = self.source.topics()
-        mirrored = {t: n for t, n in source_topics.items()
-                    if self.policy.mirrors(t, self.config.topics_pattern)}
+        mirrored = self.source.topics(lambda t: self.policy.mirrors(t, self.config.topics_pattern))
         self._remote = {t: self.policy.remote_topic(t) for t in mirrored}
         self._source_topic = {r: t for t, r in self._remote.items()}
         target_topics = self._target_topics()

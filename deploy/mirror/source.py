@@ -8,7 +8,7 @@ commits, never when it aborts).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -77,8 +77,8 @@ class SourceReader(Protocol):
 class SourceCluster(Protocol):
     kind: str
 
-    def topics(self) -> dict[str, int]:
-        """Every topic (internal ones too: the policy filters) and its partition count."""
+    def topics(self, wanted: Callable[[str], bool] | None = None) -> dict[str, int]:
+        """Every topic `wanted` accepts (None: every one, internal ones too) and its partition count."""
 
     def topic_configs(self, topic: str) -> dict[str, str]:
         """The configs set on the topic (not the defaults)."""
@@ -129,9 +129,11 @@ class KanalSource:
         self.bootstrap, self.security, self.client_id = bootstrap, security, client_id
         self._admin = Admin(bootstrap, request_timeout_ms=15_000, security=security)
 
-    def topics(self) -> dict[str, int]:
+    def topics(self, wanted: Callable[[str], bool] | None = None) -> dict[str, int]:
+        # A describe per topic: only the wanted ones (a flow's refresh would otherwise pay one round trip
+        # for every topic of the cluster).
         return {name: len(self._admin.describe_topic(name).partitions)
-                for name in self._admin.list_topics(include_internal=True)}
+                for name in self._admin.list_topics(include_internal=True) if wanted is None or wanted(name)}
 
     def topic_configs(self, topic: str) -> dict[str, str]:
         entries = self._admin.describe_configs(metadata_pb2.CONFIG_RESOURCE_TOPIC, topic)
