@@ -13,7 +13,9 @@ with `--records` records of 100 bytes. Each round runs, in an order that alterna
                       its start to the last acknowledgement
   mirror_latency      `--rate` records/s produced to a fresh source topic for `--seconds` while a flow copies
                       it; a read_committed consumer of the target notes each record's arrival: p99 of
-                      (arrival - the record's timestamp, its send time)
+                      (arrival - the record's timestamp, its send time). The flow runs in a process of its
+                      own, as `kanal mirror` does: on a thread of this one it would take the GIL from the
+                      load and the timing consumer, which the end-to-end case does not pay
   end_to_end          the same load read from the source itself (read_uncommitted, as a plain consumer):
                       kanal's own end-to-end p99, the floor the mirror's latency is measured against
 
@@ -25,7 +27,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import select
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -54,12 +59,52 @@ def fill(bootstrap: str, topic: str, records: int) -> None:
         producer.flush()
 
 
-def mirror_throughput(a: LocalCluster, b: LocalCluster, alias: str, topic: str, records: int,
-                      commit_interval_ms: int) -> float:
-    config = FlowConfig(ClusterConfig(alias, a.bootstrap), ClusterConfig("B", b.bootstrap), topics=topic,
+def bench_flow(source: str, target: str, alias: str, topic: str, commit_interval_ms: int) -> Flow:
+    config = FlowConfig(ClusterConfig(alias, source), ClusterConfig("B", target), topics=topic,
                         sync_group_offsets=False, sync_topic_acls=False, sync_topic_configs=False,
                         commit_interval_ms=commit_interval_ms)
-    flow = Flow(config, KanalSource(a.bootstrap), None)
+    return Flow(config, KanalSource(source), None)
+
+
+def run_flow_process(source: str, target: str, alias: str, topic: str, commit_interval_ms: int) -> None:
+    """`--flow-process`: one flow until stdin closes; prints "ready" once it copies."""
+    flow = bench_flow(source, target, alias, topic, commit_interval_ms)
+    stop = threading.Event()
+    thread = threading.Thread(target=flow.run, args=(stop,))
+    thread.start()
+    if flow.ready.wait(60):
+        print("ready", flush=True)
+    sys.stdin.read()  # the bench closes it when the round is over
+    stop.set()
+    thread.join(60)
+
+
+def start_flow_process(source: str, target: str, alias: str, topic: str,
+                       commit_interval_ms: int) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--flow-process", source, target, alias, topic, str(commit_interval_ms)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    if not select.select([process.stdout], [], [], 90)[0] or process.stdout.readline().strip() != "ready":
+        stop_flow_process(process)
+        raise RuntimeError("the flow did not start")
+    return process
+
+
+def stop_flow_process(process: subprocess.Popen) -> None:
+    assert process.stdin is not None
+    process.stdin.close()
+    try:
+        process.wait(90)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+        raise RuntimeError("the flow process did not stop") from None
+
+
+def mirror_throughput(a: LocalCluster, b: LocalCluster, alias: str, topic: str, records: int,
+                      commit_interval_ms: int) -> float:
+    flow = bench_flow(a.bootstrap, b.bootstrap, alias, topic, commit_interval_ms)
     stop = threading.Event()
     thread = threading.Thread(target=flow.run, args=(stop,))
     thread.start()
@@ -107,18 +152,10 @@ def latency(a: LocalCluster, b: LocalCluster, alias: str | None, topic: str, rat
     source itself (alias None)."""
     with Admin(a.bootstrap) as admin:
         admin.create_topic(topic, PARTITIONS, 1)
-    stop = threading.Event()
-    flow_thread = None
+    flow_process = None
     read_from, read_topic, isolation = a, topic, "read_uncommitted"
     if alias is not None:
-        config = FlowConfig(ClusterConfig(alias, a.bootstrap), ClusterConfig("B", b.bootstrap), topics=topic,
-                            sync_group_offsets=False, sync_topic_acls=False, sync_topic_configs=False,
-                            commit_interval_ms=commit_interval_ms)
-        flow = Flow(config, KanalSource(a.bootstrap), None)
-        flow_thread = threading.Thread(target=flow.run, args=(stop,))
-        flow_thread.start()
-        if not flow.ready.wait(60):
-            raise RuntimeError("the flow did not start")
+        flow_process = start_flow_process(a.bootstrap, b.bootstrap, alias, topic, commit_interval_ms)
         read_from, read_topic, isolation = b, f"{alias}.{topic}", "read_committed"
         with Admin(b.bootstrap) as admin:
             deadline = time.monotonic() + 60
@@ -153,9 +190,8 @@ def latency(a: LocalCluster, b: LocalCluster, alias: str | None, topic: str, rat
         producer.flush()
     reader.join(seconds + 90)
     consumer.close()
-    stop.set()
-    if flow_thread is not None:
-        flow_thread.join(60)
+    if flow_process is not None:
+        stop_flow_process(flow_process)
     if histogram.count < total:
         raise RuntimeError(f"latency round ({alias or 'source'}): {histogram.count} of {total} arrived")
     return {"p50_ms": round(histogram.percentile_s(50) * 1000, 2),
@@ -163,6 +199,10 @@ def latency(a: LocalCluster, b: LocalCluster, alias: str | None, topic: str, rat
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--flow-process"]:
+        source, target, alias, topic, interval = sys.argv[2:7]
+        run_flow_process(source, target, alias, topic, int(interval))
+        return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--records", type=int, default=200_000)

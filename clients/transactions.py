@@ -29,7 +29,7 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from kanal.clients.cluster_metadata import ClusterMetadata
 from kanal.clients.error_boundary import call, retrying
@@ -89,6 +89,9 @@ class TransactionManager:
         self.producer_id = 0
         self.producer_epoch = 0
         self._coordinator: str | None = None
+        # Group id -> its coordinator's endpoint, for TxnOffsetCommit (Kafka's producer keeps it too):
+        # looked up again only after a failure that says it moved.
+        self._group_coordinators: dict[str, str] = {}
         self._added: set[tuple[str, int]] = set()
         self._started = False  # something was added at the coordinator: the transaction exists there
         self._failure: KanalError | None = None  # the first failure of the current transaction
@@ -182,8 +185,7 @@ class TransactionManager:
             if topic not in by_topic:
                 by_topic[topic] = request.topics.add(topic=topic)
             by_topic[topic].partitions.add(partition=partition, offset=offset, leader_epoch=-1)
-        reply = self._call("TxnOffsetCommit", request,
-                           coordinator=lambda: self._find(group_id, broker_pb2.COORDINATOR_GROUP))
+        reply = self._call("TxnOffsetCommit", request, group_id=group_id)
         failed = [r for r in reply.results if r.error != ErrorCode.NONE]
         if failed:
             raise TransactionAbortableError(
@@ -218,18 +220,32 @@ class TransactionManager:
             self._coordinator = self._find(self.transactional_id, broker_pb2.COORDINATOR_TRANSACTION)
         return self._coordinator
 
-    def _call(self, method: str, request, coordinator: Callable[[], str] | None = None):
-        """One coordinator call with Kafka's retries; the reply when its `error` is NONE."""
+    def _group_coordinator(self, group_id: str) -> str:
+        endpoint = self._group_coordinators.get(group_id)
+        if endpoint is None:
+            endpoint = self._group_coordinators[group_id] = self._find(group_id, broker_pb2.COORDINATOR_GROUP)
+        return endpoint
+
+    def _forget_coordinator(self, group_id: str | None) -> None:
+        if group_id is None:
+            self._coordinator = None
+        else:
+            self._group_coordinators.pop(group_id, None)
+
+    def _call(self, method: str, request, group_id: str | None = None):
+        """One coordinator call with Kafka's retries (to the group's coordinator when `group_id` is given,
+        else the transaction coordinator); the reply when its `error` is NONE."""
         started = time.monotonic()
         try:
-            return self._call_until(method, request, coordinator)
+            return self._call_until(method, request, group_id)
         finally:
             self.call_seconds_total[method] = (
                 self.call_seconds_total.get(method, 0.0) + time.monotonic() - started
             )
 
-    def _call_until(self, method: str, request, coordinator: Callable[[], str] | None):
-        find = coordinator or self._txn_coordinator
+    def _call_until(self, method: str, request, group_id: str | None):
+        def find() -> str:
+            return self._txn_coordinator() if group_id is None else self._group_coordinator(group_id)
 
         def attempt(_remaining_s: float):
             endpoint = find()
@@ -241,7 +257,7 @@ class TransactionManager:
 
         def on_retry(error: KanalError) -> None:
             if error.code in _COORDINATOR_MOVED:
-                self._coordinator = None
+                self._forget_coordinator(group_id)
             self.call_retries_total[method] = self.call_retries_total.get(method, 0) + 1
 
         try:
@@ -253,5 +269,5 @@ class TransactionManager:
                 self.state = TxnState.FATAL
                 raise TransactionFatalError(error.code, error.message) from None
             if error.code in _COORDINATOR_MOVED:
-                self._coordinator = None
+                self._forget_coordinator(group_id)
             raise TransactionAbortableError(error.code, error.message) from None

@@ -20,7 +20,8 @@ The file (every key but a flow's `source`/`target` and a cluster's `bootstrap` o
     sync-topic-configs = true
     sync-topic-acls = true
     refresh-interval-ms = 5000             # new topics and partitions, configs, ACLs
-    commit-interval-ms = 100               # how long a transaction of copied records stays open at most
+    commit-interval-ms = 100               # how long a transaction stays open at most (it commits sooner
+                                           # once a poll finds nothing more to copy)
     checkpoint-interval-ms = 1000          # group offsets translated and written
     heartbeat-interval-ms = 1000
     offset-lag-max = 100                   # a sync at least every this many source offsets

@@ -18,16 +18,19 @@ committed positions (then the loop goes on, after `RETRY_BACKOFF_S`); the flow's
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 
 from kanal.clients.admin import Admin
 from kanal.clients.consumer import Consumer
 from kanal.clients.consumer_config import ConsumerConfig
 from kanal.clients.latency_histogram import LatencyHistogram
-from kanal.clients.producer import Producer
+from kanal.clients.producer import Producer, RecordFuture
 from kanal.clients.producer_config import ProducerConfig
 from kanal.clients.transactions import TransactionFatalError
 from kanal.deploy.mirror.config import FlowConfig
@@ -43,7 +46,7 @@ from kanal.deploy.mirror.offset_sync import (
     syncs_for,
 )
 from kanal.deploy.mirror.plans import plan_acls, plan_configs, plan_group_offsets, plan_topics
-from kanal.deploy.mirror.source import SourceCluster, SourceReader, TopicPartition
+from kanal.deploy.mirror.source import ReadRecord, SourceCluster, SourceReader, TopicPartition
 from kanal.security.channel_security import ClientSecurity
 from kanal.v1 import admin_pb2, metadata_pb2
 from kanal.v1.error import ErrorCode, KanalError
@@ -56,6 +59,22 @@ SYNCS_TOPIC_CONFIGS = {"cleanup.policy": "delete", "retention.ms": str(SYNCS_RET
 CHECKPOINTS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}  # the latest per group and partition is enough
 FENCED = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH,
           ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+_PARTITION_OF = operator.attrgetter("topic", "partition")
+_OFFSET, _TIMESTAMP = operator.attrgetter("offset"), operator.attrgetter("timestamp_ms")
+_KEY, _VALUE = operator.attrgetter("key"), operator.attrgetter("value")
+
+
+@dataclass(slots=True)
+class CopiedPartition:
+    """What the open transaction copied of one source partition, in order: each record's source offset
+    and the future of its copy. A future is asked for its target offset only where a sync needs it
+    (syncs_for); a copy that failed fails the commit (commit_transaction), waited for or not."""
+
+    offsets: list[int] = field(default_factory=list)
+    futures: list[RecordFuture] = field(default_factory=list)
+
+    def target_offset(self, i: int) -> int:
+        return self.futures[i].result().offset  # raises for a failed record: abort
 
 
 @dataclass
@@ -91,7 +110,9 @@ class Flow:
         self._committed: dict[TopicPartition, int | None] = {}  # source partition -> committed position
         self._in_txn = False
         self._txn_started = 0.0
-        self._copied: dict[TopicPartition, list] = {}  # (source offset, future, timestamp, size) per record
+        self._copied: dict[TopicPartition, CopiedPartition] = {}
+        self._copied_timestamps: Counter[int] = Counter()  # source timestamp (ms) -> records copied with it
+        self._copied_bytes = 0  # keys and values
         self._checkpoints: list[tuple[bytes, bytes]] = []
         self._group_commits: dict[str, dict[TopicPartition, int]] = {}
         self._next_refresh = self._next_checkpoint = self._next_heartbeat = 0.0
@@ -156,31 +177,70 @@ class Flow:
             self._prepare_checkpoints()
             self._next_checkpoint = now + self.config.checkpoint_interval_ms / 1000
         assert self._reader is not None and self._producer is not None
-        records = self._reader.poll(0.01 if self._in_txn else 0.1)
+        # In a transaction the poll does not wait: a poll that finds nothing means the flow has copied all
+        # the reader had, and then waiting for more (up to the commit interval) would only delay what is
+        # copied (MirrorMaker 2's exactly-once source tasks commit each poll's batch too). A flow that does
+        # not catch up commits every commit_interval_ms.
+        records = self._reader.poll(0.0 if self._in_txn else 0.1)
+        if records:
+            self._copy(records)
+        now = self._monotonic()
+        heartbeat_due = now >= self._next_heartbeat
+        txn_due = self._in_txn and (not records
+                                    or now - self._txn_started >= self.config.commit_interval_ms / 1000)
+        if txn_due or heartbeat_due or self._checkpoints or (records and not self._in_txn):
+            self._commit()
+
+    def _copy(self, records: Sequence[ReadRecord]) -> None:
+        """Produce the copies of a poll's records, one partition's run at a time: the per-record work is a
+        produce() call (kanal's C path when there are no headers), as in a plain consume-produce loop;
+        what the commit needs is kept per run (offsets, futures) or counted (timestamps, bytes)."""
+        assert self._producer is not None
+        produce = self._producer.produce
         read_ms = self._wall_ms()
-        for r in records:
-            remote = self._remote.get(r.topic)
+        for (topic, partition), run in groupby(records, _PARTITION_OF):
+            remote = self._remote.get(topic)
             if remote is None:
                 continue
+            if self.policy.tracks_path:
+                kept, futures = self._copy_with_paths(remote, partition, run)
+            else:
+                kept = list(run)
+                self._begin()
+                futures = [produce(remote, r.value, key=r.key, partition=partition, headers=r.headers or None,
+                                   timestamp=r.timestamp_ms) for r in kept]
+            if not kept:
+                continue
+            copied = self._copied.get((topic, partition))
+            if copied is None:
+                copied = self._copied[(topic, partition)] = CopiedPartition()
+            copied.offsets.extend(map(_OFFSET, kept))
+            copied.futures.extend(futures)
+            timestamps = Counter(map(_TIMESTAMP, kept))
+            self._copied_timestamps.update(timestamps)
+            for timestamp_ms, count in timestamps.items():
+                self.metrics.record_age.add(max(0, read_ms - timestamp_ms) / 1000, count)
+            self._copied_bytes += (sum(map(len, filter(None, map(_KEY, kept))))
+                                   + sum(map(len, filter(None, map(_VALUE, kept)))))
+
+    def _copy_with_paths(self, remote: str, partition: int, run: Iterable[ReadRecord]
+                         ) -> tuple[list[ReadRecord], list[RecordFuture]]:
+        """Identity policy: each copy gets the path header; a record whose path names the target is
+        dropped (the loop rule)."""
+        assert self._producer is not None
+        kept: list[ReadRecord] = []
+        futures: list[RecordFuture] = []
+        for r in run:
             path = self.policy.path_after(r.headers)
             if path is None:
                 self.metrics.skipped += 1
                 continue
             self._begin()
-            headers = list(r.headers)
-            if path:
-                headers = [h for h in headers if h[0] != PATH_HEADER] + [(PATH_HEADER, path)]
-            future = self._producer.produce(remote, r.value, key=r.key, partition=r.partition,
-                                            headers=headers or None, timestamp=r.timestamp_ms)
-            size = len(r.key or b"") + len(r.value or b"")
-            copied = self._copied.setdefault((r.topic, r.partition), [])
-            copied.append((r.offset, future, r.timestamp_ms, size))
-            self.metrics.record_age.add(max(0, read_ms - r.timestamp_ms) / 1000)
-        now = self._monotonic()
-        heartbeat_due = now >= self._next_heartbeat
-        if (self._in_txn and now - self._txn_started >= self.config.commit_interval_ms / 1000) \
-                or heartbeat_due or self._checkpoints or (records and not self._in_txn):
-            self._commit()
+            headers = [h for h in r.headers or () if h[0] != PATH_HEADER] + [(PATH_HEADER, path)]
+            futures.append(self._producer.produce(remote, r.value, key=r.key, partition=partition,
+                                                  headers=headers, timestamp=r.timestamp_ms))
+            kept.append(r)
+        return kept, futures
 
     def _begin(self) -> None:
         if not self._in_txn:
@@ -189,41 +249,16 @@ class Flow:
             self._in_txn, self._txn_started = True, self._monotonic()
 
     def _commit(self) -> None:
-        """Everything copied since the last commit, its syncs and the source positions, in one transaction."""
+        """Everything copied since the last commit, its syncs and the source positions, in one transaction.
+
+        Round trips, in order: the offsets (AddOffsetsToTxn, TxnOffsetCommit) go while the producer's
+        sender adds the copies' partitions and sends them (AddPartitionsToTxn, Produce): the positions are
+        the source's, known without the target's answer. Syncs name target offsets, so they follow the
+        acknowledgements (a Produce more, and an AddPartitionsToTxn for the syncs' partition) only in a
+        transaction that has one due. Then EndTxn."""
         assert self._producer is not None and self._reader is not None
         self._begin()
-        self._producer.flush()
-        positions: dict[TopicPartition, int] = {}
-        for tp in self._committed:
-            copied = self._copied.get(tp)
-            try:
-                position = self._reader.position(tp, timeout_s=0)
-            except KanalError:  # not known yet: nothing read of it, or only what `copied` shows
-                if not copied:
-                    continue
-                position = -1
-            if copied:  # never behind a record copied in this transaction (it would be copied again)
-                position = max(position, copied[-1][0] + 1)
-            if position != self._committed[tp]:
-                positions[tp] = position
-        pending: list[tuple[str, int, OffsetSync]] = []
-        copied_records = copied_bytes = 0
-        latencies: list[int] = []
-        for tp, position in positions.items():
-            topic, partition = tp
-            remote = self._remote[topic]
-            pairs = []
-            for offset, future, timestamp_ms, size in self._copied.get(tp, ()):
-                pairs.append((offset, future.result().offset))  # raises for a failed record: abort
-                copied_records += 1
-                copied_bytes += size
-                latencies.append(timestamp_ms)
-            end_due = self._monotonic() - self._last_sync_at.get(tp, 0.0) >= END_SYNC_INTERVAL_S
-            for sync in syncs_for(pairs, position, self._translator.latest(remote, partition),
-                                  self.config.offset_lag_max, end_due=end_due):
-                pending.append((remote, partition, sync))
-                key, value = sync_record(remote, partition, sync)
-                self._producer.produce(self.policy.offset_syncs_topic(), value, key=key, partition=0)
+        positions = self._positions()
         for key, value in self._checkpoints:
             self._producer.produce(self.policy.checkpoints_topic(), value, key=key, partition=0)
         if self._monotonic() >= self._next_heartbeat:
@@ -234,6 +269,19 @@ class Flow:
             self._producer.send_offsets_to_transaction(
                 {(self._remote[t], p): offset for (t, p), offset in positions.items()},
                 self.policy.positions_group(self.config.id))
+        self._producer.flush()
+        pending: list[tuple[str, int, OffsetSync]] = []
+        for tp, position in positions.items():
+            topic, partition = tp
+            remote = self._remote[topic]
+            copied = self._copied.get(tp) or CopiedPartition()
+            end_due = self._monotonic() - self._last_sync_at.get(tp, 0.0) >= END_SYNC_INTERVAL_S
+            for sync in syncs_for(copied.offsets, copied.target_offset, position,
+                                  self._translator.latest(remote, partition), self.config.offset_lag_max,
+                                  end_due=end_due):
+                pending.append((remote, partition, sync))
+                key, value = sync_record(remote, partition, sync)
+                self._producer.produce(self.policy.offset_syncs_topic(), value, key=key, partition=0)
         self._producer.commit_transaction()
         visible_ms = self._wall_ms()
         self._in_txn = False
@@ -242,21 +290,45 @@ class Flow:
             self._translator.add(remote, partition, sync)
             self._last_sync_at[(self._source_topic[remote], partition)] = synced_at
         self._committed.update(positions)
-        self._copied.clear()
-        self._checkpoints = []
         m = self.metrics
         m.transactions += 1
-        m.records += copied_records
-        m.bytes += copied_bytes
-        for timestamp_ms in latencies:
-            m.replication_latency.add(max(0, visible_ms - timestamp_ms) / 1000)
+        m.records += sum(len(copied.offsets) for copied in self._copied.values())
+        m.bytes += self._copied_bytes
+        for timestamp_ms, count in self._copied_timestamps.items():
+            m.replication_latency.add(max(0, visible_ms - timestamp_ms) / 1000, count)
+        self._forget_copies()
+        self._checkpoints = []
         self._sync_group_offsets()
+
+    def _positions(self) -> dict[TopicPartition, int]:
+        """The source positions the open transaction moves: after what the reader returned (control
+        records and skipped records included) and never behind a record it copied."""
+        assert self._reader is not None
+        positions: dict[TopicPartition, int] = {}
+        for tp in self._committed:
+            copied = self._copied.get(tp)
+            try:
+                position = self._reader.position(tp, timeout_s=0)
+            except KanalError:  # not known yet: nothing read of it, or only what `copied` shows
+                if not copied:
+                    continue
+                position = -1
+            if copied:  # never behind a record copied in this transaction (it would be copied again)
+                position = max(position, copied.offsets[-1] + 1)
+            if position != self._committed[tp]:
+                positions[tp] = position
+        return positions
+
+    def _forget_copies(self) -> None:
+        self._copied.clear()
+        self._copied_timestamps.clear()
+        self._copied_bytes = 0
 
     def _recover(self) -> None:
         """After a failure: the open transaction aborted (or the producer replaced, which aborts it), the
         source rewound to the committed positions."""
         self.metrics.aborted += 1
-        self._copied.clear()
+        self._forget_copies()
         self._checkpoints = []
         if self._in_txn and self._producer is not None:
             try:
@@ -278,9 +350,12 @@ class Flow:
     # ---- topics, configs, ACLs ----
 
     def _target_topics(self) -> dict[str, int]:
+        """The remote topics that exist on the target and their partition counts (a describe each: only
+        these, which is all plan_topics looks at)."""
         assert self._admin is not None
+        remote = set(self._remote.values())
         return {name: len(self._admin.describe_topic(name).partitions)
-                for name in self._admin.list_topics(include_internal=True)}
+                for name in self._admin.list_topics(include_internal=True) if name in remote}
 
     def _ensure_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> None:
         assert self._admin is not None
@@ -301,9 +376,7 @@ class Flow:
     def _refresh(self) -> None:
         """New source topics and partitions (created on the target and assigned), configs and ACLs."""
         assert self._admin is not None
-        source_topics = self.source.topics()
-        mirrored = {t: n for t, n in source_topics.items()
-                    if self.policy.mirrors(t, self.config.topics_pattern)}
+        mirrored = self.source.topics(lambda t: self.policy.mirrors(t, self.config.topics_pattern))
         self._remote = {t: self.policy.remote_topic(t) for t in mirrored}
         self._source_topic = {r: t for t, r in self._remote.items()}
         target_topics = self._target_topics()

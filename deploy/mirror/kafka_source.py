@@ -315,13 +315,14 @@ class KafkaSource:
             where = f"command-config {command_config}" if command_config is not None else "kafka source"
             raise ValueError(f"{where}: {translated(exc, 'client config').message}") from exc
 
-    def topics(self) -> dict[str, int]:
+    def topics(self, wanted: Callable[[str], bool] | None = None) -> dict[str, int]:
         try:
             metadata = self._admin.list_topics(timeout=REQUEST_TIMEOUT_S)
         except KafkaException as exc:
             raise translated(exc, "list topics") from exc
         # A topic being deleted (or created) can be listed with an error and no partitions: left for later.
-        return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.partitions}
+        return {name: len(topic.partitions) for name, topic in metadata.topics.items()
+                if topic.partitions and (wanted is None or wanted(name))}
 
     def topic_configs(self, topic: str) -> dict[str, str]:
         resource = ConfigResource(ResourceType.TOPIC, topic)

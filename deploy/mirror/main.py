@@ -18,6 +18,7 @@ is then a librdkafka properties file (`key=value` lines: security.protocol, sasl
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import signal
@@ -184,7 +185,7 @@ def status(configs: list[FlowConfig]) -> list[dict]:
         policy = config.policy
         source = open_source(config.source, config.id)
         try:
-            topics = {t: n for t, n in source.topics().items() if policy.mirrors(t, config.topics_pattern)}
+            topics = source.topics(functools.partial(policy.mirrors, topics_pattern=config.topics_pattern))
             partitions = [(t, p) for t, n in sorted(topics.items()) for p in range(n)]
             ends = source.end_offsets(partitions)
             with Admin(config.target.bootstrap, security=kanal_security(config.target)) as admin:

@@ -70,6 +70,11 @@ class ReplicationPolicy:
             return topic != HEARTBEATS_TOPIC
         return self.origin(topic) != self.target_alias
 
+    @property
+    def tracks_path(self) -> bool:
+        """Whether each copy carries the path header (identity), so path_after must see every record."""
+        return self.name == "identity"
+
     def path_after(self, headers: Sequence[tuple[str, bytes | None]] | None) -> bytes | None:
         """Identity policy: the path header a mirrored record gets, or None when the record already came
         through the target (drop it). Default policy: b"" (no header added; the names stop loops)."""

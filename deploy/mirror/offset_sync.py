@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 SYNCS_KEPT_MAX = 1024  # per partition; older ones are thinned, not dropped (coarser, never wrong)
@@ -86,22 +86,34 @@ class OffsetTranslator:
         return syncs.latest() if syncs else None
 
 
-def syncs_for(copied: Iterable[tuple[int, int]], position: int, last: OffsetSync | None,
-              offset_lag_max: int, *, end_due: bool) -> list[OffsetSync]:
-    """The syncs one partition's transaction adds. `copied`: (source offset, target offset) of each
-    record it copied, in order; `position`: the source position after the transaction (past records
-    the flow skipped and control records too); `last`: the partition's latest sync. One at least every
+def syncs_for(upstreams: Sequence[int], downstream_of: Callable[[int], int], position: int,
+              last: OffsetSync | None, offset_lag_max: int, *, end_due: bool) -> list[OffsetSync]:
+    """The syncs one partition's transaction adds. `upstreams`: the source offset of each record it
+    copied, in order (strictly increasing); `downstream_of(i)`: the target offset of record i, asked only
+    for the records a sync names (one every `offset_lag_max`, and the last), so the caller waits for no
+    other acknowledgement; `position`: the source position after the transaction (past records the flow
+    skipped and control records too); `last`: the partition's latest sync. One at least every
     `offset_lag_max` source offsets, and, when `end_due`, one for the end if the position moved and a
     target offset is known for it."""
     out: list[OffsetSync] = []
     anchor = last.upstream if last else None
-    downstream_next = last.downstream if last else None
-    for upstream, downstream in copied:
-        downstream_next = downstream + 1
-        if anchor is None or upstream + 1 - anchor >= offset_lag_max:
-            out.append(OffsetSync(upstream + 1, downstream_next))
-            anchor = upstream + 1
-    if downstream_next is not None and (anchor is None or (end_due and position > anchor)):
+    start = 0
+    while start < len(upstreams):
+        # The next record with upstream + 1 - anchor >= offset_lag_max (the first, with no sync yet).
+        i = start if anchor is None else bisect.bisect_left(upstreams, anchor + offset_lag_max - 1, start)
+        if i == len(upstreams):
+            break
+        anchor = upstreams[i] + 1
+        out.append(OffsetSync(anchor, downstream_of(i) + 1))
+        start = i + 1
+    if not (anchor is None or (end_due and position > anchor)):
+        return out
+    if upstreams:
+        downstream_next: int | None = (out[-1].downstream if start == len(upstreams)
+                                       else downstream_of(len(upstreams) - 1) + 1)
+    else:
+        downstream_next = last.downstream if last else None
+    if downstream_next is not None:
         out.append(OffsetSync(position, downstream_next))
     return out
 

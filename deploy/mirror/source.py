@@ -8,7 +8,7 @@ commits, never when it aborts).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,11 +32,40 @@ class SourceRecord:
     headers: Sequence[tuple[str, bytes | None]]
 
 
+class ReadRecord(Protocol):
+    """A record as a reader's poll() returns it: a SourceRecord, or kanal's ConsumerRecord as the consumer
+    made it (copying 5,000 records a poll into another object cost the flow as much as producing them).
+    `headers` is None or empty when there are none."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def timestamp_ms(self) -> int: ...
+
+    @property
+    def key(self) -> bytes | None: ...
+
+    @property
+    def value(self) -> bytes | None: ...
+
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes | None]] | None: ...
+
+
 class SourceReader(Protocol):
     def assign(self, positions: dict[TopicPartition, int | None]) -> None:
         """Read these partitions (only these) from these positions; None: from the log start."""
 
-    def poll(self, timeout_s: float) -> list[SourceRecord]: ...
+    def poll(self, timeout_s: float) -> Sequence[ReadRecord]:
+        """Up to a batch of records, each partition's in offset order (both readers return a partition's
+        records together, which the flow copies as one run)."""
 
     def position(self, tp: TopicPartition, timeout_s: float) -> int:
         """The source offset after what poll() has returned of `tp` (past control records too);
@@ -48,8 +77,8 @@ class SourceReader(Protocol):
 class SourceCluster(Protocol):
     kind: str
 
-    def topics(self) -> dict[str, int]:
-        """Every topic (internal ones too: the policy filters) and its partition count."""
+    def topics(self, wanted: Callable[[str], bool] | None = None) -> dict[str, int]:
+        """Every topic `wanted` accepts (None: every one, internal ones too) and its partition count."""
 
     def topic_configs(self, topic: str) -> dict[str, str]:
         """The configs set on the topic (not the defaults)."""
@@ -82,9 +111,8 @@ class KanalReader:
             else:
                 self._consumer.seek(tp, offset)
 
-    def poll(self, timeout_s: float) -> list[SourceRecord]:
-        return [SourceRecord(r.topic, r.partition, r.offset, r.timestamp_ms, r.key, r.value, r.headers or ())
-                for r in self._consumer.poll(timeout_s)]
+    def poll(self, timeout_s: float) -> Sequence[ReadRecord]:
+        return self._consumer.poll(timeout_s)
 
     def position(self, tp: TopicPartition, timeout_s: float) -> int:
         return self._consumer.position(tp, timeout_s=timeout_s)
@@ -101,9 +129,11 @@ class KanalSource:
         self.bootstrap, self.security, self.client_id = bootstrap, security, client_id
         self._admin = Admin(bootstrap, request_timeout_ms=15_000, security=security)
 
-    def topics(self) -> dict[str, int]:
+    def topics(self, wanted: Callable[[str], bool] | None = None) -> dict[str, int]:
+        # A describe per topic: only the wanted ones (a flow's refresh would otherwise pay one round trip
+        # for every topic of the cluster).
         return {name: len(self._admin.describe_topic(name).partitions)
-                for name in self._admin.list_topics(include_internal=True)}
+                for name in self._admin.list_topics(include_internal=True) if wanted is None or wanted(name)}
 
     def topic_configs(self, topic: str) -> dict[str, str]:
         entries = self._admin.describe_configs(metadata_pb2.CONFIG_RESOURCE_TOPIC, topic)

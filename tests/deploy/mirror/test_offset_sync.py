@@ -20,24 +20,80 @@ from kanal.deploy.mirror.offset_sync import (
 )
 
 
+def syncs_of(copied: list[tuple[int, int]], position: int, last: OffsetSync | None, *, offset_lag_max: int,
+             end_due: bool) -> list[OffsetSync]:
+    """syncs_for over (source offset, target offset) pairs."""
+    downstreams = [d for _, d in copied]
+    return syncs_for([u for u, _ in copied], downstreams.__getitem__, position, last, offset_lag_max,
+                     end_due=end_due)
+
+
+def model_syncs(copied: list[tuple[int, int]], position: int, last: OffsetSync | None, offset_lag_max: int,
+                end_due: bool) -> list[OffsetSync]:
+    """The rule record by record, every target offset known: what syncs_for must give."""
+    out: list[OffsetSync] = []
+    anchor = last.upstream if last else None
+    downstream_next = last.downstream if last else None
+    for upstream, downstream in copied:
+        downstream_next = downstream + 1
+        if anchor is None or upstream + 1 - anchor >= offset_lag_max:
+            out.append(OffsetSync(upstream + 1, downstream_next))
+            anchor = upstream + 1
+    if downstream_next is not None and (anchor is None or (end_due and position > anchor)):
+        out.append(OffsetSync(position, downstream_next))
+    return out
+
+
 def test_a_transaction_gives_a_sync_for_its_end_and_one_every_offset_lag_max():
     copied = [(u, u + 10) for u in range(250)]  # source offsets 0-249 land at 10-259
-    syncs = syncs_for(copied, 250, None, offset_lag_max=100, end_due=True)
+    syncs = syncs_of(copied, 250, None, offset_lag_max=100, end_due=True)
     assert syncs == [OffsetSync(1, 11), OffsetSync(101, 111), OffsetSync(201, 211), OffsetSync(250, 260)]
     # Without the end due, the lag rule alone: the last 49 offsets wait for the next sync.
-    assert syncs_for(copied, 250, None, offset_lag_max=100, end_due=False) == syncs[:3]
+    assert syncs_of(copied, 250, None, offset_lag_max=100, end_due=False) == syncs[:3]
     # The next transaction starts from the last sync: a sync every 100 source offsets after it.
-    more = syncs_for([(250, 261), (251, 262)], 252, syncs[-1], offset_lag_max=100, end_due=True)
+    more = syncs_of([(250, 261), (251, 262)], 252, syncs[-1], offset_lag_max=100, end_due=True)
     assert more == [OffsetSync(252, 263)]
-    assert syncs_for([(250, 261), (251, 262)], 252, syncs[-1], offset_lag_max=100, end_due=False) == []
+    assert syncs_of([(250, 261), (251, 262)], 252, syncs[-1], offset_lag_max=100, end_due=False) == []
 
 
 def test_a_position_moved_past_skipped_records_gets_a_sync_at_the_last_copy():
     last = OffsetSync(10, 20)
     # Nothing copied (the loop rule dropped 10-14, or they were control records): position 15 maps to 20.
-    assert syncs_for([], 15, last, offset_lag_max=100, end_due=True) == [OffsetSync(15, 20)]
-    assert syncs_for([], 10, last, offset_lag_max=100, end_due=True) == []  # the position did not move
-    assert syncs_for([], 15, None, offset_lag_max=100, end_due=True) == []  # no target offset known
+    assert syncs_of([], 15, last, offset_lag_max=100, end_due=True) == [OffsetSync(15, 20)]
+    assert syncs_of([], 10, last, offset_lag_max=100, end_due=True) == []  # the position did not move
+    assert syncs_of([], 15, None, offset_lag_max=100, end_due=True) == []  # no target offset known
+
+
+def test_only_the_records_a_sync_names_are_waited_for():
+    asked: list[int] = []
+
+    def downstream_of(i: int) -> int:
+        asked.append(i)
+        return 1000 + i
+
+    upstreams = list(range(0, 500, 2))  # every other offset: 250 records, the gaps skipped or compacted
+    syncs = syncs_for(upstreams, downstream_of, 500, OffsetSync(0, 999), 100, end_due=True)
+    assert syncs == [OffsetSync(101, 1051), OffsetSync(201, 1101), OffsetSync(301, 1151),
+                     OffsetSync(401, 1201), OffsetSync(500, 1250)]
+    assert asked == [50, 100, 150, 200, 249]  # the records at 100, 200, 300, 400 and the last (498)
+    asked.clear()
+    # No end sync due: the last record is not waited for either.
+    assert syncs_for(upstreams, downstream_of, 500, OffsetSync(0, 999), 100, end_due=False) == syncs[:4]
+    assert asked == [50, 100, 150, 200]
+
+
+def test_syncs_match_the_record_by_record_rule():
+    rng = random.Random(46)
+    for _ in range(2000):
+        lag = rng.choice([1, 2, 3, 10, 100])
+        start = rng.randrange(0, 300)
+        upstreams = sorted(rng.sample(range(start, start + 400), rng.randrange(0, 40)))
+        copied = [(u, 5000 + 2 * i) for i, u in enumerate(upstreams)]
+        position = (upstreams[-1] + 1 if upstreams else start) + rng.randrange(0, 3)
+        last = rng.choice([None, OffsetSync(start - rng.randrange(0, 150), 4000)])
+        end_due = rng.random() < 0.5
+        assert syncs_of(copied, position, last, offset_lag_max=lag, end_due=end_due) == \
+            model_syncs(copied, position, last, lag, end_due), (copied, position, last, lag, end_due)
 
 
 def test_translation_takes_the_latest_sync_at_or_below_the_group_offset():
