@@ -15,9 +15,12 @@ Broker calls (RegisterBroker, BrokerHeartbeat, AlterPartition, AllocateProducerI
 answered by the active controller only; reads (`any_controller=True`: FetchMetadata) by any controller,
 and their answers say nothing about which one is active.
 
-A write whose attempt ran out of time may still be applied by the controller that was silent; it is
-retried elsewhere like a lost connection always was. Broker writes are safe to repeat: a heartbeat, an
-AlterPartition carrying its partition epoch, a registration with the same incarnation id.
+A write whose attempt ran out of time may still be applied by the controller that was silent, even after
+the retry and later writes (a cut link that heals delivers the request late). Broker writes are safe to
+repeat: a heartbeat, an AlterPartition carrying its partition epoch, a registration with the same
+incarnation id. Admin writes are not (a create carried out after its topic's deletion brings it back), so
+a request with a `request_id` field gets one id before its first attempt and keeps it in every attempt:
+the controllers refuse an id the metadata log already holds (DUPLICATE_REQUEST, metadata/request_ids.py).
 
 Thread-safe: gRPC channels are; the chooser is guarded by one lock held only around its (pure) calls.
 """
@@ -27,6 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -118,6 +122,8 @@ class ControllerClient:
         one). CONTROLLER_NOT_AVAILABLE when no controller answered in time; any other error a controller
         gives is raised (gRPC status) or returned (reply field)."""
         deadline = time.monotonic() + (timeout_s if timeout_s is not None else self._timeout_s)
+        if _has_request_id(request) and not request.request_id:
+            request.request_id = f"call-{uuid.uuid4().hex}"  # one id for every attempt (module docstring)
         attempt_s = attempt_timeout_s if attempt_timeout_s is not None else self.attempt_timeout_ms / 1000
         with self._lock:
             endpoint = self._chooser.first(_now_ms())
@@ -176,6 +182,11 @@ class ControllerClient:
             self._chooser.set_endpoints([*self._chooser.endpoints, hint])
             log.info("learned controller %s from a hint", hint)
         return self._chooser.on_not_controller(endpoint, hint, _now_ms())
+
+
+def _has_request_id(request: Any) -> bool:
+    descriptor = getattr(request, "DESCRIPTOR", None)
+    return descriptor is not None and "request_id" in descriptor.fields_by_name
 
 
 def _now_ms() -> int:

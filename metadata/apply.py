@@ -97,6 +97,7 @@ from kanal.metadata.remote_log import (
     with_segment,
     with_start,
 )
+from kanal.metadata.request_ids import remember
 from kanal.schemas.compatibility import CompatibilityLevel
 from kanal.security.scram import ITERATIONS_MAX, ITERATIONS_MIN, MECHANISMS, ScramCredential
 from kanal.v1 import metadata_pb2
@@ -233,6 +234,7 @@ def apply_batch(image: MetadataImage, batch: MetadataBatch, base_offset: int) ->
         _check_batch_end(image, ctx)
         _update_counts(image, ctx)
         ctx.journal.set(image, "next_offset", end)
+    remember(image, batch.records, MetadataOffset(end - 1))  # request_ids.py: repeats are refused
     return True
 
 

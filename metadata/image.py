@@ -486,6 +486,11 @@ class MetadataImage:
     next_producer_id: ProducerId = _FIRST_PRODUCER_ID
     controller_epoch: ControllerEpoch = _NO_CONTROLLER_EPOCH
     next_offset: MetadataOffset = _FIRST_OFFSET
+    # The request ids of the last REQUEST_IDS_REMEMBERED_MAX decisions applied -> the offset of their last
+    # record (apply_batch keeps it): a controller refuses an admin write whose id is here (DUPLICATE_REQUEST),
+    # the late attempt of a call a broker already retried elsewhere. Not in snapshots (an image loaded from
+    # one remembers only what it applied since), so left out of equality.
+    recent_request_ids: dict[str, MetadataOffset] = field(default_factory=dict, compare=False)
     # Indexes derived from `topics` (see the module docstring); kept by apply, left out of equality.
     replica_counts: dict[BrokerId, int] = field(default_factory=dict, compare=False)
     preferred_leader_counts: dict[BrokerId, int] = field(default_factory=dict, compare=False)
@@ -562,6 +567,7 @@ class MetadataImage:
             schema_holders=dict(self.schema_holders),  # frozensets and tuples: immutable values
             schema_ids_by_content=dict(self.schema_ids_by_content),
             referenced_by=dict(self.referenced_by),
+            recent_request_ids=dict(self.recent_request_ids),
         )
 
     def indexes(self) -> ImageIndexes:

@@ -66,6 +66,8 @@ from kanal.metadata import (
     image_to_snapshot,
     list_partition_reassignments,
 )
+from kanal.metadata.image import MetadataImage
+from kanal.metadata.request_ids import refuse_repeated
 from kanal.raft.active_controller import ActiveController
 from kanal.raft.controller_config import ControllerConfig
 from kanal.raft.metadata_store import MetadataStore
@@ -414,9 +416,16 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             request.request_id = self._request_id("")
         forwarded = any(key == FORWARDED_METADATA_KEY for key, _ in context.invocation_metadata())
         principal = self._gate.principal(context)
+
+        def once(image: MetadataImage, request: Any, **given: Any) -> Any:
+            # A broker keeps a call's request id across controllers: a late attempt of a call already
+            # carried out must not be carried out again (metadata/request_ids.py).
+            refuse_repeated(image, given["request_id"])
+            return decide(image, request, **given)
+
         try:
             return self._controller.decide_with(
-                decide,
+                once,
                 request,
                 principal=principal,
                 request_id=request.request_id,

@@ -24,6 +24,9 @@ _NEAREST = {
     # The coordinator aborted the transaction (timeout): the producer must abort and begin another.
     "TRANSACTION_ABORTED": "TRANSACTION_ABORTABLE",
     "UNKNOWN_BROKER": "BROKER_ID_NOT_REGISTERED",
+    # A controller write repeated after an attempt that did take effect (errors.proto): Kafka has no code
+    # for "done already"; its clients retrying a create get TOPIC_ALREADY_EXISTS, a client error as well.
+    "DUPLICATE_REQUEST": "INVALID_REQUEST",
     # Replication-only or command-line-only codes: never sent to a Kafka client on purpose.
     "INVALID_TRUNCATION": "UNKNOWN_SERVER_ERROR",
     "NO_CLUSTER": "UNKNOWN_SERVER_ERROR",

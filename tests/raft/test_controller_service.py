@@ -241,6 +241,33 @@ def test_standby_forwards_admin_writes_and_names_the_active_controller_to_broker
     assert register.error == ErrorCode.NOT_CONTROLLER and register.active_controller.controller_id == active
 
 
+def test_a_late_attempt_of_a_create_is_refused_after_the_topic_was_deleted(env):
+    """A broker keeps one request id across controllers; an attempt that arrives after the call was carried
+    out elsewhere (a cut link healing delivers it late) and after the topic's deletion must not bring the
+    topic back: DUPLICATE_REQUEST, and the metadata log gains nothing."""
+    q, _, active, stub = env
+    standby = next(i for i in q.ids if i != active)
+    create = admin_pb2.CreateTopicsRequest(topics=[_topic("created-once", 2, 2)], request_id="call-late-1")
+    assert stub.CreateTopics(create, timeout=10).results[0].error == ErrorCode.NONE
+    deleted = stub.DeleteTopics(admin_pb2.DeleteTopicsRequest(names=["created-once"]), timeout=10)
+    assert deleted.results[0].error == ErrorCode.NONE
+    for late in (stub, q.stub(standby)):  # on the active controller, and forwarded by a standby
+        with pytest.raises(grpc.RpcError) as info:
+            _unchanged_after(q, active, lambda late=late: late.CreateTopics(create, timeout=10))
+        assert dict(info.value.trailing_metadata())["kanal-error-code"] == str(ErrorCode.DUPLICATE_REQUEST)
+        assert "carried out already" in info.value.details()
+    assert "created-once" not in _topic_names(stub)
+    # Another call (another id) creates it again, as a new topic.
+    again = admin_pb2.CreateTopicsRequest(topics=[_topic("created-once", 1, 1)], request_id="call-late-2")
+    assert stub.CreateTopics(again, timeout=10).results[0].error == ErrorCode.NONE
+
+
+def _topic_names(stub) -> set[str]:
+    image = image_from_snapshot(stub.DescribeMetadataImage(controller_pb2.DescribeMetadataImageRequest(),
+                                                           timeout=10).snapshot)
+    return set(image.topics)
+
+
 def test_reads_health_and_reflection_on_every_controller(env):
     q, _, active, _ = env
     cluster_ids = set()

@@ -95,6 +95,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NOT_SOFT_DELETED: _ClassVar[ErrorCode]
     SCHEMA_REFERENCED: _ClassVar[ErrorCode]
     REGISTRY_MODE_FORBIDS: _ClassVar[ErrorCode]
+    DUPLICATE_REQUEST: _ClassVar[ErrorCode]
 NONE: ErrorCode
 UNKNOWN_SERVER_ERROR: ErrorCode
 INVALID_REQUEST: ErrorCode
@@ -183,6 +184,7 @@ SCHEMA_VERSION_NOT_FOUND: ErrorCode
 NOT_SOFT_DELETED: ErrorCode
 SCHEMA_REFERENCED: ErrorCode
 REGISTRY_MODE_FORBIDS: ErrorCode
+DUPLICATE_REQUEST: ErrorCode
 RETRIABLE_FIELD_NUMBER: _ClassVar[int]
 retriable: _descriptor.FieldDescriptor
 GRPC_STATUS_FIELD_NUMBER: _ClassVar[int]
