@@ -199,13 +199,21 @@ class CoordinatorRuntime:
         count = self.partition_count(image)
         return [k for k in keys if count is None or partition_for_key(k.encode(), count) == p]
 
-    def find_coordinator(self, key: str) -> broker_pb2.FindCoordinatorResponse:
-        """The broker that coordinates `key` (creating the topic on first need)."""
-        image = self._image()
+    def partition_creating(self, key: str, image: MetadataImage | None = None) -> int:
+        """The partition of `key`; when the topic does not exist yet, ask the controller to create it
+        and answer COORDINATOR_NOT_AVAILABLE, which clients retry. Every call that may be a cluster's
+        first need of the topic goes through here: FindCoordinator, and a transaction's AddOffsetsToTxn
+        (a producer may send a group's offsets before any consumer of that group looked it up)."""
+        image = image or self._image()
         if self.partition_count(image) is None:
             self._create_topic(image)
             raise KanalError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {self.topic}; retry")
-        p = self.partition_of(key, image)
+        return self.partition_of(key, image)
+
+    def find_coordinator(self, key: str) -> broker_pb2.FindCoordinatorResponse:
+        """The broker that coordinates `key` (creating the topic on first need)."""
+        image = self._image()
+        p = self.partition_creating(key, image)
         leader = image.topics[self.topic].partitions[p].leader
         broker = image.brokers.get(leader)
         if leader < 0 or broker is None:

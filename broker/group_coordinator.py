@@ -205,6 +205,11 @@ class GroupCoordinator:
     def partition_of(self, group_id: str, image: MetadataImage | None = None) -> int:
         return self._runtime.partition_of(group_id, image)
 
+    def offsets_partition_creating(self, group_id: str) -> int:
+        """The __consumer_offsets partition of `group_id`, creating the topic on first need."""
+        check_group_id(group_id)
+        return self._runtime.partition_creating(group_id)
+
     def _require_owned(self, group_id: str) -> int:
         """The partition of `group_id`, if this broker serves it now (call with `_lock` held)."""
         check_group_id(group_id)

@@ -325,8 +325,8 @@ class TransactionCoordinator:
 
     def add_offsets(self, req: broker_pb2.AddOffsetsToTxnRequest) -> broker_pb2.AddOffsetsToTxnResponse:
         producer = req.producer
-        offsets_partition = (CONSUMER_OFFSETS_TOPIC, self._groups.partition_of(req.group_id))
         self._require_owned(producer.transactional_id)
+        offsets_partition = (CONSUMER_OFFSETS_TOPIC, self._groups.offsets_partition_creating(req.group_id))
         self._wait_for_completion(producer.transactional_id)
         decision, _ = self._run(producer.transactional_id, lambda txn, written: decide_add_partitions(
             txn, producer.producer_id, producer.producer_epoch, [offsets_partition], self._clock.now_ms(),

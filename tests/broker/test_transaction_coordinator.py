@@ -16,10 +16,10 @@ from kanal.broker.transaction import TxnState
 from kanal.broker.transaction_coordinator import TransactionCoordinator
 from kanal.server.clock import PROCESS_CLOCK
 from kanal.server.fatal import stop_process
-from kanal.v1 import broker_pb2
+from kanal.v1 import admin_pb2, broker_pb2
 from kanal.v1.batch import NewRecord, build_batch
 from kanal.v1.error import ErrorCode, KanalError
-from kanal.v1.topic_name import TRANSACTION_STATE_TOPIC
+from kanal.v1.topic_name import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from tests.broker.coordinator_broker import (
     SESSION_TIMEOUT_MS,
     TXN_TIMEOUT_MS,
@@ -139,3 +139,37 @@ def test_a_transaction_state_that_does_not_decode_fails_the_load_as_a_damaged_lo
         assert "CORRUPT_MESSAGE" in error.getMessage() and "does not decode" in error.getMessage()
         assert error.exc_info is not None
     assert coordinators.stop.calls == []
+
+
+class RecordingControllers:
+    """The controller client's one call the coordinators make: CreateTopics, recorded and accepted."""
+
+    def __init__(self) -> None:
+        self.created: list[admin_pb2.CreatableTopic] = []
+
+    def call(self, method: str, request):
+        assert method == "CreateTopics"
+        self.created.extend(request.topics)
+        return admin_pb2.CreateTopicsResponse(results=[admin_pb2.CreateTopicResult(name=t.name)
+                                                       for t in request.topics])
+
+
+def test_add_offsets_on_a_cluster_without_offsets_topic_creates_it_and_asks_for_a_retry(coordinators):
+    """A producer may send a group's offsets before any consumer of that group looked its coordinator
+    up (a fresh cluster, a mirror's positions group): AddOffsetsToTxn creates __consumer_offsets as
+    FindCoordinator would, answers the retriable COORDINATOR_NOT_AVAILABLE, and works once the topic
+    exists. Before, it answered that code for ever and nothing created the topic."""
+    producer = coordinators.open_transaction()
+    controllers = RecordingControllers()
+    coordinators.groups._controllers = controllers
+    offsets_topic = coordinators.image.topics.pop(CONSUMER_OFFSETS_TOPIC)
+    request = broker_pb2.AddOffsetsToTxnRequest(producer=producer, group_id="fresh-group")
+    with pytest.raises(KanalError) as err:
+        coordinators.transactions.add_offsets(request)
+    assert err.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert [(t.name, t.partitions, t.replication_factor) for t in controllers.created] == [
+        (CONSUMER_OFFSETS_TOPIC, 1, 1)]
+    assert {(c.key, c.value) for c in controllers.created[0].configs} == {("cleanup.policy", "compact")}
+    assert coordinators.transaction()[0] == TxnState.ONGOING  # nothing about the transaction changed
+    coordinators.image.topics[CONSUMER_OFFSETS_TOPIC] = offsets_topic  # the controller created it
+    assert coordinators.transactions.add_offsets(request).error == ErrorCode.NONE
