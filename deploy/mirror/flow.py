@@ -2,7 +2,8 @@
 plans.py; this is the loop that reads, writes and calls them.
 
 Exactly once. The flow writes the target in transactions (transactional id `kanal-mirror-A-to-B`). Each
-holds the copied records, the offset syncs that map them, due heartbeats and checkpoints, and, as the
+holds the copied records, the offset syncs that map the copies of the transaction before (a sync needs
+the target offsets, known once those were acknowledged), due heartbeats and checkpoints, and, as the
 transaction's consumer-group offsets, the source positions after them: group `kanal-mirror-A-to-B.positions`
 on the target, keyed by remote topic and partition. A commit makes all of it visible at once; an abort or a
 crash none of it. A flow that starts (again) calls init_transactions, which fences any older instance and
@@ -114,6 +115,11 @@ class Flow:
         self._copied_timestamps: Counter[int] = Counter()  # source timestamp (ms) -> records copied with it
         self._copied_bytes = 0  # keys and values
         self._checkpoints: list[tuple[bytes, bytes]] = []
+        # Syncs of committed copies that no committed transaction holds yet: each transaction opens with
+        # them (see _commit), so they are added to the translator only when that one commits.
+        self._syncs_due: list[tuple[str, int, OffsetSync]] = []
+        self._syncs_due_since = 0.0  # monotonic time the oldest of them was made
+        self._syncs_in_txn = 0  # how many of them the open transaction holds
         self._group_commits: dict[str, dict[TopicPartition, int]] = {}
         self._next_refresh = self._next_checkpoint = self._next_heartbeat = 0.0
         self._acls_off_logged = False
@@ -137,6 +143,8 @@ class Flow:
                     self._recover()
                     stop.wait(RETRY_BACKOFF_S)
             if self._in_txn:
+                self._commit()
+            if self._syncs_due:  # the last commit's syncs: one transaction more
                 self._commit()
         finally:
             self.close()
@@ -188,7 +196,9 @@ class Flow:
         heartbeat_due = now >= self._next_heartbeat
         txn_due = self._in_txn and (not records
                                     or now - self._txn_started >= self.config.commit_interval_ms / 1000)
-        if txn_due or heartbeat_due or self._checkpoints or (records and not self._in_txn):
+        syncs_waiting = (bool(self._syncs_due) and not self._in_txn
+                         and now - self._syncs_due_since >= END_SYNC_INTERVAL_S)
+        if txn_due or heartbeat_due or syncs_waiting or self._checkpoints or (records and not self._in_txn):
             self._commit()
 
     def _copy(self, records: Sequence[ReadRecord]) -> None:
@@ -243,19 +253,29 @@ class Flow:
         return kept, futures
 
     def _begin(self) -> None:
+        """Open a transaction if none is: the syncs due go first, so that their partition joins it in the
+        same AddPartitionsToTxn as the copies' and no round trip of the commit waits for them."""
         if not self._in_txn:
             assert self._producer is not None
             self._producer.begin_transaction()
             self._in_txn, self._txn_started = True, self._monotonic()
+            for remote, partition, sync in self._syncs_due:
+                key, value = sync_record(remote, partition, sync)
+                self._producer.produce(self.policy.offset_syncs_topic(), value, key=key, partition=0)
+            self._syncs_in_txn = len(self._syncs_due)
 
     def _commit(self) -> None:
-        """Everything copied since the last commit, its syncs and the source positions, in one transaction.
+        """Everything copied since the last commit, the syncs of the transaction before, and the source
+        positions, in one transaction.
 
         Round trips, in order: the offsets (AddOffsetsToTxn, TxnOffsetCommit) go while the producer's
         sender adds the copies' partitions and sends them (AddPartitionsToTxn, Produce): the positions are
-        the source's, known without the target's answer. Syncs name target offsets, so they follow the
-        acknowledgements (a Produce more, and an AddPartitionsToTxn for the syncs' partition) only in a
-        transaction that has one due. Then EndTxn."""
+        the source's, known without the target's answer. Then EndTxn. Syncs name target offsets, known
+        only from the acknowledgements: waiting for those and sending the syncs after them would put two
+        round trips more in every commit, so the syncs of this transaction's copies go into the next one
+        (_begin), MirrorMaker 2's way too (its syncs follow the acknowledgements). A sync only ever
+        names committed copies; one lost to a crash leaves the translator an older sync, and a group
+        translated with it re-reads more, never skips (offset_sync.py)."""
         assert self._producer is not None and self._reader is not None
         self._begin()
         positions = self._positions()
@@ -269,26 +289,14 @@ class Flow:
             self._producer.send_offsets_to_transaction(
                 {(self._remote[t], p): offset for (t, p), offset in positions.items()},
                 self.policy.positions_group(self.config.id))
-        self._producer.flush()
-        pending: list[tuple[str, int, OffsetSync]] = []
-        for tp, position in positions.items():
-            topic, partition = tp
-            remote = self._remote[topic]
-            copied = self._copied.get(tp) or CopiedPartition()
-            end_due = self._monotonic() - self._last_sync_at.get(tp, 0.0) >= END_SYNC_INTERVAL_S
-            for sync in syncs_for(copied.offsets, copied.target_offset, position,
-                                  self._translator.latest(remote, partition), self.config.offset_lag_max,
-                                  end_due=end_due):
-                pending.append((remote, partition, sync))
-                key, value = sync_record(remote, partition, sync)
-                self._producer.produce(self.policy.offset_syncs_topic(), value, key=key, partition=0)
         self._producer.commit_transaction()
         visible_ms = self._wall_ms()
         self._in_txn = False
-        synced_at = self._monotonic()
-        for remote, partition, sync in pending:
+        for remote, partition, sync in self._syncs_due[:self._syncs_in_txn]:
             self._translator.add(remote, partition, sync)
-            self._last_sync_at[(self._source_topic[remote], partition)] = synced_at
+        del self._syncs_due[:self._syncs_in_txn]
+        self._syncs_in_txn = 0
+        self._make_syncs(positions)
         self._committed.update(positions)
         m = self.metrics
         m.transactions += 1
@@ -299,6 +307,30 @@ class Flow:
         self._forget_copies()
         self._checkpoints = []
         self._sync_group_offsets()
+
+    def _make_syncs(self, positions: dict[TopicPartition, int]) -> None:
+        """The syncs of the copies just committed (every future is answered: the commit waited for them),
+        due in the next transaction."""
+        now = self._monotonic()
+        for tp, position in positions.items():
+            topic, partition = tp
+            remote = self._remote[topic]
+            copied = self._copied.get(tp) or CopiedPartition()
+            end_due = now - self._last_sync_at.get(tp, 0.0) >= END_SYNC_INTERVAL_S
+            syncs = syncs_for(copied.offsets, copied.target_offset, position,
+                              self._latest_sync(remote, partition), self.config.offset_lag_max, end_due=end_due)
+            if syncs:
+                if not self._syncs_due:
+                    self._syncs_due_since = now
+                self._syncs_due.extend((remote, partition, sync) for sync in syncs)
+                self._last_sync_at[tp] = now
+
+    def _latest_sync(self, remote: str, partition: int) -> OffsetSync | None:
+        """The partition's latest sync, committed or due."""
+        for due_remote, due_partition, sync in reversed(self._syncs_due):
+            if (due_remote, due_partition) == (remote, partition):
+                return sync
+        return self._translator.latest(remote, partition)
 
     def _positions(self) -> dict[TopicPartition, int]:
         """The source positions the open transaction moves: after what the reader returned (control
@@ -328,6 +360,7 @@ class Flow:
         """After a failure: the open transaction aborted (or the producer replaced, which aborts it), the
         source rewound to the committed positions."""
         self.metrics.aborted += 1
+        self._syncs_in_txn = 0  # the syncs the aborted transaction held are due again
         self._forget_copies()
         self._checkpoints = []
         if self._in_txn and self._producer is not None:
