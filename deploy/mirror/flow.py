@@ -318,7 +318,8 @@ class Flow:
             copied = self._copied.get(tp) or CopiedPartition()
             end_due = now - self._last_sync_at.get(tp, 0.0) >= END_SYNC_INTERVAL_S
             syncs = syncs_for(copied.offsets, copied.target_offset, position,
-                              self._latest_sync(remote, partition), self.config.offset_lag_max, end_due=end_due)
+                              self._latest_sync(remote, partition), self.config.offset_lag_max,
+                              end_due=end_due)
             if syncs:
                 if not self._syncs_due:
                     self._syncs_due_since = now
