@@ -97,6 +97,21 @@ class Admin:
         # A starting broker refuses Metadata too: the refresh chooses another one.
         return self._retrying(attempt, on_retry=lambda _error: self._metadata.refresh())
 
+    def _call_single_write(self, method: str, request):
+        """`_call` for a write of one item (one topic, one resource): its result, or None when the call
+        was refused as DUPLICATE_REQUEST. The broker keeps one request id across its attempts at the
+        controllers, and a controller refuses an id the metadata log holds (metadata/request_ids.py): the
+        broker's earlier attempt, unanswered in time, was carried out. An id enters the log only with the
+        records its decision wrote, so for one item that means the item was done: a success, not an
+        error for the caller (a retry from here, with a new id, answers as Kafka's does instead:
+        TOPIC_ALREADY_EXISTS for a create)."""
+        try:
+            return self._call(method, request).results[0]
+        except KanalError as exc:
+            if exc.code != ErrorCode.DUPLICATE_REQUEST:
+                raise
+            return None
+
     # ---- topics ----
 
     def create_topic(self, name: str, partitions: int, replication_factor: int,
@@ -106,24 +121,29 @@ class Admin:
         request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreatableTopic(
             name=name, partitions=partitions, replication_factor=replication_factor,
             configs=[admin_pb2.ConfigEntry(key=k, value=v) for k, v in (configs or {}).items()])])
-        result = self._call("CreateTopics", request).results[0]
-        _raise_for(result.error, f"topic {name}: {result.error_message}")
+        result = self._call_single_write("CreateTopics", request)
+        if result is not None:
+            _raise_for(result.error, f"topic {name}: {result.error_message}")
         self._wait(lambda: (parts := self._metadata.refresh([name]).topics.get(name)) is not None
                    and all(p.leader >= 0 for p in parts), wait_s, f"leaders for {name}")
-        return result.topic_id
+        if result is not None:
+            return result.topic_id
+        return self._call("Metadata", broker_pb2.MetadataRequest(topics=[name])).topics[0].topic_id
 
     def delete_topic(self, name: str) -> None:
         check_topic_name(name)
-        result = self._call("DeleteTopics", admin_pb2.DeleteTopicsRequest(names=[name])).results[0]
-        _raise_for(result.error, f"topic {name}: {result.error_message}")
+        result = self._call_single_write("DeleteTopics", admin_pb2.DeleteTopicsRequest(names=[name]))
+        if result is not None:
+            _raise_for(result.error, f"topic {name}: {result.error_message}")
 
     def create_partitions(self, name: str, total: int) -> None:
         check_topic_name(name)
         request = admin_pb2.CreatePartitionsRequest(
             targets=[admin_pb2.CreatePartitionsRequest.Target(name=name, count=total)]
         )
-        result = self._call("CreatePartitions", request).results[0]
-        _raise_for(result.error, f"topic {name}: {result.error_message}")
+        result = self._call_single_write("CreatePartitions", request)
+        if result is not None:
+            _raise_for(result.error, f"topic {name}: {result.error_message}")
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         reply = self._call("Metadata", broker_pb2.MetadataRequest())
@@ -174,8 +194,9 @@ class Admin:
                 )
             ]
         )
-        result = self._call("AlterConfigs", request).results[0]
-        _raise_for(result.error, f"configs of {name}: {result.error_message}")
+        result = self._call_single_write("AlterConfigs", request)
+        if result is not None:
+            _raise_for(result.error, f"configs of {name}: {result.error_message}")
 
     # ---- quotas ----
 

@@ -257,6 +257,18 @@ def test_a_refused_admin_call_is_raised_at_once_with_its_code(brokers, refusal):
     assert broker.calls["CreateTopics"] == 1
 
 
+def test_a_create_refused_as_a_duplicate_request_took_effect_and_returns_the_topic(layout, brokers):
+    """The broker's earlier attempt at the controllers was carried out but not answered in time, so its
+    retry (same request id) is refused as DUPLICATE_REQUEST: for one topic that means it was created, and
+    the caller gets the topic, not an error (a chaos run's setup failed on it: seed 361)."""
+    broker = brokers(1)
+    layout.topics[TOPIC] = [1]  # what the earlier attempt did
+    broker.refuse("CreateTopics", KanalError(ErrorCode.DUPLICATE_REQUEST, "request call-1 was carried out"))
+    with Admin(broker.endpoint) as admin:
+        assert admin.create_topic(TOPIC, 1, 1) == f"id-{TOPIC}"
+    assert broker.calls["CreateTopics"] == 1
+
+
 def test_a_starting_broker_is_asked_again_until_the_request_timeout_then_its_code_surfaces(brokers):
     broker = brokers(1)
     broker.refuse("CreateTopics", STARTING)
