@@ -97,7 +97,7 @@ class Admin:
         # A starting broker refuses Metadata too: the refresh chooses another one.
         return self._retrying(attempt, on_retry=lambda _error: self._metadata.refresh())
 
-    def _call_single_write(self, method: str, request):
+    def _call_single_write(self, method: str, request: Any) -> Any:
         """`_call` for a write of one item (one topic, one resource): its result, or None when the call
         was refused as DUPLICATE_REQUEST. The broker keeps one request id across its attempts at the
         controllers, and a controller refuses an id the metadata log holds (metadata/request_ids.py): the
@@ -127,8 +127,8 @@ class Admin:
         self._wait(lambda: (parts := self._metadata.refresh([name]).topics.get(name)) is not None
                    and all(p.leader >= 0 for p in parts), wait_s, f"leaders for {name}")
         if result is not None:
-            return result.topic_id
-        return self._call("Metadata", broker_pb2.MetadataRequest(topics=[name])).topics[0].topic_id
+            return str(result.topic_id)
+        return str(self._call("Metadata", broker_pb2.MetadataRequest(topics=[name])).topics[0].topic_id)
 
     def delete_topic(self, name: str) -> None:
         check_topic_name(name)
