@@ -444,7 +444,8 @@ class TransactionCoordinator:
             if decision.new_state is not None:
                 self._write(p, decision.new_state)
                 self._apply(p, transactional_id, decision.new_state)
-        log.info("%s: %s markers written to %d partitions", transactional_id,
+        # DEBUG: one line per transaction would be a write to the log file in every commit's path.
+        log.debug("%s: %s markers written to %d partitions", transactional_id,
                  "COMMIT" if txn.state == TxnState.PREPARE_COMMIT else "ABORT", len(markers.partitions))
         return True
 
