@@ -233,7 +233,7 @@ def test_a_cluster_given_by_its_bootstrap_gets_the_workloads_and_the_check_but_n
         tmp_path / "cluster", controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS
     ) as cluster:
         cluster.start()
-        result = run_once(RunOptions(target=cluster.bootstrap, faults=(), duration_s=10, seed=1,
+        result = run_once(RunOptions(target=cluster.bootstrap, faults=(), duration_s=7, seed=1,
                                      history_path=history))
     print(result.table())
     assert result.ok and result.report.acknowledged > 0 and result.injected == []
