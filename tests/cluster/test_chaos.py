@@ -67,13 +67,13 @@ def test_a_fixed_seed_over_every_nemesis_passes_the_checker(tmp_path):
 
 
 def test_a_mirror_cut_off_and_killed_while_every_source_broker_goes_down_copies_each_record_once(tmp_path):
-    """Issue 46's nemesis (`kanal chaos schedule --faults mirror,kill --duration 45s --seed 4`): every broker
-    of the source killed one after another (the isr-down episode), then the mirror SIGKILLed and started
-    again, then its link to both clusters cut. The copy of every partition on the second cluster, read
-    read_committed once the mirror has caught up, must be the source partition's final log: every record,
-    once, in order."""
+    """Issue 46's nemesis (`kanal chaos schedule --faults mirror,kill --duration 32s --seed 4209`): every
+    broker of the source killed one after another (the isr-down episode, 3.0-16.4 s), then the mirror
+    SIGKILLed and started again (19.1-22.5 s), then its link to both clusters cut (24.8-28.0 s). The copy of
+    every partition on the second cluster, read read_committed once the mirror has caught up, must be the
+    source partition's final log: every record, once, in order."""
     history = tmp_path / "history.jsonl"
-    result = run_once(RunOptions(target="dev", faults=("mirror", "kill"), duration_s=45, seed=4,
+    result = run_once(RunOptions(target="dev", faults=("mirror", "kill"), duration_s=32, seed=4209,
                                  history_path=history))
     print(result.table())
     assert result.ok, result.table()
@@ -89,13 +89,14 @@ def test_a_mirror_cut_off_and_killed_while_every_source_broker_goes_down_copies_
 
 
 def test_remote_storage_down_503_and_a_broker_killed_mid_upload_lose_nothing(tmp_path):
-    """Issue 44's nemesis: seed 3 (`kanal chaos schedule --faults remote --duration 30s --seed 3`) answers
-    503 for 7.5 s, makes the store unreachable for 5 s, then kills a broker caught in the middle of an upload.
+    """Issue 44's nemesis: seed 599 (`kanal chaos schedule --faults remote --duration 23s --seed 599`) makes
+    the store unreachable for 3.7 s, then kills a broker caught in the middle of an upload (the uploads held
+    back while the store was down are under way), then answers 503 for 3.3 s.
     The run's main topic is tiered (16 KiB segments, 32 KiB local retention), so the final read from offset
     0 reads most of it from the store: a recorded segment whose objects are missing would leave it
     unfinished."""
     history = tmp_path / "history.jsonl"
-    result = run_once(RunOptions(target="dev", faults=("remote",), duration_s=30, seed=3, churn=False,
+    result = run_once(RunOptions(target="dev", faults=("remote",), duration_s=23, seed=599, churn=False,
                                  history_path=history))
     print(result.table())
     assert result.ok, result.table()
@@ -115,7 +116,7 @@ def test_the_mutation_acks_all_as_1_is_caught(tmp_path):
     # acks=all at once, it acknowledges records no follower has; a new leader is elected without them and
     # the old one truncates them away when it rejoins. The checker must say they are lost.
     result = run_once(RunOptions(target="dev", overlap=False,
-                                     faults=("partition",), duration_s=25, seed=4,
+                                 faults=("partition",), duration_s=25, seed=4,
                                  history_path=tmp_path / "history.jsonl", mutation="acks-all-as-1"))
     print(result.table())
     assert result.report.counts()["lost"] > 0, result.table()
@@ -232,7 +233,7 @@ def test_a_cluster_given_by_its_bootstrap_gets_the_workloads_and_the_check_but_n
         tmp_path / "cluster", controller_flags=CONTROLLER_FLAGS, broker_flags=BROKER_FLAGS
     ) as cluster:
         cluster.start()
-        result = run_once(RunOptions(target=cluster.bootstrap, faults=(), duration_s=10, seed=1,
+        result = run_once(RunOptions(target=cluster.bootstrap, faults=(), duration_s=7, seed=1,
                                      history_path=history))
     print(result.table())
     assert result.ok and result.report.acknowledged > 0 and result.injected == []
@@ -243,12 +244,13 @@ def test_a_cluster_given_by_its_bootstrap_gets_the_workloads_and_the_check_but_n
 
 
 def test_a_raft_journal_never_fsynced_loses_metadata_under_a_power_cut_of_every_controller(tmp_path):
-    """Issue 41: this bug used to end in exit 3, "could not be carried out". Seed 4 cuts the power of every
-    controller at 3 s and again at 10.5 s; the controllers come back without the run's topic (and one of them,
-whose data directory names the lost log's cluster, refuses the re-formed quorum). The final read
-    cannot succeed then (no controller knows the topic) and ends as `no_recovery`: its 20 s bound, not the
-    default 60 s, is what keeps the test near 100 s; the metadata read-back it checks comes before it."""
-    result = run_once(RunOptions(target="dev", faults=("power",), duration_s=25, seed=4, churn=True,
+    """Issue 41: this bug used to end in exit 3, "could not be carried out". Seed 2959 of a 16 s run cuts the
+    power of every controller at 3 s and again at 8.8 s; the controllers come back without the run's topic
+    (and one of them, whose data directory names the lost log's cluster, refuses the re-formed quorum). The
+    final read cannot succeed then (no controller knows the topic) and ends as `no_recovery`: its 20 s
+    bound, not the default 60 s, is what keeps the test under a minute; the metadata read-back it checks
+    comes before it."""
+    result = run_once(RunOptions(target="dev", faults=("power",), duration_s=16, seed=2959, churn=True,
                                  history_path=tmp_path / "history.jsonl", mutation="raft-journal-no-fsync",
                                  recovery_timeout_s=30, final_read_timeout_s=20))
     # Two ways the loss shows, both violations (never exit 3): the controllers that come back answer
@@ -266,10 +268,10 @@ whose data directory names the lost log's cluster, refuses the re-formed quorum)
 
 
 def test_every_broker_down_one_after_another_catches_an_unclean_election(tmp_path):
-    """Issue 41: with faults one at a time no partition ever lost its whole ISR. Seed 1's first episode
-    kills every broker 2.5-3.5 s apart and starts them again stalest first; the mutant elects that stale
-    replica although the topic does not allow it, and what the later ISR acknowledged is lost."""
-    result = run_once(RunOptions(target="dev", faults=("kill",), duration_s=30, seed=1,
+    """Issue 41: with faults one at a time no partition ever lost its whole ISR. Seed 257's one episode (of a
+    19 s run) kills every broker 2.5-3.5 s apart and starts them again stalest first; the mutant elects that
+    stale replica although the topic does not allow it, and what the later ISR acknowledged is lost."""
+    result = run_once(RunOptions(target="dev", faults=("kill",), duration_s=19, seed=257,
                                  history_path=tmp_path / "history.jsonl", mutation="unclean-election"))
     assert [f.variant for f, _ in result.injected][:3] == ["isr-down"] * 3
     assert result.report.counts()["lost"] > 0, result.table()
