@@ -201,6 +201,10 @@ class Consumer(ConsumerFetcher):
     # ---- assignment and positions ----
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read `partitions` (replacing the assignment; no group membership). A partition new to the
+        consumer starts, as in Kafka, at its group's committed offset when the config has a group_id and
+        one is committed, else by auto_offset_reset ("none": poll() and position() raise
+        OFFSET_OUT_OF_RANGE for it until seek())."""
         wanted = [_checked_partition(tp) for tp in partitions]
         for topic, partition in wanted:
             parts = self._metadata.partitions(topic)
@@ -209,11 +213,27 @@ class Consumer(ConsumerFetcher):
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}"
                 )
         with self._lock:
-            self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
-            for state in self._states.values():
-                if state.position is None and state.reset is None:
-                    state.reset = EARLIEST if self.config.auto_offset_reset == "earliest" else LATEST
+            added = [tp for tp in wanted if tp not in self._states]
+        committed = self._group.committed(added) if self._group is not None and added else {}
+        with self._lock:
+            self._states = {tp: self._states.get(tp) or self._starting_state(tp, committed.get(tp, -1))
+                            for tp in wanted}
             self._arrived.notify_all()
+
+    def _starting_state(self, tp: TopicPartition, committed: int) -> _PartitionState:
+        """A newly assigned partition's state: at the `committed` offset (>= 0), else auto_offset_reset's
+        (call with `_lock` held)."""
+        state = _PartitionState()
+        if committed >= 0:
+            state.position = state.fetch_offset = committed
+            self._committed_positions[tp] = committed
+        elif self.config.auto_offset_reset == "none":
+            state.fail(KanalError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                  f"{tp[0]}-{tp[1]} has no committed offset and auto_offset_reset is 'none': "
+                                  "seek() to choose where to read"))
+        else:
+            state.reset = EARLIEST if self.config.auto_offset_reset == "earliest" else LATEST
+        return state
 
     def assignment(self) -> list[TopicPartition]:
         return sorted(self._states)
@@ -597,14 +617,7 @@ class Consumer(ConsumerFetcher):
         with self._lock:
             states = {tp: self._states[tp] for tp in kept if tp in self._states}
             for tp in added:
-                state = _PartitionState()
-                offset = committed.get(tp, -1)
-                if offset >= 0:
-                    state.position = state.fetch_offset = offset
-                    self._committed_positions[tp] = offset
-                else:
-                    state.reset = EARLIEST if self.config.auto_offset_reset == "earliest" else LATEST
-                states[tp] = state
+                states[tp] = self._starting_state(tp, committed.get(tp, -1))
             self._states = states
             self._arrived.notify_all()
 

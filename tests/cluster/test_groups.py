@@ -252,6 +252,39 @@ def test_coordinator_kill_keeps_the_groups_offsets(cluster):
     assert committed_offsets(cluster, "durable", topic, 3) == {p: 10 * (p + 1) for p in range(3)}
 
 
+def test_assign_with_a_group_starts_at_its_committed_offsets_and_reset_none_raises_without_one(cluster):
+    """As in Kafka: a consumer that assigns partitions by hand (no membership) with a group_id starts each
+    at the group's committed offset; where none is committed, auto_offset_reset decides, and "none" makes
+    position() and poll() raise OFFSET_OUT_OF_RANGE until a seek. Before, assign() ignored the commits and
+    "none" read from the end."""
+    topic = "groups-assign-committed"
+    create_topic(cluster, topic, partitions=2)
+    acked = produce(cluster, topic, 200, "c")
+    on_0 = sorted(o for p, o in acked if p == 0)
+    assert len(on_0) > 20 and on_0[17] == 17  # precondition: partition 0 holds offsets 0..20
+    config = {"bootstrap": cluster.bootstrap, "group_id": "assigner", "enable_auto_commit": False,
+              "fetch_max_wait_ms": 100}
+    with Consumer(ConsumerConfig(**config)) as first:
+        first.assign([(topic, 0)])
+        first.commit({(topic, 0): 17})
+    with Consumer(ConsumerConfig(**config, auto_offset_reset="none")) as second:
+        second.assign([(topic, 0), (topic, 1)])
+        assert second.position((topic, 0)) == 17
+        with pytest.raises(KanalError) as err:
+            second.position((topic, 1), timeout_s=5)
+        assert err.value.code == ErrorCode.OFFSET_OUT_OF_RANGE and "auto_offset_reset" in err.value.message
+        second.seek((topic, 1), 3)
+        read: dict[int, int] = {}
+
+        def first_of_each() -> bool:
+            for r in second.poll(0.2):
+                read.setdefault(r.partition, r.offset)
+            return len(read) == 2
+
+        wait_until(first_of_each, 30, "a record of each partition")
+        assert read == {0: 17, 1: 3}
+
+
 def _coordinator_of(cluster, group: str, not_on: int) -> tuple[int] | None:
     """(broker id,) of the group's coordinator once it is not `not_on` (a tuple: broker 0 is falsy)."""
     md = ClusterMetadata(",".join(n.endpoint for n in cluster.brokers if n.running))
