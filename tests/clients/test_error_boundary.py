@@ -158,10 +158,14 @@ def test_a_produce_to_a_stopped_leader_is_retried_and_lands_once_it_is_back(layo
 def test_a_leader_nothing_listens_for_surfaces_as_broker_not_available_after_retries(layout, brokers):
     bootstrap = brokers(0)
     nowhere(layout, 1)
-    layout.topics[TOPIC] = [1]
+    layout.topics[TOPIC] = [0, 1]
     with producer(bootstrap.endpoint, request_timeout_ms=200, delivery_timeout_ms=600) as p:
+        # Partition 0 first, so the topic's leaders are known before the record for partition 1 starts its
+        # 600 ms (as in the starting-broker test above: a slow first metadata lookup would time it out
+        # unsent, with REQUEST_TIMED_OUT).
+        assert p.produce(TOPIC, b"first", partition=0).result(WAIT_S).offset == 0
         with pytest.raises(KanalError) as err:
-            p.produce(TOPIC, b"v").result(WAIT_S)
+            p.produce(TOPIC, b"v", partition=1).result(WAIT_S)
         metrics = p.metrics()
     assert err.value.code == ErrorCode.BROKER_NOT_AVAILABLE and err.value.retriable
     assert metrics["produce_batch_retry_count"] >= 1
