@@ -58,6 +58,16 @@ class Collected:
         with self.lock:
             return [o for _, (offsets, _) in sorted(self.batches.items()) for o in offsets]
 
+    def settled(self, query, count: int) -> bool:
+        """`count` offsets seen and the query's progress past the last micro-batch that brought some: that
+        callback has returned. Stopping a query while its foreachBatch callback is still running left
+        the stop waiting for a callback answer that never came (the suite hung once)."""
+        with self.lock:
+            last = max(self.batches, default=-1)
+            enough = sum(len(offsets) for offsets, _ in self.batches.values()) >= count
+        progress = query.lastProgress
+        return enough and progress is not None and progress["batchId"] >= last
+
 
 def _run_until(spark, root: Path, checkpoint: Path, collected: Collected, count: int, **options: str) -> None:
     reader = spark.readStream.format("kanal-metadata")
@@ -67,7 +77,7 @@ def _run_until(spark, root: Path, checkpoint: Path, collected: Collected, count:
              .option("checkpointLocation", str(checkpoint))
              .trigger(processingTime="200 milliseconds").start())
     try:
-        wait_until(lambda: len(collected.offsets()) >= count or query.exception() is not None, 180,
+        wait_until(lambda: collected.settled(query, count) or query.exception() is not None, 180,
                    f"{count} metadata records through the stream")
         assert query.exception() is None, query.exception()
     finally:
@@ -107,7 +117,7 @@ def test_metadata_stream_from_latest_reads_only_what_is_appended(spark, tmp_path
         wait_until(lambda: query.lastProgress is not None or query.exception() is not None, 180,
                    "the query's first micro-batch")
         _append_configs(log_dir, existing, 3)
-        wait_until(lambda: len(collected.offsets()) >= 3 or query.exception() is not None, 180,
+        wait_until(lambda: collected.settled(query, 3) or query.exception() is not None, 180,
                    "the appended records")
         assert query.exception() is None, query.exception()
     finally:
