@@ -106,7 +106,6 @@ class Flow:
         self._reader: SourceReader | None = None
         self._translator = OffsetTranslator()
         self._remote: dict[str, str] = {}  # mirrored source topic -> remote topic
-        self._source_topic: dict[str, str] = {}  # and back
         self._last_sync_at: dict[TopicPartition, float] = {}  # source partition -> monotonic time
         self._committed: dict[TopicPartition, int | None] = {}  # source partition -> committed position
         self._in_txn = False
@@ -412,7 +411,6 @@ class Flow:
         assert self._admin is not None
         mirrored = self.source.topics(lambda t: self.policy.mirrors(t, self.config.topics_pattern))
         self._remote = {t: self.policy.remote_topic(t) for t in mirrored}
-        self._source_topic = {r: t for t, r in self._remote.items()}
         target_topics = self._target_topics()
         for change in plan_topics(mirrored, target_topics, self._remote):
             if change.create:
