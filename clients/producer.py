@@ -631,11 +631,7 @@ class Producer:
             if batches:
                 continue
             for batch in acc.expired(now):
-                where = f"{batch.topic}-{batch.partition}"
-                self._finish(batch, -1, KanalError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"not sent within delivery_timeout_ms ({self.config.delivery_timeout_ms}): no leader of "
-                    f"{where} known"))
+                self._finish(batch, -1, self._expiry_error(batch))
             if not self._running and acc.unfinished == 0:
                 return
             throttle_end_s = self._throttles.next_end_s(now)
@@ -886,6 +882,16 @@ class Producer:
             )
         else:
             self._accumulator.release(key)
+
+    def _expiry_error(self, batch: ProducerBatch) -> KanalError:
+        """A batch that waited past its delivery timeout for a leader to send to: it fails with the refusal
+        of its last attempt when it had one (that says why: BROKER_NOT_AVAILABLE from a starting leader,
+        say, whose refusal also dropped the leader until metadata named it again), else REQUEST_TIMED_OUT."""
+        waited = f"not sent within delivery_timeout_ms ({self.config.delivery_timeout_ms})"
+        if batch.error is not None:
+            return KanalError(batch.error.code, f"{waited}; its last attempt: {batch.error.message}")
+        return KanalError(ErrorCode.REQUEST_TIMED_OUT,
+                          f"{waited}: no leader of {batch.topic}-{batch.partition} known")
 
     def _refuse(self, key: tuple[str, int], batches: list[ProducerBatch], error: KanalError) -> None:
         """The broker refused a whole call with a non-retriable error: none of its batches was stored, and

@@ -19,6 +19,7 @@ client certificate.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -36,15 +37,40 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kanal.deploy.certificates import NODE_MAPPING_RULES, DevTls
 from kanal.security.channel_security import ClientSecurity, open_channel
 
+# Ports are chosen below the kernel's ephemeral range: a port the kernel hands out for bind(0) is also one it
+# may give, a moment later, to any process's outgoing connection as its local port, and then the node that
+# was to listen there cannot (a broker exited with "Address already in use" for its metrics port once, with
+# two test suites running). Below the range only another listener can take a port between choice and use.
+_LISTEN_PORTS_LOW = 10_000
+_CHOICE_TRIES_MAX = 1_000
+
+
+def _ephemeral_low(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> int:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
 
 def free_ports(count: int) -> list[int]:
-    """Distinct free TCP ports on 127.0.0.1 (held open together while choosing, so they differ)."""
-    sockets = []
+    """Distinct free TCP ports on 127.0.0.1 for listeners to come, chosen at random below the ephemeral
+    range (held open together while choosing, so they differ); from the ephemeral range (bind to 0) when
+    there is no room below it."""
+    low, high = _LISTEN_PORTS_LOW, _ephemeral_low() - 1
+    sockets: list[socket.socket] = []
     try:
-        for _ in range(count):
+        for _ in range(_CHOICE_TRIES_MAX):
+            if len(sockets) == count:
+                break
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
+            try:
+                s.bind(("127.0.0.1", random.randint(low, high) if high - low > 1_000 else 0))
+            except OSError:  # taken: choose again
+                s.close()
+                continue
             sockets.append(s)
+        if len(sockets) < count:
+            raise OSError(f"no {count} free ports found on 127.0.0.1")
         return [s.getsockname()[1] for s in sockets]
     finally:
         for s in sockets:

@@ -129,10 +129,11 @@ def test_every_batch_a_refused_call_carried_fails_and_none_is_sent_again(layout,
 def test_a_starting_broker_is_retried_until_the_delivery_timeout_then_its_code_surfaces(layout, brokers):
     leader = brokers(1)
     layout.topics[TOPIC] = [1]
-    with producer(leader.endpoint, request_timeout_ms=200, delivery_timeout_ms=600) as p:
-        # One record first, so the leader is known before the refusals start: the refused record's 600 ms
-        # are all spent on refused sends. (Without it, a first metadata lookup slower than 600 ms on a
-        # loaded machine timed the record out unsent: REQUEST_TIMED_OUT, "no leader known".)
+    with producer(leader.endpoint, request_timeout_ms=200, delivery_timeout_ms=2_000) as p:
+        # One record first, so the leader is known before the refusals start and the refused record's time
+        # is spent on refused sends. A refusal drops the leader until metadata names it again; a record
+        # whose time runs out while that lookup is slow (a loaded machine) fails with its last refusal's
+        # code all the same, not REQUEST_TIMED_OUT ("no leader known"), which it used to.
         assert p.produce(TOPIC, b"first").result(WAIT_S).offset == 0
         leader.refuse("Produce", STARTING)
         with pytest.raises(KanalError) as err:
@@ -141,6 +142,23 @@ def test_a_starting_broker_is_retried_until_the_delivery_timeout_then_its_code_s
     assert err.value.code == ErrorCode.BROKER_NOT_AVAILABLE and err.value.retriable
     assert STARTING.message in err.value.message
     assert leader.calls["Produce"] >= 3 and metrics["produce_batch_retry_count"] >= 1  # the first, then 2+
+
+
+def test_a_record_refused_then_left_without_a_leader_fails_with_the_refusal_not_a_bare_timeout(layout,
+                                                                                             brokers):
+    """A record whose leader refused it (starting) and then vanished from metadata waits unsent until its
+    delivery timeout, then fails with the refusal's code and message: that says why it was never stored."""
+    leader = brokers(1)
+    layout.topics[TOPIC] = [1]
+    with producer(leader.endpoint, request_timeout_ms=200, delivery_timeout_ms=600) as p:
+        assert p.produce(TOPIC, b"first").result(WAIT_S).offset == 0
+        leader.refuse("Produce", STARTING)
+        layout.topics[TOPIC] = [-1]  # no leader from now on: the refusal is the record's only attempt's
+        with pytest.raises(KanalError) as err:
+            p.produce(TOPIC, b"v").result(WAIT_S)
+    assert err.value.code == ErrorCode.BROKER_NOT_AVAILABLE and err.value.retriable
+    assert "not sent within delivery_timeout_ms (600)" in err.value.message
+    assert STARTING.message in err.value.message
 
 
 def test_a_produce_to_a_stopped_leader_is_retried_and_lands_once_it_is_back(layout, brokers):

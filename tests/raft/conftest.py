@@ -16,7 +16,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +31,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pysyncobj import HAS_CRYPTO
 
 from kanal.broker.storage.log import Log
+from kanal.deploy.local_cluster import free_ports
 from kanal.metadata import MetadataImage, apply_batch
 from kanal.metadata.log_codec import LogBatch
 from kanal.net.channel_options import channel_options
@@ -151,18 +151,6 @@ def log_factory() -> Callable[[Path], Log]:
 # the kernel to SIGKILL it when the test process dies. Not a preexec_fn: running Python code between fork
 # and exec in a process with gRPC threads runs gRPC's fork handlers in the child, which can abort it.
 _DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
-
-
-def free_ports(count: int) -> list[int]:
-    sockets, ports = [], []
-    for _ in range(count):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind(("127.0.0.1", 0))
-        sockets.append(s)
-        ports.append(s.getsockname()[1])
-    for s in sockets:
-        s.close()
-    return ports
 
 
 class Quorum:
