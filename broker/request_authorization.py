@@ -15,7 +15,7 @@ authorization error, as Kafka answers them:
 | Metadata | DESCRIBE on each topic shown | listing all topics leaves the others out; a named one is TOPIC_AUTHORIZATION_FAILED whether or not it exists |
 | InitProducerId | IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka ≥ 2.8); with a transactional id, WRITE on it | whole call: CLUSTER_ / TRANSACTIONAL_ID_AUTHORIZATION_FAILED |
 | FindCoordinator | DESCRIBE on the group; with key_type TRANSACTION, DESCRIBE on the transactional id | GROUP_ / TRANSACTIONAL_ID_AUTHORIZATION_FAILED in the reply |
-| AddPartitionsToTxn | WRITE on the transactional id, and WRITE on each topic | id: in the reply; a topic: TOPIC_AUTHORIZATION_FAILED on its partitions, the others INVALID_REQUEST (not attempted), nothing added |
+| AddPartitionsToTxn | WRITE on the transactional id, WRITE on each topic, and READ on each of `group_ids` | id: in the reply; a topic: TOPIC_AUTHORIZATION_FAILED on its partitions, the others INVALID_REQUEST (not attempted), nothing added; a group: left out of the call (the reply does not name it, and the producer's AddOffsetsToTxn for it is refused) |
 | AddOffsetsToTxn | WRITE on the transactional id, and READ on the group | in the reply |
 | TxnOffsetCommit | WRITE on the transactional id, READ on the group, READ on each topic | id, group: in the reply; topic: per partition |
 | EndTxn | WRITE on the transactional id | in the reply |
@@ -381,6 +381,11 @@ def _add_partitions_to_txn(request: broker_pb2.AddPartitionsToTxnRequest, access
     refused = _txn_id_refusal(request, access, broker_pb2.AddPartitionsToTxnResponse)
     if refused is not None:
         return refused
+    refused_groups = [g for g in request.group_ids if not access.allows(_OP.ACL_OPERATION_READ, GROUP, g)]
+    if refused_groups:  # left out, not refused: the group's AddOffsetsToTxn gets the refusal, in the reply
+        allowed_groups = [g for g in request.group_ids if g not in refused_groups]
+        request = broker_pb2.AddPartitionsToTxnRequest(producer=request.producer, topics=request.topics,
+                                                       group_ids=allowed_groups)
     op = _OP.ACL_OPERATION_WRITE
     if all(access.allows(op, TOPIC, t.topic) for t in request.topics):
         return admitted(request)

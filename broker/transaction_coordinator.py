@@ -314,6 +314,10 @@ class TransactionCoordinator:
                     item.error = ErrorCode.INVALID_REQUEST
                     item.error_message = "not attempted: another partition of the call does not exist"
             return reply
+        if req.group_ids:
+            self._require_owned(producer.transactional_id)
+        groups = sorted(set(req.group_ids))
+        wanted += [(CONSUMER_OFFSETS_TOPIC, self._groups.offsets_partition_creating(g)) for g in groups]
         self._wait_for_completion(producer.transactional_id)
         decision, _ = self._run(producer.transactional_id, lambda txn, written: decide_add_partitions(
             txn, producer.producer_id, producer.producer_epoch, wanted, self._clock.now_ms(),
@@ -321,6 +325,8 @@ class TransactionCoordinator:
         if not decision.ok:
             del reply.results[:]
             reply.error, reply.error_message = decision.error, decision.message
+        else:
+            reply.group_ids.extend(groups)
         return reply
 
     def add_offsets(self, req: broker_pb2.AddOffsetsToTxnRequest) -> broker_pb2.AddOffsetsToTxnResponse:

@@ -502,8 +502,18 @@ class Producer:
 
     def send_offsets_to_transaction(self, offsets: dict[tuple[str, int], int], group_id: str) -> None:
         """Commit the consumer group's `offsets` (next offset to read, per partition) with this
-        transaction: they become the group's committed offsets when it commits, never if it aborts."""
-        self._transactions().send_offsets(offsets, group_id)
+        transaction: they become the group's committed offsets when it commits, never if it aborts.
+
+        The records produced so far are sent now, without their linger: their partitions join the
+        transaction in the group's AddPartitionsToTxn, and their Produce runs beside the TxnOffsetCommit
+        (clients/transactions.py), so the commit that follows waits for less."""
+        txn = self._transactions()
+        txn.join_group(group_id, self._accumulator.buffered_partitions())
+        self._accumulator.begin_flush()
+        try:
+            txn.send_offsets(offsets, group_id)
+        finally:
+            self._accumulator.end_flush()
 
     def commit_transaction(self, timeout_s: float | None = None) -> None:
         """Send everything of the transaction, then commit it. TransactionAbortableError when a record of

@@ -251,6 +251,12 @@ class RecordAccumulator:
             self._space.notify_all()
             self.wakeup.notify_all()
 
+    def buffered_partitions(self) -> set[TopicPartition]:
+        """The partitions with records not yet sent (an open or sealed batch)."""
+        with self._lock:
+            return {key for key, batch in self._open.items() if batch.record_count} | {
+                key for key, sealed in self._sealed.items() if sealed}
+
     def begin_flush(self) -> None:
         with self._lock:
             self._flushing += 1

@@ -20,7 +20,13 @@ Errors, as Kafka's producer splits them:
 
 Partitions join the transaction when the sender first sends to them (`add_partitions`, called by the
 sender before the batch leaves), as Kafka's sender does, so every produce path (the C one included) is
-covered.
+covered. A group's offsets partition joins in the same AddPartitionsToTxn (its `group_ids`), not in an
+AddOffsetsToTxn of its own: `send_offsets` adds it with the partitions whose records are still buffered,
+and the sender's first add of a transaction names the groups the previous one committed offsets for. So a
+consume-transform-produce loop's commit is one add, then Produce and TxnOffsetCommit side by side, then
+EndTxn: a coordinator round trip fewer than Kafka's sequence. Two calls never add the same thing at once:
+a call waits for a concurrent add of what it needs (`_join`), so no batch leaves before its partition
+joined.
 """
 
 from __future__ import annotations
@@ -92,7 +98,14 @@ class TransactionManager:
         # Group id -> its coordinator's endpoint, for TxnOffsetCommit (Kafka's producer keeps it too):
         # looked up again only after a failure that says it moved.
         self._group_coordinators: dict[str, str] = {}
+        # Members of the open transaction, and the adds in flight (partitions; groups' offsets partitions).
+        self._joining = threading.Condition()
         self._added: set[tuple[str, int]] = set()
+        self._added_groups: set[str] = set()
+        self._adding: set[tuple[str, int]] = set()
+        self._adding_groups: set[str] = set()
+        self._groups_used: set[str] = set()  # groups send_offsets named in this transaction
+        self._groups_before: set[str] = set()  # ... and in the previous one: joined with its first add
         self._started = False  # something was added at the coordinator: the transaction exists there
         self._failure: KanalError | None = None  # the first failure of the current transaction
         self._fatal: KanalError | None = None
@@ -149,36 +162,26 @@ class TransactionManager:
     def begin(self) -> None:
         self.require(TxnState.READY)
         self._added.clear()
+        self._added_groups.clear()
+        self._groups_before, self._groups_used = self._groups_used, set()
         self._started = False
         self._failure = None
         self.state = TxnState.IN_TRANSACTION
 
     def add_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Add partitions not yet in the transaction (the sender calls this before sending to them)."""
-        new = sorted(set(partitions) - self._added)
-        if not new:
-            return
-        topics: dict[str, broker_pb2.TopicPartitions] = {}
-        request = broker_pb2.AddPartitionsToTxnRequest(producer=self._producer())
-        for topic, p in new:
-            if topic not in topics:
-                topics[topic] = request.topics.add(topic=topic)
-            topics[topic].partitions.append(p)
-        reply = self._call("AddPartitionsToTxn", request)
-        self._started = True
-        failed = [r for r in reply.results if r.error != ErrorCode.NONE]
-        if failed:
-            first = failed[0]
-            raise TransactionAbortableError(first.error, f"{first.topic}-{first.partition} cannot join the "
-                                                         f"transaction: {first.error_message}")
-        self._added.update(new)
+        self._join(set(partitions), set())
+
+    def join_group(self, group_id: str, buffered: Iterable[tuple[str, int]] = ()) -> None:
+        """The group's offsets partition joins the transaction (before its TxnOffsetCommit), and with it
+        `buffered`: the partitions whose records are not sent yet, so that the sender finds them added."""
+        self.require(TxnState.IN_TRANSACTION)
+        self._groups_used.add(group_id)
+        self._join(set(buffered), {group_id})
 
     def send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str) -> None:
-        self.require(TxnState.IN_TRANSACTION)
-        self._call(
-            "AddOffsetsToTxn", broker_pb2.AddOffsetsToTxnRequest(producer=self._producer(), group_id=group_id)
-        )
-        self._started = True
+        """TxnOffsetCommit of `offsets` for `group_id` in this transaction (its group joined first)."""
+        self.join_group(group_id)
         request = broker_pb2.TxnOffsetCommitRequest(producer=self._producer(), group_id=group_id)
         by_topic: dict[str, broker_pb2.OffsetCommitRequest.Topic] = {}
         for (topic, partition), offset in sorted(offsets.items()):
@@ -193,6 +196,59 @@ class TransactionManager:
                 f"offsets of {failed[0].topic}-{failed[0].partition}: {failed[0].error_message}",
             )
 
+    def _join(self, partitions: set[tuple[str, int]], groups: set[str]) -> None:
+        """Make `partitions` and the offsets partitions of `groups` members of the transaction: one
+        AddPartitionsToTxn for what is not added yet (with the previous transaction's groups, unasked),
+        after waiting for any concurrent add of what this call needs."""
+        with self._joining:
+            def free() -> bool:
+                return not (partitions & self._adding or groups & self._adding_groups)
+
+            if not self._joining.wait_for(free, self._max_block_s):
+                raise TransactionAbortableError(ErrorCode.REQUEST_TIMED_OUT,
+                                                "a concurrent AddPartitionsToTxn did not end in time")
+            new = partitions - self._added
+            needed = groups - self._added_groups
+            if not new and not needed:
+                return
+            asked = needed | (self._groups_before - self._added_groups - self._adding_groups)
+            self._adding |= new
+            self._adding_groups |= asked
+        joined: set[str] = set()
+        try:
+            joined = self._add_call(new, asked)
+        finally:
+            with self._joining:
+                self._adding -= new
+                self._adding_groups -= asked
+                self._added_groups |= joined
+                self._joining.notify_all()
+        for group_id in needed - joined:  # a broker that predates group_ids, or READ refused: Kafka's call
+            self._call("AddOffsetsToTxn",
+                       broker_pb2.AddOffsetsToTxnRequest(producer=self._producer(), group_id=group_id))
+            self._started = True
+            with self._joining:
+                self._added_groups.add(group_id)
+
+    def _add_call(self, partitions: set[tuple[str, int]], groups: set[str]) -> set[str]:
+        """AddPartitionsToTxn: the partitions join (or the call raises), and the groups it names joined."""
+        request = broker_pb2.AddPartitionsToTxnRequest(producer=self._producer(), group_ids=sorted(groups))
+        topics: dict[str, broker_pb2.TopicPartitions] = {}
+        for topic, p in sorted(partitions):
+            if topic not in topics:
+                topics[topic] = request.topics.add(topic=topic)
+            topics[topic].partitions.append(p)
+        reply = self._call("AddPartitionsToTxn", request)
+        self._started = True
+        failed = [r for r in reply.results if r.error != ErrorCode.NONE]
+        if failed:
+            first = failed[0]
+            raise TransactionAbortableError(first.error, f"{first.topic}-{first.partition} cannot join the "
+                                                         f"transaction: {first.error_message}")
+        with self._joining:
+            self._added |= partitions
+        return set(reply.group_ids) & groups
+
     def end(self, commit: bool) -> None:
         """EndTxn; the transaction is over for this producer once it returns. A transaction that added
         nothing at the coordinator ends without a call, as in Kafka."""
@@ -200,6 +256,7 @@ class TransactionManager:
             self._call("EndTxn", broker_pb2.EndTxnRequest(producer=self._producer(), commit=commit))
         self._started = False
         self._added.clear()
+        self._added_groups.clear()
         self._failure = None
         self.state = TxnState.READY
 

@@ -15,6 +15,7 @@ from kanal.metadata.acl import (
     GROUP,
     LITERAL,
     TOPIC,
+    TRANSACTIONAL_ID,
     AclEntry,
     build_acl_map,
 )
@@ -201,3 +202,17 @@ def test_the_authorizer_flags_on_both_servers(tmp_path):
     assert parse_controller_args([*controller, "--authorizer", "on"], environ={}).authorizer.enabled
     with pytest.raises(ControllerConfigError, match="super-users"):
         parse_controller_args([*controller, "--super-users", "Group:x"], environ={})
+
+
+def test_add_partitions_to_txn_leaves_out_the_groups_the_caller_may_not_read():
+    """AddPartitionsToTxn's `group_ids` need READ on each group, as AddOffsetsToTxn does; a group without it
+    is left out of the call (the reply does not name it, so the producer's AddOffsetsToTxn for it gets the
+    refusal) and the partitions still join."""
+    request = broker_pb2.AddPartitionsToTxnRequest(
+        producer=broker_pb2.TxnProducer(transactional_id="tx"), group_ids=["mine", "theirs"])
+    request.topics.add(topic="out", partitions=[0])
+    admission = BROKER_RULES["AddPartitionsToTxn"](request, access(
+        (M.ACL_OPERATION_WRITE, TRANSACTIONAL_ID, "tx"), (M.ACL_OPERATION_WRITE, TOPIC, "out"),
+        (M.ACL_OPERATION_READ, GROUP, "mine")))
+    assert list(admission.request.group_ids) == ["mine"]
+    assert [(t.topic, list(t.partitions)) for t in admission.request.topics] == [("out", [0])]

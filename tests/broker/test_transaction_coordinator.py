@@ -173,3 +173,25 @@ def test_add_offsets_on_a_cluster_without_offsets_topic_creates_it_and_asks_for_
     assert coordinators.transaction()[0] == TxnState.ONGOING  # nothing about the transaction changed
     coordinators.image.topics[CONSUMER_OFFSETS_TOPIC] = offsets_topic  # the controller created it
     assert coordinators.transactions.add_offsets(request).error == ErrorCode.NONE
+
+
+def test_add_partitions_with_group_ids_adds_each_groups_offsets_partition_in_the_same_write(coordinators):
+    """AddPartitionsToTxn's `group_ids` does AddOffsetsToTxn's work in the same call: the group's
+    __consumer_offsets partition joins with the partitions (so its markers will be written there), and the
+    reply names the group; a call that fails names none."""
+    producer = coordinators.open_transaction()
+    request = broker_pb2.AddPartitionsToTxnRequest(producer=producer, group_ids=["positions"])
+    request.topics.add(topic="t", partitions=[0])
+    reply = coordinators.transactions.add_partitions(request)
+    assert reply.error == ErrorCode.NONE and list(reply.group_ids) == ["positions"], reply
+    offsets_partition = coordinators.groups.offsets_partition_creating("positions")
+    described = coordinators.transactions.describe(
+        broker_pb2.DescribeTransactionsRequest(transactional_ids=["tx"])).transactions[0].state
+    assert {(p.topic, p.partition) for p in described.partitions} == {
+        ("t", 0), (CONSUMER_OFFSETS_TOPIC, offsets_partition)}
+
+    stale = broker_pb2.TxnProducer(transactional_id="tx", producer_id=producer.producer_id,
+                                   producer_epoch=producer.producer_epoch + 1)
+    refused = coordinators.transactions.add_partitions(
+        broker_pb2.AddPartitionsToTxnRequest(producer=stale, group_ids=["other"]))
+    assert refused.error != ErrorCode.NONE and not refused.group_ids

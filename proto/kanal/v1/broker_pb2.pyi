@@ -315,24 +315,28 @@ class TxnProducer(_message.Message):
     def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
 
 class AddPartitionsToTxnRequest(_message.Message):
-    __slots__ = ("producer", "topics")
+    __slots__ = ("producer", "topics", "group_ids")
     PRODUCER_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
     producer: TxnProducer
     topics: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
-    def __init__(self, producer: _Optional[_Union[TxnProducer, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ...) -> None: ...
+    group_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, producer: _Optional[_Union[TxnProducer, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ..., group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AddPartitionsToTxnResponse(_message.Message):
-    __slots__ = ("error", "error_message", "results", "throttle_time_ms")
+    __slots__ = ("error", "error_message", "results", "throttle_time_ms", "group_ids")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.ErrorCode
     error_message: str
     results: _containers.RepeatedCompositeFieldContainer[TxnPartitionResult]
     throttle_time_ms: int
-    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., results: _Optional[_Iterable[_Union[TxnPartitionResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
+    group_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, error: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., results: _Optional[_Iterable[_Union[TxnPartitionResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ..., group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TxnPartitionResult(_message.Message):
     __slots__ = ("topic", "partition", "error", "error_message")
