@@ -158,11 +158,31 @@ def port_accepts(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def _tail(path: Path, n: int = 40) -> str:
+def log_tail(path: Path, n: int = 40) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return ""
+
+
+def jvm_argv(jars: Path, workdir: Path, log_file: Path, heap: str = "1g",
+             jvm_args: list[str] | None = None) -> list[str]:
+    """java and its options for a JVM of Apache Kafka's (a broker, a tool, MirrorMaker 2): the jars of
+    `jars` on the class path, logging through log4j2 to `log_file` (its config written into `workdir`)."""
+    log4j = workdir / "log4j2.properties"
+    log4j.write_text(LOG4J2_TEMPLATE.format(log_file=log_file))
+    return [java_command(), f"-Xmx{heap}", "-Xms256m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={log_file.parent}",
+            *(jvm_args or []), "-cp", str(jars / "*")]
+
+
+def spawn_jvm(argv: list[str], out_file: Path, cwd: Path) -> subprocess.Popen:
+    """Start `argv` with its stdout and stderr appended to `out_file`; stop it with stop_kafka."""
+    out = open(out_file, "ab")  # noqa: SIM115 - closed below once the JVM holds its own copy
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
+    finally:
+        out.close()
 
 
 def start_kafka(workdir, jars_dir=None, *, heap: str = "1g", timeout: float = 90.0,
@@ -189,8 +209,7 @@ def start_kafka(workdir, jars_dir=None, *, heap: str = "1g", timeout: float = 90
     jars = Path(jars_dir or DEFAULT_JARS).resolve()
     if not list(jars.glob("kafka_2.13-*.jar")):
         raise KafkaStartError(f"no kafka_2.13 jar in {jars}; run deploy/kafka_jars.sh .kafka-jars server")
-    classpath = str(jars / "*")
-    java = java_command()
+    java_command()  # fails now, before anything is written, when there is no java
 
     workdir.mkdir(parents=True, exist_ok=True)
     data_dir = workdir / "data"
@@ -225,12 +244,7 @@ def start_kafka(workdir, jars_dir=None, *, heap: str = "1g", timeout: float = 90
     protocol_map = dict(x.split(":", 1) for x in props["listener.security.protocol.map"].split(","))
     plaintext = protocol_map.get("PLAINTEXT", "PLAINTEXT") == "PLAINTEXT"
 
-    log4j = workdir / "log4j2.properties"
-    log4j.write_text(LOG4J2_TEMPLATE.format(log_file=logs_dir / "server.log"))
-
-    jvm = [java, f"-Xmx{heap}", "-Xms256m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-           f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={logs_dir}",
-           *(jvm_args or []), "-cp", classpath]
+    jvm = jvm_argv(jars, workdir, logs_dir / "server.log", heap, jvm_args)
 
     # 1. Format the storage (once: a formatted data dir is reused on restart).
     cluster_id_file = workdir / "cluster.id"
@@ -250,12 +264,7 @@ def start_kafka(workdir, jars_dir=None, *, heap: str = "1g", timeout: float = 90
     t_formatted = time.monotonic()
 
     # 2. Start the server.
-    out = open(logs_dir / "kafka.out", "ab")  # noqa: SIM115 - closed below once the JVM holds its own copy
-    try:
-        proc = subprocess.Popen([*jvm, "kafka.Kafka", str(config)], stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
-    finally:
-        out.close()
+    proc = spawn_jvm([*jvm, "kafka.Kafka", str(config)], logs_dir / "kafka.out", workdir)
     t_spawned = time.monotonic()
 
     # 3. Wait until the port accepts, then until the broker is unfenced.
@@ -267,18 +276,18 @@ def start_kafka(workdir, jars_dir=None, *, heap: str = "1g", timeout: float = 90
             if proc.poll() is not None:
                 raise KafkaStartError(
                     f"kafka exited with {proc.returncode} during startup\n"
-                    f"--- kafka.out ---\n{_tail(logs_dir / 'kafka.out')}\n"
-                    f"--- server.log ---\n{_tail(logs_dir / 'server.log')}")
+                    f"--- kafka.out ---\n{log_tail(logs_dir / 'kafka.out')}\n"
+                    f"--- server.log ---\n{log_tail(logs_dir / 'server.log')}")
             if t_port is None and port_accepts(host, port):
                 t_port = time.monotonic()
             if t_port is not None and (
                     broker_ready(host, port) if plaintext
-                    else "Kafka Server started" in _tail(logs_dir / "server.log", 400)):
+                    else "Kafka Server started" in log_tail(logs_dir / "server.log", 400)):
                 break
             if time.monotonic() > deadline:
                 raise KafkaStartError(
                     f"kafka not ready on {host}:{port} after {timeout:.0f} s\n"
-                    f"--- server.log ---\n{_tail(logs_dir / 'server.log')}")
+                    f"--- server.log ---\n{log_tail(logs_dir / 'server.log')}")
             time.sleep(0.05)
     except BaseException:
         stop_kafka(proc)
@@ -297,7 +306,7 @@ def start_kafka(workdir, jars_dir=None, *, heap: str = "1g", timeout: float = 90
 
 
 def stop_kafka(process, timeout: float = 30.0) -> int:
-    """SIGTERM (controlled shutdown) the broker by PID; SIGKILL after timeout."""
+    """SIGTERM (controlled shutdown) the broker, or any JVM of spawn_jvm, by PID; SIGKILL after timeout."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:

@@ -56,25 +56,34 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def create_topic(bootstrap: str, name: str) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> None:
+    """Create `name` (replication factor 1) and wait until every partition has a leader."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, 1, 1)])[name].result(60)
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(60)
     deadline = time.monotonic() + 60
-    while (
-        name not in admin.list_topics(timeout=10).topics
-        or admin.list_topics(topic=name, timeout=10).topics[name].partitions[0].leader < 0
-    ):
+    while True:
+        listed = admin.list_topics(topic=name, timeout=10).topics.get(name)
+        if listed is not None and len(listed.partitions) == partitions and all(
+            p.leader >= 0 for p in listed.partitions.values()
+        ):
+            return
         if time.monotonic() > deadline:
-            raise SystemExit(f"topic {name} has no leader after 60 s")
+            raise SystemExit(f"topic {name} has no leader for every partition after 60 s")
+        time.sleep(0.05)
 
 
-def produce(bootstrap: str, topic: str, records: int, value: bytes) -> float:
+def produce(
+    bootstrap: str, topic: str, records: int, value: bytes, *, compression: str = "lz4", keys: int = 0
+) -> float:
+    """`records` values through librdkafka (acks=all, idempotence); with `keys`, keyed str(i % keys)."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "enable.idempotence": True,
-            "compression.type": "lz4",
+            "compression.type": compression,
             "linger.ms": 5,
             "queue.buffering.max.messages": 1_000_000,
         }
@@ -85,11 +94,13 @@ def produce(bootstrap: str, topic: str, records: int, value: bytes) -> float:
         if err is not None:
             failures.append(err)
 
+    key_of = [str(k).encode() for k in range(keys)] or [None]
     started = time.perf_counter()
-    for _ in range(records):
+    for i in range(records):
+        key = key_of[i % len(key_of)]
         while True:
             try:
-                producer.produce(topic, value, on_delivery=delivered)
+                producer.produce(topic, value, key, on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.01)

@@ -10,6 +10,12 @@
 #                 log4j2 like the Apache distribution does (configure it with
 #                 -Dlog4j2.configurationFile=...), so no slf4j-simple there
 #                 (two slf4j bindings would make slf4j pick one at random).
+#   KIND=mirrormaker  MirrorMaker 2 at MM2_VERSION: connect-mirror,
+#                 connect-mirror-client, connect-runtime (and what they need)
+#                 + log4j-slf4j-impl, for the same reason as server. Run it in
+#                 dedicated mode as: java -cp 'DEST/mirrormaker/*'
+#                 org.apache.kafka.connect.mirror.MirrorMaker mm2.properties
+#                 (benchmarks/mirror_mm2_bench.py does).
 #
 # Idempotent: DEST/KIND/.complete is written last; when it is present and names
 # the same set of artifacts, nothing is done.
@@ -18,22 +24,36 @@
 #   KAFKA_VERSION   (default 4.4.0)
 #   SLF4J_VERSION   (default 1.7.36, the slf4j-api that kafka-clients 4.4.0 declares)
 #   LOG4J_VERSION   (default 2.25.5, the log4j-core that kafka-tools 4.4.0 brings)
+#   MM2_VERSION     (default 4.3.1) the Kafka version of the mirrormaker kind. Not
+#                   KAFKA_VERSION: Maven Central serves no connect-mirror jar for
+#                   4.4.0 or 4.3.2 (tried 2026-12-08; connect-runtime 4.4.0 is
+#                   there), and 4.3.1 is the newest that resolves. Its whole set
+#                   is 4.3.1 (connect-runtime, kafka-clients) so that no two
+#                   versions of one Kafka module meet on the classpath; 4.3
+#                   clients speak to the 4.4 brokers of the server kind.
 #   MVN             (default: mvn on PATH)
 #   MVN_ARGS        extra arguments for mvn, e.g. -Dmaven.repo.local=/some/dir
 set -euo pipefail
 
-usage() { echo "usage: $0 DEST clients|server" >&2; exit 2; }
+usage() { echo "usage: $0 DEST clients|server|mirrormaker" >&2; exit 2; }
 [ $# -eq 2 ] || usage
 DEST=$1
 KIND=$2
 KAFKA_VERSION=${KAFKA_VERSION:-4.4.0}
 SLF4J_VERSION=${SLF4J_VERSION:-1.7.36}
 LOG4J_VERSION=${LOG4J_VERSION:-2.25.5}
+MM2_VERSION=${MM2_VERSION:-4.3.1}
 DEP_PLUGIN_VERSION=3.8.1   # works with Maven 3.6.3+ (Debian bookworm ships 3.8.7)
 
 case "$KIND" in
   clients) ARTIFACTS="org.apache.kafka:kafka-clients:$KAFKA_VERSION org.apache.kafka:kafka-tools:$KAFKA_VERSION org.slf4j:slf4j-simple:$SLF4J_VERSION" ;;
   server)  ARTIFACTS="org.apache.kafka:kafka-clients:$KAFKA_VERSION org.apache.kafka:kafka-tools:$KAFKA_VERSION org.apache.kafka:kafka_2.13:$KAFKA_VERSION org.apache.kafka:kafka-storage:$KAFKA_VERSION org.apache.logging.log4j:log4j-slf4j-impl:$LOG4J_VERSION" ;;
+  mirrormaker)
+    ARTIFACTS=""
+    for n in connect-mirror connect-mirror-client connect-runtime; do
+      ARTIFACTS="$ARTIFACTS org.apache.kafka:$n:$MM2_VERSION"
+    done
+    ARTIFACTS="${ARTIFACTS# } org.apache.logging.log4j:log4j-slf4j-impl:$LOG4J_VERSION" ;;
   *) usage ;;
 esac
 
