@@ -232,7 +232,9 @@ def test_a_starting_leader_is_fetched_again_until_the_request_timeout_then_poll_
     leader = brokers(1)
     layout.topics[TOPIC] = [1]
     leader.refuse("Fetch", STARTING)
-    with consumer(leader.endpoint, request_timeout_ms=300) as c:
+    # 2 s, not less: the consumer's first Metadata call (a new channel) has the same timeout, and once took
+    # more than 300 ms in a full suite run.
+    with consumer(leader.endpoint, request_timeout_ms=2_000) as c:
         c.assign([(TOPIC, 0)])
         error = poll_error(c)
         assert error.code == ErrorCode.BROKER_NOT_AVAILABLE and error.retriable
@@ -263,7 +265,7 @@ def test_a_leader_nothing_listens_for_is_raised_by_poll_as_broker_not_available(
     bootstrap = brokers(0)
     nowhere(layout, 1)
     layout.topics[TOPIC] = [1]
-    with consumer(bootstrap.endpoint, request_timeout_ms=300) as c:
+    with consumer(bootstrap.endpoint, request_timeout_ms=2_000) as c:  # 2 s: as in the test above
         c.assign([(TOPIC, 0)])
         c.seek((TOPIC, 0), 0)
         error = poll_error(c)
