@@ -53,7 +53,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -67,6 +66,7 @@ import grpc
 from grpc_floors import rpc_chain_rate
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from kanal.deploy.local_cluster import free_ports
 from kanal.v1 import admin_pb2, controller_pb2, controller_pb2_grpc
 from kanal.v1.error import ErrorCode, KanalError
 
@@ -89,7 +89,7 @@ class LocalQuorum:
         self.base = base
         self.python = python  # the interpreter (and so the kanal install) the controllers run
         self.ids = list(range(1, size + 1))
-        ports = _free_ports(2 * size)
+        ports = free_ports(2 * size)
         self.grpc = {i: ports[2 * i - 2] for i in self.ids}
         self.raft = {i: ports[2 * i - 1] for i in self.ids}
         self.peers = ",".join(f"{i}=127.0.0.1:{self.raft[i]}=127.0.0.1:{self.grpc[i]}" for i in self.ids)
@@ -193,18 +193,6 @@ class LocalQuorum:
                 pass
             time.sleep(0.05)
         raise TimeoutError("the quorum did not catch up")
-
-
-def _free_ports(n: int) -> list[int]:
-    sockets = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        sockets.append(s)
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def _create(stub, names, partitions=1, rf=3, timeout=30.0):
@@ -424,7 +412,7 @@ def bench_bare_pysyncobj(
 
 
 def _bare_pysyncobj_once(base: Path, seconds: float, inflight: int, payload_bytes: int, conf: str) -> dict:
-    ports = _free_ports(3)
+    ports = free_ports(3)
     addresses = [f"127.0.0.1:{p}" for p in ports]
     result_file = base / f"pysyncobj-result-{uuid.uuid4().hex[:8]}.json"
     procs: list[subprocess.Popen[bytes]] = []

@@ -203,9 +203,8 @@ class RecordAccumulator:
         """Take out the batches past their delivery deadline that never went out (their partition has no
         leader the producer knows, or was never sendable): the sender fails them, so a flush or a
         transaction's commit ends (REQUEST_TIMED_OUT, or the refusal of the batch's last attempt) instead of
-        waiting for ever. A partition with a
-        batch in flight is left to that call's answer. In order from a partition's head: a batch is never
-        failed while an older one of its partition waits."""
+        waiting for ever. A partition with a batch in flight is left to that call's answer. In order from a
+        partition's head: a batch is never failed while an older one of its partition waits."""
         out: list[ProducerBatch] = []
         with self._lock:
             for key in list(self._sealed.keys() | self._open.keys()):
